@@ -1,0 +1,147 @@
+"""The model spec: identity, sources, parameter counts, and layers as groups of layer kinds.
+
+A layer may hold more than one cache (DeepSeek V3.2 layers hold an MLA latent *and* an indexer key),
+so a group is "one layer kind, and the layer indices that carry it"; two groups may name the same
+layer. Every layer index must be carried by at least one group.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
+from kvplan.errors import KvplanError
+from kvplan.layers import LayerKind
+
+
+class Sourced(BaseModel):
+    """A figure and where it comes from. ``kind``: D datasheet/vendor, M measured, T third-party,
+    X derived by us (the source then shows the arithmetic), C read from the model's own config."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float
+    source: str = Field(min_length=3)
+    kind: str | None = None
+
+    def cite(self) -> str:
+        return f"{self.source} [{self.kind}]" if self.kind else self.source
+
+
+class LayerGroup(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    kind: LayerKind
+    layers: tuple[Annotated[int, Field(ge=0)], ...]
+
+    @field_validator("layers")
+    @classmethod
+    def _unique(cls, layers: tuple[int, ...]) -> tuple[int, ...]:
+        if not layers:
+            raise ValueError("a layer group needs at least one layer")
+        if len(set(layers)) != len(layers):
+            raise ValueError("a layer group lists a layer twice")
+        return tuple(sorted(layers))
+
+    @property
+    def count(self) -> int:
+        return len(self.layers)
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    description: str = ""
+    sources: tuple[str, ...] = Field(min_length=1)
+    num_layers: Annotated[int, Field(gt=0, le=10_000)]
+    groups: tuple[LayerGroup, ...] = Field(min_length=1)
+    # MTP / next-token-prediction draft layers shipped with the checkpoint; not in num_layers and not
+    # counted unless asked for (engine-kv-accounting.md, pitfall 8).
+    mtp_layers: Annotated[int, Field(ge=0, le=64)] = 0
+    params_total: Sourced | None = None
+    params_active: Sourced | None = None
+    weight_dtype: str = "bf16"
+    weight_bytes: Sourced | None = None
+    hidden_size: int | None = None
+    num_attention_heads: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    notes: tuple[str, ...] = ()
+
+    @field_validator("weight_dtype")
+    @classmethod
+    def _weight_dtype(cls, value: str) -> str:
+        if value not in WEIGHT_BYTES_PER_PARAM:
+            raise ValueError(f"unknown weight dtype {value!r}; one of {', '.join(WEIGHT_BYTES_PER_PARAM)}")
+        return value
+
+    @model_validator(mode="after")
+    def _layers_covered(self) -> "ModelSpec":
+        carried: set[int] = set()
+        for group in self.groups:
+            beyond = [i for i in group.layers if i >= self.num_layers]
+            if beyond:
+                raise ValueError(f"group {group.name!r} names layer {beyond[0]} but the model has "
+                                 f"{self.num_layers} layers (0..{self.num_layers - 1})")
+            carried.update(group.layers)
+        missing = sorted(set(range(self.num_layers)) - carried)
+        if missing:
+            raise ValueError(f"layers {missing[:5]} carry no cache kind; every layer needs a group")
+        return self
+
+    @cached_property
+    def layer_kinds(self) -> tuple[tuple[LayerKind, ...], ...]:
+        """For each layer index, the kinds it carries."""
+        per_layer: list[list[LayerKind]] = [[] for _ in range(self.num_layers)]
+        for group in self.groups:
+            for i in group.layers:
+                per_layer[i].append(group.kind)
+        return tuple(tuple(kinds) for kinds in per_layer)
+
+    def with_mtp_layers(self) -> "ModelSpec":
+        """The model with its MTP draft layers appended, each carrying the kinds of the last layer."""
+        if not self.mtp_layers:
+            return self
+        last = self.num_layers - 1
+        extra = tuple(range(self.num_layers, self.num_layers + self.mtp_layers))
+        groups = tuple(
+            g.model_copy(update={"layers": g.layers + extra}) if last in g.layers else g for g in self.groups
+        )
+        return self.model_copy(update={
+            "groups": groups, "num_layers": self.num_layers + self.mtp_layers, "mtp_layers": 0,
+            "name": f"{self.name} + {self.mtp_layers} MTP layer(s)",
+        })
+
+    def check_tp(self, tp: int) -> None:
+        for group in self.groups:
+            try:
+                group.kind.check_tp(tp)
+            except KvplanError as err:
+                raise KvplanError(f"{self.id}: {err.message} (layer group {group.name!r})", err.hint) from None
+
+    def weight_bytes_estimate(self) -> tuple[float, str] | None:
+        """Weight bytes for the whole model: the checkpoint size when known, else params x dtype."""
+        if self.weight_bytes is not None:
+            return self.weight_bytes.value, f"checkpoint size: {self.weight_bytes.cite()}"
+        if self.params_total is not None:
+            per = WEIGHT_BYTES_PER_PARAM[self.weight_dtype]
+            return (self.params_total.value * per,
+                    f"{self.params_total.value:,.0f} params x {per:g} B ({self.weight_dtype})")
+        return None
+
+    def uses_kind(self, kind_name: str) -> bool:
+        return any(g.kind.kind == kind_name for g in self.groups)
+
+    def effective_kv_dtype_note(self, dtype: KVDtype) -> str | None:
+        for g in self.groups:
+            stored = getattr(g.kind, "stored_dtype", None)
+            if stored is not None and stored(dtype) is not dtype:
+                return (f"{self.id} stores an {dtype.value} MLA cache as {stored(dtype).value} "
+                        f"(vLLM maps any fp8 cache dtype to fp8_ds_mla for DeepSeek V3.2)")
+        return None

@@ -1,0 +1,167 @@
+"""Presets are data: TOML files, one per model or GPU, each figure with its source.
+
+Built-in presets ship inside the wheel (``kvplan/presets``; in a source checkout, the top-level
+``presets/`` folder). A user's own files override them by id: give a folder with ``--presets-dir`` or
+the ``KVPLAN_PRESETS_DIR`` environment variable (several folders separated by ``:``). Each file says
+what it is with ``type = "model"`` or ``type = "hardware"``.
+
+Layers in a model preset's ``[[groups]]`` are written as ``layers = "all"``, a list of indices,
+``{ start = 0, stop = 3 }`` (stop excluded), or ``{ every = 2, offset = 1 }``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kvplan.errors import KvplanError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_VAR = "KVPLAN_PRESETS_DIR"
+
+
+def builtin_dir() -> Path:
+    packaged = Path(__file__).parent / "presets"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "presets"
+
+
+@dataclass(frozen=True)
+class PresetFile:
+    id: str
+    type: str
+    path: Path
+    builtin: bool
+    data: dict[str, Any]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise KvplanError(f"preset file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+    except OSError as err:
+        raise KvplanError(f"cannot read preset file {path}: {err.strerror}", "check the path") from None
+
+
+def user_dirs(extra: list[Path] | None = None) -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    dirs += list(extra or [])
+    for d in dirs:
+        if not d.is_dir():
+            raise KvplanError(f"presets folder {d} does not exist",
+                              f"create it, or fix --presets-dir / {ENV_VAR}")
+    return dirs
+
+
+def discover(extra_dirs: list[Path] | None = None) -> dict[str, dict[str, PresetFile]]:
+    """All presets by type then id; user folders (later ones win) override the built-in files."""
+    found: dict[str, dict[str, PresetFile]] = {"model": {}, "hardware": {}}
+    roots = [(builtin_dir(), True)] + [(d, False) for d in user_dirs(extra_dirs)]
+    for root, builtin in roots:
+        for path in sorted(root.rglob("*.toml")):
+            data = _read_toml(path)
+            kind = data.get("type")
+            if kind not in found:
+                raise KvplanError(f"preset file {path} has type={kind!r}",
+                                  'start it with type = "model" or type = "hardware"')
+            preset_id = data.get("id") or path.stem
+            found[kind][preset_id] = PresetFile(preset_id, kind, path, builtin, data)
+    return found
+
+
+def _expand_layers(spec: Any, num_layers: int, where: str) -> list[int]:
+    if spec == "all":
+        return list(range(num_layers))
+    if isinstance(spec, list) and all(isinstance(i, int) for i in spec):
+        return spec
+    if isinstance(spec, dict):
+        if set(spec) <= {"start", "stop"}:
+            return list(range(spec.get("start", 0), spec.get("stop", num_layers)))
+        if set(spec) <= {"every", "offset"} and "every" in spec:
+            return list(range(spec.get("offset", 0), num_layers, spec["every"]))
+    raise KvplanError(f"{where}: layers = {spec!r} is not understood",
+                      'write "all", a list of indices, {start=, stop=} or {every=, offset=}')
+
+
+def _pydantic_message(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return f"{loc}: {first['msg']}" if loc else first["msg"]
+
+
+def build_model(data: dict[str, Any], where: str):
+    from kvplan.model import ModelSpec
+
+    body = {k: v for k, v in data.items() if k != "type"}
+    num_layers = body.get("num_layers")
+    if not isinstance(num_layers, int):
+        raise KvplanError(f"{where}: num_layers is missing or not a whole number", "set num_layers")
+    groups = []
+    for g in body.get("groups", []):
+        g = dict(g)
+        g["layers"] = _expand_layers(g.get("layers", "all"), num_layers, where)
+        groups.append(g)
+    body["groups"] = groups
+    try:
+        return ModelSpec.model_validate(body)
+    except ValidationError as err:
+        raise KvplanError(f"{where}: {_pydantic_message(err)}", "fix that field in the preset") from None
+
+
+def build_hardware(data: dict[str, Any], where: str):
+    from kvplan.hardware import HardwareSpec
+
+    body = {k: v for k, v in data.items() if k != "type"}
+    try:
+        return HardwareSpec.model_validate(body)
+    except ValidationError as err:
+        raise KvplanError(f"{where}: {_pydantic_message(err)}", "fix that field in the preset") from None
+
+
+def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+    hint = ("did you mean " + " or ".join(close) + "?") if close else "run `kvplan presets list`"
+    return KvplanError(f"unknown {kind} preset {name!r}", hint)
+
+
+def load_model(ref: str, extra_dirs: list[Path] | None = None):
+    """A model from a preset id, a preset TOML path, an HF ``config.json`` path, or a model directory."""
+    path = Path(ref).expanduser()
+    if path.suffix == ".toml" and path.is_file():
+        data = _read_toml(path)
+        return build_model(data, str(path))
+    if path.suffix == ".json" or path.is_dir():
+        from kvplan.hf_import import load_hf_model
+
+        return load_hf_model(path)
+    presets = discover(extra_dirs)["model"]
+    if ref not in presets:
+        if os.sep in ref or ref.endswith((".json", ".toml")):
+            raise KvplanError(f"model file {ref} does not exist", "check the path")
+        raise _unknown("model", ref, sorted(presets))
+    preset = presets[ref]
+    return build_model(preset.data, str(preset.path))
+
+
+def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
+    path = Path(ref).expanduser()
+    if path.suffix == ".toml" and path.is_file():
+        return build_hardware(_read_toml(path), str(path))
+    presets = discover(extra_dirs)["hardware"]
+    if ref not in presets:
+        raise _unknown("hardware", ref, sorted(presets))
+    preset = presets[ref]
+    return build_hardware(preset.data, str(preset.path))

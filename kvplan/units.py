@@ -1,0 +1,129 @@
+"""Parsing and printing quantities with explicit units.
+
+Decimal units (kB, MB, GB, TB; GB/s) are powers of 10; binary units (KiB, MiB, GiB, TiB) are powers
+of 2. The two are never mixed silently: a bare number of bytes is refused where a size is expected,
+and every printed size names its unit.
+
+Token counts accept ``k``/``K`` (x1,000), ``M`` (x1,000,000) and ``Ki`` (x1,024) suffixes, so
+``30k`` is 30,000 tokens (the workload document's "30K decode") and ``128Ki`` is 131,072.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvplan.errors import KvplanError
+
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_RATE_UNITS = {"gb/s": 10**9, "mb/s": 10**6, "tb/s": 10**12, "gib/s": 2**30, "mib/s": 2**20}
+_TOKEN_SUFFIX = {"": 1, "k": 1000, "m": 1_000_000, "ki": 1024, "mi": 1024 * 1024}
+
+# A token count above this is surely a typo (no served model has a context near a billion tokens).
+MAX_TOKENS = 100_000_000
+# A size above this is surely a typo (1 PB).
+MAX_BYTES = 10**15
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+
+def _finite_positive(value: float, what: str, text: str, allow_zero: bool = False) -> None:
+    if math.isnan(value) or math.isinf(value):
+        raise KvplanError(f"{what} {text!r} is not a finite number", "give a plain positive number")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise KvplanError(f"{what} {text!r} must be {'non-negative' if allow_zero else 'positive'}",
+                          "give a positive number")
+
+
+def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = False) -> int:
+    """Parse a token count such as ``30000``, ``30k``, ``1.5M`` or ``128Ki``."""
+    if isinstance(text, int):
+        value = text
+        raw = str(text)
+    else:
+        raw = text.strip().replace(",", "").replace("_", "")
+        m = re.fullmatch(r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|nan|inf)\s*([kKmM]i?)?", raw,
+                         flags=re.IGNORECASE)
+        if not m:
+            raise KvplanError(f"{what} {text!r} is not a number of tokens",
+                              "write it like 30000, 30k or 128Ki")
+        number = float(m.group(1))
+        _finite_positive(number, what, text, allow_zero)
+        scaled = number * _TOKEN_SUFFIX[(m.group(2) or "").lower()]
+        if abs(scaled - round(scaled)) > 1e-6:
+            raise KvplanError(f"{what} {text!r} is not a whole number of tokens",
+                              "give a whole number of tokens")
+        value = int(round(scaled))
+    if value < 0 or (value == 0 and not allow_zero):
+        raise KvplanError(f"{what} {raw!r} must be {'non-negative' if allow_zero else 'positive'}",
+                          "give a positive number of tokens")
+    if value > MAX_TOKENS:
+        raise KvplanError(f"{what} {raw!r} is absurdly large (over {MAX_TOKENS:,} tokens)",
+                          "check the unit: 30k means 30,000 tokens")
+    return value
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """Parse a size with an explicit unit (``80GiB``, ``141GB``, ``512MiB``) into bytes."""
+    raw = text.strip().replace(",", "").replace("_", "")
+    m = re.fullmatch(_NUMBER + r"\s*([a-zA-Z]+)?", raw)
+    if not m or m.group(2) is None:
+        if m and m.group(2) is None:
+            raise KvplanError(f"{what} {text!r} has no unit",
+                              "say GiB (2^30 bytes) or GB (10^9 bytes), e.g. 80GiB")
+        raise KvplanError(f"{what} {text!r} is not a size", "write it like 80GiB or 141GB")
+    unit = m.group(2).lower()
+    if unit not in _SIZE_UNITS:
+        raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
+                          "use one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB")
+    number = float(m.group(1))
+    _finite_positive(number, what, text)
+    value = number * _SIZE_UNITS[unit]
+    if value > MAX_BYTES:
+        raise KvplanError(f"{what} {text!r} is absurdly large", "check the unit")
+    return int(round(value))
+
+
+def parse_rate(text: str, what: str = "bandwidth") -> float:
+    """Parse a bandwidth with an explicit unit (``64GB/s``) into bytes per second."""
+    raw = text.strip().replace(",", "").replace(" ", "")
+    m = re.fullmatch(_NUMBER + r"([a-zA-Z]+/s)?", raw)
+    if not m or m.group(2) is None:
+        raise KvplanError(f"{what} {text!r} has no unit", "write it like 64GB/s (10^9 bytes per second)")
+    unit = m.group(2).lower()
+    if unit not in _RATE_UNITS:
+        raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
+                          "use GB/s, MB/s, TB/s, GiB/s or MiB/s")
+    number = float(m.group(1))
+    _finite_positive(number, what, text)
+    return number * _RATE_UNITS[unit]
+
+
+def format_bytes(n: float, system: str = "iec", digits: int = 2) -> str:
+    """Print bytes with an explicit unit: ``iec`` gives KiB/MiB/GiB, ``si`` gives kB/MB/GB."""
+    if system not in ("iec", "si"):
+        raise ValueError(f"unknown unit system {system!r}")
+    base, names = (1024, ("B", "KiB", "MiB", "GiB", "TiB", "PiB")) if system == "iec" else (
+        1000, ("B", "kB", "MB", "GB", "TB", "PB"))
+    value = float(n)
+    for name in names:
+        if abs(value) < base or name == names[-1]:
+            if name == "B":
+                return f"{int(round(value)):,} B"
+            return f"{value:,.{digits}f} {name}"
+        value /= base
+    raise AssertionError("unreachable")
+
+
+def format_tokens(n: int) -> str:
+    return f"{n:,}"
