@@ -14,7 +14,7 @@ from kvplan.model import Sourced
 
 
 class HostLink(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     theoretical_gb_s_per_direction: Sourced
@@ -25,14 +25,14 @@ class HostLink(BaseModel):
 
 
 class ScaleUpLink(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     gb_s_per_direction: Sourced | None = None
 
 
 class NodeSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] = 8
     host_dram_gb: Sourced | None = None
@@ -41,7 +41,7 @@ class NodeSpec(BaseModel):
 
 
 class HardwareSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str

@@ -19,7 +19,7 @@ rank; linear-attention state is split by heads.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +32,7 @@ PositiveInt = Annotated[int, Field(gt=0, le=1_000_000)]
 
 
 class _Kind(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     grows_with_context: ClassVar[bool] = True
 
@@ -316,6 +316,6 @@ class Mamba2(_Kind):
 
 
 LayerKind = Annotated[
-    Union[FullAttention, SlidingWindowAttention, MLA, SparseIndexer, GatedDeltaNet, Mamba2],
+    FullAttention | SlidingWindowAttention | MLA | SparseIndexer | GatedDeltaNet | Mamba2,
     Field(discriminator="kind"),
 ]

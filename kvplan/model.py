@@ -21,7 +21,7 @@ class Sourced(BaseModel):
     """A figure and where it comes from. ``kind``: D datasheet/vendor, M measured, T third-party,
     X derived by us (the source then shows the arithmetic), C read from the model's own config."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     value: float
     source: str = Field(min_length=3)
@@ -32,7 +32,7 @@ class Sourced(BaseModel):
 
 
 class LayerGroup(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     kind: LayerKind
@@ -53,7 +53,7 @@ class LayerGroup(BaseModel):
 
 
 class ModelSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
@@ -82,7 +82,7 @@ class ModelSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _layers_covered(self) -> "ModelSpec":
+    def _layers_covered(self) -> ModelSpec:
         carried: set[int] = set()
         for group in self.groups:
             beyond = [i for i in group.layers if i >= self.num_layers]
@@ -104,7 +104,7 @@ class ModelSpec(BaseModel):
                 per_layer[i].append(group.kind)
         return tuple(tuple(kinds) for kinds in per_layer)
 
-    def with_mtp_layers(self) -> "ModelSpec":
+    def with_mtp_layers(self) -> ModelSpec:
         """The model with its MTP draft layers appended, each carrying the kinds of the last layer."""
         if not self.mtp_layers:
             return self

@@ -25,7 +25,7 @@ Degree = Annotated[int, Field(ge=1, le=MAX_DEGREE)]
 
 
 class Parallelism(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tp: Degree = 1
     pp: Degree = 1

@@ -1,0 +1,79 @@
+"""Pure KV arithmetic over a model: whole-model and per-GPU bytes, per token and at a context.
+
+No layer kind is special-cased here: each group's kind answers for its own bytes, and these
+functions only sum over groups (and over the layers of one pipeline stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kvplan.dtypes import KVDtype
+from kvplan.errors import KvplanError
+from kvplan.model import LayerGroup, ModelSpec
+from kvplan.parallel import Parallelism, pipeline_stages
+
+
+def _layers_in(group: LayerGroup, stage: range | None) -> int:
+    if stage is None:
+        return group.count
+    return sum(1 for i in group.layers if stage.start <= i < stage.stop)
+
+
+def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype, tp: int = 1, stage: range | None = None) -> int:
+    """Bytes each further token adds once past every sliding window (one TP rank when tp > 1)."""
+    return sum(g.kind.marginal_bytes_per_token(dtype, tp) * _layers_in(g, stage) for g in model.groups)
+
+
+def state_bytes_per_request(model: ModelSpec, tp: int = 1, stage: range | None = None) -> int:
+    return sum(g.kind.state_bytes(tp) * _layers_in(g, stage) for g in model.groups)
+
+
+def kv_bytes_at_context(model: ModelSpec, dtype: KVDtype, context: int, tp: int = 1,
+                        stage: range | None = None) -> int:
+    """Bytes one request at ``context`` tokens holds: every layer's cached tokens plus fixed state."""
+    return sum(g.kind.bytes_at_context(dtype, context, tp) * _layers_in(g, stage) for g in model.groups)
+
+
+def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
+    model.check_tp(par.tp)
+    if par.pp > model.num_layers:
+        raise KvplanError(f"pp={par.pp} is more pipeline stages than the {model.num_layers} layers of {model.id}",
+                          f"choose pp <= {model.num_layers}")
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """The most loaded GPU's share of one request: which stage, and its bytes."""
+
+    stage_index: int
+    stage: range
+    value: int
+
+
+def most_loaded(model: ModelSpec, par: Parallelism, measure) -> PerGpu:
+    """Apply ``measure(stage)`` to every pipeline stage and keep the largest."""
+    stages = pipeline_stages(model.num_layers, par.pp)
+    values = [measure(stage) for stage in stages]
+    best = max(range(len(stages)), key=lambda i: values[i])
+    return PerGpu(best, stages[best], values[best])
+
+
+def kv_bytes_per_token_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism) -> PerGpu:
+    return most_loaded(model, par, lambda st: kv_bytes_per_token(model, dtype, par.tp, st))
+
+
+def kv_bytes_at_context_per_gpu(model: ModelSpec, dtype: KVDtype, context: int, par: Parallelism) -> PerGpu:
+    return most_loaded(model, par, lambda st: kv_bytes_at_context(model, dtype, context, par.tp, st))
+
+
+def state_bytes_per_gpu(model: ModelSpec, par: Parallelism) -> PerGpu:
+    return most_loaded(model, par, lambda st: state_bytes_per_request(model, par.tp, st))
+
+
+def contexts_sweep(model: ModelSpec, dtype: KVDtype, contexts: Iterable[int], par: Parallelism
+                   ) -> list[tuple[int, int, int]]:
+    """(context, whole-model bytes, most-loaded-GPU bytes) for each context."""
+    return [(c, kv_bytes_at_context(model, dtype, c), kv_bytes_at_context_per_gpu(model, dtype, c, par).value)
+            for c in contexts]

@@ -1,0 +1,247 @@
+"""``kvplan size``: bytes per token, by layer kind, at a set of contexts, and the peak of one request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.calc import kv
+from kvplan.dtypes import KVDtype
+from kvplan.model import ModelSpec
+from kvplan.parallel import Parallelism
+from kvplan.result import Derivation, Result, Table
+from kvplan.units import format_bytes
+
+DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
+
+DTYPE_SOURCE = ("KV dtype rules: vLLM vllm/v1/kv_cache_interface.py @001cabc1 and SGLang get_cell_size_per_token, "
+                "as summarised in shared/reference/engine-kv-accounting.md")
+
+
+@dataclass(frozen=True)
+class SizeRequest:
+    model: ModelSpec
+    kv_dtype: KVDtype
+    parallelism: Parallelism = Parallelism()
+    prompt_tokens: int = 1000
+    decode_tokens: int = 30000
+    contexts: tuple[int, ...] = DEFAULT_CONTEXTS
+    include_mtp: bool = False
+    compare: ModelSpec | None = None
+    requests_for_comparison: int = 10
+    units: str = "iec"
+
+
+def _stage_text(per_gpu: kv.PerGpu, par: Parallelism) -> str:
+    if par.pp == 1:
+        return ""
+    return f", pipeline stage {per_gpu.stage_index} (layers {per_gpu.stage.start}-{per_gpu.stage.stop - 1})"
+
+
+def _group_rows(model: ModelSpec, dtype: KVDtype, par: Parallelism) -> list[tuple]:
+    rows = []
+    for g in model.groups:
+        per_layer = g.kind.cache_bytes_per_token(dtype, 1)
+        per_layer_rank = g.kind.cache_bytes_per_token(dtype, par.tp)
+        if g.kind.grows_with_context:
+            holds = "every token"
+        elif hasattr(g.kind, "window"):
+            holds = f"last {g.kind.window:,} tokens"
+        else:
+            holds = "fixed state"
+        state = g.kind.state_bytes(1)
+        rows.append((
+            g.name, g.kind.label, g.count, holds,
+            per_layer if per_layer else "-",
+            per_layer * g.count if per_layer else "-",
+            per_layer_rank if per_layer else "-",
+            format_bytes(state * g.count) if state else "-",
+        ))
+    return rows
+
+
+def _comparison(req: SizeRequest, own_per_token: int) -> tuple[dict, Table, str]:
+    """Side by side with another model at the same dtype (the default: the document's GQA example)."""
+    other = req.compare
+    assert other is not None
+    dtype = req.kv_dtype
+    tokens = req.decode_tokens
+    n = req.requests_for_comparison
+    other_per_token = kv.kv_bytes_per_token(other, dtype)
+    tp_shown = req.parallelism.tp if req.parallelism.tp > 1 else 8
+    per_gpu_par = Parallelism(tp=tp_shown)
+    own_gpu = kv.kv_bytes_per_token_per_gpu(req.model, dtype, per_gpu_par).value
+    try:
+        other.check_tp(tp_shown)
+        other_gpu: int | None = kv.kv_bytes_per_token_per_gpu(other, dtype, per_gpu_par).value
+    except Exception:  # the other model may refuse this TP; the comparison then omits it
+        other_gpu = None
+
+    def row(label: str, model: ModelSpec, per_token: int, per_gpu: int | None) -> tuple:
+        req_bytes = per_token * tokens
+        return (label, model.groups[0].kind.label, f"{per_token:,} B", f"{req_bytes / 1e9:,.2f} GB",
+                f"{req_bytes * n / 1e9:,.1f} GB", f"{per_gpu:,} B" if per_gpu is not None else "n/a")
+
+    table = Table(
+        title=f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {tokens:,} decode tokens)",
+        columns=("model", "cache per layer", "per token", f"{tokens:,} tokens", f"{n} requests",
+                 f"per token per GPU at TP={tp_shown}"),
+        rows=(row(other.id, other, other_per_token, other_gpu),
+              row(req.model.id, req.model, own_per_token, own_gpu)),
+    )
+    ratio = other_per_token / own_per_token if own_per_token else float("inf")
+    own_mla = req.model.uses_kind("mla")
+    other_mla = other.uses_kind("mla")
+    if own_mla and not other_mla:
+        why = (f"Why they differ: {other.id} caches K and V for {other.groups[0].kind.label} per layer, but "
+               f"{req.model.id} caches one MLA latent ({req.model.groups[0].kind.label}) per layer, "
+               f"{ratio:.2f}x fewer bytes per token; yet the latent is whole on every TP rank, so at TP={tp_shown} "
+               f"each GPU holds {own_gpu:,} B/token"
+               + (f" against {other_gpu:,} B/token for the sharded GQA example" if other_gpu is not None else "")
+               + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
+    else:
+        why = (f"{other.id} takes {ratio:.2f}x the bytes per token of {req.model.id}; at TP={tp_shown} per GPU: "
+               f"{own_gpu:,} B vs " + (f"{other_gpu:,} B." if other_gpu is not None else "n/a."))
+    data = {
+        "model": other.id,
+        "kv_bytes_per_token": other_per_token,
+        "tokens": tokens,
+        "kv_bytes_per_request": other_per_token * tokens,
+        "requests": n,
+        "kv_bytes_for_requests": other_per_token * tokens * n,
+        "tp_shown": tp_shown,
+        "kv_bytes_per_token_per_gpu": other_gpu,
+        "this_model_kv_bytes_per_token_per_gpu": own_gpu,
+        "why": why,
+    }
+    return data, table, why
+
+
+def size(req: SizeRequest) -> Result:
+    base_model = req.model
+    model = base_model.with_mtp_layers() if req.include_mtp else base_model
+    dtype, par = req.kv_dtype, req.parallelism
+    kv.check_parallelism(model, par)
+    fmt = lambda b: format_bytes(b, req.units)  # noqa: E731
+
+    context = req.prompt_tokens + req.decode_tokens
+    per_token = kv.kv_bytes_per_token(model, dtype)
+    per_token_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, par)
+    state = kv.state_bytes_per_request(model)
+    state_gpu = kv.state_bytes_per_gpu(model, par)
+    peak = kv.kv_bytes_at_context(model, dtype, context)
+    peak_gpu = kv.kv_bytes_at_context_per_gpu(model, dtype, context, par)
+    contexts = sorted(set(req.contexts) | {context})
+    sweep = kv.contexts_sweep(model, dtype, contexts, par)
+
+    notes: list[str] = []
+    assumptions = [
+        "Engine-neutral accounting: a sliding-window layer holds min(context, window) tokens; no block rounding "
+        "(engines round up to whole blocks and, in vLLM, hold window - 1 + max_num_batched_tokens for sliding layers).",
+        "Per GPU = the most loaded GPU: TP splits KV heads (replicated when tp > kv_heads; MLA latents and "
+        "indexer keys are whole on every rank); PP takes the largest stage; DP splits requests, not bytes.",
+        "Weight quantization is not KV quantization: the KV dtype is what --kv-dtype says.",
+    ]
+    if base_model.mtp_layers and not req.include_mtp:
+        assumptions.append(f"{base_model.mtp_layers} MTP draft layer(s) of {base_model.id} not counted "
+                           "(--include-mtp adds them; engines allocate them in the same pool when MTP is on).")
+    dtype_note = model.effective_kv_dtype_note(dtype)
+    if dtype_note:
+        notes.append(dtype_note)
+    max_pos = model.max_position_embeddings
+    if max_pos and context > max_pos:
+        notes.append(f"the request's {context:,} tokens exceed {model.id}'s max_position_embeddings {max_pos:,}.")
+
+    breakdown_cols = ("group", "layer kind", "layers", "holds", "B/token/layer", "B/token (model)",
+                      f"B/token/layer per GPU (TP={par.tp})", "state/request")
+    tables = [
+        Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)", breakdown_cols,
+              tuple(_group_rows(model, dtype, par))),
+        Table(f"KV per request at each context ({par.describe()})",
+              ("context tokens", "whole model", "per GPU", "note"),
+              tuple((f"{c:,}", fmt(whole), fmt(gpu),
+                     "this request" if c == context else ("> max context" if max_pos and c > max_pos else ""))
+                    for c, whole, gpu in sweep), primary=True),
+        Table("Summary", ("figure", "whole model", "per GPU"), (
+            ("KV bytes per token (past every window)", f"{per_token:,} B", f"{per_token_gpu.value:,} B"),
+            ("fixed state per request", fmt(state), fmt(state_gpu.value)),
+            (f"peak per request ({req.prompt_tokens:,} prompt + {req.decode_tokens:,} decode)",
+             fmt(peak), fmt(peak_gpu.value)),
+        )),
+    ]
+
+    data = {
+        "model": model.id,
+        "kv_dtype": dtype.value,
+        "parallelism": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "gpus": par.gpus},
+        "prompt_tokens": req.prompt_tokens,
+        "decode_tokens": req.decode_tokens,
+        "context_tokens": context,
+        "include_mtp": req.include_mtp,
+        "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token_per_gpu": per_token_gpu.value,
+        "state_bytes_per_request": state,
+        "state_bytes_per_request_per_gpu": state_gpu.value,
+        "peak_kv_bytes_per_request": peak,
+        "peak_kv_bytes_per_request_per_gpu": peak_gpu.value,
+        "by_group": [
+            {"group": g.name, "kind": g.kind.kind, "label": g.kind.label, "layers": g.count,
+             "grows_with_context": g.kind.grows_with_context,
+             "kv_bytes_per_token_per_layer": g.kind.cache_bytes_per_token(dtype, 1),
+             "kv_bytes_per_token_per_layer_per_gpu": g.kind.cache_bytes_per_token(dtype, par.tp),
+             "state_bytes_per_layer": g.kind.state_bytes(1)}
+            for g in model.groups
+        ],
+        "contexts": [{"context_tokens": c, "kv_bytes": whole, "kv_bytes_per_gpu": gpu} for c, whole, gpu in sweep],
+    }
+
+    if req.compare is not None:
+        cmp_data, cmp_table, why = _comparison(req, per_token)
+        data["comparison"] = cmp_data
+        tables.append(cmp_table)
+        notes.append(why)
+
+    derivations = _derivations(model, dtype, par, context, per_token, per_token_gpu, state, peak, peak_gpu, fmt)
+    return Result("size", data, tuple(tables), tuple(notes), tuple(assumptions), tuple(derivations))
+
+
+def _derivations(model: ModelSpec, dtype: KVDtype, par: Parallelism, context: int, per_token: int,
+                 per_token_gpu: kv.PerGpu, state: int, peak: int, peak_gpu: kv.PerGpu, fmt) -> list[Derivation]:
+    sources = tuple(model.sources) + (DTYPE_SOURCE,)
+    out = []
+    for g in model.groups:
+        symbolic, substituted = g.kind.formula(dtype, 1)
+        out.append(Derivation(f"per layer, group {g.name!r} ({g.kind.kind})", substituted.split(" = ")[-1],
+                              symbolic, substituted, sources))
+        if par.tp > 1:
+            symbolic_tp, substituted_tp = g.kind.formula(dtype, par.tp)
+            out.append(Derivation(f"per layer per GPU at TP={par.tp}, group {g.name!r}",
+                                  substituted_tp.split(" = ")[-1].split(" (")[0], symbolic_tp, substituted_tp,
+                                  sources))
+    growing = [g for g in model.groups if g.kind.grows_with_context]
+    terms = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,}" for g in growing) or "0"
+    out.append(Derivation("kv_bytes_per_token", f"{per_token:,} B",
+                          "sum over groups that grow with context: layers x bytes per token per layer "
+                          "(sliding-window and state layers add nothing past the window)",
+                          f"{terms} = {per_token:,} B", sources))
+    terms_gpu = " + ".join(
+        f"{sum(1 for i in g.layers if i in per_token_gpu.stage)} x {g.kind.cache_bytes_per_token(dtype, par.tp):,}"
+        for g in growing) or "0"
+    out.append(Derivation("kv_bytes_per_token_per_gpu", f"{per_token_gpu.value:,} B",
+                          "same sum with each kind's per-rank bytes at TP, over the layers of the most loaded "
+                          "pipeline stage",
+                          f"{terms_gpu} = {per_token_gpu.value:,} B" + _stage_text(per_token_gpu, par), sources))
+    if state:
+        out.append(Derivation("state_bytes_per_request", fmt(state),
+                              "sum over state layers: layers x fixed state per layer",
+                              " + ".join(f"{g.count} x {g.kind.state_bytes():,}" for g in model.groups
+                                         if g.kind.state_bytes()) + f" = {state:,} B", sources))
+    held = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,} x {g.kind.tokens_held(context):,}"
+                      for g in model.groups if g.kind.cache_bytes_per_token(dtype))
+    out.append(Derivation("peak_kv_bytes_per_request", fmt(peak),
+                          "sum over groups: layers x bytes per token x tokens held at context (+ state)",
+                          f"{held}{' + ' + format(state, ',') if state else ''} = {peak:,} B"
+                          f" at {context:,} tokens", sources))
+    out.append(Derivation("peak_kv_bytes_per_request_per_gpu", fmt(peak_gpu.value),
+                          "the same on the most loaded GPU (per-rank bytes, largest pipeline stage)",
+                          f"{peak_gpu.value:,} B" + _stage_text(peak_gpu, par), sources))
+    return out

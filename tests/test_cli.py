@@ -1,0 +1,117 @@
+"""The CLI end to end, through the real entry point: output, formats, presets, and bad input."""
+
+import csv
+import io
+
+import pytest
+
+MODEL_PRESETS = {"deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-8b", "llama-3.1-70b",
+                 "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b"}
+HARDWARE_PRESETS = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s"}
+
+
+def test_size_without_arguments_plans_the_document_scenario(run_cli):
+    r = run_cli("size")
+    assert r.code == 0, r.err
+    # The document's GQA arithmetic beside the real MLA figure.
+    assert "124,928 B" in r.out and "35,136 B" in r.out
+    assert "3.75 GB" in r.out and "37.5 GB" in r.out
+    assert "Why they differ" in r.out
+
+
+def test_size_json_contract(run_cli):
+    r = run_cli("size", "--format", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    for key in ("kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "state_bytes_per_request",
+                "peak_kv_bytes_per_request", "peak_kv_bytes_per_request_per_gpu"):
+        assert isinstance(data[key], int), key
+    assert data["model"] == "deepseek-r1" and data["kv_dtype"] == "fp8"
+    assert data["kv_bytes_per_token"] == 35_136
+    # 1,000 prompt + 30,000 decode tokens x 35,136 B.
+    assert data["peak_kv_bytes_per_request"] == 31_000 * 35_136
+    assert data["comparison"]["kv_bytes_per_token"] == 124_928
+
+
+def test_size_tp8_llama_json(run_cli):
+    r = run_cli("size", "-m", "llama-3.1-8b", "--tp", "8", "--prompt", "0", "--decode", "1Ki", "-f", "json")
+    data = r.json()
+    assert data["kv_bytes_per_token"] == 131_072 and data["kv_bytes_per_token_per_gpu"] == 16_384
+    assert data["peak_kv_bytes_per_request_per_gpu"] == 16_384 * 1024
+
+
+def test_csv_and_markdown(run_cli):
+    r = run_cli("size", "-m", "llama-3.1-8b", "-f", "csv", "--contexts", "1k,2k")
+    rows = list(csv.reader(io.StringIO(r.out)))
+    assert rows[0] == ["context tokens", "whole model", "per GPU", "note"]
+    assert rows[1][0] == "1,000" and rows[1][1] == "125.00 MiB"    # 1,000 x 131,072 B = 125 MiB
+    md = run_cli("size", "-m", "llama-3.1-8b", "-f", "markdown", "--explain")
+    assert md.out.count("| context tokens |") == 1 and "How each figure was derived" in md.out
+
+
+def test_explain_shows_formula_numbers_and_sources(run_cli):
+    r = run_cli("size", "--explain")
+    assert r.code == 0
+    assert "61 x 576 = 35,136 B" in r.out
+    assert "huggingface.co/deepseek-ai/DeepSeek-R1" in r.out
+    assert "engine-kv-accounting.md" in r.out
+
+
+def test_presets_list_and_show(run_cli):
+    r = run_cli("presets", "list", "-f", "json")
+    ids = {p["id"]: p["type"] for p in r.json()["presets"]}
+    assert MODEL_PRESETS <= {i for i, t in ids.items() if t == "model"}
+    assert HARDWARE_PRESETS <= {i for i, t in ids.items() if t == "hardware"}
+    show = run_cli("presets", "show", "h100-sxm", "-f", "json")
+    assert show.json()["preset"]["hbm_capacity_gib"]["value"] == 79.65
+
+
+def _assert_one_line_error(r, *needles):
+    assert r.code == 2, (r.code, r.out, r.err)
+    lines = [line for line in r.err.splitlines() if line.strip()]
+    assert len(lines) == 1, r.err
+    assert "Traceback" not in r.err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,needles", [
+    (("size", "-m", "deepseek-r2"), ("unknown model preset", "deepseek-r1")),
+    (("size", "--tp", "0"), ("--tp",)),
+    (("size", "--tp", "abc"), ("--tp",)),
+    (("size", "-m", "llama-3.1-8b", "--tp", "3"), ("neither divides",)),
+    (("size", "--decode", "-5"), ("--decode",)),
+    (("size", "--decode", "nan"), ("--decode",)),
+    (("size", "--decode", "5e9"), ("absurdly large",)),
+    (("size", "--kv-dtype", "fp6"), ("unknown kv dtype",)),
+    (("size", "-f", "xml"), ("unknown format",)),
+    (("size", "-m", "/nonexistent/config.json"), ("config",)),
+    (("size", "-m", "llama-3.1-8b", "--kv-dtype", "fp8_ds_mla"), ("only to MLA",)),
+    (("size", "--pp", "99"), ("pipeline stages",)),
+    (("presets", "show", "h100"), ("unknown",)),
+])
+def test_bad_input_is_one_line_exit_2(run_cli, args, needles):
+    _assert_one_line_error(run_cli(*args), *needles)
+
+
+def test_user_presets_override_and_malformed(run_cli, tmp_path, monkeypatch):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "tiny.toml").write_text(
+        'type = "model"\nid = "tiny"\nname = "Tiny"\nsources = ["made up for a test"]\nnum_layers = 2\n'
+        '[[groups]]\nname = "attn"\nlayers = "all"\n'
+        'kind = { kind = "full_attention", kv_heads = 2, head_dim_k = 64, head_dim_v = 64 }\n')
+    r = run_cli("size", "-m", "tiny", "--presets-dir", str(user), "-f", "json")
+    # 2 layers x 2 heads x (64 + 64) x 2 B = 1,024 B/token.
+    assert r.json()["kv_bytes_per_token"] == 1024
+    monkeypatch.setenv("KVPLAN_PRESETS_DIR", str(user))
+    assert run_cli("size", "-m", "tiny", "-f", "json").json()["kv_bytes_per_token"] == 1024
+
+    (user / "broken.toml").write_text('type = "model"\nid = "broken"\nnum_layers = [\n')
+    _assert_one_line_error(run_cli("size", "-m", "tiny"), "not valid TOML")
+    (user / "broken.toml").write_text('type = "model"\nid = "broken"\nname = "b"\nsources = ["x"]\n'
+                                      'num_layers = 2\n[[groups]]\nname = "a"\nlayers = "all"\n'
+                                      'kind = { kind = "full_attention", kv_heads = -1, head_dim_k = 64, '
+                                      'head_dim_v = 64 }\n')
+    _assert_one_line_error(run_cli("size", "-m", "broken"), "kv_heads")
+    _assert_one_line_error(run_cli("size", "--presets-dir", str(tmp_path / "nope")), "does not exist")

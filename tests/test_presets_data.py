@@ -1,0 +1,197 @@
+"""The built-in presets: every one loads, every figure carries a source, and the KV bytes per token that
+follow from each model's layers match hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from kvplan.dtypes import KVDtype
+from kvplan.model import ModelSpec, Sourced
+from kvplan.presets import discover, load_hardware, load_model
+
+BF16, FP8 = KVDtype.BF16, KVDtype.FP8
+
+EXPECTED_MODELS = {
+    "deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-70b", "llama-3.1-8b",
+    "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b",
+}
+EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s"}
+SOURCE_KINDS = {"D", "M", "T", "X", "C"}
+
+BUILTIN = {kind: {pid: p for pid, p in presets.items() if p.builtin} for kind, presets in discover().items()}
+
+
+def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype) -> int:
+    """Whole-model bytes each further token adds: sum over layers of every kind the layer carries.
+    Sliding windows add nothing once full, so marginal bytes count only the layers that keep growing."""
+    return sum(kind.marginal_bytes_per_token(dtype) for kinds in model.layer_kinds for kind in kinds)
+
+
+def sourced_figures(obj: BaseModel, path: str = "") -> list[tuple[str, Sourced]]:
+    """Every Sourced value anywhere inside a spec, with its field path."""
+    found: list[tuple[str, Sourced]] = []
+    for name in type(obj).model_fields:
+        value = getattr(obj, name)
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, item in items:
+            where = f"{path}{name}" + (f"[{key}]" if key is not None else "")
+            if isinstance(item, Sourced):
+                found.append((where, item))
+            elif isinstance(item, BaseModel):
+                found.extend(sourced_figures(item, where + "."))
+    return found
+
+
+# --- every preset loads and is well formed ---------------------------------------------------------
+
+
+def test_builtin_presets_are_all_there():
+    assert EXPECTED_MODELS <= set(BUILTIN["model"])
+    assert EXPECTED_HARDWARE <= set(BUILTIN["hardware"])
+
+
+@pytest.mark.parametrize("kind", ["model", "hardware"])
+def test_id_is_the_file_stem(kind):
+    for preset_id, preset in BUILTIN[kind].items():
+        assert preset.data["type"] == kind
+        assert preset.data["id"] == preset.path.stem == preset_id
+
+
+@pytest.mark.parametrize("model_id", sorted(EXPECTED_MODELS))
+def test_model_loads_with_sources(model_id):
+    model = load_model(model_id)
+    assert model.id == model_id
+    assert model.sources and all(s.strip() for s in model.sources)
+    assert model.params_total is not None and model.params_active is not None
+    assert model.params_active.value <= model.params_total.value
+    for where, figure in sourced_figures(model):
+        assert figure.source.strip(), f"{model_id}.{where} has no source"
+        assert figure.kind in SOURCE_KINDS, f"{model_id}.{where} kind {figure.kind!r}"
+    assert model.weight_bytes_estimate() is not None
+
+
+@pytest.mark.parametrize("model_id", sorted(EXPECTED_MODELS - {"deepseek-r1-seed-gqa"}))
+def test_real_models_cite_their_hf_config(model_id):
+    model = load_model(model_id)
+    assert any(s.startswith("https://huggingface.co/") and "config.json" in s for s in model.sources)
+
+
+@pytest.mark.parametrize("hardware_id", sorted(EXPECTED_HARDWARE))
+def test_hardware_loads_with_sources(hardware_id):
+    hw = load_hardware(hardware_id)
+    assert hw.id == hardware_id
+    assert hw.sources and all(s.strip() for s in hw.sources)
+    figures = sourced_figures(hw)
+    assert {"hbm_capacity_gib", "hbm_bandwidth_tb_s", "dense_tflops[bf16]",
+            "host_link.theoretical_gb_s_per_direction"} <= {where for where, _ in figures}
+    for where, figure in figures:
+        assert figure.source.strip(), f"{hardware_id}.{where} has no source"
+        assert figure.kind in SOURCE_KINDS, f"{hardware_id}.{where} kind {figure.kind!r}"
+    assert hw.node.gpus_per_node == 8
+    # The reported total is never above the vendor's figure read as GiB (hardware.md pitfall 1).
+    if hw.hbm_capacity_vendor_gb is not None:
+        assert hw.hbm_capacity_gib.value <= hw.hbm_capacity_vendor_gb.value
+
+
+def test_hardware_efficiency_follows_the_link_generation():
+    # hardware.md §9: pcie_eff_large 0.8 on Gen4, 0.87 on Gen5.
+    for hardware_id in EXPECTED_HARDWARE:
+        link = load_hardware(hardware_id).host_link
+        expected = 0.8 if "Gen4" in link.name else 0.87
+        assert link.large_copy_efficiency is not None
+        assert link.large_copy_efficiency.value == expected, hardware_id
+
+
+# --- KV bytes per token, pinned by hand --------------------------------------------------------------
+
+
+def test_deepseek_r1_is_mla():
+    model = load_model("deepseek-r1")
+    # 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements):
+    # bf16 61 x 576 x 2 = 70,272 B; fp8 61 x 576 x 1 = 35,136 B.
+    assert kv_bytes_per_token(model, BF16) == 70_272
+    assert kv_bytes_per_token(model, FP8) == 35_136
+    assert model.mtp_layers == 1 and model.weight_dtype == "fp8"
+    assert model.uses_kind("mla") and not model.uses_kind("full_attention")
+
+
+def test_seed_gqa_reproduces_the_documents_arithmetic():
+    model = load_model("deepseek-r1-seed-gqa")
+    # The workload document: 2 (K and V) x 61 layers x 8 KV heads x 128 dims x 1 B = 124,928 B.
+    assert kv_bytes_per_token(model, FP8) == 2 * 61 * 8 * 128 * 1 == 124_928
+    assert "hypothetical" in model.description.lower() and "MLA" in model.description
+    # 3.56x the real MLA cache: 124,928 / 35,136.
+    assert kv_bytes_per_token(model, FP8) > 3 * kv_bytes_per_token(load_model("deepseek-r1"), FP8)
+
+
+def test_deepseek_v32_adds_the_indexer_and_ds_mla_layout():
+    model = load_model("deepseek-v3.2-exp")
+    # fp8 -> fp8_ds_mla: 512 + 512/128 x 4 + 64 x 2 = 656 B; indexer 128 + 128/128 x 4 = 132 B (any dtype).
+    # 61 x (656 + 132) = 61 x 788 = 48,068 B.
+    assert kv_bytes_per_token(model, FP8) == 61 * (656 + 132) == 48_068
+    # bf16: 576 x 2 = 1,152 B + 132 B indexer; 61 x 1,284 = 78,324 B.
+    assert kv_bytes_per_token(model, BF16) == 61 * (1152 + 132) == 78_324
+    assert all(len(kinds) == 2 for kinds in model.layer_kinds)
+    indexer = next(g.kind for g in model.groups if g.kind.kind == "sparse_indexer")
+    assert (indexer.index_head_dim, indexer.index_heads, indexer.index_topk) == (128, 64, 2048)
+
+
+def test_llama_31_70b():
+    # 2 x 80 layers x 8 KV heads x 128 dims x 2 B = 327,680 B.
+    assert kv_bytes_per_token(load_model("llama-3.1-70b"), BF16) == 2 * 80 * 8 * 128 * 2 == 327_680
+
+
+def test_qwen3_32b_uses_the_explicit_head_dim():
+    model = load_model("qwen3-32b")
+    # 2 x 64 layers x 8 KV heads x 128 dims x 2 B = 262,144 B.
+    assert kv_bytes_per_token(model, BF16) == 2 * 64 * 8 * 128 * 2 == 262_144
+    (kind,) = {g.kind for g in model.groups}
+    # head_dim 128 from config.json, not hidden 5120 / 64 heads = 80.
+    assert model.hidden_size // model.num_attention_heads == 80
+    assert kind.head_dim_k == kind.head_dim_v == 128
+
+
+def test_qwq_32b_has_no_sliding_window():
+    model = load_model("qwq-32b")
+    # 2 x 64 layers x 8 KV heads x 128 dims (5120 / 40) x 2 B = 262,144 B.
+    assert kv_bytes_per_token(model, BF16) == 2 * 64 * 8 * 128 * 2 == 262_144
+    assert not model.uses_kind("sliding_window")
+    assert all(kinds[0].kind == "full_attention" for kinds in model.layer_kinds)
+
+
+def test_qwen3_235b():
+    # 2 x 94 layers x 4 KV heads x 128 dims x 2 B = 192,512 B.
+    assert kv_bytes_per_token(load_model("qwen3-235b-a22b"), BF16) == 2 * 94 * 4 * 128 * 2 == 192_512
+
+
+def test_gpt_oss_120b_alternates_sliding_and_full():
+    model = load_model("gpt-oss-120b")
+    # Only the 18 full layers keep growing: 18 x 2 x 8 KV heads x 64 dims x 2 B = 36,864 B.
+    assert kv_bytes_per_token(model, BF16) == 18 * 2 * 8 * 64 * 2 == 36_864
+    sliding = [i for i, kinds in enumerate(model.layer_kinds) if kinds[0].kind == "sliding_window"]
+    assert sliding == list(range(0, 36, 2))  # layer 0 is sliding
+    assert all(model.layer_kinds[i][0].window == 128 for i in sliding)
+    # Within the window every layer holds tokens: 36 x 2 x 8 x 64 x 2 = 73,728 B.
+    assert sum(k.cache_bytes_per_token(BF16) for kinds in model.layer_kinds for k in kinds) == 73_728
+    assert model.weight_dtype == "mxfp4"
+
+
+# --- hardware figures ---------------------------------------------------------------------------------
+
+
+def test_hardware_pinned_figures():
+    assert load_hardware("h200").hbm_capacity_gib.value == pytest.approx(140.40)
+    assert load_hardware("b200").hbm_capacity_gib.value == pytest.approx(179.06)
+    assert load_hardware("h100-sxm").dense_tflops["bf16"].value == 989
+    assert load_hardware("b200").hbm_bandwidth_tb_s.value == pytest.approx(7.7)
+
+
+def test_h20_capacity_is_marked_as_an_assumption():
+    capacity = load_hardware("h20").hbm_capacity_gib
+    assert capacity.kind == "X"
+    assert "assumption" in capacity.source.lower()
+
+
+def test_l40s_has_no_scale_up_link():
+    assert load_hardware("l40s").scale_up is None

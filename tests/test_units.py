@@ -1,0 +1,57 @@
+import math
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.units import format_bytes, parse_rate, parse_size, parse_tokens
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("30000", 30_000),
+    ("30k", 30_000),          # the workload document's "30K decode" is 30,000 tokens
+    ("30K", 30_000),
+    ("1.5M", 1_500_000),
+    ("128Ki", 131_072),       # 128 x 1024
+    ("1,000", 1_000),
+])
+def test_parse_tokens(text, expected):
+    assert parse_tokens(text) == expected
+
+
+@pytest.mark.parametrize("text", ["-5", "0", "nan", "inf", "abc", "1.5", "2e9", "12 tokens"])
+def test_parse_tokens_rejects(text):
+    with pytest.raises(KvplanError):
+        parse_tokens(text)
+
+
+def test_parse_tokens_zero_allowed_when_asked():
+    assert parse_tokens("0", allow_zero=True) == 0
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("80GiB", 80 * 2**30),
+    ("141GB", 141 * 10**9),
+    ("512 MiB", 512 * 2**20),
+    ("1.5TB", 1_500_000_000_000),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["80", "80 gigs", "-1GiB", "0GB", "nanGB", "5000TB"])
+def test_parse_size_rejects_missing_or_bad_units(text):
+    with pytest.raises(KvplanError):
+        parse_size(text)
+
+
+def test_parse_rate():
+    assert parse_rate("64GB/s") == 64e9
+    assert math.isclose(parse_rate("1GiB/s"), 2**30)
+    with pytest.raises(KvplanError):
+        parse_rate("64")
+
+
+def test_format_bytes_names_its_unit():
+    assert format_bytes(3 * 2**30) == "3.00 GiB"
+    assert format_bytes(3_747_840_000, "si") == "3.75 GB"   # 124,928 B x 30,000 tokens
+    assert format_bytes(512) == "512 B"
