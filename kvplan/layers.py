@@ -147,7 +147,7 @@ class MLA(_Kind):
 
     @property
     def label(self) -> str:
-        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim} = {self.latent_dim}"
+        return f"MLA {self.kv_lora_rank} + rope {self.qk_rope_head_dim} = {self.latent_dim}"
 
     def check_tp(self, tp: int) -> None:
         _check_heads_divisible("query heads", self.q_heads, tp)

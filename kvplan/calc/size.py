@@ -92,10 +92,10 @@ def _comparison(req: SizeRequest, own_per_token: int) -> tuple[dict, Table, str]
     own_mla = req.model.uses_kind("mla")
     other_mla = other.uses_kind("mla")
     if own_mla and not other_mla:
-        why = (f"Why they differ: {other.id} caches K and V for {other.groups[0].kind.label} per layer, but "
-               f"{req.model.id} caches one MLA latent ({req.model.groups[0].kind.label}) per layer, "
-               f"{ratio:.2f}x fewer bytes per token; yet the latent is whole on every TP rank, so at TP={tp_shown} "
-               f"each GPU holds {own_gpu:,} B/token"
+        why = (f"Why they differ: {other.id} caches K and V ({other.groups[0].kind.label}) in every layer; "
+               f"{req.model.id} caches one {req.model.groups[0].kind.label} latent per layer, {ratio:.2f}x fewer "
+               f"bytes per token. But the latent is whole on every TP rank, so at TP={tp_shown} each GPU holds "
+               f"{own_gpu:,} B/token"
                + (f" against {other_gpu:,} B/token for the sharded GQA example" if other_gpu is not None else "")
                + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
     else:
@@ -152,7 +152,7 @@ def size(req: SizeRequest) -> Result:
         notes.append(f"the request's {context:,} tokens exceed {model.id}'s max_position_embeddings {max_pos:,}.")
 
     breakdown_cols = ("group", "layer kind", "layers", "holds", "B/token/layer", "B/token (model)",
-                      f"B/token/layer per GPU (TP={par.tp})", "state/request")
+                      f"per GPU, TP={par.tp}", "state/request")
     tables = [
         Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)", breakdown_cols,
               tuple(_group_rows(model, dtype, par))),

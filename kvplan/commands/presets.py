@@ -1,0 +1,72 @@
+"""`kvplan presets list|show`: the built-in and user presets, every figure with its source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs
+
+presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                          help="List and show the built-in and user presets.")
+
+
+@presets_app.command("list")
+def presets_list(fmt: str = FormatOpt, presets_dir: Path | None = PresetsDirOpt) -> None:
+    """List every preset: id, type, name, and where it comes from."""
+    from kvplan.output import render
+    from kvplan.presets import discover
+    from kvplan.result import Result, Table
+
+    fmt = check_format(fmt)
+    found = discover(extra_dirs(presets_dir))
+    rows = []
+    for kind in ("model", "hardware"):
+        for pid, preset in sorted(found[kind].items()):
+            rows.append((pid, kind, preset.data.get("name", ""), "built-in" if preset.builtin else str(preset.path)))
+    data = {"presets": [{"id": r[0], "type": r[1], "name": r[2], "origin": r[3]} for r in rows]}
+    render(Result("presets list", data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
+                                               primary=True),)), fmt)
+
+
+def _flatten(prefix: str, value, rows: list) -> None:
+    if isinstance(value, dict) and "value" in value and "source" in value:
+        rows.append((prefix, value["value"], value["source"] + (f" [{value['kind']}]" if value.get("kind") else "")))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else k, v, rows)
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}[{i}]", v, rows)
+    else:
+        rows.append((prefix, value if not isinstance(value, list) else ", ".join(map(str, value)), ""))
+
+
+@presets_app.command("show")
+def presets_show(preset_id: str = typer.Argument(..., help="The preset's id."), fmt: str = FormatOpt,
+                 presets_dir: Path | None = PresetsDirOpt) -> None:
+    """Show one preset: every field, its value and its source."""
+    from kvplan.output import render
+    from kvplan.presets import _unknown, build_hardware, build_model, discover
+    from kvplan.result import Result, Table
+
+    fmt = check_format(fmt)
+    found = discover(extra_dirs(presets_dir))
+    for kind in ("model", "hardware"):
+        if preset_id in found[kind]:
+            preset = found[kind][preset_id]
+            (build_model if kind == "model" else build_hardware)(preset.data, str(preset.path))  # validate
+            rows: list = []
+            _flatten("", {k: v for k, v in preset.data.items() if k != "type"}, rows)
+            data = {"id": preset_id, "type": kind, "path": str(preset.path), "preset": preset.data}
+            table = Table(f"{kind} preset {preset_id} ({preset.path})", ("field", "value", "source"),
+                          tuple(rows), primary=True)
+            render(Result("presets show", data, (table,)), fmt)
+            return
+    raise _unknown("model or hardware", preset_id, sorted(found["model"]) + sorted(found["hardware"]))
+
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(presets_app, name="presets")

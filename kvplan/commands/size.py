@@ -1,0 +1,74 @@
+"""`kvplan size`: bytes per token, by layer kind, at a set of contexts, and the peak per request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree
+from kvplan.errors import KvplanError
+
+SEED_MODEL = "deepseek-r1"
+SEED_COMPARE = "deepseek-r1-seed-gqa"
+
+
+def size(
+    model: str | None = typer.Option(
+        None, "--model", "-m",
+        help="Preset id, preset .toml, HF config.json or model directory. Without it: the workload "
+             "document's scenario (deepseek-r1, fp8 KV, 30k decode) beside its GQA worked example."),
+    kv_dtype: str | None = typer.Option(
+        None, "--kv-dtype",
+        help="bf16, fp16, fp8, fp8_per_token_head, int8_per_token_head, nvfp4, fp8_ds_mla. "
+             "Default bf16 (the engines' default), fp8 in the no-argument scenario."),
+    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degree of attention."),
+    pp: str = typer.Option("1", "--pp", help="Pipeline-parallel stages."),
+    dp: str = typer.Option("1", "--dp", help="Data-parallel attention ranks (split requests, not bytes)."),
+    prompt: str = typer.Option("1k", "--prompt", help="Prompt tokens (30k = 30,000; 128Ki = 131,072)."),
+    decode: str = typer.Option("30k", "--decode", help="Decode (generated) tokens."),
+    contexts: str = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts",
+                                 help="Comma-separated context lengths to tabulate."),
+    include_mtp: bool = typer.Option(False, "--include-mtp", help="Count the checkpoint's MTP draft layers."),
+    compare: str | None = typer.Option(None, "--compare", help="Another model to show side by side."),
+    units: str = typer.Option("iec", "--units", help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes."),
+    fmt: str = FormatOpt,
+    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    presets_dir: Path | None = PresetsDirOpt,
+) -> None:
+    """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
+    from kvplan.calc.size import SizeRequest
+    from kvplan.calc.size import size as run_size
+    from kvplan.dtypes import KVDtype, parse_kv_dtype
+    from kvplan.output import render
+    from kvplan.parallel import Parallelism
+    from kvplan.presets import load_model
+    from kvplan.units import parse_tokens
+
+    fmt = check_format(fmt)
+    if units not in ("iec", "si"):
+        raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
+    dirs = extra_dirs(presets_dir)
+    scenario = model is None
+    spec = load_model(model or SEED_MODEL, dirs)
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    compare_ref = compare or (SEED_COMPARE if scenario else None)
+    request = SizeRequest(
+        model=spec,
+        kv_dtype=dtype,
+        parallelism=Parallelism(tp=parse_degree(tp, "tp"), pp=parse_degree(pp, "pp"), dp=parse_degree(dp, "dp")),
+        prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
+        decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
+        contexts=tuple(parse_tokens(c, "--contexts") for c in contexts.split(",") if c.strip()),
+        include_mtp=include_mtp,
+        compare=load_model(compare_ref, dirs) if compare_ref else None,
+        units=units,
+    )
+    if request.prompt_tokens + request.decode_tokens == 0:
+        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
+    render(run_size(request), fmt, explain)
+
+
+
+def register(app: typer.Typer) -> None:
+    app.command("size")(size)
