@@ -68,6 +68,27 @@ def _explain_markdown(result: Result) -> str:
     return "\n".join(lines)
 
 
+def terminal_chart(chart, width: int = 40) -> str:
+    """Horizontal bars, one block per x value, one line per series, on a log scale (the longest bar is
+    ``width`` cells) so that small counts at long contexts stay visible."""
+    import math
+
+    peak = math.log10(1 + max((v for _, values in chart.series for v in values), default=0)) or 1
+    label_w = max(len(x) for x in chart.x_values)
+    name_w = max(len(name) for name, _ in chart.series)
+    lines = [f"{chart.title}"]
+    for i, x in enumerate(chart.x_values):
+        for j, (name, values) in enumerate(chart.series):
+            value = values[i]
+            cells = math.log10(1 + max(value, 0)) / peak * width
+            bar = "█" * int(cells) + ("▌" if cells - int(cells) >= 0.5 else "")
+            head = x.rjust(label_w) if j == 0 else " " * label_w
+            lines.append(f"  {head}  {name.ljust(name_w)} {bar} {value:,.0f}")
+    if chart.y_label:
+        lines.append(f"  ({chart.y_label}; bars on a log scale)")
+    return "\n".join(lines)
+
+
 def _looks_numeric(value: Any) -> bool:
     if isinstance(value, (int, float)):
         return True
@@ -94,6 +115,8 @@ def print_table(result: Result, explain: bool = False, file=None) -> None:
                       soft_wrap=False)
     for table in result.tables:
         console.print(_rich_table(table))
+    for chart in result.charts:
+        console.print(terminal_chart(chart), highlight=False, markup=False)
     for note in result.notes:
         console.print(f"• {note}", highlight=False, markup=False)
     if explain:

@@ -37,6 +37,18 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Chart:
+    """A small chart: one value per x label for each named series (rendered as bars in a terminal, or as a
+    PNG with --plot where the command offers it)."""
+
+    title: str
+    x_label: str
+    x_values: tuple[str, ...]
+    series: tuple[tuple[str, tuple[float, ...]], ...]
+    y_label: str = ""
+
+
+@dataclass(frozen=True)
 class Result:
     command: str
     data: dict[str, Any]
@@ -44,6 +56,7 @@ class Result:
     notes: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     derivations: tuple[Derivation, ...] = field(default_factory=tuple)
+    charts: tuple[Chart, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -35,3 +35,28 @@ def check_format(fmt: str) -> str:
 
 def extra_dirs(presets_dir: Path | None) -> list[Path]:
     return [presets_dir] if presets_dir else []
+
+
+def parse_fraction(text: str, name: str, allow_one: bool = True) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise KvplanError(f"--{name} {text!r} is not a number", f"give --{name} as a fraction such as 0.9") from None
+    if not (0 < value < 1 or (allow_one and value == 1)):
+        raise KvplanError(f"--{name} {text!r} is not in (0, 1{']' if allow_one else ')'}",
+                          f"give --{name} as a fraction such as 0.9")
+    return value
+
+
+def parse_seconds(text: str, name: str) -> float:
+    """A duration with its unit: 50ms, 0.05s."""
+    import math
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|us)\s*", text)
+    if not m:
+        raise KvplanError(f"--{name} {text!r} needs a unit", f"write --{name} like 50ms or 0.05s")
+    value = float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]
+    if not math.isfinite(value) or value <= 0 or value > 3600:
+        raise KvplanError(f"--{name} {text!r} is out of range", f"give --{name} between 1us and 3600s")
+    return value

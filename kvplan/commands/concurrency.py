@@ -1,0 +1,137 @@
+"""`kvplan concurrency`: memory budget, max concurrency, overflow timing and DRAM tiers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvplan.commands.common import (
+    FormatOpt,
+    PresetsDirOpt,
+    check_format,
+    extra_dirs,
+    parse_degree,
+    parse_fraction,
+    parse_seconds,
+)
+from kvplan.errors import KvplanError
+
+SEED_MODEL = "deepseek-r1"
+SEED_HARDWARE = "h200"
+ENGINES = ("neutral", "vllm", "sglang")
+
+
+def concurrency(
+    model: str | None = typer.Option(None, "--model", "-m", help="Preset id, preset .toml, config.json or "
+                                        "model directory. Default: the workload document's deepseek-r1, fp8 KV."),
+    hardware: str = typer.Option(SEED_HARDWARE, "--hardware", "-g", help="GPU preset id or .toml."),
+    nodes: str = typer.Option("1", "--nodes", help="Nodes (each with the preset's GPUs per node)."),
+    tp: str | None = typer.Option(None, "--tp", help="Tensor parallel (default: all GPUs of one node)."),
+    pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
+    dp: str | None = typer.Option(None, "--dp", help="Data-parallel attention ranks (default: fill the nodes)."),
+    ep: str | None = typer.Option(None, "--ep", help="Expert parallel degree for MoE weights."),
+    kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV dtype (default bf16; fp8 in the scenario)."),
+    prompt: str = typer.Option("1k", "--prompt", help="Prompt tokens."),
+    decode: str = typer.Option("30k", "--decode", help="Decode tokens."),
+    gpu_memory_utilization: str = typer.Option("0.9", "--gpu-memory-utilization",
+                                               help="Fraction of total HBM the engine may use (vLLM's meaning)."),
+    kv_pool: str | None = typer.Option(None, "--kv-pool", help="Plan from a known KV pool per GPU, e.g. 52.36GiB "
+                                          "(vLLM's 'Available KV cache memory')."),
+    max_model_len: str | None = typer.Option(None, "--max-model-len", help="vLLM max_model_len (default: the "
+                                                "model's max_position_embeddings)."),
+    max_num_batched_tokens: str | None = typer.Option(None, "--max-num-batched-tokens"),
+    max_num_seqs: str | None = typer.Option(None, "--max-num-seqs"),
+    block_size: str | None = typer.Option(None, "--block-size", help="Tokens per KV block (default 16; 64 MLA)."),
+    engine: str = typer.Option("neutral", "--engine", help="neutral, vllm or sglang accounting."),
+    mem_fraction_static: str | None = typer.Option(None, "--mem-fraction-static", help="SGLang's fraction."),
+    activation_reserve: str | None = typer.Option(None, "--activation-reserve", help="Override, e.g. 2GiB."),
+    runtime_reserve: str | None = typer.Option(None, "--runtime-reserve", help="Override, e.g. 1GiB."),
+    dram: str | None = typer.Option(None, "--dram", help="Host DRAM per node given to KV, e.g. 1TB."),
+    ssd: str | None = typer.Option(None, "--ssd", help="SSD per node given to KV (L3), e.g. 15TB."),
+    batch: str = typer.Option("8", "--batch", help="Requests decoding together, for overflow timing."),
+    tpot: str | None = typer.Option(None, "--tpot", help="Time per output token, e.g. 50ms."),
+    shared_prefix: str = typer.Option("0", "--shared-prefix", help="System-prompt tokens shared by all requests."),
+    include_mtp: bool = typer.Option(False, "--include-mtp", help="MTP draft layers draw on the same pool."),
+    draft_model: str | None = typer.Option(None, "--draft-model", help="A draft model preset sharing the pool."),
+    token_budget: str | None = typer.Option(None, "--token-budget", help="What-if: cap each request's KV tokens."),
+    contexts: str = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts", help="Contexts for the table."),
+    dtypes: str = typer.Option("bf16,fp8,nvfp4", "--dtypes", help="KV dtypes for the table."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write concurrency vs context to a PNG (matplotlib)."),
+    units: str = typer.Option("iec", "--units", help="iec (GiB) or si (GB)."),
+    fmt: str = FormatOpt,
+    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    presets_dir: Path | None = PresetsDirOpt,
+) -> None:
+    """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
+    from kvplan.calc.concurrency import ConcurrencyRequest
+    from kvplan.calc.concurrency import concurrency as run
+    from kvplan.dtypes import KVDtype, parse_kv_dtype
+    from kvplan.output import render
+    from kvplan.parallel import Parallelism
+    from kvplan.presets import load_hardware, load_model
+    from kvplan.units import parse_size, parse_tokens
+
+    fmt = check_format(fmt)
+    if engine not in ENGINES:
+        raise KvplanError(f"unknown engine {engine!r}", "choose neutral, vllm or sglang")
+    if units not in ("iec", "si"):
+        raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
+    dirs = extra_dirs(presets_dir)
+    scenario = model is None
+    spec = load_model(model or SEED_MODEL, dirs)
+    hw = load_hardware(hardware, dirs)
+    n_nodes = parse_degree(nodes, "nodes")
+    gpus = n_nodes * hw.node.gpus_per_node
+    tp_v = parse_degree(tp, "tp") if tp else min(hw.node.gpus_per_node, gpus)
+    pp_v = parse_degree(pp, "pp")
+    if dp:
+        dp_v = parse_degree(dp, "dp")
+    else:
+        if gpus % (tp_v * pp_v):
+            raise KvplanError(f"{gpus} GPUs do not split into TP={tp_v} x PP={pp_v} replicas",
+                              "give --dp, or a TP x PP that divides the GPU count")
+        dp_v = max(1, gpus // (tp_v * pp_v))
+    par = Parallelism(tp=tp_v, pp=pp_v, dp=dp_v, ep=parse_degree(ep, "ep") if ep else None)
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    request = ConcurrencyRequest(
+        model=spec, hardware=hw, kv_dtype=dtype, parallelism=par, nodes=n_nodes,
+        prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
+        decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
+        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "gpu-memory-utilization"),
+        kv_pool_bytes=parse_size(kv_pool, "--kv-pool") if kv_pool else None,
+        max_model_len=parse_tokens(max_model_len, "--max-model-len") if max_model_len else None,
+        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
+        if max_num_batched_tokens else None,
+        max_num_seqs=parse_tokens(max_num_seqs, "--max-num-seqs") if max_num_seqs else None,
+        block_size=parse_degree(block_size, "block-size") if block_size else None,
+        engine=engine,
+        mem_fraction_static=parse_fraction(mem_fraction_static, "mem-fraction-static") if mem_fraction_static
+        else None,
+        activation_reserve_bytes=parse_size(activation_reserve, "--activation-reserve") if activation_reserve
+        else None,
+        runtime_reserve_bytes=parse_size(runtime_reserve, "--runtime-reserve") if runtime_reserve else None,
+        dram_bytes_per_node=parse_size(dram, "--dram") if dram else None,
+        ssd_bytes_per_node=parse_size(ssd, "--ssd") if ssd else None,
+        batch=parse_tokens(batch, "--batch"),
+        tpot_seconds=parse_seconds(tpot, "tpot") if tpot else None,
+        shared_prefix_tokens=parse_tokens(shared_prefix, "--shared-prefix", allow_zero=True),
+        include_mtp=include_mtp,
+        draft=load_model(draft_model, dirs) if draft_model else None,
+        token_budget=parse_tokens(token_budget, "--token-budget") if token_budget else None,
+        contexts=tuple(parse_tokens(c, "--contexts") for c in contexts.split(",") if c.strip()),
+        dtypes=tuple(parse_kv_dtype(d) for d in dtypes.split(",") if d.strip()),
+        units=units,
+    )
+    if request.prompt_tokens + request.decode_tokens == 0:
+        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
+    result = run(request)
+    render(result, fmt, explain)
+    if plot is not None:
+        from kvplan.plot import write_chart_png
+
+        write_chart_png(result.charts[0], plot)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("concurrency")(concurrency)
