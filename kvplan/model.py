@@ -66,12 +66,22 @@ class ModelSpec(BaseModel):
     mtp_layers: Annotated[int, Field(ge=0, le=64)] = 0
     params_total: Sourced | None = None
     params_active: Sourced | None = None
+    # N_mm: active weight-matmul parameters per token, input embedding excluded, LM head included
+    # (preemption-pd-workload.md notation); prefill FLOPs = 2 x N_mm x tokens + attention.
+    params_active_matmul: Sourced | None = None
     weight_dtype: str = "bf16"
     weight_bytes: Sourced | None = None
     hidden_size: int | None = None
     num_attention_heads: int | None = None
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
+    # MoE and MLP dims (config.json), used for the activation-reserve estimate and for splitting
+    # weights under expert parallelism. params_expert: all routed-expert parameters of the model.
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    experts_per_token: int | None = None
+    shared_experts: int | None = None
+    params_expert: Sourced | None = None
     notes: tuple[str, ...] = ()
 
     @field_validator("weight_dtype")
