@@ -304,11 +304,12 @@ def concurrency(req: ConcurrencyRequest) -> Result:
             notes.append(f"{label} decoding together from a {req.prompt_tokens:,}-token prompt never fill the pool "
                          f"within {req.decode_tokens:,} decode steps.")
         else:
+            drain = d2h_bytes_s * tpot / max(run["growth_bytes_per_step"], 1)
             notes.append(f"{label} decoding together from a {req.prompt_tokens:,}-token prompt fill the pool after "
                          f"{run['decode_steps_until_full']:,} decode steps (~{run['seconds_until_full']:,.0f} s at "
-                         f"{tpot * 1000:g} ms/token): offload from {run['offload_threshold_fraction']:.1%} of the "
-                         f"pool (the host link drains {d2h_bytes_s * tpot / max(run['growth_bytes_per_step'], 1):,.0f}x"
-                         f" faster than the batch grows), or cap the batch.")
+                         f"{tpot * 1000:g} ms/token). Cap the batch, or offload to DRAM: offloading may wait until "
+                         f"the pool is {run['offload_threshold_fraction']:.1%} full (the host link drains {drain:,.0f}x"
+                         f" faster than the batch grows).")
     if model.uses_kind("mla") and par.tp > 1 and replicas == 1:
         notes.append(f"MLA latents are whole on every TP rank: TP={par.tp} holds {par.tp} copies of each request's "
                      f"KV; attention data-parallelism (--tp 1 --dp {par.tp} --ep {par.tp}) keeps one copy.")
