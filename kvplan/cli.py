@@ -22,9 +22,9 @@ app = typer.Typer(
 )
 def _register() -> None:
     """Each command group lives in its own module under kvplan.commands and registers itself here."""
-    from kvplan.commands import concurrency, presets, size
+    from kvplan.commands import concurrency, preemption, presets, size
 
-    for module in (size, concurrency, presets):
+    for module in (size, concurrency, preemption, presets):
         module.register(app)
 
 

@@ -11,6 +11,15 @@ Every kind answers the same questions, so no calculator branches on layer kind:
 * ``check_tp(tp)``: raises a user error for a TP the engines refuse;
 * ``formula(dtype, tp)``: the per-layer arithmetic as text, symbolic and with numbers substituted.
 
+And for prefill (recompute) FLOPs and swap copies, beyond the weight matmuls the model counts as N_mm:
+
+* ``attention_flops_per_pair()``: forward FLOPs per (query, key) pair in one layer (QK^T and PV);
+* ``attended_keys_cap()``: the most keys one query attends to (a window, a top-k), None for all;
+* ``state_flops_per_token()``: per-token FLOPs of a recurrent state (linear attention / SSM);
+* ``prefill_attention_flops(context, prefix)``: one layer's such FLOPs to prefill tokens prefix..context;
+* ``attention_flops_formula()``: that arithmetic as text;
+* ``swap_copies(context, block_tokens)``: copies one layer needs in a per-layer paged swap layout.
+
 TP rules (engine-kv-accounting.md, pitfalls 1 and 2): GQA heads per rank = max(1, kv_heads // tp), so
 KV heads are replicated when tp > kv_heads and a TP that neither divides nor is divided by kv_heads is
 refused; the MLA latent and the sparse-attention indexer key are one "head" and are whole on every
@@ -29,6 +38,26 @@ from kvplan.errors import KvplanError
 STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 
 PositiveInt = Annotated[int, Field(gt=0, le=1_000_000)]
+
+
+def causal_pairs(tokens, cap: int | None = None):
+    """(query, key) pairs a causal prefill of ``tokens`` tokens scores, each query seeing at most ``cap`` keys.
+
+    Continuous form, the convention of DeepSeek's 250 GFLOP/token figure (preemption-pd-workload.md §0
+    formula 2, §1.1): query at position i sees min(i, cap) keys, so tokens^2/2 uncapped and
+    cap*tokens - cap^2/2 once past the cap. Element-wise on numpy arrays too (numpy is not imported here).
+    """
+    if cap is None:
+        return tokens * tokens / 2
+    held = (tokens + cap - abs(tokens - cap)) / 2  # min(tokens, cap), array-safe
+    return held * held / 2 + (tokens - held) * cap
+
+
+def _need(value: int | None, what: str, kind: str) -> int:
+    if value is None:
+        raise KvplanError(f"the {kind} layer has no {what}, which its attention FLOPs need",
+                          f"set {what} in the model preset")
+    return value
 
 
 class _Kind(BaseModel):
@@ -55,6 +84,36 @@ class _Kind(BaseModel):
         """Bytes each further token adds once past any window (0 for windows and fixed state)."""
         return self.cache_bytes_per_token(dtype, tp) if self.grows_with_context else 0
 
+    # --- prefill FLOPs beyond the weight matmuls, and swap copies ------------------------------------
+    # Tensors a per-layer paged layout copies separately for each block (attention heads: K and V apart).
+    swap_tensors: ClassVar[int] = 1
+    # Tokens per KV block of the engine's attention backend: vLLM CacheConfig.DEFAULT_BLOCK_SIZE = 16.
+    engine_block_tokens: ClassVar[int] = 16
+
+    def attention_flops_per_pair(self) -> int:
+        return 0
+
+    def attended_keys_cap(self) -> int | None:
+        return None
+
+    def state_flops_per_token(self) -> int:
+        return 0
+
+    def prefill_attention_flops(self, context, prefix=0):
+        """This layer's FLOPs beyond its weight matmuls to prefill tokens prefix..context (numbers or arrays)."""
+        cap = self.attended_keys_cap()
+        return (self.attention_flops_per_pair() * (causal_pairs(context, cap) - causal_pairs(prefix, cap))
+                + self.state_flops_per_token() * (context - prefix))
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        return "no attention or state FLOPs beyond the weight matmuls", "0"
+
+    def swap_copies(self, context: int, block_tokens: int) -> int:
+        """Copies to move one request's cache of this layer when each block of each tensor is its own copy,
+        plus one per tensor of fixed state."""
+        blocks = -(-self.tokens_held(context) // block_tokens)
+        return self.swap_tensors * (blocks + (1 if self.state_bytes() else 0))
+
 
 def _check_heads_divisible(what: str, heads: int | None, tp: int) -> None:
     if heads is not None and heads % tp:
@@ -70,6 +129,17 @@ class FullAttention(_Kind):
     head_dim_k: PositiveInt
     head_dim_v: PositiveInt
     q_heads: PositiveInt | None = None
+    swap_tensors: ClassVar[int] = 2  # K and V caches are separate tensors in a per-layer layout
+
+    def attention_flops_per_pair(self) -> int:
+        # QK^T: 2*n_q*d_k, PV: 2*n_q*d_v; the number of KV heads does not change FLOPs (formula 1).
+        return 2 * _need(self.q_heads, "q_heads", self.kind) * (self.head_dim_k + self.head_dim_v)
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        cap = self.attended_keys_cap()
+        where = f", at most {cap:,} keys per query" if cap else ""
+        return (f"2 x q_heads x (head_dim_k + head_dim_v) FLOP per (query, key) pair (QK^T + PV){where}",
+                f"2 x {self.q_heads} x ({self.head_dim_k} + {self.head_dim_v}) = {self.attention_flops_per_pair():,}")
 
     @property
     def label(self) -> str:
@@ -124,6 +194,9 @@ class SlidingWindowAttention(FullAttention):
     def tokens_held(self, context: int) -> int:
         return min(context, self.window)
 
+    def attended_keys_cap(self) -> int | None:
+        return self.window
+
 
 class MLA(_Kind):
     """Multi-head latent attention (DeepSeek V2/V3/R1): one latent of kv_lora_rank + qk_rope_head_dim
@@ -140,6 +213,48 @@ class MLA(_Kind):
     # layout (656 B/layer for r=512, rope=64), which vLLM forces for DeepSeek V3.2 whenever the cache
     # dtype is fp8 (DeepseekV32ForCausalLM.verify_and_update_config, engine-kv-accounting.md).
     fp8_layout: Literal["per_tensor", "ds_mla"] = "per_tensor"
+    # DeepSeek Sparse Attention (V3.2): each query attends to the index_topk keys its indexer picks, in MLA's
+    # MQA (absorbed) mode, each latent shared across all query heads (DeepSeek-V3.2-Exp report, "Instantiate
+    # DSA Under MLA").
+    index_topk: PositiveInt | None = None
+    # FlashMLA pages the latent in blocks of 64 tokens (deepseek-ai/open-infra-index README, Day 1).
+    engine_block_tokens: ClassVar[int] = 64
+
+    def _mha_pair_flops(self) -> int:
+        # prefill in "MHA mode": QK^T over nope + rope dims, PV over v_head_dim (formula 1)
+        return 2 * _need(self.q_heads, "q_heads", self.kind) * (
+            _need(self.qk_nope_head_dim, "qk_nope_head_dim", self.kind) + self.qk_rope_head_dim
+            + _need(self.v_head_dim, "v_head_dim", self.kind))
+
+    def attention_flops_per_pair(self) -> int:
+        if self.index_topk is not None:  # absorbed: QK^T over the 576-dim latent, PV over the 512-dim one
+            return 2 * _need(self.q_heads, "q_heads", self.kind) * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return self._mha_pair_flops()
+
+    def attended_keys_cap(self) -> int | None:
+        return self.index_topk
+
+    def prefill_attention_flops(self, context, prefix=0):
+        sparse = super().prefill_attention_flops(context, prefix)
+        if self.index_topk is None:
+            return sparse
+        # Short prefills run DSA as a masked MHA-mode attention over every key (DeepSeek-V3.2-Exp report,
+        # inference costs): count whichever mode costs less.
+        dense = self._mha_pair_flops() * (causal_pairs(context) - causal_pairs(prefix))
+        return (sparse + dense - abs(sparse - dense)) / 2  # min, array-safe
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        per_pair = self.attention_flops_per_pair()
+        mha = ("2 x q_heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) FLOP per pair (prefill, MHA mode)",
+               f"2 x {self.q_heads} x ({self.qk_nope_head_dim} + {self.qk_rope_head_dim} + {self.v_head_dim})"
+               f" = {self._mha_pair_flops():,}")
+        if self.index_topk is None:
+            return mha
+        return (f"2 x q_heads x (2 x kv_lora_rank + qk_rope_head_dim) FLOP per pair (MQA/absorbed mode), at most "
+                f"index_topk = {self.index_topk:,} keys per query; or, when cheaper (short prefills), {mha[0]} over "
+                "every key",
+                f"2 x {self.q_heads} x (2 x {self.kv_lora_rank} + {self.qk_rope_head_dim}) = {per_pair:,}; "
+                f"MHA mode {mha[1]}")
 
     @property
     def latent_dim(self) -> int:
@@ -196,6 +311,16 @@ class SparseIndexer(_Kind):
     index_heads: PositiveInt | None = None
     index_topk: PositiveInt | None = None
 
+    def attention_flops_per_pair(self) -> int:
+        # The indexer scores every earlier key: index_heads dot products of index_head_dim (2*H*d), then the
+        # weighted sum over heads of ReLU(score) (2*H). It runs in fp8; kvplan charges it like the rest.
+        return 2 * _need(self.index_heads, "index_heads", self.kind) * (self.index_head_dim + 1)
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        return ("2 x index_heads x (index_head_dim + 1) FLOP per pair: head scores q.k plus their weighted sum; "
+                "scores every earlier key (no cap)",
+                f"2 x {self.index_heads} x ({self.index_head_dim} + 1) = {self.attention_flops_per_pair():,}")
+
     @property
     def label(self) -> str:
         return f"sparse-attention indexer key {self.index_head_dim} fp8 + scales"
@@ -233,6 +358,17 @@ class GatedDeltaNet(_Kind):
     conv_dtype: StateDtype = "bf16"
     ssm_dtype: StateDtype = "bf16"
     grows_with_context: ClassVar[bool] = False
+    swap_tensors: ClassVar[int] = 2  # conv state and SSM state
+
+    def state_flops_per_token(self) -> int:
+        # Recurrent delta rule per state element (num_v_heads x dk x dv): decay 1, retrieval S^T k 2,
+        # rank-1 update 2, readout S^T q 2 = 7. The conv1d, gates and chunked-form extras are not counted.
+        return 7 * self.num_v_heads * self.head_k_dim * self.head_v_dim
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        return ("7 x num_v_heads x head_k_dim x head_v_dim FLOP per token (linear in context: decay, S^T k, "
+                "rank-1 update, readout)",
+                f"7 x {self.num_v_heads} x {self.head_k_dim} x {self.head_v_dim} = {self.state_flops_per_token():,}")
 
     @property
     def label(self) -> str:
@@ -283,6 +419,16 @@ class Mamba2(_Kind):
     conv_dtype: StateDtype = "bf16"
     ssm_dtype: StateDtype = "bf16"
     grows_with_context: ClassVar[bool] = False
+    swap_tensors: ClassVar[int] = 2  # conv state and SSM state
+
+    def state_flops_per_token(self) -> int:
+        # Per state element (n_heads x head_dim x state_size): decay 1, dt*x*B^T update 2, readout with C 2 = 5.
+        # The conv1d and gating are not counted.
+        return 5 * self.n_heads * self.head_dim * self.state_size
+
+    def attention_flops_formula(self) -> tuple[str, str]:
+        return ("5 x n_heads x head_dim x state_size FLOP per token (linear in context: decay, update, readout)",
+                f"5 x {self.n_heads} x {self.head_dim} x {self.state_size} = {self.state_flops_per_token():,}")
 
     @property
     def label(self) -> str:

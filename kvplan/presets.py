@@ -147,21 +147,32 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
         from kvplan.hf_import import load_hf_model
 
         return load_hf_model(path)
-    presets = discover(extra_dirs)["model"]
-    if ref not in presets:
+    preset = _find("model", ref, extra_dirs)
+    if preset is None:
         if os.sep in ref or ref.endswith((".json", ".toml")):
             raise KvplanError(f"model file {ref} does not exist", "check the path")
-        raise _unknown("model", ref, sorted(presets))
-    preset = presets[ref]
+        raise _unknown("model", ref, sorted(discover(extra_dirs)["model"]))
     return build_model(preset.data, str(preset.path))
+
+
+def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFile | None:
+    """One preset by id. Without user folders, the built-in file named after the id is read alone (start-up
+    matters); otherwise every folder is scanned so that user presets override built-in ones."""
+    folder = {"model": "models", "hardware": "hardware"}[kind]
+    if not extra_dirs and not os.environ.get(ENV_VAR):
+        path = builtin_dir() / folder / f"{preset_id}.toml"
+        if path.is_file():
+            data = _read_toml(path)
+            if data.get("type") == kind and data.get("id", preset_id) == preset_id:
+                return PresetFile(preset_id, kind, path, True, data)
+    return discover(extra_dirs)[kind].get(preset_id)
 
 
 def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
     path = Path(ref).expanduser()
     if path.suffix == ".toml" and path.is_file():
         return build_hardware(_read_toml(path), str(path))
-    presets = discover(extra_dirs)["hardware"]
-    if ref not in presets:
-        raise _unknown("hardware", ref, sorted(presets))
-    preset = presets[ref]
+    preset = _find("hardware", ref, extra_dirs)
+    if preset is None:
+        raise _unknown("hardware", ref, sorted(discover(extra_dirs)["hardware"]))
     return build_hardware(preset.data, str(preset.path))

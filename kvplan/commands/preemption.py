@@ -1,0 +1,124 @@
+"""`kvplan compare-preemption`: swap a preempted request over the host link, or recompute it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree
+from kvplan.errors import KvplanError
+
+SEED_MODEL = "deepseek-r1"
+SEED_HARDWARE = "h200"
+
+
+def _parse_float(text: str, flag: str, example: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise KvplanError(f"{flag} {text!r} is not a number", f"give {flag} like {example}") from None
+    if not math.isfinite(value):
+        raise KvplanError(f"{flag} {text!r} is not a finite number", f"give {flag} like {example}")
+    return value
+
+
+def _parse_mfu(text: str) -> float:
+    value = _parse_float(text, "--mfu", "0.45")
+    if not 0 < value <= 1:
+        raise KvplanError(f"--mfu {text!r} is not in (0, 1]", "give the achieved fraction of peak, like 0.45")
+    return value
+
+
+def _parse_link(text: str) -> float:
+    """Effective per-direction GB/s: a plain number (GB/s, 10^9 B/s) or a rate with its unit (50GB/s)."""
+    from kvplan.units import parse_rate
+
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_rate(text, "--pcie-gbps") / 1e9
+    if not (value > 0 and value < float("inf")):
+        raise KvplanError(f"--pcie-gbps {text!r} must be a positive number of GB/s", "give it like 50 or 50GB/s")
+    return value
+
+
+def compare_preemption(
+    model: str | None = typer.Option(
+        None, "--model", "-m",
+        help="Preset id, preset .toml, HF config.json or model directory. Without it: the workload document's "
+             "case, deepseek-r1 with an fp8 KV cache."),
+    hardware: str = typer.Option(SEED_HARDWARE, "--hardware", "--gpu", help="Hardware preset id or .toml."),
+    tp: str = typer.Option("8", "--tp", help="Tensor-parallel degree (GPUs holding and recomputing the request)."),
+    kv_dtype: str | None = typer.Option(
+        None, "--kv-dtype", help="KV cache dtype. Default fp8 without --model (the document's case), else bf16."),
+    prompt: str = typer.Option("1k", "--prompt", help="Prompt tokens (1k = 1,000)."),
+    generated: str = typer.Option("20k", "--generated", help="Tokens generated before the preemption."),
+    prefix_hit: str = typer.Option("0", "--prefix-hit",
+                                   help="Tokens recompute recovers from the prefix cache, in [0, prompt + generated)."),
+    mfu: str = typer.Option("0.45", "--mfu", help="Prefill MFU in (0, 1]; default 0.45 (hardware.md §9)."),
+    compute_dtype: str = typer.Option(
+        "auto", "--compute-dtype",
+        help="Peak used for recompute: auto (fp8 for fp8-weight models on fp8 GPUs, else bf16), bf16, fp8, fp4."),
+    pcie_gbps: str | None = typer.Option(
+        None, "--pcie-gbps",
+        help="Pin the effective host-link rate per direction, GB/s (default: line rate x large-copy efficiency)."),
+    block_tokens: str | None = typer.Option(
+        None, "--block-tokens",
+        help="Tokens per copied block (default: 64 for MLA models (FlashMLA), else 16 (vLLM))."),
+    layout: str = typer.Option(
+        "contiguous", "--layout",
+        help="contiguous (vLLM >= 0.12 offloading: one copy per block across layers) or per-layer "
+             "(old vLLM swap: one copy per layer per block, K and V apart)."),
+    copy_overhead_us: str = typer.Option("2.3", "--copy-overhead-us",
+                                         help="Per-copy overhead in microseconds (hardware.md §7); 0 for none."),
+    bidir_factor: str = typer.Option(
+        "0.83", "--bidir-factor",
+        help="Per-direction rate factor while swap-ins and swap-outs overlap (vLLM blog 83.4/2/50); 1 = idle link."),
+    sync_swap: bool = typer.Option(False, "--sync-swap",
+                                   help="Both directions block the engine step (vLLM V0) instead of async swap-out."),
+    sweep: str = typer.Option("1k,2k,5k,10k,20k,50k,100k", "--sweep", help="Generated-token counts to tabulate."),
+    fmt: str = FormatOpt,
+    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    presets_dir: Path | None = PresetsDirOpt,
+) -> None:
+    """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
+    from kvplan.calc.preemption import PreemptionRequest
+    from kvplan.calc.preemption import compare_preemption as run
+    from kvplan.dtypes import KVDtype, parse_kv_dtype
+    from kvplan.output import render
+    from kvplan.presets import load_hardware, load_model
+    from kvplan.units import parse_tokens
+
+    fmt = check_format(fmt)
+    dirs = extra_dirs(presets_dir)
+    scenario = model is None
+    spec = load_model(model or SEED_MODEL, dirs)
+    hw = load_hardware(hardware, dirs)
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    block = parse_tokens(block_tokens, "--block-tokens") if block_tokens is not None else None
+    request = PreemptionRequest(
+        model=spec,
+        hardware=hw,
+        kv_dtype=dtype,
+        tp=parse_degree(tp, "tp"),
+        prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
+        generated_tokens=parse_tokens(generated, "--generated", allow_zero=True),
+        prefix_hit_tokens=parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
+        mfu=_parse_mfu(mfu),
+        compute_dtype=compute_dtype.strip().lower(),
+        pcie_gb_s=_parse_link(pcie_gbps) if pcie_gbps is not None else None,
+        block_tokens=block,
+        layout=layout.strip().lower().replace("_", "-"),
+        copy_overhead_us=_parse_float(copy_overhead_us, "--copy-overhead-us", "2.3"),
+        bidir_factor=_parse_float(bidir_factor, "--bidir-factor", "0.83"),
+        sync_swap=sync_swap,
+        sweep=tuple(parse_tokens(g, "--sweep") for g in sweep.split(",") if g.strip()),
+    )
+    render(run(request), fmt, explain)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare-preemption")(compare_preemption)
