@@ -34,11 +34,13 @@ def _spec_type(kind) -> str:
 
 
 def default_block_size(model: ModelSpec, engine: str = "vllm") -> int:
-    """vLLM forces 64 for FlashMLA (vllm/platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA
-    backend"); 16 otherwise. SGLang's default page size is 1 token, 64 with FlashMLA."""
+    """The engine's tokens per KV block: the largest a layer kind asks for (``engine_block_tokens``: vLLM's 16,
+    64 for FlashMLA, which vllm/platforms/cuda.py forces). SGLang pages one token at a time unless a kind
+    needs a larger page (FlashMLA: 64)."""
+    block = max(g.kind.engine_block_tokens for g in model.groups)
     if engine == "sglang":
-        return 64 if model.uses_kind("mla") else 1
-    return 64 if model.uses_kind("mla") else 16
+        return block if block > 16 else 1
+    return block
 
 
 @dataclass(frozen=True)

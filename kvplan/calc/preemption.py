@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from kvplan.calc import flops, kv
 from kvplan.dtypes import KVDtype
+from kvplan.engines import default_block_size
 from kvplan.errors import KvplanError
 from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
@@ -117,10 +118,6 @@ def _finite(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def default_block_tokens(model: ModelSpec) -> int:
-    return max(g.kind.engine_block_tokens for g in model.groups)
-
-
 def _resolve(req: PreemptionRequest) -> _Setup:
     model, hw = req.model, req.hardware
     s = req.context_tokens
@@ -143,7 +140,7 @@ def _resolve(req: PreemptionRequest) -> _Setup:
     kv.check_parallelism(model, par)
 
     if req.block_tokens is None:
-        block = default_block_tokens(model)
+        block = default_block_size(model)
         block_note = f"{block} (engine default for {model.id}'s layer kinds)"
     else:
         block = req.block_tokens
@@ -282,7 +279,7 @@ def compare_preemption(req: PreemptionRequest) -> Result:
     # What flips it: the same request under the other copy layouts.
     scenarios = [(f"as configured: {req.layout}, {st.block_tokens}-token blocks", req.layout, st.block_tokens)]
     for layout, block, why in (("per-layer", 16, "vLLM V0 swap: per layer, K and V apart"),
-                               ("contiguous", default_block_tokens(model), "vLLM >= 0.12 offloading layout")):
+                               ("contiguous", default_block_size(model), "vLLM >= 0.12 offloading layout")):
         if (layout, block) != (req.layout, st.block_tokens):
             scenarios.append((f"{layout}, {block}-token blocks ({why})", layout, block))
     scen_rows, scen_data = [], []
