@@ -341,7 +341,35 @@ def _state_dtype_bytes(name: str) -> int:
 StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
-class GatedDeltaNet(_Kind):
+class _RecurrentState(_Kind):
+    """A layer whose cache is a fixed state per request (linear attention, SSM): a convolution state and an
+    SSM state, each in its own dtype, split by heads under TP. Subclasses give the two element counts."""
+
+    conv_kernel: PositiveInt = 4
+    conv_dtype: StateDtype = "bf16"
+    ssm_dtype: StateDtype = "bf16"
+    grows_with_context: ClassVar[bool] = False
+    swap_tensors: ClassVar[int] = 2  # conv state and SSM state
+
+    def _conv_elems(self, tp: int) -> int:
+        raise NotImplementedError
+
+    def _ssm_elems(self, tp: int) -> int:
+        raise NotImplementedError
+
+    def tokens_held(self, context: int) -> int:
+        return 0
+
+    def state_bytes(self, tp: int = 1) -> int:
+        return (self._conv_elems(tp) * _state_dtype_bytes(self.conv_dtype)
+                + self._ssm_elems(tp) * _state_dtype_bytes(self.ssm_dtype))
+
+    def _state_numbers(self, tp: int) -> str:
+        return (f"{self._conv_elems(tp):,} x {_state_dtype_bytes(self.conv_dtype)} + {self._ssm_elems(tp):,} x"
+                f" {_state_dtype_bytes(self.ssm_dtype)} = {self.state_bytes(tp):,} B")
+
+
+class GatedDeltaNet(_RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed state per request per layer.
 
     Shapes per vLLM ``gated_delta_net_state_shape``: conv state (conv_kernel - 1) x
@@ -354,11 +382,6 @@ class GatedDeltaNet(_Kind):
     num_v_heads: PositiveInt
     head_k_dim: PositiveInt
     head_v_dim: PositiveInt
-    conv_kernel: PositiveInt = 4
-    conv_dtype: StateDtype = "bf16"
-    ssm_dtype: StateDtype = "bf16"
-    grows_with_context: ClassVar[bool] = False
-    swap_tensors: ClassVar[int] = 2  # conv state and SSM state
 
     def state_flops_per_token(self) -> int:
         # Recurrent delta rule per state element (num_v_heads x dk x dv): decay 1, retrieval S^T k 2,
@@ -379,12 +402,6 @@ class GatedDeltaNet(_Kind):
         _check_heads_divisible("linear-attention key heads", self.num_k_heads, tp)
         _check_heads_divisible("linear-attention value heads", self.num_v_heads, tp)
 
-    def cache_bytes_per_token(self, dtype: KVDtype, tp: int = 1) -> int:
-        return 0
-
-    def tokens_held(self, context: int) -> int:
-        return 0
-
     def _conv_elems(self, tp: int) -> int:
         return (self.conv_kernel - 1) * (
             (self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads) // tp)
@@ -392,20 +409,12 @@ class GatedDeltaNet(_Kind):
     def _ssm_elems(self, tp: int) -> int:
         return (self.num_v_heads // tp) * self.head_k_dim * self.head_v_dim
 
-    def state_bytes(self, tp: int = 1) -> int:
-        return (self._conv_elems(tp) * _state_dtype_bytes(self.conv_dtype)
-                + self._ssm_elems(tp) * _state_dtype_bytes(self.ssm_dtype))
-
     def formula(self, dtype: KVDtype, tp: int = 1) -> tuple[str, str]:
-        c, s = self._conv_elems(tp), self._ssm_elems(tp)
         return ("(conv_kernel-1) x (dk*nk*2 + dv*nv)/tp x conv_bytes + (nv/tp) x dk x dv x ssm_bytes, per request",
-                f"{self.conv_kernel - 1} x {c // (self.conv_kernel - 1):,} x {_state_dtype_bytes(self.conv_dtype)}"
-                f" + {self.num_v_heads // tp} x {self.head_k_dim} x {self.head_v_dim} x"
-                f" {_state_dtype_bytes(self.ssm_dtype)} = {self.state_bytes(tp):,} B"
-                f" ({c:,} + {s:,} elements)")
+                self._state_numbers(tp))
 
 
-class Mamba2(_Kind):
+class Mamba2(_RecurrentState):
     """Mamba-2 SSM layer: fixed state per request. Shapes per vLLM ``mamba2_state_shape``: conv state
     (conv_kernel - 1) x (intermediate + 2*n_groups*state_size)/tp, SSM state (n_heads/tp) x head_dim x
     state_size; groups that do not divide tp are replicated up to tp."""
@@ -415,11 +424,6 @@ class Mamba2(_Kind):
     head_dim: PositiveInt
     state_size: PositiveInt
     n_groups: PositiveInt = 1
-    conv_kernel: PositiveInt = 4
-    conv_dtype: StateDtype = "bf16"
-    ssm_dtype: StateDtype = "bf16"
-    grows_with_context: ClassVar[bool] = False
-    swap_tensors: ClassVar[int] = 2  # conv state and SSM state
 
     def state_flops_per_token(self) -> int:
         # Per state element (n_heads x head_dim x state_size): decay 1, dt*x*B^T update 2, readout with C 2 = 5.
@@ -437,9 +441,6 @@ class Mamba2(_Kind):
     def check_tp(self, tp: int) -> None:
         _check_heads_divisible("SSM heads", self.n_heads, tp)
 
-    def tokens_held(self, context: int) -> int:
-        return 0
-
     def _groups(self, tp: int) -> int:
         return self.n_groups if self.n_groups % tp == 0 else tp
 
@@ -450,15 +451,9 @@ class Mamba2(_Kind):
     def _ssm_elems(self, tp: int) -> int:
         return (self.n_heads // tp) * self.head_dim * self.state_size
 
-    def state_bytes(self, tp: int = 1) -> int:
-        return (self._conv_elems(tp) * _state_dtype_bytes(self.conv_dtype)
-                + self._ssm_elems(tp) * _state_dtype_bytes(self.ssm_dtype))
-
     def formula(self, dtype: KVDtype, tp: int = 1) -> tuple[str, str]:
         return ("(conv_kernel-1) x (n_heads*head_dim + 2*n_groups*state)/tp x conv_bytes"
-                " + (n_heads/tp) x head_dim x state x ssm_bytes, per request",
-                f"{self._conv_elems(tp):,} x {_state_dtype_bytes(self.conv_dtype)} + {self._ssm_elems(tp):,} x"
-                f" {_state_dtype_bytes(self.ssm_dtype)} = {self.state_bytes(tp):,} B")
+                " + (n_heads/tp) x head_dim x state x ssm_bytes, per request", self._state_numbers(tp))
 
 
 LayerKind = Annotated[

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree
+from kvplan.commands.common import (
+    FormatOpt,
+    PresetsDirOpt,
+    check_format,
+    extra_dirs,
+    parse_degree,
+    parse_fraction,
+)
 from kvplan.errors import KvplanError
 
 SEED_MODEL = "deepseek-r1"
@@ -22,13 +29,6 @@ def _parse_float(text: str, flag: str, example: str) -> float:
         raise KvplanError(f"{flag} {text!r} is not a number", f"give {flag} like {example}") from None
     if not math.isfinite(value):
         raise KvplanError(f"{flag} {text!r} is not a finite number", f"give {flag} like {example}")
-    return value
-
-
-def _parse_mfu(text: str) -> float:
-    value = _parse_float(text, "--mfu", "0.45")
-    if not 0 < value <= 1:
-        raise KvplanError(f"--mfu {text!r} is not in (0, 1]", "give the achieved fraction of peak, like 0.45")
     return value
 
 
@@ -107,7 +107,7 @@ def compare_preemption(
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         generated_tokens=parse_tokens(generated, "--generated", allow_zero=True),
         prefix_hit_tokens=parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
-        mfu=_parse_mfu(mfu),
+        mfu=parse_fraction(mfu, "mfu"),
         compute_dtype=compute_dtype.strip().lower(),
         pcie_gb_s=_parse_link(pcie_gbps) if pcie_gbps is not None else None,
         block_tokens=block,
