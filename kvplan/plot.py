@@ -20,13 +20,19 @@ def write_chart_png(chart: Chart, path: Path) -> None:
     if path.suffix.lower() != ".png":
         raise KvplanError(f"--plot {path} is not a .png file", "give a file name ending in .png")
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    x = range(len(chart.x_values))
+    try:  # numeric x labels (token counts) go on a log-2 axis at their true positions
+        x = [int(v.replace(",", "")) for v in chart.x_values]
+        ax.set_xscale("log", base=2)
+    except ValueError:
+        x = list(range(len(chart.x_values)))
     for name, values in chart.series:
-        ax.plot(list(x), list(values), marker="o", label=name)
-    ax.set_xticks(list(x), chart.x_values)
+        ax.plot(x, list(values), marker="o", label=name)
+    ax.set_xticks(x, chart.x_values, rotation=30)
+    ax.minorticks_off()
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
-    ax.set_yscale("symlog")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
     ax.set_title(chart.title)
     ax.grid(True, alpha=0.3)
     ax.legend(title="KV dtype")

@@ -256,3 +256,28 @@ def test_cli_concurrency_json_and_errors(run_cli):
         bad = run_cli("concurrency", *args)
         assert bad.code == 2, (args, bad.err)
         assert len(bad.err.strip().splitlines()) == 1 and needle in bad.err, (args, bad.err)
+
+
+def test_plot_writes_a_png(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "conc.png"
+    r = run_cli("concurrency", "--plot", str(out), "-f", "json")
+    assert r.code == 0, r.err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = run_cli("concurrency", "--plot", str(tmp_path / "conc.svg"))
+    assert bad.code == 2 and "png" in bad.err
+
+
+def test_plot_without_matplotlib_is_a_user_error(run_cli, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    r = run_cli("concurrency", "--plot", str(tmp_path / "x.png"))
+    assert r.code == 2 and "kvplan[plot]" in r.err

@@ -426,7 +426,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
                   tuple((name, tuple(float(max(v, 0)) for v in values)) for name, values in series),
                   "requests, deployment")
     derivations = _derivations(req, model, b, block, context, per_request_gpu, per_replica, total, capacity_tokens,
-                               per_token_gpu, shared_copy, tpot_note, l2_note, fmt)
+                               per_token_gpu, shared_copy, l2_per_gpu, l2_note, fmt)
     assumptions = (
         "Pool per GPU from the waterfall unless --kv-pool gives it; every GPU of a replica has the same pool.",
         "A request's KV on the most loaded GPU sets the fit (TP replication and the largest PP stage included).",
@@ -439,7 +439,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
 
 
 def _derivations(req, model, b, block, context, per_request_gpu, per_replica, total, capacity_tokens, per_token_gpu,
-                 shared_copy, tpot_note, l2_note, fmt) -> list[Derivation]:
+                 shared_copy, l2_per_gpu, l2_note, fmt) -> list[Derivation]:
     sources = tuple(model.sources) + tuple(req.hardware.sources) + (engines.VLLM_SOURCE,)
     hw = req.hardware
     out = []
@@ -448,8 +448,10 @@ def _derivations(req, model, b, block, context, per_request_gpu, per_replica, to
             "kv_pool_bytes_per_gpu", fmt(b.kv_pool_bytes),
             "HBM x utilization - weights - activation reserve - runtime reserve",
             f"{b.hbm_bytes:,} x {b.utilization:g} - {b.weights_bytes:,} - {b.activation_bytes:,} - "
-            f"{b.runtime_bytes:,} = {b.kv_pool_bytes:,} B",
-            (hw.hbm_capacity_gib.cite(), b.weights_note, b.activation_note, b.runtime_note)))
+            f"{b.runtime_bytes:,} = {b.kv_pool_bytes:,} B (weights: {b.weights_note}; activations: "
+            f"{b.activation_note})",
+            tuple(x.cite() for x in (hw.hbm_capacity_gib, model.weight_bytes or model.params_total) if x)
+            + (budget_mod.DEFAULT_UTILIZATION_SOURCE, b.runtime_note)))
     else:
         out.append(Derivation("kv_pool_bytes_per_gpu", fmt(b.kv_pool_bytes), "given with --kv-pool",
                               f"{b.kv_pool_bytes:,} B"))
@@ -467,5 +469,8 @@ def _derivations(req, model, b, block, context, per_request_gpu, per_replica, to
         "kv_capacity_tokens", f"{capacity_tokens:,}",
         "floor(pool / per-GPU bytes per token past every window), rounded down to blocks",
         f"floor({b.kv_pool_bytes:,} / {per_token_gpu:,}) -> {capacity_tokens:,} tokens", sources))
-    out.append(Derivation("l2_dram_bytes_per_gpu", "", "host DRAM tier per GPU", l2_note, ()))
+    out.append(Derivation("l2_dram_bytes_per_gpu", fmt(l2_per_gpu),
+                          "--dram per node / GPUs per node, else min(2 x pool, node DRAM / GPUs per node)",
+                          l2_note, tuple(s for s in (hw.node.host_dram_gb.cite() if hw.node.host_dram_gb else None,)
+                                         if s)))
     return out

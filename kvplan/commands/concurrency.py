@@ -126,11 +126,11 @@ def concurrency(
     if request.prompt_tokens + request.decode_tokens == 0:
         raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
     result = run(request)
-    render(result, fmt, explain)
-    if plot is not None:
+    if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
         from kvplan.plot import write_chart_png
 
         write_chart_png(result.charts[0], plot)
+    render(result, fmt, explain)
 
 
 def register(app: typer.Typer) -> None:
