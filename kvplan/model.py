@@ -114,18 +114,20 @@ class ModelSpec(BaseModel):
                 per_layer[i].append(group.kind)
         return tuple(tuple(kinds) for kinds in per_layer)
 
-    def with_mtp_layers(self) -> ModelSpec:
-        """The model with its MTP draft layers appended, each carrying the kinds of the last layer."""
-        if not self.mtp_layers:
+    def with_mtp_layers(self, count: int | None = None) -> ModelSpec:
+        """The model with ``count`` MTP draft layers appended (default: the checkpoint's own), each carrying the
+        kinds of the last layer."""
+        count = self.mtp_layers if count is None else count
+        if not count:
             return self
         last = self.num_layers - 1
-        extra = tuple(range(self.num_layers, self.num_layers + self.mtp_layers))
+        extra = tuple(range(self.num_layers, self.num_layers + count))
         groups = tuple(
             g.model_copy(update={"layers": g.layers + extra}) if last in g.layers else g for g in self.groups
         )
         return self.model_copy(update={
-            "groups": groups, "num_layers": self.num_layers + self.mtp_layers, "mtp_layers": 0,
-            "name": f"{self.name} + {self.mtp_layers} MTP layer(s)",
+            "groups": groups, "num_layers": self.num_layers + count, "mtp_layers": 0,
+            "name": f"{self.name} + {count} MTP layer(s)",
         })
 
     def check_tp(self, tp: int) -> None:

@@ -196,8 +196,17 @@ def test_token_budget_what_if():
 
 def test_mtp_layer_draws_on_the_pool():
     # One more MLA layer: 62 x 31,040 x 576 B = 1,108,500,480 B per request.
-    d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB, include_mtp=True)
+    d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB, mtp_layers=1)
     assert d["kv_bytes_per_request_per_gpu"] == 62 * 31_040 * 576
+
+
+def test_spec_lookahead_slots_add_tokens():
+    # 3 lookahead slots: 31,003 tokens -> cdiv(31,003, 64) x 64 = 31,040, same blocks as 31,000; 61 more -> 31,064
+    # crosses into the next block: 61 x 31,104 x 576 B.
+    three = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB, spec_tokens=3)
+    many = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB, spec_tokens=64)
+    assert three["kv_bytes_per_request_per_gpu"] == 61 * 31_040 * 576
+    assert many["kv_bytes_per_request_per_gpu"] == 61 * 31_104 * 576
 
 
 def test_dram_tier_defaults_and_override():

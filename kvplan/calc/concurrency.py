@@ -73,7 +73,10 @@ class ConcurrencyRequest:
     batch: int = DEFAULT_BATCH
     tpot_seconds: float | None = None
     shared_prefix_tokens: int = 0
-    include_mtp: bool = False
+    # Speculative decoding: MTP draft layers in the same pool (None: none; the CLI's --mtp-layers), and the
+    # lookahead slots each request reserves (vLLM num_lookahead_tokens, PR #16370; SGLang PR #20872).
+    mtp_layers: int | None = None
+    spec_tokens: int = 0
     draft: ModelSpec | None = None
     token_budget: int | None = None
     contexts: tuple[int, ...] = DEFAULT_CONTEXTS
@@ -139,19 +142,23 @@ def _resolve_budget(req: ConcurrencyRequest, model: ModelSpec) -> budget_mod.Bud
 
 
 def _sglang_budget(req: ConcurrencyRequest, model: ModelSpec, extra) -> budget_mod.Budget:
-    """SGLang: rest_memory = available after weights - total x (1 - mem_fraction_static), i.e. about
-    total x mem_fraction_static - weights (the CUDA context is taken as the runtime reserve)."""
+    """SGLang: rest_memory = available after weights - total x (1 - mem_fraction_static), i.e.
+    total x mem_fraction_static - weights - the CUDA context and buffers (the runtime reserve)."""
     hw, par = req.hardware, req.parallelism
     mfs = req.mem_fraction_static or engines.sglang_default_mem_fraction(hw.hbm_capacity_gib.value, par.tp * par.pp)
+    # available memory after loading the weights already lacks the CUDA context and NCCL buffers
     weights, note = budget_mod.weights_per_gpu(model, par)
     if extra:
         weights += extra[0]
         note += f"; + {extra[1]}"
-    runtime = req.runtime_reserve_bytes if req.runtime_reserve_bytes is not None else 0
+    runtime = (req.runtime_reserve_bytes if req.runtime_reserve_bytes is not None
+               else budget_mod.DEFAULT_RUNTIME_RESERVE_BYTES)
     pool = int(hw.hbm_bytes * mfs) - weights - runtime
     b = budget_mod.Budget(hw.hbm_bytes, mfs, weights, note, 0,
                           "inside SGLang's 1 - mem_fraction_static headroom", runtime,
-                          "given with --runtime-reserve" if runtime else "CUDA context taken as inside the headroom",
+                          "given with --runtime-reserve" if req.runtime_reserve_bytes is not None
+                          else "CUDA context and NCCL buffers, used before SGLang measures available memory; "
+                          + budget_mod.RUNTIME_RESERVE_SOURCE,
                           pool, False)
     if not b.fits:
         mnbt, mns = budget_mod.default_batch_limits(hw)
@@ -182,7 +189,7 @@ def _raise_does_not_fit(req: ConcurrencyRequest, model: ModelSpec, b: budget_mod
 def concurrency(req: ConcurrencyRequest) -> Result:
     import numpy as np
 
-    model = req.model.with_mtp_layers() if req.include_mtp else req.model
+    model = req.model.with_mtp_layers(req.mtp_layers) if req.mtp_layers else req.model
     par, hw, dtype = req.parallelism, req.hardware, req.kv_dtype
     kv.check_parallelism(model, par)
     gpus = req.nodes * hw.node.gpus_per_node
@@ -215,9 +222,14 @@ def concurrency(req: ConcurrencyRequest) -> Result:
         per = np.maximum(per_request_bytes, 1)
         return np.maximum(usable, 0) // per
 
-    ctx_arr = np.array([context], dtype=np.int64)
-    per_req = request_bytes_per_gpu(model, dtype, par, ctx_arr, block, req.token_budget, shared)
-    per_req = per_req + _draft_bytes(req, dtype, ctx_arr, block)
+    def request_bytes(d: KVDtype, contexts):
+        """One request on the most loaded GPU at each context: its own tokens plus the speculative lookahead
+        slots, less the shared prefix, plus a draft model's KV."""
+        ctx = np.asarray(contexts, dtype=np.int64) + req.spec_tokens
+        return (request_bytes_per_gpu(model, d, par, ctx, block, req.token_budget, shared)
+                + _draft_bytes(req, d, ctx, block))
+
+    per_req = request_bytes(dtype, [context])
     per_request_gpu = int(per_req[0])
     per_replica = int(fit(per_req)[0])
     total = per_replica * replicas
@@ -230,8 +242,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     series = []
     for d in req.dtypes:
         try:
-            per = request_bytes_per_gpu(model, d, par, contexts, block, req.token_budget, shared)
-            per = per + _draft_bytes(req, d, contexts, block)
+            per = request_bytes(d, contexts)
             shared_d = int(request_bytes_per_gpu(model, d, par, [shared], block)[0]) if shared else 0
             counts = (np.maximum(pool - shared_d, 0) // np.maximum(per, 1)) * replicas
         except KvplanError:
@@ -244,9 +255,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     # batches: --batch, and what an engine admits when it charges only the prompt's blocks (vLLM v1 admits on
     # prefill block cost, not eventual decode cost: preemption-pd-workload.md 2.2), capped by max_num_seqs.
     steps = np.arange(0, req.decode_tokens + 1, dtype=np.int64)
-    per_step_bytes = (request_bytes_per_gpu(model, dtype, par, req.prompt_tokens + steps, block, req.token_budget,
-                                            shared)
-                      + _draft_bytes(req, dtype, req.prompt_tokens + steps, block))
+    per_step_bytes = request_bytes(dtype, req.prompt_tokens + steps)
     max_seqs = req.max_num_seqs or budget_mod.default_batch_limits(hw)[1]
     admitted = int(min(max_seqs, max(usable, 0) // max(int(per_step_bytes[0]), 1)))
     tpot = req.tpot_seconds if req.tpot_seconds is not None else DEFAULT_TPOT_SECONDS
