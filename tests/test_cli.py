@@ -115,3 +115,24 @@ def test_user_presets_override_and_malformed(run_cli, tmp_path, monkeypatch):
                                       'head_dim_v = 64 }\n')
     _assert_one_line_error(run_cli("size", "-m", "broken"), "kv_heads")
     _assert_one_line_error(run_cli("size", "--presets-dir", str(tmp_path / "nope")), "does not exist")
+
+
+def test_size_imports_no_numpy_or_plotting():
+    # Start-up matters: `kvplan size` must not pull numpy, matplotlib or the simulation/sweep calculators.
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\n"
+            "sys.argv = ['kvplan', 'size', '-f', 'json']\n"
+            "from kvplan.cli import main\n"
+            "buf = io.StringIO()\n"
+            "try:\n"
+            "    with contextlib.redirect_stdout(buf):\n"
+            "        main()\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "heavy = [m for m in ('numpy', 'matplotlib', 'kvplan.calc.concurrency', 'kvplan.calc.preemption')\n"
+            "         if m in sys.modules]\n"
+            "print(','.join(heavy))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
