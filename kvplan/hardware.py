@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kvplan.model import Sourced
 
@@ -67,6 +67,30 @@ class HardwareSpec(BaseModel):
         if "bf16" not in value:
             raise ValueError("dense_tflops needs at least bf16")
         return value
+
+    @model_validator(mode="after")
+    def _sane_figures(self) -> HardwareSpec:
+        """Every figure is positive; efficiencies are fractions; HBM is below 100,000 GiB."""
+        def walk(obj, prefix):
+            for name in type(obj).model_fields:
+                value = getattr(obj, name)
+                if isinstance(value, Sourced):
+                    yield f"{prefix}{name}", value.value
+                elif isinstance(value, BaseModel):
+                    yield from walk(value, f"{prefix}{name}.")
+                elif isinstance(value, dict):
+                    for key, item in value.items():
+                        if isinstance(item, Sourced):
+                            yield f"{prefix}{name}.{key}", item.value
+
+        for name, value in walk(self, ""):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+            if name.endswith("efficiency") and value > 1:
+                raise ValueError(f"{name} is a fraction of the line rate, got {value}")
+        if self.hbm_capacity_gib.value > 100_000:
+            raise ValueError(f"hbm_capacity_gib {self.hbm_capacity_gib.value} is absurd for one GPU")
+        return self
 
     @property
     def hbm_bytes(self) -> int:

@@ -25,6 +25,7 @@ KvplanError naming the field, never a guess. Defaults and derivations that were 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -568,6 +569,9 @@ def _weight_bytes(index_path: Path) -> int | None:
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
     if isinstance(total, bool) or not isinstance(total, (int, float)) or total <= 0:
         return None
+    if not math.isfinite(total) or total > 1e15:
+        raise KvplanError(f"safetensors index {index_path}: metadata.total_size {total!r} is not a sensible byte count",
+                          "fix or remove model.safetensors.index.json")
     return int(total)
 
 

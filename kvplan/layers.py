@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
@@ -154,6 +154,12 @@ class FullAttention(_Kind):
 
     def kv_heads_per_rank(self, tp: int) -> int:
         return max(1, self.kv_heads // tp)
+
+    @model_validator(mode="after")
+    def _query_groups(self) -> FullAttention:
+        if self.q_heads is not None and self.q_heads % self.kv_heads:
+            raise ValueError(f"q_heads {self.q_heads} is not a multiple of kv_heads {self.kv_heads}")
+        return self
 
     def check_tp(self, tp: int) -> None:
         if self.kv_heads % tp and tp % self.kv_heads:

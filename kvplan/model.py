@@ -7,6 +7,7 @@ layer. Every layer index must be carried by at least one group.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Annotated
 
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.errors import KvplanError
 from kvplan.layers import LayerKind
+
+Dim = Annotated[int, Field(gt=0, le=100_000_000)]
 
 
 class Sourced(BaseModel):
@@ -26,6 +29,13 @@ class Sourced(BaseModel):
     value: float
     source: str = Field(min_length=3)
     kind: str | None = None
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
 
     def cite(self) -> str:
         return f"{self.source} [{self.kind}]" if self.kind else self.source
@@ -71,16 +81,16 @@ class ModelSpec(BaseModel):
     params_active_matmul: Sourced | None = None
     weight_dtype: str = "bf16"
     weight_bytes: Sourced | None = None
-    hidden_size: int | None = None
-    num_attention_heads: int | None = None
-    vocab_size: int | None = None
-    max_position_embeddings: int | None = None
+    hidden_size: Dim | None = None
+    num_attention_heads: Dim | None = None
+    vocab_size: Dim | None = None
+    max_position_embeddings: Dim | None = None
     # MoE and MLP dims (config.json), used for the activation-reserve estimate and for splitting
     # weights under expert parallelism. params_expert: all routed-expert parameters of the model.
-    intermediate_size: int | None = None
-    moe_intermediate_size: int | None = None
-    experts_per_token: int | None = None
-    shared_experts: int | None = None
+    intermediate_size: Dim | None = None
+    moe_intermediate_size: Dim | None = None
+    experts_per_token: Dim | None = None
+    shared_experts: Dim | None = None
     params_expert: Sourced | None = None
     notes: tuple[str, ...] = ()
 
@@ -90,6 +100,14 @@ class ModelSpec(BaseModel):
         if value not in WEIGHT_BYTES_PER_PARAM:
             raise ValueError(f"unknown weight dtype {value!r}; one of {', '.join(WEIGHT_BYTES_PER_PARAM)}")
         return value
+
+    @model_validator(mode="after")
+    def _positive_figures(self) -> ModelSpec:
+        for name in ("params_total", "params_active", "weight_bytes", "params_expert", "params_active_matmul"):
+            figure = getattr(self, name, None)
+            if figure is not None and figure.value <= 0:
+                raise ValueError(f"{name} must be positive, got {figure.value}")
+        return self
 
     @model_validator(mode="after")
     def _layers_covered(self) -> ModelSpec:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 from typing import Any
 
@@ -24,8 +25,19 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a float becomes null (the table shows it as inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def to_json(result: Result) -> str:
-    return json.dumps(result.to_dict(), indent=2)
+    return json.dumps(_finite(result.to_dict()), indent=2, allow_nan=False)
 
 
 def to_csv(result: Result) -> str:

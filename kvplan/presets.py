@@ -52,6 +52,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise KvplanError(f"preset file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+    except UnicodeDecodeError:
+        raise KvplanError(f"preset file {path} is not UTF-8 text", "save it as UTF-8 TOML") from None
     except OSError as err:
         raise KvplanError(f"cannot read preset file {path}: {err.strerror}", "check the path") from None
 
@@ -71,7 +73,9 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, dict[str, Preset
     found: dict[str, dict[str, PresetFile]] = {"model": {}, "hardware": {}}
     roots = [(builtin_dir(), True)] + [(d, False) for d in user_dirs(extra_dirs)]
     for root, builtin in roots:
-        for path in sorted(root.rglob("*.toml")):
+        # The folder itself and its models/ and hardware/ subfolders, not the whole tree below it.
+        paths = [p for sub in ("", "models", "hardware") for p in sorted((root / sub).glob("*.toml"))]
+        for path in paths:
             data = _read_toml(path)
             kind = data.get("type")
             if kind not in found:
@@ -82,15 +86,19 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, dict[str, Preset
     return found
 
 
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _expand_layers(spec: Any, num_layers: int, where: str) -> list[int]:
     if spec == "all":
         return list(range(num_layers))
-    if isinstance(spec, list) and all(isinstance(i, int) for i in spec):
+    if isinstance(spec, list) and all(_is_index(i) for i in spec):
         return spec
-    if isinstance(spec, dict):
+    if isinstance(spec, dict) and all(_is_index(v) for v in spec.values()):
         if set(spec) <= {"start", "stop"}:
             return list(range(spec.get("start", 0), spec.get("stop", num_layers)))
-        if set(spec) <= {"every", "offset"} and "every" in spec:
+        if set(spec) <= {"every", "offset"} and spec.get("every", 0) > 0:
             return list(range(spec.get("offset", 0), num_layers, spec["every"]))
     raise KvplanError(f"{where}: layers = {spec!r} is not understood",
                       'write "all", a list of indices, {start=, stop=} or {every=, offset=}')
@@ -105,9 +113,11 @@ def _pydantic_message(err: ValidationError) -> str:
 def build_model(data: dict[str, Any], where: str):
     from kvplan.model import ModelSpec
 
+    if data.get("type", "model") != "model":
+        raise KvplanError(f"{where} is a {data.get('type')} preset, not a model", "give a model preset or config")
     body = {k: v for k, v in data.items() if k != "type"}
     num_layers = body.get("num_layers")
-    if not isinstance(num_layers, int):
+    if not isinstance(num_layers, int) or isinstance(num_layers, bool) or not 0 < num_layers <= 10_000:
         raise KvplanError(f"{where}: num_layers is missing or not a whole number", "set num_layers")
     groups = []
     for g in body.get("groups", []):
@@ -124,6 +134,8 @@ def build_model(data: dict[str, Any], where: str):
 def build_hardware(data: dict[str, Any], where: str):
     from kvplan.hardware import HardwareSpec
 
+    if data.get("type", "hardware") != "hardware":
+        raise KvplanError(f"{where} is a {data.get('type')} preset, not hardware", "give a hardware preset")
     body = {k: v for k, v in data.items() if k != "type"}
     try:
         return HardwareSpec.model_validate(body)
@@ -137,9 +149,21 @@ def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
     return KvplanError(f"unknown {kind} preset {name!r}", hint)
 
 
+def _path(ref: str, what: str) -> Path:
+    if not ref.strip():
+        raise KvplanError(f"the {what} is an empty string", f"give a {what} preset id or a file")
+    path = Path(ref).expanduser()
+    try:
+        path.exists()
+    except OSError as err:  # e.g. a name longer than the file system allows
+        raise KvplanError(f"{what} {ref[:60]!r}... is not a usable path: {err.strerror}",
+                          f"give a {what} preset id or a file") from None
+    return path
+
+
 def load_model(ref: str, extra_dirs: list[Path] | None = None):
     """A model from a preset id, a preset TOML path, an HF ``config.json`` path, or a model directory."""
-    path = Path(ref).expanduser()
+    path = _path(ref, "model")
     if path.suffix == ".toml" and path.is_file():
         data = _read_toml(path)
         return build_model(data, str(path))
@@ -169,7 +193,7 @@ def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFil
 
 
 def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
-    path = Path(ref).expanduser()
+    path = _path(ref, "hardware")
     if path.suffix == ".toml" and path.is_file():
         return build_hardware(_read_toml(path), str(path))
     preset = _find("hardware", ref, extra_dirs)

@@ -60,9 +60,8 @@ def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = 
         number = float(m.group(1))
         _finite_positive(number, what, text, allow_zero)
         scaled = number * _TOKEN_SUFFIX[(m.group(2) or "").lower()]
-        if abs(scaled - round(scaled)) > 1e-6:
-            raise KvplanError(f"{what} {text!r} is not a whole number of tokens",
-                              "give a whole number of tokens")
+        if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):
+            raise KvplanError(f"{what} {text!r} is not a whole number", "give a whole number, e.g. 30000 or 30k")
         value = int(round(scaled))
     if value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{what} {raw!r} must be {'non-negative' if allow_zero else 'positive'}",
@@ -86,12 +85,22 @@ def parse_size(text: str, what: str = "size") -> int:
     if unit not in _SIZE_UNITS:
         raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
                           "use one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB")
+    _check_bytes_not_bits(m.group(2), what, text)
     number = float(m.group(1))
     _finite_positive(number, what, text)
     value = number * _SIZE_UNITS[unit]
     if value > MAX_BYTES:
         raise KvplanError(f"{what} {text!r} is absurdly large", "check the unit")
+    if value < 1:
+        raise KvplanError(f"{what} {text!r} is less than one byte", "check the number and its unit")
     return int(round(value))
+
+
+def _check_bytes_not_bits(unit: str, what: str, text: str) -> None:
+    """A lowercase b means bits (Gb, Gb/s): refuse it rather than read bits as bytes."""
+    if unit.endswith("b"):
+        raise KvplanError(f"{what} {text!r} is in bits ({unit}); kvplan takes bytes",
+                          f"write bytes with a capital B, e.g. {unit[:-1]}B (1 byte = 8 bits)")
 
 
 def parse_rate(text: str, what: str = "bandwidth") -> float:
@@ -104,9 +113,13 @@ def parse_rate(text: str, what: str = "bandwidth") -> float:
     if unit not in _RATE_UNITS:
         raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
                           "use GB/s, MB/s, TB/s, GiB/s or MiB/s")
+    _check_bytes_not_bits(m.group(2)[:-2], what, text)
     number = float(m.group(1))
     _finite_positive(number, what, text)
-    return number * _RATE_UNITS[unit]
+    rate = number * _RATE_UNITS[unit]
+    if not 1e6 <= rate <= 1e15:
+        raise KvplanError(f"{what} {text!r} is outside 1 MB/s .. 1 PB/s", "check the number and its unit")
+    return rate
 
 
 def format_bytes(n: float, system: str = "iec", digits: int = 2) -> str:

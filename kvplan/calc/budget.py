@@ -7,6 +7,7 @@ and runtime reserve = KV pool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
@@ -160,9 +161,10 @@ def weight_bytes_per_param(model: ModelSpec) -> float:
     return WEIGHT_BYTES_PER_PARAM[model.weight_dtype]
 
 
-def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism, utilization: float,
-                     max_num_batched_tokens: int, max_num_seqs: int, min_pool_bytes: int) -> Parallelism | None:
-    """The fewest GPUs (tp x pp, keeping the model's TP rules) whose pool holds at least ``min_pool_bytes``.
+def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism, min_pool_bytes: int,
+                     pool_for: Callable[[Parallelism], int]) -> Parallelism | None:
+    """The fewest GPUs (tp x pp, keeping the model's TP rules) whose pool, as ``pool_for`` works it out with
+    the caller's reserves, holds at least ``min_pool_bytes``.
 
     Only shapes that fill whole nodes, or fit inside one, are considered; on a tie TP stays inside a node
     (tensor parallelism across nodes is slow) and the pipeline is as short as possible."""
@@ -177,9 +179,8 @@ def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism, utili
             gpus = tp * pp
             if pp > model.num_layers or (gpus % per_node and per_node % gpus):
                 continue
-            trial = Parallelism(tp=tp, pp=pp, dp=1, ep=par.ep if par.ep and par.ep <= tp else None)
-            b = budget(model, hw, trial, utilization, max_num_batched_tokens, max_num_seqs)
-            if b.kv_pool_bytes >= min_pool_bytes:
+            trial = Parallelism(tp=tp, pp=pp, dp=1, ep=par.ep if par.ep and tp % par.ep == 0 else None)
+            if pool_for(trial) >= min_pool_bytes:
                 candidates.append(trial)
                 break
     if not candidates:

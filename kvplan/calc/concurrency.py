@@ -123,30 +123,37 @@ def _draft_bytes(req: ConcurrencyRequest, dtype: KVDtype, contexts, block: int):
     return request_bytes_per_gpu(req.draft, dtype, draft_par, contexts, block, req.token_budget)
 
 
-def _resolve_budget(req: ConcurrencyRequest, model: ModelSpec) -> budget_mod.Budget:
-    mnbt, mns = budget_mod.default_batch_limits(req.hardware)
+def _budget_for(req: ConcurrencyRequest, model: ModelSpec, par: Parallelism) -> budget_mod.Budget:
+    """The waterfall for one parallelism, with every override the request carries (reserves, the engine's
+    memory fraction, a draft model's weights)."""
+    hw = req.hardware
+    mnbt, mns = budget_mod.default_batch_limits(hw)
     mnbt = req.max_num_batched_tokens or mnbt
     mns = req.max_num_seqs or mns
     extra = None
     if req.draft is not None and req.kv_pool_bytes is None:
         est = req.draft.weight_bytes_estimate()
         if est is not None:
-            extra = (int(est[0] / req.parallelism.tp), f"draft {req.draft.id} weights / TP")
+            extra = (int(est[0] / par.tp), f"draft {req.draft.id} weights / TP")
     if req.engine == "sglang" and req.kv_pool_bytes is None:
-        return _sglang_budget(req, model, extra)
-    b = budget_mod.budget(model, req.hardware, req.parallelism, req.gpu_memory_utilization, mnbt, mns,
-                          req.kv_pool_bytes, req.activation_reserve_bytes, req.runtime_reserve_bytes, extra)
+        return _sglang_budget(req, model, par, extra)
+    return budget_mod.budget(model, hw, par, req.gpu_memory_utilization, mnbt, mns, req.kv_pool_bytes,
+                             req.activation_reserve_bytes, req.runtime_reserve_bytes, extra)
+
+
+def _resolve_budget(req: ConcurrencyRequest, model: ModelSpec) -> budget_mod.Budget:
+    b = _budget_for(req, model, req.parallelism)
     if not b.fits:
-        _raise_does_not_fit(req, model, b, mnbt, mns)
+        _raise_does_not_fit(req, model, b)
     return b
 
 
-def _sglang_budget(req: ConcurrencyRequest, model: ModelSpec, extra) -> budget_mod.Budget:
+def _sglang_budget(req: ConcurrencyRequest, model: ModelSpec, par: Parallelism, extra) -> budget_mod.Budget:
     """SGLang: rest_memory = available after weights - total x (1 - mem_fraction_static), i.e.
-    total x mem_fraction_static - weights - the CUDA context and buffers (the runtime reserve)."""
-    hw, par = req.hardware, req.parallelism
+    total x mem_fraction_static - weights - the CUDA context and buffers (the runtime reserve), which are
+    already in use when SGLang measures the available memory."""
+    hw = req.hardware
     mfs = req.mem_fraction_static or engines.sglang_default_mem_fraction(hw.hbm_capacity_gib.value, par.tp * par.pp)
-    # available memory after loading the weights already lacks the CUDA context and NCCL buffers
     weights, note = budget_mod.weights_per_gpu(model, par)
     if extra:
         weights += extra[0]
@@ -154,35 +161,32 @@ def _sglang_budget(req: ConcurrencyRequest, model: ModelSpec, extra) -> budget_m
     runtime = (req.runtime_reserve_bytes if req.runtime_reserve_bytes is not None
                else budget_mod.DEFAULT_RUNTIME_RESERVE_BYTES)
     pool = int(hw.hbm_bytes * mfs) - weights - runtime
-    b = budget_mod.Budget(hw.hbm_bytes, mfs, weights, note, 0,
-                          "inside SGLang's 1 - mem_fraction_static headroom", runtime,
-                          "given with --runtime-reserve" if req.runtime_reserve_bytes is not None
-                          else "CUDA context and NCCL buffers, used before SGLang measures available memory; "
-                          + budget_mod.RUNTIME_RESERVE_SOURCE,
-                          pool, False)
-    if not b.fits:
-        mnbt, mns = budget_mod.default_batch_limits(hw)
-        _raise_does_not_fit(req, model, b, mnbt, mns)
-    return b
+    return budget_mod.Budget(hw.hbm_bytes, mfs, weights, note, 0,
+                             "inside SGLang's 1 - mem_fraction_static headroom", runtime,
+                             "given with --runtime-reserve" if req.runtime_reserve_bytes is not None
+                             else "CUDA context and NCCL buffers, used before SGLang measures available memory; "
+                             + budget_mod.RUNTIME_RESERVE_SOURCE,
+                             pool, False)
 
 
-def _raise_does_not_fit(req: ConcurrencyRequest, model: ModelSpec, b: budget_mod.Budget, mnbt: int, mns: int):
+def _raise_does_not_fit(req: ConcurrencyRequest, model: ModelSpec, b: budget_mod.Budget):
     hw, par = req.hardware, req.parallelism
     need = b.weights_bytes + b.activation_bytes + b.runtime_bytes
-    one_request = int(request_bytes_per_gpu(model, req.kv_dtype, par, [req.prompt_tokens + req.decode_tokens],
+    context = req.prompt_tokens + req.decode_tokens
+    one_request = int(request_bytes_per_gpu(model, req.kv_dtype, par, [context],
                                             engines.default_block_size(model))[0])
-    best = budget_mod.smallest_fitting(model, hw, par, req.gpu_memory_utilization, mnbt, mns, one_request)
+    best = budget_mod.smallest_fitting(model, hw, par, one_request, lambda p: _budget_for(req, model, p).kv_pool_bytes)
     if best is None:
-        fix = "no TP x PP up to 64 x 32 fits; quantize the weights or use a larger GPU"
+        fix = "no TP x PP up to 64 x 32 fits with these reserves; quantize the weights or use a larger GPU"
     else:
         gpus = best.tp * best.pp
         nodes = -(-gpus // hw.node.gpus_per_node)
-        fix = (f"the fewest GPUs that hold the weights and one {req.prompt_tokens + req.decode_tokens:,}-token "
-               f"request: {gpus} (--tp {best.tp} --pp {best.pp}, {nodes} node{'s' if nodes > 1 else ''} of "
-               f"{hw.node.gpus_per_node})")
+        fix = (f"the fewest GPUs that hold the weights and one {context:,}-token request: {gpus} "
+               f"(--tp {best.tp} --pp {best.pp}, {nodes} node{'s' if nodes > 1 else ''} of {hw.node.gpus_per_node})")
+    fraction = "mem_fraction_static" if req.engine == "sglang" else "gpu_memory_utilization"
     raise KvplanError(
         f"{model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: weights, activations and runtime take "
-        f"{need / 1e9:,.1f} GB per GPU but {b.utilization:g} x {b.hbm_bytes / 2**30:,.2f} GiB leaves "
+        f"{need / 1e9:,.1f} GB per GPU but {fraction} {b.utilization:g} x {b.hbm_bytes / 2**30:,.2f} GiB leaves "
         f"{b.requested_bytes / 1e9:,.1f} GB", fix)
 
 
@@ -198,8 +202,20 @@ def concurrency(req: ConcurrencyRequest) -> Result:
                           "add --nodes or lower --tp/--pp/--dp")
     if par.ep and par.ep > par.tp * par.dp:
         raise KvplanError(f"--ep {par.ep} exceeds TP x DP = {par.tp * par.dp}", "EP spans the TP and DP ranks")
+    if par.ep and (par.tp * par.dp) % par.ep:
+        raise KvplanError(f"--ep {par.ep} does not divide TP x DP = {par.tp * par.dp}",
+                          "give an EP degree that divides the GPUs of the TP and DP ranks")
     if req.batch < 1:
         raise KvplanError("--batch must be at least 1", "give the number of requests decoding together")
+    if req.kv_pool_bytes is not None and req.kv_pool_bytes > hw.hbm_bytes:
+        raise KvplanError(f"--kv-pool {req.kv_pool_bytes / 2**30:,.2f} GiB is more than the {hw.id}'s "
+                          f"{hw.hbm_capacity_gib.value:g} GiB of HBM", "give the pool of one GPU, e.g. from vLLM's "
+                          "'Available KV cache memory' line")
+    if req.mtp_layers is not None and req.mtp_layers > 64:
+        raise KvplanError(f"--mtp-layers {req.mtp_layers} is absurd (DeepSeek ships 1)", "give 0 to a few layers")
+    if req.spec_tokens > 1024:
+        raise KvplanError(f"--spec-tokens {req.spec_tokens} is absurd (engines use 1-8)",
+                          "give the speculative tokens per step")
     fmt = lambda n: format_bytes(n, req.units)  # noqa: E731
 
     b = _resolve_budget(req, model)
@@ -254,10 +270,28 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     # Overflow timing: B requests decode together from prompt P; step t holds B x bytes(P + t) per GPU. Two
     # batches: --batch, and what an engine admits when it charges only the prompt's blocks (vLLM v1 admits on
     # prefill block cost, not eventual decode cost: preemption-pd-workload.md 2.2), capped by max_num_seqs.
-    steps = np.arange(0, req.decode_tokens + 1, dtype=np.int64)
-    per_step_bytes = request_bytes(dtype, req.prompt_tokens + steps)
+    def bytes_at_step(step: int) -> int:
+        return int(request_bytes(dtype, [req.prompt_tokens + step])[0])
+
+    def first_full_step(batch: int) -> int | None:
+        """The first decode step at which ``batch`` requests overfill the pool. A request's bytes never shrink
+        as it decodes, so a bisection over the steps finds it without materialising every step."""
+        def full(step: int) -> bool:
+            return batch * bytes_at_step(step) + shared_copy > pool
+
+        if not full(req.decode_tokens):
+            return None
+        lo, hi = 0, req.decode_tokens
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if full(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
     max_seqs = req.max_num_seqs or budget_mod.default_batch_limits(hw)[1]
-    admitted = int(min(max_seqs, max(usable, 0) // max(int(per_step_bytes[0]), 1)))
+    admitted = int(min(max_seqs, max(usable, 0) // max(bytes_at_step(0), 1)))
     tpot = req.tpot_seconds if req.tpot_seconds is not None else DEFAULT_TPOT_SECONDS
     tpot_note = "given with --tpot" if req.tpot_seconds is not None else TPOT_SOURCE
 
@@ -285,10 +319,8 @@ def concurrency(req: ConcurrencyRequest) -> Result:
         """Steps until B requests fill the pool, and the offload threshold that keeps it from overflowing:
         evicting one request at the overflow context takes bytes / D2H bandwidth, during which the batch
         keeps growing by B x bytes per token per step."""
-        held = batch * per_step_bytes + shared_copy
-        over = np.nonzero(held > pool)[0]
-        step = int(over[0]) if over.size else None
-        victim = int(per_step_bytes[step if step is not None else -1])
+        step = first_full_step(batch)
+        victim = bytes_at_step(step if step is not None else req.decode_tokens)
         evict = victim / d2h_bytes_s
         growth = batch * marginal_gpu
         threshold = max(0.0, 1 - growth * (evict / tpot) / pool) if pool > 0 else 0.0

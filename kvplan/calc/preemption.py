@@ -122,20 +122,21 @@ def _resolve(req: PreemptionRequest) -> _Setup:
     model, hw = req.model, req.hardware
     s = req.context_tokens
     _check(s > 0, "the request has no tokens (prompt + generated = 0)", "give --prompt or --generated above 0")
-    _check(_finite(req.mfu) and 0 < req.mfu <= 1, f"MFU {req.mfu!r} is not in (0, 1]", "give --mfu like 0.45")
+    _check(_finite(req.mfu) and 0.01 <= req.mfu <= 1, f"MFU {req.mfu!r} is not in [0.01, 1]",
+           "give --mfu like 0.45 (a fraction of the dense peak)")
     _check(0 <= req.prefix_hit_tokens < s, f"prefix hit {req.prefix_hit_tokens:,} is not in [0, {s:,})",
            "the prefix-cache hit must be shorter than prompt + generated")
     _check(req.layout in LAYOUTS, f"unknown copy layout {req.layout!r}", "choose " + " or ".join(LAYOUTS))
-    _check(_finite(req.bidir_factor) and 0 < req.bidir_factor <= 1,
-           f"bidirectional factor {req.bidir_factor!r} is not in (0, 1]",
+    _check(_finite(req.bidir_factor) and 0.01 <= req.bidir_factor <= 1,
+           f"bidirectional factor {req.bidir_factor!r} is not in [0.01, 1]",
            "give --bidir-factor like 0.83 (1 = idle link)")
     _check(_finite(req.copy_overhead_us) and 0 <= req.copy_overhead_us <= 1e6,
            f"per-copy overhead {req.copy_overhead_us!r} us is not a sensible non-negative number",
            "give --copy-overhead-us like 2.3 (0 for none)")
     _check(req.block_tokens is None or req.block_tokens >= 1, f"block tokens {req.block_tokens!r} must be >= 1",
            "give --block-tokens like 16 or 64")
-    _check(req.pcie_gb_s is None or (_finite(req.pcie_gb_s) and 0 < req.pcie_gb_s <= 1e5),
-           f"host link rate {req.pcie_gb_s!r} GB/s is not a positive number", "give --pcie-gbps like 50")
+    _check(req.pcie_gb_s is None or (_finite(req.pcie_gb_s) and 0.01 <= req.pcie_gb_s <= 1e5),
+           f"host link rate {req.pcie_gb_s!r} GB/s is outside 0.01 .. 100,000 GB/s", "give --pcie-gbps like 50")
     par = Parallelism(tp=req.tp)
     kv.check_parallelism(model, par)
 
@@ -305,6 +306,8 @@ def compare_preemption(req: PreemptionRequest) -> Result:
         c = contexts[i]
         cheaper = "recompute" if ev["recompute_cheaper"][i] else "swap"
         note = "this request" if c == s_req else ""
+        if c <= req.prefix_hit_tokens:
+            note = (note + "; " if note else "") + "all in the prefix cache"
         if max_pos and c > max_pos:
             note = (note + "; " if note else "") + "> max context"
         swap_cells = ((_time(float(ev["one_way"][i])), _time(float(ev["exposed"][i]))) if req.sync_swap

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
+from kvplan.errors import KvplanError
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
 from kvplan.result import Derivation, Result, Table
@@ -195,10 +196,14 @@ def size(req: SizeRequest) -> Result:
     }
 
     if req.compare is not None:
-        cmp_data, cmp_table, why = _comparison(req, per_token)
-        data["comparison"] = cmp_data
-        tables.append(cmp_table)
-        notes.append(why)
+        try:
+            cmp_data, cmp_table, why = _comparison(req, per_token)
+        except KvplanError as err:  # e.g. a dtype the other model cannot store: show this model alone
+            notes.append(f"no comparison with {req.compare.id}: {err.message}")
+        else:
+            data["comparison"] = cmp_data
+            tables.append(cmp_table)
+            notes.append(why)
 
     derivations = _derivations(model, dtype, par, context, per_token, per_token_gpu, state, peak, peak_gpu, fmt)
     return Result("size", data, tuple(tables), tuple(notes), tuple(assumptions), tuple(derivations))

@@ -57,6 +57,19 @@ def parse_seconds(text: str, name: str) -> float:
     if not m:
         raise KvplanError(f"--{name} {text!r} needs a unit", f"write --{name} like 50ms or 0.05s")
     value = float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]
-    if not math.isfinite(value) or value <= 0 or value > 3600:
+    if not math.isfinite(value) or not 1e-6 <= value <= 3600:
         raise KvplanError(f"--{name} {text!r} is out of range", f"give --{name} between 1us and 3600s")
     return value
+
+
+def optional(parse, value, *args, **kwargs):
+    """``parse(value, ...)`` for an option that was given, None for one that was not."""
+    return None if value is None else parse(value, *args, **kwargs)
+
+
+def parse_list(text: str, parse, name: str) -> tuple:
+    """A comma-separated option (``--contexts 1k,8k``), each item parsed; an empty list is an error."""
+    items = tuple(parse(item) for item in text.split(",") if item.strip())
+    if not items:
+        raise KvplanError(f"--{name} {text!r} lists nothing", f"give --{name} as a comma-separated list")
+    return items

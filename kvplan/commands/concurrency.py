@@ -11,8 +11,10 @@ from kvplan.commands.common import (
     PresetsDirOpt,
     check_format,
     extra_dirs,
+    optional,
     parse_degree,
     parse_fraction,
+    parse_list,
     parse_seconds,
 )
 from kvplan.errors import KvplanError
@@ -80,49 +82,46 @@ def concurrency(
         raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
     dirs = extra_dirs(presets_dir)
     scenario = model is None
-    spec = load_model(model or SEED_MODEL, dirs)
+    spec = load_model(SEED_MODEL if model is None else model, dirs)
     hw = load_hardware(hardware, dirs)
     n_nodes = parse_degree(nodes, "nodes")
     gpus = n_nodes * hw.node.gpus_per_node
-    tp_v = parse_degree(tp, "tp") if tp else min(hw.node.gpus_per_node, gpus)
+    tp_v = parse_degree(tp, "tp") if tp is not None else min(hw.node.gpus_per_node, gpus)
     pp_v = parse_degree(pp, "pp")
-    if dp:
+    if dp is not None:
         dp_v = parse_degree(dp, "dp")
     else:
         if gpus % (tp_v * pp_v):
             raise KvplanError(f"{gpus} GPUs do not split into TP={tp_v} x PP={pp_v} replicas",
                               "give --dp, or a TP x PP that divides the GPU count")
         dp_v = max(1, gpus // (tp_v * pp_v))
-    par = Parallelism(tp=tp_v, pp=pp_v, dp=dp_v, ep=parse_degree(ep, "ep") if ep else None)
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    par = Parallelism(tp=tp_v, pp=pp_v, dp=dp_v, ep=optional(parse_degree, ep, "ep"))
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
     request = ConcurrencyRequest(
         model=spec, hardware=hw, kv_dtype=dtype, parallelism=par, nodes=n_nodes,
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
         gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "gpu-memory-utilization"),
-        kv_pool_bytes=parse_size(kv_pool, "--kv-pool") if kv_pool else None,
-        max_model_len=parse_tokens(max_model_len, "--max-model-len") if max_model_len else None,
-        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
-        if max_num_batched_tokens else None,
-        max_num_seqs=parse_tokens(max_num_seqs, "--max-num-seqs") if max_num_seqs else None,
-        block_size=parse_degree(block_size, "block-size") if block_size else None,
+        kv_pool_bytes=optional(parse_size, kv_pool, "--kv-pool"),
+        max_model_len=optional(parse_tokens, max_model_len, "--max-model-len"),
+        max_num_batched_tokens=optional(parse_tokens, max_num_batched_tokens, "--max-num-batched-tokens"),
+        max_num_seqs=optional(parse_tokens, max_num_seqs, "--max-num-seqs"),
+        block_size=optional(parse_degree, block_size, "block-size"),
         engine=engine,
-        mem_fraction_static=parse_fraction(mem_fraction_static, "mem-fraction-static") if mem_fraction_static
-        else None,
-        activation_reserve_bytes=parse_size(activation_reserve, "--activation-reserve") if activation_reserve
-        else None,
-        runtime_reserve_bytes=parse_size(runtime_reserve, "--runtime-reserve") if runtime_reserve else None,
-        dram_bytes_per_node=parse_size(dram, "--dram") if dram else None,
-        ssd_bytes_per_node=parse_size(ssd, "--ssd") if ssd else None,
+        mem_fraction_static=optional(parse_fraction, mem_fraction_static, "mem-fraction-static"),
+        activation_reserve_bytes=optional(parse_size, activation_reserve, "--activation-reserve"),
+        runtime_reserve_bytes=optional(parse_size, runtime_reserve, "--runtime-reserve"),
+        dram_bytes_per_node=optional(parse_size, dram, "--dram"),
+        ssd_bytes_per_node=optional(parse_size, ssd, "--ssd"),
         batch=parse_tokens(batch, "--batch"),
-        tpot_seconds=parse_seconds(tpot, "tpot") if tpot else None,
+        tpot_seconds=optional(parse_seconds, tpot, "tpot"),
         shared_prefix_tokens=parse_tokens(shared_prefix, "--shared-prefix", allow_zero=True),
         mtp_layers=parse_tokens(mtp_layers, "--mtp-layers", allow_zero=True),
         spec_tokens=parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True),
-        draft=load_model(draft_model, dirs) if draft_model else None,
-        token_budget=parse_tokens(token_budget, "--token-budget") if token_budget else None,
-        contexts=tuple(parse_tokens(c, "--contexts") for c in contexts.split(",") if c.strip()),
-        dtypes=tuple(parse_kv_dtype(d) for d in dtypes.split(",") if d.strip()),
+        draft=optional(load_model, draft_model, dirs),
+        token_budget=optional(parse_tokens, token_budget, "--token-budget"),
+        contexts=parse_list(contexts, lambda c: parse_tokens(c, "--contexts"), "contexts"),
+        dtypes=parse_list(dtypes, parse_kv_dtype, "dtypes"),
         units=units,
     )
     if request.prompt_tokens + request.decode_tokens == 0:

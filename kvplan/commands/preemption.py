@@ -95,9 +95,9 @@ def compare_preemption(
     fmt = check_format(fmt)
     dirs = extra_dirs(presets_dir)
     scenario = model is None
-    spec = load_model(model or SEED_MODEL, dirs)
+    spec = load_model(SEED_MODEL if model is None else model, dirs)
     hw = load_hardware(hardware, dirs)
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
     block = parse_tokens(block_tokens, "--block-tokens") if block_tokens is not None else None
     request = PreemptionRequest(
         model=spec,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree, parse_list
 from kvplan.errors import KvplanError
 
 SEED_MODEL = "deepseek-r1"
@@ -50,18 +50,18 @@ def size(
         raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
     dirs = extra_dirs(presets_dir)
     scenario = model is None
-    spec = load_model(model or SEED_MODEL, dirs)
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype else (KVDtype.FP8 if scenario else KVDtype.BF16)
-    compare_ref = compare or (SEED_COMPARE if scenario else None)
+    spec = load_model(SEED_MODEL if model is None else model, dirs)
+    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    compare_ref = compare if compare is not None else (SEED_COMPARE if scenario else None)
     request = SizeRequest(
         model=spec,
         kv_dtype=dtype,
         parallelism=Parallelism(tp=parse_degree(tp, "tp"), pp=parse_degree(pp, "pp"), dp=parse_degree(dp, "dp")),
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
-        contexts=tuple(parse_tokens(c, "--contexts") for c in contexts.split(",") if c.strip()),
+        contexts=parse_list(contexts, lambda c: parse_tokens(c, "--contexts"), "contexts"),
         include_mtp=include_mtp,
-        compare=load_model(compare_ref, dirs) if compare_ref else None,
+        compare=load_model(compare_ref, dirs) if compare_ref is not None else None,
         units=units,
     )
     if request.prompt_tokens + request.decode_tokens == 0:

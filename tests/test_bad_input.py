@@ -1,0 +1,105 @@
+"""Hostile input found by fuzzing the CLI: every case is one line on stderr, exit 2, never a traceback."""
+
+import json
+
+import pytest
+
+
+def _one_line_exit_2(r, needle):
+    assert r.code == 2, (r.code, r.out[-300:], r.err)
+    lines = [line for line in r.err.splitlines() if line.strip()]
+    assert len(lines) == 1, r.err
+    assert "Traceback" not in r.err and "internal error" not in r.err
+    assert needle.lower() in lines[0].lower(), lines[0]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("concurrency", "--dtypes", ","), "lists nothing"),
+    (("size", "--contexts", ""), "lists nothing"),
+    (("compare-preemption", "--pcie-gbps", "50Gb/s"), "bits"),
+    (("concurrency", "--dram", "8Tb"), "bits"),
+    (("concurrency", "--kv-pool", "1e-300GB"), "less than one byte"),
+    (("concurrency", "--kv-pool", "1000TB"), "more than"),
+    (("size", "--prompt", "1e-7"), "whole number"),
+    (("concurrency", "--mtp-layers", "1M"), "absurd"),
+    (("concurrency", "--spec-tokens", "100M"), "absurd"),
+    (("compare-preemption", "--mfu", "1e-300"), "mfu"),
+    (("compare-preemption", "--pcie-gbps", "1e-300"), "pcie"),
+    (("concurrency", "--tpot", "1e-300s"), "out of range"),
+    (("concurrency", "--ep", "3"), "does not divide"),
+    (("size", "-m", ""), "empty"),
+    (("size", "-m", "x" * 300), "not a usable path"),
+    (("size", "--bogus"), "no such option"),
+    (("bogus",), "no such command"),
+    (("presets", "show"), "missing argument"),
+])
+def test_hostile_flags(run_cli, args, needle):
+    _one_line_exit_2(run_cli(*args), needle)
+
+
+def test_hostile_preset_files(run_cli, tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "binary.toml").write_bytes(b"\xff\xfe\x00type = 1")
+    _one_line_exit_2(run_cli("presets", "list", "--presets-dir", str(folder)), "not UTF-8")
+    (folder / "binary.toml").unlink()
+
+    model = ('type = "model"\nid = "m1"\nname = "m"\nsources = ["test"]\nnum_layers = 4\n[[groups]]\nname = "a"\n'
+             'layers = { every = 0 }\nkind = { kind = "full_attention", kv_heads = 2, head_dim_k = 64, '
+             'head_dim_v = 64 }\n')
+    (folder / "m1.toml").write_text(model)
+    _one_line_exit_2(run_cli("size", "-m", "m1", "--presets-dir", str(folder)), "layers")
+    (folder / "m1.toml").write_text(model.replace("{ every = 0 }", '{ start = "a" }'))
+    _one_line_exit_2(run_cli("size", "-m", "m1", "--presets-dir", str(folder)), "layers")
+    (folder / "m1.toml").unlink()
+
+    hw = (tmp_path / "hw.toml")
+    base = open_preset("h100-sxm")
+    hw.write_text(base.replace("theoretical_gb_s_per_direction = { value = 64", "theoretical_gb_s_per_direction = { "
+                                                                                "value = 0"))
+    _one_line_exit_2(run_cli("concurrency", "-m", "llama-3.1-8b", "-g", str(hw)), "must be positive")
+    hw.write_text(base.replace('hbm_capacity_gib = { value = 79.65', 'hbm_capacity_gib = { value = nan'))
+    _one_line_exit_2(run_cli("concurrency", "-m", "llama-3.1-8b", "-g", str(hw)), "finite")
+    _one_line_exit_2(run_cli("size", "-m", str(hw)), "not a model")
+
+
+def open_preset(preset_id):
+    from kvplan.presets import builtin_dir
+
+    return (builtin_dir() / "hardware" / f"{preset_id}.toml").read_text()
+
+
+def test_hf_index_with_nan_total_size(run_cli, tmp_path):
+    d = tmp_path / "llama"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 256,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "torch_dtype": "bfloat16"}))
+    (d / "model.safetensors.index.json").write_text('{"metadata": {"total_size": NaN}, "weight_map": {}}')
+    _one_line_exit_2(run_cli("size", "-m", str(d)), "total_size")
+
+
+def test_fix_hint_respects_the_reserves_given(run_cli):
+    # Llama-3.1-70B bf16 on H100 with a 40 GiB activation reserve: TP=2 cannot fit (70.6 GB of weights
+    # per GPU + 42.9 GB), so the hint must name TP=8 (17.6 + 42.9 + 1.1 GB < 77.0 GB), not TP=2.
+    r = run_cli("concurrency", "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--activation-reserve", "40GiB")
+    _one_line_exit_2(r, "does not fit")
+    assert "--tp 8 --pp 1" in r.err
+
+
+def test_json_has_no_infinity(run_cli):
+    r = run_cli("compare-preemption", "--bidir-factor", "0.01", "--pcie-gbps", "0.01", "-f", "json")
+    assert r.code == 0, r.err
+    json.loads(r.out, parse_constant=lambda c: pytest.fail(f"JSON contains {c}"))
+
+
+def test_plain_kvplan_prints_help(run_cli):
+    r = run_cli()
+    assert r.code == 0 and "compare-preemption" in r.out
+
+
+def test_long_decode_is_fast_and_bounded(run_cli):
+    # Overflow timing bisects the decode steps instead of materialising 100M of them.
+    r = run_cli("concurrency", "--decode", "100M", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["overflow"][0]["decode_steps_until_full"] is not None
