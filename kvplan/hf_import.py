@@ -49,6 +49,13 @@ _KNOWN_LAYER_TYPES = (_FULL, _SLIDING, _CHUNKED, _LINEAR)
 # from the model's config class, so kvplan does the same (engine-kv-accounting.md, pitfall 11). Values read
 # from huggingface/transformers, src/transformers/models/<family>/configuration_<family>.py. Only fields the
 # importer uses are listed. An explicit ``null`` in the config is not "absent" and takes no default.
+# Gated DeltaNet defaults shared by Qwen3NextConfig, Qwen3_5TextConfig and Qwen3_5MoeTextConfig: every 4th layer
+# (i + 1) % 4 == 0 is full attention; 16 key / 32 value heads of 128 dims; conv kernel 4.
+_QWEN_LINEAR_DEFAULTS = {
+    "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+}
+
 CLASS_DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
     # Gemma3TextConfig (gemma3/configuration_gemma3.py, both the __init__ and the dataclass versions):
     # head_dim=256, num_key_value_heads=4, sliding_window=4096, sliding_window_pattern=6 (layer i slides
@@ -99,25 +106,19 @@ CLASS_DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
     # linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128, linear_value_head_dim=128,
     # linear_conv_kernel_dim=4, vocab_size=151_936, max_position_embeddings=32_768.
     "qwen3_next": ("transformers Qwen3NextConfig", {
-        "head_dim": 256, "num_key_value_heads": 2, "full_attention_interval": 4,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "head_dim": 256, "num_key_value_heads": 2, **_QWEN_LINEAR_DEFAULTS,
         "vocab_size": 151_936, "max_position_embeddings": 32_768,
     }),
     # Qwen3_5TextConfig (qwen3_5/configuration_qwen3_5.py): head_dim=256, num_key_value_heads=4, the same
     # full_attention_interval rule and linear_* defaults as Qwen3-Next, vocab_size=248_320,
     # max_position_embeddings=32_768.
     "qwen3_5_text": ("transformers Qwen3_5TextConfig", {
-        "head_dim": 256, "num_key_value_heads": 4, "full_attention_interval": 4,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "head_dim": 256, "num_key_value_heads": 4, **_QWEN_LINEAR_DEFAULTS,
         "vocab_size": 248_320, "max_position_embeddings": 32_768,
     }),
     # Qwen3_5MoeTextConfig (qwen3_5_moe/configuration_qwen3_5_moe.py): as Qwen3.5 with num_key_value_heads=2.
     "qwen3_5_moe_text": ("transformers Qwen3_5MoeTextConfig", {
-        "head_dim": 256, "num_key_value_heads": 2, "full_attention_interval": 4,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "head_dim": 256, "num_key_value_heads": 2, **_QWEN_LINEAR_DEFAULTS,
         "vocab_size": 248_320, "max_position_embeddings": 32_768,
     }),
     # Llama4TextConfig (llama4/configuration_llama4.py): head_dim=128, num_key_value_heads=8,
