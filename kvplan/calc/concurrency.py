@@ -200,8 +200,6 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     if par.gpus > gpus:
         raise KvplanError(f"TP x PP x DP = {par.gpus} GPUs but {req.nodes} node(s) of {hw.id} have {gpus}",
                           "add --nodes or lower --tp/--pp/--dp")
-    if par.ep and par.ep > par.tp * par.dp:
-        raise KvplanError(f"--ep {par.ep} exceeds TP x DP = {par.tp * par.dp}", "EP spans the TP and DP ranks")
     if par.ep and (par.tp * par.dp) % par.ep:
         raise KvplanError(f"--ep {par.ep} does not divide TP x DP = {par.tp * par.dp}",
                           "give an EP degree that divides the GPUs of the TP and DP ranks")
