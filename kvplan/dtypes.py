@@ -34,26 +34,6 @@ class KVDtype(str, Enum):
     def is_per_token_head(self) -> bool:
         return self in (KVDtype.FP8_PER_TOKEN_HEAD, KVDtype.INT8_PER_TOKEN_HEAD)
 
-    @property
-    def is_nvfp4(self) -> bool:
-        return self is KVDtype.NVFP4
-
-    @property
-    def is_fp8_family(self) -> bool:
-        return self in (KVDtype.FP8, KVDtype.FP8_PER_TOKEN_HEAD, KVDtype.FP8_DS_MLA)
-
-    @property
-    def element_bytes_label(self) -> str:
-        return {
-            KVDtype.BF16: "2 B/elem",
-            KVDtype.FP16: "2 B/elem",
-            KVDtype.FP8: "1 B/elem (per-tensor scale)",
-            KVDtype.FP8_PER_TOKEN_HEAD: "1 B/elem + 4 B fp32 scale per token per head (K and V each)",
-            KVDtype.INT8_PER_TOKEN_HEAD: "1 B/elem + 4 B fp32 scale per token per head (K and V each)",
-            KVDtype.NVFP4: "d//2 B packed fp4 + d//16 B fp8 block scales per d-element vector",
-            KVDtype.FP8_DS_MLA: "MLA only: r B fp8 latent + r//128*4 B scales + rope*2 B bf16 rope",
-        }[self]
-
     def vector_bytes(self, elements: int) -> int:
         """Bytes to store one cached vector of ``elements`` values (one head's K, say) for one token."""
         if self in (KVDtype.BF16, KVDtype.FP16):

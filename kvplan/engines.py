@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 
 VLLM_SOURCE = ("vLLM v1 kv_cache_interface.py / kv_cache_utils.py @001cabc1 (engine-kv-accounting.md 2.1-2.2)")
-SGLANG_SOURCE = "SGLang model_runner_kv_cache_mixin.py @001ccef0 (engine-kv-accounting.md 2.3)"
+SGLANG_FRACTION_SOURCE = ("SGLang default mem_fraction_static = (GPU memory - reserved) / GPU memory, reserved "
+                          "bucketed by GPU size (server_args.py, anchors.md 1.2)")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -58,12 +58,7 @@ class VllmConfig:
     max_model_len: int
     blocks_per_request: int
     needed_for_one_request_bytes: int  # _check_enough_kv_cache_memory's figure
-    stage_layers: range
     mamba_page_padding: float          # fraction the mamba page is padded by (0 when none)
-
-
-def _stage_layer_kinds(model: ModelSpec, stage: range) -> list[tuple[int, list]]:
-    return [(i, list(model.layer_kinds[i])) for i in stage]
 
 
 def vllm_config(model: ModelSpec, dtype: KVDtype, par: Parallelism, pool_bytes: int, max_model_len: int,
@@ -78,24 +73,25 @@ def vllm_config(model: ModelSpec, dtype: KVDtype, par: Parallelism, pool_bytes: 
 
 def _vllm_stage(model: ModelSpec, dtype: KVDtype, tp: int, stage: range, pool_bytes: int, max_model_len: int,
                 max_num_batched_tokens: int, block_size: int | None) -> VllmConfig:
-    layers = _stage_layer_kinds(model, stage)
+    kinds_per_layer = model.layer_kinds
+    layers = [kinds_per_layer[i] for i in stage]
     align = default_block_size(model, "vllm")
     block = block_size or align
-    types = {_spec_type(k) for _, kinds in layers for k in kinds}
-    attn_kinds = [k for _, kinds in layers for k in kinds if _spec_type(k) != "mamba"]
-    mamba_kinds = [k for _, kinds in layers for k in kinds if _spec_type(k) == "mamba"]
+    types = {_spec_type(k) for kinds in layers for k in kinds}
+    attn_kinds = [k for kinds in layers for k in kinds if _spec_type(k) != "mamba"]
+    mamba_kinds = [k for kinds in layers for k in kinds if _spec_type(k) == "mamba"]
     padding_fraction = 0.0
 
     if types == {"full"}:
         # One group (uniform or UniformTypeKVCacheSpecs): a block holds every layer's page.
-        page_total = sum(k.cache_bytes_per_token(dtype, tp) * block for _, kinds in layers for k in kinds)
+        page_total = sum(k.cache_bytes_per_token(dtype, tp) * block for kinds in layers for k in kinds)
         num_blocks = pool_bytes // page_total if page_total else 0
         blocks_per_request = _cdiv(max_model_len, block)
         max_conc = num_blocks / blocks_per_request
         needed = blocks_per_request * page_total
         return VllmConfig(block, num_blocks, 1, len(layers), 0, page_total, True, num_blocks * block,
                           int(max_conc * max_model_len), max_conc, max_model_len, blocks_per_request, needed,
-                          stage, 0.0)
+                          0.0)
 
     # Hybrid: every layer's page is unified to one size.
     attn_page_1tok = max((k.cache_bytes_per_token(dtype, tp) for k in attn_kinds), default=0)
@@ -109,7 +105,7 @@ def _vllm_stage(model: ModelSpec, dtype: KVDtype, tp: int, stage: range, pool_by
     else:
         page = block * attn_page_1tok
 
-    counts = Counter(_spec_type(k) for _, kinds in layers for k in kinds)
+    counts = Counter(_spec_type(k) for kinds in layers for k in kinds)
     smallest, largest = min(counts.values()), max(counts.values())
     group_size = largest if largest < 1.5 * smallest else smallest
     groups = {t: _cdiv(n, group_size) for t, n in counts.items()}
@@ -131,7 +127,7 @@ def _vllm_stage(model: ModelSpec, dtype: KVDtype, tp: int, stage: range, pool_by
     needed = sum(max_usage(t) * n for t, n in counts.items())
     tokens = num_blocks // num_groups * block
     return VllmConfig(block, num_blocks, num_groups, group_size, padding_layers, page, False, tokens,
-                      int(max_conc * max_model_len), max_conc, max_model_len, blocks_per_request, needed, stage,
+                      int(max_conc * max_model_len), max_conc, max_model_len, blocks_per_request, needed,
                       padding_fraction)
 
 
@@ -177,6 +173,3 @@ def sglang_pool(model: ModelSpec, dtype: KVDtype, par: Parallelism, rest_memory_
     return SglangPool(cell, tokens, page)
 
 
-def neutral_capacity_tokens(model: ModelSpec, dtype: KVDtype, par: Parallelism, pool_bytes: int) -> int:
-    per_token = kv.kv_bytes_per_token_per_gpu(model, dtype, par).value
-    return pool_bytes // per_token if per_token else 0

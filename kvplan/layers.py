@@ -4,7 +4,8 @@ Every kind answers the same questions, so no calculator branches on layer kind:
 
 * ``cache_bytes_per_token(dtype, tp)``: bytes one cached token takes in one layer, on one TP rank
   (``tp=1`` gives the whole layer);
-* ``tokens_held(context)``: how many tokens of a request at ``context`` the layer keeps;
+* ``tokens_cap`` / ``tokens_held(context)``: the most tokens a request keeps (None: all; a window; 0 for a
+  fixed state), and how many it keeps at ``context``;
 * ``grows_with_context``: whether each further token adds bytes forever (False past a window);
 * ``state_bytes(tp)``: fixed per-request state of one layer on one rank (linear attention / SSM);
 * ``bytes_at_context(dtype, context, tp)``: the layer's bytes for one request;
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 
-STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 PositiveInt = Annotated[int, Field(gt=0, le=1_000_000)]
 
@@ -71,8 +72,19 @@ class _Kind(BaseModel):
     def cache_bytes_per_token(self, dtype: KVDtype, tp: int = 1) -> int:
         return 0
 
+    @property
+    def tokens_cap(self) -> int | None:
+        """The most tokens one request keeps in this layer: None for every token, a window, or 0 for a
+        fixed state."""
+        return None
+
     def tokens_held(self, context: int) -> int:
-        return context
+        cap = self.tokens_cap
+        return context if cap is None else min(context, cap)
+
+    def holds(self) -> str:
+        cap = self.tokens_cap
+        return "every token" if cap is None else ("fixed state" if cap == 0 else f"last {cap:,} tokens")
 
     def state_bytes(self, tp: int = 1) -> int:
         return 0
@@ -197,8 +209,9 @@ class SlidingWindowAttention(FullAttention):
     def label(self) -> str:
         return super().label + f", window {self.window:,}"
 
-    def tokens_held(self, context: int) -> int:
-        return min(context, self.window)
+    @property
+    def tokens_cap(self) -> int | None:
+        return self.window
 
     def attended_keys_cap(self) -> int | None:
         return self.window
@@ -340,10 +353,6 @@ class SparseIndexer(_Kind):
                 f"{d} + {d // b} x 4 = {self.cache_bytes_per_token(dtype, tp):,} B")
 
 
-def _state_dtype_bytes(name: str) -> int:
-    return STATE_DTYPE_BYTES[name]
-
-
 StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
@@ -363,16 +372,17 @@ class _RecurrentState(_Kind):
     def _ssm_elems(self, tp: int) -> int:
         raise NotImplementedError
 
-    def tokens_held(self, context: int) -> int:
+    @property
+    def tokens_cap(self) -> int | None:
         return 0
 
     def state_bytes(self, tp: int = 1) -> int:
-        return (self._conv_elems(tp) * _state_dtype_bytes(self.conv_dtype)
-                + self._ssm_elems(tp) * _state_dtype_bytes(self.ssm_dtype))
+        return (self._conv_elems(tp) * STATE_DTYPE_BYTES[self.conv_dtype]
+                + self._ssm_elems(tp) * STATE_DTYPE_BYTES[self.ssm_dtype])
 
     def _state_numbers(self, tp: int) -> str:
-        return (f"{self._conv_elems(tp):,} x {_state_dtype_bytes(self.conv_dtype)} + {self._ssm_elems(tp):,} x"
-                f" {_state_dtype_bytes(self.ssm_dtype)} = {self.state_bytes(tp):,} B")
+        return (f"{self._conv_elems(tp):,} x {STATE_DTYPE_BYTES[self.conv_dtype]} + {self._ssm_elems(tp):,} x"
+                f" {STATE_DTYPE_BYTES[self.ssm_dtype]} = {self.state_bytes(tp):,} B")
 
 
 class GatedDeltaNet(_RecurrentState):

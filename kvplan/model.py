@@ -143,10 +143,12 @@ class ModelSpec(BaseModel):
         groups = tuple(
             g.model_copy(update={"layers": g.layers + extra}) if last in g.layers else g for g in self.groups
         )
-        return self.model_copy(update={
+        grown = self.model_copy(update={
             "groups": groups, "num_layers": self.num_layers + count, "mtp_layers": 0,
             "name": f"{self.name} + {count} MTP layer(s)",
         })
+        grown.__dict__.pop("layer_kinds", None)  # model_copy carries the cached per-layer view; it is stale now
+        return grown
 
     def check_tp(self, tp: int) -> None:
         for group in self.groups:

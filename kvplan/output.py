@@ -83,8 +83,6 @@ def _explain_markdown(result: Result) -> str:
 def terminal_chart(chart, width: int = 40) -> str:
     """Horizontal bars, one block per x value, one line per series, on a log scale (the longest bar is
     ``width`` cells) so that small counts at long contexts stay visible."""
-    import math
-
     peak = math.log10(1 + max((v for _, values in chart.series for v in values), default=0)) or 1
     label_w = max(len(x) for x in chart.x_values)
     name_w = max(len(name) for name, _ in chart.series)

@@ -76,11 +76,10 @@ def parse_size(text: str, what: str = "size") -> int:
     """Parse a size with an explicit unit (``80GiB``, ``141GB``, ``512MiB``) into bytes."""
     raw = text.strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUMBER + r"\s*([a-zA-Z]+)?", raw)
-    if not m or m.group(2) is None:
-        if m and m.group(2) is None:
-            raise KvplanError(f"{what} {text!r} has no unit",
-                              "say GiB (2^30 bytes) or GB (10^9 bytes), e.g. 80GiB")
+    if not m:
         raise KvplanError(f"{what} {text!r} is not a size", "write it like 80GiB or 141GB")
+    if m.group(2) is None:
+        raise KvplanError(f"{what} {text!r} has no unit", "say GiB (2^30 bytes) or GB (10^9 bytes), e.g. 80GiB")
     unit = m.group(2).lower()
     if unit not in _SIZE_UNITS:
         raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
@@ -136,7 +135,3 @@ def format_bytes(n: float, system: str = "iec", digits: int = 2) -> str:
             return f"{value:,.{digits}f} {name}"
         value /= base
     raise AssertionError("unreachable")
-
-
-def format_tokens(n: int) -> str:
-    return f"{n:,}"

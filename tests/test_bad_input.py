@@ -103,3 +103,21 @@ def test_long_decode_is_fast_and_bounded(run_cli):
     r = run_cli("concurrency", "--decode", "100M", "-f", "json")
     assert r.code == 0, r.err
     assert r.json()["overflow"][0]["decode_steps_until_full"] is not None
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("concurrency", "--mem-fraction-static", "0.5"), "only to --engine sglang"),
+    (("concurrency", "--max-model-len", "32k"), "only to --engine vllm"),
+    (("concurrency", "--engine", "sglang", "--gpu-memory-utilization", "0.5"), "mem-fraction-static"),
+])
+def test_options_that_would_be_ignored_are_refused(run_cli, args, needle):
+    _one_line_exit_2(run_cli(*args), needle)
+
+
+def test_fix_hint_counts_the_request_at_each_parallelism(run_cli):
+    # Llama-3.1-70B bf16, one H100, a 127k-token request: TP=1 cannot hold the weights. At TP=4 a request
+    # takes 80 x 2 heads x 256 x 2 B x 127,008 tokens = 10.4 GB per GPU, and the 4-GPU pool (~37 GB) holds it,
+    # so the hint is 4 GPUs, not 8.
+    r = run_cli("concurrency", "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--decode", "126k")
+    _one_line_exit_2(r, "does not fit")
+    assert "--tp 4 --pp 1" in r.err

@@ -169,3 +169,19 @@ def test_explain_has_formula_with_numbers_and_sources():
     assert "61 x 576" in d.substituted and "35,136" in d.substituted
     assert any("huggingface.co/deepseek-ai" in s for s in d.sources)
     assert "kv_bytes_per_token_per_gpu" in by_figure
+
+
+def test_mtp_copy_recomputes_its_layer_view():
+    # model_copy would carry the cached per-layer view of 61 layers into the 62-layer copy.
+    model = load_model("deepseek-r1")
+    assert len(model.layer_kinds) == 61
+    grown = model.with_mtp_layers(1)
+    assert grown.num_layers == 62 and len(grown.layer_kinds) == 62
+
+
+def test_comparison_uses_the_model_as_sized():
+    # With the MTP layer: 62 x 576 = 35,712 B/token, whole on every TP rank, so the per-GPU column agrees.
+    result = size(SizeRequest(model=load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, include_mtp=True,
+                              compare=load_model("deepseek-r1-seed-gqa")))
+    assert result.data["kv_bytes_per_token"] == 35_712
+    assert result.data["comparison"]["this_model_kv_bytes_per_token_per_gpu"] == 35_712

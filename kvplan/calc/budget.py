@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
 from kvplan.errors import KvplanError
 from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
@@ -62,6 +61,9 @@ class Budget:
     runtime_note: str
     kv_pool_bytes: int
     given_pool: bool
+    # What the fraction is called: vLLM's gpu_memory_utilization or SGLang's mem_fraction_static.
+    fraction_name: str = "gpu_memory_utilization"
+    fraction_note: str = "fraction of total memory (vLLM's meaning)"
 
     @property
     def requested_bytes(self) -> int:
@@ -76,8 +78,7 @@ class Budget:
             return [WaterfallLine("KV pool (given with --kv-pool)", self.kv_pool_bytes, "planned from a known pool")]
         return [
             WaterfallLine("HBM as reported by the device", self.hbm_bytes, "hardware preset hbm_capacity_gib"),
-            WaterfallLine(f"x gpu_memory_utilization {self.utilization:g}", self.requested_bytes,
-                          "fraction of total memory (vLLM's meaning)"),
+            WaterfallLine(f"x {self.fraction_name} {self.utilization:g}", self.requested_bytes, self.fraction_note),
             WaterfallLine("- weights on this GPU", -self.weights_bytes, self.weights_note),
             WaterfallLine("- activation / workspace reserve", -self.activation_bytes, self.activation_note),
             WaterfallLine("- CUDA-graph and runtime reserve", -self.runtime_bytes, self.runtime_note),
@@ -103,6 +104,8 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
     else:
         per_gpu = total / (par.tp * par.pp)
         note = f"{how}; split over TP={par.tp} x PP={par.pp}"
+        if par.ep:
+            note += f" (--ep {par.ep} not applied: {model.id} has no params_expert to split)"
     return int(per_gpu), note
 
 
@@ -151,20 +154,15 @@ def budget(model: ModelSpec, hw: HardwareSpec, par: Parallelism, utilization: fl
         runtime_bytes, run_note = DEFAULT_RUNTIME_RESERVE_BYTES, RUNTIME_RESERVE_SOURCE
     else:
         run_note = "given with --runtime-reserve"
-    requested = int(hw.hbm_bytes * utilization)
-    pool = requested - weights - activation_bytes - runtime_bytes
+    pool = int(hw.hbm_bytes * utilization) - weights - activation_bytes - runtime_bytes
     return Budget(hw.hbm_bytes, utilization, weights, weights_note, activation_bytes, act_note, runtime_bytes,
                   run_note, pool, False)
 
 
-def weight_bytes_per_param(model: ModelSpec) -> float:
-    return WEIGHT_BYTES_PER_PARAM[model.weight_dtype]
-
-
-def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism, min_pool_bytes: int,
-                     pool_for: Callable[[Parallelism], int]) -> Parallelism | None:
-    """The fewest GPUs (tp x pp, keeping the model's TP rules) whose pool, as ``pool_for`` works it out with
-    the caller's reserves, holds at least ``min_pool_bytes``.
+def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism,
+                     fits: Callable[[Parallelism], bool]) -> Parallelism | None:
+    """The fewest GPUs (tp x pp, keeping the model's TP rules) for which ``fits`` holds (the caller decides,
+    with its own reserves and its own per-request bytes at that parallelism).
 
     Only shapes that fill whole nodes, or fit inside one, are considered; on a tie TP stays inside a node
     (tensor parallelism across nodes is slow) and the pipeline is as short as possible."""
@@ -180,7 +178,7 @@ def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism, min_p
             if pp > model.num_layers or (gpus % per_node and per_node % gpus):
                 continue
             trial = Parallelism(tp=tp, pp=pp, dp=1, ep=par.ep if par.ep and tp % par.ep == 0 else None)
-            if pool_for(trial) >= min_pool_bytes:
+            if fits(trial):
                 candidates.append(trial)
                 break
     if not candidates:

@@ -13,7 +13,7 @@ Definitions (the JSON contract in the README repeats them):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan import engines
 from kvplan.calc import budget as budget_mod
@@ -24,7 +24,7 @@ from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.result import Chart, Derivation, Result, Table
-from kvplan.units import MAX_TOKENS, format_bytes
+from kvplan.units import format_bytes
 
 DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
 DEFAULT_DTYPES = (KVDtype.BF16, KVDtype.FP8, KVDtype.NVFP4)
@@ -87,8 +87,7 @@ class ConcurrencyRequest:
 def request_bytes_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism, contexts, block: int,
                           token_budget: int | None = None, shared_prefix: int = 0):
     """Bytes one request holds on the most loaded GPU at each context (numpy array in, array out), with each
-    layer's tokens rounded up to whole blocks. A layer kind's ``tokens_held`` is min(context, cap), so the
-    cap is read once per kind (full attention: no cap; sliding window: the window; state: 0)."""
+    layer's tokens rounded up to whole blocks; each kind's ``tokens_cap`` bounds what it keeps."""
     import numpy as np
 
     ctx = np.asarray(contexts, dtype=np.int64)
@@ -102,7 +101,8 @@ def request_bytes_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism, co
                 continue
             per_token = g.kind.cache_bytes_per_token(dtype, par.tp)
             if per_token:
-                held = np.minimum(ctx, g.kind.tokens_held(MAX_TOKENS))
+                cap = g.kind.tokens_cap
+                held = ctx if cap is None else np.minimum(ctx, cap)
                 if g.kind.grows_with_context:
                     if token_budget is not None:
                         held = np.minimum(held, token_budget)
@@ -113,13 +113,14 @@ def request_bytes_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism, co
     return worst
 
 
-def _draft_bytes(req: ConcurrencyRequest, dtype: KVDtype, contexts, block: int):
+def _draft_bytes(req: ConcurrencyRequest, dtype: KVDtype, contexts, block: int, par: Parallelism | None = None):
     import numpy as np
 
     if req.draft is None:
         return np.zeros(len(contexts), dtype=np.int64)
-    draft_par = Parallelism(tp=req.parallelism.tp)
-    req.draft.check_tp(req.parallelism.tp)
+    tp = (par or req.parallelism).tp
+    draft_par = Parallelism(tp=tp)
+    req.draft.check_tp(tp)
     return request_bytes_per_gpu(req.draft, dtype, draft_par, contexts, block, req.token_budget)
 
 
@@ -151,31 +152,34 @@ def _resolve_budget(req: ConcurrencyRequest, model: ModelSpec) -> budget_mod.Bud
 def _sglang_budget(req: ConcurrencyRequest, model: ModelSpec, par: Parallelism, extra) -> budget_mod.Budget:
     """SGLang: rest_memory = available after weights - total x (1 - mem_fraction_static), i.e.
     total x mem_fraction_static - weights - the CUDA context and buffers (the runtime reserve), which are
-    already in use when SGLang measures the available memory."""
+    already in use when SGLang measures the available memory. Activations live in the 1 - fraction headroom."""
     hw = req.hardware
-    mfs = req.mem_fraction_static or engines.sglang_default_mem_fraction(hw.hbm_capacity_gib.value, par.tp * par.pp)
-    weights, note = budget_mod.weights_per_gpu(model, par)
-    if extra:
-        weights += extra[0]
-        note += f"; + {extra[1]}"
-    runtime = (req.runtime_reserve_bytes if req.runtime_reserve_bytes is not None
-               else budget_mod.DEFAULT_RUNTIME_RESERVE_BYTES)
-    pool = int(hw.hbm_bytes * mfs) - weights - runtime
-    return budget_mod.Budget(hw.hbm_bytes, mfs, weights, note, 0,
-                             "inside SGLang's 1 - mem_fraction_static headroom", runtime,
-                             "given with --runtime-reserve" if req.runtime_reserve_bytes is not None
-                             else "CUDA context and NCCL buffers, used before SGLang measures available memory; "
-                             + budget_mod.RUNTIME_RESERVE_SOURCE,
-                             pool, False)
+    given = req.mem_fraction_static is not None
+    mfs = req.mem_fraction_static if given else engines.sglang_default_mem_fraction(hw.hbm_capacity_gib.value,
+                                                                                      par.tp * par.pp)
+    b = budget_mod.budget(model, hw, par, mfs, 0, 0, None, 0, req.runtime_reserve_bytes, extra)
+    return replace(b, fraction_name="mem_fraction_static",
+                   fraction_note="given with --mem-fraction-static" if given else engines.SGLANG_FRACTION_SOURCE,
+                   activation_note="inside SGLang's 1 - mem_fraction_static headroom")
+
+
+def _one_request_bytes(req: ConcurrencyRequest, model: ModelSpec, par: Parallelism) -> int:
+    """One request at its full context on the most loaded GPU of ``par``, as the calculator counts it."""
+    block = req.block_size or engines.default_block_size(model, "sglang" if req.engine == "sglang" else "vllm")
+    ctx = [req.prompt_tokens + req.decode_tokens + req.spec_tokens]
+    return int((request_bytes_per_gpu(model, req.kv_dtype, par, ctx, block, req.token_budget)
+                + _draft_bytes(req, req.kv_dtype, ctx, block, par))[0])
 
 
 def _raise_does_not_fit(req: ConcurrencyRequest, model: ModelSpec, b: budget_mod.Budget):
     hw, par = req.hardware, req.parallelism
     need = b.weights_bytes + b.activation_bytes + b.runtime_bytes
     context = req.prompt_tokens + req.decode_tokens
-    one_request = int(request_bytes_per_gpu(model, req.kv_dtype, par, [context],
-                                            engines.default_block_size(model))[0])
-    best = budget_mod.smallest_fitting(model, hw, par, one_request, lambda p: _budget_for(req, model, p).kv_pool_bytes)
+
+    def holds_one_request(trial: Parallelism) -> bool:
+        return _budget_for(req, model, trial).kv_pool_bytes >= _one_request_bytes(req, model, trial)
+
+    best = budget_mod.smallest_fitting(model, hw, par, holds_one_request)
     if best is None:
         fix = "no TP x PP up to 64 x 32 fits with these reserves; quantize the weights or use a larger GPU"
     else:
@@ -183,11 +187,10 @@ def _raise_does_not_fit(req: ConcurrencyRequest, model: ModelSpec, b: budget_mod
         nodes = -(-gpus // hw.node.gpus_per_node)
         fix = (f"the fewest GPUs that hold the weights and one {context:,}-token request: {gpus} "
                f"(--tp {best.tp} --pp {best.pp}, {nodes} node{'s' if nodes > 1 else ''} of {hw.node.gpus_per_node})")
-    fraction = "mem_fraction_static" if req.engine == "sglang" else "gpu_memory_utilization"
     raise KvplanError(
         f"{model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: weights, activations and runtime take "
-        f"{need / 1e9:,.1f} GB per GPU but {fraction} {b.utilization:g} x {b.hbm_bytes / 2**30:,.2f} GiB leaves "
-        f"{b.requested_bytes / 1e9:,.1f} GB", fix)
+        f"{need / 1e9:,.1f} GB per GPU but {b.fraction_name} {b.utilization:g} x {b.hbm_bytes / 2**30:,.2f} GiB "
+        f"leaves {b.requested_bytes / 1e9:,.1f} GB", fix)
 
 
 def concurrency(req: ConcurrencyRequest) -> Result:
@@ -227,9 +230,9 @@ def concurrency(req: ConcurrencyRequest) -> Result:
                           "give a shared prefix no longer than --prompt")
 
     # Shared system-prompt prefix: one copy in the pool, not one per request.
-    shared_copy = 0
-    if shared:
-        shared_copy = int(request_bytes_per_gpu(model, dtype, par, [shared], block)[0])
+    # Each request stops holding floor(shared / block) blocks of it, so the one copy is charged the same.
+    shared_blocks = (shared // block) * block
+    shared_copy = int(request_bytes_per_gpu(model, dtype, par, [shared_blocks], block)[0]) if shared_blocks else 0
     usable = pool - shared_copy
 
     def fit(per_request_bytes):
@@ -257,7 +260,8 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     for d in req.dtypes:
         try:
             per = request_bytes(d, contexts)
-            shared_d = int(request_bytes_per_gpu(model, d, par, [shared], block)[0]) if shared else 0
+            shared_d = (int(request_bytes_per_gpu(model, d, par, [shared_blocks], block)[0])
+                        if shared_blocks else 0)
             counts = (np.maximum(pool - shared_d, 0) // np.maximum(per, 1)) * replicas
         except KvplanError:
             counts = np.full(len(contexts), -1)
@@ -483,14 +487,20 @@ def _derivations(req, model, b, block, context, per_request_gpu, per_replica, to
     hw = req.hardware
     out = []
     if not b.given_pool:
+        if b.fraction_name == "mem_fraction_static":
+            fraction_source = b.fraction_note
+        elif b.utilization == budget_mod.DEFAULT_GPU_MEMORY_UTILIZATION:
+            fraction_source = budget_mod.DEFAULT_UTILIZATION_SOURCE
+        else:
+            fraction_source = "gpu_memory_utilization given with --gpu-memory-utilization"
         out.append(Derivation(
             "kv_pool_bytes_per_gpu", fmt(b.kv_pool_bytes),
-            "HBM x utilization - weights - activation reserve - runtime reserve",
+            f"HBM x {b.fraction_name} - weights - activation reserve - runtime reserve",
             f"{b.hbm_bytes:,} x {b.utilization:g} - {b.weights_bytes:,} - {b.activation_bytes:,} - "
             f"{b.runtime_bytes:,} = {b.kv_pool_bytes:,} B (weights: {b.weights_note}; activations: "
             f"{b.activation_note})",
             tuple(x.cite() for x in (hw.hbm_capacity_gib, model.weight_bytes or model.params_total) if x)
-            + (budget_mod.DEFAULT_UTILIZATION_SOURCE, b.runtime_note)))
+            + (fraction_source, b.runtime_note)))
     else:
         out.append(Derivation("kv_pool_bytes_per_gpu", fmt(b.kv_pool_bytes), "given with --kv-pool",
                               f"{b.kv_pool_bytes:,} B"))

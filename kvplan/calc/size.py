@@ -38,30 +38,30 @@ def _stage_text(per_gpu: kv.PerGpu, par: Parallelism) -> str:
     return f", pipeline stage {per_gpu.stage_index} (layers {per_gpu.stage.start}-{per_gpu.stage.stop - 1})"
 
 
-def _group_rows(model: ModelSpec, dtype: KVDtype, par: Parallelism) -> list[tuple]:
+def _group_rows(model: ModelSpec, dtype: KVDtype, par: Parallelism, fmt) -> list[tuple]:
     rows = []
     for g in model.groups:
         per_layer = g.kind.cache_bytes_per_token(dtype, 1)
         per_layer_rank = g.kind.cache_bytes_per_token(dtype, par.tp)
-        if g.kind.grows_with_context:
-            holds = "every token"
-        elif hasattr(g.kind, "window"):
-            holds = f"last {g.kind.window:,} tokens"
-        else:
-            holds = "fixed state"
+        holds = g.kind.holds()
         state = g.kind.state_bytes(1)
         rows.append((
             g.name, g.kind.label, g.count, holds,
             per_layer if per_layer else "-",
             per_layer * g.count if per_layer else "-",
             per_layer_rank if per_layer else "-",
-            format_bytes(state * g.count) if state else "-",
+            fmt(state * g.count) if state else "-",
         ))
     return rows
 
 
-def _comparison(req: SizeRequest, own_per_token: int) -> tuple[dict, Table, str]:
-    """Side by side with another model at the same dtype (the default: the document's GQA example)."""
+def _layout(model: ModelSpec) -> str:
+    return "; ".join(f"{g.count} x {g.kind.label}" if len(model.groups) > 1 else g.kind.label for g in model.groups)
+
+
+def _comparison(req: SizeRequest, model: ModelSpec, own_per_token: int) -> tuple[dict, Table, str]:
+    """Side by side with another model at the same dtype (the default: the document's GQA example).
+    ``model`` is the planned model as sized (MTP layers included when asked for)."""
     other = req.compare
     assert other is not None
     dtype = req.kv_dtype
@@ -70,45 +70,47 @@ def _comparison(req: SizeRequest, own_per_token: int) -> tuple[dict, Table, str]
     other_per_token = kv.kv_bytes_per_token(other, dtype)
     tp_shown = req.parallelism.tp if req.parallelism.tp > 1 else 8
     per_gpu_par = Parallelism(tp=tp_shown)
-    own_gpu = kv.kv_bytes_per_token_per_gpu(req.model, dtype, per_gpu_par).value
+    own_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, per_gpu_par).value
     try:
         other.check_tp(tp_shown)
         other_gpu: int | None = kv.kv_bytes_per_token_per_gpu(other, dtype, per_gpu_par).value
-    except Exception:  # the other model may refuse this TP; the comparison then omits it
+    except KvplanError:  # the other model may refuse this TP; the comparison then omits it
         other_gpu = None
+    own_request = kv.kv_bytes_at_context(model, dtype, tokens)
+    other_request = kv.kv_bytes_at_context(other, dtype, tokens)
 
-    def row(label: str, model: ModelSpec, per_token: int, per_gpu: int | None) -> tuple:
-        req_bytes = per_token * tokens
-        return (label, model.groups[0].kind.label, f"{per_token:,} B", f"{req_bytes / 1e9:,.2f} GB",
-                f"{req_bytes * n / 1e9:,.1f} GB", f"{per_gpu:,} B" if per_gpu is not None else "n/a")
+    def row(spec: ModelSpec, per_token: int, request: int, per_gpu: int | None) -> tuple:
+        return (spec.id, _layout(spec), f"{per_token:,} B", f"{request / 1e9:,.2f} GB",
+                f"{request * n / 1e9:,.1f} GB", f"{per_gpu:,} B" if per_gpu is not None else "n/a")
 
     table = Table(
-        title=f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {tokens:,} decode tokens)",
+        title=f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {tokens:,} decode tokens"
+              ", GB = 10^9 B as the document counts)",
         columns=("model", "cache per layer", "per token", f"{tokens:,} tokens", f"{n} requests",
                  f"per token per GPU at TP={tp_shown}"),
-        rows=(row(other.id, other, other_per_token, other_gpu),
-              row(req.model.id, req.model, own_per_token, own_gpu)),
+        rows=(row(other, other_per_token, other_request, other_gpu),
+              row(model, own_per_token, own_request, own_gpu)),
     )
     ratio = other_per_token / own_per_token if own_per_token else float("inf")
-    own_mla = req.model.uses_kind("mla")
+    own_mla = model.uses_kind("mla")
     other_mla = other.uses_kind("mla")
     if own_mla and not other_mla:
-        why = (f"Why they differ: {other.id} caches K and V ({other.groups[0].kind.label}) in every layer; "
-               f"{req.model.id} caches one {req.model.groups[0].kind.label} latent per layer, {ratio:.2f}x fewer "
+        why = (f"Why they differ: {other.id} caches K and V ({_layout(other)}) in every layer; "
+               f"{model.id} caches one {_layout(model)} latent per layer, {ratio:.2f}x fewer "
                f"bytes per token. But the latent is whole on every TP rank, so at TP={tp_shown} each GPU holds "
                f"{own_gpu:,} B/token"
                + (f" against {other_gpu:,} B/token for the sharded GQA example" if other_gpu is not None else "")
                + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
     else:
-        why = (f"{other.id} takes {ratio:.2f}x the bytes per token of {req.model.id}; at TP={tp_shown} per GPU: "
+        why = (f"{other.id} takes {ratio:.2f}x the bytes per token of {model.id}; at TP={tp_shown} per GPU: "
                f"{own_gpu:,} B vs " + (f"{other_gpu:,} B." if other_gpu is not None else "n/a."))
     data = {
         "model": other.id,
         "kv_bytes_per_token": other_per_token,
         "tokens": tokens,
-        "kv_bytes_per_request": other_per_token * tokens,
+        "kv_bytes_per_request": other_request,
         "requests": n,
-        "kv_bytes_for_requests": other_per_token * tokens * n,
+        "kv_bytes_for_requests": other_request * n,
         "tp_shown": tp_shown,
         "kv_bytes_per_token_per_gpu": other_gpu,
         "this_model_kv_bytes_per_token_per_gpu": own_gpu,
@@ -156,7 +158,7 @@ def size(req: SizeRequest) -> Result:
                       f"per GPU, TP={par.tp}", "state/request")
     tables = [
         Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)", breakdown_cols,
-              tuple(_group_rows(model, dtype, par))),
+              tuple(_group_rows(model, dtype, par, fmt))),
         Table(f"KV per request at each context ({par.describe()})",
               ("context tokens", "whole model", "per GPU", "note"),
               tuple((f"{c:,}", fmt(whole), fmt(gpu),
@@ -197,7 +199,7 @@ def size(req: SizeRequest) -> Result:
 
     if req.compare is not None:
         try:
-            cmp_data, cmp_table, why = _comparison(req, per_token)
+            cmp_data, cmp_table, why = _comparison(req, model, per_token)
         except KvplanError as err:  # e.g. a dtype the other model cannot store: show this model alone
             notes.append(f"no comparison with {req.compare.id}: {err.message}")
         else:

@@ -36,8 +36,8 @@ def concurrency(
     kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV dtype (default bf16; fp8 in the scenario)."),
     prompt: str = typer.Option("1k", "--prompt", help="Prompt tokens."),
     decode: str = typer.Option("30k", "--decode", help="Decode tokens."),
-    gpu_memory_utilization: str = typer.Option("0.9", "--gpu-memory-utilization",
-                                               help="Fraction of total HBM the engine may use (vLLM's meaning)."),
+    gpu_memory_utilization: str | None = typer.Option(
+        None, "--gpu-memory-utilization", help="Fraction of total HBM (vLLM's meaning; default 0.9)."),
     kv_pool: str | None = typer.Option(None, "--kv-pool", help="Plan from a known KV pool per GPU, e.g. 52.36GiB "
                                           "(vLLM's 'Available KV cache memory')."),
     max_model_len: str | None = typer.Option(None, "--max-model-len", help="vLLM max_model_len (default: the "
@@ -67,6 +67,7 @@ def concurrency(
     presets_dir: Path | None = PresetsDirOpt,
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
+    from kvplan.calc.budget import DEFAULT_GPU_MEMORY_UTILIZATION
     from kvplan.calc.concurrency import ConcurrencyRequest
     from kvplan.calc.concurrency import concurrency as run
     from kvplan.dtypes import KVDtype, parse_kv_dtype
@@ -78,6 +79,13 @@ def concurrency(
     fmt = check_format(fmt)
     if engine not in ENGINES:
         raise KvplanError(f"unknown engine {engine!r}", "choose neutral, vllm or sglang")
+    for flag, value, needs in (("--mem-fraction-static", mem_fraction_static, "sglang"),
+                               ("--max-model-len", max_model_len, "vllm")):
+        if value is not None and engine != needs:
+            raise KvplanError(f"{flag} applies only to --engine {needs}", f"add --engine {needs}, or drop {flag}")
+    if gpu_memory_utilization is not None and engine == "sglang":
+        raise KvplanError("--gpu-memory-utilization is vLLM's fraction; SGLang uses --mem-fraction-static",
+                          "give --mem-fraction-static with --engine sglang")
     if units not in ("iec", "si"):
         raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
     dirs = extra_dirs(presets_dir)
@@ -101,7 +109,8 @@ def concurrency(
         model=spec, hardware=hw, kv_dtype=dtype, parallelism=par, nodes=n_nodes,
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
-        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "gpu-memory-utilization"),
+        gpu_memory_utilization=parse_fraction(gpu_memory_utilization, "gpu-memory-utilization")
+        if gpu_memory_utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION,
         kv_pool_bytes=optional(parse_size, kv_pool, "--kv-pool"),
         max_model_len=optional(parse_tokens, max_model_len, "--max-model-len"),
         max_num_batched_tokens=optional(parse_tokens, max_num_batched_tokens, "--max-num-batched-tokens"),
