@@ -8,6 +8,10 @@ import typer
 
 from kvplan.errors import KvplanError
 
+# The workload document's scenario, which every command plans when --model is not given.
+SEED_MODEL = "deepseek-r1"
+SEED_HARDWARE = "h200"
+
 FormatOpt = typer.Option("table", "--format", "-f", help="table, json, csv or markdown.")
 PresetsDirOpt = typer.Option(None, "--presets-dir",
                              help="Folder of your own preset TOML files (also $KVPLAN_PRESETS_DIR).")
@@ -73,3 +77,23 @@ def parse_list(text: str, parse, name: str) -> tuple:
     if not items:
         raise KvplanError(f"--{name} {text!r} lists nothing", f"give --{name} as a comma-separated list")
     return items
+
+
+def check_units(units: str) -> str:
+    if units not in ("iec", "si"):
+        raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
+    return units
+
+
+def load_model_or_scenario(model: str | None, kv_dtype: str | None, dirs: list[Path]):
+    """The model asked for, or the workload document's DeepSeek-R1; and the KV dtype asked for, else fp8 for the
+    scenario (the document's recommendation) and bf16 otherwise (the engines' default)."""
+    from kvplan.dtypes import KVDtype, parse_kv_dtype
+    from kvplan.presets import load_model
+
+    spec = load_model(SEED_MODEL if model is None else model, dirs)
+    if kv_dtype is not None:
+        dtype = parse_kv_dtype(kv_dtype)
+    else:
+        dtype = KVDtype.FP8 if model is None else KVDtype.BF16
+    return spec, dtype

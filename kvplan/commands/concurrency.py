@@ -7,10 +7,13 @@ from pathlib import Path
 import typer
 
 from kvplan.commands.common import (
+    SEED_HARDWARE,
     FormatOpt,
     PresetsDirOpt,
     check_format,
+    check_units,
     extra_dirs,
+    load_model_or_scenario,
     optional,
     parse_degree,
     parse_fraction,
@@ -19,8 +22,6 @@ from kvplan.commands.common import (
 )
 from kvplan.errors import KvplanError
 
-SEED_MODEL = "deepseek-r1"
-SEED_HARDWARE = "h200"
 ENGINES = ("neutral", "vllm", "sglang")
 
 
@@ -70,7 +71,7 @@ def concurrency(
     from kvplan.calc.budget import DEFAULT_GPU_MEMORY_UTILIZATION
     from kvplan.calc.concurrency import ConcurrencyRequest
     from kvplan.calc.concurrency import concurrency as run
-    from kvplan.dtypes import KVDtype, parse_kv_dtype
+    from kvplan.dtypes import parse_kv_dtype
     from kvplan.output import render
     from kvplan.parallel import Parallelism
     from kvplan.presets import load_hardware, load_model
@@ -86,11 +87,9 @@ def concurrency(
     if gpu_memory_utilization is not None and engine == "sglang":
         raise KvplanError("--gpu-memory-utilization is vLLM's fraction; SGLang uses --mem-fraction-static",
                           "give --mem-fraction-static with --engine sglang")
-    if units not in ("iec", "si"):
-        raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
+    check_units(units)
     dirs = extra_dirs(presets_dir)
-    scenario = model is None
-    spec = load_model(SEED_MODEL if model is None else model, dirs)
+    spec, dtype = load_model_or_scenario(model, kv_dtype, dirs)
     hw = load_hardware(hardware, dirs)
     n_nodes = parse_degree(nodes, "nodes")
     gpus = n_nodes * hw.node.gpus_per_node
@@ -104,7 +103,6 @@ def concurrency(
                               "give --dp, or a TP x PP that divides the GPU count")
         dp_v = max(1, gpus // (tp_v * pp_v))
     par = Parallelism(tp=tp_v, pp=pp_v, dp=dp_v, ep=optional(parse_degree, ep, "ep"))
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
     request = ConcurrencyRequest(
         model=spec, hardware=hw, kv_dtype=dtype, parallelism=par, nodes=n_nodes,
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),

@@ -7,17 +7,18 @@ from pathlib import Path
 import typer
 
 from kvplan.commands.common import (
+    SEED_HARDWARE,
     FormatOpt,
     PresetsDirOpt,
     check_format,
     extra_dirs,
+    load_model_or_scenario,
+    optional,
     parse_degree,
     parse_fraction,
+    parse_list,
 )
 from kvplan.errors import KvplanError
-
-SEED_MODEL = "deepseek-r1"
-SEED_HARDWARE = "h200"
 
 
 def _parse_float(text: str, flag: str, example: str) -> float:
@@ -58,7 +59,7 @@ def compare_preemption(
     generated: str = typer.Option("20k", "--generated", help="Tokens generated before the preemption."),
     prefix_hit: str = typer.Option("0", "--prefix-hit",
                                    help="Tokens recompute recovers from the prefix cache, in [0, prompt + generated)."),
-    mfu: str = typer.Option("0.45", "--mfu", help="Prefill MFU in (0, 1]; default 0.45 (hardware.md §9)."),
+    mfu: str | None = typer.Option(None, "--mfu", help="Prefill MFU in [0.01, 1]; default 0.45 (hardware.md §9)."),
     compute_dtype: str = typer.Option(
         "auto", "--compute-dtype",
         help="Peak used for recompute: auto (fp8 for fp8-weight models on fp8 GPUs, else bf16), bf16, fp8, fp4."),
@@ -72,14 +73,16 @@ def compare_preemption(
         "contiguous", "--layout",
         help="contiguous (vLLM >= 0.12 offloading: one copy per block across layers) or per-layer "
              "(old vLLM swap: one copy per layer per block, K and V apart)."),
-    copy_overhead_us: str = typer.Option("2.3", "--copy-overhead-us",
-                                         help="Per-copy overhead in microseconds (hardware.md §7); 0 for none."),
-    bidir_factor: str = typer.Option(
-        "0.83", "--bidir-factor",
-        help="Per-direction rate factor while swap-ins and swap-outs overlap (vLLM blog 83.4/2/50); 1 = idle link."),
+    copy_overhead_us: str | None = typer.Option(
+        None, "--copy-overhead-us", help="Per-copy overhead, us; default 2.3 (hardware.md §7); 0 for none."),
+    bidir_factor: str | None = typer.Option(
+        None, "--bidir-factor",
+        help="Per-direction rate factor while swap-ins and swap-outs overlap; default 0.83 (vLLM blog 83.4/2/50); "
+             "1 = idle link."),
     sync_swap: bool = typer.Option(False, "--sync-swap",
                                    help="Both directions block the engine step (vLLM V0) instead of async swap-out."),
-    sweep: str = typer.Option("1k,2k,5k,10k,20k,50k,100k", "--sweep", help="Generated-token counts to tabulate."),
+    sweep: str | None = typer.Option(None, "--sweep", help="Generated-token counts to tabulate (default "
+                                     "1k,2k,5k,10k,20k,50k,100k)."),
     fmt: str = FormatOpt,
     explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
     presets_dir: Path | None = PresetsDirOpt,
@@ -87,18 +90,21 @@ def compare_preemption(
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.preemption import PreemptionRequest
     from kvplan.calc.preemption import compare_preemption as run
-    from kvplan.dtypes import KVDtype, parse_kv_dtype
     from kvplan.output import render
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.presets import load_hardware
     from kvplan.units import parse_tokens
 
     fmt = check_format(fmt)
     dirs = extra_dirs(presets_dir)
-    scenario = model is None
-    spec = load_model(SEED_MODEL if model is None else model, dirs)
+    spec, dtype = load_model_or_scenario(model, kv_dtype, dirs)
     hw = load_hardware(hardware, dirs)
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
-    block = parse_tokens(block_tokens, "--block-tokens") if block_tokens is not None else None
+    # Options left out take the calculator's sourced defaults (PreemptionRequest).
+    given = {
+        "mfu": optional(parse_fraction, mfu, "mfu"),
+        "copy_overhead_us": optional(_parse_float, copy_overhead_us, "--copy-overhead-us", "2.3"),
+        "bidir_factor": optional(parse_fraction, bidir_factor, "bidir-factor"),
+        "sweep": optional(parse_list, sweep, lambda g: parse_tokens(g, "--sweep"), "sweep"),
+    }
     request = PreemptionRequest(
         model=spec,
         hardware=hw,
@@ -107,15 +113,12 @@ def compare_preemption(
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         generated_tokens=parse_tokens(generated, "--generated", allow_zero=True),
         prefix_hit_tokens=parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
-        mfu=parse_fraction(mfu, "mfu"),
         compute_dtype=compute_dtype.strip().lower(),
-        pcie_gb_s=_parse_link(pcie_gbps) if pcie_gbps is not None else None,
-        block_tokens=block,
+        pcie_gb_s=optional(_parse_link, pcie_gbps),
+        block_tokens=optional(parse_degree, block_tokens, "block-tokens"),
         layout=layout.strip().lower().replace("_", "-"),
-        copy_overhead_us=_parse_float(copy_overhead_us, "--copy-overhead-us", "2.3"),
-        bidir_factor=_parse_float(bidir_factor, "--bidir-factor", "0.83"),
         sync_swap=sync_swap,
-        sweep=tuple(parse_tokens(g, "--sweep") for g in sweep.split(",") if g.strip()),
+        **{k: v for k, v in given.items() if v is not None},
     )
     render(run(request), fmt, explain)
 

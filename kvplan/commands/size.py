@@ -6,10 +6,18 @@ from pathlib import Path
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs, parse_degree, parse_list
+from kvplan.commands.common import (
+    FormatOpt,
+    PresetsDirOpt,
+    check_format,
+    check_units,
+    extra_dirs,
+    load_model_or_scenario,
+    parse_degree,
+    parse_list,
+)
 from kvplan.errors import KvplanError
 
-SEED_MODEL = "deepseek-r1"
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
 
@@ -39,19 +47,16 @@ def size(
     """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
     from kvplan.calc.size import SizeRequest
     from kvplan.calc.size import size as run_size
-    from kvplan.dtypes import KVDtype, parse_kv_dtype
     from kvplan.output import render
     from kvplan.parallel import Parallelism
     from kvplan.presets import load_model
     from kvplan.units import parse_tokens
 
     fmt = check_format(fmt)
-    if units not in ("iec", "si"):
-        raise KvplanError(f"unknown unit system {units!r}", "choose iec (GiB) or si (GB)")
+    check_units(units)
     dirs = extra_dirs(presets_dir)
     scenario = model is None
-    spec = load_model(SEED_MODEL if model is None else model, dirs)
-    dtype = parse_kv_dtype(kv_dtype) if kv_dtype is not None else (KVDtype.FP8 if scenario else KVDtype.BF16)
+    spec, dtype = load_model_or_scenario(model, kv_dtype, dirs)
     compare_ref = compare if compare is not None else (SEED_COMPARE if scenario else None)
     request = SizeRequest(
         model=spec,
