@@ -206,6 +206,8 @@ def concurrency(req: ConcurrencyRequest) -> Result:
     if par.ep and (par.tp * par.dp) % par.ep:
         raise KvplanError(f"--ep {par.ep} does not divide TP x DP = {par.tp * par.dp}",
                           "give an EP degree that divides the GPUs of the TP and DP ranks")
+    if req.prompt_tokens + req.decode_tokens == 0:
+        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
     if req.batch < 1:
         raise KvplanError("--batch must be at least 1", "give the number of requests decoding together")
     if req.kv_pool_bytes is not None and req.kv_pool_bytes > hw.hbm_bytes:

@@ -127,6 +127,8 @@ def size(req: SizeRequest) -> Result:
     fmt = lambda b: format_bytes(b, req.units)  # noqa: E731
 
     context = req.prompt_tokens + req.decode_tokens
+    if context == 0:
+        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
     per_token = kv.kv_bytes_per_token(model, dtype)
     per_token_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, par)
     state = kv.state_bytes_per_request(model)

@@ -131,8 +131,6 @@ def concurrency(
         dtypes=parse_list(dtypes, parse_kv_dtype, "dtypes"),
         units=units,
     )
-    if request.prompt_tokens + request.decode_tokens == 0:
-        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
     result = run(request)
     if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
         from kvplan.plot import write_chart_png

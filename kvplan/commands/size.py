@@ -16,7 +16,6 @@ from kvplan.commands.common import (
     parse_degree,
     parse_list,
 )
-from kvplan.errors import KvplanError
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
@@ -69,8 +68,6 @@ def size(
         compare=load_model(compare_ref, dirs) if compare_ref is not None else None,
         units=units,
     )
-    if request.prompt_tokens + request.decode_tokens == 0:
-        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
     render(run_size(request), fmt, explain)
 
 
