@@ -96,7 +96,7 @@ def request_bytes_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism, co
     for stage in pipeline_stages(model.num_layers, par.pp):
         total = np.zeros_like(ctx)
         for g in model.groups:
-            n = sum(1 for i in g.layers if i in stage)
+            n = kv.layers_in(g, stage)
             if not n:
                 continue
             per_token = g.kind.cache_bytes_per_token(dtype, par.tp)

@@ -15,7 +15,8 @@ from kvplan.model import LayerGroup, ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 
 
-def _layers_in(group: LayerGroup, stage: range | None) -> int:
+def layers_in(group: LayerGroup, stage: range | None) -> int:
+    """How many of the group's layers lie in a pipeline stage (all of them for None)."""
     if stage is None:
         return group.count
     return sum(1 for i in group.layers if stage.start <= i < stage.stop)
@@ -23,17 +24,17 @@ def _layers_in(group: LayerGroup, stage: range | None) -> int:
 
 def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype, tp: int = 1, stage: range | None = None) -> int:
     """Bytes each further token adds once past every sliding window (one TP rank when tp > 1)."""
-    return sum(g.kind.marginal_bytes_per_token(dtype, tp) * _layers_in(g, stage) for g in model.groups)
+    return sum(g.kind.marginal_bytes_per_token(dtype, tp) * layers_in(g, stage) for g in model.groups)
 
 
 def state_bytes_per_request(model: ModelSpec, tp: int = 1, stage: range | None = None) -> int:
-    return sum(g.kind.state_bytes(tp) * _layers_in(g, stage) for g in model.groups)
+    return sum(g.kind.state_bytes(tp) * layers_in(g, stage) for g in model.groups)
 
 
 def kv_bytes_at_context(model: ModelSpec, dtype: KVDtype, context: int, tp: int = 1,
                         stage: range | None = None) -> int:
     """Bytes one request at ``context`` tokens holds: every layer's cached tokens plus fixed state."""
-    return sum(g.kind.bytes_at_context(dtype, context, tp) * _layers_in(g, stage) for g in model.groups)
+    return sum(g.kind.bytes_at_context(dtype, context, tp) * layers_in(g, stage) for g in model.groups)
 
 
 def check_parallelism(model: ModelSpec, par: Parallelism) -> None:

@@ -233,7 +233,7 @@ def _derivations(model: ModelSpec, dtype: KVDtype, par: Parallelism, context: in
                           "(sliding-window and state layers add nothing past the window)",
                           f"{terms} = {per_token:,} B", sources))
     terms_gpu = " + ".join(
-        f"{sum(1 for i in g.layers if i in per_token_gpu.stage)} x {g.kind.cache_bytes_per_token(dtype, par.tp):,}"
+        f"{kv.layers_in(g, per_token_gpu.stage)} x {g.kind.cache_bytes_per_token(dtype, par.tp):,}"
         for g in growing) or "0"
     out.append(Derivation("kv_bytes_per_token_per_gpu", f"{per_token_gpu.value:,} B",
                           "same sum with each kind's per-rank bytes at TP, over the layers of the most loaded "
