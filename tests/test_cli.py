@@ -44,7 +44,7 @@ def test_csv_and_markdown(run_cli):
     r = run_cli("size", "-m", "llama-3.1-8b", "-f", "csv", "--contexts", "1k,2k")
     rows = list(csv.reader(io.StringIO(r.out)))
     assert rows[0] == ["context tokens", "whole model", "per GPU", "note"]
-    assert rows[1][0] == "1,000" and rows[1][1] == "125.00 MiB"    # 1,000 x 131,072 B = 125 MiB
+    assert rows[1][0] == "1000" and rows[1][1] == "125.00 MiB"    # 1,000 x 131,072 B = 125 MiB
     md = run_cli("size", "-m", "llama-3.1-8b", "-f", "markdown", "--explain")
     assert md.out.count("| context tokens |") == 1 and "How each figure was derived" in md.out
 

@@ -269,7 +269,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
             counts = np.full(len(contexts), -1)
         series.append((d.value, counts))
     for i, c in enumerate(contexts):
-        grid_rows.append((f"{int(c):,}",) + tuple(("n/a" if s[1][i] < 0 else int(s[1][i])) for s in series))
+        grid_rows.append((int(c),) + tuple(("n/a" if s[1][i] < 0 else int(s[1][i])) for s in series))
 
     # Overflow timing: B requests decode together from prompt P; step t holds B x bytes(P + t) per GPU. Two
     # batches: --batch, and what an engine admits when it charges only the prompt's blocks (vLLM v1 admits on

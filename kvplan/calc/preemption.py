@@ -312,7 +312,7 @@ def compare_preemption(req: PreemptionRequest) -> Result:
             note = (note + "; " if note else "") + "> max context"
         swap_cells = ((_time(float(ev["one_way"][i])), _time(float(ev["exposed"][i]))) if req.sync_swap
                       else (_time(float(ev["exposed"][i])),))
-        sweep_rows.append((f"{g:,}", f"{c:,}", format_bytes(int(ev["bytes"][i]), "si"), int(ev["copies"][i]),
+        sweep_rows.append((g, c, format_bytes(int(ev["bytes"][i]), "si"), int(ev["copies"][i]),
                            *swap_cells, f"{float(ev['flops'][i]) / 1e12:,.0f}", _time(float(ev["recompute"][i])),
                            f"{float(ev['stall'][i]):,.2f}", f"{float(ev['ratio'][i]):,.1f}x", cheaper, note))
         sweep_data.append({

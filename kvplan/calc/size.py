@@ -163,7 +163,7 @@ def size(req: SizeRequest) -> Result:
               tuple(_group_rows(model, dtype, par, fmt))),
         Table(f"KV per request at each context ({par.describe()})",
               ("context tokens", "whole model", "per GPU", "note"),
-              tuple((f"{c:,}", fmt(whole), fmt(gpu),
+              tuple((c, fmt(whole), fmt(gpu),
                      "this request" if c == context else ("> max context" if max_pos and c > max_pos else ""))
                     for c, whole, gpu in sweep), primary=True),
         Table("Summary", ("figure", "whole model", "per GPU"), (
