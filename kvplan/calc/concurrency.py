@@ -479,7 +479,7 @@ def concurrency(req: ConcurrencyRequest) -> Result:
         "Sliding-window layers hold min(context, window) tokens in the neutral count; vLLM mode adds "
         "max_num_batched_tokens - 1 and a block.",
         f"Overflow timing uses {tpot * 1000:g} ms per decode step ({tpot_note}).",
-    )
+    ) + tuple(f"{spec.id}: {note}" for spec in (req.model, req.hardware) for note in spec.notes)
     return Result("concurrency", data, tuple(tables), tuple(notes), assumptions, tuple(derivations), (chart,))
 
 

@@ -149,6 +149,8 @@ def size(req: SizeRequest) -> Result:
     if base_model.mtp_layers and not req.include_mtp:
         assumptions.append(f"{base_model.mtp_layers} MTP draft layer(s) of {base_model.id} not counted "
                            "(--include-mtp adds them; engines allocate them in the same pool when MTP is on).")
+    # What the preset or the config import assumed or could not verify (e.g. transformers defaults applied).
+    assumptions.extend(f"{base_model.id}: {note}" for note in base_model.notes)
     dtype_note = model.effective_kv_dtype_note(dtype)
     if dtype_note:
         notes.append(dtype_note)
