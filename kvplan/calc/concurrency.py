@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from kvplan import engines
 from kvplan.calc import budget as budget_mod
 from kvplan.calc import kv
+from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.hardware import HardwareSpec
@@ -26,7 +27,6 @@ from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.result import Chart, Derivation, Result, Table
 from kvplan.units import format_bytes
 
-DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
 DEFAULT_DTYPES = (KVDtype.BF16, KVDtype.FP8, KVDtype.NVFP4)
 
 # The workload document's batch-size recommendation for long reasoning requests.

@@ -13,6 +13,10 @@ SEED_MODEL = "deepseek-r1"
 SEED_HARDWARE = "h200"
 
 FormatOpt = typer.Option("table", "--format", "-f", help="table, json, csv or markdown.")
+ExplainOpt = typer.Option(False, "--explain", help="Show how each figure was derived, with sources.")
+UnitsOpt = typer.Option("iec", "--units", help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes.")
+ContextsOpt = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts",
+                           help="Comma-separated context lengths to tabulate.")
 PresetsDirOpt = typer.Option(None, "--presets-dir",
                              help="Folder of your own preset TOML files (also $KVPLAN_PRESETS_DIR).")
 
@@ -97,3 +101,9 @@ def load_model_or_scenario(model: str | None, kv_dtype: str | None, dirs: list[P
     else:
         dtype = KVDtype.FP8 if model is None else KVDtype.BF16
     return spec, dtype
+
+
+def parse_contexts(text: str) -> tuple[int, ...]:
+    from kvplan.units import parse_tokens
+
+    return parse_list(text, lambda c: parse_tokens(c, "--contexts"), "contexts")

@@ -8,13 +8,17 @@ import typer
 
 from kvplan.commands.common import (
     SEED_HARDWARE,
+    ContextsOpt,
+    ExplainOpt,
     FormatOpt,
     PresetsDirOpt,
+    UnitsOpt,
     check_format,
     check_units,
     extra_dirs,
     load_model_or_scenario,
     optional,
+    parse_contexts,
     parse_degree,
     parse_fraction,
     parse_list,
@@ -59,12 +63,12 @@ def concurrency(
     spec_tokens: str = typer.Option("0", "--spec-tokens", help="Speculative lookahead slots each request reserves."),
     draft_model: str | None = typer.Option(None, "--draft-model", help="A draft model preset sharing the pool."),
     token_budget: str | None = typer.Option(None, "--token-budget", help="What-if: cap each request's KV tokens."),
-    contexts: str = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts", help="Contexts for the table."),
+    contexts: str = ContextsOpt,
     dtypes: str = typer.Option("bf16,fp8,nvfp4", "--dtypes", help="KV dtypes for the table."),
     plot: Path | None = typer.Option(None, "--plot", help="Write concurrency vs context to a PNG (matplotlib)."),
-    units: str = typer.Option("iec", "--units", help="iec (GiB) or si (GB)."),
+    units: str = UnitsOpt,
     fmt: str = FormatOpt,
-    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    explain: bool = ExplainOpt,
     presets_dir: Path | None = PresetsDirOpt,
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
@@ -127,7 +131,7 @@ def concurrency(
         spec_tokens=parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True),
         draft=optional(load_model, draft_model, dirs),
         token_budget=optional(parse_tokens, token_budget, "--token-budget"),
-        contexts=parse_list(contexts, lambda c: parse_tokens(c, "--contexts"), "contexts"),
+        contexts=parse_contexts(contexts),
         dtypes=parse_list(dtypes, parse_kv_dtype, "dtypes"),
         units=units,
     )

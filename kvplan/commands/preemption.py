@@ -8,6 +8,7 @@ import typer
 
 from kvplan.commands.common import (
     SEED_HARDWARE,
+    ExplainOpt,
     FormatOpt,
     PresetsDirOpt,
     check_format,
@@ -84,7 +85,7 @@ def compare_preemption(
     sweep: str | None = typer.Option(None, "--sweep", help="Generated-token counts to tabulate (default "
                                      "1k,2k,5k,10k,20k,50k,100k)."),
     fmt: str = FormatOpt,
-    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    explain: bool = ExplainOpt,
     presets_dir: Path | None = PresetsDirOpt,
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""

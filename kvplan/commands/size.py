@@ -7,14 +7,17 @@ from pathlib import Path
 import typer
 
 from kvplan.commands.common import (
+    ContextsOpt,
+    ExplainOpt,
     FormatOpt,
     PresetsDirOpt,
+    UnitsOpt,
     check_format,
     check_units,
     extra_dirs,
     load_model_or_scenario,
+    parse_contexts,
     parse_degree,
-    parse_list,
 )
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
@@ -34,13 +37,12 @@ def size(
     dp: str = typer.Option("1", "--dp", help="Data-parallel attention ranks (split requests, not bytes)."),
     prompt: str = typer.Option("1k", "--prompt", help="Prompt tokens (30k = 30,000; 128Ki = 131,072)."),
     decode: str = typer.Option("30k", "--decode", help="Decode (generated) tokens."),
-    contexts: str = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts",
-                                 help="Comma-separated context lengths to tabulate."),
+    contexts: str = ContextsOpt,
     include_mtp: bool = typer.Option(False, "--include-mtp", help="Count the checkpoint's MTP draft layers."),
     compare: str | None = typer.Option(None, "--compare", help="Another model to show side by side."),
-    units: str = typer.Option("iec", "--units", help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes."),
+    units: str = UnitsOpt,
     fmt: str = FormatOpt,
-    explain: bool = typer.Option(False, "--explain", help="Show how each figure was derived, with sources."),
+    explain: bool = ExplainOpt,
     presets_dir: Path | None = PresetsDirOpt,
 ) -> None:
     """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
@@ -63,7 +65,7 @@ def size(
         parallelism=Parallelism(tp=parse_degree(tp, "tp"), pp=parse_degree(pp, "pp"), dp=parse_degree(dp, "dp")),
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         decode_tokens=parse_tokens(decode, "--decode", allow_zero=True),
-        contexts=parse_list(contexts, lambda c: parse_tokens(c, "--contexts"), "contexts"),
+        contexts=parse_contexts(contexts),
         include_mtp=include_mtp,
         compare=load_model(compare_ref, dirs) if compare_ref is not None else None,
         units=units,
