@@ -1,12 +1,24 @@
-"""Shared test helpers: run the real CLI entry point in-process and capture what it prints."""
+"""Shared test helpers: run the real CLI entry point in-process and capture what it prints.
+
+The suite tests the working tree: the project root goes first on ``sys.path`` so that ``import kvplan``
+finds the files being edited, not a stale installed copy. CI runs the suite a second time with
+``KVPLAN_TEST_INSTALLED=1`` from outside the tree, against the built wheel (which checks that presets ship).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_INSTALLED = bool(os.environ.get("KVPLAN_TEST_INSTALLED"))
+if not TEST_INSTALLED:
+    sys.path.insert(0, str(ROOT))
 
 
 @dataclass
