@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Mutation probe: does the test suite notice when a rule changes by one?
+
+Each mutant below is a one-line edit (file, original snippet, replacement). For every mutant the probe writes
+the edit into a private copy of the repository, runs ``python -m pytest -x -q`` there, and reports
+
+* ``killed``   - the suite failed (or timed out): some test pins the rule;
+* ``survived`` - the suite still passed: no test notices the change;
+* ``stale``    - the original snippet is no longer in the file (the code moved; update or drop the mutant);
+* ``ambiguous``- the snippet occurs more than once, so the edit would not be one line (make it longer).
+
+The working tree is never written to: the tree is copied to a temporary directory (one copy per worker) and
+pytest runs there with the copy's root first on PYTHONPATH, so others may keep editing while it runs. With
+``--rev REV`` the copy is the commit REV (``git archive``, which touches neither the index nor the working
+tree) plus the test files of the working tree's ``tests/`` that REV does not have: new tests against committed
+code while someone else is half-way through changing it.
+
+Usage::
+
+    python tools/mutation_probe.py                 # every mutant; exit 0
+    python tools/mutation_probe.py --strict        # exit 1 if any mutant survives (or the baseline fails)
+    python tools/mutation_probe.py -k sglang -j 4  # mutants whose name contains "sglang", 4 at a time
+    python tools/mutation_probe.py --list          # names and status of the snippets, without running pytest
+    python tools/mutation_probe.py --rev HEAD      # code as committed, plus your new test files
+
+Standard library only. See docs/mutation-testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One rule changed by one line. ``edits`` are alternatives, tried in order: (file, original, replacement).
+    The first whose original occurs exactly once is applied; the file is a hint, and when the snippet is not
+    there every ``*.py`` under the package is searched, so a mutant follows code that moved to another module.
+    Give a second alternative when a refactor rewrites the line itself."""
+    name: str
+    edits: tuple[tuple[str, str, str], ...]
+
+
+def M(name: str, path: str, original: str, replacement: str, *more: tuple[str, str, str]) -> Mutant:
+    return Mutant(name, ((path, original, replacement), *more))
+
+
+ENG = "kvplan/engines.py"
+CONC = "kvplan/calc/concurrency.py"
+BUDGET = "kvplan/calc/budget.py"
+LAYERS = "kvplan/layers.py"
+MUTANTS: tuple[Mutant, ...] = (
+    # --- SGLang's default mem_fraction_static buckets --------------------------------------------------------
+    M("sglang-bucket-35", ENG, "gpu_mem_gib < 35:", "gpu_mem_gib < 36:"),
+    M("sglang-bucket-35-le", ENG, "gpu_mem_gib < 35:", "gpu_mem_gib <= 35:"),
+    M("sglang-bucket-90", ENG, "gpu_mem_gib < 90:", "gpu_mem_gib < 91:"),
+    M("sglang-bucket-160", ENG, "gpu_mem_gib < 160:", "gpu_mem_gib < 161:"),
+    M("sglang-reserved-small", ENG, "2.8 + parallel_size / 10", "2.8 + parallel_size / 5"),
+    M("sglang-reserved-mid", ENG, "9.5 + parallel_size / 2", "9.5 + parallel_size / 4"),
+    M("sglang-reserved-large", ENG, "12 + parallel_size / 2", "12 + parallel_size"),
+    M("sglang-reserved-huge", ENG, "reserved = 32", "reserved = 31", (ENG, "return 32", "return 31")),
+    # --- SGLang page size ------------------------------------------------------------------------------------
+    M("sglang-page-ge16", ENG, "return block if block > 16 else 1", "return block if block >= 16 else 1",
+      ("kvplan/engines/sglang.py", "block_tokens_table = {FullAttention: 1,",
+       "block_tokens_table = {FullAttention: 16,")),
+    M("sglang-page-always-block", ENG, "return block if block > 16 else 1", "return block",
+      ("kvplan/engines/sglang.py", "MLA: 64, SparseIndexer: 1", "MLA: 1, SparseIndexer: 1")),
+    # --- vLLM hybrid groups and sliding-window usage ---------------------------------------------------------
+    M("vllm-swa-plus-one-block", ENG, "max_num_batched_tokens, max_model_len), block) + 1)",
+      "max_num_batched_tokens, max_model_len), block))"),
+    M("vllm-swa-window-minus-one", ENG, "min(window - 1 + max_num_batched_tokens",
+      "min(window + max_num_batched_tokens"),
+    M("vllm-swa-no-max-len-cap", ENG, "min(window - 1 + max_num_batched_tokens, max_model_len)",
+      "(window - 1 + max_num_batched_tokens)"),
+    M("vllm-group-size-1.4", ENG, "largest < 1.5 * smallest", "largest < 1.4 * smallest"),
+    M("vllm-group-size-1.6", ENG, "largest < 1.5 * smallest", "largest < 1.6 * smallest"),
+    M("vllm-group-size-le", ENG, "largest < 1.5 * smallest", "largest <= 1.5 * smallest"),
+    # --- vLLM batch defaults and the activation estimate ------------------------------------------------------
+    M("batch-defaults-gt70", BUDGET, "hbm_capacity_gib.value >= 70 and", "hbm_capacity_gib.value > 70 and"),
+    M("batch-defaults-a100-ignored", BUDGET, 'and "a100" not in hw.id.lower()', ""),
+    M("activation-no-tp-split", BUDGET, "3 * inter // par.tp", "3 * inter"),
+    M("activation-logits-fp16", BUDGET, "max_num_seqs * (model.vocab_size or 0) * 4",
+      "max_num_seqs * (model.vocab_size or 0) * 2"),
+    # --- overflow timing and admission ------------------------------------------------------------------------
+    M("offload-threshold-no-tpot", CONC, "growth * (evict / tpot) / pool", "growth * evict / pool",
+      (CONC, "growth * (evict / tpot.value) / pool", "growth * evict / pool")),
+    M("offload-threshold-one-step-more", CONC, "1 - growth * (evict / tpot", "1 - growth * (1 + evict / tpot"),
+    M("growth-not-times-batch", CONC, "growth = batch * marginal", "growth = marginal"),
+    M("evict-link-at-line-rate", CONC, "theoretical_gb_s_per_direction.value * 1e9 * eff",
+      "theoretical_gb_s_per_direction.value * 1e9",
+      ("kvplan/calc/costs.py", "bw = theo.value * eff.value * 1e9", "bw = theo.value * 1e9")),
+    M("admitted-on-full-pool", CONC, "max(usable, 0) // max(bytes_at_step(0), 1)",
+      "max(pool, 0) // max(bytes_at_step(0), 1)",
+      (CONC, "capacity.fit(pool, prompt_cost, shared)))", "capacity.fit(pool, prompt_cost, 0)))")),
+    M("admitted-after-one-step", CONC, "// max(bytes_at_step(0), 1)", "// max(bytes_at_step(1), 1)",
+      (CONC, "prompt_cost = capacity.request_bytes(s, s.prompt_tokens, block=block)",
+       "prompt_cost = capacity.request_bytes(s, s.prompt_tokens + 1, block=block)")),
+    M("admitted-uncapped", CONC, "admitted = int(min(max_seqs, max(usable, 0) // max(bytes_at_step(0), 1)))",
+      "admitted = int(max(usable, 0) // max(bytes_at_step(0), 1))",
+      (CONC, "admitted = int(min(int(max_seqs.value), capacity.fit(pool, prompt_cost, shared)))",
+       "admitted = int(capacity.fit(pool, prompt_cost, shared))")),
+    M("shared-prefix-copy-unrounded", CONC, "shared_blocks = (shared // block) * block", "shared_blocks = shared",
+      ("kvplan/calc/capacity.py", "whole = (scenario.shared_prefix_tokens // block) * block",
+       "whole = scenario.shared_prefix_tokens")),
+    M("shared-prefix-request-unrounded", CONC, "shared = (shared_prefix // block) * block", "shared = shared_prefix"),
+    # --- host tiers ------------------------------------------------------------------------------------------
+    M("l2-dram-cap-whole-node", CONC, "cap = node_dram / per_gpu_share if node_dram", "cap = node_dram if node_dram"),
+    M("l2-dram-given-whole-node", CONC, "l2_per_gpu = req.dram_bytes_per_node / per_gpu_share",
+      "l2_per_gpu = req.dram_bytes_per_node"),
+    M("l2-host-ratio-one", CONC, "min(DEFAULT_HOST_RATIO * pool, cap)", "min(pool, cap)"),
+    M("l3-ssd-whole-node", CONC, "int(req.ssd_bytes_per_node / per_gpu_share)", "int(req.ssd_bytes_per_node)",
+      (CONC, "ssd_gpu = options.ssd_bytes_per_node // per_node", "ssd_gpu = options.ssd_bytes_per_node")),
+    # --- compare-preemption host DRAM ------------------------------------------------------------------------
+    M("preemption-shards-per-node-tp", "kvplan/calc/preemption.py", "on_node = min(tp, hw.node.gpus_per_node)",
+      "on_node = tp"),
+    M("preemption-shards-per-node-full", "kvplan/calc/preemption.py", "on_node = min(tp, hw.node.gpus_per_node)",
+      "on_node = hw.node.gpus_per_node"),
+    # --- layer kinds -----------------------------------------------------------------------------------------
+    M("mamba2-groups-not-replicated", LAYERS, "return self.n_groups if self.n_groups % tp == 0 else tp",
+      "return self.n_groups"),
+    M("mamba2-conv-kernel-full", LAYERS, "(self.conv_kernel - 1) * ((inner + 2 * self._groups(tp)",
+      "(self.conv_kernel) * ((inner + 2 * self._groups(tp)"),
+    M("mamba2-ssm-heads-unsplit", LAYERS, "(self.n_heads // tp) * self.head_dim * self.state_size",
+      "self.n_heads * self.head_dim * self.state_size"),
+    M("gdn-ssm-heads-unsplit", LAYERS, "(self.num_v_heads // tp) * self.head_k_dim * self.head_v_dim",
+      "self.num_v_heads * self.head_k_dim * self.head_v_dim"),
+    M("gqa-no-replication-floor", LAYERS, "return max(1, self.kv_heads // tp)", "return self.kv_heads // tp"),
+    M("sliding-window-cap-plus-one", LAYERS, "    def tokens_cap(self) -> int | None:\n        return self.window",
+      "    def tokens_cap(self) -> int | None:\n        return self.window + 1"),
+    # --- kvplan size --compare -------------------------------------------------------------------------------
+    M("compare-tp-default-1", "kvplan/calc/size.py", ".tp > 1 else 8", ".tp > 1 else 1"),
+    M("compare-tp-ignores-given", "kvplan/calc/size.py", "tp_shown = ", "tp_shown = 8 or "),
+    # --- KV sums ---------------------------------------------------------------------------------------------
+    M("kv-stage-bound-inclusive", "kvplan/calc/kv.py", "if stage.start <= i < stage.stop",
+      "if stage.start <= i <= stage.stop"),
+)
+
+IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis", "*.egg-info",
+                                ".venv", "venv", "build", "dist", "*.pyc")
+
+
+PACKAGE = "kvplan"
+
+
+def locate(root: Path, m: Mutant) -> tuple[str, tuple[str, str, str] | None]:
+    """('ok', (file, original, replacement)) for the edit to apply, or ('stale' | 'ambiguous', None)."""
+    ambiguous = False
+    sources = sorted(p for p in (root / PACKAGE).rglob("*.py") if "__pycache__" not in p.parts)
+    for hint, original, replacement in m.edits:
+        hinted = root / hint
+        if hinted.is_file():
+            count = hinted.read_text(encoding="utf-8").count(original)
+            if count == 1:
+                return "ok", (hint, original, replacement)
+            ambiguous |= count > 1
+        found = [p for p in sources if p != hinted for _ in range(p.read_text(encoding="utf-8").count(original))]
+        if len(found) == 1:
+            return "ok", (found[0].relative_to(root).as_posix(), original, replacement)
+        ambiguous |= len(found) > 1
+    return ("ambiguous" if ambiguous else "stale"), None
+
+
+def make_copy(dest: Path, rev: str | None) -> None:
+    if rev is None:
+        shutil.copytree(ROOT, dest, ignore=IGNORE, symlinks=True)
+        return
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True,
+                             check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    for test in sorted((ROOT / "tests").rglob("*")):   # test files REV does not have yet (new, uncommitted)
+        rel = test.relative_to(ROOT)
+        if test.is_file() and "__pycache__" not in rel.parts and not (dest / rel).exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(test, dest / rel)
+
+
+def run_pytest(copy: Path, timeout: float, pytest_args: list[str]) -> tuple[str, float, str]:
+    env = dict(os.environ)
+    env.pop("KVPLAN_TEST_INSTALLED", None)   # test the copy, never an installed wheel
+    env["PYTHONPATH"] = str(copy) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *pytest_args]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start, ""
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    failed = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))]
+    tail = (failed or lines or [""])[0 if failed else -1]
+    return ("passed" if proc.returncode == 0 else "failed"), time.monotonic() - start, tail[:140]
+
+
+def probe(mutants: list[Mutant], jobs: int, timeout: float, pytest_args: list[str],
+          rev: str | None) -> tuple[list[tuple[Mutant, str, str, str]], bool]:
+    """(mutant, status, file mutated, detail) per mutant, and whether the unmutated suite passed."""
+    results: dict[str, tuple[str, str, str]] = {}
+    runnable: list[tuple[Mutant, tuple[str, str, str]]] = []
+    with tempfile.TemporaryDirectory(prefix="kvplan-mutants-") as tmp:
+        copies = []
+        for i in range(max(1, min(jobs, len(mutants) or 1))):
+            dest = Path(tmp) / f"copy{i}"
+            make_copy(dest, rev)
+            copies.append(dest)
+        for m in mutants:   # snippets are looked up in the copy: what is tested is what is mutated
+            status, edit = locate(copies[0], m)
+            if edit is not None:
+                runnable.append((m, edit))
+            else:
+                results[m.name] = (status, m.edits[0][0], "")
+        verdict, seconds, tail = run_pytest(copies[0], timeout, pytest_args)
+        baseline_ok = verdict == "passed"
+        print(f"baseline (no mutation): {verdict} in {seconds:.1f} s  {tail}")
+        if not baseline_ok:
+            print("the unmutated suite does not pass, so every mutant would look killed; fix the suite first")
+            return [(m, *results.get(m.name, ("not run", m.edits[0][0], ""))) for m in mutants], False
+
+        work: queue.Queue[tuple[Mutant, tuple[str, str, str]]] = queue.Queue()
+        for item in runnable:
+            work.put(item)
+        lock = threading.Lock()
+
+        def worker(copy: Path) -> None:
+            while True:
+                try:
+                    m, (path, original, replacement) = work.get_nowait()
+                except queue.Empty:
+                    return
+                target = copy / path
+                original_text = target.read_text(encoding="utf-8")
+                target.write_text(original_text.replace(original, replacement, 1), encoding="utf-8")
+                try:
+                    verdict, seconds, tail = run_pytest(copy, timeout, pytest_args)
+                finally:
+                    target.write_text(original_text, encoding="utf-8")
+                status = "survived" if verdict == "passed" else "killed"
+                detail = f"{seconds:.1f} s" + (f", {verdict}: {tail}" if verdict != "passed" else "")
+                with lock:
+                    results[m.name] = (status, path, detail)
+                    print(f"  {status:9} {m.name}  ({detail})", flush=True)
+
+        threads = [threading.Thread(target=worker, args=(c,)) for c in copies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [(m, *results[m.name]) for m in mutants], True
+
+
+def list_mutants(mutants: list[Mutant], rev: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="kvplan-mutants-") as tmp:
+        root = ROOT
+        if rev is not None:
+            root = Path(tmp) / "copy"
+            make_copy(root, rev)
+        for m in mutants:
+            status, edit = locate(root, m)
+            print(f"{status:9} {m.name:34} {edit[0] if edit else m.edits[0][0]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--strict", action="store_true", help="exit 1 if a mutant survives or the baseline fails")
+    parser.add_argument("-k", dest="select", action="append", default=[],
+                        help="run only mutants whose name contains this (repeatable)")
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run in parallel (one copy each)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per pytest run; a timeout kills")
+    parser.add_argument("--rev", help="mutate this commit (plus test files it does not have yet)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and whether their snippets are found")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- tests/test_size.py")
+    args = parser.parse_args(argv)
+
+    names = [m.name for m in MUTANTS]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        print(f"duplicate mutant names: {', '.join(duplicates)}")
+        return 1 if args.strict else 0
+    mutants = [m for m in MUTANTS if not args.select or any(s in m.name for s in args.select)]
+    if args.list:
+        list_mutants(mutants, args.rev)
+        return 0
+
+    where = f"{ROOT} at {args.rev} (plus new test files)" if args.rev else str(ROOT)
+    print(f"{len(mutants)} mutant(s) of {where}, pytest run in a temporary copy")
+    rows, baseline_ok = probe(mutants, args.jobs, args.timeout, args.pytest_args, args.rev)
+    counts: dict[str, int] = {}
+    print()
+    for m, status, path, _detail in rows:
+        counts[status] = counts.get(status, 0) + 1
+        print(f"{status:9} {m.name:34} {path}")
+    total = ", ".join(f"{counts[s]} {s}" for s in ("killed", "survived", "stale", "ambiguous", "not run")
+                      if s in counts)
+    print(f"\ntotal: {len(rows)} mutants: {total}")
+    failed = not baseline_ok or counts.get("survived", 0) > 0
+    return 1 if args.strict and failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
