@@ -4,17 +4,20 @@ Every figure is a ``Sourced`` value. Units are in the field names: GiB = 2^30 by
 TB/s = 10^12 B/s, GB/s = 10^9 B/s per direction unless the name says otherwise.
 """
 
-from __future__ import annotations
-
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
+from kvplan.layers import SPEC_CONFIG, MinLen, Range, check_fields
 from kvplan.model import Sourced
 
+COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 
-class HostLink(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+@dataclass(frozen=True, kw_only=True)
+class HostLink:
+    """The GPU's link to host memory (PCIe or C2C): line rate and measured copy rates."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     name: str
     theoretical_gb_s_per_direction: Sourced
@@ -24,29 +27,55 @@ class HostLink(BaseModel):
     large_copy_efficiency: Sourced | None = None
 
 
-class ScaleUpLink(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class ScaleUpLink:
+    """The GPU-to-GPU link inside a node (NVLink, Infinity Fabric)."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     name: str
     gb_s_per_direction: Sourced | None = None
 
 
-class NodeSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class NodeSpec:
+    """The node a GPU sits in: GPU count, host DRAM, network and local storage."""
 
-    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] = 8
+    __pydantic_config__ = SPEC_CONFIG
+
+    gpus_per_node: Annotated[int, Range(ge=1, le=1024)] = 8
     host_dram_gb: Sourced | None = None
     nic_gb_s_per_direction_per_gpu: Sourced | None = None
     local_nvme_tb: Sourced | None = None
 
+    def __post_init__(self) -> None:
+        check_fields(self)
 
-class HardwareSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+def _figures(obj, prefix: str = ""):
+    """(dotted field name, value) of every Sourced figure inside a spec."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, Sourced):
+            yield f"{prefix}{f.name}", value.value
+        elif is_dataclass(value):
+            yield from _figures(value, f"{prefix}{f.name}.")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, Sourced):
+                    yield f"{prefix}{f.name}.{key}", item.value
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareSpec:
+    """One GPU: HBM capacity and bandwidth, dense compute peaks, host link, and its node."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     id: str
     name: str
     description: str = ""
-    sources: tuple[str, ...] = Field(min_length=1)
+    sources: Annotated[tuple[str, ...], MinLen(1)]
     # HBM as the device reports it (nvidia-smi / rocm-smi total), in GiB; not the marketing GB figure.
     hbm_capacity_gib: Sourced
     hbm_capacity_vendor_gb: Sourced | None = None
@@ -55,42 +84,24 @@ class HardwareSpec(BaseModel):
     dense_tflops: dict[str, Sourced]
     host_link: HostLink
     scale_up: ScaleUpLink | None = None
-    node: NodeSpec = NodeSpec()
+    node: NodeSpec = field(default_factory=NodeSpec)
     notes: tuple[str, ...] = ()
 
-    @field_validator("dense_tflops")
-    @classmethod
-    def _dtypes(cls, value: dict[str, Sourced]) -> dict[str, Sourced]:
-        unknown = set(value) - {"bf16", "fp16", "fp8", "fp4", "int8"}
-        if unknown:
-            raise ValueError(f"unknown compute dtype(s) {sorted(unknown)}; use bf16, fp16, fp8, fp4, int8")
-        if "bf16" not in value:
-            raise ValueError("dense_tflops needs at least bf16")
-        return value
-
-    @model_validator(mode="after")
-    def _sane_figures(self) -> HardwareSpec:
+    def __post_init__(self) -> None:
         """Every figure is positive; efficiencies are fractions; HBM is below 100,000 GiB."""
-        def walk(obj, prefix):
-            for name in type(obj).model_fields:
-                value = getattr(obj, name)
-                if isinstance(value, Sourced):
-                    yield f"{prefix}{name}", value.value
-                elif isinstance(value, BaseModel):
-                    yield from walk(value, f"{prefix}{name}.")
-                elif isinstance(value, dict):
-                    for key, item in value.items():
-                        if isinstance(item, Sourced):
-                            yield f"{prefix}{name}.{key}", item.value
-
-        for name, value in walk(self, ""):
+        check_fields(self)
+        unknown = set(self.dense_tflops) - set(COMPUTE_DTYPES)
+        if unknown:
+            raise ValueError(f"unknown compute dtype(s) {sorted(unknown)}; use {', '.join(COMPUTE_DTYPES)}")
+        if "bf16" not in self.dense_tflops:
+            raise ValueError("dense_tflops needs at least bf16")
+        for name, value in _figures(self):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
             if name.endswith("efficiency") and value > 1:
                 raise ValueError(f"{name} is a fraction of the line rate, got {value}")
         if self.hbm_capacity_gib.value > 100_000:
             raise ValueError(f"hbm_capacity_gib {self.hbm_capacity_gib.value} is absurd for one GPU")
-        return self
 
     @property
     def hbm_bytes(self) -> int:

@@ -19,17 +19,17 @@ What is read, and how (each rule follows the transformers config class or the en
 
 Anything the importer cannot interpret fully (an unknown layer type, an SSM layout, a missing field) is a
 KvplanError naming the field, never a guess. Defaults and derivations that were applied are listed in
-``ModelSpec.notes``.
+``ModelSpec.notes``. A config.json is untrusted: the spec the importer builds (each dataclass checks its own
+fields) is validated once more with pydantic at the end, as user presets are (``kvplan.presets.validate``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
@@ -410,7 +410,7 @@ def _mla_groups(f: _Fields, config: dict[str, Any], n: int, notes: list[str]) ->
         q_lora_rank=f.int("q_lora_rank"),
         fp8_layout=fp8_layout,
     )
-    if indexer and "index_topk" in MLA.model_fields:
+    if indexer and "index_topk" in {field.name for field in dataclasses.fields(MLA)}:
         # DeepSeek Sparse Attention: each query attends to the index_topk keys its indexer picks.
         mla_fields["index_topk"] = f.int("index_topk")
     mla = MLA(**mla_fields)
@@ -484,14 +484,16 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
     """The ModelSpec a parsed HF ``config.json`` describes. ``source`` names the file in messages and in
     ``ModelSpec.sources``; ``weight_bytes`` (e.g. a safetensors index's total_size) becomes
     ``weight_bytes``, cited as ``weight_source``."""
+    from kvplan.presets import validate
+
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: the config is not a JSON object", "give a Hugging Face config.json")
     try:
-        return _build(config, source, weight_bytes, model_id, weight_source)
-    except ValidationError as err:  # a value the layer kinds or ModelSpec refuse (e.g. a zero or huge window)
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise KvplanError(f"{source}: {err.title}{'.' + loc if loc else ''}: {first['msg']}", _FIX_CONFIG) from None
+        spec = _build(config, source, weight_bytes, model_id, weight_source)
+    except ValueError as err:  # a value the layer kinds or ModelSpec refuse (e.g. a zero or huge window)
+        raise KvplanError(f"{source}: {err}", _FIX_CONFIG) from None
+    # The boundary check user presets get: pydantic over the same dataclasses, from the spec's plain data.
+    return validate(ModelSpec, dataclasses.asdict(spec), source, _FIX_CONFIG)
 
 
 def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_id: str | None,
@@ -615,5 +617,5 @@ def load_hf_model(path: Path) -> ModelSpec:
     spec = model_from_hf_config(config, str(config_path), weight_bytes, model_id=model_id or None,
                                 weight_source=weight_source)
     if extra:
-        spec = spec.model_copy(update={"notes": spec.notes + tuple(extra)})
+        spec = dataclasses.replace(spec, notes=spec.notes + tuple(extra))
     return spec

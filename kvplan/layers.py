@@ -27,18 +27,246 @@ refused; the MLA latent and the sparse-attention indexer key are one "head" and 
 rank; linear-attention state is split by heads.
 """
 
-from __future__ import annotations
-
-from typing import Annotated, ClassVar, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from dataclasses import dataclass, fields
+from types import NoneType, UnionType
+from typing import Annotated, ClassVar, Literal, Union, get_args, get_origin
 
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 
 STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
-PositiveInt = Annotated[int, Field(gt=0, le=1_000_000)]
+# --- spec fields: plain frozen dataclasses, checked without pydantic ------------------------------------
+# The spec classes (layer kinds here, ModelSpec, HardwareSpec, Parallelism) are stdlib dataclasses, so the
+# trusted path (built-in presets, calculators) never imports pydantic's model machinery. Field constraints
+# are ``Annotated`` metadata objects that serve both sides: ``check_fields`` (called by each spec's
+# ``__post_init__``) applies them to any construction, and pydantic, validating untrusted data at the
+# boundary with ``TypeAdapter(ModelSpec)`` (kvplan.presets), reads the same objects through
+# ``__get_pydantic_core_schema__``, importing pydantic_core only then.
+
+# Pydantic reads this from a stdlib dataclass: an unknown key in a preset is an error, not ignored.
+SPEC_CONFIG = {"extra": "forbid"}
+
+
+class Range:
+    """A whole number (never a bool, a float or a string) within bounds: ``gt``/``ge`` below, ``le`` above."""
+
+    __slots__ = ("gt", "ge", "le")
+
+    def __init__(self, *, gt: int | None = None, ge: int | None = None, le: int | None = None) -> None:
+        self.gt, self.ge, self.le = gt, ge, le
+
+    def problem(self, name: str, value) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name} = {value!r} is not a whole number"
+        if self.gt is not None and value <= self.gt:
+            return f"{name} = {value} must be greater than {self.gt}"
+        if self.ge is not None and value < self.ge:
+            return f"{name} = {value} must be at least {self.ge}"
+        if self.le is not None and value > self.le:
+            return f"{name} = {value:,} must be at most {self.le:,}"
+        return None
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.int_schema(strict=True, gt=self.gt, ge=self.ge, le=self.le)
+
+
+class Finite:
+    """A finite number: an int or a float, never a bool or a string (stored as a float)."""
+
+    __slots__ = ()
+
+    def problem(self, name: str, value) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{name} = {value!r} is not a number"
+        if value != value or value in (float("inf"), float("-inf")):
+            return f"{name} = {value!r} must be a finite number"
+        return None
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.float_schema(strict=True, allow_inf_nan=False)
+
+
+class MinLen:
+    """A string or tuple of at least ``n`` items."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def problem(self, name: str, value) -> str | None:
+        if len(value) < self.n:
+            what = "character" if isinstance(value, str) else "item"
+            return f"{name} needs at least {self.n} {what}{'s' if self.n != 1 else ''}, got {len(value)}"
+        return None
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import PydanticCustomError, core_schema
+
+        schema = handler(source)
+        if schema.get("type") == "str":
+            return {**schema, "min_length": self.n}
+        n = self.n
+
+        def at_least(value):
+            # after the items validated: a tuple's own min_length would also count the items that failed
+            if len(value) < n:
+                raise PydanticCustomError("too_short", "should have at least {n} item(s), got {got}",
+                                          {"n": n, "got": len(value)})
+            return value
+
+        return core_schema.no_info_after_validator_function(at_least, schema)
+
+
+class _OneOf:
+    __slots__ = ("choices",)
+
+    def __init__(self, choices: tuple) -> None:
+        self.choices = choices
+
+    def problem(self, name: str, value) -> str | None:
+        if value not in self.choices:
+            return f"{name} = {value!r} is not one of {', '.join(map(repr, self.choices))}"
+        return None
+
+
+class Tagged:
+    """A union of spec classes told apart by the string field ``key`` (each class's default for it): the
+    trusted constructor dispatches on it, and pydantic builds a tagged union from it."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def choices(self, union) -> dict[str, type]:
+        return {cls.__dataclass_fields__[self.key].default: cls for cls in get_args(union)}
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.tagged_union_schema(
+            {tag: handler.generate_schema(cls) for tag, cls in self.choices(source).items()}, self.key)
+
+
+def split_annotated(tp) -> tuple[object, tuple]:
+    """(type, metadata) of an ``Annotated`` type; (type, ()) otherwise."""
+    if get_origin(tp) is Annotated:
+        base, *meta = get_args(tp)
+        return base, tuple(meta)
+    return tp, ()
+
+
+def strip_optional(tp) -> tuple[object, bool]:
+    """(T, True) for ``T | None``; (tp, False) otherwise."""
+    if get_origin(tp) in (Union, UnionType):
+        args = get_args(tp)
+        if NoneType in args:
+            rest = tuple(a for a in args if a is not NoneType)
+            return (rest[0] if len(rest) == 1 else Union[rest]), True  # noqa: UP007 - a runtime union of types
+    return tp, False
+
+
+def construct(tp, value):
+    """The value of type ``tp`` that plain data describes: a dict given for a spec dataclass becomes that
+    dataclass (the layer-kind union dispatching on ``kind``), recursively, and lists become tuples. Values
+    that already are spec objects are kept. Nothing is type-checked here beyond what each dataclass's
+    ``__post_init__`` checks: this builds trusted data (the built-in presets); untrusted data goes through
+    pydantic (``kvplan.presets.validate``)."""
+    if value is None:
+        return None
+    tp = strip_optional(tp)[0]
+    tp, meta = split_annotated(tp)
+    for m in meta:
+        if isinstance(m, Tagged) and isinstance(value, dict):
+            return construct(m.choices(tp)[value[m.key]], value)
+    origin = get_origin(tp)
+    if origin is tuple and isinstance(value, (list, tuple)):
+        item = get_args(tp)[0]
+        return tuple(construct(item, v) for v in value)
+    if origin is dict and isinstance(value, dict):
+        item = get_args(tp)[1]
+        return {k: construct(item, v) for k, v in value.items()}
+    if isinstance(value, dict) and isinstance(tp, type) and hasattr(tp, "__dataclass_fields__"):
+        types = {f.name: f.type for f in fields(tp)}
+        unknown = sorted(set(value) - set(types))
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)} for {tp.__name__}")
+        return tp(**{k: construct(types[k], v) for k, v in value.items()})
+    return value
+
+
+def _checks(meta: tuple) -> tuple:
+    return tuple(m for m in meta if hasattr(m, "problem"))
+
+
+def _is_nested(tp) -> bool:
+    """Whether a field type holds spec dataclasses (directly, in a tuple or dict, or as a tagged union)."""
+    tp, meta = split_annotated(strip_optional(tp)[0])
+    if any(isinstance(m, Tagged) for m in meta) or (isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")):
+        return True
+    return get_origin(tp) in (tuple, dict) and _is_nested(get_args(tp)[-1 if get_origin(tp) is dict else 0])
+
+
+def _plan(cls: type) -> tuple:
+    """Per field: (name, type, may be None, is a tuple, holds specs, checks on the value, checks on each item)."""
+    plan = []
+    for f in fields(cls):
+        tp, optional = strip_optional(f.type)
+        base, meta = split_annotated(tp)
+        checks = _checks(meta)
+        if get_origin(base) is Literal:
+            checks += (_OneOf(get_args(base)),)
+        is_tuple = get_origin(base) is tuple
+        item_checks = _checks(split_annotated(get_args(base)[0])[1]) if is_tuple else ()
+        nested = _is_nested(f.type)
+        if checks or item_checks or is_tuple or nested:
+            plan.append((f.name, f.type, optional, is_tuple, nested, checks, item_checks))
+    return tuple(plan)
+
+
+_PLANS: dict[type, tuple] = {}
+
+
+def check_fields(spec) -> None:
+    """Apply the ``Annotated`` constraints of a spec dataclass to its values. Any sequence given for a tuple
+    field becomes a tuple, and plain dicts given for nested specs become those specs (``construct``), as
+    pydantic models accepted them. Raises ValueError naming the field."""
+    cls = type(spec)
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = _plan(cls)
+    for name, tp, optional, is_tuple, nested, checks, item_checks in plan:
+        value = getattr(spec, name)
+        if value is None and optional:
+            continue
+        if is_tuple and not isinstance(value, tuple):
+            if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+                raise ValueError(f"{name} = {value!r} is not a list")
+            value = tuple(value)
+            object.__setattr__(spec, name, value)
+        if nested:
+            built = construct(tp, value)
+            if built is not value:
+                value = built
+                object.__setattr__(spec, name, value)
+        for check in checks:
+            problem = check.problem(name, value)
+            if problem:
+                raise ValueError(problem)
+        for i, item in enumerate(value if item_checks else ()):
+            for check in item_checks:
+                problem = check.problem(f"{name}[{i}]", item)
+                if problem:
+                    raise ValueError(problem)
+
+
+PositiveInt = Annotated[int, Range(gt=0, le=1_000_000)]
 
 
 def causal_pairs(tokens, cap: int | None = None):
@@ -61,10 +289,16 @@ def _need(value: int | None, what: str, kind: str) -> int:
     return value
 
 
-class _Kind(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class _Kind:
+    """What every layer kind answers (module docstring); the defaults are those of a layer that caches nothing."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     grows_with_context: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def check_tp(self, tp: int) -> None:  # pragma: no cover - overridden where a rule applies
         return None
@@ -133,6 +367,7 @@ def _check_heads_divisible(what: str, heads: int | None, tp: int) -> None:
                           f"choose a tp that divides {heads}")
 
 
+@dataclass(frozen=True, kw_only=True)
 class FullAttention(_Kind):
     """Full causal attention with K/V heads: MHA (kv_heads = q_heads), GQA, or MQA (kv_heads = 1)."""
 
@@ -167,11 +402,10 @@ class FullAttention(_Kind):
     def kv_heads_per_rank(self, tp: int) -> int:
         return max(1, self.kv_heads // tp)
 
-    @model_validator(mode="after")
-    def _query_groups(self) -> FullAttention:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.q_heads is not None and self.q_heads % self.kv_heads:
             raise ValueError(f"q_heads {self.q_heads} is not a multiple of kv_heads {self.kv_heads}")
-        return self
 
     def check_tp(self, tp: int) -> None:
         if self.kv_heads % tp and tp % self.kv_heads:
@@ -193,6 +427,7 @@ class FullAttention(_Kind):
         return symbolic, substituted
 
 
+@dataclass(frozen=True, kw_only=True)
 class SlidingWindowAttention(FullAttention):
     """Attention over the last ``window`` tokens only: a request never holds more than the window.
 
@@ -217,6 +452,7 @@ class SlidingWindowAttention(FullAttention):
         return self.window
 
 
+@dataclass(frozen=True, kw_only=True)
 class MLA(_Kind):
     """Multi-head latent attention (DeepSeek V2/V3/R1): one latent of kv_lora_rank + qk_rope_head_dim
     per token per layer, whole on every TP rank."""
@@ -319,6 +555,7 @@ class MLA(_Kind):
                 f" = {total:,} B{tp_note}")
 
 
+@dataclass(frozen=True, kw_only=True)
 class SparseIndexer(_Kind):
     """DeepSeek V3.2 sparse-attention indexer key cache: one fp8 key of index_head_dim per token per
     layer with one fp32 scale per quant_block elements; stored as uint8 whatever the KV dtype, and whole
@@ -356,6 +593,7 @@ class SparseIndexer(_Kind):
 StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
+@dataclass(frozen=True, kw_only=True)
 class _RecurrentState(_Kind):
     """A layer whose cache is a fixed state per request (linear attention, SSM): a convolution state and an
     SSM state, each in its own dtype, split by heads under TP. Subclasses give the two element counts."""
@@ -385,6 +623,7 @@ class _RecurrentState(_Kind):
                 f" {STATE_DTYPE_BYTES[self.ssm_dtype]} = {self.state_bytes(tp):,} B")
 
 
+@dataclass(frozen=True, kw_only=True)
 class GatedDeltaNet(_RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed state per request per layer.
 
@@ -430,6 +669,7 @@ class GatedDeltaNet(_RecurrentState):
                 self._state_numbers(tp))
 
 
+@dataclass(frozen=True, kw_only=True)
 class Mamba2(_RecurrentState):
     """Mamba-2 SSM layer: fixed state per request. Shapes per vLLM ``mamba2_state_shape``: conv state
     (conv_kernel - 1) x (intermediate + 2*n_groups*state_size)/tp, SSM state (n_heads/tp) x head_dim x
@@ -472,7 +712,8 @@ class Mamba2(_RecurrentState):
                 " + (n_heads/tp) x head_dim x state x ssm_bytes, per request", self._state_numbers(tp))
 
 
+# One layer kind, told apart by its ``kind`` string.
 LayerKind = Annotated[
     FullAttention | SlidingWindowAttention | MLA | SparseIndexer | GatedDeltaNet | Mamba2,
-    Field(discriminator="kind"),
+    Tagged("kind"),
 ]

@@ -5,75 +5,75 @@ so a group is "one layer kind, and the layer indices that carry it"; two groups 
 layer. Every layer index must be carried by at least one group.
 """
 
-from __future__ import annotations
-
-import math
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.errors import KvplanError
-from kvplan.layers import LayerKind
+from kvplan.layers import SPEC_CONFIG, Finite, LayerKind, MinLen, Range, check_fields
 
-Dim = Annotated[int, Field(gt=0, le=100_000_000)]
+Dim = Annotated[int, Range(gt=0, le=100_000_000)]
 
 
-class Sourced(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Sourced:
     """A figure and where it comes from. ``kind``: D datasheet/vendor, M measured, T third-party,
     X derived by us (the source then shows the arithmetic), C read from the model's own config."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = SPEC_CONFIG
 
-    value: float
-    source: str = Field(min_length=3)
+    value: Annotated[float, Finite()]
+    source: Annotated[str, MinLen(3)]
     kind: str | None = None
 
-    @field_validator("value")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if type(self.value) is not float:  # a whole number from TOML or a caller: stored as the float it is
+            object.__setattr__(self, "value", float(self.value))
 
     def cite(self) -> str:
         return f"{self.source} [{self.kind}]" if self.kind else self.source
 
 
-class LayerGroup(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class LayerGroup:
+    """One layer kind and the layer indices (unique, kept sorted) that carry it."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     name: str
     kind: LayerKind
-    layers: tuple[Annotated[int, Field(ge=0)], ...]
+    layers: tuple[Annotated[int, Range(ge=0)], ...]
 
-    @field_validator("layers")
-    @classmethod
-    def _unique(cls, layers: tuple[int, ...]) -> tuple[int, ...]:
-        if not layers:
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not self.layers:
             raise ValueError("a layer group needs at least one layer")
-        if len(set(layers)) != len(layers):
+        if len(set(self.layers)) != len(self.layers):
             raise ValueError("a layer group lists a layer twice")
-        return tuple(sorted(layers))
+        object.__setattr__(self, "layers", tuple(sorted(self.layers)))
 
     @property
     def count(self) -> int:
         return len(self.layers)
 
 
-class ModelSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A model: identity and sources, its layers as groups of layer kinds, and its parameter counts and dims."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     id: str
     name: str
     description: str = ""
-    sources: tuple[str, ...] = Field(min_length=1)
-    num_layers: Annotated[int, Field(gt=0, le=10_000)]
-    groups: tuple[LayerGroup, ...] = Field(min_length=1)
+    sources: Annotated[tuple[str, ...], MinLen(1)]
+    num_layers: Annotated[int, Range(gt=0, le=10_000)]
+    groups: Annotated[tuple[LayerGroup, ...], MinLen(1)]
     # MTP / next-token-prediction draft layers shipped with the checkpoint; not in num_layers and not
     # counted unless asked for (engine-kv-accounting.md, pitfall 8).
-    mtp_layers: Annotated[int, Field(ge=0, le=64)] = 0
+    mtp_layers: Annotated[int, Range(ge=0, le=64)] = 0
     params_total: Sourced | None = None
     params_active: Sourced | None = None
     # N_mm: active weight-matmul parameters per token, input embedding excluded, LM head included
@@ -94,23 +94,17 @@ class ModelSpec(BaseModel):
     params_expert: Sourced | None = None
     notes: tuple[str, ...] = ()
 
-    @field_validator("weight_dtype")
-    @classmethod
-    def _weight_dtype(cls, value: str) -> str:
-        if value not in WEIGHT_BYTES_PER_PARAM:
-            raise ValueError(f"unknown weight dtype {value!r}; one of {', '.join(WEIGHT_BYTES_PER_PARAM)}")
-        return value
-
-    @model_validator(mode="after")
-    def _positive_figures(self) -> ModelSpec:
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.weight_dtype not in WEIGHT_BYTES_PER_PARAM:
+            raise ValueError(f"unknown weight dtype {self.weight_dtype!r}; one of {', '.join(WEIGHT_BYTES_PER_PARAM)}")
         for name in ("params_total", "params_active", "weight_bytes", "params_expert", "params_active_matmul"):
-            figure = getattr(self, name, None)
+            figure = getattr(self, name)
             if figure is not None and figure.value <= 0:
                 raise ValueError(f"{name} must be positive, got {figure.value}")
-        return self
+        self._layers_covered()
 
-    @model_validator(mode="after")
-    def _layers_covered(self) -> ModelSpec:
+    def _layers_covered(self) -> None:
         carried: set[int] = set()
         for group in self.groups:
             beyond = [i for i in group.layers if i >= self.num_layers]
@@ -121,7 +115,6 @@ class ModelSpec(BaseModel):
         missing = sorted(set(range(self.num_layers)) - carried)
         if missing:
             raise ValueError(f"layers {missing[:5]} carry no cache kind; every layer needs a group")
-        return self
 
     @cached_property
     def layer_kinds(self) -> tuple[tuple[LayerKind, ...], ...]:
@@ -132,23 +125,24 @@ class ModelSpec(BaseModel):
                 per_layer[i].append(group.kind)
         return tuple(tuple(kinds) for kinds in per_layer)
 
-    def with_mtp_layers(self, count: int | None = None) -> ModelSpec:
+    def with_mtp_layers(self, count: int | None = None) -> "ModelSpec":
         """The model with ``count`` MTP draft layers appended (default: the checkpoint's own), each carrying the
         kinds of the last layer."""
         count = self.mtp_layers if count is None else count
         if not count:
             return self
+        if count > 64:
+            raise KvplanError(f"{count:,} MTP layers is absurd (DeepSeek ships 1, a spec allows at most 64)",
+                              "give 0 to a few MTP layers")
         last = self.num_layers - 1
         extra = tuple(range(self.num_layers, self.num_layers + count))
-        groups = tuple(
-            g.model_copy(update={"layers": g.layers + extra}) if last in g.layers else g for g in self.groups
-        )
-        grown = self.model_copy(update={
-            "groups": groups, "num_layers": self.num_layers + count, "mtp_layers": 0,
-            "name": f"{self.name} + {count} MTP layer(s)",
-        })
-        grown.__dict__.pop("layer_kinds", None)  # model_copy carries the cached per-layer view; it is stale now
-        return grown
+        groups = tuple(replace(g, layers=g.layers + extra) if last in g.layers else g for g in self.groups)
+        # replace() builds a new object (checked again), so the cached per-layer view is not carried over.
+        try:
+            return replace(self, groups=groups, num_layers=self.num_layers + count, mtp_layers=0,
+                           name=f"{self.name} + {count} MTP layer(s)")
+        except ValueError as err:  # e.g. more layers than a spec allows
+            raise KvplanError(f"{self.id} with {count} MTP layer(s): {err}", "give fewer MTP layers") from None
 
     def check_tp(self, tp: int) -> None:
         for group in self.groups:

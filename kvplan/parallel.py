@@ -13,24 +13,29 @@ kvplan's meaning of each degree (documented in the README):
 GPUs used = tp x pp x dp.
 """
 
-from __future__ import annotations
-
+from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from kvplan.layers import SPEC_CONFIG, Range, check_fields
 
 MAX_DEGREE = 4096
 
-Degree = Annotated[int, Field(ge=1, le=MAX_DEGREE)]
+Degree = Annotated[int, Range(ge=1, le=MAX_DEGREE)]
 
 
-class Parallelism(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, kw_only=True)
+class Parallelism:
+    """Degrees of tensor, pipeline, data and expert parallelism (module docstring)."""
+
+    __pydantic_config__ = SPEC_CONFIG
 
     tp: Degree = 1
     pp: Degree = 1
     dp: Degree = 1
     ep: Degree | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def gpus(self) -> int:

@@ -7,6 +7,12 @@ what it is with ``type = "model"`` or ``type = "hardware"``.
 
 Layers in a model preset's ``[[groups]]`` are written as ``layers = "all"``, a list of indices,
 ``{ start = 0, stop = 3 }`` (stop excluded), or ``{ every = 2, offset = 1 }``.
+
+The spec classes are plain dataclasses. A user's preset (or any file given by path) is untrusted: it is
+validated with pydantic (``TypeAdapter`` over those dataclasses, strict whole numbers, unknown keys refused),
+imported only here. The built-in presets are trusted and built directly (``kvplan.layers.construct``), which
+is much cheaper at start-up; the test suite checks that every built-in preset passes the pydantic path too and
+gives an equal object.
 """
 
 from __future__ import annotations
@@ -17,8 +23,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
 
@@ -104,13 +108,49 @@ def _expand_layers(spec: Any, num_layers: int, where: str) -> list[int]:
                       'write "all", a list of indices, {start=, stop=} or {every=, offset=}')
 
 
-def _pydantic_message(err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    return f"{loc}: {first['msg']}" if loc else first["msg"]
+# --- building specs: trusted (built-in) and validated (anything else) -------------------------------------
 
 
-def build_model(data: dict[str, Any], where: str):
+_ADAPTERS: dict[type, Any] = {}
+
+
+def _error_text(err) -> str:
+    """Every problem pydantic found, on one line, each as ``field.path: message``."""
+    parts = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = " ".join(str(e["msg"]).split())
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def validate(cls: type, data: Any, where: str, hint: str = "fix that field in the preset") -> Any:
+    """``data`` validated into a ``cls`` by pydantic: strict whole numbers, unknown keys refused, every field
+    constraint and invariant checked. Problems are one KvplanError line naming each field."""
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as err:
+        raise KvplanError(f"{where}: {_error_text(err)}", hint) from None
+
+
+def _make(cls: type, body: dict[str, Any], where: str, trusted: bool) -> Any:
+    if not trusted:
+        return validate(cls, body, where)
+    from kvplan.layers import construct
+
+    try:
+        return construct(cls, body)
+    except (TypeError, ValueError, KeyError) as err:
+        raise KvplanError(f"{where}: built-in preset is malformed: {err}", "report this kvplan bug") from None
+
+
+def build_model(data: dict[str, Any], where: str, trusted: bool = False):
+    """A ModelSpec from a model preset's TOML table; ``trusted`` (built-in presets) skips pydantic."""
     from kvplan.model import ModelSpec
 
     if data.get("type", "model") != "model":
@@ -125,22 +165,17 @@ def build_model(data: dict[str, Any], where: str):
         g["layers"] = _expand_layers(g.get("layers", "all"), num_layers, where)
         groups.append(g)
     body["groups"] = groups
-    try:
-        return ModelSpec.model_validate(body)
-    except ValidationError as err:
-        raise KvplanError(f"{where}: {_pydantic_message(err)}", "fix that field in the preset") from None
+    return _make(ModelSpec, body, where, trusted)
 
 
-def build_hardware(data: dict[str, Any], where: str):
+def build_hardware(data: dict[str, Any], where: str, trusted: bool = False):
+    """A HardwareSpec from a hardware preset's TOML table; ``trusted`` (built-in presets) skips pydantic."""
     from kvplan.hardware import HardwareSpec
 
     if data.get("type", "hardware") != "hardware":
         raise KvplanError(f"{where} is a {data.get('type')} preset, not hardware", "give a hardware preset")
     body = {k: v for k, v in data.items() if k != "type"}
-    try:
-        return HardwareSpec.model_validate(body)
-    except ValidationError as err:
-        raise KvplanError(f"{where}: {_pydantic_message(err)}", "fix that field in the preset") from None
+    return _make(HardwareSpec, body, where, trusted)
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
@@ -176,7 +211,7 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
         if os.sep in ref or ref.endswith((".json", ".toml")):
             raise KvplanError(f"model file {ref} does not exist", "check the path")
         raise _unknown("model", ref, sorted(discover(extra_dirs)["model"]))
-    return build_model(preset.data, str(preset.path))
+    return build_model(preset.data, str(preset.path), trusted=preset.builtin)
 
 
 def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFile | None:
@@ -199,4 +234,4 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
     preset = _find("hardware", ref, extra_dirs)
     if preset is None:
         raise _unknown("hardware", ref, sorted(discover(extra_dirs)["hardware"]))
-    return build_hardware(preset.data, str(preset.path))
+    return build_hardware(preset.data, str(preset.path), trusted=preset.builtin)

@@ -222,8 +222,10 @@ def test_dram_tier_defaults_and_override():
 @given(extra_gib=st.floats(min_value=0, max_value=200), context=st.integers(min_value=1, max_value=200_000))
 def test_more_hbm_never_lowers_concurrency(extra_gib, context):
     base_hw = load_hardware("h200")
-    bigger = base_hw.model_copy(update={"hbm_capacity_gib": base_hw.hbm_capacity_gib.model_copy(
-        update={"value": base_hw.hbm_capacity_gib.value + extra_gib})})
+    from dataclasses import replace
+
+    bigger = replace(base_hw, hbm_capacity_gib=replace(
+        base_hw.hbm_capacity_gib, value=base_hw.hbm_capacity_gib.value + extra_gib))
     model = load_model("llama-3.1-70b")
     par = Parallelism(tp=8)
 

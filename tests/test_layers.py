@@ -1,5 +1,7 @@
 """Per-layer bytes for each layer kind, against hand arithmetic and the engines' published formulas."""
 
+from dataclasses import replace
+
 import pytest
 
 from kvplan.dtypes import KVDtype, parse_kv_dtype
@@ -59,7 +61,7 @@ def test_mla_latent_whole_on_every_rank():
 def test_mla_fp8_ds_layout():
     # 512 fp8 + 512/128 x 4 B scales + 64 x 2 B bf16 rope = 512 + 16 + 128 = 656.
     assert R1_MLA.cache_bytes_per_token(KVDtype.FP8_DS_MLA) == 656
-    v32 = R1_MLA.model_copy(update={"fp8_layout": "ds_mla"})
+    v32 = replace(R1_MLA, fp8_layout="ds_mla")
     assert v32.cache_bytes_per_token(KVDtype.FP8) == 656
     assert v32.cache_bytes_per_token(KVDtype.BF16) == 1152
 
@@ -98,7 +100,7 @@ def test_gated_delta_net_state():
     # TP=4: conv 3 x 2,048 x 2 = 12,288; ssm 8 x 128 x 128 x 2 = 262,144.
     assert gdn.state_bytes(tp=4) == 12_288 + 262_144
     # fp32 SSM state (Qwen3.5's mamba_ssm_dtype: float32) doubles the SSM part only.
-    assert gdn.model_copy(update={"ssm_dtype": "fp32"}).state_bytes() == conv + 2 * ssm
+    assert replace(gdn, ssm_dtype="fp32").state_bytes() == conv + 2 * ssm
     with pytest.raises(KvplanError):
         gdn.check_tp(3)
 

@@ -200,8 +200,10 @@ def test_ratio_grows_with_context_and_shrinks_with_tp_for_mla():
 
 def test_slow_link_or_no_host_memory_flips_to_recompute():
     assert run(pcie_gb_s=2.0)["cheaper"] == "recompute"
-    tiny = H200.model_copy(update={"node": NodeSpec(gpus_per_node=8,
-                                                    host_dram_gb=Sourced(value=4, source="test: 4 GB host"))})
+    from dataclasses import replace
+
+    tiny = replace(H200, node=NodeSpec(gpus_per_node=8,
+                                       host_dram_gb=Sourced(value=4, source="test: 4 GB host")))
     data = run(hardware=tiny)
     assert data["host_dram_fits"] is False and data["cheaper"] == "recompute"
     assert data["recommendation"].startswith("Recompute: swapping is impossible")

@@ -3,12 +3,14 @@ follow from each model's layers match hand arithmetic."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from pydantic import BaseModel
 
 from kvplan.dtypes import KVDtype
+from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec, Sourced
-from kvplan.presets import discover, load_hardware, load_model
+from kvplan.presets import build_hardware, build_model, discover, load_hardware, load_model, validate
 
 BF16, FP8 = KVDtype.BF16, KVDtype.FP8
 
@@ -28,17 +30,18 @@ def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype) -> int:
     return sum(kind.marginal_bytes_per_token(dtype) for kinds in model.layer_kinds for kind in kinds)
 
 
-def sourced_figures(obj: BaseModel, path: str = "") -> list[tuple[str, Sourced]]:
+def sourced_figures(obj, path: str = "") -> list[tuple[str, Sourced]]:
     """Every Sourced value anywhere inside a spec, with its field path."""
     found: list[tuple[str, Sourced]] = []
-    for name in type(obj).model_fields:
+    for field in dataclasses.fields(obj):
+        name = field.name
         value = getattr(obj, name)
         items = value.items() if isinstance(value, dict) else [(None, value)]
         for key, item in items:
             where = f"{path}{name}" + (f"[{key}]" if key is not None else "")
             if isinstance(item, Sourced):
                 found.append((where, item))
-            elif isinstance(item, BaseModel):
+            elif dataclasses.is_dataclass(item):
                 found.extend(sourced_figures(item, where + "."))
     return found
 
@@ -101,6 +104,22 @@ def test_hardware_efficiency_follows_the_link_generation():
         expected = 0.8 if "Gen4" in link.name else 0.87
         assert link.large_copy_efficiency is not None
         assert link.large_copy_efficiency.value == expected, hardware_id
+
+
+@pytest.mark.parametrize("kind,preset_id", [(kind, pid) for kind in ("model", "hardware")
+                                             for pid in sorted(BUILTIN[kind])])
+def test_builtin_preset_passes_pydantic_and_builds_the_same_spec(kind, preset_id):
+    # Built-in presets skip pydantic at start-up (trusted); the strict boundary check must accept each of them
+    # too, and give an equal object, so the trusted path hides no preset a user could not have written.
+    preset = BUILTIN[kind][preset_id]
+    build, cls = (build_model, ModelSpec) if kind == "model" else (build_hardware, HardwareSpec)
+    trusted = build(preset.data, str(preset.path), trusted=True)
+    checked = build(preset.data, str(preset.path), trusted=False)
+    assert type(trusted) is type(checked) is cls
+    assert trusted == checked
+    # and the trusted object's own plain data validates back to it
+    assert validate(cls, dataclasses.asdict(trusted), preset_id) == trusted
+    assert (load_model if kind == "model" else load_hardware)(preset_id) == trusted
 
 
 # --- KV bytes per token, pinned by hand --------------------------------------------------------------

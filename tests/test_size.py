@@ -172,7 +172,7 @@ def test_explain_has_formula_with_numbers_and_sources():
 
 
 def test_mtp_copy_recomputes_its_layer_view():
-    # model_copy would carry the cached per-layer view of 61 layers into the 62-layer copy.
+    # A copy that kept the cached per-layer view of 61 layers would be wrong for the 62-layer model.
     model = load_model("deepseek-r1")
     assert len(model.layer_kinds) == 61
     grown = model.with_mtp_layers(1)
