@@ -1,6 +1,12 @@
-"""One rendering layer for every command: rich table, JSON, CSV or Markdown.
+"""The one output layer: every command's ``Result`` rendered as a rich table, JSON, CSV or Markdown.
 
-Commands never format text themselves; they return a ``Result`` and the CLI calls ``render``.
+Only this module turns numbers into text. Typed values (``kvplan.values``) are formatted per format and
+``--units``: tables and Markdown print ``1.01 GiB``, ``1,024``, ``12.5 ms``, ``3.20x``; CSV and JSON carry the
+raw number (units in the CSV header, ``context tokens (tokens)``, or in the JSON key name). Every format
+starts with the result's headline (the deployment and KV dtype); in CSV it is a ``#`` comment line.
+
+Tables fit the width: the terminal's, or ``COLUMNS`` when piped (80 when neither says). Text columns wrap;
+number columns never split.
 """
 
 from __future__ import annotations
@@ -9,148 +15,301 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from typing import Any
 
 from kvplan.result import Result, Table
+from kvplan.units import format_bytes
+from kvplan.values import Bytes, Count, Flops, Fraction, Number, Rate, Ratio, Seconds, TokenBytes, Tokens, Value
 
 FORMATS = ("table", "json", "csv", "markdown")
+DEFAULT_WIDTH = 80
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
+# --- numbers as text -------------------------------------------------------------------------------------------
+def format_seconds(seconds: float) -> str:
+    if seconds == 0:
+        return "0 s"
+    a = abs(seconds)
+    if a < 1e-3:
+        return f"{seconds * 1e6:,.1f} us"
+    if a < 1:
+        return f"{seconds * 1e3:,.2f} ms"
+    if a < 600:
+        return f"{seconds:,.2f} s"
+    if a < 7200:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def format_flops(flop: float) -> str:
+    for scale, name in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
+        if abs(flop) >= scale:
+            return f"{flop / scale:,.3g} {name}"
+    return f"{flop:,.3g} FLOP"
+
+
+def text(value: Any, units: str = "iec") -> str:
+    """A cell or figure as text for tables, Markdown and --explain."""
+    if isinstance(value, Value):
+        v = value.value
+        if v is None:
+            return "-"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "inf" if v > 0 else "-inf" if v < 0 else "-"
+        if isinstance(value, TokenBytes):
+            return f"{int(v):,} B"
+        if isinstance(value, Bytes):
+            return format_bytes(v, units)
+        if isinstance(value, (Tokens, Count)):
+            return f"{int(v):,}"
+        if isinstance(value, Seconds):
+            return format_seconds(v)
+        if isinstance(value, Ratio):
+            return f"{v:,.2f}x"
+        if isinstance(value, Fraction):
+            return f"{v:.1%}"
+        if isinstance(value, Rate):
+            return f"{v / 1e9:,.2f} GB/s"
+        if isinstance(value, Flops):
+            return format_flops(v)
+        if isinstance(value, Number):
+            return f"{v:,.4g}"
+        return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.3g}"
     return str(value)
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: such a float becomes null (the table shows it as inf)."""
+def raw(value: Any) -> Any:
+    """The JSON / CSV form of a cell or a data tree: typed values become plain numbers; JSON has no infinity."""
+    if isinstance(value, Value):
+        return value.raw()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: raw(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [raw(v) for v in value]
     return value
 
 
+def _column_type(table: Table, i: int) -> type | None:
+    """The one typed-value class of a column (ignoring blanks), or None for text or mixed columns."""
+    kinds = {type(row[i]) for row in table.rows if isinstance(row[i], Value)}
+    texts = [row[i] for row in table.rows if not isinstance(row[i], Value) and row[i] not in (None, "", "-")]
+    if len(kinds) == 1 and not texts:
+        return kinds.pop()
+    return None
+
+
+def _is_number_column(table: Table, i: int) -> bool:
+    if not table.rows:
+        return False
+    cells = [row[i] for row in table.rows]
+    return all(isinstance(c, (Value, int, float)) and not isinstance(c, bool) or c in (None, "", "-", "n/a")
+               for c in cells) and any(isinstance(c, (Value, int, float)) for c in cells)
+
+
+# --- formats ---------------------------------------------------------------------------------------------------
 def to_json(result: Result) -> str:
-    return json.dumps(_finite(result.to_dict()), indent=2, allow_nan=False)
+    derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
+                   result.derivations().items()}
+    doc = {"command": result.command, "headline": result.headline, **raw(result.data),
+           "notes": list(result.notes), "assumptions": list(result.assumptions), "derivations": derivations}
+    return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def to_csv(result: Result) -> str:
     table = result.primary_table()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(table.columns)
+    buf.write(f"# {result.headline}\n")
+    header = []
+    for i, col in enumerate(table.columns):
+        kind = _column_type(table, i)
+        unit = getattr(kind, "unit", "") if kind else ""
+        header.append(f"{col} ({unit})" if unit and unit not in col else col)
+    writer.writerow(header)
     for row in table.rows:
-        writer.writerow([str(v) for v in row])
+        writer.writerow(["" if (c := raw(v)) is None else c for v in row])
     return buf.getvalue()
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+def _md_escape(text_: str) -> str:
+    return text_.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(table: Table) -> str:
+def _md_table(table: Table, units: str) -> str:
     lines = [f"### {table.title}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
-             "|" + "|".join("---" for _ in table.columns) + "|"]
-    lines += ["| " + " | ".join(_md_escape(_cell(v)) for v in row) + " |" for row in table.rows]
+             "|" + "|".join("---:" if _is_number_column(table, i) and i else "---"
+                            for i in range(len(table.columns))) + "|"]
+    lines += ["| " + " | ".join(_md_escape(text(v, units)) for v in row) + " |" for row in table.rows]
     return "\n".join(lines)
 
 
-def to_markdown(result: Result, explain: bool = False) -> str:
-    parts = [_md_table(t) for t in result.tables]
+def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> str:
+    parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables]
     if result.notes:
         parts.append("\n".join(f"- {n}" for n in result.notes))
     if explain:
-        parts.append(_explain_markdown(result))
+        parts.append("\n".join(["### How each figure was derived", ""] + _explain_lines(result, units, "- ")))
     return "\n\n".join(parts) + "\n"
 
 
-def _explain_markdown(result: Result) -> str:
-    lines = ["### How each figure was derived", ""]
-    for d in result.derivations:
-        lines.append(f"- **{d.figure}** = {d.value}: `{d.formula}`; `{d.substituted}`")
-    lines += ["", "Assumptions:"] + [f"- {a}" for a in result.assumptions]
-    sources = sorted({s for d in result.derivations for s in d.sources})
-    lines += ["", "Sources:"] + [f"- {s}" for s in sources]
-    return "\n".join(lines)
+def _explain_lines(result: Result, units: str, bullet: str) -> list[str]:
+    lines, inputs = [], []
+    for path, (value, why) in result.derivations().items():
+        shown = text(value, units)
+        if why.kind != "computed":
+            inputs.append(f"{bullet}{path} = {shown}: {why.formula}")
+            continue
+        lines.append(f"{bullet}{path} = {shown}")
+        lines.append(f"    formula: {why.formula}")
+        if why.substituted:
+            lines.append(f"    numbers: {why.substituted}")
+    lines += ["", "Inputs and defaults"] + inputs
+    lines += ["", "Assumptions"] + [f"{bullet}{a}" for a in result.assumptions]
+    sources = sorted({s for _, why in result.derivations().values() for s in why.sources})
+    lines += ["", "Sources"] + [f"{bullet}{s}" for s in sources]
+    return lines
 
 
 def terminal_chart(chart, width: int = 40) -> str:
-    """Horizontal bars, one block per x value, one line per series, on a log scale (the longest bar is
-    ``width`` cells) so that small counts at long contexts stay visible."""
-    peak = math.log10(1 + max((v for _, values in chart.series for v in values), default=0)) or 1
+    """Horizontal bars on a linear scale (the longest bar is ``width`` cells), one line per series and x."""
+    peak = max((v for _, values in chart.series for v in values), default=0) or 1
     label_w = max(len(x) for x in chart.x_values)
     name_w = max(len(name) for name, _ in chart.series)
     lines = [f"{chart.title}"]
     for i, x in enumerate(chart.x_values):
         for j, (name, values) in enumerate(chart.series):
             value = values[i]
-            cells = math.log10(1 + max(value, 0)) / peak * width
+            cells = max(value, 0) / peak * width
             bar = "█" * int(cells) + ("▌" if cells - int(cells) >= 0.5 else "")
             head = x.rjust(label_w) if j == 0 else " " * label_w
             lines.append(f"  {head}  {name.ljust(name_w)} {bar} {value:,.0f}")
     if chart.y_label:
-        lines.append(f"  ({chart.y_label}; bars on a log scale)")
+        lines.append(f"  ({chart.y_label}; linear scale)")
     return "\n".join(lines)
 
 
-def _looks_numeric(value: Any) -> bool:
-    if isinstance(value, (int, float)):
-        return True
-    text = str(value)
-    return text in ("-", "", "n/a") or text[:1].isdigit()
+def output_width(file) -> int:
+    """``COLUMNS`` when set to a sane number, else the terminal's width, else 80."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and 20 <= int(env) <= 1000:
+        return int(env)
+    try:
+        if file.isatty():
+            return max(20, os.get_terminal_size(file.fileno()).columns)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return DEFAULT_WIDTH
 
 
-def _rich_table(table: Table):
+def _column_widths(table: Table, units: str) -> list[tuple[int, int, bool]]:
+    """(minimum, natural, is-number) width of each column: a number column is never narrower than its widest
+    cell; a text column may wrap down to its longest word (at most 14)."""
+    out = []
+    for i, col in enumerate(table.columns):
+        cells = [text(row[i], units) for row in table.rows]
+        number = bool(i) and _is_number_column(table, i)
+        natural = max([len(c) for c in cells] + [len(col)])
+        if number:
+            low = max((len(c) for c in cells), default=1)
+        else:
+            words = [w for c in cells + [col] for w in c.split()]
+            low = min(max(map(len, words), default=1), 14)
+        out.append((low, natural, number))
+    return out
+
+
+def _column_groups(table: Table, units: str, width: int) -> list[list[int]]:
+    """Split the columns into groups that fit ``width`` at their minimum widths, each repeating the first (key)
+    column, so that a wide table prints as two narrower ones instead of being cropped."""
+    widths = _column_widths(table, units)
+    gap = 2
+    if sum(w[0] for w in widths) + gap * (len(widths) - 1) <= width or len(widths) <= 2:
+        return [list(range(len(widths)))]
+    groups, current, used = [], [0], widths[0][0]
+    for i in range(1, len(widths)):
+        if used + gap + widths[i][0] > width and len(current) > 1:
+            groups.append(current)
+            current, used = [0], widths[0][0]
+        current.append(i)
+        used += gap + widths[i][0]
+    groups.append(current)
+    return groups
+
+
+def _rich_tables(table: Table, units: str, width: int):
+    from rich import box
     from rich.table import Table as RichTable
 
-    rt = RichTable(title=table.title, title_justify="left", title_style="bold")
-    for i, col in enumerate(table.columns):
-        numeric = all(_looks_numeric(row[i]) for row in table.rows) if table.rows else False
-        rt.add_column(col, justify="right" if numeric and i else "left", overflow="fold")
-    for row in table.rows:
-        rt.add_row(*(_cell(v) for v in row))
-    return rt
+    widths = _column_widths(table, units)
+    groups = _column_groups(table, units, width)
+    out = []
+    for n, cols in enumerate(groups):
+        title = table.title if n == 0 else "... continued"
+        rt = RichTable(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                       pad_edge=False, collapse_padding=True)
+        for i in cols:
+            low, _, number = widths[i]
+            if number:  # numbers never split: the column is as wide as its widest cell; the header may wrap
+                rt.add_column(table.columns[i], justify="right", overflow="fold", min_width=low)
+            else:
+                rt.add_column(table.columns[i], justify="left", overflow="fold", min_width=low)
+        for row in table.rows:
+            rt.add_row(*(text(row[i], units) for i in cols))
+        out.append(rt)
+    return out
 
 
-def print_table(result: Result, explain: bool = False, file=None) -> None:
+def print_table(result: Result, explain: bool = False, file=None, units: str = "iec") -> None:
     from rich.console import Console
 
-    console = Console(file=file or sys.stdout, width=None if (file or sys.stdout).isatty() else 160,
-                      soft_wrap=False)
+    out = file or sys.stdout
+    console = Console(file=out, width=output_width(out), soft_wrap=False, highlight=False, markup=False,
+                      emoji=False, color_system="auto" if out.isatty() else None)
+    console.print(result.headline, soft_wrap=True)
     for table in result.tables:
-        console.print(_rich_table(table))
+        for rich_table in _rich_tables(table, units, console.width):
+            console.print(rich_table)
     for chart in result.charts:
-        console.print(terminal_chart(chart), highlight=False, markup=False)
+        console.print(terminal_chart(chart, width=max(10, min(40, console.width - 40))))
     for note in result.notes:
-        console.print(f"• {note}", highlight=False, markup=False)
+        console.print(f"• {note}")
     if explain:
         console.print()
         console.print("How each figure was derived", style="bold")
-        for d in result.derivations:
-            console.print(f"  {d.figure} = {d.value}", style="bold", highlight=False, markup=False)
-            console.print(f"    formula: {d.formula}", highlight=False, markup=False)
-            console.print(f"    numbers: {d.substituted}", highlight=False, markup=False)
-        console.print("Assumptions", style="bold")
-        for a in result.assumptions:
-            console.print(f"  - {a}", highlight=False, markup=False)
-        console.print("Sources", style="bold")
-        for s in sorted({s for d in result.derivations for s in d.sources}):
-            console.print(f"  - {s}", highlight=False, markup=False)
+        for line in _explain_lines(result, units, "  - "):
+            console.print(line)
 
 
-def render(result: Result, fmt: str = "table", explain: bool = False, file=None) -> None:
+def print_brief(result: Result, file=None, units: str = "iec") -> None:
+    out = file or sys.stdout
+    out.write(result.headline + "\n")
+    for label, value in result.brief:
+        out.write(f"{label}: {text(value, units)}\n")
+
+
+def render(result: Result, fmt: str = "table", explain: bool = False, file=None, units: str = "iec",
+           brief: bool = False) -> None:
     out = file or sys.stdout
     if fmt == "json":
         out.write(to_json(result) + "\n")
     elif fmt == "csv":
         out.write(to_csv(result))
     elif fmt == "markdown":
-        out.write(to_markdown(result, explain))
+        out.write(to_markdown(result, explain, units))
+    elif brief:
+        print_brief(result, out, units)
     else:
-        print_table(result, explain, file=out)
+        print_table(result, explain, file=out, units=units)
+    out.flush()

@@ -1,30 +1,22 @@
-"""What every command returns: data, tables to show, and how each figure was derived.
+"""What every command hands to the output layer: a headline, typed data, tables, notes.
 
-Commands build a ``Result``; ``kvplan.output`` renders it as a rich table, JSON, CSV or Markdown. The
-JSON document is ``Result.data`` plus ``assumptions``, ``derivations`` and ``notes``: a stable contract
-documented in the README.
+A calculator returns a typed, frozen plan; a command's presentation step turns the plan into a ``Result``:
+``headline`` (the deployment and KV dtype, printed first in every format), ``data`` (nested dicts and lists
+of typed ``kvplan.values`` values, the JSON document), ``tables`` (rows of typed values and text), ``brief``
+(the headline figures for ``--brief``), notes and assumptions. ``kvplan.output`` renders it; nothing here
+formats a number.
+
+Derivations are not listed by hand: ``derivations()`` walks ``data`` and collects the derivation every value
+carries, keyed by its JSON path (``by_context[].fp8`` for a figure of every row of a list).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Derivation:
-    """How one figure was obtained: the formula, the same formula with the numbers put in, and the
-    sources of every preset value it used."""
-
-    figure: str
-    value: str
-    formula: str
-    substituted: str
-    sources: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"figure": self.figure, "value": self.value, "formula": self.formula,
-                "substituted": self.substituted, "sources": list(self.sources)}
+from kvplan.values import Derivation, Value
 
 
 @dataclass(frozen=True)
@@ -51,24 +43,37 @@ class Chart:
 @dataclass(frozen=True)
 class Result:
     command: str
+    headline: str
     data: dict[str, Any]
     tables: tuple[Table, ...]
     notes: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
-    derivations: tuple[Derivation, ...] = field(default_factory=tuple)
     charts: tuple[Chart, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "command": self.command,
-            **self.data,
-            "notes": list(self.notes),
-            "assumptions": list(self.assumptions),
-            "derivations": [d.to_dict() for d in self.derivations],
-        }
+    # (label, value) pairs --brief prints after the headline
+    brief: tuple[tuple[str, Any], ...] = ()
 
     def primary_table(self) -> Table:
         for table in self.tables:
             if table.primary:
                 return table
         return self.tables[0]
+
+    def derivations(self) -> dict[str, tuple[Value, Derivation]]:
+        """Every derivation in ``data`` by JSON path; for a list, the first row's stands for the rest."""
+        found: dict[str, tuple[Value, Derivation]] = {}
+        for path, value in walk_values(self.data):
+            if value.why is not None and path not in found:
+                found[path] = (value, value.why)
+        return found
+
+
+def walk_values(obj: Any, path: str = "") -> Iterator[tuple[str, Value]]:
+    """(JSON path, value) for every typed value inside nested dicts and lists; list items share ``name[]``."""
+    if isinstance(obj, Value):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from walk_values(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from walk_values(item, f"{path}[]")

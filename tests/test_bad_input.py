@@ -24,7 +24,7 @@ def _one_line_exit_2(r, needle):
     (("concurrency", "--mtp-layers", "1M"), "absurd"),
     (("concurrency", "--spec-tokens", "100M"), "absurd"),
     (("compare-preemption", "--mfu", "1e-300"), "mfu"),
-    (("compare-preemption", "--pcie-gbps", "1e-300"), "pcie"),
+    (("compare-preemption", "--pcie-gbps", "1e-300"), "host link"),
     (("concurrency", "--tpot", "1e-300s"), "out of range"),
     (("concurrency", "--ep", "3"), "does not divide"),
     (("size", "-m", ""), "empty"),
@@ -100,14 +100,15 @@ def test_plain_kvplan_prints_help(run_cli):
 
 def test_long_decode_is_fast_and_bounded(run_cli):
     # Overflow timing bisects the decode steps instead of materialising 100M of them.
-    r = run_cli("concurrency", "--decode", "100M", "-f", "json")
+    r = run_cli("concurrency", "--decode", "99M", "--max-model-len", "100M", "-f", "json")
     assert r.code == 0, r.err
     assert r.json()["overflow"][0]["decode_steps_until_full"] is not None
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("concurrency", "--mem-fraction-static", "0.5"), "only to --engine sglang"),
-    (("concurrency", "--max-model-len", "32k"), "only to --engine vllm"),
+    (("concurrency", "--mem-fraction-static", "0.5"), "not a setting of --engine neutral"),
+    (("concurrency", "--engine", "sglang", "--activation-reserve", "2GiB"), "not a setting of --engine sglang"),
+    (("size", "--engine", "sglang", "--block-size", "16", "--gpus", "9"), "--gpus 9"),
     (("concurrency", "--engine", "sglang", "--gpu-memory-utilization", "0.5"), "mem-fraction-static"),
 ])
 def test_options_that_would_be_ignored_are_refused(run_cli, args, needle):

@@ -11,16 +11,30 @@ HARDWARE_PRESETS = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l
 
 
 def test_size_without_arguments_plans_the_document_scenario(run_cli):
-    r = run_cli("size")
+    r = run_cli("size", "--kv-dtype", "fp8", "--units", "si")
     assert r.code == 0, r.err
-    # The document's GQA arithmetic beside the real MLA figure.
+    # The document's GQA arithmetic (FP8) beside the real MLA figure: 124,928 B/token x 30,000 = 3.75 GB;
+    # x 10 requests = 37.48 GB.
     assert "124,928 B" in r.out and "35,136 B" in r.out
-    assert "3.75 GB" in r.out and "37.5 GB" in r.out
+    assert "3.75 GB" in r.out and "37.48 GB" in r.out
     assert "Why they differ" in r.out
 
 
+def test_writing_out_a_default_changes_nothing(run_cli):
+    # One rule: --kv-dtype defaults to auto (the engines' default, bf16) with or without --model, and the first
+    # line of every output names it.
+    for command in ("size", "concurrency", "compare-preemption"):
+        bare = run_cli(command, "-f", "json").json()
+        explicit = run_cli(command, "-m", "deepseek-r1", "-g", "h200", "--kv-dtype", "auto", "-f", "json").json()
+        assert bare["kv_dtype"] == explicit["kv_dtype"] == "bf16", command
+        assert bare["headline"] == explicit["headline"] and "bf16 KV" in bare["headline"]
+    conc = run_cli("concurrency", "-f", "json").json()
+    named = run_cli("concurrency", "-m", "deepseek-r1", "-f", "json").json()
+    assert conc["max_concurrency"] == named["max_concurrency"]
+
+
 def test_size_json_contract(run_cli):
-    r = run_cli("size", "--format", "json")
+    r = run_cli("size", "--kv-dtype", "fp8", "--format", "json")
     assert r.code == 0, r.err
     data = r.json()
     for key in ("kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "state_bytes_per_request",
@@ -42,19 +56,22 @@ def test_size_tp8_llama_json(run_cli):
 
 def test_csv_and_markdown(run_cli):
     r = run_cli("size", "-m", "llama-3.1-8b", "-f", "csv", "--contexts", "1k,2k")
-    rows = list(csv.reader(io.StringIO(r.out)))
-    assert rows[0] == ["context tokens", "whole model", "per GPU", "note"]
-    assert rows[1][0] == "1000" and rows[1][1] == "125.00 MiB"    # 1,000 x 131,072 B = 125 MiB
+    first, *rest = r.out.splitlines()
+    assert first.startswith("# llama-3.1-8b on 8 x h200")          # the deployment line, as a comment
+    rows = list(csv.reader(io.StringIO("\n".join(rest))))
+    # raw numbers with their units in the header: 1,000 x 131,072 B = 131,072,000 B (not "125.00 MiB")
+    assert rows[0] == ["context tokens", "whole model (bytes)", "per GPU (bytes)", "note"]
+    assert rows[1][:2] == ["1000", "131072000"]
     md = run_cli("size", "-m", "llama-3.1-8b", "-f", "markdown", "--explain")
     assert md.out.count("| context tokens |") == 1 and "How each figure was derived" in md.out
 
 
 def test_explain_shows_formula_numbers_and_sources(run_cli):
-    r = run_cli("size", "--explain")
+    r = run_cli("size", "--kv-dtype", "fp8", "--explain")
     assert r.code == 0
     assert "61 x 576 = 35,136 B" in r.out
     assert "huggingface.co/deepseek-ai/DeepSeek-R1" in r.out
-    assert "engine-kv-accounting.md" in r.out
+    assert "vllm-project/vllm" in r.out and ".md" not in r.out     # public sources, no development notes
 
 
 def test_presets_list_and_show(run_cli):

@@ -5,18 +5,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan import engines
-from kvplan.calc.concurrency import ConcurrencyRequest, concurrency
+from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.parallel import Parallelism
 from kvplan.presets import load_hardware, load_model
+from kvplan.scenario import Scenario
 
 GIB = 2**30
 
 
-def run(model="llama-3.1-8b", hardware="h100-sxm", dtype=KVDtype.BF16, par=Parallelism(), **kw):
-    return concurrency(ConcurrencyRequest(model=load_model(model), hardware=load_hardware(hardware),
-                                          kv_dtype=dtype, parallelism=par, **kw)).data
+OPTIONS = {"batch", "tpot_seconds", "dram_bytes_per_node", "ssd_bytes_per_node", "contexts", "dtypes"}
+
+
+def scenario(model="llama-3.1-8b", hardware="h100-sxm", dtype=KVDtype.BF16, par=Parallelism(), hw=None, **kw):
+    spec = load_model(model) if isinstance(model, str) else model
+    return Scenario(model=spec, hardware=hw or load_hardware(hardware), kv_dtype_request=dtype,
+                    tp=par.tp, pp=par.pp, dp=par.dp, ep=par.ep, **kw)
+
+
+def run(model="llama-3.1-8b", hardware="h100-sxm", dtype=KVDtype.BF16, par=Parallelism(), hw=None, **kw):
+    """The concurrency JSON document (raw numbers) for a scenario built like the CLI builds it."""
+    import json
+
+    from kvplan.output import to_json
+    from kvplan.present.concurrency import present
+
+    options = ConcurrencyOptions(**{k: v for k, v in kw.items() if k in OPTIONS})
+    s = scenario(model, hardware, dtype, par, hw, **{k: v for k, v in kw.items() if k not in OPTIONS})
+    return json.loads(to_json(present(plan_concurrency(s, options))))
 
 
 def test_budget_waterfall_by_hand():
@@ -160,7 +177,8 @@ def test_weights_do_not_fit_deepseek_r1_on_one_h100_node():
     with pytest.raises(KvplanError) as err:
         run("deepseek-r1", "h100-sxm", KVDtype.FP8, Parallelism(tp=8))
     assert "does not fit" in err.value.message
-    assert "16 (--tp 8 --pp 2, 2 nodes of 8)" in err.value.hint
+    # the hint can be pasted: it names --nodes and the DP degree, not only the TP x PP shape
+    assert "16 (--tp 8 --pp 2 --nodes 2 --dp 1)" in err.value.hint
 
 
 def test_two_h100_nodes_hold_deepseek_r1():
@@ -210,16 +228,21 @@ def test_spec_lookahead_slots_add_tokens():
 
 
 def test_dram_tier_defaults_and_override():
-    # Default L2 per GPU = min(2 x pool, 2 TB / 8) = 80 GiB for a 40 GiB pool; --dram 100GB per node = 12.5 GB.
+    # One rule for every command: the node's host DRAM (2 TB on an H200 node), a request parking one shard on
+    # each of the min(TP x PP, 8) GPUs it spans. Per request per GPU 1,090,621,440 B (above) x 8 = 8,724,971,520 B
+    # per node; 2,000,000,000,000 // 8,724,971,520 = 229 requests; per GPU 2e12 / 8 = 250e9 B.
     d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB)
-    assert d["tiers"]["l2_dram_bytes_per_gpu"] == 80 * GIB
-    assert d["tiers"]["l2_requests"] == 80 * GIB // 1_090_621_440
-    o = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB, dram_bytes_per_node=100e9)
+    assert d["tiers"]["l2_dram_bytes_per_gpu"] == 250_000_000_000
+    assert d["tiers"]["l2_requests"] == 229
+    # --dram 100GB per node: 12.5e9 per GPU, 100e9 // 8,724,971,520 = 11 requests.
+    o = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8), kv_pool_bytes=40 * GIB,
+            dram_bytes_per_node=100_000_000_000)
     assert o["tiers"]["l2_dram_bytes_per_gpu"] == 12_500_000_000
+    assert o["tiers"]["l2_requests"] == 11
 
 
 @settings(max_examples=25, deadline=None)
-@given(extra_gib=st.floats(min_value=0, max_value=200), context=st.integers(min_value=1, max_value=200_000))
+@given(extra_gib=st.floats(min_value=0, max_value=200), context=st.integers(min_value=1, max_value=131_072))
 def test_more_hbm_never_lowers_concurrency(extra_gib, context):
     base_hw = load_hardware("h200")
     from dataclasses import replace
@@ -230,8 +253,9 @@ def test_more_hbm_never_lowers_concurrency(extra_gib, context):
     par = Parallelism(tp=8)
 
     def conc(hw, dtype):
-        return concurrency(ConcurrencyRequest(model=model, hardware=hw, kv_dtype=dtype, parallelism=par,
-                                              prompt_tokens=0, decode_tokens=context)).data["max_concurrency"]
+        s = Scenario(model=model, hardware=hw, kv_dtype_request=dtype, tp=par.tp, dp=1, prompt_tokens=0,
+                     decode_tokens=context)
+        return plan_concurrency(s).max_concurrency.value
 
     assert conc(bigger, KVDtype.BF16) >= conc(base_hw, KVDtype.BF16)
     assert conc(base_hw, KVDtype.FP8) >= conc(base_hw, KVDtype.BF16)
@@ -239,7 +263,8 @@ def test_more_hbm_never_lowers_concurrency(extra_gib, context):
 
 
 def test_context_table_is_monotone_in_context_and_dtype():
-    d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8))
+    d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8),
+            dtypes=(KVDtype.BF16, KVDtype.FP8, KVDtype.NVFP4))
     rows = d["by_context"]
     for dtype in ("bf16", "fp8", "nvfp4"):
         values = [r[dtype] for r in rows]

@@ -65,9 +65,9 @@ def test_overflow_step_threshold_and_growth(run_cli, tmp_path):
     evict = 1040 * TOKEN / D2H
     assert run["evict_one_request_seconds"] == pytest.approx(evict, rel=1e-9)
     # threshold = 1 - growth x (evict / tpot) / pool = 1 - 1,048,576 x (2.44818e-3 / 5e-6) / 2^30
-    #           = 1 - 0.478161 = 0.521839 -> 0.5218.
+    #           = 1 - 0.478161 = 0.521839 (JSON carries the raw fraction).
     # (Without / tpot: 1.0; one step more: 0.5209; growth not x batch: 0.9402; link at 100 %: 0.5840.)
-    assert run["offload_threshold_fraction"] == pytest.approx(0.5218, abs=1e-9)
+    assert run["offload_threshold_fraction"] == pytest.approx(0.521839, abs=1e-6)
     assert 1 - 8 * TOKEN * (evict / 5e-6) / GIB == pytest.approx(0.521839, abs=1e-6)
     # 8 requests of 1,008 prompt tokens (126 MiB each) are all an engine admits into 1 GiB: no second run.
     assert len(d["overflow"]) == 1
@@ -126,28 +126,31 @@ REQUEST = 31_008 * TOKEN
 
 
 def test_l2_host_dram_is_the_node_share_of_each_gpu(run_cli, tmp_path):
-    # Pool 40 GiB: 2 x pool = 85,899,345,920 B, capped by host DRAM 400 GB / 8 GPUs = 50e9 B per GPU;
-    # 50e9 // 4,064,280,576 = 12 requests. (The whole node's 400 GB would leave 2 x pool: 21 requests.)
+    # One rule in every command: the node's host DRAM; a TP=1 request parks one shard on the node.
+    # 400 GB / 8 GPUs = 50e9 B per GPU; 400e9 // 4,064,280,576 = 98 requests per node.
     d = concurrency(run_cli, tmp_path, "--kv-pool", "40GiB", hw=write_hardware(tmp_path, host_dram_gb=400))
     assert d["kv_bytes_per_request_per_gpu"] == REQUEST
+    assert d["tiers"]["l2_dram_bytes_per_node"] == 400_000_000_000
     assert d["tiers"]["l2_dram_bytes_per_gpu"] == 50_000_000_000
-    assert d["tiers"]["l2_requests"] == 12
+    assert d["tiers"]["l2_requests"] == 98
 
 
-def test_l2_is_twice_the_pool_when_the_node_has_dram_to_spare(run_cli, tmp_path):
-    # 2,000 GB / 8 = 250e9 B per GPU > 2 x 40 GiB = 85,899,345,920 B; 85,899,345,920 // 4,064,280,576 = 21.
-    d = concurrency(run_cli, tmp_path, "--kv-pool", "40GiB", hw=write_hardware(tmp_path, host_dram_gb=2000))
-    assert d["tiers"]["l2_dram_bytes_per_gpu"] == 2 * 40 * GIB
-    assert d["tiers"]["l2_requests"] == 21
+def test_l2_does_not_depend_on_the_hbm_pool(run_cli, tmp_path):
+    # 2,000 GB // 4,064,280,576 = 492 requests per node, whatever the HBM pool (the old 2 x pool cap is gone:
+    # compare-preemption and concurrency size the tier the same way).
+    hw = write_hardware(tmp_path, host_dram_gb=2000)
+    big = concurrency(run_cli, tmp_path, "--kv-pool", "40GiB", hw=hw)
+    small = concurrency(run_cli, tmp_path, "--kv-pool", "20GiB", hw=hw)
+    assert big["tiers"]["l2_requests"] == small["tiers"]["l2_requests"] == 492
 
 
 def test_given_dram_and_ssd_are_per_node_split_over_its_gpus(run_cli, tmp_path):
-    # --dram 1TB: 1e12 / 8 = 125e9 B per GPU -> 30 requests (125e9 / 4,064,280,576 = 30.76);
+    # --dram 1TB per node: 1e12 / 8 = 125e9 B per GPU; 1e12 // 4,064,280,576 = 246 requests per node;
     # --ssd 8TB: 8e12 / 8 = 1e12 B per GPU -> 246 requests (246 x 4,064,280,576 = 999,813,021,696 <= 1e12).
     d = concurrency(run_cli, tmp_path, "--kv-pool", "40GiB", "--dram", "1TB", "--ssd", "8TB")
     tiers = d["tiers"]
     assert tiers["l2_dram_bytes_per_gpu"] == 125_000_000_000
-    assert tiers["l2_requests"] == 30
+    assert tiers["l2_requests"] == 246
     assert tiers["l3_ssd_bytes_per_gpu"] == 1_000_000_000_000
     assert tiers["l3_requests"] == 246
 
@@ -164,10 +167,11 @@ def test_given_dram_and_ssd_are_per_node_split_over_its_gpus(run_cli, tmp_path):
     (2, 1_376_256_000, 2_752_512_000, 726),
 ])
 def test_preemption_host_dram_counts_the_shards_on_one_node(run_cli, tmp_path, tp, shard, per_node, fit):
+    nodes = str(-(-tp // 8))   # TP 16 spans two nodes of 8
     r = run_cli("compare-preemption", "-m", "llama-3.1-8b", "--gpu", write_hardware(tmp_path), "--tp", str(tp),
-                "--prompt", "1000", "--generated", "20000", "-f", "json")
+                "--nodes", nodes, "--prompt", "1000", "--generated", "20000", "-f", "json")
     assert r.code == 0, r.err
     d = r.json()
-    assert d["host_bytes_per_request"] == shard * tp
+    assert d["swap_bytes_per_gpu"] == shard
     assert d["host_bytes_per_node"] == per_node
     assert d["host_dram_requests_fit"] == fit

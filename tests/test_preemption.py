@@ -5,7 +5,8 @@ import io
 
 import pytest
 
-from kvplan.calc.preemption import PreemptionRequest, compare_preemption, swap_copies
+from kvplan.calc.costs import CostSettings
+from kvplan.calc.preemption import plan_preemption, swap_copies
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.hardware import NodeSpec
@@ -15,9 +16,26 @@ from kvplan.presets import load_hardware, load_model
 H200 = load_hardware("h200")
 
 
-def run(model="deepseek-r1", kv_dtype=KVDtype.FP8, hardware=H200, **kw):
-    return compare_preemption(PreemptionRequest(model=load_model(model), hardware=hardware, kv_dtype=kv_dtype,
-                                                **kw)).data
+GIB = 2**30
+COSTS = {"mfu", "compute_dtype", "layout", "copy_overhead_us", "bidir_factor", "sync_swap"}
+RENAMED = {"generated_tokens": "decode_tokens", "pcie_gb_s": "host_link_gbs", "block_tokens": "block_size"}
+
+
+def run(model="deepseek-r1", kv_dtype=KVDtype.FP8, hardware=H200, tp=8, prefix_hit_tokens=0, sweep=None, **kw):
+    """The compare-preemption JSON document (raw numbers), built as the CLI builds it."""
+    import json
+
+    from kvplan.calc.preemption import DEFAULT_SWEEP
+    from kvplan.output import to_json
+    from kvplan.present.preemption import present
+    from kvplan.scenario import Scenario
+
+    kw.setdefault("generated_tokens", 20_000)   # the command's default: preempted after 20k generated tokens
+    settings = CostSettings(**{k: v for k, v in kw.items() if k in COSTS})
+    scenario = Scenario(model=load_model(model), hardware=hardware, kv_dtype_request=kv_dtype, tp=tp, dp=1,
+                        **{RENAMED.get(k, k): v for k, v in kw.items() if k not in COSTS})
+    plan = plan_preemption(scenario, settings, prefix_hit_tokens, sweep or DEFAULT_SWEEP)
+    return json.loads(to_json(present(plan)))
 
 
 # --- swap bytes and copies ----------------------------------------------------------------------------------
@@ -26,10 +44,17 @@ def run(model="deepseek-r1", kv_dtype=KVDtype.FP8, hardware=H200, **kw):
 @pytest.mark.parametrize("tp", [1, 2, 8])
 def test_deepseek_r1_swap_bytes_are_the_whole_latent_at_any_tp(tp):
     # 61 layers x 576 B (fp8 latent, whole on every TP rank) x 21,000 tokens = 737,856,000 B per GPU.
-    data = run(tp=tp, prompt_tokens=1000, generated_tokens=20_000)
+    # A 40 GiB pool is given: R1's weights do not fit on 1 or 2 H200s, and only the swap bytes matter here.
+    data = run(tp=tp, prompt_tokens=1000, generated_tokens=20_000, kv_pool_bytes=40 * GIB)
     assert data["context_tokens"] == 21_000
     assert data["swap_bytes_per_gpu"] == 61 * 576 * 21_000 == 737_856_000
-    assert data["host_bytes_per_request"] == tp * 737_856_000
+    assert data["host_bytes_per_node"] == tp * 737_856_000     # one shard on each of the tp GPUs of the node
+
+
+def test_weights_that_do_not_fit_are_refused():
+    # R1 fp8 on one H200: 671e9 B of weights > 0.9 x 140.4 GiB (135.7e9 B): as concurrency refuses it.
+    with pytest.raises(KvplanError, match="does not fit"):
+        run(tp=1)
 
 
 def test_llama_8b_bf16_tp8_swap_bytes_are_one_head_per_rank():
@@ -63,7 +88,7 @@ def test_seed_case_numbers():
     data = run()   # deepseek-r1, fp8 KV, 1k prompt + 20k generated, H200, TP=8
     # Link: 64 GB/s x 0.87 = 55.68 GB/s; x 0.83 with both directions busy = 46.2144 GB/s.
     # Swap each way: 329 copies x 2.3 us + 737,856,000 B / 46.2144e9 B/s = 0.0007567 + 0.0159660 = 0.0167227 s.
-    assert data["host_link_gb_s_effective"] == pytest.approx(55.68)
+    assert data["host_link_bytes_per_second"] == pytest.approx(55.68e9)
     assert data["swap_in_seconds"] == pytest.approx(0.0167227, rel=1e-4)
     assert data["swap_out_seconds"] == data["swap_in_seconds"]
     assert data["swap_exposed_seconds"] == data["swap_in_seconds"]          # swap-out is asynchronous
@@ -81,7 +106,7 @@ def test_seed_case_numbers():
     assert data["recompute_over_swap"] == pytest.approx(22.16, rel=1e-3)
     assert data["cheaper"] == "swap" and data["crossover_context_tokens"] is None
     # Break-even: 737,856,000 / (0.83 x (0.370571 - 329 x 2.3e-6)) = 737,856,000 / 0.306946 = 2.4039 GB/s.
-    assert data["breakeven_pcie_gb_s"] == pytest.approx(2.4039, rel=1e-3)
+    assert data["breakeven_host_link_bytes_per_second"] == pytest.approx(2.4039e9, rel=1e-3)
     # Host DRAM: 2,000 GB / (737,856,000 B x 8 GPUs) = 338.8 -> 338 requests.
     assert data["host_dram_requests_fit"] == 338 and data["host_dram_fits"] is True
     assert data["recommendation"].startswith("Swap first, recompute last")
@@ -89,7 +114,7 @@ def test_seed_case_numbers():
 
 def test_breakeven_rate_makes_the_two_equal():
     data = run()
-    at_breakeven = run(pcie_gb_s=data["breakeven_pcie_gb_s"])
+    at_breakeven = run(pcie_gb_s=data["breakeven_host_link_bytes_per_second"] / 1e9)
     assert at_breakeven["recompute_over_swap"] == pytest.approx(1.0, rel=1e-9)
 
 
@@ -109,8 +134,9 @@ def test_prefix_hit_reduces_recompute():
 
 def test_compute_dtype_auto_falls_back_to_bf16():
     assert run("llama-3.1-8b", KVDtype.BF16)["compute_dtype"] == "bf16"        # bf16 weights
-    assert run(hardware=load_hardware("a100-80gb"))["compute_dtype"] == "bf16"  # no fp8 peak on A100
-    assert run(compute_dtype="bf16")["peak_tflops_per_gpu"] == 989
+    # no fp8 peak on A100 (a given pool: R1's weights do not fit on 8 A100s)
+    assert run(hardware=load_hardware("a100-80gb"), kv_pool_bytes=40 * GIB)["compute_dtype"] == "bf16"
+    assert run(compute_dtype="bf16")["peak_flops_per_second_per_gpu"] == 989e12
 
 
 # --- the workload document's table as an oracle --------------------------------------------------------------
@@ -144,8 +170,11 @@ def _printed_tolerance(value: float) -> float:
 
 @pytest.mark.parametrize("model_id, dtype, s, t_rc, t_sw, ratio", TABLE_2_5)
 def test_reproduces_the_workload_document_table(model_id, dtype, s, t_rc, t_sw, ratio):
+    # The document's per-GPU-equivalent arithmetic at TP=1; a given pool stands in for the weights, which do not
+    # fit on one H100 for the large models.
     data = run(model_id, dtype, hardware=load_hardware("h100-sxm"), tp=1, prompt_tokens=0, generated_tokens=s,
-               pcie_gb_s=50, mfu=0.5, copy_overhead_us=0, bidir_factor=1, sweep=(s,))
+               pcie_gb_s=50, mfu=0.5, copy_overhead_us=0, bidir_factor=1, sweep=(s,), kv_pool_bytes=40 * GIB,
+               max_model_len=65_536)   # the document prices Qwen3-32B at 64K, past its 40,960-token limit
     assert abs(data["recompute_seconds"] - t_rc) <= _printed_tolerance(t_rc)
     assert abs(data["swap_in_seconds"] - t_sw) <= _printed_tolerance(t_sw)
     # Ratios are printed as whole numbers and were taken from the rounded times: half a unit, or 3%.
@@ -195,7 +224,7 @@ def test_ratio_grows_with_context_and_shrinks_with_tp_for_mla():
     ratios = [r["recompute_over_swap"] for r in rows]
     assert ratios == sorted(ratios)
     # MLA: swap bytes per GPU are the same at any TP, recompute divides by TP.
-    assert run(tp=1)["recompute_over_swap"] > run(tp=8)["recompute_over_swap"]
+    assert run(tp=1, kv_pool_bytes=40 * GIB)["recompute_over_swap"] > run(tp=8)["recompute_over_swap"]
 
 
 def test_slow_link_or_no_host_memory_flips_to_recompute():
@@ -211,13 +240,13 @@ def test_slow_link_or_no_host_memory_flips_to_recompute():
 
 def test_host_dram_unknown_is_reported_as_null():
     data = run(hardware=load_hardware("h20"))
-    assert data["host_dram_gb"] is None and data["host_dram_requests_fit"] is None
+    assert data["host_dram_bytes_per_node"] is None and data["host_dram_requests_fit"] is None
 
 
 @pytest.mark.parametrize("kw, match", [
     (dict(mfu=0), "MFU"), (dict(mfu=1.2), "MFU"), (dict(prefix_hit_tokens=21_000), "prefix hit"),
     (dict(layout="diagonal"), "layout"), (dict(bidir_factor=0), "bidirectional"),
-    (dict(compute_dtype="fp4"), "no dense fp4"), (dict(prompt_tokens=0, generated_tokens=0), "no tokens"),
+    (dict(compute_dtype="fp4"), "no dense fp4"), (dict(prompt_tokens=0, generated_tokens=0), "both 0"),
 ])
 def test_bad_requests_are_user_errors(kw, match):
     with pytest.raises(KvplanError, match=match):
@@ -228,7 +257,7 @@ def test_bad_requests_are_user_errors(kw, match):
 
 
 def test_no_arguments_prints_the_seed_table(run_cli):
-    r = run_cli("compare-preemption")
+    r = run_cli("compare-preemption", "--kv-dtype", "fp8", "--units", "si")
     assert r.code == 0, r.err
     assert "21,000" in r.out and "737.86 MB" in r.out and "Swap first" in r.out
     assert "What flips the choice" in r.out
@@ -243,7 +272,10 @@ def test_json_contract(run_cli):
                 "sweep", "derivations"):
         assert key in data, key
     assert data["crossover_context_tokens"] is None
-    assert data["swap_bytes_per_gpu"] == 737_856_000
+    # No arguments: deepseek-r1 with the engines' default KV dtype (auto = bf16, the same as -m deepseek-r1):
+    # 61 layers x 1,152 B x 21,000 tokens.
+    assert data["kv_dtype"] == "bf16" and data["kv_dtype_auto"] is True
+    assert data["swap_bytes_per_gpu"] == 61 * 1152 * 21_000 == 1_475_712_000
     # Rows: G = 1k, 2k, 5k, 10k, 20k, 50k, 100k after a 1k prompt.
     assert [row["context_tokens"] for row in data["sweep"]] == [2000, 3000, 6000, 11000, 21000, 51000, 101000]
 
@@ -252,19 +284,23 @@ def test_pins_and_csv(run_cli):
     r = run_cli("compare-preemption", "-m", "llama-3.1-8b", "--pcie-gbps", "25GB/s", "--mfu", "0.5",
                 "--block-tokens", "16", "--layout", "per-layer", "--prefix-hit", "1k", "-f", "json")
     data = r.json()
-    assert data["host_link_gb_s_effective"] == 25 and data["mfu"] == 0.5 and data["layout"] == "per-layer"
+    assert data["host_link_bytes_per_second"] == 25e9 and data["mfu"] == 0.5 and data["layout"] == "per-layer"
     assert data["kv_dtype"] == "bf16" and data["prefix_hit_tokens"] == 1000
     c = run_cli("compare-preemption", "-f", "csv")
-    rows = list(csv.reader(io.StringIO(c.out)))
-    assert rows[0][:2] == ["generated G", "context S"] and len(rows) == 8
+    lines = c.out.splitlines()
+    assert lines[0].startswith("# deepseek-r1 on 8 x h200")        # the deployment line, as a CSV comment
+    rows = list(csv.reader(io.StringIO("\n".join(lines[1:]))))
+    # raw numbers, units in the header: 1,000 generated tokens after a 1,000-token prompt, 2,000 tokens of KV
+    assert rows[0][:3] == ["generated G (tokens)", "context S (tokens)", "KV/GPU (bytes)"] and len(rows) == 8
+    assert rows[1][:3] == ["1000", "2000", str(61 * 1152 * 2000)]   # bf16 latent: 61 x 1,152 B x 2,000 tokens
 
 
 def test_explain_shows_the_arithmetic(run_cli):
-    r = run_cli("compare-preemption", "--explain")
+    r = run_cli("compare-preemption", "--kv-dtype", "fp8", "--explain")
     assert r.code == 0
     assert "2 x 128 x (128 + 64 + 128) = 81,920" in r.out
     assert "61 x 576 x 21,000 = 737,856,000 B" in r.out
-    assert "hardware.md §7" in r.out
+    assert "github.com/taco-project/FlexKV/pull/193" in r.out     # the per-copy overhead's public source
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -274,7 +310,7 @@ def test_explain_shows_the_arithmetic(run_cli):
     (("--generated", "-5"), "--generated"),
     (("--hardware", "h300"), "unknown hardware preset"),
     (("--prefix-hit", "21k"), "prefix hit"),
-    (("--pcie-gbps", "-3"), "--pcie-gbps"),
+    (("--pcie-gbps", "-3"), "--host-link-gbs"),     # the old name is an alias of --host-link-gbs
 ])
 def test_bad_input_is_one_line_exit_2(run_cli, args, needle):
     r = run_cli("compare-preemption", *args)

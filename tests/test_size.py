@@ -3,12 +3,31 @@
 import pytest
 
 from kvplan.calc import kv
-from kvplan.calc.size import SizeRequest, size
+from kvplan.calc.size import plan_size
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.model import LayerGroup, ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
-from kvplan.presets import load_model
+from kvplan.presets import load_hardware, load_model
+from kvplan.scenario import Scenario
+
+
+def size_result(model, kv_dtype=KVDtype.BF16, parallelism=Parallelism(), include_mtp=False, compare=None, **kw):
+    """The Result the CLI renders, for a scenario built as the CLI builds it (DP given: no fill-in)."""
+    from kvplan.present.size import present
+
+    s = Scenario(model=model, hardware=load_hardware("h200"), kv_dtype_request=kv_dtype, tp=parallelism.tp,
+                 pp=parallelism.pp, dp=parallelism.dp, mtp_layers=model.mtp_layers if include_mtp else 0, **kw)
+    return present(plan_size(s, compare=compare))
+
+
+def size(*args, **kw) -> dict:
+    """The size JSON document (raw numbers)."""
+    import json
+
+    from kvplan.output import to_json
+
+    return json.loads(to_json(size_result(*args, **kw)))
 
 
 def _llama8b_like(num_layers=32):
@@ -38,20 +57,20 @@ def test_pp_takes_the_largest_stage():
 
 def test_pp_beyond_layers_is_refused():
     with pytest.raises(KvplanError, match="pipeline stages"):
-        size(SizeRequest(model=_llama8b_like(4), kv_dtype=KVDtype.BF16, parallelism=Parallelism(pp=5)))
+        size(_llama8b_like(4), kv_dtype=KVDtype.BF16, parallelism=Parallelism(pp=5))
 
 
 def test_dp_does_not_change_per_request_bytes():
     model = _llama8b_like()
-    a = size(SizeRequest(model=model, kv_dtype=KVDtype.BF16, parallelism=Parallelism(tp=2, dp=4))).data
+    a = size(model, kv_dtype=KVDtype.BF16, parallelism=Parallelism(tp=2, dp=4))
     assert a["kv_bytes_per_token_per_gpu"] == 32 * 2048
     assert a["parallelism"]["gpus"] == 8
 
 
 def test_llama_3_1_8b_whole_and_per_gpu_at_tp8():
     # 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B/token; TP=8 -> 1 head per rank -> 16,384 B.
-    data = size(SizeRequest(model=load_model("llama-3.1-8b"), kv_dtype=KVDtype.BF16,
-                            parallelism=Parallelism(tp=8), prompt_tokens=1000, decode_tokens=30000)).data
+    data = size(load_model("llama-3.1-8b"), kv_dtype=KVDtype.BF16,
+                            parallelism=Parallelism(tp=8), prompt_tokens=1000, decode_tokens=30000)
     assert data["kv_bytes_per_token"] == 131_072
     assert data["kv_bytes_per_token_per_gpu"] == 16_384
     assert data["peak_kv_bytes_per_request"] == 131_072 * 31_000
@@ -77,7 +96,7 @@ def test_gqa_replication_when_tp_exceeds_kv_heads():
 def test_impossible_tp_rejected():
     # Qwen3-235B-A22B has 4 KV heads: TP=6 neither divides 4 nor is a multiple of it.
     with pytest.raises(KvplanError, match="neither divides"):
-        size(SizeRequest(model=load_model("qwen3-235b-a22b"), kv_dtype=KVDtype.BF16, parallelism=Parallelism(tp=6)))
+        size(load_model("qwen3-235b-a22b"), kv_dtype=KVDtype.BF16, parallelism=Parallelism(tp=6))
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8, 16])
@@ -93,8 +112,8 @@ def test_deepseek_r1_mla_same_at_any_tp(tp):
 
 def test_deepseek_r1_mtp_layer_only_when_asked():
     model = load_model("deepseek-r1")
-    without = size(SizeRequest(model=model, kv_dtype=KVDtype.FP8)).data
-    with_mtp = size(SizeRequest(model=model, kv_dtype=KVDtype.FP8, include_mtp=True)).data
+    without = size(model, kv_dtype=KVDtype.FP8)
+    with_mtp = size(model, kv_dtype=KVDtype.FP8, include_mtp=True)
     assert without["kv_bytes_per_token"] == 61 * 576
     assert with_mtp["kv_bytes_per_token"] == 62 * 576     # one MTP layer, one more latent
 
@@ -119,9 +138,8 @@ def test_seed_worked_example():
 
 
 def test_default_scenario_comparison_block():
-    result = size(SizeRequest(model=load_model("deepseek-r1"), kv_dtype=KVDtype.FP8,
-                              compare=load_model("deepseek-r1-seed-gqa")))
-    cmp = result.data["comparison"]
+    result = size(load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, compare=load_model("deepseek-r1-seed-gqa"))
+    cmp = result["comparison"]
     assert cmp["kv_bytes_per_token"] == 124_928
     assert cmp["kv_bytes_per_request"] == 3_747_840_000
     assert cmp["kv_bytes_for_requests"] == 37_478_400_000
@@ -129,12 +147,12 @@ def test_default_scenario_comparison_block():
     assert cmp["kv_bytes_per_token_per_gpu"] == 15_616
     assert cmp["this_model_kv_bytes_per_token_per_gpu"] == 35_136
     assert "replicated" in cmp["why"] or "whole on every TP rank" in cmp["why"]
-    assert result.data["kv_bytes_per_token"] == 35_136
+    assert result["kv_bytes_per_token"] == 35_136
 
 
 def test_sliding_window_model_per_token_counts_full_layers_only():
     model = load_model("gpt-oss-120b")
-    data = size(SizeRequest(model=model, kv_dtype=KVDtype.BF16, prompt_tokens=1000, decode_tokens=9000)).data
+    data = size(model, kv_dtype=KVDtype.BF16, prompt_tokens=1000, decode_tokens=9000)
     # 18 full layers x 8 heads x (64 + 64) x 2 B = 36,864 B/token past the window.
     assert data["kv_bytes_per_token"] == 36_864
     # At 10,000 tokens: 18 x 2,048 x 10,000 (full) + 18 x 2,048 x 128 (sliding, window 128).
@@ -151,8 +169,8 @@ def test_hybrid_linear_model_state_is_fixed_per_request():
         groups=(LayerGroup(name="linear", kind=gdn, layers=tuple(i for i in range(48) if i % 4 != 3)),
                 LayerGroup(name="full", kind=full, layers=tuple(range(3, 48, 4)))),
     )
-    data = size(SizeRequest(model=model, kv_dtype=KVDtype.BF16, prompt_tokens=0, decode_tokens=1000,
-                            parallelism=Parallelism(tp=2))).data
+    data = size(model, kv_dtype=KVDtype.BF16, prompt_tokens=0, decode_tokens=1000,
+                            parallelism=Parallelism(tp=2))
     # full: 12 layers x 2 heads x (256 + 256) x 2 B = 24,576 B/token; state: 36 x 1,097,728 B.
     assert data["kv_bytes_per_token"] == 24_576
     assert data["state_bytes_per_request"] == 36 * 1_097_728
@@ -163,8 +181,8 @@ def test_hybrid_linear_model_state_is_fixed_per_request():
 
 
 def test_explain_has_formula_with_numbers_and_sources():
-    result = size(SizeRequest(model=load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, parallelism=Parallelism(tp=8)))
-    by_figure = {d.figure: d for d in result.derivations}
+    result = size_result(load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, parallelism=Parallelism(tp=8))
+    by_figure = {path: why for path, (_, why) in result.derivations().items()}
     d = by_figure["kv_bytes_per_token"]
     assert "61 x 576" in d.substituted and "35,136" in d.substituted
     assert any("huggingface.co/deepseek-ai" in s for s in d.sources)
@@ -181,7 +199,7 @@ def test_mtp_copy_recomputes_its_layer_view():
 
 def test_comparison_uses_the_model_as_sized():
     # With the MTP layer: 62 x 576 = 35,712 B/token, whole on every TP rank, so the per-GPU column agrees.
-    result = size(SizeRequest(model=load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, include_mtp=True,
-                              compare=load_model("deepseek-r1-seed-gqa")))
-    assert result.data["kv_bytes_per_token"] == 35_712
-    assert result.data["comparison"]["this_model_kv_bytes_per_token_per_gpu"] == 35_712
+    result = size(load_model("deepseek-r1"), kv_dtype=KVDtype.FP8, include_mtp=True,
+                  compare=load_model("deepseek-r1-seed-gqa"))
+    assert result["kv_bytes_per_token"] == 35_712
+    assert result["comparison"]["this_model_kv_bytes_per_token_per_gpu"] == 35_712

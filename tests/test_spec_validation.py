@@ -217,10 +217,11 @@ def test_builtin_presets_load_without_pydantic():
     # The trusted path (built-in presets, spec classes, the size calculator) imports none of pydantic.
     code = ("import sys\n"
             "from kvplan.presets import load_model, load_hardware\n"
-            "from kvplan.calc.size import SizeRequest, size\n"
-            "from kvplan.dtypes import KVDtype\n"
-            "load_hardware('h200')\n"
-            "size(SizeRequest(model=load_model('deepseek-r1'), kv_dtype=KVDtype.FP8))\n"
+            "from kvplan.calc.size import plan_size\n"
+            "from kvplan.present.size import present\n"
+            "from kvplan.scenario import Scenario\n"
+            "present(plan_size(Scenario(model=load_model('deepseek-r1'), hardware=load_hardware('h200'),\n"
+            "                           kv_dtype_request='fp8')))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(Path(kvplan.__file__).resolve().parent.parent)).stdout

@@ -1,8 +1,9 @@
 """The memory budget of one GPU, as a waterfall down to the KV pool.
 
-HBM as the device reports it x memory-utilization fraction (vLLM's meaning: a fraction of *total*
-memory, engine-kv-accounting.md 2.2) - weights on this GPU - activation/workspace reserve - CUDA-graph
-and runtime reserve = KV pool.
+HBM as the device reports it x the engine's memory fraction - weights on this GPU - activation/workspace
+reserve - CUDA-graph and runtime reserve = KV pool. The waterfall and the weight and activation estimates
+are engine-independent; which fraction, which reserves and which batch limits apply is each engine
+adapter's business (``kvplan.engines``), which calls ``waterfall``.
 """
 
 from __future__ import annotations
@@ -10,90 +11,106 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
 from kvplan.errors import KvplanError
 from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
+from kvplan.values import Bytes, Derivation, Number, derived
 
 GIB = 2**30
-
-# vLLM's default gpu_memory_utilization (a fraction of total device memory).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-DEFAULT_UTILIZATION_SOURCE = ("vLLM default gpu_memory_utilization = 0.9 (fraction of total memory; "
-                              "engine-kv-accounting.md 2.2)")
-
-# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): on GPUs with >= 70 GiB that are not
-# A100, the API server defaults to max_num_batched_tokens 8192 and max_num_seqs 1024; otherwise 2048/256.
-BATCH_DEFAULTS_SOURCE = ("vLLM EngineArgs.get_batch_defaults: >= 70 GiB and not A100 -> max_num_batched_tokens "
-                         "8192, max_num_seqs 1024 (API server); otherwise 2048 / 256")
-
-
-def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
-    if hw.hbm_capacity_gib.value >= 70 and "a100" not in hw.id.lower():
-        return 8192, 1024
-    return 2048, 256
-
-
-# Non-torch memory (CUDA context, NCCL buffers) and CUDA-graph capture. vLLM memory-profiling logs show
-# non_torch_memory of 0.02-0.93 GiB (0.93 GiB for a TP=8 DeepSeek-V2.5 run) and "Graph capturing finished
-# ... took 0.09-0.40 GiB" (public vLLM startup logs). kvplan reserves 1 GiB by default.
-DEFAULT_RUNTIME_RESERVE_BYTES = 1 * GIB
-RUNTIME_RESERVE_SOURCE = ("kvplan default 1 GiB: vLLM logs show non_torch_memory 0.02-0.93 GiB and CUDA-graph capture "
-                          "0.09-0.40 GiB (public vLLM startup logs)")
-
-
-@dataclass(frozen=True)
-class WaterfallLine:
-    label: str
-    bytes: int
-    note: str
 
 
 @dataclass(frozen=True)
 class Budget:
-    hbm_bytes: int
-    utilization: float
-    weights_bytes: int
-    weights_note: str
-    activation_bytes: int
-    activation_note: str
-    runtime_bytes: int
-    runtime_note: str
-    kv_pool_bytes: int
-    given_pool: bool
-    # What the fraction is called: vLLM's gpu_memory_utilization or SGLang's mem_fraction_static.
-    fraction_name: str = "gpu_memory_utilization"
-    fraction_note: str = "fraction of total memory (vLLM's meaning)"
+    """One GPU's waterfall. ``fraction_name`` is the engine's name for the fraction (vLLM's
+    gpu_memory_utilization, SGLang's mem_fraction_static)."""
+
+    hbm: Bytes
+    fraction: Number
+    fraction_name: str
+    requested: Bytes
+    weights: Bytes
+    activation: Bytes
+    runtime: Bytes
+    kv_pool: Bytes
+    given_pool: bool = False
 
     @property
-    def requested_bytes(self) -> int:
-        return int(self.hbm_bytes * self.utilization)
+    def kv_pool_bytes(self) -> int:
+        return int(self.kv_pool.value)
 
     @property
     def fits(self) -> bool:
         return self.kv_pool_bytes > 0
 
-    def lines(self) -> list[WaterfallLine]:
+    @property
+    def reserved_bytes(self) -> int:
+        return int(self.weights.value) + int(self.activation.value) + int(self.runtime.value)
+
+    def lines(self) -> tuple[tuple[str, Bytes, str], ...]:
         if self.given_pool:
-            return [WaterfallLine("KV pool (given with --kv-pool)", self.kv_pool_bytes, "planned from a known pool")]
-        return [
-            WaterfallLine("HBM as reported by the device", self.hbm_bytes, "hardware preset hbm_capacity_gib"),
-            WaterfallLine(f"x {self.fraction_name} {self.utilization:g}", self.requested_bytes, self.fraction_note),
-            WaterfallLine("- weights on this GPU", -self.weights_bytes, self.weights_note),
-            WaterfallLine("- activation / workspace reserve", -self.activation_bytes, self.activation_note),
-            WaterfallLine("- CUDA-graph and runtime reserve", -self.runtime_bytes, self.runtime_note),
-            WaterfallLine("= KV pool per GPU", self.kv_pool_bytes, "what the KV cache may use"),
-        ]
+            return (("KV pool (given with --kv-pool)", self.kv_pool, "planned from a known pool"),)
+        neg = lambda b: Bytes(-b.value, b.why)  # noqa: E731
+        return (
+            ("HBM as reported by the device", self.hbm, "hardware preset hbm_capacity_gib"),
+            (f"x {self.fraction_name} {self.fraction.value:g}", self.requested, _why(self.fraction)),
+            ("- weights on this GPU", neg(self.weights), _why(self.weights)),
+            ("- activation / workspace reserve", neg(self.activation), _why(self.activation)),
+            ("- CUDA-graph and runtime reserve", neg(self.runtime), _why(self.runtime)),
+            ("= KV pool per GPU", self.kv_pool, "what the KV cache may use"),
+        )
 
 
-def weights_per_gpu(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
+def _why(value) -> str:
+    why = value.why
+    if why is None:
+        return ""
+    return why.substituted or why.formula
+
+
+def given_pool(pool_bytes: int) -> Budget:
+    zero = Bytes(0, derived("not counted: the pool was given"))
+    pool = Bytes(pool_bytes, Derivation("given with --kv-pool", kind="input"))
+    return Budget(zero, Number(None), "fraction", zero, zero, zero, zero, pool, True)
+
+
+def waterfall(hw: HardwareSpec, fraction: Number, fraction_name: str, weights: Bytes, activation: Bytes,
+              runtime: Bytes) -> Budget:
+    """pool = floor(HBM x fraction) - weights - activation - runtime, each term carrying its derivation."""
+    if fraction.value is None or not 0 < fraction.value <= 1:
+        raise KvplanError(f"{fraction_name} {fraction.value} is not in (0, 1]", "give a fraction such as 0.9")
+    hbm = Bytes(hw.hbm_bytes, derived("hbm_capacity_gib x 2^30", f"{hw.hbm_capacity_gib.value:g} x 2^30 = "
+                                      f"{hw.hbm_bytes:,} B", hw.hbm_capacity_gib.cite()))
+    requested_bytes = int(hw.hbm_bytes * fraction.value)
+    requested = Bytes(requested_bytes, derived(f"HBM x {fraction_name}",
+                                               f"{hw.hbm_bytes:,} x {fraction.value:g} = {requested_bytes:,} B"))
+    pool_bytes = requested_bytes - int(weights.value) - int(activation.value) - int(runtime.value)
+    srcs = tuple(s for v in (hbm, fraction, weights, activation, runtime) if v.why for s in v.why.sources)
+    pool = Bytes(pool_bytes, Derivation(
+        f"HBM x {fraction_name} - weights - activation reserve - runtime reserve",
+        f"{hw.hbm_bytes:,} x {fraction.value:g} - {weights.value:,} - {activation.value:,} - {runtime.value:,} = "
+        f"{pool_bytes:,} B", srcs))
+    return Budget(hbm, fraction, fraction_name, requested, weights, activation, runtime, pool)
+
+
+def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None = None) -> Bytes:
     """Weight bytes on the most loaded GPU. Without --ep every weight is split over tp x pp; with --ep the
-    routed experts split over ep (and pp) and the rest over tp x pp, replicated across DP ranks."""
-    estimate = model.weight_bytes_estimate()
-    if estimate is None:
-        raise KvplanError(f"{model.id} has no parameter count or checkpoint size, so its weights are unknown",
-                          "give --kv-pool, or use a model directory with model.safetensors.index.json")
-    total, how = estimate
+    routed experts split over ep (and pp) and the rest over tp x pp, replicated across DP ranks.
+    ``weight_dtype`` (--weight-dtype) replaces the checkpoint size by params x that dtype."""
+    if weight_dtype is not None and model.params_total is not None:
+        per = WEIGHT_BYTES_PER_PARAM[weight_dtype]
+        total = model.params_total.value * per
+        how = f"{model.params_total.value:,.0f} params x {per:g} B ({weight_dtype}, given with --weight-dtype)"
+        sources: tuple[str, ...] = (model.params_total.cite(),)
+    else:
+        estimate = model.weight_bytes_estimate()
+        if estimate is None:
+            raise KvplanError(f"{model.id} has no parameter count or checkpoint size, so its weights are unknown",
+                              "give --kv-pool, or use a model directory with model.safetensors.index.json")
+        total, how = estimate
+        figure = model.weight_bytes or model.params_total
+        sources = (figure.cite(),) if figure is not None else ()
     if par.ep and model.params_expert is not None and model.params_total is not None:
         expert_share = model.params_expert.value / model.params_total.value
         experts = total * expert_share
@@ -101,16 +118,19 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
         per_gpu = experts / (par.ep * par.pp) + rest / (par.tp * par.pp)
         note = (f"{how}; routed experts {expert_share:.1%} split over EP={par.ep} x PP={par.pp}, "
                 f"the rest over TP={par.tp} x PP={par.pp}")
+        formula = "routed experts / (EP x PP) + other weights / (TP x PP)"
+        sources += (model.params_expert.cite(),)
     else:
         per_gpu = total / (par.tp * par.pp)
         note = f"{how}; split over TP={par.tp} x PP={par.pp}"
+        formula = "weights / (TP x PP)"
         if par.ep:
             note += f" (--ep {par.ep} not applied: {model.id} has no params_expert to split)"
-    return int(per_gpu), note
+    return Bytes(int(per_gpu), derived(formula, f"{note} = {int(per_gpu):,} B", *sources))
 
 
 def activation_estimate(model: ModelSpec, par: Parallelism, max_num_batched_tokens: int,
-                        max_num_seqs: int) -> tuple[int, str]:
+                        max_num_seqs: int) -> Bytes:
     """kvplan's estimate of the profile-run activation peak (not measured; override with --activation-reserve).
 
     Peak live tensors in one forward pass of T = max_num_batched_tokens tokens: the residual stream and its
@@ -121,7 +141,8 @@ def activation_estimate(model: ModelSpec, par: Parallelism, max_num_batched_toke
     """
     hidden = model.hidden_size
     if hidden is None:
-        return int(1.5 * GIB), "1.5 GiB flat: model has no hidden_size (vLLM logs show 1.1-1.8 GiB peaks)"
+        return Bytes(int(1.5 * GIB), derived("1.5 GiB flat: the model has no hidden_size",
+                                             "vLLM logs show 1.1-1.8 GiB activation peaks"))
     if model.moe_intermediate_size and model.experts_per_token:
         inter = model.moe_intermediate_size * (model.experts_per_token + (model.shared_experts or 0))
     else:
@@ -129,34 +150,11 @@ def activation_estimate(model: ModelSpec, par: Parallelism, max_num_batched_toke
     per_token = (4 * hidden + 3 * inter // par.tp) * 2
     logits = max_num_seqs * (model.vocab_size or 0) * 4
     total = max_num_batched_tokens * per_token + logits
-    note = (f"estimate: {max_num_batched_tokens:,} tokens x (4 x {hidden:,} + 3 x {inter:,}/{par.tp}) x 2 B"
-            f" + {max_num_seqs:,} seqs x {model.vocab_size or 0:,} vocab x 4 B")
-    return int(total), note
-
-
-def budget(model: ModelSpec, hw: HardwareSpec, par: Parallelism, utilization: float,
-           max_num_batched_tokens: int, max_num_seqs: int, kv_pool_bytes: int | None = None,
-           activation_bytes: int | None = None, runtime_bytes: int | None = None,
-           extra_weights: tuple[int, str] | None = None) -> Budget:
-    if not 0 < utilization <= 1:
-        raise KvplanError(f"gpu memory utilization {utilization} is not in (0, 1]", "give a fraction such as 0.9")
-    if kv_pool_bytes is not None:
-        return Budget(hw.hbm_bytes, utilization, 0, "", 0, "", 0, "", kv_pool_bytes, True)
-    weights, weights_note = weights_per_gpu(model, par)
-    if extra_weights:
-        weights += extra_weights[0]
-        weights_note += f"; + {extra_weights[1]}"
-    if activation_bytes is None:
-        activation_bytes, act_note = activation_estimate(model, par, max_num_batched_tokens, max_num_seqs)
-    else:
-        act_note = "given with --activation-reserve"
-    if runtime_bytes is None:
-        runtime_bytes, run_note = DEFAULT_RUNTIME_RESERVE_BYTES, RUNTIME_RESERVE_SOURCE
-    else:
-        run_note = "given with --runtime-reserve"
-    pool = int(hw.hbm_bytes * utilization) - weights - activation_bytes - runtime_bytes
-    return Budget(hw.hbm_bytes, utilization, weights, weights_note, activation_bytes, act_note, runtime_bytes,
-                  run_note, pool, False)
+    return Bytes(int(total), derived(
+        "max_num_batched_tokens x (4 x hidden + 3 x intermediate / TP) x 2 B + max_num_seqs x vocab x 4 B "
+        "(kvplan's estimate of the profile-run peak)",
+        f"{max_num_batched_tokens:,} x (4 x {hidden:,} + 3 x {inter:,}/{par.tp}) x 2 + {max_num_seqs:,} x "
+        f"{model.vocab_size or 0:,} x 4 = {int(total):,} B"))
 
 
 def smallest_fitting(model: ModelSpec, hw: HardwareSpec, par: Parallelism,

@@ -78,3 +78,31 @@ def contexts_sweep(model: ModelSpec, dtype: KVDtype, contexts: Iterable[int], pa
     """(context, whole-model bytes, most-loaded-GPU bytes) for each context."""
     return [(c, kv_bytes_at_context(model, dtype, c), kv_bytes_at_context_per_gpu(model, dtype, c, par).value)
             for c in contexts]
+
+
+def request_bytes_per_gpu(model: ModelSpec, dtype: KVDtype, par: Parallelism, context: int, block: int,
+                          token_budget: int | None = None, shared_prefix: int = 0) -> int:
+    """Bytes one request at ``context`` holds on the most loaded GPU, with each layer's tokens rounded up to
+    whole blocks; each kind's ``tokens_cap`` bounds what it keeps, ``token_budget`` caps the growing kinds, and
+    the first ``shared_prefix // block`` whole blocks of a shared prefix are not the request's own.
+
+    Exact Python integers (no int64 wrap-around at absurd dimensions)."""
+    shared = (shared_prefix // block) * block
+    worst = 0
+    for stage in pipeline_stages(model.num_layers, par.pp):
+        total = 0
+        for g in model.groups:
+            n = layers_in(g, stage)
+            if not n:
+                continue
+            per_token = g.kind.cache_bytes_per_token(dtype, par.tp)
+            if per_token:
+                held = g.kind.tokens_held(context)
+                if g.kind.grows_with_context:
+                    if token_budget is not None:
+                        held = min(held, token_budget)
+                    held = max(held - shared, 0)
+                total += -(-held // block) * block * per_token * n
+            total += g.kind.state_bytes(par.tp) * n
+        worst = max(worst, total)
+    return worst

@@ -1,4 +1,8 @@
-"""``kvplan size``: bytes per token, by layer kind, at a set of contexts, and the peak of one request."""
+"""``kvplan size``: bytes per token, by layer kind, at a set of contexts, and the peak of one request.
+
+``plan_size(scenario)`` returns a ``SizePlan`` of typed values, each with its derivation; presentation lives in
+``kvplan.present.size``.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +13,73 @@ from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
-from kvplan.result import Derivation, Result, Table
-from kvplan.units import format_bytes
+from kvplan.scenario import Scenario
+from kvplan.values import Bytes, Count, TokenBytes, Tokens, derived
 
 DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
 
-DTYPE_SOURCE = ("KV dtype rules: vLLM vllm/v1/kv_cache_interface.py @001cabc1 and SGLang get_cell_size_per_token, "
-                "as summarised in shared/reference/engine-kv-accounting.md")
+DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py @001cabc1; SGLang "
+                "get_cell_size_per_token (sgl-project/sglang @001ccef0)")
 
 
 @dataclass(frozen=True)
-class SizeRequest:
-    model: ModelSpec
-    kv_dtype: KVDtype
-    parallelism: Parallelism = Parallelism()
-    prompt_tokens: int = 1000
-    decode_tokens: int = 30000
-    contexts: tuple[int, ...] = DEFAULT_CONTEXTS
-    include_mtp: bool = False
-    compare: ModelSpec | None = None
-    requests_for_comparison: int = 10
-    units: str = "iec"
+class GroupBytes:
+    name: str
+    kind: str
+    label: str
+    holds: str
+    grows_with_context: bool
+    layers: Count
+    per_layer: Bytes           # one layer, one copy
+    per_token_model: Bytes     # all the group's layers
+    per_layer_per_gpu: Bytes   # one layer on one TP rank
+    state_per_layer: Bytes
+    state_group: Bytes
+
+
+@dataclass(frozen=True)
+class ContextBytes:
+    context: Tokens
+    whole_model: Bytes
+    per_gpu: Bytes
+    over_limit: bool
+
+
+@dataclass(frozen=True)
+class Comparison:
+    other_id: str
+    other_layout: str
+    own_layout: str
+    tokens: Tokens
+    requests: Count
+    tp_shown: Count
+    other_per_token: Bytes
+    own_per_token: Bytes
+    other_per_request: Bytes
+    own_per_request: Bytes
+    other_for_requests: Bytes
+    own_for_requests: Bytes
+    other_per_token_per_gpu: Bytes
+    own_per_token_per_gpu: Bytes
+    other_gpu_refused: str          # why the other model has no per-GPU figure ("" when it has one)
+    why: str
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    scenario: Scenario
+    model: ModelSpec                 # as sized (MTP layers included when asked for)
+    groups: tuple[GroupBytes, ...]
+    kv_bytes_per_token: Bytes
+    kv_bytes_per_token_per_gpu: Bytes
+    state_bytes_per_request: Bytes
+    state_bytes_per_request_per_gpu: Bytes
+    peak_kv_bytes_per_request: Bytes
+    peak_kv_bytes_per_request_per_gpu: Bytes
+    contexts: tuple[ContextBytes, ...]
+    comparison: Comparison | None
+    comparison_refused: str          # why a requested comparison could not be made ("" otherwise)
+    stage_text: str
 
 
 def _stage_text(per_gpu: kv.PerGpu, par: Parallelism) -> str:
@@ -38,221 +88,141 @@ def _stage_text(per_gpu: kv.PerGpu, par: Parallelism) -> str:
     return f", pipeline stage {per_gpu.stage_index} (layers {per_gpu.stage.start}-{per_gpu.stage.stop - 1})"
 
 
-def _group_rows(model: ModelSpec, dtype: KVDtype, par: Parallelism, fmt) -> list[tuple]:
-    rows = []
-    for g in model.groups:
-        per_layer = g.kind.cache_bytes_per_token(dtype, 1)
-        per_layer_rank = g.kind.cache_bytes_per_token(dtype, par.tp)
-        holds = g.kind.holds()
-        state = g.kind.state_bytes(1)
-        rows.append((
-            g.name, g.kind.label, g.count, holds,
-            per_layer if per_layer else "-",
-            per_layer * g.count if per_layer else "-",
-            per_layer_rank if per_layer else "-",
-            fmt(state * g.count) if state else "-",
-        ))
-    return rows
-
-
-def _layout(model: ModelSpec) -> str:
+def layout(model: ModelSpec) -> str:
     return "; ".join(f"{g.count} x {g.kind.label}" if len(model.groups) > 1 else g.kind.label for g in model.groups)
 
 
-def _comparison(req: SizeRequest, model: ModelSpec, own_per_token: int) -> tuple[dict, Table, str]:
-    """Side by side with another model at the same dtype (the default: the document's GQA example).
-    ``model`` is the planned model as sized (MTP layers included when asked for)."""
-    other = req.compare
-    assert other is not None
-    dtype = req.kv_dtype
-    tokens = req.decode_tokens
-    n = req.requests_for_comparison
+def group_bytes(model: ModelSpec, dtype: KVDtype, tp: int) -> tuple[GroupBytes, ...]:
+    out = []
+    sources = tuple(model.sources) + (DTYPE_SOURCE,)
+    for g in model.groups:
+        symbolic, substituted = g.kind.formula(dtype, 1)
+        per_layer = g.kind.cache_bytes_per_token(dtype, 1)
+        per_rank = g.kind.cache_bytes_per_token(dtype, tp)
+        sym_tp, sub_tp = g.kind.formula(dtype, tp)
+        state = g.kind.state_bytes(1)
+        out.append(GroupBytes(
+            g.name, g.kind.kind, g.kind.label, g.kind.holds(), g.kind.grows_with_context,
+            Count(g.count, derived("layers that carry this kind", f"{g.count}", *model.sources)),
+            TokenBytes(per_layer, derived(symbolic, substituted, *sources)),
+            TokenBytes(per_layer * g.count, derived("layers x bytes per token per layer",
+                                               f"{g.count} x {per_layer:,} = {per_layer * g.count:,} B", *sources)),
+            TokenBytes(per_rank, derived(sym_tp + f" (one TP rank of {tp})", sub_tp, *sources)),
+            Bytes(state, derived(symbolic, substituted, *sources) if state else derived("no fixed state", "0")),
+            Bytes(state * g.count, derived("layers x state per layer",
+                                           f"{g.count} x {state:,} = {state * g.count:,} B")),
+        ))
+    return tuple(out)
+
+
+def plan_size(scenario: Scenario, contexts: tuple[int, ...] = DEFAULT_CONTEXTS, compare: ModelSpec | None = None,
+              requests_for_comparison: int = 10) -> SizePlan:
+    model = scenario.sized_model
+    dtype, par = scenario.kv_dtype, scenario.parallelism
+    sources = tuple(model.sources) + (DTYPE_SOURCE,)
+    context = scenario.context_tokens
+    groups = group_bytes(model, dtype, par.tp)
+
+    per_token = kv.kv_bytes_per_token(model, dtype)
+    growing = [g for g in model.groups if g.kind.grows_with_context]
+    terms = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,}" for g in growing) or "0"
+    per_token_v = TokenBytes(per_token, derived(
+        "sum over groups that grow with context: layers x bytes per token per layer (sliding-window and state "
+        "layers add nothing past the window)", f"{terms} = {per_token:,} B", *sources))
+    pt_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, par)
+    terms_gpu = " + ".join(f"{kv.layers_in(g, pt_gpu.stage)} x {g.kind.cache_bytes_per_token(dtype, par.tp):,}"
+                           for g in growing) or "0"
+    per_token_gpu_v = TokenBytes(pt_gpu.value, derived(
+        "the same sum with each kind's per-rank bytes at TP, over the layers of the most loaded pipeline stage",
+        f"{terms_gpu} = {pt_gpu.value:,} B" + _stage_text(pt_gpu, par), *sources))
+
+    state = kv.state_bytes_per_request(model)
+    state_terms = " + ".join(f"{g.count} x {g.kind.state_bytes():,}" for g in model.groups if g.kind.state_bytes())
+    state_v = Bytes(state, derived("sum over state layers: layers x fixed state per layer",
+                                   f"{state_terms or '0'} = {state:,} B", *sources))
+    st_gpu = kv.state_bytes_per_gpu(model, par)
+    state_gpu_v = Bytes(st_gpu.value, derived("the same on the most loaded GPU (per-rank state, largest stage)",
+                                              f"{st_gpu.value:,} B" + _stage_text(st_gpu, par), *sources))
+
+    peak = kv.kv_bytes_at_context(model, dtype, context)
+    held = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,} x {g.kind.tokens_held(context):,}"
+                      for g in model.groups if g.kind.cache_bytes_per_token(dtype))
+    peak_v = Bytes(peak, derived("sum over groups: layers x bytes per token x tokens held at the context (+ state)",
+                                 f"{held or '0'}{' + ' + format(state, ',') if state else ''} = {peak:,} B at "
+                                 f"{context:,} tokens", *sources))
+    pk_gpu = kv.kv_bytes_at_context_per_gpu(model, dtype, context, par)
+    peak_gpu_v = Bytes(pk_gpu.value, derived("the same on the most loaded GPU (per-rank bytes, largest stage)",
+                                             f"{pk_gpu.value:,} B at {context:,} tokens" + _stage_text(pk_gpu, par),
+                                             *sources))
+
+    rows = []
+    for c in sorted(set(contexts) | {context}):
+        whole = kv.kv_bytes_at_context(model, dtype, c)
+        gpu = kv.kv_bytes_at_context_per_gpu(model, dtype, c, par).value
+        rows.append(ContextBytes(
+            Tokens(c, derived("a context of the sweep (--contexts) or the request's own", f"{c:,}")),
+            Bytes(whole, derived("sum over groups: layers x bytes per token x min(context, cap) + state",
+                                 f"{whole:,} B at {c:,} tokens", *sources)),
+            Bytes(gpu, derived("the same with per-rank bytes on the most loaded GPU", f"{gpu:,} B", *sources)),
+            scenario.over_limit(c)))
+
+    comparison, refused = None, ""
+    if compare is not None:
+        try:
+            comparison = _comparison(scenario, model, compare, per_token, requests_for_comparison)
+        except KvplanError as err:  # e.g. a dtype the other model cannot store: show this model alone
+            refused = f"no comparison with {compare.id}: {err.message}"
+    return SizePlan(scenario, model, groups, per_token_v, per_token_gpu_v, state_v, state_gpu_v, peak_v, peak_gpu_v,
+                    tuple(rows), comparison, refused, _stage_text(pk_gpu, par))
+
+
+def _comparison(scenario: Scenario, model: ModelSpec, other: ModelSpec, own_per_token: int, n: int) -> Comparison:
+    """Side by side with another model at the same dtype (the default: the document's GQA worked example);
+    per GPU at the scenario's TP, or TP=8 when the scenario has none."""
+    dtype = scenario.kv_dtype
+    tokens = scenario.decode_tokens
+    tp_shown = scenario.parallelism.tp if scenario.parallelism.tp > 1 else 8
+    par = Parallelism(tp=tp_shown)
     other_per_token = kv.kv_bytes_per_token(other, dtype)
-    tp_shown = req.parallelism.tp if req.parallelism.tp > 1 else 8
-    per_gpu_par = Parallelism(tp=tp_shown)
-    own_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, per_gpu_par).value
+    own_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, par).value
+    refused = ""
     try:
         other.check_tp(tp_shown)
-        other_gpu: int | None = kv.kv_bytes_per_token_per_gpu(other, dtype, per_gpu_par).value
-    except KvplanError:  # the other model may refuse this TP; the comparison then omits it
-        other_gpu = None
-    own_request = kv.kv_bytes_at_context(model, dtype, tokens)
-    other_request = kv.kv_bytes_at_context(other, dtype, tokens)
-
-    def row(spec: ModelSpec, per_token: int, request: int, per_gpu: int | None) -> tuple:
-        return (spec.id, _layout(spec), f"{per_token:,} B", f"{request / 1e9:,.2f} GB",
-                f"{request * n / 1e9:,.1f} GB", f"{per_gpu:,} B" if per_gpu is not None else "n/a")
-
-    table = Table(
-        title=f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {tokens:,} decode tokens"
-              ", GB = 10^9 B as the document counts)",
-        columns=("model", "cache per layer", "per token", f"{tokens:,} tokens", f"{n} requests",
-                 f"per token per GPU at TP={tp_shown}"),
-        rows=(row(other, other_per_token, other_request, other_gpu),
-              row(model, own_per_token, own_request, own_gpu)),
-    )
+        other_gpu: int | None = kv.kv_bytes_per_token_per_gpu(other, dtype, par).value
+    except KvplanError as err:  # the other model may refuse this TP; its per-GPU figure is then n/a, with why
+        other_gpu, refused = None, err.message
+    own_req = kv.kv_bytes_at_context(model, dtype, tokens)
+    other_req = kv.kv_bytes_at_context(other, dtype, tokens)
+    srcs = tuple(other.sources) + (DTYPE_SOURCE,)
     ratio = other_per_token / own_per_token if own_per_token else float("inf")
-    own_mla = model.uses_kind("mla")
-    other_mla = other.uses_kind("mla")
-    if own_mla and not other_mla:
-        why = (f"Why they differ: {other.id} caches K and V ({_layout(other)}) in every layer; "
-               f"{model.id} caches one {_layout(model)} latent per layer, {ratio:.2f}x fewer "
-               f"bytes per token. But the latent is whole on every TP rank, so at TP={tp_shown} each GPU holds "
-               f"{own_gpu:,} B/token"
+    if model.uses_kind("mla") and not other.uses_kind("mla"):
+        why = (f"Why they differ: {other.id} caches K and V ({layout(other)}) in every layer; {model.id} caches one "
+               f"{layout(model)} latent per layer, {ratio:.2f}x fewer bytes per token. But the latent is whole on "
+               f"every TP rank, so at TP={tp_shown} each GPU holds {own_gpu:,} B/token"
                + (f" against {other_gpu:,} B/token for the sharded GQA example" if other_gpu is not None else "")
                + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
     else:
         why = (f"{other.id} takes {ratio:.2f}x the bytes per token of {model.id}; at TP={tp_shown} per GPU: "
-               f"{own_gpu:,} B vs " + (f"{other_gpu:,} B." if other_gpu is not None else "n/a."))
-    data = {
-        "model": other.id,
-        "kv_bytes_per_token": other_per_token,
-        "tokens": tokens,
-        "kv_bytes_per_request": other_request,
-        "requests": n,
-        "kv_bytes_for_requests": other_request * n,
-        "tp_shown": tp_shown,
-        "kv_bytes_per_token_per_gpu": other_gpu,
-        "this_model_kv_bytes_per_token_per_gpu": own_gpu,
-        "why": why,
-    }
-    return data, table, why
+               f"{model.id} {own_gpu:,} B, {other.id} " + (f"{other_gpu:,} B." if other_gpu is not None else
+                                                           f"n/a ({refused})."))
+    t = Tokens(tokens, derived("the request's decode tokens", f"{tokens:,}"))
 
+    def b(value, formula, numbers, s=srcs, kind=Bytes):
+        return kind(value, derived(formula, numbers, *s))
 
-def size(req: SizeRequest) -> Result:
-    base_model = req.model
-    model = base_model.with_mtp_layers() if req.include_mtp else base_model
-    dtype, par = req.kv_dtype, req.parallelism
-    kv.check_parallelism(model, par)
-    fmt = lambda b: format_bytes(b, req.units)  # noqa: E731
-
-    context = req.prompt_tokens + req.decode_tokens
-    if context == 0:
-        raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
-    per_token = kv.kv_bytes_per_token(model, dtype)
-    per_token_gpu = kv.kv_bytes_per_token_per_gpu(model, dtype, par)
-    state = kv.state_bytes_per_request(model)
-    state_gpu = kv.state_bytes_per_gpu(model, par)
-    peak = kv.kv_bytes_at_context(model, dtype, context)
-    peak_gpu = kv.kv_bytes_at_context_per_gpu(model, dtype, context, par)
-    contexts = sorted(set(req.contexts) | {context})
-    sweep = kv.contexts_sweep(model, dtype, contexts, par)
-
-    notes: list[str] = []
-    assumptions = [
-        "Engine-neutral accounting: a sliding-window layer holds min(context, window) tokens; no block rounding "
-        "(engines round up to whole blocks and, in vLLM, hold window - 1 + max_num_batched_tokens for sliding layers).",
-        "Per GPU = the most loaded GPU: TP splits KV heads (replicated when tp > kv_heads; MLA latents and "
-        "indexer keys are whole on every rank); PP takes the largest stage; DP splits requests, not bytes.",
-        "Weight quantization is not KV quantization: the KV dtype is what --kv-dtype says.",
-    ]
-    if base_model.mtp_layers and not req.include_mtp:
-        assumptions.append(f"{base_model.mtp_layers} MTP draft layer(s) of {base_model.id} not counted "
-                           "(--include-mtp adds them; engines allocate them in the same pool when MTP is on).")
-    # What the preset or the config import assumed or could not verify (e.g. transformers defaults applied).
-    assumptions.extend(f"{base_model.id}: {note}" for note in base_model.notes)
-    dtype_note = model.effective_kv_dtype_note(dtype)
-    if dtype_note:
-        notes.append(dtype_note)
-    max_pos = model.max_position_embeddings
-    if max_pos and context > max_pos:
-        notes.append(f"the request's {context:,} tokens exceed {model.id}'s max_position_embeddings {max_pos:,}.")
-
-    breakdown_cols = ("group", "layer kind", "layers", "holds", "B/token/layer", "B/token (model)",
-                      f"per GPU, TP={par.tp}", "state/request")
-    tables = [
-        Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)", breakdown_cols,
-              tuple(_group_rows(model, dtype, par, fmt))),
-        Table(f"KV per request at each context ({par.describe()})",
-              ("context tokens", "whole model", "per GPU", "note"),
-              tuple((c, fmt(whole), fmt(gpu),
-                     "this request" if c == context else ("> max context" if max_pos and c > max_pos else ""))
-                    for c, whole, gpu in sweep), primary=True),
-        Table("Summary", ("figure", "whole model", "per GPU"), (
-            ("KV bytes per token (past every window)", f"{per_token:,} B", f"{per_token_gpu.value:,} B"),
-            ("fixed state per request", fmt(state), fmt(state_gpu.value)),
-            (f"peak per request ({req.prompt_tokens:,} prompt + {req.decode_tokens:,} decode)",
-             fmt(peak), fmt(peak_gpu.value)),
-        )),
-    ]
-
-    data = {
-        "model": model.id,
-        "kv_dtype": dtype.value,
-        "parallelism": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "gpus": par.gpus},
-        "prompt_tokens": req.prompt_tokens,
-        "decode_tokens": req.decode_tokens,
-        "context_tokens": context,
-        "include_mtp": req.include_mtp,
-        "kv_bytes_per_token": per_token,
-        "kv_bytes_per_token_per_gpu": per_token_gpu.value,
-        "state_bytes_per_request": state,
-        "state_bytes_per_request_per_gpu": state_gpu.value,
-        "peak_kv_bytes_per_request": peak,
-        "peak_kv_bytes_per_request_per_gpu": peak_gpu.value,
-        "by_group": [
-            {"group": g.name, "kind": g.kind.kind, "label": g.kind.label, "layers": g.count,
-             "grows_with_context": g.kind.grows_with_context,
-             "kv_bytes_per_token_per_layer": g.kind.cache_bytes_per_token(dtype, 1),
-             "kv_bytes_per_token_per_layer_per_gpu": g.kind.cache_bytes_per_token(dtype, par.tp),
-             "state_bytes_per_layer": g.kind.state_bytes(1)}
-            for g in model.groups
-        ],
-        "contexts": [{"context_tokens": c, "kv_bytes": whole, "kv_bytes_per_gpu": gpu} for c, whole, gpu in sweep],
-    }
-
-    if req.compare is not None:
-        try:
-            cmp_data, cmp_table, why = _comparison(req, model, per_token)
-        except KvplanError as err:  # e.g. a dtype the other model cannot store: show this model alone
-            notes.append(f"no comparison with {req.compare.id}: {err.message}")
-        else:
-            data["comparison"] = cmp_data
-            tables.append(cmp_table)
-            notes.append(why)
-
-    derivations = _derivations(model, dtype, par, context, per_token, per_token_gpu, state, peak, peak_gpu, fmt)
-    return Result("size", data, tuple(tables), tuple(notes), tuple(assumptions), tuple(derivations))
-
-
-def _derivations(model: ModelSpec, dtype: KVDtype, par: Parallelism, context: int, per_token: int,
-                 per_token_gpu: kv.PerGpu, state: int, peak: int, peak_gpu: kv.PerGpu, fmt) -> list[Derivation]:
-    sources = tuple(model.sources) + (DTYPE_SOURCE,)
-    out = []
-    for g in model.groups:
-        symbolic, substituted = g.kind.formula(dtype, 1)
-        out.append(Derivation(f"per layer, group {g.name!r} ({g.kind.kind})", substituted.split(" = ")[-1],
-                              symbolic, substituted, sources))
-        if par.tp > 1:
-            symbolic_tp, substituted_tp = g.kind.formula(dtype, par.tp)
-            out.append(Derivation(f"per layer per GPU at TP={par.tp}, group {g.name!r}",
-                                  substituted_tp.split(" = ")[-1].split(" (")[0], symbolic_tp, substituted_tp,
-                                  sources))
-    growing = [g for g in model.groups if g.kind.grows_with_context]
-    terms = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,}" for g in growing) or "0"
-    out.append(Derivation("kv_bytes_per_token", f"{per_token:,} B",
-                          "sum over groups that grow with context: layers x bytes per token per layer "
-                          "(sliding-window and state layers add nothing past the window)",
-                          f"{terms} = {per_token:,} B", sources))
-    terms_gpu = " + ".join(
-        f"{kv.layers_in(g, per_token_gpu.stage)} x {g.kind.cache_bytes_per_token(dtype, par.tp):,}"
-        for g in growing) or "0"
-    out.append(Derivation("kv_bytes_per_token_per_gpu", f"{per_token_gpu.value:,} B",
-                          "same sum with each kind's per-rank bytes at TP, over the layers of the most loaded "
-                          "pipeline stage",
-                          f"{terms_gpu} = {per_token_gpu.value:,} B" + _stage_text(per_token_gpu, par), sources))
-    if state:
-        out.append(Derivation("state_bytes_per_request", fmt(state),
-                              "sum over state layers: layers x fixed state per layer",
-                              " + ".join(f"{g.count} x {g.kind.state_bytes():,}" for g in model.groups
-                                         if g.kind.state_bytes()) + f" = {state:,} B", sources))
-    held = " + ".join(f"{g.count} x {g.kind.cache_bytes_per_token(dtype):,} x {g.kind.tokens_held(context):,}"
-                      for g in model.groups if g.kind.cache_bytes_per_token(dtype))
-    out.append(Derivation("peak_kv_bytes_per_request", fmt(peak),
-                          "sum over groups: layers x bytes per token x tokens held at context (+ state)",
-                          f"{held}{' + ' + format(state, ',') if state else ''} = {peak:,} B"
-                          f" at {context:,} tokens", sources))
-    out.append(Derivation("peak_kv_bytes_per_request_per_gpu", fmt(peak_gpu.value),
-                          "the same on the most loaded GPU (per-rank bytes, largest pipeline stage)",
-                          f"{peak_gpu.value:,} B" + _stage_text(peak_gpu, par), sources))
-    return out
+    return Comparison(
+        other.id, layout(other), layout(model), t,
+        Count(n, derived("requests the workload document counts", f"{n}")),
+        Count(tp_shown, derived("the scenario's TP, or 8 when it is 1", f"{tp_shown}")),
+        b(other_per_token, "sum over layers of bytes per token", f"{other_per_token:,} B", kind=TokenBytes),
+        b(own_per_token, "sum over layers of bytes per token", f"{own_per_token:,} B", tuple(model.sources),
+          kind=TokenBytes),
+        b(other_req, "bytes at the decode length", f"{other_req:,} B at {tokens:,} tokens"),
+        b(own_req, "bytes at the decode length", f"{own_req:,} B at {tokens:,} tokens", tuple(model.sources)),
+        b(other_req * n, "requests x bytes per request", f"{n} x {other_req:,} = {other_req * n:,} B"),
+        b(own_req * n, "requests x bytes per request", f"{n} x {own_req:,} = {own_req * n:,} B", tuple(model.sources)),
+        b(other_gpu, f"per-rank bytes per token at TP={tp_shown}",
+          f"{other_gpu:,} B" if other_gpu is not None else f"n/a: {refused}", kind=TokenBytes),
+        b(own_gpu, f"per-rank bytes per token at TP={tp_shown}", f"{own_gpu:,} B", tuple(model.sources),
+          kind=TokenBytes),
+        refused, why)

@@ -1,31 +1,103 @@
-"""Options and parsers shared by the commands."""
+"""Options shared by the commands, declared once, and the one place that turns them into a ``Scenario``.
+
+Every option is a typer ``Annotated`` alias taking text; kvplan parses the text itself (``kvplan.units``,
+the parsers below) so that bad input is one line naming the problem and a fix, exit 2. Defaults are the
+scenario's (``kvplan.scenario``) and are the same in every command.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from kvplan.errors import KvplanError
 
-# The workload document's scenario, which every command plans when --model is not given.
-SEED_MODEL = "deepseek-r1"
-SEED_HARDWARE = "h200"
+# --- the deployment and the request (every command) ------------------------------------------------------------
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", metavar="ID|FILE",
+    help="Preset id, preset .toml, HF config.json or model directory. Default: deepseek-r1, the workload "
+         "document's model (reasoning / long chain-of-thought serving: 1K prompt, 30K decode).")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
+                                          help="GPU preset id or .toml (default h200).")]
+NodesOpt = Annotated[str, typer.Option("--nodes", metavar="N", help="Nodes, each with the preset's GPUs per node.")]
+GpusOpt = Annotated[str | None, typer.Option("--gpus", metavar="N",
+                                                help="Plan N GPUs (default: every GPU of the nodes).")]
+TpOpt = Annotated[str | None, typer.Option("--tp", metavar="N", help="Tensor parallel degree (default: every GPU "
+                                              "of one node, or the largest power of two the model allows).")]
+PpOpt = Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline stages (default 1).")]
+DpOpt = Annotated[str | None, typer.Option("--dp", metavar="N", help="Data-parallel replicas / attention-DP ranks "
+                                              "(default: as many as fill the GPUs; the first line says so).")]
+EpOpt = Annotated[str | None, typer.Option("--ep", metavar="N", help="Expert-parallel degree for MoE weights.")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", metavar="DTYPE",
+    help="auto (the engines' default: the model's activation dtype, bf16), bf16, fp16, fp8, fp8_per_token_head, "
+         "int8_per_token_head, nvfp4, fp8_ds_mla.")]
+WeightDtypeOpt = Annotated[str | None, typer.Option(
+    "--weight-dtype", metavar="DTYPE", help="Weights as params x this dtype instead of the checkpoint size "
+                                            "(bf16, fp8, int8, mxfp4, nvfp4, int4).")]
+EngineOpt = Annotated[str, typer.Option("--engine", metavar="NAME",
+                                        help="Accounting: neutral (default), vllm or sglang.")]
+PromptOpt = Annotated[str, typer.Option("--prompt", metavar="TOKENS", help="Prompt tokens (1k = 1,000; 128Ki = "
+                                        "131,072). Default 1k.")]
+DecodeOpt = Annotated[str, typer.Option("--decode", metavar="TOKENS", help="Decode (generated) tokens. Default 30k.")]
+MtpLayersOpt = Annotated[str | None, typer.Option(
+    "--mtp-layers", metavar="N", help="MTP draft layers counted in the same pool (DeepSeek-R1 ships 1; default 0).")]
+MaxModelLenOpt = Annotated[str | None, typer.Option(
+    "--max-model-len", "--context-length", metavar="TOKENS",
+    help="The engine's longest request (vLLM --max-model-len, SGLang --context-length); default: the model's "
+         "max_position_embeddings.")]
+BlockSizeOpt = Annotated[str | None, typer.Option(
+    "--block-size", "--block-tokens", "--page-size", metavar="TOKENS",
+    help="Tokens per KV block / page (default: the engine's choice for the model's layer kinds).")]
+HostLinkOpt = Annotated[str | None, typer.Option(
+    "--host-link-gbs", "--pcie-gbps", metavar="GB/S",
+    help="Effective host-link rate per direction in GB/s (10^9 B/s), e.g. 50 or 50GB/s (default: the preset's "
+         "line rate x large-copy efficiency).")]
 
-FormatOpt = typer.Option("table", "--format", "-f", help="table, json, csv or markdown.")
-ExplainOpt = typer.Option(False, "--explain", help="Show how each figure was derived, with sources.")
-UnitsOpt = typer.Option("iec", "--units", help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes.")
-ContextsOpt = typer.Option("1Ki,8Ki,32Ki,64Ki,128Ki", "--contexts",
-                           help="Comma-separated context lengths to tabulate.")
-PresetsDirOpt = typer.Option(None, "--presets-dir",
-                             help="Folder of your own preset TOML files (also $KVPLAN_PRESETS_DIR).")
+# --- memory settings (commands that size the pool) -------------------------------------------------------------
+GpuMemUtilOpt = Annotated[str | None, typer.Option(
+    "--gpu-memory-utilization", metavar="FRACTION", help="vLLM's fraction of total HBM (default 0.9).")]
+MemFractionOpt = Annotated[str | None, typer.Option(
+    "--mem-fraction-static", metavar="FRACTION", help="SGLang's fraction (default: SGLang's bucket by GPU size).")]
+KvPoolOpt = Annotated[str | None, typer.Option(
+    "--kv-pool", metavar="SIZE", help="Plan from a known KV pool per GPU, e.g. 52.36GiB (vLLM's 'Available KV "
+                                      "cache memory').")]
+MaxBatchedOpt = Annotated[str | None, typer.Option(
+    "--max-num-batched-tokens", metavar="TOKENS", help="vLLM's token budget per step (default 8192 on >= 70 GiB "
+                                                       "GPUs other than A100, else 2048).")]
+MaxSeqsOpt = Annotated[str | None, typer.Option(
+    "--max-num-seqs", metavar="N", help="Most requests running at once (vLLM default 1024 on >= 70 GiB GPUs other "
+                                        "than A100, else 256).")]
+ActivationOpt = Annotated[str | None, typer.Option(
+    "--activation-reserve", metavar="SIZE", help="Activation reserve per GPU, e.g. 2GiB (default: estimate).")]
+RuntimeOpt = Annotated[str | None, typer.Option("--runtime-reserve", metavar="SIZE",
+                                                   help="CUDA-graph and runtime reserve per GPU (default 1GiB).")]
+DramOpt = Annotated[str | None, typer.Option("--dram", metavar="SIZE",
+                                                help="Host DRAM per node for offloaded KV, e.g. 1TB (default: the "
+                                                     "node's DRAM).")]
+
+# --- output ----------------------------------------------------------------------------------------------------
+FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table, json, csv or markdown.")]
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="Show how each figure was derived, with sources.")]
+BriefOpt = Annotated[bool, typer.Option("--brief", help="Print only the first line and the headline figures.")]
+UnitsOpt = Annotated[str, typer.Option("--units", metavar="SYSTEM",
+                                       help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes.")]
+ContextsOpt = Annotated[str, typer.Option("--contexts", metavar="LIST",
+                                          help="Comma-separated context lengths to tabulate.")]
+PresetsDirOpt = Annotated[Path | None, typer.Option(
+    "--presets-dir", metavar="DIR", help="Folder of your own preset TOML files (also $KVPLAN_PRESETS_DIR).")]
+
+DEFAULT_CONTEXTS_TEXT = "1Ki,8Ki,32Ki,64Ki,128Ki"
 
 
+# --- parsers ---------------------------------------------------------------------------------------------------
 def parse_degree(text: str, name: str) -> int:
     from kvplan.parallel import MAX_DEGREE
 
     try:
-        value = int(text)
+        value = int(text.strip())
     except ValueError:
         raise KvplanError(f"--{name} {text!r} is not a whole number", f"give --{name} as 1, 2, 4, 8, ...") from None
     if value < 1 or value > MAX_DEGREE:
@@ -56,6 +128,18 @@ def parse_fraction(text: str, name: str, allow_one: bool = True) -> float:
     return value
 
 
+def parse_float(text: str, flag: str, example: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise KvplanError(f"{flag} {text!r} is not a number", f"give {flag} like {example}") from None
+    if not math.isfinite(value):
+        raise KvplanError(f"{flag} {text!r} is not a finite number", f"give {flag} like {example}")
+    return value
+
+
 def parse_seconds(text: str, name: str) -> float:
     """A duration with its unit: 50ms, 0.05s."""
     import math
@@ -67,6 +151,21 @@ def parse_seconds(text: str, name: str) -> float:
     value = float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]
     if not math.isfinite(value) or not 1e-6 <= value <= 3600:
         raise KvplanError(f"--{name} {text!r} is out of range", f"give --{name} between 1us and 3600s")
+    return value
+
+
+def parse_link_gbs(text: str) -> float:
+    """Effective per-direction GB/s: a plain number (GB/s, 10^9 B/s) or a rate with its unit (50GB/s)."""
+    import math
+
+    from kvplan.units import parse_rate
+
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_rate(text, "--host-link-gbs") / 1e9
+    if not (value > 0 and math.isfinite(value)):
+        raise KvplanError(f"--host-link-gbs {text!r} must be a positive number of GB/s", "give it like 50 or 50GB/s")
     return value
 
 
@@ -89,21 +188,81 @@ def check_units(units: str) -> str:
     return units
 
 
-def load_model_or_scenario(model: str | None, kv_dtype: str | None, dirs: list[Path]):
-    """The model asked for, or the workload document's DeepSeek-R1; and the KV dtype asked for, else fp8 for the
-    scenario (the document's recommendation) and bf16 otherwise (the engines' default)."""
-    from kvplan.dtypes import KVDtype, parse_kv_dtype
-    from kvplan.presets import load_model
-
-    spec = load_model(SEED_MODEL if model is None else model, dirs)
-    if kv_dtype is not None:
-        dtype = parse_kv_dtype(kv_dtype)
-    else:
-        dtype = KVDtype.FP8 if model is None else KVDtype.BF16
-    return spec, dtype
-
-
 def parse_contexts(text: str) -> tuple[int, ...]:
     from kvplan.units import parse_tokens
 
     return parse_list(text, lambda c: parse_tokens(c, "--contexts"), "contexts")
+
+
+def build_scenario(*, model: str | None, hardware: str, nodes: str, gpus: str | None, tp: str | None, pp: str,
+                   dp: str | None, ep: str | None, kv_dtype: str, weight_dtype: str | None, engine: str, prompt: str,
+                   decode: str, mtp_layers: str | None, max_model_len: str | None, block_size: str | None,
+                   host_link_gbs: str | None, presets_dir: Path | None, decode_flag: str = "--decode", **settings):
+    """The scenario the options describe. ``settings``: memory and pool options as text (None when not given)."""
+    from kvplan.presets import load_hardware, load_model
+    from kvplan.scenario import SEED_MODEL, Scenario
+    from kvplan.units import parse_size, parse_tokens
+
+    dirs = extra_dirs(presets_dir)
+    spec = load_model(SEED_MODEL if model is None else model, dirs)
+    sizes = {"kv_pool": "kv_pool_bytes", "activation_reserve": "activation_reserve_bytes",
+             "runtime_reserve": "runtime_reserve_bytes"}
+    parsed = {}
+    for key, text in settings.items():
+        if text is None:
+            continue
+        if key in sizes:
+            parsed[sizes[key]] = parse_size(text, "--" + key.replace("_", "-"))
+        elif key in ("gpu_memory_utilization", "mem_fraction_static"):
+            parsed[key] = parse_fraction(text, key.replace("_", "-"))
+        elif key in ("max_num_batched_tokens", "max_num_seqs", "token_budget"):
+            parsed[key] = parse_tokens(text, "--" + key.replace("_", "-"))
+        elif key in ("shared_prefix", "spec_tokens"):
+            parsed["shared_prefix_tokens" if key == "shared_prefix" else key] = parse_tokens(
+                text, "--" + key.replace("_", "-"), allow_zero=True)
+        elif key == "draft_model":
+            parsed["draft"] = load_model(text, dirs)
+        else:  # pragma: no cover - a command passed an option this function does not know
+            raise AssertionError(key)
+    return Scenario(
+        model=spec, hardware=load_hardware(hardware, dirs), kv_dtype_request=kv_dtype,
+        nodes=parse_degree(nodes, "nodes"), gpus=optional(parse_degree, gpus, "gpus"),
+        tp=optional(parse_degree, tp, "tp"), pp=parse_degree(pp, "pp"), dp=optional(parse_degree, dp, "dp"),
+        ep=optional(parse_degree, ep, "ep"), engine=engine, weight_dtype=weight_dtype,
+        prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
+        decode_tokens=parse_tokens(decode, decode_flag, allow_zero=True),
+        mtp_layers=parse_mtp_layers(mtp_layers),
+        max_model_len=optional(parse_tokens, max_model_len, "--max-model-len"),
+        block_size=optional(parse_degree, block_size, "block-size"),
+        host_link_gbs=optional(parse_link_gbs, host_link_gbs), **parsed)
+
+
+def parse_mtp_layers(text: str | None) -> int:
+    from kvplan.scenario import MAX_MTP_LAYERS
+    from kvplan.units import parse_tokens
+
+    if text is None:
+        return 0
+    value = parse_tokens(text, "--mtp-layers", allow_zero=True)
+    if value > MAX_MTP_LAYERS:
+        raise KvplanError(f"--mtp-layers {value:,} is absurd (DeepSeek ships 1)", "give 0 to a few layers")
+    return value
+
+
+def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
+    from kvplan.output import render
+
+    if brief and fmt not in ("table",):
+        raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
+                          "drop --brief, or drop --format")
+    render(result, fmt, explain, units=units, brief=brief)
+
+
+def check_output_options(fmt: str, units: str, brief: bool) -> str:
+    """Checked before any work, so a bad --format fails fast."""
+    fmt = check_format(fmt)
+    check_units(units)
+    if brief and fmt != "table":
+        raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
+                          "drop --brief, or drop --format")
+    return fmt

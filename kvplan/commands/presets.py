@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -13,7 +13,7 @@ presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, 
 
 
 @presets_app.command("list")
-def presets_list(fmt: str = FormatOpt, presets_dir: Path | None = PresetsDirOpt) -> None:
+def presets_list(fmt: FormatOpt = "table", presets_dir: PresetsDirOpt = None) -> None:
     """List every preset: id, type, name, and where it comes from."""
     from kvplan.output import render
     from kvplan.presets import discover
@@ -26,7 +26,9 @@ def presets_list(fmt: str = FormatOpt, presets_dir: Path | None = PresetsDirOpt)
         for pid, preset in sorted(found[kind].items()):
             rows.append((pid, kind, preset.data.get("name", ""), "built-in" if preset.builtin else str(preset.path)))
     data = {"presets": [{"id": r[0], "type": r[1], "name": r[2], "origin": r[3]} for r in rows]}
-    render(Result("presets list", data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
+    headline = f"{len(rows)} presets: {sum(r[1] == 'model' for r in rows)} models, " \
+               f"{sum(r[1] == 'hardware' for r in rows)} GPUs"
+    render(Result("presets list", headline, data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
                                                primary=True),)), fmt)
 
 
@@ -44,8 +46,8 @@ def _flatten(prefix: str, value, rows: list) -> None:
 
 
 @presets_app.command("show")
-def presets_show(preset_id: str = typer.Argument(..., help="The preset's id."), fmt: str = FormatOpt,
-                 presets_dir: Path | None = PresetsDirOpt) -> None:
+def presets_show(preset_id: Annotated[str, typer.Argument(help="The preset's id.")], fmt: FormatOpt = "table",
+                 presets_dir: PresetsDirOpt = None) -> None:
     """Show one preset: every field, its value and its source."""
     from kvplan.output import render
     from kvplan.presets import _unknown, build_hardware, build_model, discover
@@ -62,7 +64,8 @@ def presets_show(preset_id: str = typer.Argument(..., help="The preset's id."), 
             data = {"id": preset_id, "type": kind, "path": str(preset.path), "preset": preset.data}
             table = Table(f"{kind} preset {preset_id} ({preset.path})", ("field", "value", "source"),
                           tuple(rows), primary=True)
-            render(Result("presets show", data, (table,)), fmt)
+            headline = f"{kind} preset {preset_id}: {preset.data.get('name', '')}"
+            render(Result("presets show", headline, data, (table,)), fmt)
             return
     raise _unknown("model or hardware", preset_id, sorted(found["model"]) + sorted(found["hardware"]))
 

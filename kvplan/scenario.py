@@ -1,0 +1,289 @@
+"""One validated deployment and request, the input of every calculator.
+
+``Scenario(model=..., hardware=..., tp=..., ...)`` checks everything once, in one place, whether it comes
+from Python or from the CLI (which builds exactly this):
+
+* the deployment shape: GPUs planned (``gpus``, default every GPU of ``nodes`` nodes), TP (default: every GPU
+  of one node, or the largest power of two below it that the model allows), PP (default 1), DP (default: the
+  replicas that fill the GPUs, said so in the headline), EP dividing TP x DP;
+* the engine, from the registry, and the settings it honours: a setting the engine ignores is refused;
+* the KV dtype: ``auto`` (the default, with or without ``--model``) is the engines' own default, the model's
+  activation dtype, bf16 for every built-in preset; the first line of every output names it;
+* the request: prompt + decode (+ speculative slots) within ``--max-model-len`` and the model's maximum
+  context (``max_position_embeddings``); a longer request is refused, as the engines refuse it.
+
+Derived attributes (``parallelism``, ``kv_dtype``, ``engine_adapter``, ``sized_model``, ...) are set once in
+``__post_init__``; the object is frozen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype, parse_kv_dtype
+from kvplan.errors import KvplanError
+from kvplan.parallel import MAX_DEGREE, Parallelism
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.engines.base import Engine
+    from kvplan.hardware import HardwareSpec
+    from kvplan.model import ModelSpec
+
+# The workload document's scenario (the reasoning / long chain-of-thought workload kvplan is built for:
+# DeepSeek-R1 on an 8-GPU H200 node, a 1K-token prompt and a 30K-token decode), planned when no option is given.
+SEED_MODEL = "deepseek-r1"
+SEED_HARDWARE = "h200"
+DEFAULT_PROMPT_TOKENS = 1000
+DEFAULT_DECODE_TOKENS = 30000
+MAX_MTP_LAYERS = 64
+MAX_SPEC_TOKENS = 1024
+
+AUTO_DTYPE_NOTE = "auto = the engines' default"
+
+
+def _whole(value, name: str, low: int = 0, high: int | None = None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KvplanError(f"{name} {value!r} is not a whole number", f"give {name} as a whole number")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low:,} and {high:,}" if high is not None else f"at least {low:,}"
+        raise KvplanError(f"{name} {value:,} is out of range", f"give {name} {bound}")
+
+
+def _fraction(value, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= 1:
+        raise KvplanError(f"{name} {value!r} is not in (0, 1]", f"give {name} as a fraction such as 0.9")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: ModelSpec
+    hardware: HardwareSpec
+    kv_dtype_request: str | KVDtype = "auto"
+    nodes: int = 1
+    gpus: int | None = None
+    tp: int | None = None
+    pp: int = 1
+    dp: int | None = None
+    ep: int | None = None
+    engine: str = "neutral"
+    weight_dtype: str | None = None
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    decode_tokens: int = DEFAULT_DECODE_TOKENS
+    # memory and batch settings (each engine honours its own; see kvplan.engines.base.SETTING_FLAGS)
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    kv_pool_bytes: int | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int | None = None
+    activation_reserve_bytes: int | None = None
+    runtime_reserve_bytes: int | None = None
+    # what shares the pool
+    mtp_layers: int = 0
+    spec_tokens: int = 0
+    draft: ModelSpec | None = None
+    shared_prefix_tokens: int = 0
+    token_budget: int | None = None
+    # the host link, effective GB/s (10^9 B/s) per direction; None: the preset's line rate x large-copy efficiency
+    host_link_gbs: float | None = None
+
+    # derived in __post_init__
+    parallelism: Parallelism = field(init=False)
+    planned_gpus: int = field(init=False)
+    dp_filled: bool = field(init=False)
+    tp_defaulted: bool = field(init=False)
+    kv_dtype: KVDtype = field(init=False)
+    kv_dtype_auto: bool = field(init=False)
+    engine_adapter: Engine = field(init=False)
+    sized_model: ModelSpec = field(init=False)
+
+    def __post_init__(self) -> None:
+        from kvplan import engines
+
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        model, hw = self.model, self.hardware
+        adapter = engines.get(self.engine)
+        set_("engine", adapter.id)
+        set_("engine_adapter", adapter)
+        self._check_settings(adapter)
+
+        # --- KV dtype: auto is the engine default (the model's activation dtype) -------------------------------
+        req = self.kv_dtype_request
+        auto = isinstance(req, str) and req.strip().lower() == "auto"
+        set_("kv_dtype", (KVDtype.FP16 if model.weight_dtype == "fp16" else KVDtype.BF16) if auto
+             else parse_kv_dtype(req))
+        set_("kv_dtype_auto", auto)
+        if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_BYTES_PER_PARAM:
+            raise KvplanError(f"unknown weight dtype {self.weight_dtype!r}",
+                              "choose one of " + ", ".join(WEIGHT_BYTES_PER_PARAM))
+
+        # --- request -------------------------------------------------------------------------------------------
+        for name in ("prompt_tokens", "decode_tokens", "shared_prefix_tokens"):
+            _whole(getattr(self, name), name)
+        _whole(self.mtp_layers, "--mtp-layers", 0)
+        _whole(self.spec_tokens, "--spec-tokens", 0)
+        if self.mtp_layers > MAX_MTP_LAYERS:
+            raise KvplanError(f"--mtp-layers {self.mtp_layers:,} is absurd (DeepSeek ships 1)",
+                              "give 0 to a few layers")
+        if self.spec_tokens > MAX_SPEC_TOKENS:
+            raise KvplanError(f"--spec-tokens {self.spec_tokens:,} is absurd (engines use 1-8)",
+                              "give the speculative tokens per step")
+        for name in ("kv_pool_bytes", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
+                     "token_budget"):
+            _whole(getattr(self, name), name, 1)
+        for name in ("activation_reserve_bytes", "runtime_reserve_bytes"):
+            _whole(getattr(self, name), name, 0)
+        _fraction(self.gpu_memory_utilization, "--gpu-memory-utilization")
+        _fraction(self.mem_fraction_static, "--mem-fraction-static")
+        if self.host_link_gbs is not None and not (isinstance(self.host_link_gbs, (int, float))
+                                                   and math.isfinite(self.host_link_gbs)
+                                                   and 0.01 <= self.host_link_gbs <= 1e5):
+            raise KvplanError(f"host link rate {self.host_link_gbs!r} GB/s is outside 0.01 .. 100,000 GB/s",
+                              "give --host-link-gbs like 50")
+        if self.prompt_tokens + self.decode_tokens == 0:
+            raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
+        if self.shared_prefix_tokens > self.prompt_tokens:
+            raise KvplanError(f"--shared-prefix {self.shared_prefix_tokens:,} is longer than the "
+                              f"{self.prompt_tokens:,}-token prompt", "give a shared prefix no longer than --prompt")
+        if self.kv_pool_bytes is not None and self.kv_pool_bytes > hw.hbm_bytes:
+            raise KvplanError(f"--kv-pool {self.kv_pool_bytes / 2**30:,.2f} GiB is more than the {hw.id}'s "
+                              f"{hw.hbm_capacity_gib.value:g} GiB of HBM",
+                              "give the pool of one GPU, e.g. from vLLM's 'Available KV cache memory' line")
+        limit = self.context_limit
+        if limit is not None and self.context_tokens + self.spec_tokens > limit:
+            where = ("--max-model-len" if self.max_model_len is not None
+                     else f"{model.id}'s maximum context (max_position_embeddings)")
+            raise KvplanError(
+                f"the request's {self.context_tokens + self.spec_tokens:,} tokens (prompt + decode"
+                + (" + speculative slots" if self.spec_tokens else "") + f") exceed {where} of {limit:,}; "
+                "the engine would reject it",
+                "shorten --prompt/--decode" + ("" if self.max_model_len is not None else
+                                               ", or raise the limit with --max-model-len (rope scaling)"))
+
+        # --- deployment shape ----------------------------------------------------------------------------------
+        _whole(self.nodes, "--nodes", 1, MAX_DEGREE)
+        per_node = hw.node.gpus_per_node
+        available = self.nodes * per_node
+        if self.gpus is not None:
+            _whole(self.gpus, "--gpus", 1, MAX_DEGREE)
+            if self.gpus > available:
+                raise KvplanError(f"--gpus {self.gpus} is more than {self.nodes} node(s) of {hw.id} hold "
+                                  f"({available})", f"add --nodes {-(-self.gpus // per_node)}, or lower --gpus")
+        gpus = self.gpus if self.gpus is not None else available
+        for name in ("tp", "pp", "dp", "ep"):
+            _whole(getattr(self, name), f"--{name}", 1, MAX_DEGREE)
+        sized = model.with_mtp_layers(self.mtp_layers) if self.mtp_layers else model
+        set_("sized_model", sized)
+        tp = self.tp
+        set_("tp_defaulted", tp is None)
+        if tp is None:
+            tp = self._default_tp(sized, min(per_node, gpus))
+        pp = self.pp
+        sized.check_tp(tp)
+        if pp > sized.num_layers:
+            raise KvplanError(f"pp={pp} is more pipeline stages than the {sized.num_layers} layers of {model.id}",
+                              f"choose --pp <= {sized.num_layers}")
+        if self.draft is not None:
+            self.draft.check_tp(tp)
+        if self.dp is None:
+            if gpus % (tp * pp):
+                raise KvplanError(f"{gpus} GPUs do not split into TP={tp} x PP={pp} replicas",
+                                  "give --dp (or --gpus), or a TP x PP that divides the GPU count")
+            dp = gpus // (tp * pp)
+        else:
+            dp = self.dp
+            if tp * pp * dp > gpus:
+                raise KvplanError(f"TP x PP x DP = {tp * pp * dp} GPUs but {self.nodes} node(s) of {hw.id} "
+                                  f"have {available}" + (f" and --gpus is {gpus}" if self.gpus else ""),
+                                  f"add --nodes {-(-(tp * pp * dp) // per_node)}, or lower --tp/--pp/--dp")
+        if dp > MAX_DEGREE:
+            raise KvplanError(f"the deployment would have {dp} DP replicas (over {MAX_DEGREE})",
+                              "give fewer --nodes or a larger --tp")
+        if self.ep is not None and (tp * dp) % self.ep:
+            raise KvplanError(f"--ep {self.ep} does not divide TP x DP = {tp * dp}",
+                              "give an EP degree that divides the GPUs of the TP and DP ranks")
+        par = Parallelism(tp=tp, pp=pp, dp=dp, ep=self.ep)
+        set_("parallelism", par)
+        set_("planned_gpus", par.gpus)
+        set_("dp_filled", self.dp is None and dp > 1)
+
+    # ---------------------------------------------------------------------------------------------------------
+    def _check_settings(self, adapter: Engine) -> None:
+        from kvplan.engines.base import SETTING_FLAGS
+
+        for name, flag in SETTING_FLAGS.items():
+            if getattr(self, name) is not None and name not in adapter.settings:
+                users = [e for e in ("neutral", "vllm", "sglang") if e != adapter.id]
+                raise KvplanError(f"{flag} is not a setting of --engine {adapter.id}",
+                                  f"drop {flag}, or use an engine that has it ({', '.join(users)})"
+                                  if name != "gpu_memory_utilization" else
+                                  "SGLang's fraction is --mem-fraction-static")
+
+    @staticmethod
+    def _default_tp(model: ModelSpec, cap: int) -> int:
+        tp = 1
+        while tp * 2 <= cap:
+            tp *= 2
+        while tp > 1:
+            try:
+                model.check_tp(tp)
+                return tp
+            except KvplanError:
+                tp //= 2
+        return 1
+
+    @property
+    def context_tokens(self) -> int:
+        """The request's peak context: prompt + decode (speculative lookahead slots not included)."""
+        return self.prompt_tokens + self.decode_tokens
+
+    @property
+    def context_limit(self) -> int | None:
+        """The longest request the engine serves: --max-model-len, else the model's max_position_embeddings."""
+        if self.max_model_len is not None:
+            return self.max_model_len
+        return self.model.max_position_embeddings
+
+    def over_limit(self, context: int) -> bool:
+        limit = self.context_limit
+        return limit is not None and context > limit
+
+    def dtype_text(self) -> str:
+        return f"{self.kv_dtype.value} KV" + (f" ({AUTO_DTYPE_NOTE})" if self.kv_dtype_auto else "")
+
+    def shape_text(self) -> str:
+        par, hw = self.parallelism, self.hardware
+        gpus = par.gpus
+        text = f"{gpus} x {hw.id}"
+        if self.nodes > 1 or gpus > hw.node.gpus_per_node:
+            text += f" ({self.nodes} nodes of {hw.node.gpus_per_node})"
+        text += f": TP={par.tp} x PP={par.pp} x DP={par.dp}" + (f", EP={par.ep}" if par.ep else "")
+        extras = []
+        if self.tp_defaulted:
+            extras.append("TP default: " + ("one node" if par.tp == min(hw.node.gpus_per_node, gpus)
+                                             else "the largest the model allows"))
+        if self.dp_filled:
+            extras.append(f"DP filled in to use all {gpus} GPUs")
+        available = self.nodes * hw.node.gpus_per_node
+        if gpus < available:
+            extras.append(f"{available - gpus} of the {available} GPUs unused")
+        return text + (f" ({'; '.join(extras)})" if extras else "")
+
+    def headline(self) -> str:
+        """The first line of every output: model, GPUs and their split, KV dtype, engine."""
+        return (f"{self.model.id} on {self.shape_text()}; {self.dtype_text()}; {self.engine} engine; "
+                f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens")
+
+    def with_(self, **changes) -> Scenario:
+        """A copy with some inputs changed, validated again."""
+        from dataclasses import replace
+
+        return replace(self, **changes)

@@ -1,0 +1,126 @@
+"""Typed values: a number, what it measures, and how it was obtained.
+
+Calculators return bytes, tokens, seconds, ratios and counts as these types, never as text; only the output
+layer (``kvplan.output``) turns them into text, per format and ``--units``. Each value may carry a
+``Derivation`` (formula, the formula with the numbers put in, sources), so ``--explain`` and the JSON
+``derivations`` cover every computed figure by construction. A value the user gave, or a default the engine
+or kvplan applies, carries an input derivation (``given(...)`` / ``default(...)``).
+
+No third-party import here: this module is on every command's start-up path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """How one figure was obtained. ``kind``: "computed", "input" (given by the user) or "default"."""
+
+    formula: str
+    substituted: str = ""
+    sources: tuple[str, ...] = ()
+    kind: str = "computed"
+
+    def to_dict(self) -> dict:
+        return {"formula": self.formula, "substituted": self.substituted, "sources": list(self.sources),
+                "kind": self.kind}
+
+
+def derived(formula: str, substituted: str = "", *sources: str) -> Derivation:
+    return Derivation(formula, substituted, tuple(s for s in sources if s))
+
+
+def given(flag: str) -> Derivation:
+    return Derivation(f"given with {flag}", kind="input")
+
+
+def default(why: str, *sources: str) -> Derivation:
+    return Derivation(f"default: {why}", sources=tuple(s for s in sources if s), kind="input")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A typed number. ``value`` may be None (not applicable / unknown: printed as "-" and JSON null)."""
+
+    value: int | float | None
+    why: Derivation | None = None
+
+    unit: ClassVar[str] = ""          # the unit suffix JSON keys and CSV headers carry
+    integral: ClassVar[bool] = False  # stored as an int
+
+    def __post_init__(self) -> None:
+        v = self.value
+        if v is None:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            # numpy scalars come through int()/float(); anything else is a bug in a calculator
+            try:
+                v = int(v) if self.integral else float(v)
+            except (TypeError, ValueError):
+                raise TypeError(f"{type(self).__name__} needs a number, got {v!r}") from None
+            object.__setattr__(self, "value", v)
+        if self.integral and isinstance(v, float) and math.isfinite(v):
+            object.__setattr__(self, "value", int(v))
+
+    def raw(self) -> int | float | None:
+        """The JSON / CSV form: the plain number, None for a missing or non-finite one."""
+        v = self.value
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+
+    def explained(self, why: Derivation) -> Value:
+        return type(self)(self.value, why)
+
+    def __bool__(self) -> bool:  # a value is "there" when it has a number
+        return self.value is not None
+
+
+class Bytes(Value):
+    unit = "bytes"
+    integral = True
+
+
+class TokenBytes(Bytes):
+    """Bytes per token (per layer or per model): small exact figures, printed as ``70,272 B``."""
+
+
+class Tokens(Value):
+    unit = "tokens"
+    integral = True
+
+
+class Count(Value):
+    """A count of things: requests, blocks, GPUs, copies, steps."""
+
+    integral = True
+
+
+class Seconds(Value):
+    unit = "seconds"
+
+
+class Ratio(Value):
+    """A dimensionless ratio printed as 3.20x."""
+
+
+class Fraction(Value):
+    """A fraction in [0, 1] printed as a percentage (or as given for engine fractions)."""
+
+
+class Rate(Value):
+    """Bytes per second (one direction unless the name says otherwise)."""
+
+    unit = "bytes_per_second"
+
+
+class Flops(Value):
+    unit = "flop"
+
+
+class Number(Value):
+    """Any other plain number (an MFU, a utilization setting, a score)."""
