@@ -20,20 +20,82 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="kvplan: plan the KV cache of LLM serving for long chain-of-thought decode.",
 )
-def _register() -> None:
-    """Each command group lives in its own module under kvplan.commands and registers itself here."""
-    from kvplan.commands import concurrency, preemption, presets, size
-
-    for module in (size, concurrency, preemption, presets):
-        module.register(app)
 
 
-_register()
+@app.callback()
+def _group() -> None:
+    """kvplan: plan the KV cache of LLM serving for long chain-of-thought decode (the workload document's
+    reasoning workload: short prompts, 10K-100K-token decodes, KV that grows every step)."""
+
+
+# Each command lives in its own module under kvplan.commands, which registers itself (``register(app)``).
+COMMANDS = {"size": "size", "concurrency": "concurrency", "compare-preemption": "preemption", "presets": "presets"}
+_registered: list[str] = []
+
+
+def register(names=None) -> None:
+    """Register the named commands (default: all). A run registers only the command it invokes, so building the
+    command line does not pay for every other command's options."""
+    import importlib
+
+    for name in names or COMMANDS:
+        if name not in _registered:
+            importlib.import_module(f"kvplan.commands.{COMMANDS[name]}").register(app)
+            _registered.append(name)
+
+
+def _command_named(argv: list[str]) -> str | None:
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def _plain_coercion(command) -> None:
+    """Every kvplan option takes text (kvplan parses it itself), a flag or a path. typer 0.29 coerces each value
+    through a pydantic TypeAdapter, which imports pydantic's model machinery (~45 ms, more than the rest of a
+    command); for these three types a plain coercion does the same job. Where typer's internals differ (another
+    release), nothing is changed and typer's own coercion runs."""
+    try:
+        from typer._coercion import RuntimeParam
+    except ImportError:  # pragma: no cover - a typer without the runtime-param layer
+        return
+    from pathlib import Path
+
+    class Plain(RuntimeParam):
+        def _coerce_value(self, value, param, ctx):
+            kind = self.annotation
+            if kind is bool:
+                return bool(value)
+            return Path(value) if kind is Path else str(value)
+
+    from types import SimpleNamespace
+
+    def walk(cmd) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+        params = list(getattr(cmd, "params", ()))
+        if hasattr(cmd, "get_help_option"):  # the --help option is made on first use and cached; make it now
+            params.append(cmd.get_help_option(SimpleNamespace(help_option_names=["--help"])))
+        for param in params:
+            desc = getattr(param, "type_descriptor", None)
+            if (desc is not None and hasattr(param, "_runtime_param") and desc.file_annotation is None
+                    and desc.annotation in (str, bool, Path)):
+                try:
+                    param._runtime_param = Plain(parameter_info=desc.parameter_info, annotation=desc.annotation)
+                except TypeError:  # pragma: no cover - a RuntimeParam with other fields
+                    return
+
+    walk(command)
 
 
 def main() -> None:
     try:
-        code = app(standalone_mode=False)
+        import typer.main
+
+        name = _command_named(sys.argv[1:])
+        register([name] if name else None)
+        command = typer.main.get_command(app)
+        _plain_coercion(command)
+        code = command(standalone_mode=False)
     except KvplanError as err:
         print(err.one_line(), file=sys.stderr)
         sys.exit(2)

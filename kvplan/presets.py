@@ -17,7 +17,6 @@ gives an equal object.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from dataclasses import dataclass
@@ -179,6 +178,8 @@ def build_hardware(data: dict[str, Any], where: str, trusted: bool = False):
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
+    import difflib
+
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
     hint = ("did you mean " + " or ".join(close) + "?") if close else "run `kvplan presets list`"
     return KvplanError(f"unknown {kind} preset {name!r}", hint)
