@@ -18,7 +18,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    help="kvplan: plan the KV cache of LLM serving for long chain-of-thought decode.",
+    help="kvplan: plan the KV cache of LLM serving for the workload document's reasoning workload (long "
+         "chain-of-thought: short prompts, 10K-100K-token decodes, KV that grows every step, preemption that is "
+         "ruinous when it forces a recompute). Every figure explains itself with --explain.",
 )
 
 

@@ -1,6 +1,64 @@
-"""User-facing errors: one line naming the problem, one hint naming a fix."""
+"""User-facing errors: one line naming the problem, one hint naming a fix.
+
+Messages often quote what the user gave (a path, a config value), and that text is untrusted: it may hold
+newlines or control characters, or be megabytes long. ``KvplanError.one_line`` is the single place that makes
+any message safe to print as one line: control characters are escaped, very long runs are cut, and the whole
+line is bounded. ``shorten`` gives a short ``repr`` of a value for building messages in the first place.
+"""
 
 from __future__ import annotations
+
+import re
+import reprlib
+
+# A quoted value longer than this is cut (``shorten``).
+MAX_VALUE_CHARS = 80
+# A run of non-space characters longer than this is cut in the printed line (a path stays readable).
+MAX_RUN_CHARS = 160
+# The message and the hint are each cut to this many characters.
+MAX_PART_CHARS = 1200
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = MAX_VALUE_CHARS
+_REPR.maxother = MAX_VALUE_CHARS
+_REPR.maxlevel = 3
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlong = 40
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_RUN = re.compile(r"\S{%d,}" % (MAX_RUN_CHARS + 1))
+
+
+def shorten(value: object) -> str:
+    """A ``repr`` of ``value`` cut to about 80 characters, safe for any nesting depth."""
+    try:
+        text = _REPR.repr(value)
+    except (RecursionError, ValueError):  # ValueError: an int too long to convert to text
+        text = f"<{type(value).__name__}>"
+    if isinstance(value, (str, bytes, list, dict, tuple)) and len(value) > MAX_VALUE_CHARS:
+        text += f" ({len(value):,} {'chars' if isinstance(value, str) else 'items'})"
+    return text
+
+
+def _escape(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def sanitize(text: str, limit: int = MAX_PART_CHARS) -> str:
+    """``text`` as one printable line: control and non-printable characters escaped, long runs of non-space
+    characters cut in the middle, and at most about ``limit`` characters."""
+    text = str(text)
+    if len(text) > 4 * limit:  # never walk a multi-megabyte message character by character
+        text = text[: 3 * limit] + "..." + text[-limit // 2:]
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else _escape(c) for c in text)
+    text = _RUN.sub(lambda m: m.group(0)[:100] + "..." + m.group(0)[-40:], text)
+    if len(text) > limit:
+        text = text[: limit - 60] + f"... ({len(text) - limit + 60:,} more chars) ..." + text[-40:]
+    return text
 
 
 class KvplanError(Exception):
@@ -13,5 +71,5 @@ class KvplanError(Exception):
 
     def one_line(self) -> str:
         if self.hint:
-            return f"error: {self.message} (fix: {self.hint})"
-        return f"error: {self.message}"
+            return f"error: {sanitize(self.message)} (fix: {sanitize(self.hint)})"
+        return f"error: {sanitize(self.message)}"

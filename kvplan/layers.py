@@ -333,8 +333,6 @@ class _Kind:
     # --- prefill FLOPs beyond the weight matmuls, and swap copies ------------------------------------
     # Tensors a per-layer paged layout copies separately for each block (attention heads: K and V apart).
     swap_tensors: ClassVar[int] = 1
-    # Tokens per KV block of the engine's attention backend: vLLM CacheConfig.DEFAULT_BLOCK_SIZE = 16.
-    engine_block_tokens: ClassVar[int] = 16
 
     def attention_flops_per_pair(self) -> int:
         return 0
@@ -472,8 +470,6 @@ class MLA(_Kind):
     # MQA (absorbed) mode, each latent shared across all query heads (DeepSeek-V3.2-Exp report, "Instantiate
     # DSA Under MLA").
     index_topk: PositiveInt | None = None
-    # FlashMLA pages the latent in blocks of 64 tokens (deepseek-ai/open-infra-index README, Day 1).
-    engine_block_tokens: ClassVar[int] = 64
 
     def _mha_pair_flops(self) -> int:
         # prefill in "MHA mode": QK^T over nope + rope dims, PV over v_head_dim (formula 1)

@@ -70,7 +70,7 @@ def _why(value) -> str:
 
 
 def given_pool(pool_bytes: int) -> Budget:
-    zero = Bytes(0, derived("not counted: the pool was given"))
+    zero = Bytes(0, Derivation("not counted: the pool was given with --kv-pool", kind="input"))
     pool = Bytes(pool_bytes, Derivation("given with --kv-pool", kind="input"))
     return Budget(zero, Number(None), "fraction", zero, zero, zero, zero, pool, True)
 
@@ -116,13 +116,13 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None
         experts = total * expert_share
         rest = total - experts
         per_gpu = experts / (par.ep * par.pp) + rest / (par.tp * par.pp)
-        note = (f"{how}; routed experts {expert_share:.1%} split over EP={par.ep} x PP={par.pp}, "
-                f"the rest over TP={par.tp} x PP={par.pp}")
+        note = (f"{total:,.0f} B ({how}): routed experts {expert_share:.1%} / (EP={par.ep} x PP={par.pp}) + "
+                f"the rest / (TP={par.tp} x PP={par.pp})")
         formula = "routed experts / (EP x PP) + other weights / (TP x PP)"
         sources += (model.params_expert.cite(),)
     else:
         per_gpu = total / (par.tp * par.pp)
-        note = f"{how}; split over TP={par.tp} x PP={par.pp}"
+        note = f"{total:,.0f} B ({how}) / (TP={par.tp} x PP={par.pp})"
         formula = "weights / (TP x PP)"
         if par.ep:
             note += f" (--ep {par.ep} not applied: {model.id} has no params_expert to split)"

@@ -106,6 +106,14 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
             return False
         return tb.kv_pool_bytes >= request_bytes(scenario, context, par=trial)
 
+    # Attention data-parallelism without expert parallelism replicates every expert on every rank: EP over the
+    # TP x DP ranks may be all it takes.
+    ep = par.tp * par.dp
+    with_ep = Parallelism(tp=par.tp, pp=par.pp, dp=par.dp, ep=ep)
+    if par.dp > 1 and not par.ep and model.params_expert is not None and holds_one_request(with_ep):
+        fix = f"split the routed experts over the {ep} GPUs: add --ep {ep}"
+        raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp} DP={par.dp} without "
+                          f"expert parallelism: every replica holds all {b.weights.value / 1e9:,.1f} GB of weights", fix)
     best = budget_mod.smallest_fitting(model, hw, par, holds_one_request)
     if best is None:
         fix = "no TP x PP up to 64 x 32 fits with these reserves; quantize the weights or use a larger GPU"

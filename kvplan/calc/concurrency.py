@@ -222,7 +222,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
         ssd_n = Count(ssd_gpu // max(per_req, 1), derived("floor(SSD per GPU / request bytes per GPU)",
                                                           f"{ssd_gpu:,} // {per_req:,}"))
     else:
-        ssd, ssd_n = Bytes(None, derived("no --ssd given")), Count(None, derived("no --ssd given"))
+        ssd, ssd_n = Bytes(None, default("no --ssd given")), Count(None, default("no --ssd given"))
     report = s.engine_adapter.report(s, model, par, pool, block)
     return ConcurrencyPlan(s, options, b, block_v, per_req_v, shared_v, per_replica_v, replicas_v, total_v, cap_v,
                            cap_total, dtypes, tuple(grid), tpot, link, tuple(runs), host, ssd, ssd_n, report)

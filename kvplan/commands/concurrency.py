@@ -136,4 +136,4 @@ def concurrency(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("concurrency")(concurrency)
+    app.command("concurrency", short_help="How many long requests fit; overflow; tiers.")(concurrency)

@@ -128,4 +128,5 @@ def compare_preemption(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare-preemption")(compare_preemption)
+    app.command("compare-preemption", short_help="Swap a preempted request, or recompute it?")(
+        compare_preemption)

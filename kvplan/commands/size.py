@@ -94,4 +94,4 @@ def size(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("size")(size)
+    app.command("size", short_help="KV bytes per token and per request, per GPU.")(size)

@@ -16,7 +16,7 @@ from kvplan.errors import KvplanError
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
-from kvplan.values import Bytes, Count, Number, Tokens, default, derived, given
+from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
@@ -106,7 +106,7 @@ class SglangEngine(Engine):
 
     def report(self, scenario, model, par, pool_bytes, block):
         sg = self.pool(model, scenario.kv_dtype, par, pool_bytes, scenario.block_size)
-        cell = Bytes(sg.cell_size_bytes, derived("sum over this rank's attention layers of bytes per token",
+        cell = TokenBytes(sg.cell_size_bytes, derived("sum over this rank's attention layers of bytes per token",
                                                  f"{sg.cell_size_bytes:,} B", SOURCE))
         tokens = Tokens(sg.max_total_num_tokens, derived(
             "rest_memory // cell size, rounded down to whole pages",

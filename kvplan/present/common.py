@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.scenario import Scenario
+from kvplan.scenario import DEFAULT_DECODE_TOKENS, DEFAULT_PROMPT_TOKENS, Scenario
 from kvplan.values import Count, Tokens, default, given
 
 
@@ -30,8 +30,10 @@ def scenario_data(s: Scenario) -> dict:
             "dp_filled": s.dp_filled,
         },
         "nodes": Count(s.nodes, _input(s.nodes, "--nodes", s.nodes != 1, "1")),
-        "prompt_tokens": Tokens(s.prompt_tokens, given("--prompt")),
-        "decode_tokens": Tokens(s.decode_tokens, given("--decode")),
+        "prompt_tokens": Tokens(s.prompt_tokens, _input(None, "--prompt", s.prompt_tokens != DEFAULT_PROMPT_TOKENS,
+                                                        f"{DEFAULT_PROMPT_TOKENS:,} tokens")),
+        "decode_tokens": Tokens(s.decode_tokens, _input(None, "--decode", s.decode_tokens != DEFAULT_DECODE_TOKENS,
+                                                        f"{DEFAULT_DECODE_TOKENS:,} tokens")),
         "context_tokens": Tokens(s.context_tokens, default("prompt + decode")),
         "context_limit_tokens": Tokens(s.context_limit, given("--max-model-len") if s.max_model_len else
                                        default("the model's max_position_embeddings")),

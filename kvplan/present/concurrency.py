@@ -143,5 +143,6 @@ def present(plan: ConcurrencyPlan) -> Result:
              ("max concurrent requests, deployment", plan.max_concurrency),
              ("max concurrent requests per replica", plan.max_concurrency_per_replica),
              (f"decode steps until {plan.overflow[0].batch.value} requests fill the pool",
-              plan.overflow[0].decode_steps_until_full))
+              plan.overflow[0].decode_steps_until_full if plan.overflow[0].decode_steps_until_full.value is not None
+              else f"never within {s.decode_tokens:,} steps"))
     return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), assumptions, (chart,), brief)

@@ -8,7 +8,11 @@ from kvplan.output import format_seconds as _time
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.result import Result, Table
 from kvplan.units import format_bytes
-from kvplan.values import Number, Tokens, default, given
+from kvplan.values import Count, Number, Tokens, default, given
+
+
+def data_tp(s) -> Count:
+    return Count(s.parallelism.tp, default("the GPUs that hold and recompute the request (TP)"))
 
 
 def _setting(value: float, default_value: float, flag: str, source: str) -> Number:
@@ -112,7 +116,7 @@ def present(plan: PreemptionPlan) -> Result:
     )
     data = {
         **scenario_data(s),
-        "tp": s.parallelism.tp,
+        "tp": data_tp(s),
         "generated_tokens": Tokens(s.decode_tokens, given("--generated")),
         "prefix_hit_tokens": this.prefix_hit,
         "layout": st.layout,
@@ -147,7 +151,8 @@ def present(plan: PreemptionPlan) -> Result:
         "host_dram_requests_fit": host.requests_per_node,
         "host_dram_fits": plan.host_fits,
         "recommendation": rec,
-        "scenarios": [{"scenario": c.label, "layout": c.layout, "block_tokens": c.block_tokens,
+        "scenarios": [{"scenario": c.label, "layout": c.layout,
+                       "block_tokens": Tokens(c.block_tokens, default("the copy layout's block size")),
                        "swap_copies_per_direction": c.copies, "swap_exposed_seconds": c.swap_exposed,
                        "recompute_over_swap": c.recompute_over_swap, "cheaper": c.cheaper} for c in plan.cases],
         "sweep": [{"generated_tokens": r.generated, "context_tokens": r.context, "prefix_hit_tokens": r.prefix_hit,

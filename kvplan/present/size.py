@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvplan.calc.size import SizePlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.result import Result, Table
+from kvplan.values import Count, default, given
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
@@ -56,7 +57,7 @@ def present(plan: SizePlan) -> Result:
     ]
     data = {
         **scenario_data(s),
-        "mtp_layers": s.mtp_layers,
+        "mtp_layers": Count(s.mtp_layers, given("--mtp-layers") if s.mtp_layers else default("0: no MTP layers")),
         "kv_bytes_per_token": plan.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
         "state_bytes_per_request": plan.state_bytes_per_request,

@@ -1,0 +1,72 @@
+"""Golden output: every command in every format, tables at 80 and 160 columns, byte for byte.
+
+The numbers inside are pinned by the other tests (hand arithmetic, engine logs); this file pins the
+presentation: titles, column splits at 80 columns, units, the first line, CSV headers, JSON keys. When a change
+to the output is intended, regenerate with ``KVPLAN_UPDATE_GOLDEN=1 pytest tests/test_golden.py`` and read the
+diff. The README's examples are checked against these files too (test_readme_examples_are_real_output).
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).parent.parent
+COMMANDS = {
+    "size": ("size",),
+    "size-fp8": ("size", "--kv-dtype", "fp8", "--units", "si"),
+    "concurrency": ("concurrency",),
+    "concurrency-vllm": ("concurrency", "--engine", "vllm", "--kv-dtype", "fp8"),
+    "concurrency-sglang": ("concurrency", "--engine", "sglang", "-m", "qwen3-32b", "-g", "h100-sxm", "--tp", "2"),
+    "compare-preemption": ("compare-preemption", "--kv-dtype", "fp8"),
+    "presets-list": ("presets", "list"),
+}
+FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
+           "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
+SKIP = {("presets-list", "brief")}
+CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
+
+
+@pytest.mark.parametrize("command, fmt", CASES, ids=[f"{c}.{f}" for c, f in CASES])
+def test_golden_output(run_cli, monkeypatch, command, fmt):
+    width, extra = FORMATS[fmt]
+    monkeypatch.setenv("COLUMNS", width)
+    r = run_cli(*COMMANDS[command], *extra)
+    assert r.code == 0, r.err
+    path = GOLDEN / f"{command}.{fmt}.txt"
+    if os.environ.get("KVPLAN_UPDATE_GOLDEN"):
+        path.write_text(r.out)
+    assert path.exists(), f"no golden file {path.name}: run KVPLAN_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert r.out == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
+    if fmt.startswith("table"):
+        lines = r.out.splitlines()
+        assert lines[0].startswith(("deepseek-r1 on", "qwen3-32b on", "16 presets"))   # the first line: deployment
+        assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
+
+
+def test_readme_examples_are_real_output():
+    """Each README block that starts with ``$ kvplan ...`` (and says COLUMNS or not) must equal a golden file."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```\n\$ (kvplan[^\n]*)\n(.*?)```", readme, flags=re.S)
+    assert blocks, "the README shows no real output"
+    by_args = {" ".join(("kvplan",) + args + FORMATS[f][1]): (c, f) for c, args in COMMANDS.items() for f in FORMATS
+               if (c, f) not in SKIP and f != "table-160"}
+    for command_line, shown in blocks:
+        assert command_line in by_args, f"README example {command_line!r} has no golden twin"
+        c, f = by_args[command_line]
+        golden = (GOLDEN / f"{c}.{f}.txt").read_text()
+        assert shown == golden, f"README output of {command_line!r} is stale"
+
+
+def test_readme_python_example_runs_and_says_what_it_prints(capsys):
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", readme, flags=re.S).group(1)
+    namespace: dict = {}
+    exec(block, namespace)
+    capsys.readouterr()
+    # the commented values: 61 layers x 576 B (fp8 latent) = 35,136 B/token; 45 requests (hand arithmetic in
+    # tests/test_concurrency.py's MLA case at this pool); the recompute/swap ratio of tests/test_preemption.py
+    assert namespace["plan"].max_concurrency.value == 45
+    assert "# 45" in block and "# 35136" in block and "22.16" in block
