@@ -17,13 +17,16 @@ gives an equal object.
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, sanitize, shorten
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,6 +34,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENV_VAR = "KVPLAN_PRESETS_DIR"
+# A preset or config file bigger than this is not a preset or a config (a safetensors index of a very large
+# checkpoint is a few MB).
+MAX_FILE_BYTES = 32 * 2**20
+# Tables and arrays nested deeper than this are refused before anything walks them (a preset nests 3 deep, an
+# HF config about 5).
+MAX_DEPTH = 32
+_OBJECT_HINT = "give a preset id, a preset .toml, a Hugging Face config.json or a model folder"
 
 
 def builtin_dir() -> Path:
@@ -49,43 +59,258 @@ class PresetFile:
     data: dict[str, Any]
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+# --- reading untrusted files ---------------------------------------------------------------------------------
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _special_kind(mode: int) -> str:
+    return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+
+
+def probe(path: Path) -> tuple[str, str]:
+    """What is at ``path``, without opening it: ``("file" | "dir", "")``, ``("missing", why)`` or
+    ``("bad", why)`` where ``why`` completes "<path> ..." (a FIFO, a device, a symlink loop, a name too long)."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise KvplanError(f"preset file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
-    except UnicodeDecodeError:
-        raise KvplanError(f"preset file {path} is not UTF-8 text", "save it as UTF-8 TOML") from None
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        try:
+            if os.path.islink(path):
+                return "missing", f"is a symlink to {os.readlink(path)}, which does not exist"
+        except (OSError, ValueError):
+            pass
+        return "missing", "does not exist"
+    except ValueError:  # an embedded NUL character
+        return "bad", "is not a usable path (it contains a NUL character)"
     except OSError as err:
-        raise KvplanError(f"cannot read preset file {path}: {err.strerror}", "check the path") from None
+        if err.errno == errno.ELOOP:
+            return "bad", "is a symlink loop (or too many levels of symlinks)"
+        if err.errno == errno.ENAMETOOLONG:
+            return "bad", "is not a usable path: it is too long for the file system"
+        return "bad", f"cannot be read: {err.strerror or err}"
+    if stat.S_ISREG(st.st_mode):
+        return "file", ""
+    if stat.S_ISDIR(st.st_mode):
+        return "dir", ""
+    return "bad", f"is {_special_kind(st.st_mode)}, not a file"
+
+
+def read_text(path: Path, what: str, fix: str) -> str:
+    """The UTF-8 text of the regular file ``path``. A FIFO, a device or a socket is refused without being read
+    (opened non-blocking, checked again after opening); so is a file over ``MAX_FILE_BYTES``."""
+    kind, why = probe(path)
+    if kind == "dir":
+        raise KvplanError(f"{what} {path} is a folder, not a file", fix)
+    if kind != "file":
+        raise KvplanError(f"{what} {path} {why}", fix)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise KvplanError(f"cannot read {what} {path}: {err.strerror or err}", "check the path") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
+            raise KvplanError(f"{what} {path} is {_special_kind(st.st_mode)}, not a file", fix)
+        if st.st_size > MAX_FILE_BYTES:
+            raise KvplanError(f"{what} {path} is {st.st_size:,} bytes, too big to be a {what}",
+                              f"give the {what} itself (at most {MAX_FILE_BYTES // 2**20} MiB)")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise KvplanError(f"{what} {path} is over {MAX_FILE_BYTES:,} bytes, too big to be a {what}",
+                              f"give the {what} itself (at most {MAX_FILE_BYTES // 2**20} MiB)")
+    except OSError as err:
+        raise KvplanError(f"cannot read {what} {path}: {err.strerror or err}", "check the path") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise KvplanError(f"{what} {path} is not UTF-8 text", fix) from None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether tables/arrays nest more than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _read_toml(path: Path, what: str = "preset file") -> dict[str, Any]:
+    text = read_text(path, what, "save it as a UTF-8 TOML file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise KvplanError(f"{what} {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+    except RecursionError:
+        data = None
+    except ValueError as err:  # e.g. an integer with more digits than Python converts
+        raise KvplanError(f"{what} {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+    if data is None or too_deep(data):
+        raise KvplanError(f"{what} {path} nests tables or arrays more than {MAX_DEPTH} levels deep",
+                          "a preset nests a few levels; fix the file")
+    return data
+
+
+# --- finding presets -----------------------------------------------------------------------------------------
+
+_warned: set[str] = set()
+
+
+def warn(message: str, hint: str | None = None) -> None:
+    """One warning line on stderr (each distinct warning once per process)."""
+    line = f"warning: {sanitize(message)}" + (f" (fix: {sanitize(hint)})" if hint else "")
+    if line not in _warned:
+        _warned.add(line)
+        print(line, file=sys.stderr)
+
+
+class Presets(dict):
+    """Presets of one type by id. Lookup (``in``, ``[]``, ``get``) ignores case. A user file that was skipped
+    (malformed, a FIFO, a link out of its folder) is kept in ``broken`` under its file name, so that asking for
+    it by id gives its error rather than "unknown preset"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: dict[str, KvplanError] = {}
+
+    def _key(self, preset_id: Any) -> str | None:
+        if not isinstance(preset_id, str):
+            return None
+        if dict.__contains__(self, preset_id):
+            return preset_id
+        folded = preset_id.casefold()
+        return next((k for k in self if k.casefold() == folded), None)
+
+    def __contains__(self, preset_id: object) -> bool:
+        return self._key(preset_id) is not None or (isinstance(preset_id, str)
+                                                    and preset_id.casefold() in self.broken)
+
+    def __getitem__(self, preset_id: str) -> PresetFile:
+        key = self._key(preset_id)
+        if key is None:
+            if isinstance(preset_id, str) and preset_id.casefold() in self.broken:
+                raise self.broken[preset_id.casefold()]
+            raise KeyError(preset_id)
+        return dict.__getitem__(self, key)
+
+    def get(self, preset_id: str, default: Any = None) -> Any:
+        try:
+            return self[preset_id]
+        except KeyError:
+            return default
+
+    def add(self, preset: PresetFile) -> None:
+        old = self._key(preset.id)
+        if old is not None:
+            del self[old]
+        self.broken.pop(preset.id.casefold(), None)
+        dict.__setitem__(self, preset.id, preset)
 
 
 def user_dirs(extra: list[Path] | None = None) -> list[Path]:
     dirs = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    dirs += list(extra or [])
+    dirs += [Path(d) for d in extra or []]
     for d in dirs:
-        if not d.is_dir():
-            raise KvplanError(f"presets folder {d} does not exist",
-                              f"create it, or fix --presets-dir / {ENV_VAR}")
+        kind, why = probe(d)
+        if kind == "missing":
+            raise KvplanError(f"presets folder {d} does not exist", f"create it, or fix --presets-dir / {ENV_VAR}")
+        if kind != "dir":
+            why = "is a file, not a folder" if kind == "file" else why.replace("not a file", "not a folder")
+            raise KvplanError(f"presets folder {d} {why}", f"give a folder, or fix --presets-dir / {ENV_VAR}")
     return dirs
 
 
-def discover(extra_dirs: list[Path] | None = None) -> dict[str, dict[str, PresetFile]]:
-    """All presets by type then id; user folders (later ones win) override the built-in files."""
-    found: dict[str, dict[str, PresetFile]] = {"model": {}, "hardware": {}}
+def _candidates(root: Path, builtin: bool):
+    """(path, problem) for each ``*.toml`` in the folder and its models/ and hardware/ subfolders (not the
+    whole tree). In a user folder, a FIFO, a device, a subfolder or a symlink that leaves the folder comes with
+    the problem that skips it; nothing is opened here."""
+    try:
+        real_root = root.resolve()
+    except (OSError, RuntimeError):
+        real_root = root
+    for sub in ("", "models", "hardware"):
+        folder = root / sub
+        if sub and probe(folder)[0] != "dir":
+            continue
+        try:
+            paths = sorted(folder.glob("*.toml"))
+        except OSError as err:
+            if builtin:
+                raise
+            warn(f"cannot list presets folder {folder}: {err.strerror or err}", "check its permissions")
+            continue
+        for path in paths:
+            if builtin:
+                yield path, None
+                continue
+            try:
+                real = path.resolve()
+            except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+                yield path, "is a symlink loop"
+                continue
+            if real != real_root and real_root not in real.parents:
+                yield path, f"is a symlink to {real}, outside the presets folder {root}"
+                continue
+            kind, why = probe(path)
+            yield path, (None if kind == "file" else ("is a folder, not a file" if kind == "dir" else why))
+
+
+def _identify(data: dict[str, Any], path: Path) -> tuple[str, str]:
+    kind = data.get("type")
+    if kind not in ("model", "hardware"):
+        raise KvplanError(f"preset file {path} has type={shorten(kind)}",
+                          'start it with type = "model" or type = "hardware"')
+    preset_id = data.get("id") or path.stem
+    if not isinstance(preset_id, str) or not preset_id.strip():
+        raise KvplanError(f"preset file {path}: id = {shorten(preset_id)} is not a text id",
+                          f'write id = "{path.stem}" (or leave id out to use the file name)')
+    return kind, preset_id
+
+
+def discover(extra_dirs: list[Path] | None = None) -> dict[str, Presets]:
+    """All presets by type then id; user folders (later ones win) override the built-in files. A file in a user
+    folder that cannot be read as a preset is skipped with a warning on stderr (and remembered by file name:
+    asking for it by id gives its error); a broken built-in file is a kvplan bug and an error."""
+    found: dict[str, Presets] = {"model": Presets(), "hardware": Presets()}
     roots = [(builtin_dir(), True)] + [(d, False) for d in user_dirs(extra_dirs)]
     for root, builtin in roots:
-        # The folder itself and its models/ and hardware/ subfolders, not the whole tree below it.
-        paths = [p for sub in ("", "models", "hardware") for p in sorted((root / sub).glob("*.toml"))]
-        for path in paths:
-            data = _read_toml(path)
-            kind = data.get("type")
-            if kind not in found:
-                raise KvplanError(f"preset file {path} has type={kind!r}",
-                                  'start it with type = "model" or type = "hardware"')
-            preset_id = data.get("id") or path.stem
-            found[kind][preset_id] = PresetFile(preset_id, kind, path, builtin, data)
+        for path, problem in _candidates(root, builtin):
+            try:
+                if problem:
+                    raise KvplanError(f"preset file {path} {problem}",
+                                      "remove it from the presets folder or make it a regular TOML file there")
+                data = _read_toml(path)
+                kind, preset_id = _identify(data, path)
+            except KvplanError as err:
+                if builtin:
+                    raise
+                warn(f"skipped {err.message}", err.hint)
+                stem = path.stem.casefold()
+                for table in found.values():
+                    for key in [k for k in table if k.casefold() == stem]:
+                        del table[key]
+                    table.broken[stem] = err
+                continue
+            found[kind].add(PresetFile(preset_id, kind, path, builtin, data))
     return found
 
 
@@ -93,18 +318,26 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _expand_layers(spec: Any, num_layers: int, where: str) -> list[int]:
+def _expand_layers(spec: Any, num_layers: int | None) -> list[int]:
+    """The layer indices a group's ``layers`` names. Ranges are checked against ``num_layers`` before any list
+    is built (``{start = 0, stop = 10**12}`` is an error, not a trillion-item list). Raises ValueError."""
     if spec == "all":
+        if num_layers is None:
+            raise ValueError('layers = "all" needs a valid num_layers')
         return list(range(num_layers))
     if isinstance(spec, list) and all(_is_index(i) for i in spec):
         return spec
-    if isinstance(spec, dict) and all(_is_index(v) for v in spec.values()):
+    if isinstance(spec, dict) and spec and all(_is_index(v) for v in spec.values()):
+        limit = num_layers if num_layers is not None else 0
         if set(spec) <= {"start", "stop"}:
-            return list(range(spec.get("start", 0), spec.get("stop", num_layers)))
+            start, stop = spec.get("start", 0), spec.get("stop", limit)
+            if stop > limit or start >= stop:
+                raise ValueError(f"layers = {{start = {start}, stop = {stop}}} is not a range within "
+                                 f"0..{limit} (num_layers = {shorten(num_layers)}; stop is excluded)")
+            return list(range(start, stop))
         if set(spec) <= {"every", "offset"} and spec.get("every", 0) > 0:
-            return list(range(spec.get("offset", 0), num_layers, spec["every"]))
-    raise KvplanError(f"{where}: layers = {spec!r} is not understood",
-                      'write "all", a list of indices, {start=, stop=} or {every=, offset=}')
+            return list(range(spec.get("offset", 0), limit, spec["every"]))
+    raise ValueError(f"layers = {shorten(spec)} is not understood")
 
 
 # --- building specs: trusted (built-in) and validated (anything else) -------------------------------------
