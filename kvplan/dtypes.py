@@ -1,6 +1,6 @@
 """KV-cache data types: bytes per element and the scale overhead each one carries.
 
-Rules follow the engines' own accounting (see ../shared/reference/engine-kv-accounting.md, which reads
+Rules follow the engines' own accounting (as read from
 vLLM's ``vllm/v1/kv_cache_interface.py`` at commit 001cabc1 and SGLang's ``get_cell_size_per_token``):
 
 * ``bf16`` / ``fp16``: 2 bytes per element, no scales.

@@ -21,7 +21,7 @@ And for prefill (recompute) FLOPs and swap copies, beyond the weight matmuls the
 * ``attention_flops_formula()``: that arithmetic as text;
 * ``swap_copies(context, block_tokens)``: copies one layer needs in a per-layer paged swap layout.
 
-TP rules (engine-kv-accounting.md, pitfalls 1 and 2): GQA heads per rank = max(1, kv_heads // tp), so
+TP rules (vLLM vllm/v1/kv_cache_interface.py @001cabc1; SGLang get_num_kv_heads): GQA heads per rank = max(1, kv_heads // tp), so
 KV heads are replicated when tp > kv_heads and a TP that neither divides nor is divided by kv_heads is
 refused; the MLA latent and the sparse-attention indexer key are one "head" and are whole on every
 rank; linear-attention state is split by heads.
@@ -272,7 +272,7 @@ PositiveInt = Annotated[int, Range(gt=0, le=1_000_000)]
 def causal_pairs(tokens, cap: int | None = None):
     """(query, key) pairs a causal prefill of ``tokens`` tokens scores, each query seeing at most ``cap`` keys.
 
-    Continuous form, the convention of DeepSeek's 250 GFLOP/token figure (preemption-pd-workload.md §0
+    Continuous form, the convention of DeepSeek's 250 GFLOP/token figure (arXiv 2505.09343 §2.2.1;
     formula 2, §1.1): query at position i sees min(i, cap) keys, so tokens^2/2 uncapped and
     cap*tokens - cap^2/2 once past the cap. Element-wise on numpy arrays too (numpy is not imported here).
     """
@@ -430,7 +430,7 @@ class SlidingWindowAttention(FullAttention):
     """Attention over the last ``window`` tokens only: a request never holds more than the window.
 
     The engine-neutral count is min(context, window) tokens. vLLM holds window - 1 +
-    max_num_batched_tokens tokens, plus one block (engine-kv-accounting.md, pitfall 6); that
+    max_num_batched_tokens tokens, plus one block (vLLM SlidingWindowSpec.max_memory_usage_bytes @001cabc1); that
     engine-specific figure belongs to the engine-faithful mode.
     """
 
@@ -464,7 +464,7 @@ class MLA(_Kind):
     q_lora_rank: PositiveInt | None = None
     # How an "fp8" request is stored. "per_tensor": 1 B per latent element. "ds_mla": DeepSeek's FP8 MLA
     # layout (656 B/layer for r=512, rope=64), which vLLM forces for DeepSeek V3.2 whenever the cache
-    # dtype is fp8 (DeepseekV32ForCausalLM.verify_and_update_config, engine-kv-accounting.md).
+    # dtype is fp8 (vLLM DeepseekV32ForCausalLM.verify_and_update_config @001cabc1).
     fp8_layout: Literal["per_tensor", "ds_mla"] = "per_tensor"
     # DeepSeek Sparse Attention (V3.2): each query attends to the index_topk keys its indexer picks, in MLA's
     # MQA (absorbed) mode, each latent shared across all query heads (DeepSeek-V3.2-Exp report, "Instantiate

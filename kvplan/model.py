@@ -72,12 +72,12 @@ class ModelSpec:
     num_layers: Annotated[int, Range(gt=0, le=10_000)]
     groups: Annotated[tuple[LayerGroup, ...], MinLen(1)]
     # MTP / next-token-prediction draft layers shipped with the checkpoint; not in num_layers and not
-    # counted unless asked for (engine-kv-accounting.md, pitfall 8).
+    # counted unless asked for (vLLM and SGLang allocate their KV in the same pool when MTP is on).
     mtp_layers: Annotated[int, Range(ge=0, le=64)] = 0
     params_total: Sourced | None = None
     params_active: Sourced | None = None
     # N_mm: active weight-matmul parameters per token, input embedding excluded, LM head included
-    # (preemption-pd-workload.md notation); prefill FLOPs = 2 x N_mm x tokens + attention.
+    # (the notation of kvplan.calc.flops); prefill FLOPs = 2 x N_mm x tokens + attention.
     params_active_matmul: Sourced | None = None
     weight_dtype: str = "bf16"
     weight_bytes: Sourced | None = None

@@ -165,8 +165,9 @@ def test_hardware_invariants():
             h100.host_link, large_copy_efficiency=Sourced(value=1.2, source="test")))
     with pytest.raises(ValueError, match=r"unknown compute dtype\(s\) \['fp6'\]"):
         dataclasses.replace(h100, dense_tflops={**h100.dense_tflops, "fp6": Sourced(value=1, source="test")})
-    with pytest.raises(ValueError, match="needs at least bf16"):
-        dataclasses.replace(h100, dense_tflops={"fp8": h100.dense_tflops["fp8"]})
+    # A preset needs only the figures a calculation uses: no bandwidth or compute peak is required to exist.
+    bare = dataclasses.replace(h100, dense_tflops={}, hbm_bandwidth_tb_s=None)
+    assert bare.hbm_bytes == h100.hbm_bytes
     with pytest.raises(ValueError, match="absurd"):
         dataclasses.replace(h100, hbm_capacity_gib=Sourced(value=100_001, source="test"))
     with pytest.raises(ValueError, match="node.host_dram_gb must be positive"):

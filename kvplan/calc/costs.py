@@ -112,6 +112,9 @@ def compute_dtype_for(model: ModelSpec, hw: HardwareSpec, requested: str) -> str
     dtype = requested
     if dtype == "auto":
         dtype = "fp8" if model.weight_dtype == "fp8" and "fp8" in hw.dense_tflops else "bf16"
+    if not hw.dense_tflops:
+        raise KvplanError(f"{hw.id} has no dense_tflops in its preset, which the recompute price needs",
+                          "add [dense_tflops] bf16 = { value = ..., source = \"...\" } to the hardware preset")
     if dtype not in hw.dense_tflops:
         raise KvplanError(f"{hw.id} has no dense {dtype} peak in its preset",
                           "choose --compute-dtype " + " or ".join(sorted(hw.dense_tflops)))

@@ -2,10 +2,10 @@
 
     F_pf(S, h) = 2 x N_mm x (S - h) + sum over layer groups of layers x kind.prefill_attention_flops(S, h)
 
-(preemption-pd-workload.md §0 formulas 2-3). N_mm is the model's active weight-matmul parameters per token,
+(DeepSeek-V3, ISCA'25, arXiv 2505.09343 §2.2.1). N_mm is the model's active weight-matmul parameters per token,
 input embedding excluded and LM head included. For full attention a kind's term is A_layer x (S^2 - h^2)/2
 with A_layer its FLOPs per (query, key) pair, i.e. the causal average DeepSeek's own 250 GFLOP/token
-figure uses (ISCA'25, arXiv 2505.09343 §2.2.1; reproduced in preemption-pd-workload.md §1.1). Windows and
+figure uses (ISCA'25, arXiv 2505.09343 §2.2.1). Windows and
 top-k caps bound the keys per query; linear-attention/SSM layers add a per-token state term.
 
 Counted: QK^T and PV matmuls of attention (2 FLOP per multiply-add), the indexer's scores, recurrent state
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.model import ModelSpec
 
-FLOPS_SOURCE = ("prefill FLOPs 2 x N_mm x (S - h) + A x (S^2 - h^2)/2: preemption-pd-workload.md §0 formulas 1-3; "
-                "causal halving as in DeepSeek's 250 GFLOP/token (ISCA'25, arXiv 2505.09343 §2.2.1; §1.1)")
+FLOPS_SOURCE = ("prefill FLOPs 2 x N_mm x (S - h) + A x (S^2 - h^2)/2: the FLOP count of DeepSeek-V3, ISCA'25; "
+                "causal halving as in DeepSeek's 250 GFLOP/token (arXiv 2505.09343 §2.2.1)")
 
 
 @dataclass(frozen=True)
