@@ -89,6 +89,15 @@ def _plain_coercion(command) -> None:
     walk(command)
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a dead pipe or a full disk is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> None:
     try:
         import typer.main
@@ -101,8 +110,14 @@ def main() -> None:
     except KvplanError as err:
         print(err.one_line(), file=sys.stderr)
         sys.exit(2)
-    except BrokenPipeError:  # e.g. piped into head
+    except BrokenPipeError:  # e.g. piped into head: not an error
+        _quiet_stdout()
         sys.exit(0)
+    except OSError as err:  # inputs turn their OSErrors into KvplanError; what is left is the output failing
+        _quiet_stdout()
+        print(f"error: cannot write the output: {err.strerror or err} (fix: check the disk, file or pipe it goes to)",
+              file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:

@@ -271,12 +271,17 @@ def _rich_tables(table: Table, units: str, width: int):
     return out
 
 
+def _broken_pipe() -> None:
+    raise BrokenPipeError("the reader closed the pipe")
+
+
 def print_table(result: Result, explain: bool = False, file=None, units: str = "iec") -> None:
     from rich.console import Console
 
     out = file or sys.stdout
     console = Console(file=out, width=output_width(out), soft_wrap=False, highlight=False, markup=False,
                       emoji=False, color_system="auto" if out.isatty() else None)
+    console.on_broken_pipe = _broken_pipe   # rich exits 1 on a closed pipe; let the command layer decide
     console.print(result.headline, soft_wrap=True)
     for table in result.tables:
         for rich_table in _rich_tables(table, units, console.width):

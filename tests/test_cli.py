@@ -2,8 +2,11 @@
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MODEL_PRESETS = {"deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-8b", "llama-3.1-70b",
                  "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b"}
@@ -153,3 +156,45 @@ def test_size_imports_no_numpy_or_plotting():
             "print(','.join(heavy))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", out.stdout
+
+
+@pytest.mark.parametrize("kind, use", [("hardware", ("size", "-g")), ("model", ("size", "-m"))])
+def test_presets_template_is_a_working_preset(run_cli, tmp_path, kind, use):
+    r = run_cli("presets", "template", kind)
+    assert r.code == 0 and r.out.startswith("# A ")
+    (tmp_path / f"{kind}.toml").write_text(r.out)
+    ran = run_cli(*use, str(tmp_path / f"{kind}.toml"), "-f", "json")
+    assert ran.code == 0, ran.err
+    if kind == "model":   # 32 layers x 8 heads x (128 + 128) x 2 B = 131,072 B/token
+        assert ran.json()["kv_bytes_per_token"] == 131_072
+    else:                 # 80 GiB as reported
+        assert ran.json()["hardware"] == "my-gpu"
+    bad = run_cli("presets", "template", "gpu")
+    assert bad.code == 2 and "give hardware or model" in bad.err
+
+
+@pytest.mark.parametrize("args", [("size",), ("concurrency", "-f", "csv"), ("compare-preemption", "--explain"),
+                                  ("presets", "show", "h200")])
+def test_a_closed_pipe_is_not_an_error(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "kvplan", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    proc.stdout.readline()        # like `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+def test_a_full_disk_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "kvplan", "size", "-f", "json"], stdout=full, stderr=subprocess.PIPE,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.startswith("error: cannot write the output") and err.count("\n") == 1, err

@@ -255,7 +255,19 @@ def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
     if brief and fmt not in ("table",):
         raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
                           "drop --brief, or drop --format")
-    render(result, fmt, explain, units=units, brief=brief)
+    try:
+        render(result, fmt, explain, units=units, brief=brief)
+    except BrokenPipeError:  # piped into head: the reader has what it wanted, not an error
+        from kvplan.cli import _quiet_stdout
+
+        _quiet_stdout()
+        raise SystemExit(0) from None
+    except OSError as err:  # a full disk, a closed file
+        from kvplan.cli import _quiet_stdout
+
+        _quiet_stdout()
+        raise KvplanError(f"cannot write the output: {err.strerror or err}",
+                          "check the disk, file or pipe it goes to") from None
 
 
 def check_output_options(fmt: str, units: str, brief: bool) -> str:

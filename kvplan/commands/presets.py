@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, extra_dirs
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, emit, extra_dirs
 
 presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                           help="List and show the built-in and user presets.")
@@ -15,7 +16,6 @@ presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, 
 @presets_app.command("list")
 def presets_list(fmt: FormatOpt = "table", presets_dir: PresetsDirOpt = None) -> None:
     """List every preset: id, type, name, and where it comes from."""
-    from kvplan.output import render
     from kvplan.presets import discover
     from kvplan.result import Result, Table
 
@@ -28,8 +28,8 @@ def presets_list(fmt: FormatOpt = "table", presets_dir: PresetsDirOpt = None) ->
     data = {"presets": [{"id": r[0], "type": r[1], "name": r[2], "origin": r[3]} for r in rows]}
     headline = f"{len(rows)} presets: {sum(r[1] == 'model' for r in rows)} models, " \
                f"{sum(r[1] == 'hardware' for r in rows)} GPUs"
-    render(Result("presets list", headline, data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
-                                               primary=True),)), fmt)
+    emit(Result("presets list", headline, data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
+                                               primary=True),)), fmt, False, "iec", False)
 
 
 def _flatten(prefix: str, value, rows: list) -> None:
@@ -49,7 +49,6 @@ def _flatten(prefix: str, value, rows: list) -> None:
 def presets_show(preset_id: Annotated[str, typer.Argument(help="The preset's id.")], fmt: FormatOpt = "table",
                  presets_dir: PresetsDirOpt = None) -> None:
     """Show one preset: every field, its value and its source."""
-    from kvplan.output import render
     from kvplan.presets import _unknown, build_hardware, build_model, discover
     from kvplan.result import Result, Table
 
@@ -65,10 +64,22 @@ def presets_show(preset_id: Annotated[str, typer.Argument(help="The preset's id.
             table = Table(f"{kind} preset {preset_id} ({preset.path})", ("field", "value", "source"),
                           tuple(rows), primary=True)
             headline = f"{kind} preset {preset_id}: {preset.data.get('name', '')}"
-            render(Result("presets show", headline, data, (table,)), fmt)
+            emit(Result("presets show", headline, data, (table,)), fmt, False, "iec", False)
             return
     raise _unknown("model or hardware", preset_id, sorted(found["model"]) + sorted(found["hardware"]))
 
+
+
+@presets_app.command("template")
+def presets_template(kind: Annotated[str, typer.Argument(metavar="hardware|model",
+                                                         help="Which preset to print a template of.")]) -> None:
+    """Print a commented TOML template for your own hardware or model preset."""
+    from kvplan.errors import KvplanError
+    from kvplan.presets import builtin_dir
+
+    if kind not in ("hardware", "model"):
+        raise KvplanError(f"no template for {kind!r}", "give hardware or model")
+    sys.stdout.write((builtin_dir() / "templates" / f"{kind}.toml").read_text())
 
 
 def register(app: typer.Typer) -> None:
