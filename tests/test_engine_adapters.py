@@ -63,3 +63,15 @@ def test_python_and_cli_refuse_the_same_engine():
     with pytest.raises(KvplanError, match="--mem-fraction-static is not a setting of --engine vllm"):
         Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine="vllm",
                  mem_fraction_static=0.8)
+
+
+@pytest.mark.parametrize("engine, hw, step", [("neutral", "h100-sxm", "70"), ("vllm", "h100-sxm", "70"),
+                                              ("sglang", "a100-80gb", "90")])
+def test_plans_near_an_engine_default_step_say_so(run_cli, engine, hw, step):
+    # H100: 79.65 GiB is within 15% of vLLM's 70 GiB batch-default step (|79.65 - 70| = 9.65 <= 10.5);
+    # A100 80 GiB is within 15% of SGLang's 90 GiB reserve bucket (10 <= 13.5). H200 (140.4 GiB) is far from
+    # vLLM's step.
+    d = run_cli("concurrency", "-m", "llama-3.1-8b", "-g", hw, "--engine", engine, "-f", "json").json()
+    assert any(f"defaults step at {step} GiB" in n for n in d["notes"]), d["notes"]
+    far = run_cli("concurrency", "-m", "llama-3.1-8b", "-g", "h200", "--engine", "vllm", "-f", "json").json()
+    assert not any("defaults step" in n for n in far["notes"])   # |140.4 - 70| = 70.4 > 10.5

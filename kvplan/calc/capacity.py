@@ -62,6 +62,14 @@ def fit(pool_bytes: int, per_request_bytes: int, shared_copy_bytes: int = 0) -> 
     return max(pool_bytes - shared_copy_bytes, 0) // max(per_request_bytes, 1)
 
 
+def admitted_on_prompt_cost(scenario: Scenario, pool_bytes: int, shared_copy_bytes: int = 0) -> int:
+    """The batch an engine admits when it charges only the prompt's blocks (vLLM v1 admits on the prefill's block
+    cost, not the eventual decode's), capped by max_num_seqs."""
+    _, max_seqs = scenario.engine_adapter.batch_limits_for(scenario)
+    prompt_cost = request_bytes(scenario, scenario.prompt_tokens)
+    return int(min(int(max_seqs.value), fit(pool_bytes, prompt_cost, shared_copy_bytes)))
+
+
 def first_full_step(scenario: Scenario, batch: int, pool_bytes: int, shared_copy_bytes: int = 0) -> int | None:
     """The first decode step at which ``batch`` requests decoding together from the prompt overfill the pool
     (None when they never do within the decode). A request's bytes never shrink as it decodes, so a bisection

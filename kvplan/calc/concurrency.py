@@ -207,9 +207,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     tpot = (Seconds(options.tpot_seconds, given("--tpot")) if options.tpot_seconds is not None
             else Seconds(DEFAULT_TPOT_SECONDS, default("~50 ms per decode step", TPOT_SOURCE)))
     link = costs.host_link_rate(hw, s.host_link_gbs)
-    mnbt, max_seqs = s.engine_adapter.batch_limits_for(s)
-    prompt_cost = capacity.request_bytes(s, s.prompt_tokens, block=block)
-    admitted = int(min(int(max_seqs.value), capacity.fit(pool, prompt_cost, shared)))
+    admitted = capacity.admitted_on_prompt_cost(s, pool, shared)
     runs = [overflow_run(s, options.batch, pool, shared, tpot, link)]
     if admitted > options.batch:
         runs.append(overflow_run(s, admitted, pool, shared, tpot, link, admitted=True))

@@ -33,7 +33,8 @@ EpOpt = Annotated[str | None, typer.Option("--ep", metavar="N", help="Expert-par
 KvDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", metavar="DTYPE",
     help="auto (the engines' default: the model's activation dtype, bf16), bf16, fp16, fp8, fp8_per_token_head, "
-         "int8_per_token_head, nvfp4, fp8_ds_mla.")]
+         "int8_per_token_head, nvfp4, fp8_ds_mla. Aliases: bfloat16; float16, half; fp8_e4m3, fp8_e5m2 (= fp8); "
+         "fp4 (= nvfp4).")]
 WeightDtypeOpt = Annotated[str | None, typer.Option(
     "--weight-dtype", metavar="DTYPE", help="Weights as params x this dtype instead of the checkpoint size "
                                             "(bf16, fp8, int8, mxfp4, nvfp4, int4).")]

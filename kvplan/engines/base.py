@@ -127,6 +127,20 @@ class Engine:
                                     weights, self.activation_reserve(scenario, model, par),
                                     self.runtime_reserve(scenario))
 
+    # Memory sizes (GiB) where the engine's defaults step, so that more HBM can give fewer requests.
+    default_steps_gib: ClassVar[tuple[float, ...]] = ()
+    defaults_of: ClassVar[str] = ""   # whose defaults those are ("vLLM", "SGLang")
+
+    def boundary_note(self, hw: HardwareSpec) -> str | None:
+        """A note when the GPU sits within 15% of a size where this engine's defaults step."""
+        gib = hw.hbm_capacity_gib.value
+        near = [b for b in self.default_steps_gib if abs(gib - b) <= 0.15 * b]
+        if not near:
+            return None
+        steps = ", ".join(f"{b:g}" for b in near)
+        return (f"{self.defaults_of}'s defaults step at {steps} GiB of GPU memory and this GPU has {gib:g} GiB: a GPU just across the step gets other defaults, so more HBM can mean fewer requests "
+                "there (the engine does this, not kvplan).")
+
     # --- the engine's own figures ------------------------------------------------------------------------------
     def report(self, scenario, model: ModelSpec, par: Parallelism, pool_bytes: int, block: int) -> EngineReport | None:
         return None

@@ -18,6 +18,8 @@ class Neutral(Engine):
     kind_table = {FullAttention: "attention", SlidingWindowAttention: "window", MLA: "latent",
                   SparseIndexer: "indexer key", GatedDeltaNet: "state", Mamba2: "state"}
     block_tokens_table = vllm.VllmEngine.block_tokens_table
+    default_steps_gib = vllm.VllmEngine.default_steps_gib
+    defaults_of = "vLLM"
 
     def batch_limits(self, hw):
         return vllm.VllmEngine().batch_limits(hw)

@@ -62,6 +62,8 @@ class SglangEngine(Engine):
     # Page size: 1 token, except FlashMLA's 64-token pages.
     block_tokens_table = {FullAttention: 1, SlidingWindowAttention: 1, MLA: 64, SparseIndexer: 1, GatedDeltaNet: 1,
                           Mamba2: 1}
+    defaults_of = "SGLang"
+    default_steps_gib = (35.0, 90.0, 160.0)   # the reserved-memory buckets of the default mem_fraction_static
 
     def batch_limits(self, hw):
         # SGLang sizes chunked prefill and running requests itself; kvplan only needs a bound for admission.

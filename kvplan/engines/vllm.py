@@ -75,6 +75,8 @@ class VllmEngine(Engine):
                   GatedDeltaNet: "mamba", Mamba2: "mamba"}
     block_tokens_table = {FullAttention: 16, SlidingWindowAttention: 16, MLA: 64, SparseIndexer: 16,
                           GatedDeltaNet: 16, Mamba2: 16}
+    defaults_of = "vLLM"
+    default_steps_gib = (70.0,)   # get_batch_defaults: >= 70 GiB -> 8192 / 1024
 
     def batch_limits(self, hw):
         mnbt, mns = default_batch_limits(hw)

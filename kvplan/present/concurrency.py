@@ -54,6 +54,10 @@ def present(plan: ConcurrencyPlan) -> Result:
                      "reproduces an engine's own figures.")
     if plan.engine_report is not None:
         notes.extend(plan.engine_report.notes)
+    if not b.given_pool:
+        step = s.engine_adapter.boundary_note(hw)
+        if step:
+            notes.append(step)
 
     host = plan.host
     host_note = "if offloading is enabled"
