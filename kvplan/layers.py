@@ -22,9 +22,9 @@ And for prefill (recompute) FLOPs and swap copies, beyond the weight matmuls the
 * ``swap_copies(context, block_tokens)``: copies one layer needs in a per-layer paged swap layout.
 
 TP rules (vLLM vllm/v1/kv_cache_interface.py @001cabc1; SGLang get_num_kv_heads): GQA heads per rank =
-max(1, kv_heads // tp), so KV heads are replicated when tp > kv_heads and a TP that neither divides nor is divided by kv_heads is
-refused; the MLA latent and the sparse-attention indexer key are one "head" and are whole on every
-rank; linear-attention state is split by heads.
+max(1, kv_heads // tp), so KV heads are replicated when tp > kv_heads and a TP that neither divides nor is
+divided by kv_heads is refused; the MLA latent and the sparse-attention indexer key are one "head" and are
+whole on every rank; linear-attention state is split by heads.
 """
 
 from dataclasses import dataclass, fields

@@ -138,8 +138,9 @@ class Engine:
         if not near:
             return None
         steps = ", ".join(f"{b:g}" for b in near)
-        return (f"{self.defaults_of}'s defaults step at {steps} GiB of GPU memory and this GPU has {gib:g} GiB: a GPU just across the step gets other defaults, so more HBM can mean fewer requests "
-                "there (the engine does this, not kvplan).")
+        return (f"{self.defaults_of}'s defaults step at {steps} GiB of GPU memory and this GPU has {gib:g} GiB: a "
+                "GPU just across the step gets other defaults, so more HBM can mean fewer requests there (the engine "
+                "does this, not kvplan).")
 
     # --- the engine's own figures ------------------------------------------------------------------------------
     def report(self, scenario, model: ModelSpec, par: Parallelism, pool_bytes: int, block: int) -> EngineReport | None:
