@@ -31,7 +31,8 @@ def _group() -> None:
 
 
 # Each command lives in its own module under kvplan.commands, which registers itself (``register(app)``).
-COMMANDS = {"size": "size", "concurrency": "concurrency", "compare-preemption": "preemption", "presets": "presets"}
+COMMANDS = {"size": "size", "concurrency": "concurrency", "compare-preemption": "preemption", "tpot": "tpot",
+            "presets": "presets"}
 _registered: list[str] = []
 
 

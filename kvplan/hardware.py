@@ -68,6 +68,30 @@ def _figures(obj, prefix: str = ""):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Efficiency:
+    """What a serving engine achieves on this GPU, as fractions of the peaks and fixed overheads: the decode step
+    model's factors (kvplan.calc.costs). Each is optional; kvplan's sourced generic defaults fill the gaps."""
+
+    __pydantic_config__ = SPEC_CONFIG
+
+    hbm: Sourced | None = None                   # achievable fraction of hbm_bandwidth_tb_s
+    mfu: Sourced | None = None                   # achievable fraction of the dense peak in decode GEMMs
+    prefill_mfu: Sourced | None = None           # achievable fraction of the dense peak in prefill
+    link: Sourced | None = None                  # achievable fraction of the scale-up link per direction
+    link_latency_us: Sourced | None = None       # one small collective (all-reduce) on the scale-up link
+    overhead_us_per_layer: Sourced | None = None  # kernel launches etc. per layer per step
+    overhead_us_per_step: Sourced | None = None   # scheduling, sampling, per step
+    overhead_us_per_moe_layer: Sourced | None = None  # routing, permutation, per MoE layer per step
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("hbm", "mfu", "prefill_mfu", "link"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value.value <= 1:
+                raise ValueError(f"efficiency.{name} is a fraction in (0, 1], got {value.value}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class HardwareSpec:
     """One GPU: HBM capacity and bandwidth, dense compute peaks, host link, and its node."""
 
@@ -88,6 +112,7 @@ class HardwareSpec:
     host_link: HostLink
     scale_up: ScaleUpLink | None = None
     node: NodeSpec = field(default_factory=NodeSpec)
+    efficiency: Efficiency = field(default_factory=Efficiency)
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -352,11 +352,38 @@ class _Kind:
     def attention_flops_formula(self) -> tuple[str, str]:
         return "no attention or state FLOPs beyond the weight matmuls", "0"
 
+    # --- decode: one new token per request ---------------------------------------------------------------
+    # Numbers or numpy arrays of contexts alike (numpy is not imported here).
+    def decode_keys(self, context):
+        """Cached tokens one decode query reads: every held token, or a top-k where a kind picks them."""
+        return _capped(context, self.tokens_cap)
+
+    def decode_read_bytes(self, dtype: KVDtype, context, tp: int = 1):
+        """Cache bytes one decode step moves for one request at ``context`` in this layer on one TP rank: the
+        keys it reads, and a fixed state read and written back."""
+        return self.cache_bytes_per_token(dtype, tp) * self.decode_keys(context) + 2 * self.state_bytes(tp)
+
+    def decode_flops_per_key(self, tp: int = 1) -> float:
+        """FLOPs per attended key of one decode query on one TP rank (QK^T and PV)."""
+        return self.attention_flops_per_pair() / tp
+
+    def decode_flops(self, context, tp: int = 1):
+        """FLOPs beyond the weight matmuls of one decode token of one request on one TP rank."""
+        return (self.decode_flops_per_key(tp) * _capped(context, self.attended_keys_cap())
+                + self.state_flops_per_token() / tp)
+
     def swap_copies(self, context: int, block_tokens: int) -> int:
         """Copies to move one request's cache of this layer when each block of each tensor is its own copy,
         plus one per tensor of fixed state."""
         blocks = -(-self.tokens_held(context) // block_tokens)
         return self.swap_tensors * (blocks + (1 if self.state_bytes() else 0))
+
+
+def _capped(context, cap):
+    """min(context, cap), for numbers and numpy arrays; cap None means no cap."""
+    if cap is None:
+        return context
+    return (context + cap - abs(context - cap)) / 2 if not isinstance(context, int) else min(context, cap)
 
 
 def _check_heads_divisible(what: str, heads: int | None, tp: int) -> None:
@@ -484,6 +511,15 @@ class MLA(_Kind):
 
     def attended_keys_cap(self) -> int | None:
         return self.index_topk
+
+    def decode_keys(self, context):
+        # Sparse attention reads only the index_topk latents the indexer picks; dense MLA reads every one.
+        return _capped(context, self.index_topk)
+
+    def decode_flops_per_key(self, tp: int = 1) -> float:
+        # Decode runs MLA in the absorbed (MQA) form: QK^T over the kv_lora_rank + rope latent and PV over the
+        # kv_lora_rank part, for each of this rank's query heads (DeepSeek-V2, arXiv 2405.04434 §2.1.2).
+        return 2 * _need(self.q_heads, "q_heads", self.kind) / tp * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
 
     def prefill_attention_flops(self, context, prefix=0):
         sparse = super().prefill_attention_flops(context, prefix)

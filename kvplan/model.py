@@ -91,6 +91,9 @@ class ModelSpec:
     moe_intermediate_size: Dim | None = None
     experts_per_token: Dim | None = None
     shared_experts: Dim | None = None
+    # Routed experts per MoE layer (config.json n_routed_experts / num_experts / num_local_experts); with
+    # experts_per_token it sets how many distinct experts a decode step reads.
+    num_experts: Dim | None = None
     params_expert: Sourced | None = None
     notes: tuple[str, ...] = ()
 

@@ -31,11 +31,12 @@ def write_chart_png(chart: Chart, path: Path) -> None:
     ax.minorticks_off()
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
-    ax.set_yscale("symlog", linthresh=1)
+    if chart.log_y:
+        ax.set_yscale("symlog", linthresh=1)
     ax.set_ylim(bottom=0)
     ax.set_title(chart.title)
     ax.grid(True, alpha=0.3)
-    ax.legend(title="KV dtype")
+    ax.legend(title=chart.legend or None)
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120)

@@ -38,6 +38,8 @@ class Chart:
     x_values: tuple[str, ...]
     series: tuple[tuple[str, tuple[float, ...]], ...]
     y_label: str = ""
+    legend: str = ""
+    log_y: bool = False
 
 
 @dataclass(frozen=True)

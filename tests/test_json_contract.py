@@ -13,6 +13,9 @@ RUNS = [
     ("concurrency", "-m", "llama-3.1-8b", "--tp", "1", "--token-budget", "4k", "--ssd", "8TB", "--dram", "1TB",
      "--draft-model", "llama-3.1-8b"),
     ("compare-preemption",),
+    ("tpot",),
+    ("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--shape", "cohort", "--batch", "4"),
+    ("tpot", "--kv-dtype", "fp8", "--mtp-layers", "1", "--spec-tokens", "1", "--accept", "1.8-0.00001/token"),
     ("compare-preemption", "-m", "llama-3.1-8b", "--layout", "per-layer", "--sync-swap", "--prefix-hit", "1k"),
 ]
 

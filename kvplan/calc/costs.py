@@ -129,3 +129,241 @@ def compute_peak(hw: HardwareSpec, dtype: str) -> float:
 def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, peak_flops: float, tp: int) -> float:
     """Re-prefill of tokens prefix..context on ``tp`` GPUs: F / (MFU x peak x TP)."""
     return flops.prefill_flops(model, context, prefix) / (mfu * peak_flops * tp)
+
+
+# === the decode step and the prefill ==============================================================================
+# One replica (a TP x PP group; with attention data-parallelism, one DP rank and the EP group its experts span).
+# A step's time is the sum over operators of a per-operator roofline, max(bytes / (HBM peak x hbm), FLOPs /
+# (dense peak x mfu)), plus communication and fixed overhead. Operators, each summed over the model's layers:
+#   dense GEMMs: the non-expert weights on this GPU (attention projections, dense MLPs, shared experts, LM head),
+#                2 x (N_mm - routed active params) / TP FLOPs per token;
+#   MoE GEMMs:   the distinct routed experts the step's tokens touch on this GPU, E x (1 - (1 - k/E)^T) of them
+#                for T tokens through the EP group, 2 x routed active params / TP FLOPs per token;
+#   attention:   every request's cache bytes at its context on this GPU (each layer kind's decode_read_bytes:
+#                windows capped, MLA latents whole on every rank, sparse top-k, state read and written) and its
+#                FLOPs (decode_flops: GQA 4 x q_heads x head_dim x S, MLA in the absorbed form, ...).
+# Communication: 2 TP all-reduces per layer and, with EP, a dispatch and a combine per MoE layer, each
+# latency + bytes / (link x link efficiency); PP adds a send per stage boundary. Overhead: per layer and per step.
+
+# Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
+GENERIC_FACTORS = {
+    "hbm": (0.80, "generic: memory-bound copies reach 0.78-0.87 of peak HBM bandwidth on A100, H100, H200 and MI300X "
+                  "(github.com/Azure/AI-benchmarking-guide Azure_Results, HBM Bandwidth)"),
+    "mfu": (0.60, "generic: large dense GEMMs reach 0.44-0.82 of the datasheet peak on A100-MI300X "
+                  "(github.com/Azure/AI-benchmarking-guide Azure_Results, GEMM)"),
+    "prefill_mfu": (DEFAULT_MFU, MFU_SOURCE),
+    "link": (0.75, "generic: 8-GPU all-reduce bus bandwidth reaches 0.71-0.82 of the scale-up link "
+                   "(github.com/Azure/AI-benchmarking-guide; github.com/NVIDIA/nccl-tests/issues/212)"),
+    "link_latency_us": (30.0, "generic: a 1 KB all-reduce over 8 GPUs takes 26-49 us outside CUDA graphs "
+                              "(github.com/Azure/AI-benchmarking-guide Azure_Results, NCCL/RCCL Bandwidth)"),
+    "overhead_us_per_layer": (15.0, "generic, from H100: the vLLM FP8 KV-cache blog's Llama-3.1-8B batch-1 ITL "
+                                    "intercept 6.44 ms less the weight read leaves 0.93 ms = 32 x 15 us + 450 us"),
+    "overhead_us_per_step": (450.0, "generic, from H100: see overhead_us_per_layer"),
+    "overhead_us_per_moe_layer": (40.0, "generic, fitted to one published point: DeepSeek-R1 FP8 on 8 x H200 at TP8, "
+                                        "batch 8, 1K/1K, SGLang v0.5.7 mean TPOT 12.8 ms "
+                                        "(github.com/SemiAnalysisAI/InferenceX/issues/870); routing and permutation "
+                                        "kernels of each MoE layer"),
+}
+
+
+@dataclass(frozen=True)
+class StepFactors:
+    """The efficiency factors in use, each a typed value saying where it came from."""
+
+    hbm: object
+    mfu: object
+    prefill_mfu: object
+    link: object
+    link_latency_us: object
+    overhead_us_per_layer: object
+    overhead_us_per_step: object
+    overhead_us_per_moe_layer: object
+
+    def value(self, name: str) -> float:
+        return float(getattr(self, name).value)
+
+
+def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
+    """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
+    preset's [efficiency], else kvplan's generic default."""
+    from kvplan.values import Number, default
+
+    flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",
+             "link": "--link-efficiency", "link_latency_us": "--link-latency-us",
+             "overhead_us_per_layer": "--overhead-us", "overhead_us_per_step": "--step-overhead-us",
+             "overhead_us_per_moe_layer": "--moe-overhead-us"}
+    out = {}
+    for name, (generic, source) in GENERIC_FACTORS.items():
+        given_value = overrides.get(name)
+        preset = getattr(hw.efficiency, name)
+        if given_value is not None:
+            out[name] = Number(given_value, given(flags[name]))
+        elif preset is not None:
+            out[name] = Number(preset.value, default(f"{hw.id} preset efficiency.{name}", preset.cite()))
+        else:
+            out[name] = Number(generic, default(f"generic {name}", source))
+    return StepFactors(**out)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The per-GPU constants of one replica's decode step (plain floats: the hot path is numpy over batches and
+    contexts)."""
+
+    scenario: object
+    factors: StepFactors
+    bw: float                      # achievable HBM bytes/s
+    flops: float                   # achievable dense FLOP/s of the GEMMs in decode (the weights' dtype)
+    attention_flops_s: float       # achievable FLOP/s of attention (bf16: attention cores run in bf16)
+    prefill_flops_s: float         # achievable dense FLOP/s in prefill
+    dense_bytes: float             # non-expert weights read per step on one GPU of a TP group (all layers)
+    dense_flops_per_token: float
+    expert_bytes_each: float       # one routed expert's bytes on one GPU, summed over the MoE layers
+    experts_on_gpu: float          # routed experts with a slice on this GPU
+    num_experts: int               # E (0 for a dense model)
+    top_k: int
+    tokens_per_rank_to_ep: float   # T / B: tokens through the EP group per request of this rank
+    moe_flops_per_token: float
+    layers: int
+    moe_layers: int
+    hidden: int
+    comm_per_layer: tuple[float, float]    # (latency s, s per token) of the TP all-reduces of one layer
+    ep_per_moe_layer: tuple[float, float]  # (latency s, s per token) of one MoE layer's dispatch + combine
+    pp_send: tuple[float, float]           # (latency s, s per token) of the PP sends of one step
+    overhead_s: float              # per step: layers x per-layer + per-step
+    notes: tuple[str, ...]
+
+    def request_cache(self, contexts, dtype=None):
+        """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
+        TP group, summed over every layer (numbers or numpy arrays)."""
+        s = self.scenario
+        dtype = dtype or s.kv_dtype
+        tp = s.parallelism.tp
+        nbytes, nflops = 0, 0
+        for g in s.sized_model.groups:
+            nbytes = nbytes + g.count * g.kind.decode_read_bytes(dtype, contexts, tp)
+            nflops = nflops + g.count * g.kind.decode_flops(contexts, tp)
+        return nbytes, nflops
+
+    def step(self, batch, cache_bytes, attention_flops, tokens_per_request=1):
+        """One decode step of ``batch`` requests (arrays broadcast) whose cache reads and attention FLOPs are
+        ``cache_bytes`` and ``attention_flops`` in total; ``tokens_per_request`` > 1 for a speculative verify
+        step. Returns the time split: weights, moe, kv, attention, comm, overhead, total (seconds)."""
+        import numpy as np
+
+        b = np.asarray(batch, dtype=float)
+        tokens = b * tokens_per_request
+        dense = np.maximum(self.dense_bytes / self.bw, self.dense_flops_per_token * tokens / self.flops)
+        if self.num_experts:
+            t = tokens * self.tokens_per_rank_to_ep
+            touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
+            moe = np.maximum(touched * self.expert_bytes_each / self.bw, self.moe_flops_per_token * tokens / self.flops)
+        else:
+            moe = np.zeros_like(tokens)
+        kv = np.asarray(cache_bytes, dtype=float) / self.bw
+        att = np.asarray(attention_flops, dtype=float) * tokens_per_request / self.attention_flops_s
+        attention = np.maximum(kv, att)
+        lat, per_tok = self.comm_per_layer
+        comm = self.layers * (lat + per_tok * tokens)
+        lat, per_tok = self.ep_per_moe_layer
+        comm = comm + self.moe_layers * (lat + per_tok * tokens)
+        lat, per_tok = self.pp_send
+        comm = comm + lat + per_tok * tokens
+        total = dense + moe + attention + comm + self.overhead_s
+        return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
+                "comm": comm, "overhead": np.full_like(total, self.overhead_s), "total": total}
+
+    def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
+        """Time to prefill tokens prefix..prompt in chunks of ``chunk_tokens`` (max_num_batched_tokens): each chunk
+        is one step that reads the weights once and computes its FLOPs, roofline per operator, plus the step's
+        communication and overhead."""
+        s = self.scenario
+        model, tp = s.sized_model, s.parallelism.tp
+        chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
+        total, start = 0.0, prefix_tokens
+        while start < prompt_tokens:
+            end = min(prompt_tokens, start + chunk)
+            n = end - start
+            linear = 2 * flops.matmul_params(model).value * n / tp
+            attention = flops.attention_flops(model, end, start) / tp
+            weights = self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each
+            compute = (linear + attention) / self.prefill_flops_s
+            lat, per_tok = self.comm_per_layer
+            comm = self.layers * (lat + per_tok * n)
+            total += max(weights / self.bw, compute) + comm + self.overhead_s
+            start = end
+        return total
+
+
+def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
+    """The decode-step constants for the scenario's replica."""
+    from kvplan.calc.budget import weights_per_gpu
+
+    s, model, hw = scenario, scenario.sized_model, scenario.hardware
+    par = s.parallelism
+    f = factors or step_factors(hw)
+    notes = []
+    if hw.hbm_bandwidth_tb_s is None:
+        raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
+                          "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
+    bw = hw.hbm_bandwidth_tb_s.value * 1e12 * f.value("hbm")
+    dtype = compute_dtype_for(model, hw, "auto")
+    peak = compute_peak(hw, dtype)
+    # All weights of one TP group (PP stages run one after another for a token, so their layers add up).
+    one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype)
+    total_bytes = model.weight_bytes_estimate()[0] if model.weight_bytes_estimate() else 0.0
+    n_mm = flops.matmul_params(model).value
+    E, k = model.num_experts or 0, model.experts_per_token or 0
+    is_moe = model.params_expert is not None and model.params_total is not None and k
+    if is_moe:
+        share = model.params_expert.value / model.params_total.value
+        expert_bytes_total = total_bytes * share
+        per_expert_params = 3 * (model.hidden_size or 0) * (model.moe_intermediate_size or 0)
+        moe_layers = round(model.params_expert.value / (E * per_expert_params)) if E and per_expert_params else 0
+        routed_active = k * per_expert_params * moe_layers
+        if par.ep:
+            experts_on_gpu, split = E / par.ep, 1
+            tokens_to_ep = par.ep / par.tp
+        else:
+            experts_on_gpu, split = E, par.tp
+            tokens_to_ep = 1.0
+        expert_each = expert_bytes_total / E / split if E else 0.0
+        dense_bytes = float(one_stage.value) - experts_on_gpu * expert_each
+        if not E:
+            notes.append(f"{model.id} has no num_experts: every routed expert is read every step")
+    else:
+        moe_layers, routed_active, experts_on_gpu, expert_each, tokens_to_ep = 0, 0, 0, 0.0, 1.0
+        dense_bytes = float(one_stage.value)
+    link = hw.scale_up.gb_s_per_direction.value * 1e9 if hw.scale_up and hw.scale_up.gb_s_per_direction else None
+    latency = f.value("link_latency_us") * 1e-6
+    hidden = model.hidden_size or 0
+    act = 2  # bf16 activations
+    comm_layer = (0.0, 0.0)
+    if par.tp > 1 and hidden:
+        if link is None:
+            notes.append(f"{hw.id} has no scale-up link rate: TP all-reduces are not priced")
+        else:
+            per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link"))
+            comm_layer = (2 * latency, 2 * per_token)
+    ep_layer = (0.0, 0.0)
+    if par.ep and par.ep > 1 and hidden and is_moe:
+        nic = hw.node.nic_gb_s_per_direction_per_gpu
+        rate = link if par.ep <= hw.node.gpus_per_node else (nic.value * 1e9 if nic else None)
+        if rate is None:
+            notes.append(f"{hw.id} has no link rate for EP={par.ep}: dispatch and combine are not priced")
+        else:
+            per_token = k * hidden * act * (par.ep - 1) / par.ep / (rate * f.value("link"))
+            ep_layer = (2 * latency, 2 * per_token)
+    pp_send = (0.0, 0.0)
+    if par.pp > 1 and hidden:
+        nic = hw.node.nic_gb_s_per_direction_per_gpu
+        rate = nic.value * 1e9 if nic else (link or 0)
+        if rate:
+            pp_send = ((par.pp - 1) * latency, (par.pp - 1) * hidden * act / rate)
+    overhead = (model.num_layers * f.value("overhead_us_per_layer") + moe_layers * f.value("overhead_us_per_moe_layer")
+                + f.value("overhead_us_per_step")) * 1e-6
+    return StepModel(s, f, bw, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
+                     peak * f.value("prefill_mfu"), dense_bytes,
+                     2 * (n_mm - routed_active) / par.tp, expert_each,
+                     experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * routed_active / par.tp,
+                     model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead, tuple(notes))

@@ -132,7 +132,7 @@ def present(plan: ConcurrencyPlan) -> Result:
                   tuple(f"{int(r.context.value):,}" for r in plan.grid),
                   tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
                         for i, d in enumerate(plan.dtypes)),
-                  "requests, deployment")
+                  "requests, deployment", legend="KV dtype", log_y=True)
     assumptions = (
         "Pool per GPU from the waterfall unless --kv-pool gives it; every GPU of a replica has the same pool.",
         "A request's KV on the most loaded GPU sets the fit (TP replication and the largest PP stage included).",

@@ -1,0 +1,96 @@
+"""kvplan's predicted TPOT against published decode measurements. Run: `python benchmarks/tpot_fidelity.py`
+(prints the Markdown table the README shows). tests/test_tpot_fidelity.py pins the clean points.
+
+Each point: a published decode measurement at a fixed batch, no speculative decoding, with its source; the
+prediction is `kvplan tpot` with the GPU preset's default factors, batch shape steady (continuous batching) over
+the benchmark's input..input+output contexts. Weight dtype and KV dtype as published (bf16 where not stated).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+
+FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md"
+IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
+IX1053 = "github.com/SemiAnalysisAI/InferenceX/pull/1053 (vLLM v0.17.0, ROCm)"
+IX1092 = "github.com/SemiAnalysisAI/InferenceX/pull/1092 (vLLM v0.17.0, ROCm)"
+
+
+@dataclass(frozen=True)
+class PublishedPoint:
+    id: str
+    model: str
+    hardware: str
+    parallel: tuple[tuple[str, int], ...]
+    kv_dtype: str
+    batch: int
+    prompt: int
+    decode: int
+    tpot_ms: float
+    source: str
+    note: str = ""
+
+
+POINTS = (
+    PublishedPoint("B1a", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 1, 1000, 128, 6.48,
+                   FP8KV + " line ~106: ITL = 6.44 ms + 4.37e-5 ms x input length", "batch 1, short"),
+    PublishedPoint("B1b", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 1, 32000, 128, 7.84,
+                   FP8KV + " line ~106", "batch 1, 32K"),
+    PublishedPoint("B1c", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 1, 125000, 128, 11.90,
+                   FP8KV + " line ~106", "batch 1, 125K"),
+    PublishedPoint("B2", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "fp8", 1, 125000, 128, 9.54,
+                   FP8KV + " line ~106: FP8 KV, ITL = 6.58 + 2.37e-5 x input length", "batch 1, 125K, FP8 KV"),
+    PublishedPoint("B3a", "llama-3.1-8b", "b200", (("tp", 1), ("dp", 1)), "bf16", 1, 1000, 128, 3.95,
+                   FP8KV + " line ~184: ITL = 3.93 + 1.80e-5 x input length", "batch 1, short"),
+    PublishedPoint("B3b", "llama-3.1-8b", "b200", (("tp", 1), ("dp", 1)), "bf16", 1, 125000, 128, 6.18,
+                   FP8KV + " line ~184", "batch 1, 125K"),
+    PublishedPoint("B4a", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 8, 20000, 2000, 15.18,
+                   FP8KV + ", Throughput under Load, Table 4: median ITL", "batch 8, 20K"),
+    PublishedPoint("B4b", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "fp8", 8, 20000, 2000, 12.93,
+                   FP8KV + ", Table 4: median ITL, FP8 KV", "batch 8, 20K, FP8 KV"),
+    PublishedPoint("B7a", "deepseek-r1", "h200", (("tp", 8),), "fp8", 8, 1024, 1024, 12.8, IX870,
+                   "MoE, batch 8 (the point the generic MoE-layer overhead was fitted to)"),
+    PublishedPoint("B7b", "deepseek-r1", "h200", (("tp", 8),), "fp8", 16, 1024, 1024, 17.2, IX870, "MoE, batch 16"),
+    PublishedPoint("B7c", "deepseek-r1", "h200", (("tp", 8),), "fp8", 32, 1024, 1024, 25.6, IX870, "MoE, batch 32"),
+    PublishedPoint("B7d", "deepseek-r1", "h200", (("tp", 8),), "fp8", 64, 1024, 1024, 34.6, IX870, "MoE, batch 64"),
+    PublishedPoint("B9a", "gpt-oss-120b", "mi300x", (("tp", 1), ("dp", 1)), "bf16", 64, 1024, 1024, 31.4, IX1053,
+                   "MXFP4 MoE on one MI300X, batch 64"),
+    PublishedPoint("B9b", "gpt-oss-120b", "mi300x", (("tp", 1), ("dp", 1)), "bf16", 128, 1024, 1024, 41.3, IX1053,
+                   "batch 128"),
+    PublishedPoint("B9c", "gpt-oss-120b", "mi300x", (("tp", 1), ("dp", 1)), "bf16", 256, 1024, 1024, 58.3, IX1053,
+                   "batch 256"),
+    PublishedPoint("B10", "gpt-oss-120b", "mi300x", (("tp", 8),), "bf16", 1, 1024, 1024, 4.0, IX1092,
+                   "TP8, batch 1 (~249 tok/s per user)"),
+)
+
+
+def predict(point: PublishedPoint) -> float:
+    """kvplan's mean TPOT (ms) for the point's setup."""
+    from kvplan.calc.tpot import TpotOptions, plan_tpot
+    from kvplan.presets import load_hardware, load_model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
+                 prompt_tokens=point.prompt, decode_tokens=point.decode, **dict(point.parallel))
+    return plan_tpot(s, TpotOptions(batch=point.batch)).tpot_mean.value * 1e3
+
+
+def table() -> str:
+    lines = ["| id | model | GPU | batch | in/out | published TPOT | kvplan | error |",
+             "|---|---|---|---:|---|---:|---:|---:|"]
+    errors = []
+    for p in POINTS:
+        pred = predict(p)
+        err = (pred - p.tpot_ms) / p.tpot_ms
+        errors.append(abs(err))
+        lines.append(f"| {p.id} | {p.model} | {p.hardware} | {p.batch} | {p.prompt:,}/{p.decode:,} | "
+                     f"{p.tpot_ms:.2f} ms | {pred:.2f} ms | {err:+.0%} |")
+    within = sum(e <= 0.25 for e in errors)
+    lines.append(f"\nMedian |error| {statistics.median(errors):.1%}; {within} of {len(errors)} points within 25%.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(print(table()))

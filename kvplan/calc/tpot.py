@@ -1,0 +1,277 @@
+"""``kvplan tpot``: time per output token over a growing decode, from the one decode-step model
+(``kvplan.calc.costs.step_model``), with the prefill (TTFT), a batch x context table, speculative decoding and
+calibration to measured points.
+
+Batch shapes: ``steady`` (continuous batching: the B requests' contexts spread evenly over P..P+D, as a serving
+engine runs; every step looks alike) and ``cohort`` (B requests start together at P, so step t sees B contexts of
+P + t). Per-request figures: TPOT; tokens/s per user = 1 / TPOT, per replica = B / TPOT, per GPU = that over the
+replica's TP x PP GPUs (pipeline stages are not overlapped).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, costs, kv
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+from kvplan.values import Bytes, Count, Number, Seconds, Tokens, default, derived, given
+
+SHAPES = ("steady", "cohort")
+DEFAULT_BATCH = 8
+TABLE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TABLE_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
+SAMPLES = 257          # points a decode is integrated over (trapezoid)
+COMPONENTS = ("weights", "moe", "kv", "attention_compute", "comm", "overhead")
+SPEC_PAYS_MIN_ACCEPT = 1.05
+
+
+def parse_accept(text: str) -> tuple[float, float]:
+    """``2.4`` (tokens accepted per verify step, bonus token included) or ``2.4-0.00002/token`` (falling with
+    context): (intercept, slope per token)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(?:-\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*/\s*token)?\s*", text)
+    if not m:
+        raise KvplanError(f"--accept {text!r} is not an acceptance length",
+                          "write it like 2.4 or 2.4-0.00002/token (tokens per verify step, falling with context)")
+    a0, slope = float(m.group(1)), float(m.group(2) or 0)
+    if not 1 <= a0 <= 64:
+        raise KvplanError(f"--accept {a0:g} is not in [1, 64]", "an acceptance length counts the bonus token: >= 1")
+    return a0, slope
+
+
+@dataclass(frozen=True)
+class TpotOptions:
+    batch: int = DEFAULT_BATCH
+    shape: str = "steady"
+    batches: tuple[int, ...] = TABLE_BATCHES
+    contexts: tuple[int, ...] = TABLE_CONTEXTS
+    spec_tokens: int = 0              # draft tokens per verify step (with MTP layers or a draft model)
+    accept: tuple[float, float] | None = None
+    factors: dict | None = None       # efficiency overrides (hbm, mfu, overhead_us_per_layer, ...)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or not 1 <= self.batch <= 100_000:
+            raise KvplanError(f"--batch {self.batch!r} is not in 1 .. 100,000", "give the requests decoding together")
+        if self.shape not in SHAPES:
+            raise KvplanError(f"unknown batch shape {self.shape!r}", "choose steady or cohort")
+        if self.spec_tokens and self.accept is None:
+            raise KvplanError("--spec-tokens needs --accept (tokens accepted per verify step)",
+                              "add --accept 2.4 (or 2.4-0.00002/token)")
+
+
+@dataclass(frozen=True)
+class Phase:
+    context: Tokens
+    tpot: Seconds
+    bound: str
+    breakdown: dict
+
+
+@dataclass(frozen=True)
+class SpecPlan:
+    spec_tokens: Count
+    accept_start: Number
+    accept_end: Number
+    tpot_start: Seconds
+    tpot_end: Seconds
+    tpot_mean: Seconds
+    gain_mean: Number
+    draft_kv_bytes_per_request: object
+    pays: bool
+
+
+@dataclass(frozen=True)
+class TpotPlan:
+    scenario: Scenario
+    options: TpotOptions
+    factors: costs.StepFactors
+    batch: Count
+    max_batch: Count
+    start: Phase
+    mid: Phase
+    end: Phase
+    tpot_mean: Seconds
+    decode_seconds: Seconds
+    tokens_per_second_per_user: Number
+    tokens_per_second_per_replica: Number
+    tokens_per_second_per_gpu: Number
+    kv_bound_from_context_tokens: Tokens
+    ttft: Seconds
+    table_batches: tuple[int, ...]
+    table_contexts: tuple[int, ...]
+    table: tuple[tuple[Seconds, ...], ...]      # [batch][context]
+    spec: SpecPlan | None
+    notes: tuple[str, ...]
+
+
+def _mean_over(series, ts, d: int) -> float:
+    """The mean of a step-time series over a decode of d steps (trapezoid rule)."""
+    import numpy as np
+
+    if not d:
+        return float(series[0])
+    trapezoid = getattr(np, "trapezoid", None) or np.trapz
+    return float(trapezoid(series, ts) / d)
+
+
+def bound_of(split: dict, i=None) -> str:
+    """The largest component of a step."""
+    values = {name: float(split[name] if i is None else split[name][i]) for name in COMPONENTS}
+    name = max(values, key=values.get)
+    return {"weights": "weights (HBM)", "moe": "MoE experts (HBM)", "kv": "KV cache (HBM)",
+            "attention_compute": "attention compute", "comm": "communication", "overhead": "fixed overhead"}[name]
+
+
+def _phase(step, batch: int, contexts, label: str) -> Phase:
+    """One decode step of ``batch`` requests at ``contexts`` (an array of the batch's contexts)."""
+    import numpy as np
+
+    ctx = np.asarray(contexts, dtype=float)
+    nbytes, nflops = step.request_cache(ctx)
+    split = step.step(batch, float(np.sum(nbytes) * batch / len(ctx)), float(np.sum(nflops) * batch / len(ctx)))
+    parts = {k: float(v) for k, v in split.items()}
+    mean_ctx = int(round(float(np.mean(ctx))))
+    numbers = ", ".join(f"{k} {parts[k] * 1e3:.3f} ms" for k in COMPONENTS)
+    tpot = Seconds(parts["total"], derived(
+        "sum over operators of max(bytes / (HBM x hbm), FLOPs / (peak x mfu)) + communication + overhead "
+        f"({label})", f"batch {batch}, mean context {mean_ctx:,}: {numbers} = {parts['total'] * 1e3:.3f} ms"))
+    return Phase(Tokens(mean_ctx, derived(f"mean context of the batch ({label})", f"{mean_ctx:,}")), tpot,
+                 bound_of(parts), {k: Seconds(parts[k], derived(f"the step's {k} term", f"{parts[k]:.6g} s"))
+                                   for k in COMPONENTS})
+
+
+def _batch_contexts(shape: str, p: int, d: int, t: int, batch: int):
+    """The batch's contexts at decode step t: a cohort all at P + t; a steady batch spread over P..P+D."""
+    import numpy as np
+
+    if shape == "cohort":
+        return np.array([p + t], dtype=float)
+    n = min(batch, SAMPLES)
+    return p + (np.arange(n) + 0.5) * d / n
+
+
+def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPlan:
+    import numpy as np
+
+    o = options or TpotOptions()
+    s = scenario
+    factors = costs.step_factors(s.hardware, **(o.factors or {}))
+    step = costs.step_model(s, factors)
+    p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
+    par = s.parallelism
+    gpus = par.tp * par.pp
+
+    # The most requests of this length the pool holds (per replica): the batch, and the table, stop there.
+    pool = capacity.kv_pool(s).kv_pool_bytes
+    shared = capacity.shared_prefix_copy_bytes(s)
+    fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens), shared)
+    max_batch = Count(fit, derived("requests of prompt + decode tokens the KV pool of one replica holds",
+                                   f"{fit} at {s.context_tokens:,} tokens"))
+    notes = list(step.notes)
+    if b > fit:
+        raise KvplanError(f"--batch {b} does not fit: one replica's KV pool holds {fit} requests of "
+                          f"{s.context_tokens:,} tokens", f"give --batch {fit} or less, or a shorter request")
+
+    start = _phase(step, b, _batch_contexts(o.shape, p, d, 0, b), o.shape)
+    mid = _phase(step, b, _batch_contexts(o.shape, p, d, d // 2, b), o.shape)
+    end = _phase(step, b, _batch_contexts(o.shape, p, d, d, b), o.shape)
+    if o.shape == "steady":
+        mean = start.tpot.value
+        mean_why = derived("steady batch: every step sees the same spread of contexts", f"{mean * 1e3:.3f} ms")
+    else:
+        ts = np.linspace(0, d, SAMPLES)
+        nbytes, nflops = step.request_cache(p + ts)
+        series = step.step(b, b * nbytes, b * nflops)["total"]
+        mean = _mean_over(series, ts, d)
+        mean_why = derived("mean step time over the decode (trapezoid over 257 steps)", f"{mean * 1e3:.3f} ms")
+    tpot_mean = Seconds(mean, mean_why)
+    decode = Seconds(mean * d, derived("mean TPOT x decode tokens", f"{mean:.6g} x {d:,} = {mean * d:.4g} s"))
+    per_user = Number(1 / mean, derived("1 / mean TPOT (tokens/s)", f"1 / {mean:.6g}"))
+    per_replica = Number(b / mean, derived("batch / mean TPOT (tokens/s)", f"{b} / {mean:.6g}"))
+    per_gpu = Number(b / mean / gpus, derived("per replica / (TP x PP) GPUs (tokens/s)",
+                                              f"{b / mean:.6g} / {gpus}"))
+
+    # Where the batch's KV reads overtake the weights: all B requests at context S.
+    grid = np.unique(np.geomspace(1, max(s.context_limit or 0, 1_048_576), 4096).astype(int)).astype(float)
+    nbytes, nflops = step.request_cache(grid)
+    split = step.step(b, b * nbytes, b * nflops)
+    turn = np.nonzero(split["attention"] > split["weights"] + split["moe"])[0]
+    kv_from = int(grid[turn[0]]) if len(turn) else None
+    kv_bound = Tokens(kv_from, derived(
+        "smallest context S at which B requests' attention (KV reads or attention FLOPs) takes longer than the "
+        "weight reads", f"batch {b}: S = {kv_from:,}" if kv_from else f"batch {b}: not below "
+        f"{int(grid[-1]):,} tokens"))
+
+    mnbt, _ = s.engine_adapter.batch_limits_for(s)
+    ttft_s = step.prefill_seconds(p, 0, int(mnbt.value))
+    chunks = max(1, math.ceil(p / int(mnbt.value)))
+    ttft = Seconds(ttft_s, derived(
+        "prefill in chunks of max_num_batched_tokens: per chunk max(weights / (HBM x hbm), FLOPs / (peak x "
+        "prefill_mfu)) + communication + overhead", f"{p:,} tokens in {chunks} chunk(s): {ttft_s * 1e3:.3f} ms"))
+
+    # The table: cohorts of B requests at context S, for every B the pool holds at S's context.
+    contexts = tuple(sorted({c for c in o.contexts if s.context_limit is None or c <= s.context_limit}
+                            | {s.context_tokens}))
+    batches = tuple(x for x in sorted(set(o.batches) | {b, fit}) if 1 <= x <= fit)
+    cb, cf = step.request_cache(np.asarray(contexts, dtype=float))
+    bb = np.asarray(batches, dtype=float)[:, None]
+    grid_t = step.step(bb, bb * cb[None, :], bb * cf[None, :])["total"]
+    table = tuple(tuple(Seconds(float(grid_t[i, j]), derived(
+        "decode step of B requests all at context S", f"B {batches[i]}, S {contexts[j]:,}"))
+        for j in range(len(contexts))) for i in range(len(batches)))
+
+    spec = _speculative(s, o, step, factors) if o.spec_tokens else None
+    if o.shape == "steady":
+        notes.append("Steady batch: the requests' contexts are spread over the decode, so TPOT at the start, middle "
+                     "and end of a request's decode is the same step; --shape cohort starts them together.")
+    return TpotPlan(s, o, factors, Count(b, given("--batch") if b != DEFAULT_BATCH else default("8 requests")),
+                    max_batch, start, mid, end, tpot_mean, decode, per_user, per_replica, per_gpu, kv_bound, ttft,
+                    batches, contexts, table, spec, tuple(notes))
+
+
+def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
+    """Effective TPOT with k draft tokens per verify step: (verify step + k draft steps) / accepted tokens, the
+    acceptance falling with context when a slope is given."""
+    import numpy as np
+
+    k = o.spec_tokens
+    a0, slope = o.accept
+    p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
+    ts = np.linspace(0, d, SAMPLES)
+    ctx = p + ts
+    nbytes, nflops = step.request_cache(ctx)
+    plain = step.step(b, b * nbytes, b * nflops)["total"]
+    verify = step.step(b, b * nbytes, b * nflops, tokens_per_request=k + 1)["total"]
+    if s.draft is not None:
+        draft_s = s.with_(model=s.draft, draft=None, mtp_layers=0)
+        dstep = costs.step_model(draft_s, factors)
+        db, df = dstep.request_cache(ctx)
+        draft = k * dstep.step(b, b * db, b * df)["total"]
+        draft_kv = kv.kv_bytes_at_context(s.draft, s.kv_dtype, s.context_tokens)
+    else:
+        layers = s.sized_model.num_layers
+        mtp = s.mtp_layers or 1
+        per_layer = (plain - step.overhead_s) / layers + factors.value("overhead_us_per_layer") * 1e-6
+        draft = k * mtp * per_layer
+        draft_kv = (kv.kv_bytes_at_context(s.model.with_mtp_layers(mtp), s.kv_dtype, s.context_tokens)
+                    - kv.kv_bytes_at_context(s.model, s.kv_dtype, s.context_tokens))
+    accept = np.maximum(1.0, a0 - slope * ctx)
+    eff = (verify + draft) / accept
+    mean_eff = _mean_over(eff, ts, d)
+    mean_plain = _mean_over(plain, ts, d)
+    return SpecPlan(
+        Count(k, given("--spec-tokens")),
+        Number(float(accept[0]), derived("max(1, a0 - slope x S) at the start", f"{a0:g} - {slope:g} x {p:,}")),
+        Number(float(accept[-1]), derived("the same at the end", f"{a0:g} - {slope:g} x {p + d:,}")),
+        Seconds(float(eff[0]), derived("(verify step with k + 1 tokens + k draft steps) / accepted tokens",
+                                       f"({verify[0]:.6g} + {draft[0]:.6g}) / {accept[0]:.4g}")),
+        Seconds(float(eff[-1]), derived("the same at the end of the decode",
+                                        f"({verify[-1]:.6g} + {draft[-1]:.6g}) / {accept[-1]:.4g}")),
+        Seconds(mean_eff, derived("mean effective TPOT over the decode", f"{mean_eff:.6g} s")),
+        Number(mean_plain / mean_eff, derived("mean plain TPOT / mean effective TPOT",
+                                              f"{mean_plain:.6g} / {mean_eff:.6g}")),
+        Bytes(int(draft_kv), derived("the draft's KV per request at the full context, whole model",
+                                     f"{int(draft_kv):,} B")),
+        bool(accept[-1] >= SPEC_PAYS_MIN_ACCEPT and eff[-1] < plain[-1]))

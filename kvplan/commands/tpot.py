@@ -1,0 +1,223 @@
+"""`kvplan tpot`: time per output token over a growing decode, TTFT, a batch x context table, speculative
+decoding, and calibration to measured points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.commands.common import (
+    BlockSizeOpt,
+    BriefOpt,
+    DecodeOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    ExplainOpt,
+    FormatOpt,
+    GpuMemUtilOpt,
+    GpusOpt,
+    HardwareOpt,
+    HostLinkOpt,
+    KvDtypeOpt,
+    KvPoolOpt,
+    MaxBatchedOpt,
+    MaxModelLenOpt,
+    MaxSeqsOpt,
+    ModelOpt,
+    MtpLayersOpt,
+    NodesOpt,
+    PpOpt,
+    PresetsDirOpt,
+    PromptOpt,
+    TpOpt,
+    UnitsOpt,
+    WeightDtypeOpt,
+    build_scenario,
+    check_output_options,
+    emit,
+    optional,
+    parse_contexts,
+    parse_float,
+    parse_fraction,
+    parse_list,
+)
+
+
+def tpot(
+    model: ModelOpt = None,
+    hardware: HardwareOpt = "h200",
+    nodes: NodesOpt = "1",
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = "1",
+    dp: DpOpt = None,
+    ep: EpOpt = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    weight_dtype: WeightDtypeOpt = None,
+    engine: EngineOpt = "neutral",
+    prompt: PromptOpt = "1k",
+    decode: DecodeOpt = "30k",
+    mtp_layers: MtpLayersOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    block_size: BlockSizeOpt = None,
+    host_link_gbs: HostLinkOpt = None,
+    gpu_memory_utilization: GpuMemUtilOpt = None,
+    kv_pool: KvPoolOpt = None,
+    max_num_batched_tokens: MaxBatchedOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Requests decoding together (default 8).")] = "8",
+    shape: Annotated[str, typer.Option("--shape", metavar="SHAPE", help="steady (continuous batching: contexts "
+                                       "spread over the decode; default) or cohort (all start together).")] = "steady",
+    batches: Annotated[str | None, typer.Option("--batches", metavar="LIST", help="Batch sizes for the table "
+                                                "(default 1,2,4,...,256, up to what the pool holds).")] = None,
+    contexts: Annotated[str, typer.Option("--contexts", metavar="LIST", help="Contexts for the table.")
+                        ] = "1Ki,8Ki,32Ki,64Ki,128Ki",
+    hbm_efficiency: Annotated[str | None, typer.Option(
+        "--hbm-efficiency", metavar="FRACTION", help="Achievable fraction of HBM bandwidth (default: the GPU "
+                                                     "preset's).")] = None,
+    mfu: Annotated[str | None, typer.Option("--mfu", metavar="FRACTION", help="Achievable fraction of the dense peak "
+                                            "in decode GEMMs (default: the GPU preset's).")] = None,
+    prefill_mfu: Annotated[str | None, typer.Option("--prefill-mfu", metavar="FRACTION",
+                                                    help="The same for prefill (TTFT).")] = None,
+    overhead_us: Annotated[str | None, typer.Option("--overhead-us", metavar="US", help="Fixed overhead per layer "
+                                                    "per step, microseconds.")] = None,
+    step_overhead_us: Annotated[str | None, typer.Option("--step-overhead-us", metavar="US", help="Fixed overhead "
+                                                         "per step (scheduling, sampling), microseconds.")] = None,
+    moe_overhead_us: Annotated[str | None, typer.Option("--moe-overhead-us", metavar="US", help="Fixed overhead "
+                                                        "per MoE layer per step (routing, permutation).")] = None,
+    spec_tokens: Annotated[str | None, typer.Option("--spec-tokens", metavar="K", help="Draft tokens per verify step "
+                                                    "(with --mtp-layers or --draft-model).")] = None,
+    draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="ID|FILE",
+                                                    help="A draft model for speculative decoding.")] = None,
+    accept: Annotated[str | None, typer.Option("--accept", metavar="LEN", help="Tokens accepted per verify step, "
+                                               "bonus included: 2.4, or 2.4-0.00002/token (falling with context).")
+                      ] = None,
+    measured: Annotated[Path | None, typer.Option("--measured", metavar="FILE", help="CSV or JSON of measured "
+                                                  "points (batch, context, tpot_ms or itl_ms): fit the factors.")
+                        ] = None,
+    save_calibration: Annotated[Path | None, typer.Option("--save-calibration", metavar="FILE.toml", help="Write "
+                                                          "the fitted factors as a hardware preset (-g FILE.toml).")
+                                ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png",
+                                              help="Write TPOT against context per batch to a PNG.")] = None,
+    units: UnitsOpt = "iec",
+    fmt: FormatOpt = "table",
+    explain: ExplainOpt = False,
+    brief: BriefOpt = False,
+    presets_dir: PresetsDirOpt = None,
+) -> None:
+    """TPOT over a growing decode (start, middle, end, mean), TTFT, tokens/s, and where the step's time goes."""
+    from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
+    from kvplan.errors import KvplanError
+    from kvplan.present.tpot import present
+    from kvplan.units import parse_tokens
+
+    fmt = check_output_options(fmt, units, brief)
+    if save_calibration is not None and measured is None:
+        raise KvplanError("--save-calibration needs --measured", "give the measured points to fit")
+    scenario = build_scenario(
+        model=model, hardware=hardware, nodes=nodes, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype, engine=engine, prompt=prompt, decode=decode, mtp_layers=mtp_layers,
+        max_model_len=max_model_len, block_size=block_size, host_link_gbs=host_link_gbs, presets_dir=presets_dir,
+        gpu_memory_utilization=gpu_memory_utilization, kv_pool=kv_pool,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, draft_model=draft_model)
+    factors = {
+        "hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
+        "mfu": optional(parse_fraction, mfu, "mfu"),
+        "prefill_mfu": optional(parse_fraction, prefill_mfu, "prefill-mfu"),
+        "overhead_us_per_layer": _microseconds(overhead_us, "--overhead-us"),
+        "overhead_us_per_step": _microseconds(step_overhead_us, "--step-overhead-us"),
+        "overhead_us_per_moe_layer": _microseconds(moe_overhead_us, "--moe-overhead-us"),
+    }
+    k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
+    if k > 16:
+        raise KvplanError(f"--spec-tokens {k} is more draft tokens than engines verify (1-8)", "give 1 to 8")
+    if k and not (scenario.mtp_layers or scenario.draft):
+        raise KvplanError("--spec-tokens needs a drafter", "add --mtp-layers 1 (DeepSeek's MTP) or --draft-model ID")
+    if accept is not None and not k:
+        raise KvplanError("--accept applies to speculative decoding", "add --spec-tokens K, or drop --accept")
+    calibration = None
+    if measured is not None:
+        from kvplan.calc import calibrate, costs
+
+        points = calibrate.read_points(measured)
+        prior = costs.step_factors(scenario.hardware, **{k_: v for k_, v in factors.items() if v is not None})
+        calibration = calibrate.fit(scenario, points, str(measured), prior)
+        factors.update({k_: v for k_, v in calibration.overrides.items() if factors.get(k_) is None})
+    options = TpotOptions(
+        batch=parse_tokens(batch, "--batch"), shape=shape.strip().lower(),
+        batches=optional(parse_list, batches, lambda x: parse_tokens(x, "--batches"), "batches") or
+        TpotOptions.batches, contexts=parse_contexts(contexts), spec_tokens=k,
+        accept=parse_accept(accept) if accept is not None else None,
+        factors={k_: v for k_, v in factors.items() if v is not None})
+    plan = plan_tpot(scenario, options)
+    result = present(plan, _calibration_view(calibration) if calibration else None)
+    if save_calibration is not None:
+        _save_calibration(scenario, calibration, save_calibration)
+    if plot is not None:
+        from kvplan.plot import write_chart_png
+        from kvplan.present.tpot import chart
+
+        write_chart_png(chart(plan), plot)
+    emit(result, fmt, explain, units, brief)
+
+
+def _microseconds(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    from kvplan.errors import KvplanError
+
+    value = parse_float(text.strip().removesuffix("us"), flag, "15")
+    if not 0 <= value <= 1e6:
+        raise KvplanError(f"{flag} {text!r} is not in 0 .. 1,000,000 us", f"give {flag} like 15")
+    return value
+
+
+def _calibration_view(cal):
+    from types import SimpleNamespace
+
+    from kvplan.values import Fraction, Number, Seconds, Tokens, derived
+
+    rows = tuple((p.batch, Tokens(p.context, derived("measured point", "")),
+                  Seconds(p.tpot_seconds, derived("measured", cal.source)),
+                  Seconds(pred, derived("the fitted step model", "")),
+                  Fraction((pred - p.tpot_seconds) / p.tpot_seconds, derived("(predicted - measured) / measured", "")))
+                 for p, pred in zip(cal.points, cal.predicted, strict=True))
+    data = {"points": [{"batch": Number(p.batch, derived("measured point", "")),
+                        "context_tokens": Tokens(p.context, derived("measured point", "")),
+                        "measured_tpot_seconds": Seconds(p.tpot_seconds, derived("measured", cal.source)),
+                        "predicted_tpot_seconds": Seconds(pred, derived("the fitted step model", f"{pred:.6g} s"))}
+                       for p, pred in zip(cal.points, cal.predicted, strict=True)],
+            "fitted": {"hbm": Number(cal.hbm, derived("least squares over the points", f"{cal.hbm:.4f}")),
+                       "mfu": Number(cal.mfu, derived("least squares over the points", f"{cal.mfu:.4f}")),
+                       "overhead_us_per_step": Number(cal.overhead_us_per_step, derived(
+                           "least squares over the points", f"{cal.overhead_us_per_step:.1f}"))},
+            "rms_relative_error": Number(cal.rms_relative_error, derived("sqrt(mean(((pred - meas) / meas)^2))",
+                                                                         f"{cal.rms_relative_error:.4f}")),
+            "iterations": Number(cal.iterations, derived("assign-and-solve rounds until stable", ""))}
+    note = (f"Calibrated to {len(cal.points)} measured point(s) in {cal.source}: hbm {cal.hbm:.3f}, mfu {cal.mfu:.3f}, "
+            f"per-step overhead {cal.overhead_us_per_step:,.0f} us; rms error {cal.rms_relative_error:.1%}.")
+    return SimpleNamespace(source=cal.source, rows=rows, data=data, note=note)
+
+
+def _save_calibration(scenario, cal, path: Path) -> None:
+    """The GPU's preset with the fitted [efficiency], as a new preset a later run loads with -g FILE.toml."""
+    from kvplan.errors import KvplanError
+    from kvplan.preset_writer import hardware_toml
+
+    text = hardware_toml(scenario.hardware, {
+        "hbm": cal.hbm, "mfu": cal.mfu, "overhead_us_per_step": cal.overhead_us_per_step},
+        f"fitted by kvplan tpot --measured {cal.source} ({len(cal.points)} points, rms {cal.rms_relative_error:.1%})")
+    if path.suffix != ".toml":
+        raise KvplanError(f"--save-calibration {path} is not a .toml file", "give a file name ending in .toml")
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise KvplanError(f"cannot write {path}: {err.strerror}", "check the folder exists and is writable") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tpot", short_help="Time per output token over a long decode.")(tpot)

@@ -1,0 +1,184 @@
+"""The decode-step model and `kvplan tpot`, pinned by hand arithmetic, properties and synthetic calibration."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.calc import calibrate, costs
+from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
+from kvplan.errors import KvplanError
+from kvplan.presets import load_hardware, load_model
+from kvplan.scenario import Scenario
+
+IDEAL = ["--hbm-efficiency", "1", "--mfu", "1", "--overhead-us", "0", "--step-overhead-us", "0",
+         "--moe-overhead-us", "0"]
+IDEAL_FACTORS = {"hbm": 1.0, "mfu": 1.0, "overhead_us_per_layer": 0.0, "overhead_us_per_step": 0.0,
+                 "overhead_us_per_moe_layer": 0.0}
+
+
+def tpot_json(run_cli, *args):
+    r = run_cli("tpot", *args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def test_dense_step_by_hand(run_cli):
+    # Llama-3.1-8B bf16 on one H100 at ideal factors, one request at 1,000 tokens:
+    #   weights 8.03e9 x 2 B = 16,060,000,000 B / 3.35e12 B/s = 4.794030 ms (the GEMMs, 2 x 7,504,658,432 FLOPs /
+    #   989e12 = 15.2 us, are memory-bound); KV 32 layers x 4,096 B x 1,000 = 131,072,000 B / 3.35e12 = 39.13 us;
+    #   attention 2 x 32 heads x 256 x 1,000 x 32 layers = 524,288,000 FLOPs / 989e12 = 0.53 us (memory-bound).
+    d = tpot_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--batch", "1",
+                  "--prompt", "1000", "--decode", "0", "--shape", "cohort", *IDEAL)
+    b = d["step_breakdown"]["start"]
+    assert b["weights_seconds"] == pytest.approx(16_060_000_000 / 3.35e12)
+    assert b["kv_seconds"] == pytest.approx(131_072_000 / 3.35e12)
+    assert b["attention_compute_seconds"] == pytest.approx(524_288_000 / 989e12)
+    assert d["tpot_seconds_start"] == pytest.approx((16_060_000_000 + 131_072_000) / 3.35e12)
+    assert d["bound"]["start"] == "weights (HBM)"
+
+
+@pytest.mark.parametrize("batch, experts", [(1, 8), (64, 256 * (1 - (248 / 256) ** 64))])
+def test_moe_reads_the_experts_the_tokens_touch(run_cli, batch, experts):
+    # DeepSeek-R1 at TP8: uniform top-8 routing over 256 experts touches 256 x (1 - (1 - 8/256)^B) distinct experts
+    # per MoE layer: 8 at batch 1, 222.46 at batch 64. One expert over the 58 MoE layers, on one of 8 GPUs:
+    # 653.9e9 B of routed experts (fp8) / 256 / 8 = 319,287,109 B; read at 4.8e12 B/s.
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--batch", str(batch), "--prompt", "1000",
+                  "--decode", "0", "--shape", "cohort", *IDEAL)
+    assert d["step_breakdown"]["start"]["moe_seconds"] == pytest.approx(experts * 653.9e9 / 2048 / 4.8e12, rel=1e-9)
+
+
+def test_mla_decode_runs_in_the_absorbed_form(run_cli):
+    # Attention DP (TP1, EP8): all 128 query heads on each GPU; absorbed MLA costs 2 x 128 x (2 x 512 + 64) FLOPs per
+    # cached token per layer: 61 x 278,528 x 10,000 = 169,902,080,000 FLOPs at the bf16 peak 989e12 (attention runs in
+    # bf16) = 171.79 us. At TP8 each GPU has 16 heads: an eighth.
+    dp = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--tp", "1", "--ep", "8", "--batch", "1",
+                   "--prompt", "10000", "--decode", "0", "--shape", "cohort", *IDEAL)
+    assert dp["step_breakdown"]["start"]["attention_compute_seconds"] == pytest.approx(169_902_080_000 / 989e12)
+    tp = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--batch", "1", "--prompt", "10000",
+                   "--decode", "0", "--shape", "cohort", *IDEAL)
+    assert tp["step_breakdown"]["start"]["attention_compute_seconds"] == pytest.approx(169_902_080_000 / 8 / 989e12)
+    # the latent is whole on every rank: the KV read is the same at TP1 and TP8, 61 x 576 B x 10,000 tokens
+    assert tp["step_breakdown"]["start"]["kv_seconds"] == pytest.approx(61 * 576 * 10_000 / 4.8e12)
+    assert dp["step_breakdown"]["start"]["kv_seconds"] == tp["step_breakdown"]["start"]["kv_seconds"]
+
+
+def test_tp_all_reduce_and_overheads(run_cli):
+    # Llama-3.1-70B at TP4 on H100, batch 2: per layer two all-reduces of 2 x 8,192 x 2 B, each
+    # latency 26 us + 2 x 3/4 x 32,768 B / (450e9 x 0.82) = 26 us + 0.1332 us; x 80 layers.
+    # Overheads: 80 x 15 us + 450 us = 1.65 ms (H100 preset).
+    d = tpot_json(run_cli, "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--dp", "1", "--batch", "2",
+                  "--prompt", "1000", "--decode", "0", "--shape", "cohort")
+    b = d["step_breakdown"]["start"]
+    per_token = 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.82)
+    assert b["comm_seconds"] == pytest.approx(80 * 2 * (26e-6 + per_token * 2))
+    assert b["overhead_seconds"] == pytest.approx(80 * 15e-6 + 450e-6)
+
+
+def test_ttft_is_the_chunked_prefill(run_cli):
+    # Llama-3.1-8B, 16,384-token prompt, max_num_batched_tokens 8,192: two chunks, each compute-bound at
+    # prefill_mfu 0.45: 2 x 7,504,658,432 x 8,192 + attention; per chunk overhead 32 x 15 us + 450 us = 0.93 ms.
+    d = tpot_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--prompt", "16384",
+                  "--decode", "0", "--max-num-batched-tokens", "8192")
+    from kvplan.calc import flops
+
+    model = load_model("llama-3.1-8b")
+    chunk = [flops.prefill_flops(model, 8192, 0), flops.prefill_flops(model, 16384, 8192)]
+    expected = sum(f / (989e12 * 0.45) + 0.93e-3 for f in chunk)
+    assert d["ttft_seconds"] == pytest.approx(expected, rel=1e-9)
+
+
+def scenario(model="llama-3.1-8b", hw="h100-sxm", **kw):
+    return Scenario(model=load_model(model), hardware=load_hardware(hw), tp=1, dp=1, **kw)
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 256), s=st.integers(1, 120_000), db=st.integers(0, 64), ds=st.integers(0, 10_000),
+       model=st.sampled_from(["llama-3.1-8b", "gpt-oss-120b", "qwen3-32b"]))
+def test_more_context_or_batch_is_never_faster_and_more_bandwidth_never_slower(b, s, db, ds, model):
+    import dataclasses
+
+    hw = load_hardware("h200")
+    base = costs.step_model(Scenario(model=load_model(model), hardware=hw, tp=1, dp=1, prompt_tokens=1,
+                                     decode_tokens=100))
+
+    def t(step, batch, ctx):
+        nbytes, nflops = step.request_cache(float(ctx))
+        return float(step.step(batch, batch * nbytes, batch * nflops)["total"])
+
+    assert t(base, b + db, s + ds) >= t(base, b, s)
+    faster = dataclasses.replace(base, bw=base.bw * 1.5)
+    assert t(faster, b, s) <= t(base, b, s)
+
+
+def test_calibration_recovers_known_factors():
+    # Synthetic points from the model itself at hbm 0.7, mfu 0.55 and 800 us per step (the per-layer overhead kept at
+    # its prior): memory-bound (small batches) and compute-bound (batch 2,048 at short context) points.
+    s = scenario()
+    truth = costs.step_factors(s.hardware, hbm=0.7, mfu=0.55, overhead_us_per_step=800.0)
+    step = costs.step_model(s, truth)
+    pts = []
+    for b, ctx in ((1, 1000), (4, 8000), (16, 20000), (64, 2000), (2048, 64), (1024, 128), (8, 60000)):
+        nbytes, nflops = step.request_cache(float(ctx))
+        pts.append(calibrate.Point(b, ctx, float(step.step(b, b * nbytes, b * nflops)["total"])))
+    fit = calibrate.fit(s, tuple(pts), "synthetic", costs.step_factors(s.hardware))
+    assert fit.hbm == pytest.approx(0.7, rel=1e-6)
+    assert fit.mfu == pytest.approx(0.55, rel=1e-6)
+    assert fit.overhead_us_per_step == pytest.approx(800.0, rel=1e-6)
+    assert fit.rms_relative_error < 1e-9
+
+
+def test_measured_file_drives_the_plan_and_saves_a_preset(run_cli, tmp_path):
+    # Two points a GPU of half the preset's HBM efficiency would give (weights-bound, batch 1): the fitted factors
+    # make the plan reproduce them; the saved preset loads with -g.
+    s = scenario()
+    truth = costs.step_factors(s.hardware, hbm=0.5)
+    step = costs.step_model(s, truth)
+    rows = ["batch,context,tpot_ms"]
+    for b, ctx in ((1, 1000), (2, 30000), (8, 4000)):
+        nbytes, nflops = step.request_cache(float(ctx))
+        rows.append(f"{b},{ctx},{float(step.step(b, b * nbytes, b * nflops)['total']) * 1e3:.9f}")
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "cal.toml"
+    d = tpot_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--measured",
+                  str(tmp_path / "m.csv"), "--save-calibration", str(out))
+    assert d["calibration"]["fitted"]["hbm"] == pytest.approx(0.5, rel=1e-4)
+    assert d["calibration"]["rms_relative_error"] < 1e-6
+    again = tpot_json(run_cli, "-m", "llama-3.1-8b", "-g", str(out), "--tp", "1", "--dp", "1")
+    assert again["hardware"] == "h100-sxm-calibrated"
+    assert again["factors"]["hbm"] == pytest.approx(0.5, rel=1e-4)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("batch,context\n1,1000\n", "needs batch, context and tpot_ms"),
+    ("batch,context,tpot_ms\n1,1000,-3\n", "must be a positive number"),
+    ("batch,context,tpot_ms\n1.5,1000,3\n", "whole numbers"),
+])
+def test_bad_measured_files_are_one_line_errors(run_cli, tmp_path, text, match):
+    (tmp_path / "m.csv").write_text(text)
+    r = run_cli("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--measured", str(tmp_path / "m.csv"))
+    assert r.code == 2 and match in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_speculation_pays_while_acceptance_holds_and_stops_when_it_falls():
+    s = scenario("deepseek-r1", "h200", kv_dtype_request="fp8", mtp_layers=1).with_(tp=8, dp=None)
+    good = plan_tpot(s, TpotOptions(batch=4, spec_tokens=1, accept=parse_accept("1.8")))
+    assert good.spec.pays and good.spec.gain_mean.value > 1
+    # acceptance falls to 1 by 30K tokens: 1.3 - 0.00001 x 31,000 = 0.99 -> 1: verify + draft cost, nothing gained
+    bad = plan_tpot(s, TpotOptions(batch=4, spec_tokens=1, accept=parse_accept("1.3-0.00001/token")))
+    assert bad.spec.accept_end.value == 1.0 and not bad.spec.pays
+    # the MTP layer's KV per request: one more latent layer, 576 B x 31,000 tokens
+    assert good.spec.draft_kv_bytes_per_request.value == 576 * 31_000
+
+
+def test_batch_beyond_the_pool_is_refused(run_cli):
+    r = run_cli("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--batch", "500")
+    assert r.code == 2 and "does not fit" in r.err
+
+
+def test_accept_parsing():
+    assert parse_accept("2.4") == (2.4, 0.0)
+    assert parse_accept("2.4-0.00002/token") == (2.4, 0.00002)
+    with pytest.raises(KvplanError):
+        parse_accept("fast")
+    with pytest.raises(KvplanError):
+        parse_accept("0.5")
