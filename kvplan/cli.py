@@ -32,7 +32,7 @@ def _group() -> None:
 
 # Each command lives in its own module under kvplan.commands, which registers itself (``register(app)``).
 COMMANDS = {"size": "size", "concurrency": "concurrency", "compare-preemption": "preemption", "tpot": "tpot",
-            "presets": "presets"}
+            "pd": "pd", "presets": "presets"}
 _registered: list[str] = []
 
 

@@ -75,7 +75,7 @@ def text(value: Any, units: str = "iec") -> str:
         if isinstance(value, Flops):
             return format_flops(v)
         if isinstance(value, Number):
-            return f"{v:,.4g}"
+            return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
         return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
     if value is None:
         return "-"
@@ -221,8 +221,8 @@ def _column_widths(table: Table, units: str) -> list[tuple[int, int, bool]]:
         cells = [text(row[i], units) for row in table.rows]
         number = bool(i) and _is_number_column(table, i)
         natural = max([len(c) for c in cells] + [len(col)])
-        if number:
-            low = max((len(c) for c in cells), default=1)
+        if number:  # rich keeps a header's longest word whole where it can: count it
+            low = max([len(c) for c in cells] + [min(len(w), 14) for w in col.split()])
         else:
             words = [w for c in cells + [col] for w in c.split()]
             low = min(max(map(len, words), default=1), 14)
@@ -230,45 +230,43 @@ def _column_widths(table: Table, units: str) -> list[tuple[int, int, bool]]:
     return out
 
 
-def _column_groups(table: Table, units: str, width: int) -> list[list[int]]:
-    """Split the columns into groups that fit ``width`` at their minimum widths, each repeating the first (key)
-    column, so that a wide table prints as two narrower ones instead of being cropped."""
-    widths = _column_widths(table, units)
-    gap = 2
-    if sum(w[0] for w in widths) + gap * (len(widths) - 1) <= width or len(widths) <= 2:
-        return [list(range(len(widths)))]
-    groups, current, used = [], [0], widths[0][0]
-    for i in range(1, len(widths)):
-        if used + gap + widths[i][0] > width and len(current) > 1:
-            groups.append(current)
-            current, used = [0], widths[0][0]
-        current.append(i)
-        used += gap + widths[i][0]
-    groups.append(current)
-    return groups
-
-
-def _rich_tables(table: Table, units: str, width: int):
+def _build_rich(table: Table, units: str, cols: list[int], widths, title: str):
     from rich import box
     from rich.table import Table as RichTable
 
+    rt = RichTable(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, collapse_padding=True)
+    for i in cols:
+        low, _, number = widths[i]
+        # rich's min_width counts the cell's padding (one space each side); numbers never split: the column is as
+        # wide as its widest cell, and the header may wrap
+        rt.add_column(table.columns[i], justify="right" if number else "left", overflow="fold", min_width=low + 2)
+    for row in table.rows:
+        rt.add_row(*(text(row[i], units) for i in cols))
+    return rt
+
+
+def _rich_tables(table: Table, units: str, console):
+    """The table as one rich table, or, when its narrowest rendering is wider than the console, as several that
+    each repeat the first (key) column: a wide table prints in parts instead of being cropped."""
     widths = _column_widths(table, units)
-    groups = _column_groups(table, units, width)
-    out = []
-    for n, cols in enumerate(groups):
-        title = table.title if n == 0 else "... continued"
-        rt = RichTable(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                       pad_edge=False, collapse_padding=True)
-        for i in cols:
-            low, _, number = widths[i]
-            if number:  # numbers never split: the column is as wide as its widest cell; the header may wrap
-                rt.add_column(table.columns[i], justify="right", overflow="fold", min_width=low)
-            else:
-                rt.add_column(table.columns[i], justify="left", overflow="fold", min_width=low)
-        for row in table.rows:
-            rt.add_row(*(text(row[i], units) for i in cols))
-        out.append(rt)
-    return out
+    width = console.width
+
+    def fits(cols: list[int]) -> bool:
+        probe = _build_rich(table, units, cols, widths, "")
+        return probe.__rich_measure__(console, console.options).minimum <= width - 6   # rich crops near its minimum
+
+    everything = list(range(len(widths)))
+    if len(widths) <= 2 or fits(everything):
+        return [_build_rich(table, units, everything, widths, table.title)]
+    groups, current = [], [0]
+    for i in range(1, len(widths)):
+        if len(current) > 1 and not fits(current + [i]):
+            groups.append(current)
+            current = [0]
+        current.append(i)
+    groups.append(current)
+    return [_build_rich(table, units, cols, widths, table.title if n == 0 else "... continued")
+            for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:
@@ -284,7 +282,7 @@ def print_table(result: Result, explain: bool = False, file=None, units: str = "
     console.on_broken_pipe = _broken_pipe   # rich exits 1 on a closed pipe; let the command layer decide
     console.print(result.headline, soft_wrap=True)
     for table in result.tables:
-        for rich_table in _rich_tables(table, units, console.width):
+        for rich_table in _rich_tables(table, units, console):
             console.print(rich_table)
     for chart in result.charts:
         console.print(terminal_chart(chart, width=max(10, min(40, console.width - 40))))

@@ -22,6 +22,7 @@ COMMANDS = {
     "concurrency-sglang": ("concurrency", "--engine", "sglang", "-m", "qwen3-32b", "-g", "h100-sxm", "--tp", "2"),
     "compare-preemption": ("compare-preemption", "--kv-dtype", "fp8"),
     "tpot": ("tpot", "--kv-dtype", "fp8"),
+    "pd": ("pd", "--nodes", "2", "--kv-dtype", "fp8"),
     "presets-list": ("presets", "list"),
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),

@@ -179,15 +179,17 @@ def _microseconds(text: str | None, flag: str) -> float | None:
 def _calibration_view(cal):
     from types import SimpleNamespace
 
-    from kvplan.values import Fraction, Number, Seconds, Tokens, derived
+    from kvplan.values import Fraction, Number, Seconds, Tokens, derived, given
 
-    rows = tuple((p.batch, Tokens(p.context, derived("measured point", "")),
+    rows = tuple((p.batch, Tokens(p.context, given("--measured")),
                   Seconds(p.tpot_seconds, derived("measured", cal.source)),
-                  Seconds(pred, derived("the fitted step model", "")),
-                  Fraction((pred - p.tpot_seconds) / p.tpot_seconds, derived("(predicted - measured) / measured", "")))
+                  Seconds(pred, derived("the fitted step model", f"{pred:.6g} s")),
+                  Fraction((pred - p.tpot_seconds) / p.tpot_seconds, derived(
+                      "(predicted - measured) / measured",
+                      f"({pred:.6g} - {p.tpot_seconds:.6g}) / {p.tpot_seconds:.6g}")))
                  for p, pred in zip(cal.points, cal.predicted, strict=True))
-    data = {"points": [{"batch": Number(p.batch, derived("measured point", "")),
-                        "context_tokens": Tokens(p.context, derived("measured point", "")),
+    data = {"points": [{"batch": Number(p.batch, given("--measured")),
+                        "context_tokens": Tokens(p.context, given("--measured")),
                         "measured_tpot_seconds": Seconds(p.tpot_seconds, derived("measured", cal.source)),
                         "predicted_tpot_seconds": Seconds(pred, derived("the fitted step model", f"{pred:.6g} s"))}
                        for p, pred in zip(cal.points, cal.predicted, strict=True)],
@@ -197,7 +199,7 @@ def _calibration_view(cal):
                            "least squares over the points", f"{cal.overhead_us_per_step:.1f}"))},
             "rms_relative_error": Number(cal.rms_relative_error, derived("sqrt(mean(((pred - meas) / meas)^2))",
                                                                          f"{cal.rms_relative_error:.4f}")),
-            "iterations": Number(cal.iterations, derived("assign-and-solve rounds until stable", ""))}
+            "iterations": Number(cal.iterations, derived("assign-and-solve rounds until stable", f"{cal.iterations}"))}
     note = (f"Calibrated to {len(cal.points)} measured point(s) in {cal.source}: hbm {cal.hbm:.3f}, mfu {cal.mfu:.3f}, "
             f"per-step overhead {cal.overhead_us_per_step:,.0f} us; rms error {cal.rms_relative_error:.1%}.")
     return SimpleNamespace(source=cal.source, rows=rows, data=data, note=note)

@@ -1,0 +1,297 @@
+"""``kvplan pd``: prefill/decode disaggregation against colocated serving, from the one step and prefill model.
+
+For N GPUs in replicas (instances) of G = TP x PP GPUs serving requests of P prompt and D output tokens:
+
+Colocated: every replica prefills its own arrivals. A prefill of P tokens takes T_pf of the replica (chunked by
+max_num_batched_tokens); with B requests decoding, a request finishes every D / B steps, so each step carries on
+average B / D prefills: mean TPOT = TPOT(B) + T_pf x B / D. Without chunking the step that carries a prefill
+stalls for all of T_pf; chunked, each step carries at most one chunk (T_pf / chunks). Goodput: the largest B the
+pool holds whose mean TPOT meets the SLO; tokens/s per replica = B / mean TPOT.
+
+Disaggregated: n_p prefill instances and n_d = N / G - n_p decode instances. The KV of P tokens moves from the
+prefill side to the decode side over each GPU's NIC (every receiving rank gets its own shard; an MLA latent,
+whole on every TP rank, is sent once per receiving rank), overlapped layer by layer with the prefill (the last
+layer's share is always exposed), plus a per-request handover. Decode instances run pure decode at the largest B
+meeting the SLO. Requests/s = min(prefill capacity n_p / T_pf, decode capacity n_d x B / (D x TPOT)); the best
+integer split maximises it; the idle share of the pool that is not the bottleneck is what the rounding costs.
+
+The verdict compares goodput (output tokens/s under the SLO); the break-even is the first prompt:output ratio
+(at the given output length, prompts growing) where disaggregation wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, costs
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+from kvplan.values import Bytes, Count, Fraction, Number, Rate, Ratio, Seconds, default, derived, given
+
+DEFAULT_TPOT_SLO = 0.05
+TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "
+                   "(github.com/deepseek-ai/open-infra-index, Day 6 inference system overview)")
+DEFAULT_HANDOVER_SECONDS = 0.002
+HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
+RATIOS = (10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
+WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be recommended
+
+
+@dataclass(frozen=True)
+class PdOptions:
+    tpot_slo: float = DEFAULT_TPOT_SLO
+    nic_gbps: float | None = None
+    prefill_gpus: int | None = None
+    handover_seconds: float = DEFAULT_HANDOVER_SECONDS
+    chunked: bool = True
+    factors: dict | None = None
+
+    def __post_init__(self) -> None:
+        slo = self.tpot_slo
+        if not (isinstance(slo, (int, float)) and math.isfinite(slo) and 1e-4 <= slo <= 10):
+            raise KvplanError(f"--tpot-slo {self.tpot_slo!r} s is outside 0.1 ms .. 10 s", "give it like 50ms")
+        if self.nic_gbps is not None and not (math.isfinite(self.nic_gbps) and 0.1 <= self.nic_gbps <= 10_000):
+            raise KvplanError(f"--nic-gbps {self.nic_gbps!r} is outside 0.1 .. 10,000 GB/s", "give it like 50")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One way of serving at one prompt length: its batch, TPOT and goodput."""
+
+    batch: int
+    tpot: float
+    requests_per_second: float
+    tokens_per_second: float
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    prompt_tokens: int
+    ratio: float
+    colocated_tokens_per_second: float
+    disaggregated_tokens_per_second: float
+    prefill_instances: int
+    disaggregation_wins: bool
+    fits: bool
+
+
+@dataclass(frozen=True)
+class PdPlan:
+    scenario: Scenario
+    options: PdOptions
+    instances: Count
+    gpus_per_instance: Count
+    prefill: Seconds
+    prefill_chunks: Count
+    interference_gpu_seconds: Seconds
+    prefill_share: Fraction
+    decode_over_prefill: Ratio
+    colocated_batch: Count
+    tpot_plain: Seconds
+    tpot_colocated_mean: Seconds
+    tpot_colocated_p99: Seconds
+    tpot_inflation: Ratio
+    colocated_tokens_per_second: Number
+    transfer_bytes_per_gpu: Bytes
+    transfer: Seconds
+    transfer_exposed: Seconds
+    ttft_disaggregated: Seconds
+    prefill_instances: Count
+    decode_instances: Count
+    decode_batch: Count
+    disaggregated_tokens_per_second: Number
+    idle_share: Fraction
+    recommend: bool
+    reasons: tuple[str, ...]
+    ratios: tuple[RatioRow, ...]
+    breakeven_ratio: Number
+    nic: Number
+
+
+class _Model:
+    """The step model and pool limits of the scenario's replica, reused for every prompt length."""
+
+    def __init__(self, s: Scenario, o: PdOptions) -> None:
+        import numpy as np
+
+        self.s, self.o = s, o
+        self.factors = costs.step_factors(s.hardware, **(o.factors or {}))
+        self.step = costs.step_model(s, self.factors)
+        self.pool = capacity.kv_pool(s).kv_pool_bytes
+        mnbt, _ = s.engine_adapter.batch_limits_for(s)
+        self.chunk = int(mnbt.value)
+        self.batches = np.arange(1, 4097, dtype=float)
+
+    def fit(self, context: int) -> int:
+        return capacity.fit(self.pool, capacity.request_bytes(self.s, context))
+
+    def tpot_by_batch(self, p: int, d: int):
+        """Steady decode TPOT for batches 1..4096 with contexts spread over p..p+d."""
+        import numpy as np
+
+        ctx = p + (np.arange(64) + 0.5) * d / 64
+        nbytes, nflops = self.step.request_cache(ctx)
+        mean_b, mean_f = float(np.mean(nbytes)), float(np.mean(nflops))
+        b = self.batches
+        return self.step.step(b, b * mean_b, b * mean_f)["total"]
+
+    def prefill(self, p: int) -> float:
+        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None)
+
+    def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
+        """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
+        import numpy as np
+
+        limit = min(self.fit(p + d), len(self.batches))
+        t_pf = self.prefill(p)
+        plain = self.tpot_by_batch(p, d)[:limit]
+        mean = plain + t_pf * self.batches[:limit] / max(d, 1)
+        ok = np.nonzero(mean <= self.o.tpot_slo)[0]
+        if not len(ok):
+            worst = float(mean[0]) if limit else math.inf
+            return Side(0, worst, 0.0, 0.0), float(plain[0]) if limit else math.inf, t_pf
+        # among batches meeting the SLO, the one with the most tokens/s
+        tps = self.batches[:limit][ok] / mean[ok]
+        i = ok[int(np.argmax(tps))]
+        b = int(self.batches[i])
+        rps = b / (d * mean[i] + t_pf) if d else 1 / t_pf
+        return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
+
+    def decode_only(self, p: int, d: int) -> Side:
+        import numpy as np
+
+        limit = min(self.fit(p + d), len(self.batches))
+        plain = self.tpot_by_batch(p, d)[:limit]
+        ok = np.nonzero(plain <= self.o.tpot_slo)[0]
+        if not len(ok):
+            return Side(0, float(plain[0]) if limit else math.inf, 0.0, 0.0)
+        tps = self.batches[:limit][ok] / plain[ok]
+        i = ok[int(np.argmax(tps))]
+        b = int(self.batches[i])
+        return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
+
+    def split(self, p: int, d: int, instances: int, forced: int | None):
+        """(best n_p, requests/s, decode side, T_pf, idle share) over integer splits."""
+        t_pf = self.prefill(p)
+        dec = self.decode_only(p, d)
+        best = None
+        choices = [forced] if forced else range(1, instances)
+        for n_p in choices:
+            n_d = instances - n_p
+            if n_d < 1:
+                continue
+            cap_p = n_p / t_pf
+            cap_d = n_d * dec.requests_per_second
+            rps = min(cap_p, cap_d)
+            idle = 1 - rps / max(cap_p, cap_d) if max(cap_p, cap_d) > 0 else 0.0
+            if best is None or rps > best[1]:
+                best = (n_p, rps, dec, t_pf, idle)
+        return best
+
+
+def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
+    o = options or PdOptions()
+    s = scenario
+    par, hw = s.parallelism, s.hardware
+    g = par.tp * par.pp
+    instances = par.dp
+    if instances < 2:
+        raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of TP x PP = {g}: disaggregation needs two",
+                          f"plan more GPUs (--nodes {-(-2 * g // hw.node.gpus_per_node)}) or a smaller --tp")
+    if o.prefill_gpus is not None:
+        if o.prefill_gpus % g or not 0 < o.prefill_gpus < instances * g:
+            raise KvplanError(f"--prefill-gpus {o.prefill_gpus} is not a whole number of {g}-GPU instances below "
+                              f"{instances * g}", f"give a multiple of {g} between {g} and {(instances - 1) * g}")
+    m = _Model(s, o)
+    p, d = s.prompt_tokens, s.decode_tokens
+    slo = o.tpot_slo
+
+    col, plain, t_pf = m.colocated(p, d)
+    chunks = max(1, math.ceil(p / m.chunk)) if o.chunked else 1
+    share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
+    dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
+    p99 = col.tpot + (t_pf / chunks if col.batch * chunks / max(d, 1) >= 0.01 else 0.0)
+
+    # the KV of the prompt, moved to the decode side: each receiving GPU gets its shard at P tokens
+    nbytes = capacity.request_bytes(s, p)
+    nic = hw.node.nic_gb_s_per_direction_per_gpu
+    if o.nic_gbps is not None:
+        nic_v = Rate(o.nic_gbps * 1e9, given("--nic-gbps"))
+    elif nic is not None:
+        nic_v = Rate(nic.value * 1e9, default(f"{hw.id} NIC per GPU per direction", nic.cite()))
+    else:
+        raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
+                          "give --nic-gbps (GB/s per GPU per direction)")
+    link_eff = m.factors.value("link")
+    transfer = nbytes / (nic_v.value * link_eff)
+    layers = s.sized_model.num_layers
+    exposed = max(transfer / layers, transfer - t_pf)
+    ttft = t_pf + exposed + o.handover_seconds
+
+    forced = o.prefill_gpus // g if o.prefill_gpus else None
+    n_p, rps, dec, _, idle = m.split(p, d, instances, forced)
+    dis_tps = rps * d
+    col_tps = col.tokens_per_second * instances
+
+    reasons = [f"prefill is {share:.1%} of a colocated replica's time ({t_pf * 1e3:,.1f} ms per request against "
+               f"{d:,} decode steps at {col.tpot * 1e3:,.1f} ms shared by {col.batch} requests)",
+               f"colocated: {col_tps:,.0f} output tokens/s on {instances} instances at batch {col.batch} "
+               f"(mean TPOT {col.tpot * 1e3:,.1f} ms, SLO {slo * 1e3:g} ms)",
+               f"disaggregated: {dis_tps:,.0f} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) "
+               f"at batch {dec.batch}; the rounding leaves {idle:.0%} of the larger pool idle",
+               f"KV transfer {nbytes / 1e6:,.1f} MB per GPU over {nic_v.value / 1e9:g} GB/s: {transfer * 1e3:,.2f} ms, "
+               f"{exposed * 1e3:,.2f} ms exposed after the prefill"]
+    recommend = bool(dis_tps > col_tps * WIN_MARGIN)
+    rows = []
+    for r in RATIOS:
+        pr = max(1, int(round(r * d)))
+        fits = bool(not s.over_limit(pr + d) and m.fit(pr + d) >= 1)
+        if not fits:
+            rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
+            continue
+        c, _, _ = m.colocated(pr, d)
+        n, rr, _, _, _ = m.split(pr, d, instances, None)
+        rows.append(RatioRow(pr, r, float(c.tokens_per_second * instances), float(rr * d), n,
+                             bool(rr * d > c.tokens_per_second * instances * WIN_MARGIN), True))
+    wins = [row for row in sorted(rows, key=lambda x: x.ratio) if row.fits and row.disaggregation_wins]
+    breakeven = wins[0].ratio if wins else None
+
+    def sec(v, formula, numbers):
+        return Seconds(v, derived(formula, numbers))
+
+    return PdPlan(
+        s, o, Count(instances, derived("DP replicas: instances of TP x PP GPUs", f"{instances}")),
+        Count(g, derived("TP x PP", f"{par.tp} x {par.pp}")),
+        sec(t_pf, "prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
+            f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"), Count(chunks, derived("ceil(P / chunk)", "")),
+        sec(t_pf * g, "prefill seconds x the instance's GPUs (GPU-seconds per request)", f"{t_pf:.6g} x {g}"),
+        Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
+                                f"{col.tpot:.6g} / {col.batch})")),
+        Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
+                                   f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
+        Count(col.batch, derived("the batch with the most tokens/s whose mean TPOT with interference meets the SLO",
+                                 f"B = {col.batch}")),
+        sec(plain, "TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"),
+        sec(col.tpot, "TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}"),
+        sec(p99, "the mean plus one prefill chunk when 1% or more of steps carry one", f"{p99 * 1e3:.3f} ms"),
+        Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",
+                                                          f"{col.tpot:.6g} / {plain:.6g}")),
+        Number(col_tps, derived("instances x B / mean TPOT (output tokens/s)",
+                                f"{instances} x {col.batch} / {col.tpot:.6g}")),
+        Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B")),
+        sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
+            f"{nbytes:,} / ({nic_v.value / 1e9:g} GB/s x {link_eff:g})"),
+        sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
+            f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})"),
+        sec(ttft, "T_pf + exposed transfer + handover", f"{t_pf:.6g} + {exposed:.6g} + {o.handover_seconds:g}"),
+        Count(n_p, derived("the integer split with the most requests/s" if not forced else "given with --prefill-gpus",
+                           f"{n_p} of {instances}")),
+        Count(instances - n_p, derived("instances - prefill instances", f"{instances} - {n_p}")),
+        Count(dec.batch, derived("the decode batch with the most tokens/s meeting the SLO", f"B = {dec.batch}")),
+        Number(dis_tps, derived("min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s)", f"{rps:.6g} x {d:,}")),
+        Fraction(idle, derived("1 - throughput / the larger pool's capacity", f"{idle:.4f}")),
+        recommend, tuple(reasons), tuple(rows),
+        Number(breakeven, derived("the smallest prompt:output ratio of the table at which disaggregation wins by 5%",
+                                  f"{breakeven:g}" if breakeven else "none in 10:1 .. 1:100")),
+        nic_v)

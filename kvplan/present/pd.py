@@ -1,0 +1,95 @@
+"""``kvplan pd`` presentation."""
+
+from __future__ import annotations
+
+from kvplan.calc.pd import PdPlan
+from kvplan.present.common import scenario_data, spec_notes
+from kvplan.result import Result, Table
+from kvplan.values import Number, Tokens, default, derived, given
+
+
+def _colocated(r) -> Number:
+    return Number(r.colocated_tokens_per_second if r.fits else None,
+                  derived("instances x B / mean TPOT at this prompt", f"{r.colocated_tokens_per_second:,.0f}"))
+
+
+def _disaggregated(r) -> Number:
+    return Number(r.disaggregated_tokens_per_second if r.fits else None,
+                  derived("the best split's requests/s x output tokens", f"{r.disaggregated_tokens_per_second:,.0f}"))
+
+
+def present(plan: PdPlan) -> Result:
+    s, o = plan.scenario, plan.options
+    verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + (
+        f": {plan.disaggregated_tokens_per_second.value:,.0f} vs {plan.colocated_tokens_per_second.value:,.0f} output "
+        f"tokens/s colocated under a {o.tpot_slo * 1e3:g} ms TPOT SLO.")
+    colocated = Table(f"Colocated: {plan.instances.value} instance(s) of {plan.gpus_per_instance.value} GPU(s), "
+                      f"{s.prompt_tokens:,} prompt + {s.decode_tokens:,} output tokens", ("figure", "value"), (
+        ("prefill (T_pf) per request", plan.prefill), ("prefill chunks", plan.prefill_chunks),
+        ("prefill GPU-seconds per request", plan.interference_gpu_seconds),
+        ("prefill share of a replica's time", plan.prefill_share),
+        ("decode / prefill GPU time", plan.decode_over_prefill),
+        ("batch under the SLO", plan.colocated_batch), ("TPOT without prefills", plan.tpot_plain),
+        ("TPOT with prefills, mean", plan.tpot_colocated_mean), ("TPOT with prefills, p99", plan.tpot_colocated_p99),
+        ("TPOT inflation", plan.tpot_inflation), ("goodput, output tokens/s", plan.colocated_tokens_per_second)))
+    disaggregated = Table("Disaggregated", ("figure", "value"), (
+        ("KV transfer per GPU", plan.transfer_bytes_per_gpu), ("NIC per GPU per direction", plan.nic),
+        ("KV transfer", plan.transfer), ("exposed after the prefill", plan.transfer_exposed),
+        ("TTFT (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
+        ("prefill instances", plan.prefill_instances), ("decode instances", plan.decode_instances),
+        ("decode batch under the SLO", plan.decode_batch), ("idle share of the larger pool", plan.idle_share),
+        ("goodput, output tokens/s", plan.disaggregated_tokens_per_second)))
+    rows = []
+    for r in plan.ratios:
+        ratio = f"{r.ratio:g}:1" if r.ratio >= 1 else f"1:{1 / r.ratio:g}"
+        tok = Tokens(r.prompt_tokens, derived("ratio x output tokens", f"{r.prompt_tokens:,}"))
+        if not r.fits:
+            rows.append((ratio, tok, None, None, None, "does not fit"))
+            continue
+        rows.append((ratio, tok, _colocated(r),
+                     _disaggregated(r),
+                     r.prefill_instances, "disaggregate" if r.disaggregation_wins else "colocate"))
+    sweep = Table(f"By prompt:output ratio at {s.decode_tokens:,} output tokens", ("prompt:output", "prompt tokens",
+                  "colocated tok/s", "disaggregated tok/s", "prefill instances", "better"), tuple(rows), primary=True)
+    be = plan.breakeven_ratio.value
+    notes = [verdict] + list(plan.reasons) + [
+        ("Break-even: disaggregation first wins at prompt:output "
+         + (f"{be:g}:1" if be >= 1 else f"1:{1 / be:g}") + ".") if be else
+        "Break-even: disaggregation wins at no prompt:output ratio from 1:100 to 10:1."]
+    data = {
+        **scenario_data(s),
+        "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
+        "instances": plan.instances, "gpus_per_instance": plan.gpus_per_instance,
+        "prefill_seconds": plan.prefill, "interference_gpu_seconds_per_request": plan.interference_gpu_seconds,
+        "prefill_share": plan.prefill_share, "decode_over_prefill": plan.decode_over_prefill,
+        "colocated_batch": plan.colocated_batch, "tpot_seconds_plain": plan.tpot_plain,
+        "tpot_seconds_colocated_mean": plan.tpot_colocated_mean, "tpot_seconds_colocated_p99": plan.tpot_colocated_p99,
+        "tpot_inflation": plan.tpot_inflation, "colocated_tokens_per_second": plan.colocated_tokens_per_second,
+        "kv_transfer_bytes_per_gpu": plan.transfer_bytes_per_gpu, "kv_transfer_seconds": plan.transfer,
+        "kv_transfer_exposed_seconds": plan.transfer_exposed, "ttft_seconds_disaggregated": plan.ttft_disaggregated,
+        "nic_bytes_per_second": plan.nic, "prefill_instances": plan.prefill_instances,
+        "decode_instances": plan.decode_instances, "decode_batch": plan.decode_batch, "idle_share": plan.idle_share,
+        "disaggregated_tokens_per_second": plan.disaggregated_tokens_per_second,
+        "breakeven_prompt_over_output": plan.breakeven_ratio,
+        "recommend_disaggregation": plan.recommend, "reasons": list(plan.reasons),
+        "by_ratio": [{"prompt_over_output": Number(r.ratio, derived("a ratio of the sweep", f"{r.ratio:g}")),
+                      "prompt_tokens": Tokens(r.prompt_tokens, derived("ratio x output tokens",
+                                                                       f"{r.prompt_tokens:,}")),
+                      "colocated_tokens_per_second": _colocated(r),
+                      "disaggregated_tokens_per_second": _disaggregated(r),
+                      "disaggregation_wins": r.disaggregation_wins, "fits": r.fits} for r in plan.ratios],
+    }
+    assumptions = (
+        "A steady stream of identical requests saturates every instance; goodput counts output tokens whose mean "
+        "TPOT meets the SLO.",
+        "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
+        "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
+        "TP rank gets its own shard (an MLA latent goes to every rank).",
+        "Prefill and decode instances have the same TP x PP and the same GPUs.",
+        "The KV transfer runs at the NIC rate times the preset's link efficiency.",
+    ) + spec_notes(s)
+    brief = (("verdict", verdict), ("prefill share", plan.prefill_share),
+             ("colocated tokens/s", plan.colocated_tokens_per_second),
+             ("disaggregated tokens/s", plan.disaggregated_tokens_per_second))
+    return Result("pd", s.headline() + f"; TPOT SLO {o.tpot_slo * 1e3:g} ms", data,
+                  (colocated, disaggregated, sweep), tuple(notes), assumptions, (), brief)
