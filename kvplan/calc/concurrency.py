@@ -88,6 +88,7 @@ class GridRow:
 @dataclass(frozen=True)
 class OverflowRun:
     batch: Count
+    tpot: Seconds
     admitted_on_prompt_cost: bool
     decode_steps_until_full: Count     # None: never within the decode
     seconds_until_full: Seconds
@@ -120,14 +121,30 @@ class ConcurrencyPlan:
     engine_report: EngineReport | None
 
 
-def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tpot: Seconds, link: Rate,
-                 admitted: bool = False) -> OverflowRun:
+def cohort_tpot(scenario: Scenario, step_model, batch: int, steps: int) -> Seconds:
+    """The mean decode step of ``batch`` requests decoding together from the prompt for ``steps`` steps, from the
+    step model (kvplan.calc.costs)."""
+    import numpy as np
+
+    ts = np.linspace(0, max(steps, 0), 33)
+    nbytes, nflops = step_model.request_cache(scenario.prompt_tokens + ts)
+    series = step_model.step(batch, batch * nbytes, batch * nflops)["total"]
+    mean = float(np.mean(series)) if steps <= 0 else float(
+        (getattr(np, "trapezoid", None) or np.trapz)(series, ts) / steps)
+    return Seconds(mean, derived("mean decode step of the batch over its steps (the step model, kvplan tpot)",
+                                 f"batch {batch}, steps 0..{steps:,}: {mean * 1e3:.3f} ms"))
+
+
+def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tpot: Seconds | None, link: Rate,
+                 admitted: bool = False, step_model=None) -> OverflowRun:
     """Steps until ``batch`` requests fill the pool, and the offload threshold that keeps it from overflowing:
     evicting one request at the overflow context takes bytes / D2H rate, during which the batch keeps growing by
-    batch x bytes per token per step."""
+    batch x bytes per token per step. ``tpot`` None: the step model's mean step for this batch."""
     model, par, dtype = scenario.sized_model, scenario.parallelism, scenario.kv_dtype
     step = capacity.first_full_step(scenario, batch, pool, shared_copy)
     at = step if step is not None else scenario.decode_tokens
+    if tpot is None:
+        tpot = cohort_tpot(scenario, step_model, batch, at)
     victim = capacity.request_bytes(scenario, scenario.prompt_tokens + at)
     evict = victim / link.value
     marginal = kv.kv_bytes_per_token_per_gpu(model, dtype, par).value
@@ -140,7 +157,8 @@ def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tp
                    derived("steps x TPOT", f"{step} x {tpot.value:g} s" if step is not None else "never"))
     return OverflowRun(
         Count(batch, given("--batch") if not admitted else derived(
-            "what an engine admits on prompt cost: min(max_num_seqs, usable pool // bytes of the prompt)")),
+            "what an engine admits on prompt cost: min(max_num_seqs, usable pool // bytes of the prompt)",
+            f"{batch}")), tpot,
         admitted, steps_v, secs,
         Fraction(threshold, derived("max(0, 1 - growth per step x (evict seconds / TPOT) / pool)",
                                     f"1 - {growth:,} x ({evict:.4g} / {tpot.value:g}) / {pool:,} = {threshold:.4f}")),
@@ -204,13 +222,21 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
         grid.append(GridRow(Tokens(c, derived("a context of --contexts or the request's own", f"{c:,}")),
                             tuple(cells), s.over_limit(c)))
 
-    tpot = (Seconds(options.tpot_seconds, given("--tpot")) if options.tpot_seconds is not None
-            else Seconds(DEFAULT_TPOT_SECONDS, default("~50 ms per decode step", TPOT_SOURCE)))
+    step_model = None
+    if options.tpot_seconds is not None:
+        tpot = Seconds(options.tpot_seconds, given("--tpot"))
+    else:
+        try:
+            step_model = costs.step_model(s)
+            tpot = None   # each batch's own step time
+        except KvplanError:   # e.g. a preset without HBM bandwidth: the published production figure
+            tpot = Seconds(DEFAULT_TPOT_SECONDS, default("~50 ms per decode step", TPOT_SOURCE))
     link = costs.host_link_rate(hw, s.host_link_gbs)
     admitted = capacity.admitted_on_prompt_cost(s, pool, shared)
-    runs = [overflow_run(s, options.batch, pool, shared, tpot, link)]
+    runs = [overflow_run(s, options.batch, pool, shared, tpot, link, step_model=step_model)]
     if admitted > options.batch:
-        runs.append(overflow_run(s, admitted, pool, shared, tpot, link, admitted=True))
+        runs.append(overflow_run(s, admitted, pool, shared, tpot, link, admitted=True, step_model=step_model))
+    tpot = runs[0].tpot
 
     host = capacity.host_tier(s, per_req, options.dram_bytes_per_node)
     per_node = hw.node.gpus_per_node

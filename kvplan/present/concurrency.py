@@ -14,7 +14,7 @@ def present(plan: ConcurrencyPlan) -> Result:
     model, par, hw, dtype = s.sized_model, s.parallelism, s.hardware, s.kv_dtype
     per_replica, total = int(plan.max_concurrency_per_replica.value), int(plan.max_concurrency.value)
     replicas, context = int(plan.replicas.value), s.context_tokens
-    tpot = float(plan.tpot.value)
+
     notes: list[str] = []
     lo, hi = SEED_BATCH_RANGE
     notes.append(
@@ -29,10 +29,11 @@ def present(plan: ConcurrencyPlan) -> Result:
             notes.append(f"{label} decoding together from a {s.prompt_tokens:,}-token prompt never fill the pool "
                          f"within {s.decode_tokens:,} decode steps.")
         else:
+            tpot = float(run.tpot.value)
             drain = plan.host_link.value * tpot / max(run.growth_bytes_per_step.value, 1)
             notes.append(f"{label} decoding together from a {s.prompt_tokens:,}-token prompt fill the pool after "
                          f"{run.decode_steps_until_full.value:,} decode steps "
-                         f"(~{format_seconds(run.seconds_until_full.value)} at {tpot * 1000:g} ms/token). Cap the "
+                         f"(~{format_seconds(run.seconds_until_full.value)} at {tpot * 1000:.3g} ms/token). Cap the "
                          f"batch, or offload to DRAM: offloading may wait until the pool is "
                          f"{run.offload_threshold_fraction.value:.1%} full (the host link drains {drain:,.0f}x "
                          "faster than the batch grows).")
@@ -112,7 +113,7 @@ def present(plan: ConcurrencyPlan) -> Result:
                         **{c.dtype.value: c.requests for c in r.cells}} for r in plan.grid],
         "overflow": [{"batch": r.batch, "admitted_on_prompt_cost": r.admitted_on_prompt_cost,
                       "decode_steps_until_full": r.decode_steps_until_full, "seconds_until_full": r.seconds_until_full,
-                      "offload_threshold_fraction": r.offload_threshold_fraction,
+                      "tpot_seconds": r.tpot, "offload_threshold_fraction": r.offload_threshold_fraction,
                       "evict_one_request_seconds": r.evict_one_request_seconds,
                       "growth_bytes_per_step": r.growth_bytes_per_step} for r in plan.overflow],
         "tpot_seconds": plan.tpot,
@@ -139,7 +140,8 @@ def present(plan: ConcurrencyPlan) -> Result:
         f"Each layer's tokens are rounded up to whole {plan.block.value}-token blocks ({s.engine} rule).",
         "Sliding-window layers hold min(context, window) tokens in the neutral count; vLLM mode adds "
         "max_num_batched_tokens - 1 and a block.",
-        f"Overflow timing uses {tpot * 1000:g} ms per decode step.",
+        "Overflow timing uses --tpot when given, else each batch's mean decode step from the step model "
+        "(kvplan tpot).",
         "Host DRAM: the whole node's DRAM (or --dram), nothing kept back for the OS or the engine; a request parks "
         "one shard per GPU it spans on the node.",
     ) + spec_notes(s, s.draft)
