@@ -26,7 +26,7 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
 _REPR.maxlong = 40
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_RUN = re.compile(r"\S{%d,}" % (MAX_RUN_CHARS + 1))
+_RUN = re.compile(r"\S{" + str(MAX_RUN_CHARS + 1) + ",}")
 
 
 def shorten(value: object) -> str:

@@ -31,7 +31,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shorten
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
 from kvplan.model import LayerGroup, ModelSpec, Sourced
 
@@ -208,11 +208,11 @@ class _Fields:
             return None
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float)
                                                                       and value.is_integer())):
-            raise self.error(f"{self.name(key)} = {value!r} is not a whole number")
+            raise self.error(f"{self.name(key)} = {shorten(value)} is not a whole number")
         if int(value) < minimum:
-            raise self.error(f"{self.name(key)} = {value!r} must be at least {minimum}")
+            raise self.error(f"{self.name(key)} = {shorten(value)} must be at least {minimum}")
         if maximum is not None and int(value) > maximum:
-            raise self.error(f"{self.name(key)} = {value!r} is more than kvplan accepts ({maximum:,})")
+            raise self.error(f"{self.name(key)} = {shorten(value)} is more than kvplan accepts ({maximum:,})")
         return int(value)
 
     def dim(self, key: str) -> int | None:
@@ -246,13 +246,13 @@ def _text_config(config: dict[str, Any], source: str) -> tuple[dict[str, Any], s
 
 def _reject_unsupported(f: _Fields) -> None:
     if f.model_type in _UNSUPPORTED_MODEL_TYPES:
-        raise f.error(f"model_type {f.model_type!r}: kvplan does not read this recurrent/SSM or compressed "
+        raise f.error(f"model_type {shorten(f.model_type)}: kvplan does not read this recurrent/SSM or compressed "
                       "attention layout from an HF config",
                       "describe the model in a preset TOML (e.g. mamba2 groups) instead")
     for key in _UNSUPPORTED_FIELDS:
         if f.text.get(key) is not None:
             raise f.error(f"{f.name(key)} describes a layer layout kvplan does not read from an HF config "
-                          f"(model_type {f.model_type!r})",
+                          f"(model_type {shorten(f.model_type)})",
                           "describe the model in a preset TOML (e.g. mamba2 groups) instead")
 
 
@@ -268,7 +268,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
         unknown = sorted({t for t in types if t not in _KNOWN_LAYER_TYPES})
         if unknown:
             at = types.index(unknown[0])
-            raise f.error(f"{f.name('layer_types')}[{at}] = {explicit[at]!r} is a layer type kvplan does not "
+            raise f.error(f"{f.name('layer_types')}[{at}] = {shorten(explicit[at])} is a layer type kvplan does not "
                           f"know (it knows {', '.join(_KNOWN_LAYER_TYPES)})",
                           "describe the model in a preset TOML instead")
         return types
@@ -324,7 +324,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
 def _state_dtype(f: _Fields, value: Any, field: str) -> str:
     name = _TORCH_DTYPES.get(str(value).lower()) if value is not None else None
     if name not in _STATE_DTYPES:
-        raise f.error(f"{field} = {value!r} is not a state dtype kvplan knows (float32, bfloat16, float16)")
+        raise f.error(f"{field} = {shorten(value)} is not a state dtype kvplan knows (float32, bfloat16, float16)")
     return name  # type: ignore[return-value]
 
 
@@ -367,10 +367,10 @@ def _attention_groups(f: _Fields, types: list[str], notes: list[str]) -> list[tu
         if f.model_type not in _GDN_MODEL_TYPES:
             missing = [k for k in _GDN_FIELDS if not f.has(k)]
             if missing:
-                raise f.error(f"layer type 'linear_attention' in model_type {f.model_type!r}: kvplan reads "
+                raise f.error(f"layer type 'linear_attention' in model_type {shorten(f.model_type)}: kvplan reads "
                               f"linear attention only as Gated DeltaNet, and {f.name(missing[0])} is missing",
                               "describe the model in a preset TOML instead")
-            notes.append(f"linear_attention layers of model_type {f.model_type!r} read as Gated DeltaNet "
+            notes.append(f"linear_attention layers of model_type {shorten(f.model_type)} read as Gated DeltaNet "
                          "from the linear_* fields")
         nk, nv, dk, dv, conv = (f.int(k, required=True, why="linear_attention layers need it") for k in _GDN_FIELDS)
         model_dtype = f.first("dtype", "torch_dtype")
@@ -392,7 +392,7 @@ def _mla_groups(f: _Fields, config: dict[str, Any], n: int, notes: list[str]) ->
     if isinstance(explicit, list):
         other = sorted({str(t) for t in explicit} - {_FULL, "attention"})
         if other:
-            raise f.error(f"{f.name('layer_types')} has {other[0]!r} in an MLA model; kvplan reads MLA on "
+            raise f.error(f"{f.name('layer_types')} has {shorten(other[0])} in an MLA model; kvplan reads MLA on "
                           "every layer only", "describe the model in a preset TOML instead")
     every = list(range(n))
     architectures = [a for cfg in (config, f.text) if isinstance(cfg.get("architectures"), list)
@@ -418,7 +418,7 @@ def _mla_groups(f: _Fields, config: dict[str, Any], n: int, notes: list[str]) ->
     if indexer:
         kinds = f.text.get("indexer_types")
         if kinds is not None and (not isinstance(kinds, list) or any(k != "full" for k in kinds)):
-            raise f.error(f"{f.name('indexer_types')} = {kinds!r}: kvplan reads an indexer key cache on every "
+            raise f.error(f"{f.name('indexer_types')} = {shorten(kinds)}: kvplan reads an indexer key cache on every "
                           "layer only", "describe the model in a preset TOML instead")
         groups.append(("sparse_indexer", SparseIndexer(
             index_head_dim=f.int("index_head_dim", required=True),
@@ -439,7 +439,7 @@ def _mtp_layers(f: _Fields) -> int:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise f.error(f"{prefix}{key} = {value!r} is not a whole number of layers")
+                raise f.error(f"{prefix}{key} = {shorten(value)} is not a whole number of layers")
             return value
     return 0
 
@@ -459,7 +459,7 @@ def _weight_dtype(f: _Fields, notes: list[str]) -> str:
             return "int4" if quant["bits"] == 4 else "int8"
         if method == "modelopt" and algo in ("FP8", "NVFP4"):
             return algo.lower()
-        notes.append(f"quantization_config quant_method {method or '?'!r} is not mapped to a weight dtype; "
+        notes.append(f"quantization_config quant_method {shorten(method or '?')} is not mapped to a weight dtype; "
                      "weight dtype taken from torch_dtype")
     value = f.first("torch_dtype", "dtype")
     if value is None:
@@ -467,7 +467,7 @@ def _weight_dtype(f: _Fields, notes: list[str]) -> str:
         return "bf16"
     name = _TORCH_DTYPES.get(str(value).lower())
     if name is None:
-        raise f.error(f"torch_dtype = {value!r} is not a dtype kvplan knows", "use bfloat16, float16 or float32")
+        raise f.error(f"torch_dtype = {shorten(value)} is not a dtype kvplan knows", "use bfloat16, float16 or float32")
     return name
 
 
@@ -492,6 +492,11 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
         spec = _build(config, source, weight_bytes, model_id, weight_source)
     except ValueError as err:  # a value the layer kinds or ModelSpec refuse (e.g. a zero or huge window)
         raise KvplanError(f"{source}: {err}", _FIX_CONFIG) from None
+    except (TypeError, KeyError, IndexError, AttributeError) as err:
+        # a field of a shape no config class gives it (a table where a list belongs, ...): the config is
+        # untrusted, so this is the user's file to fix, not a kvplan bug
+        raise KvplanError(f"{source}: a field has an unexpected shape ({type(err).__name__}: {err})",
+                          _FIX_CONFIG) from None
     # The boundary check user presets get: pydantic over the same dataclasses, from the spec's plain data.
     return validate(ModelSpec, dataclasses.asdict(spec), source, _FIX_CONFIG)
 
@@ -552,17 +557,27 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
 
 
 def _read_json(path: Path, what: str) -> Any:
+    """The parsed JSON of a regular file: a FIFO or device is refused unread, as are huge files and documents
+    nested more than ``kvplan.presets.MAX_DEPTH`` levels."""
+    from kvplan.presets import MAX_DEPTH, read_text, too_deep
+
+    text = read_text(path, what, "give a JSON file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise KvplanError(f"{what} {path} is not UTF-8 text", "give a JSON file") from None
-    except OSError as err:
-        raise KvplanError(f"cannot read {what} {path}: {err.strerror or err}", "check the path") from None
-    try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise KvplanError(f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}",
                           "fix the JSON syntax") from None
+    except RecursionError:
+        data = _TOO_DEEP
+    except ValueError as err:  # e.g. an integer with more digits than Python converts
+        raise KvplanError(f"{what} {path} is not valid JSON: {err}", "fix the JSON syntax") from None
+    if data is _TOO_DEEP or too_deep(data):
+        raise KvplanError(f"{what} {path} nests objects or arrays more than {MAX_DEPTH} levels deep",
+                          "a Hugging Face config nests a few levels; fix the file")
+    return data
+
+
+_TOO_DEEP = object()
 
 
 def _weight_bytes(index_path: Path) -> int | None:
@@ -573,7 +588,8 @@ def _weight_bytes(index_path: Path) -> int | None:
     if isinstance(total, bool) or not isinstance(total, (int, float)) or total <= 0:
         return None
     if not math.isfinite(total) or total > 1e15:
-        raise KvplanError(f"safetensors index {index_path}: metadata.total_size {total!r} is not a sensible byte count",
+        raise KvplanError(f"safetensors index {index_path}: metadata.total_size {shorten(total)} is not a sensible "
+                          "byte count",
                           "fix or remove model.safetensors.index.json")
     return int(total)
 
@@ -581,18 +597,28 @@ def _weight_bytes(index_path: Path) -> int | None:
 def load_hf_model(path: Path) -> ModelSpec:
     """A model from an HF ``config.json`` file or a model folder (its ``config.json``, and the weight size from
     ``model.safetensors.index.json`` when the folder has one)."""
-    path = Path(path).expanduser()
-    if path.is_dir():
+    from kvplan.presets import probe
+
+    try:
+        path = Path(path).expanduser()
+    except RuntimeError:  # ~user with no such user
+        raise KvplanError(f"model config {path}: cannot expand ~", "give the full path") from None
+    kind, why = probe(path)
+    if kind == "dir":
         config_path = path / CONFIG_NAME
-        if not config_path.is_file():
+        inner, inner_why = probe(config_path)
+        if inner == "missing":
             raise KvplanError(f"model folder {path} has no {CONFIG_NAME}",
                               "point at a Hugging Face model folder or at its config.json")
+        if inner != "file":
+            raise KvplanError(f"{config_path} {inner_why or 'is a folder, not a file'}",
+                              f"make {CONFIG_NAME} in the model folder a regular file")
         model_id: str | None = path.resolve().name
-    elif path.is_file():
+    elif kind == "file":
         config_path = path
         model_id = None
     else:
-        raise KvplanError(f"model config {path} does not exist",
+        raise KvplanError(f"model config {path} {why}",
                           "give a Hugging Face config.json file or a model folder holding one")
 
     config = _read_json(config_path, "model config")
@@ -607,7 +633,11 @@ def load_hf_model(path: Path) -> ModelSpec:
 
     weight_bytes, weight_source, extra = None, None, []
     index_path = config_path.parent / INDEX_NAME
-    if index_path.is_file():
+    index_kind, index_why = probe(index_path)
+    if index_kind not in ("file", "missing"):
+        raise KvplanError(f"safetensors index {index_path} {index_why or 'is a folder, not a file'}",
+                          f"make {INDEX_NAME} a regular file, or remove it")
+    if index_kind == "file":
         weight_bytes = _weight_bytes(index_path)
         if weight_bytes is None:
             extra.append(f"{index_path} has no usable metadata.total_size; weight bytes unknown")

@@ -173,10 +173,16 @@ def _read_toml(path: Path, what: str = "preset file") -> dict[str, Any]:
 # --- finding presets -----------------------------------------------------------------------------------------
 
 _warned: set[str] = set()
+_warned_for: list[str] | None = None
 
 
 def warn(message: str, hint: str | None = None) -> None:
-    """One warning line on stderr (each distinct warning once per process)."""
+    """One warning line on stderr, each distinct warning once per run. A run is one ``sys.argv`` (a process, or
+    an in-process call that sets a new argv); the list is held, so its identity cannot be reused."""
+    global _warned_for
+    if sys.argv is not _warned_for:
+        _warned.clear()
+        _warned_for = sys.argv
     line = f"warning: {sanitize(message)}" + (f" (fix: {sanitize(hint)})" if hint else "")
     if line not in _warned:
         _warned.add(line)
@@ -320,43 +326,65 @@ def _is_index(value: Any) -> bool:
 
 def _expand_layers(spec: Any, num_layers: int | None) -> list[int]:
     """The layer indices a group's ``layers`` names. Ranges are checked against ``num_layers`` before any list
-    is built (``{start = 0, stop = 10**12}`` is an error, not a trillion-item list). Raises ValueError."""
+    is built (``{start = 0, stop = 10**12}`` is an error, not a trillion-item list). Without a valid
+    ``num_layers`` only the form is checked (and ``[0]`` returned). Raises ValueError."""
     if spec == "all":
-        if num_layers is None:
-            raise ValueError('layers = "all" needs a valid num_layers')
-        return list(range(num_layers))
+        return [0] if num_layers is None else list(range(num_layers))
     if isinstance(spec, list) and all(_is_index(i) for i in spec):
         return spec
     if isinstance(spec, dict) and spec and all(_is_index(v) for v in spec.values()):
-        limit = num_layers if num_layers is not None else 0
         if set(spec) <= {"start", "stop"}:
-            start, stop = spec.get("start", 0), spec.get("stop", limit)
-            if stop > limit or start >= stop:
-                raise ValueError(f"layers = {{start = {start}, stop = {stop}}} is not a range within "
-                                 f"0..{limit} (num_layers = {shorten(num_layers)}; stop is excluded)")
+            if num_layers is None:
+                return [0]
+            start, stop = spec.get("start", 0), spec.get("stop", num_layers)
+            if stop > num_layers or start >= stop:
+                raise ValueError(f"= {{start = {start}, stop = {stop}}} is not a range within 0..{num_layers} "
+                                 f"(num_layers = {num_layers}; stop is excluded)")
             return list(range(start, stop))
         if set(spec) <= {"every", "offset"} and spec.get("every", 0) > 0:
-            return list(range(spec.get("offset", 0), limit, spec["every"]))
-    raise ValueError(f"layers = {shorten(spec)} is not understood")
+            return [0] if num_layers is None else list(range(spec.get("offset", 0), num_layers, spec["every"]))
+    raise ValueError(f"= {shorten(spec)} is not understood")
 
 
 # --- building specs: trusted (built-in) and validated (anything else) -------------------------------------
 
 
 _ADAPTERS: dict[type, Any] = {}
+_LAYERS_HINT = 'write layers as "all", a list of indices, {start=, stop=} or {every=, offset=}'
+_FIELD_HINT = "fix that field in the preset"
+
+
+def _problems(cls: type, data: Any) -> list[tuple[tuple, str]]:
+    """Every problem pydantic finds validating ``data`` into a ``cls``, as (location, message)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    try:
+        adapter.validate_python(data)
+    except ValidationError as err:
+        return [(tuple(e["loc"]), " ".join(str(e["msg"]).split())) for e in err.errors(include_url=False)]
+    except RecursionError:
+        return [((), f"nested more than {MAX_DEPTH} levels deep")]
+    return []
+
+
+def _joined(problems: list[tuple[tuple, str]]) -> str:
+    """The problems on one line, each as ``field.path: message``."""
+    parts = []
+    for loc, msg in problems:
+        where = ".".join(str(p) for p in loc)
+        parts.append((f"{where} {msg}" if msg.startswith("= ") else f"{where}: {msg}") if where else msg)
+    return "; ".join(dict.fromkeys(parts))
 
 
 def _error_text(err) -> str:
-    """Every problem pydantic found, on one line, each as ``field.path: message``."""
-    parts = []
-    for e in err.errors(include_url=False):
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = " ".join(str(e["msg"]).split())
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
+    """Every problem a pydantic ValidationError lists, on one line."""
+    return _joined([(tuple(e["loc"]), " ".join(str(e["msg"]).split())) for e in err.errors(include_url=False)])
 
 
-def validate(cls: type, data: Any, where: str, hint: str = "fix that field in the preset") -> Any:
+def validate(cls: type, data: Any, where: str, hint: str = _FIELD_HINT) -> Any:
     """``data`` validated into a ``cls`` by pydantic: strict whole numbers, unknown keys refused, every field
     constraint and invariant checked. Problems are one KvplanError line naming each field."""
     from pydantic import TypeAdapter, ValidationError
@@ -368,104 +396,213 @@ def validate(cls: type, data: Any, where: str, hint: str = "fix that field in th
         return adapter.validate_python(data)
     except ValidationError as err:
         raise KvplanError(f"{where}: {_error_text(err)}", hint) from None
+    except RecursionError:
+        raise KvplanError(f"{where}: nested more than {MAX_DEPTH} levels deep", hint) from None
 
 
-def _make(cls: type, body: dict[str, Any], where: str, trusted: bool) -> Any:
-    if not trusted:
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _figure_problems(body: dict[str, Any], positive: Any, prefix: tuple = ()) -> list[tuple[tuple, str]]:
+    """The checks a spec's ``__post_init__`` makes on its sourced figures (``{value, source}`` tables), made on
+    the plain data so that they are reported along with pydantic's type errors instead of after them.
+    ``positive(path)`` says whether the figure at that dotted path must be positive."""
+    found = []
+    for key, value in body.items():
+        loc = prefix + (key,)
+        if not isinstance(value, dict):
+            continue
+        if "value" in value and "source" in value:
+            number, name = value["value"], ".".join(map(str, loc))
+            if _is_number(number) and positive(name) and number <= 0:
+                found.append((loc, f"must be positive, got {number}"))
+            elif _is_number(number) and name.endswith("efficiency") and number > 1:
+                found.append((loc, f"is a fraction of the line rate, got {number}"))
+        else:
+            found += _figure_problems(value, positive, loc)
+    return found
+
+
+def _report(cls: type, body: dict[str, Any], own: list[tuple[tuple, str]], where: str, trusted: bool) -> Any:
+    """The spec, or one KvplanError listing every problem: ``own`` (found on the plain data) and pydantic's.
+    Pydantic's messages about a field already reported, and its whole-object checks (``__post_init__``, which
+    would repeat ``own`` or judge placeholder values) are left out when ``own`` has anything."""
+    if trusted and not own:
+        from kvplan.layers import construct
+
+        try:
+            return construct(cls, body)
+        except (TypeError, ValueError, KeyError) as err:
+            raise KvplanError(f"{where}: built-in preset is malformed: {err}", "report this kvplan bug") from None
+    if trusted:
+        raise KvplanError(f"{where}: built-in preset is malformed: {_joined(own)}", "report this kvplan bug")
+    if not own:
         return validate(cls, body, where)
-    from kvplan.layers import construct
-
-    try:
-        return construct(cls, body)
-    except (TypeError, ValueError, KeyError) as err:
-        raise KvplanError(f"{where}: built-in preset is malformed: {err}", "report this kvplan bug") from None
+    flagged = {loc for loc, _ in own}
+    theirs = [(loc, msg) for loc, msg in _problems(cls, body)
+              if loc and not any(loc[:len(f)] == f for f in flagged)]
+    raise KvplanError(f"{where}: {_joined(own + theirs)}", _FIELD_HINT)
 
 
 def build_model(data: dict[str, Any], where: str, trusted: bool = False):
-    """A ModelSpec from a model preset's TOML table; ``trusted`` (built-in presets) skips pydantic."""
+    """A ModelSpec from a model preset's TOML table; ``trusted`` (built-in presets) skips pydantic. Every problem
+    in an untrusted table is reported at once, on one line."""
+    from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
     from kvplan.model import ModelSpec
 
     if data.get("type", "model") != "model":
-        raise KvplanError(f"{where} is a {data.get('type')} preset, not a model", "give a model preset or config")
+        raise KvplanError(f"{where} is a {shorten(data.get('type'))} preset, not a model",
+                          "give a model preset or config")
     body = {k: v for k, v in data.items() if k != "type"}
+    own: list[tuple[tuple, str]] = []
     num_layers = body.get("num_layers")
     if not isinstance(num_layers, int) or isinstance(num_layers, bool) or not 0 < num_layers <= 10_000:
-        raise KvplanError(f"{where}: num_layers is missing or not a whole number", "set num_layers")
-    groups = []
-    for g in body.get("groups", []):
-        g = dict(g)
-        g["layers"] = _expand_layers(g.get("layers", "all"), num_layers, where)
-        groups.append(g)
-    body["groups"] = groups
-    return _make(ModelSpec, body, where, trusted)
+        own.append((("num_layers",), "is missing" if num_layers is None else
+                    f"= {shorten(num_layers)} is not a whole number from 1 to 10,000"))
+        num_layers = None
+    raw_groups = body.get("groups", [])
+    if not isinstance(raw_groups, list) or not all(isinstance(g, dict) for g in raw_groups):
+        own.append((("groups",), f"= {shorten(raw_groups)} is not a list of [[groups]] tables"))
+        body["groups"] = []
+    else:
+        groups = []
+        for i, g in enumerate(raw_groups):
+            g = dict(g)
+            try:
+                g["layers"] = _expand_layers(g.get("layers", "all"), num_layers)
+            except ValueError as err:
+                own.append((("groups", i, "layers"), f"{err} ({_LAYERS_HINT})"))
+                g["layers"] = list(range(num_layers or 1))  # a placeholder, so that the other fields are checked
+            groups.append(g)
+        body["groups"] = groups
+    dtype = body.get("weight_dtype")
+    if isinstance(dtype, str) and dtype not in WEIGHT_BYTES_PER_PARAM:
+        own.append((("weight_dtype",), f"= {shorten(dtype)} is not one of {', '.join(WEIGHT_BYTES_PER_PARAM)}"))
+    figures = ("params_total", "params_active", "weight_bytes", "params_expert", "params_active_matmul")
+    own += _figure_problems({k: v for k, v in body.items() if k in figures}, lambda name: True)
+    return _report(ModelSpec, body, own, where, trusted)
 
 
 def build_hardware(data: dict[str, Any], where: str, trusted: bool = False):
-    """A HardwareSpec from a hardware preset's TOML table; ``trusted`` (built-in presets) skips pydantic."""
-    from kvplan.hardware import HardwareSpec
+    """A HardwareSpec from a hardware preset's TOML table; ``trusted`` (built-in presets) skips pydantic. Every
+    problem in an untrusted table is reported at once, on one line."""
+    from kvplan.hardware import COMPUTE_DTYPES, HardwareSpec
 
     if data.get("type", "hardware") != "hardware":
-        raise KvplanError(f"{where} is a {data.get('type')} preset, not hardware", "give a hardware preset")
+        raise KvplanError(f"{where} is a {shorten(data.get('type'))} preset, not hardware",
+                          "give a hardware preset")
     body = {k: v for k, v in data.items() if k != "type"}
-    return _make(HardwareSpec, body, where, trusted)
+    own = _figure_problems(body, lambda name: True)
+    tflops = body.get("dense_tflops")
+    if isinstance(tflops, dict):
+        unknown = sorted(str(k) for k in set(tflops) - set(COMPUTE_DTYPES))
+        if unknown:
+            own.append((("dense_tflops",), f"unknown compute dtype(s) {shorten(unknown)}; use "
+                        f"{', '.join(COMPUTE_DTYPES)}"))
+    hbm = body.get("hbm_capacity_gib")
+    if isinstance(hbm, dict) and _is_number(hbm.get("value")) and hbm["value"] > 100_000:
+        own.append((("hbm_capacity_gib",), f"{hbm['value']} is absurd for one GPU"))
+    return _report(HardwareSpec, body, own, where, trusted)
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
     import difflib
 
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
-    hint = ("did you mean " + " or ".join(close) + "?") if close else "run `kvplan presets list`"
-    return KvplanError(f"unknown {kind} preset {name!r}", hint)
+    folded = {k.casefold(): k for k in known}
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=3, cutoff=0.4)
+    hint = ("did you mean " + " or ".join(folded[c] for c in close) + "?") if close else "run `kvplan presets list`"
+    return KvplanError(f"unknown {kind} preset {shorten(name)}", hint)
 
 
 def _path(ref: str, what: str) -> Path:
     if not ref.strip():
         raise KvplanError(f"the {what} is an empty string", f"give a {what} preset id or a file")
-    path = Path(ref).expanduser()
     try:
-        path.exists()
-    except OSError as err:  # e.g. a name longer than the file system allows
-        raise KvplanError(f"{what} {ref[:60]!r}... is not a usable path: {err.strerror}",
-                          f"give a {what} preset id or a file") from None
+        path = Path(ref).expanduser()
+    except RuntimeError:  # ~user with no such user, or no home directory
+        user = ref[1:].split("/", 1)[0]
+        raise KvplanError(f"{what} {shorten(ref)}: cannot expand ~{user} (no such user or home directory)",
+                          f"give the full path, or a {what} preset id") from None
+    kind, why = probe(path)
+    if "not a usable path" in why:
+        raise KvplanError(f"{what} {ref} {why}", f"give a {what} preset id or a shorter path")
     return path
+
+
+def _preset_for_hf_id(ref: str, presets: Presets) -> str | None:
+    """The preset an HF-style id (``Qwen/QwQ-32B``) or a file name names: by id or name, or a source URL."""
+    base = ref.rstrip("/").rsplit("/", 1)[-1].casefold()
+    for suffix in (".json", ".toml"):
+        base = base.removesuffix(suffix)
+    url = f"huggingface.co/{ref.strip('/')}".casefold()
+    for pid, preset in presets.items():
+        name = preset.data.get("name")
+        if pid.casefold() == base or (isinstance(name, str) and name.casefold() == base):
+            return pid
+    for pid, preset in presets.items():
+        sources = preset.data.get("sources")
+        if isinstance(sources, list) and any(isinstance(s, str) and url in s.casefold() for s in sources):
+            return pid
+    return None
 
 
 def load_model(ref: str, extra_dirs: list[Path] | None = None):
     """A model from a preset id, a preset TOML path, an HF ``config.json`` path, or a model directory."""
     path = _path(ref, "model")
-    if path.suffix == ".toml" and path.is_file():
-        data = _read_toml(path)
-        return build_model(data, str(path))
-    if path.suffix == ".json" or path.is_dir():
+    kind, why = probe(path)
+    if kind == "dir":
+        from kvplan.hf_import import load_hf_model
+
+        return load_hf_model(path)
+    if kind == "bad":
+        raise KvplanError(f"model {ref} {why}", _OBJECT_HINT)
+    if kind == "file" and path.suffix.lower() == ".toml":
+        return build_model(_read_toml(path, "model preset"), str(path))
+    if kind == "file" and path.suffix.lower() == ".json":
         from kvplan.hf_import import load_hf_model
 
         return load_hf_model(path)
     preset = _find("model", ref, extra_dirs)
     if preset is None:
+        if kind == "file":
+            raise KvplanError(f"model file {ref} is neither a preset .toml nor a config .json, nor a preset id",
+                              _OBJECT_HINT)
+        models = discover(extra_dirs)["model"]
         if os.sep in ref or ref.endswith((".json", ".toml")):
-            raise KvplanError(f"model file {ref} does not exist", "check the path")
-        raise _unknown("model", ref, sorted(discover(extra_dirs)["model"]))
+            match = _preset_for_hf_id(ref, models)
+            hint = (f"for the preset, give -m {match}; for a checkpoint, give the path of its config.json"
+                    if match else "check the path")
+            raise KvplanError(f"model file {ref} {why}", hint)
+        raise _unknown("model", ref, sorted(models))
     return build_model(preset.data, str(preset.path), trusted=preset.builtin)
 
 
 def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFile | None:
-    """One preset by id. Without user folders, the built-in file named after the id is read alone (start-up
-    matters); otherwise every folder is scanned so that user presets override built-in ones."""
+    """One preset by id (any case). Without user folders, the built-in file named after the id is read alone
+    (start-up matters); otherwise every folder is scanned so that user presets override built-in ones."""
     folder = {"model": "models", "hardware": "hardware"}[kind]
-    if not extra_dirs and not os.environ.get(ENV_VAR):
-        path = builtin_dir() / folder / f"{preset_id}.toml"
-        if path.is_file():
+    if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
+        path = builtin_dir() / folder / f"{preset_id.lower()}.toml"
+        if probe(path)[0] == "file":
             data = _read_toml(path)
-            if data.get("type") == kind and data.get("id", preset_id) == preset_id:
-                return PresetFile(preset_id, kind, path, True, data)
+            if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
+                return PresetFile(data.get("id", path.stem), kind, path, True, data)
     return discover(extra_dirs)[kind].get(preset_id)
 
 
 def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
     path = _path(ref, "hardware")
-    if path.suffix == ".toml" and path.is_file():
-        return build_hardware(_read_toml(path), str(path))
+    kind, why = probe(path)
+    if kind == "bad":
+        raise KvplanError(f"hardware {ref} {why}", "give a hardware preset id or a hardware preset .toml")
+    if kind == "file" and path.suffix.lower() == ".toml":
+        return build_hardware(_read_toml(path, "hardware preset"), str(path))
+    if kind == "dir":
+        raise KvplanError(f"hardware {ref} is a folder", "give a hardware preset id or a hardware preset .toml")
     preset = _find("hardware", ref, extra_dirs)
     if preset is None:
+        if kind == "missing" and (os.sep in ref or ref.endswith(".toml")):
+            raise KvplanError(f"hardware file {ref} {why}", "check the path, or give a hardware preset id")
         raise _unknown("hardware", ref, sorted(discover(extra_dirs)["hardware"]))
     return build_hardware(preset.data, str(preset.path), trusted=preset.builtin)

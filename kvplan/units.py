@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shorten
 
 _SIZE_UNITS = {
     "b": 1,
@@ -34,7 +34,17 @@ MAX_TOKENS = 100_000_000
 # A size above this is surely a typo (1 PB).
 MAX_BYTES = 10**15
 
-_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+# Digits, then an optional fraction, then an optional exponent; written so that no two parts can match the same
+# digits (a long run of digits must not make a failing match backtrack quadratically).
+_DIGITS = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_NUMBER = "(" + _DIGITS + ")"
+# Text longer than this is no number kvplan takes (the regexes never see it).
+MAX_NUMBER_TEXT = 64
+
+
+def _check_length(text: str, what: str, example: str) -> None:
+    if len(text) > MAX_NUMBER_TEXT:
+        raise KvplanError(f"{what} {shorten(text)} is too long to be a number", f"write it like {example}")
 
 
 def _finite_positive(value: float, what: str, text: str, allow_zero: bool = False) -> None:
@@ -51,15 +61,18 @@ def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = 
         value = text
         raw = str(text)
     else:
+        _check_length(text, what, "30000, 30k or 128Ki")
         raw = text.strip().replace(",", "").replace("_", "")
-        m = re.fullmatch(r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|nan|inf)\s*([kKmM]i?)?", raw,
-                         flags=re.IGNORECASE)
+        m = re.fullmatch(r"([+-]?" + _DIGITS + r"|[+-]?nan|[+-]?inf)\s*([kKmM]i?)?", raw, flags=re.IGNORECASE)
         if not m:
             raise KvplanError(f"{what} {text!r} is not a number of tokens",
                               "write it like 30000, 30k or 128Ki")
         number = float(m.group(1))
         _finite_positive(number, what, text, allow_zero)
         scaled = number * _TOKEN_SUFFIX[(m.group(2) or "").lower()]
+        if scaled > MAX_TOKENS:  # also infinity (1e308k): refused before any rounding
+            raise KvplanError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,} tokens)",
+                              "check the unit: 30k means 30,000 tokens")
         if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):
             raise KvplanError(f"{what} {text!r} is not a whole number", "give a whole number, e.g. 30000 or 30k")
         value = int(round(scaled))
@@ -74,6 +87,7 @@ def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = 
 
 def parse_size(text: str, what: str = "size") -> int:
     """Parse a size with an explicit unit (``80GiB``, ``141GB``, ``512MiB``) into bytes."""
+    _check_length(text, what, "80GiB or 141GB")
     raw = text.strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUMBER + r"\s*([a-zA-Z]+)?", raw)
     if not m:
@@ -104,6 +118,7 @@ def _check_bytes_not_bits(unit: str, what: str, text: str) -> None:
 
 def parse_rate(text: str, what: str = "bandwidth") -> float:
     """Parse a bandwidth with an explicit unit (``64GB/s``) into bytes per second."""
+    _check_length(text, what, "64GB/s")
     raw = text.strip().replace(",", "").replace(" ", "")
     m = re.fullmatch(_NUMBER + r"([a-zA-Z]+/s)?", raw)
     if not m or m.group(2) is None:
