@@ -274,9 +274,10 @@ class StepModel:
                 "comm": comm, "overhead": np.full_like(total, self.overhead_s), "total": total}
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
-        """Time to prefill tokens prefix..prompt in chunks of ``chunk_tokens`` (max_num_batched_tokens): each chunk
-        is one step that reads the weights once and computes its FLOPs, roofline per operator, plus the step's
-        communication and overhead."""
+        """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
+        (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
+        plus the step's fixed overhead. prefill_mfu is an end-to-end figure (communication included), so the
+        chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption."""
         s = self.scenario
         model, tp = s.sized_model, s.parallelism.tp
         chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
@@ -288,9 +289,7 @@ class StepModel:
             attention = flops.attention_flops(model, end, start) / tp
             weights = self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each
             compute = (linear + attention) / self.prefill_flops_s
-            lat, per_tok = self.comm_per_layer
-            comm = self.layers * (lat + per_tok * n)
-            total += max(weights / self.bw, compute) + comm + self.overhead_s
+            total += max(weights / self.bw, compute) + self.overhead_s
             start = end
         return total
 

@@ -19,6 +19,7 @@ the cheaper option differs from the one at the range's shortest context.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, flops, kv
@@ -89,7 +90,7 @@ class PreemptionPlan:
     sweep_range: tuple[int, int]
 
 
-def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block: int, link: float, peak: float,
+def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block: int, link: float, prefill,
              layout: str | None = None) -> PreemptionRow:
     """Every figure of the comparison at one context (exact integers for bytes and copies)."""
     model, par, tp = s.sized_model, s.parallelism, s.parallelism.tp
@@ -104,7 +105,10 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
     f_lin = flops.linear_flops(model, context, h)
     f_att = flops.attention_flops(model, context, h)
     f_all = f_lin + f_att
-    t_rc = f_all / (st.mfu * peak * tp)
+    step, chunk = prefill
+    t_rc = step.prefill_seconds(context, h, chunk)
+    chunks = max(1, -(-(context - h) // chunk))
+    peak = step.prefill_flops_s / st.mfu
     ratio = t_rc / exposed if exposed > 0 else float("inf")
     srcs = tuple(model.sources)
     t0 = st.copy_overhead_us
@@ -138,9 +142,12 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
                              f"{pairs or 'none'} -> {f_att:.4g}",
                              flops.FLOPS_SOURCE)),
         Flops(f_all, derived("matmul + attention FLOPs", f"{f_lin:.4g} + {f_att:.4g} = {f_all:.4g}")),
-        Seconds(t_rc, derived("F / (MFU x dense peak of the compute dtype x TP GPUs)",
-                              f"{f_all:.4g} / ({st.mfu:g} x {peak / 1e12:,g} TFLOP/s x {tp}) = {t_rc:.4g} s",
-                              costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu")),
+        Seconds(t_rc, derived(
+            "the one prefill price: chunks of max_num_batched_tokens, each max(weights / (HBM x hbm), FLOPs / (MFU x "
+            "dense peak of the compute dtype)) per GPU + the step's fixed overhead",
+            f"{f_all:.4g} FLOPs / (TP {tp} x {st.mfu:g} x {peak / 1e12:,g} TFLOP/s) in {chunks} chunk(s) of "
+            f"{chunk:,} + {chunks} x {step.overhead_s * 1e3:.3f} ms = {t_rc:.4g} s",
+            costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu")),
         Seconds(t_rc * tp, derived("recompute seconds x TP GPUs (GPU-seconds)", f"{t_rc:.4g} x {tp}", STALL_SOURCE)),
         Ratio(ratio, derived("recompute seconds / exposed swap seconds", f"{t_rc:.4g} / {exposed:.4g} = {ratio:.4g}")),
         t_rc < exposed, s.over_limit(context))
@@ -163,14 +170,18 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
     peak = costs.compute_peak(hw, dtype)
     peak_v = Number(peak, default(f"dense {dtype} peak of {hw.id}", hw.dense_tflops[dtype].cite())
                     if st.compute_dtype == "auto" else given("--compute-dtype"))
+    # the one prefill price (kvplan.calc.costs), at the MFU and compute dtype asked for
+    step = costs.step_model(s, costs.step_factors(hw, prefill_mfu=st.mfu))
+    step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)
+    prefill = (step, int(s.engine_adapter.batch_limits_for(s)[0].value))
     n_mm = flops.matmul_params(model)
 
     generated = sorted(set(sweep) | {s.decode_tokens})
     contexts = [s.prompt_tokens + g for g in generated if s.prompt_tokens + g > 0]
-    rows = [evaluate(s, st, c, prefix_hit_tokens, block, link, peak) for c in contexts]
+    rows = [evaluate(s, st, c, prefix_hit_tokens, block, link, prefill) for c in contexts]
     this = rows[contexts.index(context)]
 
-    crossover = _crossover(s, st, contexts, rows, prefix_hit_tokens, block, link, peak)
+    crossover = _crossover(s, st, contexts, rows, prefix_hit_tokens, block, link, prefill)
     crossover_v = Tokens(crossover, derived(
         "smallest S in the table's range where the cheaper option differs from the shortest row's (table rows, "
         "then bisection on whole tokens)", f"range {contexts[0]:,}..{contexts[-1]:,}: "
@@ -197,7 +208,7 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
             cases.append((f"{layout}, {b}-token blocks ({why})", layout, b))
     layout_cases = []
     for label, layout, b in cases:
-        e = evaluate(s, st, context, prefix_hit_tokens, b, link, peak, layout)
+        e = evaluate(s, st, context, prefix_hit_tokens, b, link, prefill, layout)
         layout_cases.append(LayoutCase(label, layout, b, e.copies, e.swap_exposed, e.recompute_over_swap,
                                        "recompute" if e.recompute_cheaper else "swap"))
     cheaper = "recompute" if this.recompute_cheaper or fits is False else "swap"
@@ -205,7 +216,7 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
                           host, fits, tuple(layout_cases), cheaper, (contexts[0], contexts[-1]))
 
 
-def _crossover(s, st, contexts, rows, prefix_hit, block, link, peak) -> int | None:
+def _crossover(s, st, contexts, rows, prefix_hit, block, link, prefill) -> int | None:
     """Smallest context in the range where the cheaper option differs from the first row's: the first sign change
     between rows, refined by bisection on whole tokens."""
     first = rows[0].recompute_cheaper
@@ -215,7 +226,7 @@ def _crossover(s, st, contexts, rows, prefix_hit, block, link, peak) -> int | No
     lo, hi = contexts[flips[0] - 1], contexts[flips[0]]
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if evaluate(s, st, mid, prefix_hit, block, link, peak).recompute_cheaper == first:
+        if evaluate(s, st, mid, prefix_hit, block, link, prefill).recompute_cheaper == first:
             lo = mid
         else:
             hi = mid
