@@ -111,8 +111,7 @@ class Scenario:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         model, hw = self.model, self.hardware
         adapter = engines.get(self.engine)
-        set_("engine", adapter.id)
-        set_("engine_adapter", adapter)
+        set_("engine", adapter.display_name)
         self._check_settings(adapter)
 
         # --- KV dtype: auto is the engine default (the model's activation dtype) -------------------------------
@@ -121,6 +120,7 @@ class Scenario:
         set_("kv_dtype", (KVDtype.FP16 if model.weight_dtype == "fp16" else KVDtype.BF16) if auto
              else parse_kv_dtype(req))
         set_("kv_dtype_auto", auto)
+        set_("engine_adapter", adapter.bind(hw, self.kv_dtype))  # block sizes follow this GPU and KV dtype
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_BYTES_PER_PARAM:
             raise KvplanError(f"unknown weight dtype {self.weight_dtype!r}",
                               "choose one of " + ", ".join(WEIGHT_BYTES_PER_PARAM))

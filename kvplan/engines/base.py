@@ -10,6 +10,7 @@ a scenario refuses the others, so nothing a user gives is silently ignored.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,6 +19,7 @@ from kvplan.errors import KvplanError
 from kvplan.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.dtypes import KVDtype
     from kvplan.hardware import HardwareSpec
     from kvplan.model import ModelSpec
     from kvplan.parallel import Parallelism
@@ -55,9 +57,54 @@ class EngineReport:
     notes: tuple[str, ...] = ()
 
 
+# Which GPU generation a hardware preset is, for the rules that depend on it (vLLM's MLA backend, SGLang's
+# attention backend). kvplan's one rule: the preset id, lower-cased, is one of these names or starts with one
+# followed by "-" (h100-sxm, h200, h20; b200). Any other id, including a user preset named otherwise, is
+# "unknown", and each adapter says what it assumes then.
+GPU_GENERATIONS = {"hopper": ("h100", "h200", "h20"), "blackwell": ("b200",)}
+GPU_GENERATION_RULE = ("GPU generation from the hardware preset id: h100*, h200, h20 -> Hopper (SM90); b200 -> "
+                       "Blackwell (SM100); other ids -> unknown")
+
+
+def gpu_generation(hw: HardwareSpec | None) -> str | None:
+    """'hopper', 'blackwell' or None (unknown or no hardware), from the preset id (see GPU_GENERATIONS)."""
+    if hw is None:
+        return None
+    hw_id = str(hw.id).strip().lower()
+    for generation, names in GPU_GENERATIONS.items():
+        if any(hw_id == name or hw_id.startswith(name + "-") for name in names):
+            return generation
+    return None
+
+
+Release = tuple[int, int, int]
+
+
+def release_text(version: Release) -> str:
+    """0.20.0 -> '0.20'; 0.10.1 -> '0.10.1'."""
+    major, minor, patch = version
+    return f"{major}.{minor}" if patch == 0 else f"{major}.{minor}.{patch}"
+
+
+def rule_span(version: Release, boundaries: tuple[Release, ...]) -> tuple[Release, Release | None]:
+    """The releases sharing every modelled rule with ``version``: [start, end) between rule boundaries (end None:
+    the newest span)."""
+    start, end = boundaries[0], None
+    for b in boundaries:
+        if b <= version:
+            start = b
+        elif end is None:
+            end = b
+    return start, end
+
+
 class Engine:
     id: ClassVar[str]
-    release: ClassVar[str]            # the release whose rules this adapter follows
+    release: str                      # the release whose rules this adapter follows (an instance may pin one)
+    version: Release | None = None    # the engine release whose rules apply (None: not release-dependent)
+    name: str = ""                    # what --engine said: "vllm", "vllm==0.17"; empty means ``id``
+    bound_hardware: HardwareSpec | None = None   # a scenario's GPU and KV dtype (see ``bind``)
+    bound_kv_dtype: KVDtype | None = None
     sources: ClassVar[tuple[str, ...]]
     fraction_name: ClassVar[str]
     settings: ClassVar[frozenset[str]]
@@ -73,8 +120,36 @@ class Engine:
             raise KvplanError(f"the {self.id} adapter has no rule for layer kind {type(kind).__name__}",
                               f"add {type(kind).__name__} to kvplan/engines/{self.id}.py's kind table") from None
 
-    def block_size(self, model: ModelSpec, given_tokens: int | None = None) -> Tokens:
-        """Tokens per KV block (page): the given one, else the largest any of the model's kinds asks for."""
+    # --- identity and binding -------------------------------------------------------------------------------
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+    def bind(self, hardware: HardwareSpec | None, kv_dtype: KVDtype | None) -> Engine:
+        """A copy that answers ``block_size`` for this GPU and KV dtype when a caller passes neither (a
+        scenario binds its adapter, so that every block size of a plan follows the scenario's GPU)."""
+        bound = copy.copy(self)
+        bound.bound_hardware, bound.bound_kv_dtype = hardware, kv_dtype
+        return bound
+
+    def _key(self):
+        hw = self.bound_hardware
+        return (type(self), self.version, self.name, None if hw is None else hw.id, self.bound_kv_dtype)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Engine) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _hardware_and_dtype(self, hardware, kv_dtype):
+        return (hardware if hardware is not None else self.bound_hardware,
+                kv_dtype if kv_dtype is not None else self.bound_kv_dtype)
+
+    def block_size(self, model: ModelSpec, given_tokens: int | None = None, hardware: HardwareSpec | None = None,
+                   kv_dtype: KVDtype | None = None) -> Tokens:
+        """Tokens per KV block (page): the given one, else the largest any of the model's kinds asks for.
+        ``hardware`` and ``kv_dtype`` (default: the bound ones) matter to engines whose block depends on them."""
         if given_tokens is not None:
             return Tokens(given_tokens, given(SETTING_FLAGS["block_size"]))
         kinds = {type(g.kind): g.kind for g in model.groups}

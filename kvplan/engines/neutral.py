@@ -1,16 +1,21 @@
-"""kvplan's engine-neutral accounting: the arithmetic every engine shares, with vLLM's defaults for the
-memory fraction and batch limits, and each layer kind's tokens rounded up to whole blocks."""
+"""kvplan's engine-neutral accounting: the arithmetic every engine shares, with vLLM's batch limits, the
+0.9 memory fraction vLLM used through v0.19.x, and each layer kind's tokens rounded up to whole blocks (the
+block sizes of vLLM's kind table, whatever the GPU)."""
 
 from __future__ import annotations
 
 from kvplan.engines import vllm
 from kvplan.engines.base import Engine
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.values import Number, default, given
 
 
 class Neutral(Engine):
     id = "neutral"
-    release = "engine-neutral (vLLM's default fraction and batch limits)"
+    # Not tied to an engine release: the fraction is vLLM's 0.9 (v0.19.0 and earlier), kept because neutral has no
+    # CUDA-graph subtraction to offset (vLLM v0.20 raised it to 0.92 for that), and the 1 GiB runtime reserve
+    # stands for non-torch memory and graphs alike.
+    release = "engine-neutral (vLLM's 0.9 fraction of v0.19 and earlier, and its batch limits)"
     sources = vllm.VllmEngine.sources
     fraction_name = "gpu_memory_utilization"
     settings = frozenset({"gpu_memory_utilization", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens",
@@ -22,10 +27,13 @@ class Neutral(Engine):
     defaults_of = "vLLM"
 
     def batch_limits(self, hw):
-        return vllm.VllmEngine().batch_limits(hw)
+        return vllm.ENGINE.batch_limits(hw)
 
     def memory_fraction(self, scenario, par):
-        return vllm.VllmEngine().memory_fraction(scenario, par)
+        if scenario.gpu_memory_utilization is not None:
+            return Number(scenario.gpu_memory_utilization, given("--gpu-memory-utilization"))
+        return Number(vllm.OLD_GPU_MEMORY_UTILIZATION, default(
+            "kvplan's neutral fraction: vLLM's gpu_memory_utilization through v0.19.x", vllm.OLD_UTILIZATION_SOURCE))
 
 
 ENGINE = Neutral()

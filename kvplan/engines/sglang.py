@@ -1,17 +1,27 @@
-"""SGLang: the token pool (``max_total_num_tokens``), its cell size per token, page size and default memory fraction.
+"""SGLang: the token pool (``max_total_num_tokens``), its cell size per token, page size and default memory fraction,
+by release.
 
-Rules read from sgl-project/sglang at commit 001ccef0:
-``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
-(rest_memory, cell size per token, rounding to pages) and ``python/sglang/srt/server_args.py`` (the default
-mem_fraction_static from a reserved-memory bucket by GPU size).
+``SglangEngine()`` follows the newest release docs/engine-rules-by-release.md covers (v0.5.23);
+``SglangEngine((0, 5, 3))`` (``--engine sglang==0.5.3``) an older one where a modelled rule differs. SGLang wheels
+carry no commit, so rules cite the release tag, e.g.
+https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/overrides.py. The rest-memory and
+rounding-to-pages rules (``model_runner_kv_cache_mixin.py``) were read at commit 001ccef0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.dtypes import KVDtype
-from kvplan.engines.base import Engine, EngineReport
+from kvplan.engines.base import (
+    GPU_GENERATION_RULE,
+    Engine,
+    EngineReport,
+    Release,
+    gpu_generation,
+    release_text,
+    rule_span,
+)
 from kvplan.errors import KvplanError
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
@@ -21,9 +31,46 @@ from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, der
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
           "(https://github.com/sgl-project/sglang)")
-FRACTION_SOURCE = (f"SGLang server_args.py @{COMMIT}: default mem_fraction_static = round((GPU memory - reserved) / "
-                   "GPU memory, 3), reserved bucketed by GPU size: < 35 GiB 2.8 + ps/10, < 90 GiB 9.5 + ps/2, "
-                   "< 160 GiB 12 + ps/2, else 32 (ps = TP x PP)")
+FRACTION_SOURCE = ("sgl-project/sglang @v0.5.2 python/sglang/srt/server_args.py (PR #7054, v0.4.8-v0.5.2): default "
+                   "mem_fraction_static = round((GPU memory - reserved) / GPU memory, 3), reserved bucketed by GPU "
+                   "size: < 35 GiB 2.8 + ps/10, < 90 GiB 9.5 + ps/2, < 160 GiB 12 + ps/2, else 32 (ps = TP x PP)")
+
+# --- releases ----------------------------------------------------------------------------------------------------
+OLDEST, NEWEST = (0, 4, 6), (0, 5, 23)
+RELEASES = (OLDEST, NEWEST)
+# Releases where a rule kvplan models changes: 0.4.8 the reserve buckets; 0.5.3 those buckets replaced, V3.2 cell
+# without the indexer; 0.5.4 trtllm_mla pages on Blackwell, the indexer in the cell; 0.5.7 trtllm_mha pages on
+# Blackwell; 0.5.17 the V3.2 cell at the pool's 656 B; 0.5.23 trtllm_mha also keeps 128-token pages.
+BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 17), (0, 5, 23))
+
+
+def tag_source(tag: str, path: str, what: str = "") -> str:
+    return f"sgl-project/sglang @{tag} python/sglang/srt/{path}" + (f" ({what})" if what else "")
+
+
+NEW_FRACTION_SOURCE = tag_source("v0.5.3", "server_args.py", "PR #10975: reserve from chunked prefill, CUDA-graph "
+                                 "batch sizes and TP x PP")
+PAGE_SOURCE = tag_source("v0.5.23", "arg_groups/overrides.py", "_mla_backend_page_constraints, _page_size_default")
+BACKEND_SOURCE = tag_source("v0.5.23", "arg_groups/model_override_base.py", "get_default_attn_backend")
+DSA_PAGE_SOURCE = tag_source("v0.5.23", "arg_groups/model_overrides/deepseek_v2.py", "_deepseek_family_overrides: "
+                             "page 64 x index_kpool for DeepSeek DSA")
+TRTLLM_MLA_SOURCE = tag_source("v0.5.4", "server_args.py", "DeepSeek-V3/R1 architecture on SM100: trtllm_mla, page "
+                               "forced to 64 unless 32 or 64")
+TRTLLM_MHA_SOURCE = tag_source("v0.5.7", "server_args.py", "SM100 default trtllm_mha, page forced to 64 unless 16, "
+                               "32 or 64 (v0.5.23: or 128)")
+CELL_SOURCES = {
+    (0, 4, 6): tag_source("v0.5.3", "model_executor/model_runner.py", "profile_max_num_token: (kv_lora_rank + "
+                          "qk_rope_head_dim) x layers x element size, no indexer"),
+    (0, 5, 4): tag_source("v0.5.16", "model_executor/pool_configurator.py", "_compute_cell_size: 576 x element size "
+                          "+ 132 B indexer per layer"),
+    (0, 5, 17): tag_source("v0.5.17", "model_executor/pool_configurator.py", "_compute_cell_size: "
+                           "calculate_mla_kv_cache_dim x element size + indexer"),
+}
+POOL_DIM_SOURCE = tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py", "calculate_mla_kv_cache_dim: fp8 "
+                             "512 + 512/128 x 4 + 64 x 2 = 656")
+SSM_DTYPE_SOURCE = (tag_source("v0.5.8", "server_args.py", "--mamba-ssm-dtype default float32") + "; "
+                    + tag_source("v0.5.23", "configs/mamba_utils.py", "mamba2_state_dtype: the config's "
+                                 "mamba_ssm_dtype, else float32; conv state bfloat16"))
 
 
 def reserved_gib(gpu_mem_gib: float, parallel_size: int) -> float:
@@ -49,7 +96,6 @@ class SglangPool:
 
 class SglangEngine(Engine):
     id = "sglang"
-    release = f"SGLang as read at commit {COMMIT}"
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
@@ -59,11 +105,27 @@ class SglangEngine(Engine):
     # separate mamba pool and adds nothing to the cell.
     kind_table = {FullAttention: "cell", SlidingWindowAttention: "cell (swa pool)", MLA: "cell", SparseIndexer: "cell",
                   GatedDeltaNet: "mamba pool", Mamba2: "mamba pool"}
-    # Page size: 1 token, except FlashMLA's 64-token pages.
-    block_tokens_table = {FullAttention: 1, SlidingWindowAttention: 1, MLA: 64, SparseIndexer: 1, GatedDeltaNet: 1,
+    # Page size with no --page-size: 1 token (_page_size_default) for every kind; ``block_size`` applies the
+    # backend rules by release and GPU on top of this table.
+    block_tokens_table = {FullAttention: 1, SlidingWindowAttention: 1, MLA: 1, SparseIndexer: 1, GatedDeltaNet: 1,
                           Mamba2: 1}
     defaults_of = "SGLang"
     default_steps_gib = (35.0, 90.0, 160.0)   # the reserved-memory buckets of the default mem_fraction_static
+
+    def __init__(self, version: Release = NEWEST, name: str = "") -> None:
+        self.version = version
+        self.name = name
+        start, end = rule_span(version, BOUNDARIES)
+        last = None if end is None else (end[0], end[1], end[2] - 1)
+        span = f"{release_text(start)}+" if last is None else (
+            release_text(start) if last == start else f"{release_text(start)}-{release_text(last)}")
+        hi = NEWEST if last is None else last
+        read = f"v{'.'.join(map(str, start))} wheel" if hi == start else \
+            f"v{'.'.join(map(str, start))}..v{'.'.join(map(str, hi))} wheels"
+        self.release = f"SGLang {span} rules (read from the {read})"
+
+    def since(self, version: Release) -> bool:
+        return self.version >= version
 
     def batch_limits(self, hw):
         # SGLang sizes chunked prefill and running requests itself; kvplan only needs a bound for admission.
@@ -74,6 +136,10 @@ class SglangEngine(Engine):
         if scenario.mem_fraction_static is not None:
             return Number(scenario.mem_fraction_static, given("--mem-fraction-static"))
         hw = scenario.hardware
+        if not self.since((0, 4, 8)):
+            raise KvplanError(f"SGLang {release_text(self.version)}'s default mem_fraction_static (fixed per-TP "
+                              "constants of v0.4.6-v0.4.7) is not modelled",
+                              "give --mem-fraction-static from the server log, or --kv-pool")
         gib = hw.hbm_capacity_gib.value
         ps = par.tp * par.pp
         reserved = reserved_gib(gib, ps)
@@ -82,54 +148,159 @@ class SglangEngine(Engine):
             raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} with SGLang: its default reserve of "
                               f"{reserved:g} GiB leaves nothing of the {gib:g} GiB GPU",
                               "use a larger GPU, or give --mem-fraction-static")
-        return Number(value, derived("round((GPU memory - reserved) / GPU memory, 3)",
-                                     f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}", FRACTION_SOURCE))
+        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
+        sources = (FRACTION_SOURCE,)
+        if self.since((0, 5, 3)):
+            formula += (" (kvplan keeps them: from v0.5.3 SGLang builds the reserve from chunked prefill, CUDA-graph "
+                        "batch sizes and TP x PP, which kvplan does not model; give --mem-fraction-static)")
+            sources += (NEW_FRACTION_SOURCE,)
+        return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}", *sources))
 
     def activation_reserve(self, scenario, model, par):
         return Bytes(0, default("inside SGLang's 1 - mem_fraction_static headroom", FRACTION_SOURCE))
 
+    # --- pages -------------------------------------------------------------------------------------------------
+    def page_rule(self, model: ModelSpec, given_page: int | None, hardware) -> tuple[int, str, str]:
+        """(page, why, source): the default attention backend's page for this model on this GPU, or what it makes
+        of a given --page-size."""
+        gen = gpu_generation(hardware)
+        kinds = {type(g.kind): g.kind for g in model.groups}
+        for kind in kinds.values():
+            self.spec_of(kind)
+        sparse = SparseIndexer in kinds or any(getattr(k, "index_topk", None) for k in kinds.values())
+        if sparse and given_page is None:
+            return 64, "DeepSeek DSA/NSA (V3.2): page 64 x index_kpool", DSA_PAGE_SOURCE
+        if MLA in kinds:
+            if gen == "blackwell" and self.since((0, 5, 4)):
+                if given_page in (32, 64):
+                    return given_page, "trtllm_mla keeps a given page of 32 or 64", TRTLLM_MLA_SOURCE
+                return 64, "Blackwell, v0.5.4+: DeepSeek-architecture MLA defaults to trtllm_mla, page 64", \
+                    TRTLLM_MLA_SOURCE
+            if given_page is not None:
+                return given_page, "given", PAGE_SOURCE
+            where = {"hopper": "Hopper: fa3", "blackwell": "Blackwell before v0.5.4: triton / flashinfer"}.get(
+                gen, "a GPU kvplan cannot place (" + GPU_GENERATION_RULE + "); page_size's default")
+            return 1, f"MLA, {where}, page 1", BACKEND_SOURCE + "; " + PAGE_SOURCE
+        if gen == "blackwell" and self.since((0, 5, 7)):
+            kept = (16, 32, 64, 128) if self.since((0, 5, 23)) else (16, 32, 64)
+            if given_page in kept:
+                return given_page, f"trtllm_mha keeps a given page in {list(kept)}", TRTLLM_MHA_SOURCE
+            return 64, "Blackwell, v0.5.7+: default backend trtllm_mha, page 64", TRTLLM_MHA_SOURCE
+        if given_page is not None:
+            return given_page, "given", PAGE_SOURCE
+        return 1, "attention: fa3 (Hopper) or flashinfer, page 1", BACKEND_SOURCE + "; " + PAGE_SOURCE
+
+    def block_size(self, model, given_tokens=None, hardware=None, kv_dtype=None):
+        hardware, _ = self._hardware_and_dtype(hardware, kv_dtype)
+        page, why, source = self.page_rule(model, given_tokens, hardware)
+        if given_tokens is not None and page == given_tokens:
+            return super().block_size(model, given_tokens)
+        return Tokens(page, default(f"{self.release}: {why}", source))
+
+    # --- cells -------------------------------------------------------------------------------------------------
+    def _nsa_cell_bytes(self, kind, dtype: KVDtype, tp: int) -> int:
+        """One layer's bytes per token in the profiling cell of a DeepSeek V3.2 (NSA/DSA) model."""
+        if isinstance(kind, SparseIndexer):
+            return kind.cache_bytes_per_token(dtype, tp) if self.since((0, 5, 4)) else 0
+        if isinstance(kind, MLA) and kind.stored_dtype(dtype) is KVDtype.FP8_DS_MLA and not self.since((0, 5, 17)):
+            return KVDtype.FP8.vector_bytes(kind.latent_dim)     # 576 x 1 B: the raw latent, not the pool's 656
+        return kind.cache_bytes_per_token(dtype, tp)
+
     def cell_size(self, model: ModelSpec, dtype: KVDtype, par: Parallelism) -> int:
         """Per-token bytes on one rank over this PP stage's layers: GQA heads per attention-TP rank, MLA latent
-        whole, indexer added for NSA, sliding layers counted like full ones; only attention layers of
+        whole, indexer added for NSA (by release), sliding layers counted like full ones; only attention layers of
         hybrid-linear models count (their mamba pool is separate)."""
+        sparse = any(isinstance(g.kind, SparseIndexer) for g in model.groups)
         worst = 0
         for stage in pipeline_stages(model.num_layers, par.pp):
-            cell = sum(k.cache_bytes_per_token(dtype, par.tp) for i in stage for k in model.layer_kinds[i]
-                       if self.spec_of(k) != "mamba pool")
+            cell = sum((self._nsa_cell_bytes(k, dtype, par.tp) if sparse else k.cache_bytes_per_token(dtype, par.tp))
+                       for i in stage for k in model.layer_kinds[i] if self.spec_of(k) != "mamba pool")
             worst = max(worst, cell)
         return worst
 
-    def pool(self, model, dtype, par, rest_memory_bytes, page_size=None) -> SglangPool:
+    def pool_cell_size(self, model: ModelSpec, dtype: KVDtype, par: Parallelism) -> int:
+        """Per-token bytes the pool allocates (the latent at its stored size, indexer included)."""
+        worst = 0
+        for stage in pipeline_stages(model.num_layers, par.pp):
+            worst = max(worst, sum(k.cache_bytes_per_token(dtype, par.tp) for i in stage
+                                   for k in model.layer_kinds[i] if self.spec_of(k) != "mamba pool"))
+        return worst
+
+    def state_bytes_per_request(self, model: ModelSpec, par: Parallelism) -> int:
+        """The mamba pool's bytes for one request on the most loaded rank: SSM state fp32, conv state bf16."""
+        worst = 0
+        for stage in pipeline_stages(model.num_layers, par.pp):
+            worst = max(worst, sum(replace(k, ssm_dtype="fp32", conv_dtype="bf16").state_bytes(par.tp)
+                                   for i in stage for k in model.layer_kinds[i] if self.spec_of(k) == "mamba pool"))
+        return worst
+
+    def pool(self, model, dtype, par, rest_memory_bytes, page_size=None, hardware=None) -> SglangPool:
         cell = self.cell_size(model, dtype, par)
-        page = page_size or int(self.block_size(model).value)
+        page = int(self.block_size(model, page_size, hardware, dtype).value)
         tokens = rest_memory_bytes // cell if cell else 0
         tokens = tokens // page * page
         return SglangPool(cell, tokens, page)
 
     def report(self, scenario, model, par, pool_bytes, block):
-        sg = self.pool(model, scenario.kv_dtype, par, pool_bytes, scenario.block_size)
-        cell = TokenBytes(sg.cell_size_bytes, derived("sum over this rank's attention layers of bytes per token",
-                                                 f"{sg.cell_size_bytes:,} B", SOURCE))
+        sg = self.pool(model, scenario.kv_dtype, par, pool_bytes, scenario.block_size, scenario.hardware)
+        sparse = any(isinstance(g.kind, SparseIndexer) for g in model.groups)
+        cell_src = CELL_SOURCES[max(k for k in CELL_SOURCES if k <= self.version)] if sparse else SOURCE
+        cell = TokenBytes(sg.cell_size_bytes, derived(
+            "sum over this rank's attention layers of bytes per token" + (
+                f" (DeepSeek V3.2 profiling cell, {self.release})" if sparse else ""),
+            f"{sg.cell_size_bytes:,} B", cell_src))
         tokens = Tokens(sg.max_total_num_tokens, derived(
             "rest_memory // cell size, rounded down to whole pages",
             f"{pool_bytes:,} // {sg.cell_size_bytes:,} -> {sg.max_total_num_tokens:,} (page {sg.page_size})", SOURCE))
-        page = Tokens(sg.page_size, given("--block-size") if scenario.block_size else
-                      default("1 token, 64 for FlashMLA", SOURCE))
-        notes = ()
-        if any(type(g.kind) is SlidingWindowAttention for g in model.groups):
-            notes = ("SGLang splits hybrid-SWA pools by swa_full_tokens_ratio; kvplan reports the combined cell.",)
-        rows = (("cell size (bytes per token on this rank)", cell), ("max_total_num_tokens", tokens),
-                ("page size (tokens)", page))
+        page = self.block_size(model, scenario.block_size, scenario.hardware, scenario.kv_dtype)
+        rows = [("cell size (bytes per token on this rank)", cell), ("max_total_num_tokens", tokens),
+                ("page size (tokens)", page)]
         data = {"sglang_max_total_num_tokens": tokens, "sglang_cell_size_bytes": cell, "sglang_page_size": page}
-        return EngineReport(f"SGLang accounting ({self.release})", rows, data, notes)
+        notes = []
+        if any(type(g.kind) is SlidingWindowAttention for g in model.groups):
+            notes.append("SGLang splits hybrid-SWA pools by swa_full_tokens_ratio; kvplan reports the combined cell.")
+        if sparse:
+            pool_cell = self.pool_cell_size(model, scenario.kv_dtype, par)
+            pool_v = TokenBytes(pool_cell, derived("sum over this rank's layers of the bytes the pool allocates",
+                                                   f"{pool_cell:,} B", POOL_DIM_SOURCE))
+            rows.append(("pool bytes per token (allocated)", pool_v))
+            data["sglang_pool_bytes_per_token"] = pool_v
+            if pool_cell != sg.cell_size_bytes:
+                notes.append(f"This SGLang release sizes the token pool with a {sg.cell_size_bytes:,} B cell but "
+                             f"allocates {pool_cell:,} B per token (fixed in v0.5.17).")
+        if any(self.spec_of(g.kind) == "mamba pool" for g in model.groups):
+            state = self.state_bytes_per_request(model, par)
+            state_v = Bytes(state, derived("sum over this rank's linear-attention / SSM layers of conv state (bf16) "
+                                           "+ SSM state (fp32, SGLang's default)", f"{state:,} B", SSM_DTYPE_SOURCE))
+            rows.append(("mamba pool state per request (SSM fp32)", state_v))
+            data["sglang_state_bytes_per_request"] = state_v
+            notes.append("SGLang keeps linear-attention / SSM state in a separate mamba pool, SSM state in fp32 by "
+                         "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
+                         "model's state dtype.")
+        if scenario.mem_fraction_static is None and scenario.kv_pool_bytes is None and self.since((0, 5, 3)):
+            notes.append("The default mem_fraction_static follows SGLang v0.4.8-v0.5.2's reserve buckets; this "
+                         "release computes it otherwise (not modelled): give --mem-fraction-static from its log.")
+        return EngineReport(f"SGLang accounting ({self.release})", tuple(rows), data, tuple(notes))
 
 
-ENGINE = SglangEngine()
+ENGINE = SglangEngine(NEWEST)
+_PINNED: dict[Release, SglangEngine] = {}
 
 
-def sglang_cell_size(model, dtype, par) -> int:
-    return ENGINE.cell_size(model, dtype, par)
+def for_release(version: Release) -> SglangEngine:
+    """The adapter for one SGLang release (docs/engine-rules-by-release.md covers v0.4.6 .. v0.5.23)."""
+    if not OLDEST <= version <= NEWEST:
+        raise KvplanError(f"SGLang {release_text(version)} is outside the releases kvplan has rules for",
+                          f"give sglang=={release_text(OLDEST)} .. sglang=={release_text(NEWEST)}")
+    if version not in _PINNED:
+        _PINNED[version] = SglangEngine(version, f"sglang=={release_text(version)}")
+    return _PINNED[version]
 
 
-def sglang_pool(model, dtype, par, rest_memory_bytes, page_size=None) -> SglangPool:
-    return ENGINE.pool(model, dtype, par, rest_memory_bytes, page_size)
+def sglang_cell_size(model, dtype, par, engine: SglangEngine | None = None) -> int:
+    return (engine or ENGINE).cell_size(model, dtype, par)
+
+
+def sglang_pool(model, dtype, par, rest_memory_bytes, page_size=None, hardware=None,
+                engine: SglangEngine | None = None) -> SglangPool:
+    return (engine or ENGINE).pool(model, dtype, par, rest_memory_bytes, page_size, hardware)

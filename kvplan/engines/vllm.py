@@ -1,11 +1,13 @@
-"""vLLM v1: blocks, KV-cache groups, the start-up log lines, and the defaults that size the pool.
+"""vLLM v1: blocks, KV-cache groups, the start-up log lines, and the defaults that size the pool, by release.
 
-Rules read from vllm-project/vllm at commit 001cabc1: ``vllm/v1/kv_cache_interface.py`` (page sizes per spec:
-FullAttentionSpec, SlidingWindowSpec, MLAAttentionSpec, MambaSpec), ``vllm/v1/core/kv_cache_utils.py`` (groups,
-num_blocks, "GPU KV cache size", "Maximum concurrency", ``_check_enough_kv_cache_memory``),
-``vllm/engine/arg_utils.py`` (``get_batch_defaults``) and ``vllm/config/cache.py`` (gpu_memory_utilization 0.9,
-DEFAULT_BLOCK_SIZE 16). Layer kinds answer for their own bytes; this module only groups layers the way vLLM
-does and applies its rounding. Every pipeline stage is a worker; num_blocks is the minimum over workers.
+``VllmEngine()`` follows the newest release docs/engine-rules-by-release.md covers (v0.33.0);
+``VllmEngine((0, 17, 0))`` (``--engine vllm==0.17``) follows an older one where a modelled rule differs. Each rule
+cites the release tag and file it was read from; links use the tag, e.g.
+https://github.com/vllm-project/vllm/blob/v0.20.0/vllm/config/cache.py. Rules that did not change across the
+releases read (page sizes per spec in ``vllm/v1/kv_cache_interface.py``; grouping in
+``vllm/v1/core/kv_cache_utils.py``; ``get_batch_defaults`` in ``vllm/engine/arg_utils.py``) were read at commit
+001cabc1. Layer kinds answer for their own bytes; this module only groups layers the way vLLM does and applies
+its rounding. Every pipeline stage is a worker; num_blocks is the minimum over workers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,17 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kvplan.dtypes import KVDtype
-from kvplan.engines.base import Engine, EngineReport
+from kvplan.engines.base import (
+    GPU_GENERATION_RULE,
+    RUNTIME_RESERVE_SOURCE,
+    Engine,
+    EngineReport,
+    Release,
+    gpu_generation,
+    release_text,
+    rule_span,
+)
+from kvplan.errors import KvplanError
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
@@ -23,15 +35,72 @@ from kvplan.values import Bytes, Count, Number, Ratio, Tokens, default, derived,
 COMMIT = "001cabc1"
 SOURCE = (f"vllm-project/vllm @{COMMIT}: vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py "
           "(https://github.com/vllm-project/vllm)")
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-UTILIZATION_SOURCE = (f"vLLM CacheConfig.gpu_memory_utilization default 0.9, a fraction of total memory "
-                      f"(vllm/config/cache.py @{COMMIT})")
+
+# --- releases ----------------------------------------------------------------------------------------------------
+OLDEST, NEWEST = (0, 7, 3), (0, 33, 0)
+RELEASES = (OLDEST, NEWEST)
+# The wheels docs/engine-rules-by-release.md read (v0.7.3, v0.8.5, v0.9.0, v0.9.2, v0.10.0-v0.10.2, v0.11.0-v0.11.2,
+# then every minor release v0.12.0 ... v0.33.0).
+READ_WHEELS: tuple[Release, ...] = ((0, 7, 3), (0, 8, 5), (0, 9, 0), (0, 9, 2), (0, 10, 0), (0, 10, 1), (0, 10, 2),
+                                    (0, 11, 0), (0, 11, 1), (0, 11, 2)) + tuple((0, m, 0) for m in range(12, 34))
+# Releases where a rule kvplan models changes (each named where it is used below).
+BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 9, 0), (0, 10, 1), (0, 11, 0), (0, 12, 0), (0, 14, 0), (0, 15, 0),
+                                   (0, 18, 0), (0, 19, 0), (0, 20, 0), (0, 21, 0), (0, 29, 0))
+
+
+def tag_source(tag: str, path: str, what: str = "") -> str:
+    return f"vllm-project/vllm @{tag} {path}" + (f" ({what})" if what else "")
+
+
+# gpu_memory_utilization: a plain CacheConfig field default, 0.9 through v0.19.x and 0.92 from v0.20.0
+# (PR #38284, with the CUDA-graph estimate turned on in the same release).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+OLD_GPU_MEMORY_UTILIZATION = 0.9
+UTILIZATION_SOURCE = tag_source("v0.20.0", "vllm/config/cache.py", "CacheConfig.gpu_memory_utilization = 0.92, "
+                                "PR #38284")
+OLD_UTILIZATION_SOURCE = tag_source("v0.19.0", "vllm/config/cache.py", "CacheConfig.gpu_memory_utilization = 0.9")
+CUDAGRAPH_SOURCE = tag_source("v0.20.0", "vllm/envs.py, vllm/v1/worker/gpu_worker.py",
+                              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; determine_available_memory "
+                              "subtracts cudagraph_memory_estimate_applied")
+MLA_OLD_SOURCE = tag_source("v0.17.0", "vllm/platforms/cuda.py", "CudaPlatformBase.check_and_update_config forces "
+                            "the MLA block: FlashMLA 64, CUTLASS_MLA 128, FlashInfer-MLA 64")
+MLA_NEW_SOURCE = tag_source("v0.18.0", "vllm/platforms/interface.py, vllm/platforms/cuda.py",
+                            "update_block_size_for_backend -> get_preferred_block_size: 16 if the backend takes it, "
+                            "else its smallest kernel block; _get_backend_priorities")
+SPARSE_SOURCE = tag_source("v0.33.0", "vllm/v1/attention/backends/mla/flashmla_sparse.py",
+                           "FLASHMLA_SPARSE kernel block [64]; v0.11.0-v0.17.x cuda.py forces 64")
+HYBRID_OLD_SOURCE = tag_source("v0.19.0", "vllm/model_executor/models/config.py",
+                               "HybridAttentionMambaModelConfig.verify_and_update_config")
+HYBRID_NEW_SOURCE = tag_source("v0.33.0", "vllm/platforms/interface.py", "Platform._align_hybrid_block_size "
+                               "(from v0.20.0)")
+FIT_SOURCES = {
+    (0, 7, 3): tag_source("v0.13.0", "vllm/v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory: sum over "
+                          "layers of max_memory_usage_bytes"),
+    (0, 14, 0): tag_source("v0.14.0", "vllm/v1/core/kv_cache_utils.py", "_max_memory_usage_bytes_from_groups: "
+                           "first group's blocks only"),
+    (0, 19, 0): tag_source("v0.19.0", "vllm/v1/core/kv_cache_utils.py", "_max_memory_usage_bytes_from_groups: "
+                           "group_size x page x blocks over all groups, PR #36030"),
+    (0, 29, 0): tag_source("v0.29.0", "vllm/v1/core/kv_cache_utils.py", "bytes_per_block x blocks over all groups, "
+                           "against available minus the null block"),
+}
+LOG_SOURCES = {
+    (0, 7, 3): tag_source("v0.8.5", "vllm/v1/core/kv_cache_utils.py", "num_blocks x block_size"),
+    (0, 9, 0): tag_source("v0.20.0", "vllm/v1/core/kv_cache_utils.py", "_report_kv_cache_config: "
+                          "num_blocks // len(kv_cache_groups) x min_block_size"),
+    (0, 21, 0): tag_source("v0.21.0", "vllm/v1/core/kv_cache_utils.py", "_report_kv_cache_config: "
+                           "int(max_concurrency x max_model_len)"),
+}
+
+
+def _rule_of(table: dict, version: Release):
+    """The entry of a {first release: rule} table that holds at ``version``."""
+    return table[max(k for k in table if k <= version)]
 BATCH_DEFAULTS_SOURCE = (f"vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py @{COMMIT}): on GPUs with "
                          ">= 70 GiB "
                          "that are not A100, the API server defaults to max_num_batched_tokens 8192 and max_num_seqs "
                          "1024; otherwise 2048 / 256")
-BLOCK_SOURCE = ("vLLM CacheConfig.DEFAULT_BLOCK_SIZE = 16; FlashMLA pages MLA caches in blocks of 64 "
-                "(vllm/platforms/cuda.py; deepseek-ai/FlashMLA README)")
+BLOCK_SOURCE = tag_source("v0.33.0", "vllm/config/cache.py, vllm/v1/attention/backends/flash_attn.py",
+                          "DEFAULT_BLOCK_SIZE 16; FLASH_ATTN and FLASHINFER take 16")
 
 
 def default_batch_limits(hw) -> tuple[int, int]:
@@ -53,18 +122,20 @@ class VllmConfig:
     padding_layers: int
     page_bytes_per_layer: int          # hybrid models: the one unified page size; uniform: sum over layers
     uniform: bool
-    kv_cache_tokens: int               # the "GPU KV cache size: N tokens" line (mid-2025 formula)
-    kv_cache_tokens_late: int          # later versions: int(max_concurrency * max_model_len)
+    kv_cache_tokens: int               # "GPU KV cache size: N tokens", v0.9.0-v0.20.x: num_blocks // groups x block
+    kv_cache_tokens_late: int          # v0.21.0+: int(max_concurrency * max_model_len)
     max_concurrency: float             # "Maximum concurrency for max_model_len tokens per request: x"
     max_model_len: int
     blocks_per_request: int
-    needed_for_one_request_bytes: int  # _check_enough_kv_cache_memory's figure
+    needed_for_one_request_bytes: int  # _check_enough_kv_cache_memory's figure, by the release's rule
     mamba_page_padding: float          # fraction the mamba page is padded by (0 when none)
+    kv_cache_tokens_logged: int = 0    # the line the selected release prints
+    fit_available_bytes: int = 0       # what the check compares with (v0.29+: the pool less the null block)
+    given_block_size: int | None = None
 
 
 class VllmEngine(Engine):
     id = "vllm"
-    release = f"vLLM v1 as read at commit {COMMIT}"
     sources = (SOURCE,)
     fraction_name = "gpu_memory_utilization"
     settings = frozenset({"gpu_memory_utilization", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens",
@@ -73,10 +144,27 @@ class VllmEngine(Engine):
     # group with full attention (UniformTypeKVCacheSpecs).
     kind_table = {FullAttention: "full", MLA: "full", SparseIndexer: "full", SlidingWindowAttention: "sliding_window",
                   GatedDeltaNet: "mamba", Mamba2: "mamba"}
+    # Blocks by kind where neither release nor GPU matters; MLA's block is chosen by ``mla_block`` (release, GPU
+    # generation, KV dtype) and 64 here is only its value for a GPU kvplan cannot place.
     block_tokens_table = {FullAttention: 16, SlidingWindowAttention: 16, MLA: 64, SparseIndexer: 16,
                           GatedDeltaNet: 16, Mamba2: 16}
     defaults_of = "vLLM"
     default_steps_gib = (70.0,)   # get_batch_defaults: >= 70 GiB -> 8192 / 1024
+
+    def __init__(self, version: Release = NEWEST, name: str = "") -> None:
+        self.version = version
+        self.name = name
+        start, end = rule_span(version, BOUNDARIES)
+        wheels = [w for w in READ_WHEELS if w >= start and (end is None or w < end)]
+        first, last = wheels[0], wheels[-1]
+        span = f"{release_text(start)}+" if end is None else (
+            release_text(start) if first == last else f"{release_text(start)}-{release_text(last)}")
+        read = f"v{'.'.join(map(str, first))} wheel" if first == last else \
+            f"v{'.'.join(map(str, first))}..v{'.'.join(map(str, last))} wheels"
+        self.release = f"vLLM {span} rules (read from the {read})"
+
+    def since(self, version: Release) -> bool:
+        return self.version >= version
 
     def batch_limits(self, hw):
         mnbt, mns = default_batch_limits(hw)
@@ -86,23 +174,121 @@ class VllmEngine(Engine):
     def memory_fraction(self, scenario, par):
         if scenario.gpu_memory_utilization is not None:
             return Number(scenario.gpu_memory_utilization, given("--gpu-memory-utilization"))
-        return Number(DEFAULT_GPU_MEMORY_UTILIZATION, default("vLLM's gpu_memory_utilization", UTILIZATION_SOURCE))
+        if self.since((0, 20, 0)):
+            return Number(DEFAULT_GPU_MEMORY_UTILIZATION, default(
+                "vLLM's gpu_memory_utilization, 0.92 from v0.20.0 (0.9 before)", UTILIZATION_SOURCE))
+        return Number(OLD_GPU_MEMORY_UTILIZATION, default(
+            "vLLM's gpu_memory_utilization, 0.9 through v0.19.x", OLD_UTILIZATION_SOURCE))
+
+    def runtime_reserve(self, scenario):
+        reserve = super().runtime_reserve(scenario)
+        if scenario.runtime_reserve_bytes is not None:
+            return reserve
+        if self.since((0, 20, 0)):
+            why = default("1 GiB runtime reserve, where kvplan counts the CUDA-graph estimate vLLM v0.20+ subtracts "
+                          "from the KV budget (measured at start-up; give --runtime-reserve from the log)",
+                          CUDAGRAPH_SOURCE, RUNTIME_RESERVE_SOURCE)
+        else:
+            why = default("1 GiB runtime reserve (vLLM before v0.20 does not subtract a CUDA-graph estimate: "
+                          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is '0' in v0.18-v0.19 and absent before)",
+                          tag_source("v0.19.0", "vllm/envs.py"), RUNTIME_RESERVE_SOURCE)
+        return Bytes(int(reserve.value), why)
+
+    # --- blocks ------------------------------------------------------------------------------------------------
+    def mla_block(self, kind: MLA, sparse: bool, hardware, kv_dtype: KVDtype | None) -> tuple[int, str, str]:
+        """(tokens, why, source) of vLLM's default block for an MLA model on this GPU with this KV dtype."""
+        gen = gpu_generation(hardware)
+        if sparse:
+            return 64, "sparse MLA (DeepSeek V3.2): FlashMLA-sparse kernel blocks of 64", SPARSE_SOURCE
+        if not self.since((0, 18, 0)):
+            if gen == "blackwell" and self.since((0, 15, 0)):
+                if kind.qk_nope_head_dim == 128:
+                    return 64, "Blackwell, v0.15-v0.17: FlashInfer MLA (qk_nope_head_dim 128) forced to 64", \
+                        MLA_OLD_SOURCE
+                return 128, "Blackwell, v0.15-v0.17: CUTLASS MLA (qk_nope_head_dim is not 128) forced to 128", \
+                    MLA_OLD_SOURCE
+            if gen == "blackwell" and self.since((0, 10, 1)):
+                return 128, "Blackwell, v0.10.1-v0.14: CUTLASS MLA forced to 128", \
+                    tag_source("v0.14.0", "vllm/platforms/cuda.py", "CUTLASS_MLA default on SM100, block 128")
+            return 64, "v0.17 and earlier: FlashMLA forced to 64", MLA_OLD_SOURCE
+        if gen == "hopper":
+            if kv_dtype in (None, KVDtype.BF16, KVDtype.FP16):
+                return 16, "Hopper, v0.18+: FLASH_ATTN_MLA (16-bit KV) takes 16", tag_source(
+                    "v0.33.0", "vllm/v1/attention/backends/mla/flashattn_mla.py", "MultipleOf(16), "
+                    "kv dtypes auto/fp16/bf16") + "; " + MLA_NEW_SOURCE
+            return 64, f"Hopper, v0.18+: {kv_dtype.value} KV rules out FLASH_ATTN_MLA, FLASHMLA's kernel block is 64", \
+                tag_source("v0.33.0", "vllm/v1/attention/backends/mla/flashmla.py", "[64]") + "; " + MLA_NEW_SOURCE
+        if gen == "blackwell":
+            return 32, "Blackwell, v0.18+: FLASHINFER_MLA takes [32, 64], the smallest is chosen", tag_source(
+                "v0.33.0", "vllm/v1/attention/backends/mla/flashinfer_mla.py", "[32, 64]") + "; " + MLA_NEW_SOURCE
+        return 64, ("GPU neither Hopper nor Blackwell by kvplan's rule (" + GPU_GENERATION_RULE + "): the "
+                    "document gives no backend for it; kvplan keeps FlashMLA's 64"), MLA_OLD_SOURCE
+
+    def block_size(self, model, given_tokens=None, hardware=None, kv_dtype=None):
+        if given_tokens is not None:
+            return super().block_size(model, given_tokens)
+        hardware, kv_dtype = self._hardware_and_dtype(hardware, kv_dtype)
+        kinds = {type(g.kind): g.kind for g in model.groups}
+        for kind in kinds.values():
+            self.spec_of(kind)
+        sparse = SparseIndexer in kinds or any(getattr(k, "index_topk", None) for k in kinds.values())
+        sizes, why, sources = {}, [], [BLOCK_SOURCE]
+        for k, kind in kinds.items():
+            if k is MLA:
+                sizes[k], reason, src = self.mla_block(kind, sparse, hardware, kv_dtype)
+                why.append(f"MLA {sizes[k]} ({reason})")
+                sources.append(src)
+            else:
+                sizes[k] = self.block_tokens_table[k]
+                why.append(f"{k.__name__} {sizes[k]}")
+        block = max(sizes.values())
+        return Tokens(block, default(f"{self.release}: the largest block any layer kind needs ({'; '.join(why)})",
+                                     *sources))
 
     def spec_type(self, kind) -> str:
         spec = self.spec_of(kind)
         return f"sliding_window({kind.window})" if spec == "sliding_window" else spec
 
+    def hybrid_block(self, given_block: int | None, default_block: int, mamba_page: int, attn_page_1tok: int,
+                     mla: bool) -> tuple[int, int, str]:
+        """(block, alignment, rule) for a model with attention and state layers: the attention block that makes a
+        page as large as the state page, rounded to the alignment; a given smaller block is raised to it, a larger
+        one kept (every release)."""
+        if self.since((0, 20, 0)):
+            align = max(default_block, given_block or default_block)
+            if mla:
+                align = max(align, 128)
+            rule = "v0.20+: align = max(backend's smallest kernel block, block size)" + ("; MLA >= 128" if mla else "")
+        else:
+            align = 64 if mla and self.since((0, 12, 0)) else 16
+            rule = f"v0.10-v0.19: align {align} ({'MLA' if mla else 'attention'})"
+        target = align * _cdiv(mamba_page, align * attn_page_1tok)
+        block = target if given_block is None or given_block < target else given_block
+        return block, align, rule
+
     def config(self, model: ModelSpec, dtype: KVDtype, par: Parallelism, pool_bytes: int, max_model_len: int,
-               max_num_batched_tokens: int, block_size: int | None = None) -> VllmConfig:
+               max_num_batched_tokens: int, block_size: int | None = None, hardware=None) -> VllmConfig:
         results = [self._stage(model, dtype, par.tp, stage, pool_bytes, max_model_len, max_num_batched_tokens,
-                               block_size) for stage in pipeline_stages(model.num_layers, par.pp)]
+                               block_size, hardware) for stage in pipeline_stages(model.num_layers, par.pp)]
         return min(results, key=lambda r: r.num_blocks)
 
-    def _stage(self, model, dtype, tp, stage, pool_bytes, max_model_len, max_num_batched_tokens, block_size):
+    def log_formula(self) -> str:
+        """Which 'GPU KV cache size' formula this release prints: 'blocks' (v0.7-v0.8), 'groups' (v0.9-v0.20) or
+        'concurrency' (v0.21+)."""
+        if self.since((0, 21, 0)):
+            return "concurrency"
+        return "groups" if self.since((0, 9, 0)) else "blocks"
+
+    def _logged_tokens(self, num_blocks: int, num_groups: int, block: int, late: int) -> int:
+        return {"concurrency": late, "groups": num_blocks // num_groups * block,
+                "blocks": num_blocks * block}[self.log_formula()]
+
+    def _stage(self, model, dtype, tp, stage, pool_bytes, max_model_len, max_num_batched_tokens, block_size,
+               hardware=None):
         kinds_per_layer = model.layer_kinds
         layers = [kinds_per_layer[i] for i in stage]
-        align = int(self.block_size(model).value)
-        block = block_size or align
+        default_block = int(self.block_size(model, None, hardware, dtype).value)
+        block = block_size or default_block
         spec = {id(k): self.spec_type(k) for kinds in layers for k in kinds}
         types = set(spec.values())
         attn_kinds = [k for kinds in layers for k in kinds if spec[id(k)] != "mamba"]
@@ -116,16 +302,19 @@ class VllmEngine(Engine):
             blocks_per_request = _cdiv(max_model_len, block)
             max_conc = num_blocks / blocks_per_request
             needed = blocks_per_request * page_total
+            late = int(max_conc * max_model_len)
+            available = pool_bytes - page_total if self.since((0, 29, 0)) else pool_bytes
             return VllmConfig(block, num_blocks, 1, len(layers), 0, page_total, True, num_blocks * block,
-                              int(max_conc * max_model_len), max_conc, max_model_len, blocks_per_request, needed, 0.0)
+                              late, max_conc, max_model_len, blocks_per_request, needed, 0.0,
+                              self._logged_tokens(num_blocks, 1, block, late), available, block_size)
 
         # Hybrid: every layer's page is unified to one size.
         attn_page_1tok = max((k.cache_bytes_per_token(dtype, tp) for k in attn_kinds), default=0)
         if mamba_kinds:
             mamba_page = max(k.state_bytes(tp) for k in mamba_kinds)
-            if block_size is None and attn_page_1tok:
-                # HybridAttentionMambaModelConfig: attention block = align * cdiv(mamba_page, align * attn_page_1tok).
-                block = align * _cdiv(mamba_page, align * attn_page_1tok)
+            if attn_page_1tok:
+                block, _, _ = self.hybrid_block(block_size, default_block, mamba_page, attn_page_1tok,
+                                                any(type(k) is MLA for k in attn_kinds))
             page = block * attn_page_1tok if attn_page_1tok else mamba_page
             padding_fraction = page / mamba_page - 1 if mamba_page else 0.0
         else:
@@ -150,16 +339,40 @@ class VllmEngine(Engine):
         per_group_usage = sum(max_usage(t) * g for t, g in groups.items())
         blocks_per_request = _cdiv(group_size * per_group_usage, page * group_size)
         max_conc = num_blocks / blocks_per_request if blocks_per_request else 0.0
-        needed = sum(max_usage(t) * n for t, n in counts.items())
+        first_type = spec[id(layers[0][0])]
+        if self.since((0, 19, 0)):
+            # group_size x page x blocks over every group: padding layers are counted.
+            needed = group_size * page * sum(_cdiv(max_usage(t), page) * g for t, g in groups.items())
+        elif self.since((0, 14, 0)):
+            # group_size x page x the first group's blocks (groups are built in layer order).
+            needed = group_size * page * _cdiv(max_usage(first_type), page)
+        else:
+            needed = sum(max_usage(t) * n for t, n in counts.items())   # real layers only
+        available = pool_bytes - group_size * page if self.since((0, 29, 0)) else pool_bytes
         tokens = num_blocks // num_groups * block
+        late = int(max_conc * max_model_len)
         return VllmConfig(block, num_blocks, num_groups, group_size, padding_layers, page, False, tokens,
-                          int(max_conc * max_model_len), max_conc, max_model_len, blocks_per_request, needed,
-                          padding_fraction)
+                          late, max_conc, max_model_len, blocks_per_request, needed, padding_fraction,
+                          self._logged_tokens(num_blocks, num_groups, block, late), available, block_size)
+
+    def _fit_rule(self, uniform: bool) -> str:
+        if uniform:
+            rule = "blocks for max_model_len x page bytes of every layer"
+        elif self.since((0, 19, 0)):
+            rule = "group_size x page x blocks summed over every KV cache group (padding layers counted)"
+        elif self.since((0, 14, 0)):
+            rule = "group_size x page x blocks of the first KV cache group only"
+        else:
+            rule = "sum over real layers of each spec's max memory usage (no padding layers)"
+        if self.since((0, 29, 0)):
+            rule += "; compared with the pool less one block (the null block)"
+        return f"_check_enough_kv_cache_memory, {self.release}: {rule}"
 
     def report(self, scenario, model, par, pool_bytes, block):
         mml = scenario.max_model_len or model.max_position_embeddings or scenario.context_tokens
         mnbt, _ = self.batch_limits_for(scenario)
-        cfg = self.config(model, scenario.kv_dtype, par, pool_bytes, mml, int(mnbt.value), scenario.block_size)
+        cfg = self.config(model, scenario.kv_dtype, par, pool_bytes, mml, int(mnbt.value), scenario.block_size,
+                          scenario.hardware)
         src = (SOURCE,)
         mml_v = Tokens(mml, given("--max-model-len") if scenario.max_model_len else
                        default("the model's max_position_embeddings"))
@@ -167,40 +380,62 @@ class VllmEngine(Engine):
             "min over pipeline workers of pool // page bytes (// layers per group for hybrid models)",
             f"{pool_bytes:,} // {cfg.page_bytes_per_layer:,}" + (f" // {cfg.group_size}" if not cfg.uniform else "")
             + f" = {cfg.num_blocks:,}", *src))
-        block_v = Tokens(cfg.block_size, derived(
-            "the block size; hybrid attention + state models: align x cdiv(state page, align x attention page "
-            "per token), even for a given --block-size" if cfg.mamba_page_padding else "the block size",
-            f"{cfg.block_size}", *src))
-        tokens = Tokens(cfg.kv_cache_tokens, derived(
-            "num_blocks // groups x block (the 'GPU KV cache size' line, mid-2025 releases)",
-            f"{cfg.num_blocks:,} // {cfg.num_groups} x {cfg.block_size} = {cfg.kv_cache_tokens:,}", *src))
+        hybrid_rule = (HYBRID_NEW_SOURCE if self.since((0, 20, 0)) else HYBRID_OLD_SOURCE)
+        if cfg.mamba_page_padding:
+            block_formula = ("hybrid attention + state: align x cdiv(state page, align x attention page per token); "
+                             "a smaller --block-size is raised to it" + (
+                                 ", and from v0.20 a given --block-size is the alignment" if self.since((0, 20, 0))
+                                 else ""))
+            block_v = Tokens(cfg.block_size, derived(block_formula, f"{cfg.block_size}" + (
+                f" (--block-size {cfg.given_block_size} given)" if cfg.given_block_size else ""), hybrid_rule, *src))
+        else:
+            block_v = Tokens(cfg.block_size, given("--block-size") if cfg.given_block_size else
+                             self.block_size(model, None, scenario.hardware, scenario.kv_dtype).why)
+        tokens_mid = Tokens(cfg.kv_cache_tokens, derived(
+            "num_blocks // groups x block (the 'GPU KV cache size' line, v0.9.0-v0.20.x)",
+            f"{cfg.num_blocks:,} // {cfg.num_groups} x {cfg.block_size} = {cfg.kv_cache_tokens:,}",
+            LOG_SOURCES[(0, 9, 0)]))
         tokens_late = Tokens(cfg.kv_cache_tokens_late, derived(
-            "int(max_concurrency x max_model_len) (the same line in later releases)",
-            f"int({cfg.max_concurrency:.4f} x {mml:,}) = {cfg.kv_cache_tokens_late:,}", *src))
+            "int(max_concurrency x max_model_len) (the same line from v0.21.0)",
+            f"int({cfg.max_concurrency:.4f} x {mml:,}) = {cfg.kv_cache_tokens_late:,}", LOG_SOURCES[(0, 21, 0)]))
+        tokens = {"concurrency": tokens_late, "groups": tokens_mid}.get(self.log_formula()) or Tokens(
+            cfg.kv_cache_tokens_logged, derived(
+                "num_blocks x block (the 'GPU KV cache size' line, v0.7-v0.8)",
+                f"{cfg.num_blocks:,} x {cfg.block_size} = {cfg.kv_cache_tokens_logged:,}", LOG_SOURCES[(0, 7, 3)]))
         conc = Ratio(cfg.max_concurrency, derived(
             "num_blocks / blocks one max_model_len request needs (its groups' max memory usage)",
             f"{cfg.num_blocks:,} / {cfg.blocks_per_request:,} = {cfg.max_concurrency:.4f}", *src))
+        fit_src = _rule_of(FIT_SOURCES, self.version)
         needed = Bytes(cfg.needed_for_one_request_bytes, derived(
-            "sum over layer specs of max memory usage at max_model_len (_check_enough_kv_cache_memory)",
-            f"{cfg.needed_for_one_request_bytes:,} B for {mml:,} tokens", *src))
+            self._fit_rule(cfg.uniform), f"{cfg.needed_for_one_request_bytes:,} B for {mml:,} tokens", fit_src))
+        available = Bytes(cfg.fit_available_bytes, derived(
+            "the KV pool" + (" less one block (the null block BlockPool holds back)" if self.since((0, 29, 0))
+                             else ""),
+            f"{pool_bytes:,}" + (f" - {pool_bytes - cfg.fit_available_bytes:,}" if self.since((0, 29, 0)) else "")
+            + f" = {cfg.fit_available_bytes:,} B", fit_src))
         groups = Count(cfg.num_groups, derived("KV cache groups (hybrid: cdiv(layers of each spec, group size))",
                                                f"{cfg.num_groups} x {cfg.group_size} layers", *src))
         padding = Count(cfg.padding_layers, derived("groups x group size - layers", f"{cfg.padding_layers}", *src))
-        fits = cfg.needed_for_one_request_bytes <= pool_bytes
+        fits = cfg.needed_for_one_request_bytes <= cfg.fit_available_bytes
         rows = (("num_blocks (min over workers)", num_blocks), ("block size (tokens)", block_v),
                 ("KV cache groups", groups), ("layers per group", cfg.group_size), ("padding layers", padding),
                 ("GPU KV cache size (log line), tokens", tokens),
                 (f"Maximum concurrency for {mml:,} tokens per request", conc),
                 ("KV needed for one max_model_len request", needed))
         data = {"num_blocks": num_blocks, "vllm_kv_cache_tokens": tokens,
+                "vllm_kv_cache_tokens_v0_9_to_v0_20": tokens_mid,
                 "vllm_kv_cache_tokens_late_versions": tokens_late, "vllm_max_concurrency": conc,
                 "vllm_max_model_len": mml_v, "vllm_block_size": block_v, "vllm_kv_cache_groups": groups,
-                "vllm_padding_layers": padding, "vllm_fits_one_max_len_request": fits}
+                "vllm_padding_layers": padding, "vllm_needed_for_one_max_len_request_bytes": needed,
+                "vllm_fit_check_available_bytes": available, "vllm_fits_one_max_len_request": fits}
         notes = []
         if not fits:
             notes.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
-                         f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the pool is "
-                         f"{pool_bytes / 2**30:.2f} GiB; lower --max-model-len.")
+                         f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the check allows "
+                         f"{cfg.fit_available_bytes / 2**30:.2f} GiB; lower --max-model-len.")
+        if cfg.padding_layers and self.since((0, 19, 0)):
+            notes.append(f"From v0.19 vLLM's start-up check counts the {cfg.padding_layers} padding layer(s) of its "
+                         "KV cache groups.")
         if not cfg.uniform:
             notes.append("Hybrid model: vLLM's 'GPU KV cache size' line is not capacity; read 'Maximum concurrency'.")
         if cfg.mamba_page_padding:
@@ -209,9 +444,23 @@ class VllmEngine(Engine):
         return EngineReport(f"vLLM v1 accounting ({self.release})", rows, data, tuple(notes))
 
 
-ENGINE = VllmEngine()
+ENGINE = VllmEngine(NEWEST)
+_PINNED: dict[Release, VllmEngine] = {}
 
 
-def vllm_config(model, dtype, par, pool_bytes, max_model_len, max_num_batched_tokens, block_size=None) -> VllmConfig:
-    """vLLM's num_blocks, logged token count and maximum concurrency for a pool on each GPU."""
-    return ENGINE.config(model, dtype, par, pool_bytes, max_model_len, max_num_batched_tokens, block_size)
+def for_release(version: Release) -> VllmEngine:
+    """The adapter for one vLLM release (docs/engine-rules-by-release.md covers v0.7.3 .. v0.33.0)."""
+    if not OLDEST <= version <= NEWEST:
+        raise KvplanError(f"vLLM {release_text(version)} is outside the releases kvplan has rules for",
+                          f"give vllm=={release_text(OLDEST)} .. vllm=={release_text(NEWEST)}")
+    if version not in _PINNED:
+        _PINNED[version] = VllmEngine(version, f"vllm=={release_text(version)}")
+    return _PINNED[version]
+
+
+def vllm_config(model, dtype, par, pool_bytes, max_model_len, max_num_batched_tokens, block_size=None,
+                hardware=None, engine: VllmEngine | None = None) -> VllmConfig:
+    """vLLM's num_blocks, logged token count and maximum concurrency for a pool on each GPU (newest release unless
+    ``engine`` pins one)."""
+    return (engine or ENGINE).config(model, dtype, par, pool_bytes, max_model_len, max_num_batched_tokens,
+                                     block_size, hardware)

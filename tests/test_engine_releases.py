@@ -1,0 +1,406 @@
+"""Engine rules by release (docs/engine-rules-by-release.md): each modelled change on both sides of the release
+where it changed, with `--engine vllm==X.Y` / `sglang==X.Y` (or the same through ``kvplan.engines``).
+
+Every expected number is worked out in the comment beside it from the rule the document quotes from the
+release's own source (file named in each comment), never copied from kvplan's output.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan import engines
+from kvplan.dtypes import KVDtype
+from kvplan.errors import KvplanError
+from kvplan.model import LayerGroup, ModelSpec
+from kvplan.parallel import Parallelism
+from kvplan.presets import load_hardware, load_model
+
+GIB = 2**30
+
+
+def concurrency(run_cli, *args: str) -> dict:
+    r = run_cli("concurrency", *args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def write_gpu(tmp_path, hbm_gib: float, hw_id: str) -> str:
+    path = tmp_path / f"{hw_id}.toml"
+    path.write_text(f'''type = "hardware"
+id = "{hw_id}"
+name = "test GPU"
+sources = ["hand-written test preset"]
+hbm_capacity_gib = {{ value = {hbm_gib}, source = "test figure" }}
+hbm_bandwidth_tb_s = {{ value = 3.0, source = "test figure" }}
+
+[dense_tflops]
+bf16 = {{ value = 1000, source = "test figure" }}
+
+[host_link]
+name = "test link"
+theoretical_gb_s_per_direction = {{ value = 64, source = "test figure" }}
+large_copy_efficiency = {{ value = 0.87, source = "test figure" }}
+
+[node]
+gpus_per_node = 8
+host_dram_gb = {{ value = 2000, source = "test figure" }}
+''')
+    return str(path)
+
+
+# --- choosing a release ------------------------------------------------------------------------------------
+def test_plain_names_are_the_newest_release_the_document_covers():
+    # "Newest" in the document: vLLM v0.33.0, SGLang v0.5.23.
+    assert engines.get("vllm").version == (0, 33, 0)
+    assert engines.get("sglang").version == (0, 5, 23)
+    assert engines.get("vllm").release == "vLLM 0.29+ rules (read from the v0.29.0..v0.33.0 wheels)"
+
+
+@pytest.mark.parametrize("text, version", [("vllm==0.17", (0, 17, 0)), ("VLLM==0.10.1", (0, 10, 1)),
+                                           ("vllm==0.7.3", (0, 7, 3)), ("sglang==0.5.3", (0, 5, 3)),
+                                           ("sglang==0.4.6", (0, 4, 6))])
+def test_a_pinned_release_is_parsed(text, version):
+    assert engines.get(text).version == version
+
+
+def test_the_release_text_names_the_span_of_read_wheels():
+    # v0.15.0-v0.17.x share every modelled rule (v0.18.0 changes the MLA block); the wheels read there are
+    # v0.15.0, v0.16.0, v0.17.0. v0.19.x alone counts padding without v0.20's 0.92.
+    assert engines.get("vllm==0.16").release == "vLLM 0.15-0.17 rules (read from the v0.15.0..v0.17.0 wheels)"
+    assert engines.get("vllm==0.19").release == "vLLM 0.19 rules (read from the v0.19.0 wheel)"
+
+
+@pytest.mark.parametrize("text", ["vllm==0.7.2", "vllm==0.33.1", "vllm==1.0", "sglang==0.4.5", "sglang==0.5.24",
+                                  "vllm==latest"])
+def test_a_release_outside_the_document_is_refused_with_the_range(text):
+    with pytest.raises(KvplanError) as err:
+        engines.get(text)
+    assert ("0.7.3 .. vllm==0.33.0" if text.startswith("vllm") else "0.4.6 .. sglang==0.5.23") in err.value.one_line()
+
+
+def test_the_cli_refuses_an_unknown_release_in_one_line(run_cli):
+    r = run_cli("concurrency", "--engine", "vllm==0.34", "-f", "json")
+    assert r.code == 2
+    assert r.err.count("\n") == 1 and "vllm==0.7.3 .. vllm==0.33.0" in r.err
+    r = run_cli("concurrency", "--engine", "trtllm==1.0")
+    assert r.code == 2 and "choose one of neutral, vllm, sglang" in r.err
+    r = run_cli("concurrency", "--engine", "neutral==0.1")
+    assert r.code == 2 and "no releases" in r.err
+
+
+def test_the_pinned_engine_is_named_in_the_output(run_cli):
+    d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "vllm==0.19")
+    assert d["engine"] == "vllm==0.19"
+    assert d["engine_release"] == "vLLM 0.19 rules (read from the v0.19.0 wheel)"
+    table = run_cli("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "vllm==0.19")
+    assert "vllm==0.19 engine" in table.out.splitlines()[0]
+
+
+# --- vLLM default gpu_memory_utilization (vllm/config/cache.py: 0.9 @v0.19.0, 0.92 @v0.20.0) -------------------
+def test_vllm_default_fraction_moves_to_092_in_v020(run_cli, tmp_path):
+    # An 80 GiB GPU: HBM = 80 x 2^30 = 85,899,345,920 B. Everything else in the waterfall (weights, activation
+    # estimate, 1 GiB runtime reserve) is the same in both releases, so the pools differ by
+    #   int(85,899,345,920 x 0.92) - int(85,899,345,920 x 0.9) = 79,027,398,246 - 77,309,411,328 = 1,717,986,918 B
+    # (0.02 x HBM, truncated).
+    gpu = write_gpu(tmp_path, 80, "gpu-80")
+    old = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm==0.19")
+    new = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm==0.20")
+    newest = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm")
+    assert old["budget"]["utilization"] == 0.9
+    assert new["budget"]["utilization"] == 0.92 == newest["budget"]["utilization"]
+    assert new["kv_pool_bytes_per_gpu"] - old["kv_pool_bytes_per_gpu"] == 1_717_986_918
+    assert newest["kv_pool_bytes_per_gpu"] == new["kv_pool_bytes_per_gpu"]
+
+
+def test_neutral_keeps_the_09_fraction(run_cli, tmp_path):
+    # kvplan's neutral count is not an engine release: it keeps vLLM's 0.9 (v0.19.0 and earlier).
+    d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", write_gpu(tmp_path, 80, "gpu-80"), "--tp", "1")
+    assert d["budget"]["utilization"] == 0.9
+
+
+# --- vLLM MLA block size by release, GPU generation and KV dtype ------------------------------------------------
+# <= v0.17 (vllm/platforms/cuda.py @v0.17.0): FlashMLA forced to 64; on Blackwell CUTLASS_MLA 128 (v0.10.1-v0.14),
+# FlashInfer MLA 64 when qk_nope_head_dim == 128 (v0.15-v0.17). >= v0.18 (platforms/interface.py @v0.18.0): the
+# backend's preferred block; Hopper bf16 FLASH_ATTN_MLA 16, Hopper fp8 FLASHMLA 64, Blackwell FLASHINFER_MLA 32.
+# DeepSeek-R1: qk_nope_head_dim 128.
+@pytest.mark.parametrize("gpu, engine, dtype, block", [
+    ("h200", "vllm==0.17", "bf16", 64),
+    ("h200", "vllm==0.18", "bf16", 16),
+    ("h200", "vllm", "bf16", 16),
+    ("h200", "vllm==0.17", "fp8", 64),
+    ("h200", "vllm", "fp8", 64),
+    ("h20", "vllm", "bf16", 16),
+    ("b200", "vllm==0.10", "bf16", 64),
+    ("b200", "vllm==0.10.1", "bf16", 128),
+    ("b200", "vllm==0.14", "bf16", 128),
+    ("b200", "vllm==0.15", "bf16", 64),
+    ("b200", "vllm==0.17", "bf16", 64),
+    ("b200", "vllm==0.18", "bf16", 32),
+    ("b200", "vllm", "fp8", 32),
+])
+def test_vllm_mla_block_by_release_gpu_and_dtype(run_cli, gpu, engine, dtype, block):
+    d = concurrency(run_cli, "-m", "deepseek-r1", "-g", gpu, "--engine", engine, "--kv-dtype", dtype,
+                    "--kv-pool", "20GiB")
+    assert d["block_size"] == block
+    assert d["vllm_block_size"] == block
+
+
+def test_the_mla_block_sizes_the_request(run_cli):
+    # DeepSeek-R1 bf16, 1,000 + 30,000 = 31,000 tokens, latent (512 + 64) x 2 B = 1,152 B per layer, 61 layers:
+    #   16-token blocks: cdiv(31,000, 16) = 1,938 blocks = 31,008 tokens -> 61 x 31,008 x 1,152 = 2,178,994,176 B
+    #   64-token blocks: cdiv(31,000, 64) = 485 blocks = 31,040 tokens -> 61 x 31,040 x 1,152 = 2,181,242,880 B
+    new = concurrency(run_cli, "-m", "deepseek-r1", "-g", "h200", "--engine", "vllm", "--kv-dtype", "bf16",
+                      "--kv-pool", "20GiB")
+    old = concurrency(run_cli, "-m", "deepseek-r1", "-g", "h200", "--engine", "vllm==0.17", "--kv-dtype", "bf16",
+                      "--kv-pool", "20GiB")
+    assert new["kv_bytes_per_request_per_gpu"] == 2_178_994_176
+    assert old["kv_bytes_per_request_per_gpu"] == 2_181_242_880
+
+
+def test_sparse_mla_stays_on_64_token_blocks(run_cli):
+    # DeepSeek V3.2 (index_topk): FLASHMLA_SPARSE kernel block [64], in v0.17 (forced) and v0.18+ (backend).
+    for engine in ("vllm==0.17", "vllm"):
+        d = concurrency(run_cli, "-m", "deepseek-v3.2-exp", "-g", "h200", "--engine", engine, "--kv-dtype", "bf16",
+                        "--kv-pool", "20GiB")
+        assert d["block_size"] == 64
+
+
+def test_block_size_keeps_the_old_call_and_takes_hardware_and_dtype():
+    model = load_model("deepseek-r1")
+    vllm = engines.get("vllm")
+    # No GPU given: kvplan cannot place it, so MLA keeps FlashMLA's 64 (the old answer).
+    assert vllm.block_size(model).value == 64
+    assert vllm.block_size(model, 128).value == 128
+    assert vllm.block_size(model, hardware=load_hardware("h200"), kv_dtype=KVDtype.BF16).value == 16
+    assert vllm.block_size(model, hardware=load_hardware("h100-sxm"), kv_dtype=KVDtype.BF16).value == 16  # h100-*
+    assert vllm.block_size(model, hardware=load_hardware("h200"), kv_dtype=KVDtype.FP8).value == 64
+    assert vllm.block_size(model, hardware=load_hardware("b200"), kv_dtype=KVDtype.BF16).value == 32
+    # An A100 is neither Hopper nor Blackwell by kvplan's preset-id rule.
+    assert vllm.block_size(model, hardware=load_hardware("a100-80gb"), kv_dtype=KVDtype.BF16).value == 64
+    # GQA is 16 everywhere (FLASH_ATTN / FLASHINFER take 16).
+    assert vllm.block_size(load_model("llama-3.1-8b"), hardware=load_hardware("b200")).value == 16
+
+
+# --- vLLM start-up fit check (_check_enough_kv_cache_memory, vllm/v1/core/kv_cache_utils.py) --------------------
+def gemma3_like() -> ModelSpec:
+    # 52 sliding (window 1024) + 10 full layers, layer 0 sliding; 1 KV head x 64: (64 + 64) x 2 = 256 B per token
+    # per layer, so a 16-token page is 4,096 B. Group size: 52 < 1.5 x 10 is false -> 10; sliding cdiv(52, 10) =
+    # 6 groups + 1 full group = 7 groups of 10, 70 - 62 = 8 padding layers.
+    full_idx = tuple(range(5, 62, 6))[:10]
+    slide_idx = tuple(i for i in range(62) if i not in full_idx)
+    attn = {"kv_heads": 1, "head_dim_k": 64, "head_dim_v": 64}
+    return ModelSpec(id="g3-like", name="g3-like", sources=("test",), num_layers=62, groups=(
+        LayerGroup(name="local", layers=slide_idx, kind={"kind": "sliding_window", "window": 1024, **attn}),
+        LayerGroup(name="global", layers=full_idx, kind={"kind": "full_attention", **attn})))
+
+
+# max_model_len 4,096, max_num_batched_tokens 2,048, block 16:
+#   full layer: cdiv(4,096, 16) = 256 blocks; sliding layer: cdiv(min(1,023 + 2,048, 4,096), 16) + 1 = 192 + 1 = 193.
+#   <= v0.13: real layers: 4,096 x (52 x 193 + 10 x 256) = 4,096 x 12,596           = 51,593,216 B
+#   v0.14-v0.18: first group only (sliding): 10 x 4,096 x 193                        =  7,905,280 B
+#   v0.19+: every group, padding counted: 10 x 4,096 x (6 x 193 + 1 x 256) = 40,960 x 1,414 = 57,917,440 B
+NEEDED = {"vllm==0.13": 51_593_216, "vllm==0.14": 7_905_280, "vllm==0.18": 7_905_280, "vllm==0.19": 57_917_440,
+          "vllm==0.28": 57_917_440, "vllm": 57_917_440}
+
+
+@pytest.mark.parametrize("engine", list(NEEDED))
+def test_vllm_fit_check_needed_bytes_by_release(engine):
+    cfg = engines.vllm_config(gemma3_like(), KVDtype.BF16, Parallelism(), 100 * 2**20, 4096, 2048,
+                              engine=engines.get(engine))
+    assert (cfg.num_groups, cfg.group_size, cfg.padding_layers) == (7, 10, 8)
+    assert cfg.needed_for_one_request_bytes == NEEDED[engine]
+
+
+def gemma_report(engine: str, pool: int) -> dict:
+    import json
+
+    from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
+    from kvplan.output import to_json
+    from kvplan.present.concurrency import present
+    from kvplan.scenario import Scenario
+    s = Scenario(model=gemma3_like(), hardware=load_hardware("h100-sxm"), tp=1, engine=engine, kv_pool_bytes=pool,
+                 max_model_len=4096, max_num_batched_tokens=2048, prompt_tokens=100, decode_tokens=100)
+    return json.loads(to_json(present(plan_concurrency(s, ConcurrencyOptions()))))
+
+
+def test_vllm_019_counts_padding_layers_in_the_start_up_check():
+    # A pool of 55,000,000 B lies between the v0.13/v0.18 figures and v0.19's 57,917,440 B: v0.18 starts,
+    # v0.19 refuses.
+    assert gemma_report("vllm==0.18", 55_000_000)["vllm_fits_one_max_len_request"] is True
+    assert gemma_report("vllm==0.13", 55_000_000)["vllm_fits_one_max_len_request"] is True
+    d = gemma_report("vllm==0.19", 55_000_000)
+    assert d["vllm_fits_one_max_len_request"] is False
+    assert d["vllm_needed_for_one_max_len_request_bytes"] == 57_917_440
+
+
+def test_vllm_029_holds_back_the_null_block():
+    # v0.29+: the check compares with the pool less one block, 10 layers x 4,096 B = 40,960 B. A pool of exactly
+    # 57,917,440 B passes in v0.28 (needed <= pool) and fails in v0.29 (57,876,480 available).
+    old = gemma_report("vllm==0.28", 57_917_440)
+    new = gemma_report("vllm==0.29", 57_917_440)
+    assert old["vllm_fits_one_max_len_request"] is True
+    assert old["vllm_fit_check_available_bytes"] == 57_917_440
+    assert new["vllm_fits_one_max_len_request"] is False
+    assert new["vllm_fit_check_available_bytes"] == 57_876_480
+
+
+# --- vLLM hybrid attention + state block alignment (models/config.py @v0.19.0; platforms/interface.py @v0.33.0) --
+def qwen3_next_like() -> ModelSpec:
+    # The document's worked example (section 4): 12 full layers (2 KV heads x 256) + 36 GDN layers (16 k-heads,
+    # 32 v-heads, dims 128, conv kernel 4), bf16, TP 1.
+    # State page = (3 x (2 x 16 x 128 + 32 x 128) + 32 x 128 x 128) x 2 = (24,576 + 524,288) x 2 = 1,097,728 B;
+    # attention = 2 x (256 + 256) x 2 = 2,048 B per token.
+    gdn = {"kind": "gated_delta_net", "num_k_heads": 16, "num_v_heads": 32, "head_k_dim": 128, "head_v_dim": 128}
+    full = {"kind": "full_attention", "kv_heads": 2, "head_dim_k": 256, "head_dim_v": 256, "q_heads": 16}
+    return ModelSpec(id="q3n-like", name="q3n-like", sources=("test",), num_layers=48, groups=(
+        LayerGroup(name="linear", kind=gdn, layers=tuple(i for i in range(48) if i % 4 != 3)),
+        LayerGroup(name="full", kind=full, layers=tuple(range(3, 48, 4)))))
+
+
+# align 16: 16 x cdiv(1,097,728, 16 x 2,048 = 32,768) = 16 x 34 = 544 (33.5 rounded up);
+# v0.20+ with --block-size 64 as the alignment: 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576;
+# --block-size 1024: 1024 x cdiv(1,097,728, 2,097,152) = 1024 (not smaller than the target, kept).
+@pytest.mark.parametrize("engine, given, block", [
+    ("vllm==0.19", None, 544), ("vllm", None, 544),
+    ("vllm==0.19", 16, 544), ("vllm", 16, 544),       # a smaller --block-size is raised in every release
+    ("vllm==0.19", 64, 544), ("vllm==0.20", 64, 576), ("vllm", 64, 576),
+    ("vllm==0.19", 1024, 1024), ("vllm", 1024, 1024),
+])
+def test_vllm_hybrid_alignment_applies_to_a_given_block(engine, given, block):
+    cfg = engines.vllm_config(qwen3_next_like(), KVDtype.BF16, Parallelism(), 10 * GIB, 262_144, 8192, given,
+                              engine=engines.get(engine))
+    assert cfg.block_size == block
+    assert cfg.page_bytes_per_layer == block * 2048
+
+
+# --- vLLM "GPU KV cache size: N tokens" (kv_cache_utils.py @v0.20.0 and @v0.21.0) -------------------------------
+def test_vllm_log_line_formula_changes_in_v021(run_cli):
+    # llama-3.1-8b bf16 TP 1: 32 x 8 x 256 x 2 = 131,072 B per token, 16-token page 2,097,152 B. A pool of
+    # 1,000 pages + 5 B -> num_blocks 1,000. max_model_len 1,000 -> cdiv(1,000, 16) = 63 blocks per request,
+    # max concurrency 1,000 / 63 = 15.873...
+    #   v0.9-v0.20: num_blocks // 1 group x 16 = 16,000 tokens;  v0.21+: int(15.873... x 1,000) = 15,873.
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-pool", f"{1000 * 2_097_152 + 5}B",
+            "--max-model-len", "1000", "--prompt", "100", "--decode", "100")
+    old = concurrency(run_cli, *args, "--engine", "vllm==0.20")
+    new = concurrency(run_cli, *args, "--engine", "vllm==0.21")
+    assert old["num_blocks"] == new["num_blocks"] == 1000
+    assert old["vllm_kv_cache_tokens"] == 16_000
+    assert new["vllm_kv_cache_tokens"] == 15_873
+    for d in (old, new):   # both formulas stay in the JSON
+        assert d["vllm_kv_cache_tokens_v0_9_to_v0_20"] == 16_000
+        assert d["vllm_kv_cache_tokens_late_versions"] == 15_873
+
+
+def test_vllm_log_line_before_v09_ignores_groups():
+    # The gemma-like model: pool 7,000 pages of 10 layers -> num_blocks = 28,672,000 // 4,096 // 10 = 700.
+    # v0.8: num_blocks x block = 700 x 16 = 11,200; v0.9: 700 // 7 groups x 16 = 1,600.
+    pool = 700 * 10 * 4096
+    old = engines.vllm_config(gemma3_like(), KVDtype.BF16, Parallelism(), pool, 4096, 2048,
+                              engine=engines.get("vllm==0.8.5"))
+    new = engines.vllm_config(gemma3_like(), KVDtype.BF16, Parallelism(), pool, 4096, 2048,
+                              engine=engines.get("vllm==0.9"))
+    assert old.num_blocks == new.num_blocks == 700
+    assert old.kv_cache_tokens_logged == 11_200
+    assert new.kv_cache_tokens_logged == 1_600
+
+
+# --- SGLang page size by attention backend (server_args.py @v0.5.4, @v0.5.7; arg_groups/overrides.py @v0.5.23) -
+# DeepSeek-R1 bf16: 61 x (512 + 64) x 2 = 70,272 B per token. 1 GiB // 70,272 = 15,279 tokens; in 64-token pages
+# 238 x 64 = 15,232.
+@pytest.mark.parametrize("gpu, engine, page, tokens", [
+    ("h200", "sglang", 1, 15_279),          # Hopper: fa3, page 1, in every release
+    ("h200", "sglang==0.5.3", 1, 15_279),
+    ("b200", "sglang==0.5.3", 1, 15_279),   # Blackwell before v0.5.4: flashinfer, page 1
+    ("b200", "sglang==0.5.4", 64, 15_232),  # v0.5.4+: trtllm_mla, page 64
+    ("b200", "sglang", 64, 15_232),
+])
+def test_sglang_mla_page_by_gpu_and_release(run_cli, gpu, engine, page, tokens):
+    d = concurrency(run_cli, "-m", "deepseek-r1", "-g", gpu, "--tp", "1", "--kv-dtype", "bf16", "--engine", engine,
+                    "--kv-pool", "1GiB")
+    assert d["sglang_page_size"] == page
+    assert d["block_size"] == page
+    assert d["sglang_cell_size_bytes"] == 70_272
+    assert d["sglang_max_total_num_tokens"] == tokens
+
+
+def test_sglang_trtllm_mla_replaces_a_page_it_does_not_take(run_cli):
+    # trtllm_mla forces 64 unless the page is 32 or 64 (v0.5.4+ on Blackwell); fa3 on Hopper keeps 16.
+    def page(gpu, engine, given):
+        return concurrency(run_cli, "-m", "deepseek-r1", "-g", gpu, "--tp", "1", "--kv-dtype", "bf16",
+                           "--engine", engine, "--kv-pool", "1GiB", "--block-size", given)["sglang_page_size"]
+
+    assert page("b200", "sglang", "16") == 64
+    assert page("b200", "sglang", "32") == 32
+    assert page("b200", "sglang==0.5.3", "16") == 16
+    assert page("h200", "sglang", "16") == 16
+
+
+@pytest.mark.parametrize("engine, given, page, tokens", [
+    # llama-3.1-8b cell 131,072 B; pool 10 GiB + 5 cells + 7 B -> 81,925 tokens, in 64-token pages 81,920.
+    ("sglang==0.5.6", None, 1, 81_925),     # Blackwell GQA before v0.5.7: flashinfer, page 1
+    ("sglang==0.5.7", None, 64, 81_920),    # v0.5.7+: trtllm_mha, page 64
+    ("sglang==0.5.22", "128", 64, 81_920),  # trtllm_mha keeps only 16 / 32 / 64 before v0.5.23
+    ("sglang", "128", 128, 81_920),         # v0.5.23 also keeps 128 (81,925 // 128 = 640 pages = 81,920)
+])
+def test_sglang_blackwell_gqa_page(run_cli, engine, given, page, tokens):
+    pool = 10 * GIB + 5 * 131_072 + 7
+    args = ["-m", "llama-3.1-8b", "-g", "b200", "--tp", "1", "--engine", engine, "--kv-pool", f"{pool}B"]
+    d = concurrency(run_cli, *args, *(["--block-size", given] if given else []))
+    assert d["sglang_page_size"] == page
+    assert d["sglang_max_total_num_tokens"] == tokens
+
+
+def test_sglang_hopper_gqa_stays_on_page_1(run_cli):
+    d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "sglang",
+                    "--kv-pool", "1GiB")
+    assert d["sglang_page_size"] == 1
+
+
+# --- SGLang DeepSeek V3.2 cell (model_runner.py @v0.5.3; pool_configurator.py @v0.5.16, @v0.5.17) ---------------
+# 61 layers, latent 512 + 64, indexer 128 + 128/128 x 4 = 132 B.
+@pytest.mark.parametrize("engine, dtype, cell", [
+    ("sglang==0.5.3", "fp8", 61 * 576),           # 35,136: raw fp8 latent, no indexer
+    ("sglang==0.5.4", "fp8", 61 * (576 + 132)),   # 43,188
+    ("sglang==0.5.16", "fp8", 61 * (576 + 132)),
+    ("sglang==0.5.17", "fp8", 61 * (656 + 132)),  # 48,068: 512 + 512/128 x 4 + 64 x 2 = 656, as the pool
+    ("sglang", "fp8", 61 * (656 + 132)),
+    ("sglang==0.5.3", "bf16", 61 * 1152),         # 70,272
+    ("sglang==0.5.4", "bf16", 61 * (1152 + 132)),  # 78,324
+])
+def test_sglang_v32_cell_by_release(run_cli, engine, dtype, cell):
+    d = concurrency(run_cli, "-m", "deepseek-v3.2-exp", "-g", "h200", "--tp", "8", "--kv-dtype", dtype,
+                    "--engine", engine, "--kv-pool", "10GiB")
+    assert d["sglang_cell_size_bytes"] == cell
+    # The pool allocates the stored latent plus the indexer in every release (fp8: 61 x 788 = 48,068 B).
+    assert d["sglang_pool_bytes_per_token"] == 61 * ((656 if dtype == "fp8" else 1152) + 132)
+    assert d["sglang_page_size"] == 64   # DSA: page 64 x index_kpool
+
+
+# --- SGLang SSM state dtype (server_args.py @v0.5.8; configs/mamba_utils.py @v0.5.23): fp32 --------------------
+def test_sglang_counts_the_ssm_state_in_fp32():
+    # 36 GDN layers at TP 1: conv 3 x 8,192 x 2 B (bf16) = 49,152 + SSM 32 x 128 x 128 x 4 B (fp32) = 2,097,152
+    # -> 2,146,304 B per layer, x 36 = 77,266,944 B. (The model's bf16 state would be 36 x 1,097,728 = 39,518,208.)
+    model = qwen3_next_like()
+    assert engines.get("sglang").state_bytes_per_request(model, Parallelism()) == 77_266_944
+    assert engines.get("sglang==0.5.2").state_bytes_per_request(model, Parallelism()) == 77_266_944
+    # The GDN layers add nothing to the token cell (separate mamba pool): 12 x 2 x 512 x 2 = 24,576 B.
+    assert engines.sglang_cell_size(model, KVDtype.BF16, Parallelism()) == 24_576
+
+
+# --- SGLang default mem_fraction_static (server_args.py @v0.5.2, PR #7054; replaced in v0.5.3, PR #10975) ------
+def test_sglang_fraction_buckets_by_release(run_cli):
+    # H200 140.40 GiB at TP 8: reserved 12 + 8/2 = 16 GiB; round((140.40 - 16) / 140.40, 3) = round(0.88604, 3)
+    # = 0.886 from v0.4.8. v0.4.6-v0.4.7 used per-TP constants the document does not give: refused.
+    args = ("-m", "llama-3.1-8b", "-g", "h200", "--tp", "8")
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.8")["mem_fraction_static"] == 0.886
+    r = run_cli("concurrency", *args, "--engine", "sglang==0.4.7", "-f", "json")
+    assert r.code == 2 and "--mem-fraction-static" in r.err
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.7", "--mem-fraction-static", "0.8")[
+        "mem_fraction_static"] == 0.8
+    # From v0.5.3 the buckets are kept (the new reserve is not modelled) and the output says so.
+    old = concurrency(run_cli, *args, "--engine", "sglang==0.5.2")
+    new = concurrency(run_cli, *args, "--engine", "sglang")
+    assert new["mem_fraction_static"] == 0.886
+    assert not any("v0.4.8-v0.5.2's reserve buckets" in n for n in old["notes"])
+    assert any("v0.4.8-v0.5.2's reserve buckets" in n for n in new["notes"])
