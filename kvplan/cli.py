@@ -10,10 +10,56 @@ import os
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from kvplan.errors import KvplanError
 
+# Each command lives in its own module under kvplan.commands, which registers itself (``register(app)``); the
+# table gives the listing order and the one-line help ``kvplan --help`` shows without building any command.
+COMMANDS = {
+    "size": ("size", "KV bytes per token and per request, per GPU."),
+    "concurrency": ("concurrency", "How many long requests fit; overflow; tiers."),
+    "compare-preemption": ("preemption", "Swap a preempted request, or recompute it?"),
+    "tpot": ("tpot", "Time per output token over a long decode."),
+    "pd": ("pd", "Does prefill/decode disaggregation pay?"),
+    "presets": ("presets", "List, show and template the presets."),
+}
+_built: dict = {}
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group: it lists every command from ``COMMANDS`` and builds (with typer) only the one a run
+    invokes, so no run pays for every other command's options."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name: str):
+        return _build(name) if name in COMMANDS else None
+
+    def format_commands(self, ctx, formatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
+
+
+def _build(name: str):
+    """The click command of one kvplan command, built by typer from its module."""
+    import importlib
+
+    import typer.main
+
+    if name not in _built:
+        sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+        sub.callback()(lambda: None)   # a group, so the command keeps its name
+        importlib.import_module(f"kvplan.commands.{COMMANDS[name][0]}").register(sub)
+        command = typer.main.get_command(sub).commands[name]
+        _plain_coercion(command)
+        _built[name] = command
+    return _built[name]
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -26,30 +72,7 @@ app = typer.Typer(
 
 @app.callback()
 def _group() -> None:
-    """kvplan: plan the KV cache of LLM serving for long chain-of-thought decode (the workload document's
-    reasoning workload: short prompts, 10K-100K-token decodes, KV that grows every step)."""
-
-
-# Each command lives in its own module under kvplan.commands, which registers itself (``register(app)``).
-COMMANDS = {"size": "size", "concurrency": "concurrency", "compare-preemption": "preemption", "tpot": "tpot",
-            "pd": "pd", "presets": "presets"}
-_registered: list[str] = []
-
-
-def register(names=None) -> None:
-    """Register the named commands (default: all). A run registers only the command it invokes, so building the
-    command line does not pay for every other command's options."""
-    import importlib
-
-    for name in names or COMMANDS:
-        if name not in _registered:
-            importlib.import_module(f"kvplan.commands.{COMMANDS[name]}").register(app)
-            _registered.append(name)
-
-
-def _command_named(argv: list[str]) -> str | None:
-    first = next((a for a in argv if not a.startswith("-")), None)
-    return first if first in COMMANDS else None
+    """kvplan: plan the KV cache of LLM serving for long chain-of-thought decode."""
 
 
 def _plain_coercion(command) -> None:
@@ -103,8 +126,6 @@ def main() -> None:
     try:
         import typer.main
 
-        name = _command_named(sys.argv[1:])
-        register([name] if name else None)
         command = typer.main.get_command(app)
         _plain_coercion(command)
         code = command(standalone_mode=False)

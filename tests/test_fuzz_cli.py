@@ -43,11 +43,9 @@ def _on_alarm(signum, frame):
 
 def _commands() -> dict[tuple[str, ...], list]:
     """Every leaf command (as its argv prefix) and its click parameters."""
-    import typer.main
+    from kvplan.cli import COMMANDS as NAMES
+    from kvplan.cli import _build
 
-    from kvplan.cli import app, register
-
-    register()
     found: dict[tuple[str, ...], list] = {}
 
     def walk(cmd, path: tuple[str, ...]) -> None:
@@ -58,7 +56,8 @@ def _commands() -> dict[tuple[str, ...], list]:
         else:
             found[path] = list(cmd.params)
 
-    walk(typer.main.get_command(app), ())
+    for name in NAMES:   # the top-level group builds each command on demand
+        walk(_build(name), (name,))
     return found
 
 

@@ -248,21 +248,29 @@ class StepModel:
     def step(self, batch, cache_bytes, attention_flops, tokens_per_request=1):
         """One decode step of ``batch`` requests (arrays broadcast) whose cache reads and attention FLOPs are
         ``cache_bytes`` and ``attention_flops`` in total; ``tokens_per_request`` > 1 for a speculative verify
-        step. Returns the time split: weights, moe, kv, attention, comm, overhead, total (seconds)."""
-        import numpy as np
+        step. Returns the time split: weights, moe, kv, attention, comm, overhead, total (seconds). Plain numbers in,
+        plain numbers out (no numpy import); arrays broadcast with numpy."""
+        if all(isinstance(x, (int, float)) for x in (batch, cache_bytes, attention_flops)):
+            maximum, as_float, full = max, float, (lambda like, value: value)
+        else:
+            import numpy as np
 
-        b = np.asarray(batch, dtype=float)
+            maximum, full = np.maximum, np.full_like
+
+            def as_float(x):
+                return np.asarray(x, dtype=float)
+        b = as_float(batch)
         tokens = b * tokens_per_request
-        dense = np.maximum(self.dense_bytes / self.bw, self.dense_flops_per_token * tokens / self.flops)
+        dense = maximum(self.dense_bytes / self.bw, self.dense_flops_per_token * tokens / self.flops)
         if self.num_experts:
             t = tokens * self.tokens_per_rank_to_ep
             touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
-            moe = np.maximum(touched * self.expert_bytes_each / self.bw, self.moe_flops_per_token * tokens / self.flops)
+            moe = maximum(touched * self.expert_bytes_each / self.bw, self.moe_flops_per_token * tokens / self.flops)
         else:
-            moe = np.zeros_like(tokens)
-        kv = np.asarray(cache_bytes, dtype=float) / self.bw
-        att = np.asarray(attention_flops, dtype=float) * tokens_per_request / self.attention_flops_s
-        attention = np.maximum(kv, att)
+            moe = tokens * 0.0
+        kv = as_float(cache_bytes) / self.bw
+        att = as_float(attention_flops) * tokens_per_request / self.attention_flops_s
+        attention = maximum(kv, att)
         lat, per_tok = self.comm_per_layer
         comm = self.layers * (lat + per_tok * tokens)
         lat, per_tok = self.ep_per_moe_layer
@@ -271,7 +279,7 @@ class StepModel:
         comm = comm + lat + per_tok * tokens
         total = dense + moe + attention + comm + self.overhead_s
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
-                "comm": comm, "overhead": np.full_like(total, self.overhead_s), "total": total}
+                "comm": comm, "overhead": full(total, self.overhead_s), "total": total}
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
