@@ -141,13 +141,20 @@ def test_sglang_pages_gqa_one_token_at_a_time(run_cli):
     assert d["sglang_max_total_num_tokens"] == 81_925
 
 
-def test_sglang_pages_flashmla_in_64_token_pages(run_cli):
+def test_sglang_pages_mla_by_the_default_backend(run_cli):
     # DeepSeek-R1, bf16 MLA latent: 61 layers x (512 + 64) x 2 B = 70,272 B per token (whole on every rank).
-    # 1 GiB // 70,272 = 15,279 tokens, rounded down to 64-token pages: 238 x 64 = 15,232.
-    d = concurrency_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--tp", "1", "--kv-dtype", "bf16",
-                         "--engine", "sglang", "--kv-pool", "1GiB")
-    assert d["sglang_page_size"] == 64
+    # On Hopper (H200) SGLang's default attention backend is FA3 (sgl-project/sglang docs/backend/
+    # attention_backend.md: "FlashAttention 3 (Default for Hopper Machines, e.g., H100, H200, H20)"), with the
+    # default page size of 1: 1 GiB // 70,272 = 15,279 tokens (70,272 x 15,279 = 1,073,685,888 <= 2^30).
+    base = ("-m", "deepseek-r1", "-g", "h200", "--tp", "1", "--kv-dtype", "bf16", "--engine", "sglang",
+            "--kv-pool", "1GiB")
+    d = concurrency_json(run_cli, *base)
+    assert d["sglang_page_size"] == 1
     assert d["sglang_cell_size_bytes"] == 70_272
+    assert d["sglang_max_total_num_tokens"] == 15_279
+    # With 64-token pages (what the FlashMLA backend uses), rounded down to whole pages: 238 x 64 = 15,232.
+    d = concurrency_json(run_cli, *base, "--page-size", "64")
+    assert d["sglang_page_size"] == 64
     assert d["sglang_max_total_num_tokens"] == 15_232
 
 
@@ -296,3 +303,24 @@ def test_compare_without_tp_shows_tp_8(run_cli):
     assert cmp["tp_shown"] == 8
     assert cmp["kv_bytes_per_token_per_gpu"] == 40_960
     assert cmp["this_model_kv_bytes_per_token_per_gpu"] == 16_384
+
+
+# --- SGLang: the parallel size counts PP; sliding layers in the cell, one-token pages ------------------------
+def test_sglang_parallel_size_is_tp_times_pp(run_cli, tmp_path):
+    # 100 GiB (the < 160 GiB bucket) at TP 1 x PP 2: ps = 2, reserved 12 + 2/2 = 13; (100 - 13) / 100 = 0.87
+    # (ps = TP alone: 12.5 -> 0.875).
+    d = concurrency_json(run_cli, "-m", write_model(tmp_path, TINY), "-g", write_hardware(tmp_path, 100.0),
+                         "--tp", "1", "--pp", "2", "--engine", "sglang")
+    assert d["mem_fraction_static"] == pytest.approx(0.87, abs=1e-9)
+
+
+def test_sglang_counts_sliding_layers_in_a_one_token_page_cell(run_cli, tmp_path):
+    # 2 sliding + 2 full layers of 256 B per token: SGLang's combined cell counts all four: 1,024 B per token
+    # (dropping the sliding layers: 512). Pages of 1 token (a 16-token page only for kinds that need more).
+    # 8,192,000 B // 1,024 = 8,000 tokens.
+    d = concurrency_json(run_cli, "-m", write_model(tmp_path, hybrid_attention_model(2, 2, 128)), "-g", "h100-sxm",
+                         "--tp", "1", "--engine", "sglang", "--kv-pool", SWA_POOL, "--prompt", "100",
+                         "--decode", "900")
+    assert d["sglang_cell_size_bytes"] == 1024
+    assert d["sglang_page_size"] == 1
+    assert d["sglang_max_total_num_tokens"] == 8000

@@ -175,3 +175,75 @@ def test_preemption_host_dram_counts_the_shards_on_one_node(run_cli, tmp_path, t
     assert d["swap_bytes_per_gpu"] == shard
     assert d["host_bytes_per_node"] == per_node
     assert d["host_dram_requests_fit"] == fit
+
+
+# --- capacity.first_full_step: the first decode step that overfills the pool --------------------------------
+def test_a_batch_that_overfills_on_its_prompt_is_full_at_step_0(run_cli, tmp_path):
+    # 9 requests of a 1,000-token prompt: cdiv(1000, 16) = 63 blocks = 126 MiB each, 9 x 126 = 1,134 MiB > 1 GiB
+    # before any decode step: step 0, 0 s (a search starting at step 1 would say 1).
+    d = concurrency(run_cli, tmp_path, "--kv-pool", "1GiB", "--batch", "9", "--prompt", "1000", "--decode", "100")
+    run = d["overflow"][0]
+    assert run["decode_steps_until_full"] == 0
+    assert run["seconds_until_full"] == 0
+
+
+def test_a_batch_that_overfills_on_its_last_decode_step(run_cli, tmp_path):
+    # The batch of test_overflow_step_threshold_and_growth fills 1 GiB at step 25; with exactly 25 decode steps
+    # it still does (step 25 is the request's last token), so the step is 25, not "never".
+    d = concurrency(run_cli, tmp_path, "--kv-pool", "1GiB", "--batch", "8", "--prompt", "1000", "--decode", "25")
+    assert d["overflow"][0]["decode_steps_until_full"] == 25
+    d = concurrency(run_cli, tmp_path, "--kv-pool", "1GiB", "--batch", "8", "--prompt", "1000", "--decode", "24")
+    assert d["overflow"][0]["decode_steps_until_full"] is None
+
+
+def test_the_first_full_step_counts_the_shared_prefix_copy(run_cli, tmp_path):
+    # Shared prefix 520 -> 512 tokens in 32 whole blocks: one 64 MiB copy; each request holds 1,000 + s - 512
+    # tokens. 8 x cdiv(488 + s, 16) x 2 MiB + 64 MiB > 1,024 MiB once cdiv(488 + s, 16) > 60, i.e. 488 + s > 960:
+    # s = 473. (Without the copy: cdiv > 64, s = 537; counting a pool filled exactly to 1 GiB as full:
+    # cdiv >= 60, 488 + s > 944, s = 457.)
+    d = concurrency(run_cli, tmp_path, "--kv-pool", "1GiB", "--batch", "8", "--prompt", "1000", "--decode", "1000",
+                    "--shared-prefix", "520")
+    assert d["shared_prefix_copy_bytes"] == 64 * MIB
+    assert d["overflow"][0]["decode_steps_until_full"] == 473
+
+
+# --- capacity.fit: floor((pool - shared copy) / per request), never below 0 ----------------------------------
+def test_fit_is_floored_and_never_negative():
+    from kvplan.calc.capacity import fit
+
+    assert fit(10 * MIB, 3 * MIB, 2 * MIB) == 2     # (10 - 2) // 3 = 2 (8 / 3 = 2.67 is not 3)
+    assert fit(10 * MIB, 3 * MIB) == 3              # 10 // 3
+    assert fit(16 * MIB, 2 * MIB, 124 * MIB) == 0   # the copy alone overfills the pool: 0, not (16 - 124) // 2
+
+
+def test_a_shared_copy_larger_than_the_pool_leaves_no_request(run_cli, tmp_path):
+    # Shared prefix = the whole 1,000-token prompt: floor(1000 / 16) = 62 blocks = 124 MiB in one copy, more
+    # than the 16 MiB pool; each request keeps its last 8 tokens (one 2 MiB block). max(16 - 124, 0) // 2 = 0.
+    d = concurrency(run_cli, tmp_path, "--kv-pool", "16MiB", "--prompt", "1000", "--decode", "0",
+                    "--shared-prefix", "1000")
+    assert d["shared_prefix_copy_bytes"] == 124 * MIB
+    assert d["kv_bytes_per_request_per_gpu"] == 2 * MIB
+    assert d["max_concurrency_per_replica"] == 0
+    assert d["max_concurrency"] == 0
+
+
+# --- capacity.host_tier: a request spans min(TP x PP, GPUs per node) GPUs of a node ---------------------------
+def test_host_tier_counts_every_pipeline_stage_of_a_request(run_cli, tmp_path):
+    # TP 1 x PP 2: the most loaded stage holds 16 of the 32 layers: 31,008 tokens (1,938 blocks) x 16 x 8 x 512 B
+    # = 2,032,140,288 B per GPU, and both stages park their shard on the node: 4,064,280,576 B per request;
+    # 2,000 GB // that = 492 (counting TP alone: 2e12 // 2,032,140,288 = 984).
+    d = concurrency(run_cli, tmp_path, "--pp", "2", "--kv-pool", "40GiB")
+    assert d["kv_bytes_per_request_per_gpu"] == 2_032_140_288
+    assert d["tiers"]["l2_requests"] == 492
+
+
+def test_preemption_host_dram_counts_the_pipeline_stages(run_cli, tmp_path):
+    # compare-preemption at TP 1 x PP 2, 21,000 tokens unrounded: 16 x 8 x 512 x 21,000 = 1,376,256,000 B per GPU,
+    # 2 shards on the node: 2,752,512,000 B; 2e12 // that = 726 (one shard: 1,453).
+    r = run_cli("compare-preemption", "-m", "llama-3.1-8b", "--gpu", write_hardware(tmp_path), "--tp", "1",
+                "--pp", "2", "--prompt", "1000", "--generated", "20000", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["swap_bytes_per_gpu"] == 1_376_256_000
+    assert d["host_bytes_per_node"] == 2_752_512_000
+    assert d["host_dram_requests_fit"] == 726

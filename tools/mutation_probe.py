@@ -13,7 +13,8 @@ The working tree is never written to: the tree is copied to a temporary director
 pytest runs there with the copy's root first on PYTHONPATH, so others may keep editing while it runs. With
 ``--rev REV`` the copy is the commit REV (``git archive``, which touches neither the index nor the working
 tree) plus the test files of the working tree's ``tests/`` that REV does not have: new tests against committed
-code while someone else is half-way through changing it.
+code while someone else is half-way through changing it. ``--worktree-tests`` takes every file of the working
+tree's ``tests/`` instead, so that edits to existing test files are tested against REV too.
 
 Usage::
 
@@ -22,6 +23,7 @@ Usage::
     python tools/mutation_probe.py -k sglang -j 4  # mutants whose name contains "sglang", 4 at a time
     python tools/mutation_probe.py --list          # names and status of the snippets, without running pytest
     python tools/mutation_probe.py --rev HEAD      # code as committed, plus your new test files
+    python tools/mutation_probe.py --rev HEAD --worktree-tests   # ... plus your edits to existing test files
 
 Standard library only. See docs/mutation-testing.md.
 """
@@ -80,15 +82,22 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglang-reserved-large", SGL, "12 + parallel_size / 2", "12 + parallel_size"),
     M("sglang-reserved-huge", SGL, "return 32", "return 31"),
     M("sglang-parallel-size-no-pp", SGL, "ps = par.tp * par.pp", "ps = par.tp"),
+    M("sglang-ignores-given-fraction", SGL, "if scenario.mem_fraction_static is not None:", "if False:"),
+    M("vllm-ignores-given-utilization", VLLM, "if scenario.gpu_memory_utilization is not None:", "if False:"),
     # --- SGLang page size and token pool ---------------------------------------------------------------------
     # (the pre-refactor rule "page = block if block > 16 else 1" is now the page table: 1 token, 64 for MLA)
-    M("sglang-page-ge16", SGL, "block_tokens_table = {FullAttention: 1,", "block_tokens_table = {FullAttention: 16,"),
-    M("sglang-page-always-block", SGL,
-      "block_tokens_table = {FullAttention: 1, SlidingWindowAttention: 1, MLA: 64, SparseIndexer: 1, GatedDeltaNet: 1",
-      "block_tokens_table = {FullAttention: 16, SlidingWindowAttention: 16, MLA: 64, SparseIndexer: 16, "
-      "GatedDeltaNet: 16"),
-    M("sglang-page-mla-1", SGL, "SlidingWindowAttention: 1, MLA: 64,", "SlidingWindowAttention: 1, MLA: 1,"),
-    M("sglang-page-swa-16", SGL, "SlidingWindowAttention: 1, MLA: 64,", "SlidingWindowAttention: 16, MLA: 64,"),
+    # (page_rule, per release and GPU, replaced the table for pages: its form is tried first, since the table's
+    # text is still there but no longer read for pages)
+    M("sglang-page-ge16", SGL, 'return 1, "attention: fa3 (Hopper) or flashinfer, page 1"',
+      'return 16, "attention: fa3 (Hopper) or flashinfer, page 1"',
+      (SGL, "block_tokens_table = {FullAttention: 1,", "block_tokens_table = {FullAttention: 16,")),
+    M("sglang-page-mla-1", SGL, 'return 64, "Blackwell, v0.5.4+: DeepSeek-architecture MLA defaults',
+      'return 1, "Blackwell, v0.5.4+: DeepSeek-architecture MLA defaults',
+      (SGL, "SlidingWindowAttention: 1, MLA: 64,", "SlidingWindowAttention: 1, MLA: 1,")),
+    M("sglang-page-dsa-1", SGL, 'return 64, "DeepSeek DSA/NSA (V3.2): page 64 x index_kpool"',
+      'return 1, "DeepSeek DSA/NSA (V3.2): page 64 x index_kpool"'),
+    # sglang-page-always-block and sglang-page-swa-16 dropped: page_rule gives every non-MLA kind the one
+    # attention page, so both are now sglang-page-ge16.
     M("sglang-pool-not-page-rounded", SGL, "tokens = tokens // page * page", "tokens = tokens"),
     M("sglang-cell-drops-swa", SGL, 'SlidingWindowAttention: "cell (swa pool)"',
       'SlidingWindowAttention: "mamba pool"'),
@@ -121,11 +130,16 @@ MUTANTS: tuple[Mutant, ...] = (
     M("growth-not-times-batch", CONC, "growth = batch * marginal", "growth = marginal"),
     M("evict-link-at-line-rate", COSTS, "bw = theo.value * eff.value * 1e9", "bw = theo.value * 1e9"),
     M("admitted-on-full-pool", CONC, "capacity.fit(pool, prompt_cost, shared)))",
-      "capacity.fit(pool, prompt_cost, 0)))"),
+      "capacity.fit(pool, prompt_cost, 0)))",
+      (CAP, "fit(pool_bytes, prompt_cost, shared_copy_bytes)))", "fit(pool_bytes, prompt_cost, 0)))")),
     M("admitted-after-one-step", CONC, "prompt_cost = capacity.request_bytes(s, s.prompt_tokens, block=block)",
-      "prompt_cost = capacity.request_bytes(s, s.prompt_tokens + 1, block=block)"),
+      "prompt_cost = capacity.request_bytes(s, s.prompt_tokens + 1, block=block)",
+      (CAP, "prompt_cost = request_bytes(scenario, scenario.prompt_tokens)",
+       "prompt_cost = request_bytes(scenario, scenario.prompt_tokens + 1)")),
     M("admitted-uncapped", CONC, "admitted = int(min(int(max_seqs.value), capacity.fit(pool, prompt_cost, shared)))",
-      "admitted = int(capacity.fit(pool, prompt_cost, shared))"),
+      "admitted = int(capacity.fit(pool, prompt_cost, shared))",
+      (CAP, "return int(min(int(max_seqs.value), fit(pool_bytes, prompt_cost, shared_copy_bytes)))",
+       "return int(fit(pool_bytes, prompt_cost, shared_copy_bytes))")),
     M("shared-prefix-copy-unrounded", CAP, "whole = (scenario.shared_prefix_tokens // block) * block",
       "whole = scenario.shared_prefix_tokens"),
     M("shared-prefix-copy-ceil", CAP, "whole = (scenario.shared_prefix_tokens // block) * block",
@@ -176,8 +190,13 @@ MUTANTS: tuple[Mutant, ...] = (
       "return -(-held // block_tokens)"),
     M("recompute-fn-no-tp", COSTS, "/ (mfu * peak_flops * tp)", "/ (mfu * peak_flops)"),
     M("recompute-fn-no-mfu", COSTS, "/ (mfu * peak_flops * tp)", "/ (peak_flops * tp)"),
-    M("recompute-no-tp", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (st.mfu * peak)"),
-    M("recompute-no-mfu", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (peak * tp)"),
+    # compare-preemption's recompute: F / (MFU x peak x TP); later priced by the step model's prefill_seconds
+    M("recompute-no-tp", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (st.mfu * peak)",
+      (COSTS, "linear = 2 * flops.matmul_params(model).value * n / tp",
+       "linear = 2 * flops.matmul_params(model).value * n")),
+    M("recompute-no-mfu", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (peak * tp)",
+      (PRE, "step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)",
+       "step = dataclasses.replace(step, prefill_flops_s=peak)")),
     M("sync-swap-one-direction", PRE, "exposed = directions * one_way", "exposed = one_way"),
     M("breakeven-overhead-ms", PRE, "- copies * st.copy_overhead_us * 1e-6", "- copies * st.copy_overhead_us * 1e-3"),
     # --- Scenario: deployment shape -------------------------------------------------------------------------
@@ -267,7 +286,7 @@ def locate(root: Path, m: Mutant) -> tuple[str, tuple[str, str, str] | None]:
     return ("ambiguous" if ambiguous else "stale"), None
 
 
-def make_copy(dest: Path, rev: str | None) -> None:
+def make_copy(dest: Path, rev: str | None, worktree_tests: bool = False) -> None:
     if rev is None:
         shutil.copytree(ROOT, dest, ignore=IGNORE, symlinks=True)
         return
@@ -277,7 +296,7 @@ def make_copy(dest: Path, rev: str | None) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     for test in sorted((ROOT / "tests").rglob("*")):   # test files REV does not have yet (new, uncommitted)
         rel = test.relative_to(ROOT)
-        if test.is_file() and "__pycache__" not in rel.parts and not (dest / rel).exists():
+        if test.is_file() and "__pycache__" not in rel.parts and (worktree_tests or not (dest / rel).exists()):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(test, dest / rel)
 
@@ -300,7 +319,7 @@ def run_pytest(copy: Path, timeout: float, pytest_args: list[str]) -> tuple[str,
 
 
 def probe(mutants: list[Mutant], jobs: int, timeout: float, pytest_args: list[str],
-          rev: str | None) -> tuple[list[tuple[Mutant, str, str, str]], bool]:
+          rev: str | None, worktree_tests: bool = False) -> tuple[list[tuple[Mutant, str, str, str]], bool]:
     """(mutant, status, file mutated, detail) per mutant, and whether the unmutated suite passed."""
     results: dict[str, tuple[str, str, str]] = {}
     runnable: list[tuple[Mutant, tuple[str, str, str]]] = []
@@ -308,7 +327,7 @@ def probe(mutants: list[Mutant], jobs: int, timeout: float, pytest_args: list[st
         copies = []
         for i in range(max(1, min(jobs, len(mutants) or 1))):
             dest = Path(tmp) / f"copy{i}"
-            make_copy(dest, rev)
+            make_copy(dest, rev, worktree_tests)
             copies.append(dest)
         for m in mutants:   # snippets are looked up in the copy: what is tested is what is mutated
             status, edit = locate(copies[0], m)
@@ -355,12 +374,12 @@ def probe(mutants: list[Mutant], jobs: int, timeout: float, pytest_args: list[st
     return [(m, *results[m.name]) for m in mutants], True
 
 
-def list_mutants(mutants: list[Mutant], rev: str | None) -> None:
+def list_mutants(mutants: list[Mutant], rev: str | None, worktree_tests: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="kvplan-mutants-") as tmp:
         root = ROOT
         if rev is not None:
             root = Path(tmp) / "copy"
-            make_copy(root, rev)
+            make_copy(root, rev, worktree_tests)
         for m in mutants:
             status, edit = locate(root, m)
             print(f"{status:9} {m.name:34} {edit[0] if edit else m.edits[0][0]}")
@@ -374,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run in parallel (one copy each)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per pytest run; a timeout kills")
     parser.add_argument("--rev", help="mutate this commit (plus test files it does not have yet)")
+    parser.add_argument("--worktree-tests", action="store_true",
+                        help="with --rev: every test file of the working tree's tests/, edited ones too")
     parser.add_argument("--list", action="store_true", help="list the mutants and whether their snippets are found")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- tests/test_size.py")
     args = parser.parse_args(argv)
@@ -385,12 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if args.strict else 0
     mutants = [m for m in MUTANTS if not args.select or any(s in m.name for s in args.select)]
     if args.list:
-        list_mutants(mutants, args.rev)
+        list_mutants(mutants, args.rev, args.worktree_tests)
         return 0
 
-    where = f"{ROOT} at {args.rev} (plus new test files)" if args.rev else str(ROOT)
+    where = (f"{ROOT} at {args.rev} (plus " + ("the working tree's tests" if args.worktree_tests else "new test files")
+             + ")") if args.rev else str(ROOT)
     print(f"{len(mutants)} mutant(s) of {where}, pytest run in a temporary copy")
-    rows, baseline_ok = probe(mutants, args.jobs, args.timeout, args.pytest_args, args.rev)
+    rows, baseline_ok = probe(mutants, args.jobs, args.timeout, args.pytest_args, args.rev, args.worktree_tests)
     counts: dict[str, int] = {}
     print()
     for m, status, path, _detail in rows:

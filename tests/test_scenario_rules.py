@@ -1,0 +1,190 @@
+"""The rules of ``kvplan.scenario.Scenario``, pinned by hand: the DP fill-in, the default TP, EP dividing
+TP x DP, the request-length limit, settings an engine does not honour, and the ``auto`` KV dtype.
+
+Each expected figure is worked out in the comment beside it from the rule as the Scenario docstring and the
+engines state it, never copied from kvplan's output. The CLI's ``--format json`` is the interface (README,
+"JSON contract"), plus one check that the Python API refuses what the CLI refuses. tools/mutation_probe.py
+names the mutants (``scenario-*``, ``kv-dtype-*``, ``*-honours-*``) these tests kill.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def ok(run_cli, *args: str) -> dict:
+    r = run_cli(*args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def refused(run_cli, *args: str) -> str:
+    """The one-line error of a refused command line (exit 2, no traceback)."""
+    r = run_cli(*args, "-f", "json")
+    assert r.code == 2, (r.code, r.out[-300:], r.err)
+    assert "Traceback" not in r.err
+    return r.err
+
+
+def model_toml(tmp_path, q_heads: int, kv_heads: int, name: str, weight_dtype: str = "bf16") -> str:
+    """A two-layer GQA model written here, so that the heads (which decide the TP it allows) are the test's."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'''type = "model"
+id = "{name}"
+name = "test model {name}"
+sources = ["hand-written test model"]
+num_layers = 2
+hidden_size = 256
+intermediate_size = 1024
+vocab_size = 1000
+weight_dtype = "{weight_dtype}"
+params_total = {{ value = 1e8, source = "test figure" }}
+
+[[groups]]
+name = "attention"
+layers = "all"
+kind = {{ kind = "full_attention", kv_heads = {kv_heads}, head_dim_k = 64, head_dim_v = 64, q_heads = {q_heads} }}
+''')
+    return str(path)
+
+
+# --- DP fill-in: dp = GPUs // (TP x PP) -------------------------------------------------------------------
+def test_dp_fills_the_gpus_left_by_tp_times_pp(run_cli):
+    # One 8-GPU H100 node, TP 2 x PP 2: 8 // (2 x 2) = 2 replicas, 2 x 2 x 2 = 8 GPUs (TP alone: 8 // 2 = 4,
+    # which would plan 16 GPUs on an 8-GPU node).
+    p = ok(run_cli, "size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "2", "--pp", "2")["parallelism"]
+    assert (p["tp"], p["pp"], p["dp"], p["gpus"], p["dp_filled"]) == (2, 2, 2, 8, True)
+
+
+def test_dp_fill_refuses_gpus_that_do_not_split(run_cli):
+    # 6 GPUs into TP 2 x PP 2 = 4-GPU replicas: 6 % 4 = 2 GPUs left over, refused (6 % 2 = 0 would pass if
+    # PP were forgotten).
+    err = refused(run_cli, "size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "6", "--tp", "2", "--pp", "2")
+    assert "do not split" in err
+
+
+def test_given_dp_must_fit_the_gpus(run_cli):
+    # TP 2 x PP 2 x DP 3 = 12 GPUs > 8 on one node: refused (TP x DP alone = 6 would fit). DP 2: exactly 8.
+    err = refused(run_cli, "size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "2", "--pp", "2", "--dp", "3")
+    assert "12 GPUs" in err
+    p = ok(run_cli, "size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "2", "--pp", "2", "--dp", "2")
+    assert p["parallelism"]["gpus"] == 8
+    assert p["parallelism"]["dp_filled"] is False
+
+
+# --- the TP default: the largest power of two <= GPUs per node (and <= --gpus) the model allows ----------
+@pytest.mark.parametrize("gpus, tp", [
+    ("4", 4),   # 4 planned GPUs on an 8-GPU node: min(8, 4) = 4 -> TP 4, DP 1 (a TP of 8 would not fit 4 GPUs)
+    ("2", 2),   # min(8, 2) = 2 -> TP 2
+])
+def test_default_tp_is_capped_by_the_planned_gpus(run_cli, gpus, tp):
+    # llama-3.1-8b: 8 KV heads, 32 query heads, so every power of two up to 8 is allowed.
+    p = ok(run_cli, "size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", gpus)["parallelism"]
+    assert (p["tp"], p["dp"], p["gpus"]) == (tp, 1, tp)
+
+
+@pytest.mark.parametrize("q_heads, kv_heads, tp, dp", [
+    # 4 query heads: TP 8 does not divide them (4 % 8 = 4); TP 4 does -> TP 4, DP 8 // 4 = 2.
+    (4, 2, 4, 2),
+    # 6 query heads: 6 % 8 = 6 and 6 % 4 = 2 refuse 8 and 4; TP 2 divides 6 and the 2 KV heads -> TP 2, DP 4.
+    # (Stopping after one halving failure would give TP 1, DP 8; skipping the model check would pick 8.)
+    (6, 2, 2, 4),
+])
+def test_default_tp_is_the_largest_power_of_two_the_model_allows(run_cli, tmp_path, q_heads, kv_heads, tp, dp):
+    m = model_toml(tmp_path, q_heads, kv_heads, f"gqa-q{q_heads}")
+    d = ok(run_cli, "size", "-m", m, "-g", "h100-sxm")
+    p = d["parallelism"]
+    assert (p["tp"], p["dp"], p["gpus"]) == (tp, dp, 8)
+    assert "the largest the model allows" in d["headline"]
+
+
+# --- EP must divide TP x DP ---------------------------------------------------------------------------------
+def test_ep_must_divide_tp_times_dp_not_the_pp_stages(run_cli):
+    # 4 GPUs as TP 2 x PP 2 x DP 1: TP x DP = 2. EP 4 does not divide 2 -> refused, though it divides
+    # TP x PP x DP = 4 (pipeline stages hold different layers, so they cannot share one layer's experts).
+    base = ("size", "-m", "qwen3-235b-a22b", "-g", "h100-sxm", "--gpus", "4", "--tp", "2", "--pp", "2")
+    err = refused(run_cli, *base, "--ep", "4")
+    assert "--ep 4 does not divide TP x DP = 2" in err
+    assert ok(run_cli, *base, "--ep", "2")["parallelism"]["ep"] == 2
+
+
+def test_ep_may_span_the_dp_ranks(run_cli):
+    # TP 2 x DP 4 = 8: EP 8 divides 8 (it does not divide TP = 2 alone, yet is the usual DP-attention + EP setup).
+    p = ok(run_cli, "size", "-m", "qwen3-235b-a22b", "-g", "h100-sxm", "--tp", "2", "--ep", "8")["parallelism"]
+    assert (p["tp"], p["dp"], p["ep"]) == (2, 4, 8)
+
+
+# --- the request-length limit: prompt + decode + speculative slots <= limit ---------------------------------
+def test_request_limit_counts_the_speculative_slots(run_cli):
+    base = ("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-pool", "1GiB",
+            "--max-model-len", "1000", "--prompt", "500")
+    # 500 + 499 + 1 slot = 1,000 = the limit: served.
+    assert ok(run_cli, *base, "--decode", "499", "--spec-tokens", "1")["context_tokens"] == 999
+    # 500 + 500 = 1,000 without slots: served.
+    assert ok(run_cli, *base, "--decode", "500")["context_tokens"] == 1000
+    # 500 + 500 + 1 slot = 1,001 > 1,000: refused (the engine would reject it).
+    err = refused(run_cli, *base, "--decode", "500", "--spec-tokens", "1")
+    assert "1,001 tokens" in err and "speculative" in err
+
+
+def test_request_limit_defaults_to_max_position_embeddings(run_cli):
+    # llama-3.1-8b: max_position_embeddings 131,072. 131,072 + 0 is served; 131,072 + 1 is refused.
+    base = ("size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--prompt", "131072")
+    assert ok(run_cli, *base, "--decode", "0")["context_tokens"] == 131_072
+    assert "max_position_embeddings" in refused(run_cli, *base, "--decode", "1")
+
+
+# --- settings an engine does not honour are refused ---------------------------------------------------------
+# SGLang has no vLLM-style --max-num-batched-tokens, --gpu-memory-utilization or --activation-reserve (its
+# headroom is 1 - mem_fraction_static); vLLM and the neutral count have no --mem-fraction-static.
+@pytest.mark.parametrize("engine, flag, value", [
+    ("sglang", "--max-num-batched-tokens", "4096"),
+    ("sglang", "--gpu-memory-utilization", "0.8"),
+    ("sglang", "--activation-reserve", "2GiB"),
+    ("vllm", "--mem-fraction-static", "0.8"),
+    ("neutral", "--mem-fraction-static", "0.8"),
+])
+def test_a_setting_the_engine_ignores_is_refused(run_cli, engine, flag, value):
+    err = refused(run_cli, "concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", engine,
+                  flag, value)
+    assert f"{flag} is not a setting of --engine {engine}" in err
+
+
+@pytest.mark.parametrize("engine, flag", [
+    ("sglang", "--mem-fraction-static"),
+    ("vllm", "--gpu-memory-utilization"),
+    ("neutral", "--gpu-memory-utilization"),
+])
+def test_a_setting_the_engine_honours_is_used(run_cli, engine, flag):
+    base = ("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", engine)
+    d = ok(run_cli, *base, flag, "0.5")
+    assert d["budget"]["utilization"] == 0.5
+    # Weights, activations and runtime reserve do not depend on the fraction, so the pool at 0.6 is larger by
+    # 0.1 x HBM (within a byte of rounding).
+    d6 = ok(run_cli, *base, flag, "0.6")
+    grown = d6["kv_pool_bytes_per_gpu"] - d["kv_pool_bytes_per_gpu"]
+    assert grown == pytest.approx(0.1 * d["budget"]["hbm_bytes"], abs=2)
+
+
+def test_the_python_api_refuses_what_the_cli_refuses():
+    import kvplan
+
+    with pytest.raises(kvplan.KvplanError, match="--max-num-batched-tokens is not a setting of --engine sglang"):
+        kvplan.Scenario(model=kvplan.load_model("llama-3.1-8b"), hardware=kvplan.load_hardware("h100-sxm"),
+                        tp=1, engine="sglang", max_num_batched_tokens=4096)
+
+
+# --- kv_dtype auto: the model's activation dtype (bf16 for the built-in presets) ----------------------------
+def test_auto_kv_dtype_is_bf16_for_a_builtin_preset_and_fp16_for_fp16_weights(run_cli, tmp_path):
+    d = ok(run_cli, "size", "-m", "llama-3.1-8b", "--tp", "1")
+    assert (d["kv_dtype"], d["kv_dtype_auto"]) == ("bf16", True)
+    # fp16 weights: the engines keep an fp16 KV cache (vLLM cache_dtype "auto" = the model dtype); same 2 B.
+    fp16 = model_toml(tmp_path, 4, 2, "gqa-fp16", weight_dtype="fp16")
+    d = ok(run_cli, "size", "-m", fp16, "--tp", "1")
+    assert (d["kv_dtype"], d["kv_dtype_auto"]) == ("fp16", True)
+    assert "fp16 KV (auto" in d["headline"]
+
+
+def test_auto_is_case_insensitive(run_cli):
+    d = ok(run_cli, "size", "-m", "llama-3.1-8b", "--tp", "1", "--kv-dtype", "AUTO")
+    assert (d["kv_dtype"], d["kv_dtype_auto"]) == ("bf16", True)
