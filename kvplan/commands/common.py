@@ -279,3 +279,72 @@ def check_output_options(fmt: str, units: str, brief: bool) -> str:
         raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
                           "drop --brief, or drop --format")
     return fmt
+
+
+# --- the shared options, spliced into each command's signature once ---------------------------------------------
+# (name, annotation, default) of the scenario options every command takes, in --help order.
+SCENARIO_OPTIONS = (
+    ("model", ModelOpt, None), ("hardware", HardwareOpt, "h200"), ("nodes", NodesOpt, "1"), ("gpus", GpusOpt, None),
+    ("tp", TpOpt, None), ("pp", PpOpt, "1"), ("dp", DpOpt, None), ("ep", EpOpt, None),
+    ("kv_dtype", KvDtypeOpt, "auto"), ("weight_dtype", WeightDtypeOpt, None), ("engine", EngineOpt, "neutral"),
+    ("prompt", PromptOpt, "1k"), ("decode", DecodeOpt, "30k"), ("mtp_layers", MtpLayersOpt, None),
+    ("max_model_len", MaxModelLenOpt, None), ("block_size", BlockSizeOpt, None),
+    ("host_link_gbs", HostLinkOpt, None),
+)
+MEMORY_OPTIONS = {
+    "gpu_memory_utilization": GpuMemUtilOpt, "mem_fraction_static": MemFractionOpt, "kv_pool": KvPoolOpt,
+    "max_num_batched_tokens": MaxBatchedOpt, "max_num_seqs": MaxSeqsOpt, "activation_reserve": ActivationOpt,
+    "runtime_reserve": RuntimeOpt,
+}
+OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("explain", ExplainOpt, False),
+                  ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
+
+
+def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool = True):
+    """Give a command the shared scenario, memory and output options, declared once here.
+
+    The command is written as ``def cmd(scenario_args: dict, output: dict, <its own options>)``: ``scenario_args``
+    holds the scenario and memory options as text (pass them to ``build_scenario``), ``output`` the output
+    options (``fmt, explain, units, brief, presets_dir``). ``decode`` replaces the --decode option with another
+    (name, annotation, default), e.g. compare-preemption's --generated; ``host_link`` False leaves it out."""
+    import functools
+    import inspect
+
+    shared = [o for o in SCENARIO_OPTIONS if host_link or o[0] != "host_link_gbs"]
+    if decode is not None:
+        shared = [decode if name == "decode" else (name, ann, dflt) for name, ann, dflt in shared]
+    shared += [(name, MEMORY_OPTIONS[name], None) for name in memory]
+
+    def wrap(func):
+        import typing
+
+        resolved = typing.get_type_hints(func, include_extras=True)   # the command module's own names
+        own = [p.replace(annotation=resolved[name]) for name, p in inspect.signature(func).parameters.items()
+               if name not in ("scenario_args", "output")]
+        hints = {name: ann for name, ann, _ in shared + list(OUTPUT_OPTIONS)}
+
+        def param(name, ann, default):
+            return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
+
+        params = ([param(*o) for o in shared] + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+                  + [param(*o) for o in OUTPUT_OPTIONS])
+
+        @functools.wraps(func)
+        def command(**kwargs):
+            scenario = {name: kwargs.pop(name) for name, _, _ in shared}
+            if decode is not None:
+                scenario["decode"] = scenario.pop(decode[0])
+                scenario["decode_flag"] = "--" + decode[0].replace("_", "-")
+            if not host_link:
+                scenario["host_link_gbs"] = None
+            output = {name: kwargs.pop(name) for name, _, _ in OUTPUT_OPTIONS}
+            scenario["presets_dir"] = output["presets_dir"]
+            return func(scenario_args=scenario, output=output, **kwargs)
+
+        own_hints = {p.name: p.annotation for p in own}
+        command.__signature__ = inspect.Signature(params)
+        command.__annotations__ = {**hints, **own_hints}
+        del command.__wrapped__   # typer must read the spliced signature, not the inner one
+        return command
+
+    return wrap

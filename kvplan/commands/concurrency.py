@@ -9,37 +9,8 @@ import typer
 
 from kvplan.commands.common import (
     DEFAULT_CONTEXTS_TEXT,
-    ActivationOpt,
-    BlockSizeOpt,
-    BriefOpt,
     ContextsOpt,
-    DecodeOpt,
-    DpOpt,
     DramOpt,
-    EngineOpt,
-    EpOpt,
-    ExplainOpt,
-    FormatOpt,
-    GpuMemUtilOpt,
-    GpusOpt,
-    HardwareOpt,
-    HostLinkOpt,
-    KvDtypeOpt,
-    KvPoolOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    MemFractionOpt,
-    ModelOpt,
-    MtpLayersOpt,
-    NodesOpt,
-    PpOpt,
-    PresetsDirOpt,
-    PromptOpt,
-    RuntimeOpt,
-    TpOpt,
-    UnitsOpt,
-    WeightDtypeOpt,
     build_scenario,
     check_output_options,
     emit,
@@ -47,41 +18,22 @@ from kvplan.commands.common import (
     parse_contexts,
     parse_list,
     parse_seconds,
+    scenario_command,
 )
 
 
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
+                          "max_num_seqs", "activation_reserve", "runtime_reserve"))
 def concurrency(
-    model: ModelOpt = None,
-    hardware: HardwareOpt = "h200",
-    nodes: NodesOpt = "1",
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = "1",
-    dp: DpOpt = None,
-    ep: EpOpt = None,
-    kv_dtype: KvDtypeOpt = "auto",
-    weight_dtype: WeightDtypeOpt = None,
-    engine: EngineOpt = "neutral",
-    prompt: PromptOpt = "1k",
-    decode: DecodeOpt = "30k",
-    mtp_layers: MtpLayersOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    block_size: BlockSizeOpt = None,
-    host_link_gbs: HostLinkOpt = None,
-    gpu_memory_utilization: GpuMemUtilOpt = None,
-    mem_fraction_static: MemFractionOpt = None,
-    kv_pool: KvPoolOpt = None,
-    max_num_batched_tokens: MaxBatchedOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    activation_reserve: ActivationOpt = None,
-    runtime_reserve: RuntimeOpt = None,
+    scenario_args: dict,
+    output: dict,
     dram: DramOpt = None,
     ssd: Annotated[str | None, typer.Option("--ssd", metavar="SIZE",
-                                               help="SSD per node given to KV (L3), e.g. 15TB.")] = None,
+                                            help="SSD per node given to KV (L3), e.g. 15TB.")] = None,
     batch: Annotated[str, typer.Option("--batch", metavar="N",
                                        help="Requests decoding together, for overflow timing (default 8).")] = "8",
-    tpot: Annotated[str | None, typer.Option("--tpot", metavar="TIME",
-                                                help="Time per output token, e.g. 50ms (default 50ms).")] = None,
+    tpot: Annotated[str | None, typer.Option("--tpot", metavar="TIME", help="Time per output token, e.g. 50ms "
+                                             "(default: each batch's decode step from the step model).")] = None,
     shared_prefix: Annotated[str | None, typer.Option(
         "--shared-prefix", metavar="TOKENS", help="System-prompt tokens shared by all requests (one pooled copy).")
     ] = None,
@@ -97,12 +49,7 @@ def concurrency(
         "--dtypes", metavar="LIST", help="KV dtypes for the table (default bf16,fp8, and nvfp4 on GPUs with FP4).")
     ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png",
-                                                 help="Write concurrency vs context to a PNG (matplotlib).")] = None,
-    units: UnitsOpt = "iec",
-    fmt: FormatOpt = "table",
-    explain: ExplainOpt = False,
-    brief: BriefOpt = False,
-    presets_dir: PresetsDirOpt = None,
+                                              help="Write concurrency vs context to a PNG (matplotlib).")] = None,
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
     from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
@@ -110,15 +57,9 @@ def concurrency(
     from kvplan.present.concurrency import present
     from kvplan.units import parse_size, parse_tokens
 
-    fmt = check_output_options(fmt, units, brief)
-    scenario = build_scenario(
-        model=model, hardware=hardware, nodes=nodes, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
-        weight_dtype=weight_dtype, engine=engine, prompt=prompt, decode=decode, mtp_layers=mtp_layers,
-        max_model_len=max_model_len, block_size=block_size, host_link_gbs=host_link_gbs, presets_dir=presets_dir,
-        gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static, kv_pool=kv_pool,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        activation_reserve=activation_reserve, runtime_reserve=runtime_reserve, shared_prefix=shared_prefix,
-        spec_tokens=spec_tokens, draft_model=draft_model, token_budget=token_budget)
+    fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    scenario = build_scenario(**scenario_args, shared_prefix=shared_prefix, spec_tokens=spec_tokens,
+                              draft_model=draft_model, token_budget=token_budget)
     options = ConcurrencyOptions(
         batch=parse_tokens(batch, "--batch"),
         tpot_seconds=optional(parse_seconds, tpot, "tpot"),
@@ -132,7 +73,7 @@ def concurrency(
         from kvplan.plot import write_chart_png
 
         write_chart_png(result.charts[0], plot)
-    emit(result, fmt, explain, units, brief)
+    emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
 def register(app: typer.Typer) -> None:

@@ -7,33 +7,7 @@ from typing import Annotated
 import typer
 
 from kvplan.commands.common import (
-    ActivationOpt,
-    BlockSizeOpt,
-    BriefOpt,
-    DpOpt,
     DramOpt,
-    EngineOpt,
-    EpOpt,
-    ExplainOpt,
-    FormatOpt,
-    GpuMemUtilOpt,
-    GpusOpt,
-    HardwareOpt,
-    HostLinkOpt,
-    KvDtypeOpt,
-    KvPoolOpt,
-    MaxModelLenOpt,
-    MemFractionOpt,
-    ModelOpt,
-    MtpLayersOpt,
-    NodesOpt,
-    PpOpt,
-    PresetsDirOpt,
-    PromptOpt,
-    RuntimeOpt,
-    TpOpt,
-    UnitsOpt,
-    WeightDtypeOpt,
     build_scenario,
     check_output_options,
     emit,
@@ -41,33 +15,19 @@ from kvplan.commands.common import (
     parse_float,
     parse_fraction,
     parse_list,
+    scenario_command,
 )
 
+GeneratedOpt = Annotated[str, typer.Option("--generated", "--decode", metavar="TOKENS",
+                                           help="Tokens generated before the preemption (default 20k).")]
 
+
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "activation_reserve",
+                          "runtime_reserve"),
+                  decode=("generated", GeneratedOpt, "20k"))
 def compare_preemption(
-    model: ModelOpt = None,
-    hardware: HardwareOpt = "h200",
-    nodes: NodesOpt = "1",
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = "1",
-    dp: DpOpt = None,
-    ep: EpOpt = None,
-    kv_dtype: KvDtypeOpt = "auto",
-    weight_dtype: WeightDtypeOpt = None,
-    engine: EngineOpt = "neutral",
-    prompt: PromptOpt = "1k",
-    generated: Annotated[str, typer.Option("--generated", "--decode", metavar="TOKENS",
-                                           help="Tokens generated before the preemption (default 20k).")] = "20k",
-    mtp_layers: MtpLayersOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    block_size: BlockSizeOpt = None,
-    host_link_gbs: HostLinkOpt = None,
-    gpu_memory_utilization: GpuMemUtilOpt = None,
-    mem_fraction_static: MemFractionOpt = None,
-    kv_pool: KvPoolOpt = None,
-    activation_reserve: ActivationOpt = None,
-    runtime_reserve: RuntimeOpt = None,
+    scenario_args: dict,
+    output: dict,
     dram: DramOpt = None,
     prefix_hit: Annotated[str, typer.Option(
         "--prefix-hit", metavar="TOKENS", help="Tokens recompute recovers from the prefix cache, in "
@@ -92,11 +52,6 @@ def compare_preemption(
                                                                 "instead of an asynchronous swap-out.")] = False,
     sweep: Annotated[str | None, typer.Option("--sweep", metavar="LIST", help="Generated-token counts to tabulate "
                                                  "(default 1k,2k,5k,10k,20k,50k,100k).")] = None,
-    units: UnitsOpt = "iec",
-    fmt: FormatOpt = "table",
-    explain: ExplainOpt = False,
-    brief: BriefOpt = False,
-    presets_dir: PresetsDirOpt = None,
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.costs import CostSettings
@@ -104,14 +59,8 @@ def compare_preemption(
     from kvplan.present.preemption import present
     from kvplan.units import parse_size, parse_tokens
 
-    fmt = check_output_options(fmt, units, brief)
-    scenario = build_scenario(
-        model=model, hardware=hardware, nodes=nodes, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
-        weight_dtype=weight_dtype, engine=engine, prompt=prompt, decode=generated, decode_flag="--generated",
-        mtp_layers=mtp_layers, max_model_len=max_model_len, block_size=block_size, host_link_gbs=host_link_gbs,
-        presets_dir=presets_dir, gpu_memory_utilization=gpu_memory_utilization,
-        mem_fraction_static=mem_fraction_static, kv_pool=kv_pool, activation_reserve=activation_reserve,
-        runtime_reserve=runtime_reserve)
+    fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    scenario = build_scenario(**scenario_args)
     given = {
         "mfu": optional(parse_fraction, mfu, "mfu"),
         "copy_overhead_us": optional(parse_float, copy_overhead_us, "--copy-overhead-us", "2.3"),
@@ -124,7 +73,7 @@ def compare_preemption(
         scenario, settings, prefix_hit_tokens=parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
         sweep=optional(parse_list, sweep, lambda g: parse_tokens(g, "--sweep"), "sweep") or DEFAULT_SWEEP,
         dram_bytes_per_node=optional(parse_size, dram, "--dram"))
-    emit(present(plan), fmt, explain, units, brief)
+    emit(present(plan), fmt, output["explain"], output["units"], output["brief"])
 
 
 def register(app: typer.Typer) -> None:

@@ -9,32 +9,6 @@ from typing import Annotated
 import typer
 
 from kvplan.commands.common import (
-    BlockSizeOpt,
-    BriefOpt,
-    DecodeOpt,
-    DpOpt,
-    EngineOpt,
-    EpOpt,
-    ExplainOpt,
-    FormatOpt,
-    GpuMemUtilOpt,
-    GpusOpt,
-    HardwareOpt,
-    HostLinkOpt,
-    KvDtypeOpt,
-    KvPoolOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    ModelOpt,
-    MtpLayersOpt,
-    NodesOpt,
-    PpOpt,
-    PresetsDirOpt,
-    PromptOpt,
-    TpOpt,
-    UnitsOpt,
-    WeightDtypeOpt,
     build_scenario,
     check_output_options,
     emit,
@@ -43,31 +17,14 @@ from kvplan.commands.common import (
     parse_float,
     parse_fraction,
     parse_list,
+    scenario_command,
 )
 
 
+@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
 def tpot(
-    model: ModelOpt = None,
-    hardware: HardwareOpt = "h200",
-    nodes: NodesOpt = "1",
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = "1",
-    dp: DpOpt = None,
-    ep: EpOpt = None,
-    kv_dtype: KvDtypeOpt = "auto",
-    weight_dtype: WeightDtypeOpt = None,
-    engine: EngineOpt = "neutral",
-    prompt: PromptOpt = "1k",
-    decode: DecodeOpt = "30k",
-    mtp_layers: MtpLayersOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    block_size: BlockSizeOpt = None,
-    host_link_gbs: HostLinkOpt = None,
-    gpu_memory_utilization: GpuMemUtilOpt = None,
-    kv_pool: KvPoolOpt = None,
-    max_num_batched_tokens: MaxBatchedOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
+    scenario_args: dict,
+    output: dict,
     batch: Annotated[str, typer.Option("--batch", metavar="N", help="Requests decoding together (default 8).")] = "8",
     shape: Annotated[str, typer.Option("--shape", metavar="SHAPE", help="steady (continuous batching: contexts "
                                        "spread over the decode; default) or cohort (all start together).")] = "steady",
@@ -103,11 +60,6 @@ def tpot(
                                 ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png",
                                               help="Write TPOT against context per batch to a PNG.")] = None,
-    units: UnitsOpt = "iec",
-    fmt: FormatOpt = "table",
-    explain: ExplainOpt = False,
-    brief: BriefOpt = False,
-    presets_dir: PresetsDirOpt = None,
 ) -> None:
     """TPOT over a growing decode (start, middle, end, mean), TTFT, tokens/s, and where the step's time goes."""
     from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
@@ -115,15 +67,10 @@ def tpot(
     from kvplan.present.tpot import present
     from kvplan.units import parse_tokens
 
-    fmt = check_output_options(fmt, units, brief)
+    fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     if save_calibration is not None and measured is None:
         raise KvplanError("--save-calibration needs --measured", "give the measured points to fit")
-    scenario = build_scenario(
-        model=model, hardware=hardware, nodes=nodes, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
-        weight_dtype=weight_dtype, engine=engine, prompt=prompt, decode=decode, mtp_layers=mtp_layers,
-        max_model_len=max_model_len, block_size=block_size, host_link_gbs=host_link_gbs, presets_dir=presets_dir,
-        gpu_memory_utilization=gpu_memory_utilization, kv_pool=kv_pool,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, draft_model=draft_model)
+    scenario = build_scenario(**scenario_args, draft_model=draft_model)
     factors = {
         "hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
         "mfu": optional(parse_fraction, mfu, "mfu"),
@@ -162,7 +109,7 @@ def tpot(
         from kvplan.present.tpot import chart
 
         write_chart_png(chart(plan), plot)
-    emit(result, fmt, explain, units, brief)
+    emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
 def _microseconds(text: str | None, flag: str) -> float | None:
