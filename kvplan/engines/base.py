@@ -80,6 +80,16 @@ def gpu_generation(hw: HardwareSpec | None) -> str | None:
 Release = tuple[int, int, int]
 
 
+def pinned(cls, cache: dict, version, oldest, newest, engine: str, label: str):
+    """The adapter of ``cls`` for one release within ``oldest`` .. ``newest`` (one instance per release)."""
+    if not oldest <= version <= newest:
+        raise KvplanError(f"{label} {release_text(version)} is outside the releases kvplan has rules for",
+                          f"give {engine}=={release_text(oldest)} .. {engine}=={release_text(newest)}")
+    if version not in cache:
+        cache[version] = cls(version, f"{engine}=={release_text(version)}")
+    return cache[version]
+
+
 def release_text(version: Release) -> str:
     """0.20.0 -> '0.20'; 0.10.1 -> '0.10.1'."""
     major, minor, patch = version

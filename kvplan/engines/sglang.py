@@ -19,6 +19,7 @@ from kvplan.engines.base import (
     EngineReport,
     Release,
     gpu_generation,
+    pinned,
     release_text,
     rule_span,
 )
@@ -289,12 +290,7 @@ _PINNED: dict[Release, SglangEngine] = {}
 
 def for_release(version: Release) -> SglangEngine:
     """The adapter for one SGLang release (docs/engine-rules-by-release.md covers v0.4.6 .. v0.5.23)."""
-    if not OLDEST <= version <= NEWEST:
-        raise KvplanError(f"SGLang {release_text(version)} is outside the releases kvplan has rules for",
-                          f"give sglang=={release_text(OLDEST)} .. sglang=={release_text(NEWEST)}")
-    if version not in _PINNED:
-        _PINNED[version] = SglangEngine(version, f"sglang=={release_text(version)}")
-    return _PINNED[version]
+    return pinned(SglangEngine, _PINNED, version, OLDEST, NEWEST, "sglang", "SGLang")
 
 
 def sglang_cell_size(model, dtype, par, engine: SglangEngine | None = None) -> int:

@@ -23,10 +23,10 @@ from kvplan.engines.base import (
     EngineReport,
     Release,
     gpu_generation,
+    pinned,
     release_text,
     rule_span,
 )
-from kvplan.errors import KvplanError
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
@@ -450,12 +450,7 @@ _PINNED: dict[Release, VllmEngine] = {}
 
 def for_release(version: Release) -> VllmEngine:
     """The adapter for one vLLM release (docs/engine-rules-by-release.md covers v0.7.3 .. v0.33.0)."""
-    if not OLDEST <= version <= NEWEST:
-        raise KvplanError(f"vLLM {release_text(version)} is outside the releases kvplan has rules for",
-                          f"give vllm=={release_text(OLDEST)} .. vllm=={release_text(NEWEST)}")
-    if version not in _PINNED:
-        _PINNED[version] = VllmEngine(version, f"vllm=={release_text(version)}")
-    return _PINNED[version]
+    return pinned(VllmEngine, _PINNED, version, OLDEST, NEWEST, "vllm", "vLLM")
 
 
 def vllm_config(model, dtype, par, pool_bytes, max_model_len, max_num_batched_tokens, block_size=None,
