@@ -33,7 +33,7 @@ _EXPORTS = {
     "host_tier": "kvplan.calc.capacity",
     "host_link_rate": "kvplan.calc.costs",
     "swap_seconds": "kvplan.calc.costs",
-    "recompute_seconds": "kvplan.calc.costs",
+    "step_model": "kvplan.calc.costs",
 }
 _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kvplan.present.concurrency",
                "present_preemption": "kvplan.present.preemption"}

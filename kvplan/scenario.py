@@ -253,8 +253,10 @@ class Scenario:
         return self.model.max_position_embeddings
 
     def over_limit(self, context: int) -> bool:
+        """Whether a request of ``context`` tokens (plus its speculative lookahead slots, as the length check
+        counts them) is longer than the engine serves."""
         limit = self.context_limit
-        return limit is not None and context > limit
+        return limit is not None and context + self.spec_tokens > limit
 
     def dtype_text(self) -> str:
         return f"{self.kv_dtype.value} KV" + (f" ({AUTO_DTYPE_NOTE})" if self.kv_dtype_auto else "")

@@ -188,3 +188,13 @@ def test_auto_kv_dtype_is_bf16_for_a_builtin_preset_and_fp16_for_fp16_weights(ru
 def test_auto_is_case_insensitive(run_cli):
     d = ok(run_cli, "size", "-m", "llama-3.1-8b", "--tp", "1", "--kv-dtype", "AUTO")
     assert (d["kv_dtype"], d["kv_dtype_auto"]) == ("bf16", True)
+
+
+def test_context_rows_past_the_limit_count_the_speculative_slots(run_cli):
+    # --max-model-len 8,192 with 8 lookahead slots: a row at 8,185 tokens needs 8,193 and is past the limit, as the
+    # request itself would be refused (8,185 + 8 > 8,192); a row at 8,184 needs exactly 8,192 and is not.
+    d = run_cli("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-pool", "10GiB",
+                "--max-model-len", "8192", "--spec-tokens", "8", "--prompt", "1000", "--decode", "1000",
+                "--contexts", "8184,8185", "-f", "json").json()
+    rows = {r["context_tokens"]: r["over_context_limit"] for r in d["by_context"]}
+    assert rows[8184] is False and rows[8185] is True

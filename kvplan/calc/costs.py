@@ -127,7 +127,8 @@ def compute_peak(hw: HardwareSpec, dtype: str) -> float:
 
 
 def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, peak_flops: float, tp: int) -> float:
-    """Re-prefill of tokens prefix..context on ``tp`` GPUs: F / (MFU x peak x TP)."""
+    """The compute floor of a re-prefill of tokens prefix..context on ``tp`` GPUs: F / (MFU x peak x TP). The price
+    the commands use is ``StepModel.prefill_seconds``, which adds each chunk's weight reads and fixed overhead."""
     return flops.prefill_flops(model, context, prefix) / (mfu * peak_flops * tp)
 
 
