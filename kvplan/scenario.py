@@ -185,7 +185,7 @@ class Scenario:
         tp = self.tp
         set_("tp_defaulted", tp is None)
         if tp is None:
-            tp = self._default_tp(sized, min(per_node, gpus))
+            tp = self._default_tp(sized, min(per_node, gpus), gpus // max(self.pp, 1) if self.dp is None else None)
         pp = self.pp
         sized.check_tp(tp)
         if pp > sized.num_layers:
@@ -201,12 +201,22 @@ class Scenario:
         else:
             dp = self.dp
             if tp * pp * dp > gpus:
-                raise KvplanError(f"TP x PP x DP = {tp * pp * dp} GPUs but {self.nodes} node(s) of {hw.id} "
+                need = tp * pp * dp
+                raise KvplanError(f"TP x PP x DP = {need} GPUs but {self.nodes} node(s) of {hw.id} "
                                   f"have {available}" + (f" and --gpus is {gpus}" if self.gpus else ""),
-                                  f"add --nodes {-(-(tp * pp * dp) // per_node)}, or lower --tp/--pp/--dp")
+                                  (f"raise --gpus to {need}" + (f" and --nodes to {-(-need // per_node)}"
+                                                                if need > available else "")
+                                   if self.gpus is not None and need <= MAX_DEGREE else
+                                   f"add --nodes {-(-need // per_node)}") + ", or lower --tp/--pp/--dp")
         if dp > MAX_DEGREE:
             raise KvplanError(f"the deployment would have {dp} DP replicas (over {MAX_DEGREE})",
                               "give fewer --nodes or a larger --tp")
+        if self.ep is not None and model.params_expert is None:
+            raise KvplanError(f"--ep {self.ep}: {model.id} has no routed experts to split",
+                              "drop --ep for a dense model")
+        if self.kv_dtype is KVDtype.NVFP4 and "fp4" not in hw.dense_tflops:
+            raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
+                              "use --kv-dtype fp8 on this GPU")
         if self.ep is not None and (tp * dp) % self.ep:
             raise KvplanError(f"--ep {self.ep} does not divide TP x DP = {tp * dp}",
                               "give an EP degree that divides the GPUs of the TP and DP ranks")
@@ -228,16 +238,20 @@ class Scenario:
                                   "SGLang's fraction is --mem-fraction-static")
 
     @staticmethod
-    def _default_tp(model: ModelSpec, cap: int) -> int:
+    def _default_tp(model: ModelSpec, cap: int, divides: int | None = None) -> int:
+        """The largest power of two <= cap that the model allows (and that divides ``divides``, the GPUs per
+        pipeline when DP is to be filled in)."""
         tp = 1
         while tp * 2 <= cap:
             tp *= 2
         while tp > 1:
             try:
                 model.check_tp(tp)
-                return tp
+                if divides is None or divides % tp == 0:
+                    return tp
             except KvplanError:
-                tp //= 2
+                pass
+            tp //= 2
         return 1
 
     @property

@@ -146,25 +146,28 @@ def test_l2_does_not_depend_on_the_hbm_pool(run_cli, tmp_path):
 
 def test_given_dram_and_ssd_are_per_node_split_over_its_gpus(run_cli, tmp_path):
     # --dram 1TB per node: 1e12 / 8 = 125e9 B per GPU; 1e12 // 4,064,280,576 = 246 requests per node;
-    # --ssd 8TB: 8e12 / 8 = 1e12 B per GPU -> 246 requests (246 x 4,064,280,576 = 999,813,021,696 <= 1e12).
+    # --ssd 8TB: 8e12 / 8 = 1e12 B per GPU; per node, as the DRAM tier: 8e12 // 4,064,280,576 = 1,968 requests
+    # (1,968 x 4,064,280,576 = 7,998,504,173,568 <= 8e12).
     d = concurrency(run_cli, tmp_path, "--kv-pool", "40GiB", "--dram", "1TB", "--ssd", "8TB")
     tiers = d["tiers"]
     assert tiers["l2_dram_bytes_per_gpu"] == 125_000_000_000
     assert tiers["l2_requests"] == 246
     assert tiers["l3_ssd_bytes_per_gpu"] == 1_000_000_000_000
-    assert tiers["l3_requests"] == 246
+    assert tiers["l3_requests"] == 1968
 
 
 # --- compare-preemption: host DRAM per node -----------------------------------------------------------------
 # A request at TP t parks t shards; min(t, 8) of them sit on one node's host DRAM (2,000 GB here).
-# The request: 1,000 prompt + 20,000 generated = 21,000 tokens (compare-preemption does not block-round).
+# The request: 1,000 prompt + 20,000 generated = 21,000 tokens; the swap bytes are not block-rounded, the host tier
+# holds the block-rounded request as concurrency sizes it: ceil(21,000 / 16) = 1,313 blocks = 21,008 tokens.
 @pytest.mark.parametrize("tp, shard, per_node, fit", [
     # TP 16: 8 // 16 -> 1 KV head per rank (replicated): 32 x 1 x 512 = 16,384 B/token; 21,000 x 16,384 =
-    # 344,064,000 B per GPU; 8 of its 16 shards per node: 2,752,512,000 B; 2e12 // that = 726 (all 16: 363).
-    (16, 344_064_000, 2_752_512_000, 726),
+    # 344,064,000 B swapped per GPU; 8 of its 16 shards per node: 8 x 16,384 x 21,008 = 2,753,560,576 B;
+    # 2e12 // that = 726 (all 16: 363).
+    (16, 344_064_000, 2_753_560_576, 726),
     # TP 2: 4 heads per rank: 32 x 4 x 512 = 65,536 B/token; 1,376,256,000 B per GPU; 2 shards per node:
-    # 2,752,512,000 B; 726 (counting 8 shards: 11,010,048,000 B and 181).
-    (2, 1_376_256_000, 2_752_512_000, 726),
+    # 2 x 65,536 x 21,008 = 2,753,560,576 B; 726 (counting 8 shards: 181).
+    (2, 1_376_256_000, 2_753_560_576, 726),
 ])
 def test_preemption_host_dram_counts_the_shards_on_one_node(run_cli, tmp_path, tp, shard, per_node, fit):
     nodes = str(-(-tp // 8))   # TP 16 spans two nodes of 8
@@ -238,12 +241,13 @@ def test_host_tier_counts_every_pipeline_stage_of_a_request(run_cli, tmp_path):
 
 
 def test_preemption_host_dram_counts_the_pipeline_stages(run_cli, tmp_path):
-    # compare-preemption at TP 1 x PP 2, 21,000 tokens unrounded: 16 x 8 x 512 x 21,000 = 1,376,256,000 B per GPU,
-    # 2 shards on the node: 2,752,512,000 B; 2e12 // that = 726 (one shard: 1,453).
+    # compare-preemption at TP 1 x PP 2, 21,000 tokens: 16 x 8 x 512 x 21,000 = 1,376,256,000 B swapped per GPU;
+    # the host tier, block-rounded (21,008 tokens): 2 shards x 16 x 8 x 512 x 21,008 = 2,753,560,576 B; 2e12 // that
+    # = 726 (one shard: 1,452).
     r = run_cli("compare-preemption", "-m", "llama-3.1-8b", "--gpu", write_hardware(tmp_path), "--tp", "1",
                 "--pp", "2", "--prompt", "1000", "--generated", "20000", "-f", "json")
     assert r.code == 0, r.err
     d = r.json()
     assert d["swap_bytes_per_gpu"] == 1_376_256_000
-    assert d["host_bytes_per_node"] == 2_752_512_000
+    assert d["host_bytes_per_node"] == 2_753_560_576
     assert d["host_dram_requests_fit"] == 726

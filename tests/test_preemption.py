@@ -62,7 +62,9 @@ def test_deepseek_r1_swap_bytes_are_the_whole_latent_at_any_tp(tp):
     data = run(tp=tp, prompt_tokens=1000, generated_tokens=20_000, kv_pool_bytes=40 * GIB)
     assert data["context_tokens"] == 21_000
     assert data["swap_bytes_per_gpu"] == 61 * 576 * 21_000 == 737_856_000
-    assert data["host_bytes_per_node"] == tp * 737_856_000     # one shard on each of the tp GPUs of the node
+    # the host tier holds the block-rounded request, as concurrency sizes it: ceil(21,000 / 64) = 329 blocks =
+    # 21,056 tokens x 35,136 B = 739,823,616 B, one shard on each of the tp GPUs of the node
+    assert data["host_bytes_per_node"] == tp * 739_823_616
 
 
 def test_weights_that_do_not_fit_are_refused():
@@ -123,8 +125,8 @@ def test_seed_case_numbers():
     assert data["cheaper"] == "swap" and data["crossover_context_tokens"] is None
     # Break-even: 737,856,000 / (0.83 x (0.381626 - 329 x 2.3e-6)) = 737,856,000 / 0.316122 = 2.3341 GB/s.
     assert data["breakeven_host_link_bytes_per_second"] == pytest.approx(2.3341e9, rel=1e-3)
-    # Host DRAM: 2,000 GB / (737,856,000 B x 8 GPUs) = 338.8 -> 338 requests.
-    assert data["host_dram_requests_fit"] == 338 and data["host_dram_fits"] is True
+    # Host DRAM: 2,000 GB / (739,823,616 B block-rounded x 8 GPUs) = 337.9 -> 337 requests (concurrency's count).
+    assert data["host_dram_requests_fit"] == 337 and data["host_dram_fits"] is True
     assert data["recommendation"].startswith("Swap first, recompute last")
 
 

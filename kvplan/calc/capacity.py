@@ -121,8 +121,8 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
     if par.dp > 1 and not par.ep and model.params_expert is not None and holds_one_request(with_ep):
         fix = f"split the routed experts over the {ep} GPUs: add --ep {ep}"
         raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp} DP={par.dp} "
-                          f"without expert parallelism: every replica holds all {b.weights.value / 1e9:,.1f} GB of "
-                          "weights", fix)
+                          f"without expert parallelism: each GPU holds {b.weights.value / 1e9:,.1f} GB of weights "
+                          "(every routed expert of its TP shard)", fix)
     best = budget_mod.smallest_fitting(model, hw, par, holds_one_request)
     if best is None:
         fix = "no TP x PP up to 64 x 32 fits with these reserves; quantize the weights or use a larger GPU"

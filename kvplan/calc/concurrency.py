@@ -246,8 +246,10 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     if options.ssd_bytes_per_node:
         ssd_gpu = options.ssd_bytes_per_node // per_node
         ssd = Bytes(ssd_gpu, derived("--ssd per node / GPUs per node", f"{options.ssd_bytes_per_node:,} // {per_node}"))
-        ssd_n = Count(ssd_gpu // max(per_req, 1), derived("floor(SSD per GPU / request bytes per GPU)",
-                                                          f"{ssd_gpu:,} // {per_req:,}"))
+        on_node = per_req * min(par.tp * par.pp, per_node)   # as the host tier: one shard per GPU on the node
+        ssd_n = Count(options.ssd_bytes_per_node // max(on_node, 1), derived(
+            "floor(SSD per node / request bytes on the node), as the host-DRAM tier",
+            f"{options.ssd_bytes_per_node:,} // {on_node:,}"))
     else:
         ssd, ssd_n = Bytes(None, default("no --ssd given")), Count(None, default("no --ssd given"))
     report = s.engine_adapter.report(s, model, par, pool, block)

@@ -282,6 +282,11 @@ class StepModel:
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
                 "comm": comm, "overhead": full(total, self.overhead_s), "total": total}
 
+    @property
+    def weight_read_seconds(self) -> float:
+        """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
+        return (self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each) / self.bw
+
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
@@ -294,11 +299,13 @@ class StepModel:
         while start < prompt_tokens:
             end = min(prompt_tokens, start + chunk)
             n = end - start
-            linear = 2 * flops.matmul_params(model).value * n / tp
+            # dense matmuls split over TP; the routed experts' over the EP group (each expert where it lives)
+            routed = self.moe_flops_per_token * tp / 2
+            ep = s.parallelism.ep or tp
+            linear = 2 * (flops.matmul_params(model).value - routed) * n / tp + 2 * routed * n / ep
             attention = flops.attention_flops(model, end, start) / tp
-            weights = self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each
             compute = (linear + attention) / self.prefill_flops_s
-            total += max(weights / self.bw, compute) + self.overhead_s
+            total += max(self.weight_read_seconds, compute) + self.overhead_s
             start = end
         return total
 

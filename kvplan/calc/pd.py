@@ -205,9 +205,20 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                               f"{instances * g}", f"give a multiple of {g} between {g} and {(instances - 1) * g}")
     m = _Model(s, o)
     p, d = s.prompt_tokens, s.decode_tokens
+    if p < 1 or d < 1:
+        raise KvplanError("pd compares serving requests with both a prompt and an output",
+                          "give --prompt and --decode of at least one token each")
+    if m.fit(p + d) < 1:
+        raise KvplanError(f"one request of {p + d:,} tokens does not fit in an instance's KV pool",
+                          "shorten --prompt/--decode, use a smaller --kv-dtype, or larger instances (--tp)")
     slo = o.tpot_slo
 
     col, plain, t_pf = m.colocated(p, d)
+    if col.batch == 0:
+        fastest = float(m.tpot_by_batch(p, d)[0]) + t_pf / d
+        raise KvplanError(f"no colocated batch meets the {o.tpot_slo * 1e3:g} ms TPOT SLO: even one request takes "
+                          f"{fastest * 1e3:,.1f} ms per token with its prefill",
+                          f"give --tpot-slo {math.ceil(fastest * 1e3 * 1.1)}ms or more")
     chunks = max(1, math.ceil(p / m.chunk)) if o.chunked else 1
     share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
     dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf

@@ -10,7 +10,8 @@ copy per block across all layers) or ``per-layer`` (old vLLM swap: one copy per 
 Swap-out is asynchronous, swap-in is on the request's critical path: exposed = swap-in (both directions with
 ``sync_swap``, vLLM V0).
 
-Recompute: F = 2 N_mm (S - h) + attention, timed as T = F / (MFU x dense peak x TP GPUs);
+Recompute: F = 2 N_mm (S - h) + attention, priced by the one prefill price (kvplan.calc.costs): in chunks of
+max_num_batched_tokens, each max(weight read, F_chunk / (MFU x dense peak x TP GPUs)) + the step's fixed overhead;
 batch_stall_gpu_seconds = T x TP (the GPU time the co-running batch loses on the request's GPUs).
 
 recompute_over_swap = T / exposed swap time; the crossover is the smallest context in the swept range where
@@ -145,8 +146,10 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
         Seconds(t_rc, derived(
             "the one prefill price: chunks of max_num_batched_tokens, each max(weights / (HBM x hbm), FLOPs / (MFU x "
             "dense peak of the compute dtype)) per GPU + the step's fixed overhead",
-            f"{f_all:.4g} FLOPs / (TP {tp} x {st.mfu:g} x {peak / 1e12:,g} TFLOP/s) in {chunks} chunk(s) of "
-            f"{chunk:,} + {chunks} x {step.overhead_s * 1e3:.3f} ms = {t_rc:.4g} s",
+            f"{f_all:.4g} FLOPs / (TP {tp} x {st.mfu:g} x {peak / 1e12:,g} TFLOP/s) = "
+            f"{f_all / (tp * st.mfu * peak) * 1e3:.3f} ms of compute in {chunks} chunk(s) of {chunk:,}, each at least "
+            f"the weight read {step.weight_read_seconds * 1e3:.3f} ms, + {chunks} x {step.overhead_s * 1e3:.3f} ms = "
+            f"{t_rc:.4g} s",
             costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu")),
         Seconds(t_rc * tp, derived("recompute seconds x TP GPUs (GPU-seconds)", f"{t_rc:.4g} x {tp}", STALL_SOURCE)),
         Ratio(ratio, derived("recompute seconds / exposed swap seconds", f"{t_rc:.4g} / {exposed:.4g} = {ratio:.4g}")),
@@ -197,7 +200,8 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
         f"{st.copy_overhead_us:g}e-6)) = {be / 1e9:.2f} GB/s" if be else
         "T_rc / directions <= n_copies x t_copy: recompute is cheaper at any link rate", FORMULA_SOURCE))
 
-    host = capacity.host_tier(s, nbytes, dram_bytes_per_node)
+    # the host tier sized as concurrency sizes it: the request's block-rounded bytes on each GPU
+    host = capacity.host_tier(s, capacity.request_bytes(s, context, block=block), dram_bytes_per_node)
     fits = None if host.bytes_per_node.value is None else host.request_bytes_on_node.value <= host.bytes_per_node.value
 
     default_block = int(s.engine_adapter.block_size(model).value)

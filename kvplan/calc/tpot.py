@@ -74,6 +74,8 @@ class SpecPlan:
     spec_tokens: Count
     accept_start: Number
     accept_end: Number
+    plain_start: Seconds
+    plain_end: Seconds
     tpot_start: Seconds
     tpot_end: Seconds
     tpot_mean: Seconds
@@ -170,6 +172,9 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     max_batch = Count(fit, derived("requests of prompt + decode tokens the KV pool of one replica holds",
                                    f"{fit} at {s.context_tokens:,} tokens"))
     notes = list(step.notes)
+    if fit < 1:
+        raise KvplanError(f"one request of {s.context_tokens:,} tokens does not fit in one replica's KV pool",
+                          "shorten --prompt/--decode, use a smaller --kv-dtype, or more GPUs per replica (--tp)")
     if b > fit:
         raise KvplanError(f"--batch {b} does not fit: one replica's KV pool holds {fit} requests of "
                           f"{s.context_tokens:,} tokens", f"give --batch {fit} or less, or a shorter request")
@@ -209,7 +214,8 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     chunks = max(1, math.ceil(p / int(mnbt.value)))
     ttft = Seconds(ttft_s, derived(
         "prefill in chunks of max_num_batched_tokens: per chunk max(weights / (HBM x hbm), FLOPs / (peak x "
-        "prefill_mfu)) + communication + overhead", f"{p:,} tokens in {chunks} chunk(s): {ttft_s * 1e3:.3f} ms"))
+        "prefill_mfu)) + the step's fixed overhead (prefill_mfu is end to end: no communication added)",
+        f"{p:,} tokens in {chunks} chunk(s): {ttft_s * 1e3:.3f} ms"))
 
     # The table: cohorts of B requests at context S, for every B the pool holds at S's context.
     contexts = tuple(sorted({c for c in o.contexts if s.context_limit is None or c <= s.context_limit}
@@ -218,8 +224,13 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     cb, cf = step.request_cache(np.asarray(contexts, dtype=float))
     bb = np.asarray(batches, dtype=float)[:, None]
     grid_t = step.step(bb, bb * cb[None, :], bb * cf[None, :])["total"]
-    table = tuple(tuple(Seconds(float(grid_t[i, j]), derived(
-        "decode step of B requests all at context S", f"B {batches[i]}, S {contexts[j]:,}"))
+    holds = [capacity.fit(pool, capacity.request_bytes(s, c), shared) for c in contexts]
+    table = tuple(tuple(
+        Seconds(float(grid_t[i, j]), derived("decode step of B requests all at context S",
+                                             f"B {batches[i]}, S {contexts[j]:,}"))
+        if batches[i] <= holds[j] else
+        Seconds(None, derived("B requests at context S do not fit in the pool",
+                              f"the pool holds {holds[j]} at {contexts[j]:,} tokens"))
         for j in range(len(contexts))) for i in range(len(batches)))
 
     spec = _speculative(s, o, step, factors) if o.spec_tokens else None
@@ -238,6 +249,9 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
 
     k = o.spec_tokens
     a0, slope = o.accept
+    if a0 > k + 1:
+        raise KvplanError(f"--accept {a0:g} is more than the {k + 1} tokens a verify step with {k} draft token(s) "
+                          "can accept", f"give --accept {k + 1} or less")
     p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
     ts = np.linspace(0, d, SAMPLES)
     ctx = p + ts
@@ -265,6 +279,10 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
         Count(k, given("--spec-tokens")),
         Number(float(accept[0]), derived("max(1, a0 - slope x S) at the start", f"{a0:g} - {slope:g} x {p:,}")),
         Number(float(accept[-1]), derived("the same at the end", f"{a0:g} - {slope:g} x {p + d:,}")),
+        Seconds(float(plain[0]), derived("plain decode step of the same batch at the start (cohort)",
+                                         f"{plain[0]:.6g} s")),
+        Seconds(float(plain[-1]), derived("plain decode step of the same batch at the end (cohort)",
+                                          f"{plain[-1]:.6g} s")),
         Seconds(float(eff[0]), derived("(verify step with k + 1 tokens + k draft steps) / accepted tokens",
                                        f"({verify[0]:.6g} + {draft[0]:.6g}) / {accept[0]:.4g}")),
         Seconds(float(eff[-1]), derived("the same at the end of the decode",

@@ -253,6 +253,8 @@ def parse_mtp_layers(text: str | None) -> int:
 def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
     from kvplan.output import render
 
+    if brief and explain:
+        raise KvplanError("--brief and --explain both given", "drop one: --brief prints the headline figures only")
     if brief and fmt not in ("table",):
         raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
                           "drop --brief, or drop --format")

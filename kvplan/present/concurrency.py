@@ -83,10 +83,10 @@ def present(plan: ConcurrencyPlan) -> Result:
                     for r in plan.grid), primary=True),
         Table("Tiers: where preempted or overflowing KV can go", ("tier", "capacity per GPU", "requests held",
                                                                   "note"), (
-            ("L1 HBM KV pool", b.kv_pool, plan.max_concurrency_per_replica, "from the budget above"),
+            ("L1 HBM KV pool", b.kv_pool, plan.max_concurrency_per_replica, "requests per replica"),
             ("L2 host DRAM", host.bytes_per_gpu, host.requests_per_node, "requests per node, " + host_note),
             ("L3 SSD", plan.ssd_bytes_per_gpu, plan.ssd_requests,
-             "--ssd per node / GPUs" if plan.ssd_bytes_per_gpu.value else "give --ssd SIZE per node"),
+             "requests per node (--ssd per node)" if plan.ssd_bytes_per_gpu.value else "give --ssd SIZE per node"),
         )),
     ]
     unsupported = [c.dtype.value for c in plan.grid[0].cells if c.requests.value is None] if plan.grid else []

@@ -66,7 +66,7 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                                "start", "end"), (
             ("accepted tokens per verify step", sp.accept_start, sp.accept_end),
             ("effective TPOT", sp.tpot_start, sp.tpot_end),
-            ("plain TPOT", plan.start.tpot, plan.end.tpot),
+            ("plain TPOT (the same batch, started together)", sp.plain_start, sp.plain_end),
         )))
         data["speculative"] = {"spec_tokens": sp.spec_tokens, "accept_start": sp.accept_start,
                                "accept_end": sp.accept_end, "tpot_seconds_start": sp.tpot_start,
@@ -106,5 +106,6 @@ def present(plan: TpotPlan, calibration=None) -> Result:
 def chart(plan: TpotPlan) -> Chart:
     """TPOT against context, one series per batch (for --plot)."""
     return Chart("TPOT by context", "context tokens", tuple(f"{c:,}" for c in plan.table_contexts),
-                 tuple((f"batch {b}", tuple(float(cell.value) * 1e3 for cell in row))
+                 tuple((f"batch {b}", tuple(float(cell.value) * 1e3 if cell.value is not None else float("nan")
+                                            for cell in row))
                        for b, row in zip(plan.table_batches, plan.table, strict=True)), "TPOT, ms", legend="batch")
