@@ -58,3 +58,14 @@ def test_prefill_heavy_work_disaggregates(run_cli):
 def test_one_instance_cannot_be_split(run_cli):
     r = run_cli("pd")
     assert r.code == 2 and "needs two" in r.err and "--nodes 2" in r.err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--nodes", "2", "--prompt", "0"), "both a prompt and an output"),
+    (("--nodes", "2", "--decode", "0"), "both a prompt and an output"),
+    # one request alone takes ~8.8 ms per token with its prefill on this node: a 5 ms SLO is out of reach
+    (("--nodes", "2", "--tpot-slo", "5ms"), "no colocated batch meets the 5 ms TPOT SLO"),
+])
+def test_pd_refuses_what_it_cannot_answer(run_cli, args, needle):
+    r = run_cli("pd", *args)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err

@@ -198,3 +198,21 @@ def test_context_rows_past_the_limit_count_the_speculative_slots(run_cli):
                 "--contexts", "8184,8185", "-f", "json").json()
     rows = {r["context_tokens"]: r["over_context_limit"] for r in d["by_context"]}
     assert rows[8184] is False and rows[8185] is True
+
+
+def test_default_tp_divides_the_gpus_given(run_cli):
+    # --gpus 6 on an 8-GPU node: the default TP is the largest power of two <= 6 that divides 6, i.e. 2 (4 would
+    # leave 6 / 4 replicas); DP fills in 3.
+    d = run_cli("size", "-m", "llama-3.1-8b", "--gpus", "6", "-f", "json").json()
+    assert (d["parallelism"]["tp"], d["parallelism"]["dp"]) == (2, 3)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("concurrency", "-m", "llama-3.1-70b", "--ep", "8"), "no routed experts"),
+    (("concurrency", "-g", "h20", "--kv-dtype", "nvfp4"), "nvfp4 KV needs FP4 tensor cores"),
+    (("concurrency", "--gpus", "6", "--tp", "8", "--dp", "1"), "raise --gpus to 8"),
+    (("size", "--brief", "--explain"), "--brief and --explain both given"),
+])
+def test_settings_that_cannot_apply_are_refused(run_cli, args, needle):
+    r = run_cli(*args)
+    assert r.code == 2 and needle in r.err, r.err

@@ -182,3 +182,21 @@ def test_accept_parsing():
         parse_accept("fast")
     with pytest.raises(KvplanError):
         parse_accept("0.5")
+
+
+def test_table_cells_the_pool_cannot_hold_are_empty(run_cli):
+    # DeepSeek-R1 fp8 at TP8 on H200: 45 requests of 31K tokens fit (the batch ceiling), but at 131,072 tokens a
+    # request takes 61 x 576 x 131,072 B = 4.6 GB per GPU and the 46.21 GiB pool holds 10: batch 16 and up is empty.
+    d = tpot_json(run_cli, "--kv-dtype", "fp8")
+    rows = {r["batch"]: r for r in d["table"]}
+    assert rows[8]["tpot_seconds_at_131072"] is not None
+    assert rows[16]["tpot_seconds_at_131072"] is None and rows[45]["tpot_seconds_at_131072"] is None
+    assert rows[45]["tpot_seconds_at_31000"] is not None
+
+
+def test_acceptance_cannot_exceed_the_verified_tokens(run_cli):
+    # k draft tokens verify at most k + 1 tokens per step
+    r = run_cli("tpot", "--mtp-layers", "1", "--spec-tokens", "2", "--accept", "3.5")
+    assert r.code == 2 and "give --accept 3 or less" in r.err
+    ok = run_cli("tpot", "--mtp-layers", "1", "--spec-tokens", "2", "--accept", "3", "-f", "json")
+    assert ok.code == 0, ok.err
