@@ -22,6 +22,7 @@ COMMANDS = {
     "compare-preemption": ("preemption", "Swap a preempted request, or recompute it?"),
     "tpot": ("tpot", "Time per output token over a long decode."),
     "pd": ("pd", "Does prefill/decode disaggregation pay?"),
+    "simulate": ("simulate", "Simulate a request stream through the KV pool."),
     "presets": ("presets", "List, show and template the presets."),
 }
 _built: dict = {}

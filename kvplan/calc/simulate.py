@@ -1,0 +1,629 @@
+"""``kvplan simulate``: a stream of reasoning requests through one replica's KV pool, event to event.
+
+The pieces are the other commands': the pool and per-request bytes from ``kvplan.calc.capacity`` (the pool is
+rounded down to whole blocks of one block of every layer), step times from the one decode-step model
+(``kvplan.calc.costs.step_model``), the prefill and re-prefill from its ``prefill_seconds`` in chunks of
+max_num_batched_tokens, swaps from ``costs.swap_seconds`` over ``costs.host_link_rate``, and the host-DRAM tier
+from ``capacity.host_tier``.
+
+The engine, one replica:
+
+* Admission (between steps): swapped-out requests first, oldest first (vLLM V0's scheduler resumes swapped
+  requests before it admits new ones), then the waiting queue in order (recompute-preempted requests at its
+  front, as vLLM V1 prepends them); a request is admitted while fewer than ``max_batch`` requests hold blocks
+  and the blocks its cache needs leave the watermark free (vLLM V0's BlockSpaceManager: watermark 0.01 of the
+  blocks); with nothing else holding blocks, the watermark is waived. No admission in the instant of a
+  preemption (vLLM V1 schedules no waiting request in a step that preempted).
+* A prefill (new prompt, or the re-prefill of a recomputed request's whole cache) runs alone: the batch's decode
+  stalls for it. The prefill produces the first output token.
+* A decode step: every running request reads its P + g cached tokens (g generated so far) and writes one, so its
+  cache grows by one token; a block is allocated when the cache crosses a block boundary. A request is done when
+  it has generated its output; its blocks are freed at once.
+* When the next step needs more blocks than are free, victims are preempted until it fits. ``recompute``: the
+  blocks are dropped; on resume the cache (P + g - 1 tokens) is re-prefilled. ``swap``: the cache is copied to
+  host DRAM over the host link; the step waits for the copy (the blocks are free only then); on resume, blocks
+  are reserved and the copy back runs while the others decode; the request rejoins the batch when it lands.
+  Each direction of the link is a FIFO queue priced at the bidirectional rate (transfers queue, never overlap
+  within a direction). ``swap-then-recompute`` swaps while the DRAM tier has room; ``swap`` assumes it always
+  has (and says when the peak went past the tier).
+* Victims: ``newest`` (vLLM V1 pops the most recently scheduled request), ``fewest-tokens`` (the fewest cached
+  tokens: vLLM RFC #54644's least-computed-first), ``longest-first-protected`` (the longer half of the batch by
+  context is protected; the newest of the rest goes).
+
+Speed: between events nothing changes but the contexts, each one token per step, so a run of k steps is summed
+in closed form: a request's cache bytes and attention FLOPs are affine in its context between the caps of its
+layer kinds (windows, top-k), the step is base(B) + max(bytes / BW, FLOPs / peak), and the sum of the max of two
+affine series splits at their crossing. A run ends at the next completion, cap crossing, arrival or swap-in
+landing (found by bisection on the closed-form sum), or the step that overfills the pool (bisection on the blocks
+the batch holds after k steps). ``reference=True`` runs the same engine one step at a time and prices each step
+with ``StepModel.step`` directly: the tests' check on the closed forms.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, costs
+from kvplan.calc.workload import Workload
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+
+POLICIES = ("swap", "recompute", "swap-then-recompute")
+VICTIMS = ("newest", "longest-first-protected", "fewest-tokens")
+DEFAULT_POLICY = "recompute"
+POLICY_SOURCE = ("vLLM V1 preempts by recompute only (docs.vllm.ai, configuration/optimization, 'Preemption'; "
+                 "vllm-project/vllm#18115)")
+DEFAULT_VICTIM = "newest"
+VICTIM_SOURCE = "vLLM V1 scheduler: without priorities the victim is self.running.pop(), the newest request"
+DEFAULT_WATERMARK = 0.01
+WATERMARK_SOURCE = ("vLLM V0 BlockSpaceManager(watermark=0.01): watermark_blocks = int(0.01 x num_gpu_blocks) kept "
+                    "free at admission (vllm/core/block_manager.py)")
+MAX_EVENTS = 20_000_000
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    policy: str = DEFAULT_POLICY
+    victim: str = DEFAULT_VICTIM
+    max_batch: int | None = None          # None: the engine's max_num_seqs
+    watermark: float = DEFAULT_WATERMARK
+    dram_bytes_per_node: int | None = None
+    reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise KvplanError(f"unknown preemption policy {self.policy!r}", "choose " + ", ".join(POLICIES))
+        if self.victim not in VICTIMS:
+            raise KvplanError(f"unknown victim rule {self.victim!r}", "choose " + ", ".join(VICTIMS))
+        if self.max_batch is not None and not 1 <= self.max_batch <= 1_000_000:
+            raise KvplanError(f"--max-batch {self.max_batch!r} is not in 1 .. 1,000,000", "give e.g. --max-batch 64")
+        if not 0 <= self.watermark < 0.5:
+            raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The replica's constants the run used (plain numbers; the presenter types them)."""
+
+    block_tokens: int
+    block_bytes: int            # one block of every layer on the most loaded GPU
+    pool_bytes: int
+    total_blocks: int
+    watermark_blocks: int
+    max_batch: int
+    max_batch_from_engine: bool
+    chunk_tokens: int           # max_num_batched_tokens
+    link_bytes_per_s: float
+    dram_bytes_per_gpu: int | None
+    base_step_s_at_1: float     # the step at batch 1 without cache reads (weights, comm, overhead)
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """Everything a run measured: per-request arrays (numpy) and totals."""
+
+    scenario: Scenario
+    options: SimOptions
+    workload: Workload
+    setup: Setup
+    prompts: object
+    outputs: object
+    arrival: object
+    admitted: object            # first admission (start of the first prefill)
+    first_token: object
+    finish: object
+    preemptions: object
+    swap_outs: object
+    swap_ins: object
+    recomputed: object          # tokens re-prefilled
+    peak_bytes: object          # per GPU, at the request's longest cache
+    simulated_seconds: float
+    swapped_out_bytes: int
+    swapped_in_bytes: int
+    decode_steps: int
+    events: int
+    peak_blocks_used: int
+    peak_dram_bytes: int
+    peak_running: int
+    prefill_seconds: float      # time the batch stalled for prefills and re-prefills
+    swap_stall_seconds: float   # time the batch waited for swap-outs
+
+
+def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
+    """blocks(c) = table[ceil(c / block)]: the blocks of one block-bytes each that ``request_bytes`` at the block
+    boundary k x block fills (a request's bytes are constant between boundaries: every layer rounds its tokens up
+    to whole blocks)."""
+    import numpy as np
+
+    kmax = -(-longest // block) + 2
+    table = np.empty(kmax + 1, dtype=np.int64)
+    for k in range(kmax + 1):
+        table[k] = -(-capacity.request_bytes(s, k * block) // block_bytes)
+    return table
+
+
+def _caps(s: Scenario):
+    """Contexts where some layer kind's decode reads or FLOPs stop growing linearly (windows, top-k)."""
+    import numpy as np
+
+    caps = set()
+    for g in s.sized_model.groups:
+        for cap in (g.kind.tokens_cap, g.kind.attended_keys_cap(), getattr(g.kind, "index_topk", None)):
+            if cap:
+                caps.add(int(cap))
+    return np.array(sorted(caps), dtype=np.int64)
+
+
+def _affine_max_sum(u0, u1, v0, v1, k):
+    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form."""
+
+    def lin(p0, p1, t0, t1):
+        n = t1 - t0
+        return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
+
+    d0, d1 = u0 - v0, u1 - v1
+    if d1 == 0:
+        return lin(u0, u1, 0, k) if d0 >= 0 else lin(v0, v1, 0, k)
+    cross = -d0 / d1
+    if d1 > 0:   # u wins from the crossing on
+        m = min(max(math.ceil(cross), 0), k)
+        return lin(v0, v1, 0, m) + lin(u0, u1, m, k)
+    m = min(max(math.floor(cross) + 1, 0), k)
+    return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
+
+
+def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimRun:
+    import numpy as np
+
+    o = options or SimOptions()
+    model, hw = s.sized_model, s.hardware
+    if s.spec_tokens or s.shared_prefix_tokens or s.token_budget:
+        raise KvplanError("simulate does not model speculative slots, shared prefixes or token budgets yet",
+                          "drop --spec-tokens / --shared-prefix / --token-budget")
+    pool = int(capacity.kv_pool(s).kv_pool_bytes)
+    block = int(capacity.block_tokens(s).value)
+    block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
+    if block_bytes <= 0:
+        raise KvplanError(f"{model.id} caches nothing per token", "simulate models a KV cache that grows")
+    total_blocks = pool // block_bytes
+    mnbt, mns = s.engine_adapter.batch_limits_for(s)
+    chunk = int(mnbt.value)
+    max_batch = o.max_batch or int(mns.value)
+    wm_blocks = int(o.watermark * total_blocks)
+    link = float(costs.host_link_rate(hw, s.host_link_gbs).value)
+    settings = costs.CostSettings()
+    sm = costs.step_model(s)
+
+    P = np.asarray(workload.prompts, dtype=np.int64)
+    L = np.asarray(workload.outputs, dtype=np.int64)
+    n = len(P)
+    longest_cache = int((P + L - 1).max())
+    table = _block_table(s, block, block_bytes, longest_cache + 1)
+    peak_blocks = table[-(-(P + L - 1) // block)]
+    if int(peak_blocks.max()) > total_blocks:
+        i = int(np.argmax(peak_blocks))
+        raise KvplanError(f"request {i + 1} ({int(P[i]):,} + {int(L[i]):,} tokens) needs {int(peak_blocks[i]):,} "
+                          f"KV blocks, more than the {total_blocks:,} the pool holds",
+                          "lower --max-len or the output lengths, or give the replica more GPUs")
+    host = capacity.host_tier(s, capacity.request_bytes(s, longest_cache), o.dram_bytes_per_node)
+    dram_cap = int(host.bytes_per_gpu.value) if host.bytes_per_gpu.value is not None else None
+    if o.policy == "swap-then-recompute" and dram_cap is None:
+        raise KvplanError(f"{hw.id} has no host_dram_gb in its preset, which swap-then-recompute needs",
+                          "give --dram SIZE per node")
+
+    def blocks_of(cache):
+        return table[-(-cache // block)]
+
+    caps = _caps(s)
+    bw, afs = sm.bw, sm.attention_flops_s
+    base_memo: dict[int, float] = {}
+
+    def base(b: int) -> float:
+        if b not in base_memo:
+            base_memo[b] = float(sm.step(b, 0, 0)["total"])
+        return base_memo[b]
+
+    prefill_memo: dict[int, float] = {}
+
+    def prefill(tokens: int) -> float:
+        if tokens not in prefill_memo:
+            prefill_memo[tokens] = sm.prefill_seconds(tokens, 0, chunk)
+        return prefill_memo[tokens]
+
+    def swap_cost(cache: int) -> tuple[int, float]:
+        nbytes = capacity.request_bytes(s, cache)
+        copies = costs.swap_copies(model, cache, block, settings.layout)
+        return nbytes, costs.swap_seconds(nbytes, copies, link, settings, shared_link=True)
+
+    # --- state ---------------------------------------------------------------------------------------------
+    g = np.zeros(n, dtype=np.int64)             # tokens generated so far
+    held = np.zeros(n, dtype=np.int64)          # blocks held in HBM
+    arrival = np.full(n, np.nan)
+    admitted = np.full(n, np.nan)
+    first_token = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    preemptions = np.zeros(n, dtype=np.int64)
+    swap_outs = np.zeros(n, dtype=np.int64)
+    swap_ins = np.zeros(n, dtype=np.int64)
+    recomputed = np.zeros(n, dtype=np.int64)
+    in_dram = np.zeros(n, dtype=np.int64)       # bytes per GPU parked in host DRAM
+    swap_ready = np.zeros(n)                    # when the swap-out copy has landed
+
+    now = 0.0
+    free = total_blocks
+    running: list[int] = []                     # in the order they (re)joined the batch: the last is the newest
+    waiting: deque[int] = deque()
+    swapped: deque[int] = deque()
+    landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
+    arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
+    if workload.arrivals is not None:
+        times = np.asarray(workload.arrivals, dtype=float)
+        arrivals = [(float(t), i) for i, t in enumerate(times)]   # already sorted: a valid heap
+        next_id = n
+    else:
+        users = min(int(workload.users), n)
+        arrivals = [(0.0, i) for i in range(users)]
+        next_id = users
+    out_free = in_free = 0.0
+    dram_used = peak_dram = 0
+    swapped_out_bytes = swapped_in_bytes = 0
+    done = 0
+    steps = events = 0
+    peak_used = peak_running = 0
+    stall_prefill = stall_swap = 0.0
+    no_admit = False                            # a preemption happened and no step has run since
+
+    def finished(i: int) -> None:
+        nonlocal free, done, next_id
+        finish[i] = now
+        free += int(held[i])
+        held[i] = 0
+        done += 1
+        if workload.arrivals is None and next_id < n:
+            t = now + workload.think_s
+            if workload.duration_s is None or t < workload.duration_s:
+                heapq.heappush(arrivals, (t, next_id))
+                next_id += 1
+
+    def holders() -> int:
+        return len(running) + len(landing)
+
+    def fits(need: int) -> bool:
+        if holders() == 0:
+            return need <= free
+        return free - need >= wm_blocks
+
+    def admit() -> None:
+        nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used
+        while swapped and holders() < max_batch:
+            i = swapped[0]
+            need = int(blocks_of(P[i] + g[i] - 1))
+            if not fits(need):
+                return            # swapped requests go first: nothing new while one waits
+            swapped.popleft()
+            held[i] = need
+            free -= need
+            nbytes, t = swap_cost(int(P[i] + g[i] - 1))
+            start = max(now, in_free, swap_ready[i])
+            in_free = start + t
+            heapq.heappush(landing, (in_free, i))
+            swap_ins[i] += 1
+            swapped_in_bytes += nbytes
+        if swapped:
+            return
+        while waiting and holders() < max_batch:
+            i = waiting[0]
+            cache = int(P[i] + max(g[i] - 1, 0))
+            need = int(blocks_of(cache))
+            if not fits(need):
+                return
+            waiting.popleft()
+            held[i] = need
+            free -= need
+            peak_used = max(peak_used, total_blocks - free)
+            if g[i] == 0:                                  # a new request: its prompt, and the first token
+                admitted[i] = now
+                t = prefill(int(P[i]))
+                now += t
+                g[i] = 1
+                first_token[i] = now
+            else:                                          # a recomputed one: its whole cache again
+                t = prefill(cache)
+                now += t
+                recomputed[i] += cache
+            stall_prefill += t
+            if g[i] >= L[i]:
+                finished(i)
+            else:
+                running.append(i)
+
+    def choose_victim(ctx_of) -> int:
+        if o.victim == "newest":
+            return len(running) - 1
+        ctx = [ctx_of(i) for i in running]
+        if o.victim == "fewest-tokens":
+            return min(range(len(running)), key=lambda j: (ctx[j], -j))
+        protected = set(sorted(range(len(running)), key=lambda j: (-ctx[j], j))[: len(running) // 2])
+        return max(j for j in range(len(running)) if j not in protected)
+
+    def need_next_step() -> int:
+        """Blocks the running batch needs beyond what it holds for its next step."""
+        if not running:
+            return 0
+        r = np.asarray(running, dtype=np.int64)
+        return int(blocks_of(P[r] + g[r]).sum() - held[r].sum())
+
+    def preempt(need_next) -> None:
+        """Victims out until the next step's blocks fit."""
+        nonlocal free, now, out_free, dram_used, peak_dram, swapped_out_bytes, stall_swap, no_admit
+        need = need_next()
+        wait_until = now
+        while need > free:
+            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
+            i = running.pop(j)
+            cache = int(P[i] + g[i] - 1)
+            preemptions[i] += 1
+            nbytes, t = swap_cost(cache)
+            swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
+            if swap:
+                start = max(now, out_free)
+                out_free = start + t
+                wait_until = max(wait_until, out_free)
+                swap_ready[i] = out_free
+                in_dram[i] = nbytes
+                dram_used += nbytes
+                peak_dram = max(peak_dram, dram_used)
+                swapped_out_bytes += nbytes
+                swap_outs[i] += 1
+                swapped.append(i)
+            else:
+                waiting.appendleft(i)
+            free += int(held[i])
+            held[i] = 0
+            need = need_next()
+        stall_swap += wait_until - now
+        now = wait_until
+        no_admit = True
+
+    while done < n:
+        events += 1
+        if events > MAX_EVENTS:
+            raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
+                              "lower the arrival rate or --max-batch, or enlarge the pool")
+        # events due now: arrivals join the queue, swap-ins that landed join the batch
+        while arrivals and arrivals[0][0] <= now:
+            t, i = heapq.heappop(arrivals)
+            arrival[i] = t
+            waiting.append(i)
+        while landing and landing[0][0] <= now:
+            _, i = heapq.heappop(landing)
+            dram_used -= int(in_dram[i])
+            in_dram[i] = 0
+            running.append(i)
+        if not no_admit:
+            before = now
+            admit()
+            if now > before:
+                continue          # prefills took time: take what arrived meanwhile first
+        peak_running = max(peak_running, len(running))
+        if not running and no_admit:
+            no_admit = False
+            continue
+        if not running:
+            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            if not upcoming:
+                if done < n and (waiting or swapped):
+                    no_admit = False
+                    continue
+                break
+            now = max(now, min(upcoming))
+            no_admit = False
+            continue
+        ids = np.asarray(running, dtype=np.int64)
+        x = P[ids] + g[ids]                       # what the next step reads; the cache after it
+        hb = held[ids]
+        held_sum = int(hb.sum())
+
+        def need_after(k: int, x=x, held_sum=held_sum) -> int:
+            return int(blocks_of(x + (k - 1)).sum()) - held_sum
+
+        if need_after(1) > free:
+            preempt(need_next_step)
+            continue
+        k = int((L[ids] - g[ids]).min())          # steps until the first completion
+        if caps.size:
+            nxt = np.searchsorted(caps, x, side="right")
+            within = nxt < caps.size
+            if within.any():
+                k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
+        if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
+            k = 1
+        if need_after(k) > free:                  # the step that overfills the pool ends the run
+            lo, hi = 1, k                          # need_after(lo) <= free < need_after(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if need_after(mid) > free:
+                    hi = mid
+                else:
+                    lo = mid
+            k = lo
+        b = len(running)
+        if o.reference:
+            cb, cf = sm.request_cache(x.astype(float))
+            run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
+        else:
+            cb0, cf0 = sm.request_cache(x.astype(float))
+            cb1, cf1 = sm.request_cache((x + 1).astype(float))
+            u0, v0 = float(np.sum(cb0)) / bw, float(np.sum(cf0)) / afs
+            u1, v1 = float(np.sum(cb1)) / bw - u0, float(np.sum(cf1)) / afs - v0
+            step0 = base(b)
+
+            def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
+                return m * c[0] + _affine_max_sum(c[1], c[2], c[3], c[4], m)
+
+            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            run_time = elapsed(k)
+            if upcoming and now + run_time > min(upcoming):   # stop at the step during which the event falls
+                target = min(upcoming) - now
+                lo, hi = 0, k                                  # elapsed(lo) < target <= elapsed(hi)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if elapsed(mid) >= target:
+                        hi = mid
+                    else:
+                        lo = mid
+                k = hi
+                run_time = elapsed(k)
+        now += run_time
+        steps += k
+        g[ids] += k
+        new_held = blocks_of(P[ids] + g[ids] - 1)
+        free -= int(new_held.sum()) - held_sum
+        held[ids] = new_held
+        peak_used = max(peak_used, total_blocks - free)
+        no_admit = False
+        for i in [int(i) for i in ids if g[i] >= L[i]]:
+            running.remove(i)
+            finished(i)
+
+    setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
+                  dram_cap, base(1))
+    longest, where = np.unique(P + L - 1, return_inverse=True)
+    peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
+    return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
+                  swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
+                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap)
+
+
+# === the metrics, as typed values =================================================================================
+@dataclass(frozen=True)
+class SimPlan:
+    run: SimRun
+    metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units
+    setup: dict                 # the replica's constants as typed values
+    per_request: tuple          # rows of typed values
+    notes: tuple[str, ...]
+
+
+def _pct(values, q: float) -> float | None:
+    import numpy as np
+
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimPlan:
+    from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
+
+    o = options or SimOptions()
+    r = simulate(s, workload, o)
+    u = r.setup
+    n = len(r.prompts)
+    gen = int(r.outputs.sum())
+    T = r.simulated_seconds
+    ttft = r.first_token - r.arrival
+    queue = r.admitted - r.arrival
+    multi = r.outputs > 1
+    tpot = (r.finish[multi] - r.first_token[multi]) / (r.outputs[multi] - 1)
+    recomputed = int(r.recomputed.sum())
+    preempted = int((r.preemptions > 0).sum())
+    so, si = int(r.swap_outs.sum()), int(r.swap_ins.sum())
+
+    def pct(name: str, values, q: float, cls, what: str):
+        v = _pct(values, q)
+        return cls(v, derived(f"p{q:g} of {what} over {len(values):,} requests (numpy linear interpolation)",
+                              f"{name} = {v:.6g}" if v is not None else "no requests"))
+
+    def ratio(cls, num, den, formula: str, names: str):
+        v = num / den if den else None
+        return cls(v, derived(formula, f"{names}: {num:,.6g} / {den:,.6g}" + (f" = {v:.6g}" if v is not None else "")))
+
+    m = {
+        "requests_finished": Count(n, derived("requests that finished (every request runs to the end)", f"{n:,}")),
+        "generated_tokens": Tokens(gen, derived("sum of the output lengths", f"{gen:,} tokens")),
+        "simulated_seconds": Seconds(T, derived("time of the last completion (the first arrival at 0 s or later)",
+                                                f"{T:.6g} s")),
+        "peak_kv_bytes_per_request_p50": pct("p50", r.peak_bytes, 50, Bytes, "request_bytes at each request's "
+                                             "longest cache (prompt + output - 1 tokens, block-rounded, per GPU)"),
+        "peak_kv_bytes_per_request_p99": pct("p99", r.peak_bytes, 99, Bytes, "the same"),
+        "peak_kv_bytes_per_request_max": Bytes(int(r.peak_bytes.max()), derived(
+            "largest request_bytes at a request's longest cache", f"{int(r.peak_bytes.max()):,} B")),
+        "preemptions": Count(int(r.preemptions.sum()), derived("sum of preemptions", f"{int(r.preemptions.sum()):,}")),
+        "preempted_share": ratio(Fraction, preempted, n, "requests preempted at least once / requests",
+                                 "preempted / requests"),
+        "swap_out_count": Count(so, derived("sum of swap-outs", f"{so:,}")),
+        "swap_in_count": Count(si, derived("sum of swap-ins", f"{si:,}")),
+        "swapped_bytes": Bytes(r.swapped_out_bytes, derived("bytes per GPU copied out to host DRAM",
+                                                            f"{r.swapped_out_bytes:,} B")),
+        "swap_out_per_request": ratio(Number, so, n, "swap-outs / requests", "swap-outs / requests"),
+        "swap_in_per_request": ratio(Number, si, n, "swap-ins / requests", "swap-ins / requests"),
+        "swap_out_per_second": ratio(Number, so, T, "swap-outs / simulated seconds", "swap-outs / s"),
+        "swap_in_per_second": ratio(Number, si, T, "swap-ins / simulated seconds", "swap-ins / s"),
+        "swap_out_per_minute": ratio(Number, 60 * so, T, "60 x swap-outs / simulated seconds", "60 x swap-outs / s"),
+        "recomputed_tokens": Tokens(recomputed, derived("sum over recomputes of the cache re-prefilled "
+                                                        "(prompt + generated - 1 tokens)", f"{recomputed:,} tokens")),
+        "recompute_rate": ratio(Fraction, recomputed, gen, "recomputed tokens / generated tokens",
+                                "recomputed / generated"),
+        "tpot_seconds_p50": pct("p50", tpot, 50, Seconds, "TPOT = (finish - first token) / (output - 1)"),
+        "tpot_seconds_p99": pct("p99", tpot, 99, Seconds, "TPOT"),
+        "tpot_seconds_mean": Seconds(float(tpot.mean()) if len(tpot) else None, derived(
+            "mean of the per-request TPOT", f"{float(tpot.mean()):.6g} s" if len(tpot) else "no requests")),
+        "ttft_seconds_p50": pct("p50", ttft, 50, Seconds, "TTFT = first token - arrival (queueing + prefill)"),
+        "ttft_seconds_p99": pct("p99", ttft, 99, Seconds, "TTFT"),
+        "queue_seconds_p50": pct("p50", queue, 50, Seconds, "queueing delay = first admission - arrival"),
+        "queue_seconds_p99": pct("p99", queue, 99, Seconds, "queueing delay"),
+        "throughput_tokens_per_second": ratio(Number, gen, T, "generated tokens / simulated seconds",
+                                              "tokens / s"),
+        "throughput_requests_per_second": ratio(Number, n, T, "requests / simulated seconds", "requests / s"),
+        "peak_running_requests": Count(r.peak_running, derived("most requests decoding in one step",
+                                                               f"{r.peak_running:,}")),
+        "peak_kv_blocks_used": Count(r.peak_blocks_used, derived("most blocks held at once (running, landing)",
+                                                                 f"{r.peak_blocks_used:,} of {u.total_blocks:,}")),
+        "peak_dram_bytes_per_gpu": Bytes(r.peak_dram_bytes, derived("most bytes per GPU parked in host DRAM at once",
+                                                              f"{r.peak_dram_bytes:,} B")),
+        "prefill_stall_seconds": Seconds(r.prefill_seconds, derived(
+            "time the batch stood still for prefills and re-prefills", f"{r.prefill_seconds:.6g} s")),
+        "swap_stall_seconds": Seconds(r.swap_stall_seconds, derived(
+            "time the batch waited for swap-out copies", f"{r.swap_stall_seconds:.6g} s")),
+        "decode_steps": Count(r.decode_steps, derived("decode steps simulated", f"{r.decode_steps:,}")),
+        "events": Count(r.events, derived("scheduler events (runs of steps between them are summed in closed form)",
+                                          f"{r.events:,}")),
+    }
+    setup = {
+        "block_tokens": Tokens(u.block_tokens, default("the engine's block size for the model's layer kinds")),
+        "block_bytes": Bytes(u.block_bytes, derived("request_bytes(block) - request_bytes(0): one block of every "
+                                                    "layer on the most loaded GPU", f"{u.block_bytes:,} B")),
+        "kv_pool_bytes": capacity.kv_pool(s).kv_pool,
+        "kv_blocks": Count(u.total_blocks, derived("floor(pool / block bytes)",
+                                                   f"{u.pool_bytes:,} // {u.block_bytes:,} = {u.total_blocks:,}")),
+        "watermark_blocks": Count(u.watermark_blocks, derived(
+            "int(watermark x blocks)", f"int({o.watermark:g} x {u.total_blocks:,}) = {u.watermark_blocks:,}",
+            WATERMARK_SOURCE)),
+        "max_batch": Count(u.max_batch, default("the engine's max_num_seqs") if u.max_batch_from_engine
+                           else given("--max-batch")),
+        "max_num_batched_tokens": Tokens(u.chunk_tokens, default("the engine's max_num_batched_tokens "
+                                                                 "(the prefill chunk)")),
+        "host_link_bytes_per_second": costs.host_link_rate(s.hardware, s.host_link_gbs),
+        "dram_bytes_per_gpu": Bytes(u.dram_bytes_per_gpu, derived(
+            "host DRAM per node / GPUs per node (capacity.host_tier)", f"{u.dram_bytes_per_gpu:,} B"
+            if u.dram_bytes_per_gpu is not None else "unknown")),
+        "step_seconds_batch_1_no_cache": Seconds(u.base_step_s_at_1, derived(
+            "the decode-step model at batch 1 with no cache reads (weights, communication, overhead)",
+            f"{u.base_step_s_at_1:.6g} s")),
+    }
+    src = derived("simulated", "per request")
+    rows = []
+    for i in range(n):
+        t = (float(r.finish[i] - r.first_token[i]) / (int(r.outputs[i]) - 1)) if r.outputs[i] > 1 else None
+        rows.append((Count(i + 1, src), Seconds(float(r.arrival[i]), src), Tokens(int(r.prompts[i]), src),
+                     Tokens(int(r.outputs[i]), src), Seconds(float(ttft[i]), src), Seconds(t, src),
+                     Seconds(float(queue[i]), src), Count(int(r.preemptions[i]), src),
+                     Count(int(r.swap_outs[i]), src), Tokens(int(r.recomputed[i]), src),
+                     Bytes(int(r.peak_bytes[i]), src), Seconds(float(r.finish[i]), src)))
+    notes = []
+    if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
+        notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 1e9:,.1f} GB per GPU, past the host tier's "
+                     f"{u.dram_bytes_per_gpu / 1e9:,.1f} GB: --policy swap-then-recompute respects the tier.")
+    return SimPlan(r, m, setup, tuple(rows), tuple(notes))

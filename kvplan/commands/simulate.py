@@ -1,0 +1,114 @@
+"""`kvplan simulate`: a stream of reasoning requests through one replica's KV pool, event to event, and the
+workload document's key metrics (peak KV per request, swap frequency, recomputation rate, TPOT)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.commands.common import DramOpt, build_scenario, check_output_options, emit, parse_float, scenario_command
+
+DEFAULT_USERS = 8
+DEFAULT_REQUESTS = 1000
+
+
+@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
+def simulate(
+    scenario_args: dict,
+    output: dict,
+    rate: Annotated[str | None, typer.Option("--rate", metavar="R", help="Poisson arrivals, requests/s.")] = None,
+    users: Annotated[str | None, typer.Option("--users", metavar="N", help="A closed loop of N users (default 8 "
+                                              "when neither --rate nor a timed --trace is given).")] = None,
+    think: Annotated[str, typer.Option("--think", metavar="SECONDS", help="Closed loop: a user's pause between "
+                                       "a finish and its next request (default 0).")] = "0",
+    duration: Annotated[str | None, typer.Option("--duration", metavar="SECONDS", help="Submit no request at or "
+                                                 "after this time (the run drains what was submitted).")] = None,
+    requests: Annotated[str | None, typer.Option("--requests", metavar="N", help="Requests (default 1,000; with "
+                                                 "--trace, its rows).")] = None,
+    prompt_dist: Annotated[str | None, typer.Option(
+        "--prompt-dist", "--prompt-len", metavar="DIST", help="fixed:N, uniform:A,B, lognormal:mean=M,p99=Q or "
+        "lognormal:p50=M,p99=Q (default fixed at --prompt).")] = None,
+    output_dist: Annotated[str | None, typer.Option(
+        "--output-dist", "--output-len", metavar="DIST", help="The same for outputs (default fixed at --decode).")
+    ] = None,
+    max_len: Annotated[str | None, typer.Option("--max-len", metavar="TOKENS", help="Cap on prompt + output "
+                                                "(default --max-model-len, else the model's limit).")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", metavar="ID|FILE", help="A workload preset: "
+                                                 "r1-production, long-cot-bench, or a .toml.")] = None,
+    trace: Annotated[Path | None, typer.Option("--trace", metavar="FILE", help="CSV or JSON lines of prompt_tokens,"
+                                               "output_tokens[,arrival_s].")] = None,
+    max_batch: Annotated[str | None, typer.Option("--max-batch", metavar="N", help="Most requests holding blocks "
+                                                  "(default: the engine's max_num_seqs).")] = None,
+    policy: Annotated[str, typer.Option("--policy", metavar="POLICY", help="swap, recompute (default: vLLM V1's "
+                                        "only mode) or swap-then-recompute.")] = "recompute",
+    victim: Annotated[str, typer.Option("--victim", metavar="RULE", help="newest (vLLM's), "
+                                        "longest-first-protected or fewest-tokens.")] = "newest",
+    seed: Annotated[str, typer.Option("--seed", metavar="N", help="Random seed (default 0).")] = "0",
+    dram: DramOpt = None,
+) -> None:
+    """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
+    from kvplan.calc import workload as wl
+    from kvplan.calc.simulate import SimOptions, plan_simulate
+    from kvplan.errors import KvplanError
+    from kvplan.present.simulate import present, typed_inputs
+    from kvplan.units import parse_size, parse_tokens
+
+    fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    scenario = build_scenario(**scenario_args)
+    if rate is not None and users is not None:
+        raise KvplanError("--rate and --users are two ways to make arrivals", "give one of them")
+    if workload is not None and (prompt_dist or output_dist):
+        raise KvplanError("--workload sets the length distributions", "drop --prompt-dist / --output-dist, or "
+                                                                      "--workload")
+    rate_v = parse_float(rate, "--rate", "0.5") if rate is not None else None
+    users_v = parse_tokens(users, "--users") if users is not None else None
+    think_v = _seconds(think, "--think", allow_zero=True)
+    duration_v = _seconds(duration, "--duration") if duration is not None else None
+    seed_v = parse_tokens(seed, "--seed", allow_zero=True)
+    tr = wl.read_trace(trace) if trace is not None else None
+    timed_trace = tr is not None and tr.arrivals is not None
+    if rate_v is None and users_v is None and not timed_trace:
+        users_v = DEFAULT_USERS
+    n = parse_tokens(requests, "--requests") if requests is not None else (
+        len(tr.prompts) if tr is not None else DEFAULT_REQUESTS)
+    limit = scenario.context_limit
+    cap = parse_tokens(max_len, "--max-len") if max_len is not None else (limit or wl.MAX_TOKENS)
+    if limit is not None and cap > limit:
+        raise KvplanError(f"--max-len {cap:,} is above the engine's limit of {limit:,} tokens",
+                          "raise --max-model-len, or lower --max-len")
+    sources: tuple[str, ...] = ()
+    pmax = omax = None
+    if workload is not None:
+        preset = wl.load_workload(workload)
+        prompt_d, output_d, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
+                                                    preset.output_max, preset.sources)
+    else:
+        prompt_d = wl.parse_dist(prompt_dist or f"fixed:{scenario.prompt_tokens}", "--prompt-dist")
+        output_d = wl.parse_dist(output_dist or f"fixed:{max(scenario.decode_tokens, 1)}", "--output-dist")
+    work = wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
+                    output_max=omax, rate=rate_v, users=users_v, think_s=think_v, duration_s=duration_v, trace=tr,
+                    sources=sources)
+    options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
+                         max_batch=parse_tokens(max_batch, "--max-batch") if max_batch is not None else None,
+                         dram_bytes_per_node=parse_size(dram, "--dram") if dram is not None else None)
+    plan = plan_simulate(scenario, work, options)
+    inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=rate_v, users=work.users, think=think_v,
+                          duration=duration_v, was_given={"requests": requests is not None, "seed": seed != "0",
+                                                          "users": users is not None, "think": think != "0"})
+    emit(present(plan, inputs, per_request=fmt == "csv"), fmt, output["explain"], output["units"], output["brief"])
+
+
+def _seconds(text: str, flag: str, allow_zero: bool = False) -> float:
+    from kvplan.errors import KvplanError
+
+    value = parse_float(text.strip().removesuffix("s"), flag, "600")
+    if value < 0 or (value == 0 and not allow_zero) or value > 1e9:
+        raise KvplanError(f"{flag} {text!r} is not a time in {'0' if allow_zero else '(0'} .. 1e9 s",
+                          f"give {flag} in seconds, e.g. 600")
+    return value
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate", short_help="Simulate a request stream through the KV pool.")(simulate)

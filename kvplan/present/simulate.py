@@ -1,0 +1,96 @@
+"""``kvplan simulate`` presentation: the workload document's four key metrics first, then the rest."""
+
+from __future__ import annotations
+
+from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan
+from kvplan.present.common import scenario_data, spec_notes
+from kvplan.result import Result, Table
+from kvplan.values import Count, Number, Seconds, default, given
+
+KEY_METRICS = (
+    ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
+    ("peak KV per request, p99", "peak_kv_bytes_per_request_p99"),
+    ("peak KV per request, max", "peak_kv_bytes_per_request_max"),
+    ("swap-outs", "swap_out_count"), ("swap-ins", "swap_in_count"),
+    ("swap-outs per request", "swap_out_per_request"), ("swap-outs per second", "swap_out_per_second"),
+    ("swap-ins per second", "swap_in_per_second"), ("bytes swapped out per GPU", "swapped_bytes"),
+    ("recomputed tokens", "recomputed_tokens"), ("recomputation rate (of generated tokens)", "recompute_rate"),
+    ("requests preempted at least once", "preempted_share"), ("preemptions", "preemptions"),
+    ("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"), ("TPOT mean", "tpot_seconds_mean"),
+)
+SERVICE = (
+    ("requests finished", "requests_finished"), ("generated tokens", "generated_tokens"),
+    ("simulated time", "simulated_seconds"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
+    ("queueing delay p50", "queue_seconds_p50"), ("queueing delay p99", "queue_seconds_p99"),
+    ("throughput, output tokens/s", "throughput_tokens_per_second"),
+    ("throughput, requests/s", "throughput_requests_per_second"),
+    ("most requests decoding at once", "peak_running_requests"), ("most KV blocks held", "peak_kv_blocks_used"),
+    ("most swapped KV in host DRAM per GPU", "peak_dram_bytes_per_gpu"),
+    ("batch stalled for prefills", "prefill_stall_seconds"), ("batch stalled for swap-outs", "swap_stall_seconds"),
+    ("decode steps", "decode_steps"), ("events", "events"),
+)
+SETUP = (("block size (tokens)", "block_tokens"), ("one block, every layer, per GPU", "block_bytes"),
+         ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"), ("admission watermark", "watermark_blocks"),
+         ("max batch", "max_batch"), ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
+         ("host link per direction", "host_link_bytes_per_second"), ("host DRAM per GPU", "dram_bytes_per_gpu"),
+         ("decode step at batch 1, no cache", "step_seconds_batch_1_no_cache"))
+PER_REQUEST = ("request", "arrival", "prompt", "output", "TTFT", "TPOT", "queue", "preemptions", "swap-outs",
+               "recomputed", "peak KV", "finish")
+
+
+def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
+    """``inputs``: the workload's and engine's settings as typed values (from the command)."""
+    r, m = plan.run, plan.metrics
+    s, o = r.scenario, r.options
+    key = Table(f"The workload document's key metrics: {o.policy}, victim {o.victim}", ("metric", "value"),
+                tuple((label, m[name]) for label, name in KEY_METRICS), primary=not per_request)
+    service = Table("Service", ("figure", "value"), tuple((label, m[name]) for label, name in SERVICE))
+    setup = Table("The replica", ("figure", "value"), tuple((label, plan.setup[name]) for label, name in SETUP))
+    tables = [key, service, setup]
+    if per_request:
+        tables.append(Table("Per request", PER_REQUEST, plan.per_request, primary=True))
+    data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
+            "inputs": inputs, "replica": plan.setup, **m}
+    notes = [f"Workload: {r.workload.describe}.", *plan.notes]
+    if r.workload.sources:
+        notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
+    rate = m["recompute_rate"].value
+    if m["preemptions"].value:
+        notes.append(f"{m['preemptions'].value:,} preemptions: {m['swap_out_count'].value:,} swapped, "
+                     f"{rate:.1%} of the generated tokens recomputed." if rate is not None else "")
+    else:
+        notes.append("No request was preempted: the pool held every batch the engine admitted.")
+    assumptions = (
+        "One replica (a TP x PP group): requests arrive at it alone; DP replicas would each see their share.",
+        "Prefills and re-prefills run alone (chunked by max_num_batched_tokens), stalling the batch's decode; "
+        "the prefill gives the first output token.",
+        "Swap-outs hold the step until the copy lands (the blocks are free only then); swap-ins overlap the "
+        "batch's decode. Each link direction is a FIFO queue at the bidirectional rate.",
+        f"Defaults: policy recompute ({POLICY_SOURCE}); victim newest ({VICTIM_SOURCE}).",
+        "Admission: swapped requests first, then the waiting queue in order; no admission in the instant of a "
+        "preemption.",
+    ) + spec_notes(s)
+    brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
+             ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
+             ("throughput tokens/s", m["throughput_tokens_per_second"]))
+    return Result("simulate", s.headline() + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
+                  tuple(n for n in notes if n), assumptions, (), brief)
+
+
+def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duration, was_given: dict) -> dict:
+    """The run's settings as typed inputs, each given or a default with its source."""
+
+    def how(name: str, why: str):
+        return given(f"--{name}") if was_given.get(name) else default(why)
+
+    out = {"requests": Count(requests, how("requests", "1,000 requests: kvplan's default, enough for a p99 over "
+                                                        "10 requests")),
+           "seed": Count(seed, how("seed", "seed 0"))}
+    if rate is not None:
+        out["rate_requests_per_second"] = Number(rate, given("--rate"))
+    if users is not None:
+        out["users"] = Count(users, how("users", "8 users: the workload document's batch of 2-8 long requests"))
+        out["think_seconds"] = Seconds(think, how("think", "no think time"))
+    if duration is not None:
+        out["duration_seconds"] = Seconds(duration, given("--duration"))
+    return out
