@@ -15,22 +15,20 @@ PYTHONDONTWRITEBYTECODE from the environment, so that kvplan's own modules are r
 site-packages modules keep their .pyc files either way).
 
 Measured 2026-12-01 on the shared 2-core development machine (other jobs running, so +-0.1x between runs), typer
-0.29.2, pydantic 2.14.4, rich 15.0, Python 3.11.7, 15 pairs, floor 60-66 ms:
+0.29.2, pydantic 2.14.4, rich 15.0, Python 3.11.7, 9-15 pairs, floor 60-68 ms:
 
-    command              before (pydantic BaseModel specs)   after (dataclass specs)   target
-    kvplan --help        0.89x                               0.87x                     0.8
-    kvplan size          2.67x                               2.57x                     1.0
-    kvplan size -f json  2.14x                               2.03x                     0.8
-    kvplan concurrency   3.81x                               3.25x                     1.3
+    command              pydantic specs   dataclass specs   + plain coercion, lazy commands, no numpy   target
+    kvplan --help        0.89x            0.87x             0.74x                                        0.8
+    kvplan size          2.67x            2.57x             1.74x                                        1.0
+    kvplan size -f json  2.14x            2.03x             1.23x                                        0.8
+    kvplan concurrency   3.81x            3.25x             1.80x                                        1.3
 
-The targets are NOT met, and dropping pydantic from the specs gains little on its own, because typer 0.29 loads
-pydantic's model machinery anyway: at parse time every non-bool option is coerced through a pydantic TypeAdapter
-(typer.core._TyperParameter.process_value -> typer._coercion.build_runtime_param -> typer._adapters), which
-imports pydantic.main, pydantic._internal and pydantic.plugin._loader (importlib.metadata), ~40 ms, plus ~9 ms
-to build the 13 adapters of `kvplan size`. In an experiment that replaced that coercion for str/Path/bool options
-(not shipped), `kvplan size` imported no pydantic module at all and measured 1.52x (size), 1.11x (size -f json)
-and 3.01x (concurrency). Beyond typer, `kvplan size` spends ~35 ms importing rich.console and rendering the tables,
-~9 ms importing the calculators, and `kvplan concurrency` imports numpy.
+Only `--help` meets its target. Dropping pydantic from the specs gained little on its own, because typer 0.29
+coerces every option through a pydantic TypeAdapter (typer.core._TyperParameter.process_value ->
+typer._coercion.build_runtime_param -> typer._adapters), which imports pydantic's model machinery (~45 ms);
+kvplan.cli replaces that coercion for its str/bool/Path options, and its top-level group builds only the command
+a run invokes. What is left beyond the floor: rich's console and table rendering (~25 ms for table output) and
+kvplan's own modules (~20 ms, mostly dataclass class creation); typer's own import (~30 ms) is in the floor too.
 """
 
 from __future__ import annotations
