@@ -23,6 +23,8 @@ COMMANDS = {
     "compare-preemption": ("compare-preemption", "--kv-dtype", "fp8"),
     "tpot": ("tpot", "--kv-dtype", "fp8"),
     "pd": ("pd", "--nodes", "2", "--kv-dtype", "fp8"),
+    "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
+                 "200", "--seed", "1"),
     "presets-list": ("presets", "list"),
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
