@@ -258,6 +258,28 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- KV sums ---------------------------------------------------------------------------------------------
     M("kv-stage-bound-inclusive", "kvplan/calc/kv.py", "if stage.start <= i < stage.stop",
       "if stage.start <= i <= stage.stop"),
+    # --- the decode step model, tpot and pd (kvplan/calc/costs.py, tpot.py, pd.py) ---------------------------
+    M("step-moe-coverage-k", COSTS, "(1 - (1 - self.top_k / self.num_experts) ** t)",
+      "(1 - (1 - (self.top_k + 1) / self.num_experts) ** t)"),
+    M("step-attention-bf16-peak", COSTS, "compute_peak(hw, \"bf16\") * f.value(\"mfu\")", "peak * f.value(\"mfu\")"),
+    M("step-two-allreduces", COSTS, "comm_layer = (2 * latency, 2 * per_token)", "comm_layer = (latency, per_token)"),
+    M("step-overhead-per-layer", COSTS, "(model.num_layers * f.value(\"overhead_us_per_layer\")",
+      "((model.num_layers - 1) * f.value(\"overhead_us_per_layer\")"),
+    M("prefill-weight-floor", COSTS, "total += max(self.weight_read_seconds, compute) + self.overhead_s",
+      "total += compute + self.overhead_s"),
+    M("prefill-experts-over-ep", COSTS, "2 * routed * n / ep", "2 * routed * n / tp"),
+    M("mla-absorbed-flops", LAYERS, "/ tp * (2 * self.kv_lora_rank + self.qk_rope_head_dim)",
+      "/ tp * (self.kv_lora_rank + self.qk_rope_head_dim)"),
+    M("tpot-cells-past-pool", "kvplan/calc/tpot.py", "if batches[i] <= holds[j] else", "if True else"),
+    M("tpot-accept-bound", "kvplan/calc/tpot.py", "if a0 > k + 1:", "if a0 > k + 2:"),
+    M("pd-mean-tpot-interference", "kvplan/calc/pd.py", "mean = plain + t_pf * self.batches[:limit] / max(d, 1)",
+      "mean = plain + t_pf * self.batches[:limit] / max(d, 1) / 2"),
+    M("pd-exposed-last-layer", "kvplan/calc/pd.py", "exposed = max(transfer / layers, transfer - t_pf)",
+      "exposed = max(0.0, transfer - t_pf)"),
+    M("scenario-limit-spec-rows", SCEN, "return limit is not None and context + self.spec_tokens > limit",
+      "return limit is not None and context > limit"),
+    M("scenario-default-tp-divides", SCEN, "if divides is None or divides % tp == 0:", "if True:"),
+    M("scenario-ep-dense", SCEN, "if self.ep is not None and model.params_expert is None:", "if False:"),
 )
 
 
