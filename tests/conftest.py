@@ -46,3 +46,29 @@ def run_cli(capsys, monkeypatch):
         return CliRun(code, captured.out, captured.err)
 
     return run
+
+
+def write_hardware(tmp_path, hbm_gib: float = 80.0, hw_id: str = "test-gpu", host_dram_gb: float = 2000,
+                   gpus_per_node: int = 8, link_gb_s: float = 64, efficiency: float = 0.87):
+    """A hardware preset with the figures a test needs and nothing taken from the shipped presets."""
+    path = tmp_path / f"{hw_id}.toml"
+    path.write_text(f'''type = "hardware"
+id = "{hw_id}"
+name = "test GPU {hbm_gib} GiB"
+sources = ["hand-written test preset"]
+hbm_capacity_gib = {{ value = {hbm_gib}, source = "test figure" }}
+hbm_bandwidth_tb_s = {{ value = 3.0, source = "test figure" }}
+
+[dense_tflops]
+bf16 = {{ value = 1000, source = "test figure" }}
+
+[host_link]
+name = "test link"
+theoretical_gb_s_per_direction = {{ value = {link_gb_s}, source = "test figure" }}
+large_copy_efficiency = {{ value = {efficiency}, source = "test figure" }}
+
+[node]
+gpus_per_node = {gpus_per_node}
+host_dram_gb = {{ value = {host_dram_gb}, source = "test figure" }}
+''')
+    return str(path)

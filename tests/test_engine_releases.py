@@ -8,6 +8,7 @@ release's own source (file named in each comment), never copied from kvplan's ou
 from __future__ import annotations
 
 import pytest
+from conftest import write_hardware  # the one hand-written GPU preset of the tests
 
 from kvplan import engines
 from kvplan.dtypes import KVDtype
@@ -25,28 +26,6 @@ def concurrency(run_cli, *args: str) -> dict:
     return r.json()
 
 
-def write_gpu(tmp_path, hbm_gib: float, hw_id: str) -> str:
-    path = tmp_path / f"{hw_id}.toml"
-    path.write_text(f'''type = "hardware"
-id = "{hw_id}"
-name = "test GPU"
-sources = ["hand-written test preset"]
-hbm_capacity_gib = {{ value = {hbm_gib}, source = "test figure" }}
-hbm_bandwidth_tb_s = {{ value = 3.0, source = "test figure" }}
-
-[dense_tflops]
-bf16 = {{ value = 1000, source = "test figure" }}
-
-[host_link]
-name = "test link"
-theoretical_gb_s_per_direction = {{ value = 64, source = "test figure" }}
-large_copy_efficiency = {{ value = 0.87, source = "test figure" }}
-
-[node]
-gpus_per_node = 8
-host_dram_gb = {{ value = 2000, source = "test figure" }}
-''')
-    return str(path)
 
 
 # --- choosing a release ------------------------------------------------------------------------------------
@@ -103,7 +82,7 @@ def test_vllm_default_fraction_moves_to_092_in_v020(run_cli, tmp_path):
     # estimate, 1 GiB runtime reserve) is the same in both releases, so the pools differ by
     #   int(85,899,345,920 x 0.92) - int(85,899,345,920 x 0.9) = 79,027,398,246 - 77,309,411,328 = 1,717,986,918 B
     # (0.02 x HBM, truncated).
-    gpu = write_gpu(tmp_path, 80, "gpu-80")
+    gpu = write_hardware(tmp_path, 80, "gpu-80")
     old = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm==0.19")
     new = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm==0.20")
     newest = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", gpu, "--tp", "1", "--engine", "vllm")
@@ -115,7 +94,7 @@ def test_vllm_default_fraction_moves_to_092_in_v020(run_cli, tmp_path):
 
 def test_neutral_keeps_the_09_fraction(run_cli, tmp_path):
     # kvplan's neutral count is not an engine release: it keeps vLLM's 0.9 (v0.19.0 and earlier).
-    d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", write_gpu(tmp_path, 80, "gpu-80"), "--tp", "1")
+    d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", write_hardware(tmp_path, 80, "gpu-80"), "--tp", "1")
     assert d["budget"]["utilization"] == 0.9
 
 

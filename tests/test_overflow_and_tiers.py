@@ -11,6 +11,7 @@ the test's own figures.
 from __future__ import annotations
 
 import pytest
+from conftest import write_hardware  # the one hand-written GPU preset of the tests
 
 GIB = 2**30
 MIB = 2**20
@@ -18,28 +19,6 @@ TOKEN = 131_072
 D2H = 64e9 * 0.87
 
 
-def write_hardware(tmp_path, host_dram_gb: float = 2000, hw_id: str = "test-gpu", hbm_gib: float = 80.0) -> str:
-    path = tmp_path / f"{hw_id}.toml"
-    path.write_text(f'''type = "hardware"
-id = "{hw_id}"
-name = "test GPU"
-sources = ["hand-written test preset"]
-hbm_capacity_gib = {{ value = {hbm_gib}, source = "test figure" }}
-hbm_bandwidth_tb_s = {{ value = 3.0, source = "test figure" }}
-
-[dense_tflops]
-bf16 = {{ value = 1000, source = "test figure" }}
-
-[host_link]
-name = "test link"
-theoretical_gb_s_per_direction = {{ value = 64, source = "test figure" }}
-large_copy_efficiency = {{ value = 0.87, source = "test figure" }}
-
-[node]
-gpus_per_node = 8
-host_dram_gb = {{ value = {host_dram_gb}, source = "test figure" }}
-''')
-    return str(path)
 
 
 def concurrency(run_cli, tmp_path, *args: str, hw: str | None = None) -> dict:
