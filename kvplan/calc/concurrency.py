@@ -124,16 +124,7 @@ class ConcurrencyPlan:
 def cohort_tpot(scenario: Scenario, step_model, batch: int, steps: int) -> Seconds:
     """The mean decode step of ``batch`` requests decoding together from the prompt for ``steps`` steps, from the
     step model (kvplan.calc.costs)."""
-    n = 32
-    ts = [max(steps, 0) * i / n for i in range(n + 1)]
-    series = []
-    for t in ts:   # plain floats: concurrency does not import numpy
-        nbytes, nflops = step_model.request_cache(float(scenario.prompt_tokens + t))
-        series.append(float(step_model.step(batch, batch * nbytes, batch * nflops)["total"]))
-    if steps <= 0:
-        mean = series[0]
-    else:   # trapezoid rule over the decode
-        mean = sum((series[i] + series[i + 1]) / 2 * (ts[i + 1] - ts[i]) for i in range(n)) / steps
+    mean = step_model.cohort_mean(batch, scenario.prompt_tokens, steps)
     return Seconds(mean, derived("mean decode step of the batch over its steps (the step model, kvplan tpot)",
                                  f"batch {batch}, steps 0..{steps:,}: {mean * 1e3:.3f} ms"))
 

@@ -167,6 +167,10 @@ GENERIC_FACTORS = {
 }
 
 
+STEADY_SAMPLES = 64   # contexts a steady batch's mean request is averaged over
+COHORT_POINTS = 65    # steps a cohort's mean step is integrated over
+
+
 @dataclass(frozen=True)
 class StepFactors:
     """The efficiency factors in use, each a typed value saying where it came from."""
@@ -281,6 +285,28 @@ class StepModel:
         total = dense + moe + attention + comm + self.overhead_s
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
                 "comm": comm, "overhead": full(total, self.overhead_s), "total": total}
+
+    def steady_cache(self, prompt: int, decode: int):
+        """(cache bytes, attention FLOPs) of the mean request of a steady batch, whose contexts are spread evenly
+        over prompt..prompt+decode (STEADY_SAMPLES midpoints): multiply by the batch for the step."""
+        import numpy as np
+
+        ctx = prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
+        nbytes, nflops = self.request_cache(ctx)
+        return float(np.mean(nbytes)), float(np.mean(nflops))
+
+    def cohort_mean(self, batch: int, prompt: int, steps: int) -> float:
+        """The mean step of ``batch`` requests decoding together from ``prompt`` for ``steps`` steps (trapezoid
+        over COHORT_POINTS steps, plain floats: no numpy import)."""
+        n = COHORT_POINTS - 1
+        ts = [max(steps, 0) * i / n for i in range(n + 1)]
+        series = []
+        for t in ts:
+            nbytes, nflops = self.request_cache(float(prompt + t))
+            series.append(float(self.step(batch, batch * nbytes, batch * nflops)["total"]))
+        if steps <= 0:
+            return series[0]
+        return sum((series[i] + series[i + 1]) / 2 * (ts[i + 1] - ts[i]) for i in range(n)) / steps
 
     @property
     def weight_read_seconds(self) -> float:

@@ -128,11 +128,7 @@ class _Model:
 
     def tpot_by_batch(self, p: int, d: int):
         """Steady decode TPOT for batches 1..4096 with contexts spread over p..p+d."""
-        import numpy as np
-
-        ctx = p + (np.arange(64) + 0.5) * d / 64
-        nbytes, nflops = self.step.request_cache(ctx)
-        mean_b, mean_f = float(np.mean(nbytes)), float(np.mean(nflops))
+        mean_b, mean_f = self.step.steady_cache(p, d)
         b = self.batches
         return self.step.step(b, b * mean_b, b * mean_f)["total"]
 
