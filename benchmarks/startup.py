@@ -29,6 +29,15 @@ typer._coercion.build_runtime_param -> typer._adapters), which imports pydantic'
 kvplan.cli replaces that coercion for its str/bool/Path options, and its top-level group builds only the command
 a run invokes. What is left beyond the floor: rich's console and table rendering (~25 ms for table output) and
 kvplan's own modules (~20 ms, mostly dataclass class creation); typer's own import (~30 ms) is in the floor too.
+
+Why the remaining targets are out of reach with typer 0.29 here (medians of 15 runs, 2026-12-01): `python -c pass`
+7.6 ms, `import typer` 46.3 ms, the floor 65.5 ms. typer alone is 0.71x of the floor, so `size -f json` <= 0.8x
+leaves about 6 ms for everything kvplan does, and `size` <= 1.0x about 19 ms including rich's console and table
+(`import rich.console, rich.table` adds 15.4 ms). kvplan's own work on `size -f json` is 30 ms: importing its
+modules 21.5 ms, of which creating its 32 frozen dataclasses is about 12 ms (0.3-1.2 ms each: dataclasses execs
+five or six generated methods per class), then building the scenario, loading two TOML presets and writing JSON.
+Replacing the dataclasses with hand-written slotted classes would save most of the 12 ms but lose `fields()`,
+`replace()` and the pydantic TypeAdapter validation at the boundary that the specs rely on; not done.
 """
 
 from __future__ import annotations
