@@ -455,10 +455,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             cb, cf = sm.request_cache(x.astype(float))
             run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
         else:
-            cb0, cf0 = sm.request_cache(x.astype(float))
-            cb1, cf1 = sm.request_cache((x + 1).astype(float))
-            u0, v0 = float(np.sum(cb0)) / bw, float(np.sum(cf0)) / afs
-            u1, v1 = float(np.sum(cb1)) / bw - u0, float(np.sum(cf1)) / afs - v0
+            xf = x.astype(float)
+            cb, cf = sm.request_cache(np.concatenate((xf, xf + 1)))   # one call for both ends of the slope
+            cb0, cb1, cf0, cf1 = cb[:b].sum(), cb[b:].sum(), cf[:b].sum(), cf[b:].sum()
+            u0, v0 = float(cb0) / bw, float(cf0) / afs
+            u1, v1 = float(cb1) / bw - u0, float(cf1) / afs - v0
             step0 = base(b)
 
             def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
@@ -485,9 +486,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         held[ids] = new_held
         peak_used = max(peak_used, total_blocks - free)
         no_admit = False
-        for i in [int(i) for i in ids if g[i] >= L[i]]:
-            running.remove(i)
-            finished(i)
+        completed = ids[g[ids] >= L[ids]]
+        if completed.size:
+            gone = set(completed.tolist())
+            running[:] = [i for i in running if i not in gone]
+            for i in completed.tolist():
+                finished(i)
 
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
                   dram_cap, base(1))
