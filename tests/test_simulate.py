@@ -266,3 +266,23 @@ def test_the_default_is_the_documents_request_in_a_small_closed_loop(run_cli):
     assert doc["generated_tokens"] == 8 * 30_000
     assert doc["inputs"]["users"] == 8
     assert math.isclose(doc["peak_kv_bytes_per_request_max"], doc["peak_kv_bytes_per_request_p50"])
+
+
+def test_the_last_step_that_fits_matches_counting_blocks_step_by_step():
+    # brute force: after k steps request i holds ceil((x_i + k - 1) / block) blocks; the answer is the largest k
+    # whose total is at most the blocks held after step 1 plus the slack
+    import numpy as np
+
+    from kvplan.calc.simulate import _last_step_that_fits
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        block = int(rng.choice([1, 4, 16, 64]))
+        x = rng.integers(1, 300, size=int(rng.integers(1, 9)))
+        slack = int(rng.integers(0, 30))
+        need = [int((-(-(x + k - 1) // block)).sum()) for k in range(1, 4000)]
+        want = max(k for k in range(1, 4000) if need[k - 1] <= need[0] + slack)
+        assert _last_step_that_fits(x, block, slack) == want, (block, x, slack)
+    # by hand: block 4, contexts 4 and 6; crossings at steps 2 (4 -> 5 tokens) and 4 (6 -> 9), then 6 and 8;
+    # slack 0 -> 1 step, slack 1 -> 3 steps, slack 2 -> 5 steps
+    assert [_last_step_that_fits(np.array([4, 6]), 4, s) for s in (0, 1, 2)] == [1, 3, 5]

@@ -157,6 +157,21 @@ def _caps(s: Scenario):
     return np.array(sorted(caps), dtype=np.int64)
 
 
+def _last_step_that_fits(x, block: int, slack: int) -> int:
+    """The most decode steps a batch whose next step reads contexts ``x`` can run with ``slack`` blocks to spare
+    after its first step, when every block boundary a request crosses adds exactly one block (no windows).
+
+    After k steps request i holds ceil((x_i + k - 1) / block) blocks, one more each time x_i + k - 1 passes a
+    multiple of block: at steps c_i = 2 + (-x_i mod block), c_i + block, ... The pool overflows at the
+    (slack + 1)-th crossing of all of them: the (slack mod b)-th smallest c_i, (slack div b) blocks on. The
+    batch runs to the step before it."""
+    import numpy as np
+
+    q, r = divmod(int(slack), len(x))
+    c = 2 + (-x) % block
+    return int(np.partition(c, r)[r]) + q * block - 1
+
+
 def _affine_max_sum(u0, u1, v0, v1, k):
     """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form."""
 
@@ -216,6 +231,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
 
     def blocks_of(cache):
         return table[-(-cache // block)]
+
+    unit_steps = bool(np.all(np.diff(table) == 1))   # each block boundary adds exactly one block (no windows)
 
     caps = _caps(s)
     bw, afs = sm.bw, sm.attention_flops_s
@@ -442,14 +459,17 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
         if need_after(k) > free:                  # the step that overfills the pool ends the run
-            lo, hi = 1, k                          # need_after(lo) <= free < need_after(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if need_after(mid) > free:
-                    hi = mid
-                else:
-                    lo = mid
-            k = lo
+            if unit_steps:
+                k = _last_step_that_fits(x, block, free - need_after(1))
+            else:
+                lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if need_after(mid) > free:
+                        hi = mid
+                    else:
+                        lo = mid
+                k = lo
         b = len(running)
         if o.reference:
             cb, cf = sm.request_cache(x.astype(float))
