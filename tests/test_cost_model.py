@@ -161,3 +161,23 @@ def test_a_prefill_spreads_its_expert_flops_over_the_ep_group(run_cli):
     d = run_cli("compare-preemption", "--kv-dtype", "fp8", "--tp", "1", "--ep", "8", "-f", "json").json()
     flops = 2 * 16_189_751_296 * 21_000 + 2 * 20_434_845_696 * 21_000 / 8 + 4_997_120 * 21_000 ** 2 / 2
     assert d["recompute_seconds"] == pytest.approx(flops / (0.45 * 1979e12) + 3 * 3.685e-3, rel=1e-5)
+
+
+def test_weight_dtype_scales_the_routed_experts_and_the_dense_weights_alike():
+    # Qwen3-235B-A22B: --weight-dtype fp8 is 1 byte per parameter, int4 half a byte (budget.WEIGHT_BYTES_PER_PARAM),
+    # so every byte the step reads from weights halves, experts and the rest alike (the experts' share of the
+    # params, params_expert / params_total, does not depend on the dtype)
+    from kvplan.presets import load_hardware, load_model
+    from kvplan.scenario import Scenario
+
+    def sm(dtype):
+        return costs.step_model(Scenario(model=load_model("qwen3-235b-a22b"), hardware=load_hardware("h200"),
+                                         weight_dtype=dtype))
+
+    fp8, int4 = sm("fp8"), sm("int4")
+    assert fp8.expert_bytes_each == pytest.approx(2 * int4.expert_bytes_each, rel=1e-12)
+    assert fp8.dense_bytes == pytest.approx(2 * int4.dense_bytes, rel=1e-6)
+    # and the dense part is a real share of the weights: (params_total - params_expert) x 1 B / TP 8
+    model = load_model("qwen3-235b-a22b")
+    dense_params = model.params_total.value - model.params_expert.value
+    assert fp8.dense_bytes == pytest.approx(dense_params / 8, rel=1e-6)

@@ -587,3 +587,13 @@ def test_deepseek_v32_attention_cap_when_mla_carries_index_topk():
     spec = model_from_hf_config(DEEPSEEK_V32_EXP, "v32")
     assert spec.groups[0].kind.index_topk == 2048
     assert model_from_hf_config(DEEPSEEK_R1, "r1").groups[0].kind.index_topk is None
+
+
+def test_weight_dtype_without_a_parameter_count_is_refused_not_ignored(tmp_path, run_cli):
+    # a folder with only a checkpoint size (no parameter count): params x --weight-dtype cannot be formed, so the
+    # flag would silently change nothing; it is refused, exit 2, naming the flag
+    folder = write_model(tmp_path, "llama", LLAMA_31_8B, {"metadata": {"total_size": 16_060_522_496}})
+    ok = run_cli("concurrency", "-m", str(folder), "--tp", "1", "--brief")
+    assert ok.code == 0, ok.err
+    bad = run_cli("concurrency", "-m", str(folder), "--tp", "1", "--weight-dtype", "fp8", "--brief")
+    assert bad.code == 2 and "--weight-dtype" in bad.err and len(bad.err.strip().splitlines()) == 1, bad.err

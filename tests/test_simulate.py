@@ -254,6 +254,10 @@ def test_a_bad_trace_is_one_line_exit_2(run_cli, tmp_path, text, needle):
     (("--rate", "-1"), "--rate"),
     (("--kv-pool", "1GiB", "--decode", "60k"), "more than the"),
     (("--max-len", "10M"), "above the engine's limit"),
+    (("--rate", "0.5", "--think", "5"), "drop --think"),          # open-loop arrivals do not wait on users
+    (("--max-len", "100"), "longer than --max-len 100"),          # 1,000 + 30,000 would be cut silently
+    (("--decode", "0"), "at least one output token"),
+    (("--duration", "0"), "(0, 1e9] s"),
 ])
 def test_bad_input_is_one_line_exit_2(run_cli, args, needle):
     r = run_cli("simulate", "--requests", "3", *args)

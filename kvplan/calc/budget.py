@@ -94,11 +94,14 @@ def waterfall(hw: HardwareSpec, fraction: Number, fraction_name: str, weights: B
     return Budget(hbm, fraction, fraction_name, requested, weights, activation, runtime, pool)
 
 
-def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None = None) -> Bytes:
-    """Weight bytes on the most loaded GPU. Without --ep every weight is split over tp x pp; with --ep the
-    routed experts split over ep (and pp) and the rest over tp x pp, replicated across DP ranks.
-    ``weight_dtype`` (--weight-dtype) replaces the checkpoint size by params x that dtype."""
-    if weight_dtype is not None and model.params_total is not None:
+def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> tuple[float, str, tuple[str, ...]]:
+    """(bytes, how, sources) of all the model's weights: params x ``weight_dtype`` (--weight-dtype) when given,
+    else the checkpoint size, else params x the config's dtype. The one place the weight total is decided."""
+    if weight_dtype is not None and model.params_total is None:
+        raise KvplanError(f"--weight-dtype {weight_dtype} needs {model.id}'s parameter count, which it does not "
+                          "give (only a checkpoint size)",
+                          "drop --weight-dtype (the checkpoint size is used), or use a preset with params_total")
+    if weight_dtype is not None:
         per = WEIGHT_BYTES_PER_PARAM[weight_dtype]
         total = model.params_total.value * per
         how = f"{model.params_total.value:,.0f} params x {per:g} B ({weight_dtype}, given with --weight-dtype)"
@@ -111,6 +114,14 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None
         total, how = estimate
         figure = model.weight_bytes or model.params_total
         sources = (figure.cite(),) if figure is not None else ()
+    return total, how, sources
+
+
+def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None = None) -> Bytes:
+    """Weight bytes on the most loaded GPU. Without --ep every weight is split over tp x pp; with --ep the
+    routed experts split over ep (and pp) and the rest over tp x pp, replicated across DP ranks.
+    ``weight_dtype`` (--weight-dtype) replaces the checkpoint size by params x that dtype."""
+    total, how, sources = total_weight_bytes(model, weight_dtype)
     if par.ep and model.params_expert is not None and model.params_total is not None:
         expert_share = model.params_expert.value / model.params_total.value
         experts = total * expert_share

@@ -338,7 +338,7 @@ class StepModel:
 
 def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     """The decode-step constants for the scenario's replica."""
-    from kvplan.calc.budget import weights_per_gpu
+    from kvplan.calc.budget import total_weight_bytes, weights_per_gpu
 
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
@@ -352,7 +352,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     peak = compute_peak(hw, dtype)
     # All weights of one TP group (PP stages run one after another for a token, so their layers add up).
     one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype)
-    total_bytes = model.weight_bytes_estimate()[0] if model.weight_bytes_estimate() else 0.0
+    total_bytes = total_weight_bytes(model, s.weight_dtype)[0]   # the experts' share of this, at --weight-dtype
     n_mm = flops.matmul_params(model).value
     E, k = model.num_experts or 0, model.experts_per_token or 0
     is_moe = model.params_expert is not None and model.params_total is not None and k

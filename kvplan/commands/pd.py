@@ -45,6 +45,11 @@ def pd(
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args)
     handover = parse_float(handover_ms, "--handover-ms", "2") / 1000 if handover_ms is not None else None
+    if handover is not None and not 0 <= handover <= 3600:
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--handover-ms {handover_ms!r} is not a time in [0, 3,600,000] ms",
+                          "give --handover-ms as the per-request handover in milliseconds, e.g. 2")
     options = PdOptions(
         tpot_slo=parse_seconds(tpot_slo, "tpot-slo"), nic_gbps=optional(parse_link_gbs, nic_gbps),
         prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=not no_chunked,

@@ -62,6 +62,9 @@ def simulate(
     if workload is not None and (prompt_dist or output_dist):
         raise KvplanError("--workload sets the length distributions", "drop --prompt-dist / --output-dist, or "
                                                                       "--workload")
+    if scenario.decode_tokens == 0 and output_dist is None and workload is None:
+        raise KvplanError("simulate needs at least one output token per request", "give --decode 1 or more, or "
+                          "--output-dist")
     rate_v = parse_float(rate, "--rate", "0.5") if rate is not None else None
     users_v = parse_tokens(users, "--users") if users is not None else None
     think_v = _seconds(think, "--think", allow_zero=True)
@@ -69,6 +72,9 @@ def simulate(
     seed_v = parse_tokens(seed, "--seed", allow_zero=True)
     tr = wl.read_trace(trace) if trace is not None else None
     timed_trace = tr is not None and tr.arrivals is not None
+    if think.strip() not in ("0", "0s") and (rate is not None or timed_trace):
+        raise KvplanError("--think is the closed loop's pause between a user's requests; with --rate or a timed "
+                          "--trace arrivals do not wait on completions", "drop --think, or give --users instead")
     if rate_v is None and users_v is None and not timed_trace:
         users_v = DEFAULT_USERS
     n = parse_tokens(requests, "--requests") if requests is not None else (
@@ -86,7 +92,10 @@ def simulate(
                                                     preset.output_max, preset.sources)
     else:
         prompt_d = wl.parse_dist(prompt_dist or f"fixed:{scenario.prompt_tokens}", "--prompt-dist")
-        output_d = wl.parse_dist(output_dist or f"fixed:{max(scenario.decode_tokens, 1)}", "--output-dist")
+        output_d = wl.parse_dist(output_dist or f"fixed:{scenario.decode_tokens}", "--output-dist")
+        if prompt_dist is None and output_dist is None and scenario.prompt_tokens + scenario.decode_tokens > cap:
+            raise KvplanError(f"the request ({scenario.prompt_tokens:,} + {scenario.decode_tokens:,} tokens) is "
+                              f"longer than --max-len {cap:,}", "raise --max-len, or lower --prompt / --decode")
     work = wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
                     output_max=omax, rate=rate_v, users=users_v, think_s=think_v, duration_s=duration_v, trace=tr,
                     sources=sources)
@@ -105,7 +114,7 @@ def _seconds(text: str, flag: str, allow_zero: bool = False) -> float:
 
     value = parse_float(text.strip().removesuffix("s"), flag, "600")
     if value < 0 or (value == 0 and not allow_zero) or value > 1e9:
-        raise KvplanError(f"{flag} {text!r} is not a time in {'0' if allow_zero else '(0'} .. 1e9 s",
+        raise KvplanError(f"{flag} {text!r} is not a time in {'[0' if allow_zero else '(0'}, 1e9] s",
                           f"give {flag} in seconds, e.g. 600")
     return value
 
