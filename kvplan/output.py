@@ -316,3 +316,28 @@ def render(result: Result, fmt: str = "table", explain: bool = False, file=None,
     else:
         print_table(result, explain, file=out, units=units)
     out.flush()
+
+
+def to_junit(result: Result, units: str = "iec") -> str:
+    """JUnit XML of a ``kvplan check`` result: one test suite per plan, one test case per assertion, the failure
+    message naming the measured value and the bound (numbers as the table prints them)."""
+    import xml.etree.ElementTree as ET
+
+    plans = result.data["plans"]
+    root = ET.Element("testsuites", name="kvplan check", tests=str(sum(len(p["assertions"]) for p in plans)),
+                      failures=str(sum(not a["passed"] for p in plans for a in p["assertions"])))
+    for plan in plans:
+        items = plan["assertions"]
+        suite = ET.SubElement(root, "testsuite", name=plan["path"], tests=str(len(items)),
+                              failures=str(sum(not a["passed"] for a in items)), errors="0", skipped="0")
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="headline",
+                      value=plan.get("headline", result.headline))
+        for a in items:
+            case = ET.SubElement(suite, "testcase", name=a["name"], classname=plan["path"])
+            if not a["passed"]:
+                message = (f"{a['name']}: measured {text(a['measured'], units)}, bound {a['op']} "
+                           f"{text(a['bound'], units)} (margin {text(a['margin'], units)})")
+                failure = ET.SubElement(case, "failure", message=message, type="AssertionFailed")
+                failure.text = f"{message}\n{a['detail']}"
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,8 +1,11 @@
 """Every number in every command's JSON explains itself: each numeric key has a derivation (computed, or an
 input / default with its source), collected from the typed values the calculators return."""
 
+from pathlib import Path
+
 import pytest
 
+PLANS = Path(__file__).resolve().parent.parent / "examples" / "plans"
 RUNS = [
     ("size",),
     ("size", "-m", "gpt-oss-120b", "--tp", "2", "--pp", "2", "--compare", "llama-3.1-8b"),
@@ -23,6 +26,7 @@ RUNS = [
     ("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--shape", "cohort", "--batch", "4"),
     ("tpot", "--kv-dtype", "fp8", "--mtp-layers", "1", "--spec-tokens", "1", "--accept", "1.8-0.00001/token"),
     ("compare-preemption", "-m", "llama-3.1-8b", "--layout", "per-layer", "--sync-swap", "--prefix-hit", "1k"),
+    ("check", str(PLANS / "deepseek-r1-h200-fp8.toml")),
 ]
 
 

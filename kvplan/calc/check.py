@@ -1,0 +1,195 @@
+"""``kvplan check``: a plan's assertions measured with the other commands' calculators.
+
+``plan_check(scenario, assertions)`` returns a ``CheckPlan``: for each assertion its measured value (a typed value
+carrying the derivation of the calculator that produced it), the bound, pass or fail, and the margin (positive =
+headroom, in the measured value's own type). Nothing is priced here: the weights and pool come from the engine's
+budget (``capacity``), concurrency from ``plan_concurrency``, bytes per request from ``plan_size``, TPOT from
+``plan_tpot`` and swap vs recompute from ``plan_preemption``; each is computed at most once per plan.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+from kvplan.plan_file import AssertSpec
+from kvplan.scenario import Scenario
+from kvplan.values import Bytes, Count, Ratio, Seconds, Value, default, derived, given
+
+_BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds}
+
+
+@dataclass(frozen=True)
+class AssertionResult:
+    index: int
+    name: str
+    metric: str
+    op: str                 # ">=", "<="; for true/false metrics the comparison the answer rests on ("<=", ">")
+    measured: Value
+    bound: Value
+    passed: bool
+    margin: Value           # measured - bound for ">=", bound - measured for "<="; None for true/false metrics
+    detail: str             # what was measured, in words
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    scenario: Scenario
+    source: str             # the plan file
+    description: str
+    assertions: tuple[AssertionResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(a.passed for a in self.assertions)
+
+    @property
+    def failed(self) -> int:
+        return sum(not a.passed for a in self.assertions)
+
+
+class _Lazy:
+    """Each calculator run at most once per plan."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.s = scenario
+        self._cache: dict = {}
+
+    def get(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def size(self):
+        from kvplan.calc.size import plan_size
+
+        return self.get("size", lambda: plan_size(self.s, (self.s.context_tokens,)))
+
+    def concurrency(self):
+        from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
+
+        options = ConcurrencyOptions(contexts=(self.s.context_tokens,))
+        return self.get("concurrency", lambda: plan_concurrency(self.s, options))
+
+    def tpot(self, batch: int | None):
+        from kvplan.calc.tpot import TpotOptions, plan_tpot
+
+        o = TpotOptions() if batch is None else TpotOptions(batch=batch)
+        o = TpotOptions(batch=o.batch, batches=(o.batch,), contexts=(self.s.context_tokens,))
+        return self.get(("tpot", o.batch), lambda: plan_tpot(self.s, o))
+
+    def preemption(self, generated: int | None):
+        from kvplan.calc.preemption import plan_preemption
+
+        s = self.s if generated is None else self.s.with_(decode_tokens=generated)
+        return self.get(("preemption", s.decode_tokens), lambda: plan_preemption(s, sweep=(s.decode_tokens,)))
+
+
+def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: str = "",
+               description: str = "") -> CheckPlan:
+    lazy = _Lazy(scenario)
+    results = []
+    for a in assertions:
+        try:
+            results.append(_evaluate(lazy, a, source))
+        except KvplanError as err:  # the deployment cannot be priced for this assertion: say which one
+            failure = KvplanError(f"cannot evaluate assert[{a.index}] ({a.name}): {_own_keys(err.message, a)}",
+                                  _own_keys(err.hint, a))
+            failure.assert_index = a.index
+            raise failure from None
+    return CheckPlan(scenario, source, description, tuple(results))
+
+
+def _own_keys(text: str | None, a: AssertSpec) -> str | None:
+    """A calculator's message names flags (``--batch``); in a plan they are the assertion's keys."""
+    return None if text is None else re.sub(r"--(batch|generated)\b", rf"assert[{a.index}].\1", text)
+
+
+def _bound_value(a: AssertSpec, source: str) -> Value:
+    from kvplan.plan_file import METRICS
+
+    key = "at_least" if a.op == ">=" else "at_most"
+    return _BOUND_TYPES[METRICS[a.metric][0]](a.bound, given(f"{source} assert[{a.index}].{key}"))
+
+
+def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str) -> AssertionResult:
+    m, b = measured.value, bound.value
+    if m is None:
+        passed = False
+        margin = type(measured)(None, derived("no measured value", detail))
+    elif a.op == ">=":
+        passed = m >= b
+        margin = type(measured)(m - b, derived("measured - bound", f"{m:,} - {b:,} = {m - b:,}"))
+    else:
+        passed = m <= b
+        diff = b - m
+        shown = f"{b:.6g} - {m:.6g} = {diff:.6g}" if isinstance(diff, float) else f"{b:,} - {m:,} = {diff:,}"
+        margin = type(measured)(diff, derived("bound - measured", shown))
+    return AssertionResult(a.index, a.name, a.metric, a.op, measured, bound, passed, margin, detail)
+
+
+def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
+    s = lazy.s
+    if a.metric == "weights_fit":
+        # the engine's own budget, without kv_pool's refusal: the room left for weights after the reserves
+        b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+        detail = "weights per GPU against the engine's room for them (fraction x HBM less the reserves)"
+        if b.given_pool:   # planned from a known pool: the weights are taken to fit beside it
+            measured = Bytes(int(b.kv_pool.value), b.kv_pool.why)
+            bound = Bytes(1, default("a KV pool given with kv_pool: the weights fit when the pool is at least 1 B"))
+            diff = int(b.kv_pool.value) - 1
+            margin = Bytes(diff if a.bound else -diff, derived("KV pool - 1 B", f"{diff:,} B"))
+            return AssertionResult(a.index, a.name, a.metric, ">=" if a.bound else "<", measured, bound,
+                                   b.fits == a.bound, margin, "the KV pool given with kv_pool")
+        room = int(b.requested.value) - int(b.activation.value) - int(b.runtime.value)
+        weights = int(b.weights.value)
+        measured = Bytes(weights, b.weights.why)
+        bound = Bytes(room, derived(f"{b.fraction_name} x HBM - activation reserve - runtime reserve",
+                                    f"{int(b.requested.value):,} - {int(b.activation.value):,} - "
+                                    f"{int(b.runtime.value):,} = {room:,} B"))
+        if a.bound:
+            margin = Bytes(room - weights, derived("room - weights per GPU", f"{room:,} - {weights:,} = "
+                                                                            f"{room - weights:,} B"))
+        else:
+            margin = Bytes(weights - room, derived("weights per GPU - room", f"{weights:,} - {room:,} = "
+                                                                            f"{weights - room:,} B"))
+        op = "<=" if a.bound else ">"
+        return AssertionResult(a.index, a.name, a.metric, op, measured, bound, b.fits == a.bound, margin, detail)
+    if a.metric == "swap_beats_recompute":
+        p = lazy.preemption(a.generated)
+        ratio = p.this.recompute_over_swap
+        swap_wins = p.cheaper == "swap"
+        bound = Ratio(1.0, default("swap beats recompute when recompute time / exposed swap time > 1 (and the "
+                                   "host tier holds the request)"))
+        if ratio.value is None:
+            margin = Ratio(None, derived("no ratio", "-"))
+        elif a.bound:
+            margin = Ratio(ratio.value - 1.0, derived("recompute / swap - 1", f"{ratio.value:.4g} - 1"))
+        else:
+            margin = Ratio(1.0 - ratio.value, derived("1 - recompute / swap", f"1 - {ratio.value:.4g}"))
+        generated = int(p.scenario.decode_tokens)
+        detail = (f"recompute / exposed swap time for a request preempted after {generated:,} generated tokens"
+                  + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
+        op = ">" if a.bound else "<="
+        return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
+
+    bound = _bound_value(a, source)
+    if a.metric == "max_concurrency":
+        c = lazy.concurrency()
+        return _compare(a, c.max_concurrency, bound,
+                        f"requests of {s.context_tokens:,} tokens the deployment holds at once (all replicas)")
+    if a.metric == "kv_bytes_per_request":
+        z = lazy.size()
+        return _compare(a, z.peak_kv_bytes_per_request, bound,
+                        f"peak KV of one request at {s.context_tokens:,} tokens, whole model")
+    if a.metric == "kv_bytes_per_request_per_gpu":
+        z = lazy.size()
+        return _compare(a, z.peak_kv_bytes_per_request_per_gpu, bound,
+                        f"peak KV of one request at {s.context_tokens:,} tokens on the most loaded GPU")
+    if a.metric == "tpot_seconds":
+        t = lazy.tpot(a.batch)
+        return _compare(a, t.end.tpot, bound,
+                        f"TPOT at the end of the {s.decode_tokens:,}-token decode, batch {int(t.batch.value)} "
+                        f"({t.options.shape})")
+    raise AssertionError(a.metric)  # pragma: no cover - plan_file.METRICS and this function list the same metrics

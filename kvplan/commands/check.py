@@ -1,0 +1,102 @@
+"""`kvplan check PLAN...`: a deployment plan's assertions, with exit codes for CI (0 all pass, 1 any fails,
+2 a plan is invalid or cannot be evaluated) and optional JUnit XML."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.commands.common import FormatOpt, PresetsDirOpt, UnitsOpt
+
+
+def check(
+    plans: Annotated[list[Path], typer.Argument(metavar="PLAN", help="Plan .toml files: [deployment] and "
+                                                "[[assert]] entries (see examples/plans/).")],
+    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE.xml",
+                                               help="Also write JUnit XML: one test case per assertion.")] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+    presets_dir: PresetsDirOpt = None,
+) -> None:
+    """Check deployment plans: each assertion's measured value, bound, pass/fail and margin."""
+    from kvplan.calc.check import plan_check
+    from kvplan.commands.common import check_output_options, emit
+    from kvplan.errors import KvplanError
+    from kvplan.plan_file import load
+    from kvplan.present.check import present
+
+    fmt = check_output_options(fmt, units, False)
+    if junit is not None and junit.suffix.lower() != ".xml":
+        raise KvplanError(f"--junit {junit} is not an .xml file", "give a file name ending in .xml")
+    checked = []
+    for path in plans:
+        spec = load(path)
+        scenario = _scenario(spec, presets_dir)
+        try:
+            checked.append(plan_check(scenario, spec.assertions, str(path), spec.description))
+        except KvplanError as err:
+            from kvplan.plan_file import locate
+
+            where = locate(path, "assert", None, getattr(err, "assert_index", None))
+            raise KvplanError(f"{where}: {err.message}", err.hint) from None
+    result = present(tuple(checked))
+    if junit is not None:
+        from kvplan.output import to_junit
+
+        try:
+            junit.write_text(to_junit(result, units), encoding="utf-8")
+        except OSError as err:
+            raise KvplanError(f"cannot write {junit}: {err.strerror or err}",
+                              "check the folder exists and is writable") from None
+    emit(result, fmt, False, units, False)
+    if not result.data["passed"]:
+        raise SystemExit(1)
+
+
+def _scenario(spec, presets_dir):
+    """The plan's deployment through the command line's own parsers and Scenario rules; their messages name
+    flags (``--tp``), rewritten here to the plan's keys (``deployment.tp``), with the file and line."""
+    from kvplan.commands.common import build_scenario
+    from kvplan.errors import KvplanError
+    from kvplan.plan_file import DEPLOYMENT_KEYS
+
+    try:
+        return build_scenario(**spec.deployment, presets_dir=presets_dir)
+    except KvplanError as err:
+        named = _keys_named(err.message)
+
+        def rename(text: str | None) -> str | None:
+            if text is None:
+                return None
+            for k in DEPLOYMENT_KEYS:
+                text = re.sub(r"--" + re.escape(k.replace("_", "-")) + r"\b", f"deployment.{k}", text)
+            return text
+
+        from kvplan.plan_file import locate
+
+        where = locate(spec.path, "deployment", named[0] if named else None)
+        message = rename(err.message)
+        if "deployment." not in message:
+            message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
+        raise KvplanError(f"{where}: {message}", rename(err.hint)) from None
+
+
+def _keys_named(message: str) -> list[str]:
+    """The deployment keys a message names, as flags first (``--tp``) then in words (``kv dtype``), each in the
+    order the message names them."""
+    from kvplan.plan_file import DEPLOYMENT_KEYS
+
+    def first(pattern: str) -> list[str]:
+        found = [(m.start(), k) for k in DEPLOYMENT_KEYS
+                 if (m := re.search(pattern.format(k.replace("_", "-"), k.replace("_", "[ _-]")), message,
+                                    flags=re.IGNORECASE))]
+        return [k for _, k in sorted(found)]
+
+    return first(r"--{0}\b") + first(r"\b{1}\b")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check", short_help="Check deployment plans' assertions (exit 1 on a failure).")(check)

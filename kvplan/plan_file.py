@@ -1,0 +1,286 @@
+"""Plan files for ``kvplan check``: a TOML ``[deployment]`` and a list of ``[[assert]]`` entries, validated here.
+
+The ``[deployment]`` keys are the shared scenario and memory options of every command, spelled with underscores
+(``kv_dtype = "fp8"``, ``max_model_len = "32k"``); their values go through the same parsers and ``Scenario``
+validation as the command line (``kvplan.commands.common.build_scenario``), so a plan means what the same flags
+mean. This module checks only the file's shape (unknown keys, wrong types) and the assertions' own values; every
+error names the file, the line (when it can be found) and the key. Plain Python: no pydantic on this path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.errors import KvplanError, shorten
+
+# deployment key -> the TOML types it takes (values reach build_scenario as text, exactly like the flags)
+_TEXT = (str,)
+_WHOLE = (int,)
+_TOKENS = (int, str)
+_NUMBER = (int, float, str)
+DEPLOYMENT_KEYS: dict[str, tuple[type, ...]] = {
+    "model": _TEXT, "hardware": _TEXT, "nodes": _WHOLE, "gpus": _WHOLE, "tp": _WHOLE, "pp": _WHOLE, "dp": _WHOLE,
+    "ep": _WHOLE, "kv_dtype": _TEXT, "weight_dtype": _TEXT, "engine": _TEXT, "prompt": _TOKENS, "decode": _TOKENS,
+    "mtp_layers": _WHOLE, "max_model_len": _TOKENS, "block_size": _WHOLE, "host_link_gbs": _NUMBER,
+    # memory settings
+    "gpu_memory_utilization": (int, float), "mem_fraction_static": (int, float), "kv_pool": _TEXT,
+    "max_num_batched_tokens": _TOKENS, "max_num_seqs": _TOKENS, "activation_reserve": _TEXT, "runtime_reserve": _TEXT,
+}
+SCENARIO_KEYS = ("model", "hardware", "nodes", "gpus", "tp", "pp", "dp", "ep", "kv_dtype", "weight_dtype", "engine",
+                 "prompt", "decode", "mtp_layers", "max_model_len", "block_size", "host_link_gbs")
+# the CLI defaults (kvplan.commands.common.SCENARIO_OPTIONS) for the keys that have one
+DEPLOYMENT_DEFAULTS = {"hardware": "h200", "nodes": "1", "pp": "1", "kv_dtype": "auto", "engine": "neutral",
+                       "prompt": "1k", "decode": "30k"}
+
+# metric -> (kind of bound, options it takes)
+METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "weights_fit": ("bool", ()),
+    "max_concurrency": ("count", ()),
+    "kv_bytes_per_request": ("bytes", ()),
+    "kv_bytes_per_request_per_gpu": ("bytes", ()),
+    "tpot_seconds": ("seconds", ("batch",)),
+    "swap_beats_recompute": ("bool", ("generated",)),
+}
+ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "batch", "generated")
+TOP_KEYS = ("deployment", "assert", "description")
+
+
+@dataclass(frozen=True)
+class AssertSpec:
+    index: int            # 1-based position among the file's [[assert]] entries
+    name: str
+    metric: str
+    op: str               # ">=", "<=" or "=="
+    bound: int | float | bool
+    batch: int | None = None
+    generated: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    path: Path
+    description: str
+    deployment: dict      # build_scenario keyword arguments, as text (None when not given)
+    assertions: tuple[AssertSpec, ...]
+
+
+class _Where:
+    """Finds the line of a key in the file's text, for error messages (a plain scan: tomllib keeps no lines)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.lines = path, text.splitlines()
+
+    def _section_start(self, section: str, index: int | None) -> int:
+        header = re.compile(r"^\s*\[\[\s*assert\s*\]\]" if section == "assert" else r"^\s*\[\s*" + section + r"\s*\]")
+        seen = 0
+        for n, line in enumerate(self.lines):
+            if header.match(line):
+                seen += 1
+                if index is None or seen == index:
+                    return n
+        return -1
+
+    def line(self, section: str | None, key: str | None, index: int | None = None) -> int | None:
+        start = self._section_start(section, index) if section else -1
+        if section and start < 0:
+            return None
+        if key is None:
+            return start + 1
+        pattern = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
+        for n in range(start + 1, len(self.lines)):
+            if n > start + 1 and section and re.match(r"^\s*\[", self.lines[n]):
+                break
+            if pattern.match(self.lines[n]):
+                return n + 1
+        return start + 1 if section else None
+
+    def error(self, message: str, hint: str, section: str | None = None, key: str | None = None,
+              index: int | None = None) -> KvplanError:
+        n = self.line(section, key, index)
+        where = f"{self.path}:{n}" if n else str(self.path)
+        return KvplanError(f"{where}: {message}", hint)
+
+
+def locate(path: Path, section: str | None, key: str | None = None, index: int | None = None) -> str:
+    """``path:line`` of a key (or of a section's header) for a message; the bare path when it cannot be found."""
+    try:
+        n = _Where(path, path.read_text(encoding="utf-8")).line(section, key, index)
+    except (OSError, UnicodeDecodeError):
+        n = None
+    return f"{path}:{n}" if n else str(path)
+
+
+def label(section: str, key: str | None, index: int | None = None) -> str:
+    head = f"assert[{index}]" if section == "assert" else section
+    return f"{head}.{key}" if key else head
+
+
+def load(path: Path) -> PlanFile:
+    """Read and check one plan file (its shape and the assertions; the deployment's values are checked by
+    ``build_scenario``, see ``kvplan.commands.check``)."""
+    from kvplan.presets import _read_toml, read_text
+
+    # the same hardened reader as presets: FIFOs and devices refused unread, size and nesting bounded
+    doc = _read_toml(path, "plan")
+    text = read_text(path, "plan", "give the path of a plan .toml file")
+    where = _Where(path, text)
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise where.error(f"unknown top-level key {shorten(key)}", "a plan has [deployment], [[assert]] entries "
+                              "and an optional description", key=key)
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise where.error("description must be text", 'write description = "..."', key="description")
+    deployment = _deployment(doc.get("deployment"), where, path)
+    entries = doc.get("assert")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise where.error("a plan needs at least one [[assert]] entry" if entries is None else
+                          "assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
+    return PlanFile(path, description, deployment,
+                    tuple(_assertion(e, i, where) for i, e in enumerate(entries, start=1)))
+
+
+def _deployment(table, where: _Where, path: Path) -> dict:
+    if table is None:
+        raise where.error("a plan needs a [deployment] table", 'add [deployment] with model = "deepseek-r1", ...')
+    if not isinstance(table, dict):
+        raise where.error("deployment must be a table", "write it as [deployment]", key="deployment")
+    out: dict = {key: DEPLOYMENT_DEFAULTS.get(key) for key in DEPLOYMENT_KEYS}
+    for key, value in table.items():
+        if key not in DEPLOYMENT_KEYS:
+            close = [k for k in DEPLOYMENT_KEYS if k.replace("_", "") == key.replace("-", "").replace("_", "")]
+            hint = f"did you mean {close[0]}?" if close else "known keys: " + ", ".join(DEPLOYMENT_KEYS)
+            raise where.error(f"unknown key {label('deployment', shorten(key))}", hint, "deployment", key)
+        types = DEPLOYMENT_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, types) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            want = " or ".join({str: "text", int: "a whole number", float: "a number"}[t] for t in types)
+            raise where.error(f"{label('deployment', key)} = {shorten(value)} has the wrong type: give {want}",
+                              f"e.g. {_EXAMPLES.get(key, key + ' = ...')}", "deployment", key)
+        if key == "model" and isinstance(value, str):
+            value = _relative(value, path)
+        out[key] = str(value)
+    return out
+
+
+_EXAMPLES = {"model": 'model = "deepseek-r1"', "hardware": 'hardware = "h200"', "tp": "tp = 8", "gpus": "gpus = 8",
+             "nodes": "nodes = 1", "pp": "pp = 1", "dp": "dp = 1", "ep": "ep = 8", "kv_dtype": 'kv_dtype = "fp8"',
+             "engine": 'engine = "vllm"', "prompt": 'prompt = "1k"', "decode": 'decode = "30k"',
+             "kv_pool": 'kv_pool = "40GiB"', "gpu_memory_utilization": "gpu_memory_utilization = 0.9"}
+
+
+def _relative(ref: str, plan_path: Path) -> str:
+    """A model given as a file path is read relative to the plan file (a preset id is left alone)."""
+    if ref.endswith((".toml", ".json")) or "/" in ref:
+        candidate = plan_path.parent / ref
+        if not Path(ref).is_absolute() and candidate.exists():
+            return str(candidate)
+    return ref
+
+
+def _assertion(entry: dict, index: int, where: _Where) -> AssertSpec:
+    def fail(message: str, hint: str, key: str | None = None) -> KvplanError:
+        return where.error(message, hint, "assert", key, index)
+
+    for key in entry:
+        if key not in ASSERT_KEYS:
+            raise fail(f"unknown key {label('assert', shorten(key), index)}",
+                       "an assertion takes " + ", ".join(ASSERT_KEYS), key)
+    metric = entry.get("metric")
+    if metric is None:
+        raise fail(f"{label('assert', None, index)} has no metric", "add metric = one of " + ", ".join(METRICS))
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise fail(f"{label('assert', 'metric', index)} = {shorten(metric)} is not a known metric",
+                   "choose one of " + ", ".join(METRICS), "metric")
+    kind, options = METRICS[metric]
+    for key in ("batch", "generated"):
+        if key in entry and key not in options:
+            raise fail(f"{label('assert', key, index)} does not apply to {metric}",
+                       f"drop {key}" + (f" ({metric} takes {', '.join(options)})" if options else ""), key)
+    name = entry.get("name", metric)
+    if not isinstance(name, str) or not name.strip():
+        raise fail(f"{label('assert', 'name', index)} must be non-empty text", 'write name = "..."', "name")
+
+    bounds = [k for k in ("at_least", "at_most", "expect") if k in entry]
+    if kind == "bool":
+        if [b for b in bounds if b != "expect"]:
+            raise fail(f"{label('assert', bounds[0], index)}: {metric} is true or false",
+                       "use expect = true (the default) or expect = false", bounds[0])
+        expect = entry.get("expect", True)
+        if not isinstance(expect, bool):
+            raise fail(f"{label('assert', 'expect', index)} = {shorten(expect)} is not true or false",
+                       "write expect = true or expect = false", "expect")
+        op, bound = "==", expect
+    else:
+        if "expect" in bounds or len(bounds) != 1:
+            raise fail(f"{label('assert', None, index)} ({metric}) needs exactly one of at_least or at_most",
+                       f"e.g. {_BOUND_EXAMPLES[kind]}", bounds[1] if len(bounds) > 1 else None)
+        key = bounds[0]
+        op, bound = (">=" if key == "at_least" else "<="), _bound(kind, entry[key], label("assert", key, index),
+                                                                  fail, key)
+    batch = generated = None
+    from kvplan.units import parse_tokens
+
+    if "batch" in entry:
+        whole = _whole(entry["batch"], "batch", index, fail)
+        batch = _checked(lambda: parse_tokens(whole, label("assert", "batch", index)), fail, "batch")
+    if "generated" in entry:
+        value = entry["generated"]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise fail(f"{label('assert', 'generated', index)} = {shorten(value)} has the wrong type",
+                       'give tokens like generated = "20k"', "generated")
+        generated = _checked(lambda: parse_tokens(value, label("assert", "generated", index)), fail, "generated")
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated)
+
+
+_BOUND_EXAMPLES = {"count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}
+
+
+def _whole(value, key: str, index: int, fail):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(f"{label('assert', key, index)} = {shorten(value)} is not a whole number", f"write {key} = 8", key)
+    return value
+
+
+def _checked(parse, fail, key: str):
+    try:
+        return parse()
+    except KvplanError as err:
+        raise fail(err.message, err.hint or "", key) from None
+
+
+def _bound(kind: str, value, name: str, fail, key: str):
+    from kvplan.units import parse_size
+
+    if isinstance(value, bool):
+        raise fail(f"{name} = {shorten(value)} is not a number", f"e.g. {_BOUND_EXAMPLES[kind]}", key)
+    if kind == "count":
+        if not isinstance(value, int):
+            raise fail(f"{name} = {shorten(value)} is not a whole number", "e.g. at_least = 32", key)
+        if value < 0:
+            raise fail(f"{name} = {value} is negative", "give a count of requests, 0 or more", key)
+        return value
+    if kind == "bytes":
+        if isinstance(value, int):
+            if value <= 0:
+                raise fail(f"{name} = {value} must be a positive number of bytes", 'e.g. at_most = "1.2GiB"', key)
+            return value
+        if not isinstance(value, str):
+            raise fail(f"{name} = {shorten(value)} is not a size", 'give a size with its unit, e.g. "1.2GiB"', key)
+        return _checked(lambda: parse_size(value, name), fail, key)
+    # seconds: text with a unit ("40ms"), or a plain number of seconds
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|us)\s*", value)
+        if not m:
+            raise fail(f"{name} = {shorten(value)} is not a duration", 'write it with its unit, e.g. "40ms"', key)
+        seconds = float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]
+    else:
+        raise fail(f"{name} = {shorten(value)} is not a duration", 'e.g. at_most = "40ms"', key)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise fail(f"{name} = {shorten(value)} must be a positive duration", 'e.g. at_most = "40ms"', key)
+    return seconds

@@ -1,0 +1,250 @@
+"""`kvplan check PLAN...`: plan files, assertions measured by the other calculators, exit codes, JUnit XML."""
+
+import dataclasses
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+PLANS = Path(__file__).resolve().parent.parent / "examples" / "plans"
+PASSING = PLANS / "deepseek-r1-h200-fp8.toml"
+FAILING = PLANS / "deepseek-r1-h200-fails.toml"
+
+DEPLOYMENT = '''[deployment]
+model = "deepseek-r1"
+hardware = "h200"
+gpus = 8
+tp = 8
+kv_dtype = "fp8"
+engine = "vllm"
+prompt = "1k"
+decode = "30k"
+'''
+
+
+def write(tmp_path, text: str, name: str = "plan.toml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def by_name(doc) -> dict:
+    return {a["name"]: a for plan in doc["plans"] for a in plan["assertions"]}
+
+
+# --- the example plans ------------------------------------------------------------------------------------------
+def test_passing_plan_exits_0(run_cli):
+    r = run_cli("check", str(PASSING))
+    assert r.code == 0, r.err
+    assert r.out.startswith("deepseek-r1 on 8 x h200")
+    assert "FAIL" not in r.out
+    doc = run_cli("check", str(PASSING), "-f", "json").json()
+    assert doc["command"] == "check" and doc["passed"] is True
+    assert doc["assertions_total"] == 5 and doc["assertions_failed"] == 0
+    assert {a["metric"] for a in by_name(doc).values()} == {
+        "weights_fit", "max_concurrency", "kv_bytes_per_request", "tpot_seconds", "swap_beats_recompute"}
+
+
+def test_failing_plan_exits_1(run_cli):
+    r = run_cli("check", str(FAILING), "-f", "json")
+    assert r.code == 1, r.err
+    doc = r.json()
+    assert doc["passed"] is False and doc["assertions_failed"] == 2
+    items = by_name(doc)
+    conc = items["128 concurrent 31K-token requests"]
+    assert not conc["passed"] and conc["op"] == ">=" and conc["bound"] == 128
+    assert conc["margin"] == conc["measured"] - 128 < 0
+    tpot = items["TPOT at the end of the decode, batch 32"]
+    assert not tpot["passed"] and tpot["margin"] == pytest.approx(0.005 - tpot["measured"])
+    assert items["weights_fit"]["passed"]
+
+
+def test_any_failing_plan_fails_the_run(run_cli):
+    r = run_cli("check", str(PASSING), str(FAILING))
+    assert r.code == 1
+    assert "2 plans" in r.out.splitlines()[0]
+
+
+def test_csv_and_markdown_render(run_cli):
+    csv = run_cli("check", str(PASSING), "-f", "csv")
+    assert csv.code == 0
+    # one plan: its name is in the headline, not a column; the unit column names what the raw numbers are in
+    assert csv.out.splitlines()[1] == "assertion,measured,op,bound,result,margin,unit"
+    assert len(csv.out.splitlines()) == 2 + 5
+    row = csv.out.splitlines()[4]
+    assert row.startswith("peak KV per request,1089216000,<=,") and row.endswith(",bytes")
+    both = run_cli("check", str(PASSING), str(FAILING), "-f", "csv")
+    assert both.code == 1 and both.out.splitlines()[1] == "plan,assertion,measured,op,bound,result,margin,unit"
+    md = run_cli("check", str(FAILING), "-f", "markdown")
+    assert md.code == 1 and "| FAIL |" in md.out
+
+
+# --- hand-worked figures ----------------------------------------------------------------------------------------
+def test_kv_bytes_per_request_is_hand_arithmetic(run_cli, tmp_path):
+    # DeepSeek-R1 (config.json): 61 layers of MLA, each caching one latent of kv_lora_rank 512 + qk_rope_head_dim
+    # 64 = 576 elements per token; FP8 KV = 1 byte each -> 61 x 576 = 35,136 B per token, whole model.
+    # At the plan's context 1,000 + 30,000 = 31,000 tokens: 35,136 x 31,000 = 1,089,216,000 B (1.0144 GiB).
+    # The latent is whole on every TP rank, so the per-GPU figure is the same bytes.
+    plan = write(tmp_path, DEPLOYMENT + '''
+[[assert]]
+name = "whole model"
+metric = "kv_bytes_per_request"
+at_most = "1GiB"
+
+[[assert]]
+name = "per GPU"
+metric = "kv_bytes_per_request_per_gpu"
+at_most = 1089216000
+''')
+    r = run_cli("check", plan, "-f", "json")
+    items = by_name(r.json())
+    assert items["whole model"]["measured"] == 1_089_216_000
+    assert items["per GPU"]["measured"] == 1_089_216_000
+    # 1 GiB = 1,073,741,824 B < 1,089,216,000: fails by 15,474,176 B; the exact bound passes with margin 0
+    assert not items["whole model"]["passed"]
+    assert items["whole model"]["margin"] == 1_073_741_824 - 1_089_216_000 == -15_474_176
+    assert items["per GPU"]["passed"] and items["per GPU"]["margin"] == 0
+    assert r.code == 1
+
+
+def test_weights_that_do_not_fit_fail_with_exit_1(run_cli, tmp_path):
+    # One H200 at TP=1 holds all of DeepSeek-R1's ~671B fp8 parameters: far more than 0.9 x 140 GiB.
+    plan = write(tmp_path, DEPLOYMENT.replace("gpus = 8", "gpus = 1").replace("tp = 8", "tp = 1") + '''
+[[assert]]
+metric = "weights_fit"
+''')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 1, r.err
+    (item,) = by_name(r.json()).values()
+    assert not item["passed"] and item["measured"] > item["bound"] and item["margin"] < 0
+    assert item["measured"] > 600e9
+    # and expect = false turns the same fact into a pass
+    plan = write(tmp_path, DEPLOYMENT.replace("gpus = 8", "gpus = 1").replace("tp = 8", "tp = 1") + '''
+[[assert]]
+metric = "weights_fit"
+expect = false
+''')
+    assert run_cli("check", plan).code == 0
+
+
+def test_library_plan_is_frozen_and_typed(tmp_path):
+    from kvplan.calc.check import plan_check
+    from kvplan.commands.check import _scenario
+    from kvplan.plan_file import load
+    from kvplan.values import Count, Seconds
+
+    spec = load(PASSING)
+    plan = plan_check(_scenario(spec, None), spec.assertions, str(PASSING))
+    assert plan.passed and plan.failed == 0
+    conc = next(a for a in plan.assertions if a.metric == "max_concurrency")
+    assert isinstance(conc.measured, Count) and conc.measured.why is not None
+    assert conc.margin.value == conc.measured.value - 32
+    tpot = next(a for a in plan.assertions if a.metric == "tpot_seconds")
+    assert isinstance(tpot.measured, Seconds) and tpot.bound.value == pytest.approx(0.040)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.assertions[0].passed = False
+
+
+# --- JUnit ------------------------------------------------------------------------------------------------------
+def test_junit_parses_back(run_cli, tmp_path):
+    out = tmp_path / "report.xml"
+    r = run_cli("check", str(PASSING), str(FAILING), "--junit", str(out))
+    assert r.code == 1
+    root = ET.parse(out).getroot()
+    assert root.tag == "testsuites" and root.get("tests") == "8" and root.get("failures") == "2"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [str(PASSING), str(FAILING)]
+    assert [len(s.findall("testcase")) for s in suites] == [5, 3]
+    assert not suites[0].findall("testcase/failure")
+    failures = {c.get("name"): c.find("failure") for c in suites[1].findall("testcase")
+                if c.find("failure") is not None}
+    assert set(failures) == {"128 concurrent 31K-token requests", "TPOT at the end of the decode, batch 32"}
+    message = failures["128 concurrent 31K-token requests"].get("message")
+    measured = by_name(run_cli("check", str(FAILING), "-f", "json").json())[
+        "128 concurrent 31K-token requests"]["measured"]
+    assert f"measured {measured}" in message and "bound >= 128" in message
+    assert "bound <= 5.00 ms" in failures["TPOT at the end of the decode, batch 32"].get("message")
+
+
+def test_junit_needs_an_xml_name(run_cli, tmp_path):
+    r = run_cli("check", str(PASSING), "--junit", str(tmp_path / "report.txt"))
+    assert r.code == 2 and "--junit" in r.err
+
+
+# --- invalid plans: exit 2, one line naming the file, the line and the key --------------------------------------
+INVALID = [
+    ("unknown deployment key", DEPLOYMENT.replace("tp = 8", "tpp = 8") + '[[assert]]\nmetric = "weights_fit"\n',
+     ":5: unknown key deployment.'tpp'"),
+    ("wrong type", DEPLOYMENT.replace("tp = 8", 'tp = "eight"') + '[[assert]]\nmetric = "weights_fit"\n',
+     ":5: deployment.tp = 'eight' has the wrong type"),
+    ("negative tp", DEPLOYMENT.replace("tp = 8", "tp = -8") + '[[assert]]\nmetric = "weights_fit"\n',
+     ":5: deployment.tp -8 is out of range"),
+    ("negative prompt", DEPLOYMENT.replace('prompt = "1k"', "prompt = -5") + '[[assert]]\nmetric = "weights_fit"\n',
+     ":8: deployment.prompt '-5' must be non-negative"),
+    ("negative bound", DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = -3\n',
+     ":12: assert[1].at_least = -3 is negative"),
+    ("unknown assert key", DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = 3\ncolour = 1\n',
+     ":13: unknown key assert[1].'colour'"),
+    ("unknown metric", DEPLOYMENT + '[[assert]]\nmetric = "ttft"\n', ":11: assert[1].metric = 'ttft' is not a known"),
+    ("duration without unit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40"\n',
+     "assert[1].at_most = '40' is not a duration"),
+    ("both bounds", DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = 3\nat_most = 9\n',
+     "needs exactly one of at_least or at_most"),
+    ("setting the engine lacks", DEPLOYMENT + 'mem_fraction_static = 0.8\n[[assert]]\nmetric = "weights_fit"\n',
+     ":10: deployment.mem_fraction_static is not a setting of deployment.engine vllm"),
+    ("unknown kv dtype", DEPLOYMENT.replace('"fp8"', '"fp9"') + '[[assert]]\nmetric = "weights_fit"\n',
+     ":6: [deployment] kv_dtype: unknown kv dtype 'fp9'"),
+    ("no assertions", DEPLOYMENT, "a plan needs at least one [[assert]] entry"),
+    ("top-level key", "extends = 'base.toml'\n" + DEPLOYMENT + '[[assert]]\nmetric = "weights_fit"\n',
+     ":1: unknown top-level key 'extends'"),
+    ("not TOML", "[deployment\n", "not valid TOML"),
+    ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
+    ("batch that does not fit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40ms"\nbatch = 1000\n',
+     ":10: cannot evaluate assert[1] (tpot_seconds): assert[1].batch 1000 does not fit"),
+]
+
+
+@pytest.mark.parametrize("text, expected", [(t, e) for _, t, e in INVALID], ids=[n for n, _, _ in INVALID])
+def test_invalid_plan_exits_2_with_one_line(run_cli, tmp_path, text, expected):
+    plan = write(tmp_path, text)
+    r = run_cli("check", plan)
+    assert r.code == 2, (r.out, r.err)
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith((f"error: {plan}", f"error: plan {plan}")), r.err
+    assert expected in lines[0], lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_missing_plan_file(run_cli, tmp_path):
+    r = run_cli("check", str(tmp_path / "nope.toml"))
+    assert r.code == 2 and "does not exist" in r.err
+
+
+def test_an_invalid_plan_stops_the_run_before_any_output(run_cli, tmp_path):
+    bad = write(tmp_path, DEPLOYMENT.replace("tp = 8", "tp = 0") + '[[assert]]\nmetric = "weights_fit"\n')
+    r = run_cli("check", str(PASSING), bad, "-f", "json")
+    assert r.code == 2 and r.out == "" and "deployment.tp 0 is out of range" in r.err
+
+
+def test_expect_false_flips_the_margin(run_cli, tmp_path):
+    # swap beats recompute on the workload document's deployment (the passing plan); asserting the opposite fails,
+    # and the margin is then negative: 1 - recompute / swap
+    plan = write(tmp_path, DEPLOYMENT + '''
+[[assert]]
+metric = "swap_beats_recompute"
+generated = "20k"
+expect = false
+''')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 1
+    (item,) = by_name(r.json()).values()
+    assert item["measured"] > 1 and item["margin"] == pytest.approx(1 - item["measured"])
+
+
+def test_weights_fit_with_a_given_pool(run_cli, tmp_path):
+    plan = write(tmp_path, DEPLOYMENT + 'kv_pool = "40GiB"\n[[assert]]\nmetric = "weights_fit"\n')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 0, r.err
+    (item,) = by_name(r.json()).values()
+    assert item["measured"] == 40 * 2**30 and item["op"] == ">="
