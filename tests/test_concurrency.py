@@ -264,7 +264,7 @@ def test_more_hbm_never_lowers_concurrency(extra_gib, context):
 
 
 def test_context_table_is_monotone_in_context_and_dtype():
-    d = run("deepseek-r1", "h200", KVDtype.FP8, Parallelism(tp=8),
+    d = run("deepseek-r1", "b200", KVDtype.FP8, Parallelism(tp=8),   # nvfp4 needs FP4 tensor cores
             dtypes=(KVDtype.BF16, KVDtype.FP8, KVDtype.NVFP4))
     rows = d["by_context"]
     for dtype in ("bf16", "fp8", "nvfp4"):
@@ -318,3 +318,10 @@ def test_plot_without_matplotlib_is_a_user_error(run_cli, tmp_path, monkeypatch)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     r = run_cli("concurrency", "--plot", str(tmp_path / "x.png"))
     assert r.code == 2 and "kvplan[plot]" in r.err
+
+
+def test_nvfp4_in_the_dtype_table_follows_the_kv_dtype_rule(run_cli):
+    # --kv-dtype nvfp4 is refused on H200 (no FP4 tensor cores); --dtypes nvfp4 showed a column there anyway
+    r = run_cli("concurrency", "--dtypes", "bf16,nvfp4")
+    assert r.code == 2 and "FP4 tensor cores" in r.err and "--dtypes" in r.err, r.err
+    assert run_cli("concurrency", "-g", "b200", "--dtypes", "nvfp4", "--brief").code == 0

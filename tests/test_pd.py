@@ -66,6 +66,7 @@ def test_one_instance_cannot_be_split(run_cli):
     # one request alone takes ~8.8 ms per token with its prefill on this node: a 5 ms SLO is out of reach
     (("--nodes", "2", "--tpot-slo", "5ms"), "no colocated batch meets the 5 ms TPOT SLO"),
     (("--nodes", "2", "--handover-ms", "-1000000"), "--handover-ms '-1000000' is not a time"),   # TTFT went negative
+    (("--nodes", "2", "--nic-gbps", "0"), "--nic-gbps '0' must be a positive"),   # named --host-link-gbs before
 ])
 def test_pd_refuses_what_it_cannot_answer(run_cli, args, needle):
     r = run_cli("pd", *args)

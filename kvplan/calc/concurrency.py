@@ -195,6 +195,9 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     cap_total = Tokens(cap * replicas, derived("per replica x replicas", f"{cap:,} x {replicas}"))
 
     dtypes = options.dtypes or default_dtypes(hw)
+    if KVDtype.NVFP4 in dtypes and "fp4" not in hw.dense_tflops:   # the rule Scenario applies to --kv-dtype
+        raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
+                          "drop nvfp4 from --dtypes on this GPU")
     contexts = sorted(set(options.contexts) | {context})
     per_dtype = {}
     for d in dtypes:

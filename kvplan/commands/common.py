@@ -59,7 +59,8 @@ HostLinkOpt = Annotated[str | None, typer.Option(
 
 # --- memory settings (commands that size the pool) -------------------------------------------------------------
 GpuMemUtilOpt = Annotated[str | None, typer.Option(
-    "--gpu-memory-utilization", metavar="FRACTION", help="vLLM's fraction of total HBM (default 0.9).")]
+    "--gpu-memory-utilization", metavar="FRACTION",
+    help="vLLM's fraction of total HBM (default 0.92; 0.9 before v0.20).")]
 MemFractionOpt = Annotated[str | None, typer.Option(
     "--mem-fraction-static", metavar="FRACTION", help="SGLang's fraction (default: SGLang's bucket by GPU size).")]
 KvPoolOpt = Annotated[str | None, typer.Option(
@@ -155,7 +156,7 @@ def parse_seconds(text: str, name: str) -> float:
     return value
 
 
-def parse_link_gbs(text: str) -> float:
+def parse_link_gbs(text: str, flag: str = "--host-link-gbs") -> float:
     """Effective per-direction GB/s: a plain number (GB/s, 10^9 B/s) or a rate with its unit (50GB/s)."""
     import math
 
@@ -164,9 +165,9 @@ def parse_link_gbs(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        return parse_rate(text, "--host-link-gbs") / 1e9
+        return parse_rate(text, flag) / 1e9
     if not (value > 0 and math.isfinite(value)):
-        raise KvplanError(f"--host-link-gbs {text!r} must be a positive number of GB/s", "give it like 50 or 50GB/s")
+        raise KvplanError(f"{flag} {text!r} must be a positive number of GB/s", "give it like 50 or 50GB/s")
     return value
 
 

@@ -51,7 +51,7 @@ def pd(
         raise KvplanError(f"--handover-ms {handover_ms!r} is not a time in [0, 3,600,000] ms",
                           "give --handover-ms as the per-request handover in milliseconds, e.g. 2")
     options = PdOptions(
-        tpot_slo=parse_seconds(tpot_slo, "tpot-slo"), nic_gbps=optional(parse_link_gbs, nic_gbps),
+        tpot_slo=parse_seconds(tpot_slo, "tpot-slo"), nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"),
         prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=not no_chunked,
         factors={k: v for k, v in {"hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
                                    "mfu": optional(parse_fraction, mfu, "mfu")}.items() if v is not None},
