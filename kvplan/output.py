@@ -123,7 +123,8 @@ def to_json(result: Result) -> str:
     derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
                    result.derivations().items()}
     doc = {"command": result.command, "headline": result.headline, **raw(result.data),
-           "notes": list(result.notes), "assumptions": list(result.assumptions), "derivations": derivations}
+           "warnings": list(result.warnings), "notes": list(result.notes),
+           "assumptions": list(result.assumptions), "derivations": derivations}
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
@@ -300,6 +301,8 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
     out.write(result.headline + "\n")
     for label, value in result.brief:
         out.write(f"{label}: {text(value, units)}\n")
+    for warning in result.warnings:
+        out.write(f"warning: {warning}\n")
 
 
 def render(result: Result, fmt: str = "table", explain: bool = False, file=None, units: str = "iec",

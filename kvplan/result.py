@@ -53,6 +53,9 @@ class Result:
     charts: tuple[Chart, ...] = ()
     # (label, value) pairs --brief prints after the headline
     brief: tuple[tuple[str, Any], ...] = ()
+    # notes that overturn or qualify the answer (the engine would not start; swap is impossible): printed first
+    # among the notes, and by --brief after its figures
+    warnings: tuple[str, ...] = ()
 
     def primary_table(self) -> Table:
         for table in self.tables:

@@ -124,3 +124,16 @@ def test_fix_hint_counts_the_request_at_each_parallelism(run_cli):
     r = run_cli("concurrency", "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--decode", "126k")
     _one_line_exit_2(r, "does not fit")
     assert "--tp 4 --pp 1" in r.err
+
+
+def test_brief_keeps_the_warning_that_overturns_its_answer(run_cli):
+    # Llama-3.1-8B, 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B/token; a 4,000,000-token request
+    # needs 4e6 x 131,072 B = 488.28 GiB, more than one H200 holds: vLLM refuses to start, so the capacity the
+    # brief prints must come with that warning
+    r = run_cli("concurrency", "--engine", "vllm", "-m", "llama-3.1-8b", "--tp", "1", "--max-model-len", "4M",
+                "--decode", "10k", "--brief")
+    assert r.code == 0 and "warning: vLLM would refuse to start" in r.out and "488.28 GiB" in r.out, r.out
+    # no host DRAM to swap into: the verdict "recompute" rests on that, so --brief says it
+    r = run_cli("compare-preemption", "--dram", "1MiB", "--brief")
+    assert r.code == 0 and "warning: Recompute: swapping is impossible" in r.out and "1.05 MB" in r.out, r.out
+    assert "warning:" not in run_cli("compare-preemption", "--brief").out

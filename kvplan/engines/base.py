@@ -55,6 +55,7 @@ class EngineReport:
     rows: tuple[tuple[str, Any], ...]
     data: dict[str, Value | bool | None]
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()    # what overturns the answer (the engine would not start): shown even by --brief
 
 
 # Which GPU generation a hardware preset is, for the rules that depend on it (vLLM's MLA backend, SGLang's

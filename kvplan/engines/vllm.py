@@ -428,9 +428,9 @@ class VllmEngine(Engine):
                 "vllm_max_model_len": mml_v, "vllm_block_size": block_v, "vllm_kv_cache_groups": groups,
                 "vllm_padding_layers": padding, "vllm_needed_for_one_max_len_request_bytes": needed,
                 "vllm_fit_check_available_bytes": available, "vllm_fits_one_max_len_request": fits}
-        notes = []
+        notes, warnings = [], []
         if not fits:
-            notes.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
+            warnings.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
                          f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the check allows "
                          f"{cfg.fit_available_bytes / 2**30:.2f} GiB; lower --max-model-len.")
         if cfg.padding_layers and self.since((0, 19, 0)):
@@ -441,7 +441,7 @@ class VllmEngine(Engine):
         if cfg.mamba_page_padding:
             notes.append(f"vLLM pads the linear-attention state page by {cfg.mamba_page_padding:.1%} to match "
                          f"the {cfg.block_size}-token attention block.")
-        return EngineReport(f"vLLM v1 accounting ({self.release})", rows, data, tuple(notes))
+        return EngineReport(f"vLLM v1 accounting ({self.release})", rows, data, tuple(notes), tuple(warnings))
 
 
 ENGINE = VllmEngine(NEWEST)

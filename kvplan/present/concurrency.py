@@ -54,7 +54,7 @@ def present(plan: ConcurrencyPlan) -> Result:
         notes.append("Engine-neutral accounting: block rounding per attention kind; --engine vllm or sglang "
                      "reproduces an engine's own figures.")
     if plan.engine_report is not None:
-        notes.extend(plan.engine_report.notes)
+        notes.extend(plan.engine_report.warnings + plan.engine_report.notes)
     if not b.given_pool:
         step = s.engine_adapter.boundary_note(hw)
         if step:
@@ -151,4 +151,6 @@ def present(plan: ConcurrencyPlan) -> Result:
              (f"decode steps until {plan.overflow[0].batch.value} requests fill the pool",
               plan.overflow[0].decode_steps_until_full if plan.overflow[0].decode_steps_until_full.value is not None
               else f"never within {s.decode_tokens:,} steps"))
-    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), assumptions, (chart,), brief)
+    warnings = plan.engine_report.warnings if plan.engine_report is not None else ()
+    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), assumptions, (chart,), brief,
+                  warnings)

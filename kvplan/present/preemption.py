@@ -29,8 +29,10 @@ def recommendation(plan: PreemptionPlan) -> str:
     exposed, t_rc, ratio = this.swap_exposed.value, this.recompute.value, this.recompute_over_swap.value
     host = plan.host
     if plan.host_fits is False:
-        return (f"Recompute: swapping is impossible here, the node's {host.bytes_per_node.value / 1e9:,.0f} GB of host "
-                f"DRAM cannot hold the request's {format_bytes(host.request_bytes_on_node.value, 'si')} of KV.")
+        dram = format_bytes(host.bytes_per_node.value, "si")
+        need = format_bytes(host.request_bytes_on_node.value, "si")
+        return (f"Recompute: swapping is impossible here, the node's {dram} of host DRAM cannot hold the "
+                f"request's {need} of KV.")
     crossover, be = plan.crossover.value, plan.breakeven.value
     if plan.cheaper == "swap":
         text = (f"Swap first, recompute last: at {ctx:,} tokens swap-in exposes {_time(exposed)} against "
@@ -197,4 +199,6 @@ def present(plan: PreemptionPlan) -> Result:
     assumptions.extend(spec_notes(s))
     brief = (("swap bytes per GPU", this.swap_bytes_per_gpu), ("swap-in exposed", this.swap_exposed),
              ("recompute", this.recompute), ("recompute / swap", this.recompute_over_swap), ("cheaper", plan.cheaper))
-    return Result("compare-preemption", s.headline(), data, tables, tuple(notes), tuple(assumptions), brief=brief)
+    warnings = (notes[0],) if plan.host_fits is False else ()   # the verdict rests on it
+    return Result("compare-preemption", s.headline(), data, tables, tuple(notes), tuple(assumptions), brief=brief,
+                  warnings=warnings)
