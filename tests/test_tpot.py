@@ -200,3 +200,17 @@ def test_acceptance_cannot_exceed_the_verified_tokens(run_cli):
     assert r.code == 2 and "give --accept 3 or less" in r.err
     ok = run_cli("tpot", "--mtp-layers", "1", "--spec-tokens", "2", "--accept", "3", "-f", "json")
     assert ok.code == 0, ok.err
+
+
+def test_brief_shows_the_effective_speculative_tpot(run_cli):
+    # with a flat acceptance a, the effective TPOT is the verify step (draft + verify of K tokens, the same for
+    # every a) divided by a: so a = 2.4 and a = 4 differ by exactly 4 / 2.4 in the brief's first figure
+    def effective(a: str) -> float:
+        r = run_cli("tpot", "--spec-tokens", "3", "--mtp-layers", "1", "--accept", a, "--brief")
+        assert r.code == 0, r.err
+        line = r.out.splitlines()[1]
+        assert line.startswith("effective TPOT mean (speculative): ") and line.endswith(" ms"), line
+        return float(line.split(": ")[1].removesuffix(" ms"))
+
+    assert effective("2.4") / effective("4") == pytest.approx(4 / 2.4, rel=2e-3)   # 2 decimals printed
+    assert "effective" not in run_cli("tpot", "--brief").out

@@ -99,6 +99,9 @@ def present(plan: TpotPlan, calibration=None) -> Result:
     brief = (("TPOT mean", plan.tpot_mean), ("TPOT at the end", plan.end.tpot),
              ("tokens/s per GPU", plan.tokens_per_second_per_gpu), ("TTFT", plan.ttft),
              ("bound at the end", plan.end.bound))
+    if plan.spec is not None:   # the figure speculative decoding was asked for: the TPOT a user sees
+        brief = (("effective TPOT mean (speculative)", plan.spec.tpot_mean),
+                 ("effective TPOT at the end (speculative)", plan.spec.tpot_end)) + brief
     return Result("tpot", s.headline() + f"; batch {plan.batch.value} ({o.shape})", data, tuple(tables),
                   tuple(notes), assumptions, (), brief)
 
