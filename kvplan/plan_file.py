@@ -45,7 +45,8 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "swap_beats_recompute": ("bool", ("generated",)),
 }
 ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "batch", "generated")
-TOP_KEYS = ("deployment", "assert", "description")
+TOP_KEYS = ("deployment", "assert", "description", "extends")
+MAX_EXTENDS = 8           # plans a chain of extends may pass through
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class AssertSpec:
     bound: int | float | bool
     batch: int | None = None
     generated: int | None = None
+    source: Path | None = None   # the file that defines it (a plan it extends, or the plan itself)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class PlanFile:
     description: str
     deployment: dict      # build_scenario keyword arguments, as text (None when not given)
     assertions: tuple[AssertSpec, ...]
+    deployment_sources: tuple[tuple[str, Path], ...] = ()   # (key, the file that set it), for error locations
 
 
 class _Where:
@@ -120,35 +123,80 @@ def label(section: str, key: str | None, index: int | None = None) -> str:
 
 def load(path: Path) -> PlanFile:
     """Read and check one plan file (its shape and the assertions; the deployment's values are checked by
-    ``build_scenario``, see ``kvplan.commands.check``)."""
-    from kvplan.presets import _read_toml, read_text
+    ``build_scenario``, see ``kvplan.commands.check``).
+
+    ``extends = "base.toml"`` (relative to the plan) starts from another plan: its [deployment] keys, which the
+    plan's own keys override, and its [[assert]] entries, which come before the plan's own. Chains are followed up
+    to MAX_EXTENDS plans; a cycle is an error."""
+    description, given, sources, entries, has_deployment = _read(path, ())
+    if not has_deployment:
+        raise _where(path).error("a plan needs a [deployment] table", 'add [deployment] with model = "deepseek-r1", '
+                                 '... (or extends = "base.toml")')
+    if not entries:
+        raise _where(path).error("a plan needs at least one [[assert]] entry", 'add [[assert]] with metric = '
+                                 '"weights_fit"')
+    deployment = {key: DEPLOYMENT_DEFAULTS.get(key) for key in DEPLOYMENT_KEYS} | given
+    return PlanFile(path, description, deployment, tuple(entries), tuple(sources.items()))
+
+
+def _where(path: Path) -> _Where:
+    from kvplan.presets import read_text
+
+    return _Where(path, read_text(path, "plan", "give the path of a plan .toml file"))
+
+
+def _read(path: Path, chain: tuple[Path, ...]):
+    """(description, the deployment keys given, {key: file}, assertions, whether any file has a [deployment]) of
+    a plan and the plans it extends; ``load`` checks that the whole has a deployment and an assertion."""
+    from kvplan.presets import _read_toml
 
     # the same hardened reader as presets: FIFOs and devices refused unread, size and nesting bounded
     doc = _read_toml(path, "plan")
-    text = read_text(path, "plan", "give the path of a plan .toml file")
-    where = _Where(path, text)
+    where = _where(path)
     for key in doc:
         if key not in TOP_KEYS:
-            raise where.error(f"unknown top-level key {shorten(key)}", "a plan has [deployment], [[assert]] entries "
-                              "and an optional description", key=key)
+            raise where.error(f"unknown top-level key {shorten(key)}", "a plan has [deployment], [[assert]] entries, "
+                              "an optional description and an optional extends", key=key)
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise where.error("description must be text", 'write description = "..."', key="description")
-    deployment = _deployment(doc.get("deployment"), where, path)
-    entries = doc.get("assert")
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-        raise where.error("a plan needs at least one [[assert]] entry" if entries is None else
-                          "assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
-    return PlanFile(path, description, deployment,
-                    tuple(_assertion(e, i, where) for i, e in enumerate(entries, start=1)))
+    given: dict = {}
+    sources: dict = {}
+    entries: list[AssertSpec] = []
+    has_deployment = False
+    if "extends" in doc:
+        ref = doc["extends"]
+        if not isinstance(ref, str) or not ref.strip():
+            raise where.error(f"extends = {shorten(ref)} is not the path of a plan", 'write extends = "base.toml"',
+                              key="extends")
+        base = Path(ref) if Path(ref).is_absolute() else path.parent / ref
+        me = path.resolve()
+        if base.resolve() in chain + (me,):
+            raise where.error(f"extends = {shorten(ref)} comes back to a plan already in the chain",
+                              "break the cycle of extends", key="extends")
+        if len(chain) + 1 >= MAX_EXTENDS:
+            raise where.error(f"extends passes through more than {MAX_EXTENDS} plans", "flatten the chain",
+                              key="extends")
+        base_description, given, sources, entries, has_deployment = _read(base, chain + (me,))
+        description = description or base_description
+    table = doc.get("deployment")
+    if table is not None:
+        has_deployment = True
+        own = _deployment_given(table, where, path)
+        given = given | own
+        sources = sources | {key: path for key in own}
+    raw = doc.get("assert")
+    if raw is not None and (not isinstance(raw, list) or not raw or not all(isinstance(e, dict) for e in raw)):
+        raise where.error("assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
+    entries = entries + [_assertion(e, i, where, path) for i, e in enumerate(raw or (), start=1)]
+    return description, given, sources, entries, has_deployment
 
 
-def _deployment(table, where: _Where, path: Path) -> dict:
-    if table is None:
-        raise where.error("a plan needs a [deployment] table", 'add [deployment] with model = "deepseek-r1", ...')
+def _deployment_given(table, where: _Where, path: Path) -> dict:
+    """The [deployment] keys this file gives, checked for name and type, as text."""
     if not isinstance(table, dict):
         raise where.error("deployment must be a table", "write it as [deployment]", key="deployment")
-    out: dict = {key: DEPLOYMENT_DEFAULTS.get(key) for key in DEPLOYMENT_KEYS}
+    out: dict = {}
     for key, value in table.items():
         if key not in DEPLOYMENT_KEYS:
             close = [k for k in DEPLOYMENT_KEYS if k.replace("_", "") == key.replace("-", "").replace("_", "")]
@@ -181,7 +229,7 @@ def _relative(ref: str, plan_path: Path) -> str:
     return ref
 
 
-def _assertion(entry: dict, index: int, where: _Where) -> AssertSpec:
+def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None) -> AssertSpec:
     def fail(message: str, hint: str, key: str | None = None) -> KvplanError:
         return where.error(message, hint, "assert", key, index)
 
@@ -233,7 +281,7 @@ def _assertion(entry: dict, index: int, where: _Where) -> AssertSpec:
             raise fail(f"{label('assert', 'generated', index)} = {shorten(value)} has the wrong type",
                        'give tokens like generated = "20k"', "generated")
         generated = _checked(lambda: parse_tokens(value, label("assert", "generated", index)), fail, "generated")
-    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated)
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path)
 
 
 _BOUND_EXAMPLES = {"count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}

@@ -1,6 +1,7 @@
 """`kvplan check PLAN...`: plan files, assertions measured by the other calculators, exit codes, JUnit XML."""
 
 import dataclasses
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -195,8 +196,8 @@ INVALID = [
     ("unknown kv dtype", DEPLOYMENT.replace('"fp8"', '"fp9"') + '[[assert]]\nmetric = "weights_fit"\n',
      ":6: [deployment] kv_dtype: unknown kv dtype 'fp9'"),
     ("no assertions", DEPLOYMENT, "a plan needs at least one [[assert]] entry"),
-    ("top-level key", "extends = 'base.toml'\n" + DEPLOYMENT + '[[assert]]\nmetric = "weights_fit"\n',
-     ":1: unknown top-level key 'extends'"),
+    ("top-level key", "include = 'base.toml'\n" + DEPLOYMENT + '[[assert]]\nmetric = "weights_fit"\n',
+     ":1: unknown top-level key 'include'"),
     ("not TOML", "[deployment\n", "not valid TOML"),
     ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
     ("batch that does not fit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40ms"\nbatch = 1000\n',
@@ -248,3 +249,59 @@ def test_weights_fit_with_a_given_pool(run_cli, tmp_path):
     assert r.code == 0, r.err
     (item,) = by_name(r.json()).values()
     assert item["measured"] == 40 * 2**30 and item["op"] == ">="
+
+
+# --- extends ------------------------------------------------------------------------------------------------------
+def test_extends_shares_a_deployment_and_the_plan_overrides_it(run_cli, tmp_path):
+    # the base holds the deployment and one assertion; the plan extends it, overrides kv_dtype to bf16 and adds one.
+    # R1's MLA latent is 61 x 576 elements per token: 35,136 B at fp8, 70,272 B at bf16; at 31,000 tokens bf16 is
+    # 70,272 x 31,000 = 2,178,432,000 B, so the override must be what the inherited assertion measures
+    write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "inherited"\nmetric = "kv_bytes_per_request"\n'
+          'at_most = "3GiB"\n', "base.toml")
+    plan = write(tmp_path, 'extends = "base.toml"\n[deployment]\nkv_dtype = "bf16"\n\n[[assert]]\n'
+                 'name = "own"\nmetric = "weights_fit"\n')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 0, r.err
+    got = by_name(json.loads(r.out))
+    assert list(got) == ["inherited", "own"]                     # the base's assertions first
+    assert got["inherited"]["measured"] == 70_272 * 31_000
+    base_only = run_cli("check", str(tmp_path / "base.toml"), "-f", "json")
+    assert by_name(json.loads(base_only.out))["inherited"]["measured"] == 35_136 * 31_000
+
+
+def test_extends_errors_name_the_file_that_holds_the_problem(run_cli, tmp_path):
+    write(tmp_path, DEPLOYMENT.replace('kv_dtype = "fp8"', 'kv_dtype = "fp3"'), "base.toml")
+    plan = write(tmp_path, 'extends = "base.toml"\n\n[[assert]]\nmetric = "weights_fit"\n')
+    r = run_cli("check", plan)
+    assert r.code == 2 and r.err.startswith(f"error: {tmp_path / 'base.toml'}:6:"), r.err   # kv_dtype's line
+    # a cycle, a missing base and a base that is not text are one-line errors too
+    write(tmp_path, 'extends = "b.toml"\n', "a.toml")
+    write(tmp_path, 'extends = "a.toml"\n', "b.toml")
+    cyc = run_cli("check", str(tmp_path / "a.toml"))
+    assert cyc.code == 2 and "comes back to a plan already in the chain" in cyc.err, cyc.err
+    missing = run_cli("check", write(tmp_path, 'extends = "nope.toml"\n', "m.toml"))
+    assert missing.code == 2 and "nope.toml" in missing.err and missing.err.count("\n") == 1, missing.err
+    wrong = run_cli("check", write(tmp_path, 'extends = 3\n', "w.toml"))
+    assert wrong.code == 2 and "extends = 3 is not the path of a plan" in wrong.err, wrong.err
+    # a plan that extends nothing and has no assertion is still refused
+    bare = run_cli("check", write(tmp_path, 'extends = "base2.toml"\n', "bare.toml"))
+    assert bare.code == 2
+
+
+def test_extends_refuses_itself_and_chains_past_the_limit(run_cli, tmp_path):
+    from kvplan.plan_file import MAX_EXTENDS
+
+    me = run_cli("check", write(tmp_path, 'extends = "self.toml"\n', "self.toml"))
+    assert me.code == 2 and "comes back to a plan already in the chain" in me.err, me.err
+    # p0 extends p1 ... extends p{n}: MAX_EXTENDS plans in all is allowed, one more is refused
+    def chain(n: int, folder):
+        folder.mkdir()
+        for i in range(n):
+            write(folder, f'extends = "p{i + 1}.toml"\n' + ('[[assert]]\nmetric = "weights_fit"\n' if i == 0 else ""),
+                  f"p{i}.toml")
+        write(folder, DEPLOYMENT, f"p{n}.toml")
+        return str(folder / "p0.toml")
+
+    assert run_cli("check", chain(MAX_EXTENDS - 1, tmp_path / "ok")).code == 0
+    over = run_cli("check", chain(MAX_EXTENDS, tmp_path / "over"))
+    assert over.code == 2 and f"more than {MAX_EXTENDS} plans" in over.err, over.err

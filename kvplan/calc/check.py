@@ -97,6 +97,7 @@ def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: s
             failure = KvplanError(f"cannot evaluate assert[{a.index}] ({a.name}): {_own_keys(err.message, a)}",
                                   _own_keys(err.hint, a))
             failure.assert_index = a.index
+            failure.assert_source = a.source
             raise failure from None
     return CheckPlan(scenario, source, description, tuple(results))
 

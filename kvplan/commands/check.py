@@ -40,7 +40,8 @@ def check(
         except KvplanError as err:
             from kvplan.plan_file import locate
 
-            where = locate(path, "assert", None, getattr(err, "assert_index", None))
+            where = locate(getattr(err, "assert_source", None) or path, "assert", None,
+                           getattr(err, "assert_index", None))
             raise KvplanError(f"{where}: {err.message}", err.hint) from None
     result = present(tuple(checked))
     if junit is not None:
@@ -77,7 +78,9 @@ def _scenario(spec, presets_dir):
 
         from kvplan.plan_file import locate
 
-        where = locate(spec.path, "deployment", named[0] if named else None)
+        set_in = dict(spec.deployment_sources)
+        where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
+                       named[0] if named else None)
         message = rename(err.message)
         if "deployment." not in message:
             message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
