@@ -44,7 +44,10 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "tpot_seconds": ("seconds", ("batch",)),
     "swap_beats_recompute": ("bool", ("generated",)),
 }
-ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "batch", "generated")
+ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "generated")
+# with within_baseline = "5%": no worse than the baseline (``kvplan check --update-baseline``) by more than 5%;
+# worse is higher for bytes and seconds, lower for counts
+BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<="}
 TOP_KEYS = ("deployment", "assert", "description", "extends")
 MAX_EXTENDS = 8           # plans a chain of extends may pass through
 
@@ -59,6 +62,8 @@ class AssertSpec:
     batch: int | None = None
     generated: int | None = None
     source: Path | None = None   # the file that defines it (a plan it extends, or the plan itself)
+    within_baseline: float | None = None   # the fraction the measured value may be worse than the baseline by
+    baseline: float | None = None          # the baseline's value, filled in by the command from the baseline file
 
 
 @dataclass(frozen=True)
@@ -253,7 +258,13 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
         raise fail(f"{label('assert', 'name', index)} must be non-empty text", 'write name = "..."', "name")
 
     bounds = [k for k in ("at_least", "at_most", "expect") if k in entry]
+    within = None
+    if "within_baseline" in entry:
+        within = _fraction(entry["within_baseline"], label("assert", "within_baseline", index), fail)
     if kind == "bool":
+        if within is not None:
+            raise fail(f"{label('assert', 'within_baseline', index)}: {metric} is true or false, with no baseline "
+                       "to be near", "use expect = true or expect = false", "within_baseline")
         if [b for b in bounds if b != "expect"]:
             raise fail(f"{label('assert', bounds[0], index)}: {metric} is true or false",
                        "use expect = true (the default) or expect = false", bounds[0])
@@ -263,12 +274,17 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
                        "write expect = true or expect = false", "expect")
         op, bound = "==", expect
     else:
-        if "expect" in bounds or len(bounds) != 1:
-            raise fail(f"{label('assert', None, index)} ({metric}) needs exactly one of at_least or at_most",
-                       f"e.g. {_BOUND_EXAMPLES[kind]}", bounds[1] if len(bounds) > 1 else None)
-        key = bounds[0]
-        op, bound = (">=" if key == "at_least" else "<="), _bound(kind, entry[key], label("assert", key, index),
-                                                                  fail, key)
+        given_bounds = bounds + (["within_baseline"] if "within_baseline" in entry else [])
+        if "expect" in bounds or len(given_bounds) != 1:
+            raise fail(f"{label('assert', None, index)} ({metric}) needs exactly one of at_least, at_most or "
+                       "within_baseline", f"e.g. {_BOUND_EXAMPLES[kind]}",
+                       given_bounds[1] if len(given_bounds) > 1 else None)
+        key = given_bounds[0]
+        if key == "within_baseline":
+            op, bound = BASELINE_OP[kind], None
+        else:
+            op, bound = (">=" if key == "at_least" else "<="), _bound(kind, entry[key], label("assert", key, index),
+                                                                      fail, key)
     batch = generated = None
     from kvplan.units import parse_tokens
 
@@ -281,7 +297,24 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
             raise fail(f"{label('assert', 'generated', index)} = {shorten(value)} has the wrong type",
                        'give tokens like generated = "20k"', "generated")
         generated = _checked(lambda: parse_tokens(value, label("assert", "generated", index)), fail, "generated")
-    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path)
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within)
+
+
+def _fraction(value, name: str, fail) -> float:
+    """within_baseline: "5%" or 0.05, in [0, 1]."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            number = float(value.strip()[:-1]) / 100
+        except ValueError:
+            number = math.nan
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        number = math.nan
+    if not (math.isfinite(number) and 0 <= number <= 1):
+        raise fail(f"{name} = {shorten(value)} is not a fraction in 0 .. 1", 'write it like "5%" or 0.05',
+                   "within_baseline")
+    return number
 
 
 _BOUND_EXAMPLES = {"count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}

@@ -190,7 +190,7 @@ INVALID = [
     ("duration without unit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40"\n',
      "assert[1].at_most = '40' is not a duration"),
     ("both bounds", DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = 3\nat_most = 9\n',
-     "needs exactly one of at_least or at_most"),
+     "needs exactly one of at_least, at_most or within_baseline"),
     ("setting the engine lacks", DEPLOYMENT + 'mem_fraction_static = 0.8\n[[assert]]\nmetric = "weights_fit"\n',
      ":10: deployment.mem_fraction_static is not a setting of deployment.engine vllm"),
     ("unknown kv dtype", DEPLOYMENT.replace('"fp8"', '"fp9"') + '[[assert]]\nmetric = "weights_fit"\n',
@@ -305,3 +305,63 @@ def test_extends_refuses_itself_and_chains_past_the_limit(run_cli, tmp_path):
     assert run_cli("check", chain(MAX_EXTENDS - 1, tmp_path / "ok")).code == 0
     over = run_cli("check", chain(MAX_EXTENDS, tmp_path / "over"))
     assert over.code == 2 and f"more than {MAX_EXTENDS} plans" in over.err, over.err
+
+
+# --- baselines ----------------------------------------------------------------------------------------------------
+BASELINE_PLAN = DEPLOYMENT + '''
+[[assert]]
+name = "tpot"
+metric = "tpot_seconds"
+batch = 8
+within_baseline = "5%"
+
+[[assert]]
+name = "concurrency"
+metric = "max_concurrency"
+within_baseline = 0.1
+'''
+
+
+def test_within_baseline_needs_a_baseline_then_compares_against_it(run_cli, tmp_path):
+    plan = write(tmp_path, BASELINE_PLAN)
+    missing = run_cli("check", plan)
+    assert missing.code == 2 and "--update-baseline" in missing.err and missing.err.count("\n") == 1, missing.err
+    wrote = run_cli("check", plan, "--update-baseline", "-f", "json")
+    assert wrote.code == 0, wrote.err
+    values = json.loads((tmp_path / "plan.baseline.json").read_text())["values"]
+    assert values["concurrency"] == 48          # the example plan's 48 requests at 31,000 tokens (see above)
+    # a later run against a better baseline: 60 requests allowed to fall 10% -> at least ceil(54.0) = 54, so 48
+    # fails by 6; a TPOT baseline 10% lower, allowed 5% worse -> bound 0.9 x 1.05 = 0.945 of today's TPOT: fails
+    values["concurrency"], values["tpot"] = 60, values["tpot"] * 0.9
+    (tmp_path / "plan.baseline.json").write_text(json.dumps({"values": values}))
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 1, r.err
+    got = by_name(json.loads(r.out))
+    assert got["concurrency"]["bound"] == 54 and got["concurrency"]["margin"] == -6
+    assert got["tpot"]["bound"] == pytest.approx(got["tpot"]["measured"] * 0.945, rel=1e-12)
+    # 48 against a baseline of 50 allowed 5% down: ceil(47.5) = 48 passes with no room; 51 -> ceil(48.45) = 49 fails
+    for base, code in ((50, 0), (51, 1)):
+        (tmp_path / "plan.baseline.json").write_text(json.dumps({"values": {**values, "concurrency": base,
+                                                                           "tpot": 1.0}}))
+        text = BASELINE_PLAN.replace("within_baseline = 0.1", 'within_baseline = "5%"')
+        assert run_cli("check", write(tmp_path, text), "-f", "json").code == code, base
+
+
+@pytest.mark.parametrize("text, needle", [
+    (BASELINE_PLAN.replace('within_baseline = "5%"', 'within_baseline = "150%"'), "not a fraction in 0 .. 1"),
+    (BASELINE_PLAN.replace('within_baseline = "5%"', 'within_baseline = "5%"\nat_most = "40ms"'),
+     "exactly one of at_least, at_most or within_baseline"),
+    (DEPLOYMENT + '[[assert]]\nmetric = "weights_fit"\nwithin_baseline = "5%"\n', "true or false"),
+    (BASELINE_PLAN.replace('name = "concurrency"', 'name = "tpot"'), "is used twice"),
+])
+def test_bad_baseline_assertions_are_one_line_exit_2(run_cli, tmp_path, text, needle):
+    r = run_cli("check", write(tmp_path, text), "--update-baseline")
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_a_broken_baseline_file_is_one_line_exit_2(run_cli, tmp_path):
+    plan = write(tmp_path, BASELINE_PLAN)
+    for body in ("{not json", '{"values": {"tpot": "fast"}}', "[]"):
+        (tmp_path / "plan.baseline.json").write_text(body)
+        r = run_cli("check", plan)
+        assert r.code == 2 and "baseline" in r.err and r.err.count("\n") == 1, (body, r.err)

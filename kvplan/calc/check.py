@@ -9,6 +9,7 @@ budget (``capacity``), concurrency from ``plan_concurrency``, bytes per request 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -110,8 +111,17 @@ def _own_keys(text: str | None, a: AssertSpec) -> str | None:
 def _bound_value(a: AssertSpec, source: str) -> Value:
     from kvplan.plan_file import METRICS
 
+    cls = _BOUND_TYPES[METRICS[a.metric][0]]
+    if a.within_baseline is not None:   # the baseline's value, made worse by the allowed fraction
+        sign = "-" if a.op == ">=" else "+"
+        bound = a.baseline * (1 - a.within_baseline if a.op == ">=" else 1 + a.within_baseline)
+        if cls is Count:
+            bound = math.ceil(bound) if a.op == ">=" else math.floor(bound)
+        return cls(bound, derived(f"baseline x (1 {sign} within_baseline)",
+                                  f"{a.baseline:.6g} x (1 {sign} {a.within_baseline:g}) = {bound:.6g}",
+                                  f"{source} assert[{a.index}].within_baseline and its baseline file"))
     key = "at_least" if a.op == ">=" else "at_most"
-    return _BOUND_TYPES[METRICS[a.metric][0]](a.bound, given(f"{source} assert[{a.index}].{key}"))
+    return cls(a.bound, given(f"{source} assert[{a.index}].{key}"))
 
 
 def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str) -> AssertionResult:

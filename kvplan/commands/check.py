@@ -17,6 +17,9 @@ def check(
                                                 "[[assert]] entries (see examples/plans/).")],
     junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE.xml",
                                                help="Also write JUnit XML: one test case per assertion.")] = None,
+    update_baseline: Annotated[bool, typer.Option("--update-baseline", help="Write each plan's measured values to "
+                                                  "PLAN.baseline.json, which within_baseline assertions compare "
+                                                  "against (they pass against the values just written).")] = False,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
     presets_dir: PresetsDirOpt = None,
@@ -36,7 +39,8 @@ def check(
         spec = load(path)
         scenario = _scenario(spec, presets_dir)
         try:
-            checked.append(plan_check(scenario, spec.assertions, str(path), spec.description))
+            assertions = _with_baselines(spec, path, update_baseline, scenario)
+            checked.append(plan_check(scenario, assertions, str(path), spec.description))
         except KvplanError as err:
             from kvplan.plan_file import locate
 
@@ -85,6 +89,73 @@ def _scenario(spec, presets_dir):
         if "deployment." not in message:
             message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
         raise KvplanError(f"{where}: {message}", rename(err.hint)) from None
+
+
+def baseline_path(plan: Path) -> Path:
+    """PLAN.toml -> PLAN.baseline.json, beside the plan."""
+    return plan.with_name(plan.stem + ".baseline.json")
+
+
+def _with_baselines(spec, path: Path, update: bool, scenario):
+    """The plan's assertions with each within_baseline one's baseline value: read from PLAN.baseline.json, or,
+    with --update-baseline, measured now and written there first."""
+    import dataclasses
+    import json
+
+    from kvplan.calc.check import plan_check
+    from kvplan.errors import KvplanError
+
+    target = baseline_path(path)
+    wanted = [a for a in spec.assertions if a.within_baseline is not None]
+    names = [a.name for a in spec.assertions]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if (wanted or update) and duplicates:
+        raise KvplanError(f"{path}: assertion name {duplicates[0]!r} is used twice, so a baseline cannot tell them "
+                          "apart", "give each [[assert]] its own name")
+    if update:
+        first = plan_check(scenario, tuple(dataclasses.replace(a, baseline=0.0) if a.within_baseline is not None
+                                           else a for a in spec.assertions), str(path))
+        values = {r.name: r.measured.raw() for r in first.assertions if isinstance(r.measured.raw(), (int, float))}
+        document = {"plan": path.name, "written_by": "kvplan check --update-baseline", "values": values}
+        try:
+            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise KvplanError(f"cannot write the baseline {target}: {err.strerror or err}",
+                              "check the folder is writable") from None
+    elif not wanted:
+        return spec.assertions
+    else:
+        values = _read_baseline(target, path)
+    out = []
+    for a in spec.assertions:
+        if a.within_baseline is not None:
+            if a.name not in values:
+                raise KvplanError(f"{target} has no baseline for {a.name!r}",
+                                  f"run kvplan check {path} --update-baseline")
+            a = dataclasses.replace(a, baseline=float(values[a.name]))
+        out.append(a)
+    return tuple(out)
+
+
+def _read_baseline(target: Path, plan: Path) -> dict:
+    import json
+    import math
+
+    from kvplan.errors import KvplanError
+    from kvplan.presets import read_text
+
+    fix = f"run kvplan check {plan} --update-baseline"
+    if not target.exists():
+        raise KvplanError(f"{plan} has within_baseline assertions but no baseline {target}", fix)
+    try:
+        document = json.loads(read_text(target, "baseline", fix))
+    except (ValueError, RecursionError):
+        raise KvplanError(f"baseline {target} is not valid JSON", fix) from None
+    values = document.get("values") if isinstance(document, dict) else None
+    if not isinstance(values, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values.values()):
+        raise KvplanError(f"baseline {target} has no values table of numbers", fix)
+    return values
 
 
 def _keys_named(message: str) -> list[str]:
