@@ -42,6 +42,7 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kv_bytes_per_request": ("bytes", ()),
     "kv_bytes_per_request_per_gpu": ("bytes", ()),
     "tpot_seconds": ("seconds", ("batch",)),
+    "ttft_seconds": ("seconds", ()),
     "swap_beats_recompute": ("bool", ("generated",)),
 }
 ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "generated")

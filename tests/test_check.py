@@ -365,3 +365,22 @@ def test_a_broken_baseline_file_is_one_line_exit_2(run_cli, tmp_path):
         (tmp_path / "plan.baseline.json").write_text(body)
         r = run_cli("check", plan)
         assert r.code == 2 and "baseline" in r.err and r.err.count("\n") == 1, (body, r.err)
+
+
+def test_ttft_assertion_is_the_chunked_prefill(run_cli, tmp_path):
+    # the hand-worked case of tests/test_tpot.py: Llama-3.1-8B on one H100, a 16,384-token prompt in two chunks of
+    # 8,192, each compute-bound at prefill_mfu 0.45 of 989 TFLOP/s, plus 32 x 15 us + 450 us = 0.93 ms per chunk
+    from kvplan.calc import flops
+    from kvplan.presets import load_model
+
+    plan = write(tmp_path, '[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ndp = 1\n'
+                 'prompt = 16384\ndecode = 100\nmax_num_batched_tokens = 8192\n\n[[assert]]\nname = "ttft"\n'
+                 'metric = "ttft_seconds"\nat_most = "1s"\n')
+    r = run_cli("check", plan, "-f", "json")
+    model = load_model("llama-3.1-8b")
+    chunks = [flops.prefill_flops(model, 8192, 0), flops.prefill_flops(model, 16384, 8192)]
+    expected = sum(f / (989e12 * 0.45) + 0.93e-3 for f in chunks)
+    got = by_name(json.loads(r.out))["ttft"]
+    assert got["measured"] == pytest.approx(expected, rel=1e-9)
+    assert r.code == 0 and got["passed"]                       # ~0.71 s against 1 s
+    assert got["margin"] == pytest.approx(1.0 - expected, rel=1e-9)

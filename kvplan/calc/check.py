@@ -203,4 +203,7 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         return _compare(a, t.end.tpot, bound,
                         f"TPOT at the end of the {s.decode_tokens:,}-token decode, batch {int(t.batch.value)} "
                         f"({t.options.shape})")
+    if a.metric == "ttft_seconds":
+        t = lazy.tpot(None)
+        return _compare(a, t.ttft, bound, f"TTFT of the {s.prompt_tokens:,}-token prompt: its chunked prefill alone")
     raise AssertionError(a.metric)  # pragma: no cover - plan_file.METRICS and this function list the same metrics
