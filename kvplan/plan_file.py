@@ -43,12 +43,17 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kv_bytes_per_request_per_gpu": ("bytes", ()),
     "tpot_seconds": ("seconds", ("batch",)),
     "ttft_seconds": ("seconds", ()),
+    # by simulation (kvplan simulate) of fixed-length requests of the deployment's prompt + decode
+    "sim_recompute_rate": ("fraction", ("requests", "rate", "users", "seed", "policy")),
+    "sim_tpot_seconds_p99": ("seconds", ("requests", "rate", "users", "seed", "policy")),
+    "sim_swap_outs_per_second": ("number", ("requests", "rate", "users", "seed", "policy")),
     "swap_beats_recompute": ("bool", ("generated",)),
 }
-ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "generated")
+SIM_KEYS = ("requests", "rate", "users", "seed", "policy")
+ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "generated") + SIM_KEYS
 # with within_baseline = "5%": no worse than the baseline (``kvplan check --update-baseline``) by more than 5%;
 # worse is higher for bytes and seconds, lower for counts
-BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<="}
+BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<=", "fraction": "<=", "number": "<="}
 TOP_KEYS = ("deployment", "assert", "description", "extends")
 MAX_EXTENDS = 8           # plans a chain of extends may pass through
 
@@ -65,6 +70,7 @@ class AssertSpec:
     source: Path | None = None   # the file that defines it (a plan it extends, or the plan itself)
     within_baseline: float | None = None   # the fraction the measured value may be worse than the baseline by
     baseline: float | None = None          # the baseline's value, filled in by the command from the baseline file
+    sim: tuple = ()                        # (key, value) of the simulation options given (requests, rate, ...)
 
 
 @dataclass(frozen=True)
@@ -250,7 +256,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
         raise fail(f"{label('assert', 'metric', index)} = {shorten(metric)} is not a known metric",
                    "choose one of " + ", ".join(METRICS), "metric")
     kind, options = METRICS[metric]
-    for key in ("batch", "generated"):
+    for key in ("batch", "generated") + SIM_KEYS:
         if key in entry and key not in options:
             raise fail(f"{label('assert', key, index)} does not apply to {metric}",
                        f"drop {key}" + (f" ({metric} takes {', '.join(options)})" if options else ""), key)
@@ -298,7 +304,30 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
             raise fail(f"{label('assert', 'generated', index)} = {shorten(value)} has the wrong type",
                        'give tokens like generated = "20k"', "generated")
         generated = _checked(lambda: parse_tokens(value, label("assert", "generated", index)), fail, "generated")
-    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within)
+    sim = tuple((key, _sim_option(key, entry[key], label("assert", key, index), fail)) for key in SIM_KEYS
+                if key in entry)
+    if "rate" in entry and "users" in entry:
+        raise fail(f"{label('assert', 'rate', index)} and users are two ways to make arrivals", "give one of them",
+                   "users")
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within, None, sim)
+
+
+def _sim_option(key: str, value, name: str, fail):
+    """requests, users (whole, >= 1), seed (whole, >= 0), rate (requests/s, > 0), policy (text)."""
+    if key == "policy":
+        if not isinstance(value, str):
+            raise fail(f"{name} = {shorten(value)} is not text", 'write policy = "swap"', key)
+        return value
+    if key == "rate":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and 0 < value <= 1e6):
+            raise fail(f"{name} = {shorten(value)} is not a rate in (0, 1e6] requests/s", "write rate = 0.5", key)
+        return float(value)
+    low, high = (0, 2**32 - 1) if key == "seed" else (1, 100_000)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"{name} = {shorten(value)} is not a whole number in {low:,} .. {high:,}", f"write {key} = 200",
+                   key)
+    return value
 
 
 def _fraction(value, name: str, fail) -> float:
@@ -318,7 +347,8 @@ def _fraction(value, name: str, fail) -> float:
     return number
 
 
-_BOUND_EXAMPLES = {"count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}
+_BOUND_EXAMPLES = {"fraction": 'at_most = "2%"', "number": "at_most = 0.1",
+                   "count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}
 
 
 def _whole(value, key: str, index: int, fail):
@@ -339,6 +369,12 @@ def _bound(kind: str, value, name: str, fail, key: str):
 
     if isinstance(value, bool):
         raise fail(f"{name} = {shorten(value)} is not a number", f"e.g. {_BOUND_EXAMPLES[kind]}", key)
+    if kind in ("fraction", "number"):
+        number = _fraction(value, name, fail) if kind == "fraction" else value
+        if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value >= 0)):
+            raise fail(f"{name} = {shorten(value)} is not a number of 0 or more", "e.g. at_most = 0.1", key)
+        return float(number)
     if kind == "count":
         if not isinstance(value, int):
             raise fail(f"{name} = {shorten(value)} is not a whole number", "e.g. at_least = 32", key)

@@ -384,3 +384,37 @@ def test_ttft_assertion_is_the_chunked_prefill(run_cli, tmp_path):
     assert got["measured"] == pytest.approx(expected, rel=1e-9)
     assert r.code == 0 and got["passed"]                       # ~0.71 s against 1 s
     assert got["margin"] == pytest.approx(1.0 - expected, rel=1e-9)
+
+
+# --- simulated assertions -----------------------------------------------------------------------------------------
+def test_simulated_assertions_run_kvplan_simulate_with_the_assertions_options(run_cli, tmp_path):
+    # 4 closed-loop users on a pool that holds 48 such requests (the example plan's concurrency): nothing is ever
+    # preempted, so the recompute rate and the swap-outs per second are exactly 0
+    plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "calm"\nmetric = "sim_recompute_rate"\nusers = 4\n'
+                 'requests = 8\nat_most = "0%"\n\n[[assert]]\nname = "no swaps"\nmetric = "sim_swap_outs_per_second"\n'
+                 'users = 4\nrequests = 8\npolicy = "swap"\nat_most = 0\n\n'
+                 '[[assert]]\nname = "busy"\nmetric = "sim_recompute_rate"\nrate = 0.5\nrequests = 200\nseed = 3\n'
+                 'at_most = "2%"\n')
+    r = run_cli("check", plan, "-f", "json")
+    got = by_name(json.loads(r.out))
+    assert got["calm"]["measured"] == 0 and got["calm"]["passed"]
+    assert got["no swaps"]["measured"] == 0 and got["no swaps"]["passed"]
+    # the busy one is what `kvplan simulate` reports for the same options (rate, requests, seed reach it)
+    sim = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--gpus", "8", "--tp", "8", "--kv-dtype", "fp8",
+                  "--engine", "vllm", "--rate", "0.5", "--requests", "200", "--seed", "3", "-f", "json")
+    expected = json.loads(sim.out)["recompute_rate"]
+    assert expected > 0.02 and got["busy"]["measured"] == expected and not got["busy"]["passed"]
+    assert r.code == 1
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ("rate = 0\n", "not a rate in (0, 1e6]"),
+    ("rate = 1\nusers = 2\n", "two ways to make arrivals"),
+    ("requests = 0\n", "not a whole number in 1 .. 100,000"),
+    ('policy = "bogus"\n', "unknown preemption policy"),
+    ("batch = 8\n", "batch does not apply to sim_recompute_rate"),
+])
+def test_bad_simulation_options_are_one_line_exit_2(run_cli, tmp_path, extra, needle):
+    plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "sim_recompute_rate"\nat_most = "2%"\n' + extra)
+    r = run_cli("check", plan)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.plan_file import AssertSpec
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Ratio, Seconds, Value, default, derived, given
+from kvplan.values import Bytes, Count, Fraction, Number, Ratio, Seconds, Value, default, derived, given
 
-_BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds}
+_BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number}
+SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (enough for a p99 over 2 requests)
+SIM_USERS = 8               # closed-loop users unless it gives a rate (kvplan simulate's default)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,26 @@ class _Lazy:
 
         s = self.s if generated is None else self.s.with_(decode_tokens=generated)
         return self.get(("preemption", s.decode_tokens), lambda: plan_preemption(s, sweep=(s.decode_tokens,)))
+
+
+def _simulate(lazy: _Lazy, sim: tuple):
+    from kvplan.calc import workload as wl
+    from kvplan.calc.simulate import SimOptions, plan_simulate
+
+    o = dict(sim)
+    s = lazy.s
+    rate = o.get("rate")
+    users = o.get("users", None if rate is not None else SIM_USERS)
+
+    def run():
+        work = wl.build(requests=o.get("requests", SIM_REQUESTS), seed=o.get("seed", 0),
+                        prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "prompt"),
+                        output=wl.parse_dist(f"fixed:{s.decode_tokens}", "decode"),
+                        max_len=s.context_limit or wl.MAX_TOKENS, rate=rate, users=users)
+        options = SimOptions(policy=o["policy"]) if "policy" in o else SimOptions()
+        return plan_simulate(s, work, options)
+
+    return lazy.get(("simulate", sim), run)
 
 
 def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: str = "",
@@ -203,6 +225,16 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         return _compare(a, t.end.tpot, bound,
                         f"TPOT at the end of the {s.decode_tokens:,}-token decode, batch {int(t.batch.value)} "
                         f"({t.options.shape})")
+    if a.metric.startswith("sim_"):
+        plan = _simulate(lazy, a.sim)
+        o = dict(a.sim)
+        arrivals = f"Poisson {o['rate']:g}/s" if "rate" in o else f"{o.get('users', SIM_USERS)} closed-loop users"
+        metric = {"sim_recompute_rate": "recompute_rate", "sim_tpot_seconds_p99": "tpot_seconds_p99",
+                  "sim_swap_outs_per_second": "swap_out_per_second"}[a.metric]
+        return _compare(a, plan.metrics[metric], bound,
+                        f"{metric} simulated over {o.get('requests', SIM_REQUESTS)} requests of "
+                        f"{s.prompt_tokens:,} + {s.decode_tokens:,} tokens, {arrivals}, policy "
+                        f"{o.get('policy', 'recompute')}, seed {o.get('seed', 0)}")
     if a.metric == "ttft_seconds":
         t = lazy.tpot(None)
         return _compare(a, t.ttft, bound, f"TTFT of the {s.prompt_tokens:,}-token prompt: its chunked prefill alone")

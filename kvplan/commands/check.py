@@ -47,7 +47,7 @@ def check(
             where = locate(getattr(err, "assert_source", None) or path, "assert", None,
                            getattr(err, "assert_index", None))
             raise KvplanError(f"{where}: {err.message}", err.hint) from None
-    result = present(tuple(checked))
+    result = present(tuple(checked), unit_column=fmt == "csv")
     if junit is not None:
         from kvplan.output import to_junit
 

@@ -10,7 +10,9 @@ from kvplan.result import Result, Table
 from kvplan.values import Count, derived
 
 
-def present(plans: tuple[CheckPlan, ...]) -> Result:
+def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
+    """``unit_column``: add the unit of each row's raw numbers (for CSV, where cells are raw and one column mixes
+    bytes, seconds and counts; tables and Markdown print each value with its unit already)."""
     rows, data_plans = [], []
     total = failed = 0
     for plan in plans:
@@ -39,6 +41,8 @@ def present(plans: tuple[CheckPlan, ...]) -> Result:
     # the unit column says what the raw numbers of measured, bound and margin are in (CSV and JSON carry raw
     # numbers; one column mixes bytes, seconds and counts)
     columns = ("plan", "assertion", "measured", "op", "bound", "result", "margin", "unit")
+    if not unit_column:
+        columns, rows = columns[:-1], [row[:-1] for row in rows]
     if len(plans) == 1:   # one plan: its name is in the headline already
         columns, rows = columns[1:], [row[1:] for row in rows]
     table = Table("kvplan check: assertions", columns, tuple(rows), primary=True)
