@@ -43,6 +43,7 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kv_bytes_per_request_per_gpu": ("bytes", ()),
     "tpot_seconds": ("seconds", ("batch",)),
     "ttft_seconds": ("seconds", ()),
+    "pd_disaggregation_pays": ("bool", ()),   # kvplan pd's verdict at its defaults (needs two instances)
     # by simulation (kvplan simulate) of fixed-length requests of the deployment's prompt + decode
     "sim_recompute_rate": ("fraction", ("requests", "rate", "users", "seed", "policy")),
     "sim_tpot_seconds_p99": ("seconds", ("requests", "rate", "users", "seed", "policy")),

@@ -418,3 +418,23 @@ def test_bad_simulation_options_are_one_line_exit_2(run_cli, tmp_path, extra, ne
     plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "sim_recompute_rate"\nat_most = "2%"\n' + extra)
     r = run_cli("check", plan)
     assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_pd_assertion_is_kvplan_pds_verdict(run_cli, tmp_path):
+    # the workload document's case on 2 x 8 H200 (README, kvplan pd): do not disaggregate; the measured ratio is
+    # pd's disaggregated over colocated tokens/s
+    text = DEPLOYMENT.replace("gpus = 8\n", "nodes = 2\n")
+    plan = write(tmp_path, text + '[[assert]]\nname = "no PD"\nmetric = "pd_disaggregation_pays"\nexpect = false\n'
+                 '\n[[assert]]\nname = "PD"\nmetric = "pd_disaggregation_pays"\n')
+    r = run_cli("check", plan, "-f", "json")
+    got = by_name(json.loads(r.out))
+    pd = json.loads(run_cli("pd", "--nodes", "2", "--tp", "8", "--kv-dtype", "fp8", "--engine", "vllm",
+                            "-f", "json").out)
+    assert pd["recommend_disaggregation"] is False
+    ratio = pd["disaggregated_tokens_per_second"] / pd["colocated_tokens_per_second"]
+    assert got["no PD"]["measured"] == pytest.approx(ratio, rel=1e-12) and got["no PD"]["passed"]
+    assert got["no PD"]["margin"] == pytest.approx(1 - ratio, rel=1e-12)
+    assert not got["PD"]["passed"] and r.code == 1
+    one_node = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "pd_disaggregation_pays"\n',
+                                      "one.toml"))
+    assert one_node.code == 2 and "needs two" in one_node.err and one_node.err.count("\n") == 1, one_node.err

@@ -207,6 +207,25 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         op = ">" if a.bound else "<="
         return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
 
+    if a.metric == "pd_disaggregation_pays":
+        from kvplan.calc.pd import plan_pd
+
+        d = lazy.get("pd", lambda: plan_pd(s))
+        colo, disagg = d.colocated_tokens_per_second.value, d.disaggregated_tokens_per_second.value
+        ratio = Ratio(disagg / colo if colo else None,
+                      derived("disaggregated tokens/s / colocated tokens/s (kvplan pd, at its default TPOT SLO)",
+                              f"{disagg:,.6g} / {colo:,.6g}"))
+        bound = Ratio(1.0, default("disaggregation pays when kvplan pd recommends it (its tokens/s beat colocated "
+                                   "within the TPOT SLO)"))
+        r = ratio.value
+        margin = Ratio(None if r is None else (r - 1.0 if a.bound else 1.0 - r),
+                       derived("disaggregated / colocated - 1" if a.bound else "1 - disaggregated / colocated",
+                               "-" if r is None else f"{r:.4g}"))
+        detail = "kvplan pd's verdict: " + ("; ".join(d.reasons) if d.reasons else
+                                              ("disaggregate" if d.recommend else "do not disaggregate"))
+        return AssertionResult(a.index, a.name, a.metric, ">" if a.bound else "<=", ratio, bound,
+                               d.recommend == a.bound, margin, detail)
+
     bound = _bound_value(a, source)
     if a.metric == "max_concurrency":
         c = lazy.concurrency()
