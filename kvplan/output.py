@@ -344,3 +344,18 @@ def to_junit(result: Result, units: str = "iec") -> str:
                 failure.text = f"{message}\n{a['detail']}"
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_error(plan: str, message: str) -> str:
+    """JUnit XML for a plan that could not be checked (exit 2): one test case in error, so CI shows why instead of
+    a missing or stale report."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    clean = re.sub(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd]", "?", message)   # characters XML 1.0 allows
+    root = ET.Element("testsuites", name="kvplan check", tests="1", failures="0", errors="1")
+    suite = ET.SubElement(root, "testsuite", name=plan, tests="1", failures="0", errors="1", skipped="0")
+    case = ET.SubElement(suite, "testcase", name="the plan is valid", classname=plan)
+    ET.SubElement(case, "error", message=clean, type="InvalidPlan").text = clean
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

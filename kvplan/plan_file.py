@@ -202,6 +202,12 @@ def _read(path: Path, chain: tuple[Path, ...]):
     if raw is not None and (not isinstance(raw, list) or not raw or not all(isinstance(e, dict) for e in raw)):
         raise where.error("assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
     entries = entries + [_assertion(e, i, where, path) for i, e in enumerate(raw or (), start=1)]
+    seen: set[str] = set()
+    for a in entries:   # names key the baseline file and the JUnit test cases: one each
+        if a.name in seen:
+            raise where.error(f"assertion name {a.name!r} is used twice (here or in a plan this extends)",
+                              "give each [[assert]] its own name", "assert", "name", a.index)
+        seen.add(a.name)
     return description, given, sources, entries, has_deployment
 
 
@@ -264,6 +270,9 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
     name = entry.get("name", metric)
     if not isinstance(name, str) or not name.strip():
         raise fail(f"{label('assert', 'name', index)} must be non-empty text", 'write name = "..."', "name")
+    if not name.isprintable() or len(name) > 200:   # control characters would reach terminals and JUnit XML
+        raise fail(f"{label('assert', 'name', index)} has control characters or is over 200 characters",
+                   "write the name in plain printable text", "name")
 
     bounds = [k for k in ("at_least", "at_most", "expect") if k in entry]
     within = None

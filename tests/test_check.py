@@ -438,3 +438,45 @@ def test_pd_assertion_is_kvplan_pds_verdict(run_cli, tmp_path):
     one_node = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "pd_disaggregation_pays"\n',
                                       "one.toml"))
     assert one_node.code == 2 and "needs two" in one_node.err and one_node.err.count("\n") == 1, one_node.err
+
+
+# --- from a CI user's review --------------------------------------------------------------------------------------
+def test_names_with_control_characters_and_repeated_names_are_refused(run_cli, tmp_path):
+    esc = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "a\\u001bb"\nmetric = "weights_fit"\n'))
+    assert esc.code == 2 and "control characters" in esc.err and "\x1b" not in esc.err, esc.err
+    twice = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "x"\nmetric = "weights_fit"\n'
+                                   '[[assert]]\nname = "x"\nmetric = "max_concurrency"\nat_least = 1\n', "t.toml"))
+    assert twice.code == 2 and "'x' is used twice" in twice.err, twice.err
+
+
+def test_an_invalid_plan_still_writes_a_junit_report(run_cli, tmp_path):
+    report = tmp_path / "r.xml"
+    assert run_cli("check", str(PASSING), "--junit", str(report)).code == 0
+    assert len(ET.parse(report).getroot().findall(".//testcase")) == 5
+    bad = write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = -1\n')
+    r = run_cli("check", str(PASSING), bad, "--junit", str(report))
+    assert r.code == 2
+    root = ET.parse(report).getroot()                       # replaced, not the stale passing report
+    cases = root.findall(".//testcase")
+    assert len(cases) == 1 and cases[0].find("error") is not None and "negative" in cases[0].find("error").text
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("1" + "0" * 400, "not a finite number"),     # a 401-digit integer: was an internal OverflowError, exit 1
+    ("-1", "not a finite number of 0 or more"),
+])
+def test_baseline_values_must_be_finite_and_not_negative(run_cli, tmp_path, value, needle):
+    plan = write(tmp_path, BASELINE_PLAN)
+    (tmp_path / "plan.baseline.json").write_text('{"values": {"tpot": ' + value + ', "concurrency": 48}}')
+    r = run_cli("check", plan)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_a_baseline_for_another_plan_is_refused(run_cli, tmp_path):
+    plan = write(tmp_path, BASELINE_PLAN)
+    (tmp_path / "plan.baseline.json").write_text('{"values": {"tpot": 0.01, "concurrency": 48, "extra": 5}}')
+    r = run_cli("check", plan)
+    assert r.code == 2 and "'extra', which is no assertion" in r.err, r.err
+    (tmp_path / "plan.baseline.json").write_text('{"plan": "other.toml", "values": {"tpot": 0.01}}')
+    r = run_cli("check", plan)
+    assert r.code == 2 and "written for 'other.toml'" in r.err, r.err

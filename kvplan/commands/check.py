@@ -25,10 +25,8 @@ def check(
     presets_dir: PresetsDirOpt = None,
 ) -> None:
     """Check deployment plans: each assertion's measured value, bound, pass/fail and margin."""
-    from kvplan.calc.check import plan_check
     from kvplan.commands.common import check_output_options, emit
     from kvplan.errors import KvplanError
-    from kvplan.plan_file import load
     from kvplan.present.check import present
 
     fmt = check_output_options(fmt, units, False)
@@ -36,26 +34,19 @@ def check(
         raise KvplanError(f"--junit {junit} is not an .xml file", "give a file name ending in .xml")
     checked = []
     for path in plans:
-        spec = load(path)
-        scenario = _scenario(spec, presets_dir)
         try:
-            assertions = _with_baselines(spec, path, update_baseline, scenario)
-            checked.append(plan_check(scenario, assertions, str(path), spec.description))
+            checked.append(_check_one(path, presets_dir, update_baseline))
         except KvplanError as err:
-            from kvplan.plan_file import locate
+            if junit is not None:   # CI still gets a report, naming the plan that could not be checked
+                from kvplan.output import junit_error
 
-            where = locate(getattr(err, "assert_source", None) or path, "assert", None,
-                           getattr(err, "assert_index", None))
-            raise KvplanError(f"{where}: {err.message}", err.hint) from None
+                _write(junit, junit_error(str(path), err.message))
+            raise
     result = present(tuple(checked), unit_column=fmt == "csv")
     if junit is not None:
         from kvplan.output import to_junit
 
-        try:
-            junit.write_text(to_junit(result, units), encoding="utf-8")
-        except OSError as err:
-            raise KvplanError(f"cannot write {junit}: {err.strerror or err}",
-                              "check the folder exists and is writable") from None
+        _write(junit, to_junit(result, units))
     emit(result, fmt, False, units, False)
     if not result.data["passed"]:
         raise SystemExit(1)
@@ -89,6 +80,36 @@ def _scenario(spec, presets_dir):
         if "deployment." not in message:
             message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
         raise KvplanError(f"{where}: {message}", rename(err.hint)) from None
+
+
+def _check_one(path: Path, presets_dir, update_baseline: bool):
+    from kvplan.calc.check import plan_check
+    from kvplan.errors import KvplanError
+    from kvplan.plan_file import load
+
+    spec = load(path)
+    scenario = _scenario(spec, presets_dir)
+    try:
+        assertions = _with_baselines(spec, path, update_baseline, scenario)
+        return plan_check(scenario, assertions, str(path), spec.description)
+    except KvplanError as err:
+        if getattr(err, "assert_index", None) is None and err.message.startswith(str(path)):
+            raise
+        from kvplan.plan_file import locate
+
+        where = locate(getattr(err, "assert_source", None) or path, "assert", None,
+                       getattr(err, "assert_index", None))
+        raise KvplanError(f"{where}: {err.message}", err.hint) from None
+
+
+def _write(target: Path, text: str) -> None:
+    from kvplan.errors import KvplanError
+
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise KvplanError(f"cannot write {target}: {err.strerror or err}",
+                          "check the folder exists and is writable") from None
 
 
 def baseline_path(plan: Path) -> Path:
@@ -125,7 +146,7 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
     elif not wanted:
         return spec.assertions
     else:
-        values = _read_baseline(target, path)
+        values = _read_baseline(target, path, names)
     out = []
     for a in spec.assertions:
         if a.within_baseline is not None:
@@ -137,11 +158,11 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
     return tuple(out)
 
 
-def _read_baseline(target: Path, plan: Path) -> dict:
+def _read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
     import json
     import math
 
-    from kvplan.errors import KvplanError
+    from kvplan.errors import KvplanError, shorten
     from kvplan.presets import read_text
 
     fix = f"run kvplan check {plan} --update-baseline"
@@ -152,9 +173,21 @@ def _read_baseline(target: Path, plan: Path) -> dict:
     except (ValueError, RecursionError):
         raise KvplanError(f"baseline {target} is not valid JSON", fix) from None
     values = document.get("values") if isinstance(document, dict) else None
-    if not isinstance(values, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values.values()):
-        raise KvplanError(f"baseline {target} has no values table of numbers", fix)
+    if not isinstance(values, dict):
+        raise KvplanError(f"baseline {target} has no values table", fix)
+    if document.get("plan") not in (None, plan.name):
+        raise KvplanError(f"baseline {target} was written for {shorten(document.get('plan'))}, not {plan.name}", fix)
+    for key, v in values.items():
+        if key not in names:
+            raise KvplanError(f"baseline {target} has a value for {shorten(key)}, which is no assertion of {plan}",
+                              fix)
+        try:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and v >= 0
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise KvplanError(f"baseline {target}: {shorten(key)} = {shorten(v)} is not a finite number of 0 or "
+                              "more", fix)
     return values
 
 
