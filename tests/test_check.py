@@ -201,7 +201,7 @@ INVALID = [
     ("not TOML", "[deployment\n", "not valid TOML"),
     ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
     ("batch that does not fit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40ms"\nbatch = 1000\n',
-     ":10: cannot evaluate assert[1] (tpot_seconds): assert[1].batch 1000 does not fit"),
+     ":13: cannot evaluate assert[1] (tpot_seconds): assert[1].batch 1000 does not fit"),   # the batch line
 ]
 
 

@@ -121,6 +121,8 @@ def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: s
                                   _own_keys(err.hint, a))
             failure.assert_index = a.index
             failure.assert_source = a.source
+            named = [k for k in ("batch", "generated") if f"--{k}" in f"{err.message} {err.hint or ''}"]
+            failure.assert_key = named[0] if named and getattr(a, named[0]) is not None else None
             raise failure from None
     return CheckPlan(scenario, source, description, tuple(results))
 

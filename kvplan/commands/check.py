@@ -97,7 +97,7 @@ def _check_one(path: Path, presets_dir, update_baseline: bool):
             raise
         from kvplan.plan_file import locate
 
-        where = locate(getattr(err, "assert_source", None) or path, "assert", None,
+        where = locate(getattr(err, "assert_source", None) or path, "assert", getattr(err, "assert_key", None),
                        getattr(err, "assert_index", None))
         raise KvplanError(f"{where}: {err.message}", err.hint) from None
 
