@@ -27,6 +27,7 @@ COMMANDS = {
     "presets": ("presets", "List, show and template the presets."),
 }
 _built: dict = {}
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 
 class _LazyGroup(TyperGroup):
@@ -51,7 +52,8 @@ def _build(name: str):
     import typer.main
 
     if name not in _built:
-        sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+        sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                          context_settings=HELP_OPTIONS)
         sub.callback()(lambda: None)   # a group, so the command keeps its name
         importlib.import_module(f"kvplan.commands.{COMMANDS[name][0]}").register(sub)
         command = typer.main.get_command(sub).commands[name]
@@ -64,6 +66,7 @@ app = typer.Typer(
     cls=_LazyGroup,
     add_completion=False,
     no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="kvplan: plan the KV cache of LLM serving for the workload document's reasoning workload (long "
@@ -72,8 +75,17 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        print(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _group() -> None:
+def _group(version: bool = typer.Option(False, "--version", help="Print kvplan's version and exit.",
+                                        callback=_print_version, is_eager=True)) -> None:
     """kvplan: plan the KV cache of LLM serving for long chain-of-thought decode."""
 
 
@@ -102,7 +114,7 @@ def _plain_coercion(command) -> None:
             walk(sub)
         params = list(getattr(cmd, "params", ()))
         if hasattr(cmd, "get_help_option"):  # the --help option is made on first use and cached; make it now
-            params.append(cmd.get_help_option(SimpleNamespace(help_option_names=["--help"])))
+            params.append(cmd.get_help_option(SimpleNamespace(**HELP_OPTIONS)))
         for param in params:
             desc = getattr(param, "type_descriptor", None)
             if (desc is not None and hasattr(param, "_runtime_param") and desc.file_annotation is None

@@ -137,3 +137,17 @@ def test_brief_keeps_the_warning_that_overturns_its_answer(run_cli):
     r = run_cli("compare-preemption", "--dram", "1MiB", "--brief")
     assert r.code == 0 and "warning: Recompute: swapping is impossible" in r.out and "1.05 MB" in r.out, r.out
     assert "warning:" not in run_cli("compare-preemption", "--brief").out
+
+
+def test_version_and_short_help(run_cli):
+    # the version is pyproject.toml's (the wheel's metadata); -h is --help at every level
+    from pathlib import Path
+
+    import tomllib
+
+    version = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["version"]
+    r = run_cli("--version")
+    assert r.code == 0 and r.out == f"kvplan {version}\n"
+    for args in ((), ("size",), ("check",), ("presets", "list")):
+        short, long = run_cli(*args, "-h"), run_cli(*args, "--help")
+        assert short.code == long.code == 0 and short.out == long.out and "Usage: kvplan" in short.out
