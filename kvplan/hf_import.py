@@ -26,7 +26,6 @@ fields) is validated once more with pydantic at the end, as user presets are (``
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -557,27 +556,11 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
 
 
 def _read_json(path: Path, what: str) -> Any:
-    """The parsed JSON of a regular file: a FIFO or device is refused unread, as are huge files and documents
-    nested more than ``kvplan.presets.MAX_DEPTH`` levels."""
-    from kvplan.presets import MAX_DEPTH, read_text, too_deep
+    """The parsed JSON of a regular file (``kvplan.presets.read_json``: FIFOs refused unread, size and nesting
+    bounded)."""
+    from kvplan.presets import read_json
 
-    text = read_text(path, what, "give a JSON file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise KvplanError(f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}",
-                          "fix the JSON syntax") from None
-    except RecursionError:
-        data = _TOO_DEEP
-    except ValueError as err:  # e.g. an integer with more digits than Python converts
-        raise KvplanError(f"{what} {path} is not valid JSON: {err}", "fix the JSON syntax") from None
-    if data is _TOO_DEEP or too_deep(data):
-        raise KvplanError(f"{what} {path} nests objects or arrays more than {MAX_DEPTH} levels deep",
-                          "a Hugging Face config nests a few levels; fix the file")
-    return data
-
-
-_TOO_DEEP = object()
+    return read_json(path, what)
 
 
 def _weight_bytes(index_path: Path) -> int | None:

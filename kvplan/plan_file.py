@@ -161,11 +161,13 @@ def _where(path: Path) -> _Where:
 def _read(path: Path, chain: tuple[Path, ...]):
     """(description, the deployment keys given, {key: file}, assertions, whether any file has a [deployment]) of
     a plan and the plans it extends; ``load`` checks that the whole has a deployment and an assertion."""
-    from kvplan.presets import _read_toml
+    from kvplan.presets import parse_toml, read_text
 
-    # the same hardened reader as presets: FIFOs and devices refused unread, size and nesting bounded
-    doc = _read_toml(path, "plan")
-    where = _where(path)
+    # the same hardened reader as presets: FIFOs and devices refused unread, size and nesting bounded; the text is
+    # read once, for the document and for the lines errors name
+    text = read_text(path, "plan", "save it as a UTF-8 TOML file")
+    doc = parse_toml(text, path, "plan", "a plan nests a few levels; fix the file")
+    where = _Where(path, text)
     for key in doc:
         if key not in TOP_KEYS:
             raise where.error(f"unknown top-level key {shorten(key)}", "a plan has [deployment], [[assert]] entries, "

@@ -154,8 +154,10 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def _read_toml(path: Path, what: str = "preset file") -> dict[str, Any]:
-    text = read_text(path, what, "save it as a UTF-8 TOML file")
+def parse_toml(text: str, path: Path, what: str = "preset file",
+               deep_fix: str = "a preset nests a few levels; fix the file") -> dict[str, Any]:
+    """The TOML document of ``text`` (read from ``path``): syntax errors, integers too long to convert and nesting
+    deeper than ``MAX_DEPTH`` are one-line errors naming the file."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -165,8 +167,36 @@ def _read_toml(path: Path, what: str = "preset file") -> dict[str, Any]:
     except ValueError as err:  # e.g. an integer with more digits than Python converts
         raise KvplanError(f"{what} {path} is not valid TOML: {err}", "fix the TOML syntax") from None
     if data is None or too_deep(data):
-        raise KvplanError(f"{what} {path} nests tables or arrays more than {MAX_DEPTH} levels deep",
-                          "a preset nests a few levels; fix the file")
+        raise KvplanError(f"{what} {path} nests tables or arrays more than {MAX_DEPTH} levels deep", deep_fix)
+    return data
+
+
+def read_toml(path: Path, what: str = "preset file", fix: str = "save it as a UTF-8 TOML file",
+              deep_fix: str = "a preset nests a few levels; fix the file") -> dict[str, Any]:
+    """``parse_toml`` of the regular file ``path`` (read by ``read_text``: FIFOs refused unread, size bounded)."""
+    return parse_toml(read_text(path, what, fix), path, what, deep_fix)
+
+
+_TOO_DEEP = object()
+
+
+def read_json(path: Path, what: str, fix: str = "give a JSON file",
+              deep_fix: str = "a Hugging Face config nests a few levels; fix the file") -> Any:
+    """The parsed JSON of a regular file (read by ``read_text``), with the same bounds as ``parse_toml``."""
+    import json
+
+    text = read_text(path, what, fix)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise KvplanError(f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}",
+                          "fix the JSON syntax") from None
+    except RecursionError:
+        data = _TOO_DEEP
+    except ValueError as err:  # e.g. an integer with more digits than Python converts
+        raise KvplanError(f"{what} {path} is not valid JSON: {err}", "fix the JSON syntax") from None
+    if data is _TOO_DEEP or too_deep(data):
+        raise KvplanError(f"{what} {path} nests objects or arrays more than {MAX_DEPTH} levels deep", deep_fix)
     return data
 
 
@@ -304,7 +334,7 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, Presets]:
                 if problem:
                     raise KvplanError(f"preset file {path} {problem}",
                                       "remove it from the presets folder or make it a regular TOML file there")
-                data = _read_toml(path)
+                data = read_toml(path)
                 kind, preset_id = _identify(data, path)
             except KvplanError as err:
                 if builtin:
@@ -558,7 +588,7 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
     if kind == "bad":
         raise KvplanError(f"model {ref} {why}", _OBJECT_HINT)
     if kind == "file" and path.suffix.lower() == ".toml":
-        return build_model(_read_toml(path, "model preset"), str(path))
+        return build_model(read_toml(path, "model preset"), str(path))
     if kind == "file" and path.suffix.lower() == ".json":
         from kvplan.hf_import import load_hf_model
 
@@ -585,7 +615,7 @@ def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFil
     if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
         path = builtin_dir() / folder / f"{preset_id.lower()}.toml"
         if probe(path)[0] == "file":
-            data = _read_toml(path)
+            data = read_toml(path)
             if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
                 return PresetFile(data.get("id", path.stem), kind, path, True, data)
     return discover(extra_dirs)[kind].get(preset_id)
@@ -597,7 +627,7 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
     if kind == "bad":
         raise KvplanError(f"hardware {ref} {why}", "give a hardware preset id or a hardware preset .toml")
     if kind == "file" and path.suffix.lower() == ".toml":
-        return build_hardware(_read_toml(path, "hardware preset"), str(path))
+        return build_hardware(read_toml(path, "hardware preset"), str(path))
     if kind == "dir":
         raise KvplanError(f"hardware {ref} is a folder", "give a hardware preset id or a hardware preset .toml")
     preset = _find("hardware", ref, extra_dirs)

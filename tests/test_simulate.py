@@ -290,3 +290,13 @@ def test_the_last_step_that_fits_matches_counting_blocks_step_by_step():
     # by hand: block 4, contexts 4 and 6; crossings at steps 2 (4 -> 5 tokens) and 4 (6 -> 9), then 6 and 8;
     # slack 0 -> 1 step, slack 1 -> 3 steps, slack 2 -> 5 steps
     assert [_last_step_that_fits(np.array([4, 6]), 4, s) for s in (0, 1, 2)] == [1, 3, 5]
+
+
+def test_a_workload_file_gets_the_presets_bounds(run_cli, tmp_path):
+    # workload files are read by the same reader as presets and plans: nesting past MAX_DEPTH is refused by name
+    from kvplan.presets import MAX_DEPTH
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n")
+    r = run_cli("simulate", "--workload", str(deep))
+    assert r.code == 2 and f"more than {MAX_DEPTH} levels deep" in r.err and r.err.count("\n") == 1, r.err

@@ -230,10 +230,10 @@ def test_builtin_presets_load_without_pydantic():
 
 
 def test_untrusted_path_still_builds_builtin_files_equally():
-    from kvplan.presets import _read_toml, builtin_dir
+    from kvplan.presets import builtin_dir, read_toml
 
     path = builtin_dir() / "models" / "deepseek-v3.2-exp.toml"
-    assert build_model(_read_toml(path), str(path)) == load_model("deepseek-v3.2-exp")
+    assert build_model(read_toml(path), str(path)) == load_model("deepseek-v3.2-exp")
     hw_path = builtin_dir() / "hardware" / "b200.toml"
-    assert build_hardware(_read_toml(hw_path), str(hw_path)) == load_hardware("b200")
+    assert build_hardware(read_toml(hw_path), str(hw_path)) == load_hardware("b200")
     assert isinstance(load_hardware("b200"), HardwareSpec)

@@ -152,7 +152,7 @@ def workload_ids() -> tuple[str, ...]:
 
 def load_workload(ref: str) -> WorkloadPreset:
     """A built-in workload preset by id, or a workload .toml file."""
-    from kvplan.presets import read_text, tomllib
+    from kvplan.presets import read_toml
 
     ids = workload_ids()
     path = workloads_dir() / f"{ref.strip().lower()}.toml"
@@ -160,11 +160,8 @@ def load_workload(ref: str) -> WorkloadPreset:
         if not ref.endswith(".toml"):
             raise KvplanError(f"unknown workload {ref!r}", "choose " + ", ".join(ids) + " or give a workload .toml")
         path = Path(ref)
-    text = read_text(path, "workload file", "give a workload preset .toml")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise KvplanError(f"workload file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+    data = read_toml(path, "workload file", "give a workload preset .toml",
+                     "a workload nests a few levels; fix the file")
     where = f"workload {path.name}"
 
     def part(name: str) -> tuple[LengthDist, int | None, str]:
