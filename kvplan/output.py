@@ -123,7 +123,7 @@ def to_json(result: Result) -> str:
     derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
                    result.derivations().items()}
     doc = {"command": result.command, "headline": result.headline, **raw(result.data),
-           "warnings": list(result.warnings), "notes": list(result.notes),
+           "warnings": list(result.warnings), "notes": list(result.all_notes()),
            "assumptions": list(result.assumptions), "derivations": derivations}
     return json.dumps(doc, indent=2, allow_nan=False)
 
@@ -158,8 +158,8 @@ def _md_table(table: Table, units: str) -> str:
 
 def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> str:
     parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables]
-    if result.notes:
-        parts.append("\n".join(f"- {n}" for n in result.notes))
+    if result.all_notes():
+        parts.append("\n".join(f"- {n}" for n in result.all_notes()))
     if explain:
         parts.append("\n".join(["### How each figure was derived", ""] + _explain_lines(result, units, "- ")))
     return "\n\n".join(parts) + "\n"
@@ -287,7 +287,7 @@ def print_table(result: Result, explain: bool = False, file=None, units: str = "
             console.print(rich_table)
     for chart in result.charts:
         console.print(terminal_chart(chart, width=max(10, min(40, console.width - 40))))
-    for note in result.notes:
+    for note in result.all_notes():
         console.print(f"• {note}")
     if explain:
         console.print()

@@ -57,6 +57,10 @@ class Result:
     # among the notes, and by --brief after its figures
     warnings: tuple[str, ...] = ()
 
+    def all_notes(self) -> tuple[str, ...]:
+        """The warnings, then the notes: what every format prints under the tables."""
+        return self.warnings + self.notes
+
     def primary_table(self) -> Table:
         for table in self.tables:
             if table.primary:

@@ -54,7 +54,7 @@ def present(plan: ConcurrencyPlan) -> Result:
         notes.append("Engine-neutral accounting: block rounding per attention kind; --engine vllm or sglang "
                      "reproduces an engine's own figures.")
     if plan.engine_report is not None:
-        notes.extend(plan.engine_report.warnings + plan.engine_report.notes)
+        notes.extend(plan.engine_report.notes)   # its warnings go in Result.warnings, printed first
     if not b.given_pool:
         step = s.engine_adapter.boundary_note(hw)
         if step:

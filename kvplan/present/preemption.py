@@ -199,6 +199,8 @@ def present(plan: PreemptionPlan) -> Result:
     assumptions.extend(spec_notes(s))
     brief = (("swap bytes per GPU", this.swap_bytes_per_gpu), ("swap-in exposed", this.swap_exposed),
              ("recompute", this.recompute), ("recompute / swap", this.recompute_over_swap), ("cheaper", plan.cheaper))
-    warnings = (notes[0],) if plan.host_fits is False else ()   # the verdict rests on it
+    warnings = ()
+    if plan.host_fits is False:   # the verdict rests on it: a warning, printed first like the note it was
+        warnings, notes = (notes[0],), notes[1:]
     return Result("compare-preemption", s.headline(), data, tables, tuple(notes), tuple(assumptions), brief=brief,
                   warnings=warnings)
