@@ -24,6 +24,7 @@ COMMANDS = {
     "pd": ("pd", "Does prefill/decode disaggregation pay?"),
     "simulate": ("simulate", "Simulate a request stream through the KV pool."),
     "check": ("check", "Check deployment plans' assertions (exit 1 on a failure)."),
+    "recommend": ("recommend", "The configuration table for this deployment, and engine flags."),
     "presets": ("presets", "List, show and template the presets."),
 }
 _built: dict = {}

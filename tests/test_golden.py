@@ -27,6 +27,7 @@ COMMANDS = {
                  "200", "--seed", "1"),
     "presets-list": ("presets", "list"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
+    "recommend": ("recommend", "--emit", "vllm"),
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}

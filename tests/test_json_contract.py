@@ -27,6 +27,9 @@ RUNS = [
     ("tpot", "--kv-dtype", "fp8", "--mtp-layers", "1", "--spec-tokens", "1", "--accept", "1.8-0.00001/token"),
     ("compare-preemption", "-m", "llama-3.1-8b", "--layout", "per-layer", "--sync-swap", "--prefix-hit", "1k"),
     ("check", str(PLANS / "deepseek-r1-h200-fp8.toml")),
+    ("recommend", "--emit", "vllm"),
+    ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode", "300",
+     "--host-link-gbs", "0.5", "--emit", "sglang"),
 ]
 
 

@@ -84,6 +84,8 @@ DramOpt = Annotated[str | None, typer.Option("--dram", metavar="SIZE",
 FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table, json, csv or markdown.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Show how each figure was derived, with sources.")]
 BriefOpt = Annotated[bool, typer.Option("--brief", help="Print only the first line and the headline figures.")]
+TpotSloOpt = Annotated[str, typer.Option("--tpot-slo", metavar="TIME", help="TPOT service level, e.g. 50ms (default "
+                                         "50ms: DeepSeek's production 20 tokens/s per user).")]
 UnitsOpt = Annotated[str, typer.Option("--units", metavar="SYSTEM",
                                        help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes.")]
 ContextsOpt = Annotated[str, typer.Option("--contexts", metavar="LIST",

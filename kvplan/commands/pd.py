@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kvplan.commands.common import (
+    TpotSloOpt,
     build_scenario,
     check_output_options,
     emit,
@@ -22,8 +23,7 @@ from kvplan.commands.common import (
 def pd(
     scenario_args: dict,
     output: dict,
-    tpot_slo: Annotated[str, typer.Option("--tpot-slo", metavar="TIME", help="TPOT service level, e.g. 50ms "
-                                          "(default 50ms: DeepSeek's production 20 tokens/s per user).")] = "50ms",
+    tpot_slo: TpotSloOpt = "50ms",
     nic_gbps: Annotated[str | None, typer.Option("--nic-gbps", metavar="GB/S", help="NIC per GPU per direction for "
                                                  "the KV transfer (default: the GPU preset's).")] = None,
     prefill_gpus: Annotated[str | None, typer.Option("--prefill-gpus", metavar="N", help="GPUs for prefill "

@@ -109,6 +109,49 @@ def rule_span(version: Release, boundaries: tuple[Release, ...]) -> tuple[Releas
     return start, end
 
 
+@dataclass(frozen=True)
+class Flag:
+    """One engine launch flag: its value (None for a switch), why kvplan sets it, and the first release that has it
+    in the form printed (None: every release kvplan models), with the source of that release bound."""
+
+    flag: str
+    value: str | None
+    reason: str
+    since: Release | None = None
+    source: str = ""
+
+    def text(self) -> str:
+        return self.flag if self.value is None else f"{self.flag} {self.value}"
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """The command that launches an engine with a recommendation's settings; ``omitted`` lists the flags this
+    release does not have (flag, why), which are not printed."""
+
+    engine: str
+    program: str
+    flags: tuple[Flag, ...]
+    omitted: tuple[tuple[str, str], ...]
+    notes: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        parts = [self.program] + [f.text() for f in self.flags]
+        return " \\\n  ".join(parts)
+
+
+def keep_flags(flags: list[Flag], version: Release | None, label: str) -> tuple[tuple[Flag, ...], tuple]:
+    """The flags ``version`` has (all when the adapter is not pinned to a release), and the rest with the reason."""
+    kept, omitted = [], []
+    for f in flags:
+        if f.since is not None and version is not None and version < f.since:
+            omitted.append((f.text(), f"{label} {release_text(version)} predates it (from "
+                                      f"{release_text(f.since)}: {f.source})"))
+        else:
+            kept.append(f)
+    return tuple(kept), tuple(omitted)
+
+
 class Engine:
     id: ClassVar[str]
     release: str                      # the release whose rules this adapter follows (an instance may pin one)
@@ -175,6 +218,10 @@ class Engine:
         """Default (max_num_batched_tokens, max_num_seqs)."""
         raise NotImplementedError
 
+    def launch_command(self, plan) -> LaunchCommand:
+        """The launch command realising a ``kvplan.calc.recommend.RecommendPlan`` (engines that can be launched)."""
+        raise KvplanError(f"the {self.id} engine has no launch command", "give --emit vllm or --emit sglang")
+
     def memory_fraction(self, scenario, par: Parallelism) -> Number:
         raise NotImplementedError
 
@@ -231,3 +278,15 @@ class Engine:
     # --- the engine's own figures ------------------------------------------------------------------------------
     def report(self, scenario, model: ModelSpec, par: Parallelism, pool_bytes: int, block: int) -> EngineReport | None:
         return None
+
+
+def hub_model_id(model: ModelSpec) -> str:
+    """The Hugging Face id a launch command names: the first huggingface.co/ORG/NAME among the model's sources,
+    else the preset id (a local path or a name the engine resolves)."""
+    import re
+
+    for src in getattr(model, "sources", ()):
+        m = re.search(r"huggingface\.co/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)", str(src))
+        if m and m.group(1).split("/")[0] not in ("datasets", "spaces", "docs", "blog"):
+            return m.group(1)
+    return model.id

@@ -10,6 +10,7 @@ rounding-to-pages rules (``model_runner_kv_cache_mixin.py``) were read at commit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from kvplan.dtypes import KVDtype
@@ -17,8 +18,12 @@ from kvplan.engines.base import (
     GPU_GENERATION_RULE,
     Engine,
     EngineReport,
+    Flag,
+    LaunchCommand,
     Release,
     gpu_generation,
+    hub_model_id,
+    keep_flags,
     pinned,
     release_text,
     rule_span,
@@ -29,6 +34,10 @@ from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
+HICACHE_RATIO = 2.0
+HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
+                  "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
+                  "docs.sglang.io/advanced_features/hicache_best_practices.html")
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
           "(https://github.com/sgl-project/sglang)")
@@ -282,6 +291,57 @@ class SglangEngine(Engine):
             notes.append("The default mem_fraction_static follows SGLang v0.4.8-v0.5.2's reserve buckets; this "
                          "release computes it otherwise (not modelled): give --mem-fraction-static from its log.")
         return EngineReport(f"SGLang accounting ({self.release})", tuple(rows), data, tuple(notes))
+
+
+    # --- launch flags (kvplan recommend --emit sglang) -----------------------------------------------------------
+    def launch_command(self, plan) -> LaunchCommand:
+        """``python -m sglang.launch_server`` with the recommendation's layout, KV dtype, batch, memory fraction,
+        length and host tier (HiCache). Each flag names the first release that has it as printed."""
+        s, par = plan.scenario, plan.scenario.parallelism
+        flags: list[Flag] = [Flag("--model-path", hub_model_id(s.model), "the model")]
+        if par.tp > 1:
+            flags.append(Flag("--tp-size", str(par.tp), "the layout's TP degree"))
+        if par.pp > 1:
+            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree"))
+        if par.dp > 1:
+            flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} replicas, each with its own pool"))
+        if par.ep and par.ep > 1:
+            flags.append(Flag("--ep-size", str(par.ep), f"experts spread over {par.ep} GPUs"))
+            if self.version is not None and self.version < (0, 5, 0):
+                flags.append(Flag("--enable-ep-moe", None, "releases before --moe-a2a-backend (PR #8658, merged "
+                                  "2025-08-01) switch EP on with it"))
+        kv = {KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "fp4_e2m1"}.get(plan.kv_dtype)
+        if kv is not None:
+            flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
+        flags.append(Flag("--max-running-requests", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
+        fraction = self.memory_fraction(s, par)
+        flags.append(Flag("--mem-fraction-static", f"{fraction.value:g}", "the fraction kvplan's pool was sized with"))
+        length = s.max_model_len or s.context_tokens
+        flags.append(Flag("--context-length", str(length), "prompt + decode: the longest request planned"))
+        if s.block_size is not None:
+            flags.append(Flag("--page-size", str(s.block_size), "as given"))
+        notes = []
+        if plan.offload:
+            # HiCache's host pool mirrors the device pool (write-through), so it must be larger than the device pool
+            # (--hicache-ratio > 1; its documented example is 2): kvplan asks for 2 where the DRAM holds it, else
+            # the largest ratio the DRAM per GPU allows.
+            pool = int(plan.kv_pool_bytes.value)
+            dram = plan.host_dram_bytes_per_gpu.value
+            ratio = min(HICACHE_RATIO, dram / pool) if pool and dram else 0
+            if ratio > 1:
+                flags.append(Flag("--enable-hierarchical-cache", None, "HiCache: the host-DRAM tier", None,
+                                  HICACHE_SOURCE))
+                flags.append(Flag("--hicache-ratio", f"{math.floor(ratio * 100) / 100:g}",
+                                  f"host pool / device pool: {ratio * pool / 2**30:,.1f} GiB of host DRAM per GPU "
+                                  f"for the {pool / 2**30:,.1f} GiB pool (must exceed 1; the host has "
+                                  f"{dram / 2**30:,.1f} GiB per GPU)", None, HICACHE_SOURCE))
+            else:
+                notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
+                             "must be: no HiCache flags")
+        notes.append("the radix (prefix) cache is on by default; no flag is needed")
+        kept, omitted = keep_flags(flags, self.version, "SGLang")
+        return LaunchCommand("sglang" if self.version is None else self.display_name,
+                             "python -m sglang.launch_server", kept, omitted, tuple(notes))
 
 
 ENGINE = SglangEngine(NEWEST)

@@ -21,8 +21,12 @@ from kvplan.engines.base import (
     RUNTIME_RESERVE_SOURCE,
     Engine,
     EngineReport,
+    Flag,
+    LaunchCommand,
     Release,
     gpu_generation,
+    hub_model_id,
+    keep_flags,
     pinned,
     release_text,
     rule_span,
@@ -442,6 +446,58 @@ class VllmEngine(Engine):
             notes.append(f"vLLM pads the linear-attention state page by {cfg.mamba_page_padding:.1%} to match "
                          f"the {cfg.block_size}-token attention block.")
         return EngineReport(f"vLLM v1 accounting ({self.release})", rows, data, tuple(notes), tuple(warnings))
+
+
+    # --- launch flags (kvplan recommend --emit vllm) -------------------------------------------------------------
+    def launch_command(self, plan) -> LaunchCommand:
+        """``vllm serve`` with the recommendation's layout, KV dtype, batch, memory fraction, length and DRAM tier.
+        Each flag names the first release that has it as printed; a pinned older release drops it (said why)."""
+        s, par = plan.scenario, plan.scenario.parallelism
+        flags: list[Flag] = []
+        if par.tp > 1:
+            flags.append(Flag("--tensor-parallel-size", str(par.tp), "the layout's TP degree"))
+        if par.pp > 1:
+            flags.append(Flag("--pipeline-parallel-size", str(par.pp), "the layout's PP degree"))
+        if par.dp > 1:
+            flags.append(Flag("--data-parallel-size", str(par.dp), f"{par.dp} replicas, each with its own pool",
+                              (0, 8, 3), "V1 data parallelism, present in v0.8.3 (github.com/vllm-project/vllm/"
+                              "issues/18702)"))
+        notes = []
+        if par.ep and par.ep > 1:
+            if par.ep == par.tp * par.dp:
+                flags.append(Flag("--enable-expert-parallel", None, f"EP {par.ep} = TP x DP: vLLM spans the experts "
+                                  "over every TP x DP rank", (0, 8, 0),
+                                  "PR #14305, merged 2025-03-06, first in v0.8.0 (github.com/vllm-project/vllm/"
+                                  "pull/14305)"))
+            else:
+                notes.append(f"EP {par.ep} is not TP x DP = {par.tp * par.dp}: vLLM's expert parallelism is always "
+                             "TP x DP, so this layout cannot be launched as planned")
+        kv = {KVDtype.FP8: "fp8", KVDtype.NVFP4: "nvfp4"}.get(plan.kv_dtype)
+        if kv is not None:
+            flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
+        flags.append(Flag("--max-num-seqs", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
+        fraction = self.memory_fraction(s, par)
+        flags.append(Flag("--gpu-memory-utilization", f"{fraction.value:g}",
+                          "the fraction kvplan's pool was sized with"))
+        length = s.max_model_len or s.context_tokens
+        flags.append(Flag("--max-model-len", str(length), "prompt + decode: the longest request planned"))
+        if s.block_size is not None:
+            flags.append(Flag("--block-size", str(s.block_size), "as given"))
+        if plan.offload:
+            gib = max(1, int(plan.offload_bytes_per_replica.value // 2**30))
+            why = ("the DRAM tier, GiB for the whole instance (all TP ranks): preempted requests' blocks are "
+                   "reloaded from it instead of recomputed")
+            since = (0, 15, 0)
+            src = ("--kv-offloading-size from PR #27621 (merged 2025-10-28), sized per instance in bytes by PR "
+                   "#24498 and native by default from PR #32421 (2026-01-15); kvplan prints it from v0.15.0, the "
+                   "first release it is sure carries all three")
+            flags.append(Flag("--kv-offloading-size", str(gib), why, since, src))
+            flags.append(Flag("--kv-offloading-backend", "native", "vLLM's own CPU offloading connector", since,
+                              src))
+        notes.append("prefix caching is on by default in vLLM V1; no flag is needed")
+        kept, omitted = keep_flags(flags, self.version, "vLLM")
+        return LaunchCommand("vllm" if self.version is None else self.display_name,
+                             f"vllm serve {hub_model_id(s.model)}", kept, omitted, tuple(notes))
 
 
 ENGINE = VllmEngine(NEWEST)

@@ -1,0 +1,391 @@
+"""``kvplan recommend``: the workload document's configuration table, each row computed for this deployment.
+
+``plan_recommend(scenario, options)`` returns a ``RecommendPlan``: for KV dtype, batch size, KV offload, preemption
+(mode and victim), PD disaggregation and prefix cache, the value kvplan's own models give, the reason in numbers,
+the document's general advice, and whether they agree (and why not). Nothing is priced here: capacity comes from
+``capacity``, step and prefill times from the one cost model (``costs.step_model``), swap vs recompute from
+``plan_preemption`` and the PD verdict from ``plan_pd``. The engine flags that realise a plan are the engine
+adapters' (``kvplan.engines.<engine>.launch_flags``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, costs
+from kvplan.dtypes import KVDtype
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+from kvplan.values import Bytes, Count, Fraction, Ratio, Seconds, Tokens, derived
+
+DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
+# The workload document's rows: (setting, recommended, why), in its order.
+DOCUMENT_ROWS = {
+    "kv_offload": ("large L2 (DRAM), low threshold", "per-request decode KV grows fast; offload early"),
+    "kv_dtype": ("FP8 (decode)", "more capacity; accuracy impact on reasoning to be evaluated"),
+    "batch": ("small (2-8)", "avoid several long requests exhausting KV together"),
+    "preemption": ("swap first, recompute last", "recomputing a 10K+-token request is very costly"),
+    "pd": ("not recommended", "decode-dominant; transfer overhead > gain"),
+    "prefix_cache": ("limited gain, keep on for the system prompt", "little cross-request prefix reuse"),
+}
+SETTING_NAMES = {"kv_dtype": "KV dtype", "batch": "batch size (max_num_seqs)", "kv_offload": "KV offload (DRAM tier)",
+                 "preemption": "preemption mode and victim", "pd": "PD disaggregation", "prefix_cache": "prefix cache"}
+
+FP8_ACCURACY = ("vLLM FP8 KV-cache blog (github.com/vllm-project/vllm-project.github.io, "
+                "_posts/2026-04-22-fp8-kvcache.md): on AIME25, GPQA-Diamond, MATH500 and LiveCodeBench-v6, "
+                "Qwen3-30B-A3B-Thinking-2507 with FP8 KV lost at most 1-2 points (lowest recovery 97%, GPQA-Diamond); "
+                "on Hopper an FP8-accumulation bug once cut 128K needle-in-a-haystack from 91% to 13% until a "
+                "two-level accumulation fix restored 89%")
+FP4_ACCURACY = ("no published evaluation of FP4 KV on long reasoning benchmarks was found; kvplan does not "
+                "recommend it without one")
+SMALL_BATCH = 8            # the document's "small (2-8)"
+VICTIM_SHORT_TOKENS = 1024  # the young request the victim rule compares against
+PREFILL_SHARE_SMALL = 0.05  # below this share of the replica time a request costs, a prefix cache saves little
+
+
+@dataclass(frozen=True)
+class RecommendOptions:
+    tpot_slo: float = 0.05                  # seconds; DeepSeek's production 20 tokens/s per user
+    dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
+
+    def __post_init__(self) -> None:
+        slo = self.tpot_slo
+        if not (isinstance(slo, (int, float)) and math.isfinite(slo) and 1e-4 <= slo <= 10):
+            raise KvplanError(f"--tpot-slo {slo!r} s is outside 0.1 ms .. 10 s", "give it like 50ms")
+        v = self.dram_bytes_per_node
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise KvplanError(f"--dram {v!r} is not a positive number of bytes", "give a size like 2TB")
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    setting: str
+    value: str              # the recommendation, in words
+    reason: str             # why, in numbers
+    document: str           # the document's advice
+    agrees: bool
+    why_differs: str        # "" when it agrees
+    notes: tuple[str, ...] = ()   # sources and caveats the presenter prints under the table
+
+
+@dataclass(frozen=True)
+class DtypeOption:
+    dtype: KVDtype
+    requests_per_replica: Count     # None when the model cannot store this dtype
+    request_bytes_per_gpu: Bytes
+
+
+@dataclass(frozen=True)
+class RecommendPlan:
+    scenario: Scenario              # the deployment with the recommended KV dtype
+    options: RecommendOptions
+    rows: tuple[Row, ...]
+    kv_dtype: KVDtype
+    dtype_options: tuple[DtypeOption, ...]
+    batch: Count
+    batch_capacity: Count
+    batch_slo: Count
+    batch_engine_limit: Count
+    next_request_overflow_step: Count
+    tpot_at_batch: Seconds
+    admitted_on_prompt_cost: Count
+    admitted_overflow_step: Count
+    offload: bool
+    offload_bytes_per_gpu: Bytes
+    offload_bytes_per_replica: Bytes
+    host_dram_bytes_per_gpu: Bytes
+    offload_threshold: Fraction
+    preemption_mode: str
+    swap_seconds: Seconds
+    recompute_seconds: Seconds
+    recompute_over_swap: Ratio
+    recompute_young_seconds: Seconds
+    crossover: Tokens
+    victim: str
+    disaggregate: bool
+    pd_reasons: tuple[str, ...]
+    prefix_cache: bool
+    prefill_seconds: Seconds
+    prefill_share: Fraction
+    kv_pool_bytes: Bytes
+
+    def row(self, key: str) -> Row:
+        return next(r for r in self.rows if r.key == key)
+
+
+def _fits(s: Scenario, dtype: KVDtype, pool: int) -> DtypeOption:
+    try:
+        block = int(capacity.block_tokens(s).value)
+        per = capacity.request_bytes(s, s.context_tokens, dtype, block=block)
+        n = capacity.fit(pool, per, capacity.shared_prefix_copy_bytes(s, dtype, block))
+    except KvplanError as err:
+        return DtypeOption(dtype, Count(None, derived(err.message)), Bytes(None, derived(err.message)))
+    return (DtypeOption(dtype, Count(n, derived("floor((pool - shared copy) / request bytes), one replica",
+                                                f"{pool:,} B // {per:,} B = {n}")),
+                        Bytes(per, derived("request bytes per GPU at prompt + decode", f"{per:,} B"))))
+
+
+def _choose_dtype(s: Scenario, pool_of) -> tuple[KVDtype, tuple[DtypeOption, ...], str]:
+    from kvplan.calc.concurrency import default_dtypes
+
+    options = tuple(_fits(s, d, pool_of(d)) for d in default_dtypes(s.hardware))
+    by = {o.dtype: o for o in options}
+    if not s.kv_dtype_auto:
+        return s.kv_dtype, options, "given"
+    fp8 = by.get(KVDtype.FP8)
+    if fp8 is not None and fp8.requests_per_replica.value is not None:
+        return KVDtype.FP8, options, "fp8"
+    return s.kv_dtype, options, "default"
+
+
+def _slo_batch(step, s: Scenario, limit: int, slo: float) -> tuple[int, float]:
+    """The largest batch <= limit whose steady mean TPOT meets the SLO, and the TPOT at that batch (0 and the
+    batch-1 TPOT when none does)."""
+    import numpy as np
+
+    mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
+    b = np.arange(1, max(limit, 1) + 1, dtype=float)
+    tpot = step.step(b, b * mean_b, b * mean_f)["total"]
+    ok = np.nonzero(tpot <= slo)[0]
+    if not len(ok):
+        return 0, float(tpot[0])
+    i = int(ok[-1])
+    return i + 1, float(tpot[i])
+
+
+def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
+    from kvplan.calc.concurrency import overflow_run
+    from kvplan.calc.pd import PdOptions, plan_pd
+    from kvplan.calc.preemption import plan_preemption
+
+    o = options or RecommendOptions()
+    base = scenario
+
+    def pool_of(dtype: KVDtype) -> int:
+        return int(capacity.kv_pool(base.with_(kv_dtype_request=dtype)).kv_pool_bytes)
+
+    dtype, dtype_options, why_dtype = _choose_dtype(base, pool_of)
+    s = base if dtype == base.kv_dtype else base.with_(kv_dtype_request=dtype)
+    par = s.parallelism
+    budget = capacity.kv_pool(s)
+    pool = int(budget.kv_pool_bytes)
+    block = int(capacity.block_tokens(s).value)
+    shared = capacity.shared_prefix_copy_bytes(s, block=block)
+    per_req = capacity.request_bytes(s, s.context_tokens, block=block)
+    cap = capacity.fit(pool, per_req, shared)
+    if cap < 1:
+        raise KvplanError(f"one {s.context_tokens:,}-token request does not fit the {pool:,} B KV pool per replica "
+                          f"with {dtype.value} KV", "add GPUs (--gpus, --nodes), or shorten --decode")
+    rows = [_dtype_row(s, dtype, dtype_options, why_dtype)]
+
+    # --- batch -----------------------------------------------------------------------------------------------
+    step = costs.step_model(s)
+    _, engine_seqs = s.engine_adapter.batch_limits_for(s)
+    engine_cap = int(engine_seqs.value)
+    slo_b, slo_tpot = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo)
+    batch = min(cap, engine_cap, slo_b) if slo_b else min(cap, engine_cap)
+    mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
+    tpot_b = float(step.step(batch, batch * mean_b, batch * mean_f)["total"])
+    next_step = capacity.first_full_step(s, cap + 1, pool, shared)
+    cap_v = Count(cap, derived("floor((pool - shared prefix copy) / per-request bytes at prompt + decode)",
+                               f"floor(({pool:,} - {shared:,}) / {per_req:,}) = {cap}"))
+    slo_v = Count(slo_b, derived("largest batch whose steady mean TPOT (contexts spread over prompt..prompt+decode) "
+                                 "meets the SLO, the step model", f"SLO {o.tpot_slo * 1e3:g} ms -> {slo_b}"))
+    batch_v = Count(batch, derived("min(HBM capacity, TPOT-SLO batch, engine max_num_seqs)",
+                                   f"min({cap}, {slo_b if slo_b else 'none'}, {engine_cap}) = {batch}"))
+    next_v = Count(next_step, derived("first decode step at which one more request (cap + 1) fills the pool",
+                                      f"batch {cap + 1}: step {next_step}"))
+    tpot_v = Seconds(tpot_b, derived("steady mean TPOT at the batch (the step model)",
+                                     f"batch {batch}: {tpot_b * 1e3:.2f} ms"))
+    rows.append(_batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o.tpot_slo, pool, per_req))
+
+    # --- preemption and offload ------------------------------------------------------------------------------
+    young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
+    pre = plan_preemption(s, sweep=tuple(sorted({young, s.decode_tokens})), dram_bytes_per_node=o.dram_bytes_per_node)
+    this = pre.this
+    young_row = next(r for r in pre.rows if int(r.context.value) == s.prompt_tokens + young)
+    swap_wins = not this.recompute_cheaper
+    link = costs.host_link_rate(s.hardware, s.host_link_gbs)
+    admitted = capacity.admitted_on_prompt_cost(s, pool, shared)
+    admitted_run = overflow_run(s, admitted, pool, shared, None, link, admitted=True, step_model=step)
+    host = pre.host
+    dram_gpu = host.bytes_per_gpu
+    tier_gpu = batch * per_req
+    if dram_gpu.value is not None:
+        tier_gpu = min(tier_gpu, int(dram_gpu.value))
+    tp_ranks = par.tp * par.pp
+    offload = swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
+    tier_v = Bytes(tier_gpu if offload else 0, derived(
+        "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once",
+        f"min({batch} x {per_req:,}, {dram_gpu.value if dram_gpu.value is not None else 'unknown'}) = {tier_gpu:,} B"
+        if offload else "no tier: " + ("recompute is cheaper" if not swap_wins else
+                                       "the host DRAM is unknown (give --dram)" if dram_gpu.value is None else
+                                       "the host DRAM per GPU holds no whole request")))
+    tier_replica = Bytes(int(tier_v.value) * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
+                                                               f"{int(tier_v.value):,} x {tp_ranks}"))
+    threshold = admitted_run.offload_threshold_fraction
+    rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
+                             threshold))
+    mode = "swap" if swap_wins else "recompute"
+    victim = "fewest tokens held (the youngest request)"
+    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload))
+
+    # --- PD and prefix cache ---------------------------------------------------------------------------------
+    pd_s, doubled = s, ""
+    if par.dp < 2:   # one instance has nothing to split: price the decision at two instances
+        pin = {"tp": par.tp, "pp": par.pp, "dp": None}
+        pd_s = (s.with_(gpus=s.planned_gpus * 2, **pin) if s.gpus is not None or s.planned_gpus <
+                s.hardware.node.gpus_per_node else s.with_(nodes=s.nodes * 2, **pin))
+        plural = "s" if s.planned_gpus > 1 else ""
+        doubled = (f"One instance of {s.planned_gpus} GPU{plural} has nothing to split; at two instances "
+                   f"({pd_s.planned_gpus} GPUs): ")
+    pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo))
+    rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
+                    doubled + " ".join(pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
+                    "" if not pd.recommend else
+                    "this workload's prompts are long enough against its outputs that a prefill pool pays "
+                    f"(break-even prompt:output {pd.breakeven_ratio.value:g})"))
+    mnbt, _ = s.engine_adapter.batch_limits_for(s)
+    t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
+    # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
+    replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
+    share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
+    pf_v = Seconds(t_pf, derived("prefill of the prompt in max_num_batched_tokens chunks (the cost model)",
+                                 f"{s.prompt_tokens:,} tokens: {t_pf * 1e3:.2f} ms"))
+    share_v = Fraction(share, derived("prefill / (prefill + decode x TPOT at the batch / batch): the prefill's share "
+                                      "of the replica time one request costs",
+                                      f"{t_pf:.4g} / ({t_pf:.4g} + {s.decode_tokens:,} x {tpot_b:.4g} / {batch}) = "
+                                      f"{share:.4f}"))
+    rows.append(_prefix_row(s, t_pf, share))
+
+    return RecommendPlan(
+        s, o, tuple(rows), dtype, dtype_options, batch_v, cap_v, slo_v,
+        Count(engine_cap, engine_seqs.why), next_v, tpot_v,
+        Count(admitted, derived("what an engine admits on prompt cost: min(max_num_seqs, usable pool // prompt "
+                                "bytes)", f"{admitted}")), admitted_run.decode_steps_until_full,
+        offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
+        this.recompute_over_swap, young_row.recompute, pre.crossover, victim, pd.recommend, tuple(pd.reasons),
+        True, pf_v, share_v, budget.kv_pool)
+
+
+# --- rows ----------------------------------------------------------------------------------------------------
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str) -> Row:
+    counts = {o.dtype: o.requests_per_replica.value for o in opts}
+    text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
+    base = counts.get(KVDtype.BF16)
+    gain = (f" ({counts[dtype] / base:.2f}x bf16's)" if base and counts.get(dtype) and dtype != KVDtype.BF16
+            else "")
+    reason = (f"requests of {s.context_tokens:,} tokens per replica: {text}{gain}; FP8 KV cost at most 1-2 points "
+              "on reasoning benchmarks (vLLM's FP8 KV-cache evaluation, see the notes)")
+    notes = [f"KV dtype accuracy: {FP8_ACCURACY}."]
+    if KVDtype.NVFP4 in counts:
+        reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
+        notes.append(f"FP4 KV: {FP4_ACCURACY}.")
+    if why == "given":
+        reason = f"--kv-dtype {dtype.value} as given; " + reason
+    agrees = dtype == KVDtype.FP8
+    differs = "" if agrees else (f"--kv-dtype {dtype.value} was given" if why == "given" else
+                                 f"this model or GPU cannot store fp8 KV, so {dtype.value} stays")
+    return Row("kv_dtype", SETTING_NAMES["kv_dtype"], dtype.value, reason + ".", DOCUMENT_ROWS["kv_dtype"][0],
+               agrees, differs, tuple(notes))
+
+
+def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, slo, pool, per_req) -> Row:
+    L = s.context_tokens
+    parts = [f"max batch {cap} per replica at {L:,} tokens: the {pool / 2**30:,.1f} GiB pool holds {cap} requests "
+             f"of {per_req / 2**20:,.1f} MiB per GPU"]
+    if next_step is not None:
+        parts.append(f"a {cap + 1}th request overflows HBM at decode step {next_step:,}")
+    if slo_b and slo_b < min(cap, engine_cap):
+        parts.append(f"the TPOT SLO {slo * 1e3:g} ms binds first: batch {slo_b} decodes at {tpot_b * 1e3:.1f} ms")
+    elif not slo_b:
+        parts.append(f"no batch meets the TPOT SLO {slo * 1e3:g} ms (batch 1 already exceeds it); the batch is the "
+                     "capacity limit")
+    else:
+        parts.append(f"TPOT at batch {batch}: {tpot_b * 1e3:.1f} ms (SLO {slo * 1e3:g} ms)")
+    if engine_cap < cap:
+        parts.append(f"the engine's max_num_seqs {engine_cap} caps it")
+    agrees = batch <= SMALL_BATCH
+    differs = "" if agrees else (
+        f"the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "
+        f"{pool / 2**30:,.1f} GiB per GPU for {per_req / 2**20:,.1f} MiB per request per GPU, so {cap} fit "
+        + ("and decode stays within the SLO" if slo_b else ""))
+    return Row("batch", SETTING_NAMES["batch"], f"{batch}", "; ".join(parts) + ".", DOCUMENT_ROWS["batch"][0],
+               agrees, differs.strip())
+
+
+def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, run, threshold) -> Row:
+    full = run.decode_steps_until_full.value
+    if offload:
+        value = (f"on: {_gib(tier_v.value)} DRAM per GPU; "
+                 + (f"start offloading at {threshold.value:.0%} of the pool" if threshold.value < 0.99 else
+                    "offload on demand (one eviction outruns a step's growth)"))
+        reason = (f"the tier parks every one of the {batch} running requests once ({per_req / 2**20:,.1f} MiB "
+                  f"per GPU each) of {_gib(dram_gpu.value)} host DRAM per GPU, so a preemption swaps instead of "
+                  "recomputing")
+        if full is not None and admitted > batch:
+            reason += (f"; an engine admitting on prompt cost takes {admitted:,} requests, which fill HBM at decode "
+                       f"step {full:,}; evicting one takes {run.evict_one_request_seconds.value * 1e3:,.1f} ms "
+                       f"while the pool grows {run.growth_bytes_per_step.value / 2**20:,.1f} MiB per step"
+                       + (f", hence the {threshold.value:.0%} threshold" if threshold.value < 0.99 else ""))
+        agrees = threshold.value < 0.95 or full is None
+        differs = "" if agrees else ("a large tier, yes, but no low threshold: the host link evicts a request "
+                                     f"in {run.evict_one_request_seconds.value * 1e3:,.1f} ms while the pool "
+                                     f"grows {run.growth_bytes_per_step.value / 2**20:,.1f} MiB per step, so "
+                                     "offloading can wait until the pool is full")
+        if full is None:
+            reason += "; at these lengths the admitted batch never fills HBM, so the tier serves preemption only"
+    else:
+        value = "off"
+        if not swap_wins:
+            reason = ("recompute is cheaper than a swap round trip for a request of this length, so a DRAM tier "
+                      "buys nothing for preemption")
+        elif dram_gpu.value is None:
+            value = "unknown"
+            reason = "the hardware preset has no host DRAM figure; give --dram to size the tier"
+        else:
+            reason = f"the host DRAM per GPU ({_gib(dram_gpu.value)}) holds no whole request"
+        agrees = False
+        differs = ("short requests: " if not swap_wins else "") + reason
+    return Row("kv_offload", SETTING_NAMES["kv_offload"], value, reason + ".", DOCUMENT_ROWS["kv_offload"][0],
+               agrees, differs)
+
+
+def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Row:
+    ratio = this.recompute_over_swap.value
+    g = s.decode_tokens
+    reason = (f"preempted after {g:,} generated tokens, recomputing costs {this.recompute.value:,.3f} s against "
+              f"{this.swap_exposed.value * 1e3:,.1f} ms to swap ({ratio:,.1f}x)")
+    if pre.crossover.value is not None:
+        reason += f"; the cheaper option changes at {pre.crossover.value:,} tokens"
+    if young and young != g:
+        reason += (f"; victim: a request {young:,} tokens in costs {young_row.recompute.value * 1e3:,.1f} ms to "
+                   f"recompute against {this.recompute.value:,.3f} s for one at {g:,}, so preempt the youngest and "
+                   "protect long chains")
+    value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else "recompute") + f"; victim: {victim}"
+    agrees = mode == "swap"
+    differs = "" if agrees else "recompute is cheaper than the swap round trip at this request length"
+    if mode == "swap" and not offload:
+        differs = "swap is cheaper, but there is no DRAM tier to swap to (see KV offload)"
+        agrees = False
+    return Row("preemption", SETTING_NAMES["preemption"], value, reason + ".", DOCUMENT_ROWS["preemption"][0],
+               agrees, differs)
+
+
+def _prefix_row(s, t_pf, share) -> Row:
+    shared = s.shared_prefix_tokens
+    reason = (f"the {s.prompt_tokens:,}-token prefill takes {t_pf * 1e3:,.1f} ms, {share:.2%} of the replica time a "
+              "request costs (its decode steps are shared by the batch), so even a full prefix hit saves at most that")
+    if shared:
+        reason += f"; the {shared:,}-token shared prompt is stored once per replica"
+    agrees = share < PREFILL_SHARE_SMALL
+    differs = "" if agrees else (f"prefill is {share:.0%} of the replica time a request costs here, so prefix hits "
+                                 "are worth having: keep it on and route repeat prefixes to the same replica")
+    return Row("prefix_cache", SETTING_NAMES["prefix_cache"], "on", reason + ".", DOCUMENT_ROWS["prefix_cache"][0],
+               agrees, differs)

@@ -1,0 +1,61 @@
+"""``kvplan recommend`` presentation: the configuration table, its figures, and the launch command."""
+
+from __future__ import annotations
+
+from kvplan.calc.recommend import RecommendPlan
+from kvplan.present.common import scenario_data
+from kvplan.result import Result, Table
+from kvplan.values import Number, default, given
+
+
+def present(plan: RecommendPlan, launch=None) -> Result:
+    s, o = plan.scenario, plan.options
+    rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
+    table = Table(f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests",
+                  ("setting", "recommended", "why (kvplan's numbers)", "the workload document", "agrees"), rows,
+                  primary=True)
+    notes = [f"{r.setting}: differs from the document: {r.why_differs}." for r in plan.rows
+             if not r.agrees and r.why_differs]
+    notes += [n for r in plan.rows for n in r.notes]
+    tables = [table]
+    data = {
+        **scenario_data(s),
+        "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
+        "recommendations": [{"key": r.key, "setting": r.setting, "value": r.value, "reason": r.reason,
+                             "document": r.document, "agrees_with_document": r.agrees,
+                             "why_differs": r.why_differs} for r in plan.rows],
+        "kv_dtype_recommended": plan.kv_dtype.value,
+        "requests_by_kv_dtype": {d.dtype.value: d.requests_per_replica for d in plan.dtype_options},
+        "kv_pool_bytes_per_gpu": plan.kv_pool_bytes,
+        "batch": plan.batch, "batch_capacity": plan.batch_capacity, "batch_tpot_slo": plan.batch_slo,
+        "batch_engine_limit": plan.batch_engine_limit,
+        "next_request_overflow_step": plan.next_request_overflow_step, "tpot_seconds_at_batch": plan.tpot_at_batch,
+        "admitted_on_prompt_cost": plan.admitted_on_prompt_cost, "admitted_overflow_step": plan.admitted_overflow_step,
+        "kv_offload": plan.offload, "offload_bytes_per_gpu": plan.offload_bytes_per_gpu,
+        "offload_bytes_per_replica": plan.offload_bytes_per_replica,
+        "host_dram_bytes_per_gpu": plan.host_dram_bytes_per_gpu, "offload_threshold": plan.offload_threshold,
+        "preemption_mode": plan.preemption_mode, "swap_seconds": plan.swap_seconds,
+        "recompute_seconds": plan.recompute_seconds, "recompute_over_swap": plan.recompute_over_swap,
+        "recompute_seconds_young": plan.recompute_young_seconds, "crossover_tokens": plan.crossover,
+        "victim": plan.victim, "recommend_disaggregation": plan.disaggregate, "pd_reasons": list(plan.pd_reasons),
+        "prefix_cache": plan.prefix_cache, "prefill_seconds": plan.prefill_seconds,
+        "prefill_share": plan.prefill_share,
+    }
+    if launch is not None:
+        flag_rows = tuple((f.text(), f.reason) for f in launch.flags)
+        tables.append(Table(f"Launch command ({launch.engine})", ("flag", "why"),
+                            ((launch.program, "the engine and model"),) + flag_rows))
+        data["launch"] = {"engine": launch.engine, "command": launch.text(),
+                          "flags": [{"flag": f.flag, "value": f.value, "reason": f.reason} for f in launch.flags],
+                          "omitted": [{"flag": f, "why": why} for f, why in launch.omitted],
+                          "notes": list(launch.notes)}
+        notes.append("Launch command:\n" + launch.text())
+        notes += [f"Not printed: {f}: {why}." for f, why in launch.omitted]
+        notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
+    agree = sum(r.agrees for r in plan.rows)
+    brief = (("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
+             ("preemption", plan.preemption_mode), ("PD", "disaggregate" if plan.disaggregate else "colocate"))
+    return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief,
+                  assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "
+                               "each row's figures come from kvplan's capacity and cost models (kvplan concurrency, "
+                               "tpot, compare-preemption, pd).",))

@@ -1,0 +1,174 @@
+"""kvplan recommend: the configuration table's numbers by hand, the advice that changes with the workload, and the
+engine flags for both engines (and a pinned older release that lacks some)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.calc.recommend import RecommendOptions, plan_recommend
+from kvplan.presets import load_hardware, load_model
+from kvplan.scenario import Scenario
+
+GIB = 2**30
+# Llama-3.1-8B (huggingface.co/meta-llama/Llama-3.1-8B config.json): 32 layers, 8 KV heads, head_dim 128.
+# bytes per token = 32 x 8 x 128 x 2 (K and V) x bytes per element: bf16 131,072; fp8 65,536.
+# A 1,000 + 30,000 = 31,000-token request in 16-token blocks (the neutral engine's) holds ceil(31,000 / 16) = 1,938
+# blocks = 31,008 tokens: bf16 31,008 x 131,072 = 4,064,280,576 B; fp8 2,032,140,288 B.
+FP8_REQUEST = 31_008 * 65_536
+BF16_REQUEST = 31_008 * 131_072
+
+
+def llama(**kw) -> Scenario:
+    base = dict(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
+                kv_pool_bytes=64 * GIB, prompt_tokens=1000, decode_tokens=30_000)
+    base.update(kw)
+    return Scenario(**base)
+
+
+def test_capacity_batch_and_dtype_by_hand():
+    plan = plan_recommend(llama())
+    # auto KV dtype: fp8 is recommended. 64 GiB = 68,719,476,736 B; // 2,032,140,288 = 33 (33.8); bf16: 16 (16.9).
+    assert plan.kv_dtype.value == "fp8"
+    assert plan.batch_capacity.value == 68_719_476_736 // FP8_REQUEST == 33
+    counts = {d.dtype.value: d.requests_per_replica.value for d in plan.dtype_options}
+    assert counts == {"bf16": 16, "fp8": 33}
+    assert plan.batch.value <= 33
+    assert plan.row("kv_dtype").agrees and "bf16 16, fp8 33" in plan.row("kv_dtype").reason
+
+
+def test_given_dtype_is_kept_and_the_row_says_so():
+    plan = plan_recommend(llama(kv_dtype_request="bf16"))
+    assert plan.kv_dtype.value == "bf16" and plan.batch_capacity.value == 16
+    row = plan.row("kv_dtype")
+    assert not row.agrees and "--kv-dtype bf16 was given" in row.why_differs
+
+
+def test_batch_is_the_largest_meeting_the_slo():
+    from kvplan.calc import costs
+
+    loose = plan_recommend(llama(), RecommendOptions(tpot_slo=1.0))
+    tight = plan_recommend(llama(), RecommendOptions(tpot_slo=0.009))
+    assert loose.batch.value == 33                      # capacity binds: 33 fit, and 33 decode within 1 s
+    assert 1 <= tight.batch.value < 33                  # the SLO binds
+    s = tight.scenario
+    step = costs.step_model(s)
+    mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
+
+    def tpot(b):
+        return float(step.step(b, b * mean_b, b * mean_f)["total"])
+
+    b = tight.batch.value
+    assert tpot(b) <= 0.009 < tpot(b + 1)               # the largest batch under the SLO, not one less or more
+
+
+def test_offload_tier_is_the_batch_capped_by_host_dram():
+    # --dram 2 TB per 8-GPU node = 250e9 B per GPU; the tier = min(batch x request bytes, 250e9).
+    plan = plan_recommend(llama(), RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    assert plan.offload
+    assert plan.offload_bytes_per_gpu.value == min(33 * FP8_REQUEST, 250_000_000_000) == 67_060_629_504
+    small = plan_recommend(llama(), RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=80_000_000_000))
+    assert small.offload_bytes_per_gpu.value == 10_000_000_000   # 80 GB / 8 GPUs caps it
+
+
+def test_a_slow_host_link_turns_swap_into_recompute_and_the_tier_off():
+    # 0.1 GB/s: swapping 2.03 GB out and back takes ~40 s, far above recomputing a 31K-token request.
+    plan = plan_recommend(llama(host_link_gbs=0.1))
+    assert plan.preemption_mode == "recompute" and not plan.offload
+    assert not plan.row("preemption").agrees and not plan.row("kv_offload").agrees
+    assert plan.offload_bytes_per_gpu.value == 0
+
+
+def test_victim_rule_prices_a_young_request_against_the_whole_chain():
+    plan = plan_recommend(llama())
+    assert plan.recompute_young_seconds.value < plan.recompute_seconds.value
+    assert "youngest" in plan.victim
+
+
+def test_short_output_chat_changes_the_advice():
+    """A chat workload (4K prompt, 300 output tokens) against the reasoning one (1K + 30K): the prefill is a large
+    share of a request, so a prefix cache is worth more than the document's 'limited gain', and many more requests
+    fit than the document's 2-8."""
+    reasoning = plan_recommend(llama())
+    chat = plan_recommend(llama(prompt_tokens=4000, decode_tokens=300))
+    assert reasoning.row("prefix_cache").agrees and not chat.row("prefix_cache").agrees
+    assert chat.prefill_share.value > 0.05 > reasoning.prefill_share.value
+    # 4,300 tokens -> ceil(4,300 / 16) = 269 blocks = 4,304 tokens x 65,536 = 282,066,944 B; 64 GiB holds 243
+    assert chat.batch_capacity.value == 68_719_476_736 // (4_304 * 65_536) == 243
+    assert chat.batch.value > 8 and not chat.row("batch").agrees
+
+
+def test_one_instance_prices_pd_at_two():
+    plan = plan_recommend(llama())
+    assert "at two instances (2 GPUs)" in plan.row("pd").reason
+
+
+# --- engine flags ------------------------------------------------------------------------------------------------
+def _flags(lc) -> dict:
+    return {f.flag: f.value for f in lc.flags}
+
+
+def test_vllm_flags_realise_the_plan():
+    s = llama(engine="vllm")
+    plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    lc = s.engine_adapter.launch_command(plan)
+    flags = _flags(lc)
+    assert lc.program == "vllm serve meta-llama/Llama-3.1-8B-Instruct"  # the preset's config.json source
+    assert flags["--kv-cache-dtype"] == "fp8"
+    assert flags["--max-num-seqs"] == "33"
+    assert flags["--max-model-len"] == "31000"
+    assert "--tensor-parallel-size" not in flags          # TP 1 is vLLM's default
+    # the tier per replica in whole GiB: 67,060,629,504 B x 1 GPU // 2^30 = 62
+    assert flags["--kv-offloading-size"] == "62" and flags["--kv-offloading-backend"] == "native"
+    assert "\\\n  --max-num-seqs 33" in lc.text()
+
+
+def test_an_older_vllm_release_drops_the_flags_it_lacks():
+    s = llama(engine="vllm==0.14")
+    plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    lc = s.engine_adapter.launch_command(plan)
+    assert "--kv-offloading-size" not in _flags(lc)
+    assert any(f.startswith("--kv-offloading-size") and "0.14" in why for f, why in lc.omitted)
+    assert "--max-num-seqs" in _flags(lc)
+
+
+def test_sglang_flags_and_the_hicache_ratio():
+    s = llama(engine="sglang")
+    plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    flags = _flags(s.engine_adapter.launch_command(plan))
+    assert flags["--model-path"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert flags["--kv-cache-dtype"] == "fp8_e4m3" and flags["--max-running-requests"] == str(plan.batch.value)
+    # 250e9 B of DRAM per GPU over the 64 GiB pool = 3.64 > 2: the documented ratio 2 fits
+    assert "--enable-hierarchical-cache" in flags and flags["--hicache-ratio"] == "2"
+    small = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=800_000_000_000))
+    # 100e9 / 68,719,476,736 = 1.455..., floored to 1.45
+    assert _flags(s.engine_adapter.launch_command(small))["--hicache-ratio"] == "1.45"
+
+
+def test_sglang_ep_before_0_5_also_needs_enable_ep_moe():
+    s = Scenario(model=load_model("qwen3-235b-a22b"), hardware=load_hardware("h200"), tp=8, ep=8,
+                 engine="sglang==0.4.9")
+    flags = _flags(s.engine_adapter.launch_command(plan_recommend(s)))
+    assert flags["--ep-size"] == "8" and "--enable-ep-moe" in flags
+    s5 = s.with_(engine="sglang==0.5.3")
+    assert "--enable-ep-moe" not in _flags(s5.engine_adapter.launch_command(plan_recommend(s5)))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--emit", "trtllm"), "--emit 'trtllm' is not an engine"),
+    (("--emit", "sglang", "--engine", "vllm"), "--emit sglang with --engine vllm"),
+    (("--tpot-slo", "0"), "--tpot-slo"),
+])
+def test_bad_recommend_options_exit_2(run_cli, args, message):
+    r = run_cli("recommend", *args)
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err
+
+
+def test_cli_emits_the_command_and_the_table(run_cli):
+    r = run_cli("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--kv-pool", "64GiB",
+                "--tpot-slo", "1s", "--dram", "2TB", "--emit", "vllm", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["batch"] == 33 and doc["kv_dtype_recommended"] == "fp8"
+    assert "--kv-offloading-size 62" in doc["launch"]["command"]
+    assert [x["key"] for x in doc["recommendations"]] == ["kv_dtype", "batch", "kv_offload", "preemption", "pd",
+                                                          "prefix_cache"]
