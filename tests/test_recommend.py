@@ -172,3 +172,63 @@ def test_cli_emits_the_command_and_the_table(run_cli):
     assert "--kv-offloading-size 62" in doc["launch"]["command"]
     assert [x["key"] for x in doc["recommendations"]] == ["kv_dtype", "batch", "kv_offload", "preemption", "pd",
                                                           "prefix_cache"]
+
+
+# --- the sizing search (--target) ---------------------------------------------------------------------------------
+def test_parse_target_forms_and_refusals():
+    from kvplan.calc.sizing import parse_target
+    from kvplan.errors import KvplanError
+
+    t = parse_target("concurrency>=64@31k")
+    assert (t.metric, t.op, t.bound, t.context) == ("concurrency", ">=", 64, 31_000)
+    assert parse_target("tpot<=40ms").bound == pytest.approx(0.040)
+    assert parse_target("rate>=2rps").bound == 2
+    for bad in ("tpot>=40ms", "concurrency<=3", "tpot<=40", "rate>=2rps@3k", "latency<=1s", "concurrency>=-1"):
+        with pytest.raises(KvplanError):
+            parse_target(bad)
+
+
+def test_search_finds_the_fewest_gpus_by_hand():
+    """Llama-3.1-8B, fp8 KV, a fixed 16 GiB pool per GPU on H100s: a 31,000-token request holds 2,032,140,288 B,
+    split over TP (8 KV heads). Per replica floor(16 GiB x TP / 2,032,140,288) = floor(8.454 x TP); x DP:
+    1 GPU 8; 2 GPUs 16 (TP1 x DP2) or 16 (TP2); 4 GPUs 32 (TP1 x DP4), 32 (TP2 x DP2) or 33 (TP4); so 33 requests
+    first fit on 4 GPUs, and only with TP4."""
+    from kvplan.calc.sizing import parse_target, search
+    from kvplan.dtypes import KVDtype
+
+    base = llama(kv_pool_bytes=16 * GIB)
+    plan = search(base, (parse_target("concurrency>=33@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
+    assert (plan.best.gpus, plan.best.tp, plan.best.dp, plan.best.concurrency) == (4, 4, 1, 33)
+    assert all(c.gpus >= 4 for c in plan.ranked)
+    near = {(c.gpus, c.tp): c.concurrency for c in plan.near_misses}
+    assert near.get((4, 2)) == 32 or near.get((4, 1)) == 32     # the 4-GPU layouts that just miss
+    one_less = search(base, (parse_target("concurrency>=32@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
+    assert one_less.best.gpus == 4      # and 32 fit with TP1 x DP4 and TP2 x DP2 too
+    assert {c.tp for c in one_less.ranked if c.gpus == 4} == {1, 2, 4}
+
+
+def test_search_rate_is_replicas_times_batch_over_request_time():
+    from kvplan.calc import costs
+    from kvplan.calc.sizing import parse_target, search
+    from kvplan.dtypes import KVDtype
+
+    base = llama(kv_pool_bytes=16 * GIB)
+    plan = search(base, (parse_target("rate>=0.01rps"), parse_target("tpot<=30ms")), (load_hardware("h100-sxm"),),
+                  (KVDtype.FP8,))
+    c = plan.best
+    s = base.with_(gpus=c.gpus, tp=c.tp, pp=c.pp, dp=None, kv_dtype_request="fp8")
+    step = costs.step_model(s)
+    t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
+    assert c.tpot_seconds <= 0.030
+    assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * c.tpot_seconds))
+
+
+def test_recommend_target_cli(run_cli):
+    r = run_cli("recommend", "-m", "llama-3.1-8b", "--kv-pool", "16GiB", "--kv-dtype", "fp8", "--target",
+                "concurrency>=33@31k", "--candidates", "h100-sxm", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["sizing"]["candidates"][0]["gpus"] == 4 and doc["parallelism"]["tp"] == 4
+    none = run_cli("recommend", "-m", "llama-3.1-8b", "--target", "tpot<=10us", "--candidates", "h100-sxm")
+    assert none.code == 2 and "no layout" in none.err
+    assert run_cli("recommend", "--candidates", "h100-sxm").code == 2

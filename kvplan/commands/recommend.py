@@ -17,6 +17,12 @@ def recommend(
     tpot_slo: TpotSloOpt = "50ms",
     dram: Annotated[str | None, typer.Option("--dram", metavar="SIZE", help="Host DRAM per node for the KV tier "
                                              "(default: the GPU preset's node).")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="TARGETS", help="Search GPU presets x GPU counts "
+                                               "x TP/PP/DP/EP layouts x KV dtypes for the fewest GPUs meeting "
+                                               "comma-separated targets, e.g. 'concurrency>=64@31k,tpot<=40ms,"
+                                               "rate>=2rps', then recommend for the best.")] = None,
+    candidates: Annotated[str | None, typer.Option("--candidates", metavar="GPU,GPU", help="GPU presets the "
+                                                   "--target search tries (default: every GPU preset).")] = None,
     emit_engine: Annotated[str | None, typer.Option("--emit", metavar="ENGINE", help="Also print the launch "
                                                     "command that realises the plan: vllm or sglang (a release "
                                                     "with --engine vllm==X.Y).")] = None,
@@ -40,12 +46,47 @@ def recommend(
         elif engine != wanted:
             raise KvplanError(f"--emit {wanted} with --engine {scenario_args['engine']}: the flags must realise the "
                               "plan of the same engine", f"give --engine {wanted} (or drop --engine)")
+    if candidates is not None and target is None:
+        raise KvplanError("--candidates without --target", "give --target to search, or drop --candidates")
     scenario = build_scenario(**scenario_args)
     options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
                                dram_bytes_per_node=optional(parse_size, dram, "--dram"))
+    sizing = None
+    if target is not None:
+        sizing, scenario = _search(scenario, target, candidates, output["presets_dir"])
     plan = plan_recommend(scenario, options)
     launch = scenario.engine_adapter.launch_command(plan) if emit_engine is not None else None
-    emit(present(plan, launch), fmt, output["explain"], output["units"], output["brief"])
+    emit(present(plan, launch, sizing), fmt, output["explain"], output["units"], output["brief"])
+
+
+def _search(scenario, target: str, candidates: str | None, presets_dir):
+    """The sizing search, and the best layout's scenario (the one recommend then plans)."""
+    from kvplan.calc.sizing import parse_target, search
+    from kvplan.commands.common import extra_dirs
+    from kvplan.errors import KvplanError
+    from kvplan.presets import discover, load_hardware
+
+    targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
+    if not targets:
+        raise KvplanError("--target is empty", "give --target concurrency>=64@31k (or tpot<=40ms, rate>=2rps)")
+    if len({t.metric for t in targets}) < len(targets):
+        raise KvplanError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
+    dirs = extra_dirs(presets_dir)
+    ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
+           else sorted(discover(dirs)["hardware"]))
+    if not ids:
+        raise KvplanError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
+    plan = search(scenario, targets, tuple(load_hardware(i, dirs) for i in ids))
+    if plan.best is None:
+        misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
+                           for c in plan.near_misses[:2])
+        raise KvplanError(f"no layout of {plan.considered} meets {target}" + (f" (closest: {misses})" if misses
+                                                                               else ""),
+                          "relax a target, or add GPU presets with --candidates / --presets-dir")
+    b = plan.best
+    best = scenario.with_(hardware=load_hardware(b.hardware, dirs), nodes=b.nodes, gpus=b.gpus, tp=b.tp, pp=b.pp,
+                          dp=None, ep=b.ep, kv_dtype_request=b.kv_dtype)
+    return plan, best
 
 
 def register(app: typer.Typer) -> None:

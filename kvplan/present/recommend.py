@@ -5,10 +5,37 @@ from __future__ import annotations
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
 from kvplan.result import Result, Table
-from kvplan.values import Number, default, given
+from kvplan.values import Count, Number, Seconds, default, derived, given
+
+SEARCH = "kvplan.calc.sizing: capacity.fit per replica x DP; steady TPOT from the step model; DP x B / request time"
 
 
-def present(plan: RecommendPlan, launch=None) -> Result:
+def _candidate(c) -> dict:
+    return {"hardware": c.hardware, "gpus": Count(c.gpus, default("the layout's GPUs")), "nodes": c.nodes,
+            "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "kv_dtype": c.kv_dtype,
+            "concurrency": Count(c.concurrency, derived("requests that fit per replica x DP", str(c.concurrency),
+                                                        SEARCH)),
+            "batch": Count(c.batch, derived("largest batch within capacity meeting the TPOT target", str(c.batch))),
+            "tpot_seconds": Seconds(c.tpot_seconds, derived("steady mean TPOT at the batch", f"{c.tpot_seconds:.4g}")),
+            "requests_per_second": Number(c.requests_per_second, derived(
+                "DP x batch / (prefill + decode x TPOT)", f"{c.requests_per_second:.4g}")),
+            "usd_per_hour": Number(c.usd_per_hour, derived("GPUs x the preset's price per GPU-hour",
+                                                           f"{c.usd_per_hour}")),
+            "failed": list(c.failed)}
+
+
+def _sizing_table(sizing) -> Table:
+    rows = []
+    for c in sizing.ranked:
+        d = _candidate(c)
+        rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
+                     d["requests_per_second"], d["usd_per_hour"]))
+    return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + " (fewest GPUs first)",
+                 ("GPU", "GPUs", "layout", "KV dtype", "concurrency", "batch", "TPOT", "requests/s", "USD/hour"),
+                 tuple(rows))
+
+
+def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
     s, o = plan.scenario, plan.options
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
     table = Table(f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests",
@@ -41,6 +68,23 @@ def present(plan: RecommendPlan, launch=None) -> Result:
         "prefix_cache": plan.prefix_cache, "prefill_seconds": plan.prefill_seconds,
         "prefill_share": plan.prefill_share,
     }
+    if sizing is not None:
+        tables.insert(0, _sizing_table(sizing))
+        if sizing.near_misses:
+            tables.insert(1, Table("Near misses (no more GPUs than the best)", ("GPU", "GPUs", "layout", "KV dtype",
+                                                                             "misses"),
+                                   tuple((c.hardware, Count(c.gpus, default("the layout's GPUs")), c.layout,
+                                          c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
+        b = sizing.best
+        wanted = ", ".join(t.text for t in sizing.targets)
+        notes.insert(0, f"Sizing: {len(sizing.ranked)} shown of the layouts meeting {wanted}; {sizing.considered} "
+                        f"layouts tried, {sizing.skipped} refused by the model or GPU (heads not divisible, weights "
+                        f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
+                        f"{b.kv_dtype} KV.")
+        data["sizing"] = {"targets": [t.text for t in sizing.targets], "layouts_tried": Count(
+            sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
+            "candidates": [_candidate(c) for c in sizing.ranked],
+            "near_misses": [_candidate(c) for c in sizing.near_misses]}
     if launch is not None:
         flag_rows = tuple((f.text(), f.reason) for f in launch.flags)
         tables.append(Table(f"Launch command ({launch.engine})", ("flag", "why"),

@@ -1,0 +1,208 @@
+"""``kvplan recommend --target``: search hardware presets x GPU counts x TP/PP/DP(/EP) layouts x KV dtypes for the
+deployments that meet the targets, ranked by GPUs used, then by price per hour where the preset gives one.
+
+Targets:
+- ``concurrency>=N@C``: requests of C tokens (default: the scenario's prompt + decode) that fit in the KV pools of
+  every replica together (``capacity.fit`` per replica x DP).
+- ``tpot<=T``: some batch of the scenario's requests decodes at a steady mean TPOT <= T (the one cost model); with a
+  concurrency target, the batch must also carry ceil(N / DP) requests per replica.
+- ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
+  largest within capacity and max_num_seqs that meets the TPOT target).
+Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
+array of batches), so a search over hundreds of layouts stays well under a second per hardware preset.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, costs
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+
+_TARGET = re.compile(r"\s*(concurrency|tpot|rate)\s*(>=|<=)\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*"
+                     r"([a-zA-Z/]*)\s*(?:@\s*([0-9.]+\s*[kKmM]?i?))?\s*")
+_WANTS = {"concurrency": ">=", "tpot": "<=", "rate": ">="}
+MAX_BATCH = 4096
+NODE_COUNTS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Target:
+    metric: str          # concurrency | tpot | rate
+    op: str
+    bound: float         # requests, seconds or requests/s
+    context: int | None  # concurrency@C
+    text: str
+
+
+def parse_target(text: str) -> Target:
+    from kvplan.units import parse_tokens
+
+    m = _TARGET.fullmatch(text)
+    if not m:
+        raise KvplanError(f"--target {text!r} is not a target kvplan knows",
+                          "write concurrency>=64@31k, tpot<=40ms or rate>=2rps")
+    metric, op, number, unit, at = m.groups()
+    if op != _WANTS[metric]:
+        raise KvplanError(f"--target {text!r}: {metric} is a {'floor' if _WANTS[metric] == '>=' else 'ceiling'}",
+                          f"write {metric}{_WANTS[metric]}...")
+    value = float(number)
+    unit = unit.lower()
+    if metric == "tpot":
+        scale = {"ms": 1e-3, "s": 1.0, "us": 1e-6}.get(unit)
+        if scale is None:
+            raise KvplanError(f"--target {text!r}: a TPOT needs a unit", "write tpot<=40ms")
+        value *= scale
+    elif metric == "rate":
+        if unit not in ("rps", "/s", "req/s", ""):
+            raise KvplanError(f"--target {text!r}: a rate is in requests per second", "write rate>=2rps")
+    elif unit:
+        raise KvplanError(f"--target {text!r}: concurrency is a number of requests", "write concurrency>=64@31k")
+    if at is not None and metric != "concurrency":
+        raise KvplanError(f"--target {text!r}: only concurrency takes @context", "drop the @ part")
+    if not math.isfinite(value) or value <= 0 or (metric == "concurrency" and value > 10_000_000):
+        raise KvplanError(f"--target {text!r}: the bound must be a positive, sensible number",
+                          "write concurrency>=64@31k, tpot<=40ms or rate>=2rps")
+    context = parse_tokens(at.replace(" ", ""), "--target @context") if at else None
+    return Target(metric, op, value, context, text.strip())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    hardware: str
+    gpus: int
+    nodes: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int | None
+    kv_dtype: str
+    concurrency: int            # at the concurrency target's context (or the scenario's)
+    batch: int                  # the running batch per replica the targets allow (0: none)
+    tpot_seconds: float         # at that batch (batch 1 when none)
+    requests_per_second: float
+    usd_per_hour: float | None  # GPUs x the preset's price per GPU-hour, when it has one
+    failed: tuple[str, ...]     # the targets it misses, each with its number
+
+    @property
+    def meets(self) -> bool:
+        return not self.failed
+
+    @property
+    def layout(self) -> str:
+        return f"TP{self.tp} x PP{self.pp} x DP{self.dp}" + (f", EP{self.ep}" if self.ep else "")
+
+
+@dataclass(frozen=True)
+class SizingPlan:
+    targets: tuple[Target, ...]
+    considered: int
+    skipped: int                # layouts the model or GPU refuses (heads not divisible, weights do not fit)
+    ranked: tuple[Candidate, ...]   # those meeting every target, best first
+    near_misses: tuple[Candidate, ...]   # cheaper (fewer GPUs) layouts that miss, closest first
+    best: Candidate | None
+
+
+def _price(hw) -> float | None:
+    price = getattr(hw, "price", None)
+    value = getattr(price, "usd_per_gpu_hour", None) if price is not None else None
+    value = getattr(value, "value", value)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _layouts(model, gpn: int):
+    """(nodes, gpus, tp, pp) shapes: part or all of one node, or whole nodes (PP across nodes or not)."""
+    for nodes in NODE_COUNTS:
+        counts = [g for g in (1, 2, 4, 8, 16) if g <= gpn] if nodes == 1 else [nodes * gpn]
+        for gpus in counts:
+            for tp in (1, 2, 4, 8, 16):
+                if tp > gpn or gpus % tp:
+                    continue
+                for pp in sorted({1, nodes}):
+                    if gpus % (tp * pp):
+                        continue
+                    yield nodes, gpus, tp, pp
+
+
+def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
+    import numpy as np
+
+    par = s.parallelism
+    pool = int(capacity.kv_pool(s).kv_pool_bytes)
+    conc_t = next((t for t in targets if t.metric == "concurrency"), None)
+    tpot_t = next((t for t in targets if t.metric == "tpot"), None)
+    rate_t = next((t for t in targets if t.metric == "rate"), None)
+    ctx = conc_t.context if conc_t and conc_t.context else s.context_tokens
+    concurrency = capacity.fit(pool, capacity.request_bytes(s, ctx)) * par.dp
+    fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens))
+    _, seqs = s.engine_adapter.batch_limits_for(s)
+    top = min(fit, int(seqs.value), MAX_BATCH)
+    failed = []
+    if conc_t and concurrency < conc_t.bound:
+        failed.append(f"{conc_t.text}: {concurrency}")
+    need = math.ceil(conc_t.bound / par.dp) if conc_t else 1
+    batch, tpot, rate = 0, math.inf, 0.0
+    if top >= 1:
+        step = costs.step_model(s)
+        mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
+        b = np.arange(1, top + 1, dtype=float)
+        series = step.step(b, b * mean_b, b * mean_f)["total"]
+        ok = np.ones(top, dtype=bool)
+        if tpot_t:
+            ok &= series <= tpot_t.bound
+        ok &= b >= min(need, top)
+        idx = np.nonzero(ok)[0]
+        i = int(idx[-1]) if len(idx) else min(need, top) - 1
+        batch = int(idx[-1]) + 1 if len(idx) else 0
+        tpot = float(series[i])
+        mnbt, _ = s.engine_adapter.batch_limits_for(s)
+        t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
+        run = batch or (i + 1)
+        rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
+    if tpot_t and (batch == 0 or tpot > tpot_t.bound):
+        failed.append(f"{tpot_t.text}: {tpot * 1e3:.1f} ms" + (f" at batch {need}" if conc_t else ""))
+    if rate_t and rate < rate_t.bound:
+        failed.append(f"{rate_t.text}: {rate:.3g} rps")
+    price = _price(s.hardware)
+    return Candidate(s.hardware.id, par.gpus, s.nodes, par.tp, par.pp, par.dp, par.ep, s.kv_dtype.value,
+                     concurrency, batch, tpot, rate, None if price is None else price * par.gpus, tuple(failed))
+
+
+def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes: tuple | None = None,
+           top: int = 8) -> SizingPlan:
+    """Every layout of ``base``'s model and request on each GPU preset in ``hardware``, evaluated against
+    ``targets``."""
+    from kvplan.calc.concurrency import default_dtypes
+
+    if not targets:
+        raise KvplanError("no --target to search for", "give --target concurrency>=64@31k (or tpot<=, rate>=)")
+    found, considered, skipped = [], 0, 0
+    moe = bool(base.model.num_experts)
+    for hw in hardware:
+        for nodes, gpus, tp, pp in _layouts(base.model, hw.node.gpus_per_node):
+            for dtype in dtypes or default_dtypes(hw):
+                considered += 1
+                try:
+                    s = base.with_(hardware=hw, nodes=nodes, gpus=gpus, tp=tp, pp=pp, dp=None,
+                                   ep=None, kv_dtype_request=dtype)
+                    if moe and s.parallelism.tp * s.parallelism.dp > 1:
+                        s = s.with_(ep=s.parallelism.tp * s.parallelism.dp)
+                    found.append(_evaluate(s, targets))
+                except KvplanError:
+                    skipped += 1
+
+    def price_key(c: Candidate):
+        return c.usd_per_hour if c.usd_per_hour is not None else math.inf
+
+    # fewest GPUs, then the cheapest hour, then KV dtypes with a published reasoning evaluation (fp4 last), then
+    # the most requests per second
+    passing = sorted((c for c in found if c.meets),
+                     key=lambda c: (c.gpus, price_key(c), c.kv_dtype == "nvfp4", -c.requests_per_second))
+    best = passing[0] if passing else None
+    limit = best.gpus if best else math.inf
+    misses = sorted((c for c in found if not c.meets and c.gpus <= limit),
+                    key=lambda c: (len(c.failed), -c.gpus, -c.concurrency))
+    return SizingPlan(targets, considered, skipped, tuple(passing[:top]), tuple(misses[:3]), best)
