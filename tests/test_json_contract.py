@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 PLANS = Path(__file__).resolve().parent.parent / "examples" / "plans"
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
 RUNS = [
     ("size",),
     ("size", "-m", "gpt-oss-120b", "--tp", "2", "--pp", "2", "--compare", "llama-3.1-8b"),
@@ -27,6 +28,11 @@ RUNS = [
     ("tpot", "--kv-dtype", "fp8", "--mtp-layers", "1", "--spec-tokens", "1", "--accept", "1.8-0.00001/token"),
     ("compare-preemption", "-m", "llama-3.1-8b", "--layout", "per-layer", "--sync-swap", "--prefix-hit", "1k"),
     ("check", str(PLANS / "deepseek-r1-h200-fp8.toml")),
+    ("explain-log", str(LOGS / "vllm-v0.6.5-llama3-8b-1xh100.log"), "-m", "llama-3.1-8b", "-g", "h100-sxm"),
+    ("explain-log", str(LOGS / "sglang-kt-deepseek-v3-bf16-tp2.log"), "-m", "deepseek-r1", "--decode", "5k"),
+    ("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b", "--decode", "20k"),
+    ("concurrency", "--from-log", str(LOGS / "sglang-qwen3-235b-a22b-fp8-4xh100.log"), "-m", "qwen3-235b-a22b",
+     "--tp", "4", "--gpus", "4", "--engine", "sglang"),
 ]
 
 

@@ -211,3 +211,28 @@ def test_request_longer_than_the_logged_max_model_len(run_cli):
 def test_explain_log_takes_no_pool_option(run_cli):
     r = run_cli("explain-log", str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"), "--kv-pool", "10GiB")
     assert r.code == 2 and "No such option: --kv-pool" in r.err   # the pool is the log's
+
+
+# --- concurrency --from-log ------------------------------------------------------------------------------------
+def test_concurrency_takes_the_pool_from_the_log(run_cli):
+    path = str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")
+    r = run_cli("concurrency", "--from-log", path, "-m", "qwen3-235b-a22b", "-g", "h100-sxm", "--tp", "4", "--gpus",
+                "4", "--engine", "vllm", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    # 8.11 GiB = 8,708,169,236 B; a 31,000-token request is 1,938 blocks x 16 x 48,128 B = 1,492,353,024 B -> 5
+    assert doc["kv_pool_bytes_per_gpu"] == int(8.11 * GIB) and doc["max_concurrency"] == 5
+    assert any("taken from the start-up log" in n for n in doc["notes"])
+    assert "start-up log" in doc["derivations"]["kv_pool_bytes_per_gpu"]["formula"]
+    # the same pool given with --kv-pool: the same answer
+    same = run_cli("concurrency", "--kv-pool", "8.11GiB", "-m", "qwen3-235b-a22b", "-g", "h100-sxm",
+                   "--tp", "4", "--gpus", "4", "--engine", "vllm", "-f", "json").json()
+    assert same["max_concurrency"] == 5
+
+
+def test_concurrency_from_log_refuses_another_tp_and_a_second_pool(run_cli):
+    path = str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")
+    r = run_cli("concurrency", "--from-log", path, "-m", "qwen3-235b-a22b")
+    assert r.code == 2 and "TP 4" in r.err and "give --tp 4" in r.err
+    r = run_cli("concurrency", "--from-log", path, "--kv-pool", "8GiB", "--tp", "4")
+    assert r.code == 2 and "drop one of them" in r.err
