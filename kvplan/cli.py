@@ -23,6 +23,7 @@ COMMANDS = {
     "tpot": ("tpot", "Time per output token over a long decode."),
     "pd": ("pd", "Does prefill/decode disaggregation pay?"),
     "simulate": ("simulate", "Simulate a request stream through the KV pool."),
+    "explain-log": ("explain_log", "Explain an engine's start-up log; plan on its pool."),
     "check": ("check", "Check deployment plans' assertions (exit 1 on a failure)."),
     "recommend": ("recommend", "The configuration table for this deployment, and engine flags."),
     "presets": ("presets", "List, show and template the presets."),

@@ -28,6 +28,8 @@ COMMANDS = {
     "presets-list": ("presets", "list"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
     "recommend": ("recommend", "--emit", "vllm"),
+    "explain-log": ("explain-log", "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log", "-g", "h100-sxm",
+                    "--weight-dtype", "fp8"),
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
@@ -49,7 +51,8 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
     assert r.out == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
     if fmt.startswith("table"):
         lines = r.out.splitlines()
-        assert lines[0].startswith(("deepseek-r1 on", "qwen3-32b on", "16 presets"))   # the first line: deployment
+        # the first line: the deployment
+        assert lines[0].startswith(("deepseek-r1 on", "qwen3-32b on", "qwen3-235b-a22b on", "16 presets"))
         assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 PLANS = Path(__file__).resolve().parent.parent / "examples" / "plans"
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
 RUNS = [
     ("size",),
     ("size", "-m", "gpt-oss-120b", "--tp", "2", "--pp", "2", "--compare", "llama-3.1-8b"),
@@ -30,6 +31,11 @@ RUNS = [
     ("recommend", "--emit", "vllm"),
     ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode", "300",
      "--host-link-gbs", "0.5", "--emit", "sglang"),
+    ("explain-log", str(LOGS / "vllm-v0.6.5-llama3-8b-1xh100.log"), "-m", "llama-3.1-8b", "-g", "h100-sxm"),
+    ("explain-log", str(LOGS / "sglang-kt-deepseek-v3-bf16-tp2.log"), "-m", "deepseek-r1", "--decode", "5k"),
+    ("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b", "--decode", "20k"),
+    ("concurrency", "--from-log", str(LOGS / "sglang-qwen3-235b-a22b-fp8-4xh100.log"), "-m", "qwen3-235b-a22b",
+     "--tp", "4", "--gpus", "4", "--engine", "sglang"),
 ]
 
 

@@ -35,6 +35,7 @@ class Budget:
     runtime: Bytes
     kv_pool: Bytes
     given_pool: bool = False
+    origin: str = "given with --kv-pool"   # where a given pool came from (--kv-pool, a start-up log)
 
     @property
     def kv_pool_bytes(self) -> int:
@@ -50,7 +51,7 @@ class Budget:
 
     def lines(self) -> tuple[tuple[str, Bytes, str], ...]:
         if self.given_pool:
-            return (("KV pool (given with --kv-pool)", self.kv_pool, "planned from a known pool"),)
+            return ((f"KV pool ({self.origin})", self.kv_pool, "planned from a known pool"),)
         neg = lambda b: Bytes(-b.value, b.why)  # noqa: E731
         return (
             ("HBM as reported by the device", self.hbm, "hardware preset hbm_capacity_gib"),

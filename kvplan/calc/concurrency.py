@@ -58,6 +58,7 @@ class ConcurrencyOptions:
     ssd_bytes_per_node: int | None = None
     contexts: tuple[int, ...] = DEFAULT_CONTEXTS
     dtypes: tuple[KVDtype, ...] | None = None   # None: default_dtypes(hardware)
+    pool_origin: str | None = None   # the scenario's given pool came from here (e.g. "the start-up log X, line N")
 
     def __post_init__(self) -> None:
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or not 1 <= self.batch <= 1_000_000:
@@ -166,6 +167,13 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     s, model, par, hw = scenario, scenario.sized_model, scenario.parallelism, scenario.hardware
     dtype = s.kv_dtype
     b = capacity.kv_pool(s)
+    if options.pool_origin is not None and b.given_pool:
+        from dataclasses import replace
+
+        from kvplan.values import Derivation
+
+        b = replace(b, origin=f"from {options.pool_origin}", kv_pool=Bytes(
+            b.kv_pool_bytes, Derivation(f"from {options.pool_origin}", kind="input")))
     pool = b.kv_pool_bytes
     block_v = capacity.block_tokens(s)
     block = int(block_v.value)

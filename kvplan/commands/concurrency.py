@@ -48,6 +48,8 @@ def concurrency(
     dtypes: Annotated[str | None, typer.Option(
         "--dtypes", metavar="LIST", help="KV dtypes for the table (default bf16,fp8, and nvfp4 on GPUs with FP4).")
     ] = None,
+    from_log: Annotated[Path | None, typer.Option(
+        "--from-log", metavar="FILE", help="Take the KV pool per GPU from a vLLM or SGLang start-up log.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png",
                                               help="Write concurrency vs context to a PNG (matplotlib).")] = None,
 ) -> None:
@@ -60,6 +62,9 @@ def concurrency(
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args, shared_prefix=shared_prefix, spec_tokens=spec_tokens,
                               draft_model=draft_model, token_budget=token_budget)
+    origin = None
+    if from_log is not None:
+        scenario, origin = pool_from_log(scenario, from_log, scenario_args.get("kv_pool"))
     options = ConcurrencyOptions(
         batch=parse_tokens(batch, "--batch"),
         tpot_seconds=optional(parse_seconds, tpot, "tpot"),
@@ -67,6 +72,7 @@ def concurrency(
         ssd_bytes_per_node=optional(parse_size, ssd, "--ssd"),
         contexts=parse_contexts(contexts),
         dtypes=optional(parse_list, dtypes, parse_kv_dtype, "dtypes"),
+        pool_origin=origin,
     )
     result = present(plan_concurrency(scenario, options))
     if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
@@ -74,6 +80,23 @@ def concurrency(
 
         write_chart_png(result.charts[0], plot)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
+
+
+def pool_from_log(scenario, path: Path, kv_pool: str | None):
+    """The scenario with the KV pool per GPU the start-up log states, and where it came from."""
+    from kvplan.calc.explain_log import logged_pool
+    from kvplan.errors import KvplanError
+    from kvplan.startup_log import read_log
+
+    if kv_pool is not None:
+        raise KvplanError("--kv-pool and --from-log both give the pool", "drop one of them")
+    log = read_log(path)
+    tp = log.first("tp")
+    if tp is not None and not log.has("dp_attention") and tp.value != scenario.parallelism.tp:
+        raise KvplanError(f"the log's pool is per GPU at TP {tp.value} (line {tp.line}) but the plan has TP "
+                          f"{scenario.parallelism.tp}", f"give --tp {tp.value}, or use kvplan explain-log {path}")
+    pool, what = logged_pool(scenario, log)
+    return scenario.with_(kv_pool_bytes=int(pool.value)), f"the start-up log {path} ({what})"
 
 
 def register(app: typer.Typer) -> None:

@@ -55,6 +55,8 @@ def present(plan: ConcurrencyPlan) -> Result:
                      "reproduces an engine's own figures.")
     if plan.engine_report is not None:
         notes.extend(plan.engine_report.notes)   # its warnings go in Result.warnings, printed first
+    if plan.options.pool_origin is not None:
+        notes.append(f"KV pool per GPU taken from {plan.options.pool_origin}, instead of kvplan's own budget.")
     if not b.given_pool:
         step = s.engine_adapter.boundary_note(hw)
         if step:

@@ -1,0 +1,291 @@
+"""``kvplan explain-log``: rebuild a deployment from its start-up log, reproduce the engine's own figures from
+the pool the log states, say where kvplan's own budget differs from the log and by how much, and plan the
+reasoning workload on the logged pool.
+
+``logged_pool(scenario, log)`` is the KV pool per GPU the log states (vLLM: "Available KV cache memory" or its
+older spellings, else the logged blocks or tokens x kvplan's bytes per token; SGLang: the allocated tokens x
+kvplan's cell size). ``plan_explain_log(scenario, log)`` returns an ``ExplainLogPlan``; ``kvplan.present.
+explain_log`` shows it. The engine's figures come from the engine adapter (``report``, ``config``, ``cell_size``),
+the workload from ``kvplan.calc.capacity``.
+
+Rounding: the engines print GiB to two decimals, so a pool read from the log is known to +-0.005 GiB; a
+reproduced figure that falls inside what that band allows "agrees"; outside it, the difference is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.calc import capacity, kv
+from kvplan.calc.budget import Budget
+from kvplan.errors import KvplanError
+from kvplan.scenario import Scenario
+from kvplan.startup_log import Fact, StartupLog
+from kvplan.values import Bytes, Count, Derivation, Ratio, Tokens, Value, derived
+
+GIB = 2**30
+HALF_CENT = 0.005     # half the last printed digit of a two-decimal GiB figure
+SGLANG_POOL_SOURCE = ("sgl-project/sglang python/sglang/srt/mem_cache/memory_pool.py: each layer's K and V "
+                      "buffers hold size + page_size tokens; the log prints their bytes / 2^30 to two decimals")
+SGLANG_PROFILE_SOURCE = ("sgl-project/sglang python/sglang/srt/model_executor/model_runner.py profile_max_num_token: "
+                         "rest = available after the weights - memory before them x (1 - mem_fraction_static); "
+                         "tokens = rest x 2^30 // cell size")
+
+
+def logged(value_type, fact: Fact, path: str, scale: float = 1.0) -> Value:
+    """A figure the log states, as a typed value citing its line."""
+    return value_type(fact.value * scale if scale != 1.0 else fact.value,
+                      Derivation(f"from the start-up log, {fact.cite(path)}", kind="input"))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure the log states next to kvplan's: logged, kvplan, kvplan - logged, and what explains it."""
+
+    label: str
+    logged: Value
+    kvplan: Value
+    difference: Value
+    agrees: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class ExplainLogPlan:
+    scenario: Scenario          # the deployment rebuilt from the log, with the logged pool
+    log: StartupLog
+    pool: Bytes                 # the KV pool per GPU the log states
+    reproduced: tuple[Comparison, ...]
+    budget: Budget | None       # kvplan's own budget for this deployment (None when it cannot be computed)
+    budget_error: str
+    budget_rows: tuple[Comparison, ...]
+    request_bytes_per_gpu: Bytes
+    requests_per_replica: Count
+    requests: Count
+    capacity_tokens: Tokens
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def _diff(kind, kvplan_value: float, logged_value: float, formula: str = "kvplan - log"):
+    d = kvplan_value - logged_value
+    return kind(d, derived(formula, f"{kvplan_value:,.6g} - {logged_value:,.6g} = {d:,.6g}"))
+
+
+def logged_pool(scenario: Scenario, log: StartupLog) -> tuple[Bytes, str]:
+    """(pool per GPU, what it was read from) for the log of ``scenario``'s deployment."""
+    s, path = scenario, log.path
+    model, par, dtype = s.sized_model, s.parallelism, s.kv_dtype
+    if log.engine == "vllm":
+        avail = log.least("available_kv_gib")
+        if avail is not None:
+            pool = int(avail.value * GIB)
+            return Bytes(pool, derived("the log's available KV cache memory x 2^30 (the least over the workers "
+                                       "that print it)", f"{avail.value:g} GiB x 2^30 = {pool:,} B",
+                                       f"start-up log {avail.cite(path)}")), "available KV cache memory"
+        per_token = kv.kv_bytes_per_token_per_gpu(model, dtype, par).value
+        for name, what in (("gpu_blocks", "GPU blocks"), ("kv_cache_tokens", "GPU KV cache size")):
+            fact = log.least(name)
+            if fact is None:
+                continue
+            block = int(capacity.block_tokens(s).value)
+            tokens = fact.value * block if name == "gpu_blocks" else fact.value
+            pool = tokens * per_token
+            return Bytes(pool, derived(f"the log's {what} in tokens x kvplan's bytes per token per GPU",
+                                       f"{tokens:,} x {per_token:,} = {pool:,} B", f"start-up log {fact.cite(path)}")
+                         ), what
+    else:
+        fact = log.least("kv_tokens") or log.least("max_total_num_tokens")
+        if fact is not None:
+            cell = s.engine_adapter.pool_cell_size(model, dtype, par)
+            pool = fact.value * cell
+            return Bytes(pool, derived("the log's KV tokens x kvplan's SGLang pool bytes per token (cell)",
+                                       f"{fact.value:,} x {cell:,} = {pool:,} B", f"start-up log {fact.cite(path)}")
+                         ), "allocated KV tokens"
+    raise KvplanError(f"the {log.engine} log {path} states no KV pool (no available KV memory, blocks or tokens "
+                      "line)", "give the part of the log with the KV cache lines")
+
+
+def _vllm_reproduction(s: Scenario, log: StartupLog, pool: int) -> list[Comparison]:
+    adapter, model, par = s.engine_adapter, s.sized_model, s.parallelism
+    mnbt, _ = adapter.batch_limits_for(s)
+    mml = s.max_model_len or model.max_position_embeddings or s.context_tokens
+
+    def cfg(pool_bytes: int):
+        return adapter.config(model, s.kv_dtype, par, pool_bytes, mml, int(mnbt.value), s.block_size, s.hardware)
+
+    c = cfg(pool)
+    avail = log.least("available_kv_gib")
+    if avail is not None:   # what the two-decimal GiB figure allows
+        lo, hi = cfg(int((avail.value - HALF_CENT) * GIB)), cfg(int((avail.value + HALF_CENT) * GIB))
+    else:
+        lo = hi = c
+    rows, path = [], log.path
+    block_bytes = c.page_bytes_per_layer * (c.group_size if not c.uniform else 1)
+    for name, label, mine, lo_v, hi_v in (
+            ("gpu_blocks", "GPU blocks", c.num_blocks, lo.num_blocks, hi.num_blocks),
+            ("kv_cache_tokens", "GPU KV cache size (tokens)", c.kv_cache_tokens_logged, lo.kv_cache_tokens_logged,
+             hi.kv_cache_tokens_logged)):
+        fact = log.least(name)
+        if fact is None:
+            continue
+        kind = Count if name == "gpu_blocks" else Tokens
+        value = kind(mine, derived("the engine adapter's rule (" + adapter.release + ") on the logged pool",
+                                   f"pool {pool:,} B, block {c.block_size}, page {c.page_bytes_per_layer:,} B -> "
+                                   f"{mine:,}"))
+        agrees = lo_v <= fact.value <= hi_v
+        gap = mine - fact.value
+        blocks = gap // c.block_size if name == "kv_cache_tokens" else gap
+        if agrees:
+            why = (f"agrees: the log's two-decimal GiB figure allows {lo_v:,}-{hi_v:,}" if avail is not None else
+                   "agrees")
+        else:
+            why = (f"differs by {gap:,} ({blocks:,} blocks = {blocks * block_bytes / GIB:.3f} GiB) beyond the "
+                   f"rounding band {lo_v:,}-{hi_v:,}: the engine sizes the pool by the worker with the least "
+                   "memory and a connector or another release may hold back blocks; the log line read is one "
+                   "worker's")
+        rows.append(Comparison(label, logged(kind, fact, path), value, _diff(kind, mine, fact.value), agrees, why))
+    fact = log.least("max_concurrency")
+    if fact is not None:
+        mine = Ratio(c.max_concurrency, derived("num_blocks / blocks one max_model_len request needs",
+                                                f"{c.num_blocks:,} / {c.blocks_per_request:,} = "
+                                                f"{c.max_concurrency:.4f}"))
+        agrees = round(lo.max_concurrency - 0.005, 2) <= fact.value <= round(hi.max_concurrency + 0.005, 2)
+        why = (f"agrees (the log prints two decimals; max_model_len {mml:,})" if agrees else
+               f"differs by {c.max_concurrency - fact.value:+.2f}x at max_model_len {mml:,}")
+        rows.append(Comparison(f"Maximum concurrency for {mml:,} tokens per request", logged(Ratio, fact, path),
+                               mine, _diff(Ratio, c.max_concurrency, fact.value), agrees, why))
+    return rows
+
+
+def _sglang_reproduction(s: Scenario, log: StartupLog) -> list[Comparison]:
+    adapter, model, par, path = s.engine_adapter, s.sized_model, s.parallelism, log.path
+    cell = adapter.pool_cell_size(model, s.kv_dtype, par)
+    page = int(capacity.block_tokens(s).value)
+    rows = []
+    tokens_fact = log.least("kv_tokens") or log.least("max_total_num_tokens")
+    k, v, both = log.least("k_size_gib"), log.least("v_size_gib"), log.least("kv_size_gib")
+    if tokens_fact is not None and (both is not None or (k is not None and v is not None)):
+        slots = tokens_fact.value + page
+        size = slots * cell / GIB
+        if both is not None:
+            fact, label, mine = both, "KV size (GiB, the log's 'GB')", size
+            tolerance = HALF_CENT
+        else:
+            fact, label, mine = k, "K size (GiB, the log's 'GB'; V is the same)", size / 2
+            tolerance = HALF_CENT
+        value = Bytes(int(mine * GIB), derived("(tokens + page) x pool bytes per token" + (" / 2 (K or V)" if
+                                                                                            both is None else ""),
+                                               f"({tokens_fact.value:,} + {page}) x {cell:,} B = {slots * cell:,} B",
+                                               SGLANG_POOL_SOURCE, *s.engine_adapter.sources))
+        logged_b = logged(Bytes, fact, path, GIB)
+        agrees = abs(mine - fact.value) <= tolerance + 1e-9
+        why = (f"agrees: {cell:,} B per token on each GPU ({mine:.4f} GiB printed as {fact.value:.2f})" if agrees
+               else f"differs by {mine - fact.value:+.3f} GiB: kvplan's cell of {cell:,} B per token is not the "
+                    "engine's for this model, KV dtype or TP")
+        rows.append(Comparison(label, logged_b, value, _diff(Bytes, int(mine * GIB), int(fact.value * GIB)),
+                               agrees, why))
+    avail, usage = log.least("avail_after_load_gib"), log.first("weights_gib")
+    fraction = s.mem_fraction_static
+    if tokens_fact is not None and avail is not None and usage is not None and fraction is not None:
+        before = avail.value + usage.value
+        rest = avail.value - before * (1 - fraction)
+        profile_cell = adapter.cell_size(model, s.kv_dtype, par)   # the cell SGLang sizes the pool with
+        tokens = max(int(rest * GIB // profile_cell), 0) // page * page
+        cap = log.value("max_total_tokens_cap")
+        capped = min(tokens, cap) if cap else tokens
+        value = Tokens(capped, derived(
+            "(available after the weights - (available after + weights) x (1 - mem_fraction_static)) x 2^30 // cell,"
+            " to whole pages" + (", at most --max-total-tokens" if cap else ""),
+            f"({avail.value:g} - {before:g} x {1 - fraction:.3g}) GiB = {rest:.3f} GiB; // {profile_cell:,} B -> "
+            f"{tokens:,}"
+            + (f", capped at {cap:,}" if cap else ""), SGLANG_PROFILE_SOURCE))
+        agrees = capped == tokens_fact.value
+        why = ("agrees" + (f" (--max-total-tokens {cap:,} caps the {tokens:,} the memory allows)" if cap and
+                           cap < tokens else "") if agrees else
+               f"differs by {capped - tokens_fact.value:+,} tokens: the memory before the weights is taken as "
+               "available after + the weights' usage (rounded to 0.01 GB each), and other ranks may have less")
+        rows.append(Comparison("max_total_num_tokens", logged(Tokens, tokens_fact, path), value,
+                               _diff(Tokens, capped, tokens_fact.value), agrees, why))
+    return rows
+
+
+def _budget_rows(s: Scenario, log: StartupLog, b: Budget, pool: Bytes) -> list[Comparison]:
+    path, rows = log.path, []
+
+    def add(label: str, fact_names: tuple[str, ...], mine: Bytes, why_more: str, why_less: str) -> None:
+        facts = [log.least(n) if n == "available_kv_gib" else log.first(n) for n in fact_names]
+        facts = [f for f in facts if f is not None]
+        if not facts:
+            return
+        total = sum(f.value for f in facts)
+        logged_v = Bytes(int(total * GIB), Derivation("from the start-up log, " + " + ".join(
+            f.cite(path) for f in facts), kind="input"))
+        gap = int(mine.value) - int(logged_v.value)
+        agrees = abs(gap) <= len(facts) * HALF_CENT * GIB
+        why = "agrees" if agrees else (why_more if gap > 0 else why_less) + f" ({gap / GIB:+.2f} GiB)"
+        rows.append(Comparison(label, logged_v, mine, _diff(Bytes, int(mine.value), int(logged_v.value)), agrees,
+                               why))
+
+    add("HBM of the GPU", ("total_gpu_memory_gib",), b.hbm,
+        "the hardware preset has more memory than the logged GPU reports: give --hardware for that GPU",
+        "the hardware preset has less memory than the logged GPU reports: give --hardware for that GPU")
+    add("weights on this GPU", ("weights_gib",), b.weights,
+        "kvplan's weights are larger (checkpoint size or --weight-dtype; the logged checkpoint may be quantised or "
+        "keep experts elsewhere)", "kvplan's weights are smaller than what the engine loaded")
+    add("activation / profile peak", ("activation_peak_gib",), b.activation,
+        "kvplan's activation estimate is above the engine's measured peak",
+        "the engine's measured peak is above kvplan's estimate")
+    add("non-torch + CUDA graphs", ("non_torch_gib", "cuda_graph_gib"), b.runtime,
+        "kvplan's runtime reserve is above what the log measured",
+        "the log measured more non-torch / CUDA-graph memory than kvplan's runtime reserve")
+    if log.engine == "vllm":
+        add("KV pool per GPU", ("available_kv_gib",), b.kv_pool,
+            "kvplan's budget leaves a larger pool than the engine found", "the engine found a larger pool")
+    else:
+        gap = int(b.kv_pool.value) - int(pool.value)
+        rows.append(Comparison("KV pool per GPU", pool, b.kv_pool, _diff(Bytes, int(b.kv_pool.value),
+                                                                        int(pool.value)),
+                               abs(gap) <= HALF_CENT * GIB,
+                               "agrees" if abs(gap) <= HALF_CENT * GIB else
+                               f"kvplan's budget leaves {gap / GIB:+.2f} GiB against the logged pool"))
+    return rows
+
+
+def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
+    """``scenario``: the deployment rebuilt from the log (without a --kv-pool); the pool comes from the log."""
+    pool, _ = logged_pool(scenario, log)
+    s = scenario.with_(kv_pool_bytes=max(int(pool.value), 1))
+    notes, warnings = [], []
+    reproduced = tuple(_vllm_reproduction(s, log, int(pool.value)) if log.engine == "vllm"
+                       else _sglang_reproduction(s, log))
+    budget, error, budget_rows = None, "", ()
+    try:
+        budget = scenario.engine_adapter.budget(scenario, scenario.sized_model, scenario.parallelism)
+        budget_rows = tuple(_budget_rows(scenario, log, budget, pool))
+    except KvplanError as err:
+        error = err.message
+        notes.append(f"kvplan's own budget for this deployment cannot be computed: {err.message}.")
+    hbm = log.first("total_gpu_memory_gib")
+    if hbm is not None and abs(hbm.value - s.hardware.hbm_capacity_gib.value) > 0.02 * hbm.value:
+        warnings.append(f"The log's GPU has {hbm.value:g} GiB (line {hbm.line}) but the {s.hardware.id} preset has "
+                        f"{s.hardware.hbm_capacity_gib.value:g} GiB: kvplan's budget is for another GPU; give "
+                        "--hardware for the logged one.")
+    for c in reproduced:
+        if not c.agrees:
+            notes.append(f"{c.label}: {c.why}.")
+    context = s.context_tokens
+    per_req = capacity.request_bytes(s, context)
+    per_req_v = Bytes(per_req, derived("KV of one request on the most loaded GPU, block-rounded (kvplan's count)",
+                                       f"at {context:,} tokens: {per_req:,} B", *s.sized_model.sources))
+    fit = capacity.fit(int(pool.value), per_req)
+    fit_v = Count(fit, derived("floor(logged pool / request bytes)", f"floor({int(pool.value):,} / {per_req:,}) = "
+                                                                      f"{fit}"))
+    replicas = s.parallelism.dp
+    total_v = Count(fit * replicas, derived("per replica x DP replicas", f"{fit} x {replicas} = {fit * replicas}"))
+    per_token = kv.kv_bytes_per_token_per_gpu(s.sized_model, s.kv_dtype, s.parallelism).value
+    cap = int(pool.value) // per_token if per_token else 0
+    cap_v = Tokens(cap, derived("floor(logged pool / bytes per token per GPU)",
+                                f"floor({int(pool.value):,} / {per_token:,}) = {cap:,}"))
+    return ExplainLogPlan(s, log, pool, reproduced, budget, error, budget_rows, per_req_v, fit_v, total_v, cap_v,
+                          tuple(notes), tuple(warnings))

@@ -1,0 +1,393 @@
+"""Read a vLLM or SGLang start-up log: what it states about the deployment and its KV pool.
+
+``read_log(path)`` returns a ``StartupLog``: the engine (``vllm`` or ``sglang``), its release when the log names
+it, and each recognised fact with the line it came from. Pure and light: no third-party import. Lines the parser
+does not recognise are ignored; a file with none of the recognised lines is an error (exit 2).
+
+Formats recognised (each written against the engine source at the release named; the public log excerpts in
+``tests/data/logs/`` exercise them):
+
+vLLM
+  * config: ``Initializing a V1 LLM engine (v0.24.0) with config: model='...', dtype=torch.bfloat16,
+    max_seq_len=..., tensor_parallel_size=8, pipeline_parallel_size=1, ..., kv_cache_dtype=auto``
+    (vllm/v1/engine/core.py; V0 ``Initializing an LLM engine (v0.5.4)``, vllm/engine/llm_engine.py), and the
+    ``non-default args: {'model': ..., 'tensor_parallel_size': 8, ...}`` dict (vllm/entrypoints/utils.py);
+  * weights: ``Model loading took 14.2474 GiB`` (v1 gpu_model_runner.py), ``Loading model weights took
+    14.9888 GB`` (V0 model_runner.py: float_memory_usage / 2**30, so GiB despite the label);
+  * memory profile: V0 v0.6.4 one-liner ``Memory profiling results: total_gpu_memory=23.58GiB ...
+    non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90``; v0.6.5+ table (``model
+    weights take``, ``non_torch_memory``, ``PyTorch activation peak memory``, ``available_kv_cache_memory``,
+    vllm/worker/worker.py); V1 ``Available KV cache memory: 8.11 GiB`` (vllm/v1/worker/gpu_worker.py);
+  * pool: ``# GPU blocks: 1952`` (V0), ``GPU KV cache size: 198,784 tokens`` and ``Maximum concurrency for
+    8,192 tokens per request: 24.27x`` (vllm/v1/core/kv_cache_utils.py, PR #13596);
+  * CUDA graphs: ``Graph capturing finished in 5 secs, took 0.40 GiB``.
+
+SGLang
+  * ``server_args=ServerArgs(model_path='...', tp_size=8, ..., mem_fraction_static=0.8, page_size=1, ...)``;
+  * ``Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=33.80 GB, mem usage=13.06
+    GB.`` (newer: ``quant=fp8, fmt=e4m3, avail mem=..., mem usage=...``); GB here is 2**30 bytes
+    (python/sglang/srt/utils.py get_available_gpu_memory);
+  * ``KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB`` (MHA) or ``..., KV size: 0.65
+    GB`` (MLA) (python/sglang/srt/mem_cache/memory_pool.py);
+  * ``max_total_num_tokens=..., chunked_prefill_size=..., max_prefill_tokens=..., max_running_requests=...,
+    context_len=...`` (scheduler.py); ``Memory pool end. avail mem=...``; ``Capture cuda graph end. ... mem
+    usage=0.47 GB``; ``Using KV cache dtype: torch.bfloat16``.
+
+A fact stated by several ranks (``TP0``, ``TP1``, ...) keeps every value; ``StartupLog.least`` gives the
+smallest (both engines size the pool by the most constrained rank).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvplan.errors import KvplanError, shorten
+
+# A line longer than this is cut before matching (SGLang's ServerArgs line is ~6 KB).
+MAX_LINE_CHARS = 20_000
+WHAT = "start-up log"
+# Lines starting with this are annotations, not log text (the public excerpts in tests/data/logs/ name their source
+# so); an engine never starts a line with it.
+COMMENT = "##"
+FIX = "give a vLLM or SGLang start-up log (the text the server prints while starting)"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One value the log states, where it states it."""
+
+    name: str
+    value: float | int | str
+    line: int        # 1-based line number in the file
+    text: str        # the line, cut to 200 characters
+
+    def cite(self, path: str) -> str:
+        return f"{path} line {self.line}: {self.text}"
+
+
+@dataclass(frozen=True)
+class StartupLog:
+    path: str
+    engine: str                      # "vllm" or "sglang"
+    facts: dict[str, tuple[Fact, ...]] = field(default_factory=dict)
+    release: tuple[int, int, int] | None = None
+
+    def has(self, name: str) -> bool:
+        return name in self.facts
+
+    def first(self, name: str) -> Fact | None:
+        found = self.facts.get(name)
+        return found[0] if found else None
+
+    def least(self, name: str) -> Fact | None:
+        """The fact with the smallest value over the ranks that print it."""
+        found = self.facts.get(name)
+        return min(found, key=lambda f: f.value) if found else None
+
+    def value(self, name: str, default=None):
+        fact = self.first(name)
+        return default if fact is None else fact.value
+
+    def names(self) -> list[str]:
+        return sorted(self.facts)
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+_N = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+_Q = r"""['"]([^'"]{1,500})['"]"""
+# (fact, engine, keyword that must be in the line, pattern, converter)
+_RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
+    (name, engine, key, re.compile(pattern), conv) for name, engine, key, pattern, conv in (
+        # --- vLLM ------------------------------------------------------------------------------------------
+        ("release", "vllm", "LLM engine (v", r"LLM engine \(v([0-9]+\.[0-9]+(?:\.[0-9]+)?)", str),
+        ("release", "vllm", "version ", r"\bversion\s+([0-9]+\.[0-9]+\.[0-9]+)\s*$", str),
+        ("model", "vllm", "with config:", r"with config: model=" + _Q, str),
+        ("model", "vllm", "non-default args", r"'model': " + _Q, str),
+        ("model", "vllm", "non-default args", r"'model_tag': " + _Q, str),
+        ("tp", "vllm", "tensor_parallel_size", r"tensor_parallel_size['\"]?[=:]\s*([0-9]+)", int),
+        ("pp", "vllm", "pipeline_parallel_size", r"pipeline_parallel_size['\"]?[=:]\s*([0-9]+)", int),
+        ("dp", "vllm", "data_parallel_size", r"data_parallel_size['\"]?[=:]\s*([0-9]+)", int),
+        ("expert_parallel", "vllm", "enable_expert_parallel", r"'enable_expert_parallel': (True)", str),
+        ("dtype", "vllm", "with config:", r"\bdtype=(?:torch\.)?([a-z0-9_]+)", str),
+        ("kv_cache_dtype", "vllm", "kv_cache_dtype", r"kv_cache_dtype['\"]?[=:]\s*['\"]?([a-z0-9_]+)", str),
+        ("block_size", "vllm", "block_size", r"'block_size': ([0-9]+)", int),
+        ("max_model_len", "vllm", "max_seq_len=", r"\bmax_seq_len=([0-9]+)", int),
+        ("max_model_len", "vllm", "'max_model_len'", r"'max_model_len': ([0-9]+)", int),
+        ("gpu_memory_utilization", "vllm", "gpu_memory_utilization",
+         r"gpu_memory_utilization['\"]?(?:[=:]|\s)\s*([0-9.]+)", float),
+        ("weights_gib", "vllm", "Model loading took", r"Model loading took " + _N + r" ?GiB", _num),
+        ("weights_gib", "vllm", "Loading model weights took", r"Loading model weights took " + _N + r" ?GB", _num),
+        ("weights_gib", "vllm", "model weights take", r"model weights take\s+" + _N + r" ?GiB", _num),
+        ("total_gpu_memory_gib", "vllm", "total_gpu_memory", r"total_gpu_memory[=\s]\s*" + _N + r" ?GiB", _num),
+        ("non_torch_gib", "vllm", "non_torch_memory", r"non_torch_memory[=\s]\s*" + _N + r" ?GiB", _num),
+        ("activation_peak_gib", "vllm", "activation peak memory",
+         r"activation peak memory\s+" + _N + r" ?GiB", _num),
+        ("available_kv_gib", "vllm", "Available KV cache memory",
+         r"Available KV cache memory: " + _N + r" ?GiB", _num),
+        ("available_kv_gib", "vllm", "available_kv_cache_memory",
+         r"available_kv_cache_memory\s+" + _N + r" ?GiB", _num),
+        ("available_kv_gib", "vllm", "kv_cache_size=", r"\bkv_cache_size=" + _N + r" ?GiB", _num),
+        ("available_kv_gib", "vllm", "reserved for KV Cache is",
+         r"reserved for KV Cache is " + _N + r" ?GiB", _num),
+        ("gpu_blocks", "vllm", "GPU blocks:", r"(?:^|[\]#\s])GPU blocks: ([0-9,]+)", _int),
+        ("kv_cache_tokens", "vllm", "GPU KV cache size:", r"GPU KV cache size: ([0-9,]+) tokens", _int),
+        ("concurrency_len", "vllm", "Maximum concurrency for",
+         r"Maximum concurrency for ([0-9,]+) tokens per request", _int),
+        ("max_concurrency", "vllm", "Maximum concurrency for", r"tokens per request: " + _N + r"x", _num),
+        ("cuda_graph_gib", "vllm", "Graph capturing finished", r"Graph capturing finished.*took " + _N
+         + r" ?GiB", _num),
+        # --- SGLang ----------------------------------------------------------------------------------------
+        ("model", "sglang", "server_args=", r"\bmodel_path=" + _Q, str),
+        ("tp", "sglang", "server_args=", r"\btp_size=([0-9]+)", int),
+        ("pp", "sglang", "server_args=", r"\bpp_size=([0-9]+)", int),
+        ("dp", "sglang", "server_args=", r"\bdp_size=([0-9]+)", int),
+        ("ep", "sglang", "server_args=", r"\bep_size=([0-9]+)", int),
+        ("dtype", "sglang", "server_args=", r"\bdtype='([a-z0-9_]+)'", str),
+        ("kv_cache_dtype", "sglang", "server_args=", r"\bkv_cache_dtype='([a-z0-9_]+)'", str),
+        ("kv_cache_dtype", "sglang", "Using KV cache dtype", r"Using KV cache dtype: (?:torch\.)?([a-z0-9_]+)", str),
+        ("block_size", "sglang", "server_args=", r"\bpage_size=([0-9]+)", int),
+        ("max_model_len", "sglang", "server_args=", r"\bcontext_length=([0-9]+)", int),
+        ("max_model_len", "sglang", "max_total_num_tokens=", r"\bcontext_len=([0-9]+)", int),
+        ("mem_fraction_static", "sglang", "server_args=", r"\bmem_fraction_static=([0-9.]+)", float),
+        ("avail_after_load_gib", "sglang", "Load weight end", r"avail mem=" + _N + r" ?GB", _num),
+        ("weights_gib", "sglang", "Load weight end", r"mem usage=" + _N + r" ?GB", _num),
+        ("kv_tokens", "sglang", "KV Cache is allocated", r"#tokens: ([0-9,]+)", _int),
+        ("k_size_gib", "sglang", "KV Cache is allocated", r"\bK size: " + _N + r" ?GB", _num),
+        ("v_size_gib", "sglang", "KV Cache is allocated", r"\bV size: " + _N + r" ?GB", _num),
+        ("kv_size_gib", "sglang", "KV Cache is allocated", r"\bKV size: " + _N + r" ?GB", _num),
+        ("max_total_num_tokens", "sglang", "max_total_num_tokens=", r"max_total_num_tokens=([0-9,]+)", _int),
+        ("avail_after_pool_gib", "sglang", "Memory pool end", r"Memory pool end\. avail mem=" + _N, _num),
+        ("cuda_graph_gib", "sglang", "Capture cuda graph end", r"Capture cuda graph end.*mem usage=" + _N, _num),
+        # --- a launch command pasted with the log (either engine; not used to tell the engines apart) ---------
+        ("model", "any", "vllm serve ", r"vllm serve (?!--)(\S+)", str),
+        ("model", "any", "--model", r"--model(?:-path)?[= ]+(?!--)(\S+)", str),
+        ("tp", "any", "--t", r"--(?:tensor-parallel-size|tp-size|tp)[= ]+([0-9]+)", int),
+        ("pp", "any", "--p", r"--(?:pipeline-parallel-size|pp-size|pp)[= ]+([0-9]+)", int),
+        ("dp", "any", "--d", r"--(?:data-parallel-size|dp-size|dp)[= ]+([0-9]+)", int),
+        ("ep", "any", "--ep", r"--(?:ep-size|ep)[= ]+([0-9]+)", int),
+        ("expert_parallel", "any", "--enable-expert-parallel", r"--enable-expert-parallel()", str),
+        ("dp_attention", "any", "--enable-dp-attention", r"--enable-dp-attention()", str),
+        ("dp_attention", "any", "enable_dp_attention=True", r"enable_dp_attention=(True)", str),
+        ("kv_cache_dtype", "any", "--kv-cache-dtype", r"--kv-cache-dtype[= ]+([a-z0-9_]+)", str),
+        ("block_size", "any", "-size", r"--(?:block-size|page-size)[= ]+([0-9]+)", int),
+        ("max_model_len", "any", "--", r"--(?:max-model-len|context-length)[= ]+([0-9]+)", int),
+        ("gpu_memory_utilization", "any", "--gpu-memory-utilization",
+         r"--gpu-memory-utilization[= ]+([0-9.]+)", float),
+        ("mem_fraction_static", "any", "--mem-fraction-static", r"--mem-fraction-static[= ]+([0-9.]+)", float),
+        ("max_total_tokens_cap", "any", "--max-total-tokens", r"--max-total-tokens[= ]+([0-9]+)", int),
+    ))
+# Facts whose presence says which engine wrote the log (parallelism and dtypes appear in both).
+_ENGINE_FACTS = {"vllm": {"weights_gib", "available_kv_gib", "gpu_blocks", "kv_cache_tokens", "max_concurrency",
+                          "release", "total_gpu_memory_gib"},
+                 "sglang": {"kv_tokens", "max_total_num_tokens", "avail_after_load_gib", "avail_after_pool_gib",
+                            "mem_fraction_static", "weights_gib"}}
+
+
+def parse(text: str, path: str = "<log>") -> StartupLog:
+    """The facts of a start-up log's text (see the module docstring)."""
+    found: dict[str, dict[str, list[Fact]]] = {"vllm": {}, "sglang": {}, "any": {}}
+    for number, raw in enumerate(text.splitlines(), 1):
+        if raw.startswith(COMMENT):
+            continue
+        line = raw[:MAX_LINE_CHARS]
+        shown = " ".join(line.split())
+        if len(shown) > 200:
+            shown = shown[:197] + "..."
+        for name, engine, key, pattern, conv in _RULES:
+            if key not in line:
+                continue
+            match = pattern.search(line)
+            if match is None:
+                continue
+            try:
+                value = conv(match.group(1))
+            except (ValueError, OverflowError):
+                continue
+            found[engine].setdefault(name, []).append(Fact(name, value, number, shown))
+    score = {e: len(set(found[e]) & _ENGINE_FACTS[e]) for e in _ENGINE_FACTS}
+    if not any(score.values()):
+        raise KvplanError(f"{WHAT} {path} has none of the lines kvplan reads (e.g. vLLM's 'Available KV cache "
+                          "memory' / 'GPU KV cache size', SGLang's 'KV Cache is allocated')", FIX)
+    if score["vllm"] == score["sglang"]:
+        raise KvplanError(f"{WHAT} {path} mixes vLLM and SGLang lines equally; kvplan cannot tell which engine "
+                          "wrote it", "give one engine's log")
+    engine = max(score, key=score.get)
+    facts = {name: tuple(items) for name, items in found[engine].items()}
+    for name, items in found["any"].items():   # the launch command fills what the log lines do not state
+        facts.setdefault(name, tuple(items))
+    release = None
+    if "release" in facts:
+        parts = [int(p) for p in str(facts["release"][0].value).split(".")]
+        release = (parts + [0, 0])[:3]
+        release = (release[0], release[1], release[2])
+    return StartupLog(path, engine, facts, release)
+
+
+def read_log(path: Path) -> StartupLog:
+    """The facts of the start-up log at ``path``, read with kvplan's hardened reader (size limit, no FIFOs or
+    devices, UTF-8 text only)."""
+    from kvplan.presets import read_text
+
+    text = read_text(Path(path), WHAT, FIX)
+    if "\x00" in text:
+        raise KvplanError(f"{WHAT} {shorten(str(path))} holds NUL bytes: it is a binary file, not a log", FIX)
+    return parse(text, str(path))
+
+
+# --- what the facts mean to kvplan ------------------------------------------------------------------------------
+# The engines' KV dtype names, as kvplan's --kv-dtype takes them ("auto" stays auto).
+_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16",
+              "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8",
+              "float8_e5m2": "fp8", "fp8_ds_mla": "fp8_ds_mla", "nvfp4": "nvfp4"}
+
+
+def kv_dtype_option(log: StartupLog) -> tuple[str, Fact] | None:
+    """The --kv-dtype the log's KV cache dtype stands for, and the fact it comes from (None: not stated or not a
+    dtype kvplan models)."""
+    for fact in log.facts.get("kv_cache_dtype", ()):
+        value = _KV_DTYPES.get(str(fact.value).lower())
+        if value is not None:
+            return value, fact
+    return None
+
+
+# Checkpoint-name suffixes that do not change the architecture (tried when the name itself is no preset).
+_SUFFIXES = ("-fp8", "-bf16", "-instruct", "-chat", "-awq", "-int4", "-int8", "-fp4", "-2507", "-0528")
+
+
+def preset_for_model(name: str, presets) -> str | None:
+    """The built-in or user preset a logged model name or path names (``deepseek-ai/DeepSeek-R1`` ->
+    ``deepseek-r1``), trying the name with common quantisation / release suffixes removed."""
+    from kvplan.presets import _preset_for_hf_id
+
+    ref = name.rstrip("/")
+    if "/models--" in ref:   # a Hugging Face cache path: .../models--org--name/snapshots/<hash>
+        ref = ref.split("/models--", 1)[1].split("/", 1)[0].replace("--", "/")
+    match = _preset_for_hf_id(ref, presets)
+    base = ref.rsplit("/", 1)[-1].lower()
+    while match is None:
+        stripped = next((base[: -len(s)] for s in _SUFFIXES if base.endswith(s)), None)
+        if stripped is None:
+            break
+        base = stripped
+        match = _preset_for_hf_id(base, presets)
+    return match
+
+
+# The scenario options' defaults in kvplan.commands.common (an option at its default was not given by the user).
+_UNSET = {"tp": None, "pp": "1", "dp": None, "ep": None, "kv_dtype": "auto", "block_size": None,
+          "max_model_len": None, "gpu_memory_utilization": None, "mem_fraction_static": None, "engine": "neutral",
+          "nodes": "1", "gpus": None}
+
+
+def _release_text(version: tuple[int, int, int]) -> str:
+    major, minor, patch = version
+    return f"{major}.{minor}" if patch == 0 else f"{major}.{minor}.{patch}"
+
+
+def scenario_args(log: StartupLog, args: dict, per_node: int, presets) -> tuple[dict, list[str]]:
+    """``args`` (the scenario options as text, ``kvplan.commands.common.build_scenario``'s keywords) with what the
+    log states filled in, and notes saying where each value came from. An option the user gave that contradicts
+    the log is an error; one the log does not state is kept. ``per_node``: GPUs per node of the chosen hardware
+    (for --nodes); ``presets``: the model presets the logged model name is looked up in."""
+    out, notes = dict(args), []
+
+    def given(name: str) -> bool:
+        return args.get(name) != _UNSET.get(name, object())
+
+    def take(name: str, value, fact: Fact | None, flag: str) -> None:
+        if given(name) and str(args[name]).strip().lower() != str(value).lower():
+            where = f" (line {fact.line})" if fact else ""
+            raise KvplanError(f"{flag} {args[name]} contradicts the log, which says {value}{where}",
+                              f"drop {flag} (explain-log takes it from the log), or give the log of that deployment")
+        out[name] = str(value)
+
+    # engine: the log's, pinned to its release where kvplan has rules for it
+    engine_text = str(args.get("engine", "neutral")).strip().lower()
+    if given("engine"):
+        if engine_text.partition("==")[0].strip() != log.engine:
+            raise KvplanError(f"--engine {args['engine']} contradicts the log, which {log.engine} wrote",
+                              f"drop --engine, or give --engine {log.engine}==X.Y to choose its release")
+    else:
+        from kvplan import engines
+
+        module = __import__(f"kvplan.engines.{log.engine}", fromlist=["RELEASES"])
+        oldest, newest = module.RELEASES
+        if log.release is None:
+            out["engine"] = log.engine
+            notes.append(f"The log names no {log.engine} release: kvplan follows its newest rules "
+                         f"({engines.get(log.engine).release}); give --engine {log.engine}==X.Y for another.")
+        else:
+            pinned = min(max(log.release, oldest), newest)
+            out["engine"] = f"{log.engine}=={_release_text(pinned)}"
+            if pinned != log.release:
+                notes.append(f"The log's {log.engine} {_release_text(log.release)} is outside the releases kvplan "
+                             f"has rules for; it follows {_release_text(pinned)}'s.")
+    # model: a preset the logged name maps to, unless --model was given
+    logged_model = log.first("model")
+    if args.get("model") is None:
+        if logged_model is None:
+            raise KvplanError(f"the log {log.path} does not name its model", "give --model (a preset id or a "
+                              "config.json)")
+        match = preset_for_model(str(logged_model.value), presets)
+        if match is None:
+            raise KvplanError(f"the log's model {shorten(str(logged_model.value))} (line {logged_model.line}) is no "
+                              "kvplan preset", "give --model with a preset id or the checkpoint's config.json")
+        out["model"] = match
+        notes.append(f"Model {match}: the preset the log's {logged_model.value} names (line {logged_model.line}).")
+    elif logged_model is not None:
+        notes.append(f"Model {args['model']} as given with --model; the log names {logged_model.value} "
+                     f"(line {logged_model.line}).")
+    # parallelism: SGLang's --enable-dp-attention splits the TP group into DP attention ranks
+    tp, dp = log.first("tp"), log.first("dp")
+    tp_value, dp_value = (tp.value if tp else None), (dp.value if dp else None)
+    if log.has("dp_attention") and tp_value and dp_value and dp_value > 1:
+        if tp_value % dp_value:
+            raise KvplanError(f"the log's tp {tp_value} is not a multiple of its dp {dp_value} (DP attention)",
+                              "check the log")
+        notes.append(f"DP attention: the log's tp {tp_value} x dp {dp_value} is {tp_value} GPUs of attention TP "
+                     f"{tp_value // dp_value}; kvplan plans --tp {tp_value // dp_value} --dp {dp_value}.")
+        tp_value //= dp_value
+    if tp_value:
+        take("tp", tp_value, tp, "--tp")
+    elif not given("tp"):
+        out["tp"] = "1"
+        notes.append("The log states no tensor-parallel size: TP=1 (vLLM's and SGLang's default).")
+    if dp_value:
+        take("dp", dp_value, dp, "--dp")
+    elif not given("dp"):
+        out["dp"] = "1"
+    if log.has("pp"):
+        take("pp", log.value("pp"), log.first("pp"), "--pp")
+    ep = log.first("ep")
+    if ep is not None and ep.value > 1:
+        take("ep", ep.value, ep, "--ep")
+    elif log.has("expert_parallel") and not given("ep"):
+        out["ep"] = str(int(out["tp"]) * int(out["dp"]))
+        notes.append(f"Expert parallelism on: EP = TP x DP = {out['ep']} (vLLM --enable-expert-parallel).")
+    gpus = int(out["tp"]) * int(out.get("pp") or 1) * int(out["dp"])
+    if not given("nodes") and not given("gpus"):
+        out["nodes"] = str(-(-gpus // per_node))
+        out["gpus"] = str(gpus)
+    # KV dtype, block / page, context limit, memory fraction
+    kv = kv_dtype_option(log)
+    if kv is not None:
+        take("kv_dtype", kv[0], kv[1], "--kv-dtype")
+    if log.has("block_size"):
+        take("block_size", log.value("block_size"), log.first("block_size"), "--block-size")
+    mml = log.first("max_model_len") or log.first("concurrency_len")
+    if mml is not None:
+        take("max_model_len", mml.value, mml, "--max-model-len")
+    fraction = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
+    if log.has(fraction):
+        take(fraction, log.value(fraction), log.first(fraction), "--" + fraction.replace("_", "-"))
+    return out, notes
