@@ -55,7 +55,10 @@ ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseli
 # with within_baseline = "5%": no worse than the baseline (``kvplan check --update-baseline``) by more than 5%;
 # worse is higher for bytes and seconds, lower for counts
 BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<=", "fraction": "<=", "number": "<="}
-TOP_KEYS = ("deployment", "assert", "description", "extends")
+TOP_KEYS = ("deployment", "workload", "assert", "description", "extends")
+# [workload]: the requests the sim_* assertions simulate (an assertion's own requests/rate/users/seed/policy win);
+# without it, fixed-length requests of the deployment's prompt + decode
+WORKLOAD_KEYS = ("preset", "prompt_dist", "output_dist", "trace", "requests", "rate", "users", "seed")
 MAX_EXTENDS = 8           # plans a chain of extends may pass through
 
 
@@ -81,6 +84,7 @@ class PlanFile:
     deployment: dict      # build_scenario keyword arguments, as text (None when not given)
     assertions: tuple[AssertSpec, ...]
     deployment_sources: tuple[tuple[str, Path], ...] = ()   # (key, the file that set it), for error locations
+    workload: tuple[tuple[str, object], ...] = ()           # the [workload] keys given (checked), after extends
 
 
 class _Where:
@@ -141,7 +145,7 @@ def load(path: Path) -> PlanFile:
     ``extends = "base.toml"`` (relative to the plan) starts from another plan: its [deployment] keys, which the
     plan's own keys override, and its [[assert]] entries, which come before the plan's own. Chains are followed up
     to MAX_EXTENDS plans; a cycle is an error."""
-    description, given, sources, entries, has_deployment = _read(path, ())
+    description, given, sources, entries, has_deployment, workload = _read(path, ())
     if not has_deployment:
         raise _where(path).error("a plan needs a [deployment] table", 'add [deployment] with model = "deepseek-r1", '
                                  '... (or extends = "base.toml")')
@@ -149,7 +153,7 @@ def load(path: Path) -> PlanFile:
         raise _where(path).error("a plan needs at least one [[assert]] entry", 'add [[assert]] with metric = '
                                  '"weights_fit"')
     deployment = {key: DEPLOYMENT_DEFAULTS.get(key) for key in DEPLOYMENT_KEYS} | given
-    return PlanFile(path, description, deployment, tuple(entries), tuple(sources.items()))
+    return PlanFile(path, description, deployment, tuple(entries), tuple(sources.items()), tuple(workload.items()))
 
 
 def _where(path: Path) -> _Where:
@@ -177,6 +181,7 @@ def _read(path: Path, chain: tuple[Path, ...]):
         raise where.error("description must be text", 'write description = "..."', key="description")
     given: dict = {}
     sources: dict = {}
+    workload: dict = {}
     entries: list[AssertSpec] = []
     has_deployment = False
     if "extends" in doc:
@@ -192,7 +197,7 @@ def _read(path: Path, chain: tuple[Path, ...]):
         if len(chain) + 1 >= MAX_EXTENDS:
             raise where.error(f"extends passes through more than {MAX_EXTENDS} plans", "flatten the chain",
                               key="extends")
-        base_description, given, sources, entries, has_deployment = _read(base, chain + (me,))
+        base_description, given, sources, entries, has_deployment, workload = _read(base, chain + (me,))
         description = description or base_description
     table = doc.get("deployment")
     if table is not None:
@@ -200,6 +205,13 @@ def _read(path: Path, chain: tuple[Path, ...]):
         own = _deployment_given(table, where, path)
         given = given | own
         sources = sources | {key: path for key in own}
+    if "workload" in doc:
+        own = _workload_given(doc["workload"], where, path)
+        if {"preset", "prompt_dist", "output_dist", "trace"} & set(own):   # a new source of lengths replaces the old
+            workload = {k: v for k, v in workload.items() if k not in ("preset", "prompt_dist", "output_dist", "trace")}
+        if {"rate", "users"} & set(own):
+            workload = {k: v for k, v in workload.items() if k not in ("rate", "users")}
+        workload = workload | own
     raw = doc.get("assert")
     if raw is not None and (not isinstance(raw, list) or not raw or not all(isinstance(e, dict) for e in raw)):
         raise where.error("assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
@@ -210,7 +222,54 @@ def _read(path: Path, chain: tuple[Path, ...]):
             raise where.error(f"assertion name {a.name!r} is used twice (here or in a plan this extends)",
                               "give each [[assert]] its own name", "assert", "name", a.index)
         seen.add(a.name)
-    return description, given, sources, entries, has_deployment
+    return description, given, sources, entries, has_deployment, workload
+
+
+def _workload_given(table, where: _Where, path: Path) -> dict:
+    """The [workload] keys this file gives, checked: lengths from a preset, distributions or a trace (one source),
+    arrivals from rate or users (one), requests and seed. Distributions and the preset are parsed here so a typo
+    is an error at its line; a trace is read when an assertion simulates it."""
+    from kvplan.calc import workload as wl
+
+    if not isinstance(table, dict):
+        raise where.error("workload must be a table", "write it as [workload]", key="workload")
+
+    def fail(message: str, hint: str, key: str | None = None) -> KvplanError:
+        return where.error(message, hint, "workload", key)
+
+    out: dict = {}
+    for key, value in table.items():
+        name = label("workload", key)
+        if key not in WORKLOAD_KEYS:
+            raise fail(f"unknown key {label('workload', shorten(key))}", "[workload] takes " + ", ".join(WORKLOAD_KEYS),
+                       key)
+        if key in ("preset", "prompt_dist", "output_dist", "trace"):
+            if not isinstance(value, str) or not value.strip():
+                raise fail(f"{name} = {shorten(value)} is not text", f"e.g. {_WORKLOAD_EXAMPLES[key]}", key)
+            if key in ("prompt_dist", "output_dist"):
+                _checked(lambda k=key, v=value: wl.parse_dist(v, label("workload", k)), fail, key)
+            elif key == "trace":
+                trace = Path(value)
+                value = str(trace if trace.is_absolute() else path.parent / trace)
+            else:
+                value = _relative(value, path)
+                _checked(lambda v=value: wl.load_workload(v), fail, key)
+            out[key] = value.strip()
+        else:
+            out[key] = _sim_option(key, value, name, fail)
+    if "preset" in out and ({"prompt_dist", "output_dist"} & set(out)):
+        raise fail("workload.preset sets the length distributions", "drop prompt_dist / output_dist, or preset",
+                   "prompt_dist" if "prompt_dist" in out else "output_dist")
+    if "trace" in out and ({"preset", "prompt_dist", "output_dist"} & set(out)):
+        raise fail("workload.trace gives each request's lengths", "drop preset / prompt_dist / output_dist, or "
+                   "trace", "trace")
+    if "rate" in out and "users" in out:
+        raise fail("workload.rate and users are two ways to make arrivals", "give one of them", "users")
+    return out
+
+
+_WORKLOAD_EXAMPLES = {"preset": 'preset = "long-cot-bench"', "prompt_dist": 'prompt_dist = "fixed:1k"',
+                      "output_dist": 'output_dist = "lognormal:mean=20k,p99=100k"', "trace": 'trace = "trace.csv"'}
 
 
 def _deployment_given(table, where: _Where, path: Path) -> dict:

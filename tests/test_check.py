@@ -200,6 +200,18 @@ INVALID = [
      ":1: unknown top-level key 'include'"),
     ("not TOML", "[deployment\n", "not valid TOML"),
     ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
+    ("unknown workload key", DEPLOYMENT + '[workload]\nshape = "steady"\n[[assert]]\nmetric = "weights_fit"\n',
+     ":11: unknown key workload.'shape'"),
+    ("bad distribution", DEPLOYMENT + '[workload]\noutput_dist = "lognormal:mean=20k"\n[[assert]]\n'
+     'metric = "weights_fit"\n', ":11: "),
+    ("unknown workload preset", DEPLOYMENT + '[workload]\npreset = "chatty"\n[[assert]]\nmetric = "weights_fit"\n',
+     ":11: "),
+    ("preset and distribution", DEPLOYMENT + '[workload]\npreset = "long-cot-bench"\nprompt_dist = "fixed:1k"\n'
+     '[[assert]]\nmetric = "weights_fit"\n', ":12: workload.preset sets the length distributions"),
+    ("rate and users", DEPLOYMENT + '[workload]\nrate = 0.5\nusers = 4\n[[assert]]\nmetric = "weights_fit"\n',
+     ":12: workload.rate and users are two ways"),
+    ("workload requests zero", DEPLOYMENT + '[workload]\nrequests = 0\n[[assert]]\nmetric = "weights_fit"\n',
+     ":11: workload.requests = 0 is not a whole number"),
     ("batch that does not fit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40ms"\nbatch = 1000\n',
      ":13: cannot evaluate assert[1] (tpot_seconds): assert[1].batch 1000 does not fit"),   # the batch line
 ]
@@ -480,3 +492,49 @@ def test_a_baseline_for_another_plan_is_refused(run_cli, tmp_path):
     (tmp_path / "plan.baseline.json").write_text('{"plan": "other.toml", "values": {"tpot": 0.01}}')
     r = run_cli("check", plan)
     assert r.code == 2 and "written for 'other.toml'" in r.err, r.err
+
+
+# --- [workload]: what sim_* assertions simulate ---------------------------------------------------------------------
+SIM_DEPLOYMENT = DEPLOYMENT.replace('engine = "vllm"\n', "")
+
+
+def test_workload_preset_means_what_simulate_flags_mean(run_cli, tmp_path):
+    """A plan's [workload] (preset, requests, rate) simulates the same requests as kvplan simulate's flags: the
+    measured recompute rate and TPOT p99 are the simulate command's own figures for those flags."""
+    plan = write(tmp_path, SIM_DEPLOYMENT + '[workload]\npreset = "long-cot-bench"\nrequests = 60\nrate = 0.2\n'
+                 '[[assert]]\nname = "p99"\nmetric = "sim_tpot_seconds_p99"\nat_most = "1s"\n'
+                 '[[assert]]\nname = "rc"\nmetric = "sim_recompute_rate"\nat_most = "100%"\n')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 0, r.err
+    got = by_name(r.json())
+    sim = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--gpus", "8", "--tp", "8", "--kv-dtype", "fp8",
+                  "--workload", "long-cot-bench", "--requests", "60", "--rate", "0.2", "-f", "json").json()
+    assert got["p99"]["measured"] == sim["tpot_seconds_p99"]
+    assert got["rc"]["measured"] == sim["recompute_rate"]
+    assert got["p99"]["detail"].startswith("tpot_seconds_p99 simulated over 60 requests")
+
+
+def test_assertion_arrivals_override_the_workload_and_extends_merges(run_cli, tmp_path):
+    write(tmp_path, SIM_DEPLOYMENT + '[workload]\noutput_dist = "fixed:5k"\nrequests = 30\nrate = 0.5\n'
+          '[[assert]]\nname = "base"\nmetric = "sim_recompute_rate"\nat_most = "100%"\n', "base.toml")
+    child = write(tmp_path, 'extends = "base.toml"\n[workload]\nrequests = 12\n'
+                  '[[assert]]\nname = "users"\nmetric = "sim_recompute_rate"\nat_most = "100%"\nusers = 3\n',
+                  "child.toml")
+    doc = by_name(run_cli("check", child, "-f", "json").json())
+    # the child's requests (12) replace the base's 30; the base's output_dist and rate stay
+    assert doc["base"]["detail"].startswith("recompute_rate simulated over 12 requests, prompts fixed:1000, outputs "
+                                            "fixed:5k, Poisson")
+    assert "closed loop of 3 users" in doc["users"]["detail"] and "Poisson" not in doc["users"]["detail"]
+
+
+def test_workload_trace_is_read_relative_to_the_plan(run_cli, tmp_path):
+    (tmp_path / "t.csv").write_text("prompt_tokens,output_tokens,arrival_s\n1000,2000,0\n1000,3000,1\n"
+                                    "2000,2500,2\n")
+    plan = write(tmp_path, SIM_DEPLOYMENT + '[workload]\ntrace = "t.csv"\n[[assert]]\nname = "rc"\n'
+                 'metric = "sim_recompute_rate"\nat_most = "1%"\n')
+    r = run_cli("check", plan, "-f", "json")
+    assert r.code == 0, r.err
+    assert "3 requests from" in by_name(r.json())["rc"]["detail"]
+    (tmp_path / "t.csv").write_text("prompt_tokens,output_tokens\n1000,-5\n")
+    bad = run_cli("check", plan)
+    assert bad.code == 2 and "t.csv" in bad.err and "Traceback" not in bad.err

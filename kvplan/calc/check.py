@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from kvplan.errors import KvplanError
 from kvplan.plan_file import AssertSpec
@@ -55,8 +56,9 @@ class CheckPlan:
 class _Lazy:
     """Each calculator run at most once per plan."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, workload: tuple = ()) -> None:
         self.s = scenario
+        self.workload = dict(workload)
         self._cache: dict = {}
 
     def get(self, key, make):
@@ -89,29 +91,51 @@ class _Lazy:
         return self.get(("preemption", s.decode_tokens), lambda: plan_preemption(s, sweep=(s.decode_tokens,)))
 
 
+def sim_options(lazy: _Lazy, sim: tuple) -> dict:
+    """The simulation an assertion asks for: the plan's [workload], then the assertion's own keys (its rate or
+    users replace the workload's arrivals)."""
+    own = dict(sim)
+    base = dict(lazy.workload)
+    if {"rate", "users"} & set(own):
+        base = {k: v for k, v in base.items() if k not in ("rate", "users")}
+    return base | own
+
+
 def _simulate(lazy: _Lazy, sim: tuple):
     from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, plan_simulate
 
-    o = dict(sim)
+    o = sim_options(lazy, sim)
     s = lazy.s
-    rate = o.get("rate")
-    users = o.get("users", None if rate is not None else SIM_USERS)
 
     def run():
-        work = wl.build(requests=o.get("requests", SIM_REQUESTS), seed=o.get("seed", 0),
-                        prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "prompt"),
-                        output=wl.parse_dist(f"fixed:{s.decode_tokens}", "decode"),
-                        max_len=s.context_limit or wl.MAX_TOKENS, rate=rate, users=users)
+        trace = wl.read_trace(Path(o["trace"])) if "trace" in o else None
+        timed = trace is not None and trace.arrivals is not None
+        rate = o.get("rate")
+        users = o.get("users", None if rate is not None or timed else SIM_USERS)
+        requests = o.get("requests", len(trace.prompts) if trace is not None else SIM_REQUESTS)
+        pmax = omax = None
+        sources: tuple = ()
+        if "preset" in o:
+            preset = wl.load_workload(o["preset"])
+            prompt, output, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
+                                                   preset.output_max, preset.sources)
+        else:
+            prompt = wl.parse_dist(o.get("prompt_dist", f"fixed:{s.prompt_tokens}"), "workload.prompt_dist")
+            output = wl.parse_dist(o.get("output_dist", f"fixed:{s.decode_tokens}"), "workload.output_dist")
+        work = wl.build(requests=requests, seed=o.get("seed", 0), prompt=prompt, output=output,
+                        max_len=s.context_limit or wl.MAX_TOKENS, prompt_max=pmax, output_max=omax, rate=rate,
+                        users=users, trace=trace, sources=sources)
         options = SimOptions(policy=o["policy"]) if "policy" in o else SimOptions()
         return plan_simulate(s, work, options)
 
-    return lazy.get(("simulate", sim), run)
+    return lazy.get(("simulate", tuple(sorted(o.items()))), run)
 
 
 def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: str = "",
-               description: str = "") -> CheckPlan:
-    lazy = _Lazy(scenario)
+               description: str = "", workload: tuple = ()) -> CheckPlan:
+    """``workload``: the plan's [workload] keys (``PlanFile.workload``), which sim_* assertions simulate."""
+    lazy = _Lazy(scenario, workload)
     results = []
     for a in assertions:
         try:
@@ -248,13 +272,11 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
                         f"({t.options.shape})")
     if a.metric.startswith("sim_"):
         plan = _simulate(lazy, a.sim)
-        o = dict(a.sim)
-        arrivals = f"Poisson {o['rate']:g}/s" if "rate" in o else f"{o.get('users', SIM_USERS)} closed-loop users"
+        o = sim_options(lazy, a.sim)
         metric = {"sim_recompute_rate": "recompute_rate", "sim_tpot_seconds_p99": "tpot_seconds_p99",
                   "sim_swap_outs_per_second": "swap_out_per_second"}[a.metric]
         return _compare(a, plan.metrics[metric], bound,
-                        f"{metric} simulated over {o.get('requests', SIM_REQUESTS)} requests of "
-                        f"{s.prompt_tokens:,} + {s.decode_tokens:,} tokens, {arrivals}, policy "
+                        f"{metric} simulated over {plan.run.workload.describe}, policy "
                         f"{o.get('policy', 'recompute')}, seed {o.get('seed', 0)}")
     if a.metric == "ttft_seconds":
         t = lazy.tpot(None)

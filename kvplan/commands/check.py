@@ -91,7 +91,7 @@ def _check_one(path: Path, presets_dir, update_baseline: bool):
     scenario = _scenario(spec, presets_dir)
     try:
         assertions = _with_baselines(spec, path, update_baseline, scenario)
-        return plan_check(scenario, assertions, str(path), spec.description)
+        return plan_check(scenario, assertions, str(path), spec.description, spec.workload)
     except KvplanError as err:
         if getattr(err, "assert_index", None) is None:   # about the plan or its baseline file: named already
             raise
@@ -131,7 +131,7 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
     names = [a.name for a in spec.assertions]   # unique: plan_file.load refuses a name used twice
     if update:
         first = plan_check(scenario, tuple(dataclasses.replace(a, baseline=0.0) if a.within_baseline is not None
-                                           else a for a in spec.assertions), str(path))
+                                           else a for a in spec.assertions), str(path), workload=spec.workload)
         values = {r.name: r.measured.raw() for r in first.assertions if isinstance(r.measured.raw(), (int, float))}
         document = {"plan": path.name, "written_by": "kvplan check --update-baseline", "values": values}
         try:
