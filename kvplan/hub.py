@@ -43,8 +43,13 @@ def _hub(ref: str, hint: str) -> Any:
     from types import SimpleNamespace
 
     try:
-        from huggingface_hub import constants, errors, get_safetensors_metadata, hf_hub_download, \
-            try_to_load_from_cache
+        from huggingface_hub import (
+            constants,
+            errors,
+            get_safetensors_metadata,
+            hf_hub_download,
+            try_to_load_from_cache,
+        )
     except ImportError:
         raise KvplanError(f"--model {shorten(ref)} looks like a Hugging Face model id, and reading one needs "
                           "huggingface_hub, which is not installed", f"{INSTALL_HINT}{hint}") from None
