@@ -150,7 +150,7 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None
     share = expert_share(model, weight_dtype) if par.ep else None
     if share is not None:
         fraction, share_how, share_sources = share
-        experts = total * fraction
+        experts = round(total * fraction)   # whole bytes: the exact tensor bytes when the share is the checkpoint's
         rest = total - experts
         per_gpu = experts / (par.ep * par.pp) + rest / (par.tp * par.pp)
         note = (f"{total:,.0f} B ({how}): routed experts {fraction:.1%} ({share_how}) / (EP={par.ep} x PP={par.pp})"
