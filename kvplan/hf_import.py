@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvplan import checkpoint
 from kvplan.errors import KvplanError, shorten
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
 from kvplan.model import LayerGroup, ModelSpec, Sourced
@@ -470,6 +473,23 @@ def _weight_dtype(f: _Fields, notes: list[str]) -> str:
     return name
 
 
+def _params(f: _Fields, n: int, mtp_layers: int, source: str, notes: list[str], moe: bool) -> dict[str, Sourced]:
+    """params_total, params_active, params_active_matmul and params_expert counted from the config's dims."""
+    from kvplan.hf_params import count_params
+
+    count, formula = count_params(f, n, mtp_layers)
+    if count is None:
+        notes.append(formula)
+        return {}
+    cite = lambda what, value: Sourced(value=value, source=f"{what} derived from {source}: {formula}",  # noqa: E731
+                                       kind="X")
+    params = {"params_total": cite("parameters", count.total), "params_active": cite("active", count.active),
+              "params_active_matmul": cite("N_mm (active, input embedding excluded)", count.matmul)}
+    if count.routed and moe:
+        params["params_expert"] = cite("routed-expert parameters", count.routed)
+    return params
+
+
 def _describe(groups: list[tuple[str, Any, list[int]]], n: int) -> str:
     parts = []
     for name, kind, layers in groups:
@@ -479,16 +499,21 @@ def _describe(groups: list[tuple[str, Any, list[int]]], n: int) -> str:
 
 
 def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = None, *,
-                         model_id: str | None = None, weight_source: str | None = None) -> ModelSpec:
+                         model_id: str | None = None, weight_source: str | None = None,
+                         weights: WeightsFound | None = None) -> ModelSpec:
     """The ModelSpec a parsed HF ``config.json`` describes. ``source`` names the file in messages and in
     ``ModelSpec.sources``; ``weight_bytes`` (e.g. a safetensors index's total_size) becomes
-    ``weight_bytes``, cited as ``weight_source``."""
+    ``weight_bytes``, cited as ``weight_source``; ``weights`` (what ``find_weights`` found: safetensors headers,
+    or an index's total_size) replaces both. The parameter counts come from the config's dimensions
+    (``kvplan.hf_params``)."""
+    if weights is not None and weights.tensors is None:
+        weight_bytes, weight_source = weights.total_size, weights.source
     from kvplan.presets import validate
 
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: the config is not a JSON object", "give a Hugging Face config.json")
     try:
-        spec = _build(config, source, weight_bytes, model_id, weight_source)
+        spec = _build(config, source, weight_bytes, model_id, weight_source, weights)
     except ValueError as err:  # a value the layer kinds or ModelSpec refuse (e.g. a zero or huge window)
         raise KvplanError(f"{source}: {err}", _FIX_CONFIG) from None
     except (TypeError, KeyError, IndexError, AttributeError) as err:
@@ -501,7 +526,7 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
 
 
 def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_id: str | None,
-           weight_source: str | None) -> ModelSpec:
+           weight_source: str | None, weights: WeightsFound | None = None) -> ModelSpec:
     text, prefix = _text_config(config, source)
     model_type = text.get("model_type")
     if not isinstance(model_type, str) or not model_type:
@@ -533,6 +558,20 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
     else:
         dims["intermediate_size"] = f.dim("intermediate_size")
         dims["moe_intermediate_size"] = f.dim("moe_intermediate_size")
+    dims["num_experts"] = f.dim("n_routed_experts") or f.dim("num_local_experts") or f.dim("num_experts")
+    params = _params(f, n, mtp_layers, source, notes, dims["num_experts"] is not None)
+    expert_bytes = None
+    if weights is not None:
+        notes.extend(weights.notes)
+        if weights.tensors is not None:
+            found = checkpoint.account(weights.tensors, weights.files, n, mtp_layers)
+            weight_bytes, weight_source = found.total, f"{weights.source}: {found.describe()}"
+            if found.experts:
+                expert_bytes = Sourced(value=found.experts, source=f"{weights.source}: tensors named .experts.",
+                                       kind="C")
+    quant = checkpoint.quantization_note(config)
+    if quant:
+        notes.append(quant)
     if f.used_defaults:
         shown = ", ".join(f"{k}={v}" for k, v in f.used_defaults.items())
         notes.insert(0, f"absent from the config, defaults of {f.defaults_from}: {shown}")
@@ -550,6 +589,8 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
         weight_dtype=weight_dtype,
         weight_bytes=None if weight_bytes is None else Sourced(
             value=weight_bytes, source=weight_source or f"{source}: weight bytes", kind="C"),
+        expert_weight_bytes=expert_bytes,
+        **params,
         **dims,
         notes=tuple(notes),
     )
@@ -563,9 +604,8 @@ def _read_json(path: Path, what: str) -> Any:
     return read_json(path, what)
 
 
-def _weight_bytes(index_path: Path) -> int | None:
+def _total_size(index: Any, index_path: Any) -> int | None:
     """``metadata.total_size`` of a safetensors index (None when the index does not carry it)."""
-    index = _read_json(index_path, "safetensors index")
     metadata = index.get("metadata") if isinstance(index, dict) else None
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
     if isinstance(total, bool) or not isinstance(total, (int, float)) or total <= 0:
@@ -575,6 +615,60 @@ def _weight_bytes(index_path: Path) -> int | None:
                           "byte count",
                           "fix or remove model.safetensors.index.json")
     return int(total)
+
+
+SINGLE_FILE = "model.safetensors"
+
+
+@dataclass
+class WeightsFound:
+    """A checkpoint's weights as found: the tensors of its safetensors headers (``tensors``, from ``files``
+    files), or failing that an index's ``total_size``; ``source`` says where; ``notes`` what was missing."""
+
+    source: str
+    tensors: list[checkpoint.Tensor] | None = None
+    files: int = 0
+    total_size: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def find_weights(find: Callable[[str], Path | None], where: str,
+                 remote: Callable[[list[str]], list[checkpoint.Tensor]] | None = None) -> WeightsFound | None:
+    """The weights of a checkpoint whose files ``find(name)`` locates (a path, or None when absent): the
+    headers of the shards ``model.safetensors.index.json`` lists (or of ``model.safetensors``); shards not
+    found locally are read by ``remote(names)`` (header-only range reads) when given; failing both, the
+    index's ``metadata.total_size`` (exact total, no expert split). None when there is no safetensors file."""
+    index_path = find(INDEX_NAME)
+    if index_path is not None:
+        index = _read_json(index_path, "safetensors index")
+        total = _total_size(index, index_path)
+        has_map = isinstance(index, dict) and index.get("weight_map")
+        names = checkpoint.shard_names(index, str(index_path)) if has_map else []
+        paths = [find(name) for name in names]
+        if names and all(paths):
+            found: list[checkpoint.Tensor] = []
+            for path in paths:
+                header, data_bytes = checkpoint.read_header(path)
+                found += checkpoint.tensors(header, str(path), data_bytes)
+            return WeightsFound(f"safetensors headers of {where}", found, len(paths))
+        if names and remote is not None:
+            return WeightsFound(f"safetensors headers of {where} (read remotely)", remote(names), len(names))
+        source = f"{index_path}: metadata.total_size = {total:,} B" if total else str(index_path)
+        missing = sum(p is None for p in paths)
+        why = (f"{missing} of its {len(names)} shards are not here" if names else "it has no weight_map")
+        note = (f"weights from {INDEX_NAME} metadata.total_size: {why}, so the routed-expert share is estimated "
+                "from the parameter counts" if total else
+                f"{index_path} has no usable metadata.total_size and {why}; weight bytes unknown")
+        return WeightsFound(source, total_size=total, notes=[note])
+    single = find(SINGLE_FILE)
+    if single is not None:
+        header, data_bytes = checkpoint.read_header(single)
+        return WeightsFound(f"safetensors header of {single}", checkpoint.tensors(header, str(single), data_bytes), 1)
+    if remote is not None:
+        found = remote([SINGLE_FILE])
+        if found:
+            return WeightsFound(f"safetensors header of {where}/{SINGLE_FILE} (read remotely)", found, 1)
+    return None
 
 
 def load_hf_model(path: Path) -> ModelSpec:
@@ -614,21 +708,18 @@ def load_hf_model(path: Path) -> ModelSpec:
         else:
             model_id = config_path.stem
 
-    weight_bytes, weight_source, extra = None, None, []
-    index_path = config_path.parent / INDEX_NAME
-    index_kind, index_why = probe(index_path)
-    if index_kind not in ("file", "missing"):
-        raise KvplanError(f"safetensors index {index_path} {index_why or 'is a folder, not a file'}",
-                          f"make {INDEX_NAME} a regular file, or remove it")
-    if index_kind == "file":
-        weight_bytes = _weight_bytes(index_path)
-        if weight_bytes is None:
-            extra.append(f"{index_path} has no usable metadata.total_size; weight bytes unknown")
-        else:
-            weight_source = f"{index_path}: metadata.total_size = {weight_bytes:,} B"
+    folder = config_path.parent
 
-    spec = model_from_hf_config(config, str(config_path), weight_bytes, model_id=model_id or None,
-                                weight_source=weight_source)
-    if extra:
-        spec = dataclasses.replace(spec, notes=spec.notes + tuple(extra))
-    return spec
+    def find(name: str) -> Path | None:
+        candidate = folder / name
+        kind, why = probe(candidate)
+        if kind == "missing":
+            return None
+        if kind != "file":
+            what = "safetensors index" if name == INDEX_NAME else "safetensors file"
+            raise KvplanError(f"{what} {candidate} {why or 'is a folder, not a file'}",
+                              f"make {name} a regular file, or remove it")
+        return candidate
+
+    weights = find_weights(find, str(folder))
+    return model_from_hf_config(config, str(config_path), model_id=model_id or None, weights=weights)

@@ -81,6 +81,9 @@ class ModelSpec:
     params_active_matmul: Sourced | None = None
     weight_dtype: str = "bf16"
     weight_bytes: Sourced | None = None
+    # Bytes of the routed-expert tensors within weight_bytes (a checkpoint's safetensors headers, tensors named
+    # ``.experts.``): what expert parallelism divides by EP, the rest being divided by TP.
+    expert_weight_bytes: Sourced | None = None
     hidden_size: Dim | None = None
     num_attention_heads: Dim | None = None
     vocab_size: Dim | None = None
@@ -105,6 +108,9 @@ class ModelSpec:
             figure = getattr(self, name)
             if figure is not None and figure.value <= 0:
                 raise ValueError(f"{name} must be positive, got {figure.value}")
+        experts = self.expert_weight_bytes
+        if experts is not None and (self.weight_bytes is None or not 0 <= experts.value <= self.weight_bytes.value):
+            raise ValueError("expert_weight_bytes needs weight_bytes, and must be between 0 and weight_bytes")
         self._layers_covered()
 
     def _layers_covered(self) -> None:

@@ -23,14 +23,14 @@ _TOKENS = (int, str)
 _NUMBER = (int, float, str)
 DEPLOYMENT_KEYS: dict[str, tuple[type, ...]] = {
     "model": _TEXT, "hardware": _TEXT, "nodes": _WHOLE, "gpus": _WHOLE, "tp": _WHOLE, "pp": _WHOLE, "dp": _WHOLE,
-    "ep": _WHOLE, "kv_dtype": _TEXT, "weight_dtype": _TEXT, "engine": _TEXT, "prompt": _TOKENS, "decode": _TOKENS,
-    "mtp_layers": _WHOLE, "max_model_len": _TOKENS, "block_size": _WHOLE, "host_link_gbs": _NUMBER,
+    "ep": _WHOLE, "kv_dtype": _TEXT, "weight_dtype": _TEXT, "weights": _TEXT, "engine": _TEXT, "prompt": _TOKENS,
+    "decode": _TOKENS, "mtp_layers": _WHOLE, "max_model_len": _TOKENS, "block_size": _WHOLE, "host_link_gbs": _NUMBER,
     # memory settings
     "gpu_memory_utilization": (int, float), "mem_fraction_static": (int, float), "kv_pool": _TEXT,
     "max_num_batched_tokens": _TOKENS, "max_num_seqs": _TOKENS, "activation_reserve": _TEXT, "runtime_reserve": _TEXT,
 }
-SCENARIO_KEYS = ("model", "hardware", "nodes", "gpus", "tp", "pp", "dp", "ep", "kv_dtype", "weight_dtype", "engine",
-                 "prompt", "decode", "mtp_layers", "max_model_len", "block_size", "host_link_gbs")
+SCENARIO_KEYS = ("model", "hardware", "nodes", "gpus", "tp", "pp", "dp", "ep", "kv_dtype", "weight_dtype", "weights",
+                 "engine", "prompt", "decode", "mtp_layers", "max_model_len", "block_size", "host_link_gbs")
 # the CLI defaults (kvplan.commands.common.SCENARIO_OPTIONS) for the keys that have one
 DEPLOYMENT_DEFAULTS = {"hardware": "h200", "nodes": "1", "pp": "1", "kv_dtype": "auto", "engine": "neutral",
                        "prompt": "1k", "decode": "30k"}

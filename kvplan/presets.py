@@ -96,9 +96,9 @@ def probe(path: Path) -> tuple[str, str]:
     return "bad", f"is {_special_kind(st.st_mode)}, not a file"
 
 
-def read_text(path: Path, what: str, fix: str) -> str:
-    """The UTF-8 text of the regular file ``path``. A FIFO, a device or a socket is refused without being read
-    (opened non-blocking, checked again after opening); so is a file over ``MAX_FILE_BYTES``."""
+def open_regular(path: Path, what: str, fix: str) -> tuple[int, os.stat_result]:
+    """A blocking file descriptor on the regular file ``path`` and its stat. A folder, a FIFO, a device or a
+    socket is refused without being read (opened non-blocking, checked again after opening). Close the fd."""
     kind, why = probe(path)
     if kind == "dir":
         raise KvplanError(f"{what} {path} is a folder, not a file", fix)
@@ -113,10 +113,20 @@ def read_text(path: Path, what: str, fix: str) -> str:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
             raise KvplanError(f"{what} {path} is {_special_kind(st.st_mode)}, not a file", fix)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_text(path: Path, what: str, fix: str) -> str:
+    """The UTF-8 text of the regular file ``path`` (``open_regular``); a file over ``MAX_FILE_BYTES`` is refused."""
+    fd, st = open_regular(path, what, fix)
+    try:
         if st.st_size > MAX_FILE_BYTES:
             raise KvplanError(f"{what} {path} is {st.st_size:,} bytes, too big to be a {what}",
                               f"give the {what} itself (at most {MAX_FILE_BYTES // 2**20} MiB)")
-        os.set_blocking(fd, True)
         chunks, size = [], 0
         while size <= MAX_FILE_BYTES:
             chunk = os.read(fd, 1 << 20)
@@ -511,6 +521,7 @@ def build_model(data: dict[str, Any], where: str, trusted: bool = False):
         own.append((("weight_dtype",), f"= {shorten(dtype)} is not one of {', '.join(WEIGHT_BYTES_PER_PARAM)}"))
     figures = ("params_total", "params_active", "weight_bytes", "params_expert", "params_active_matmul")
     own += _figure_problems({k: v for k, v in body.items() if k in figures}, lambda name: True)
+    own += _figure_problems({k: v for k, v in body.items() if k == "expert_weight_bytes"}, lambda name: False)
     return _report(ModelSpec, body, own, where, trusted)
 
 
@@ -578,7 +589,8 @@ def _preset_for_hf_id(ref: str, presets: Presets) -> str | None:
 
 
 def load_model(ref: str, extra_dirs: list[Path] | None = None):
-    """A model from a preset id, a preset TOML path, an HF ``config.json`` path, or a model directory."""
+    """A model from a preset id, a preset TOML path, an HF ``config.json`` path, a model directory, or a Hugging
+    Face Hub id ``org/name[@revision]`` (``kvplan.hub``). An existing path wins, then a preset id, then a Hub id."""
     path = _path(ref, "model")
     kind, why = probe(path)
     if kind == "dir":
@@ -599,6 +611,12 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
             raise KvplanError(f"model file {ref} is neither a preset .toml nor a config .json, nor a preset id",
                               _OBJECT_HINT)
         models = discover(extra_dirs)["model"]
+        from kvplan.hub import parse_hub_id
+
+        if kind == "missing" and parse_hub_id(ref) is not None:  # a path or a preset id wins over a Hub id
+            from kvplan.hub import load_hub_model
+
+            return load_hub_model(ref, _preset_for_hf_id(ref.split("@", 1)[0], models) or "")
         if os.sep in ref or ref.endswith((".json", ".toml")):
             match = _preset_for_hf_id(ref, models)
             hint = (f"for the preset, give -m {match}; for a checkpoint, give the path of its config.json"

@@ -74,6 +74,8 @@ class Scenario:
     ep: int | None = None
     engine: str = "neutral"
     weight_dtype: str | None = None
+    # --weights SIZE: the model's total weight bytes (all GPUs), split like the checkpoint's
+    weights_bytes: int | None = None
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     decode_tokens: int = DEFAULT_DECODE_TOKENS
     # memory and batch settings (each engine honours its own; see kvplan.engines.base.SETTING_FLAGS)
@@ -136,8 +138,8 @@ class Scenario:
         if self.spec_tokens > MAX_SPEC_TOKENS:
             raise KvplanError(f"--spec-tokens {self.spec_tokens:,} is absurd (engines use 1-8)",
                               "give the speculative tokens per step")
-        for name in ("kv_pool_bytes", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
-                     "token_budget"):
+        for name in ("weights_bytes", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens", "max_num_seqs",
+                     "block_size", "token_budget"):
             _whole(getattr(self, name), name, 1)
         for name in ("activation_reserve_bytes", "runtime_reserve_bytes"):
             _whole(getattr(self, name), name, 0)

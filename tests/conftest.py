@@ -72,3 +72,18 @@ gpus_per_node = {gpus_per_node}
 host_dram_gb = {{ value = {host_dram_gb}, source = "test figure" }}
 ''')
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _no_hugging_face_network(tmp_path_factory, monkeypatch):
+    """No test reaches the Hugging Face Hub: offline, with an empty cache of its own (huggingface_hub reads its
+    settings once, at import, so its constants are set too when it is importable)."""
+    cache = tmp_path_factory.mktemp("hf-empty-cache")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))

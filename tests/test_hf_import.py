@@ -592,7 +592,9 @@ def test_deepseek_v32_attention_cap_when_mla_carries_index_topk():
 def test_weight_dtype_without_a_parameter_count_is_refused_not_ignored(tmp_path, run_cli):
     # a folder with only a checkpoint size (no parameter count): params x --weight-dtype cannot be formed, so the
     # flag would silently change nothing; it is refused, exit 2, naming the flag
-    folder = write_model(tmp_path, "llama", LLAMA_31_8B, {"metadata": {"total_size": 16_060_522_496}})
+    # (a config without hidden_size: the parameter count cannot be derived from its dims)
+    config = {**{k: v for k, v in LLAMA_31_8B.items() if k != "hidden_size"}, "head_dim": 128}
+    folder = write_model(tmp_path, "llama", config, {"metadata": {"total_size": 16_060_522_496}})
     ok = run_cli("concurrency", "-m", str(folder), "--tp", "1", "--brief")
     assert ok.code == 0, ok.err
     bad = run_cli("concurrency", "-m", str(folder), "--tp", "1", "--weight-dtype", "fp8", "--brief")

@@ -95,13 +95,20 @@ def waterfall(hw: HardwareSpec, fraction: Number, fraction_name: str, weights: B
     return Budget(hbm, fraction, fraction_name, requested, weights, activation, runtime, pool)
 
 
-def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> tuple[float, str, tuple[str, ...]]:
-    """(bytes, how, sources) of all the model's weights: params x ``weight_dtype`` (--weight-dtype) when given,
-    else the checkpoint size, else params x the config's dtype. The one place the weight total is decided."""
+def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None,
+                       weights: int | None = None) -> tuple[float, str, tuple[str, ...]]:
+    """(bytes, how, sources) of all the model's weights: ``weights`` (--weights SIZE) when given, else params x
+    ``weight_dtype`` (--weight-dtype), else the checkpoint's bytes (its safetensors headers or index), else
+    params x the config's dtype. The one place the weight total is decided; ``how`` names the source."""
+    if weights is not None and weight_dtype is not None:
+        raise KvplanError("--weights and --weight-dtype both given",
+                          "drop one: --weights is the total itself, --weight-dtype prices params x that dtype")
+    if weights is not None:
+        return float(weights), f"{weights:,} B given with --weights", ()
     if weight_dtype is not None and model.params_total is None:
         raise KvplanError(f"--weight-dtype {weight_dtype} needs {model.id}'s parameter count, which it does not "
                           "give (only a checkpoint size)",
-                          "drop --weight-dtype (the checkpoint size is used), or use a preset with params_total")
+                          "drop --weight-dtype (the checkpoint size is used), or give --weights SIZE")
     if weight_dtype is not None:
         per = WEIGHT_BYTES_PER_PARAM[weight_dtype]
         total = model.params_total.value * per
@@ -111,33 +118,52 @@ def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> tup
         estimate = model.weight_bytes_estimate()
         if estimate is None:
             raise KvplanError(f"{model.id} has no parameter count or checkpoint size, so its weights are unknown",
-                              "give --kv-pool, or use a model directory with model.safetensors.index.json")
+                              "give --weights SIZE or --kv-pool, or use a model directory with its safetensors "
+                              "files or model.safetensors.index.json")
         total, how = estimate
         figure = model.weight_bytes or model.params_total
         sources = (figure.cite(),) if figure is not None else ()
     return total, how, sources
 
 
-def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None = None) -> Bytes:
+def expert_share(model: ModelSpec, weight_dtype: str | None = None) -> tuple[float, str, tuple[str, ...]] | None:
+    """(fraction, how, sources) of the weight total that is routed experts: the checkpoint's routed-expert
+    tensor bytes over its total (exact), unless ``weight_dtype`` prices every parameter alike, then (and when
+    the checkpoint's tensors are unknown) params_expert / params_total. None for a model without routed experts."""
+    if weight_dtype is None and model.expert_weight_bytes is not None and model.weight_bytes is not None:
+        experts, total = model.expert_weight_bytes.value, model.weight_bytes.value
+        return experts / total, f"routed-expert tensors {experts:,.0f} B of the checkpoint's {total:,.0f} B", (
+            model.expert_weight_bytes.cite(),)
+    if model.params_expert is not None and model.params_total is not None:
+        return (model.params_expert.value / model.params_total.value, "params_expert / params_total",
+                (model.params_expert.cite(),))
+    return None
+
+
+def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None = None,
+                    weights: int | None = None) -> Bytes:
     """Weight bytes on the most loaded GPU. Without --ep every weight is split over tp x pp; with --ep the
     routed experts split over ep (and pp) and the rest over tp x pp, replicated across DP ranks.
-    ``weight_dtype`` (--weight-dtype) replaces the checkpoint size by params x that dtype."""
-    total, how, sources = total_weight_bytes(model, weight_dtype)
-    if par.ep and model.params_expert is not None and model.params_total is not None:
-        expert_share = model.params_expert.value / model.params_total.value
-        experts = total * expert_share
+    ``weight_dtype`` (--weight-dtype) replaces the checkpoint size by params x that dtype, ``weights``
+    (--weights) by the total given. Approximations: embeddings, LM head and every non-expert matrix divide by
+    TP (vLLM shards them; norms and routers, a few MB, are in fact replicated), and PP stages split evenly."""
+    total, how, sources = total_weight_bytes(model, weight_dtype, weights)
+    share = expert_share(model, weight_dtype) if par.ep else None
+    if share is not None:
+        fraction, share_how, share_sources = share
+        experts = round(total * fraction)   # whole bytes: the exact tensor bytes when the share is the checkpoint's
         rest = total - experts
         per_gpu = experts / (par.ep * par.pp) + rest / (par.tp * par.pp)
-        note = (f"{total:,.0f} B ({how}): routed experts {expert_share:.1%} / (EP={par.ep} x PP={par.pp}) + "
-                f"the rest / (TP={par.tp} x PP={par.pp})")
+        note = (f"{total:,.0f} B ({how}): routed experts {fraction:.1%} ({share_how}) / (EP={par.ep} x PP={par.pp})"
+                f" + the rest / (TP={par.tp} x PP={par.pp})")
         formula = "routed experts / (EP x PP) + other weights / (TP x PP)"
-        sources += (model.params_expert.cite(),)
+        sources += share_sources
     else:
         per_gpu = total / (par.tp * par.pp)
         note = f"{total:,.0f} B ({how}) / (TP={par.tp} x PP={par.pp})"
         formula = "weights / (TP x PP)"
         if par.ep:
-            note += f" (--ep {par.ep} not applied: {model.id} has no params_expert to split)"
+            note += f" (--ep {par.ep} not applied: {model.id} has no routed experts to split)"
     return Bytes(int(per_gpu), derived(formula, f"{note} = {int(per_gpu):,} B", *sources))
 
 

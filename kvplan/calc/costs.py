@@ -338,7 +338,7 @@ class StepModel:
 
 def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     """The decode-step constants for the scenario's replica."""
-    from kvplan.calc.budget import total_weight_bytes, weights_per_gpu
+    from kvplan.calc.budget import expert_share, total_weight_bytes, weights_per_gpu
 
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
@@ -351,14 +351,14 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     dtype = compute_dtype_for(model, hw, "auto")
     peak = compute_peak(hw, dtype)
     # All weights of one TP group (PP stages run one after another for a token, so their layers add up).
-    one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype)
-    total_bytes = total_weight_bytes(model, s.weight_dtype)[0]   # the experts' share of this, at --weight-dtype
+    one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype,
+                                s.weights_bytes)
+    total_bytes = total_weight_bytes(model, s.weight_dtype, s.weights_bytes)[0]   # the experts' share of this
     n_mm = flops.matmul_params(model).value
     E, k = model.num_experts or 0, model.experts_per_token or 0
     is_moe = model.params_expert is not None and model.params_total is not None and k
     if is_moe:
-        share = model.params_expert.value / model.params_total.value
-        expert_bytes_total = total_bytes * share
+        expert_bytes_total = total_bytes * expert_share(model, s.weight_dtype)[0]
         per_expert_params = 3 * (model.hidden_size or 0) * (model.moe_intermediate_size or 0)
         moe_layers = round(model.params_expert.value / (E * per_expert_params)) if E and per_expert_params else 0
         routed_active = k * per_expert_params * moe_layers

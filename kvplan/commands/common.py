@@ -17,7 +17,8 @@ from kvplan.errors import KvplanError
 # --- the deployment and the request (every command) ------------------------------------------------------------
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", metavar="ID|FILE",
-    help="Preset id, preset .toml, HF config.json or model directory. Default: deepseek-r1, the workload "
+    help="Preset id, preset .toml, HF config.json, model directory, or a Hugging Face id org/name[@revision] "
+         "(needs kvplan[hub]; the local HF cache first; a path or preset id wins). Default: deepseek-r1, the workload "
          "document's model (reasoning / long chain-of-thought serving: 1K prompt, 30K decode).")]
 HardwareOpt = Annotated[str, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
                                           help="GPU preset id or .toml (default h200).")]
@@ -36,8 +37,11 @@ KvDtypeOpt = Annotated[str, typer.Option(
          "int8_per_token_head, nvfp4, fp8_ds_mla. Aliases: bfloat16; float16, half; fp8_e4m3, fp8_e5m2 (= fp8); "
          "fp4 (= nvfp4).")]
 WeightDtypeOpt = Annotated[str | None, typer.Option(
-    "--weight-dtype", metavar="DTYPE", help="Weights as params x this dtype instead of the checkpoint size "
+    "--weight-dtype", metavar="DTYPE", help="Weights as params x this dtype instead of the checkpoint's bytes "
                                             "(bf16, fp8, int8, mxfp4, nvfp4, int4).")]
+WeightsOpt = Annotated[str | None, typer.Option(
+    "--weights", metavar="SIZE", help="The model's total weight bytes (all GPUs), e.g. 642GB, instead of the "
+                                      "checkpoint's; split over TP/PP/EP like the checkpoint.")]
 EngineOpt = Annotated[str, typer.Option("--engine", metavar="NAME",
                                         help="Accounting: neutral (default), vllm or sglang.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", metavar="TOKENS", help="Prompt tokens (1k = 1,000; 128Ki = "
@@ -201,7 +205,8 @@ def parse_contexts(text: str) -> tuple[int, ...]:
 def build_scenario(*, model: str | None, hardware: str, nodes: str, gpus: str | None, tp: str | None, pp: str,
                    dp: str | None, ep: str | None, kv_dtype: str, weight_dtype: str | None, engine: str, prompt: str,
                    decode: str, mtp_layers: str | None, max_model_len: str | None, block_size: str | None,
-                   host_link_gbs: str | None, presets_dir: Path | None, decode_flag: str = "--decode", **settings):
+                   host_link_gbs: str | None, presets_dir: Path | None, decode_flag: str = "--decode",
+                   weights: str | None = None, **settings):
     """The scenario the options describe. ``settings``: memory and pool options as text (None when not given)."""
     from kvplan.presets import load_hardware, load_model
     from kvplan.scenario import SEED_MODEL, Scenario
@@ -233,6 +238,7 @@ def build_scenario(*, model: str | None, hardware: str, nodes: str, gpus: str | 
         nodes=parse_degree(nodes, "nodes"), gpus=optional(parse_degree, gpus, "gpus"),
         tp=optional(parse_degree, tp, "tp"), pp=parse_degree(pp, "pp"), dp=optional(parse_degree, dp, "dp"),
         ep=optional(parse_degree, ep, "ep"), engine=engine, weight_dtype=weight_dtype,
+        weights_bytes=optional(parse_size, weights, "--weights"),
         prompt_tokens=parse_tokens(prompt, "--prompt", allow_zero=True),
         decode_tokens=parse_tokens(decode, decode_flag, allow_zero=True),
         mtp_layers=parse_mtp_layers(mtp_layers),
@@ -291,7 +297,8 @@ def check_output_options(fmt: str, units: str, brief: bool) -> str:
 SCENARIO_OPTIONS = (
     ("model", ModelOpt, None), ("hardware", HardwareOpt, "h200"), ("nodes", NodesOpt, "1"), ("gpus", GpusOpt, None),
     ("tp", TpOpt, None), ("pp", PpOpt, "1"), ("dp", DpOpt, None), ("ep", EpOpt, None),
-    ("kv_dtype", KvDtypeOpt, "auto"), ("weight_dtype", WeightDtypeOpt, None), ("engine", EngineOpt, "neutral"),
+    ("kv_dtype", KvDtypeOpt, "auto"), ("weight_dtype", WeightDtypeOpt, None), ("weights", WeightsOpt, None),
+    ("engine", EngineOpt, "neutral"),
     ("prompt", PromptOpt, "1k"), ("decode", DecodeOpt, "30k"), ("mtp_layers", MtpLayersOpt, None),
     ("max_model_len", MaxModelLenOpt, None), ("block_size", BlockSizeOpt, None),
     ("host_link_gbs", HostLinkOpt, None),

@@ -248,7 +248,7 @@ class Engine:
         """One GPU's waterfall for this engine at ``par`` (the scenario's, or a trial one for fix hints)."""
         if scenario.kv_pool_bytes is not None:
             return budget_mod.given_pool(scenario.kv_pool_bytes)
-        weights = budget_mod.weights_per_gpu(model, par, scenario.weight_dtype)
+        weights = budget_mod.weights_per_gpu(model, par, scenario.weight_dtype, scenario.weights_bytes)
         if scenario.draft is not None:
             est = scenario.draft.weight_bytes_estimate()
             if est is not None:
