@@ -18,7 +18,7 @@ EXPECTED_MODELS = {
     "deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-70b", "llama-3.1-8b",
     "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b",
 }
-EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s"}
+EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x"}
 SOURCE_KINDS = {"D", "M", "T", "X", "C"}
 
 BUILTIN = {kind: {pid: p for pid, p in presets.items() if p.builtin} for kind, presets in discover().items()}
@@ -214,3 +214,48 @@ def test_h20_capacity_is_marked_as_an_assumption():
 
 def test_l40s_has_no_scale_up_link():
     assert load_hardware("l40s").scale_up is None
+
+
+def test_h800_is_an_h100_die_with_cut_nvlink():
+    h800, h100 = load_hardware("h800"), load_hardware("h100-sxm")
+    # FlashMLA deep-dive (deepseek-ai/FlashMLA#75): 3.35 TB/s and 989 TFLOPS dense BF16, as on H100 SXM.
+    assert h800.hbm_bandwidth_tb_s.value == h100.hbm_bandwidth_tb_s.value == 3.35
+    assert h800.dense_tflops["bf16"].value == h100.dense_tflops["bf16"].value == 989
+    # DeepSeek: 400 GB/s bidirectional theoretical = 200 per direction (DeepEP#16, DeepSeek-V3#28), against
+    # H100's 900 / 2 = 450; ~160 GB/s achieved: 160 / 200 = 0.80.
+    assert h800.scale_up.gb_s_per_direction.value == 200 and h100.scale_up.gb_s_per_direction.value == 450
+    assert h800.efficiency.link.value == pytest.approx(160 / 200) and h800.efficiency.link.kind == "M"
+    # one 400 Gb/s CX7 per GPU = 50 GB/s (DeepEP README)
+    assert h800.node.nic_gb_s_per_direction_per_gpu.value == 400 / 8
+    assert h800.hbm_capacity_gib.kind == "X" and "assumption" in h800.hbm_capacity_gib.source.lower()
+    assert h800.price is None
+
+
+def test_h100_pcie_datasheet_figures():
+    hw = load_hardware("h100-pcie")
+    # NVIDIA H100 PCIe: 2,000 GB/s HBM2e; 1,513 TFLOPS BF16 and 3,026 FP8 with sparsity, halved for dense.
+    assert hw.hbm_bandwidth_tb_s.value == 2.0
+    assert hw.dense_tflops["bf16"].value == 1513 // 2 and hw.dense_tflops["fp8"].value == 3026 / 2
+    assert hw.scale_up is None                  # NVLink bridges join pairs only
+    assert hw.price.usd_per_gpu_hour.value == 3.29 and hw.price.as_of == "2026-09-20"
+
+
+def test_mi325x_is_mi300x_compute_with_more_hbm():
+    mi325x, mi300x = load_hardware("mi325x"), load_hardware("mi300x")
+    # AMD: 256 GB HBM3E at 6 TB/s against 192 GB at 5.3; the same CDNA3 dense peaks (1,307.4 / 2,614.9).
+    assert (mi325x.hbm_capacity_vendor_gb.value, mi325x.hbm_bandwidth_tb_s.value) == (256, 6.0)
+    assert mi325x.dense_tflops["bf16"].value == mi300x.dense_tflops["bf16"].value == 1307.4
+    assert mi325x.dense_tflops["fp8"].value == mi300x.dense_tflops["fp8"].value == 2614.9
+    # 256 x 191.98 / 192 = 255.97 GiB (the MI300X's reported-to-vendor ratio), marked as an assumption
+    assert mi325x.hbm_capacity_gib.value == pytest.approx(256 * 191.98 / 192, abs=0.005)
+    assert mi325x.hbm_capacity_gib.kind == "X"
+
+
+@pytest.mark.parametrize("hardware_id,price", [("h100-sxm", 3.99), ("b200", 6.69), ("a100-80gb", 2.79),
+                                               ("h100-pcie", 3.29)])
+def test_public_prices_carry_offer_date_and_source(hardware_id, price):
+    # Lambda on-demand per GPU-hour, https://lambda.ai/instances read 2026-09-20: 8x H100 SXM $3.99,
+    # 8x B200 SXM6 $6.69, 8x A100 SXM 80 GB $2.79, 1x H100 PCIe $3.29.
+    p = load_hardware(hardware_id).price
+    assert p.usd_per_gpu_hour.value == price and p.as_of == "2026-09-20"
+    assert "lambda.ai/instances" in p.usd_per_gpu_hour.source and p.offer.startswith("Lambda")
