@@ -20,7 +20,8 @@ EXPECTED_MODELS = {
     "gpt-oss-20b", "qwen3-30b-a3b", "deepseek-r1-distill-llama-70b", "deepseek-r1-distill-qwen-32b",
     "deepseek-v3.1", "kimi-k2", "glm-4.5", "minimax-m2", "qwen3-next-80b-a3b",
 }
-EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x"}
+EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x",
+                     "gb200", "mi355x"}
 SOURCE_KINDS = {"D", "M", "T", "X", "C"}
 
 BUILTIN = {kind: {pid: p for pid, p in presets.items() if p.builtin} for kind, presets in discover().items()}
@@ -93,7 +94,8 @@ def test_hardware_loads_with_sources(hardware_id):
     for where, figure in figures:
         assert figure.source.strip(), f"{hardware_id}.{where} has no source"
         assert figure.kind in SOURCE_KINDS, f"{hardware_id}.{where} kind {figure.kind!r}"
-    assert hw.node.gpus_per_node == 8
+    # 8 per HGX/OAM board; a GB200 NVL72 compute tray holds 2 superchips = 4 GPUs
+    assert hw.node.gpus_per_node == (4 if hardware_id == "gb200" else 8)
     # The reported total is never above the vendor's figure read as GiB (hardware.md pitfall 1).
     if hw.hbm_capacity_vendor_gb is not None:
         assert hw.hbm_capacity_gib.value <= hw.hbm_capacity_vendor_gb.value
@@ -103,6 +105,8 @@ def test_hardware_efficiency_follows_the_link_generation():
     # hardware.md §9: pcie_eff_large 0.8 on Gen4, 0.87 on Gen5.
     for hardware_id in EXPECTED_HARDWARE:
         link = load_hardware(hardware_id).host_link
+        if "PCIe" not in link.name:   # GB200's NVLink-C2C has its own measured copy rates
+            continue
         expected = 0.8 if "Gen4" in link.name else 0.87
         assert link.large_copy_efficiency is not None
         assert link.large_copy_efficiency.value == expected, hardware_id
@@ -441,3 +445,33 @@ def test_qwen3_next_is_gated_deltanet_plus_full_attention():
     # head = 79.67B against the card's 80B, within 1%
     total = (experts + 36 * lin + 12 * att + 48 * (3 * 2048 * 512 + 2048 * 512 + 2048) + 2 * 2048 * 151936)
     assert _within(total, model.params_total.value, 0.01)
+
+
+def test_gb200_per_gpu_figures_and_c2c_host_link():
+    hw = load_hardware("gb200")
+    # GB200 variant of B200 at 1,200 W: 2,500 / 5,000 / 10,000 TFLOPS dense; 8 TB/s
+    assert [hw.dense_tflops[d].value for d in ("bf16", "fp8", "fp4")] == [2500, 5000, 10000]
+    assert hw.hbm_bandwidth_tb_s.value == 8.0
+    # Azure ND GB200 v6: FP8 GEMM 2,973.3 of 5,000 = 0.59; all-reduce 679.61 of 900 = 0.755 -> 0.76
+    assert hw.efficiency.mfu.value == pytest.approx(2973.3 / 5000, abs=0.005)
+    assert hw.efficiency.link.value == pytest.approx(679.61 / 900, abs=0.005)
+    # 1 KB all-reduce on 4 GPUs at 0.10 GB/s busbw: 1,024 x 2 x 3/4 / 0.1e9 s = 15.36 us
+    assert hw.efficiency.link_latency_us.value == pytest.approx(1024 * 2 * 3 / 4 / 0.1e9 * 1e6, abs=0.05)
+    # NVLink-C2C: 900 GB/s bidirectional per superchip / 2 directions / 2 GPUs = 225 per GPU; measured 201 / 193
+    link = hw.host_link
+    assert link.theoretical_gb_s_per_direction.value == 900 / 2 / 2
+    assert (link.measured_h2d_gb_s.value, link.measured_d2h_gb_s.value) == (201, 193)
+    assert link.large_copy_efficiency.value == pytest.approx((201 + 193) / 2 / 225, abs=0.005)
+    assert hw.hbm_capacity_gib.value == pytest.approx(185 * 79.65 / 80, abs=0.005)
+
+
+def test_mi355x_doubles_the_mi300x_dense_peaks():
+    hw, mi300x = load_hardware("mi355x"), load_hardware("mi300x")
+    # CDNA4: 8 HBM3E stacks x 1024 bits x 8 Gbps = 8.192e12 B/s, quoted as 8 TB/s; 288 GB
+    assert hw.hbm_bandwidth_tb_s.value == 8.0 and 8 * 1024 * 8e9 / 8 / 1e12 == pytest.approx(8.192)
+    assert hw.hbm_capacity_vendor_gb.value == 288
+    # 2.5 / 5 / 10 PFLOPS dense BF16 / FP8 / FP4; MI300X has no FP4 and 1,307.4 BF16
+    assert [hw.dense_tflops[d].value for d in ("bf16", "fp8", "fp4")] == [2500, 5000, 10000]
+    assert "fp4" not in mi300x.dense_tflops and hw.dense_tflops["bf16"].value > 1.9 * 1307.4
+    assert hw.host_link.theoretical_gb_s_per_direction.kind == "X"   # assumed, not sourced
+    assert hw.scale_up.gb_s_per_direction.value == pytest.approx(7 * 153.6 / 2)

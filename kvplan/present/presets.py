@@ -16,7 +16,7 @@ def _typed(cls, figure: Figure | None, scale: float, formula: str, preset_id: st
     if figure is None:
         return cls(None)
     why = Derivation(f"{formula} (hardware preset {preset_id}{extra})", sources=(figure.source,), kind="input")
-    return cls(figure.value * scale, why)
+    return cls(round(figure.value * scale, 3), why)   # 2.039 TB/s is 2,039,000,000,000 B/s, not ...000.0002
 
 
 def _row(e: CatalogueEntry) -> tuple:
