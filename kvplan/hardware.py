@@ -4,6 +4,7 @@ Every figure is a ``Sourced`` value. Units are in the field names: GiB = 2^30 by
 TB/s = 10^12 B/s, GB/s = 10^9 B/s per direction unless the name says otherwise.
 """
 
+import datetime
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated
 
@@ -11,6 +12,9 @@ from kvplan.layers import SPEC_CONFIG, MinLen, Range, check_fields
 from kvplan.model import Sourced
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
+# Above this an hourly price for one GPU is a typo (a whole node's price, or cents): the dearest public
+# on-demand offers are a few tens of dollars per GPU-hour.
+MAX_USD_PER_GPU_HOUR = 1000.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +55,28 @@ class NodeSpec:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    """A public on-demand price for one GPU-hour: the figure (its source names the offer's page), the offer
+    (provider, instance, region) and the date it was read, since prices change."""
+
+    __pydantic_config__ = SPEC_CONFIG
+
+    usd_per_gpu_hour: Sourced
+    offer: Annotated[str, MinLen(3)]
+    as_of: Annotated[str, MinLen(10)]  # YYYY-MM-DD, the day the price was read
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        try:
+            datetime.date.fromisoformat(self.as_of)
+        except ValueError:
+            raise ValueError(f"price.as_of = {self.as_of!r} is not a date; write it as YYYY-MM-DD") from None
+        if not 0 < self.usd_per_gpu_hour.value <= MAX_USD_PER_GPU_HOUR:
+            raise ValueError(f"price.usd_per_gpu_hour = {self.usd_per_gpu_hour.value} is not a price for one "
+                             f"GPU-hour (0 to {MAX_USD_PER_GPU_HOUR:,.0f} USD); divide a node's price by its GPUs")
 
 
 def _figures(obj, prefix: str = ""):
@@ -113,6 +139,8 @@ class HardwareSpec:
     scale_up: ScaleUpLink | None = None
     node: NodeSpec = field(default_factory=NodeSpec)
     efficiency: Efficiency = field(default_factory=Efficiency)
+    # A public on-demand price per GPU-hour, where one exists (kvplan presets list shows it).
+    price: Price | None = None
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

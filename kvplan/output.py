@@ -21,7 +21,21 @@ from typing import Any
 
 from kvplan.result import Result, Table
 from kvplan.units import format_bytes
-from kvplan.values import Bytes, Count, Flops, Fraction, Number, Rate, Ratio, Seconds, TokenBytes, Tokens, Value
+from kvplan.values import (
+    Bandwidth,
+    Bytes,
+    Count,
+    Flops,
+    Fraction,
+    Number,
+    Rate,
+    Ratio,
+    Seconds,
+    TokenBytes,
+    Tokens,
+    UsdPerHour,
+    Value,
+)
 
 FORMATS = ("table", "json", "csv", "markdown")
 DEFAULT_WIDTH = 80
@@ -70,8 +84,12 @@ def text(value: Any, units: str = "iec") -> str:
             return f"{v:,.2f}x"
         if isinstance(value, Fraction):
             return f"{v:.1%}"
+        if isinstance(value, Bandwidth):
+            return f"{v / 1e12:,.2f} TB/s"
         if isinstance(value, Rate):
             return f"{v / 1e9:,.2f} GB/s"
+        if isinstance(value, UsdPerHour):
+            return f"${v:,.2f}/h"
         if isinstance(value, Flops):
             return format_flops(v)
         if isinstance(value, Number):

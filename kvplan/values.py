@@ -118,6 +118,16 @@ class Rate(Value):
     unit = "bytes_per_second"
 
 
+class Bandwidth(Rate):
+    """A memory bandwidth in bytes per second, printed in TB/s (HBM figures are TB/s on every datasheet)."""
+
+
+class UsdPerHour(Value):
+    """A price in US dollars per hour (of one GPU)."""
+
+    unit = "usd_per_hour"
+
+
 class Flops(Value):
     unit = "flop"
 

@@ -13,23 +13,22 @@ presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, 
                           help="List and show the built-in and user presets.")
 
 
+TypeOpt = Annotated[str | None, typer.Option("--type", "-t", metavar="TYPE",
+                                              help="Only presets of this type: model, hardware or workload.")]
+SearchArg = Annotated[str | None, typer.Argument(metavar="[WORD]",
+                                                 help="Only presets whose id or name contains WORD (any case).")]
+
+
 @presets_app.command("list")
-def presets_list(fmt: FormatOpt = "table", presets_dir: PresetsDirOpt = None) -> None:
-    """List every preset: id, type, name, and where it comes from."""
-    from kvplan.presets import discover
-    from kvplan.result import Result, Table
+def presets_list(word: SearchArg = None, kind: TypeOpt = None, fmt: FormatOpt = "table",
+                 presets_dir: PresetsDirOpt = None) -> None:
+    """List the presets: id, type, name, where each comes from, and for GPUs HBM, bandwidth and price."""
+    from kvplan.present.presets import present_list
+    from kvplan.presets import catalogue
 
     fmt = check_format(fmt)
-    found = discover(extra_dirs(presets_dir))
-    rows = []
-    for kind in ("model", "hardware"):
-        for pid, preset in sorted(found[kind].items()):
-            rows.append((pid, kind, preset.data.get("name", ""), "built-in" if preset.builtin else str(preset.path)))
-    data = {"presets": [{"id": r[0], "type": r[1], "name": r[2], "origin": r[3]} for r in rows]}
-    headline = f"{len(rows)} presets: {sum(r[1] == 'model' for r in rows)} models, " \
-               f"{sum(r[1] == 'hardware' for r in rows)} GPUs"
-    emit(Result("presets list", headline, data, (Table("Presets", ("id", "type", "name", "origin"), tuple(rows),
-                                               primary=True),)), fmt, False, "iec", False)
+    entries, total = catalogue(extra_dirs(presets_dir), kind, word)
+    emit(present_list(entries, total, kind.strip().lower() if kind else None, word), fmt, False, "iec", False)
 
 
 def _flatten(prefix: str, value, rows: list) -> None:

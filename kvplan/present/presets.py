@@ -1,0 +1,59 @@
+"""`kvplan presets list`: the catalogue as a Result; GPUs carry their HBM, HBM bandwidth and price figures."""
+
+from __future__ import annotations
+
+from kvplan.presets import CatalogueEntry, Figure
+from kvplan.result import Result, Table
+from kvplan.values import Bandwidth, Bytes, Derivation, UsdPerHour
+
+COLUMNS = ("id", "type", "name", "HBM", "HBM bandwidth", "price per GPU-hour", "origin")
+GPU_COLUMNS = (3, 4, 5)  # shown only when the list holds a GPU
+_NOUNS = {"model": ("model", "models"), "hardware": ("GPU", "GPUs"), "workload": ("workload", "workloads")}
+
+
+def _typed(cls, figure: Figure | None, scale: float, formula: str, preset_id: str, extra: str = ""):
+    """The preset file's figure as a typed value in base units, its source carried; None (printed "-") without."""
+    if figure is None:
+        return cls(None)
+    why = Derivation(f"{formula} (hardware preset {preset_id}{extra})", sources=(figure.source,), kind="input")
+    return cls(round(figure.value * scale, 3), why)   # 2.039 TB/s is 2,039,000,000,000 B/s, not ...000.0002
+
+
+def _row(e: CatalogueEntry) -> tuple:
+    hbm = _typed(Bytes, e.hbm_gib, 2**30, "hbm_capacity_gib x 2^30 B", e.id)
+    bandwidth = _typed(Bandwidth, e.hbm_tb_s, 1e12, "hbm_bandwidth_tb_s x 10^12 B/s", e.id)
+    price = _typed(UsdPerHour, e.price_usd_per_gpu_hour, 1, "price.usd_per_gpu_hour", e.id,
+                   f": {e.price_offer}, as of {e.price_as_of}")
+    return e.id, e.type, e.name, hbm, bandwidth, price, e.origin
+
+
+def _item(e: CatalogueEntry, row: tuple) -> dict:
+    item = {"id": e.id, "type": e.type, "name": e.name, "origin": e.origin}
+    if e.type == "hardware":
+        item.update(hbm_bytes=row[3], hbm_bandwidth_bytes_per_second=row[4], price_usd_per_gpu_hour=row[5],
+                    price_offer=e.price_offer or None, price_as_of=e.price_as_of or None)
+    return item
+
+
+def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, word: str | None) -> Result:
+    rows = tuple(_row(e) for e in entries)
+    counts = ", ".join(f"{n} {_NOUNS[t][n != 1]}" for t in ("model", "hardware", "workload")
+                       if (n := sum(e.type == t for e in entries)))
+    gpus = any(e.type == "hardware" for e in entries)
+    keep = [i for i in range(len(COLUMNS)) if gpus or i not in GPU_COLUMNS]
+    table = Table("Presets", tuple(COLUMNS[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in rows),
+                  primary=True)
+    if kind is None and word is None:
+        headline = f"{len(entries)} presets: {counts}"
+    else:
+        asked = " and ".join(part for part in (f"type {kind}" if kind else "", f"{word.strip()!r} in id or name"
+                                               if word is not None else "") if part)
+        headline = f"{len(entries)} of {total} presets match {asked}: {counts}"
+    data = {"filter": {"type": kind, "search": word.strip() if word is not None else None},
+            "presets": [_item(e, row) for e, row in zip(entries, rows, strict=True)]}
+    notes = ()
+    if gpus:
+        notes = ("HBM is the total the device reports (GiB); bandwidth the datasheet peak; the price a public "
+                 "on-demand offer per GPU-hour where one was found (see `kvplan presets show ID` for the offer, "
+                 "date and source).",)
+    return Result("presets list", headline, data, (table,), notes)
