@@ -22,6 +22,7 @@ RUNS = [
     ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.2", "--requests", "60",
      "--seed", "3"),
     ("simulate", "--policy", "recompute", "--requests", "40", "--users", "32", "--output-dist", "fixed:20000"),
+    ("simulate", "--requests", "40", "--users", "32", "--kv-pool", "20GiB", "--compare", "swap,kv-dtype=fp8"),
     ("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "8k", "--decode", "500",
      "--tpot-slo", "20ms", "--prefill-gpus", "3"),
     ("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--shape", "cohort", "--batch", "4"),

@@ -84,6 +84,51 @@ class SimOptions:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
 
+# --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "max-batch", "dram")
+
+
+def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """``--compare`` text: variants separated by commas, each ``key=value`` or several joined by ``+``
+    (``policy=swap+kv-dtype=bf16``); a bare policy or victim name stands for ``policy=NAME`` / ``victim=NAME``.
+    Keys are ``COMPARE_KEYS`` (``kv_dtype`` is read as ``kv-dtype``). Returns each variant's (key, value) pairs."""
+    example = "give e.g. --compare policy=swap,policy=recompute,kv-dtype=bf16"
+    if not text.strip():
+        raise KvplanError("--compare is empty", example)
+    variants = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise KvplanError(f"--compare {text!r} has an empty variant", example)
+        pairs: dict[str, str] = {}
+        for part in item.split("+"):
+            part = part.strip()
+            if "=" not in part:
+                low = part.lower()
+                if low in POLICIES:
+                    key, value = "policy", low
+                elif low in VICTIMS:
+                    key, value = "victim", low
+                else:
+                    raise KvplanError(f"--compare variant {part!r} is not key=value",
+                                      "keys: " + ", ".join(COMPARE_KEYS) + "; " + example)
+            else:
+                key, value = (x.strip() for x in part.split("=", 1))
+                key = key.lower().replace("_", "-").removeprefix("--")
+            if key not in COMPARE_KEYS:
+                raise KvplanError(f"--compare key {key!r} is not one a variant can change",
+                                  "choose " + ", ".join(COMPARE_KEYS))
+            if not value:
+                raise KvplanError(f"--compare variant {item!r} gives {key} no value", example)
+            if key in pairs:
+                raise KvplanError(f"--compare variant {item!r} sets {key} twice", "give each key once per variant")
+            pairs[key] = value
+        variants.append(tuple(pairs.items()))
+    if len(variants) > 12:
+        raise KvplanError(f"--compare has {len(variants)} variants", "give at most 12 (one table column each)")
+    return tuple(variants)
+
+
 @dataclass(frozen=True)
 class Setup:
     """The replica's constants the run used (plain numbers; the presenter types them)."""

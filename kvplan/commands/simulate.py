@@ -47,12 +47,16 @@ def simulate(
                                         "longest-first-protected or fewest-tokens.")] = "newest",
     seed: Annotated[str, typer.Option("--seed", metavar="N", help="Random seed (default 0).")] = "0",
     dram: DramOpt = None,
+    compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
+                                                "other settings, side by side: comma-separated key=value "
+                                                "(policy, victim, kv-dtype, max-batch, dram; join keys with +), "
+                                                "e.g. policy=swap,kv-dtype=bf16.")] = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc import workload as wl
-    from kvplan.calc.simulate import SimOptions, plan_simulate
+    from kvplan.calc.simulate import SimOptions, parse_compare, plan_simulate
     from kvplan.errors import KvplanError
-    from kvplan.present.simulate import present, typed_inputs
+    from kvplan.present.simulate import present, present_compare, typed_inputs
     from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
@@ -102,11 +106,42 @@ def simulate(
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=parse_tokens(max_batch, "--max-batch") if max_batch is not None else None,
                          dram_bytes_per_node=parse_size(dram, "--dram") if dram is not None else None)
+    variants = parse_compare(compare) if compare is not None else None
+    if variants is not None and fmt == "csv":
+        raise KvplanError("--format csv is the per-request table of one run", "drop --compare, or use -f json")
     plan = plan_simulate(scenario, work, options)
     inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=rate_v, users=work.users, think=think_v,
                           duration=duration_v, was_given={"requests": requests is not None, "seed": seed != "0",
                                                           "users": users is not None, "think": think != "0"})
+    if variants is not None:
+        runs = [("base", plan)]
+        for pairs in variants:
+            v_scenario, v_options = _variant(scenario_args, options, pairs)
+            runs.append(("+".join(v for _, v in pairs), plan_simulate(v_scenario, work, v_options)))
+        emit(present_compare(runs, [(), *variants], inputs), fmt, output["explain"], output["units"], output["brief"])
+        return
     emit(present(plan, inputs, per_request=fmt == "csv"), fmt, output["explain"], output["units"], output["brief"])
+
+
+def _variant(scenario_args: dict, options, pairs: tuple[tuple[str, str], ...]):
+    """The scenario and options of one --compare variant: the base's with the variant's keys replaced."""
+    import dataclasses
+
+    from kvplan.units import parse_size, parse_tokens
+
+    args, changes = dict(scenario_args), {}
+    for key, value in pairs:
+        if key == "kv-dtype":
+            args["kv_dtype"] = value
+        elif key == "policy":
+            changes["policy"] = value.lower()
+        elif key == "victim":
+            changes["victim"] = value.lower()
+        elif key == "max-batch":
+            changes["max_batch"] = parse_tokens(value, "--compare max-batch")
+        elif key == "dram":
+            changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
+    return build_scenario(**args), dataclasses.replace(options, **changes)
 
 
 def _seconds(text: str, flag: str, allow_zero: bool = False) -> float:

@@ -38,6 +38,18 @@ PER_REQUEST = ("request", "arrival", "prompt", "output", "TTFT", "TPOT", "queue"
                "recomputed", "peak KV", "finish")
 
 
+ASSUMPTIONS = (
+    "One replica (a TP x PP group): requests arrive at it alone; DP replicas would each see their share.",
+    "Prefills and re-prefills run alone (chunked by max_num_batched_tokens), stalling the batch's decode; "
+    "the prefill gives the first output token.",
+    "Swap-outs hold the step until the copy lands (the blocks are free only then); swap-ins overlap the "
+    "batch's decode. Each link direction is a FIFO queue at the bidirectional rate.",
+    f"Defaults: policy recompute ({POLICY_SOURCE}); victim newest ({VICTIM_SOURCE}).",
+    "Admission: swapped requests first, then the waiting queue in order; no admission in the instant of a "
+    "preemption.",
+)
+
+
 def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     """``inputs``: the workload's and engine's settings as typed values (from the command)."""
     r, m = plan.run, plan.metrics
@@ -60,16 +72,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                      f"{rate:.1%} of the generated tokens recomputed." if rate is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
-    assumptions = (
-        "One replica (a TP x PP group): requests arrive at it alone; DP replicas would each see their share.",
-        "Prefills and re-prefills run alone (chunked by max_num_batched_tokens), stalling the batch's decode; "
-        "the prefill gives the first output token.",
-        "Swap-outs hold the step until the copy lands (the blocks are free only then); swap-ins overlap the "
-        "batch's decode. Each link direction is a FIFO queue at the bidirectional rate.",
-        f"Defaults: policy recompute ({POLICY_SOURCE}); victim newest ({VICTIM_SOURCE}).",
-        "Admission: swapped requests first, then the waiting queue in order; no admission in the instant of a "
-        "preemption.",
-    ) + spec_notes(s)
+    assumptions = ASSUMPTIONS + spec_notes(s)
     brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
              ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
              ("throughput tokens/s", m["throughput_tokens_per_second"]))
@@ -94,3 +97,47 @@ def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duratio
     if duration is not None:
         out["duration_seconds"] = Seconds(duration, given("--duration"))
     return out
+
+
+COMPARE_METRICS = (
+    ("recomputation rate", "recompute_rate"), ("requests preempted", "preempted_share"),
+    ("preemptions", "preemptions"), ("swap-outs", "swap_out_count"), ("swap-outs per minute", "swap_out_per_minute"),
+    ("bytes swapped out per GPU", "swapped_bytes"), ("TPOT p50", "tpot_seconds_p50"),
+    ("TPOT p99", "tpot_seconds_p99"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
+    ("throughput, output tokens/s", "throughput_tokens_per_second"), ("simulated time", "simulated_seconds"),
+    ("peak KV per request, p99", "peak_kv_bytes_per_request_p99"), ("KV blocks", "kv_blocks"),
+    ("most requests decoding at once", "peak_running_requests"),
+)
+
+
+def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dict) -> Result:
+    """``--compare``: the same requests and arrivals under each run's settings, one column per run (the first is
+    the command line's own settings, ``base``); ``settings``: each run's (key, value) changes to the base."""
+    base = runs[0][1].run
+    s = base.scenario
+
+    def figure(plan: SimPlan, name: str):
+        return plan.metrics[name] if name in plan.metrics else plan.setup[name]
+
+    rows = [("policy", *(p.run.options.policy for _, p in runs)),
+            ("victim", *(p.run.options.victim for _, p in runs)),
+            ("KV dtype", *(p.run.scenario.kv_dtype.value for _, p in runs)),
+            ("max batch", *(p.setup["max_batch"] for _, p in runs))]
+    rows += [(label, *(figure(p, name) for _, p in runs)) for label, name in COMPARE_METRICS]
+    table = Table("The same arrivals under each setting", ("figure", *(label for label, _ in runs)), tuple(rows),
+                  primary=True)
+    compare = [{"label": label, "changes": dict(changes), "policy": p.run.options.policy,
+                "victim": p.run.options.victim, "kv_dtype": p.run.scenario.kv_dtype.value,
+                "replica": p.setup, **p.metrics}
+               for (label, p), changes in zip(runs, settings, strict=True)]
+    data = {**scenario_data(s), "workload": base.workload.describe, "inputs": inputs, "compare": compare}
+    notes = [f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
+             "base: the command line's own settings; each other column changes only the keys it names."]
+    for label, p in runs:
+        notes += [f"{label}: {n}" for n in p.notes]
+    if base.workload.sources:
+        notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
+    brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
+        (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
+    return Result("simulate", s.headline() + f"; {len(runs)} settings compared", data, (table,), tuple(notes),
+                  ASSUMPTIONS + spec_notes(s), (), brief)
