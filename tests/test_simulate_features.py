@@ -80,3 +80,85 @@ def test_compare_bad_input_is_one_line_exit_2(run_cli, value, needle):
 def test_compare_refuses_csv(run_cli):
     r = run_cli("simulate", "--requests", "3", "--compare", "swap", "-f", "csv")
     assert r.code == 2 and "per-request table of one run" in r.err and r.err.count("\n") == 1, r.err
+
+
+# --- --sweep-rate ------------------------------------------------------------------------------------------------
+# The same five requests (1,000 + 1,001 tokens, 500-block pool) as Poisson arrivals. At 0.001 requests/s the mean gap
+# is 1,000 s and one request decodes in ~1,000 steps of a few ms: the pool never holds more than four, nothing is
+# preempted (recompute rate 0). At 1e6 requests/s all five arrive within microseconds, during the first prefill, so
+# they run in lockstep exactly as the closed loop above: one preemption, 1,600 / 5,005 = 0.3197 recomputed.
+SWEEP_TINY = TINY[:10] + ("--requests", "5", "--prompt", "1000", "--decode", "1001")
+
+
+@pytest.mark.parametrize("cap, capacity, meets", [("0.3", 0.001, [True, False]), ("0.32", 1e6, [True, True])])
+def test_sweep_finds_the_highest_rate_within_the_recompute_cap(run_cli, cap, capacity, meets):
+    r = run_cli("simulate", *SWEEP_TINY, "--sweep-rate", "0.001:1000000:2", "--max-recompute-rate", cap, "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    missing = sorted(set(numeric_paths(doc)) - set(doc["derivations"]))
+    assert not missing, missing
+    low, high = doc["sweep"]
+    assert low["rate_requests_per_second"] == 0.001 and high["rate_requests_per_second"] == 1e6
+    assert low["recompute_rate"] == 0 and low["preemptions"] == 0
+    assert high["preemptions"] == 1 and high["recompute_rate"] == pytest.approx(1600 / 5005, rel=1e-12)
+    assert [p["meets_targets"] for p in doc["sweep"]] == meets
+    assert doc["capacity_requests_per_second"] == capacity
+    assert doc["targets"] == {"recompute_rate_at_most": float(cap)}
+
+
+def test_sweep_capacity_stops_at_the_first_rate_that_fails(monkeypatch):
+    # targets TPOT p99 <= 50 ms: rates 1, 2, 3, 4 with p99 40, 50, 60, 45 ms pass, pass, fail, pass; the capacity is
+    # 2 (the highest rate with every lower one passing), not 4
+    from kvplan.calc import simulate as sim
+    from kvplan.values import Fraction, Seconds, given
+
+    p99 = {1.0: 0.040, 2.0: 0.050, 3.0: 0.060, 4.0: 0.045}
+    monkeypatch.setattr(sim, "_sweep_point", lambda job: {"tpot_seconds_p99": Seconds(p99[job[1]], given("t")),
+                                                          "recompute_rate": Fraction(0.0, given("t"))})
+    plan = sim.plan_sweep(None, [(r, r) for r in p99], sim.SimOptions(), 0.050, None, workers=1)
+    assert plan.meets == (True, True, False, True) and plan.capacity == 2.0
+    assert sim.meets_targets({"tpot_seconds_p99": Seconds(0.03, given("t")),
+                              "recompute_rate": Fraction(0.051, given("t"))}, 0.05, 0.05) is False
+
+
+def test_sweep_rates_are_evenly_spaced_and_processes_change_nothing():
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+    from kvplan.commands.common import build_scenario
+
+    assert sim.parse_sweep("0.5:8:4") == (0.5, 3.0, 5.5, 8.0)     # 0.5 + 7.5 x i / 3
+    assert sim.parse_sweep("2:2:1") == (2.0,)
+    s = build_scenario(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None,
+                       kv_dtype="fp8", weight_dtype=None, engine="neutral", prompt="1k", decode="30k",
+                       mtp_layers=None, max_model_len=None, block_size=None, host_link_gbs=None, presets_dir=None,
+                       kv_pool="4GiB")
+    works = [(r, wl.build(requests=80, seed=2, prompt=wl.parse_dist("fixed:1000", "p"),
+                          output=wl.parse_dist("lognormal:mean=3000,p99=12000", "o"), max_len=100_000, rate=r))
+             for r in (1.0, 6.0)]
+    serial = sim.plan_sweep(s, works, sim.SimOptions(), 0.05, None, workers=1)
+    parallel = sim.plan_sweep(s, works, sim.SimOptions(), 0.05, None, workers=2)
+    for a, b in zip(serial.points, parallel.points, strict=True):
+        assert {k: v.value for k, v in a.items()} == {k: v.value for k, v in b.items()}
+    assert parallel.workers == 2 and serial.workers == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--sweep-rate", "1:4"), "is not FROM:TO:POINTS"),
+    (("--sweep-rate", "1:x:4", "--tpot-slo", "50ms"), "POINTS a whole number"),
+    (("--sweep-rate", "4:1:4", "--tpot-slo", "50ms"), "0 < FROM <= TO"),
+    (("--sweep-rate", "0:1:4", "--tpot-slo", "50ms"), "0 < FROM <= TO"),
+    (("--sweep-rate", "1:4:1", "--tpot-slo", "50ms"), "POINTS must be 2 .. 200"),
+    (("--sweep-rate", "1:4:500", "--tpot-slo", "50ms"), "POINTS must be 2 .. 200"),
+    (("--sweep-rate", "1:4:4"), "give --tpot-slo and/or --max-recompute-rate"),
+    (("--tpot-slo", "50ms"), "targets of a --sweep-rate"),
+    (("--max-recompute-rate", "0.1"), "targets of a --sweep-rate"),
+    (("--sweep-rate", "1:4:4", "--tpot-slo", "50"), "needs a unit"),
+    (("--sweep-rate", "1:4:4", "--max-recompute-rate", "-1"), "not in [0, 100]"),
+    (("--sweep-rate", "1:4:4", "--tpot-slo", "50ms", "--rate", "2"), "--rate does not combine"),
+    (("--sweep-rate", "1:4:4", "--tpot-slo", "50ms", "--users", "2"), "--users does not combine"),
+    (("--sweep-rate", "1:4:4", "--tpot-slo", "50ms", "--compare", "swap"), "--compare does not combine"),
+    (("--sweep-rate", "1:4:4", "--tpot-slo", "50ms", "--think", "3"), "drop --think"),
+])
+def test_sweep_bad_input_is_one_line_exit_2(run_cli, args, needle):
+    r = run_cli("simulate", "--requests", "3", *args)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err

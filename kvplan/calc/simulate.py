@@ -696,3 +696,94 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 1e9:,.1f} GB per GPU, past the host tier's "
                      f"{u.dram_bytes_per_gpu / 1e9:,.1f} GB: --policy swap-then-recompute respects the tier.")
     return SimPlan(r, m, setup, tuple(rows), tuple(notes))
+
+
+# === --sweep-rate: the highest arrival rate that meets the targets ================================================
+PARALLEL_MIN_REQUESTS = 20_000     # below this many simulated requests in all, processes cost more than they save
+
+
+def parse_sweep(text: str) -> tuple[float, ...]:
+    """``A:B:N``: N rates evenly spaced from A to B requests/s, both included (N = 1: A alone, B = A)."""
+    example = "give --sweep-rate FROM:TO:POINTS, e.g. 0.5:8:16"
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise KvplanError(f"--sweep-rate {text!r} is not FROM:TO:POINTS", example)
+    try:
+        a, b = float(parts[0]), float(parts[1])
+        n = int(parts[2])
+    except ValueError:
+        raise KvplanError(f"--sweep-rate {text!r}: FROM and TO are rates, POINTS a whole number", example) from None
+    if not (math.isfinite(a) and math.isfinite(b) and 0 < a <= b <= 1e6):
+        raise KvplanError(f"--sweep-rate {text!r} needs 0 < FROM <= TO <= 1e6 requests/s", example)
+    if not 1 <= n <= 200 or (n == 1) != (a == b):
+        raise KvplanError(f"--sweep-rate {text!r}: POINTS must be 2 .. 200 (or 1 with FROM = TO)", example)
+    return tuple(a + (b - a) * i / (n - 1) for i in range(n)) if n > 1 else (a,)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    rates: tuple[float, ...]
+    points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)
+    meets: tuple[bool, ...]
+    capacity: float | None               # the highest rate at which it and every lower rate meet the targets
+    tpot_slo: float | None
+    max_recompute_rate: float | None
+    workers: int                         # processes the points ran in (1: serial)
+
+
+def _sweep_point(job):
+    s, work, o = job
+    try:
+        return plan_simulate(s, work, o).metrics
+    except KvplanError as err:           # KvplanError does not pickle its hint: carry it as data
+        return ("error", err.message, err.hint)
+
+
+def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None) -> bool:
+    """TPOT p99 <= the SLO and the recompute rate <= its cap (a target not given always holds)."""
+    tpot, rate = metrics["tpot_seconds_p99"].value, metrics["recompute_rate"].value
+    ok_tpot = tpot_slo is None or (tpot is not None and tpot <= tpot_slo)
+    return ok_tpot and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
+
+
+def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | None,
+               max_recompute_rate: float | None, workers: int | None = None, progress=None) -> SweepPlan:
+    """Each ``(rate, workload)`` simulated with the same options; points run in processes
+    (``concurrent.futures.ProcessPoolExecutor``) when there are at least ``PARALLEL_MIN_REQUESTS`` requests in all
+    and more than one CPU, else in order. Every point is the same deterministic function of its inputs, so the
+    results do not depend on how they ran. ``progress(done, total)`` is called as points finish."""
+    import os
+
+    if tpot_slo is None and max_recompute_rate is None:
+        raise KvplanError("--sweep-rate finds the highest rate that meets a target, and none was given",
+                          "give --tpot-slo and/or --max-recompute-rate")
+    jobs = [(s, w, options) for _, w in works]
+    if workers is None:
+        total = sum(len(w.prompts) for _, w in works)
+        workers = min(len(jobs), os.cpu_count() or 1) if total >= PARALLEL_MIN_REQUESTS else 1
+    results: list = [None] * len(jobs)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(workers) as ex:
+            futures = {ex.submit(_sweep_point, job): i for i, job in enumerate(jobs)}
+            for count, fut in enumerate(as_completed(futures), 1):
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(count, len(jobs))
+    else:
+        for i, job in enumerate(jobs):
+            results[i] = _sweep_point(job)
+            if progress:
+                progress(i + 1, len(jobs))
+    for r in results:
+        if isinstance(r, tuple):
+            raise KvplanError(r[1], r[2])
+    meets = tuple(meets_targets(m, tpot_slo, max_recompute_rate) for m in results)
+    capacity = None
+    for (rate, _), ok in zip(works, meets, strict=True):
+        if not ok:
+            break
+        capacity = rate
+    return SweepPlan(tuple(r for r, _ in works), tuple(results), meets, capacity, tpot_slo, max_recompute_rate,
+                     workers)

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import DramOpt, build_scenario, check_output_options, emit, parse_float, scenario_command
+from kvplan.commands.common import (
+    DramOpt,
+    build_scenario,
+    check_output_options,
+    emit,
+    parse_float,
+    parse_seconds,
+    scenario_command,
+)
 
 DEFAULT_USERS = 8
 DEFAULT_REQUESTS = 1000
@@ -51,12 +59,21 @@ def simulate(
                                                 "other settings, side by side: comma-separated key=value "
                                                 "(policy, victim, kv-dtype, max-batch, dram; join keys with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
+    sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
+                                                   "arrivals at each of POINTS rates from FROM to TO requests/s: "
+                                                   "the highest rate meeting --tpot-slo / --max-recompute-rate."
+                                                   )] = None,
+    tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", metavar="TIME", help="With --sweep-rate: the TPOT "
+                                                 "p99 target, e.g. 50ms.")] = None,
+    max_recompute_rate: Annotated[str | None, typer.Option("--max-recompute-rate", metavar="F", help="With "
+                                                           "--sweep-rate: the most recomputed tokens per "
+                                                           "generated token, e.g. 0.05.")] = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc import workload as wl
-    from kvplan.calc.simulate import SimOptions, parse_compare, plan_simulate
+    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, plan_simulate, plan_sweep
     from kvplan.errors import KvplanError
-    from kvplan.present.simulate import present, present_compare, typed_inputs
+    from kvplan.present.simulate import present, present_compare, present_sweep, typed_inputs
     from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
@@ -69,6 +86,14 @@ def simulate(
     if scenario.decode_tokens == 0 and output_dist is None and workload is None:
         raise KvplanError("simulate needs at least one output token per request", "give --decode 1 or more, or "
                           "--output-dist")
+    if sweep_rate is None and (tpot_slo is not None or max_recompute_rate is not None):
+        raise KvplanError("--tpot-slo and --max-recompute-rate are the targets of a --sweep-rate",
+                          "give --sweep-rate FROM:TO:POINTS, or drop the targets")
+    if sweep_rate is not None:
+        for flag, value in (("--rate", rate), ("--users", users), ("--compare", compare), ("--trace", trace)):
+            if value is not None:
+                raise KvplanError(f"--sweep-rate sets the arrivals itself, so {flag} does not combine with it",
+                                  f"drop {flag}, or --sweep-rate")
     rate_v = parse_float(rate, "--rate", "0.5") if rate is not None else None
     users_v = parse_tokens(users, "--users") if users is not None else None
     think_v = _seconds(think, "--think", allow_zero=True)
@@ -76,10 +101,18 @@ def simulate(
     seed_v = parse_tokens(seed, "--seed", allow_zero=True)
     tr = wl.read_trace(trace) if trace is not None else None
     timed_trace = tr is not None and tr.arrivals is not None
-    if think.strip() not in ("0", "0s") and (rate is not None or timed_trace):
+    if think.strip() not in ("0", "0s") and (rate is not None or timed_trace or sweep_rate is not None):
         raise KvplanError("--think is the closed loop's pause between a user's requests; with --rate or a timed "
                           "--trace arrivals do not wait on completions", "drop --think, or give --users instead")
-    if rate_v is None and users_v is None and not timed_trace:
+    sweep_rates = parse_sweep(sweep_rate) if sweep_rate is not None else None
+    slo_v = parse_seconds(tpot_slo, "tpot-slo") if tpot_slo is not None else None
+    mrr_v = parse_float(max_recompute_rate, "--max-recompute-rate", "0.05") if max_recompute_rate is not None else None
+    if mrr_v is not None and not 0 <= mrr_v <= 100:
+        raise KvplanError(f"--max-recompute-rate {max_recompute_rate!r} is not in [0, 100]",
+                          "give recomputed tokens per generated token, e.g. 0.05")
+    if sweep_rates is not None:
+        rate_v = sweep_rates[0]
+    elif rate_v is None and users_v is None and not timed_trace:
         users_v = DEFAULT_USERS
     n = parse_tokens(requests, "--requests") if requests is not None else (
         len(tr.prompts) if tr is not None else DEFAULT_REQUESTS)
@@ -100,12 +133,22 @@ def simulate(
         if prompt_dist is None and output_dist is None and scenario.prompt_tokens + scenario.decode_tokens > cap:
             raise KvplanError(f"the request ({scenario.prompt_tokens:,} + {scenario.decode_tokens:,} tokens) is "
                               f"longer than --max-len {cap:,}", "raise --max-len, or lower --prompt / --decode")
-    work = wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
-                    output_max=omax, rate=rate_v, users=users_v, think_s=think_v, duration_s=duration_v, trace=tr,
-                    sources=sources)
+    def make(rate_r):
+        return wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
+                        output_max=omax, rate=rate_r, users=users_v, think_s=think_v, duration_s=duration_v,
+                        trace=tr, sources=sources)
+
+    work = make(rate_v)
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=parse_tokens(max_batch, "--max-batch") if max_batch is not None else None,
                          dram_bytes_per_node=parse_size(dram, "--dram") if dram is not None else None)
+    if sweep_rates is not None:
+        sweep = plan_sweep(scenario, [(r, make(r)) for r in sweep_rates], options, slo_v, mrr_v)
+        inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=None, users=None, think=think_v,
+                              duration=duration_v, was_given={"requests": requests is not None, "seed": seed != "0"})
+        emit(present_sweep(sweep, scenario, work, options, inputs), fmt, output["explain"], output["units"],
+             output["brief"])
+        return
     variants = parse_compare(compare) if compare is not None else None
     if variants is not None and fmt == "csv":
         raise KvplanError("--format csv is the per-request table of one run", "drop --compare, or use -f json")

@@ -141,3 +141,64 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
         (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
     return Result("simulate", s.headline() + f"; {len(runs)} settings compared", data, (table,), tuple(notes),
                   ASSUMPTIONS + spec_notes(s), (), brief)
+
+
+SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"),
+                 ("recompute rate", "recompute_rate"), ("preempted", "preempted_share"),
+                 ("swap-outs/min", "swap_out_per_minute"), ("TTFT p99", "ttft_seconds_p99"),
+                 ("tokens/s", "throughput_tokens_per_second"))
+
+
+def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
+    """``--sweep-rate``: one row per arrival rate, whether it meets the targets, and the capacity (the highest rate
+    at which it and every lower rate meet them)."""
+    from kvplan.values import Fraction, derived
+
+    n = len(sweep.rates)
+    first, last = sweep.rates[0], sweep.rates[-1]
+
+    def rate_value(i: int, r: float):
+        return Number(r, derived("FROM + (TO - FROM) x i / (POINTS - 1)",
+                                 f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
+                                 if n > 1 else f"{r:g}"))
+
+    targets = []
+    if sweep.tpot_slo is not None:
+        targets.append(f"TPOT p99 <= {sweep.tpot_slo * 1e3:g} ms")
+    if sweep.max_recompute_rate is not None:
+        targets.append(f"recompute rate <= {sweep.max_recompute_rate:g}")
+    target_text = " and ".join(targets)
+    passing = [f"{r:g}" for r, ok in zip(sweep.rates, sweep.meets, strict=True) if ok]
+    capacity = Number(sweep.capacity, derived(
+        f"the highest swept rate at which it and every lower rate meet {target_text}",
+        f"meeting: {', '.join(passing) or 'none'} of {n} rates; capacity = "
+        + (f"{sweep.capacity:g} requests/s" if sweep.capacity is not None else "below the lowest rate")))
+    rows = tuple((rate_value(i, r), *(m[name] for _, name in SWEEP_COLUMNS), "yes" if ok else "no")
+                 for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True)))
+    table = Table(f"Poisson arrivals at each rate: {options.policy}, victim {options.victim}",
+                  ("requests/s", *(label for label, _ in SWEEP_COLUMNS), "meets"), rows, primary=True)
+    points = [{"rate_requests_per_second": rate_value(i, r), "meets_targets": ok, **m}
+              for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True))]
+    tgt = {}
+    if sweep.tpot_slo is not None:
+        tgt["tpot_seconds_p99_at_most"] = Seconds(sweep.tpot_slo, given("--tpot-slo"))
+    if sweep.max_recompute_rate is not None:
+        tgt["recompute_rate_at_most"] = Fraction(sweep.max_recompute_rate, given("--max-recompute-rate"))
+    data = {**scenario_data(s), "workload": work.describe, "policy": options.policy, "victim": options.victim,
+            "inputs": inputs, "targets": tgt, "capacity_requests_per_second": capacity,
+            "sweep_processes": Count(sweep.workers, default("one process per CPU when the sweep simulates 20,000 "
+                                                            "requests or more, else 1")),
+            "sweep": points}
+    if sweep.capacity is None:
+        verdict = f"No swept rate meets {target_text}: the capacity is below {first:g} requests/s."
+    elif sweep.capacity == last:
+        verdict = (f"Every swept rate meets {target_text}: the capacity is at least {last:g} requests/s "
+                   "(sweep higher).")
+    else:
+        verdict = f"Capacity: {sweep.capacity:g} requests/s meets {target_text}; the next rate does not."
+    notes = [verdict, f"Workload at each rate: the same {len(work.prompts):,} requests (seed "
+             f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate."]
+    if work.sources:
+        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    return Result("simulate", s.headline() + f"; rate sweep {first:g} .. {last:g} requests/s", data, (table,),
+                  tuple(notes), ASSUMPTIONS + spec_notes(s), (), (("capacity requests/s", capacity),))
