@@ -162,3 +162,93 @@ def test_sweep_rates_are_evenly_spaced_and_processes_change_nothing():
 def test_sweep_bad_input_is_one_line_exit_2(run_cli, args, needle):
     r = run_cli("simulate", "--requests", "3", *args)
     assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+# --- --offload-threshold -----------------------------------------------------------------------------------------
+# Three users of 1,000 + 1,001 tokens in the 500-block pool, threshold 0.5: int(0.5 x 500) = 250 blocks. All three
+# are admitted (3 x 63 = 189 <= 250). In lockstep at a cache of 1,328 tokens each holds 1,328 / 16 = 83 blocks
+# (249 in all); the next step reads 1,329 tokens, 84 blocks each, 252 > 250: the newest (the third) is offloaded
+# with its 1,328-token cache (1,328 x 131,072 B = 174,063,616 B) after 1,328 - 1,000 + 1 = 329 tokens. The other
+# two then grow to 2 x 125 = 250 blocks, never past the threshold; the third cannot come back while they run
+# (2 x 84 + 83 = 251 > 250), so it swaps in when they finish and decodes its last 1,001 - 329 = 672 tokens alone.
+# Without a threshold the three fit (3 x 125 = 375 <= 500): no preemption, no swap.
+def _tiny(users, **options):
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+    from kvplan.commands.common import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1", dp="1",
+                       ep=None, kv_dtype="auto", weight_dtype=None, engine="neutral", prompt="1k", decode="1001",
+                       mtp_layers=None, max_model_len=None, block_size="16", host_link_gbs=None, presets_dir=None,
+                       kv_pool="1000MiB")
+    work = wl.build(requests=users, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                    output=wl.parse_dist("fixed:1001", "o"), max_len=200_000, users=users)
+    return s, sim.simulate(s, work, sim.SimOptions(**options))
+
+
+def test_offload_moves_the_newest_above_the_threshold_without_stalling():
+    from kvplan.calc import costs
+
+    s, run = _tiny(3, offload_threshold=0.5)
+    assert run.offload_threshold_blocks == 250
+    assert list(run.offloads) == [0, 0, 1] and list(run.swap_outs) == [0, 0, 1] and list(run.swap_ins) == [0, 0, 1]
+    assert run.preemptions.sum() == 0 and run.recomputed.sum() == 0
+    assert run.swapped_out_bytes == run.swapped_in_bytes == 1328 * TOKEN_BYTES == 174_063_616
+    assert run.swap_stall_seconds == 0                       # the batch never waits for an offload's copy
+    # the step after the offload: the two at 84 blocks each plus the third's 83, held until its copy lands (freed at
+    # the end of the step it lands in): 168 + 83 = 251; later the two reach 2 x 125 = 250 alone
+    assert run.peak_blocks_used == 2 * 84 + 83
+    assert run.finish[0] == run.finish[1]
+    # the third: its copy back over the host link once the two are done, then 672 steps alone reading 1,329 .. 2,000
+    sm = costs.step_model(s)
+    link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
+    settings = costs.CostSettings()
+    t_in = costs.swap_seconds(174_063_616, costs.swap_copies(s.sized_model, 1328, 16, settings.layout), link,
+                              settings, shared_link=True)
+    alone = sum(float(sm.step(1, *map(float, sm.request_cache(float(x))))["total"]) for x in range(1329, 2001))
+    assert run.finish[2] - run.finish[0] == pytest.approx(t_in + alone, rel=1e-9)
+    _, none = _tiny(3)
+    assert none.swap_outs.sum() == 0 and none.preemptions.sum() == 0 and none.offloads.sum() == 0
+
+
+def test_offload_threshold_in_the_json_and_compare(run_cli):
+    args = TINY[:10] + ("--users", "3", "--requests", "3", "--prompt", "1000", "--decode", "1001")
+    doc = run_cli("simulate", *args, "--offload-threshold", "0.5", "--compare", "offload-threshold=off", "-f",
+                  "json").json()
+    with_t, without = doc["compare"]
+    assert with_t["offload_count"] == 1 and with_t["swap_out_count"] == 1 and with_t["replica"][
+        "offload_threshold_blocks"] == 250
+    assert without["offload_count"] == 0 and without["swap_out_count"] == 0
+    assert without["replica"]["offload_threshold_blocks"] is None
+
+
+@pytest.mark.parametrize("value, needle", [("1.5", "not in (0, 1)"), ("0", "not in (0, 1)"), ("x", "not a number")])
+def test_offload_threshold_bad_input(run_cli, value, needle):
+    r = run_cli("simulate", "--requests", "3", "--offload-threshold", value)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.6])
+@pytest.mark.parametrize("victim", ["newest", "longest-first-protected", "fewest-tokens"])
+@pytest.mark.parametrize("policy", ["swap", "recompute", "swap-then-recompute"])
+def test_offload_event_driven_equals_one_step_at_a_time(policy, victim, threshold):
+    import numpy as np
+
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+    from kvplan.commands.common import build_scenario
+
+    s = build_scenario(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None,
+                       kv_dtype="fp8", weight_dtype=None, engine="neutral", prompt="1k", decode="30k",
+                       mtp_layers=None, max_model_len=None, block_size=None, host_link_gbs=None, presets_dir=None,
+                       kv_pool="2GiB")
+    work = wl.build(requests=30, seed=7, prompt=wl.parse_dist("uniform:200,2000", "p"),
+                    output=wl.parse_dist("lognormal:mean=2000,p99=8000", "o"), max_len=40_000, rate=4.0)
+    opts = dict(policy=policy, victim=victim, offload_threshold=threshold, dram_bytes_per_node=3 * 10**9)
+    fast = sim.simulate(s, work, sim.SimOptions(**opts))
+    ref = sim.simulate(s, work, sim.SimOptions(**opts, reference=True))
+    assert fast.offloads.sum() > 0
+    for name in ("preemptions", "swap_outs", "swap_ins", "recomputed", "offloads"):
+        assert (getattr(fast, name) == getattr(ref, name)).all(), name
+    assert fast.decode_steps == ref.decode_steps and fast.events < ref.events
+    np.testing.assert_allclose(fast.finish, ref.finish, rtol=1e-9)

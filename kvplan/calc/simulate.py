@@ -26,6 +26,18 @@ The engine, one replica:
   Each direction of the link is a FIFO queue priced at the bidirectional rate (transfers queue, never overlap
   within a direction). ``swap-then-recompute`` swaps while the DRAM tier has room; ``swap`` assumes it always
   has (and says when the peak went past the tier).
+* Proactive offload (``offload_threshold`` F, off by default; the workload document's "large L2, low
+  threshold"): T = int(F x blocks). Occupancy is the blocks held by running requests and swap-ins in flight (not
+  by offloads still copying out). Before a decode step with two or more requests running, if occupancy plus the
+  blocks the step adds exceeds T, victims (by the victim rule, as for preemption) leave the batch at once until the
+  blocks they hold cover the excess or one request is left; it is not a preemption (the request keeps its
+  tokens, ``preemptions`` does not count it; ``swap_outs`` and ``offloads`` do). Each copy joins the
+  out-direction FIFO of the host link like a swap-out, but the batch does not wait for it: its blocks stay held
+  until the copy lands and are freed at the first event after (the end of the step it lands in); the request
+  then joins the swapped queue and comes back as a swapped request does (a swap-in over the in-direction FIFO).
+  With a threshold, admission and resumption also keep occupancy plus the request's blocks at most T (waived
+  when nothing holds blocks). With a known DRAM tier an offload that does not fit in it is not made. Runs of
+  steps end at the step before occupancy would pass T (the same closed form as the pool's overflow).
 * Victims: ``newest`` (vLLM V1 pops the most recently scheduled request), ``fewest-tokens`` (the fewest cached
   tokens: vLLM RFC #54644's least-computed-first), ``longest-first-protected`` (the longer half of the batch by
   context is protected; the newest of the rest goes).
@@ -71,6 +83,7 @@ class SimOptions:
     max_batch: int | None = None          # None: the engine's max_num_seqs
     watermark: float = DEFAULT_WATERMARK
     dram_bytes_per_node: int | None = None
+    offload_threshold: float | None = None  # proactive offload above this share of the pool's blocks (None: off)
     reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
 
     def __post_init__(self) -> None:
@@ -80,12 +93,15 @@ class SimOptions:
             raise KvplanError(f"unknown victim rule {self.victim!r}", "choose " + ", ".join(VICTIMS))
         if self.max_batch is not None and not 1 <= self.max_batch <= 1_000_000:
             raise KvplanError(f"--max-batch {self.max_batch!r} is not in 1 .. 1,000,000", "give e.g. --max-batch 64")
+        if self.offload_threshold is not None and not 0 < self.offload_threshold < 1:
+            raise KvplanError(f"--offload-threshold {self.offload_threshold!r} is not in (0, 1)",
+                              "give the pool occupancy to offload above, e.g. --offload-threshold 0.7")
         if not 0 <= self.watermark < 0.5:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
-COMPARE_KEYS = ("policy", "victim", "kv-dtype", "max-batch", "dram")
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "max-batch", "dram", "offload-threshold")  # threshold: F or off
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -175,6 +191,8 @@ class SimRun:
     peak_running: int
     prefill_seconds: float      # time the batch stalled for prefills and re-prefills
     swap_stall_seconds: float   # time the batch waited for swap-outs
+    offloads: object = None     # per request: proactive offloads (also counted in swap_outs)
+    offload_threshold_blocks: int | None = None
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
@@ -320,6 +338,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     waiting: deque[int] = deque()
     swapped: deque[int] = deque()
     landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
+    leaving: list[tuple[float, int]] = []       # proactive offloads in flight: (lands in DRAM at, request)
+    offloads = np.zeros(n, dtype=np.int64)
+    thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
+    leaving_blocks = 0                          # blocks still held by offloads in flight
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -351,11 +373,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 next_id += 1
 
     def holders() -> int:
-        return len(running) + len(landing)
+        return len(running) + len(landing) + len(leaving)
 
     def fits(need: int) -> bool:
         if holders() == 0:
             return need <= free
+        if thr is not None and total_blocks - free - leaving_blocks + need > thr:
+            return False          # with a threshold, admission and resumption keep the occupancy under it
         return free - need >= wm_blocks
 
     def admit() -> None:
@@ -418,9 +442,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         r = np.asarray(running, dtype=np.int64)
         return int(blocks_of(P[r] + g[r]).sum() - held[r].sum())
 
+    def copy_out(i: int, nbytes: int, t: float) -> float:
+        """Request i's cache onto the out-direction FIFO of the host link, into DRAM; returns when it lands."""
+        nonlocal out_free, dram_used, peak_dram, swapped_out_bytes
+        out_free = max(now, out_free) + t
+        swap_ready[i] = out_free
+        in_dram[i] = nbytes
+        dram_used += nbytes
+        peak_dram = max(peak_dram, dram_used)
+        swapped_out_bytes += nbytes
+        swap_outs[i] += 1
+        return out_free
+
     def preempt(need_next) -> None:
         """Victims out until the next step's blocks fit."""
-        nonlocal free, now, out_free, dram_used, peak_dram, swapped_out_bytes, stall_swap, no_admit
+        nonlocal free, now, stall_swap, no_admit
         need = need_next()
         wait_until = now
         while need > free:
@@ -431,15 +467,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             nbytes, t = swap_cost(cache)
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
             if swap:
-                start = max(now, out_free)
-                out_free = start + t
-                wait_until = max(wait_until, out_free)
-                swap_ready[i] = out_free
-                in_dram[i] = nbytes
-                dram_used += nbytes
-                peak_dram = max(peak_dram, dram_used)
-                swapped_out_bytes += nbytes
-                swap_outs[i] += 1
+                wait_until = max(wait_until, copy_out(i, nbytes, t))
                 swapped.append(i)
             else:
                 waiting.appendleft(i)
@@ -449,6 +477,26 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         stall_swap += wait_until - now
         now = wait_until
         no_admit = True
+
+    def offload(excess: int) -> bool:
+        """Proactive offload: victims (by the victim rule) leave the batch at once, until the blocks they hold cover
+        ``excess`` or one request is left; each copy joins the out-direction queue of the host link and the batch
+        does not wait for it; its blocks stay held until the copy lands. False when DRAM has no room for one."""
+        nonlocal leaving_blocks
+        moved = 0
+        while moved < excess and len(running) > 1:
+            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
+            i = running[j]
+            cache = int(P[i] + g[i] - 1)
+            nbytes, t = swap_cost(cache)
+            if dram_cap is not None and dram_used + nbytes > dram_cap:
+                break
+            running.pop(j)
+            heapq.heappush(leaving, (copy_out(i, nbytes, t), i))
+            offloads[i] += 1
+            leaving_blocks += int(held[i])
+            moved += int(held[i])
+        return moved > 0
 
     while done < n:
         events += 1
@@ -460,6 +508,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             t, i = heapq.heappop(arrivals)
             arrival[i] = t
             waiting.append(i)
+        while leaving and leaving[0][0] <= now:   # an offload landed in DRAM: its blocks are free now
+            _, i = heapq.heappop(leaving)
+            leaving_blocks -= int(held[i])
+            free += int(held[i])
+            held[i] = 0
+            swapped.append(i)
         while landing and landing[0][0] <= now:
             _, i = heapq.heappop(landing)
             dram_used -= int(in_dram[i])
@@ -475,7 +529,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             no_admit = False
             continue
         if not running:
-            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
             if not upcoming:
                 if done < n and (waiting or swapped):
                     no_admit = False
@@ -495,6 +549,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         if need_after(1) > free:
             preempt(need_next_step)
             continue
+        limit = free                              # blocks the run may add
+        if thr is not None and len(running) > 1:
+            room = thr - (total_blocks - free - leaving_blocks)
+            if need_after(1) > room and offload(need_after(1) - room):
+                continue
+            if need_after(1) <= room:
+                limit = min(free, room)
         k = int((L[ids] - g[ids]).min())          # steps until the first completion
         if caps.size:
             nxt = np.searchsorted(caps, x, side="right")
@@ -503,14 +564,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
-        if need_after(k) > free:                  # the step that overfills the pool ends the run
+        if need_after(k) > limit:                 # the step that overfills the pool (or passes the threshold) ends it
             if unit_steps:
-                k = _last_step_that_fits(x, block, free - need_after(1))
+                k = _last_step_that_fits(x, block, limit - need_after(1))
             else:
                 lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    if need_after(mid) > free:
+                    if need_after(mid) > limit:
                         hi = mid
                     else:
                         lo = mid
@@ -530,7 +591,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
                 return m * c[0] + _affine_max_sum(c[1], c[2], c[3], c[4], m)
 
-            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
             run_time = elapsed(k)
             if upcoming and now + run_time > min(upcoming):   # stop at the step during which the event falls
                 target = min(upcoming) - now
@@ -564,7 +625,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
-                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap)
+                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr)
 
 
 # === the metrics, as typed values =================================================================================
@@ -599,6 +660,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     recomputed = int(r.recomputed.sum())
     preempted = int((r.preemptions > 0).sum())
     so, si = int(r.swap_outs.sum()), int(r.swap_ins.sum())
+    off = int(r.offloads.sum()) if r.offloads is not None else 0
 
     def pct(name: str, values, q: float, cls, what: str):
         v = _pct(values, q)
@@ -622,7 +684,10 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "preemptions": Count(int(r.preemptions.sum()), derived("sum of preemptions", f"{int(r.preemptions.sum()):,}")),
         "preempted_share": ratio(Fraction, preempted, n, "requests preempted at least once / requests",
                                  "preempted / requests"),
-        "swap_out_count": Count(so, derived("sum of swap-outs", f"{so:,}")),
+        "swap_out_count": Count(so, derived("sum of swap-outs (preemptions by swap and proactive offloads)",
+                                            f"{so:,} ({off:,} offloads)")),
+        "offload_count": Count(off, derived("proactive offloads: requests moved to DRAM above the threshold",
+                                            f"{off:,}" if o.offload_threshold is not None else "0 (no threshold)")),
         "swap_in_count": Count(si, derived("sum of swap-ins", f"{si:,}")),
         "swapped_bytes": Bytes(r.swapped_out_bytes, derived("bytes per GPU copied out to host DRAM",
                                                             f"{r.swapped_out_bytes:,} B")),
@@ -678,6 +743,9 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "dram_bytes_per_gpu": Bytes(u.dram_bytes_per_gpu, derived(
             "host DRAM per node / GPUs per node (capacity.host_tier)", f"{u.dram_bytes_per_gpu:,} B"
             if u.dram_bytes_per_gpu is not None else "unknown")),
+        "offload_threshold_blocks": Count(r.offload_threshold_blocks, derived(
+            "int(--offload-threshold x blocks)", f"int({o.offload_threshold:g} x {u.total_blocks:,}) = "
+            f"{r.offload_threshold_blocks:,}") if o.offload_threshold is not None else default("no threshold")),
         "step_seconds_batch_1_no_cache": Seconds(u.base_step_s_at_1, derived(
             "the decode-step model at batch 1 with no cache reads (weights, communication, overhead)",
             f"{u.base_step_s_at_1:.6g} s")),

@@ -55,9 +55,14 @@ def simulate(
                                         "longest-first-protected or fewest-tokens.")] = "newest",
     seed: Annotated[str, typer.Option("--seed", metavar="N", help="Random seed (default 0).")] = "0",
     dram: DramOpt = None,
+    offload_threshold: Annotated[str | None, typer.Option("--offload-threshold", metavar="F", help="Proactive "
+                                                          "offload: above this share of the pool's blocks, move "
+                                                          "requests' KV to host DRAM without stalling the batch "
+                                                          "(e.g. 0.7).")] = None,
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
-                                                "(policy, victim, kv-dtype, max-batch, dram; join keys with +), "
+                                                "(policy, victim, kv-dtype, max-batch, dram, "
+                                                "offload-threshold; join keys with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
                                                    "arrivals at each of POINTS rates from FROM to TO requests/s: "
@@ -141,7 +146,9 @@ def simulate(
     work = make(rate_v)
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=parse_tokens(max_batch, "--max-batch") if max_batch is not None else None,
-                         dram_bytes_per_node=parse_size(dram, "--dram") if dram is not None else None)
+                         dram_bytes_per_node=parse_size(dram, "--dram") if dram is not None else None,
+                         offload_threshold=parse_float(offload_threshold, "--offload-threshold", "0.7")
+                         if offload_threshold is not None else None)
     if sweep_rates is not None:
         sweep = plan_sweep(scenario, [(r, make(r)) for r in sweep_rates], options, slo_v, mrr_v)
         inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=None, users=None, think=think_v,
@@ -184,6 +191,9 @@ def _variant(scenario_args: dict, options, pairs: tuple[tuple[str, str], ...]):
             changes["max_batch"] = parse_tokens(value, "--compare max-batch")
         elif key == "dram":
             changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
+        elif key == "offload-threshold":
+            changes["offload_threshold"] = (None if value.lower() == "off"
+                                            else parse_float(value, "--compare offload-threshold", "0.7"))
     return build_scenario(**args), dataclasses.replace(options, **changes)
 
 

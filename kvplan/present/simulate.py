@@ -11,7 +11,8 @@ KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
     ("peak KV per request, p99", "peak_kv_bytes_per_request_p99"),
     ("peak KV per request, max", "peak_kv_bytes_per_request_max"),
-    ("swap-outs", "swap_out_count"), ("swap-ins", "swap_in_count"),
+    ("swap-outs (with offloads)", "swap_out_count"), ("proactive offloads", "offload_count"),
+    ("swap-ins", "swap_in_count"),
     ("swap-outs per request", "swap_out_per_request"), ("swap-outs per second", "swap_out_per_second"),
     ("swap-ins per second", "swap_in_per_second"), ("bytes swapped out per GPU", "swapped_bytes"),
     ("recomputed tokens", "recomputed_tokens"), ("recomputation rate (of generated tokens)", "recompute_rate"),
@@ -31,7 +32,9 @@ SERVICE = (
 )
 SETUP = (("block size (tokens)", "block_tokens"), ("one block, every layer, per GPU", "block_bytes"),
          ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"), ("admission watermark", "watermark_blocks"),
-         ("max batch", "max_batch"), ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
+         ("max batch", "max_batch"),
+         ("offload threshold (blocks)", "offload_threshold_blocks"),
+         ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
          ("host link per direction", "host_link_bytes_per_second"), ("host DRAM per GPU", "dram_bytes_per_gpu"),
          ("decode step at batch 1, no cache", "step_seconds_batch_1_no_cache"))
 PER_REQUEST = ("request", "arrival", "prompt", "output", "TTFT", "TPOT", "queue", "preemptions", "swap-outs",
@@ -101,7 +104,8 @@ def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duratio
 
 COMPARE_METRICS = (
     ("recomputation rate", "recompute_rate"), ("requests preempted", "preempted_share"),
-    ("preemptions", "preemptions"), ("swap-outs", "swap_out_count"), ("swap-outs per minute", "swap_out_per_minute"),
+    ("preemptions", "preemptions"), ("swap-outs", "swap_out_count"), ("proactive offloads", "offload_count"),
+    ("swap-outs per minute", "swap_out_per_minute"),
     ("bytes swapped out per GPU", "swapped_bytes"), ("TPOT p50", "tpot_seconds_p50"),
     ("TPOT p99", "tpot_seconds_p99"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
     ("throughput, output tokens/s", "throughput_tokens_per_second"), ("simulated time", "simulated_seconds"),
@@ -122,7 +126,8 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     rows = [("policy", *(p.run.options.policy for _, p in runs)),
             ("victim", *(p.run.options.victim for _, p in runs)),
             ("KV dtype", *(p.run.scenario.kv_dtype.value for _, p in runs)),
-            ("max batch", *(p.setup["max_batch"] for _, p in runs))]
+            ("max batch", *(p.setup["max_batch"] for _, p in runs)),
+            ("offload threshold (blocks)", *(p.setup["offload_threshold_blocks"] for _, p in runs))]
     rows += [(label, *(figure(p, name) for _, p in runs)) for label, name in COMPARE_METRICS]
     table = Table("The same arrivals under each setting", ("figure", *(label for label, _ in runs)), tuple(rows),
                   primary=True)
