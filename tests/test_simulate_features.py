@@ -252,3 +252,86 @@ def test_offload_event_driven_equals_one_step_at_a_time(policy, victim, threshol
         assert (getattr(fast, name) == getattr(ref, name)).all(), name
     assert fast.decode_steps == ref.decode_steps and fast.events < ref.events
     np.testing.assert_allclose(fast.finish, ref.finish, rtol=1e-9)
+
+
+# --- a shared system prompt with prefix caching ----------------------------------------------------------------
+# The five users again, every prompt starting with a 512-token system prompt: its 512 / 16 = 32 whole blocks are one
+# copy, so requests draw from 500 - 32 = 468 blocks (watermark int(0.01 x 468) = 4) and each holds its cache's
+# blocks less 32: at most ceil(2,000 / 16) - 32 = 93 blocks = 93 x 2 MiB = 195,035,136 B. Five of them need
+# 5 x 93 = 465 <= 468: the preemption the pool forced without the prefix cache (above) is gone. The first prompt
+# computes all 1,000 tokens; the other four hit the 512 cached ones and prefill tokens 512 .. 1,000 only.
+def test_a_shared_prefix_is_pooled_once_and_its_prefill_skipped(run_cli):
+    from kvplan.calc import costs
+
+    s, run = _tiny_prefix(512)
+    assert run.setup.total_blocks == 468 and run.setup.prefix_blocks == 32 and run.setup.watermark_blocks == 4
+    assert run.preemptions.sum() == 0
+    assert (run.peak_bytes == 93 * 2 * 1024 * 1024).all() and run.peak_bytes[0] == 195_035_136
+    assert list(run.prefix_hit_tokens) == [0, 512, 512, 512, 512]
+    sm = costs.step_model(s)
+    chunk = int(s.engine_adapter.batch_limits_for(s)[0].value)
+    full, hit = sm.prefill_seconds(1000, 0, chunk), sm.prefill_seconds(1000, 512, chunk)
+    assert hit < full
+    # the five prefills run one after another before the first decode step: request k's first token after
+    # one full prefill and k - 1 hits
+    for k in range(5):
+        assert run.first_token[k] == pytest.approx(full + k * hit, rel=1e-12)
+    doc = run_cli("simulate", *TINY, "--shared-prefix", "512", "-f", "json").json()
+    assert doc["prefix_hit_tokens"] == 4 * 512 and doc["replica"]["shared_prefix_blocks"] == 32
+    assert doc["preemptions"] == 0 and doc["replica"]["kv_blocks"] == 468
+
+
+def test_a_recompute_skips_the_cached_prefix():
+    # 5 users, a 16-token prefix (one block): 499 blocks; at most 125 - 1 = 124 each, 5 x 124 = 620 > 499: the newest
+    # is preempted in lockstep when 5 x (ceil(x / 16) - 1) first passes 499, ceil(x / 16) = 101, x = 1,601 (cache
+    # 1,600): it re-prefills tokens 16 .. 1,600, so 1,600 - 16 = 1,584 recomputed tokens
+    _, run = _tiny_prefix(16)
+    assert run.setup.total_blocks == 499
+    assert run.preemptions.sum() == 1 and run.recomputed.sum() == 1584
+
+
+def _tiny_prefix(prefix: int):
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+    from kvplan.commands.common import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1", dp="1",
+                       ep=None, kv_dtype="auto", weight_dtype=None, engine="neutral", prompt="1k", decode="1001",
+                       mtp_layers=None, max_model_len=None, block_size="16", host_link_gbs=None, presets_dir=None,
+                       kv_pool="1000MiB", shared_prefix=str(prefix))
+    work = wl.build(requests=5, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                    output=wl.parse_dist("fixed:1001", "o"), max_len=200_000, users=5)
+    return s, sim.simulate(s, work, sim.SimOptions())
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--shared-prefix", "2000"), "longer than the"),
+    (("--shared-prefix", "500", "--prompt-dist", "uniform:100,900"), "shorter than the --shared-prefix"),
+    (("--shared-prefix", "-3"), "--shared-prefix"),
+])
+def test_shared_prefix_bad_input(run_cli, args, needle):
+    r = run_cli("simulate", "--requests", "3", *args)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+@pytest.mark.parametrize("policy", ["swap", "recompute", "swap-then-recompute"])
+def test_prefix_event_driven_equals_one_step_at_a_time(policy):
+    import numpy as np
+
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+    from kvplan.commands.common import build_scenario
+
+    s = build_scenario(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None,
+                       kv_dtype="fp8", weight_dtype=None, engine="neutral", prompt="1k", decode="30k",
+                       mtp_layers=None, max_model_len=None, block_size=None, host_link_gbs=None, presets_dir=None,
+                       kv_pool="1GiB", shared_prefix="700")
+    work = wl.build(requests=30, seed=7, prompt=wl.parse_dist("uniform:800,2000", "p"),
+                    output=wl.parse_dist("lognormal:mean=2000,p99=8000", "o"), max_len=40_000, rate=8.0)
+    opts = dict(policy=policy, dram_bytes_per_node=3 * 10**9)
+    fast = sim.simulate(s, work, sim.SimOptions(**opts))
+    ref = sim.simulate(s, work, sim.SimOptions(**opts, reference=True))
+    assert fast.preemptions.sum() > 0 and fast.prefix_hit_tokens.sum() > 0
+    for name in ("preemptions", "swap_outs", "swap_ins", "recomputed", "prefix_hit_tokens"):
+        assert (getattr(fast, name) == getattr(ref, name)).all(), name
+    np.testing.assert_allclose(fast.finish, ref.finish, rtol=1e-9)

@@ -38,6 +38,12 @@ The engine, one replica:
   With a threshold, admission and resumption also keep occupancy plus the request's blocks at most T (waived
   when nothing holds blocks). With a known DRAM tier an offload that does not fit in it is not made. Runs of
   steps end at the step before occupancy would pass T (the same closed form as the pool's overflow).
+* A shared system prompt (the scenario's ``shared_prefix_tokens`` S; every prompt starts with it, so a prompt
+  shorter than S is refused) with prefix caching on (vLLM V1's default): its whole blocks, H = floor(S / block) x
+  block tokens, are one copy outside the blocks requests draw from (the pool's blocks less the copy's; never
+  evicted), and a request's own blocks are those of its cache less H (``capacity.request_bytes``). The first
+  prompt prefilled computes all of it (a miss); every later one prefills tokens H .. P only
+  (``prefill_seconds(P, H)``), and a recompute re-prefills H .. cache (``recomputed`` counts cache - H).
 * Victims: ``newest`` (vLLM V1 pops the most recently scheduled request), ``fewest-tokens`` (the fewest cached
   tokens: vLLM RFC #54644's least-computed-first), ``longest-first-protected`` (the longer half of the batch by
   context is protected; the newest of the rest goes).
@@ -53,6 +59,7 @@ with ``StepModel.step`` directly: the tests' check on the closed forms.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -160,6 +167,8 @@ class Setup:
     link_bytes_per_s: float
     dram_bytes_per_gpu: int | None
     base_step_s_at_1: float     # the step at batch 1 without cache reads (weights, comm, overhead)
+    prefix_blocks: int = 0      # the shared prefix's one copy, outside total_blocks
+    prefix_hit_tokens_each: int = 0
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,7 @@ class SimRun:
     swap_stall_seconds: float   # time the batch waited for swap-outs
     offloads: object = None     # per request: proactive offloads (also counted in swap_outs)
     offload_threshold_blocks: int | None = None
+    prefix_hit_tokens: object = None  # per request: prompt tokens the prefix cache served (0: a miss)
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
@@ -258,15 +268,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
 
     o = options or SimOptions()
     model, hw = s.sized_model, s.hardware
-    if s.spec_tokens or s.shared_prefix_tokens or s.token_budget:
-        raise KvplanError("simulate does not model speculative slots, shared prefixes or token budgets yet",
-                          "drop --spec-tokens / --shared-prefix / --token-budget")
+    if s.spec_tokens or s.token_budget:
+        raise KvplanError("simulate does not model speculative slots or token budgets yet",
+                          "drop --spec-tokens / --token-budget")
     pool = int(capacity.kv_pool(s).kv_pool_bytes)
     block = int(capacity.block_tokens(s).value)
-    block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
+    hit = (s.shared_prefix_tokens // block) * block          # the shared prefix's whole blocks: cached once
+    own = dataclasses.replace(s, shared_prefix_tokens=0) if s.shared_prefix_tokens else s
+    block_bytes = capacity.request_bytes(own, block) - capacity.request_bytes(own, 0)
     if block_bytes <= 0:
         raise KvplanError(f"{model.id} caches nothing per token", "simulate models a KV cache that grows")
-    total_blocks = pool // block_bytes
+    prefix_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes)
+    total_blocks = pool // block_bytes - prefix_blocks
+    if total_blocks <= 0:
+        raise KvplanError(f"the shared prefix's {prefix_blocks:,} blocks fill the {pool // block_bytes:,}-block pool",
+                          "lower --shared-prefix, or enlarge the pool")
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     chunk = int(mnbt.value)
     max_batch = o.max_batch or int(mns.value)
@@ -278,6 +294,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     P = np.asarray(workload.prompts, dtype=np.int64)
     L = np.asarray(workload.outputs, dtype=np.int64)
     n = len(P)
+    if s.shared_prefix_tokens and int(P.min()) < s.shared_prefix_tokens:
+        i = int(np.argmin(P))
+        raise KvplanError(f"request {i + 1}'s prompt ({int(P[i]):,} tokens) is shorter than the --shared-prefix "
+                          f"{s.shared_prefix_tokens:,} every prompt starts with",
+                          "lower --shared-prefix, or give prompts at least that long (--prompt-dist)")
     longest_cache = int((P + L - 1).max())
     table = _block_table(s, block, block_bytes, longest_cache + 1)
     peak_blocks = table[-(-(P + L - 1) // block)]
@@ -306,12 +327,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             base_memo[b] = float(sm.step(b, 0, 0)["total"])
         return base_memo[b]
 
-    prefill_memo: dict[int, float] = {}
+    prefill_memo: dict[tuple[int, int], float] = {}
 
-    def prefill(tokens: int) -> float:
-        if tokens not in prefill_memo:
-            prefill_memo[tokens] = sm.prefill_seconds(tokens, 0, chunk)
-        return prefill_memo[tokens]
+    def prefill(tokens: int, cached: int = 0) -> float:
+        if (tokens, cached) not in prefill_memo:
+            prefill_memo[tokens, cached] = sm.prefill_seconds(tokens, cached, chunk)
+        return prefill_memo[tokens, cached]
 
     def swap_cost(cache: int) -> tuple[int, float]:
         nbytes = capacity.request_bytes(s, cache)
@@ -340,6 +361,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
     leaving: list[tuple[float, int]] = []       # proactive offloads in flight: (lands in DRAM at, request)
     offloads = np.zeros(n, dtype=np.int64)
+    prefix_hits = np.zeros(n, dtype=np.int64)   # prompt tokens found in the prefix cache at the first prefill
+    prefix_cached = False
     thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
     leaving_blocks = 0                          # blocks still held by offloads in flight
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
@@ -383,7 +406,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         return free - need >= wm_blocks
 
     def admit() -> None:
-        nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used
+        nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
         while swapped and holders() < max_batch:
             i = swapped[0]
             need = int(blocks_of(P[i] + g[i] - 1))
@@ -412,14 +435,17 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             peak_used = max(peak_used, total_blocks - free)
             if g[i] == 0:                                  # a new request: its prompt, and the first token
                 admitted[i] = now
-                t = prefill(int(P[i]))
+                cached = hit if prefix_cached else 0       # the first prompt computes the prefix; later ones hit
+                t = prefill(int(P[i]), cached)
+                prefix_hits[i] = cached
+                prefix_cached = True
                 now += t
                 g[i] = 1
                 first_token[i] = now
-            else:                                          # a recomputed one: its whole cache again
-                t = prefill(cache)
+            else:                                          # a recomputed one: its cache again, past the prefix
+                t = prefill(cache, hit)
                 now += t
-                recomputed[i] += cache
+                recomputed[i] += cache - hit
             stall_prefill += t
             if g[i] >= L[i]:
                 finished(i)
@@ -620,12 +646,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 finished(i)
 
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
-                  dram_cap, base(1))
+                  dram_cap, base(1), prefix_blocks, hit)
     longest, where = np.unique(P + L - 1, return_inverse=True)
     peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
-                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr)
+                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits)
 
 
 # === the metrics, as typed values =================================================================================
@@ -661,6 +687,8 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     preempted = int((r.preemptions > 0).sum())
     so, si = int(r.swap_outs.sum()), int(r.swap_ins.sum())
     off = int(r.offloads.sum()) if r.offloads is not None else 0
+    hits_n = int((r.prefix_hit_tokens > 0).sum()) if r.prefix_hit_tokens is not None else 0
+    hits_tok = int(r.prefix_hit_tokens.sum()) if r.prefix_hit_tokens is not None else 0
 
     def pct(name: str, values, q: float, cls, what: str):
         v = _pct(values, q)
@@ -696,6 +724,10 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "swap_out_per_second": ratio(Number, so, T, "swap-outs / simulated seconds", "swap-outs / s"),
         "swap_in_per_second": ratio(Number, si, T, "swap-ins / simulated seconds", "swap-ins / s"),
         "swap_out_per_minute": ratio(Number, 60 * so, T, "60 x swap-outs / simulated seconds", "60 x swap-outs / s"),
+        "prefix_hit_tokens": Tokens(hits_tok, derived("prompt tokens the prefix cache served (whole blocks of the "
+                                                      "shared prefix, every prompt after the first)",
+                                                      f"{hits_n:,} hits x {u.prefix_hit_tokens_each:,} tokens = "
+                                                      f"{hits_tok:,}")),
         "recomputed_tokens": Tokens(recomputed, derived("sum over recomputes of the cache re-prefilled "
                                                         "(prompt + generated - 1 tokens)", f"{recomputed:,} tokens")),
         "recompute_rate": ratio(Fraction, recomputed, gen, "recomputed tokens / generated tokens",
@@ -730,8 +762,12 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "block_bytes": Bytes(u.block_bytes, derived("request_bytes(block) - request_bytes(0): one block of every "
                                                     "layer on the most loaded GPU", f"{u.block_bytes:,} B")),
         "kv_pool_bytes": capacity.kv_pool(s).kv_pool,
-        "kv_blocks": Count(u.total_blocks, derived("floor(pool / block bytes)",
-                                                   f"{u.pool_bytes:,} // {u.block_bytes:,} = {u.total_blocks:,}")),
+        "kv_blocks": Count(u.total_blocks, derived(
+            "floor(pool / block bytes) - the shared prefix's blocks",
+            f"{u.pool_bytes:,} // {u.block_bytes:,} - {u.prefix_blocks:,} = {u.total_blocks:,}")),
+        "shared_prefix_blocks": Count(u.prefix_blocks, derived(
+            "ceil(the shared prefix's one copy / block bytes): its whole blocks, cached once",
+            f"{u.prefix_hit_tokens_each:,} tokens -> {u.prefix_blocks:,} blocks")),
         "watermark_blocks": Count(u.watermark_blocks, derived(
             "int(watermark x blocks)", f"int({o.watermark:g} x {u.total_blocks:,}) = {u.watermark_blocks:,}",
             WATERMARK_SOURCE)),

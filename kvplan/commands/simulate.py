@@ -59,6 +59,9 @@ def simulate(
                                                           "offload: above this share of the pool's blocks, move "
                                                           "requests' KV to host DRAM without stalling the batch "
                                                           "(e.g. 0.7).")] = None,
+    shared_prefix: Annotated[str | None, typer.Option(
+        "--shared-prefix", metavar="TOKENS", help="A system prompt every prompt starts with, cached once (prefix "
+        "caching): one copy in the pool, and its prefill skipped after the first request.")] = None,
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
                                                 "(policy, victim, kv-dtype, max-batch, dram, "
@@ -82,6 +85,8 @@ def simulate(
     from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    if shared_prefix is not None:
+        scenario_args = {**scenario_args, "shared_prefix": shared_prefix}
     scenario = build_scenario(**scenario_args)
     if rate is not None and users is not None:
         raise KvplanError("--rate and --users are two ways to make arrivals", "give one of them")

@@ -15,6 +15,7 @@ KEY_METRICS = (
     ("swap-ins", "swap_in_count"),
     ("swap-outs per request", "swap_out_per_request"), ("swap-outs per second", "swap_out_per_second"),
     ("swap-ins per second", "swap_in_per_second"), ("bytes swapped out per GPU", "swapped_bytes"),
+    ("prompt tokens served by the prefix cache", "prefix_hit_tokens"),
     ("recomputed tokens", "recomputed_tokens"), ("recomputation rate (of generated tokens)", "recompute_rate"),
     ("requests preempted at least once", "preempted_share"), ("preemptions", "preemptions"),
     ("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"), ("TPOT mean", "tpot_seconds_mean"),
@@ -31,7 +32,8 @@ SERVICE = (
     ("decode steps", "decode_steps"), ("events", "events"),
 )
 SETUP = (("block size (tokens)", "block_tokens"), ("one block, every layer, per GPU", "block_bytes"),
-         ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"), ("admission watermark", "watermark_blocks"),
+         ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"),
+         ("shared prefix, blocks cached once", "shared_prefix_blocks"), ("admission watermark", "watermark_blocks"),
          ("max batch", "max_batch"),
          ("offload threshold (blocks)", "offload_threshold_blocks"),
          ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
