@@ -201,8 +201,28 @@ def _explain_lines(result: Result, units: str, bullet: str) -> list[str]:
     return lines
 
 
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparklines(chart) -> str:
+    """A timeline: one line per series, one cell per x slice, eight levels from 0 to the series' own peak."""
+    name_w = max(len(name) for name, _ in chart.series)
+    lines = [chart.title]
+    for name, values in chart.series:
+        peak = max(values, default=0)
+        cells = "".join(SPARK[min(int(v / peak * len(SPARK)), len(SPARK) - 1)] if peak > 0 else SPARK[0]
+                        for v in values)
+        lines.append(f"  {name.ljust(name_w)} {cells} peak {peak:,.3g}")
+    span = len(chart.x_values)
+    first, last = chart.x_values[0], f"{chart.x_values[-1]} {chart.x_label}"
+    lines.append(f"  {' ' * name_w} {first}{last.rjust(max(span - len(first), len(last) + 1))}")
+    return "\n".join(lines)
+
+
 def terminal_chart(chart, width: int = 40) -> str:
     """Horizontal bars on a linear scale (the longest bar is ``width`` cells), one line per series and x."""
+    if chart.timeline:
+        return sparklines(chart)
     peak = max((v for _, values in chart.series for v in values), default=0) or 1
     label_w = max(len(x) for x in chart.x_values)
     name_w = max(len(name) for name, _ in chart.series)

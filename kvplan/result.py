@@ -40,6 +40,9 @@ class Chart:
     y_label: str = ""
     legend: str = ""
     log_y: bool = False
+    # a timeline: x values are equal slices of time; a terminal prints one sparkline per series (each scaled to its
+    # own peak), --plot one panel per series on a linear time axis
+    timeline: bool = False
 
 
 @dataclass(frozen=True)

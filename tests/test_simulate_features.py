@@ -335,3 +335,84 @@ def test_prefix_event_driven_equals_one_step_at_a_time(policy):
     for name in ("preemptions", "swap_outs", "swap_ins", "recomputed", "prefix_hit_tokens"):
         assert (getattr(fast, name) == getattr(ref, name)).all(), name
     np.testing.assert_allclose(fast.finish, ref.finish, rtol=1e-9)
+
+
+# --- the timeline, --plot, the progress bar ------------------------------------------------------------------------
+def test_the_timeline_follows_the_tiny_runs():
+    from kvplan.calc import simulate as sim
+
+    _, rec = _tiny(5)                                   # the closed loop of five: one recompute preemption
+    _, swp = _tiny(5, policy="swap")
+    _, off = _tiny(3, offload_threshold=0.5)            # one offload of 174,063,616 B, the third alone at the end
+    for run in (rec, swp):
+        _, s = sim.timeline_buckets(run)
+        assert max(s["running_requests"]) == 5          # all five decode together until the pool fills
+        assert max(s["pool_occupancy"]) == 1.0          # 4 x 125 = 500 of 500 blocks at the end of the four
+    assert max(sim.timeline_buckets(rec)[1]["swapped_requests"]) == 0
+    assert max(sim.timeline_buckets(swp)[1]["swapped_requests"]) == 1
+    starts, s = sim.timeline_buckets(off)
+    assert len(starts) == sim.TIMELINE_BUCKETS and starts[0] == 0
+    assert starts[1] == pytest.approx(off.simulated_seconds / sim.TIMELINE_BUCKETS, rel=1e-12)
+    assert max(s["dram_bytes_per_gpu"]) == 174_063_616 and max(s["swapped_requests"]) == 1
+    assert s["running_requests"][-1] == 1               # the offloaded one finishes alone
+    assert max(s["pool_occupancy"]) == pytest.approx(251 / 500)   # 2 x 84 + the 83 still copying out
+
+
+def test_sparklines_scale_each_series_to_its_peak():
+    from kvplan.output import sparklines
+    from kvplan.result import Chart
+
+    chart = Chart("t", "s", ("0", "10", "20"), (("a", (0.0, 4.0, 8.0)), ("bb", (0.0, 0.0, 0.0))), timeline=True)
+    lines = sparklines(chart).splitlines()
+    # 0 / 8 -> level 0 (▁), 4 / 8 x 8 = level 4 (▅), 8 / 8 -> the top level (█); an all-zero series stays at ▁
+    assert lines[1] == "  a  ▁▅█ peak 8" and lines[2] == "  bb ▁▁▁ peak 0"
+
+
+def test_the_table_has_the_sparkline_and_json_the_timeline(run_cli):
+    r = run_cli("simulate", *TINY)
+    assert r.code == 0 and "Timeline over" in r.out and "running requests" in r.out
+    doc = run_cli("simulate", *TINY, "-f", "json").json()
+    assert len(doc["timeline"]) == 40 and max(row["running_requests"] for row in doc["timeline"]) == 5
+
+
+def test_plot_writes_a_png(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "t.png"
+    r = run_cli("simulate", *TINY, "--plot", str(out))
+    assert r.code == 0, r.err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--plot", "t.txt"), "not a .png file"),
+    (("--plot", "t.png", "--compare", "swap"), "one run's timeline"),
+    (("--plot", "t.png", "--sweep-rate", "1:2:2", "--tpot-slo", "50ms"), "one run's timeline"),
+])
+def test_plot_bad_input(run_cli, args, needle):
+    r = run_cli("simulate", "--requests", "3", *args)
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_the_progress_bar_only_on_a_terminal_after_the_delay():
+    import io
+
+    from kvplan.progress import LazyProgress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    pipe = io.StringIO()
+    bar = LazyProgress("x", stream=pipe, delay=0)
+    bar(1, 2)
+    bar.close()
+    assert pipe.getvalue() == ""                         # not a terminal: nothing
+    tty = Tty()
+    late = LazyProgress("x", stream=tty, delay=3600)
+    late(1, 2)
+    assert late.bar is None                              # under the delay: nothing yet
+    now = LazyProgress("x", stream=tty, delay=0)
+    now(1, 2)
+    assert now.bar is not None
+    now.close()
+    assert now.bar is None

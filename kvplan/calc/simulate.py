@@ -203,6 +203,7 @@ class SimRun:
     offloads: object = None     # per request: proactive offloads (also counted in swap_outs)
     offload_threshold_blocks: int | None = None
     prefix_hit_tokens: object = None  # per request: prompt tokens the prefix cache served (0: a miss)
+    timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
@@ -263,7 +264,8 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
 
 
-def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimRun:
+def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
+    """``progress(done, total)``, when given, is called every 4,096 events with the requests finished."""
     import numpy as np
 
     o = options or SimOptions()
@@ -524,8 +526,23 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             moved += int(held[i])
         return moved > 0
 
+    tl_t: list[float] = []                      # the timeline: the state as a run starts and as it ends
+    tl_used: list[int] = []
+    tl_running: list[int] = []
+    tl_swapped: list[int] = []
+    tl_dram: list[int] = []
+
+    def mark() -> None:
+        tl_t.append(now)
+        tl_used.append(total_blocks - free)
+        tl_running.append(len(running))
+        tl_swapped.append(len(swapped) + len(leaving))
+        tl_dram.append(dram_used)
+
     while done < n:
         events += 1
+        if progress is not None and not events & 4095:
+            progress(done, n)
         if events > MAX_EVENTS:
             raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                               "lower the arrival rate or --max-batch, or enlarge the pool")
@@ -551,6 +568,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
         peak_running = max(peak_running, len(running))
+        mark()
         if not running and no_admit:
             no_admit = False
             continue
@@ -637,6 +655,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         free -= int(new_held.sum()) - held_sum
         held[ids] = new_held
         peak_used = max(peak_used, total_blocks - free)
+        mark()                                    # the run's end, before completions free their blocks
         no_admit = False
         completed = ids[g[ids] >= L[ids]]
         if completed.size:
@@ -651,7 +670,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
-                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits)
+                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits,
+                  (np.array(tl_t), np.array(tl_used), np.array(tl_running), np.array(tl_swapped), np.array(tl_dram)))
 
 
 # === the metrics, as typed values =================================================================================
@@ -664,17 +684,40 @@ class SimPlan:
     notes: tuple[str, ...]
 
 
+TIMELINE_BUCKETS = 40
+
+
+def timeline_buckets(run: SimRun, buckets: int = TIMELINE_BUCKETS):
+    """The run's timeline in ``buckets`` equal slices of the simulated time: for each slice its start and, per
+    series, the most it reached (the state in force at the slice's start, and every mark inside it; the engine
+    marks the state as each run of steps starts, after admissions, and as it ends, before completions free
+    their blocks, so a run's peak occupancy is seen). Series:
+    pool occupancy (blocks held / the blocks requests draw from), running requests, requests swapped out (in DRAM
+    or on their way), DRAM bytes per GPU."""
+    import numpy as np
+
+    t, used, running, swapped, dram = run.timeline
+    end = max(run.simulated_seconds, 1e-12)
+    edges = np.linspace(0.0, end, buckets + 1)
+    first = np.maximum(np.searchsorted(t, edges[:-1], side="right") - 1, 0)
+    last = np.maximum(np.searchsorted(t, edges[1:], side="left"), first + 1)
+    series = {"pool_occupancy": used / max(run.setup.total_blocks, 1), "running_requests": running,
+              "swapped_requests": swapped, "dram_bytes_per_gpu": dram}
+    out = {name: [float(v[a:b].max()) for a, b in zip(first, last, strict=True)] for name, v in series.items()}
+    return [float(x) for x in edges[:-1]], out
+
+
 def _pct(values, q: float) -> float | None:
     import numpy as np
 
     return float(np.percentile(values, q)) if len(values) else None
 
 
-def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimPlan:
+def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
     from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
 
     o = options or SimOptions()
-    r = simulate(s, workload, o)
+    r = simulate(s, workload, o, progress)
     u = r.setup
     n = len(r.prompts)
     gen = int(r.outputs.sum())

@@ -59,6 +59,9 @@ def simulate(
                                                           "offload: above this share of the pool's blocks, move "
                                                           "requests' KV to host DRAM without stalling the batch "
                                                           "(e.g. 0.7).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Write the timeline (pool "
+                                              "occupancy, running batch, swapped requests, DRAM) as a PNG "
+                                              "(needs matplotlib).")] = None,
     shared_prefix: Annotated[str | None, typer.Option(
         "--shared-prefix", metavar="TOKENS", help="A system prompt every prompt starts with, cached once (prefix "
         "caching): one copy in the pool, and its prefill skipped after the first request.")] = None,
@@ -82,9 +85,15 @@ def simulate(
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, plan_simulate, plan_sweep
     from kvplan.errors import KvplanError
     from kvplan.present.simulate import present, present_compare, present_sweep, typed_inputs
+    from kvplan.progress import LazyProgress
     from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    if plot is not None:
+        if compare is not None or sweep_rate is not None:
+            raise KvplanError("--plot draws one run's timeline", "drop --compare / --sweep-rate, or --plot")
+        if plot.suffix.lower() != ".png":
+            raise KvplanError(f"--plot {plot} is not a .png file", "give a file name ending in .png")
     if shared_prefix is not None:
         scenario_args = {**scenario_args, "shared_prefix": shared_prefix}
     scenario = build_scenario(**scenario_args)
@@ -155,7 +164,11 @@ def simulate(
                          offload_threshold=parse_float(offload_threshold, "--offload-threshold", "0.7")
                          if offload_threshold is not None else None)
     if sweep_rates is not None:
-        sweep = plan_sweep(scenario, [(r, make(r)) for r in sweep_rates], options, slo_v, mrr_v)
+        bar = LazyProgress(f"sweep of {len(sweep_rates)} rates")
+        try:
+            sweep = plan_sweep(scenario, [(r, make(r)) for r in sweep_rates], options, slo_v, mrr_v, progress=bar)
+        finally:
+            bar.close()
         inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=None, users=None, think=think_v,
                               duration=duration_v, was_given={"requests": requests is not None, "seed": seed != "0"})
         emit(present_sweep(sweep, scenario, work, options, inputs), fmt, output["explain"], output["units"],
@@ -164,7 +177,11 @@ def simulate(
     variants = parse_compare(compare) if compare is not None else None
     if variants is not None and fmt == "csv":
         raise KvplanError("--format csv is the per-request table of one run", "drop --compare, or use -f json")
-    plan = plan_simulate(scenario, work, options)
+    bar = LazyProgress(f"simulating {len(work.prompts):,} requests")
+    try:
+        plan = plan_simulate(scenario, work, options, progress=bar)
+    finally:
+        bar.close()
     inputs = typed_inputs(requests=len(work.prompts), seed=seed_v, rate=rate_v, users=work.users, think=think_v,
                           duration=duration_v, was_given={"requests": requests is not None, "seed": seed != "0",
                                                           "users": users is not None, "think": think != "0"})
@@ -172,9 +189,18 @@ def simulate(
         runs = [("base", plan)]
         for pairs in variants:
             v_scenario, v_options = _variant(scenario_args, options, pairs)
-            runs.append(("+".join(v for _, v in pairs), plan_simulate(v_scenario, work, v_options)))
+            bar = LazyProgress(f"variant {'+'.join(v for _, v in pairs)}")
+            try:
+                runs.append(("+".join(v for _, v in pairs), plan_simulate(v_scenario, work, v_options, progress=bar)))
+            finally:
+                bar.close()
         emit(present_compare(runs, [(), *variants], inputs), fmt, output["explain"], output["units"], output["brief"])
         return
+    if plot is not None:
+        from kvplan.plot import write_chart_png
+        from kvplan.present.simulate import timeline_chart
+
+        write_chart_png(timeline_chart(plan), plot)
     emit(present(plan, inputs, per_request=fmt == "csv"), fmt, output["explain"], output["units"], output["brief"])
 
 

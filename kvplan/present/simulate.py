@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan
+from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
+from kvplan.result import Chart, Result, Table
 from kvplan.values import Count, Number, Seconds, default, given
 
 KEY_METRICS = (
@@ -66,8 +66,9 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     tables = [key, service, setup]
     if per_request:
         tables.append(Table("Per request", PER_REQUEST, plan.per_request, primary=True))
+    chart, timeline = _timeline(plan)
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
-            "inputs": inputs, "replica": plan.setup, **m}
+            "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
     notes = [f"Workload: {r.workload.describe}.", *plan.notes]
     if r.workload.sources:
         notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
@@ -82,7 +83,34 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
              ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
              ("throughput tokens/s", m["throughput_tokens_per_second"]))
     return Result("simulate", s.headline() + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
-                  tuple(n for n in notes if n), assumptions, (), brief)
+                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief)
+
+
+def timeline_chart(plan: SimPlan) -> Chart:
+    return _timeline(plan)[0]
+
+
+def _timeline(plan: SimPlan):
+    """The timeline as a chart (sparklines, or --plot) and as JSON rows, from ``timeline_buckets``."""
+    from kvplan.values import Bytes, Fraction, Number, derived
+
+    starts, series = timeline_buckets(plan.run)
+    width = plan.run.simulated_seconds / len(starts)
+    why = derived(f"the most in each of {len(starts)} equal slices of the simulated time (the state at the slice's "
+                  "start and at every event inside it)", f"slices of {width:.6g} s")
+    rows = [{"start_seconds": Seconds(t0, why), "pool_occupancy": Fraction(series["pool_occupancy"][k], why),
+             "running_requests": Number(series["running_requests"][k], why),
+             "swapped_requests": Number(series["swapped_requests"][k], why),
+             "dram_bytes_per_gpu": Bytes(int(series["dram_bytes_per_gpu"][k]), why)}
+            for k, t0 in enumerate(starts)]
+    chart = Chart(f"Timeline over {plan.run.simulated_seconds:,.0f} s ({len(starts)} slices, each the slice's peak)",
+                  "s", tuple(f"{t0:.0f}" for t0 in starts),
+                  (("pool occupancy %", tuple(100 * v for v in series["pool_occupancy"])),
+                   ("running requests", tuple(series["running_requests"])),
+                   ("swapped requests", tuple(series["swapped_requests"])),
+                   ("DRAM GB per GPU", tuple(v / 1e9 for v in series["dram_bytes_per_gpu"]))),
+                  timeline=True)
+    return chart, rows
 
 
 def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duration, was_given: dict) -> dict:
