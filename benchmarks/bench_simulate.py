@@ -8,8 +8,10 @@ imports, as the median of 3 runs; and issue 10's harder one, 10,000 requests wit
 p99 100K) on 8 x H200 in under 0.5 s (one run; measured 2026-12-01: 6.3 s, then 4.8 s after computing both ends
 of each event's step slope in one call and dropping completed requests with numpy, 4.1 s with the pool-overflow
 step in closed form instead of a bisection: ~32 us per event over
-126K events, so the event loop itself, not the count of events, is what is left to cut).
-Run: `python benchmarks/simulate_speed.py`. Its last line:
+126K events, so the event loop itself, not the count of events, is what is left to cut; 4.0 s on 2026-12-01 after
+the timeline marks, --offload-threshold and --shared-prefix were added: no cost to runs that use neither).
+Renamed from ``simulate_speed.py`` to the name issue 10 gives it.
+Run: `python benchmarks/bench_simulate.py`. Its last line:
 `speedup_vs_step_reference: N`.
 """
 
