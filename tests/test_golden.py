@@ -25,6 +25,9 @@ COMMANDS = {
     "pd": ("pd", "--nodes", "2", "--kv-dtype", "fp8"),
     "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
                  "200", "--seed", "1"),
+    "simulate-compare": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate", "8", "--requests",
+                         "2000", "--seed", "1", "--compare", "swap,kv-dtype=bf16,swap+kv-dtype=bf16,"
+                         "longest-first-protected"),
     "presets-list": ("presets", "list"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
     "recommend": ("recommend", "--emit", "vllm"),
@@ -33,7 +36,7 @@ COMMANDS = {
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
-SKIP = {("presets-list", "brief"), ("check", "brief")}
+SKIP = {("presets-list", "brief"), ("check", "brief"), ("simulate-compare", "csv")}   # csv: one run's requests
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 
 

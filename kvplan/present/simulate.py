@@ -156,8 +156,9 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     rows = [("policy", *(p.run.options.policy for _, p in runs)),
             ("victim", *(p.run.options.victim for _, p in runs)),
             ("KV dtype", *(p.run.scenario.kv_dtype.value for _, p in runs)),
-            ("max batch", *(p.setup["max_batch"] for _, p in runs)),
-            ("offload threshold (blocks)", *(p.setup["offload_threshold_blocks"] for _, p in runs))]
+            ("max batch", *(p.setup["max_batch"] for _, p in runs))]
+    if any(p.run.options.offload_threshold is not None for _, p in runs):
+        rows.append(("offload threshold (blocks)", *(p.setup["offload_threshold_blocks"] for _, p in runs)))
     rows += [(label, *(figure(p, name) for _, p in runs)) for label, name in COMPARE_METRICS]
     table = Table("The same arrivals under each setting", ("figure", *(label for label, _ in runs)), tuple(rows),
                   primary=True)
