@@ -201,6 +201,10 @@ INVALID = [
      ":1: unknown top-level key 'include'"),
     ("not TOML", "[deployment\n", "not valid TOML"),
     ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
+    ("request longer than the model", DEPLOYMENT.replace('decode = "30k"', 'decode = "200k"') + '[[assert]]\n'
+     'metric = "weights_fit"\n', ":9: [deployment] decode: the request's 201,000 tokens"),   # decode, not prompt
+    ("the fix names plan keys", DEPLOYMENT.replace("gpus = 8\ntp = 8\n", "gpus = 1\n") + '[[assert]]\n'
+     'metric = "max_concurrency"\nat_least = 1\n', "(deployment.tp 8 deployment.pp 1 deployment.dp 1)"),
     ("unknown workload key", DEPLOYMENT + '[workload]\nshape = "steady"\n[[assert]]\nmetric = "weights_fit"\n',
      ":11: unknown key workload.'shape'"),
     ("bad distribution", DEPLOYMENT + '[workload]\noutput_dist = "lognormal:mean=20k"\n[[assert]]\n'
@@ -539,3 +543,14 @@ def test_workload_trace_is_read_relative_to_the_plan(run_cli, tmp_path):
     (tmp_path / "t.csv").write_text("prompt_tokens,output_tokens\n1000,-5\n")
     bad = run_cli("check", plan)
     assert bad.code == 2 and "t.csv" in bad.err and "Traceback" not in bad.err
+
+
+def test_brief_lists_only_the_failures(run_cli):
+    r = run_cli("check", str(FAILING), "--brief")
+    assert r.code == 1
+    lines = r.out.splitlines()
+    # the failing plan: 3 assertions, 2 fail (48 < 128 requests; the TPOT bound 5 ms)
+    assert lines[1:3] == ["assertions: 3", "failed: 2"]
+    assert lines[3] == "FAIL 128 concurrent 31K-token requests: measured: 48" and lines[4] == "  bound (>=): 128"
+    assert len(lines) == 7 and "weights_fit" not in r.out
+    assert run_cli("check", str(PASSING), "--brief", "-f", "json").code == 2   # --brief is the table's
