@@ -18,7 +18,7 @@ EXPECTED_MODELS = {
     "deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-70b", "llama-3.1-8b",
     "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b",
     "gpt-oss-20b", "qwen3-30b-a3b", "deepseek-r1-distill-llama-70b", "deepseek-r1-distill-qwen-32b",
-    "deepseek-v3.1", "kimi-k2", "glm-4.5", "minimax-m2", "qwen3-next-80b-a3b",
+    "deepseek-v3.1", "kimi-k2", "glm-4.5", "glm-4.6", "minimax-m2", "qwen3-next-80b-a3b",
 }
 EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x",
                      "gb200", "mi355x"}
@@ -273,7 +273,7 @@ def test_public_prices_carry_offer_date_and_source(hardware_id, price):
 # land within a stated tolerance of the count its model card publishes.
 
 NEW_MODELS = {"gpt-oss-20b", "qwen3-30b-a3b", "deepseek-r1-distill-llama-70b", "deepseek-r1-distill-qwen-32b",
-              "deepseek-v3.1", "kimi-k2", "glm-4.5", "minimax-m2", "qwen3-next-80b-a3b"}
+              "deepseek-v3.1", "kimi-k2", "glm-4.5", "glm-4.6", "minimax-m2", "qwen3-next-80b-a3b"}
 
 
 def test_new_models_are_listed_with_the_others():
@@ -374,6 +374,14 @@ def test_kimi_k2_is_mla_with_384_experts():
     assert total == 1_026_407_202_816
     assert model.params_total.value == pytest.approx(total, rel=1e-4) and _within(total, 1e12, 0.03)
     assert model.params_expert.value < model.params_total.value  # the EP split needs a positive non-expert share
+
+
+def test_glm_46_is_glm_45_with_a_200k_context():
+    glm45, glm46 = load_model("glm-4.5"), load_model("glm-4.6")
+    # the same 376,832 B per token (92 x 2 x 8 x 128 x 2 B); the context 202,752 (GLM-4.5: 131,072)
+    assert kv_bytes_per_token(glm46, BF16) == kv_bytes_per_token(glm45, BF16) == 376_832
+    assert (glm45.max_position_embeddings, glm46.max_position_embeddings) == (131_072, 202_752)
+    assert glm46.params_active_matmul.value == glm45.params_active_matmul.value
 
 
 def test_glm_45_gqa_with_explicit_head_dim():
