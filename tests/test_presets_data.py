@@ -21,7 +21,7 @@ EXPECTED_MODELS = {
     "deepseek-v3.1", "kimi-k2", "glm-4.5", "glm-4.6", "minimax-m2", "qwen3-next-80b-a3b",
 }
 EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x",
-                     "gb200", "mi355x"}
+                     "gb200", "mi355x", "b300"}
 SOURCE_KINDS = {"D", "M", "T", "X", "C"}
 
 BUILTIN = {kind: {pid: p for pid, p in presets.items() if p.builtin} for kind, presets in discover().items()}
@@ -471,6 +471,18 @@ def test_gb200_per_gpu_figures_and_c2c_host_link():
     assert (link.measured_h2d_gb_s.value, link.measured_d2h_gb_s.value) == (201, 193)
     assert link.large_copy_efficiency.value == pytest.approx((201 + 193) / 2 / 225, abs=0.005)
     assert hw.hbm_capacity_gib.value == pytest.approx(185 * 79.65 / 80, abs=0.005)
+
+
+def test_b300_is_a_b200_with_more_and_faster_hbm():
+    hw, b200 = load_hardware("b300"), load_hardware("b200")
+    # HGX B300: BF16 36 PFLOPS sparse and FP8 72 PFLOPS sparse per 8 GPUs -> / 2 / 8 = 2,250 and 4,500 dense
+    assert hw.dense_tflops["bf16"].value == 36_000 / 2 / 8 == b200.dense_tflops["bf16"].value
+    assert hw.dense_tflops["fp8"].value == 72_000 / 2 / 8 == b200.dense_tflops["fp8"].value
+    assert hw.dense_tflops["fp4"].value == 105_000 / 8 > b200.dense_tflops["fp4"].value   # 13,125 vs 9,000
+    assert hw.hbm_bandwidth_tb_s.value == 8.0 and hw.hbm_capacity_vendor_gb.value == 288
+    assert hw.hbm_capacity_gib.value == pytest.approx(288 * 179.06 / 180, abs=0.01)   # kind X: scaled from B200
+    assert hw.hbm_capacity_gib.kind == "X"
+    assert hw.scale_up.gb_s_per_direction.value == 900 and hw.node.gpus_per_node == 8
 
 
 def test_mi355x_doubles_the_mi300x_dense_peaks():
