@@ -47,7 +47,7 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
     width, extra = FORMATS[fmt]
     if command.endswith("-hub"):
         constants = pytest.importorskip("huggingface_hub.constants")
-        cache = str(ROOT / "tests" / "data" / "hf-cache")
+        cache = "tests/data/hf-cache"   # relative to the root (the test runs there): no machine path in the golden
         monkeypatch.setenv("HF_HUB_CACHE", cache)
         monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
     monkeypatch.setenv("COLUMNS", width)
