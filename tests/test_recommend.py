@@ -315,3 +315,23 @@ def test_search_rate_counts_every_replica():
         s = base.with_(gpus=c.gpus, tp=c.tp, pp=c.pp, dp=None, kv_dtype_request="fp8")
         t_pf = costs.step_model(s).prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
         assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * c.tpot_seconds))
+
+
+def test_search_ties_go_to_the_layout_with_more_room():
+    """DeepSeek-R1 on 4 x B300, TP1 x DP4: at the batch the 40 ms target allows (31 per replica) the absorbed-MLA step
+    is not bound by the KV read, so bf16 and fp8 KV give the same TPOT and rate; the tie goes to fp8, which holds
+    about twice the requests."""
+    from kvplan.calc.sizing import parse_target, search
+
+    base = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"))
+    plan = search(base, (parse_target("concurrency>=64@31k"), parse_target("tpot<=40ms")), (load_hardware("b300"),))
+    first, second = plan.ranked[:2]
+    assert (first.gpus, first.tp, first.dp) == (second.gpus, second.tp, second.dp) == (4, 1, 4)
+    assert first.requests_per_second == second.requests_per_second
+    assert (first.kv_dtype, second.kv_dtype) == ("fp8", "bf16") and first.concurrency > second.concurrency
+    # and the recommendation after a search says the search chose the dtype, not a flag
+    from kvplan.calc.recommend import RecommendOptions
+
+    row = plan_recommend(llama(kv_dtype_request="bf16"), RecommendOptions(dtype_origin="chosen by the --target search")
+                         ).row("kv_dtype")
+    assert row.reason.startswith("bf16, chosen by the --target search;") and "--kv-dtype" not in row.why_differs

@@ -48,6 +48,7 @@ PREFILL_SHARE_SMALL = 0.05  # below this share of the replica time a request cos
 class RecommendOptions:
     tpot_slo: float = 0.05                  # seconds; DeepSeek's production 20 tokens/s per user
     dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
+    dtype_origin: str = "--kv-dtype"        # who fixed a KV dtype that is not auto (the flag, or the --target search)
 
     def __post_init__(self) -> None:
         slo = self.tpot_slo
@@ -178,7 +179,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if cap < 1:
         raise KvplanError(f"one {s.context_tokens:,}-token request does not fit the {pool:,} B KV pool per replica "
                           f"with {dtype.value} KV", "add GPUs (--gpus, --nodes), or shorten --decode")
-    rows = [_dtype_row(s, dtype, dtype_options, why_dtype)]
+    rows = [_dtype_row(s, dtype, dtype_options, why_dtype, o.dtype_origin)]
 
     # --- batch -----------------------------------------------------------------------------------------------
     step = costs.step_model(s)
@@ -276,7 +277,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str) -> Row:
+def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
     counts = {o.dtype: o.requests_per_replica.value for o in opts}
     text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
     base = counts.get(KVDtype.BF16)
@@ -289,9 +290,11 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str) -> Row:
         reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
         notes.append(f"FP4 KV: {FP4_ACCURACY}.")
     if why == "given":
-        reason = f"--kv-dtype {dtype.value} as given; " + reason
+        reason = (f"--kv-dtype {dtype.value} as given; " if origin == "--kv-dtype" else
+                  f"{dtype.value}, {origin}; ") + reason
     agrees = dtype == KVDtype.FP8
-    differs = "" if agrees else (f"--kv-dtype {dtype.value} was given" if why == "given" else
+    differs = "" if agrees else ((f"--kv-dtype {dtype.value} was given" if origin == "--kv-dtype" else
+                                  f"{dtype.value} was {origin}") if why == "given" else
                                  f"this model or GPU cannot store fp8 KV, so {dtype.value} stays")
     return Row("kv_dtype", SETTING_NAMES["kv_dtype"], dtype.value, reason + ".", DOCUMENT_ROWS["kv_dtype"][0],
                agrees, differs, tuple(notes))
