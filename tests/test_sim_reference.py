@@ -145,6 +145,31 @@ def test_peak_running_counts_a_batch_that_decoded(engine, victim):
     assert got == (8, 2, [0, 0, 2, 1], 96, 4, 8)
 
 
+@pytest.mark.parametrize("engine", ["event", "reference"])
+def test_two_swap_outs_queue_on_the_host_link(tmp_path, engine):
+    # The same four requests under swap, on a hand-written GPU whose host link is 10 GB/s per direction (efficiency
+    # 1). The first step preempts requests 4 then 3, as above; each copies its 32-token cache, 32 x 131,072 =
+    # 4,194,304 B in ceil(32 / 16) = 2 block copies, costs.swap_seconds: 2 x 2.3 us + 4,194,304 / (10e9 x 0.83, the
+    # shared link's bidirectional factor) = 4.6e-6 + 5.0533783e-4 = 5.0993783e-4 s. One direction is a FIFO queue,
+    # so the second copy starts when the first lands and the step waits for both: 1.01987566e-3 s.
+    gpu = write_hardware(tmp_path, 80, "link-10", link_gb_s=10, efficiency=1.0)
+    s = build_scenario(**dict(LLAMA, hardware=gpu), kv_pool="16MiB")
+    work = hand_workload([32] * 4, [3] * 4, [0.0] * 4)
+    if engine == "event":
+        run = sim.simulate(s, work, sim.SimOptions(policy="swap", watermark=0.0))
+        got = (list(run.preemptions), list(run.swap_outs), list(run.swap_ins), int(run.recomputed.sum()),
+               run.swapped_out_bytes, run.swapped_in_bytes)
+        stall = run.swap_stall_seconds
+    else:
+        r = ref.run(s, work, "swap", watermark=0.0)
+        got = (r.column("preemptions"), r.column("swap_outs"), r.column("swap_ins"), sum(r.column("recomputed")),
+               r.swapped_out_bytes, r.swapped_in_bytes)
+        stall = r.swap_stall_seconds
+    assert got == ([0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1], 0, 2 * 4_194_304, 2 * 4_194_304)
+    assert stall == pytest.approx(2 * (2 * 2.3e-6 + 4_194_304 / (10e9 * 0.83)), rel=1e-12)
+    assert stall == pytest.approx(1.01987566e-3, rel=1e-8)
+
+
 # --- conservation at every event -------------------------------------------------------------------------------
 class Ledger:
     """Checks the engine's state at every event: each request in exactly one place, blocks and bytes balanced."""
