@@ -528,6 +528,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
 
     if o.on_event is not None:
         o.on_event(event_state())
+    if next_id < n:     # a closed loop's --duration ended before every request was submitted: the run is the rest
+        P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed = (
+            a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins,
+                                  recomputed))
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
                   dram_cap, base(1))
     longest, where = np.unique(P + L - 1, return_inverse=True)
