@@ -11,7 +11,8 @@ limits. Slow on purpose: clarity over speed.
 The rules, as documented by the engine (one replica):
 
 1. Arrivals join the back of the waiting queue at their time (a closed loop of N users: N requests at 0 s, and the
-   next one ``think`` seconds after a request finishes, until the requests or the duration run out). Things that
+   next one ``think`` seconds after a request finishes, until the requests or the duration run out; the requests a
+   duration kept from being submitted are not part of the run). Things that
    happen during a decode step or a prefill are seen when it ends.
 2. A swap-in that has landed puts its request back at the end of the running batch (it becomes the newest).
 3. Admission, between steps, unless a preemption happened at this instant and no step has run since (a preemption
@@ -335,4 +336,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
             running.remove(r)
             done(r)
     out.simulated_seconds = now
+    # a closed loop whose duration ended first never submitted the last requests: they are not part of the run
+    assert all(r.state == NOT_YET for r in reqs[submitted:])
+    out.reqs = reqs[:submitted]
     return out

@@ -170,6 +170,29 @@ def test_two_swap_outs_queue_on_the_host_link(tmp_path, engine):
     assert stall == pytest.approx(1.01987566e-3, rel=1e-8)
 
 
+def test_a_closed_loop_duration_runs_only_the_requests_it_submitted():
+    # One user, no think time: request k + 1 is submitted when request k finishes. With the duration halfway between
+    # the first two finishes, requests 1 and 2 are submitted (at 0 s and at finish 1, before the end) and request 3
+    # would be at finish 2, after it: the run is 2 requests and 2 x 50 tokens, not 5 and 250 (the engine counted
+    # the three never submitted as finished, their tokens as generated, and their NaN times in the percentiles).
+    s = build_scenario(**LLAMA, kv_pool="200MiB")
+
+    def work(duration):
+        return wl.build(requests=5, seed=0, prompt=wl.parse_dist("fixed:100", "p"),
+                        output=wl.parse_dist("fixed:50", "o"), max_len=1000, users=1, duration_s=duration)
+
+    whole = sim.simulate(s, work(None))
+    assert np.isfinite(whole.finish).all() and len(whole.finish) == 5
+    cut = work(float(whole.finish[0] + whole.finish[1]) / 2)
+    run = sim.simulate(s, cut)
+    assert_same(run, ref.run(s, cut))
+    np.testing.assert_allclose(run.finish, whole.finish[:2], rtol=1e-12)
+    m = sim.plan_simulate(s, cut).metrics
+    assert m["requests_finished"].value == 2 and m["generated_tokens"].value == 2 * 50
+    assert m["ttft_seconds_p99"].value is not None and np.isfinite(m["ttft_seconds_p99"].value)
+    check_conservation(s, cut)
+
+
 # --- conservation at every event -------------------------------------------------------------------------------
 class Ledger:
     """Checks the engine's state at every event: each request in exactly one place, blocks and bytes balanced."""
@@ -268,15 +291,20 @@ def test_every_decode_step_adds_one_token_per_running_request():
        victim=st.sampled_from(sim.VICTIMS), seed=st.integers(0, 10_000), requests=st.integers(1, 20),
        rate=st.sampled_from([2.0, 20.0, 200.0]), max_batch=st.sampled_from([None, 2, 5]),
        watermark=st.sampled_from([0.0, 0.01, 0.1]), pool_factor=st.sampled_from([1.05, 1.5, 3.0]),
-       prompt=st.sampled_from(["uniform:1,200", "fixed:64"]))
-def test_random_small_traces(case, policy, victim, seed, requests, rate, max_batch, watermark, pool_factor, prompt):
+       prompt=st.sampled_from(["uniform:1,200", "fixed:64"]),
+       users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]))
+def test_random_small_traces(case, policy, victim, seed, requests, rate, max_batch, watermark, pool_factor, prompt,
+                             users):
     base, _, _ = CASES[case]
     max_len = 600
-    # a pool of 1.05 to 3 of the longest request's bytes (+ a block of slack for rounding): tight enough to preempt
+    # open arrivals, or a closed loop of users (think time, duration); a pool of 1.05 to 3 of the longest
+    # request's bytes (+ slack for rounding): tight enough to preempt
     longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
     s = build_scenario(**base, kv_pool=f"{int(pool_factor * longest)}B")
     work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(prompt, "p"),
-                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len, rate=rate)
+                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len,
+                    **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
+                                                                  duration_s=users[2])))
     opts = dict(policy=policy, victim=victim, max_batch=max_batch, watermark=watermark,
                 dram_bytes_per_node=int(longest * 8 * 1.5))
     fast = check_conservation(s, work, **opts)
