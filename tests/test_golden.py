@@ -26,6 +26,7 @@ COMMANDS = {
     "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
                  "200", "--seed", "1"),
     "presets-list": ("presets", "list"),
+    "presets-gpus": ("presets", "list", "--type", "hardware"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
     "recommend": ("recommend", "--emit", "vllm"),
     "recommend-chat": ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode",
@@ -37,7 +38,7 @@ COMMANDS = {
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
-SKIP = {("presets-list", "brief")}
+SKIP = {("presets-list", "brief"), ("presets-gpus", "brief")}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 
 
@@ -60,7 +61,7 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
     assert r.out == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
     if fmt.startswith("table"):
         lines = r.out.splitlines()
-        assert re.match(r"deepseek-r1 on|qwen3-32b on|qwen3-235b-a22b on|llama-3.1-8b on|qwq-32b on|\d+ presets: ",
+        assert re.match(r"deepseek-r1 on|qwen3-32b on|qwen3-235b-a22b on|llama-3.1-8b on|qwq-32b on|\d+ (of \d+ )?presets",
                         lines[0])   # the deployment
         assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
 
