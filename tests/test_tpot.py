@@ -214,3 +214,31 @@ def test_brief_shows_the_effective_speculative_tpot(run_cli):
 
     assert effective("2.4") / effective("4") == pytest.approx(4 / 2.4, rel=2e-3)   # 2 decimals printed
     assert "effective" not in run_cli("tpot", "--brief").out
+
+
+def test_steady_contexts_are_the_midpoints_of_the_decode_whatever_the_batch():
+    # 257 midpoints of 1,000..1,257: 1,000 + (i + 0.5) x 257 / 257 = 1,000.5, 1,001.5, ..., 1,256.5; mean 1,128.5
+    ctx = costs.steady_contexts(1000, 257)
+    assert len(ctx) == 257
+    assert (ctx[0], ctx[1], ctx[-1]) == (1000.5, 1001.5, 1256.5)
+    assert float(ctx.mean()) == pytest.approx(1128.5)
+
+
+def test_one_steady_tpot_for_a_batch_in_tpot_pd_and_recommend():
+    # A sliding window makes the average non-linear in context, so a different sample set would show: at prompt 100,
+    # decode 100 and window 128, two contexts (125, 175) give a sliding-layer mean of (125 + 128) / 2 = 126.5 tokens,
+    # the continuous mean 0.28 x 114 + 0.72 x 128 = 124.1. tpot, pd and recommend must all price the same one.
+    import numpy as np
+
+    from kvplan.calc import recommend
+    from kvplan.calc.pd import PdOptions, _Model
+
+    s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("h100-sxm"), tp=1, dp=1,
+                 prompt_tokens=100, decode_tokens=100)
+    tpot = plan_tpot(s, TpotOptions(batch=2)).tpot_mean.value
+    step = costs.step_model(s)
+    mean_b, _ = step.steady_cache(100, 100)
+    two_b, _ = step.request_cache(np.array([125.0, 175.0]))
+    assert mean_b != pytest.approx(float(two_b.mean()), rel=1e-4)     # the test discriminates the sample set
+    assert _Model(s, PdOptions()).tpot_by_batch(100, 100)[1] == pytest.approx(tpot, rel=1e-12)
+    assert recommend._slo_batch(step, s, 2, 1.0) == (2, pytest.approx(tpot, rel=1e-12))

@@ -167,8 +167,17 @@ GENERIC_FACTORS = {
 }
 
 
-STEADY_SAMPLES = 64   # contexts a steady batch's mean request is averaged over
+STEADY_SAMPLES = 257  # contexts a steady batch's mean request is averaged over (every command: one TPOT per batch)
 COHORT_POINTS = 65    # steps a cohort's mean step is integrated over
+
+
+def steady_contexts(prompt: int, decode: int):
+    """The contexts a steady batch is averaged over: STEADY_SAMPLES midpoints of prompt..prompt+decode, whatever the
+    batch. Under continuous batching each request slot cycles through every context of the decode, so over the
+    decode the batch's mean request is the mean over the whole range (a batch of 1 included: its mean TPOT)."""
+    import numpy as np
+
+    return prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -288,11 +297,11 @@ class StepModel:
 
     def steady_cache(self, prompt: int, decode: int):
         """(cache bytes, attention FLOPs) of the mean request of a steady batch, whose contexts are spread evenly
-        over prompt..prompt+decode (STEADY_SAMPLES midpoints): multiply by the batch for the step."""
+        over prompt..prompt+decode (``steady_contexts``): multiply by the batch for the step. The one steady
+        average: tpot, pd, recommend, check and the layout search all price a steady batch through here."""
         import numpy as np
 
-        ctx = prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
-        nbytes, nflops = self.request_cache(ctx)
+        nbytes, nflops = self.request_cache(steady_contexts(prompt, decode))
         return float(np.mean(nbytes)), float(np.mean(nflops))
 
     def cohort_mean(self, batch: int, prompt: int, steps: int) -> float:
