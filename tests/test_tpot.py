@@ -11,9 +11,9 @@ from kvplan.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
 
 IDEAL = ["--hbm-efficiency", "1", "--mfu", "1", "--overhead-us", "0", "--step-overhead-us", "0",
-         "--moe-overhead-us", "0"]
+         "--moe-overhead-us", "0", "--request-overhead-us", "0"]
 IDEAL_FACTORS = {"hbm": 1.0, "mfu": 1.0, "overhead_us_per_layer": 0.0, "overhead_us_per_step": 0.0,
-                 "overhead_us_per_moe_layer": 0.0}
+                 "overhead_us_per_moe_layer": 0.0, "overhead_us_per_request": 0.0}
 
 
 def tpot_json(run_cli, *args):
@@ -63,15 +63,38 @@ def test_mla_decode_runs_in_the_absorbed_form(run_cli):
 
 
 def test_tp_all_reduce_and_overheads(run_cli):
-    # Llama-3.1-70B at TP4 on H100, batch 2: per layer two all-reduces of 2 x 8,192 x 2 B, each
-    # latency 26 us + 2 x 3/4 x 32,768 B / (450e9 x 0.82) = 26 us + 0.1332 us; x 80 layers.
-    # Overheads: 80 x 15 us + 450 us = 1.65 ms (H100 preset).
+    # Llama-3.1-70B at TP4 on H100, batch 2: per layer two in-graph all-reduces of 2 x 8,192 x 2 B, each
+    # latency 9.3 us (vLLM's custom all-reduce, sglang PR #2904) + 2 x 3/4 x 32,768 B / (450e9 x 0.114)
+    # = 9.3 us + 0.958 us; x 80 layers. Overheads: 80 x 15 us + 450 us = 1.65 ms (H100 preset) + 2 requests x 15 us.
     d = tpot_json(run_cli, "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--dp", "1", "--batch", "2",
                   "--prompt", "1000", "--decode", "0", "--shape", "cohort")
     b = d["step_breakdown"]["start"]
-    per_token = 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.82)
-    assert b["comm_seconds"] == pytest.approx(80 * 2 * (26e-6 + per_token * 2))
+    per_token = 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.114)
+    assert b["comm_seconds"] == pytest.approx(80 * 2 * (9.3e-6 + per_token * 2))
+    assert b["overhead_seconds"] == pytest.approx(80 * 15e-6 + 450e-6 + 2 * 15e-6)
+    # the two new factors answer to their flags: 10 us all-reduces, 0 us per request
+    d = tpot_json(run_cli, "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--dp", "1", "--batch", "2",
+                  "--prompt", "1000", "--decode", "0", "--shape", "cohort", "--allreduce-latency-us", "10",
+                  "--request-overhead-us", "0")
+    b = d["step_breakdown"]["start"]
+    assert b["comm_seconds"] == pytest.approx(80 * 2 * (10e-6 + per_token * 2))
     assert b["overhead_seconds"] == pytest.approx(80 * 15e-6 + 450e-6)
+
+
+def test_experts_in_a_dtype_without_matrix_cores_stream_at_upcast_hbm():
+    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.33
+    # (preset) instead of hbm 0.78; at batch 1 on TP1 the step touches 36 layers x 4 experts. B200 lists an FP4
+    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.33 exactly (memory-bound at batch 1).
+    s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("mi300x"), tp=1, dp=1,
+                 prompt_tokens=1000, decode_tokens=0)
+    step = costs.step_model(s)
+    assert step.expert_bw_scale == pytest.approx(0.33 / 0.78)
+    slow = step.step(1, 0.0, 0.0)["moe"]
+    native = costs.step_model(s, costs.step_factors(s.hardware, upcast_hbm=0.78)).step(1, 0.0, 0.0)["moe"]
+    assert slow / native == pytest.approx(0.78 / 0.33)
+    assert costs.upcast("mxfp4", load_hardware("mi300x")) and not costs.upcast("mxfp4", load_hardware("b200"))
+    assert costs.upcast("fp8", load_hardware("a100-80gb")) and not costs.upcast("bf16", load_hardware("a100-80gb"))
+    assert costs.step_model(s.with_(hardware=load_hardware("b200"))).expert_bw_scale == 1.0
 
 
 def test_ttft_is_the_chunked_prefill(run_cli):
