@@ -27,6 +27,7 @@ BY_ID = {p.id: p for p in fidelity.POINTS}
     ("B7b", 0.20), ("B7d", 0.25),       # DeepSeek-R1 TP8 on H200 (SGLang), batch 16 and 64 (-14%, -17%)
     ("B10", 0.25),                      # gpt-oss-120b TP8 on MI300X, batch 1: in-graph all-reduces (-21%)
     ("B16d", 0.25),                     # the same at concurrency 64, a later vLLM (-19%)
+    ("B17c", 0.15),                     # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 16 (+10%)
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]
