@@ -382,6 +382,13 @@ class StepModel:
         return total
 
 
+def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
+    """Mean TPOT of a colocated replica whose batch also runs its requests' prefills: each of the ``batch``
+    requests brings one prefill per ``decode_tokens`` steps, so the decode steps stretch by batch x prefill /
+    decode on average (chunked or not, the same GPU time). ``plain`` and ``batch`` may be numpy arrays."""
+    return plain + prefill_seconds * batch / max(decode_tokens, 1)
+
+
 def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     """The decode-step constants for the scenario's replica."""
     from kvplan.calc.budget import expert_share, total_weight_bytes, weights_per_gpu
