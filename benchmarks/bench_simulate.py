@@ -22,6 +22,9 @@ import statistics
 import sys
 import time
 
+# time the tree this file is in, not whichever kvplan the environment has installed
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+
 TARGET_SECONDS = 2.0
 TARGET_10K_SECONDS = 0.5
 
@@ -96,10 +99,36 @@ def main() -> int:
     print(f"200 x (1K + 16K), independent token-by-token reference (tests/sim_reference.py) {indep:.2f} s, "
           f"{c.decode_steps:,} steps: {indep / fast:.0f}x the event-driven engine, "
           f"{indep / slow:.1f}x the engine's own reference mode")
+    ok &= sweep(s)
     print(f"{'PASS' if ok else 'OVER'}")
     print(f"speedup_vs_independent_reference: {indep / fast:.0f}")
     print(f"speedup_vs_step_reference: {slow / fast:.0f}")
     return 0 if ok else 1
+
+
+TARGET_SWEEP_SECONDS = 20.0   # "a rate sweep of 20 points over 10,000 requests finishes in seconds" (issue 10)
+
+
+def sweep(s) -> bool:
+    """--sweep-rate 1:20:20 over 10,000 r1-production requests: processes (one per CPU) against in order.
+    Measured 2026-12-01 on this 2-CPU machine: 9.9 s from the command line (in parallel)."""
+    import os
+
+    from kvplan.calc import simulate as sim
+    from kvplan.calc import workload as wl
+
+    preset = wl.load_workload("r1-production")
+    works = [(r, wl.build(requests=10_000, seed=0, prompt=preset.prompt, output=preset.output, max_len=163_840,
+                          prompt_max=preset.prompt_max, output_max=preset.output_max, rate=r))
+             for r in sim.parse_sweep("1:20:20")]
+    opts = sim.SimOptions()
+    t_par, par = timed(lambda: sim.plan_sweep(s, works, opts, 0.1, 0.05), 1)
+    t_ser, ser = timed(lambda: sim.plan_sweep(s, works, opts, 0.1, 0.05, workers=1), 1)
+    assert par.capacity == ser.capacity and par.meets == ser.meets
+    print(f"sweep of 20 rates x 10,000 r1-production requests: {t_par:.1f} s in {par.workers} processes "
+          f"({os.cpu_count()} CPUs), {t_ser:.1f} s in order (target {TARGET_SWEEP_SECONDS:g} s) | capacity "
+          f"{par.capacity} requests/s at TPOT p99 <= 100 ms, recompute <= 5%")
+    return t_par <= TARGET_SWEEP_SECONDS
 
 
 if __name__ == "__main__":

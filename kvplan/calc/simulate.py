@@ -268,6 +268,17 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
 
 
+def _timeline_arrays(marks: list[tuple]) -> tuple:
+    """(times, blocks held, running, swapped, DRAM bytes) as numpy arrays from the engine's marks."""
+    import numpy as np
+
+    if not marks:
+        return (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.zeros(1, dtype=np.int64))
+    cols = list(zip(*marks, strict=True))
+    return (np.array(cols[0], dtype=float), *(np.array(c, dtype=np.int64) for c in cols[1:]))
+
+
 def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
     """``progress(done, total)``, when given, is called every 4,096 events with the requests finished."""
     import numpy as np
@@ -538,18 +549,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             moved += int(held[i])
         return moved > 0
 
-    tl_t: list[float] = []                      # the timeline: the state as a run starts and as it ends
-    tl_used: list[int] = []
-    tl_running: list[int] = []
-    tl_swapped: list[int] = []
-    tl_dram: list[int] = []
+    marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
 
     def mark() -> None:
-        tl_t.append(now)
-        tl_used.append(total_blocks - free)
-        tl_running.append(len(running))
-        tl_swapped.append(len(swapped) + len(leaving))
-        tl_dram.append(dram_used)
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
 
     while done < n:
         events += 1
@@ -691,7 +694,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
                   peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits,
-                  (np.array(tl_t), np.array(tl_used), np.array(tl_running), np.array(tl_swapped), np.array(tl_dram)))
+                  _timeline_arrays(marks))
 
 
 # === the metrics, as typed values =================================================================================
