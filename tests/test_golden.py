@@ -28,6 +28,8 @@ COMMANDS = {
     "simulate-compare": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate", "8", "--requests",
                          "2000", "--seed", "1", "--compare", "swap,kv-dtype=bf16,swap+kv-dtype=bf16,"
                          "longest-first-protected"),
+    "simulate-sweep": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--requests", "1000",
+                       "--sweep-rate", "2:12:6", "--tpot-slo", "100ms", "--max-recompute-rate", "0.02", "--seed", "1"),
     "presets-list": ("presets", "list"),
     "presets-gpus": ("presets", "list", "--type", "hardware"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
