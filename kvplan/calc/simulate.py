@@ -37,7 +37,8 @@ The engine, one replica:
   then joins the swapped queue and comes back as a swapped request does (a swap-in over the in-direction FIFO).
   With a threshold, admission and resumption also keep occupancy plus the request's blocks at most T (waived
   when nothing holds blocks). With a known DRAM tier an offload that does not fit in it is not made. Runs of
-  steps end at the step before occupancy would pass T (the same closed form as the pool's overflow).
+  steps end at the step before occupancy would pass T (the same closed form as the pool's overflow). The pool's
+  overflow is checked first: a preemption does not wait for offloads in flight to free their blocks.
 * A shared system prompt (the scenario's ``shared_prefix_tokens`` S; every prompt starts with it, so a prompt
   shorter than S is refused) with prefix caching on (vLLM V1's default): its whole blocks, H = floor(S / block) x
   block tokens, are one copy outside the blocks requests draw from (the pool's blocks less the copy's; never
