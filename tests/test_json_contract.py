@@ -23,6 +23,8 @@ RUNS = [
      "--seed", "3"),
     ("simulate", "--policy", "recompute", "--requests", "40", "--users", "32", "--output-dist", "fixed:20000"),
     ("simulate", "--requests", "40", "--users", "32", "--kv-pool", "20GiB", "--compare", "swap,kv-dtype=fp8"),
+    ("simulate", "--requests", "40", "--sweep-rate", "1:3:3", "--tpot-slo", "80ms", "--max-recompute-rate", "0.1",
+     "--offload-threshold", "0.6", "--shared-prefix", "512"),
     ("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "8k", "--decode", "500",
      "--tpot-slo", "20ms", "--prefill-gpus", "3"),
     ("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--shape", "cohort", "--batch", "4"),
