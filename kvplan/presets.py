@@ -22,11 +22,11 @@ import math
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, sanitize, shorten
+from kvplan.frozen import frozen
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +50,7 @@ def builtin_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "presets"
 
 
-@dataclass(frozen=True)
+@frozen
 class PresetFile:
     id: str
     type: str
@@ -661,7 +661,7 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
 PRESET_TYPES = ("model", "hardware", "workload")
 
 
-@dataclass(frozen=True)
+@frozen
 class Figure:
     """One sourced figure as a preset file gives it (``{ value, source, kind }``), read without building the spec."""
 
@@ -669,7 +669,7 @@ class Figure:
     source: str
 
 
-@dataclass(frozen=True)
+@frozen
 class CatalogueEntry:
     """One preset as `presets list` shows it; for GPUs, the HBM, bandwidth and price figures of the file."""
 

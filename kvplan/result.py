@@ -13,13 +13,13 @@ carries, keyed by its JSON path (``by_context[].fp8`` for a figure of every row 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from kvplan.frozen import frozen
 from kvplan.values import Derivation, Value
 
 
-@dataclass(frozen=True)
+@frozen
 class Table:
     title: str
     columns: tuple[str, ...]
@@ -28,7 +28,7 @@ class Table:
     primary: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Chart:
     """A small chart: one value per x label for each named series (rendered as bars in a terminal, or as a
     PNG with --plot where the command offers it)."""
@@ -42,7 +42,7 @@ class Chart:
     log_y: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     command: str
     headline: str

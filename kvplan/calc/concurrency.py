@@ -17,14 +17,13 @@ link from ``kvplan.calc.costs``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.calc import capacity, costs, kv
 from kvplan.calc.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import EngineReport
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
 
@@ -50,7 +49,7 @@ def default_dtypes(hw) -> tuple[KVDtype, ...]:
     return (KVDtype.BF16, KVDtype.FP8) + ((KVDtype.NVFP4,) if "fp4" in hw.dense_tflops else ())
 
 
-@dataclass(frozen=True)
+@frozen
 class ConcurrencyOptions:
     batch: int = DEFAULT_BATCH
     tpot_seconds: float | None = None
@@ -72,21 +71,21 @@ class ConcurrencyOptions:
             raise KvplanError("no contexts to tabulate", "give --contexts as a comma-separated list")
 
 
-@dataclass(frozen=True)
+@frozen
 class GridCell:
     dtype: KVDtype
     requests: Count          # None when the model cannot store this dtype
     reason: str              # why the cell is empty ("" otherwise)
 
 
-@dataclass(frozen=True)
+@frozen
 class GridRow:
     context: Tokens
     cells: tuple[GridCell, ...]
     over_limit: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class OverflowRun:
     batch: Count
     tpot: Seconds
@@ -98,7 +97,7 @@ class OverflowRun:
     growth_bytes_per_step: Bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class ConcurrencyPlan:
     scenario: Scenario
     options: ConcurrencyOptions

@@ -44,11 +44,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.workload import Workload
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 
 POLICIES = ("swap", "recompute", "swap-then-recompute")
@@ -64,7 +64,7 @@ WATERMARK_SOURCE = ("vLLM V0 BlockSpaceManager(watermark=0.01): watermark_blocks
 MAX_EVENTS = 20_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class SimOptions:
     policy: str = DEFAULT_POLICY
     victim: str = DEFAULT_VICTIM
@@ -84,7 +84,7 @@ class SimOptions:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
 
-@dataclass(frozen=True)
+@frozen
 class Setup:
     """The replica's constants the run used (plain numbers; the presenter types them)."""
 
@@ -101,7 +101,7 @@ class Setup:
     base_step_s_at_1: float     # the step at batch 1 without cache reads (weights, comm, overhead)
 
 
-@dataclass(frozen=True)
+@frozen
 class SimRun:
     """Everything a run measured: per-request arrays (numpy) and totals."""
 
@@ -523,7 +523,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
 
 
 # === the metrics, as typed values =================================================================================
-@dataclass(frozen=True)
+@frozen
 class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units

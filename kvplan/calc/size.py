@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
@@ -22,7 +21,7 @@ DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py
                 "get_cell_size_per_token (sgl-project/sglang @001ccef0)")
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupBytes:
     name: str
     kind: str
@@ -37,7 +36,7 @@ class GroupBytes:
     state_group: Bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextBytes:
     context: Tokens
     whole_model: Bytes
@@ -45,7 +44,7 @@ class ContextBytes:
     over_limit: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Comparison:
     other_id: str
     other_layout: str
@@ -65,7 +64,7 @@ class Comparison:
     why: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SizePlan:
     scenario: Scenario
     model: ModelSpec                 # as sized (MTP layers included when asked for)
