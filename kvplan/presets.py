@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvplan import preset_cache
+from kvplan import cache
 from kvplan.errors import KvplanError, sanitize, shorten
 from kvplan.frozen import frozen
 
@@ -164,7 +164,7 @@ def parse_toml(text: str, path: Path, what: str = "preset file",
                deep_fix: str = "a preset nests a few levels; fix the file") -> dict[str, Any]:
     """The TOML document of ``text`` (read from ``path``): syntax errors, integers too long to convert and nesting
     deeper than ``MAX_DEPTH`` are one-line errors naming the file."""
-    if sys.version_info >= (3, 11):  # imported here: built-in presets usually come from kvplan.preset_cache
+    if sys.version_info >= (3, 11):  # imported here: built-in presets usually come from kvplan.cache
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
@@ -344,7 +344,7 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, Presets]:
                 if problem:
                     raise KvplanError(f"preset file {path} {problem}",
                                       "remove it from the presets folder or make it a regular TOML file there")
-                data = preset_cache.load(path, read_toml) if builtin else read_toml(path)
+                data = cache.load_preset(path, read_toml) if builtin else read_toml(path)
                 kind, preset_id = _identify(data, path)
             except KvplanError as err:
                 if builtin:
@@ -633,7 +633,7 @@ def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFil
     if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
         path = builtin_dir() / folder / f"{preset_id.lower()}.toml"
         if probe(path)[0] == "file":
-            data = preset_cache.load(path, read_toml)
+            data = cache.load_preset(path, read_toml)
             if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
                 return PresetFile(data.get("id", path.stem), kind, path, True, data)
     return discover(extra_dirs)[kind].get(preset_id)

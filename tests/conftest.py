@@ -76,7 +76,7 @@ host_dram_gb = {{ value = {host_dram_gb}, source = "test figure" }}
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_preset_cache(tmp_path_factory):
-    """kvplan.preset_cache writes under the user's cache folder; the suite uses a folder of its own."""
+    """kvplan.cache writes under the user's cache folder; the suite uses a folder of its own."""
     old = os.environ.get("KVPLAN_CACHE_DIR")
     os.environ["KVPLAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("kvplan-cache"))
     yield

@@ -146,3 +146,80 @@ def test_importing_the_specs_makes_no_layer_kind():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     n, pending = map(int, out.split())
     assert n >= 6 and pending == n
+
+
+# --- the compiled-method cache (kvplan.cache) ------------------------------------------------------------------
+
+def _fresh(cache_dir: Path, monkeypatch, fields_src: str, name: str = "Cached"):
+    """A new lazy class named ``name`` in this module, its body ``fields_src``, made through the cache."""
+    monkeypatch.setenv("KVPLAN_CACHE_DIR", str(cache_dir))
+    ns: dict = {}
+    exec(f"class {name}:\n" + "".join(f"    {line}\n" for line in fields_src.splitlines()), {}, ns)
+    cls = ns[name]
+    cls.__module__, cls.__qualname__ = __name__, name
+    return frozen(cls)
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.rglob("*.marshal"))
+
+
+def test_code_cache_written_then_used(tmp_path, monkeypatch):
+    calls = []
+    real_compile = compile
+    monkeypatch.setattr("builtins.compile", lambda *a, **k: calls.append(a[0]) or real_compile(*a, **k))
+    first = _fresh(tmp_path, monkeypatch, "a: int\nb: str = 'x'")
+    assert first(1).b == "x"
+    made_cold = len(calls)
+    assert made_cold >= 5                       # __init__, __repr__, __eq__, __hash__, __setattr__, __delattr__
+    assert [p.name for p in _entries(tmp_path)] == ["test_frozen.Cached.marshal"]
+    calls.clear()
+    second = _fresh(tmp_path, monkeypatch, "a: int\nb: str = 'x'")
+    s = second(2)
+    assert calls == []                          # every method came from the cache
+    assert (s.a, s.b, repr(s).endswith("Cached(a=2, b='x')"), s == second(2), hash(s) == hash((2, "x"))) == \
+        (2, "x", True, True, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.a = 3
+
+
+def test_code_cache_keyed_by_the_exact_text(tmp_path, monkeypatch):
+    """The same class name with other fields must not reuse the old methods."""
+    _fresh(tmp_path, monkeypatch, "a: int")(1)
+    other = _fresh(tmp_path, monkeypatch, "a: int\nb: int = 7")
+    obj = other(1)
+    assert (obj.a, obj.b) == (1, 7)
+    assert [f.name for f in dataclasses.fields(other)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("entry", [b"", b"\x00garbage", None])
+def test_code_cache_bad_entry_falls_back(tmp_path, monkeypatch, entry):
+    cls = _fresh(tmp_path, monkeypatch, "a: int")
+    cls(1)
+    (path,) = _entries(tmp_path)
+    if entry is None:   # a valid entry whose code objects are not code
+        import marshal
+
+        stamp, value = marshal.loads(path.read_bytes())
+        path.write_bytes(marshal.dumps((stamp, {k: "not code" for k in value})))
+    else:
+        path.write_bytes(entry)
+    again = _fresh(tmp_path, monkeypatch, "a: int")
+    assert again(5).a == 5 and again(5) == again(5)
+
+
+def test_exec_is_given_back(tmp_path, monkeypatch):
+    assert "exec" not in dataclasses.__dict__
+    _fresh(tmp_path, monkeypatch, "a: int")(1)
+    assert "exec" not in dataclasses.__dict__
+    bad = _fresh(tmp_path, monkeypatch, "a: int = 1\nb: int")   # a field without a default after one with
+    with pytest.raises(TypeError):
+        bad(1)
+    assert "exec" not in dataclasses.__dict__
+
+
+def test_cache_off_compiles(tmp_path, monkeypatch):
+    cls = _fresh(tmp_path, monkeypatch, "a: int")
+    monkeypatch.setenv("KVPLAN_CACHE_DIR", "off")
+    assert cls(3).a == 3
+    assert _entries(tmp_path) == []

@@ -1,4 +1,4 @@
-"""kvplan.preset_cache: a cached built-in preset is the same document as a fresh parse, a change to the file
+"""kvplan.cache (presets): a cached built-in preset is the same document as a fresh parse, a change to the file
 re-parses it, and every kind of bad entry falls back to parsing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import preset_cache
+from kvplan import cache as preset_cache
 from kvplan.presets import builtin_dir, load_model, read_toml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +43,8 @@ def _copy(tmp_path: Path, text: str) -> Path:
 def test_second_read_comes_from_the_cache(cache):
     parse, calls = _counting()
     path = builtin_dir() / "models" / "qwen3-32b.toml"
-    first = preset_cache.load(path, parse)
-    second = preset_cache.load(path, parse)
+    first = preset_cache.load_preset(path, parse)
+    second = preset_cache.load_preset(path, parse)
     assert calls == [path]                       # parsed once
     assert first == second == read_toml(path)
     assert len(list(cache.rglob("*.marshal"))) == 1
@@ -53,13 +53,13 @@ def test_second_read_comes_from_the_cache(cache):
 def test_a_changed_file_is_parsed_again(cache, tmp_path):
     path = _copy(tmp_path, 'type = "model"\nid = "m"\nnum_layers = 4\n')
     parse, calls = _counting()
-    assert preset_cache.load(path, parse)["num_layers"] == 4
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 4
     path.write_text('type = "model"\nid = "m"\nnum_layers = 64\n')     # one byte longer: the size changes
     os.utime(path, ns=(1, 1))
-    assert preset_cache.load(path, parse)["num_layers"] == 64
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 64
     path.write_text('type = "model"\nid = "m"\nnum_layers = 65\n')     # same size, other mtime
     os.utime(path, ns=(2, 2))
-    assert preset_cache.load(path, parse)["num_layers"] == 65
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 65
     assert len(calls) == 3
 
 
@@ -72,9 +72,9 @@ def test_bad_entries_fall_back_to_parsing(cache, tmp_path, entry):
     entry_file.parent.mkdir(parents=True)
     entry_file.write_bytes(entry)
     parse, calls = _counting()
-    assert preset_cache.load(path, parse) == {"type": "model", "num_layers": 4}
+    assert preset_cache.load_preset(path, parse) == {"type": "model", "num_layers": 4}
     assert len(calls) == 1
-    assert preset_cache.load(path, parse) == {"type": "model", "num_layers": 4}   # the entry was rewritten
+    assert preset_cache.load_preset(path, parse) == {"type": "model", "num_layers": 4}   # the entry was rewritten
     assert len(calls) == 1
 
 
@@ -83,7 +83,7 @@ def test_a_fifo_entry_does_not_hang(cache, tmp_path):
     entry_file = cache / f"presets-{__import__('kvplan').__version__}" / "models-m.marshal"
     entry_file.parent.mkdir(parents=True)
     os.mkfifo(entry_file)
-    assert preset_cache.load(path, read_toml) == {"type": "model"}
+    assert preset_cache.load_preset(path, read_toml) == {"type": "model"}
 
 
 def test_unwritable_cache_and_dates(tmp_path, monkeypatch):
@@ -92,8 +92,8 @@ def test_unwritable_cache_and_dates(tmp_path, monkeypatch):
     monkeypatch.setenv(preset_cache.ENV_VAR, str(blocker / "sub"))      # a folder under a file cannot be made
     path = _copy(tmp_path, 'type = "model"\nas_of = 2026-01-02\n')       # a TOML date: marshal cannot hold it
     parse, calls = _counting()
-    assert str(preset_cache.load(path, parse)["as_of"]) == "2026-01-02"
-    assert str(preset_cache.load(path, parse)["as_of"]) == "2026-01-02"
+    assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
+    assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
     assert len(calls) == 2
 
 
