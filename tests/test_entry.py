@@ -1,0 +1,48 @@
+"""The process entry point (kvplan.__main__): it raises the collector's first threshold before typer is
+imported, and only there; ``python -m kvplan`` and the installed script both go through it."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          check=True).stdout.strip()
+
+
+def test_threshold_set_before_typer_is_imported():
+    # the threshold main() leaves, and whether typer was already imported when it was set (it must not be)
+    code = ("import gc, sys\n"
+            "seen = []\n"
+            "real = gc.set_threshold\n"
+            "gc.set_threshold = lambda *a: (seen.append(('typer' in sys.modules, a)), real(*a))\n"
+            "sys.argv = ['kvplan', '--version']\n"
+            "import kvplan.__main__ as m\n"
+            "try:\n    m.main()\nexcept SystemExit:\n    pass\n"
+            "print(seen, gc.get_threshold()[0])")
+    version, last = _run(code).splitlines()
+    assert version.startswith("kvplan ")
+    seen, first = last.rsplit(" ", 1)
+    assert seen == "[(False, (100000, 10, 10))]"   # CPython's defaults for the older generations are 10, 10
+    assert int(first) == 100_000
+
+
+def test_importing_kvplan_changes_no_threshold():
+    assert _run("import gc; import kvplan.cli, kvplan.__main__; print(gc.get_threshold()[0])") == \
+        str(gc.get_threshold()[0])
+
+
+def test_python_dash_m_runs_the_cli():
+    out = subprocess.run([sys.executable, "-m", "kvplan", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.startswith("kvplan ")
+
+
+def test_script_entry_is_the_tuned_one():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'kvplan = "kvplan.__main__:main"' in text
