@@ -49,7 +49,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
 FLOOR = [sys.executable, "-c", "import typer, pydantic, rich"]
 
 # (label, arguments after `kvplan`, target ratio to the floor)
@@ -85,18 +87,32 @@ def main() -> int:
     parser.add_argument("--no-bytecode", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE from the environment: kvplan's modules are then compiled "
                              "from source on every run while the floor's site-packages use their .pyc files")
+    parser.add_argument("--installed", action="store_true",
+                        help="time the `kvplan` script on PATH (an installed copy) instead of this tree's "
+                             "`python -m kvplan` (which pays runpy's ~1 ms on top)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="KVPLAN_CACHE_DIR=off: every run parses its presets and compiles its dataclass "
+                             "methods, as the first run after an install or upgrade does")
     args = parser.parse_args()
-    kvplan = shutil.which("kvplan")
+    kvplan = shutil.which("kvplan") if args.installed else None
+    if args.installed and not kvplan:
+        parser.error("no kvplan script on PATH")
     kvplan_cmd = [kvplan] if kvplan else [sys.executable, "-m", "kvplan"]
     env = dict(os.environ)
     if not args.no_bytecode:  # run as an installed package does: with its compiled bytecode
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    # Warm the file cache (and write bytecode) once for each.
+    if args.no_cache:
+        env["KVPLAN_CACHE_DIR"] = "off"
+    # this tree's kvplan, whatever the current folder (python -m puts the current folder first on sys.path)
+    os.chdir(ROOT)
+    # Warm the file cache (and write bytecode and kvplan's start-up cache) once for each.
     subprocess.run(FLOOR, check=True, stdout=subprocess.DEVNULL, env=env)
     for _, argv, _ in COMMANDS:
         subprocess.run(kvplan_cmd + argv, check=True, stdout=subprocess.DEVNULL, env=env)
     bytecode = "without bytecode for kvplan" if "PYTHONDONTWRITEBYTECODE" in env else "with bytecode"
-    print(f"floor: python -c 'import typer, pydantic, rich'; {args.runs} floor/command pairs per command; {bytecode}")
+    cache = "start-up cache off" if args.no_cache else "start-up cache warm"
+    print(f"floor: python -c 'import typer, pydantic, rich'; {args.runs} floor/command pairs per command; {bytecode}; "
+          f"{cache}; timing {' '.join(kvplan_cmd)}")
     over = 0
     for label, argv, target in COMMANDS:
         ratio, t, floor = paired(kvplan_cmd + argv, args.runs, env)

@@ -11,9 +11,7 @@ number columns never split.
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import math
 import os
 import sys
@@ -143,10 +141,14 @@ def to_json(result: Result) -> str:
     doc = {"command": result.command, "headline": result.headline, **raw(result.data),
            "warnings": list(result.warnings), "notes": list(result.all_notes()),
            "assumptions": list(result.assumptions), "derivations": derivations}
+    import json  # here: the table path needs neither json nor csv
+
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def to_csv(result: Result) -> str:
+    import csv
+
     table = result.primary_table()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
