@@ -48,6 +48,8 @@ def builtin_dir() -> Path:
 
 @frozen
 class PresetFile:
+    """A preset file found on disk: its id, type (model or hardware), path, whether built in, and its TOML data."""
+
     id: str
     type: str
     path: Path

@@ -21,6 +21,8 @@ from kvplan.values import Derivation, Value
 
 @frozen
 class Table:
+    """A table of typed cells (formatted only by kvplan.output); rows align with ``columns``."""
+
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
@@ -44,6 +46,8 @@ class Chart:
 
 @frozen
 class Result:
+    """What a presenter hands the output layer: headline, JSON data tree, tables, notes, charts, --brief figures."""
+
     command: str
     headline: str
     data: dict[str, Any]

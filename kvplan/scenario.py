@@ -64,6 +64,8 @@ def _fraction(value, name: str) -> None:
 
 @frozen
 class Scenario:
+    """One validated deployment and request (module docstring): every calculator takes one."""
+
     model: ModelSpec
     hardware: HardwareSpec
     kv_dtype_request: str | KVDtype = "auto"

@@ -51,6 +51,8 @@ def default_dtypes(hw) -> tuple[KVDtype, ...]:
 
 @frozen
 class ConcurrencyOptions:
+    """`kvplan concurrency`'s own inputs beyond the scenario (checked here: the CLI and Python refuse alike)."""
+
     batch: int = DEFAULT_BATCH
     tpot_seconds: float | None = None
     dram_bytes_per_node: int | None = None
@@ -73,6 +75,8 @@ class ConcurrencyOptions:
 
 @frozen
 class GridCell:
+    """How many requests fit at one context in one KV dtype (None, with the reason, when none can)."""
+
     dtype: KVDtype
     requests: Count          # None when the model cannot store this dtype
     reason: str              # why the cell is empty ("" otherwise)
@@ -80,6 +84,8 @@ class GridCell:
 
 @frozen
 class GridRow:
+    """One context's row of the dtype grid."""
+
     context: Tokens
     cells: tuple[GridCell, ...]
     over_limit: bool
@@ -87,6 +93,8 @@ class GridRow:
 
 @frozen
 class OverflowRun:
+    """A batch decoding past the pool: when it fills, and what offloading or evicting then costs."""
+
     batch: Count
     tpot: Seconds
     admitted_on_prompt_cost: bool
@@ -99,6 +107,8 @@ class OverflowRun:
 
 @frozen
 class ConcurrencyPlan:
+    """`kvplan concurrency`'s plan: the pool, the per-request bytes, the fit, the dtype grid, overflow, tiers."""
+
     scenario: Scenario
     options: ConcurrencyOptions
     budget: Budget

@@ -23,6 +23,8 @@ DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py
 
 @frozen
 class GroupBytes:
+    """One layer group's cache bytes: per layer, per token for the whole group, per TP rank, and fixed state."""
+
     name: str
     kind: str
     label: str
@@ -38,6 +40,8 @@ class GroupBytes:
 
 @frozen
 class ContextBytes:
+    """The KV of one request at one context, whole model and per GPU."""
+
     context: Tokens
     whole_model: Bytes
     per_gpu: Bytes
@@ -46,6 +50,8 @@ class ContextBytes:
 
 @frozen
 class Comparison:
+    """The model beside another (by default the workload document's GQA example): per token, request, GPU."""
+
     other_id: str
     other_layout: str
     own_layout: str
@@ -66,6 +72,8 @@ class Comparison:
 
 @frozen
 class SizePlan:
+    """`kvplan size`'s plan: bytes per token by layer group, and the totals per token and per request."""
+
     scenario: Scenario
     model: ModelSpec                 # as sized (MTP layers included when asked for)
     groups: tuple[GroupBytes, ...]
