@@ -4,6 +4,7 @@ imported, and only there; ``python -m kvplan`` and the installed script both go 
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,33 @@ def test_python_dash_m_runs_the_cli():
 def test_script_entry_is_the_tuned_one():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'kvplan = "kvplan.__main__:main"' in text
+
+
+_HEAVY = ("rich", "numpy", "pydantic", "tomllib", "json", "csv", "huggingface_hub")
+
+
+def _loaded(args: list[str], cache: Path) -> set[str]:
+    """Which heavy modules a command-line run imported (the second of two runs, so the start-up cache is warm)."""
+    code = ("import sys\n"
+            f"sys.argv = ['kvplan', *{args!r}]\n"
+            "from kvplan.__main__ import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print(' '.join(m for m in {_HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    env = {**os.environ, "KVPLAN_CACHE_DIR": str(cache), "COLUMNS": "80"}
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    return set(out.stderr.split())
+
+
+def test_json_path_imports_only_json(tmp_path):
+    assert _loaded(["size", "-f", "json"], tmp_path) == {"json"}
+
+
+def test_table_paths_import_only_rich(tmp_path):
+    assert _loaded(["size"], tmp_path) == {"rich"}
+    assert _loaded(["concurrency"], tmp_path) == {"rich"}      # no numpy for the small grids it prints
+
+
+def test_a_cold_run_parses_with_tomllib(tmp_path):
+    assert "tomllib" in _loaded(["size", "-f", "json"], Path("off"))
