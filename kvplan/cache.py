@@ -13,8 +13,8 @@ folder that cannot be written all fall back to doing the work, silently (the res
 written whole (a temporary file, then a rename). Like Python's own ``__pycache__``, the folder holds code that
 is run: it is the user's own folder, read only by the user's kvplan.
 
-Where: ``$KVPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvplan``, else ``~/.cache/kvplan``; ``KVPLAN_CACHE_DIR=off``
-(or empty) turns it off.
+Where: ``$KVPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvplan`` (when absolute), else ``~/.cache/kvplan`` (none
+without a home folder); ``KVPLAN_CACHE_DIR=off`` (or empty) turns it off.
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ def cache_dir() -> Path | None:
     env = os.environ.get(ENV_VAR)
     if env is not None:
         return None if env.strip().lower() in ("", "off") else Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative (which the XDG spec says to ignore)
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):  # no home at all: no cache rather than a "~" folder here
+            return None
+        base = os.path.join(home, ".cache")
     return Path(base) / "kvplan"
 
 

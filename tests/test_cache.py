@@ -107,6 +107,12 @@ def test_default_location(monkeypatch, tmp_path):
     monkeypatch.delenv(preset_cache.ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert preset_cache.cache_dir() == tmp_path / "kvplan"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")        # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert preset_cache.cache_dir() == tmp_path / "home" / ".cache" / "kvplan"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr("os.path.expanduser", lambda p: p)         # no home folder: "~" stays "~"
+    assert preset_cache.cache_dir() is None
 
 
 def test_cached_model_equals_fresh(cache, monkeypatch):
