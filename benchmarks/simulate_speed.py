@@ -1,7 +1,8 @@
 """Speed of `kvplan simulate`'s event-driven engine: 1,000 requests of 1K prompt + 30K decode (the workload
 document's request) on DeepSeek-R1, FP8 KV, 8 x H200, under each preemption policy, at an arrival rate well past
 what the pool sustains (so it fills, preempts and swaps); and the same on a small trace against the step-by-step
-reference (``SimOptions(reference=True)``).
+reference (``SimOptions(reference=True)``, which shares the engine's code) and the independent token-by-token
+reference of the tests (``tests/sim_reference.py``, one Python object per request), each reported as a ratio.
 
 Targets: 1,000 x 30K decodes in well under 10 s (here: under 2 s per policy), measured in-process after the
 imports, as the median of 3 runs; and issue 10's harder one, 10,000 requests with lognormal outputs (mean 20K,
@@ -9,7 +10,7 @@ p99 100K) on 8 x H200 in under 0.5 s (one run; measured 2026-12-01: 6.3 s, then 
 of each event's step slope in one call and dropping completed requests with numpy, 4.1 s with the pool-overflow
 step in closed form instead of a bisection: ~32 us per event over
 126K events, so the event loop itself, not the count of events, is what is left to cut).
-Run: `python benchmarks/simulate_speed.py`. Its last line:
+Run: `python benchmarks/simulate_speed.py`. Its last two lines: `speedup_vs_independent_reference: N` and
 `speedup_vs_step_reference: N`.
 """
 
@@ -46,6 +47,18 @@ def timed(fn, runs: int):
     return statistics.median(times), out
 
 
+def _independent_reference():
+    """tests/sim_reference.py: the token-by-token simulator the equality tests hold the engine to."""
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import sim_reference
+
+    return sim_reference
+
+
 def main() -> int:
     from kvplan.calc import simulate as sim
 
@@ -66,14 +79,23 @@ def main() -> int:
     ok &= t <= TARGET_10K_SECONDS
     print(f"{sim.DEFAULT_POLICY:20s} 10,000 x (1K + lognormal mean 20K, p99 100K): {t:.2f} s (target "
           f"{TARGET_10K_SECONDS:g} s) | {run.events:,} events, {t / run.events * 1e6:.0f} us per event")
-    small = _work(40, 4_000, 0.5)
+    # 200 x (1K + 16K) preempts (175 times under swap-then-recompute): the references check the engine on the policy
+    # path, not only on a stream that fits (40 x (1K + 4K), the trace before 2026-12-01, never preempted)
+    small = _work(200, 16_000, 0.5)
     opts = dict(policy="swap-then-recompute")
     fast, a = timed(lambda: sim.simulate(s, small, sim.SimOptions(**opts)), 5)
     slow, b = timed(lambda: sim.simulate(s, small, sim.SimOptions(**opts, reference=True)), 1)
     assert (a.preemptions == b.preemptions).all() and a.decode_steps == b.decode_steps
-    print(f"40 x (1K + 4K), event-driven {fast * 1e3:.1f} ms vs step-by-step {slow * 1e3:.0f} ms "
-          f"({b.events:,} events vs {a.events:,})")
+    print(f"200 x (1K + 16K), event-driven {fast * 1e3:.1f} ms vs step-by-step {slow * 1e3:.0f} ms "
+          f"({b.events:,} events vs {a.events:,}; {int(a.preemptions.sum()):,} preemptions)")
+    indep, c = timed(lambda: _independent_reference().run(s, small, **opts), 1)
+    assert list(a.preemptions) == c.column("preemptions") and a.decode_steps == c.decode_steps
+    assert list(a.recomputed) == c.column("recomputed") and list(a.swap_outs) == c.column("swap_outs")
+    print(f"200 x (1K + 16K), independent token-by-token reference (tests/sim_reference.py) {indep:.2f} s, "
+          f"{c.decode_steps:,} steps: {indep / fast:.0f}x the event-driven engine, "
+          f"{indep / slow:.1f}x the engine's own reference mode")
     print(f"{'PASS' if ok else 'OVER'}")
+    print(f"speedup_vs_independent_reference: {indep / fast:.0f}")
     print(f"speedup_vs_step_reference: {slow / fast:.0f}")
     return 0 if ok else 1
 

@@ -66,7 +66,7 @@ def _build(name: str):
 
 app = typer.Typer(
     cls=_LazyGroup,
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     context_settings=HELP_OPTIONS,
     pretty_exceptions_enable=False,

@@ -109,10 +109,14 @@ class Efficiency:
     overhead_us_per_layer: Sourced | None = None  # kernel launches etc. per layer per step
     overhead_us_per_step: Sourced | None = None   # scheduling, sampling, per step
     overhead_us_per_moe_layer: Sourced | None = None  # routing, permutation, per MoE layer per step
+    allreduce_latency_us: Sourced | None = None  # a decode step's small TP all-reduce (in-graph, custom kernel)
+    allreduce_link: Sourced | None = None        # fraction of the link that all-reduce's bytes see
+    overhead_us_per_request: Sourced | None = None  # per request per step (scheduling, sampling, outputs)
+    upcast_hbm: Sourced | None = None            # HBM fraction of weights upcast in-kernel (no matrix cores)
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("hbm", "mfu", "prefill_mfu", "link"):
+        for name in ("hbm", "mfu", "prefill_mfu", "link", "allreduce_link", "upcast_hbm"):
             value = getattr(self, name)
             if value is not None and not 0 < value.value <= 1:
                 raise ValueError(f"efficiency.{name} is a fraction in (0, 1], got {value.value}")

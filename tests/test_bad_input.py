@@ -32,6 +32,9 @@ def _one_line_exit_2(r, needle):
     (("size", "--bogus"), "no such option"),
     (("bogus",), "no such command"),
     (("presets", "show"), "missing argument"),
+    (("tpot", "--request-overhead-us", "-1"), "--request-overhead-us"),
+    (("tpot", "--allreduce-latency-us", "1e9"), "--allreduce-latency-us"),
+    (("tpot", "--allreduce-latency-us", "fast"), "--allreduce-latency-us"),
 ])
 def test_hostile_flags(run_cli, args, needle):
     _one_line_exit_2(run_cli(*args), needle)

@@ -41,9 +41,10 @@ def test_passing_plan_exits_0(run_cli):
     assert "FAIL" not in r.out
     doc = run_cli("check", str(PASSING), "-f", "json").json()
     assert doc["command"] == "check" and doc["passed"] is True
-    assert doc["assertions_total"] == 5 and doc["assertions_failed"] == 0
+    assert doc["assertions_total"] == 7 and doc["assertions_failed"] == 0
     assert {a["metric"] for a in by_name(doc).values()} == {
-        "weights_fit", "max_concurrency", "kv_bytes_per_request", "tpot_seconds", "swap_beats_recompute"}
+        "weights_fit", "max_concurrency", "kv_bytes_per_request", "tpot_seconds", "swap_beats_recompute",
+        "sim_recompute_rate", "sim_tpot_seconds_p99"}
 
 
 def test_failing_plan_exits_1(run_cli):
@@ -71,7 +72,7 @@ def test_csv_and_markdown_render(run_cli):
     assert csv.code == 0
     # one plan: its name is in the headline, not a column; the unit column names what the raw numbers are in
     assert csv.out.splitlines()[1] == "assertion,measured,op,bound,result,margin,unit"
-    assert len(csv.out.splitlines()) == 2 + 5
+    assert len(csv.out.splitlines()) == 2 + 7
     row = csv.out.splitlines()[4]
     assert row.startswith("peak KV per request,1089216000,<=,") and row.endswith(",bytes")
     both = run_cli("check", str(PASSING), str(FAILING), "-f", "csv")
@@ -152,10 +153,10 @@ def test_junit_parses_back(run_cli, tmp_path):
     r = run_cli("check", str(PASSING), str(FAILING), "--junit", str(out))
     assert r.code == 1
     root = ET.parse(out).getroot()
-    assert root.tag == "testsuites" and root.get("tests") == "8" and root.get("failures") == "2"
+    assert root.tag == "testsuites" and root.get("tests") == "10" and root.get("failures") == "2"
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [str(PASSING), str(FAILING)]
-    assert [len(s.findall("testcase")) for s in suites] == [5, 3]
+    assert [len(s.findall("testcase")) for s in suites] == [7, 3]
     assert not suites[0].findall("testcase/failure")
     failures = {c.get("name"): c.find("failure") for c in suites[1].findall("testcase")
                 if c.find("failure") is not None}
@@ -200,6 +201,10 @@ INVALID = [
      ":1: unknown top-level key 'include'"),
     ("not TOML", "[deployment\n", "not valid TOML"),
     ("nested too deep", "x = " + "[" * 200 + "]" * 200 + "\n", "nests tables or arrays"),
+    ("request longer than the model", DEPLOYMENT.replace('decode = "30k"', 'decode = "200k"') + '[[assert]]\n'
+     'metric = "weights_fit"\n', ":9: [deployment] decode: the request's 201,000 tokens"),   # decode, not prompt
+    ("the fix names plan keys", DEPLOYMENT.replace("gpus = 8\ntp = 8\n", "gpus = 1\n") + '[[assert]]\n'
+     'metric = "max_concurrency"\nat_least = 1\n', "(deployment.tp 8 deployment.pp 1 deployment.dp 1)"),
     ("unknown workload key", DEPLOYMENT + '[workload]\nshape = "steady"\n[[assert]]\nmetric = "weights_fit"\n',
      ":11: unknown key workload.'shape'"),
     ("bad distribution", DEPLOYMENT + '[workload]\noutput_dist = "lognormal:mean=20k"\n[[assert]]\n'
@@ -464,7 +469,7 @@ def test_names_with_control_characters_and_repeated_names_are_refused(run_cli, t
 def test_an_invalid_plan_still_writes_a_junit_report(run_cli, tmp_path):
     report = tmp_path / "r.xml"
     assert run_cli("check", str(PASSING), "--junit", str(report)).code == 0
-    assert len(ET.parse(report).getroot().findall(".//testcase")) == 5
+    assert len(ET.parse(report).getroot().findall(".//testcase")) == 7
     bad = write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = -1\n')
     r = run_cli("check", str(PASSING), bad, "--junit", str(report))
     assert r.code == 2
@@ -538,3 +543,14 @@ def test_workload_trace_is_read_relative_to_the_plan(run_cli, tmp_path):
     (tmp_path / "t.csv").write_text("prompt_tokens,output_tokens\n1000,-5\n")
     bad = run_cli("check", plan)
     assert bad.code == 2 and "t.csv" in bad.err and "Traceback" not in bad.err
+
+
+def test_brief_lists_only_the_failures(run_cli):
+    r = run_cli("check", str(FAILING), "--brief")
+    assert r.code == 1
+    lines = r.out.splitlines()
+    # the failing plan: 3 assertions, 2 fail (48 < 128 requests; the TPOT bound 5 ms)
+    assert lines[1:3] == ["assertions: 3", "failed: 2"]
+    assert lines[3] == "FAIL 128 concurrent 31K-token requests: measured: 48" and lines[4] == "  bound (>=): 128"
+    assert len(lines) == 7 and "weights_fit" not in r.out
+    assert run_cli("check", str(PASSING), "--brief", "-f", "json").code == 2   # --brief is the table's

@@ -204,3 +204,16 @@ def test_a_full_disk_is_a_one_line_error(tmp_path):
                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
     err = r.stderr.decode()
     assert r.returncode == 2 and err.startswith("error: cannot write the output") and err.count("\n") == 1, err
+
+
+def test_shell_completion_is_offered_and_completes(run_cli, monkeypatch):
+    """typer's --install-completion / --show-completion are on the top-level app, and the completion protocol
+    (click's bash completion, driven by _KVPLAN_COMPLETE) completes command names and a command's options."""
+    assert "--install-completion" in run_cli("--help").out
+    monkeypatch.setenv("_KVPLAN_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", "kvplan con")
+    monkeypatch.setenv("COMP_CWORD", "1")
+    assert run_cli().out.split() == ["concurrency"]
+    monkeypatch.setenv("COMP_WORDS", "kvplan concurrency --kv-d")
+    monkeypatch.setenv("COMP_CWORD", "2")
+    assert run_cli().out.split() == ["--kv-dtype"]

@@ -26,20 +26,30 @@ COMMANDS = {
     "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
                  "200", "--seed", "1"),
     "presets-list": ("presets", "list"),
+    "presets-gpus": ("presets", "list", "--type", "hardware"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
     "recommend": ("recommend", "--emit", "vllm"),
+    "recommend-chat": ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode",
+                       "300"),
+    # a Hugging Face id read from the hub cache in tests/data/hf-cache (offline)
+    "concurrency-hub": ("concurrency", "-m", "Qwen/QwQ-32B", "-g", "h100-sxm", "--tp", "2"),
     "explain-log": ("explain-log", "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log", "-g", "h100-sxm",
                     "--weight-dtype", "fp8"),
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
-SKIP = {("presets-list", "brief"), ("check", "brief")}
+SKIP = {("presets-list", "brief"), ("presets-gpus", "brief")}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 
 
 @pytest.mark.parametrize("command, fmt", CASES, ids=[f"{c}.{f}" for c, f in CASES])
 def test_golden_output(run_cli, monkeypatch, command, fmt):
     width, extra = FORMATS[fmt]
+    if command.endswith("-hub"):
+        constants = pytest.importorskip("huggingface_hub.constants")
+        cache = "tests/data/hf-cache"   # relative to the root (the test runs there): no machine path in the golden
+        monkeypatch.setenv("HF_HUB_CACHE", cache)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
     monkeypatch.setenv("COLUMNS", width)
     monkeypatch.chdir(ROOT)
     r = run_cli(*COMMANDS[command], *extra)
@@ -51,7 +61,8 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
     assert r.out == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
     if fmt.startswith("table"):
         lines = r.out.splitlines()
-        assert re.match(r"deepseek-r1 on|qwen3-32b on|qwen3-235b-a22b on|\d+ presets: ", lines[0])   # the deployment
+        first = r"deepseek-r1 on|qwen3-32b on|qwen3-235b-a22b on|llama-3.1-8b on|qwq-32b on|\d+ (of \d+ )?presets"
+        assert re.match(first, lines[0])   # the first line: the deployment (or the presets found)
         assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
 
 
@@ -67,6 +78,17 @@ def test_readme_examples_are_real_output():
         c, f = by_args[command_line]
         golden = (GOLDEN / f"{c}.{f}.txt").read_text()
         assert shown == golden, f"README output of {command_line!r} is stale"
+
+
+def test_readme_is_built_from_the_current_goldens():
+    """Every <<name>> of docs/README.in.md (markdown output shown as rendered tables, too) is in README.md as the
+    golden file holds it now: rebuild with tools/build_readme.py after regenerating goldens."""
+    template = (ROOT / "docs" / "README.in.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    names = [n for n in re.findall(r"<<([a-z0-9.-]+)>>", template) if n != "fidelity"]
+    assert names
+    for name in names:
+        assert (GOLDEN / f"{name}.txt").read_text() in readme, f"README's {name} is stale: run tools/build_readme.py"
 
 
 def test_readme_python_example_runs_and_says_what_it_prints(capsys):

@@ -354,3 +354,14 @@ def test_closed_pipe_exits_0():
         os.close(write_end)
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "Traceback" not in err, (proc.returncode, err)
+
+
+def test_the_new_efficiency_fractions_are_checked_in_a_user_preset(run_cli, tmp_path):
+    # allreduce_link and upcast_hbm are fractions of a peak, as hbm is: 1.5 is refused with the field named
+    base = (presets.builtin_dir() / "hardware" / "mi300x.toml").read_text()
+    for field, value in (("allreduce_link", "0.24"), ("upcast_hbm", "0.33")):
+        path = tmp_path / f"{field}.toml"
+        text = f"{field} = {{ value = {value}"
+        assert text in base
+        path.write_text(base.replace(text, f"{field} = {{ value = 1.5"))
+        error_line(run_cli("tpot", "-m", "gpt-oss-120b", "-g", str(path)), field)

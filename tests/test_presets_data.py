@@ -18,10 +18,10 @@ EXPECTED_MODELS = {
     "deepseek-r1", "deepseek-r1-seed-gqa", "deepseek-v3.2-exp", "llama-3.1-70b", "llama-3.1-8b",
     "qwq-32b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b",
     "gpt-oss-20b", "qwen3-30b-a3b", "deepseek-r1-distill-llama-70b", "deepseek-r1-distill-qwen-32b",
-    "deepseek-v3.1", "kimi-k2", "glm-4.5", "minimax-m2", "qwen3-next-80b-a3b",
+    "deepseek-v3.1", "kimi-k2", "glm-4.5", "glm-4.6", "minimax-m2", "qwen3-next-80b-a3b",
 }
 EXPECTED_HARDWARE = {"h100-sxm", "h200", "b200", "a100-80gb", "h20", "mi300x", "l40s", "h800", "h100-pcie", "mi325x",
-                     "gb200", "mi355x"}
+                     "gb200", "mi355x", "b300"}
 SOURCE_KINDS = {"D", "M", "T", "X", "C"}
 
 BUILTIN = {kind: {pid: p for pid, p in presets.items() if p.builtin} for kind, presets in discover().items()}
@@ -273,7 +273,7 @@ def test_public_prices_carry_offer_date_and_source(hardware_id, price):
 # land within a stated tolerance of the count its model card publishes.
 
 NEW_MODELS = {"gpt-oss-20b", "qwen3-30b-a3b", "deepseek-r1-distill-llama-70b", "deepseek-r1-distill-qwen-32b",
-              "deepseek-v3.1", "kimi-k2", "glm-4.5", "minimax-m2", "qwen3-next-80b-a3b"}
+              "deepseek-v3.1", "kimi-k2", "glm-4.5", "glm-4.6", "minimax-m2", "qwen3-next-80b-a3b"}
 
 
 def test_new_models_are_listed_with_the_others():
@@ -376,6 +376,14 @@ def test_kimi_k2_is_mla_with_384_experts():
     assert model.params_expert.value < model.params_total.value  # the EP split needs a positive non-expert share
 
 
+def test_glm_46_is_glm_45_with_a_200k_context():
+    glm45, glm46 = load_model("glm-4.5"), load_model("glm-4.6")
+    # the same 376,832 B per token (92 x 2 x 8 x 128 x 2 B); the context 202,752 (GLM-4.5: 131,072)
+    assert kv_bytes_per_token(glm46, BF16) == kv_bytes_per_token(glm45, BF16) == 376_832
+    assert (glm45.max_position_embeddings, glm46.max_position_embeddings) == (131_072, 202_752)
+    assert glm46.params_active_matmul.value == glm45.params_active_matmul.value
+
+
 def test_glm_45_gqa_with_explicit_head_dim():
     model = load_model("glm-4.5")
     # 2 x 92 layers x 8 KV heads x 128 dims x 2 B = 376,832 B (bf16)
@@ -463,6 +471,18 @@ def test_gb200_per_gpu_figures_and_c2c_host_link():
     assert (link.measured_h2d_gb_s.value, link.measured_d2h_gb_s.value) == (201, 193)
     assert link.large_copy_efficiency.value == pytest.approx((201 + 193) / 2 / 225, abs=0.005)
     assert hw.hbm_capacity_gib.value == pytest.approx(185 * 79.65 / 80, abs=0.005)
+
+
+def test_b300_is_a_b200_with_more_and_faster_hbm():
+    hw, b200 = load_hardware("b300"), load_hardware("b200")
+    # HGX B300: BF16 36 PFLOPS sparse and FP8 72 PFLOPS sparse per 8 GPUs -> / 2 / 8 = 2,250 and 4,500 dense
+    assert hw.dense_tflops["bf16"].value == 36_000 / 2 / 8 == b200.dense_tflops["bf16"].value
+    assert hw.dense_tflops["fp8"].value == 72_000 / 2 / 8 == b200.dense_tflops["fp8"].value
+    assert hw.dense_tflops["fp4"].value == 105_000 / 8 > b200.dense_tflops["fp4"].value   # 13,125 vs 9,000
+    assert hw.hbm_bandwidth_tb_s.value == 8.0 and hw.hbm_capacity_vendor_gb.value == 288
+    assert hw.hbm_capacity_gib.value == pytest.approx(288 * 179.06 / 180, abs=0.01)   # kind X: scaled from B200
+    assert hw.hbm_capacity_gib.kind == "X"
+    assert hw.scale_up.gb_s_per_direction.value == 900 and hw.node.gpus_per_node == 8
 
 
 def test_mi355x_doubles_the_mi300x_dense_peaks():

@@ -54,8 +54,10 @@ def test_batch_is_the_largest_meeting_the_slo():
     step = costs.step_model(s)
     mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
 
-    def tpot(b):
-        return float(step.step(b, b * mean_b, b * mean_f)["total"])
+    t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
+
+    def tpot(b):   # the decode step plus the batch's prefills spread over its 30,000 steps (kvplan pd's rule)
+        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * b / 30_000
 
     b = tight.batch.value
     assert tpot(b) <= 0.009 < tpot(b + 1)               # the largest batch under the SLO, not one less or more
@@ -232,3 +234,104 @@ def test_recommend_target_cli(run_cli):
     none = run_cli("recommend", "-m", "llama-3.1-8b", "--target", "tpot<=10us", "--candidates", "h100-sxm")
     assert none.code == 2 and "no layout" in none.err
     assert run_cli("recommend", "--candidates", "h100-sxm").code == 2
+
+
+def test_the_workload_documents_scenario():
+    """DeepSeek-R1 on 8 x H200, 1K prompt + 30K decode. FP8 MLA: 61 layers x 576 B = 35,136 B per token on every
+    TP rank (the latent is replicated); 31,000 tokens in 64-token blocks = 485 blocks = 31,040 tokens x 35,136 =
+    1,090,621,440 B per GPU; the batch is the pool // that (45 at kvplan's budget for this deployment)."""
+    from kvplan.calc import capacity
+
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"))
+    plan = plan_recommend(s)
+    pool = int(capacity.kv_pool(plan.scenario).kv_pool_bytes)
+    assert plan.kv_dtype.value == "fp8"
+    assert plan.batch_capacity.value == pool // 1_090_621_440 == 45
+    assert plan.batch.value == 45 and not plan.row("batch").agrees        # 45, not the document's 2-8
+    assert plan.preemption_mode == "swap" and plan.row("preemption").agrees
+    assert not plan.disaggregate and plan.row("pd").agrees
+    assert plan.row("prefix_cache").agrees and plan.offload
+
+
+def test_a_flag_is_printed_from_its_first_release_on():
+    # --kv-offloading-size is printed from v0.15.0 (kvplan's bound): 0.15 has it, 0.14 does not
+    for release, present in (("vllm==0.15", True), ("vllm==0.14", False)):
+        s = llama(engine=release)
+        plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+        assert ("--kv-offloading-size" in _flags(s.engine_adapter.launch_command(plan))) is present
+
+
+def test_the_slo_batch_counts_the_prefills_of_a_chat_batch():
+    """4K prompts and 300-token outputs: each request's 4K prefill lands in the batch's time once per 300 steps, so
+    the mean TPOT at batch b is step(b) + prefill x b / 300 (kvplan pd's rule) and the SLO binds well below the
+    243 that fit."""
+    from kvplan.calc import costs
+
+    chat = plan_recommend(llama(prompt_tokens=4000, decode_tokens=300))
+    s = chat.scenario
+    step = costs.step_model(s)
+    mean_b, mean_f = step.steady_cache(4000, 300)
+    t_pf = step.prefill_seconds(4000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
+
+    def tpot(b):
+        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * b / 300
+
+    b = chat.batch.value
+    assert b < chat.batch_capacity.value == 243
+    assert tpot(b) <= 0.05 < tpot(b + 1)
+    assert chat.tpot_at_batch.value == pytest.approx(tpot(b))
+
+
+def test_search_tpot_is_judged_at_the_batch_the_concurrency_target_needs():
+    """With concurrency>=33 on 4 GPUs only TP4 (one replica) holds 33, so its TPOT is judged at batch 33: a
+    ceiling between its batch-1 and batch-33 TPOT must fail it, although batch 1 alone would pass."""
+    from kvplan.calc import costs
+    from kvplan.calc.sizing import parse_target, search
+    from kvplan.dtypes import KVDtype
+
+    base = llama(kv_pool_bytes=16 * GIB)
+    s = base.with_(gpus=4, tp=4, dp=None, kv_dtype_request="fp8")
+    step = costs.step_model(s)
+    mean_b, mean_f = step.steady_cache(1000, 30_000)
+    t1, t33 = (float(step.step(b, b * mean_b, b * mean_f)["total"]) for b in (1, 33))
+    ceiling = (t1 + t33) / 2
+    plan = search(base, (parse_target("concurrency>=33@31k"), parse_target(f"tpot<={ceiling * 1e3:.4f}ms")),
+                  (load_hardware("h100-sxm"),), (KVDtype.FP8,))
+    assert all(c.gpus > 4 for c in plan.ranked)
+    tp4 = [c for c in plan.near_misses if (c.gpus, c.tp) == (4, 4)]
+    assert tp4 and any(f.startswith("tpot<=") and "at batch 33" in f for f in tp4[0].failed)
+
+
+def test_search_rate_counts_every_replica():
+    from kvplan.calc import costs
+    from kvplan.calc.sizing import parse_target, search
+    from kvplan.dtypes import KVDtype
+
+    base = llama(kv_pool_bytes=16 * GIB)
+    plan = search(base, (parse_target("concurrency>=16@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
+    replicated = [c for c in plan.ranked if c.dp > 1]
+    assert replicated
+    for c in replicated:
+        s = base.with_(gpus=c.gpus, tp=c.tp, pp=c.pp, dp=None, kv_dtype_request="fp8")
+        t_pf = costs.step_model(s).prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
+        assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * c.tpot_seconds))
+
+
+def test_search_ties_go_to_the_layout_with_more_room():
+    """DeepSeek-R1 on 4 x B300, TP1 x DP4: at the batch the 40 ms target allows (31 per replica) the absorbed-MLA step
+    is not bound by the KV read, so bf16 and fp8 KV give the same TPOT and rate; the tie goes to fp8, which holds
+    about twice the requests."""
+    from kvplan.calc.sizing import parse_target, search
+
+    base = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"))
+    plan = search(base, (parse_target("concurrency>=64@31k"), parse_target("tpot<=40ms")), (load_hardware("b300"),))
+    first, second = plan.ranked[:2]
+    assert (first.gpus, first.tp, first.dp) == (second.gpus, second.tp, second.dp) == (4, 1, 4)
+    assert first.requests_per_second == second.requests_per_second
+    assert (first.kv_dtype, second.kv_dtype) == ("fp8", "bf16") and first.concurrency > second.concurrency
+    # and the recommendation after a search says the search chose the dtype, not a flag
+    from kvplan.calc.recommend import RecommendOptions
+
+    row = plan_recommend(llama(kv_dtype_request="bf16"), RecommendOptions(dtype_origin="chosen by the --target search")
+                         ).row("kv_dtype")
+    assert row.reason.startswith("bf16, chosen by the --target search;") and "--kv-dtype" not in row.why_differs

@@ -11,9 +11,9 @@ from kvplan.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
 
 IDEAL = ["--hbm-efficiency", "1", "--mfu", "1", "--overhead-us", "0", "--step-overhead-us", "0",
-         "--moe-overhead-us", "0"]
+         "--moe-overhead-us", "0", "--request-overhead-us", "0"]
 IDEAL_FACTORS = {"hbm": 1.0, "mfu": 1.0, "overhead_us_per_layer": 0.0, "overhead_us_per_step": 0.0,
-                 "overhead_us_per_moe_layer": 0.0}
+                 "overhead_us_per_moe_layer": 0.0, "overhead_us_per_request": 0.0}
 
 
 def tpot_json(run_cli, *args):
@@ -63,15 +63,38 @@ def test_mla_decode_runs_in_the_absorbed_form(run_cli):
 
 
 def test_tp_all_reduce_and_overheads(run_cli):
-    # Llama-3.1-70B at TP4 on H100, batch 2: per layer two all-reduces of 2 x 8,192 x 2 B, each
-    # latency 26 us + 2 x 3/4 x 32,768 B / (450e9 x 0.82) = 26 us + 0.1332 us; x 80 layers.
-    # Overheads: 80 x 15 us + 450 us = 1.65 ms (H100 preset).
+    # Llama-3.1-70B at TP4 on H100, batch 2: per layer two in-graph all-reduces of 2 x 8,192 x 2 B, each
+    # latency 9.3 us (vLLM's custom all-reduce, sglang PR #2904) + 2 x 3/4 x 32,768 B / (450e9 x 0.114)
+    # = 9.3 us + 0.958 us; x 80 layers. Overheads: 80 x 15 us + 450 us = 1.65 ms (H100 preset) + 2 requests x 15 us.
     d = tpot_json(run_cli, "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--dp", "1", "--batch", "2",
                   "--prompt", "1000", "--decode", "0", "--shape", "cohort")
     b = d["step_breakdown"]["start"]
-    per_token = 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.82)
-    assert b["comm_seconds"] == pytest.approx(80 * 2 * (26e-6 + per_token * 2))
+    per_token = 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.114)
+    assert b["comm_seconds"] == pytest.approx(80 * 2 * (9.3e-6 + per_token * 2))
+    assert b["overhead_seconds"] == pytest.approx(80 * 15e-6 + 450e-6 + 2 * 15e-6)
+    # the two new factors answer to their flags: 10 us all-reduces, 0 us per request
+    d = tpot_json(run_cli, "-m", "llama-3.1-70b", "-g", "h100-sxm", "--tp", "4", "--dp", "1", "--batch", "2",
+                  "--prompt", "1000", "--decode", "0", "--shape", "cohort", "--allreduce-latency-us", "10",
+                  "--request-overhead-us", "0")
+    b = d["step_breakdown"]["start"]
+    assert b["comm_seconds"] == pytest.approx(80 * 2 * (10e-6 + per_token * 2))
     assert b["overhead_seconds"] == pytest.approx(80 * 15e-6 + 450e-6)
+
+
+def test_experts_in_a_dtype_without_matrix_cores_stream_at_upcast_hbm():
+    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.33
+    # (preset) instead of hbm 0.78; at batch 1 on TP1 the step touches 36 layers x 4 experts. B200 lists an FP4
+    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.33 exactly (memory-bound at batch 1).
+    s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("mi300x"), tp=1, dp=1,
+                 prompt_tokens=1000, decode_tokens=0)
+    step = costs.step_model(s)
+    assert step.expert_bw_scale == pytest.approx(0.33 / 0.78)
+    slow = step.step(1, 0.0, 0.0)["moe"]
+    native = costs.step_model(s, costs.step_factors(s.hardware, upcast_hbm=0.78)).step(1, 0.0, 0.0)["moe"]
+    assert slow / native == pytest.approx(0.78 / 0.33)
+    assert costs.upcast("mxfp4", load_hardware("mi300x")) and not costs.upcast("mxfp4", load_hardware("b200"))
+    assert costs.upcast("fp8", load_hardware("a100-80gb")) and not costs.upcast("bf16", load_hardware("a100-80gb"))
+    assert costs.step_model(s.with_(hardware=load_hardware("b200"))).expert_bw_scale == 1.0
 
 
 def test_ttft_is_the_chunked_prefill(run_cli):
@@ -214,3 +237,31 @@ def test_brief_shows_the_effective_speculative_tpot(run_cli):
 
     assert effective("2.4") / effective("4") == pytest.approx(4 / 2.4, rel=2e-3)   # 2 decimals printed
     assert "effective" not in run_cli("tpot", "--brief").out
+
+
+def test_steady_contexts_are_the_midpoints_of_the_decode_whatever_the_batch():
+    # 257 midpoints of 1,000..1,257: 1,000 + (i + 0.5) x 257 / 257 = 1,000.5, 1,001.5, ..., 1,256.5; mean 1,128.5
+    ctx = costs.steady_contexts(1000, 257)
+    assert len(ctx) == 257
+    assert (ctx[0], ctx[1], ctx[-1]) == (1000.5, 1001.5, 1256.5)
+    assert float(ctx.mean()) == pytest.approx(1128.5)
+
+
+def test_one_steady_tpot_for_a_batch_in_tpot_pd_and_recommend():
+    # A sliding window makes the average non-linear in context, so a different sample set would show: at prompt 100,
+    # decode 100 and window 128, two contexts (125, 175) give a sliding-layer mean of (125 + 128) / 2 = 126.5 tokens,
+    # the continuous mean 0.28 x 114 + 0.72 x 128 = 124.1. tpot, pd and recommend must all price the same one.
+    import numpy as np
+
+    from kvplan.calc import recommend
+    from kvplan.calc.pd import PdOptions, _Model
+
+    s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("h100-sxm"), tp=1, dp=1,
+                 prompt_tokens=100, decode_tokens=100)
+    tpot = plan_tpot(s, TpotOptions(batch=2)).tpot_mean.value
+    step = costs.step_model(s)
+    mean_b, _ = step.steady_cache(100, 100)
+    two_b, _ = step.request_cache(np.array([125.0, 175.0]))
+    assert mean_b != pytest.approx(float(two_b.mean()), rel=1e-4)     # the test discriminates the sample set
+    assert _Model(s, PdOptions()).tpot_by_batch(100, 100)[1] == pytest.approx(tpot, rel=1e-12)
+    assert recommend._slo_batch(step, s, 2, 1.0, 0.0) == (2, pytest.approx(tpot, rel=1e-12))   # no prefills

@@ -134,7 +134,7 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
         mem_cols = sum(np.where(mem, m1, 0.0) for mem, m1, c1 in split.values())
         cmp_cols = sum(np.where(mem, 0.0, c1) for mem, m1, c1 in split.values())
         fixed = model.step(b, b * nbytes, b * nflops)
-        rest = fixed["comm"] + (model.overhead_s - per_step)
+        rest = fixed["comm"] + (fixed["overhead"] - per_step)
         cols = [mem_cols, cmp_cols, np.ones_like(t)]
         keep = [i for i, c in enumerate(cols) if np.any(c > 0)]
         # relative least squares: each point weighted by 1 / T
@@ -168,7 +168,9 @@ def _operators(model, b, nbytes, nflops):
     if model.num_experts:
         share = 1 - (1 - model.top_k / model.num_experts) ** (b * model.tokens_per_rank_to_ep)
         touched = model.experts_on_gpu * share
-        ops["moe"] = (touched * model.expert_bytes_each, model.moe_flops_per_token * b, gemm_peak)
+        # experts upcast in-kernel stream at upcast_hbm: their bytes count 1 / expert_bw_scale over
+        ops["moe"] = (touched * model.expert_bytes_each / model.expert_bw_scale, model.moe_flops_per_token * b,
+                      gemm_peak)
     ops["attention"] = (b * nbytes, b * nflops, att_peak)
     out = {}
     for name, (nb, nf, peak) in ops.items():

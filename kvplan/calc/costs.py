@@ -159,15 +159,49 @@ GENERIC_FACTORS = {
     "overhead_us_per_layer": (15.0, "generic, from H100: the vLLM FP8 KV-cache blog's Llama-3.1-8B batch-1 ITL "
                                     "intercept 6.44 ms less the weight read leaves 0.93 ms = 32 x 15 us + 450 us"),
     "overhead_us_per_step": (450.0, "generic, from H100: see overhead_us_per_layer"),
-    "overhead_us_per_moe_layer": (40.0, "generic, fitted to one published point: DeepSeek-R1 FP8 on 8 x H200 at TP8, "
-                                        "batch 8, 1K/1K, SGLang v0.5.7 mean TPOT 12.8 ms "
-                                        "(github.com/SemiAnalysisAI/InferenceX/issues/870); routing and permutation "
-                                        "kernels of each MoE layer"),
+    "overhead_us_per_moe_layer": (40.0, "generic, fitted with overhead_us_per_request to one source: gpt-oss-120b "
+                                        "MXFP4 on 8 x H100 at TP8, 1K/1K, vLLM, TPOT 3.72-7.36 ms at concurrency "
+                                        "4-64 (github.com/SemiAnalysisAI/InferenceX/issues/828); routing and "
+                                        "permutation kernels of each MoE layer (checked on DeepSeek-R1, SGLang, "
+                                        "8 x H200: InferenceX/issues/870)"),
+    "allreduce_latency_us": (9.3, "generic, from H100: a decode step's small TP all-reduce runs inside the CUDA graph "
+                                  "on the engine's custom all-reduce, 9.3 us for 4 KB at TP8 on H100 (vLLM's, "
+                                  "measured even without graphs; github.com/sgl-project/sglang/pull/2904), not "
+                                  "nccl-tests' 26-49 us outside graphs"),
+    "allreduce_link": (0.114, "generic, from H100: the same custom all-reduce takes 45.0 us for 1 MB at TP8 "
+                              "(github.com/sgl-project/sglang/pull/2904), so (45.0 - 9.3) us = 1.75 x 1 MB / "
+                              "(450 GB/s x 0.114): decode-sized messages see a small share of the link"),
+    "overhead_us_per_request": (15.0, "generic, fitted with overhead_us_per_moe_layer to one source: gpt-oss-120b on "
+                                      "8 x H100 TP8, vLLM, concurrency 4-64 (github.com/SemiAnalysisAI/InferenceX/"
+                                      "issues/828): the TPOT slope over batch beyond the kernels' (per request per "
+                                      "step: scheduling, input preparation, sampling, output processing)"),
+    "upcast_hbm": (None, "generic: as hbm (weights in a dtype the GPU has no matrix cores for stream like any)"),
 }
 
+# Weight dtypes a GPU multiplies natively only if its preset lists that dense peak; otherwise the GEMM kernels
+# upcast them in-kernel (e.g. MXFP4 on MI300X/gfx942: vLLM ROCm runs the MoE with triton_kernels' matmul_ogs on
+# BF16 matrix cores, vllm-project/vllm vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend), and
+# they stream at the GPU's upcast_hbm.
+NATIVE_KEY = {"mxfp4": "fp4", "nvfp4": "fp4", "fp8": "fp8", "int8": "int8", "int4": "int4"}
 
-STEADY_SAMPLES = 64   # contexts a steady batch's mean request is averaged over
+
+def upcast(dtype: str | None, hw: HardwareSpec) -> bool:
+    """Whether weights of ``dtype`` are upcast in-kernel on ``hw`` (no dense peak of theirs in the preset)."""
+    key = NATIVE_KEY.get(dtype or "")
+    return key is not None and key not in (hw.dense_tflops or {})
+
+
+STEADY_SAMPLES = 257  # contexts a steady batch's mean request is averaged over (every command: one TPOT per batch)
 COHORT_POINTS = 65    # steps a cohort's mean step is integrated over
+
+
+def steady_contexts(prompt: int, decode: int):
+    """The contexts a steady batch is averaged over: STEADY_SAMPLES midpoints of prompt..prompt+decode, whatever the
+    batch. Under continuous batching each request slot cycles through every context of the decode, so over the
+    decode the batch's mean request is the mean over the whole range (a batch of 1 included: its mean TPOT)."""
+    import numpy as np
+
+    return prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
 
 
 @frozen
@@ -182,6 +216,10 @@ class StepFactors:
     overhead_us_per_layer: object
     overhead_us_per_step: object
     overhead_us_per_moe_layer: object
+    allreduce_latency_us: object
+    allreduce_link: object
+    overhead_us_per_request: object
+    upcast_hbm: object
 
     def value(self, name: str) -> float:
         return float(getattr(self, name).value)
@@ -195,7 +233,9 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",
              "link": "--link-efficiency", "link_latency_us": "--link-latency-us",
              "overhead_us_per_layer": "--overhead-us", "overhead_us_per_step": "--step-overhead-us",
-             "overhead_us_per_moe_layer": "--moe-overhead-us"}
+             "overhead_us_per_moe_layer": "--moe-overhead-us", "allreduce_latency_us": "--allreduce-latency-us",
+             "allreduce_link": "an override of allreduce_link", "overhead_us_per_request": "--request-overhead-us",
+             "upcast_hbm": "an override of upcast_hbm"}
     out = {}
     for name, (generic, source) in GENERIC_FACTORS.items():
         given_value = overrides.get(name)
@@ -204,6 +244,8 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
             out[name] = Number(given_value, given(flags[name]))
         elif preset is not None:
             out[name] = Number(preset.value, default(f"{hw.id} preset efficiency.{name}", preset.cite()))
+        elif generic is None:   # upcast_hbm: as hbm
+            out[name] = Number(out["hbm"].value, default(f"generic {name}: as hbm", source))
         else:
             out[name] = Number(generic, default(f"generic {name}", source))
     return StepFactors(**out)
@@ -217,6 +259,7 @@ class StepModel:
     scenario: object
     factors: StepFactors
     bw: float                      # achievable HBM bytes/s
+    expert_bw_scale: float         # routed experts stream at bw x this (upcast_hbm / hbm when upcast, else 1)
     flops: float                   # achievable dense FLOP/s of the GEMMs in decode (the weights' dtype)
     attention_flops_s: float       # achievable FLOP/s of attention (bf16: attention cores run in bf16)
     prefill_flops_s: float         # achievable dense FLOP/s in prefill
@@ -235,6 +278,7 @@ class StepModel:
     ep_per_moe_layer: tuple[float, float]  # (latency s, s per token) of one MoE layer's dispatch + combine
     pp_send: tuple[float, float]           # (latency s, s per token) of the PP sends of one step
     overhead_s: float              # per step: layers x per-layer + per-step
+    request_overhead_s: float      # per request per step
     notes: tuple[str, ...]
 
     def request_cache(self, contexts, dtype=None):
@@ -269,7 +313,8 @@ class StepModel:
         if self.num_experts:
             t = tokens * self.tokens_per_rank_to_ep
             touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
-            moe = maximum(touched * self.expert_bytes_each / self.bw, self.moe_flops_per_token * tokens / self.flops)
+            moe = maximum(touched * self.expert_bytes_each / (self.bw * self.expert_bw_scale),
+                          self.moe_flops_per_token * tokens / self.flops)
         else:
             moe = tokens * 0.0
         kv = as_float(cache_bytes) / self.bw
@@ -281,17 +326,18 @@ class StepModel:
         comm = comm + self.moe_layers * (lat + per_tok * tokens)
         lat, per_tok = self.pp_send
         comm = comm + lat + per_tok * tokens
-        total = dense + moe + attention + comm + self.overhead_s
+        overhead = self.overhead_s + self.request_overhead_s * b
+        total = dense + moe + attention + comm + overhead
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
-                "comm": comm, "overhead": full(total, self.overhead_s), "total": total}
+                "comm": comm, "overhead": full(total, 0.0) + overhead, "total": total}
 
     def steady_cache(self, prompt: int, decode: int):
         """(cache bytes, attention FLOPs) of the mean request of a steady batch, whose contexts are spread evenly
-        over prompt..prompt+decode (STEADY_SAMPLES midpoints): multiply by the batch for the step."""
+        over prompt..prompt+decode (``steady_contexts``): multiply by the batch for the step. The one steady
+        average: tpot, pd, recommend, check and the layout search all price a steady batch through here."""
         import numpy as np
 
-        ctx = prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
-        nbytes, nflops = self.request_cache(ctx)
+        nbytes, nflops = self.request_cache(steady_contexts(prompt, decode))
         return float(np.mean(nbytes)), float(np.mean(nflops))
 
     def cohort_mean(self, batch: int, prompt: int, steps: int) -> float:
@@ -310,7 +356,7 @@ class StepModel:
     @property
     def weight_read_seconds(self) -> float:
         """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
-        return (self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each) / self.bw
+        return (self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
@@ -333,6 +379,13 @@ class StepModel:
             total += max(self.weight_read_seconds, compute) + self.overhead_s
             start = end
         return total
+
+
+def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
+    """Mean TPOT of a colocated replica whose batch also runs its requests' prefills: each of the ``batch``
+    requests brings one prefill per ``decode_tokens`` steps, so the decode steps stretch by batch x prefill /
+    decode on average (chunked or not, the same GPU time). ``plain`` and ``batch`` may be numpy arrays."""
+    return plain + prefill_seconds * batch / max(decode_tokens, 1)
 
 
 def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
@@ -376,6 +429,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
         dense_bytes = float(one_stage.value)
     link = hw.scale_up.gb_s_per_direction.value * 1e9 if hw.scale_up and hw.scale_up.gb_s_per_direction else None
     latency = f.value("link_latency_us") * 1e-6
+    allreduce_latency = f.value("allreduce_latency_us") * 1e-6
     hidden = model.hidden_size or 0
     act = 2  # bf16 activations
     comm_layer = (0.0, 0.0)
@@ -383,8 +437,8 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
         if link is None:
             notes.append(f"{hw.id} has no scale-up link rate: TP all-reduces are not priced")
         else:
-            per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link"))
-            comm_layer = (2 * latency, 2 * per_token)
+            per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
+            comm_layer = (2 * allreduce_latency, 2 * per_token)
     ep_layer = (0.0, 0.0)
     if par.ep and par.ep > 1 and hidden and is_moe:
         nic = hw.node.nic_gb_s_per_direction_per_gpu
@@ -402,8 +456,14 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
             pp_send = ((par.pp - 1) * latency, (par.pp - 1) * hidden * act / rate)
     overhead = (model.num_layers * f.value("overhead_us_per_layer") + moe_layers * f.value("overhead_us_per_moe_layer")
                 + f.value("overhead_us_per_step")) * 1e-6
-    return StepModel(s, f, bw, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
+    expert_dtype = s.weight_dtype or model.weight_dtype
+    scale = f.value("upcast_hbm") / f.value("hbm") if is_moe and upcast(expert_dtype, hw) else 1.0
+    if scale != 1.0:
+        notes.append(f"{hw.id} has no {NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are upcast "
+                     f"in-kernel and stream at {f.value('upcast_hbm'):g} of peak HBM (efficiency.upcast_hbm)")
+    return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * routed_active / par.tp,
-                     model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead, tuple(notes))
+                     model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
+                     f.value("overhead_us_per_request") * 1e-6, tuple(notes))

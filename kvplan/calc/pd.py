@@ -142,7 +142,7 @@ class _Model:
         limit = min(self.fit(p + d), len(self.batches))
         t_pf = self.prefill(p)
         plain = self.tpot_by_batch(p, d)[:limit]
-        mean = plain + t_pf * self.batches[:limit] / max(d, 1)
+        mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
         ok = np.nonzero(mean <= self.o.tpot_slo)[0]
         if not len(ok):
             worst = float(mean[0]) if limit else math.inf

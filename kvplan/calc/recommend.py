@@ -48,6 +48,7 @@ PREFILL_SHARE_SMALL = 0.05  # below this share of the replica time a request cos
 class RecommendOptions:
     tpot_slo: float = 0.05                  # seconds; DeepSeek's production 20 tokens/s per user
     dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
+    dtype_origin: str = "--kv-dtype"        # who fixed a KV dtype that is not auto (the flag, or the --target search)
 
     def __post_init__(self) -> None:
         slo = self.tpot_slo
@@ -140,14 +141,14 @@ def _choose_dtype(s: Scenario, pool_of) -> tuple[KVDtype, tuple[DtypeOption, ...
     return s.kv_dtype, options, "default"
 
 
-def _slo_batch(step, s: Scenario, limit: int, slo: float) -> tuple[int, float]:
-    """The largest batch <= limit whose steady mean TPOT meets the SLO, and the TPOT at that batch (0 and the
-    batch-1 TPOT when none does)."""
+def _slo_batch(step, s: Scenario, limit: int, slo: float, t_pf: float) -> tuple[int, float]:
+    """The largest batch <= limit whose steady mean TPOT, with the batch's own prefills run in between (as kvplan
+    pd prices a colocated replica), meets the SLO, and that TPOT (0 and the batch-1 TPOT when none does)."""
     import numpy as np
 
     mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
     b = np.arange(1, max(limit, 1) + 1, dtype=float)
-    tpot = step.step(b, b * mean_b, b * mean_f)["total"]
+    tpot = costs.colocated_tpot(step.step(b, b * mean_b, b * mean_f)["total"], t_pf, b, s.decode_tokens)
     ok = np.nonzero(tpot <= slo)[0]
     if not len(ok):
         return 0, float(tpot[0])
@@ -178,26 +179,29 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if cap < 1:
         raise KvplanError(f"one {s.context_tokens:,}-token request does not fit the {pool:,} B KV pool per replica "
                           f"with {dtype.value} KV", "add GPUs (--gpus, --nodes), or shorten --decode")
-    rows = [_dtype_row(s, dtype, dtype_options, why_dtype)]
+    rows = [_dtype_row(s, dtype, dtype_options, why_dtype, o.dtype_origin)]
 
     # --- batch -----------------------------------------------------------------------------------------------
     step = costs.step_model(s)
-    _, engine_seqs = s.engine_adapter.batch_limits_for(s)
+    mnbt, engine_seqs = s.engine_adapter.batch_limits_for(s)
     engine_cap = int(engine_seqs.value)
-    slo_b, slo_tpot = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo)
+    t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
+    slo_b, slo_tpot = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
     batch = min(cap, engine_cap, slo_b) if slo_b else min(cap, engine_cap)
     mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
-    tpot_b = float(step.step(batch, batch * mean_b, batch * mean_f)["total"])
+    tpot_b = float(costs.colocated_tpot(step.step(batch, batch * mean_b, batch * mean_f)["total"], t_pf, batch,
+                                        s.decode_tokens))
     next_step = capacity.first_full_step(s, cap + 1, pool, shared)
     cap_v = Count(cap, derived("floor((pool - shared prefix copy) / per-request bytes at prompt + decode)",
                                f"floor(({pool:,} - {shared:,}) / {per_req:,}) = {cap}"))
-    slo_v = Count(slo_b, derived("largest batch whose steady mean TPOT (contexts spread over prompt..prompt+decode) "
-                                 "meets the SLO, the step model", f"SLO {o.tpot_slo * 1e3:g} ms -> {slo_b}"))
+    slo_v = Count(slo_b, derived("largest batch whose steady mean TPOT (contexts spread over prompt..prompt+decode, "
+                                 "the batch's prefills in between, as kvplan pd) meets the SLO",
+                                 f"SLO {o.tpot_slo * 1e3:g} ms -> {slo_b}"))
     batch_v = Count(batch, derived("min(HBM capacity, TPOT-SLO batch, engine max_num_seqs)",
                                    f"min({cap}, {slo_b if slo_b else 'none'}, {engine_cap}) = {batch}"))
     next_v = Count(next_step, derived("first decode step at which one more request (cap + 1) fills the pool",
                                       f"batch {cap + 1}: step {next_step}"))
-    tpot_v = Seconds(tpot_b, derived("steady mean TPOT at the batch (the step model)",
+    tpot_v = Seconds(tpot_b, derived("steady mean TPOT at the batch, prefills included (the step model)",
                                      f"batch {batch}: {tpot_b * 1e3:.2f} ms"))
     rows.append(_batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o.tpot_slo, pool, per_req))
 
@@ -247,8 +251,6 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                     "" if not pd.recommend else
                     "this workload's prompts are long enough against its outputs that a prefill pool pays "
                     f"(break-even prompt:output {pd.breakeven_ratio.value:g})"))
-    mnbt, _ = s.engine_adapter.batch_limits_for(s)
-    t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
@@ -275,7 +277,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str) -> Row:
+def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
     counts = {o.dtype: o.requests_per_replica.value for o in opts}
     text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
     base = counts.get(KVDtype.BF16)
@@ -288,9 +290,11 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str) -> Row:
         reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
         notes.append(f"FP4 KV: {FP4_ACCURACY}.")
     if why == "given":
-        reason = f"--kv-dtype {dtype.value} as given; " + reason
+        reason = (f"--kv-dtype {dtype.value} as given; " if origin == "--kv-dtype" else
+                  f"{dtype.value}, {origin}; ") + reason
     agrees = dtype == KVDtype.FP8
-    differs = "" if agrees else (f"--kv-dtype {dtype.value} was given" if why == "given" else
+    differs = "" if agrees else ((f"--kv-dtype {dtype.value} was given" if origin == "--kv-dtype" else
+                                  f"{dtype.value} was {origin}") if why == "given" else
                                  f"this model or GPU cannot store fp8 KV, so {dtype.value} stays")
     return Row("kv_dtype", SETTING_NAMES["kv_dtype"], dtype.value, reason + ".", DOCUMENT_ROWS["kv_dtype"][0],
                agrees, differs, tuple(notes))

@@ -44,6 +44,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from dataclasses import field
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.workload import Workload
@@ -72,6 +73,10 @@ class SimOptions:
     watermark: float = DEFAULT_WATERMARK
     dram_bytes_per_node: int | None = None
     reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
+    # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
+    # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
+    # tests' conservation checks (simulate.event_state names the keys)
+    on_event: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -305,6 +310,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 heapq.heappush(arrivals, (t, next_id))
                 next_id += 1
 
+    def event_state() -> dict:
+        return {"now": now, "free_blocks": free, "total_blocks": total_blocks, "held_blocks": held,
+                "generated": g, "in_dram": in_dram, "dram_used": dram_used, "finish": finish,
+                "running": tuple(running), "waiting": tuple(waiting), "swapped": tuple(swapped),
+                "landing": tuple(i for _, i in landing), "not_arrived": tuple(i for _, i in arrivals),
+                "swapped_out_bytes": swapped_out_bytes, "swapped_in_bytes": swapped_in_bytes}
+
     def holders() -> int:
         return len(running) + len(landing)
 
@@ -420,12 +432,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             dram_used -= int(in_dram[i])
             in_dram[i] = 0
             running.append(i)
+        if o.on_event is not None:
+            o.on_event(event_state())
         if not no_admit:
             before = now
             admit()
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
-        peak_running = max(peak_running, len(running))
         if not running and no_admit:
             no_admit = False
             continue
@@ -471,6 +484,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                         lo = mid
                 k = lo
         b = len(running)
+        peak_running = max(peak_running, b)       # the batch of a step that runs (not one a preemption trims)
         if o.reference:
             cb, cf = sm.request_cache(x.astype(float))
             run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
@@ -513,6 +527,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             for i in completed.tolist():
                 finished(i)
 
+    if o.on_event is not None:
+        o.on_event(event_state())
+    if next_id < n:     # a closed loop's --duration ended before every request was submitted: the run is the rest
+        P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed = (
+            a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins,
+                                  recomputed))
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
                   dram_cap, base(1))
     longest, where = np.unique(P + L - 1, return_inverse=True)

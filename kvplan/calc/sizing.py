@@ -198,9 +198,10 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
         return c.usd_per_hour if c.usd_per_hour is not None else math.inf
 
     # fewest GPUs, then the cheapest hour, then KV dtypes with a published reasoning evaluation (fp4 last), then
-    # the most requests per second
+    # the most requests per second, then the most room (concurrency) on a tie
     passing = sorted((c for c in found if c.meets),
-                     key=lambda c: (c.gpus, price_key(c), c.kv_dtype == "nvfp4", -c.requests_per_second))
+                     key=lambda c: (c.gpus, price_key(c), c.kv_dtype == "nvfp4", -round(c.requests_per_second, 9),
+                                    -c.concurrency))
     best = passing[0] if passing else None
     limit = best.gpus if best else math.inf
     misses = sorted((c for c in found if not c.meets and c.gpus <= limit),

@@ -127,12 +127,12 @@ def bound_of(split: dict, i=None) -> str:
 
 
 def _phase(step, batch: int, contexts, label: str) -> Phase:
-    """One decode step of ``batch`` requests at ``contexts`` (an array of the batch's contexts)."""
+    """One decode step of ``batch`` requests at ``contexts`` (an array the batch's mean request is averaged over)."""
     import numpy as np
 
     ctx = np.asarray(contexts, dtype=float)
     nbytes, nflops = step.request_cache(ctx)
-    split = step.step(batch, float(np.sum(nbytes) * batch / len(ctx)), float(np.sum(nflops) * batch / len(ctx)))
+    split = step.step(batch, float(np.mean(nbytes) * batch), float(np.mean(nflops) * batch))
     parts = {k: float(v) for k, v in split.items()}
     mean_ctx = int(round(float(np.mean(ctx))))
     numbers = ", ".join(f"{k} {parts[k] * 1e3:.3f} ms" for k in COMPONENTS)
@@ -144,14 +144,14 @@ def _phase(step, batch: int, contexts, label: str) -> Phase:
                                    for k in COMPONENTS})
 
 
-def _batch_contexts(shape: str, p: int, d: int, t: int, batch: int):
-    """The batch's contexts at decode step t: a cohort all at P + t; a steady batch spread over P..P+D."""
+def _batch_contexts(shape: str, p: int, d: int, t: int):
+    """The batch's contexts at decode step t: a cohort all at P + t; a steady batch spread over P..P+D (the one
+    steady average of every command, ``costs.steady_contexts``)."""
     import numpy as np
 
     if shape == "cohort":
         return np.array([p + t], dtype=float)
-    n = min(batch, SAMPLES)
-    return p + (np.arange(n) + 0.5) * d / n
+    return costs.steady_contexts(p, d)
 
 
 def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPlan:
@@ -179,9 +179,9 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
         raise KvplanError(f"--batch {b} does not fit: one replica's KV pool holds {fit} requests of "
                           f"{s.context_tokens:,} tokens", f"give --batch {fit} or less, or a shorter request")
 
-    start = _phase(step, b, _batch_contexts(o.shape, p, d, 0, b), o.shape)
-    mid = _phase(step, b, _batch_contexts(o.shape, p, d, d // 2, b), o.shape)
-    end = _phase(step, b, _batch_contexts(o.shape, p, d, d, b), o.shape)
+    start = _phase(step, b, _batch_contexts(o.shape, p, d, 0), o.shape)
+    mid = _phase(step, b, _batch_contexts(o.shape, p, d, d // 2), o.shape)
+    end = _phase(step, b, _batch_contexts(o.shape, p, d, d), o.shape)
     if o.shape == "steady":
         mean = start.tpot.value
         mean_why = derived("steady batch: every step sees the same spread of contexts", f"{mean * 1e3:.3f} ms")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, UnitsOpt
+from kvplan.commands.common import BriefOpt, FormatOpt, PresetsDirOpt, UnitsOpt
 
 
 def check(
@@ -22,6 +22,7 @@ def check(
                                                   "against (they pass against the values just written).")] = False,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
+    brief: BriefOpt = False,
     presets_dir: PresetsDirOpt = None,
 ) -> None:
     """Check deployment plans: each assertion's measured value, bound, pass/fail and margin."""
@@ -29,7 +30,7 @@ def check(
     from kvplan.errors import KvplanError
     from kvplan.present.check import present
 
-    fmt = check_output_options(fmt, units, False)
+    fmt = check_output_options(fmt, units, brief)
     if junit is not None and junit.suffix.lower() != ".xml":
         raise KvplanError(f"--junit {junit} is not an .xml file", "give a file name ending in .xml")
     checked = []
@@ -47,7 +48,7 @@ def check(
         from kvplan.output import to_junit
 
         _write(junit, to_junit(result, units))
-    emit(result, fmt, False, units, False)
+    emit(result, fmt, False, units, brief)
     if not result.data["passed"]:
         raise SystemExit(1)
 
@@ -57,29 +58,38 @@ def _scenario(spec, presets_dir):
     flags (``--tp``), rewritten here to the plan's keys (``deployment.tp``), with the file and line."""
     from kvplan.commands.common import build_scenario
     from kvplan.errors import KvplanError
-    from kvplan.plan_file import DEPLOYMENT_KEYS
 
     try:
         return build_scenario(**spec.deployment, presets_dir=presets_dir)
     except KvplanError as err:
-        named = _keys_named(err.message)
+        set_in = dict(spec.deployment_sources)
+        # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
+        # line to point at
+        from kvplan.plan_file import DEPLOYMENT_DEFAULTS
 
-        def rename(text: str | None) -> str | None:
-            if text is None:
-                return None
-            for k in DEPLOYMENT_KEYS:
-                text = re.sub(r"--" + re.escape(k.replace("_", "-")) + r"\b", f"deployment.{k}", text)
-            return text
+        named = sorted(_keys_named(err.message), key=lambda k: (k not in set_in,
+                                                               spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
+        rename = plan_keys
 
         from kvplan.plan_file import locate
 
-        set_in = dict(spec.deployment_sources)
         where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
                        named[0] if named else None)
         message = rename(err.message)
         if "deployment." not in message:
             message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
         raise KvplanError(f"{where}: {message}", rename(err.hint)) from None
+
+
+def plan_keys(text: str | None) -> str | None:
+    """A message about the deployment in the plan's words: ``--tp 8`` -> ``deployment.tp 8``."""
+    from kvplan.plan_file import DEPLOYMENT_KEYS
+
+    if text is None:
+        return None
+    for k in DEPLOYMENT_KEYS:
+        text = re.sub(r"--" + re.escape(k.replace("_", "-")) + r"\b", f"deployment.{k}", text)
+    return text
 
 
 def _check_one(path: Path, presets_dir, update_baseline: bool):
@@ -99,7 +109,7 @@ def _check_one(path: Path, presets_dir, update_baseline: bool):
 
         where = locate(getattr(err, "assert_source", None) or path, "assert", getattr(err, "assert_key", None),
                        getattr(err, "assert_index", None))
-        raise KvplanError(f"{where}: {err.message}", err.hint) from None
+        raise KvplanError(f"{where}: {plan_keys(err.message)}", plan_keys(err.hint)) from None
 
 
 def _write(target: Path, text: str) -> None:

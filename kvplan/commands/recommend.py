@@ -53,7 +53,10 @@ def recommend(
                                dram_bytes_per_node=optional(parse_size, dram, "--dram"))
     sizing = None
     if target is not None:
+        import dataclasses
+
         sizing, scenario = _search(scenario, target, candidates, output["presets_dir"])
+        options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
     plan = plan_recommend(scenario, options)
     launch = scenario.engine_adapter.launch_command(plan) if emit_engine is not None else None
     emit(present(plan, launch, sizing), fmt, output["explain"], output["units"], output["brief"])

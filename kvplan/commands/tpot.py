@@ -45,6 +45,12 @@ def tpot(
                                                          "per step (scheduling, sampling), microseconds.")] = None,
     moe_overhead_us: Annotated[str | None, typer.Option("--moe-overhead-us", metavar="US", help="Fixed overhead "
                                                         "per MoE layer per step (routing, permutation).")] = None,
+    request_overhead_us: Annotated[str | None, typer.Option("--request-overhead-us", metavar="US", help="Overhead "
+                                                            "per request per step (scheduling, sampling, outputs)."
+                                                            )] = None,
+    allreduce_latency_us: Annotated[str | None, typer.Option("--allreduce-latency-us", metavar="US", help="Latency "
+                                                             "of one decode TP all-reduce (in-graph, custom kernel)."
+                                                             )] = None,
     spec_tokens: Annotated[str | None, typer.Option("--spec-tokens", metavar="K", help="Draft tokens per verify step "
                                                     "(with --mtp-layers or --draft-model).")] = None,
     draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="ID|FILE",
@@ -78,6 +84,8 @@ def tpot(
         "overhead_us_per_layer": _microseconds(overhead_us, "--overhead-us"),
         "overhead_us_per_step": _microseconds(step_overhead_us, "--step-overhead-us"),
         "overhead_us_per_moe_layer": _microseconds(moe_overhead_us, "--moe-overhead-us"),
+        "overhead_us_per_request": _microseconds(request_overhead_us, "--request-overhead-us"),
+        "allreduce_latency_us": _microseconds(allreduce_latency_us, "--allreduce-latency-us"),
     }
     k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
     if k > 16:

@@ -47,7 +47,13 @@ def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
         columns, rows = columns[1:], [row[1:] for row in rows]
     table = Table("kvplan check: assertions", columns, tuple(rows), primary=True)
     assumptions = tuple(dict.fromkeys(n for p in plans for n in spec_notes(p.scenario)))
+    fails = []
+    for p in plans:
+        for a in p.assertions:
+            if not a.passed:
+                where = f" ({Path(p.source).name})" if len(plans) > 1 else ""
+                fails += [(f"FAIL {a.name}{where}: measured", a.measured), (f"  bound ({a.op})", a.bound)]
     return Result("check", first, {"passed": failed == 0, "assertions_total": total_v, "assertions_failed": failed_v,
                                    "plans": data_plans},
                   (table,), tuple(notes), assumptions,
-                  brief=(("assertions", total_v), ("failed", failed_v)))
+                  brief=(("assertions", total_v), ("failed", failed_v), *fails))

@@ -93,7 +93,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
                           "flags": [{"flag": f.flag, "value": f.value, "reason": f.reason} for f in launch.flags],
                           "omitted": [{"flag": f, "why": why} for f, why in launch.omitted],
                           "notes": list(launch.notes)}
-        notes.append("Launch command:\n" + launch.text())
+        notes.append("Launch command: " + " ".join([launch.program] + [f.text() for f in launch.flags]))
         notes += [f"Not printed: {f}: {why}." for f, why in launch.omitted]
         notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
     agree = sum(r.agrees for r in plan.rows)

@@ -7,8 +7,9 @@ from kvplan.present.common import scenario_data, spec_notes
 from kvplan.result import Chart, Result, Table
 from kvplan.values import Count, default
 
-FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "overhead_us_per_layer", "overhead_us_per_step",
-           "overhead_us_per_moe_layer")
+FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
+           "overhead_us_per_layer",
+           "overhead_us_per_step", "overhead_us_per_moe_layer", "overhead_us_per_request", "upcast_hbm")
 LABELS = {"weights": "weights (HBM)", "moe": "MoE experts (HBM)", "kv": "KV reads (HBM)",
           "attention_compute": "attention compute", "comm": "communication", "overhead": "fixed overhead"}
 

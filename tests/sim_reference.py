@@ -1,0 +1,342 @@
+"""An independent, token-by-token reference for ``kvplan simulate`` (the tests' check on the event-driven engine).
+
+Written from the rules ``kvplan/calc/simulate.py`` documents, with none of its functions: no block table, no
+closed-form sums, no bisection, no numpy state arrays. One ``Req`` object per request, one decode step per loop
+turn, each step priced by ``StepModel.step`` for the batch it actually holds. It uses only kvplan's public inputs:
+the pool and block size (``kvplan.calc.capacity``), the request's bytes at a context (``capacity.request_bytes``),
+the host tier (``capacity.host_tier``), the one cost model (``kvplan.calc.costs``: ``step_model``,
+``StepModel.prefill_seconds``, ``swap_copies``, ``swap_seconds``, ``host_link_rate``) and the engine's batch
+limits. Slow on purpose: clarity over speed.
+
+The rules, as documented by the engine (one replica):
+
+1. Arrivals join the back of the waiting queue at their time (a closed loop of N users: N requests at 0 s, and the
+   next one ``think`` seconds after a request finishes, until the requests or the duration run out; the requests a
+   duration kept from being submitted are not part of the run). Things that
+   happen during a decode step or a prefill are seen when it ends.
+2. A swap-in that has landed puts its request back at the end of the running batch (it becomes the newest).
+3. Admission, between steps, unless a preemption happened at this instant and no step has run since (a preemption
+   that empties the batch does not block it): first the swapped-out requests in the order they were swapped out
+   (vLLM V0's scheduler appends a swapped-out group to ``self.swapped`` and resumes from its front:
+   vllm-project/vllm ``vllm/core/scheduler.py`` ``_preempt_by_swap`` / ``_schedule_swapped``; none new while one of
+   them is still out), then the waiting queue from its front. Each needs fewer than
+   ``max_batch`` requests holding blocks (running + landing swap-ins) and its blocks to leave the watermark
+   ``int(watermark x blocks)`` free; with nothing holding blocks the watermark is waived. The first request that
+   does not fit stops admission.
+   * A swapped request: its blocks are reserved now, its copy back starts when the host-to-device direction of the
+     link is free and its copy out has landed; it holds blocks while it lands.
+   * A new request: blocks for its prompt, a prefill of the prompt (chunked by max_num_batched_tokens) while the
+     batch stands still; the prefill gives the first token. A recomputed request: blocks for its whole cache
+     (prompt + generated - 1), a prefill of all of it; those tokens count as recomputed.
+   * A request whose output is one token is done at its prefill.
+   After prefills took time, what arrived meanwhile is queued before admission looks again.
+4. A decode step: each running request with g tokens generated reads and writes its cache of prompt + g tokens and
+   generates one more token. If the batch's caches after the step need more blocks than are free, victims are
+   preempted first, one by one, until it fits:
+   * ``newest``: the last to (re)join the batch; ``fewest-tokens``: the smallest cache (the newest of equals);
+     ``longest-first-protected``: the longer half of the batch by cache (the older of equals) is protected, the
+     newest of the rest goes.
+   * ``recompute`` (or ``swap-then-recompute`` when the host tier has no room for its bytes): its blocks are
+     dropped and it goes to the front of the waiting queue. ``swap``: its bytes go to DRAM, its copy out is
+     queued on the device-to-host direction of the link, its blocks are free at once, and the step waits until
+     the last of this preemption's copies has landed.
+5. A request that has generated its output is done at the end of that step; its blocks are freed at once.
+
+Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
+(``request_bytes(block) - request_bytes(0)``); the pool holds ``floor(pool / block bytes)`` of them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from kvplan.calc import capacity, costs
+
+MAX_TURNS = 5_000_000
+WAITING, RUNNING, SWAPPED, LANDING, DONE, NOT_YET = "waiting", "running", "swapped", "landing", "done", "not yet"
+
+
+@dataclass
+class Req:
+    id: int
+    prompt: int
+    output: int
+    state: str = NOT_YET
+    generated: int = 0
+    blocks: int = 0                 # blocks held in HBM
+    dram: int = 0                   # bytes parked in host DRAM
+    copied_out_at: float = 0.0      # when its last swap-out copy landed
+    lands_at: float = 0.0           # when its swap-in lands
+    arrival: float = float("nan")
+    admitted: float = float("nan")
+    first_token: float = float("nan")
+    finish: float = float("nan")
+    preemptions: int = 0
+    swap_outs: int = 0
+    swap_ins: int = 0
+    recomputed: int = 0
+    peak_bytes: int = 0
+
+    @property
+    def cache(self) -> int:
+        """Tokens in its KV cache between steps: the prompt and every generated token but the last."""
+        return self.prompt + max(self.generated - 1, 0)
+
+
+@dataclass
+class RefRun:
+    reqs: list
+    block_tokens: int
+    block_bytes: int
+    total_blocks: int
+    watermark_blocks: int
+    simulated_seconds: float = 0.0
+    decode_steps: int = 0
+    swapped_out_bytes: int = 0
+    swapped_in_bytes: int = 0
+    peak_blocks_used: int = 0
+    peak_dram_bytes: int = 0
+    peak_running: int = 0
+    prefill_seconds: float = 0.0
+    swap_stall_seconds: float = 0.0
+    steps: list = field(default_factory=list)    # (batch, seconds) of every decode step
+
+    def column(self, name: str) -> list:
+        return [getattr(r, name) for r in self.reqs]
+
+
+def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,
+        watermark: float = 0.01, dram_bytes_per_node: int | None = None) -> RefRun:
+    # --- the replica's constants -----------------------------------------------------------------------------
+    block = int(capacity.block_tokens(s).value)
+    block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
+    total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes
+    wm = int(watermark * total_blocks)
+    mnbt, mns = s.engine_adapter.batch_limits_for(s)
+    chunk = int(mnbt.value)
+    max_batch = max_batch or int(mns.value)
+    link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
+    settings = costs.CostSettings()
+    sm = costs.step_model(s)
+
+    prompts = [int(p) for p in workload.prompts]
+    outputs = [int(x) for x in workload.outputs]
+    reqs = [Req(i, p, o) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]
+    longest = max(p + o - 1 for p, o in zip(prompts, outputs, strict=True))
+    tier = capacity.host_tier(s, capacity.request_bytes(s, longest), dram_bytes_per_node)
+    dram_cap = tier.bytes_per_gpu.value
+    out = RefRun(reqs, block, block_bytes, total_blocks, wm)
+
+    bytes_memo: dict[int, int] = {}
+    read_memo: dict[int, tuple[float, float]] = {}
+
+    def nbytes(cache: int) -> int:
+        if cache not in bytes_memo:
+            bytes_memo[cache] = capacity.request_bytes(s, cache)
+        return bytes_memo[cache]
+
+    def blocks_for(cache: int) -> int:
+        return -(-nbytes(cache) // block_bytes)
+
+    def reads(context: int) -> tuple[float, float]:
+        if context not in read_memo:
+            b, f = sm.request_cache(float(context))
+            read_memo[context] = (float(b), float(f))
+        return read_memo[context]
+
+    def copy_seconds(cache: int) -> float:
+        copies = costs.swap_copies(s.sized_model, cache, block, settings.layout)
+        return costs.swap_seconds(nbytes(cache), copies, link, settings, shared_link=True)
+
+    # --- state -----------------------------------------------------------------------------------------------
+    now = 0.0
+    free = total_blocks
+    running: list[Req] = []          # in the order they (re)joined the batch
+    waiting: list[Req] = []
+    swapped: list[Req] = []
+    landing: list[Req] = []
+    pending: list[tuple[float, int]] = []     # (arrival time, request id)
+    if workload.arrivals is not None:
+        for i, t in enumerate(workload.arrivals):
+            heapq.heappush(pending, (float(t), i))
+        submitted = len(reqs)
+    else:
+        submitted = min(int(workload.users), len(reqs))
+        for i in range(submitted):
+            heapq.heappush(pending, (0.0, i))
+    d2h_free = h2d_free = 0.0        # when each direction of the host link is next idle
+    dram_used = 0
+    may_admit = True
+
+    def take(r: Req, k: int) -> None:
+        nonlocal free
+        r.blocks += k
+        free -= k
+        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+
+    def release(r: Req) -> None:
+        nonlocal free
+        free += r.blocks
+        r.blocks = 0
+
+    def done(r: Req) -> None:
+        nonlocal submitted
+        r.state, r.finish = DONE, now
+        release(r)
+        if workload.arrivals is None and submitted < len(reqs):
+            t = now + workload.think_s
+            if workload.duration_s is None or t < workload.duration_s:
+                heapq.heappush(pending, (t, submitted))
+                submitted += 1
+
+    def holding() -> int:
+        return len(running) + len(landing)
+
+    def room_for(k: int) -> bool:
+        return k <= free if holding() == 0 else free - k >= wm
+
+    def note_peak(r: Req) -> None:
+        r.peak_bytes = max(r.peak_bytes, nbytes(r.cache))
+
+    def head_if_it_fits(queue: list) -> Req | None:
+        """The queue's first request, holding its blocks, if the batch cap and the watermark let it in."""
+        if not queue or holding() >= max_batch:
+            return None
+        k = blocks_for(queue[0].cache)
+        if not room_for(k):
+            return None
+        r = queue.pop(0)
+        take(r, k)
+        return r
+
+    def admit() -> None:
+        nonlocal now, h2d_free
+        while (r := head_if_it_fits(swapped)) is not None:
+            start = max(now, h2d_free, r.copied_out_at)
+            h2d_free = start + copy_seconds(r.cache)
+            r.state, r.lands_at = LANDING, h2d_free
+            landing.append(r)
+            r.swap_ins += 1
+            out.swapped_in_bytes += nbytes(r.cache)
+        if swapped:
+            return
+        while (r := head_if_it_fits(waiting)) is not None:
+            if r.generated == 0:
+                r.admitted = now
+                t = sm.prefill_seconds(r.prompt, 0, chunk)
+                now += t
+                r.generated = 1
+                r.first_token = now
+            else:
+                t = sm.prefill_seconds(r.cache, 0, chunk)
+                now += t
+                r.recomputed += r.cache
+            out.prefill_seconds += t
+            note_peak(r)
+            if r.generated >= r.output:
+                done(r)
+            else:
+                r.state = RUNNING
+                running.append(r)
+
+    def pick_victim() -> int:
+        if victim == "newest":
+            return len(running) - 1
+        if victim == "fewest-tokens":
+            best = 0
+            for j, r in enumerate(running):
+                if r.cache <= running[best].cache:     # the newest of equals
+                    best = j
+            return best
+        order = sorted(range(len(running)), key=lambda j: (-running[j].cache, j))
+        protected = set(order[: len(running) // 2])
+        return max(j for j in range(len(running)) if j not in protected)
+
+    def blocks_short() -> int:
+        return sum(blocks_for(r.cache + 1) - r.blocks for r in running) - free
+
+    def preempt() -> None:
+        nonlocal now, d2h_free, dram_used
+        until = now
+        while blocks_short() > 0:
+            r = running.pop(pick_victim())
+            r.preemptions += 1
+            size = nbytes(r.cache)
+            if policy == "swap" or (policy == "swap-then-recompute" and dram_used + size <= dram_cap):
+                start = max(now, d2h_free)
+                d2h_free = start + copy_seconds(r.cache)
+                until = max(until, d2h_free)
+                r.copied_out_at = d2h_free
+                r.dram = size
+                dram_used += size
+                out.peak_dram_bytes = max(out.peak_dram_bytes, dram_used)
+                out.swapped_out_bytes += size
+                r.swap_outs += 1
+                r.state = SWAPPED
+                swapped.append(r)
+            else:
+                r.state = WAITING
+                waiting.insert(0, r)
+            release(r)
+        out.swap_stall_seconds += until - now
+        now = until
+
+    # --- the loop: one decode step (or one admission, preemption or wait) per turn -----------------------------
+    turns = 0
+    while any(r.state != DONE for r in reqs):
+        turns += 1
+        if turns > MAX_TURNS:
+            raise RuntimeError(f"the reference passed {MAX_TURNS:,} turns: a trace too long for it, or a loop")
+        while pending and pending[0][0] <= now:
+            t, i = heapq.heappop(pending)
+            reqs[i].arrival, reqs[i].state = t, WAITING
+            waiting.append(reqs[i])
+        for r in sorted((r for r in landing if r.lands_at <= now), key=lambda r: (r.lands_at, r.id)):
+            landing.remove(r)
+            dram_used -= r.dram
+            r.dram = 0
+            r.state = RUNNING
+            running.append(r)
+        if may_admit:
+            before = now
+            admit()
+            if now > before:
+                continue
+        if not running:
+            if not may_admit:
+                may_admit = True
+                continue
+            nxt = [t for t, _ in pending[:1]] + [r.lands_at for r in landing]
+            if not nxt:
+                if waiting or swapped:
+                    continue
+                break
+            now = max(now, min(nxt))
+            continue
+        if blocks_short() > 0:
+            preempt()
+            may_admit = False
+            continue
+        # one decode step for the batch as it is
+        b = len(running)
+        out.peak_running = max(out.peak_running, b)
+        cache_bytes = sum(reads(r.prompt + r.generated)[0] for r in running)
+        att_flops = sum(reads(r.prompt + r.generated)[1] for r in running)
+        dt = float(sm.step(b, cache_bytes, att_flops)["total"])
+        now += dt
+        out.decode_steps += 1
+        out.steps.append((b, dt))
+        for r in running:
+            r.generated += 1
+            take(r, blocks_for(r.cache) - r.blocks)
+            note_peak(r)
+        may_admit = True
+        for r in [r for r in running if r.generated >= r.output]:
+            running.remove(r)
+            done(r)
+    out.simulated_seconds = now
+    # a closed loop whose duration ended first never submitted the last requests: they are not part of the run
+    assert all(r.state == NOT_YET for r in reqs[submitted:])
+    out.reqs = reqs[:submitted]
+    return out
