@@ -9,7 +9,8 @@ folder. Two kinds of entry, both for kvplan's own (trusted, shipped) code and fi
 Each entry is ``(stamp, value)``; the stamp holds kvplan's version and the exact Python build (``sys.version``:
 marshal and bytecode formats are per build), and for a preset its path, modification time in nanoseconds and
 size: any change misses. A missing, unreadable, corrupt or foreign entry, a value marshal cannot hold, or a
-folder that cannot be written all fall back to doing the work, silently (the result is the same). Entries are
+folder that cannot be written all fall back to doing the work (the result is the same), silently except for a
+``KVPLAN_CACHE_DIR`` the user set that cannot be written: one warning line a run. Entries are
 written whole (a temporary file, then a rename). Like Python's own ``__pycache__``, the folder holds code that
 is run: it is the user's own folder, read only by the user's kvplan.
 
@@ -80,11 +81,28 @@ def write(file: Path, value: Any, *key: Any) -> None:
         with open(tmp, "wb") as out:
             out.write(blob)
         os.replace(tmp, file)
-    except (OSError, ValueError):  # a read-only home, or a value marshal cannot hold (a TOML date)
+    except (OSError, ValueError) as err:  # a read-only home, or a value marshal cannot hold (a TOML date)
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(err, OSError) and os.environ.get(ENV_VAR):  # the user chose that folder: say it is unusable
+            _warn_once(f"cannot write kvplan's start-up cache in {os.environ[ENV_VAR]}: {err.strerror or err} "
+                       f"(runs work, only slower) (fix: give {ENV_VAR} a folder you can write, or {ENV_VAR}=off)")
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """One stderr line per distinct message and process (not ``presets.warn``: a class can be made while
+    kvplan.presets is still being imported)."""
+    from kvplan.errors import sanitize
+
+    line = f"warning: {sanitize(message)}"
+    if line not in _warned:
+        _warned.add(line)
+        print(line, file=sys.stderr)
 
 
 def load_preset(path: Path, parse: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def test_a_fifo_entry_does_not_hang(cache, tmp_path):
     assert preset_cache.load_preset(path, read_toml) == {"type": "model"}
 
 
-def test_unwritable_cache_and_dates(tmp_path, monkeypatch):
+def test_unwritable_cache_and_dates(tmp_path, monkeypatch, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv(preset_cache.ENV_VAR, str(blocker / "sub"))      # a folder under a file cannot be made
@@ -95,6 +95,24 @@ def test_unwritable_cache_and_dates(tmp_path, monkeypatch):
     assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
     assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
     assert len(calls) == 2
+    assert capsys.readouterr().err == ""          # a date is not the folder's fault: no warning
+    plain = _copy(tmp_path, 'type = "model"\n')
+    for _ in range(2):
+        assert preset_cache.load_preset(plain, read_toml) == {"type": "model"}
+    # the folder the user chose cannot be made: one warning a run, naming it and the fix
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: cannot write kvplan's start-up cache in {blocker / 'sub'}: Not a directory (runs work, "
+                   "only slower) (fix: give KVPLAN_CACHE_DIR a folder you can write, or KVPLAN_CACHE_DIR=off)"]
+
+
+def test_default_folder_unwritable_is_silent(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.delenv(preset_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))      # the default location, not the user's choice
+    path = _copy(tmp_path, 'type = "model"\n')
+    assert preset_cache.load_preset(path, read_toml) == {"type": "model"}
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("value", ["off", "", " OFF "])
