@@ -64,11 +64,12 @@ import dataclasses
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.workload import Workload
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 
 POLICIES = ("swap", "recompute", "swap-then-recompute")
@@ -84,7 +85,7 @@ WATERMARK_SOURCE = ("vLLM V0 BlockSpaceManager(watermark=0.01): watermark_blocks
 MAX_EVENTS = 20_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class SimOptions:
     policy: str = DEFAULT_POLICY
     victim: str = DEFAULT_VICTIM
@@ -157,7 +158,7 @@ def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
     return tuple(variants)
 
 
-@dataclass(frozen=True)
+@frozen
 class Setup:
     """The replica's constants the run used (plain numbers; the presenter types them)."""
 
@@ -176,7 +177,7 @@ class Setup:
     prefix_hit_tokens_each: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class SimRun:
     """Everything a run measured: per-request arrays (numpy) and totals."""
 
@@ -699,7 +700,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
 
 # === the metrics, as typed values =================================================================================
-@dataclass(frozen=True)
+@frozen
 class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units
@@ -891,7 +892,7 @@ def parse_sweep(text: str) -> tuple[float, ...]:
     return tuple(a + (b - a) * i / (n - 1) for i in range(n)) if n > 1 else (a,)
 
 
-@dataclass(frozen=True)
+@frozen
 class SweepPlan:
     rates: tuple[float, ...]
     points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)
