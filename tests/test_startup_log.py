@@ -203,6 +203,8 @@ def test_sglang_kv_dtype_read_from_the_sizes_and_the_pool_is_the_logged_size(run
     assert doc["hardware"] == "h200"
     # the pool is the logged size, 43.67 x 2^30 = 46,890,305,454 B -- not tokens x a cell
     assert doc["kv_pool_bytes_per_gpu"] == int(43.67 * GIB) == 46_890_305_454
+    # the capacity is the engine's own count: "#tokens: 975424" (not 43.67 GiB // 48,068 B = 975,499)
+    assert doc["kv_capacity_tokens"] == 975_424 and int(43.67 * GIB) // 48_068 == 975_499
     # no GPU line in the excerpt: a warning, printed first, says it was assumed
     assert doc["warnings"][0].startswith("The log does not state its GPU: planned on h200")
     assert "give --hardware" in doc["warnings"][0]
@@ -222,7 +224,9 @@ def test_a_pool_that_does_not_fit_is_never_printed(run_cli):
     assert f"{197.675e9 / GIB:,.2f}" == "184.10" and "184.10 GiB of bf16 weights per GPU (TP=1 x PP=1, EP=8)" in warning
     assert "do not fit" in warning
     table = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "--weight-dtype", "bf16")
-    assert "-" + "498" not in table.out and "GiB  kvplan's budget" not in table.out
+    assert table.code == 0 and "leaves no KV pool" in table.out
+    pool_lines = [line for line in table.out.splitlines() if "KV pool per GPU" in line]
+    assert pool_lines and all("(from the log)" in line for line in pool_lines)   # no budget row, no negative pool
 
 
 def test_gpu_read_from_a_device_name_or_the_total_memory(run_cli):

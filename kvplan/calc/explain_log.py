@@ -346,8 +346,13 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     replicas = s.parallelism.dp
     total_v = Count(fit * replicas, derived("per replica x DP replicas", f"{fit} x {replicas} = {fit * replicas}"))
     per_token = kv.kv_bytes_per_token_per_gpu(s.sized_model, s.kv_dtype, s.parallelism).value
-    cap = int(pool.value) // per_token if per_token else 0
-    cap_v = Tokens(cap, derived("floor(logged pool / bytes per token per GPU)",
-                                f"floor({int(pool.value):,} / {per_token:,}) = {cap:,}"))
+    tokens_fact = log.least("kv_tokens") if log.engine == "sglang" else None
+    if tokens_fact is not None:   # SGLang counts its pool in tokens: its own figure, not a division of rounded GiB
+        cap = int(tokens_fact.value)
+        cap_v = Tokens(cap, Derivation(f"from the start-up log, {tokens_fact.cite(log.path)}", kind="input"))
+    else:
+        cap = int(pool.value) // per_token if per_token else 0
+        cap_v = Tokens(cap, derived("floor(logged pool / bytes per token per GPU)",
+                                    f"floor({int(pool.value):,} / {per_token:,}) = {cap:,}"))
     return ExplainLogPlan(s, log, pool, reproduced, budget, error, budget_rows, per_req_v, fit_v, total_v, cap_v,
                           tuple(notes), tuple(warnings))

@@ -20,6 +20,7 @@ def scenario_from_log(log, scenario_args: dict, **extra):
     from kvplan.calc.explain_log import matching_kv_dtype
     from kvplan.errors import KvplanError
     from kvplan.presets import discover, load_hardware, load_model
+    from kvplan.startup_log import kv_dtype_option
     from kvplan.startup_log import scenario_args as merge
     from kvplan.units import parse_tokens
 
@@ -52,7 +53,7 @@ def scenario_from_log(log, scenario_args: dict, **extra):
                          f"routed experts {args['ep']} ways (EP={args['ep']}); attention and dense layers are "
                          "counted whole on every GPU.")
     scenario = build_scenario(**args, **extra)
-    if args.get("kv_dtype", "auto") == "auto" and scenario_args.get("kv_dtype", "auto") == "auto":
+    if kv_dtype_option(log) is None and scenario_args.get("kv_dtype", "auto") == "auto":   # nobody said
         match = matching_kv_dtype(scenario, log)
         if match is not None:
             before = scenario.kv_dtype.value
