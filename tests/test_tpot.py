@@ -73,6 +73,7 @@ def test_ep_prices_an_all_to_all_only_across_attention_dp_ranks(run_cli):
         d = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--tp", "8", *ep, "--batch", "1",
                       "--prompt", "1000", "--decode", "0", "--shape", "cohort", *IDEAL)
         assert d["step_breakdown"]["start"]["comm_seconds"] == pytest.approx(allreduces)
+        assert any("no all-to-all" in n for n in d["notes"]) == bool(ep)   # said, not silently dropped
     # TP1 DP8 EP8 (attention DP): no all-reduce; per MoE layer a dispatch and a combine over the EP group, each the
     # H200 preset's 30 us latency + 8 experts x 7,168 x 2 B x 7/8 / (450e9 x 0.82) for the one token:
     # 58 x 2 x (30 + 0.271962) us = 3.511548 ms.

@@ -449,6 +449,10 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
             per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
             comm_layer = (2 * allreduce_latency, 2 * per_token)
     ep_layer = (0.0, 0.0)
+    if par.ep and 1 < par.ep <= par.tp and is_moe:
+        notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
+                     f"step's tokens; the MoE output's all-reduce combines the experts), as vLLM and SGLang's default "
+                     f"--moe-a2a-backend none run it")
     if par.ep and par.ep > par.tp and hidden and is_moe:   # an all-to-all only across attention-DP ranks
         nic = hw.node.nic_gb_s_per_direction_per_gpu
         rate = link if par.ep <= hw.node.gpus_per_node else (nic.value * 1e9 if nic else None)
