@@ -12,10 +12,13 @@ pydantic, to validate at the boundary.
 
 By default the child processes may write and use bytecode, as an installed package does; `--no-bytecode` keeps
 PYTHONDONTWRITEBYTECODE from the environment, so that kvplan's own modules are recompiled on every run (the floor's
-site-packages modules keep their .pyc files either way).
+site-packages modules keep their .pyc files either way). Likewise the warm-up run fills kvplan's start-up cache
+(`kvplan/cache.py`: parsed built-in presets, compiled dataclass methods), as any second run after an install has
+it; `--no-cache` times every run without it. It times this tree (`python -m kvplan` from the repository root);
+`--installed` times the `kvplan` script on PATH instead.
 
 Measured 2026-12-01 on the shared 2-core development machine (other jobs running, so +-0.1x between runs), typer
-0.29.2, pydantic 2.14.4, rich 15.0, Python 3.11.7, 9-15 pairs, floor 60-68 ms:
+0.29.2, pydantic 2.14.4, rich 15.0, Python 3.11.7, 9-15 pairs, floor 57-68 ms:
 
     command              pydantic specs   dataclass specs   + plain coercion, lazy commands, no numpy   target
     kvplan --help        0.89x            0.87x             0.74x                                        0.8
@@ -23,21 +26,30 @@ Measured 2026-12-01 on the shared 2-core development machine (other jobs running
     kvplan size -f json  2.14x            2.03x             1.23x                                        0.8
     kvplan concurrency   3.81x            3.25x             1.80x                                        1.3
 
-Only `--help` meets its target. Dropping pydantic from the specs gained little on its own, because typer 0.29
-coerces every option through a pydantic TypeAdapter (typer.core._TyperParameter.process_value ->
-typer._coercion.build_runtime_param -> typer._adapters), which imports pydantic's model machinery (~45 ms);
-kvplan.cli replaces that coercion for its str/bool/Path options, and its top-level group builds only the command
-a run invokes. What is left beyond the floor: rich's console and table rendering (~25 ms for table output) and
-kvplan's own modules (~20 ms, mostly dataclass class creation); typer's own import (~30 ms) is in the floor too.
+Then (same day, each step's tree timed side by side in one alternating run of 9 pairs, so the steps compare with
+each other; `python -m kvplan`, start-up cache warm):
 
-Why the remaining targets are out of reach with typer 0.29 here (medians of 15 runs, 2026-12-01): `python -c pass`
-7.6 ms, `import typer` 46.3 ms, the floor 65.5 ms. typer alone is 0.71x of the floor, so `size -f json` <= 0.8x
-leaves about 6 ms for everything kvplan does, and `size` <= 1.0x about 19 ms including rich's console and table
-(`import rich.console, rich.table` adds 15.4 ms). kvplan's own work on `size -f json` is 30 ms: importing its
-modules 21.5 ms, of which creating its 32 frozen dataclasses is about 12 ms (0.3-1.2 ms each: dataclasses execs
-five or six generated methods per class), then building the scenario, loading two TOML presets and writing JSON.
-Replacing the dataclasses with hand-written slotted classes would save most of the 12 ms but lose `fields()`,
-`replace()` and the pydantic TypeAdapter validation at the boundary that the specs rely on; not done.
+    step                                                          --help   size   size -f json   concurrency
+    before (99358fa)                                              0.77     1.79   1.27           1.83
+    kvplan.frozen: classes made on first use (24 of 37 on size)   0.76     1.72   1.18           1.69
+    built-in presets' parsed TOML cached, tomllib lazy            0.77     1.84   1.22           1.80  (noise)
+    dataclass methods' code objects cached; table width bounds    0.76     1.60   1.13           1.57
+    entry point raises the collector's threshold (was ~40 GCs)    0.73     1.50   1.05           1.54
+    json/csv lazy in the output layer, class docstrings           0.72     1.47   1.06           1.50
+
+This benchmark on the last tree, 15 pairs: warm cache 0.73 / 1.43 / 0.99 / 1.44 (floor 57-59 ms); `--no-cache`
+(a first run after install) 0.73 / 1.57 / 1.15 / 1.61. `--help` meets its target; the others do not.
+
+Why the rest is out of reach while typer and rich stay (medians of 15 alternating runs, 2026-12-01): `python -c
+pass` 8.4 ms (0.15x), `import typer` 42.5 ms (0.75x), `import typer, rich.console, rich.table` 58.9 ms (1.03x),
+the floor 57.0 ms. So `size -f json` <= 0.8x leaves ~3 ms for everything kvplan does beyond typer's import, and
+`kvplan size` <= 1.0x is above the floor before kvplan runs a line (rich's console and table: ~15 ms to import,
+~10-14 ms to lay out and print size's five tables at 80 columns). kvplan's own work on `size -f json` is now
+~15 ms of CPU: its modules ~5 ms, making ~24 dataclasses ~5 ms (dataclasses' own processing, ~0.1 ms a class,
+plus ~0.05 ms reading each class's cached code), building the typer command ~1.5 ms, loading two presets,
+validating the scenario and writing JSON the rest. Not done: a typer-free fast path (excluded by the issue), a
+renderer of our own instead of rich (the table layout would have to match rich's byte for byte), hand-written
+slotted spec classes (would lose `fields()`, `replace()` and the pydantic boundary).
 """
 
 from __future__ import annotations
@@ -49,7 +61,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
 FLOOR = [sys.executable, "-c", "import typer, pydantic, rich"]
 
 # (label, arguments after `kvplan`, target ratio to the floor)
@@ -85,18 +99,32 @@ def main() -> int:
     parser.add_argument("--no-bytecode", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE from the environment: kvplan's modules are then compiled "
                              "from source on every run while the floor's site-packages use their .pyc files")
+    parser.add_argument("--installed", action="store_true",
+                        help="time the `kvplan` script on PATH (an installed copy) instead of this tree's "
+                             "`python -m kvplan` (which pays runpy's ~1 ms on top)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="KVPLAN_CACHE_DIR=off: every run parses its presets and compiles its dataclass "
+                             "methods, as the first run after an install or upgrade does")
     args = parser.parse_args()
-    kvplan = shutil.which("kvplan")
+    kvplan = shutil.which("kvplan") if args.installed else None
+    if args.installed and not kvplan:
+        parser.error("no kvplan script on PATH")
     kvplan_cmd = [kvplan] if kvplan else [sys.executable, "-m", "kvplan"]
     env = dict(os.environ)
     if not args.no_bytecode:  # run as an installed package does: with its compiled bytecode
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    # Warm the file cache (and write bytecode) once for each.
+    if args.no_cache:
+        env["KVPLAN_CACHE_DIR"] = "off"
+    # this tree's kvplan, whatever the current folder (python -m puts the current folder first on sys.path)
+    os.chdir(ROOT)
+    # Warm the file cache (and write bytecode and kvplan's start-up cache) once for each.
     subprocess.run(FLOOR, check=True, stdout=subprocess.DEVNULL, env=env)
     for _, argv, _ in COMMANDS:
         subprocess.run(kvplan_cmd + argv, check=True, stdout=subprocess.DEVNULL, env=env)
     bytecode = "without bytecode for kvplan" if "PYTHONDONTWRITEBYTECODE" in env else "with bytecode"
-    print(f"floor: python -c 'import typer, pydantic, rich'; {args.runs} floor/command pairs per command; {bytecode}")
+    cache = "start-up cache off" if args.no_cache else "start-up cache warm"
+    print(f"floor: python -c 'import typer, pydantic, rich'; {args.runs} floor/command pairs per command; {bytecode}; "
+          f"{cache}; timing {' '.join(kvplan_cmd)}")
     over = 0
     for label, argv, target in COMMANDS:
         ratio, t, floor = paired(kvplan_cmd + argv, args.runs, env)

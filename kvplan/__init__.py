@@ -34,11 +34,36 @@ _EXPORTS = {
     "host_link_rate": "kvplan.calc.costs",
     "swap_seconds": "kvplan.calc.costs",
     "step_model": "kvplan.calc.costs",
+    "plan_tpot": "kvplan.calc.tpot",
+    "TpotOptions": "kvplan.calc.tpot",
+    "TpotPlan": "kvplan.calc.tpot",
+    "plan_pd": "kvplan.calc.pd",
+    "PdOptions": "kvplan.calc.pd",
+    "PdPlan": "kvplan.calc.pd",
+    "plan_simulate": "kvplan.calc.simulate",
+    "SimOptions": "kvplan.calc.simulate",
+    "SimPlan": "kvplan.calc.simulate",
+    "plan_check": "kvplan.calc.check",
+    "CheckPlan": "kvplan.calc.check",
+    "plan_recommend": "kvplan.calc.recommend",
+    "RecommendOptions": "kvplan.calc.recommend",
+    "RecommendPlan": "kvplan.calc.recommend",
+    "plan_explain_log": "kvplan.calc.explain_log",
+    "ExplainLogPlan": "kvplan.calc.explain_log",
+    "read_log": "kvplan.startup_log",
+    "parse_target": "kvplan.calc.sizing",
+    "SizingPlan": "kvplan.calc.sizing",
 }
+# names whose module attribute has another name
+_RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.calc.workload", "build"),
+            "load_plan": ("kvplan.plan_file", "load")}
 _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kvplan.present.concurrency",
-               "present_preemption": "kvplan.present.preemption"}
+               "present_preemption": "kvplan.present.preemption", "present_tpot": "kvplan.present.tpot",
+               "present_pd": "kvplan.present.pd", "present_simulate": "kvplan.present.simulate",
+               "present_check": "kvplan.present.check", "present_recommend": "kvplan.present.recommend",
+               "present_explain_log": "kvplan.present.explain_log"}
 
-__all__ = sorted(_EXPORTS) + sorted(_PRESENTERS)
+__all__ = sorted(_EXPORTS) + sorted(_RENAMED) + sorted(_PRESENTERS)
 
 
 def __getattr__(name: str):
@@ -46,6 +71,9 @@ def __getattr__(name: str):
 
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _RENAMED:
+        module, attr = _RENAMED[name]
+        return getattr(importlib.import_module(module), attr)
     if name in _PRESENTERS:
         return importlib.import_module(_PRESENTERS[name]).present
     raise AttributeError(f"module 'kvplan' has no attribute {name!r}")

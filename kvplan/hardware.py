@@ -5,9 +5,10 @@ TB/s = 10^12 B/s, GB/s = 10^9 B/s per direction unless the name says otherwise.
 """
 
 import datetime
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 from typing import Annotated
 
+from kvplan.frozen import frozen
 from kvplan.layers import SPEC_CONFIG, MinLen, Range, check_fields
 from kvplan.model import Sourced
 
@@ -17,7 +18,7 @@ COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 MAX_USD_PER_GPU_HOUR = 1000.0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class HostLink:
     """The GPU's link to host memory (PCIe or C2C): line rate and measured copy rates."""
 
@@ -32,7 +33,7 @@ class HostLink:
     large_copy_efficiency: Sourced | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ScaleUpLink:
     """The GPU-to-GPU link inside a node (NVLink, Infinity Fabric)."""
 
@@ -42,7 +43,7 @@ class ScaleUpLink:
     gb_s_per_direction: Sourced | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class NodeSpec:
     """The node a GPU sits in: GPU count, host DRAM, network and local storage."""
 
@@ -57,7 +58,7 @@ class NodeSpec:
         check_fields(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Price:
     """A public on-demand price for one GPU-hour: the figure (its source names the offer's page), the offer
     (provider, instance, region) and the date it was read, since prices change."""
@@ -93,7 +94,7 @@ def _figures(obj, prefix: str = ""):
                     yield f"{prefix}{f.name}.{key}", item.value
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Efficiency:
     """What a serving engine achieves on this GPU, as fractions of the peaks and fixed overheads: the decode step
     model's factors (kvplan.calc.costs). Each is optional; kvplan's sourced generic defaults fill the gaps."""
@@ -121,7 +122,7 @@ class Efficiency:
                 raise ValueError(f"efficiency.{name} is a fraction in (0, 1], got {value.value}")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class HardwareSpec:
     """One GPU: HBM capacity and bandwidth, dense compute peaks, host link, and its node."""
 

@@ -28,11 +28,12 @@ MoE, SSMs) give None and a note, never a guess.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from kvplan.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class ParamCount:
     total: int
     active: int

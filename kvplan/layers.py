@@ -27,12 +27,13 @@ divided by kv_heads is refused; the MLA latent and the sparse-attention indexer 
 whole on every rank; linear-attention state is split by heads.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from types import NoneType, UnionType
 from typing import Annotated, ClassVar, Literal, Union, get_args, get_origin
 
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 
 STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -145,7 +146,8 @@ class Tagged:
         self.key = key
 
     def choices(self, union) -> dict[str, type]:
-        return {cls.__dataclass_fields__[self.key].default: cls for cls in get_args(union)}
+        # the tag is each class's plain default, a class attribute whether or not kvplan.frozen made it yet
+        return {getattr(cls, self.key): cls for cls in get_args(union)}
 
     def __get_pydantic_core_schema__(self, source, handler):
         from pydantic_core import core_schema
@@ -289,7 +291,7 @@ def _need(value: int | None, what: str, kind: str) -> int:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Kind:
     """What every layer kind answers (module docstring); the defaults are those of a layer that caches nothing."""
 
@@ -392,7 +394,7 @@ def _check_heads_divisible(what: str, heads: int | None, tp: int) -> None:
                           f"choose a tp that divides {heads}")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FullAttention(_Kind):
     """Full causal attention with K/V heads: MHA (kv_heads = q_heads), GQA, or MQA (kv_heads = 1)."""
 
@@ -452,7 +454,7 @@ class FullAttention(_Kind):
         return symbolic, substituted
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class SlidingWindowAttention(FullAttention):
     """Attention over the last ``window`` tokens only: a request never holds more than the window.
 
@@ -477,7 +479,7 @@ class SlidingWindowAttention(FullAttention):
         return self.window
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class MLA(_Kind):
     """Multi-head latent attention (DeepSeek V2/V3/R1): one latent of kv_lora_rank + qk_rope_head_dim
     per token per layer, whole on every TP rank."""
@@ -587,7 +589,7 @@ class MLA(_Kind):
                 f" = {total:,} B{tp_note}")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class SparseIndexer(_Kind):
     """DeepSeek V3.2 sparse-attention indexer key cache: one fp8 key of index_head_dim per token per
     layer with one fp32 scale per quant_block elements; stored as uint8 whatever the KV dtype, and whole
@@ -625,7 +627,7 @@ class SparseIndexer(_Kind):
 StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _RecurrentState(_Kind):
     """A layer whose cache is a fixed state per request (linear attention, SSM): a convolution state and an
     SSM state, each in its own dtype, split by heads under TP. Subclasses give the two element counts."""
@@ -655,7 +657,7 @@ class _RecurrentState(_Kind):
                 f" {STATE_DTYPE_BYTES[self.ssm_dtype]} = {self.state_bytes(tp):,} B")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class GatedDeltaNet(_RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed state per request per layer.
 
@@ -701,7 +703,7 @@ class GatedDeltaNet(_RecurrentState):
                 self._state_numbers(tp))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Mamba2(_RecurrentState):
     """Mamba-2 SSM layer: fixed state per request. Shapes per vLLM ``mamba2_state_shape``: conv state
     (conv_kernel - 1) x (intermediate + 2*n_groups*state_size)/tp, SSM state (n_heads/tp) x head_dim x

@@ -11,9 +11,7 @@ number columns never split.
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import math
 import os
 import sys
@@ -143,10 +141,14 @@ def to_json(result: Result) -> str:
     doc = {"command": result.command, "headline": result.headline, **raw(result.data),
            "warnings": list(result.warnings), "notes": list(result.all_notes()),
            "assumptions": list(result.assumptions), "derivations": derivations}
+    import json  # here: the table path needs neither json nor csv
+
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def to_csv(result: Result) -> str:
+    import csv
+
     table = result.primary_table()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -201,8 +203,28 @@ def _explain_lines(result: Result, units: str, bullet: str) -> list[str]:
     return lines
 
 
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparklines(chart) -> str:
+    """A timeline: one line per series, one cell per x slice, eight levels from 0 to the series' own peak."""
+    name_w = max(len(name) for name, _ in chart.series)
+    lines = [chart.title]
+    for name, values in chart.series:
+        peak = max(values, default=0)
+        cells = "".join(SPARK[min(int(v / peak * len(SPARK)), len(SPARK) - 1)] if peak > 0 else SPARK[0]
+                        for v in values)
+        lines.append(f"  {name.ljust(name_w)} {cells} peak {peak:,.3g}")
+    span = len(chart.x_values)
+    first, last = chart.x_values[0], f"{chart.x_values[-1]} {chart.x_label}"
+    lines.append(f"  {' ' * name_w} {first}{last.rjust(max(span - len(first), len(last) + 1))}")
+    return "\n".join(lines)
+
+
 def terminal_chart(chart, width: int = 40) -> str:
     """Horizontal bars on a linear scale (the longest bar is ``width`` cells), one line per series and x."""
+    if chart.timeline:
+        return sparklines(chart)
     peak = max((v for _, values in chart.series for v in values), default=0) or 1
     label_w = max(len(x) for x in chart.x_values)
     name_w = max(len(name) for name, _ in chart.series)
@@ -267,10 +289,23 @@ def _build_rich(table: Table, units: str, cols: list[int], widths, title: str):
 def _rich_tables(table: Table, units: str, console):
     """The table as one rich table, or, when its narrowest rendering is wider than the console, as several that
     each repeat the first (key) column: a wide table prints in parts instead of being cropped."""
+    from rich.cells import cell_len
+
     widths = _column_widths(table, units)
     width = console.width
+    # Bounds on rich's minimum table width, so that rich measures only the groups between them (measuring is most
+    # of a table's rendering time). Each column's minimum is at least its min_width (low + 2, padding included)
+    # and at most its widest cell or header plus the padding (2); the box adds an edge each side and a separator
+    # between columns (rich.table.Table._extra_width: 2 + columns - 1).
+    widest = [max([cell_len(text(row[i], units)) for row in table.rows] + [cell_len(col), low])
+              for i, (col, (low, _, _)) in enumerate(zip(table.columns, widths, strict=True))]
 
     def fits(cols: list[int]) -> bool:
+        edges = len(cols) + 1
+        if sum(widest[i] + 2 for i in cols) + edges <= width - 6:
+            return True
+        if sum(widths[i][0] + 2 for i in cols) > width - 6:
+            return False
         probe = _build_rich(table, units, cols, widths, "")
         return probe.__rich_measure__(console, console.options).minimum <= width - 6   # rich crops near its minimum
 

@@ -19,6 +19,9 @@ def write_chart_png(chart: Chart, path: Path) -> None:
                           "terminal chart") from None
     if path.suffix.lower() != ".png":
         raise KvplanError(f"--plot {path} is not a .png file", "give a file name ending in .png")
+    if chart.timeline:
+        _timeline(plt, chart, path)
+        return
     fig, ax = plt.subplots(figsize=(8, 4.5))
     try:  # numeric x labels (token counts) go on a log-2 axis at their true positions
         x = [int(v.replace(",", "")) for v in chart.x_values]
@@ -38,9 +41,28 @@ def write_chart_png(chart: Chart, path: Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(title=chart.legend or None)
     fig.tight_layout()
+    _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> None:
     try:
         fig.savefig(path, dpi=120)
     except OSError as err:
         raise KvplanError(f"cannot write {path}: {err.strerror}", "check the folder exists and is writable") from None
     finally:
         plt.close(fig)
+
+
+def _timeline(plt, chart: Chart, path: Path) -> None:
+    """One panel per series over a shared linear time axis (x values are the slices' start times)."""
+    x = [float(v.replace(",", "")) for v in chart.x_values]
+    fig, axes = plt.subplots(len(chart.series), 1, figsize=(8, 1.8 * len(chart.series) + 0.8), sharex=True)
+    for ax, (name, values) in zip(axes, chart.series, strict=True):
+        ax.step(x, list(values), where="post")
+        ax.set_ylabel(name, fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel(chart.x_label)
+    axes[0].set_title(chart.title)
+    fig.tight_layout()
+    _save(plt, fig, path)

@@ -22,16 +22,12 @@ import math
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan import cache
 from kvplan.errors import KvplanError, sanitize, shorten
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kvplan.frozen import frozen
 
 ENV_VAR = "KVPLAN_PRESETS_DIR"
 # A preset or config file bigger than this is not a preset or a config (a safetensors index of a very large
@@ -50,8 +46,10 @@ def builtin_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "presets"
 
 
-@dataclass(frozen=True)
+@frozen
 class PresetFile:
+    """A preset file found on disk: its id, type (model or hardware), path, whether built in, and its TOML data."""
+
     id: str
     type: str
     path: Path
@@ -168,6 +166,10 @@ def parse_toml(text: str, path: Path, what: str = "preset file",
                deep_fix: str = "a preset nests a few levels; fix the file") -> dict[str, Any]:
     """The TOML document of ``text`` (read from ``path``): syntax errors, integers too long to convert and nesting
     deeper than ``MAX_DEPTH`` are one-line errors naming the file."""
+    if sys.version_info >= (3, 11):  # imported here: built-in presets usually come from kvplan.cache
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -344,7 +346,7 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, Presets]:
                 if problem:
                     raise KvplanError(f"preset file {path} {problem}",
                                       "remove it from the presets folder or make it a regular TOML file there")
-                data = read_toml(path)
+                data = cache.load_preset(path, read_toml) if builtin else read_toml(path)
                 kind, preset_id = _identify(data, path)
             except KvplanError as err:
                 if builtin:
@@ -633,7 +635,7 @@ def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFil
     if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
         path = builtin_dir() / folder / f"{preset_id.lower()}.toml"
         if probe(path)[0] == "file":
-            data = read_toml(path)
+            data = cache.load_preset(path, read_toml)
             if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
                 return PresetFile(data.get("id", path.stem), kind, path, True, data)
     return discover(extra_dirs)[kind].get(preset_id)
@@ -661,7 +663,7 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
 PRESET_TYPES = ("model", "hardware", "workload")
 
 
-@dataclass(frozen=True)
+@frozen
 class Figure:
     """One sourced figure as a preset file gives it (``{ value, source, kind }``), read without building the spec."""
 
@@ -669,7 +671,7 @@ class Figure:
     source: str
 
 
-@dataclass(frozen=True)
+@frozen
 class CatalogueEntry:
     """One preset as `presets list` shows it; for GPUs, the HBM, bandwidth and price figures of the file."""
 

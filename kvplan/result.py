@@ -13,14 +13,16 @@ carries, keyed by its JSON path (``by_context[].fp8`` for a figure of every row 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from kvplan.frozen import frozen
 from kvplan.values import Derivation, Value
 
 
-@dataclass(frozen=True)
+@frozen
 class Table:
+    """A table of typed cells (formatted only by kvplan.output); rows align with ``columns``."""
+
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
@@ -28,7 +30,7 @@ class Table:
     primary: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Chart:
     """A small chart: one value per x label for each named series (rendered as bars in a terminal, or as a
     PNG with --plot where the command offers it)."""
@@ -40,10 +42,15 @@ class Chart:
     y_label: str = ""
     legend: str = ""
     log_y: bool = False
+    # a timeline: x values are equal slices of time; a terminal prints one sparkline per series (each scaled to its
+    # own peak), --plot one panel per series on a linear time axis
+    timeline: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
+    """What a presenter hands the output layer: headline, JSON data tree, tables, notes, charts, --brief figures."""
+
     command: str
     headline: str
     data: dict[str, Any]

@@ -25,6 +25,11 @@ COMMANDS = {
     "pd": ("pd", "--nodes", "2", "--kv-dtype", "fp8"),
     "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
                  "200", "--seed", "1"),
+    "simulate-compare": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate", "8", "--requests",
+                         "2000", "--seed", "1", "--compare", "swap,kv-dtype=bf16,swap+kv-dtype=bf16,"
+                         "longest-first-protected"),
+    "simulate-sweep": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--requests", "1000",
+                       "--sweep-rate", "2:12:6", "--tpot-slo", "100ms", "--max-recompute-rate", "0.02", "--seed", "1"),
     "presets-list": ("presets", "list"),
     "presets-gpus": ("presets", "list", "--type", "hardware"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root
@@ -38,7 +43,8 @@ COMMANDS = {
 }
 FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f", "json")),
            "csv": ("80", ("-f", "csv")), "markdown": ("80", ("-f", "markdown")), "brief": ("80", ("--brief",))}
-SKIP = {("presets-list", "brief"), ("presets-gpus", "brief")}
+SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
+        ("simulate-compare", "csv")}   # csv is one run's per-request table
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 
 

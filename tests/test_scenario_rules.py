@@ -216,3 +216,18 @@ def test_default_tp_divides_the_gpus_given(run_cli):
 def test_settings_that_cannot_apply_are_refused(run_cli, args, needle):
     r = run_cli(*args)
     assert r.code == 2 and needle in r.err, r.err
+
+
+def test_every_public_name_resolves_and_the_api_matches_the_cli(run_cli):
+    """Each name in kvplan.__all__ resolves (lazily), and a plan through the Python API gives the CLI's figure."""
+    import kvplan
+
+    for name in kvplan.__all__:
+        assert getattr(kvplan, name) is not None, name
+    s = kvplan.Scenario(model=kvplan.load_model("deepseek-r1"), hardware=kvplan.load_hardware("h200"))
+    plan = kvplan.plan_recommend(s)
+    cli = run_cli("recommend", "-f", "json").json()
+    assert plan.batch.value == cli["batch"] and plan.kv_dtype.value == cli["kv_dtype_recommended"]
+    assert kvplan.present_recommend(plan).data["batch"].value == cli["batch"]
+    with pytest.raises(AttributeError):
+        kvplan.plan_nothing  # noqa: B018

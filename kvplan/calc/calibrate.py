@@ -17,24 +17,25 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kvplan.calc import costs
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 
 MAX_POINTS = 10_000
 MAX_FILE_BYTES = 10_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class Point:
     batch: int
     context: int
     tpot_seconds: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Calibration:
     source: str
     points: tuple[Point, ...]

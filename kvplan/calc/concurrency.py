@@ -17,14 +17,13 @@ link from ``kvplan.calc.costs``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.calc import capacity, costs, kv
 from kvplan.calc.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import EngineReport
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
 
@@ -50,8 +49,10 @@ def default_dtypes(hw) -> tuple[KVDtype, ...]:
     return (KVDtype.BF16, KVDtype.FP8) + ((KVDtype.NVFP4,) if "fp4" in hw.dense_tflops else ())
 
 
-@dataclass(frozen=True)
+@frozen
 class ConcurrencyOptions:
+    """`kvplan concurrency`'s own inputs beyond the scenario (checked here: the CLI and Python refuse alike)."""
+
     batch: int = DEFAULT_BATCH
     tpot_seconds: float | None = None
     dram_bytes_per_node: int | None = None
@@ -72,22 +73,28 @@ class ConcurrencyOptions:
             raise KvplanError("no contexts to tabulate", "give --contexts as a comma-separated list")
 
 
-@dataclass(frozen=True)
+@frozen
 class GridCell:
+    """How many requests fit at one context in one KV dtype (None, with the reason, when none can)."""
+
     dtype: KVDtype
     requests: Count          # None when the model cannot store this dtype
     reason: str              # why the cell is empty ("" otherwise)
 
 
-@dataclass(frozen=True)
+@frozen
 class GridRow:
+    """One context's row of the dtype grid."""
+
     context: Tokens
     cells: tuple[GridCell, ...]
     over_limit: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class OverflowRun:
+    """A batch decoding past the pool: when it fills, and what offloading or evicting then costs."""
+
     batch: Count
     tpot: Seconds
     admitted_on_prompt_cost: bool
@@ -98,8 +105,10 @@ class OverflowRun:
     growth_bytes_per_step: Bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class ConcurrencyPlan:
+    """`kvplan concurrency`'s plan: the pool, the per-request bytes, the fit, the dtype grid, overflow, tiers."""
+
     scenario: Scenario
     options: ConcurrencyOptions
     budget: Budget

@@ -26,6 +26,25 @@ The engine, one replica:
   Each direction of the link is a FIFO queue priced at the bidirectional rate (transfers queue, never overlap
   within a direction). ``swap-then-recompute`` swaps while the DRAM tier has room; ``swap`` assumes it always
   has (and says when the peak went past the tier).
+* Proactive offload (``offload_threshold`` F, off by default; the workload document's "large L2, low
+  threshold"): T = int(F x blocks). Occupancy is the blocks held by running requests and swap-ins in flight (not
+  by offloads still copying out). Before a decode step with two or more requests running, if occupancy plus the
+  blocks the step adds exceeds T, victims (by the victim rule, as for preemption) leave the batch at once until the
+  blocks they hold cover the excess or one request is left; it is not a preemption (the request keeps its
+  tokens, ``preemptions`` does not count it; ``swap_outs`` and ``offloads`` do). Each copy joins the
+  out-direction FIFO of the host link like a swap-out, but the batch does not wait for it: its blocks stay held
+  until the copy lands and are freed at the first event after (the end of the step it lands in); the request
+  then joins the swapped queue and comes back as a swapped request does (a swap-in over the in-direction FIFO).
+  With a threshold, admission and resumption also keep occupancy plus the request's blocks at most T (waived
+  when nothing holds blocks). With a known DRAM tier an offload that does not fit in it is not made. Runs of
+  steps end at the step before occupancy would pass T (the same closed form as the pool's overflow). The pool's
+  overflow is checked first: a preemption does not wait for offloads in flight to free their blocks.
+* A shared system prompt (the scenario's ``shared_prefix_tokens`` S; every prompt starts with it, so a prompt
+  shorter than S is refused) with prefix caching on (vLLM V1's default): its whole blocks, H = floor(S / block) x
+  block tokens, are one copy outside the blocks requests draw from (the pool's blocks less the copy's; never
+  evicted), and a request's own blocks are those of its cache less H (``capacity.request_bytes``). The first
+  prompt prefilled computes all of it (a miss); every later one prefills tokens H .. P only
+  (``prefill_seconds(P, H)``), and a recompute re-prefills H .. cache (``recomputed`` counts cache - H).
 * Victims: ``newest`` (vLLM V1 pops the most recently scheduled request), ``fewest-tokens`` (the fewest cached
   tokens: vLLM RFC #54644's least-computed-first), ``longest-first-protected`` (the longer half of the batch by
   context is protected; the newest of the rest goes).
@@ -41,14 +60,16 @@ with ``StepModel.step`` directly: the tests' check on the closed forms.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.workload import Workload
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 
 POLICIES = ("swap", "recompute", "swap-then-recompute")
@@ -64,13 +85,14 @@ WATERMARK_SOURCE = ("vLLM V0 BlockSpaceManager(watermark=0.01): watermark_blocks
 MAX_EVENTS = 20_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class SimOptions:
     policy: str = DEFAULT_POLICY
     victim: str = DEFAULT_VICTIM
     max_batch: int | None = None          # None: the engine's max_num_seqs
     watermark: float = DEFAULT_WATERMARK
     dram_bytes_per_node: int | None = None
+    offload_threshold: float | None = None  # proactive offload above this share of the pool's blocks (None: off)
     reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
@@ -84,11 +106,59 @@ class SimOptions:
             raise KvplanError(f"unknown victim rule {self.victim!r}", "choose " + ", ".join(VICTIMS))
         if self.max_batch is not None and not 1 <= self.max_batch <= 1_000_000:
             raise KvplanError(f"--max-batch {self.max_batch!r} is not in 1 .. 1,000,000", "give e.g. --max-batch 64")
+        if self.offload_threshold is not None and not 0 < self.offload_threshold < 1:
+            raise KvplanError(f"--offload-threshold {self.offload_threshold!r} is not in (0, 1)",
+                              "give the pool occupancy to offload above, e.g. --offload-threshold 0.7")
         if not 0 <= self.watermark < 0.5:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
 
-@dataclass(frozen=True)
+# --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "max-batch", "dram", "offload-threshold")  # threshold: F or off
+
+
+def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """``--compare`` text: variants separated by commas, each ``key=value`` or several joined by ``+``
+    (``policy=swap+kv-dtype=bf16``); a bare policy or victim name stands for ``policy=NAME`` / ``victim=NAME``.
+    Keys are ``COMPARE_KEYS`` (``kv_dtype`` is read as ``kv-dtype``). Returns each variant's (key, value) pairs."""
+    example = "give e.g. --compare policy=swap,policy=recompute,kv-dtype=bf16"
+    if not text.strip():
+        raise KvplanError("--compare is empty", example)
+    variants = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise KvplanError(f"--compare {text!r} has an empty variant", example)
+        pairs: dict[str, str] = {}
+        for part in item.split("+"):
+            part = part.strip()
+            if "=" not in part:
+                low = part.lower()
+                if low in POLICIES:
+                    key, value = "policy", low
+                elif low in VICTIMS:
+                    key, value = "victim", low
+                else:
+                    raise KvplanError(f"--compare variant {part!r} is not key=value",
+                                      "keys: " + ", ".join(COMPARE_KEYS) + "; " + example)
+            else:
+                key, value = (x.strip() for x in part.split("=", 1))
+                key = key.lower().replace("_", "-").removeprefix("--")
+            if key not in COMPARE_KEYS:
+                raise KvplanError(f"--compare key {key!r} is not one a variant can change",
+                                  "choose " + ", ".join(COMPARE_KEYS))
+            if not value:
+                raise KvplanError(f"--compare variant {item!r} gives {key} no value", example)
+            if key in pairs:
+                raise KvplanError(f"--compare variant {item!r} sets {key} twice", "give each key once per variant")
+            pairs[key] = value
+        variants.append(tuple(pairs.items()))
+    if len(variants) > 12:
+        raise KvplanError(f"--compare has {len(variants)} variants", "give at most 12 (one table column each)")
+    return tuple(variants)
+
+
+@frozen
 class Setup:
     """The replica's constants the run used (plain numbers; the presenter types them)."""
 
@@ -103,9 +173,11 @@ class Setup:
     link_bytes_per_s: float
     dram_bytes_per_gpu: int | None
     base_step_s_at_1: float     # the step at batch 1 without cache reads (weights, comm, overhead)
+    prefix_blocks: int = 0      # the shared prefix's one copy, outside total_blocks
+    prefix_hit_tokens_each: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class SimRun:
     """Everything a run measured: per-request arrays (numpy) and totals."""
 
@@ -134,6 +206,10 @@ class SimRun:
     peak_running: int
     prefill_seconds: float      # time the batch stalled for prefills and re-prefills
     swap_stall_seconds: float   # time the batch waited for swap-outs
+    offloads: object = None     # per request: proactive offloads (also counted in swap_outs)
+    offload_threshold_blocks: int | None = None
+    prefix_hit_tokens: object = None  # per request: prompt tokens the prefix cache served (0: a miss)
+    timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
@@ -194,20 +270,38 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
 
 
-def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimRun:
+def _timeline_arrays(marks: list[tuple]) -> tuple:
+    """(times, blocks held, running, swapped, DRAM bytes) as numpy arrays from the engine's marks."""
+    import numpy as np
+
+    if not marks:
+        return (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.zeros(1, dtype=np.int64))
+    cols = list(zip(*marks, strict=True))
+    return (np.array(cols[0], dtype=float), *(np.array(c, dtype=np.int64) for c in cols[1:]))
+
+
+def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
+    """``progress(done, total)``, when given, is called every 4,096 events with the requests finished."""
     import numpy as np
 
     o = options or SimOptions()
     model, hw = s.sized_model, s.hardware
-    if s.spec_tokens or s.shared_prefix_tokens or s.token_budget:
-        raise KvplanError("simulate does not model speculative slots, shared prefixes or token budgets yet",
-                          "drop --spec-tokens / --shared-prefix / --token-budget")
+    if s.spec_tokens or s.token_budget:
+        raise KvplanError("simulate does not model speculative slots or token budgets yet",
+                          "drop --spec-tokens / --token-budget")
     pool = int(capacity.kv_pool(s).kv_pool_bytes)
     block = int(capacity.block_tokens(s).value)
-    block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
+    hit = (s.shared_prefix_tokens // block) * block          # the shared prefix's whole blocks: cached once
+    own = dataclasses.replace(s, shared_prefix_tokens=0) if s.shared_prefix_tokens else s
+    block_bytes = capacity.request_bytes(own, block) - capacity.request_bytes(own, 0)
     if block_bytes <= 0:
         raise KvplanError(f"{model.id} caches nothing per token", "simulate models a KV cache that grows")
-    total_blocks = pool // block_bytes
+    prefix_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes)
+    total_blocks = pool // block_bytes - prefix_blocks
+    if total_blocks <= 0:
+        raise KvplanError(f"the shared prefix's {prefix_blocks:,} blocks fill the {pool // block_bytes:,}-block pool",
+                          "lower --shared-prefix, or enlarge the pool")
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     chunk = int(mnbt.value)
     max_batch = o.max_batch or int(mns.value)
@@ -219,6 +313,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     P = np.asarray(workload.prompts, dtype=np.int64)
     L = np.asarray(workload.outputs, dtype=np.int64)
     n = len(P)
+    if s.shared_prefix_tokens and int(P.min()) < s.shared_prefix_tokens:
+        i = int(np.argmin(P))
+        raise KvplanError(f"request {i + 1}'s prompt ({int(P[i]):,} tokens) is shorter than the --shared-prefix "
+                          f"{s.shared_prefix_tokens:,} every prompt starts with",
+                          "lower --shared-prefix, or give prompts at least that long (--prompt-dist)")
     longest_cache = int((P + L - 1).max())
     table = _block_table(s, block, block_bytes, longest_cache + 1)
     peak_blocks = table[-(-(P + L - 1) // block)]
@@ -247,12 +346,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             base_memo[b] = float(sm.step(b, 0, 0)["total"])
         return base_memo[b]
 
-    prefill_memo: dict[int, float] = {}
+    prefill_memo: dict[tuple[int, int], float] = {}
 
-    def prefill(tokens: int) -> float:
-        if tokens not in prefill_memo:
-            prefill_memo[tokens] = sm.prefill_seconds(tokens, 0, chunk)
-        return prefill_memo[tokens]
+    def prefill(tokens: int, cached: int = 0) -> float:
+        if (tokens, cached) not in prefill_memo:
+            prefill_memo[tokens, cached] = sm.prefill_seconds(tokens, cached, chunk)
+        return prefill_memo[tokens, cached]
 
     def swap_cost(cache: int) -> tuple[int, float]:
         nbytes = capacity.request_bytes(s, cache)
@@ -279,6 +378,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     waiting: deque[int] = deque()
     swapped: deque[int] = deque()
     landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
+    leaving: list[tuple[float, int]] = []       # proactive offloads in flight: (lands in DRAM at, request)
+    offloads = np.zeros(n, dtype=np.int64)
+    prefix_hits = np.zeros(n, dtype=np.int64)   # prompt tokens found in the prefix cache at the first prefill
+    prefix_cached = False
+    thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
+    leaving_blocks = 0                          # blocks still held by offloads in flight
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -314,18 +419,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 "generated": g, "in_dram": in_dram, "dram_used": dram_used, "finish": finish,
                 "running": tuple(running), "waiting": tuple(waiting), "swapped": tuple(swapped),
                 "landing": tuple(i for _, i in landing), "not_arrived": tuple(i for _, i in arrivals),
+                "leaving": tuple(i for _, i in leaving), "prefix_blocks": prefix_blocks,
                 "swapped_out_bytes": swapped_out_bytes, "swapped_in_bytes": swapped_in_bytes}
 
     def holders() -> int:
-        return len(running) + len(landing)
+        return len(running) + len(landing) + len(leaving)
 
     def fits(need: int) -> bool:
         if holders() == 0:
             return need <= free
+        if thr is not None and total_blocks - free - leaving_blocks + need > thr:
+            return False          # with a threshold, admission and resumption keep the occupancy under it
         return free - need >= wm_blocks
 
     def admit() -> None:
-        nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used
+        nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
         while swapped and holders() < max_batch:
             i = swapped[0]
             need = int(blocks_of(P[i] + g[i] - 1))
@@ -354,14 +462,17 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             peak_used = max(peak_used, total_blocks - free)
             if g[i] == 0:                                  # a new request: its prompt, and the first token
                 admitted[i] = now
-                t = prefill(int(P[i]))
+                cached = hit if prefix_cached else 0       # the first prompt computes the prefix; later ones hit
+                t = prefill(int(P[i]), cached)
+                prefix_hits[i] = cached
+                prefix_cached = True
                 now += t
                 g[i] = 1
                 first_token[i] = now
-            else:                                          # a recomputed one: its whole cache again
-                t = prefill(cache)
+            else:                                          # a recomputed one: its cache again, past the prefix
+                t = prefill(cache, hit)
                 now += t
-                recomputed[i] += cache
+                recomputed[i] += cache - hit
             stall_prefill += t
             if g[i] >= L[i]:
                 finished(i)
@@ -384,9 +495,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         r = np.asarray(running, dtype=np.int64)
         return int(blocks_of(P[r] + g[r]).sum() - held[r].sum())
 
+    def copy_out(i: int, nbytes: int, t: float) -> float:
+        """Request i's cache onto the out-direction FIFO of the host link, into DRAM; returns when it lands."""
+        nonlocal out_free, dram_used, peak_dram, swapped_out_bytes
+        out_free = max(now, out_free) + t
+        swap_ready[i] = out_free
+        in_dram[i] = nbytes
+        dram_used += nbytes
+        peak_dram = max(peak_dram, dram_used)
+        swapped_out_bytes += nbytes
+        swap_outs[i] += 1
+        return out_free
+
     def preempt(need_next) -> None:
         """Victims out until the next step's blocks fit."""
-        nonlocal free, now, out_free, dram_used, peak_dram, swapped_out_bytes, stall_swap, no_admit
+        nonlocal free, now, stall_swap, no_admit
         need = need_next()
         wait_until = now
         while need > free:
@@ -397,15 +520,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             nbytes, t = swap_cost(cache)
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
             if swap:
-                start = max(now, out_free)
-                out_free = start + t
-                wait_until = max(wait_until, out_free)
-                swap_ready[i] = out_free
-                in_dram[i] = nbytes
-                dram_used += nbytes
-                peak_dram = max(peak_dram, dram_used)
-                swapped_out_bytes += nbytes
-                swap_outs[i] += 1
+                wait_until = max(wait_until, copy_out(i, nbytes, t))
                 swapped.append(i)
             else:
                 waiting.appendleft(i)
@@ -416,8 +531,35 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         now = wait_until
         no_admit = True
 
+    def offload(excess: int) -> bool:
+        """Proactive offload: victims (by the victim rule) leave the batch at once, until the blocks they hold cover
+        ``excess`` or one request is left; each copy joins the out-direction queue of the host link and the batch
+        does not wait for it; its blocks stay held until the copy lands. False when DRAM has no room for one."""
+        nonlocal leaving_blocks
+        moved = 0
+        while moved < excess and len(running) > 1:
+            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
+            i = running[j]
+            cache = int(P[i] + g[i] - 1)
+            nbytes, t = swap_cost(cache)
+            if dram_cap is not None and dram_used + nbytes > dram_cap:
+                break
+            running.pop(j)
+            heapq.heappush(leaving, (copy_out(i, nbytes, t), i))
+            offloads[i] += 1
+            leaving_blocks += int(held[i])
+            moved += int(held[i])
+        return moved > 0
+
+    marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
+
+    def mark() -> None:
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
+
     while done < n:
         events += 1
+        if progress is not None and not events & 4095:
+            progress(done, n)
         if events > MAX_EVENTS:
             raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                               "lower the arrival rate or --max-batch, or enlarge the pool")
@@ -426,6 +568,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             t, i = heapq.heappop(arrivals)
             arrival[i] = t
             waiting.append(i)
+        while leaving and leaving[0][0] <= now:   # an offload landed in DRAM: its blocks are free now
+            _, i = heapq.heappop(leaving)
+            leaving_blocks -= int(held[i])
+            free += int(held[i])
+            held[i] = 0
+            swapped.append(i)
         while landing and landing[0][0] <= now:
             _, i = heapq.heappop(landing)
             dram_used -= int(in_dram[i])
@@ -438,11 +586,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             admit()
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
+        mark()
         if not running and no_admit:
             no_admit = False
             continue
         if not running:
-            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
             if not upcoming:
                 if done < n and (waiting or swapped):
                     no_admit = False
@@ -462,6 +611,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         if need_after(1) > free:
             preempt(need_next_step)
             continue
+        limit = free                              # blocks the run may add
+        if thr is not None and len(running) > 1:
+            room = thr - (total_blocks - free - leaving_blocks)
+            if need_after(1) > room and offload(need_after(1) - room):
+                continue
+            if need_after(1) <= room:
+                limit = min(free, room)
         k = int((L[ids] - g[ids]).min())          # steps until the first completion
         if caps.size:
             nxt = np.searchsorted(caps, x, side="right")
@@ -470,14 +626,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
-        if need_after(k) > free:                  # the step that overfills the pool ends the run
+        if need_after(k) > limit:                 # the step that overfills the pool (or passes the threshold) ends it
             if unit_steps:
-                k = _last_step_that_fits(x, block, free - need_after(1))
+                k = _last_step_that_fits(x, block, limit - need_after(1))
             else:
                 lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    if need_after(mid) > free:
+                    if need_after(mid) > limit:
                         hi = mid
                     else:
                         lo = mid
@@ -498,7 +654,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
             def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
                 return m * c[0] + _affine_max_sum(c[1], c[2], c[3], c[4], m)
 
-            upcoming = [q[0][0] for q in (arrivals, landing) if q]
+            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
             run_time = elapsed(k)
             if upcoming and now + run_time > min(upcoming):   # stop at the step during which the event falls
                 target = min(upcoming) - now
@@ -518,6 +674,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
         free -= int(new_held.sum()) - held_sum
         held[ids] = new_held
         peak_used = max(peak_used, total_blocks - free)
+        mark()                                    # the run's end, before completions free their blocks
         no_admit = False
         completed = ids[g[ids] >= L[ids]]
         if completed.size:
@@ -529,20 +686,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None)
     if o.on_event is not None:
         o.on_event(event_state())
     if next_id < n:     # a closed loop's --duration ended before every request was submitted: the run is the rest
-        P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed = (
-            a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins,
-                                  recomputed))
+        (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed, offloads,
+         prefix_hits) = (a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
+                                               swap_ins, recomputed, offloads, prefix_hits))
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
-                  dram_cap, base(1))
+                  dram_cap, base(1), prefix_blocks, hit)
     longest, where = np.unique(P + L - 1, return_inverse=True)
     peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
-                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap)
+                  peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits,
+                  _timeline_arrays(marks))
 
 
 # === the metrics, as typed values =================================================================================
-@dataclass(frozen=True)
+@frozen
 class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units
@@ -551,17 +709,40 @@ class SimPlan:
     notes: tuple[str, ...]
 
 
+TIMELINE_BUCKETS = 40
+
+
+def timeline_buckets(run: SimRun, buckets: int = TIMELINE_BUCKETS):
+    """The run's timeline in ``buckets`` equal slices of the simulated time: for each slice its start and, per
+    series, the most it reached (the state in force at the slice's start, and every mark inside it; the engine
+    marks the state as each run of steps starts, after admissions, and as it ends, before completions free
+    their blocks, so a run's peak occupancy is seen). Series:
+    pool occupancy (blocks held / the blocks requests draw from), running requests, requests swapped out (in DRAM
+    or on their way), DRAM bytes per GPU."""
+    import numpy as np
+
+    t, used, running, swapped, dram = run.timeline
+    end = max(run.simulated_seconds, 1e-12)
+    edges = np.linspace(0.0, end, buckets + 1)
+    first = np.maximum(np.searchsorted(t, edges[:-1], side="right") - 1, 0)
+    last = np.maximum(np.searchsorted(t, edges[1:], side="left"), first + 1)
+    series = {"pool_occupancy": used / max(run.setup.total_blocks, 1), "running_requests": running,
+              "swapped_requests": swapped, "dram_bytes_per_gpu": dram}
+    out = {name: [float(v[a:b].max()) for a, b in zip(first, last, strict=True)] for name, v in series.items()}
+    return [float(x) for x in edges[:-1]], out
+
+
 def _pct(values, q: float) -> float | None:
     import numpy as np
 
     return float(np.percentile(values, q)) if len(values) else None
 
 
-def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None) -> SimPlan:
+def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
     from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
 
     o = options or SimOptions()
-    r = simulate(s, workload, o)
+    r = simulate(s, workload, o, progress)
     u = r.setup
     n = len(r.prompts)
     gen = int(r.outputs.sum())
@@ -573,6 +754,9 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     recomputed = int(r.recomputed.sum())
     preempted = int((r.preemptions > 0).sum())
     so, si = int(r.swap_outs.sum()), int(r.swap_ins.sum())
+    off = int(r.offloads.sum()) if r.offloads is not None else 0
+    hits_n = int((r.prefix_hit_tokens > 0).sum()) if r.prefix_hit_tokens is not None else 0
+    hits_tok = int(r.prefix_hit_tokens.sum()) if r.prefix_hit_tokens is not None else 0
 
     def pct(name: str, values, q: float, cls, what: str):
         v = _pct(values, q)
@@ -596,7 +780,10 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "preemptions": Count(int(r.preemptions.sum()), derived("sum of preemptions", f"{int(r.preemptions.sum()):,}")),
         "preempted_share": ratio(Fraction, preempted, n, "requests preempted at least once / requests",
                                  "preempted / requests"),
-        "swap_out_count": Count(so, derived("sum of swap-outs", f"{so:,}")),
+        "swap_out_count": Count(so, derived("sum of swap-outs (preemptions by swap and proactive offloads)",
+                                            f"{so:,} ({off:,} offloads)")),
+        "offload_count": Count(off, derived("proactive offloads: requests moved to DRAM above the threshold",
+                                            f"{off:,}" if o.offload_threshold is not None else "0 (no threshold)")),
         "swap_in_count": Count(si, derived("sum of swap-ins", f"{si:,}")),
         "swapped_bytes": Bytes(r.swapped_out_bytes, derived("bytes per GPU copied out to host DRAM",
                                                             f"{r.swapped_out_bytes:,} B")),
@@ -605,6 +792,10 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "swap_out_per_second": ratio(Number, so, T, "swap-outs / simulated seconds", "swap-outs / s"),
         "swap_in_per_second": ratio(Number, si, T, "swap-ins / simulated seconds", "swap-ins / s"),
         "swap_out_per_minute": ratio(Number, 60 * so, T, "60 x swap-outs / simulated seconds", "60 x swap-outs / s"),
+        "prefix_hit_tokens": Tokens(hits_tok, derived("prompt tokens the prefix cache served (whole blocks of the "
+                                                      "shared prefix, every prompt after the first)",
+                                                      f"{hits_n:,} hits x {u.prefix_hit_tokens_each:,} tokens = "
+                                                      f"{hits_tok:,}")),
         "recomputed_tokens": Tokens(recomputed, derived("sum over recomputes of the cache re-prefilled "
                                                         "(prompt + generated - 1 tokens)", f"{recomputed:,} tokens")),
         "recompute_rate": ratio(Fraction, recomputed, gen, "recomputed tokens / generated tokens",
@@ -639,8 +830,12 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "block_bytes": Bytes(u.block_bytes, derived("request_bytes(block) - request_bytes(0): one block of every "
                                                     "layer on the most loaded GPU", f"{u.block_bytes:,} B")),
         "kv_pool_bytes": capacity.kv_pool(s).kv_pool,
-        "kv_blocks": Count(u.total_blocks, derived("floor(pool / block bytes)",
-                                                   f"{u.pool_bytes:,} // {u.block_bytes:,} = {u.total_blocks:,}")),
+        "kv_blocks": Count(u.total_blocks, derived(
+            "floor(pool / block bytes) - the shared prefix's blocks",
+            f"{u.pool_bytes:,} // {u.block_bytes:,} - {u.prefix_blocks:,} = {u.total_blocks:,}")),
+        "shared_prefix_blocks": Count(u.prefix_blocks, derived(
+            "ceil(the shared prefix's one copy / block bytes): its whole blocks, cached once",
+            f"{u.prefix_hit_tokens_each:,} tokens -> {u.prefix_blocks:,} blocks")),
         "watermark_blocks": Count(u.watermark_blocks, derived(
             "int(watermark x blocks)", f"int({o.watermark:g} x {u.total_blocks:,}) = {u.watermark_blocks:,}",
             WATERMARK_SOURCE)),
@@ -652,6 +847,9 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "dram_bytes_per_gpu": Bytes(u.dram_bytes_per_gpu, derived(
             "host DRAM per node / GPUs per node (capacity.host_tier)", f"{u.dram_bytes_per_gpu:,} B"
             if u.dram_bytes_per_gpu is not None else "unknown")),
+        "offload_threshold_blocks": Count(r.offload_threshold_blocks, derived(
+            "int(--offload-threshold x blocks)", f"int({o.offload_threshold:g} x {u.total_blocks:,}) = "
+            f"{r.offload_threshold_blocks:,}") if o.offload_threshold is not None else default("no threshold")),
         "step_seconds_batch_1_no_cache": Seconds(u.base_step_s_at_1, derived(
             "the decode-step model at batch 1 with no cache reads (weights, communication, overhead)",
             f"{u.base_step_s_at_1:.6g} s")),
@@ -670,3 +868,94 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 1e9:,.1f} GB per GPU, past the host tier's "
                      f"{u.dram_bytes_per_gpu / 1e9:,.1f} GB: --policy swap-then-recompute respects the tier.")
     return SimPlan(r, m, setup, tuple(rows), tuple(notes))
+
+
+# === --sweep-rate: the highest arrival rate that meets the targets ================================================
+PARALLEL_MIN_REQUESTS = 20_000     # below this many simulated requests in all, processes cost more than they save
+
+
+def parse_sweep(text: str) -> tuple[float, ...]:
+    """``A:B:N``: N rates evenly spaced from A to B requests/s, both included (N = 1: A alone, B = A)."""
+    example = "give --sweep-rate FROM:TO:POINTS, e.g. 0.5:8:16"
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise KvplanError(f"--sweep-rate {text!r} is not FROM:TO:POINTS", example)
+    try:
+        a, b = float(parts[0]), float(parts[1])
+        n = int(parts[2])
+    except ValueError:
+        raise KvplanError(f"--sweep-rate {text!r}: FROM and TO are rates, POINTS a whole number", example) from None
+    if not (math.isfinite(a) and math.isfinite(b) and 0 < a <= b <= 1e6):
+        raise KvplanError(f"--sweep-rate {text!r} needs 0 < FROM <= TO <= 1e6 requests/s", example)
+    if not 1 <= n <= 200 or (n == 1) != (a == b):
+        raise KvplanError(f"--sweep-rate {text!r}: POINTS must be 2 .. 200 (or 1 with FROM = TO)", example)
+    return tuple(a + (b - a) * i / (n - 1) for i in range(n)) if n > 1 else (a,)
+
+
+@frozen
+class SweepPlan:
+    rates: tuple[float, ...]
+    points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)
+    meets: tuple[bool, ...]
+    capacity: float | None               # the highest rate at which it and every lower rate meet the targets
+    tpot_slo: float | None
+    max_recompute_rate: float | None
+    workers: int                         # processes the points ran in (1: serial)
+
+
+def _sweep_point(job):
+    s, work, o = job
+    try:
+        return plan_simulate(s, work, o).metrics
+    except KvplanError as err:           # KvplanError does not pickle its hint: carry it as data
+        return ("error", err.message, err.hint)
+
+
+def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None) -> bool:
+    """TPOT p99 <= the SLO and the recompute rate <= its cap (a target not given always holds)."""
+    tpot, rate = metrics["tpot_seconds_p99"].value, metrics["recompute_rate"].value
+    ok_tpot = tpot_slo is None or (tpot is not None and tpot <= tpot_slo)
+    return ok_tpot and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
+
+
+def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | None,
+               max_recompute_rate: float | None, workers: int | None = None, progress=None) -> SweepPlan:
+    """Each ``(rate, workload)`` simulated with the same options; points run in processes
+    (``concurrent.futures.ProcessPoolExecutor``) when there are at least ``PARALLEL_MIN_REQUESTS`` requests in all
+    and more than one CPU, else in order. Every point is the same deterministic function of its inputs, so the
+    results do not depend on how they ran. ``progress(done, total)`` is called as points finish."""
+    import os
+
+    if tpot_slo is None and max_recompute_rate is None:
+        raise KvplanError("--sweep-rate finds the highest rate that meets a target, and none was given",
+                          "give --tpot-slo and/or --max-recompute-rate")
+    jobs = [(s, w, options) for _, w in works]
+    if workers is None:
+        total = sum(len(w.prompts) for _, w in works)
+        workers = min(len(jobs), os.cpu_count() or 1) if total >= PARALLEL_MIN_REQUESTS else 1
+    results: list = [None] * len(jobs)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(workers) as ex:
+            futures = {ex.submit(_sweep_point, job): i for i, job in enumerate(jobs)}
+            for count, fut in enumerate(as_completed(futures), 1):
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(count, len(jobs))
+    else:
+        for i, job in enumerate(jobs):
+            results[i] = _sweep_point(job)
+            if progress:
+                progress(i + 1, len(jobs))
+    for r in results:
+        if isinstance(r, tuple):
+            raise KvplanError(r[1], r[2])
+    meets = tuple(meets_targets(m, tpot_slo, max_recompute_rate) for m in results)
+    capacity = None
+    for (rate, _), ok in zip(works, meets, strict=True):
+        if not ok:
+            break
+        capacity = rate
+    return SweepPlan(tuple(r for r, _ in works), tuple(results), meets, capacity, tpot_slo, max_recompute_rate,
+                     workers)

@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
+from kvplan.frozen import frozen
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
@@ -22,8 +21,10 @@ DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py
                 "get_cell_size_per_token (sgl-project/sglang @001ccef0)")
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupBytes:
+    """One layer group's cache bytes: per layer, per token for the whole group, per TP rank, and fixed state."""
+
     name: str
     kind: str
     label: str
@@ -37,16 +38,20 @@ class GroupBytes:
     state_group: Bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextBytes:
+    """The KV of one request at one context, whole model and per GPU."""
+
     context: Tokens
     whole_model: Bytes
     per_gpu: Bytes
     over_limit: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Comparison:
+    """The model beside another (by default the workload document's GQA example): per token, request, GPU."""
+
     other_id: str
     other_layout: str
     own_layout: str
@@ -65,8 +70,10 @@ class Comparison:
     why: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SizePlan:
+    """`kvplan size`'s plan: bytes per token by layer group, and the totals per token and per request."""
+
     scenario: Scenario
     model: ModelSpec                 # as sized (MTP layers included when asked for)
     groups: tuple[GroupBytes, ...]

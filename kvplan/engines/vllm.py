@@ -13,7 +13,6 @@ its rounding. Every pipeline stage is a worker; num_blocks is the minimum over w
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import (
@@ -31,6 +30,7 @@ from kvplan.engines.base import (
     release_text,
     rule_span,
 )
+from kvplan.frozen import frozen
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
@@ -117,7 +117,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
+@frozen
 class VllmConfig:
     block_size: int
     num_blocks: int

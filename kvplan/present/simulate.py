@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan
+from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
+from kvplan.result import Chart, Result, Table
 from kvplan.values import Count, Number, Seconds, default, given
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
     ("peak KV per request, p99", "peak_kv_bytes_per_request_p99"),
     ("peak KV per request, max", "peak_kv_bytes_per_request_max"),
-    ("swap-outs", "swap_out_count"), ("swap-ins", "swap_in_count"),
+    ("swap-outs (with offloads)", "swap_out_count"), ("proactive offloads", "offload_count"),
+    ("swap-ins", "swap_in_count"),
     ("swap-outs per request", "swap_out_per_request"), ("swap-outs per second", "swap_out_per_second"),
     ("swap-ins per second", "swap_in_per_second"), ("bytes swapped out per GPU", "swapped_bytes"),
+    ("prompt tokens served by the prefix cache", "prefix_hit_tokens"),
     ("recomputed tokens", "recomputed_tokens"), ("recomputation rate (of generated tokens)", "recompute_rate"),
     ("requests preempted at least once", "preempted_share"), ("preemptions", "preemptions"),
     ("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"), ("TPOT mean", "tpot_seconds_mean"),
@@ -30,12 +32,27 @@ SERVICE = (
     ("decode steps", "decode_steps"), ("events", "events"),
 )
 SETUP = (("block size (tokens)", "block_tokens"), ("one block, every layer, per GPU", "block_bytes"),
-         ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"), ("admission watermark", "watermark_blocks"),
-         ("max batch", "max_batch"), ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
+         ("KV pool per GPU", "kv_pool_bytes"), ("KV blocks", "kv_blocks"),
+         ("shared prefix, blocks cached once", "shared_prefix_blocks"), ("admission watermark", "watermark_blocks"),
+         ("max batch", "max_batch"),
+         ("offload threshold (blocks)", "offload_threshold_blocks"),
+         ("prefill chunk (max_num_batched_tokens)", "max_num_batched_tokens"),
          ("host link per direction", "host_link_bytes_per_second"), ("host DRAM per GPU", "dram_bytes_per_gpu"),
          ("decode step at batch 1, no cache", "step_seconds_batch_1_no_cache"))
 PER_REQUEST = ("request", "arrival", "prompt", "output", "TTFT", "TPOT", "queue", "preemptions", "swap-outs",
                "recomputed", "peak KV", "finish")
+
+
+ASSUMPTIONS = (
+    "One replica (a TP x PP group): requests arrive at it alone; DP replicas would each see their share.",
+    "Prefills and re-prefills run alone (chunked by max_num_batched_tokens), stalling the batch's decode; "
+    "the prefill gives the first output token.",
+    "Swap-outs hold the step until the copy lands (the blocks are free only then); swap-ins overlap the "
+    "batch's decode. Each link direction is a FIFO queue at the bidirectional rate.",
+    f"Defaults: policy recompute ({POLICY_SOURCE}); victim newest ({VICTIM_SOURCE}).",
+    "Admission: swapped requests first, then the waiting queue in order; no admission in the instant of a "
+    "preemption.",
+)
 
 
 def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
@@ -49,8 +66,9 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     tables = [key, service, setup]
     if per_request:
         tables.append(Table("Per request", PER_REQUEST, plan.per_request, primary=True))
+    chart, timeline = _timeline(plan)
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
-            "inputs": inputs, "replica": plan.setup, **m}
+            "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
     notes = [f"Workload: {r.workload.describe}.", *plan.notes]
     if r.workload.sources:
         notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
@@ -60,21 +78,39 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                      f"{rate:.1%} of the generated tokens recomputed." if rate is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
-    assumptions = (
-        "One replica (a TP x PP group): requests arrive at it alone; DP replicas would each see their share.",
-        "Prefills and re-prefills run alone (chunked by max_num_batched_tokens), stalling the batch's decode; "
-        "the prefill gives the first output token.",
-        "Swap-outs hold the step until the copy lands (the blocks are free only then); swap-ins overlap the "
-        "batch's decode. Each link direction is a FIFO queue at the bidirectional rate.",
-        f"Defaults: policy recompute ({POLICY_SOURCE}); victim newest ({VICTIM_SOURCE}).",
-        "Admission: swapped requests first, then the waiting queue in order; no admission in the instant of a "
-        "preemption.",
-    ) + spec_notes(s)
+    assumptions = ASSUMPTIONS + spec_notes(s)
     brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
              ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
              ("throughput tokens/s", m["throughput_tokens_per_second"]))
     return Result("simulate", s.headline() + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
-                  tuple(n for n in notes if n), assumptions, (), brief)
+                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief)
+
+
+def timeline_chart(plan: SimPlan) -> Chart:
+    return _timeline(plan)[0]
+
+
+def _timeline(plan: SimPlan):
+    """The timeline as a chart (sparklines, or --plot) and as JSON rows, from ``timeline_buckets``."""
+    from kvplan.values import Bytes, Fraction, Number, derived
+
+    starts, series = timeline_buckets(plan.run)
+    width = plan.run.simulated_seconds / len(starts)
+    why = derived(f"the most in each of {len(starts)} equal slices of the simulated time (the state at the slice's "
+                  "start and at every event inside it)", f"slices of {width:.6g} s")
+    rows = [{"start_seconds": Seconds(t0, why), "pool_occupancy": Fraction(series["pool_occupancy"][k], why),
+             "running_requests": Number(series["running_requests"][k], why),
+             "swapped_requests": Number(series["swapped_requests"][k], why),
+             "dram_bytes_per_gpu": Bytes(int(series["dram_bytes_per_gpu"][k]), why)}
+            for k, t0 in enumerate(starts)]
+    chart = Chart(f"Timeline over {plan.run.simulated_seconds:,.0f} s ({len(starts)} slices, each the slice's peak)",
+                  "s", tuple(f"{t0:.0f}" for t0 in starts),
+                  (("pool occupancy %", tuple(100 * v for v in series["pool_occupancy"])),
+                   ("running requests", tuple(series["running_requests"])),
+                   ("swapped requests", tuple(series["swapped_requests"])),
+                   ("DRAM GB per GPU", tuple(v / 1e9 for v in series["dram_bytes_per_gpu"]))),
+                  timeline=True)
+    return chart, rows
 
 
 def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duration, was_given: dict) -> dict:
@@ -94,3 +130,111 @@ def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duratio
     if duration is not None:
         out["duration_seconds"] = Seconds(duration, given("--duration"))
     return out
+
+
+COMPARE_METRICS = (
+    ("recomputation rate", "recompute_rate"), ("requests preempted", "preempted_share"),
+    ("preemptions", "preemptions"), ("swap-outs", "swap_out_count"), ("proactive offloads", "offload_count"),
+    ("swap-outs per minute", "swap_out_per_minute"),
+    ("bytes swapped out per GPU", "swapped_bytes"), ("TPOT p50", "tpot_seconds_p50"),
+    ("TPOT p99", "tpot_seconds_p99"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
+    ("throughput, output tokens/s", "throughput_tokens_per_second"), ("simulated time", "simulated_seconds"),
+    ("peak KV per request, p99", "peak_kv_bytes_per_request_p99"), ("KV blocks", "kv_blocks"),
+    ("most requests decoding at once", "peak_running_requests"),
+)
+
+
+def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dict) -> Result:
+    """``--compare``: the same requests and arrivals under each run's settings, one column per run (the first is
+    the command line's own settings, ``base``); ``settings``: each run's (key, value) changes to the base."""
+    base = runs[0][1].run
+    s = base.scenario
+
+    def figure(plan: SimPlan, name: str):
+        return plan.metrics[name] if name in plan.metrics else plan.setup[name]
+
+    rows = [("policy", *(p.run.options.policy for _, p in runs)),
+            ("victim", *(p.run.options.victim for _, p in runs)),
+            ("KV dtype", *(p.run.scenario.kv_dtype.value for _, p in runs)),
+            ("max batch", *(p.setup["max_batch"] for _, p in runs))]
+    if any(p.run.options.offload_threshold is not None for _, p in runs):
+        rows.append(("offload threshold (blocks)", *(p.setup["offload_threshold_blocks"] for _, p in runs)))
+    rows += [(label, *(figure(p, name) for _, p in runs)) for label, name in COMPARE_METRICS]
+    table = Table("The same arrivals under each setting", ("figure", *(label for label, _ in runs)), tuple(rows),
+                  primary=True)
+    compare = [{"label": label, "changes": dict(changes), "policy": p.run.options.policy,
+                "victim": p.run.options.victim, "kv_dtype": p.run.scenario.kv_dtype.value,
+                "replica": p.setup, **p.metrics}
+               for (label, p), changes in zip(runs, settings, strict=True)]
+    data = {**scenario_data(s), "workload": base.workload.describe, "inputs": inputs, "compare": compare}
+    notes = [f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
+             "base: the command line's own settings; each other column changes only the keys it names."]
+    for label, p in runs:
+        notes += [f"{label}: {n}" for n in p.notes]
+    if base.workload.sources:
+        notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
+    brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
+        (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
+    return Result("simulate", s.headline() + f"; {len(runs)} settings compared", data, (table,), tuple(notes),
+                  ASSUMPTIONS + spec_notes(s), (), brief)
+
+
+SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"),
+                 ("recompute rate", "recompute_rate"), ("preempted", "preempted_share"),
+                 ("swap-outs/min", "swap_out_per_minute"), ("TTFT p99", "ttft_seconds_p99"),
+                 ("tokens/s", "throughput_tokens_per_second"))
+
+
+def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
+    """``--sweep-rate``: one row per arrival rate, whether it meets the targets, and the capacity (the highest rate
+    at which it and every lower rate meet them)."""
+    from kvplan.values import Fraction, derived
+
+    n = len(sweep.rates)
+    first, last = sweep.rates[0], sweep.rates[-1]
+
+    def rate_value(i: int, r: float):
+        return Number(r, derived("FROM + (TO - FROM) x i / (POINTS - 1)",
+                                 f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
+                                 if n > 1 else f"{r:g}"))
+
+    targets = []
+    if sweep.tpot_slo is not None:
+        targets.append(f"TPOT p99 <= {sweep.tpot_slo * 1e3:g} ms")
+    if sweep.max_recompute_rate is not None:
+        targets.append(f"recompute rate <= {sweep.max_recompute_rate:g}")
+    target_text = " and ".join(targets)
+    passing = [f"{r:g}" for r, ok in zip(sweep.rates, sweep.meets, strict=True) if ok]
+    capacity = Number(sweep.capacity, derived(
+        f"the highest swept rate at which it and every lower rate meet {target_text}",
+        f"meeting: {', '.join(passing) or 'none'} of {n} rates; capacity = "
+        + (f"{sweep.capacity:g} requests/s" if sweep.capacity is not None else "below the lowest rate")))
+    rows = tuple((rate_value(i, r), *(m[name] for _, name in SWEEP_COLUMNS), "yes" if ok else "no")
+                 for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True)))
+    table = Table(f"Poisson arrivals at each rate: {options.policy}, victim {options.victim}",
+                  ("requests/s", *(label for label, _ in SWEEP_COLUMNS), "meets"), rows, primary=True)
+    points = [{"rate_requests_per_second": rate_value(i, r), "meets_targets": ok, **m}
+              for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True))]
+    tgt = {}
+    if sweep.tpot_slo is not None:
+        tgt["tpot_seconds_p99_at_most"] = Seconds(sweep.tpot_slo, given("--tpot-slo"))
+    if sweep.max_recompute_rate is not None:
+        tgt["recompute_rate_at_most"] = Fraction(sweep.max_recompute_rate, given("--max-recompute-rate"))
+    data = {**scenario_data(s), "workload": work.describe, "policy": options.policy, "victim": options.victim,
+            "inputs": inputs, "targets": tgt, "capacity_requests_per_second": capacity,
+            "sweep_processes": Count(sweep.workers, default("one process per CPU when the sweep simulates 20,000 "
+                                                            "requests or more, else 1")),
+            "sweep": points}
+    if sweep.capacity is None:
+        verdict = f"No swept rate meets {target_text}: the capacity is below {first:g} requests/s."
+    elif sweep.capacity == last:
+        verdict = (f"Every swept rate meets {target_text}: the capacity is at least {last:g} requests/s "
+                   "(sweep higher).")
+    else:
+        verdict = f"Capacity: {sweep.capacity:g} requests/s meets {target_text}; the next rate does not."
+    notes = [verdict, f"Workload at each rate: the same {len(work.prompts):,} requests (seed "
+             f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate."]
+    if work.sources:
+        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    return Result("simulate", s.headline() + f"; rate sweep {first:g} .. {last:g} requests/s", data, (table,),
+                  tuple(notes), ASSUMPTIONS + spec_notes(s), (), (("capacity requests/s", capacity),))

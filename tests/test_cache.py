@@ -1,0 +1,148 @@
+"""kvplan.cache (presets): a cached built-in preset is the same document as a fresh parse, a change to the file
+re-parses it, and every kind of bad entry falls back to parsing."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan import cache as preset_cache
+from kvplan.presets import builtin_dir, load_model, read_toml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(preset_cache.ENV_VAR, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _counting():
+    calls = []
+
+    def parse(path):
+        calls.append(path)
+        return read_toml(path)
+    return parse, calls
+
+
+def _copy(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "models"
+    folder.mkdir(exist_ok=True)
+    path = folder / "m.toml"
+    path.write_text(text)
+    return path
+
+
+def test_second_read_comes_from_the_cache(cache):
+    parse, calls = _counting()
+    path = builtin_dir() / "models" / "qwen3-32b.toml"
+    first = preset_cache.load_preset(path, parse)
+    second = preset_cache.load_preset(path, parse)
+    assert calls == [path]                       # parsed once
+    assert first == second == read_toml(path)
+    assert len(list(cache.rglob("*.marshal"))) == 1
+
+
+def test_a_changed_file_is_parsed_again(cache, tmp_path):
+    path = _copy(tmp_path, 'type = "model"\nid = "m"\nnum_layers = 4\n')
+    parse, calls = _counting()
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 4
+    path.write_text('type = "model"\nid = "m"\nnum_layers = 64\n')     # one byte longer: the size changes
+    os.utime(path, ns=(1, 1))
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 64
+    path.write_text('type = "model"\nid = "m"\nnum_layers = 65\n')     # same size, other mtime
+    os.utime(path, ns=(2, 2))
+    assert preset_cache.load_preset(path, parse)["num_layers"] == 65
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("entry", [b"", b"not marshal at all \xff", marshal.dumps([1, 2]),
+                                   marshal.dumps((("other", "stamp"), {"num_layers": 1})),
+                                   marshal.dumps("x" * 10)])
+def test_bad_entries_fall_back_to_parsing(cache, tmp_path, entry):
+    path = _copy(tmp_path, 'type = "model"\nnum_layers = 4\n')
+    entry_file = cache / f"presets-{__import__('kvplan').__version__}" / "models-m.marshal"
+    entry_file.parent.mkdir(parents=True)
+    entry_file.write_bytes(entry)
+    parse, calls = _counting()
+    assert preset_cache.load_preset(path, parse) == {"type": "model", "num_layers": 4}
+    assert len(calls) == 1
+    assert preset_cache.load_preset(path, parse) == {"type": "model", "num_layers": 4}   # the entry was rewritten
+    assert len(calls) == 1
+
+
+def test_a_fifo_entry_does_not_hang(cache, tmp_path):
+    path = _copy(tmp_path, 'type = "model"\n')
+    entry_file = cache / f"presets-{__import__('kvplan').__version__}" / "models-m.marshal"
+    entry_file.parent.mkdir(parents=True)
+    os.mkfifo(entry_file)
+    assert preset_cache.load_preset(path, read_toml) == {"type": "model"}
+
+
+def test_unwritable_cache_and_dates(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(preset_cache.ENV_VAR, str(blocker / "sub"))      # a folder under a file cannot be made
+    path = _copy(tmp_path, 'type = "model"\nas_of = 2026-01-02\n')       # a TOML date: marshal cannot hold it
+    parse, calls = _counting()
+    assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
+    assert str(preset_cache.load_preset(path, parse)["as_of"]) == "2026-01-02"
+    assert len(calls) == 2
+    assert capsys.readouterr().err == ""          # a date is not the folder's fault: no warning
+    plain = _copy(tmp_path, 'type = "model"\n')
+    for _ in range(2):
+        assert preset_cache.load_preset(plain, read_toml) == {"type": "model"}
+    # the folder the user chose cannot be made: one warning a run, naming it and the fix
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: cannot write kvplan's start-up cache in {blocker / 'sub'}: Not a directory (runs work, "
+                   "only slower) (fix: give KVPLAN_CACHE_DIR a folder you can write, or KVPLAN_CACHE_DIR=off)"]
+
+
+def test_default_folder_unwritable_is_silent(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.delenv(preset_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))      # the default location, not the user's choice
+    path = _copy(tmp_path, 'type = "model"\n')
+    assert preset_cache.load_preset(path, read_toml) == {"type": "model"}
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("value", ["off", "", " OFF "])
+def test_off(value, monkeypatch):
+    monkeypatch.setenv(preset_cache.ENV_VAR, value)
+    assert preset_cache.cache_dir() is None
+
+
+def test_default_location(monkeypatch, tmp_path):
+    monkeypatch.delenv(preset_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert preset_cache.cache_dir() == tmp_path / "kvplan"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")        # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert preset_cache.cache_dir() == tmp_path / "home" / ".cache" / "kvplan"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr("os.path.expanduser", lambda p: p)         # no home folder: "~" stays "~"
+    assert preset_cache.cache_dir() is None
+
+
+def test_cached_model_equals_fresh(cache, monkeypatch):
+    fresh = load_model("deepseek-r1")            # parses and writes the entry
+    assert list(cache.rglob("models-deepseek-r1.marshal"))
+    assert load_model("deepseek-r1") == fresh    # from the entry
+
+
+def test_a_cached_run_does_not_import_tomllib(cache):
+    env = {**os.environ, preset_cache.ENV_VAR: str(cache)}
+    code = ("import sys; from kvplan.presets import load_model, load_hardware; load_model('qwen3-32b'); "
+            "load_hardware('h100-sxm'); print('tomllib' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                           check=True).stdout.strip() for _ in range(2)]
+    assert runs == ["True", "False"]
