@@ -37,7 +37,7 @@ def _sizing_table(sizing) -> Table:
                  tuple(rows))
 
 
-def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
+def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
     s, o = plan.scenario, plan.options
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
     table = Table(f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests",
@@ -46,6 +46,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
     notes = [f"{r.setting}: differs from the document: {r.why_differs}." for r in plan.rows
              if not r.agrees and r.why_differs]
     notes += [n for r in plan.rows for n in r.notes]
+    notes += [n[0].upper() + n[1:] + "." for n in extra_notes]
     tables = [table]
     data = {
         **scenario_data(s),
