@@ -369,3 +369,14 @@ def test_emit_says_it_plans_with_the_engines_accounting(run_cli):
     assert plain["engine"] == "neutral" and emitted["engine"] == "vllm"
     assert any("--emit vllm plans with vllm's own accounting" in n for n in emitted["notes"])
     assert not any("own accounting" in n for n in plain["notes"])
+
+
+def test_the_terminal_gets_two_narrow_tables_and_markdown_one_wide(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    table = run_cli("recommend").out
+    markdown = run_cli("recommend", "-f", "markdown").out
+    csv = run_cli("recommend", "-f", "csv").out
+    assert "Why, in kvplan's numbers" in table and "why (kvplan's numbers)" not in table
+    assert "| setting | recommended | why (kvplan's numbers) | the workload document | agrees |" in markdown
+    assert "Why, in kvplan's numbers" not in markdown
+    assert csv.splitlines()[1] == "setting,recommended,why (kvplan's numbers),the workload document,agrees"
