@@ -113,6 +113,7 @@ class Efficiency:
     allreduce_link: Sourced | None = None        # fraction of the link that all-reduce's bytes see
     overhead_us_per_request: Sourced | None = None  # per request per step (scheduling, sampling, outputs)
     upcast_hbm: Sourced | None = None            # HBM fraction of weights upcast in-kernel (no matrix cores)
+    gemm_floor_us: Sourced | None = None         # the least one decode GEMM kernel takes, whatever its bytes
 
     def __post_init__(self) -> None:
         check_fields(self)
