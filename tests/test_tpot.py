@@ -296,6 +296,14 @@ def test_decode_gemms_are_counted_from_the_layer_kinds_and_the_moe_structure():
     # DeepSeek-R1: 61 MLA layers x 5 (fused q/kv A, q_b, W_UK and W_UV bmm, o_proj) + 3 dense MLPs x 2 + 58 MoE
     # layers x (router + the shared expert's gate_up and down) + LM head = 305 + 6 + 174 + 1 = 486.
     assert costs.decode_gemms(load_model("deepseek-r1"), 58) == 486
+    # DeepSeek-V3.2-Exp adds the indexer's wq_b, wk and weights_proj on all 61 layers: 486 + 61 x 3 = 669.
+    assert costs.decode_gemms(load_model("deepseek-v3.2-exp"), 58) == 669
+    # Qwen3-Next-80B-A3B: 36 Gated DeltaNet layers x 3 (in_proj_qkvz, in_proj_ba, out_proj) + 12 GQA layers x 2 + 48
+    # MoE layers x (router + shared expert's 2) + LM head = 108 + 24 + 144 + 1 = 277.
+    assert costs.decode_gemms(load_model("qwen3-next-80b-a3b"), 48) == 277
+    # Mamba-2 (no preset): in_proj and out_proj
+    from kvplan.layers import Mamba2
+    assert Mamba2(n_heads=8, head_dim=64, state_size=128).decode_gemms == 2
 
 
 def test_each_dense_gemm_takes_at_least_the_floor(run_cli):
