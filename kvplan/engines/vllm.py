@@ -421,7 +421,8 @@ class VllmEngine(Engine):
                                                f"{cfg.num_groups} x {cfg.group_size} layers", *src))
         padding = Count(cfg.padding_layers, derived("groups x group size - layers", f"{cfg.padding_layers}", *src))
         fits = cfg.needed_for_one_request_bytes <= cfg.fit_available_bytes
-        rows = (("num_blocks (min over workers)", num_blocks), ("block size (tokens)", block_v),
+        rows = (("num_blocks (min over workers)", num_blocks),
+                ("vLLM's block size (tokens; hybrid: state-aligned)", block_v),
                 ("KV cache groups", groups), ("layers per group", cfg.group_size), ("padding layers", padding),
                 ("GPU KV cache size (log line), tokens", tokens),
                 (f"Maximum concurrency for {mml:,} tokens per request", conc),
