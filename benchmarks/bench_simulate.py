@@ -11,6 +11,14 @@ of each event's step slope in one call and dropping completed requests with nump
 step in closed form instead of a bisection: ~32 us per event over
 126K events, so the event loop itself, not the count of events, is what is left to cut; 4.0 s on 2026-12-01 after
 the timeline marks, --offload-threshold and --shared-prefix were added: no cost to runs that use neither).
+Measured 2026-12-01 (feat-simspeed, same machine, baseline re-measured alongside at 4.23 s, 33 us per event):
+1.70 s, 13 us per event, after (a) the batch's cache bytes and FLOPs from the affine pieces between the caps,
+n a + s sum(x) per piece (``_affine_pieces``: two ``request_cache`` calls per run, not one over 2 B contexts per
+event), (b) a token-indexed block table (one lookup, not a ceiling division and a lookup), (c) the running batch's
+held blocks as a scalar (the pool less free, landing and leaving blocks) instead of a gather and a sum, (d) a
+preemption taking each victim's blocks off the shortfall instead of recomputing it over the batch per victim,
+(e) no swap price (``request_bytes``, ``swap_copies``) for a victim under ``recompute``, and (f) completions
+looked for only when the run ends at the first one.
 Renamed from ``simulate_speed.py`` to the name issue 10 gives it.
 Run: `python benchmarks/bench_simulate.py`. Its last two lines: `speedup_vs_independent_reference: N` and
 `speedup_vs_step_reference: N`.

@@ -270,6 +270,22 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
 
 
+def _affine_pieces(sm, caps):
+    """A request's cache bytes and attention FLOPs per decode token are affine in its context on each piece between
+    the caps (every layer kind reads min(context, cap) keys and a fixed state): piece j is [caps[j-1], caps[j]]
+    (from 0; the last one unbounded). Returns (bytes at context 0, bytes per token, FLOPs at 0, FLOPs per token) of
+    each piece, as arrays, from ``StepModel.request_cache`` at two contexts inside it."""
+    import numpy as np
+
+    edges = [0.0, *(float(c) for c in caps)]
+    lo = np.array(edges)
+    hi = np.array(edges[1:] + [edges[-1] + 2.0**20])
+    (b_lo, f_lo), (b_hi, f_hi) = sm.request_cache(lo), sm.request_cache(hi)
+    b_lo, f_lo, b_hi, f_hi = (np.broadcast_to(np.asarray(v, dtype=float), lo.shape) for v in (b_lo, f_lo, b_hi, f_hi))
+    b1, f1 = (b_hi - b_lo) / (hi - lo), (f_hi - f_lo) / (hi - lo)
+    return b_lo - b1 * lo, b1, f_lo - f1 * lo, f1
+
+
 def _timeline_arrays(marks: list[tuple]) -> tuple:
     """(times, blocks held, running, swapped, DRAM bytes) as numpy arrays from the engine's marks."""
     import numpy as np
@@ -332,13 +348,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         raise KvplanError(f"{hw.id} has no host_dram_gb in its preset, which swap-then-recompute needs",
                           "give --dram SIZE per node")
 
+    # blocks_of(c) = bt[c]: the block table indexed by tokens (one lookup instead of a ceiling division and a lookup)
+    bt = table[-(-np.arange(len(table) * block - block + 1) // block)]
+
     def blocks_of(cache):
-        return table[-(-cache // block)]
+        return bt[cache]
 
     unit_steps = bool(np.all(np.diff(table) == 1))   # each block boundary adds exactly one block (no windows)
 
     caps = _caps(s)
     bw, afs = sm.bw, sm.attention_flops_s
+    seg_b0, seg_b1, seg_f0, seg_f1 = _affine_pieces(sm, caps)
+    one_b0, one_b1, one_f0, one_f1 = (float(v[0]) for v in (seg_b0, seg_b1, seg_f0, seg_f1))   # no caps
     base_memo: dict[int, float] = {}
 
     def base(b: int) -> float:
@@ -384,6 +405,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     prefix_cached = False
     thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
     leaving_blocks = 0                          # blocks still held by offloads in flight
+    landing_blocks = 0                          # blocks reserved by swap-ins in flight
+    E = P + L                                   # the context at which a request is done
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -434,6 +457,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     def admit() -> None:
         nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
+        nonlocal landing_blocks
         while swapped and holders() < max_batch:
             i = swapped[0]
             need = int(blocks_of(P[i] + g[i] - 1))
@@ -442,6 +466,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             swapped.popleft()
             held[i] = need
             free -= need
+            landing_blocks += need
             nbytes, t = swap_cost(int(P[i] + g[i] - 1))
             start = max(now, in_free, swap_ready[i])
             in_free = start + t
@@ -488,13 +513,6 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         protected = set(sorted(range(len(running)), key=lambda j: (-ctx[j], j))[: len(running) // 2])
         return max(j for j in range(len(running)) if j not in protected)
 
-    def need_next_step() -> int:
-        """Blocks the running batch needs beyond what it holds for its next step."""
-        if not running:
-            return 0
-        r = np.asarray(running, dtype=np.int64)
-        return int(blocks_of(P[r] + g[r]).sum() - held[r].sum())
-
     def copy_out(i: int, nbytes: int, t: float) -> float:
         """Request i's cache onto the out-direction FIFO of the host link, into DRAM; returns when it lands."""
         nonlocal out_free, dram_used, peak_dram, swapped_out_bytes
@@ -507,17 +525,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         swap_outs[i] += 1
         return out_free
 
-    def preempt(need_next) -> None:
-        """Victims out until the next step's blocks fit."""
+    def preempt(extra: list) -> None:
+        """Victims out until the next step's blocks fit; ``extra[j]`` is the blocks ``running[j]``'s next step adds."""
         nonlocal free, now, stall_swap, no_admit
-        need = need_next()
+        need = sum(extra)
         wait_until = now
         while need > free:
             j = choose_victim(lambda i: int(P[i] + g[i] - 1))
             i = running.pop(j)
+            need -= extra.pop(j)
             cache = int(P[i] + g[i] - 1)
             preemptions[i] += 1
-            nbytes, t = swap_cost(cache)
+            nbytes, t = swap_cost(cache) if o.policy != "recompute" else (0, 0.0)   # recompute copies nothing
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
             if swap:
                 wait_until = max(wait_until, copy_out(i, nbytes, t))
@@ -526,7 +545,6 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 waiting.appendleft(i)
             free += int(held[i])
             held[i] = 0
-            need = need_next()
         stall_swap += wait_until - now
         now = wait_until
         no_admit = True
@@ -576,6 +594,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             swapped.append(i)
         while landing and landing[0][0] <= now:
             _, i = heapq.heappop(landing)
+            landing_blocks -= int(held[i])
             dram_used -= int(in_dram[i])
             in_dram[i] = 0
             running.append(i)
@@ -600,25 +619,27 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             now = max(now, min(upcoming))
             no_admit = False
             continue
-        ids = np.asarray(running, dtype=np.int64)
+        ids = np.array(running, dtype=np.int64)
         x = P[ids] + g[ids]                       # what the next step reads; the cache after it
-        hb = held[ids]
-        held_sum = int(hb.sum())
+        e = E[ids]
+        held_sum = total_blocks - free - landing_blocks - leaving_blocks   # the running batch holds the rest
+        bx = bt[x]
+        need1 = int(bx.sum()) - held_sum          # blocks the next step adds
 
         def need_after(k: int, x=x, held_sum=held_sum) -> int:
-            return int(blocks_of(x + (k - 1)).sum()) - held_sum
+            return int(bt[x + (k - 1)].sum()) - held_sum
 
-        if need_after(1) > free:
-            preempt(need_next_step)
+        if need1 > free:
+            preempt((bx - held[ids]).tolist())
             continue
         limit = free                              # blocks the run may add
         if thr is not None and len(running) > 1:
             room = thr - (total_blocks - free - leaving_blocks)
-            if need_after(1) > room and offload(need_after(1) - room):
+            if need1 > room and offload(need1 - room):
                 continue
-            if need_after(1) <= room:
+            if need1 <= room:
                 limit = min(free, room)
-        k = int((L[ids] - g[ids]).min())          # steps until the first completion
+        k = k_done = int((e - x).min())           # steps until the first completion
         if caps.size:
             nxt = np.searchsorted(caps, x, side="right")
             within = nxt < caps.size
@@ -626,9 +647,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
-        if need_after(k) > limit:                 # the step that overfills the pool (or passes the threshold) ends it
+        if k > 1 and need_after(k) > limit:       # the step that overfills the pool (or passes the threshold) ends it
             if unit_steps:
-                k = _last_step_that_fits(x, block, limit - need_after(1))
+                k = _last_step_that_fits(x, block, limit - need1)
             else:
                 lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
                 while hi - lo > 1:
@@ -644,11 +665,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             cb, cf = sm.request_cache(x.astype(float))
             run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
         else:
-            xf = x.astype(float)
-            cb, cf = sm.request_cache(np.concatenate((xf, xf + 1)))   # one call for both ends of the slope
-            cb0, cb1, cf0, cf1 = cb[:b].sum(), cb[b:].sum(), cf[:b].sum(), cf[b:].sum()
-            u0, v0 = float(cb0) / bw, float(cf0) / afs
-            u1, v1 = float(cb1) / bw - u0, float(cf1) / afs - v0
+            # the batch's cache bytes and FLOPs at the run's first step and their growth per step, from the
+            # affine pieces between the caps: sum_i (a + s x_i) = n a + s sum(x) on each piece
+            if caps.size:
+                cnt = np.bincount(nxt, minlength=caps.size + 1)
+                sx = np.bincount(nxt, weights=x, minlength=caps.size + 1)
+                u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
+                u0, v0 = float(cnt @ seg_b0) + float(sx @ seg_b1), float(cnt @ seg_f0) + float(sx @ seg_f1)
+            else:
+                sx = float(x.sum())
+                u1, v1 = b * one_b1, b * one_f1
+                u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
+            u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
             step0 = base(b)
 
             def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
@@ -670,14 +698,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         now += run_time
         steps += k
         g[ids] += k
-        new_held = blocks_of(P[ids] + g[ids] - 1)
+        new_held = bt[x + (k - 1)]
         free -= int(new_held.sum()) - held_sum
         held[ids] = new_held
         peak_used = max(peak_used, total_blocks - free)
         mark()                                    # the run's end, before completions free their blocks
         no_admit = False
-        completed = ids[g[ids] >= L[ids]]
-        if completed.size:
+        if k == k_done:                           # the first completion is at the run's end
+            completed = ids[x + k >= e]
             gone = set(completed.tolist())
             running[:] = [i for i in running if i not in gone]
             for i in completed.tolist():
