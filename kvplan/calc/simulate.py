@@ -213,16 +213,16 @@ class SimRun:
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
-    """blocks(c) = table[ceil(c / block)]: the blocks of one block-bytes each that ``request_bytes`` at the block
-    boundary k x block fills (a request's bytes are constant between boundaries: every layer rounds its tokens up
-    to whole blocks)."""
+    """(table, nbytes): request_bytes(c) = nbytes[ceil(c / block)] and blocks(c) = table[ceil(c / block)], the
+    blocks of one block-bytes each that it fills. A request's bytes are constant between block boundaries: every
+    layer rounds its tokens up to whole blocks, and ceil(min(c, cap) / block) = min(ceil(c / block),
+    ceil(cap / block)) for a kind that keeps at most cap tokens (simulate refuses speculative slots, which would
+    shift the context)."""
     import numpy as np
 
     kmax = -(-longest // block) + 2
-    table = np.empty(kmax + 1, dtype=np.int64)
-    for k in range(kmax + 1):
-        table[k] = -(-capacity.request_bytes(s, k * block) // block_bytes)
-    return table
+    nbytes = np.array([capacity.request_bytes(s, k * block) for k in range(kmax + 1)], dtype=np.int64)
+    return -(-nbytes // block_bytes), nbytes
 
 
 def _caps(s: Scenario):
@@ -335,7 +335,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           f"{s.shared_prefix_tokens:,} every prompt starts with",
                           "lower --shared-prefix, or give prompts at least that long (--prompt-dist)")
     longest_cache = int((P + L - 1).max())
-    table = _block_table(s, block, block_bytes, longest_cache + 1)
+    table, bytes_at = _block_table(s, block, block_bytes, longest_cache + 1)
     peak_blocks = table[-(-(P + L - 1) // block)]
     if int(peak_blocks.max()) > total_blocks:
         i = int(np.argmax(peak_blocks))
@@ -375,7 +375,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         return prefill_memo[tokens, cached]
 
     def swap_cost(cache: int) -> tuple[int, float]:
-        nbytes = capacity.request_bytes(s, cache)
+        nbytes = int(bytes_at[-(-cache // block)])
         copies = costs.swap_copies(model, cache, block, settings.layout)
         return nbytes, costs.swap_seconds(nbytes, copies, link, settings, shared_link=True)
 
@@ -719,8 +719,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                                                swap_ins, recomputed, offloads, prefix_hits))
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
                   dram_cap, base(1), prefix_blocks, hit)
-    longest, where = np.unique(P + L - 1, return_inverse=True)
-    peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
+    peak_bytes = bytes_at[-(-(P + L - 1) // block)]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
                   peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits,
