@@ -53,15 +53,22 @@ Speed: between events nothing changes but the contexts, each one token per step,
 in closed form: a request's cache bytes and attention FLOPs are affine in its context between the caps of its
 layer kinds (windows, top-k), the step is base(B) + max(bytes / BW, FLOPs / peak), and the sum of the max of two
 affine series splits at their crossing. A run ends at the next completion, cap crossing, arrival or swap-in
-landing (found by bisection on the closed-form sum), or the step that overfills the pool (bisection on the blocks
-the batch holds after k steps). ``reference=True`` runs the same engine one step at a time and prices each step
-with ``StepModel.step`` directly: the tests' check on the closed forms.
+landing (found by bisection on the closed-form sum), or the step that overfills the pool. The running batch is
+kept incrementally (a request's context is a fixed offset plus the global step count while it runs): the sum of
+contexts, the requests per block phase (which step each starts its next block at) and a heap of completion steps
+are updated as requests join and leave, so with every block boundary adding one block and no caps (the common case)
+an event costs O(log n) plus O(block), with no pass over the batch; otherwise (windows, top-k caps) each event
+gathers the batch into numpy arrays and bisects on the blocks it holds after k steps. ``reference=True`` runs the
+same engine one step at a time and prices each step with ``StepModel.step`` directly: the tests' check on the
+closed forms.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import field
@@ -407,6 +414,19 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     leaving_blocks = 0                          # blocks still held by offloads in flight
     landing_blocks = 0                          # blocks reserved by swap-ins in flight
     E = P + L                                   # the context at which a request is done
+    # The running batch, kept up to date as requests join and leave rather than rebuilt per event: running request
+    # i reads xo[i] + steps tokens in the next step (every one gains a token per step, so xo[i] is fixed while it
+    # runs); its g and held are brought up to date when it leaves the batch (and for on_event). ``phase`` counts the
+    # running requests by (-xo) mod block, which says at which steps each starts a new block; ``done_heap`` holds
+    # (steps at which it is done, request), stale entries (a request that left) skipped when they surface.
+    xo = np.zeros(n, dtype=np.int64)
+    in_run = [False] * n
+    done_at = [0] * n
+    phase = [0] * block
+    sum_xo = 0
+    done_heap: list[tuple[int, int]] = []
+    fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
+    Pl, El, btl = P.tolist(), E.tolist(), bt.tolist()         # Python ints for the per-request scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -437,7 +457,46 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 heapq.heappush(arrivals, (t, next_id))
                 next_id += 1
 
+    def join(i: int) -> None:
+        nonlocal sum_xo
+        v = Pl[i] + int(g[i]) - steps
+        xo[i] = v
+        sum_xo += v
+        phase[-v % block] += 1
+        in_run[i] = True
+        done_at[i] = El[i] - v
+        heapq.heappush(done_heap, (done_at[i], i))
+        running.append(i)
+
+    def leave(i: int) -> None:
+        """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""
+        nonlocal sum_xo
+        v = int(xo[i])
+        sum_xo -= v
+        phase[-v % block] -= 1
+        in_run[i] = False
+        g[i] = v + steps - P[i]
+        held[i] = btl[v + steps - 1]
+
+    def crossings(k: int, s0: int, b: int) -> int:
+        """Blocks the running batch adds in its next k steps (each block boundary adds one): each request starts
+        a block once every ``block`` steps, the ones in phase s0 at the first step, s0 + 1 at the second, ..."""
+        q, m = divmod(k, block)
+        end = s0 + m
+        part = sum(phase[s0:end]) if end <= block else sum(phase[s0:]) + sum(phase[:end - block])
+        return b * q + part
+
+    def last_step_that_fits(limit: int, s0: int, b: int) -> int:
+        """The most steps whose added blocks stay within ``limit``: q full rounds of ``block`` steps add b blocks
+        each, then the phases in step order until the rest is passed."""
+        q, rest = divmod(limit, b)
+        return q * block + bisect.bisect_right(list(itertools.accumulate(phase[s0:] + phase[:s0])), rest)
+
     def event_state() -> dict:
+        if running:
+            r = np.array(running, dtype=np.int64)
+            g[r] = xo[r] + steps - P[r]
+            held[r] = bt[xo[r] + steps - 1]
         return {"now": now, "free_blocks": free, "total_blocks": total_blocks, "held_blocks": held,
                 "generated": g, "in_dram": in_dram, "dram_used": dram_used, "finish": finish,
                 "running": tuple(running), "waiting": tuple(waiting), "swapped": tuple(swapped),
@@ -458,16 +517,17 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def admit() -> None:
         nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
         nonlocal landing_blocks
-        while swapped and holders() < max_batch:
+        while swapped and len(running) + len(landing) + len(leaving) < max_batch:
             i = swapped[0]
-            need = int(blocks_of(P[i] + g[i] - 1))
+            cache = Pl[i] + int(g[i]) - 1
+            need = btl[cache]
             if not fits(need):
                 return            # swapped requests go first: nothing new while one waits
             swapped.popleft()
             held[i] = need
             free -= need
             landing_blocks += need
-            nbytes, t = swap_cost(int(P[i] + g[i] - 1))
+            nbytes, t = swap_cost(cache)
             start = max(now, in_free, swap_ready[i])
             in_free = start + t
             heapq.heappush(landing, (in_free, i))
@@ -475,20 +535,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             swapped_in_bytes += nbytes
         if swapped:
             return
-        while waiting and holders() < max_batch:
+        while waiting and len(running) + len(landing) + len(leaving) < max_batch:
             i = waiting[0]
-            cache = int(P[i] + max(g[i] - 1, 0))
-            need = int(blocks_of(cache))
+            gi = int(g[i])
+            cache = Pl[i] + max(gi - 1, 0)
+            need = btl[cache]
             if not fits(need):
                 return
             waiting.popleft()
             held[i] = need
             free -= need
             peak_used = max(peak_used, total_blocks - free)
-            if g[i] == 0:                                  # a new request: its prompt, and the first token
+            if gi == 0:                                    # a new request: its prompt, and the first token
                 admitted[i] = now
                 cached = hit if prefix_cached else 0       # the first prompt computes the prefix; later ones hit
-                t = prefill(int(P[i]), cached)
+                t = prefill(Pl[i], cached)
                 prefix_hits[i] = cached
                 prefix_cached = True
                 now += t
@@ -502,12 +563,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             if g[i] >= L[i]:
                 finished(i)
             else:
-                running.append(i)
+                join(i)
 
-    def choose_victim(ctx_of) -> int:
+    def choose_victim() -> int:
         if o.victim == "newest":
             return len(running) - 1
-        ctx = [ctx_of(i) for i in running]
+        ctx = xo[np.array(running, dtype=np.int64)].tolist()   # the caches less the same steps: the same order
         if o.victim == "fewest-tokens":
             return min(range(len(running)), key=lambda j: (ctx[j], -j))
         protected = set(sorted(range(len(running)), key=lambda j: (-ctx[j], j))[: len(running) // 2])
@@ -525,16 +586,15 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         swap_outs[i] += 1
         return out_free
 
-    def preempt(extra: list) -> None:
-        """Victims out until the next step's blocks fit; ``extra[j]`` is the blocks ``running[j]``'s next step adds."""
+    def preempt(need: int) -> None:
+        """Victims out until the next step's blocks (``need`` beyond what the batch holds) fit."""
         nonlocal free, now, stall_swap, no_admit
-        need = sum(extra)
         wait_until = now
         while need > free:
-            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
-            i = running.pop(j)
-            need -= extra.pop(j)
+            i = running.pop(choose_victim())
+            leave(i)
             cache = int(P[i] + g[i] - 1)
+            need -= int(bt[cache + 1] - bt[cache])
             preemptions[i] += 1
             nbytes, t = swap_cost(cache) if o.policy != "recompute" else (0, 0.0)   # recompute copies nothing
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
@@ -556,13 +616,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         nonlocal leaving_blocks
         moved = 0
         while moved < excess and len(running) > 1:
-            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
+            j = choose_victim()
             i = running[j]
-            cache = int(P[i] + g[i] - 1)
+            cache = int(xo[i]) + steps - 1
             nbytes, t = swap_cost(cache)
             if dram_cap is not None and dram_used + nbytes > dram_cap:
                 break
             running.pop(j)
+            leave(i)
             heapq.heappush(leaving, (copy_out(i, nbytes, t), i))
             offloads[i] += 1
             leaving_blocks += int(held[i])
@@ -597,10 +658,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             landing_blocks -= int(held[i])
             dram_used -= int(in_dram[i])
             in_dram[i] = 0
-            running.append(i)
+            join(i)
         if o.on_event is not None:
             o.on_event(event_state())
-        if not no_admit:
+        if not no_admit and (waiting or swapped):
             before = now
             admit()
             if now > before:
@@ -619,27 +680,32 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             now = max(now, min(upcoming))
             no_admit = False
             continue
-        ids = np.array(running, dtype=np.int64)
-        x = P[ids] + g[ids]                       # what the next step reads; the cache after it
-        e = E[ids]
-        held_sum = total_blocks - free - landing_blocks - leaving_blocks   # the running batch holds the rest
-        bx = bt[x]
-        need1 = int(bx.sum()) - held_sum          # blocks the next step adds
+        b = len(running)
+        if fast:
+            s0 = (steps - 1) % block              # the phase whose next token starts a block
+            need1 = phase[s0]                     # blocks the next step adds
+        else:
+            ids = np.array(running, dtype=np.int64)
+            x = xo[ids] + steps                   # what the next step reads; the cache after it
+            held_sum = total_blocks - free - landing_blocks - leaving_blocks   # the running batch holds the rest
+            need1 = int(bt[x].sum()) - held_sum
 
-        def need_after(k: int, x=x, held_sum=held_sum) -> int:
-            return int(bt[x + (k - 1)].sum()) - held_sum
+            def need_after(k: int, x=x, held_sum=held_sum) -> int:
+                return int(bt[x + (k - 1)].sum()) - held_sum
 
         if need1 > free:
-            preempt((bx - held[ids]).tolist())
+            preempt(need1)
             continue
         limit = free                              # blocks the run may add
-        if thr is not None and len(running) > 1:
+        if thr is not None and b > 1:
             room = thr - (total_blocks - free - leaving_blocks)
             if need1 > room and offload(need1 - room):
                 continue
             if need1 <= room:
                 limit = min(free, room)
-        k = k_done = int((e - x).min())           # steps until the first completion
+        while not in_run[done_heap[0][1]] or done_at[done_heap[0][1]] != done_heap[0][0]:
+            heapq.heappop(done_heap)              # a request that left the batch since
+        k = k_done = done_heap[0][0] - steps      # steps until the first completion
         if caps.size:
             nxt = np.searchsorted(caps, x, side="right")
             within = nxt < caps.size
@@ -647,19 +713,22 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
-        if k > 1 and need_after(k) > limit:       # the step that overfills the pool (or passes the threshold) ends it
-            if unit_steps:
-                k = _last_step_that_fits(x, block, limit - need1)
-            else:
-                lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if need_after(mid) > limit:
-                        hi = mid
-                    else:
-                        lo = mid
-                k = lo
-        b = len(running)
+        if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
+            if fast:
+                if crossings(k, s0, b) > limit:
+                    k = last_step_that_fits(limit, s0, b)
+            elif need_after(k) > limit:
+                if unit_steps:
+                    k = _last_step_that_fits(x, block, limit - need1)
+                else:
+                    lo, hi = 1, k                  # need_after(lo) <= free < need_after(hi)
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        if need_after(mid) > limit:
+                            hi = mid
+                        else:
+                            lo = mid
+                    k = lo
         peak_running = max(peak_running, b)       # the batch of a step that runs (not one a preemption trims)
         if o.reference:
             cb, cf = sm.request_cache(x.astype(float))
@@ -673,7 +742,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
                 u0, v0 = float(cnt @ seg_b0) + float(sx @ seg_b1), float(cnt @ seg_f0) + float(sx @ seg_f1)
             else:
-                sx = float(x.sum())
+                sx = float(sum_xo + b * steps)
                 u1, v1 = b * one_b1, b * one_f1
                 u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
             u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
@@ -695,20 +764,23 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                         lo = mid
                 k = hi
                 run_time = elapsed(k)
+        added = crossings(k, s0, b) if fast else need_after(k)
         now += run_time
         steps += k
-        g[ids] += k
-        new_held = bt[x + (k - 1)]
-        free -= int(new_held.sum()) - held_sum
-        held[ids] = new_held
+        free -= added
         peak_used = max(peak_used, total_blocks - free)
         mark()                                    # the run's end, before completions free their blocks
         no_admit = False
         if k == k_done:                           # the first completion is at the run's end
-            completed = ids[x + k >= e]
-            gone = set(completed.tolist())
+            gone = set()
+            while done_heap and done_heap[0][0] == steps:
+                _, i = heapq.heappop(done_heap)
+                if in_run[i] and done_at[i] == steps:
+                    gone.add(i)
+            completed = [i for i in running if i in gone]
             running[:] = [i for i in running if i not in gone]
-            for i in completed.tolist():
+            for i in completed:
+                leave(i)
                 finished(i)
 
     if o.on_event is not None:
