@@ -228,7 +228,7 @@ def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
     import numpy as np
 
     kmax = -(-longest // block) + 2
-    nbytes = np.array([capacity.request_bytes(s, k * block) for k in range(kmax + 1)], dtype=np.int64)
+    nbytes = np.array([capacity.request_bytes(s, k * block, block=block) for k in range(kmax + 1)], dtype=np.int64)
     return -(-nbytes // block_bytes), nbytes
 
 
@@ -259,13 +259,15 @@ def _last_step_that_fits(x, block: int, slack: int) -> int:
     return int(np.partition(c, r)[r]) + q * block - 1
 
 
+def _lin(p0, p1, t0, t1):
+    """sum_{t=t0}^{t1-1} (p0 + p1 t)."""
+    n = t1 - t0
+    return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
+
+
 def _affine_max_sum(u0, u1, v0, v1, k):
     """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form."""
-
-    def lin(p0, p1, t0, t1):
-        n = t1 - t0
-        return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
-
+    lin = _lin
     d0, d1 = u0 - v0, u1 - v1
     if d1 == 0:
         return lin(u0, u1, 0, k) if d0 >= 0 else lin(v0, v1, 0, k)
@@ -444,6 +446,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     peak_used = peak_running = 0
     stall_prefill = stall_swap = 0.0
     no_admit = False                            # a preemption happened and no step has run since
+    adm_head, adm_free, adm_hold, adm_leaving = None, -1, 0, 0   # where admission last stopped (see stopped())
 
     def finished(i: int) -> None:
         nonlocal free, done, next_id
@@ -514,6 +517,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             return False          # with a threshold, admission and resumption keep the occupancy under it
         return free - need >= wm_blocks
 
+    def stopped() -> None:
+        """Admission stopped at a queue's head: remember the state it could not get past. A request's blocks only
+        grow, so while the same head leads, the free blocks have not grown, the holders not shrunk and the
+        offloads in flight hold the same blocks, it cannot get in (the main loop skips the call)."""
+        nonlocal adm_head, adm_free, adm_hold, adm_leaving
+        adm_head = swapped[0] if swapped else ~waiting[0]
+        adm_free, adm_hold, adm_leaving = free, len(running) + len(landing) + len(leaving), leaving_blocks
+
     def admit() -> None:
         nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
         nonlocal landing_blocks
@@ -522,6 +533,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             cache = Pl[i] + int(g[i]) - 1
             need = btl[cache]
             if not fits(need):
+                stopped()
                 return            # swapped requests go first: nothing new while one waits
             swapped.popleft()
             held[i] = need
@@ -534,6 +546,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             swap_ins[i] += 1
             swapped_in_bytes += nbytes
         if swapped:
+            stopped()             # the batch is full
             return
         while waiting and len(running) + len(landing) + len(leaving) < max_batch:
             i = waiting[0]
@@ -541,6 +554,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             cache = Pl[i] + max(gi - 1, 0)
             need = btl[cache]
             if not fits(need):
+                stopped()
                 return
             waiting.popleft()
             held[i] = need
@@ -564,6 +578,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 finished(i)
             else:
                 join(i)
+        if waiting:
+            stopped()             # the batch is full
 
     def choose_victim() -> int:
         if o.victim == "newest":
@@ -661,7 +677,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             join(i)
         if o.on_event is not None:
             o.on_event(event_state())
-        if not no_admit and (waiting or swapped):
+        if not no_admit and (waiting or swapped) and not (
+                free <= adm_free and len(running) + len(landing) + len(leaving) >= adm_hold
+                and leaving_blocks == adm_leaving and (swapped[0] if swapped else ~waiting[0]) == adm_head):
             before = now
             admit()
             if now > before:
@@ -713,10 +731,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
         if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
             k = 1
+        added = None                              # blocks the run adds, once known
         if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
             if fast:
-                if crossings(k, s0, b) > limit:
+                added = crossings(k, s0, b)
+                if added > limit:
                     k = last_step_that_fits(limit, s0, b)
+                    added = None
             elif need_after(k) > limit:
                 if unit_steps:
                     k = _last_step_that_fits(x, block, limit - need1)
@@ -747,24 +768,22 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
             u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
             step0 = base(b)
-
-            def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
-                return m * c[0] + _affine_max_sum(c[1], c[2], c[3], c[4], m)
-
-            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
-            run_time = elapsed(k)
-            if upcoming and now + run_time > min(upcoming):   # stop at the step during which the event falls
-                target = min(upcoming) - now
-                lo, hi = 0, k                                  # elapsed(lo) < target <= elapsed(hi)
+            run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+            upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
+                           leaving[0][0] if leaving else math.inf)
+            if now + run_time > upcoming:         # stop at the step during which the next event falls
+                target = upcoming - now
+                lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    if elapsed(mid) >= target:
+                    if mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid) >= target:
                         hi = mid
                     else:
                         lo = mid
-                k = hi
-                run_time = elapsed(k)
-        added = crossings(k, s0, b) if fast else need_after(k)
+                k, added = hi, None
+                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+        if added is None:
+            added = (need1 if k == 1 else crossings(k, s0, b)) if fast else need_after(k)
         now += run_time
         steps += k
         free -= added
@@ -777,9 +796,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 _, i = heapq.heappop(done_heap)
                 if in_run[i] and done_at[i] == steps:
                     gone.add(i)
-            completed = [i for i in running if i in gone]
-            running[:] = [i for i in running if i not in gone]
-            for i in completed:
+            for i in sorted(gone, key=running.index) if len(gone) > 1 else gone:   # in batch order
+                running.remove(i)
                 leave(i)
                 finished(i)
 
