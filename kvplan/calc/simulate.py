@@ -266,17 +266,20 @@ def _lin(p0, p1, t0, t1):
 
 
 def _affine_max_sum(u0, u1, v0, v1, k):
-    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form."""
-    lin = _lin
+    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form: series a wins on [0, m), b on [m, k) (the same
+    arithmetic as ``_lin`` on each side; a side with no terms is left out rather than added as 0.0)."""
     d0, d1 = u0 - v0, u1 - v1
-    if d1 == 0:
-        return lin(u0, u1, 0, k) if d0 >= 0 else lin(v0, v1, 0, k)
-    cross = -d0 / d1
-    if d1 > 0:   # u wins from the crossing on
-        m = min(max(math.ceil(cross), 0), k)
-        return lin(v0, v1, 0, m) + lin(u0, u1, m, k)
-    m = min(max(math.floor(cross) + 1, 0), k)
-    return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
+    if d1 == 0:                  # parallel: one wins throughout
+        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+    elif d1 > 0:                 # u wins from the crossing on
+        m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+    else:
+        m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+    if m >= k:
+        return k * a0 + a1 * k * (k - 1) / 2
+    if m <= 0:
+        return k * b0 + b1 * k * (k - 1) / 2
+    return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
 
 
 def _affine_pieces(sm, caps):
@@ -302,8 +305,8 @@ def _timeline_arrays(marks: list[tuple]) -> tuple:
     if not marks:
         return (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                 np.zeros(1, dtype=np.int64))
-    cols = list(zip(*marks, strict=True))
-    return (np.array(cols[0], dtype=float), *(np.array(c, dtype=np.int64) for c in cols[1:]))
+    m = np.array(marks, dtype=float)     # one conversion (the counts and bytes are exact in a float64: < 2^53)
+    return (m[:, 0].copy(), *(m[:, j].astype(np.int64) for j in range(1, 5)))
 
 
 def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
@@ -648,8 +651,6 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
 
-    def mark() -> None:
-        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
 
     while done < n:
         events += 1
@@ -684,7 +685,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             admit()
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
-        mark()
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))   # a run starts
         if not running and no_admit:
             no_admit = False
             continue
@@ -767,7 +768,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 u1, v1 = b * one_b1, b * one_f1
                 u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
             u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
-            step0 = base(b)
+            step0 = base_memo.get(b) or base(b)
             run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
             upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
                            leaving[0][0] if leaving else math.inf)
@@ -788,7 +789,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         steps += k
         free -= added
         peak_used = max(peak_used, total_blocks - free)
-        mark()                                    # the run's end, before completions free their blocks
+        # the run's end, before completions free their blocks
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
         no_admit = False
         if k == k_done:                           # the first completion is at the run's end
             gone = set()
