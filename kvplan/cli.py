@@ -60,6 +60,7 @@ def _build(name: str):
         importlib.import_module(f"kvplan.commands.{COMMANDS[name][0]}").register(sub)
         command = typer.main.get_command(sub).commands[name]
         _plain_coercion(command)
+        _one_default(command)
         _built[name] = command
     return _built[name]
 
@@ -89,6 +90,18 @@ def _print_version(value: bool) -> None:
 def _group(version: bool = typer.Option(False, "--version", help="Print kvplan's version and exit.",
                                         callback=_print_version, is_eager=True)) -> None:
     """kvplan: plan the KV cache of LLM serving for long chain-of-thought decode."""
+
+
+def _one_default(command) -> None:
+    """Help texts say their default in words ("(default h200)", "(default: every GPU ...)"); click's own
+    "[default: h200]" would say it twice. Arguments show their metavar only (typer adds a Python type)."""
+    for param in getattr(command, "params", ()):
+        if "default" in (getattr(param, "help", None) or "").lower():
+            param.show_default = False
+        if hasattr(param, "display_type_rich"):   # an argument: its metavar says what it is, not "<list[Path]>"
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():   # a group's commands (kvplan presets list|show|...)
+        _one_default(sub)
 
 
 def _plain_coercion(command) -> None:

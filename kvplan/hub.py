@@ -65,18 +65,27 @@ class _Remote:
         self.offline = bool(hub.constants.HF_HUB_OFFLINE)
         self.label = repo_id + (f"@{revision}" if revision else "")
 
-    def cached(self, filename: str) -> Path | None:
-        """The file's path in the local cache, or None (not cached, or cached as absent)."""
+    def _lookup(self, filename: str):
+        """The cache's answer: a path, the library's "known absent" marker (``.no_exist``: the Hub answered 404
+        once), or None (never asked)."""
         try:
-            found = self.hub.try_to_load_from_cache(self.repo_id, filename, revision=self.revision)
+            return self.hub.try_to_load_from_cache(self.repo_id, filename, revision=self.revision)
         except Exception as err:  # a malformed cache entry, an invalid revision  # noqa: BLE001
             raise self._error(err, filename) from None
+
+    def cached(self, filename: str) -> Path | None:
+        """The file's path in the local cache, or None (not cached, or cached as absent)."""
+        found = self._lookup(filename)
         return Path(found) if isinstance(found, str) else None
 
     def get(self, filename: str, required: bool) -> Path | None:
-        """The file from the cache, else downloaded (online); None when the repo has no such file."""
-        path = self.cached(filename)
-        if path is not None or (self.offline and not required):
+        """The file from the cache, else downloaded (online); None when the repo has no such file. A file the
+        cache records as absent is not asked for again, so a cached model needs no network even without
+        HF_HUB_OFFLINE."""
+        found = self._lookup(filename)
+        path = Path(found) if isinstance(found, str) else None
+        known_absent = found is not None and path is None
+        if path is not None or ((self.offline or known_absent) and not required):
             return path
         if self.offline:
             raise KvplanError(f"{self.label}: {filename} is not in the Hugging Face cache "
@@ -100,6 +109,9 @@ class _Remote:
         """The tensors of the safetensors headers of ``names``, read remotely (header bytes only)."""
         from kvplan.checkpoint import tensors
 
+        known_absent = [n for n in names if (f := self._lookup(n)) is not None and not isinstance(f, str)]
+        if names and len(known_absent) == len(names):   # the cache says the Hub has none of them: no request
+            return []
         errors = self.hub.errors
         try:
             meta = self.hub.get_safetensors_metadata(self.repo_id, revision=self.revision)

@@ -453,17 +453,17 @@ def _bound(kind: str, value, name: str, fail, key: str):
             raise fail(f"{name} = {value} is negative", "give a count of requests, 0 or more", key)
         return value
     if kind == "bytes":
-        if isinstance(value, int):
-            if value <= 0:
-                raise fail(f"{name} = {value} must be a positive number of bytes", 'e.g. at_most = "1.2GiB"', key)
-            return value
+        if isinstance(value, (int, float)):   # a bare number would be read as bytes: 2 meaning 2 GiB fails silently
+            raise fail(f"{name} = {shorten(value)} has no unit", f'write it as a size with its unit, e.g. "{value}GiB" '
+                       f'or "{value}B"', key)
         if not isinstance(value, str):
             raise fail(f"{name} = {shorten(value)} is not a size", 'give a size with its unit, e.g. "1.2GiB"', key)
         return _checked(lambda: parse_size(value, name), fail, key)
-    # seconds: text with a unit ("40ms"), or a plain number of seconds
+    # seconds: text with a unit ("40ms"); a bare number is refused (40 meaning 40 ms would pass as 40 s)
     if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
+        raise fail(f"{name} = {shorten(value)} has no unit", f'write it as a duration with its unit, e.g. "{value}ms" '
+                   f'or "{value}s"', key)
+    if isinstance(value, str):
         m = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|us)\s*", value)
         if not m:
             raise fail(f"{name} = {shorten(value)} is not a duration", 'write it with its unit, e.g. "40ms"', key)

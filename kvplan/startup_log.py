@@ -20,7 +20,11 @@ vLLM
     vllm/worker/worker.py); V1 ``Available KV cache memory: 8.11 GiB`` (vllm/v1/worker/gpu_worker.py);
   * pool: ``# GPU blocks: 1952`` (V0), ``GPU KV cache size: 198,784 tokens`` and ``Maximum concurrency for
     8,192 tokens per request: 24.27x`` (vllm/v1/core/kv_cache_utils.py, PR #13596);
-  * CUDA graphs: ``Graph capturing finished in 5 secs, took 0.40 GiB``.
+  * CUDA graphs: ``Graph capturing finished in 5 secs, took 0.40 GiB``;
+  * the April 2025 profile sentences (``total_gpu_memory (95.22GiB) x gpu_memory_utilization (0.90)``, ``model
+    weights take 43.09GiB; non_torch_memory takes 7.33GiB; ...``), V1's ``Free memory on device (a/b GiB)``;
+  * quantization (``quantization=fp8`` in the config line, ``'quantization': ...`` in the args), ``Using fp8 data
+    type to store kv cache``.
 
 SGLang
   * ``server_args=ServerArgs(model_path='...', tp_size=8, ..., mem_fraction_static=0.8, page_size=1, ...)``;
@@ -31,7 +35,11 @@ SGLang
     GB`` (MLA) (python/sglang/srt/mem_cache/memory_pool.py);
   * ``max_total_num_tokens=..., chunked_prefill_size=..., max_prefill_tokens=..., max_running_requests=...,
     context_len=...`` (scheduler.py); ``Memory pool end. avail mem=...``; ``Capture cuda graph end. ... mem
-    usage=0.47 GB``; ``Using KV cache dtype: torch.bfloat16``.
+    usage=0.47 GB``; ``Using KV cache dtype: torch.bfloat16``; ``quantization='fp8'`` and ``quant=fp8``.
+
+Either engine: the fused-MoE tuning file it loads or misses (``.../configs/E=256,N=256,device_name=NVIDIA_H20,
+dtype=int4_w4a16.json``) names the GPU and the experts' weight width; PyTorch's out-of-memory error (``GPU 0 has a
+total capacity of 79.19 GiB``) the GPU's memory.
 
 A fact stated by several ranks (``TP0``, ``TP1``, ...) keeps every value; ``StartupLog.least`` gives the
 smallest (both engines size the pool by the most constrained rank).
@@ -124,14 +132,14 @@ _RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
         ("max_model_len", "vllm", "max_seq_len=", r"\bmax_seq_len=([0-9]+)", int),
         ("max_model_len", "vllm", "'max_model_len'", r"'max_model_len': ([0-9]+)", int),
         ("gpu_memory_utilization", "vllm", "gpu_memory_utilization",
-         r"gpu_memory_utilization['\"]?(?:[=:]|\s)\s*([0-9.]+)", float),
+         r"gpu_memory_utilization['\"]?(?:[=:]|\s)\s*\(?([0-9.]+)", float),
         ("weights_gib", "vllm", "Model loading took", r"Model loading took " + _N + r" ?GiB", _num),
         ("weights_gib", "vllm", "Loading model weights took", r"Loading model weights took " + _N + r" ?GB", _num),
         ("weights_gib", "vllm", "model weights take", r"model weights take\s+" + _N + r" ?GiB", _num),
-        ("total_gpu_memory_gib", "vllm", "total_gpu_memory", r"total_gpu_memory[=\s]\s*" + _N + r" ?GiB", _num),
-        ("non_torch_gib", "vllm", "non_torch_memory", r"non_torch_memory[=\s]\s*" + _N + r" ?GiB", _num),
+        ("total_gpu_memory_gib", "vllm", "total_gpu_memory", r"total_gpu_memory[=\s]\s*\(?" + _N + r" ?GiB", _num),
+        ("non_torch_gib", "vllm", "non_torch_memory", r"non_torch_memory[=\s]\s*(?:takes\s+)?" + _N + r" ?GiB", _num),
         ("activation_peak_gib", "vllm", "activation peak memory",
-         r"activation peak memory\s+" + _N + r" ?GiB", _num),
+         r"activation peak memory\s+(?:takes\s+)?" + _N + r" ?GiB", _num),
         ("available_kv_gib", "vllm", "Available KV cache memory",
          r"Available KV cache memory: " + _N + r" ?GiB", _num),
         ("available_kv_gib", "vllm", "available_kv_cache_memory",
@@ -146,6 +154,12 @@ _RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
         ("max_concurrency", "vllm", "Maximum concurrency for", r"tokens per request: " + _N + r"x", _num),
         ("cuda_graph_gib", "vllm", "Graph capturing finished", r"Graph capturing finished.*took " + _N
          + r" ?GiB", _num),
+        ("quantization", "vllm", "with config:", r"\bquantization=([a-z0-9_]+)", str),
+        ("quantization", "vllm", "non-default args", r"'quantization': '([a-z0-9_]+)'", str),
+        ("kv_cache_dtype", "vllm", "data type to store kv cache", r"Using ([a-z0-9_]+) data type to store kv cache",
+         str),
+        ("total_gpu_memory_gib", "vllm", "Free memory on device",
+         r"Free memory on device[^(]{0,40}\([0-9.]+/" + _N + r" ?GiB\)", _num),
         # --- SGLang ----------------------------------------------------------------------------------------
         ("model", "sglang", "server_args=", r"\bmodel_path=" + _Q, str),
         ("tp", "sglang", "server_args=", r"\btp_size=([0-9]+)", int),
@@ -155,6 +169,8 @@ _RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
         ("dtype", "sglang", "server_args=", r"\bdtype='([a-z0-9_]+)'", str),
         ("kv_cache_dtype", "sglang", "server_args=", r"\bkv_cache_dtype='([a-z0-9_]+)'", str),
         ("kv_cache_dtype", "sglang", "Using KV cache dtype", r"Using KV cache dtype: (?:torch\.)?([a-z0-9_]+)", str),
+        ("quantization", "sglang", "server_args=", r"\bquantization='([a-z0-9_]+)'", str),
+        ("quantization", "sglang", "Load weight end", r"\bquant=([a-z0-9_]+)", str),
         ("block_size", "sglang", "server_args=", r"\bpage_size=([0-9]+)", int),
         ("max_model_len", "sglang", "server_args=", r"\bcontext_length=([0-9]+)", int),
         ("max_model_len", "sglang", "max_total_num_tokens=", r"\bcontext_len=([0-9]+)", int),
@@ -185,6 +201,13 @@ _RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
          r"--gpu-memory-utilization[= ]+([0-9.]+)", float),
         ("mem_fraction_static", "any", "--mem-fraction-static", r"--mem-fraction-static[= ]+([0-9.]+)", float),
         ("max_total_tokens_cap", "any", "--max-total-tokens", r"--max-total-tokens[= ]+([0-9]+)", int),
+        ("quantization", "any", "--quantization", r"--quantization[= ]+([a-z0-9_]+)", str),
+        # the GPU: both engines name their fused-MoE tuning files after it ("E=128,N=384,device_name=NVIDIA_H100_80GB_
+        # HBM3,dtype=fp8_w8a8.json", vllm/model_executor/layers/fused_moe/fused_moe.py get_config_file_name, and
+        # sglang/srt/layers/moe/fused_moe_triton) and log the path; PyTorch's out-of-memory error states the total
+        ("gpu_name", "any", "device_name=", r"device_name=([A-Za-z0-9_\-]+)", str),
+        ("moe_weight_dtype", "any", "device_name=", r"device_name=[A-Za-z0-9_\-]+,dtype=([a-z0-9_]+)", str),
+        ("total_gpu_memory_gib", "any", "total capacity of", r"has a total capacity of " + _N + r" ?GiB", _num),
     ))
 # Facts whose presence says which engine wrote the log (parallelism and dtypes appear in both).
 _ENGINE_FACTS = {"vllm": {"weights_gib", "available_kv_gib", "gpu_blocks", "kv_cache_tokens", "max_concurrency",
@@ -284,10 +307,60 @@ def preset_for_model(name: str, presets) -> str | None:
     return match
 
 
-# The scenario options' defaults in kvplan.commands.common (an option at its default was not given by the user).
+# The scenario options' defaults in kvplan.commands.common (an option at its default was not given by the user;
+# so a --hardware h200 typed out reads as not given).
+DEFAULT_HARDWARE = "h200"
 _UNSET = {"tp": None, "pp": "1", "dp": None, "ep": None, "kv_dtype": "auto", "block_size": None,
           "max_model_len": None, "gpu_memory_utilization": None, "mem_fraction_static": None, "engine": "neutral",
-          "nodes": "1", "gpus": None}
+          "nodes": "1", "gpus": None, "hardware": DEFAULT_HARDWARE, "weight_dtype": None}
+
+# A logged device name (torch.cuda.get_device_name, "_" for spaces in the MoE file names) -> kvplan's GPU preset;
+# the first pattern that matches wins (None: a GPU kvplan has no preset for). Names as the devices report them,
+# e.g. NVIDIA_H100_80GB_HBM3, NVIDIA_H100_PCIe, NVIDIA_H100_NVL, NVIDIA_H20, NVIDIA_H20-3e (141 GB), NVIDIA_B200,
+# NVIDIA_A100-SXM4-80GB, AMD_Instinct_MI300X: the file names under vllm/model_executor/layers/fused_moe/configs/
+# (vllm-project/vllm at 47c4439a3b8ab40b269567c372569c11903a8024).
+_GPU_NAMES = tuple((re.compile(pattern), preset) for pattern, preset in (
+    (r"GB200", "gb200"), (r"B300", "b300"), (r"B200", "b200"), (r"H200", "h200"), (r"H100.*PCIE", "h100-pcie"),
+    (r"H100.*NVL", None), (r"H100", "h100-sxm"), (r"H800", "h800"), (r"H20 3E", None), (r"\bH20\b", "h20"),
+    (r"A100.*80", "a100-80gb"),
+    (r"L40S", "l40s"), (r"MI300X", "mi300x"), (r"MI325X", "mi325x"), (r"MI355X", "mi355x")))
+# How far a logged total (PyTorch's, a little under nvidia-smi's: 79.22 GiB on an H100 SXM whose nvidia-smi total is
+# 79.65) may be from a preset's HBM and still name it.
+MEMORY_MATCH = 0.015
+
+
+def gpu_preset(name: str) -> str | None:
+    """The GPU preset a logged device name stands for (None: none kvplan has)."""
+    text = " ".join(name.upper().replace("_", " ").replace("-", " ").split())
+    return next((preset for pattern, preset in _GPU_NAMES if pattern.search(text)), None)
+
+
+# Weight dtypes: the engines' --quantization methods whose weight width is fixed, and checkpoint-name tokens.
+_QUANT_WEIGHTS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4"}
+_NAME_WEIGHTS = {"fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+# vLLM's fused-MoE dtype selectors (fused_moe.py get_config_dtype_str: "fp8_w8a8", "int8_w8a16", "int4_w4a16")
+_MOE_WEIGHTS = {"fp8_w8a8": "fp8", "int8_w8a8": "int8", "int8_w8a16": "int8", "int4_w4a16": "int4"}
+
+
+def weight_dtype_option(log: StartupLog) -> tuple[str | None, str]:
+    """(the --weight-dtype the log states, why) — from a logged quantization method, else a checkpoint name with an
+    -FP8 / -NVFP4 / -MXFP4 part; (None, why) when it states none kvplan models (why is "" when it states nothing)."""
+    unknown = ""
+    for fact in log.facts.get("quantization", ()):
+        value = _QUANT_WEIGHTS.get(str(fact.value).lower())
+        if value is not None:
+            return value, f"the log's quantization {fact.value} (line {fact.line})"
+        unknown = f"the log's quantization {fact.value} (line {fact.line}) is no weight width kvplan models"
+    moe = log.first("moe_weight_dtype")   # the fused-MoE tuning file's dtype: the experts' weights, most of a MoE
+    if moe is not None and str(moe.value) in _MOE_WEIGHTS:
+        return _MOE_WEIGHTS[str(moe.value)], f"the fused-MoE kernel's dtype {moe.value} (line {moe.line})"
+    model = log.first("model")
+    if model is not None:
+        base = str(model.value).rstrip("/").rsplit("/", 1)[-1].lower()
+        for token in re.split(r"[-_.]", base):
+            if token in _NAME_WEIGHTS:
+                return _NAME_WEIGHTS[token], f"the checkpoint name {base} (line {model.line})"
+    return None, unknown
 
 
 def _release_text(version: tuple[int, int, int]) -> str:
@@ -295,12 +368,52 @@ def _release_text(version: tuple[int, int, int]) -> str:
     return f"{major}.{minor}" if patch == 0 else f"{major}.{minor}.{patch}"
 
 
-def scenario_args(log: StartupLog, args: dict, per_node: int, presets) -> tuple[dict, list[str]]:
+def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list[str]]:
+    """(the --hardware for the log, notes, warnings): the preset the logged device name stands for, else the preset
+    nearest the logged total memory, else the option as given (a warning when that is kvplan's default)."""
+    given = args.get("hardware", DEFAULT_HARDWARE) != DEFAULT_HARDWARE
+    chosen = str(args.get("hardware", DEFAULT_HARDWARE))
+    name, total = log.first("gpu_name"), log.least("total_gpu_memory_gib")
+    fix = "give --hardware with the GPU it ran on (kvplan presets list --type hardware, or a .toml of your own)"
+    if name is not None:
+        preset = gpu_preset(str(name.value))
+        if preset is None:
+            if given:
+                return chosen, [f"GPU {chosen} as given with --hardware; the log's {name.value} (line {name.line}) "
+                                "has no kvplan preset."], []
+            return chosen, [], [f"The log's GPU {name.value} (line {name.line}) has no kvplan preset: planned on "
+                                f"{chosen}, kvplan's default; {fix}."]
+        if given and chosen.lower() != preset and not chosen.lower().endswith(".toml"):
+            raise KvplanError(f"--hardware {chosen} contradicts the log, whose GPU is {name.value} (line "
+                              f"{name.line}, kvplan's {preset})", f"drop --hardware, or give --hardware {preset}")
+        if not given:
+            return preset, [f"GPU {preset}: the log's device {name.value} (line {name.line})."], []
+        return chosen, [], []
+    if given:
+        return chosen, [], []     # plan_explain_log warns when the logged total is not the preset's
+    if total is not None:
+        # nearest first; among equals, a preset whose HBM was measured before one that assumes it
+        near = sorted((abs(hbm - total.value), not measured, gpu) for gpu, (hbm, measured) in hbm_of().items()
+                      if abs(hbm - total.value) <= MEMORY_MATCH * total.value)
+        if near:
+            best, others = near[0][2], [gpu for _, _, gpu in near[1:]]
+            return best, [], [f"The log names no GPU; its total memory {total.value:g} GiB (line {total.line}) is "
+                              f"nearest the {best} preset" + (f" (also near: {', '.join(others)})" if others else "")
+                              + f": planned on {best}; {fix}."]
+        return chosen, [], [f"The log's GPU has {total.value:g} GiB (line {total.line}), which no kvplan preset "
+                            f"has: planned on {chosen}, kvplan's default; {fix}."]
+    return chosen, [], [f"The log does not state its GPU: planned on {chosen}, kvplan's default; {fix}."]
+
+
+def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -> tuple[dict, list[str], list[str]]:
     """``args`` (the scenario options as text, ``kvplan.commands.common.build_scenario``'s keywords) with what the
-    log states filled in, and notes saying where each value came from. An option the user gave that contradicts
-    the log is an error; one the log does not state is kept. ``per_node``: GPUs per node of the chosen hardware
-    (for --nodes); ``presets``: the model presets the logged model name is looked up in."""
+    log states filled in, notes saying where each value came from, and warnings (what the log does not state and
+    kvplan assumed). An option the user gave that contradicts the log is an error; one the log does not state is
+    kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets
+    the logged model name is looked up in; ``hbm_of()``: {GPU preset: (HBM GiB, measured?)}, to match a logged total
+    memory."""
     out, notes = dict(args), []
+    out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
 
     def given(name: str) -> bool:
         return args.get(name) != _UNSET.get(name, object())
@@ -309,7 +422,7 @@ def scenario_args(log: StartupLog, args: dict, per_node: int, presets) -> tuple[
         if given(name) and str(args[name]).strip().lower() != str(value).lower():
             where = f" (line {fact.line})" if fact else ""
             raise KvplanError(f"{flag} {args[name]} contradicts the log, which says {value}{where}",
-                              f"drop {flag} (explain-log takes it from the log), or give the log of that deployment")
+                              f"drop {flag} (the log states it), or give the log of that deployment")
         out[name] = str(value)
 
     # engine: the log's, pinned to its release where kvplan has rules for it
@@ -377,7 +490,7 @@ def scenario_args(log: StartupLog, args: dict, per_node: int, presets) -> tuple[
         notes.append(f"Expert parallelism on: EP = TP x DP = {out['ep']} (vLLM --enable-expert-parallel).")
     gpus = int(out["tp"]) * int(out.get("pp") or 1) * int(out["dp"])
     if not given("nodes") and not given("gpus"):
-        out["nodes"] = str(-(-gpus // per_node))
+        out["nodes"] = str(-(-gpus // per_node(out["hardware"])))
         out["gpus"] = str(gpus)
     # KV dtype, block / page, context limit, memory fraction
     kv = kv_dtype_option(log)
@@ -391,4 +504,15 @@ def scenario_args(log: StartupLog, args: dict, per_node: int, presets) -> tuple[
     fraction = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
     if log.has(fraction):
         take(fraction, log.value(fraction), log.first(fraction), "--" + fraction.replace("_", "-"))
-    return out, notes
+    weight_dtype, why = weight_dtype_option(log)
+    if weight_dtype is not None and args.get("weights") is None:
+        if given("weight_dtype") and str(args["weight_dtype"]).strip().lower() != weight_dtype:
+            raise KvplanError(f"--weight-dtype {args['weight_dtype']} contradicts the log: {why} says {weight_dtype}",
+                              "drop --weight-dtype, or give the log of that deployment")
+        out["weight_dtype"] = weight_dtype
+        if not given("weight_dtype"):
+            notes.append(f"Weights {weight_dtype}: {why}.")
+    elif why and not given("weight_dtype"):
+        notes.append(f"{why[0].upper()}{why[1:]}: the weights are the model preset's; give --weight-dtype for "
+                     "another width.")
+    return out, notes, warnings

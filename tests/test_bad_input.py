@@ -138,7 +138,8 @@ def test_brief_keeps_the_warning_that_overturns_its_answer(run_cli):
     assert r.code == 0 and "warning: vLLM would refuse to start" in r.out and "488.28 GiB" in r.out, r.out
     # no host DRAM to swap into: the verdict "recompute" rests on that, so --brief says it
     r = run_cli("compare-preemption", "--dram", "1MiB", "--brief")
-    assert r.code == 0 and "warning: Recompute: swapping is impossible" in r.out and "1.05 MB" in r.out, r.out
+    # 1 MiB = 1,048,576 B, in IEC units
+    assert r.code == 0 and "warning: Recompute: swapping is impossible" in r.out and "1.00 MiB of host DRAM" in r.out
     assert "warning:" not in run_cli("compare-preemption", "--brief").out
 
 

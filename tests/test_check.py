@@ -96,7 +96,7 @@ at_most = "1GiB"
 [[assert]]
 name = "per GPU"
 metric = "kv_bytes_per_request_per_gpu"
-at_most = 1089216000
+at_most = "1089216000B"
 ''')
     r = run_cli("check", plan, "-f", "json")
     items = by_name(r.json())
@@ -190,6 +190,10 @@ INVALID = [
     ("unknown metric", DEPLOYMENT + '[[assert]]\nmetric = "ttft"\n', ":11: assert[1].metric = 'ttft' is not a known"),
     ("duration without unit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40"\n',
      "assert[1].at_most = '40' is not a duration"),
+    ("seconds without a unit", DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nat_most = 40\n',
+     ':12: assert[1].at_most = 40 has no unit (fix: write it as a duration with its unit, e.g. "40ms" or "40s")'),
+    ("bytes without a unit", DEPLOYMENT + '[[assert]]\nmetric = "kv_bytes_per_request"\nat_most = 2\n',
+     ':12: assert[1].at_most = 2 has no unit'),
     ("both bounds", DEPLOYMENT + '[[assert]]\nmetric = "max_concurrency"\nat_least = 3\nat_most = 9\n',
      "needs exactly one of at_least, at_most or within_baseline"),
     ("setting the engine lacks", DEPLOYMENT + 'mem_fraction_static = 0.8\n[[assert]]\nmetric = "weights_fit"\n',

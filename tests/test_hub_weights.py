@@ -345,3 +345,26 @@ def test_tied_embeddings_count_once():
     untied = model_from_hf_config(LLAMA_31_8B, "c").params_total.value
     tied = model_from_hf_config({**LLAMA_31_8B, "tie_word_embeddings": True}, "c").params_total.value
     assert untied - tied == 128256 * 4096
+
+
+def test_a_cached_model_needs_no_network_without_hf_hub_offline(monkeypatch):
+    """The README's cache (tests/data/hf-cache) records, as huggingface_hub does after a 404, that QwQ-32B's
+    revision has no model.safetensors.index.json and no model.safetensors (.no_exist/REV/...): with
+    HF_HUB_OFFLINE unset, kvplan must take the parameter count from the config and ask the Hub for nothing."""
+    hub = pytest.importorskip("huggingface_hub")
+    from kvplan.presets import load_model
+
+    cache = str(Path(__file__).parent / "data" / "hf-cache")
+    monkeypatch.setenv("HF_HUB_CACHE", cache)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", cache)
+    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", False)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("kvplan asked the Hub for a file the cache knows is absent")
+
+    monkeypatch.setattr(hub, "hf_hub_download", no_network)
+    monkeypatch.setattr(hub, "get_safetensors_metadata", no_network)
+    model = load_model("Qwen/QwQ-32B")
+    # 64 x (62,921,728 + 424,673,280 + 10,240) + 5,120 + 2 x 152,064 x 5,120 = 32,763,876,352 (the checkpoint's)
+    assert model.params_total.value == 32_763_876_352

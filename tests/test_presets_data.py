@@ -285,6 +285,18 @@ def _within(derived: float, published: float, tolerance: float) -> bool:
     return abs(derived - published) <= tolerance * published
 
 
+def test_gpt_oss_weights_are_mxfp4_experts_plus_bf16_rest():
+    """The rule: expert matrices (layers x experts x 3 x 2880 x 2880) at 4.25 bits (MXFP4), every other parameter
+    BF16. On gpt-oss-20b it gives the published index total_size exactly, so the 120b figure follows it."""
+    experts_20b = 24 * 32 * 3 * 2880 * 2880                        # 19,110,297,600
+    assert experts_20b * 17 // 32 + (20_914_757_184 - experts_20b) * 2 == 13_761_264_768
+    assert load_model("gpt-oss-20b").weight_bytes.value == 13_761_264_768
+    experts_120b = 36 * 128 * 3 * 2880 * 2880                      # 114,661,785,600
+    m = load_model("gpt-oss-120b")
+    assert m.expert_weight_bytes.value == experts_120b * 17 // 32 == 60_914_073_600
+    assert m.weight_bytes.value == 60_914_073_600 + (116_829_156_672 - experts_120b) * 2 == 65_248_815_744
+
+
 def test_gpt_oss_20b():
     model = load_model("gpt-oss-20b")
     # config.json: 24 layers alternating sliding (window 128, layer 0 first) and full, 8 KV heads x 64 dims.

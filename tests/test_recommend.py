@@ -202,11 +202,25 @@ def test_search_finds_the_fewest_gpus_by_hand():
     plan = search(base, (parse_target("concurrency>=33@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
     assert (plan.best.gpus, plan.best.tp, plan.best.dp, plan.best.concurrency) == (4, 4, 1, 33)
     assert all(c.gpus >= 4 for c in plan.ranked)
-    near = {(c.gpus, c.tp): c.concurrency for c in plan.near_misses}
-    assert near.get((4, 2)) == 32 or near.get((4, 1)) == 32     # the 4-GPU layouts that just miss
+    # near misses: layouts on fewer GPUs than the best (4), closest first: 2 GPUs hold 16 (TP1 x DP2 or TP2)
+    assert plan.near_misses and all(c.gpus < 4 for c in plan.near_misses)
+    assert plan.near_misses[0].gpus == 2 and plan.near_misses[0].concurrency == 16
     one_less = search(base, (parse_target("concurrency>=32@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
     assert one_less.best.gpus == 4      # and 32 fit with TP1 x DP4 and TP2 x DP2 too
     assert {c.tp for c in one_less.ranked if c.gpus == 4} == {1, 2, 4}
+
+
+def test_each_gpu_type_that_meets_the_targets_is_shown():
+    """B200 has more passing layouts than the table shows, but H200's best (TP1 x DP8, 8 GPUs) meets the targets
+    too and must be listed, not hidden below B200's variants."""
+    from kvplan.calc.sizing import parse_target, search
+
+    base = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"))
+    plan = search(base, (parse_target("concurrency>=64@31k"), parse_target("tpot<=40ms")),
+                  (load_hardware("h200"), load_hardware("b200")))
+    shown = [c.hardware for c in plan.ranked]
+    assert set(shown[:2]) == {"h200", "b200"} and shown[0] == plan.best.hardware
+    assert all(not (c.hardware == "h200" and c.gpus == 8) for c in plan.near_misses)
 
 
 def test_search_rate_is_replicas_times_batch_over_request_time():
@@ -335,3 +349,14 @@ def test_search_ties_go_to_the_layout_with_more_room():
     row = plan_recommend(llama(kv_dtype_request="bf16"), RecommendOptions(dtype_origin="chosen by the --target search")
                          ).row("kv_dtype")
     assert row.reason.startswith("bf16, chosen by the --target search;") and "--kv-dtype" not in row.why_differs
+
+
+def test_a_gpu_without_a_nic_figure_still_gets_a_table(run_cli):
+    """The mi355x preset has no NIC figure: the PD row says it is not priced and how to price it, the rest stands;
+    --nic-gbps prices it."""
+    r = run_cli("recommend", "-g", "mi355x", "-f", "json")
+    assert r.code == 0, r.err
+    pd = next(x for x in r.json()["recommendations"] if x["key"] == "pd")
+    assert pd["value"] == "not priced" and "--nic-gbps" in pd["reason"] and not pd["agrees_with_document"]
+    priced = run_cli("recommend", "-g", "mi355x", "--nic-gbps", "50", "-f", "json").json()
+    assert next(x for x in priced["recommendations"] if x["key"] == "pd")["value"].startswith("colocate")

@@ -187,9 +187,100 @@ def test_sglang_dsa_with_dp_attention(run_cli):
     # fp8 DS-MLA 656 B + indexer 132 B = 788 B x 61 layers = 48,068 B; page 64:
     # (975,424 + 64) x 48,068 = 46,889,757,184 B = 43.670 GiB -> "43.67"
     assert row["kvplan"] == (975_424 + 64) * 48_068 and row["agrees"]
-    # without fp8 (bf16: 1,152 + 132 = 1,284 B x 61 = 78,324 B) the size would not agree
-    bad = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "-g", "b200", "-f", "json")
+    # bf16 (1,152 + 132 = 1,284 B x 61 = 78,324 B): (975,488 x 78,324) / 2^30 = 71.16 GiB, not the log's 43.67
+    bad = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "-g", "b200", "--kv-dtype",
+                  "bf16", "-f", "json")
     assert not bad.json()["reproduced"][0]["agrees"]
+    assert round(975_488 * 78_324 / GIB, 2) == 71.16
+
+
+def test_sglang_kv_dtype_read_from_the_sizes_and_the_pool_is_the_logged_size(run_cli):
+    r = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    # the log states no KV dtype; only fp8's 48,068 B reproduces "KV size: 43.67 GB" (bf16's 78,324 B gives 71.16)
+    assert doc["kv_dtype"] == "fp8" and any("KV dtype fp8" in n and "not bf16" in n for n in doc["notes"])
+    assert doc["hardware"] == "h200"
+    # the pool is the logged size, 43.67 x 2^30 = 46,890,305,454 B -- not tokens x a cell
+    assert doc["kv_pool_bytes_per_gpu"] == int(43.67 * GIB) == 46_890_305_454
+    # the capacity is the engine's own count: "#tokens: 975424" (not 43.67 GiB // 48,068 B = 975,499)
+    assert doc["kv_capacity_tokens"] == 975_424 and int(43.67 * GIB) // 48_068 == 975_499
+    # no GPU line in the excerpt: a warning, printed first, says it was assumed
+    assert doc["warnings"][0].startswith("The log does not state its GPU: planned on h200")
+    assert "give --hardware" in doc["warnings"][0]
+    # DP attention: the MoE stays sharded over the 8 GPUs -> EP 8
+    assert doc["parallelism"]["ep"] == 8
+
+
+def test_a_pool_that_does_not_fit_is_never_printed(run_cli):
+    r = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "--weight-dtype", "bf16",
+                "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert all(row["figure"] != "KV pool per GPU" for row in doc["budget"])
+    # bf16 weights at TP 1, EP 8: 653.9e9 experts x 2 B / 8 + (671e9 - 653.9e9) x 2 B = 163.475e9 + 34.2e9
+    # = 197.675e9 B = 184.10 GiB per GPU, more than the H200's 140.40 GiB holds
+    warning = next(w for w in doc["warnings"] if "leaves no KV pool" in w)
+    assert f"{197.675e9 / GIB:,.2f}" == "184.10" and "184.10 GiB of bf16 weights per GPU (TP=1 x PP=1, EP=8)" in warning
+    assert "do not fit" in warning
+    table = run_cli("explain-log", str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log"), "--weight-dtype", "bf16")
+    assert table.code == 0 and "leaves no KV pool" in table.out
+    pool_lines = [line for line in table.out.splitlines() if "KV pool per GPU" in line]
+    assert pool_lines and all("(from the log)" in line for line in pool_lines)   # no budget row, no negative pool
+
+
+def test_gpu_read_from_a_device_name_or_the_total_memory(run_cli):
+    from kvplan.startup_log import gpu_preset
+
+    # device names as vLLM's fused-MoE config files spell them (vllm/model_executor/layers/fused_moe/configs/)
+    assert [gpu_preset(n) for n in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H100_PCIe", "NVIDIA_H100_NVL", "NVIDIA_H200",
+                                    "NVIDIA_H20", "NVIDIA_H20-3e", "NVIDIA_B200", "NVIDIA_GB200",
+                                    "NVIDIA_A100-SXM4-80GB", "AMD_Instinct_MI300X", "NVIDIA_GeForce_RTX_5090")] == \
+        ["h100-sxm", "h100-pcie", None, "h200", "h20", None, "b200", "gb200", "a100-80gb", "mi300x", None]
+    moe = ("INFO [fused_moe.py:720] Using configuration from /x/configs/E=128,N=384,device_name=NVIDIA_B200,"
+           "dtype=fp8_w8a8.json for MoE layer.\n")
+    lg = parse(moe + "GPU KV cache size: 178,880 tokens\n")
+    assert lg.value("gpu_name") == "NVIDIA_B200"
+    oom = parse("torch.OutOfMemoryError: CUDA out of memory. GPU 0 has a total capacity of 79.19 GiB of which 1 GiB "
+                "is free.\nGPU KV cache size: 5 tokens\n")
+    assert oom.value("total_gpu_memory_gib") == 79.19
+    # the V0 profile's total_gpu_memory 79.22 GiB: h100-sxm (79.65, measured) is nearest; h100-pcie and h800 have
+    # the same 79.65 but assumed, a100-80gb 80.0 is 0.98% away (within 1.5%) -> planned on h100-sxm, with a warning
+    r = run_cli("explain-log", str(LOGS / "vllm-v0.6.5-llama3-8b-1xh100.log"), "-m", "llama-3.1-8b", "-f", "json")
+    doc = r.json()
+    assert doc["hardware"] == "h100-sxm"
+    assert "nearest the h100-sxm preset (also near: h100-pcie, h800, a100-80gb)" in doc["warnings"][0]
+    # the RTX 3090's 23.58 GiB is no preset's: the default, loudly
+    r = run_cli("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b", "--decode",
+                "20k", "-f", "json")
+    assert "23.58 GiB (line 4), which no kvplan preset has" in r.json()["warnings"][0]
+
+
+def test_weight_dtype_from_the_name_or_the_quantization_line():
+    from kvplan.startup_log import weight_dtype_option
+
+    assert weight_dtype_option(log("vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"))[0] == "fp8"    # ".../Qwen3-...-FP8"
+    assert weight_dtype_option(log("sglang-deepseek-v4-pro-fp8-8xh200.log")) == (
+        "fp8", "the log's quantization fp8 (line 3)")                                        # "quant=fp8, fmt=e4m3"
+    # 'quantization': 'modelopt' is FP8 or NVFP4; the checkpoint name ...-nvfp4 settles it
+    assert weight_dtype_option(log("vllm-v0.24-qwen3.6-35b-a3b-rtx5090.log"))[0] == "nvfp4"
+    assert weight_dtype_option(log("vllm-v0.6.5-llama3-8b-1xh100.log")) == (None, "")
+    assert parse("INFO Using fp8 data type to store kv cache. It reduces the GPU memory footprint.\n"
+                 "GPU KV cache size: 5 tokens\n").value("kv_cache_dtype") == "fp8"
+
+
+def test_explain_log_and_concurrency_from_log_agree(run_cli):
+    path = str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")
+    conc = run_cli("concurrency", "--from-log", path, "--tp", "4", "-f", "json")
+    expl = run_cli("explain-log", path, "-f", "json")
+    assert conc.code == 0 and expl.code == 0, conc.err + expl.err
+    c, e = conc.json(), expl.json()
+    for key in ("model", "hardware", "parallelism", "kv_dtype", "engine", "engine_release"):
+        assert c[key] == e[key], key
+    assert (c["model"], c["parallelism"]["tp"], c["engine"], c["kv_dtype"]) == ("qwen3-235b-a22b", 4, "vllm", "bf16")
+    # 8.11 GiB = 8,708,169,236 B // 1,492,353,024 B (31,000 tokens = 1,938 blocks x 16 x 48,128 B) = 5 in both
+    assert c["max_concurrency"] == e["max_concurrency"] == 5
+    assert any("Weights fp8" in n for n in c["notes"]) and c["warnings"][0].startswith("The log does not state")
 
 
 # --- explain-log: bad input --------------------------------------------------------------------------------------
@@ -232,7 +323,38 @@ def test_concurrency_takes_the_pool_from_the_log(run_cli):
 
 def test_concurrency_from_log_refuses_another_tp_and_a_second_pool(run_cli):
     path = str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")
-    r = run_cli("concurrency", "--from-log", path, "-m", "qwen3-235b-a22b")
-    assert r.code == 2 and "TP 4" in r.err and "give --tp 4" in r.err
+    r = run_cli("concurrency", "--from-log", path, "--tp", "8")
+    assert r.code == 2 and "--tp 8 contradicts the log, which says 4" in r.err
+    r = run_cli("concurrency", "--from-log", path, "--weight-dtype", "bf16")
+    assert r.code == 2 and "--weight-dtype bf16 contradicts the log" in r.err
+    r = run_cli("concurrency", "--from-log", path, "--engine", "sglang")
+    assert r.code == 2 and "contradicts the log, which vllm wrote" in r.err
     r = run_cli("concurrency", "--from-log", path, "--kv-pool", "8GiB", "--tp", "4")
     assert r.code == 2 and "drop one of them" in r.err
+
+
+def test_gpu_and_weight_width_from_the_fused_moe_file_name(run_cli):
+    path = LOGS / "vllm-v0.8-deepseek-int4-h20.log"
+    lg = read_log(path)
+    # "...configs/E=256,N=256,device_name=NVIDIA_H20,dtype=int4_w4a16.json"; the one-line profile of April 2025
+    assert (lg.value("gpu_name"), lg.value("moe_weight_dtype")) == ("NVIDIA_H20", "int4_w4a16")
+    assert (lg.value("total_gpu_memory_gib"), lg.value("gpu_memory_utilization"), lg.value("weights_gib"),
+            lg.value("non_torch_gib"), lg.value("activation_peak_gib"), lg.value("available_kv_gib")) == \
+        (95.22, 0.90, 43.09, 7.33, 6.30, 28.98)
+    r = run_cli("explain-log", str(path), "-m", "deepseek-r1", "--tp", "8", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["hardware"] == "h20" and doc["warnings"] == []
+    assert any("GPU h20: the log's device NVIDIA_H20 (line 3)" in n for n in doc["notes"])
+    assert any("Weights int4: the fused-MoE kernel's dtype int4_w4a16" in n for n in doc["notes"])
+    rows = {row["figure"]: row for row in doc["budget"]}
+    # int4 weights at TP 8: 671e9 x 0.5 B / 8 = 41,937,500,000 B = 39.06 GiB against the logged 43.09 GiB
+    assert rows["weights on this GPU"]["kvplan"] == int(671e9 * 0.5 / 8)
+    assert round(int(671e9 * 0.5 / 8) / GIB, 2) == 39.06
+    # the H20 preset's 95.58 GiB (an assumption in the preset) against the logged 95.22: +0.36 GiB
+    assert abs(rows["HBM of the GPU"]["difference"] - 0.36 * GIB) < 2**20
+    refused = run_cli("explain-log", str(path), "-m", "deepseek-r1", "--tp", "8", "-g", "h100-sxm")
+    assert refused.code == 2 and "--hardware h100-sxm contradicts the log, whose GPU is NVIDIA_H20" in refused.err
+    assert "give --hardware h20" in refused.err
+    wrong_width = run_cli("explain-log", str(path), "-m", "deepseek-r1", "--tp", "8", "--weight-dtype", "fp8")
+    assert wrong_width.code == 2 and "--weight-dtype fp8 contradicts the log" in wrong_width.err

@@ -62,6 +62,27 @@ def test_mla_decode_runs_in_the_absorbed_form(run_cli):
     assert dp["step_breakdown"]["start"]["kv_seconds"] == tp["step_breakdown"]["start"]["kv_seconds"]
 
 
+def test_ep_prices_an_all_to_all_only_across_attention_dp_ranks(run_cli):
+    # DeepSeek-R1 fp8 on 8 x H200, batch 1. TP8 with EP8 (EP inside the TP group, no attention DP): every rank holds
+    # the step's tokens after the attention all-reduce and the MoE output's all-reduce combines the local experts,
+    # so only the two all-reduces per layer are priced (vLLM: use_all2all_kernels = dp_size > 1 and use_ep; SGLang:
+    # --moe-a2a-backend none), as at TP8 without EP: 61 layers x 2 x (9.3 us + 2 x 7/8 x 7,168 x 2 B /
+    # (450e9 x 0.114)) = 61 x 2 x (9.3 + 0.48905) us = 1.19427 ms.
+    allreduces = 61 * 2 * (9.3e-6 + 2 * 7 / 8 * 7168 * 2 / (450e9 * 0.114))
+    for ep in ([], ["--ep", "8"]):
+        d = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--tp", "8", *ep, "--batch", "1",
+                      "--prompt", "1000", "--decode", "0", "--shape", "cohort", *IDEAL)
+        assert d["step_breakdown"]["start"]["comm_seconds"] == pytest.approx(allreduces)
+        assert any("no all-to-all" in n for n in d["notes"]) == bool(ep)   # said, not silently dropped
+    # TP1 DP8 EP8 (attention DP): no all-reduce; per MoE layer a dispatch and a combine over the EP group, each the
+    # H200 preset's 30 us latency + 8 experts x 7,168 x 2 B x 7/8 / (450e9 x 0.82) for the one token:
+    # 58 x 2 x (30 + 0.271962) us = 3.511548 ms.
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "--kv-dtype", "fp8", "--tp", "1", "--ep", "8", "--batch", "1",
+                  "--prompt", "1000", "--decode", "0", "--shape", "cohort", *IDEAL)
+    assert d["step_breakdown"]["start"]["comm_seconds"] == pytest.approx(58 * 2 * (30e-6 + 8 * 7168 * 2 * 7 / 8
+                                                                                    / (450e9 * 0.82)))
+
+
 def test_tp_all_reduce_and_overheads(run_cli):
     # Llama-3.1-70B at TP4 on H100, batch 2: per layer two in-graph all-reduces of 2 x 8,192 x 2 B, each
     # latency 9.3 us (vLLM's custom all-reduce, sglang PR #2904) + 2 x 3/4 x 32,768 B / (450e9 x 0.114)

@@ -120,7 +120,7 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
     if par.dp > 1 and not par.ep and model.params_expert is not None and holds_one_request(with_ep):
         fix = f"split the routed experts over the {ep} GPUs: add --ep {ep}"
         raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp} DP={par.dp} "
-                          f"without expert parallelism: each GPU holds {b.weights.value / 1e9:,.1f} GB of weights "
+                          f"without expert parallelism: each GPU holds {b.weights.value / 2**30:,.1f} GiB of weights "
                           "(every routed expert of its TP shard)", fix)
     best = budget_mod.smallest_fitting(model, hw, par, holds_one_request)
     if best is None:
@@ -132,9 +132,9 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
         if par.ep:
             flags += f" --ep {best.ep or best.tp}"
         fix = f"the fewest GPUs that hold the weights and one {context:,}-token request: {gpus} ({flags})"
-    what = (f"weights, activations and runtime take {b.reserved_bytes / 1e9:,.1f} GB per GPU but "
+    what = (f"weights, activations and runtime take {b.reserved_bytes / 2**30:,.1f} GiB per GPU but "
             f"{b.fraction_name} {b.fraction.value:g} x {b.hbm.value / 2**30:,.2f} GiB leaves "
-            f"{b.requested.value / 1e9:,.1f} GB")
+            f"{b.requested.value / 2**30:,.1f} GiB")
     raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: {what}", fix)
 
 

@@ -142,8 +142,16 @@ def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, p
 #   attention:   every request's cache bytes at its context on this GPU (each layer kind's decode_read_bytes:
 #                windows capped, MLA latents whole on every rank, sparse top-k, state read and written) and its
 #                FLOPs (decode_flops: GQA 4 x q_heads x head_dim x S, MLA in the absorbed form, ...).
-# Communication: 2 TP all-reduces per layer and, with EP, a dispatch and a combine per MoE layer, each
-# latency + bytes / (link x link efficiency); PP adds a send per stage boundary. Overhead: per layer and per step.
+# Communication: 2 TP all-reduces per layer and, with an EP group wider than the TP group (EP over attention-DP
+# ranks), a dispatch and a combine per MoE layer, each latency + bytes / (link x link efficiency); PP adds a send
+# per stage boundary. Overhead: per layer and per step.
+# EP inside the TP group (EP <= TP, no attention DP) has no all-to-all: every TP rank already holds the step's
+# tokens after the attention all-reduce, runs its local experts, and the MoE output's all-reduce (one of the two
+# per layer) combines them. vLLM: FusedMoEParallelConfig.use_all2all_kernels = dp_size > 1 and use_ep
+# (vllm-project/vllm@00c1c6a vllm/model_executor/layers/fused_moe/config.py); SGLang: the default
+# --moe-a2a-backend none "disables all-to-all for EP. Uses All-Reduce or All-Gather for token dispatch"
+# (sgl-project/sglang@020017c docs/advanced_features/expert_parallelism.md). An explicit all-to-all backend at
+# EP = TP without attention DP (SGLang --moe-a2a-backend deepep) is not modelled.
 
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
@@ -440,7 +448,11 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
             per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
             comm_layer = (2 * allreduce_latency, 2 * per_token)
     ep_layer = (0.0, 0.0)
-    if par.ep and par.ep > 1 and hidden and is_moe:
+    if par.ep and 1 < par.ep <= par.tp and is_moe:
+        notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
+                     f"step's tokens; the MoE output's all-reduce combines the experts), as vLLM and SGLang's default "
+                     f"--moe-a2a-backend none run it")
+    if par.ep and par.ep > par.tp and hidden and is_moe:   # an all-to-all only across attention-DP ranks
         nic = hw.node.nic_gb_s_per_direction_per_gpu
         rate = link if par.ep <= hw.node.gpus_per_node else (nic.value * 1e9 if nic else None)
         if rate is None:

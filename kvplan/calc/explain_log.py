@@ -94,6 +94,14 @@ def logged_pool(scenario: Scenario, log: StartupLog) -> tuple[Bytes, str]:
                                        f"{tokens:,} x {per_token:,} = {pool:,} B", f"start-up log {fact.cite(path)}")
                          ), what
     else:
+        sizes = _sglang_sizes(log)
+        if sizes:
+            gib = sum(f.value for f in sizes)
+            pool = int(gib * GIB)
+            return Bytes(pool, derived("the log's allocated KV size x 2^30 (SGLang's 'GB' is 2^30 bytes)" if len(
+                sizes) == 1 else "the log's allocated K size + V size x 2^30 (SGLang's 'GB' is 2^30 bytes)",
+                " + ".join(f"{f.value:g}" for f in sizes) + f" GiB x 2^30 = {pool:,} B",
+                *(f"start-up log {f.cite(path)}" for f in sizes), SGLANG_POOL_SOURCE)), "allocated KV size"
         fact = log.least("kv_tokens") or log.least("max_total_num_tokens")
         if fact is not None:
             cell = s.engine_adapter.pool_cell_size(model, dtype, par)
@@ -103,6 +111,46 @@ def logged_pool(scenario: Scenario, log: StartupLog) -> tuple[Bytes, str]:
                          ), "allocated KV tokens"
     raise KvplanError(f"the {log.engine} log {path} states no KV pool (no available KV memory, blocks or tokens "
                       "line)", "give the part of the log with the KV cache lines")
+
+
+def _sglang_sizes(log: StartupLog) -> tuple[Fact, ...]:
+    """The logged allocation of the least rank: (KV size,) for MLA, (K size, V size) for MHA, () when not logged."""
+    both, k, v = log.least("kv_size_gib"), log.least("k_size_gib"), log.least("v_size_gib")
+    return (both,) if both is not None else (k, v) if k is not None and v is not None else ()
+
+
+# KV dtypes tried when the log does not state its own (the engines' defaults and the common override).
+TRIED_KV_DTYPES = ("bf16", "fp8")
+
+
+def matching_kv_dtype(scenario: Scenario, log: StartupLog) -> tuple[str, str] | None:
+    """(the KV dtype whose bytes per token reproduce the log's exact figures, what was compared) when the
+    scenario's own dtype does not and exactly one other does; None otherwise (the scenario's agrees, the log has
+    nothing to compare, or no dtype or several do). Compared: SGLang's logged K/V (or KV) size against (tokens +
+    page) x cell; vLLM's logged tokens or blocks against the available KV memory // block bytes."""
+    def agrees(s: Scenario):
+        if log.engine == "sglang":
+            rows = _sglang_reproduction(s, log)[:1] if _sglang_sizes(log) else []
+        elif log.has("available_kv_gib") and (log.has("kv_cache_tokens") or log.has("gpu_blocks")):
+            rows = _vllm_reproduction(s, log, int(log.least("available_kv_gib").value * GIB))[:1]
+        else:
+            rows = []
+        return (rows[0].agrees, rows[0].label) if rows else (None, "")
+
+    mine, label = agrees(scenario)
+    if mine is None or mine:
+        return None
+    matches = []
+    for name in TRIED_KV_DTYPES:
+        try:
+            other = scenario.with_(kv_dtype_request=name)
+            if other.kv_dtype == scenario.kv_dtype:
+                continue
+            if agrees(other)[0]:
+                matches.append(name)
+        except KvplanError:
+            continue
+    return (matches[0], label) if len(matches) == 1 else None
 
 
 def _vllm_reproduction(s: Scenario, log: StartupLog, pool: int) -> list[Comparison]:
@@ -163,8 +211,8 @@ def _sglang_reproduction(s: Scenario, log: StartupLog) -> list[Comparison]:
     page = int(capacity.block_tokens(s).value)
     rows = []
     tokens_fact = log.least("kv_tokens") or log.least("max_total_num_tokens")
-    k, v, both = log.least("k_size_gib"), log.least("v_size_gib"), log.least("kv_size_gib")
-    if tokens_fact is not None and (both is not None or (k is not None and v is not None)):
+    k, both = log.least("k_size_gib"), log.least("kv_size_gib")
+    if tokens_fact is not None and _sglang_sizes(log):
         slots = tokens_fact.value + page
         size = slots * cell / GIB
         if both is not None:
@@ -251,6 +299,18 @@ def _budget_rows(s: Scenario, log: StartupLog, b: Budget, pool: Bytes) -> list[C
     return rows
 
 
+def does_not_fit(s: Scenario, b: Budget) -> str:
+    """Why kvplan's own budget leaves no KV pool for the deployment, with its numbers."""
+    par, wd = s.parallelism, s.weight_dtype or s.model.weight_dtype
+    usable = int(b.requested.value) - int(b.activation.value) - int(b.runtime.value)
+    return (f"kvplan's own budget leaves no KV pool: {int(b.weights.value) / GIB:,.2f} GiB of {wd} weights per GPU "
+            f"(TP={par.tp} x PP={par.pp}" + (f", EP={par.ep}" if par.ep else "") + f") do not fit in the "
+            f"{usable / GIB:,.2f} GiB left of {s.hardware.id}'s {int(b.hbm.value) / GIB:,.2f} GiB x "
+            f"{b.fraction_name} {b.fraction.value:g} after the activation and runtime reserves "
+            f"({(usable - int(b.weights.value)) / GIB:+,.2f} GiB); the engine fitted its pool, so the GPU, the "
+            "weight dtype or the layout differs (give --hardware, --weight-dtype or --weights)")
+
+
 def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     """``scenario``: the deployment rebuilt from the log (without a --kv-pool); the pool comes from the log."""
     pool, _ = logged_pool(scenario, log)
@@ -262,6 +322,9 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     try:
         budget = scenario.engine_adapter.budget(scenario, scenario.sized_model, scenario.parallelism)
         budget_rows = tuple(_budget_rows(scenario, log, budget, pool))
+        if not budget.fits:   # a negative pool is no figure: say what does not fit instead
+            budget_rows = tuple(r for r in budget_rows if r.label != "KV pool per GPU")
+            warnings.append(does_not_fit(scenario, budget))
     except KvplanError as err:
         error = err.message
         notes.append(f"kvplan's own budget for this deployment cannot be computed: {err.message}.")
@@ -283,8 +346,13 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     replicas = s.parallelism.dp
     total_v = Count(fit * replicas, derived("per replica x DP replicas", f"{fit} x {replicas} = {fit * replicas}"))
     per_token = kv.kv_bytes_per_token_per_gpu(s.sized_model, s.kv_dtype, s.parallelism).value
-    cap = int(pool.value) // per_token if per_token else 0
-    cap_v = Tokens(cap, derived("floor(logged pool / bytes per token per GPU)",
-                                f"floor({int(pool.value):,} / {per_token:,}) = {cap:,}"))
+    tokens_fact = log.least("kv_tokens") if log.engine == "sglang" else None
+    if tokens_fact is not None:   # SGLang counts its pool in tokens: its own figure, not a division of rounded GiB
+        cap = int(tokens_fact.value)
+        cap_v = Tokens(cap, Derivation(f"from the start-up log, {tokens_fact.cite(log.path)}", kind="input"))
+    else:
+        cap = int(pool.value) // per_token if per_token else 0
+        cap_v = Tokens(cap, derived("floor(logged pool / bytes per token per GPU)",
+                                    f"floor({int(pool.value):,} / {per_token:,}) = {cap:,}"))
     return ExplainLogPlan(s, log, pool, reproduced, budget, error, budget_rows, per_req_v, fit_v, total_v, cap_v,
                           tuple(notes), tuple(warnings))

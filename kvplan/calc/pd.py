@@ -247,7 +247,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                f"(mean TPOT {col.tpot * 1e3:,.1f} ms, SLO {slo * 1e3:g} ms)",
                f"disaggregated: {dis_tps:,.0f} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) "
                f"at batch {dec.batch}; the rounding leaves {idle:.0%} of the larger pool idle",
-               f"KV transfer {nbytes / 1e6:,.1f} MB per GPU over {nic_v.value / 1e9:g} GB/s: {transfer * 1e3:,.2f} ms, "
+               f"KV transfer {nbytes / 2**20:,.1f} MiB per GPU over {nic_v.value / 1e9:g} GB/s: "
+               f"{transfer * 1e3:,.2f} ms, "
                f"{exposed * 1e3:,.2f} ms exposed after the prefill"]
     recommend = bool(dis_tps > col_tps * WIN_MARGIN)
     rows = []

@@ -49,6 +49,7 @@ class RecommendOptions:
     tpot_slo: float = 0.05                  # seconds; DeepSeek's production 20 tokens/s per user
     dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
     dtype_origin: str = "--kv-dtype"        # who fixed a KV dtype that is not auto (the flag, or the --target search)
+    nic_gbps: float | None = None           # GB/s per GPU per direction for the PD transfer (None: the GPU preset's)
 
     def __post_init__(self) -> None:
         slo = self.tpot_slo
@@ -245,12 +246,19 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         plural = "s" if s.planned_gpus > 1 else ""
         doubled = (f"One instance of {s.planned_gpus} GPU{plural} has nothing to split; at two instances "
                    f"({pd_s.planned_gpus} GPUs): ")
-    pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo))
-    rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
-                    doubled + " ".join(pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
-                    "" if not pd.recommend else
-                    "this workload's prompts are long enough against its outputs that a prefill pool pays "
-                    f"(break-even prompt:output {pd.breakeven_ratio.value:g})"))
+    try:
+        pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps))
+    except KvplanError as err:   # e.g. a GPU preset without a NIC figure: the row says what is missing
+        pd = None
+        rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", f"kvplan pd cannot price the split: {err.message}"
+                        f" ({err.hint})." if err.hint else f"kvplan pd cannot price the split: {err.message}.",
+                        DOCUMENT_ROWS["pd"][0], False, "not priced: " + (err.hint or err.message)))
+    if pd is not None:
+        rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
+                        doubled + " ".join(pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
+                        "" if not pd.recommend else
+                        "this workload's prompts are long enough against its outputs that a prefill pool pays "
+                        f"(break-even prompt:output {pd.breakeven_ratio.value:g})"))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
@@ -268,7 +276,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         Count(admitted, derived("what an engine admits on prompt cost: min(max_num_seqs, usable pool // prompt "
                                 "bytes)", f"{admitted}")), admitted_run.decode_steps_until_full,
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
-        this.recompute_over_swap, young_row.recompute, pre.crossover, victim, pd.recommend, tuple(pd.reasons),
+        this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
+        tuple(pd.reasons) if pd is not None else (rows[-1].reason,),
         True, pf_v, share_v, budget.kv_pool)
 
 

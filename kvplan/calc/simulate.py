@@ -984,8 +984,8 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
                      Bytes(int(r.peak_bytes[i]), src), Seconds(float(r.finish[i]), src)))
     notes = []
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
-        notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 1e9:,.1f} GB per GPU, past the host tier's "
-                     f"{u.dram_bytes_per_gpu / 1e9:,.1f} GB: --policy swap-then-recompute respects the tier.")
+        notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 2**30:,.1f} GiB per GPU, past the host tier's "
+                     f"{u.dram_bytes_per_gpu / 2**30:,.1f} GiB: --policy swap-then-recompute respects the tier.")
     return SimPlan(r, m, setup, tuple(rows), tuple(notes))
 
 

@@ -101,7 +101,7 @@ class SizingPlan:
     targets: tuple[Target, ...]
     considered: int
     skipped: int                # layouts the model or GPU refuses (heads not divisible, weights do not fit)
-    ranked: tuple[Candidate, ...]   # those meeting every target, best first
+    ranked: tuple[Candidate, ...]   # those meeting every target: each GPU type's best first, in rank order
     near_misses: tuple[Candidate, ...]   # cheaper (fewer GPUs) layouts that miss, closest first
     best: Candidate | None
 
@@ -203,7 +203,14 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
                      key=lambda c: (c.gpus, price_key(c), c.kv_dtype == "nvfp4", -round(c.requests_per_second, 9),
                                     -c.concurrency))
     best = passing[0] if passing else None
+    # shown: each GPU type's best layout first (so one GPU type's variants do not hide another that also meets the
+    # targets), then the next best layouts overall
+    firsts = list({c.hardware: c for c in reversed(passing)}.values())
+    firsts.sort(key=passing.index)
+    shown = (firsts + [c for c in passing if c not in firsts])[:max(top, len(firsts))]
+    # near misses: layouts on fewer GPUs than the best, and the closest layout of each GPU type with none passing
     limit = best.gpus if best else math.inf
-    misses = sorted((c for c in found if not c.meets and c.gpus <= limit),
+    passing_types = {c.hardware for c in passing}
+    misses = sorted((c for c in found if not c.meets and (c.gpus < limit or c.hardware not in passing_types)),
                     key=lambda c: (len(c.failed), -c.gpus, -c.concurrency))
-    return SizingPlan(targets, considered, skipped, tuple(passing[:top]), tuple(misses[:3]), best)
+    return SizingPlan(targets, considered, skipped, tuple(shown), tuple(misses[:3]), best)

@@ -60,11 +60,13 @@ def concurrency(
     from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    scenario = build_scenario(**scenario_args, shared_prefix=shared_prefix, spec_tokens=spec_tokens,
-                              draft_model=draft_model, token_budget=token_budget)
-    origin = None
-    if from_log is not None:
-        scenario, origin = pool_from_log(scenario, from_log, scenario_args.get("kv_pool"))
+    extra = {"shared_prefix": shared_prefix, "spec_tokens": spec_tokens, "draft_model": draft_model,
+             "token_budget": token_budget}
+    origin, notes, warnings = None, (), ()
+    if from_log is None:
+        scenario = build_scenario(**scenario_args, **extra)
+    else:
+        scenario, origin, notes, warnings = pool_from_log(scenario_args, from_log, extra)
     options = ConcurrencyOptions(
         batch=parse_tokens(batch, "--batch"),
         tpot_seconds=optional(parse_seconds, tpot, "tpot"),
@@ -75,6 +77,10 @@ def concurrency(
         pool_origin=origin,
     )
     result = present(plan_concurrency(scenario, options))
+    if notes or warnings:   # how the deployment was read from the log
+        from dataclasses import replace
+
+        result = replace(result, warnings=warnings + result.warnings, notes=notes + result.notes)
     if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
         from kvplan.plot import write_chart_png
 
@@ -82,21 +88,22 @@ def concurrency(
     emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
-def pool_from_log(scenario, path: Path, kv_pool: str | None):
-    """The scenario with the KV pool per GPU the start-up log states, and where it came from."""
+def pool_from_log(scenario_args: dict, path: Path, extra: dict):
+    """The deployment the start-up log describes (as ``kvplan explain-log`` rebuilds it: model, layout, KV and
+    weight dtypes, GPU, engine release; options that contradict the log refused) with the KV pool per GPU it
+    states. Returns (scenario, where the pool came from, notes, warnings)."""
     from kvplan.calc.explain_log import logged_pool
+    from kvplan.commands.explain_log import scenario_from_log
     from kvplan.errors import KvplanError
     from kvplan.startup_log import read_log
 
-    if kv_pool is not None:
+    if scenario_args.get("kv_pool") is not None:
         raise KvplanError("--kv-pool and --from-log both give the pool", "drop one of them")
     log = read_log(path)
-    tp = log.first("tp")
-    if tp is not None and not log.has("dp_attention") and tp.value != scenario.parallelism.tp:
-        raise KvplanError(f"the log's pool is per GPU at TP {tp.value} (line {tp.line}) but the plan has TP "
-                          f"{scenario.parallelism.tp}", f"give --tp {tp.value}, or use kvplan explain-log {path}")
+    scenario, notes, warnings = scenario_from_log(log, scenario_args, **extra)
     pool, what = logged_pool(scenario, log)
-    return scenario.with_(kv_pool_bytes=int(pool.value)), f"the start-up log {path} ({what})"
+    return (scenario.with_(kv_pool_bytes=int(pool.value)), f"the start-up log {path} ({what})", tuple(notes),
+            tuple(warnings))
 
 
 def register(app: typer.Typer) -> None:

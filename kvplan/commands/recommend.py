@@ -17,6 +17,8 @@ def recommend(
     tpot_slo: TpotSloOpt = "50ms",
     dram: Annotated[str | None, typer.Option("--dram", metavar="SIZE", help="Host DRAM per node for the KV tier "
                                              "(default: the GPU preset's node).")] = None,
+    nic_gbps: Annotated[str | None, typer.Option("--nic-gbps", metavar="GB/S", help="NIC per GPU per direction for "
+                                                 "the PD row's KV transfer (default: the GPU preset's).")] = None,
     target: Annotated[str | None, typer.Option("--target", metavar="TARGETS", help="Search GPU presets x GPU counts "
                                                "x TP/PP/DP/EP layouts x KV dtypes for the fewest GPUs meeting "
                                                "comma-separated targets, e.g. 'concurrency>=64@31k,tpot<=40ms,"
@@ -49,8 +51,11 @@ def recommend(
     if candidates is not None and target is None:
         raise KvplanError("--candidates without --target", "give --target to search, or drop --candidates")
     scenario = build_scenario(**scenario_args)
+    from kvplan.commands.common import parse_link_gbs
+
     options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
-                               dram_bytes_per_node=optional(parse_size, dram, "--dram"))
+                               dram_bytes_per_node=optional(parse_size, dram, "--dram"),
+                               nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
     sizing = None
     if target is not None:
         import dataclasses

@@ -16,7 +16,8 @@ def _data(comparisons) -> list[dict]:
              "agrees": c.agrees, "why": c.why} for c in comparisons]
 
 
-def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = ()) -> Result:
+def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings_warnings: tuple[str, ...] = ()
+            ) -> Result:
     s, log = plan.scenario, plan.log
     context = s.context_tokens
     columns = ("figure", "log", "kvplan", "kvplan - log", "why")
@@ -61,4 +62,4 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = ()) -> Resul
                    "Logged GiB figures have two decimals: a figure inside what +-0.005 GiB allows agrees.",
                    ) + spec_notes(s)
     return Result("explain-log", s.headline(), data, tuple(tables), tuple(notes), assumptions, (), brief,
-                  plan.warnings)
+                  tuple(settings_warnings) + plan.warnings)

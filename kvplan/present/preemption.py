@@ -29,8 +29,8 @@ def recommendation(plan: PreemptionPlan) -> str:
     exposed, t_rc, ratio = this.swap_exposed.value, this.recompute.value, this.recompute_over_swap.value
     host = plan.host
     if plan.host_fits is False:
-        dram = format_bytes(host.bytes_per_node.value, "si")
-        need = format_bytes(host.request_bytes_on_node.value, "si")
+        dram = format_bytes(host.bytes_per_node.value, "iec")
+        need = format_bytes(host.request_bytes_on_node.value, "iec")
         return (f"Recompute: swapping is impossible here, the node's {dram} of host DRAM cannot hold the "
                 f"request's {need} of KV.")
     crossover, be = plan.crossover.value, plan.breakeven.value
@@ -83,10 +83,11 @@ def present(plan: PreemptionPlan) -> Result:
         rows.append((r.generated, r.context, r.swap_bytes_per_gpu, r.copies, *swap_cells, r.flops_total, r.recompute,
                      r.batch_stall, r.recompute_over_swap, "recompute" if r.recompute_cheaper else "swap", note))
     host = plan.host
-    host_text = (f"{format_bytes(host.request_bytes_on_node.value, 'si')} of "
-                 f"{host.bytes_per_node.value / 1e9:,.0f} GB: room for {host.requests_per_node.value:,} such requests"
+    host_text = (f"{format_bytes(host.request_bytes_on_node.value, 'iec')} of "
+                 f"{format_bytes(host.bytes_per_node.value, 'iec')}: room for {host.requests_per_node.value:,} such "
+                 "requests"
                  if host.bytes_per_node.value is not None else
-                 f"{format_bytes(host.request_bytes_on_node.value, 'si')} (node DRAM not in the preset)")
+                 f"{format_bytes(host.request_bytes_on_node.value, 'iec')} (node DRAM not in the preset)")
     swap_word = "swap in + out (sync)" if st.sync_swap else "swap-in"
     tables = (
         Table(f"{model.name} on {hw.name} x TP={tp}: preempted after {s.prompt_tokens:,} prompt + G generated "
@@ -168,12 +169,12 @@ def present(plan: PreemptionPlan) -> Result:
     notes = [rec]
     if nbytes:
         notes.append(f"vLLM V0's default --swap-space of 4 GiB per GPU holds {V0_SWAP_SPACE_BYTES // nbytes:,} such "
-                     f"request(s) ({format_bytes(nbytes, 'si')} per GPU each).")
+                     f"request(s) ({format_bytes(nbytes, 'iec')} per GPU each).")
     if plan.n_mm.estimated:
         notes.append(f"N_mm for {model.id} is an estimate: {plan.n_mm.source}.")
     if model.uses_kind("mla") and tp > 1:
         notes.append(f"The MLA latent is whole on every TP rank: each of the {tp} GPUs swaps all "
-                     f"{format_bytes(nbytes, 'si')} over its own link while recompute splits over all {tp}, so "
+                     f"{format_bytes(nbytes, 'iec')} over its own link while recompute splits over all {tp}, so "
                      f"TP={tp} divides the recompute/swap ratio by {tp} (a sharded GQA cache keeps it).")
     if model.params_active and model.params_total and model.params_active.value < model.params_total.value:
         notes.append("With expert parallelism or attention data-parallelism across the node, a recompute prefill "

@@ -30,8 +30,10 @@ def _sizing_table(sizing) -> Table:
         d = _candidate(c)
         rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
                      d["requests_per_second"], d["usd_per_hour"]))
-    return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + " (fewest GPUs first)",
-                 ("GPU", "GPUs", "layout", "KV dtype", "concurrency", "batch", "TPOT", "requests/s", "USD/hour"),
+    return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + " (each GPU type's best first, "
+                 "fewest GPUs first)",
+                 ("GPU", "GPUs", "layout", "KV dtype", "concurrency", "batch meeting TPOT", "TPOT", "requests/s",
+                  "USD/hour"),
                  tuple(rows))
 
 
@@ -71,7 +73,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
     if sizing is not None:
         tables.insert(0, _sizing_table(sizing))
         if sizing.near_misses:
-            tables.insert(1, Table("Near misses (no more GPUs than the best)", ("GPU", "GPUs", "layout", "KV dtype",
+            tables.insert(1, Table("Near misses (fewer GPUs than the best, or a GPU type with no layout that meets "
+                                   "the targets)", ("GPU", "GPUs", "layout", "KV dtype",
                                                                              "misses"),
                                    tuple((c.hardware, Count(c.gpus, default("the layout's GPUs")), c.layout,
                                           c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
@@ -98,7 +101,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
         notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
     agree = sum(r.agrees for r in plan.rows)
     brief = (("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
-             ("preemption", plan.preemption_mode), ("PD", "disaggregate" if plan.disaggregate else "colocate"))
+             ("preemption", plan.preemption_mode), ("PD", plan.row("pd").value))
     return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "
                                "each row's figures come from kvplan's capacity and cost models (kvplan concurrency, "

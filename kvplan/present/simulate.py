@@ -108,7 +108,7 @@ def _timeline(plan: SimPlan):
                   (("pool occupancy %", tuple(100 * v for v in series["pool_occupancy"])),
                    ("running requests", tuple(series["running_requests"])),
                    ("swapped requests", tuple(series["swapped_requests"])),
-                   ("DRAM GB per GPU", tuple(v / 1e9 for v in series["dram_bytes_per_gpu"]))),
+                   ("DRAM GiB per GPU", tuple(v / 2**30 for v in series["dram_bytes_per_gpu"]))),
                   timeline=True)
     return chart, rows
 
