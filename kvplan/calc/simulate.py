@@ -431,6 +431,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     sum_xo = 0
     done_heap: list[tuple[int, int]] = []
     fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
+    has_caps, reference, on_event = bool(caps.size), o.reference, o.on_event
     Pl, El, btl = P.tolist(), E.tolist(), bt.tolist()         # Python ints for the per-request scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
@@ -676,8 +677,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             dram_used -= int(in_dram[i])
             in_dram[i] = 0
             join(i)
-        if o.on_event is not None:
-            o.on_event(event_state())
+        if on_event is not None:
+            on_event(event_state())
         if not no_admit and (waiting or swapped) and not (
                 free <= adm_free and len(running) + len(landing) + len(leaving) >= adm_hold
                 and leaving_blocks == adm_leaving and (swapped[0] if swapped else ~waiting[0]) == adm_head):
@@ -722,15 +723,17 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 continue
             if need1 <= room:
                 limit = min(free, room)
-        while not in_run[done_heap[0][1]] or done_at[done_heap[0][1]] != done_heap[0][0]:
+        top = done_heap[0]
+        while not in_run[top[1]] or done_at[top[1]] != top[0]:
             heapq.heappop(done_heap)              # a request that left the batch since
-        k = k_done = done_heap[0][0] - steps      # steps until the first completion
-        if caps.size:
+            top = done_heap[0]
+        k = k_done = top[0] - steps               # steps until the first completion
+        if has_caps:
             nxt = np.searchsorted(caps, x, side="right")
             within = nxt < caps.size
             if within.any():
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
-        if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
+        if reference or no_admit:                 # after a preemption, admission is looked at again in one step
             k = 1
         added = None                              # blocks the run adds, once known
         if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
@@ -751,14 +754,15 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                         else:
                             lo = mid
                     k = lo
-        peak_running = max(peak_running, b)       # the batch of a step that runs (not one a preemption trims)
-        if o.reference:
+        if b > peak_running:                      # the batch of a step that runs (not one a preemption trims)
+            peak_running = b
+        if reference:
             cb, cf = sm.request_cache(x.astype(float))
             run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
         else:
             # the batch's cache bytes and FLOPs at the run's first step and their growth per step, from the
             # affine pieces between the caps: sum_i (a + s x_i) = n a + s sum(x) on each piece
-            if caps.size:
+            if has_caps:
                 cnt = np.bincount(nxt, minlength=caps.size + 1)
                 sx = np.bincount(nxt, weights=x, minlength=caps.size + 1)
                 u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
@@ -788,7 +792,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         now += run_time
         steps += k
         free -= added
-        peak_used = max(peak_used, total_blocks - free)
+        if total_blocks - free > peak_used:
+            peak_used = total_blocks - free
         # the run's end, before completions free their blocks
         marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
         no_admit = False
