@@ -65,10 +65,8 @@ closed forms.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import heapq
-import itertools
 import math
 from collections import deque
 from dataclasses import field
@@ -432,7 +430,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     done_heap: list[tuple[int, int]] = []
     fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
     has_caps, reference, on_event = bool(caps.size), o.reference, o.on_event
-    Pl, El, btl = P.tolist(), E.tolist(), bt.tolist()         # Python ints for the per-request scalar work
+    Pl, Ll, El, btl = P.tolist(), L.tolist(), E.tolist(), bt.tolist()   # Python ints for the scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -497,7 +495,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         """The most steps whose added blocks stay within ``limit``: q full rounds of ``block`` steps add b blocks
         each, then the phases in step order until the rest is passed."""
         q, rest = divmod(limit, b)
-        return q * block + bisect.bisect_right(list(itertools.accumulate(phase[s0:] + phase[:s0])), rest)
+        m, j = 0, s0
+        while True:              # the phases in step order until their requests pass the rest (before a round ends)
+            rest -= phase[j]
+            if rest < 0:
+                return q * block + m
+            m += 1
+            j = j + 1 if j + 1 < block else 0
 
     def event_state() -> dict:
         if running:
@@ -511,11 +515,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 "leaving": tuple(i for _, i in leaving), "prefix_blocks": prefix_blocks,
                 "swapped_out_bytes": swapped_out_bytes, "swapped_in_bytes": swapped_in_bytes}
 
-    def holders() -> int:
-        return len(running) + len(landing) + len(leaving)
-
     def fits(need: int) -> bool:
-        if holders() == 0:
+        if not (running or landing or leaving):
             return need <= free
         if thr is not None and total_blocks - free - leaving_blocks + need > thr:
             return False          # with a threshold, admission and resumption keep the occupancy under it
@@ -578,7 +579,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 now += t
                 recomputed[i] += cache - hit
             stall_prefill += t
-            if g[i] >= L[i]:
+            if max(gi, 1) >= Ll[i]:                       # its tokens now: the first from the prefill, or as before
                 finished(i)
             else:
                 join(i)
