@@ -589,11 +589,15 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def choose_victim() -> int:
         if o.victim == "newest":
             return len(running) - 1
-        ctx = xo[np.array(running, dtype=np.int64)].tolist()   # the caches less the same steps: the same order
-        if o.victim == "fewest-tokens":
-            return min(range(len(running)), key=lambda j: (ctx[j], -j))
-        protected = set(sorted(range(len(running)), key=lambda j: (-ctx[j], j))[: len(running) // 2])
-        return max(j for j in range(len(running)) if j not in protected)
+        ctx = xo[np.array(running, dtype=np.int64)]    # the caches less the same steps: the same order
+        b = len(ctx)
+        if o.victim == "fewest-tokens":                # the smallest cache, the newest (last) of equals
+            return b - 1 - int(np.argmin(ctx[::-1]))
+        # the longer half by cache, the older of equals, is protected (a stable sort of -cache keeps batch order
+        # among equals); the newest of the rest goes
+        free_ = np.ones(b, dtype=bool)
+        free_[np.argsort(-ctx, kind="stable")[: b // 2]] = False
+        return b - 1 - int(np.argmax(free_[::-1]))
 
     def copy_out(i: int, nbytes: int, t: float) -> float:
         """Request i's cache onto the out-direction FIFO of the host link, into DRAM; returns when it lands."""
