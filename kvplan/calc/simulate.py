@@ -65,8 +65,10 @@ closed forms.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import field
@@ -390,18 +392,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         return nbytes, costs.swap_seconds(nbytes, copies, link, settings, shared_link=True)
 
     # --- state ---------------------------------------------------------------------------------------------
-    g = np.zeros(n, dtype=np.int64)             # tokens generated so far
-    held = np.zeros(n, dtype=np.int64)          # blocks held in HBM
-    arrival = np.full(n, np.nan)
-    admitted = np.full(n, np.nan)
-    first_token = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    preemptions = np.zeros(n, dtype=np.int64)
-    swap_outs = np.zeros(n, dtype=np.int64)
-    swap_ins = np.zeros(n, dtype=np.int64)
-    recomputed = np.zeros(n, dtype=np.int64)
-    in_dram = np.zeros(n, dtype=np.int64)       # bytes per GPU parked in host DRAM
-    swap_ready = np.zeros(n)                    # when the swap-out copy has landed
+    g = [0] * n                                 # tokens generated so far (Python ints: scalar work per request)
+    held = [0] * n                              # blocks held in HBM
+    nan = math.nan                              # per request, as Python lists (numpy arrays at the end)
+    arrival, admitted, first_token, finish = [nan] * n, [nan] * n, [nan] * n, [nan] * n
+    preemptions, swap_outs, swap_ins, recomputed = [0] * n, [0] * n, [0] * n, [0] * n
+    in_dram = [0] * n                           # bytes per GPU parked in host DRAM
+    swap_ready = [0.0] * n                      # when the swap-out copy has landed
 
     now = 0.0
     free = total_blocks
@@ -410,8 +407,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     swapped: deque[int] = deque()
     landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
     leaving: list[tuple[float, int]] = []       # proactive offloads in flight: (lands in DRAM at, request)
-    offloads = np.zeros(n, dtype=np.int64)
-    prefix_hits = np.zeros(n, dtype=np.int64)   # prompt tokens found in the prefix cache at the first prefill
+    offloads = [0] * n
+    prefix_hits = [0] * n                       # prompt tokens found in the prefix cache at the first prefill
     prefix_cached = False
     thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
     leaving_blocks = 0                          # blocks still held by offloads in flight
@@ -422,7 +419,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     # runs); its g and held are brought up to date when it leaves the batch (and for on_event). ``phase`` counts the
     # running requests by (-xo) mod block, which says at which steps each starts a new block; ``done_heap`` holds
     # (steps at which it is done, request), stale entries (a request that left) skipped when they surface.
-    xo = np.zeros(n, dtype=np.int64)
+    xo = np.zeros(n, dtype=np.int64)            # (and as Python ints, for the scalar work)
+    xo_l = [0] * n
     in_run = [False] * n
     done_at = [0] * n
     phase = [0] * block
@@ -453,7 +451,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def finished(i: int) -> None:
         nonlocal free, done, next_id
         finish[i] = now
-        free += int(held[i])
+        free += held[i]
         held[i] = 0
         done += 1
         if workload.arrivals is None and next_id < n:
@@ -464,8 +462,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     def join(i: int) -> None:
         nonlocal sum_xo
-        v = Pl[i] + int(g[i]) - steps
-        xo[i] = v
+        v = Pl[i] + g[i] - steps
+        xo[i] = xo_l[i] = v
         sum_xo += v
         phase[-v % block] += 1
         in_run[i] = True
@@ -476,11 +474,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def leave(i: int) -> None:
         """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""
         nonlocal sum_xo
-        v = int(xo[i])
+        v = xo_l[i]
         sum_xo -= v
         phase[-v % block] -= 1
         in_run[i] = False
-        g[i] = v + steps - P[i]
+        g[i] = v + steps - Pl[i]
         held[i] = btl[v + steps - 1]
 
     def crossings(k: int, s0: int, b: int) -> int:
@@ -495,21 +493,15 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         """The most steps whose added blocks stay within ``limit``: q full rounds of ``block`` steps add b blocks
         each, then the phases in step order until the rest is passed."""
         q, rest = divmod(limit, b)
-        m, j = 0, s0
-        while True:              # the phases in step order until their requests pass the rest (before a round ends)
-            rest -= phase[j]
-            if rest < 0:
-                return q * block + m
-            m += 1
-            j = j + 1 if j + 1 < block else 0
+        return q * block + bisect.bisect_right(list(itertools.accumulate(phase[s0:] + phase[:s0])), rest)
 
     def event_state() -> dict:
-        if running:
-            r = np.array(running, dtype=np.int64)
-            g[r] = xo[r] + steps - P[r]
-            held[r] = bt[xo[r] + steps - 1]
-        return {"now": now, "free_blocks": free, "total_blocks": total_blocks, "held_blocks": held,
-                "generated": g, "in_dram": in_dram, "dram_used": dram_used, "finish": finish,
+        for i in running:
+            g[i] = xo_l[i] + steps - Pl[i]
+            held[i] = btl[xo_l[i] + steps - 1]
+        return {"now": now, "free_blocks": free, "total_blocks": total_blocks,
+                "held_blocks": np.array(held, dtype=np.int64), "generated": np.array(g, dtype=np.int64),
+                "in_dram": np.array(in_dram, dtype=np.int64), "dram_used": dram_used, "finish": np.array(finish),
                 "running": tuple(running), "waiting": tuple(waiting), "swapped": tuple(swapped),
                 "landing": tuple(i for _, i in landing), "not_arrived": tuple(i for _, i in arrivals),
                 "leaving": tuple(i for _, i in leaving), "prefix_blocks": prefix_blocks,
@@ -535,7 +527,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         nonlocal landing_blocks
         while swapped and len(running) + len(landing) + len(leaving) < max_batch:
             i = swapped[0]
-            cache = Pl[i] + int(g[i]) - 1
+            cache = Pl[i] + g[i] - 1
             need = btl[cache]
             if not fits(need):
                 stopped()
@@ -555,7 +547,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             return
         while waiting and len(running) + len(landing) + len(leaving) < max_batch:
             i = waiting[0]
-            gi = int(g[i])
+            gi = g[i]
             cache = Pl[i] + max(gi - 1, 0)
             need = btl[cache]
             if not fits(need):
@@ -618,8 +610,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         while need > free:
             i = running.pop(choose_victim())
             leave(i)
-            cache = int(P[i] + g[i] - 1)
-            need -= int(bt[cache + 1] - bt[cache])
+            cache = Pl[i] + g[i] - 1
+            need -= btl[cache + 1] - btl[cache]
             preemptions[i] += 1
             nbytes, t = swap_cost(cache) if o.policy != "recompute" else (0, 0.0)   # recompute copies nothing
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
@@ -628,7 +620,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 swapped.append(i)
             else:
                 waiting.appendleft(i)
-            free += int(held[i])
+            free += held[i]
             held[i] = 0
         stall_swap += wait_until - now
         now = wait_until
@@ -643,7 +635,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         while moved < excess and len(running) > 1:
             j = choose_victim()
             i = running[j]
-            cache = int(xo[i]) + steps - 1
+            cache = xo_l[i] + steps - 1
             nbytes, t = swap_cost(cache)
             if dram_cap is not None and dram_used + nbytes > dram_cap:
                 break
@@ -651,8 +643,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             leave(i)
             heapq.heappush(leaving, (copy_out(i, nbytes, t), i))
             offloads[i] += 1
-            leaving_blocks += int(held[i])
-            moved += int(held[i])
+            leaving_blocks += held[i]
+            moved += held[i]
         return moved > 0
 
     marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
@@ -672,14 +664,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             waiting.append(i)
         while leaving and leaving[0][0] <= now:   # an offload landed in DRAM: its blocks are free now
             _, i = heapq.heappop(leaving)
-            leaving_blocks -= int(held[i])
-            free += int(held[i])
+            leaving_blocks -= held[i]
+            free += held[i]
             held[i] = 0
             swapped.append(i)
         while landing and landing[0][0] <= now:
             _, i = heapq.heappop(landing)
-            landing_blocks -= int(held[i])
-            dram_used -= int(in_dram[i])
+            landing_blocks -= held[i]
+            dram_used -= in_dram[i]
             in_dram[i] = 0
             join(i)
         if on_event is not None:
@@ -815,6 +807,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     if o.on_event is not None:
         o.on_event(event_state())
+    arrival, admitted, first_token, finish = (np.array(a, dtype=float)
+                                              for a in (arrival, admitted, first_token, finish))
+    preemptions, swap_outs, swap_ins, recomputed, offloads, prefix_hits = (
+        np.array(a, dtype=np.int64) for a in (preemptions, swap_outs, swap_ins, recomputed, offloads, prefix_hits))
     if next_id < n:     # a closed loop's --duration ended before every request was submitted: the run is the rest
         (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed, offloads,
          prefix_hits) = (a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
