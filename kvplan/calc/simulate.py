@@ -556,7 +556,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             waiting.popleft()
             held[i] = need
             free -= need
-            peak_used = max(peak_used, total_blocks - free)
+            if total_blocks - free > peak_used:
+                peak_used = total_blocks - free
             if gi == 0:                                    # a new request: its prompt, and the first token
                 admitted[i] = now
                 cached = hit if prefix_cached else 0       # the first prompt computes the prefix; later ones hit
@@ -567,7 +568,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 g[i] = 1
                 first_token[i] = now
             else:                                          # a recomputed one: its cache again, past the prefix
-                t = prefill(cache, hit)
+                t = prefill_memo.get((cache, hit)) or prefill(cache, hit)
                 now += t
                 recomputed[i] += cache - hit
             stall_prefill += t
