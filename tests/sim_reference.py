@@ -19,8 +19,8 @@ The rules, as documented by the engine (one replica):
    that empties the batch does not block it): first the swapped-out requests in the order they were swapped out
    (vLLM V0's scheduler appends a swapped-out group to ``self.swapped`` and resumes from its front:
    vllm-project/vllm ``vllm/core/scheduler.py`` ``_preempt_by_swap`` / ``_schedule_swapped``; none new while one of
-   them is still out), then the waiting queue from its front. Each needs fewer than
-   ``max_batch`` requests holding blocks (running + landing swap-ins) and its blocks to leave the watermark
+   them is still out), then the waiting queue from its front. Each needs fewer than ``max_batch`` requests
+   holding blocks (running, landing swap-ins and offloads still copying out) and its blocks to leave the watermark
    ``int(watermark x blocks)`` free; with nothing holding blocks the watermark is waived. The first request that
    does not fit stops admission.
    * A swapped request: its blocks are reserved now, its copy back starts when the host-to-device direction of the
