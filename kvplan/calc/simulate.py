@@ -771,10 +771,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
             u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
             step0 = base_memo.get(b) or base(b)
-            run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+            if k == 1:                            # one step: the larger of the two at its start (as the sum has it)
+                run_time = step0 + (u0 if u0 >= v0 else v0)
+            else:
+                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
             upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
                            leaving[0][0] if leaving else math.inf)
-            if now + run_time > upcoming:         # stop at the step during which the next event falls
+            if k > 1 and now + run_time > upcoming:   # stop at the step during which the next event falls
                 target = upcoming - now
                 lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
                 while hi - lo > 1:
