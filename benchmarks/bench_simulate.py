@@ -39,6 +39,9 @@ Then (CPU time, min of 3, this 2-CPU machine shared with other sessions at load 
 instead of Python sorts (10K run 0.96 -> 0.72 s and 1.01 -> 0.82 s); per-request state (tokens, blocks, counters,
 times) as Python lists turned into numpy arrays at the end: 0.60 -> 0.53 s CPU (4.2 us per event). The cost per
 event is flat from 2,500 to 40,000 requests (4.4 - 4.6 us; 507K events at 40K requests in 2.3 s): linear in events.
+Then 0.49 s CPU standalone (min of 3; 0.52 s median in this script, 3.9 - 4.1 us per event) with a one-step run
+(33.7K of them follow a preemption) priced as step + max(bytes, FLOPs) at its start, no closed-form sum and no
+event bisection: bit-identical. The CLI's raised collector threshold (kvplan/__main__.py) saves another ~3%.
 Tried and dropped: walking the phases in a Python loop for the overflow step (slower than accumulate + bisect);
 skipping the loop's restart after a prefill when nothing is due (6K of 126K events, no measurable gain, and it
 changes the reported event count).

@@ -773,11 +773,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             step0 = base_memo.get(b) or base(b)
             if k == 1:                            # one step: the larger of the two at its start (as the sum has it)
                 run_time = step0 + (u0 if u0 >= v0 else v0)
+                upcoming = math.inf               # whatever falls during it is seen at its end
             else:
                 run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
-            upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
-                           leaving[0][0] if leaving else math.inf)
-            if k > 1 and now + run_time > upcoming:   # stop at the step during which the next event falls
+                upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
+                               leaving[0][0] if leaving else math.inf)
+            if now + run_time > upcoming:         # stop at the step during which the next event falls
                 target = upcoming - now
                 lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
                 while hi - lo > 1:
