@@ -366,7 +366,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def blocks_of(cache):
         return bt[cache]
 
-    unit_steps = bool(np.all(np.diff(table) == 1))   # each block boundary adds exactly one block (no windows)
+    # each block boundary a running request can cross adds exactly one block (no windows; a shared prefix's
+    # blocks, where the table is flat, lie below every prompt)
+    unit_steps = bool(np.all(np.diff(table[int(P.min()) // block:]) == 1))
 
     caps = _caps(s)
     bw, afs = sm.bw, sm.attention_flops_s
