@@ -151,13 +151,24 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _prog_name() -> str:
+    """What usage lines call the program: ``python -m kvplan`` when run as a module, else the script's name (click
+    would name the module that is ``__main__``, e.g. ``python -m pytest`` when a test drives the CLI in-process)."""
+    import os
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name in ("kvplan.__main__", "kvplan"):
+        return "python -m kvplan"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "kvplan"
+
+
 def main() -> None:
     try:
         import typer.main
 
         command = typer.main.get_command(app)
         _plain_coercion(command)
-        code = command(standalone_mode=False)
+        code = command(standalone_mode=False, prog_name=_prog_name())
     except KvplanError as err:
         print(err.one_line(), file=sys.stderr)
         sys.exit(2)

@@ -355,6 +355,11 @@ class _Kind:
         return "no attention or state FLOPs beyond the weight matmuls", "0"
 
     # --- decode: one new token per request ---------------------------------------------------------------
+    # GEMM kernels one decode step launches for this layer's own projections (the MLP's, the router's and the LM
+    # head's are counted by kvplan.calc.costs from the model's MoE structure); each costs at least the GPU's
+    # per-GEMM floor (efficiency.gemm_floor_us).
+    decode_gemms: ClassVar[int] = 0
+
     # Numbers or numpy arrays of contexts alike (numpy is not imported here).
     def decode_keys(self, context):
         """Cached tokens one decode query reads: every held token, or a top-k where a kind picks them."""
@@ -404,6 +409,9 @@ class FullAttention(_Kind):
     head_dim_v: PositiveInt
     q_heads: PositiveInt | None = None
     swap_tensors: ClassVar[int] = 2  # K and V caches are separate tensors in a per-layer layout
+    # fused qkv_proj and o_proj (vllm-project/vllm vllm/model_executor/models/llama.py LlamaAttention:
+    # QKVParallelLinear + RowParallelLinear)
+    decode_gemms: ClassVar[int] = 2
 
     def attention_flops_per_pair(self) -> int:
         # QK^T: 2*n_q*d_k, PV: 2*n_q*d_v; the number of KV heads does not change FLOPs (formula 1).
@@ -499,6 +507,11 @@ class MLA(_Kind):
     # MQA (absorbed) mode, each latent shared across all query heads (DeepSeek-V3.2-Exp report, "Instantiate
     # DSA Under MLA").
     index_topk: PositiveInt | None = None
+    # Decode in the absorbed form: the q/kv A-projection (fused_qkv_a_proj_with_mqa with a q_lora_rank, else
+    # q_proj and kv_a_proj_with_mqa apart), q_b_proj (with a q_lora_rank), the W_UK and W_UV batched matmuls
+    # (torch.bmm with w_kc, w_vc) and o_proj: 5 either way (sgl-project/sglang@3e4a39e
+    # python/sglang/srt/models/deepseek_v2.py, DeepseekV2AttentionMLA.forward_absorb).
+    decode_gemms: ClassVar[int] = 5
 
     def _mha_pair_flops(self) -> int:
         # prefill in "MHA mode": QK^T over nope + rope dims, PV over v_head_dim (formula 1)
@@ -600,6 +613,8 @@ class SparseIndexer(_Kind):
     quant_block_size: PositiveInt = 128
     index_heads: PositiveInt | None = None
     index_topk: PositiveInt | None = None
+    # wq_b, wk and weights_proj (vllm-project/vllm vllm/model_executor/models/deepseek_v2.py, Indexer)
+    decode_gemms: ClassVar[int] = 3
 
     def attention_flops_per_pair(self) -> int:
         # The indexer scores every earlier key: index_heads dot products of index_head_dim (2*H*d), then the
@@ -667,6 +682,9 @@ class GatedDeltaNet(_RecurrentState):
     """
 
     kind: Literal["gated_delta_net"] = "gated_delta_net"
+    # in_proj_qkvz, in_proj_ba and out_proj (vllm-project/vllm vllm/model_executor/models/qwen3_next.py,
+    # Qwen3NextGatedDeltaNet)
+    decode_gemms: ClassVar[int] = 3
     num_k_heads: PositiveInt
     num_v_heads: PositiveInt
     head_k_dim: PositiveInt
@@ -710,6 +728,8 @@ class Mamba2(_RecurrentState):
     state_size; groups that do not divide tp are replicated up to tp."""
 
     kind: Literal["mamba2"] = "mamba2"
+    # in_proj and out_proj (vllm-project/vllm vllm/model_executor/layers/mamba/mamba_mixer2.py, MambaMixer2)
+    decode_gemms: ClassVar[int] = 2
     n_heads: PositiveInt
     head_dim: PositiveInt
     state_size: PositiveInt

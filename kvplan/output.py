@@ -177,7 +177,8 @@ def _md_table(table: Table, units: str) -> str:
 
 
 def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> str:
-    parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables]
+    parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables
+                                                       if t.shown_in("markdown")]
     if result.all_notes():
         parts.append("\n".join(f"- {n}" for n in result.all_notes()))
     if explain:
@@ -336,6 +337,8 @@ def print_table(result: Result, explain: bool = False, file=None, units: str = "
     console.on_broken_pipe = _broken_pipe   # rich exits 1 on a closed pipe; let the command layer decide
     console.print(result.headline, soft_wrap=True)
     for table in result.tables:
+        if not table.shown_in("table"):
+            continue
         for rich_table in _rich_tables(table, units, console):
             console.print(rich_table)
     for chart in result.charts:

@@ -41,7 +41,7 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_concurrency": ("count", ()),
     "kv_bytes_per_request": ("bytes", ()),
     "kv_bytes_per_request_per_gpu": ("bytes", ()),
-    "tpot_seconds": ("seconds", ("batch",)),
+    "tpot_seconds": ("seconds", ("batch", "shape")),   # shape: steady (default) or cohort, as kvplan tpot
     "ttft_seconds": ("seconds", ()),
     "pd_disaggregation_pays": ("bool", ()),   # kvplan pd's verdict at its defaults (needs two instances)
     # by simulation (kvplan simulate) of fixed-length requests of the deployment's prompt + decode
@@ -51,7 +51,8 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "swap_beats_recompute": ("bool", ("generated",)),
 }
 SIM_KEYS = ("requests", "rate", "users", "seed", "policy")
-ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "generated") + SIM_KEYS
+ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "shape",
+               "generated") + SIM_KEYS
 # with within_baseline = "5%": no worse than the baseline (``kvplan check --update-baseline``) by more than 5%;
 # worse is higher for bytes and seconds, lower for counts
 BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<=", "fraction": "<=", "number": "<="}
@@ -75,6 +76,7 @@ class AssertSpec:
     within_baseline: float | None = None   # the fraction the measured value may be worse than the baseline by
     baseline: float | None = None          # the baseline's value, filled in by the command from the baseline file
     sim: tuple = ()                        # (key, value) of the simulation options given (requests, rate, ...)
+    shape: str | None = None               # tpot_seconds: the batch shape (None: kvplan tpot's default, steady)
 
 
 @frozen
@@ -324,7 +326,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
         raise fail(f"{label('assert', 'metric', index)} = {shorten(metric)} is not a known metric",
                    "choose one of " + ", ".join(METRICS), "metric")
     kind, options = METRICS[metric]
-    for key in ("batch", "generated") + SIM_KEYS:
+    for key in ("batch", "shape", "generated") + SIM_KEYS:
         if key in entry and key not in options:
             raise fail(f"{label('assert', key, index)} does not apply to {metric}",
                        f"drop {key}" + (f" ({metric} takes {', '.join(options)})" if options else ""), key)
@@ -380,7 +382,11 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
     if "rate" in entry and "users" in entry:
         raise fail(f"{label('assert', 'rate', index)} and users are two ways to make arrivals", "give one of them",
                    "users")
-    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within, None, sim)
+    shape = entry.get("shape")
+    if shape is not None and shape not in ("steady", "cohort"):
+        raise fail(f"{label('assert', 'shape', index)} = {shorten(shape)} is not a batch shape",
+                   'give shape = "steady" (contexts spread over the decode) or "cohort" (all start together)', "shape")
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within, None, sim, shape)
 
 
 def _sim_option(key: str, value, name: str, fail):

@@ -28,6 +28,12 @@ class Table:
     rows: tuple[tuple[Any, ...], ...]
     # The table CSV output prints (one per result).
     primary: bool = False
+    # The formats that print it (None: every format): a wide table can go to markdown and CSV while the terminal
+    # gets narrower ones with the same figures.
+    formats: tuple[str, ...] | None = None
+
+    def shown_in(self, fmt: str) -> bool:
+        return self.formats is None or fmt in self.formats
 
 
 @frozen

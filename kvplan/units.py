@@ -55,8 +55,24 @@ def _finite_positive(value: float, what: str, text: str, allow_zero: bool = Fals
                           "give a positive number")
 
 
+_NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seqs", "--seed", "--spec-tokens")
+
+
 def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = False) -> int:
-    """Parse a token count such as ``30000``, ``30k``, ``1.5M`` or ``128Ki``."""
+    """Parse a token count such as ``30000``, ``30k``, ``1.5M`` or ``128Ki`` (also other whole counts: requests,
+    batch sizes; their messages then say "a whole number", not "tokens")."""
+    noun = "" if what.startswith(_NOT_TOKENS) else " tokens"
+    if noun == "":
+        try:
+            return _parse_count(text, what, allow_zero)
+        except KvplanError as err:
+            raise KvplanError(err.message.replace(" tokens", "").replace("a number of", "a whole number"),
+                              (err.hint or "").replace(" tokens", "").replace("30k means 30,000",
+                                                                              "1k means 1,000")) from None
+    return _parse_count(text, what, allow_zero)
+
+
+def _parse_count(text: str | int, what: str, allow_zero: bool) -> int:
     if isinstance(text, int):
         value = text
         raw = str(text)

@@ -558,3 +558,20 @@ def test_brief_lists_only_the_failures(run_cli):
     assert lines[3] == "FAIL 128 concurrent 31K-token requests: measured: 48" and lines[4] == "  bound (>=): 128"
     assert len(lines) == 7 and "weights_fit" not in r.out
     assert run_cli("check", str(PASSING), "--brief", "-f", "json").code == 2   # --brief is the table's
+
+
+def test_tpot_assertion_takes_the_batch_shape(run_cli, tmp_path):
+    """shape = "cohort" asserts the TPOT of batch 8 with every request at prompt + decode at the end (kvplan tpot
+    --shape cohort's end), not the steady batch's; both equal kvplan tpot's own figures."""
+    plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "steady"\nmetric = "tpot_seconds"\nbatch = 8\n'
+                 'at_most = "1s"\n[[assert]]\nname = "cohort"\nmetric = "tpot_seconds"\nbatch = 8\nshape = "cohort"\n'
+                 'at_most = "1s"\n')
+    got = by_name(run_cli("check", plan, "-f", "json").json())
+    base = ("tpot", "-m", "deepseek-r1", "-g", "h200", "--gpus", "8", "--tp", "8", "--kv-dtype", "fp8", "--engine",
+            "vllm", "--batch", "8", "-f", "json")
+    assert got["steady"]["measured"] == run_cli(*base).json()["tpot_seconds_end"]
+    assert got["cohort"]["measured"] == run_cli(*base, "--shape", "cohort").json()["tpot_seconds_end"]
+    assert got["cohort"]["measured"] > got["steady"]["measured"]   # every request at 31K reads more KV
+    bad = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nshape = "square"\n'
+                                 'at_most = "1s"\n', "bad.toml"))
+    assert bad.code == 2 and "assert[1].shape = 'square' is not a batch shape" in bad.err

@@ -365,3 +365,17 @@ def test_the_new_efficiency_fractions_are_checked_in_a_user_preset(run_cli, tmp_
         assert text in base
         path.write_text(base.replace(text, f"{field} = {{ value = 1.5"))
         error_line(run_cli("tpot", "-m", "gpt-oss-120b", "-g", str(path)), field)
+
+
+def test_a_negative_gemm_floor_in_a_user_preset_is_refused(run_cli, tmp_path):
+    # efficiency.gemm_floor_us (and every other microsecond factor) is a time: -5 is refused with the field named
+    base = (presets.builtin_dir() / "hardware" / "mi300x.toml").read_text()
+    path = tmp_path / "floor.toml"
+    path.write_text(base.replace("[efficiency]\n", "[efficiency]\ngemm_floor_us = { value = -5, source = \"test\" }\n"))
+    assert "gemm_floor_us" in path.read_text()
+    error_line(run_cli("tpot", "-m", "gpt-oss-120b", "-g", str(path)), "gemm_floor_us")
+    ok = tmp_path / "ok.toml"
+    ok.write_text(base.replace("[efficiency]\n", "[efficiency]\ngemm_floor_us = { value = 20, source = \"test\" }\n"))
+    r = run_cli("tpot", "-m", "gpt-oss-120b", "-g", str(ok), "--tp", "8", "-f", "json")
+    # and a valid one is used: gpt-oss-120b's 109 GEMMs at TP8 x 20 us = 2.18 ms (the default 10.3 us: 1.12 ms)
+    assert r.code == 0 and r.json()["step_breakdown"]["start"]["weights_seconds"] == pytest.approx(109 * 20e-6)

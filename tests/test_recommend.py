@@ -360,3 +360,23 @@ def test_a_gpu_without_a_nic_figure_still_gets_a_table(run_cli):
     assert pd["value"] == "not priced" and "--nic-gbps" in pd["reason"] and not pd["agrees_with_document"]
     priced = run_cli("recommend", "-g", "mi355x", "--nic-gbps", "50", "-f", "json").json()
     assert next(x for x in priced["recommendations"] if x["key"] == "pd")["value"].startswith("colocate")
+
+
+def test_emit_says_it_plans_with_the_engines_accounting(run_cli):
+    # without --engine, --emit vllm switches the plan to vLLM's accounting (0.92 of HBM from v0.20): a note says so
+    plain = run_cli("recommend", "-f", "json").json()
+    emitted = run_cli("recommend", "--emit", "vllm", "-f", "json").json()
+    assert plain["engine"] == "neutral" and emitted["engine"] == "vllm"
+    assert any("--emit vllm plans with vllm's own accounting" in n for n in emitted["notes"])
+    assert not any("own accounting" in n for n in plain["notes"])
+
+
+def test_the_terminal_gets_two_narrow_tables_and_markdown_one_wide(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    table = run_cli("recommend").out
+    markdown = run_cli("recommend", "-f", "markdown").out
+    csv = run_cli("recommend", "-f", "csv").out
+    assert "Why, in kvplan's numbers" in table and "why (kvplan's numbers)" not in table
+    assert "| setting | recommended | why (kvplan's numbers) | the workload document | agrees |" in markdown
+    assert "Why, in kvplan's numbers" not in markdown
+    assert csv.splitlines()[1] == "setting,recommended,why (kvplan's numbers),the workload document,agrees"

@@ -286,3 +286,52 @@ def test_one_steady_tpot_for_a_batch_in_tpot_pd_and_recommend():
     assert mean_b != pytest.approx(float(two_b.mean()), rel=1e-4)     # the test discriminates the sample set
     assert _Model(s, PdOptions()).tpot_by_batch(100, 100)[1] == pytest.approx(tpot, rel=1e-12)
     assert recommend._slo_batch(step, s, 2, 1.0, 0.0) == (2, pytest.approx(tpot, rel=1e-12))   # no prefills
+
+
+def test_decode_gemms_are_counted_from_the_layer_kinds_and_the_moe_structure():
+    # Llama-3.1-8B: 32 layers x (qkv, o_proj) + 32 dense MLPs x (gate_up, down) + the LM head = 64 + 64 + 1 = 129.
+    assert costs.decode_gemms(load_model("llama-3.1-8b"), 0) == 129
+    # gpt-oss-120b: 36 attention layers x 2 + 36 MoE layers x the router (no shared expert) + LM head = 109.
+    assert costs.decode_gemms(load_model("gpt-oss-120b"), 36) == 109
+    # DeepSeek-R1: 61 MLA layers x 5 (fused q/kv A, q_b, W_UK and W_UV bmm, o_proj) + 3 dense MLPs x 2 + 58 MoE
+    # layers x (router + the shared expert's gate_up and down) + LM head = 305 + 6 + 174 + 1 = 486.
+    assert costs.decode_gemms(load_model("deepseek-r1"), 58) == 486
+    # DeepSeek-V3.2-Exp adds the indexer's wq_b, wk and weights_proj on all 61 layers: 486 + 61 x 3 = 669.
+    assert costs.decode_gemms(load_model("deepseek-v3.2-exp"), 58) == 669
+    # Qwen3-Next-80B-A3B: 36 Gated DeltaNet layers x 3 (in_proj_qkvz, in_proj_ba, out_proj) + 12 GQA layers x 2 + 48
+    # MoE layers x (router + shared expert's 2) + LM head = 108 + 24 + 144 + 1 = 277.
+    assert costs.decode_gemms(load_model("qwen3-next-80b-a3b"), 48) == 277
+    # Mamba-2 (no preset): in_proj and out_proj
+    from kvplan.layers import Mamba2
+    assert Mamba2(n_heads=8, head_dim=64, state_size=128).decode_gemms == 2
+
+
+def test_each_dense_gemm_takes_at_least_the_floor(run_cli):
+    # DeepSeek-R1 fp8 at TP8 on H200, batch 1, ideal bandwidth: the non-expert weights on one GPU stream in about
+    # 0.5 ms, but its 486 GEMMs each take at least the generic Hopper floor of 10.3 us (sglang PR #5820, DeepGEMM
+    # at TP8 decode shapes): 486 x 10.3 us = 5.0058 ms. A floor of 20 us doubles it; 0 leaves the byte time.
+    args = ("-m", "deepseek-r1", "--kv-dtype", "fp8", "--tp", "8", "--batch", "1", "--prompt", "1000",
+            "--decode", "0", "--shape", "cohort", *IDEAL)
+    weights = tpot_json(run_cli, *args)["step_breakdown"]["start"]["weights_seconds"]
+    assert weights == pytest.approx(486 * 10.3e-6)
+    twenty = tpot_json(run_cli, *args, "--gemm-floor-us", "20")["step_breakdown"]["start"]["weights_seconds"]
+    assert twenty == pytest.approx(486 * 20e-6)
+    bytes_only = tpot_json(run_cli, *args, "--gemm-floor-us", "0")["step_breakdown"]["start"]["weights_seconds"]
+    assert 0.3e-3 < bytes_only < 0.8e-3
+    # the dense test above (Llama-3.1-8B at TP1) keeps the floor: 129 x 10.3 us = 1.33 ms is under its 4.79 ms read
+
+
+def test_calibration_holds_a_floor_bound_step_constant():
+    # gpt-oss-120b at TP8 on H100: the 109 dense GEMMs sit on their floor (109 x 10.3 us = 1.12 ms against a few
+    # hundred us of bytes), so the fit's hbm comes from the experts and the KV, and the floor's time is kept whole.
+    s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("h100-sxm"), tp=8)
+    truth = costs.step_factors(s.hardware, hbm=0.7, overhead_us_per_step=800.0)
+    step = costs.step_model(s, truth)
+    assert step.gemms * step.gemm_floor_s > step.dense_bytes / step.bw
+    pts = []
+    for b, ctx in ((1, 1000), (4, 8000), (16, 20000), (64, 2000), (8, 60000)):
+        nbytes, nflops = step.request_cache(float(ctx))
+        pts.append(calibrate.Point(b, ctx, float(step.step(b, b * nbytes, b * nflops)["total"])))
+    fit = calibrate.fit(s, tuple(pts), "synthetic", costs.step_factors(s.hardware))
+    assert fit.hbm == pytest.approx(0.7, rel=1e-6)
+    assert fit.overhead_us_per_step == pytest.approx(800.0, rel=1e-6)

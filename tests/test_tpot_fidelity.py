@@ -1,6 +1,8 @@
 """kvplan's TPOT against published decode measurements (benchmarks/tpot_fidelity.py holds the points and their
 sources). Factors fitted to points (fidelity.IN_SAMPLE): the H100 and B200 per-layer and per-step overheads (B1a,
-B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100), MI300X's upcast_hbm (B9a-c).
+B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100; the MoE-layer one re-fitted
+to 13 us with the per-GEMM floor priced), MI300X's upcast_hbm (B9a-c). The per-GEMM floor (10.3 us) is sourced
+from microbenchmarks (sglang PR #5820), not fitted.
 The pins below are all out of sample; their tolerances are about 1.5 x today's error, so a rule changed by a step
 shows. B17's TPOTs are derived from published throughput and mean TTFT (fidelity.clean_tpot_ms), pinned by hand."""
 
@@ -24,10 +26,14 @@ BY_ID = {p.id: p for p in fidelity.POINTS}
     ("B2", 0.05),                       # the same with FP8 KV (-3%)
     ("B3b", 0.08),                      # B200 at 125K (+4%)
     ("B4a", 0.12),                      # batch 8 at 20K (-7%)
-    ("B7b", 0.20), ("B7d", 0.25),       # DeepSeek-R1 TP8 on H200 (SGLang), batch 16 and 64 (-14%, -17%)
-    ("B10", 0.25),                      # gpt-oss-120b TP8 on MI300X, batch 1: in-graph all-reduces (-21%)
-    ("B16d", 0.25),                     # the same at concurrency 64, a later vLLM (-19%)
-    ("B17c", 0.30),                     # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 16 (-20%)
+    # DeepSeek-R1 TP8 on H200 (SGLang), batch 8, 16 and 64: the per-GEMM floor on 486 GEMMs (+6%, +3%, -9%; before
+    # the floor -17%, -14%, -17%)
+    ("B7a", 0.10), ("B7b", 0.06), ("B7d", 0.14),
+    ("B10", 0.25),                      # gpt-oss-120b TP8 on MI300X, batch 1 (-19%)
+    ("B16d", 0.25),                     # the same at concurrency 64, a later vLLM (-18%)
+    # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 4 and 16 (+20%, +9%; before -19%, -20%): the B200
+    # floor is Hopper's by proxy
+    ("B17a", 0.30), ("B17c", 0.14),
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]
@@ -35,10 +41,11 @@ def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     assert fidelity.predict(p) == pytest.approx(p.tpot_ms, rel=tolerance), p.source
 
 
-def test_median_error_over_every_point_is_within_15_percent_and_few_miss_25():
-    errors = [abs(fidelity.predict(p) - p.tpot_ms) / p.tpot_ms for p in fidelity.POINTS]
-    assert statistics.median(errors) <= 0.15
-    assert sum(e > 0.25 for e in errors) <= 1        # today: B16b, MI300X TP8 concurrency 8 (-27%)
+def test_every_point_within_25_percent_and_the_median_of_the_points_no_factor_was_fitted_to_within_15():
+    errors = {p.id: abs(fidelity.predict(p) - p.tpot_ms) / p.tpot_ms for p in fidelity.POINTS}
+    assert max(errors.values()) <= 0.25            # today's worst: B16b, MI300X TP8 concurrency 8 (-24.5%)
+    assert statistics.median(errors.values()) <= 0.15                                          # today 6.6%
+    assert statistics.median(e for i, e in errors.items() if i not in fidelity.IN_SAMPLE) <= 0.15  # today 8.8%
 
 
 def test_clean_tpot_takes_the_ttft_out_of_concurrency_over_throughput():

@@ -69,6 +69,8 @@ COSTS = "kvplan/calc/costs.py"
 PRE = "kvplan/calc/preemption.py"
 BUDGET = "kvplan/calc/budget.py"
 LAYERS = "kvplan/layers.py"
+REC = "kvplan/calc/recommend.py"
+SIZING = "kvplan/calc/sizing.py"
 SCEN = "kvplan/scenario.py"
 OUT = "kvplan/output.py"
 MUTANTS: tuple[Mutant, ...] = (
@@ -191,9 +193,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("recompute-fn-no-tp", COSTS, "/ (mfu * peak_flops * tp)", "/ (mfu * peak_flops)"),
     M("recompute-fn-no-mfu", COSTS, "/ (mfu * peak_flops * tp)", "/ (peak_flops * tp)"),
     # compare-preemption's recompute: F / (MFU x peak x TP); later priced by the step model's prefill_seconds
-    M("recompute-no-tp", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (st.mfu * peak)",
-      (COSTS, "linear = 2 * flops.matmul_params(model).value * n / tp",
-       "linear = 2 * flops.matmul_params(model).value * n")),
+    M("recompute-no-tp", COSTS, "linear = 2 * (flops.matmul_params(model).value - routed) * n / tp",
+      "linear = 2 * (flops.matmul_params(model).value - routed) * n"),
     M("recompute-no-mfu", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (peak * tp)",
       (PRE, "step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)",
        "step = dataclasses.replace(step, prefill_flops_s=peak)")),
@@ -203,11 +204,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("scenario-dp-fill-ignores-pp", SCEN, "dp = gpus // (tp * pp)", "dp = gpus // tp"),
     M("scenario-dp-fill-check-ignores-pp", SCEN, "if gpus % (tp * pp):", "if gpus % tp:"),
     M("scenario-tp-default-below-node", SCEN, "while tp * 2 <= cap:", "while tp * 2 < cap:"),
-    M("scenario-tp-default-ignores-gpus", SCEN, "tp = self._default_tp(sized, min(per_node, gpus))",
-      "tp = self._default_tp(sized, per_node)"),
-    M("scenario-tp-default-unchecked", SCEN, "                model.check_tp(tp)\n                return tp",
-      "                return tp"),
-    M("scenario-tp-default-halving-to-1", SCEN, "            except KvplanError:\n                tp //= 2",
+    M("scenario-tp-default-ignores-gpus", SCEN, "tp = self._default_tp(sized, min(per_node, gpus),",
+      "tp = self._default_tp(sized, per_node,"),
+    M("scenario-tp-default-unchecked", SCEN, "                model.check_tp(tp)\n                if divides",
+      "                if divides"),
+    M("scenario-tp-default-halving-to-1", SCEN, "            except KvplanError:\n                pass",
       "            except KvplanError:\n                return 1"),
     M("scenario-ep-divides-tp-only", SCEN, "(tp * dp) % self.ep", "tp % self.ep"),
     M("scenario-ep-counts-pp", SCEN, "(tp * dp) % self.ep", "(tp * pp * dp) % self.ep"),
@@ -262,7 +263,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("step-moe-coverage-k", COSTS, "(1 - (1 - self.top_k / self.num_experts) ** t)",
       "(1 - (1 - (self.top_k + 1) / self.num_experts) ** t)"),
     M("step-attention-bf16-peak", COSTS, "compute_peak(hw, \"bf16\") * f.value(\"mfu\")", "peak * f.value(\"mfu\")"),
-    M("step-two-allreduces", COSTS, "comm_layer = (2 * latency, 2 * per_token)", "comm_layer = (latency, per_token)"),
+    M("step-two-allreduces", COSTS, "comm_layer = (2 * allreduce_latency, 2 * per_token)",
+      "comm_layer = (allreduce_latency, per_token)"),
     M("step-overhead-per-layer", COSTS, "(model.num_layers * f.value(\"overhead_us_per_layer\")",
       "((model.num_layers - 1) * f.value(\"overhead_us_per_layer\")"),
     M("prefill-weight-floor", COSTS, "total += max(self.weight_read_seconds, compute) + self.overhead_s",
@@ -272,14 +274,43 @@ MUTANTS: tuple[Mutant, ...] = (
       "/ tp * (self.kv_lora_rank + self.qk_rope_head_dim)"),
     M("tpot-cells-past-pool", "kvplan/calc/tpot.py", "if batches[i] <= holds[j] else", "if True else"),
     M("tpot-accept-bound", "kvplan/calc/tpot.py", "if a0 > k + 1:", "if a0 > k + 2:"),
-    M("pd-mean-tpot-interference", "kvplan/calc/pd.py", "mean = plain + t_pf * self.batches[:limit] / max(d, 1)",
-      "mean = plain + t_pf * self.batches[:limit] / max(d, 1) / 2"),
+    M("pd-mean-tpot-interference", COSTS, "return plain + prefill_seconds * batch / max(decode_tokens, 1)",
+      "return plain + prefill_seconds * batch / max(decode_tokens, 1) / 2"),
     M("pd-exposed-last-layer", "kvplan/calc/pd.py", "exposed = max(transfer / layers, transfer - t_pf)",
       "exposed = max(0.0, transfer - t_pf)"),
     M("scenario-limit-spec-rows", SCEN, "return limit is not None and context + self.spec_tokens > limit",
       "return limit is not None and context > limit"),
     M("scenario-default-tp-divides", SCEN, "if divides is None or divides % tp == 0:", "if True:"),
     M("scenario-ep-dense", SCEN, "if self.ep is not None and model.params_expert is None:", "if False:"),
+    # --- kvplan recommend, its --target search and --emit flags ---------------------------------------------
+    M("recommend-slo-batch-off-by-one", REC, "    return i + 1, float(tpot[i])", "    return i, float(tpot[i])"),
+    M("recommend-tier-not-capped", REC, "tier_gpu = min(tier_gpu, int(dram_gpu.value))",
+      "tier_gpu = max(tier_gpu, int(dram_gpu.value))"),
+    M("recommend-prefix-share-rule", REC, "agrees = share < PREFILL_SHARE_SMALL", "agrees = share <= 1"),
+    M("recommend-swap-always", REC, "swap_wins = not this.recompute_cheaper", "swap_wins = True"),
+    M("flags-first-release", BASE, "version is not None and version < f.since:",
+      "version is not None and version <= f.since:"),
+    M("sglang-hicache-ratio-cap", SGL, "ratio = min(HICACHE_RATIO, dram / pool)",
+      "ratio = max(HICACHE_RATIO, dram / pool)"),
+    M("vllm-offload-gib", VLLM, "offload_bytes_per_replica.value // 2**30", "offload_bytes_per_replica.value // 10**9"),
+    M("sizing-tpot-at-needed-batch", SIZING, "        ok &= b >= min(need, top)", "        ok &= b >= 1"),
+    M("sizing-rate-all-replicas", SIZING, "        rate = par.dp * run / (t_pf", "        rate = run / (t_pf"),
+    M("sizing-concurrency-all-replicas", SIZING, "capacity.fit(pool, capacity.request_bytes(s, ctx)) * par.dp",
+      "capacity.fit(pool, capacity.request_bytes(s, ctx))"),
+    M("sizing-tie-more-room", SIZING, "                                    -c.concurrency))",
+      "                                    c.concurrency))"),
+    M("sizing-each-gpu-type-shown", SIZING,
+      "shown = (firsts + [c for c in passing if c not in firsts])[:max(top, len(firsts))]", "shown = passing[:top]"),
+    # --- check: [workload] and units ---------------------------------------------------------------------------
+    M("check-assertion-arrivals-win", "kvplan/calc/check.py", "    if {\"rate\", \"users\"} & set(own):",
+      "    if False:"),
+    M("plan-seconds-need-a-unit", "kvplan/plan_file.py",
+      "raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a duration with its unit",
+      "return float(value)\n        raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a "
+      "duration with its unit"),
+    # --- the Hub: the cache's absent files are not asked for ----------------------------------------------------
+    M("hub-known-absent", "kvplan/hub.py", "        known_absent = found is not None and path is None",
+      "        known_absent = False"),
 )
 
 

@@ -126,7 +126,8 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
                         attention_flops_s=step.attention_flops_s / f.value("mfu") * mfu,
                         overhead_s=step.overhead_s - f.value("overhead_us_per_step") * 1e-6 + per_step)
         split = _operators(model, b, nbytes, nflops)
-        now = tuple(tuple(bool(x) for x in mem) for mem, *_ in split.values())
+        now = (tuple(tuple(bool(x) for x in mem) for mem, *_ in split.values()),
+               tuple(bool(x) for x in _floor_bound(model, b)))
         if now == assignment:
             break
         assignment = now
@@ -134,7 +135,7 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
         mem_cols = sum(np.where(mem, m1, 0.0) for mem, m1, c1 in split.values())
         cmp_cols = sum(np.where(mem, 0.0, c1) for mem, m1, c1 in split.values())
         fixed = model.step(b, b * nbytes, b * nflops)
-        rest = fixed["comm"] + (fixed["overhead"] - per_step)
+        rest = fixed["comm"] + (fixed["overhead"] - per_step) + _floor_bound_seconds(model, b)
         cols = [mem_cols, cmp_cols, np.ones_like(t)]
         keep = [i for i, c in enumerate(cols) if np.any(c > 0)]
         # relative least squares: each point weighted by 1 / T
@@ -153,6 +154,25 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
     pred = fitted.step(b, b * nbytes, b * nflops)["total"]
     rms = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
     return Calibration(source, points, hbm, mfu, per_step * 1e6, tuple(float(x) for x in pred), rms, iterations)
+
+
+def _floor_seconds(model):
+    return model.gemms * model.gemm_floor_s
+
+
+def _floor_bound(model, b):
+    """Where the dense GEMMs sit on their per-GEMM floor (above both their byte and FLOP times): there their time
+    is a constant, not a function of hbm or mfu."""
+    import numpy as np
+
+    floor = _floor_seconds(model)
+    return np.asarray(floor > np.maximum(model.dense_bytes / model.bw, model.dense_flops_per_token * b / model.flops))
+
+
+def _floor_bound_seconds(model, b):
+    import numpy as np
+
+    return np.where(_floor_bound(model, b), _floor_seconds(model), 0.0)
 
 
 def _operators(model, b, nbytes, nflops):
@@ -177,5 +197,8 @@ def _operators(model, b, nbytes, nflops):
         mem1, cmp1 = np.asarray(nb, dtype=float) / peak_bw, np.asarray(nf, dtype=float) / peak
         rate = model.attention_flops_s if name == "attention" else model.flops
         mem_bound = nb / model.bw >= nf / rate
+        if name == "dense":   # on the floor: neither column (its constant time is in the fit's rest)
+            on_floor = _floor_bound(model, b)
+            mem1, cmp1 = np.where(on_floor, 0.0, mem1), np.where(on_floor, 0.0, cmp1)
         out[name] = (np.asarray(mem_bound), mem1, cmp1)
     return out

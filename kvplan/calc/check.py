@@ -77,12 +77,12 @@ class _Lazy:
         options = ConcurrencyOptions(contexts=(self.s.context_tokens,))
         return self.get("concurrency", lambda: plan_concurrency(self.s, options))
 
-    def tpot(self, batch: int | None):
+    def tpot(self, batch: int | None, shape: str | None = None):
         from kvplan.calc.tpot import TpotOptions, plan_tpot
 
         o = TpotOptions() if batch is None else TpotOptions(batch=batch)
-        o = TpotOptions(batch=o.batch, batches=(o.batch,), contexts=(self.s.context_tokens,))
-        return self.get(("tpot", o.batch), lambda: plan_tpot(self.s, o))
+        o = TpotOptions(batch=o.batch, shape=shape or o.shape, batches=(o.batch,), contexts=(self.s.context_tokens,))
+        return self.get(("tpot", o.batch, o.shape), lambda: plan_tpot(self.s, o))
 
     def preemption(self, generated: int | None):
         from kvplan.calc.preemption import plan_preemption
@@ -266,7 +266,7 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         return _compare(a, z.peak_kv_bytes_per_request_per_gpu, bound,
                         f"peak KV of one request at {s.context_tokens:,} tokens on the most loaded GPU")
     if a.metric == "tpot_seconds":
-        t = lazy.tpot(a.batch)
+        t = lazy.tpot(a.batch, a.shape)
         return _compare(a, t.end.tpot, bound,
                         f"TPOT at the end of the {s.decode_tokens:,}-token decode, batch {int(t.batch.value)} "
                         f"({t.options.shape})")

@@ -136,7 +136,11 @@ def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, p
 # A step's time is the sum over operators of a per-operator roofline, max(bytes / (HBM peak x hbm), FLOPs /
 # (dense peak x mfu)), plus communication and fixed overhead. Operators, each summed over the model's layers:
 #   dense GEMMs: the non-expert weights on this GPU (attention projections, dense MLPs, shared experts, LM head),
-#                2 x (N_mm - routed active params) / TP FLOPs per token;
+#                2 x (N_mm - routed active params) / TP FLOPs per token; and at least gemms x gemm_floor_us, since
+#                each decode GEMM kernel takes a floor whatever its bytes (decode_gemms counts them: each layer
+#                kind's own projections, the MLPs, routers, shared experts and LM head). The sum of per-GEMM maxima
+#                is bounded below by max(sum of byte times, sum of floors): exact when every GEMM is under the
+#                floor (DeepSeek or gpt-oss at TP8) or every one over it (Llama-3.1-8B at TP1).
 #   MoE GEMMs:   the distinct routed experts the step's tokens touch on this GPU, E x (1 - (1 - k/E)^T) of them
 #                for T tokens through the EP group, 2 x routed active params / TP FLOPs per token;
 #   attention:   every request's cache bytes at its context on this GPU (each layer kind's decode_read_bytes:
@@ -167,10 +171,11 @@ GENERIC_FACTORS = {
     "overhead_us_per_layer": (15.0, "generic, from H100: the vLLM FP8 KV-cache blog's Llama-3.1-8B batch-1 ITL "
                                     "intercept 6.44 ms less the weight read leaves 0.93 ms = 32 x 15 us + 450 us"),
     "overhead_us_per_step": (450.0, "generic, from H100: see overhead_us_per_layer"),
-    "overhead_us_per_moe_layer": (40.0, "generic, fitted with overhead_us_per_request to one source: gpt-oss-120b "
-                                        "MXFP4 on 8 x H100 at TP8, 1K/1K, vLLM, TPOT 3.72-7.36 ms at concurrency "
-                                        "4-64 (github.com/SemiAnalysisAI/InferenceX/issues/828); routing and "
-                                        "permutation kernels of each MoE layer (checked on DeepSeek-R1, SGLang, "
+    "overhead_us_per_moe_layer": (13.0, "generic, fitted (least squares over a 1 us grid, the per-GEMM floor "
+                                        "priced) to one source: gpt-oss-120b MXFP4 on 8 x H100 at TP8, 1K/1K, "
+                                        "vLLM, TPOT 3.72-7.36 ms at concurrency 4-64 (github.com/SemiAnalysisAI/"
+                                        "InferenceX/issues/828); the routing, permutation and grouped-GEMM launch "
+                                        "of each MoE layer beyond its GEMM floors (checked on DeepSeek-R1, SGLang, "
                                         "8 x H200: InferenceX/issues/870)"),
     "allreduce_latency_us": (9.3, "generic, from H100: a decode step's small TP all-reduce runs inside the CUDA graph "
                                   "on the engine's custom all-reduce, 9.3 us for 4 KB at TP8 on H100 (vLLM's, "
@@ -183,6 +188,11 @@ GENERIC_FACTORS = {
                                       "8 x H100 TP8, vLLM, concurrency 4-64 (github.com/SemiAnalysisAI/InferenceX/"
                                       "issues/828): the TPOT slope over batch beyond the kernels' (per request per "
                                       "step: scheduling, input preparation, sampling, output processing)"),
+    "gemm_floor_us": (10.3, "generic, from Hopper: a decode-shaped GEMM takes at least ~10 us whatever its bytes: "
+                            "DeepGEMM block-FP8 at DeepSeek's TP8 shapes, M = 1, 10.3 us for N = 3,072, K = 1,536 "
+                            "(4.7 MB) and 13.6 us for N = 512, K = 7,168 (3.7 MB) (github.com/sgl-project/sglang/pull/"
+                            "5820); Triton block-FP8 N = 2,112, K = 7,168 on H100, 1.30 TFLOP/s at M = 1 = 23 us for "
+                            "15 MB (github.com/vllm-project/vllm/pull/23280): the smallest, 10.3 us, is the floor"),
     "upcast_hbm": (None, "generic: as hbm (weights in a dtype the GPU has no matrix cores for stream like any)"),
 }
 
@@ -228,6 +238,7 @@ class StepFactors:
     allreduce_link: object
     overhead_us_per_request: object
     upcast_hbm: object
+    gemm_floor_us: object
 
     def value(self, name: str) -> float:
         return float(getattr(self, name).value)
@@ -243,7 +254,7 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
              "overhead_us_per_layer": "--overhead-us", "overhead_us_per_step": "--step-overhead-us",
              "overhead_us_per_moe_layer": "--moe-overhead-us", "allreduce_latency_us": "--allreduce-latency-us",
              "allreduce_link": "an override of allreduce_link", "overhead_us_per_request": "--request-overhead-us",
-             "upcast_hbm": "an override of upcast_hbm"}
+             "upcast_hbm": "an override of upcast_hbm", "gemm_floor_us": "--gemm-floor-us"}
     out = {}
     for name, (generic, source) in GENERIC_FACTORS.items():
         given_value = overrides.get(name)
@@ -287,6 +298,8 @@ class StepModel:
     pp_send: tuple[float, float]           # (latency s, s per token) of the PP sends of one step
     overhead_s: float              # per step: layers x per-layer + per-step
     request_overhead_s: float      # per request per step
+    gemms: int                     # GEMM kernels of one step (every layer's projections and MLP, the LM head)
+    gemm_floor_s: float            # the least one GEMM takes (efficiency.gemm_floor_us)
     notes: tuple[str, ...]
 
     def request_cache(self, contexts, dtype=None):
@@ -317,7 +330,10 @@ class StepModel:
                 return np.asarray(x, dtype=float)
         b = as_float(batch)
         tokens = b * tokens_per_request
-        dense = maximum(self.dense_bytes / self.bw, self.dense_flops_per_token * tokens / self.flops)
+        # each dense GEMM takes at least the floor: their sum at least gemms x floor (a lower bound of the sum of
+        # per-GEMM maxima, exact when every GEMM is under the floor, as at TP8, or every one over it)
+        dense = maximum(maximum(self.dense_bytes / self.bw, self.dense_flops_per_token * tokens / self.flops),
+                        self.gemms * self.gemm_floor_s + tokens * 0.0)
         if self.num_experts:
             t = tokens * self.tokens_per_rank_to_ep
             touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
@@ -469,6 +485,13 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     overhead = (model.num_layers * f.value("overhead_us_per_layer") + moe_layers * f.value("overhead_us_per_moe_layer")
                 + f.value("overhead_us_per_step")) * 1e-6
     expert_dtype = s.weight_dtype or model.weight_dtype
+    gemms = decode_gemms(model, moe_layers if is_moe else 0)
+    floor_s, read_s = gemms * f.value("gemm_floor_us") * 1e-6, dense_bytes / bw
+    if floor_s > read_s:
+        notes.append(f"the step's {gemms} dense GEMMs take at least {gemms} x {f.value('gemm_floor_us'):g} us = "
+                     f"{floor_s * 1e3:.2f} ms, more than reading their weights ({read_s * 1e3:.2f} ms): the weights "
+                     f"term is that floor while it exceeds their FLOP time (efficiency.gemm_floor_us, "
+                     f"--gemm-floor-us)")
     scale = f.value("upcast_hbm") / f.value("hbm") if is_moe and upcast(expert_dtype, hw) else 1.0
     if scale != 1.0:
         notes.append(f"{hw.id} has no {NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are upcast "
@@ -478,4 +501,15 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
                      2 * (n_mm - routed_active) / par.tp, expert_each,
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * routed_active / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
-                     f.value("overhead_us_per_request") * 1e-6, tuple(notes))
+                     f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
+                     tuple(notes))
+
+
+def decode_gemms(model: ModelSpec, moe_layers: int) -> int:
+    """GEMM kernels one decode step runs outside the routed experts (whose grouped GEMM is the MoE operator): each
+    layer kind's own projections (``decode_gemms`` of its kind), per dense layer the MLP's gate_up and down, per
+    MoE layer the router and, with shared experts, their gate_up and down, and the LM head. Merged projections
+    count once (vLLM and SGLang run gate and up as one MergedColumnParallelLinear)."""
+    attention = sum(g.count * g.kind.decode_gemms for g in model.groups)
+    mlp = 2 * (model.num_layers - moe_layers) + moe_layers * (1 + (2 if model.shared_experts else 0))
+    return attention + mlp + 1

@@ -29,8 +29,9 @@ DOCUMENT_ROWS = {
     "pd": ("not recommended", "decode-dominant; transfer overhead > gain"),
     "prefix_cache": ("limited gain, keep on for the system prompt", "little cross-request prefix reuse"),
 }
-SETTING_NAMES = {"kv_dtype": "KV dtype", "batch": "batch size (max_num_seqs)", "kv_offload": "KV offload (DRAM tier)",
-                 "preemption": "preemption mode and victim", "pd": "PD disaggregation", "prefix_cache": "prefix cache"}
+SETTING_NAMES = {"kv_dtype": "KV dtype", "batch": "batch size (running requests)",
+                 "kv_offload": "KV offload (DRAM tier)", "preemption": "preemption mode and victim",
+                 "pd": "PD disaggregation", "prefix_cache": "prefix cache"}
 
 FP8_ACCURACY = ("vLLM FP8 KV-cache blog (github.com/vllm-project/vllm-project.github.io, "
                 "_posts/2026-04-22-fp8-kvcache.md): on AIME25, GPQA-Diamond, MATH500 and LiveCodeBench-v6, "

@@ -137,7 +137,8 @@ def _phase(step, batch: int, contexts, label: str) -> Phase:
     mean_ctx = int(round(float(np.mean(ctx))))
     numbers = ", ".join(f"{k} {parts[k] * 1e3:.3f} ms" for k in COMPONENTS)
     tpot = Seconds(parts["total"], derived(
-        "sum over operators of max(bytes / (HBM x hbm), FLOPs / (peak x mfu)) + communication + overhead "
+        "sum over operators of max(bytes / (HBM x hbm), FLOPs / (peak x mfu)), the dense GEMMs at least "
+        "gemms x gemm_floor_us, + communication + overhead "
         f"({label})", f"batch {batch}, mean context {mean_ctx:,}: {numbers} = {parts['total'] * 1e3:.3f} ms"))
     return Phase(Tokens(mean_ctx, derived(f"mean context of the batch ({label})", f"{mean_ctx:,}")), tpot,
                  bound_of(parts), {k: Seconds(parts[k], derived(f"the step's {k} term", f"{parts[k]:.6g} s"))

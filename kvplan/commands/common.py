@@ -153,7 +153,7 @@ def parse_seconds(text: str, name: str) -> float:
     import math
     import re
 
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|us)\s*", text)
+    m = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|us)\s*", text)
     if not m:
         raise KvplanError(f"--{name} {text!r} needs a unit", f"write --{name} like 50ms or 0.05s")
     value = float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]

@@ -37,6 +37,7 @@ def recommend(
     from kvplan.units import parse_size
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
+    switched = None
     if emit_engine is not None:
         wanted = emit_engine.strip().lower()
         if wanted not in ("vllm", "sglang"):
@@ -45,6 +46,9 @@ def recommend(
         engine = scenario_args["engine"].split("==")[0].strip().lower()
         if engine == "neutral":
             scenario_args = {**scenario_args, "engine": wanted}
+            switched = (f"--emit {wanted} plans with {wanted}'s own accounting (its memory fraction, batch limits and "
+                        f"block sizes), so the flags realise the figures; without --emit the table uses the neutral "
+                        f"engine, whose figures can differ")
         elif engine != wanted:
             raise KvplanError(f"--emit {wanted} with --engine {scenario_args['engine']}: the flags must realise the "
                               "plan of the same engine", f"give --engine {wanted} (or drop --engine)")
@@ -64,7 +68,8 @@ def recommend(
         options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
     plan = plan_recommend(scenario, options)
     launch = scenario.engine_adapter.launch_command(plan) if emit_engine is not None else None
-    emit(present(plan, launch, sizing), fmt, output["explain"], output["units"], output["brief"])
+    emit(present(plan, launch, sizing, (switched,) if switched else ()), fmt, output["explain"], output["units"],
+         output["brief"])
 
 
 def _search(scenario, target: str, candidates: str | None, presets_dir):

@@ -45,6 +45,8 @@ def tpot(
                                                          "per step (scheduling, sampling), microseconds.")] = None,
     moe_overhead_us: Annotated[str | None, typer.Option("--moe-overhead-us", metavar="US", help="Fixed overhead "
                                                         "per MoE layer per step (routing, permutation).")] = None,
+    gemm_floor_us: Annotated[str | None, typer.Option("--gemm-floor-us", metavar="US", help="The least one "
+                                                      "decode GEMM takes (default: the GPU preset's).")] = None,
     request_overhead_us: Annotated[str | None, typer.Option("--request-overhead-us", metavar="US", help="Overhead "
                                                             "per request per step (scheduling, sampling, outputs)."
                                                             )] = None,
@@ -85,6 +87,7 @@ def tpot(
         "overhead_us_per_step": _microseconds(step_overhead_us, "--step-overhead-us"),
         "overhead_us_per_moe_layer": _microseconds(moe_overhead_us, "--moe-overhead-us"),
         "overhead_us_per_request": _microseconds(request_overhead_us, "--request-overhead-us"),
+        "gemm_floor_us": _microseconds(gemm_floor_us, "--gemm-floor-us"),
         "allreduce_latency_us": _microseconds(allreduce_latency_us, "--allreduce-latency-us"),
     }
     k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0

@@ -37,16 +37,21 @@ def _sizing_table(sizing) -> Table:
                  tuple(rows))
 
 
-def present(plan: RecommendPlan, launch=None, sizing=None) -> Result:
+def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
     s, o = plan.scenario, plan.options
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
-    table = Table(f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests",
-                  ("setting", "recommended", "why (kvplan's numbers)", "the workload document", "agrees"), rows,
-                  primary=True)
+    title = f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests"
+    # one wide table for markdown (a design document) and CSV; in a terminal the same figures as two narrower ones
+    table = Table(title, ("setting", "recommended", "why (kvplan's numbers)", "the workload document", "agrees"), rows,
+                  primary=True, formats=("markdown", "csv"))
+    short = Table(title, ("setting", "recommended", "the workload document", "agrees"),
+                  tuple((r[0], r[1], r[3], r[4]) for r in rows), formats=("table",))
+    why = Table("Why, in kvplan's numbers", ("setting", "why"), tuple((r[0], r[2]) for r in rows), formats=("table",))
     notes = [f"{r.setting}: differs from the document: {r.why_differs}." for r in plan.rows
              if not r.agrees and r.why_differs]
     notes += [n for r in plan.rows for n in r.notes]
-    tables = [table]
+    notes += [n[0].upper() + n[1:] + "." for n in extra_notes]
+    tables = [table, short, why]
     data = {
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
