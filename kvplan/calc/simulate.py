@@ -491,11 +491,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         part = sum(phase[s0:end]) if end <= block else sum(phase[s0:]) + sum(phase[:end - block])
         return b * q + part
 
-    def last_step_that_fits(limit: int, s0: int, b: int) -> int:
-        """The most steps whose added blocks stay within ``limit``: q full rounds of ``block`` steps add b blocks
-        each, then the phases in step order until the rest is passed."""
+    def last_step_that_fits(limit: int, s0: int, b: int) -> tuple[int, int]:
+        """The most steps whose added blocks stay within ``limit``, and the blocks they add: q full rounds of
+        ``block`` steps add b blocks each, then the phases in step order until the rest is passed."""
         q, rest = divmod(limit, b)
-        return q * block + bisect.bisect_right(list(itertools.accumulate(phase[s0:] + phase[:s0])), rest)
+        acc = list(itertools.accumulate(phase[s0:] + phase[:s0]))
+        m = bisect.bisect_right(acc, rest)
+        return q * block + m, q * b + (acc[m - 1] if m else 0)
 
     def event_state() -> dict:
         for i in running:
@@ -740,8 +742,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             if fast:
                 added = crossings(k, s0, b)
                 if added > limit:
-                    k = last_step_that_fits(limit, s0, b)
-                    added = None
+                    k, added = last_step_that_fits(limit, s0, b)
             elif need_after(k) > limit:
                 if unit_steps:
                     k = _last_step_that_fits(x, block, limit - need1)
