@@ -298,10 +298,11 @@ class Scenario:
             extras.append(f"{available - gpus} of the {available} GPUs unused")
         return text + (f" ({'; '.join(extras)})" if extras else "")
 
-    def headline(self) -> str:
-        """The first line of every output: model, GPUs and their split, KV dtype, engine."""
+    def headline(self, lengths: str | None = None) -> str:
+        """The first line of every output: model, GPUs and their split, KV dtype, engine, and the request's
+        lengths (``lengths`` replaces them for a command whose requests are a workload, e.g. simulate's)."""
         return (f"{self.model.id} on {self.shape_text()}; {self.dtype_text()}; {self.engine} engine; "
-                f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens")
+                + (lengths or f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens"))
 
     def with_(self, **changes) -> Scenario:
         """A copy with some inputs changed, validated again."""

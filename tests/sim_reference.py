@@ -19,8 +19,8 @@ The rules, as documented by the engine (one replica):
    that empties the batch does not block it): first the swapped-out requests in the order they were swapped out
    (vLLM V0's scheduler appends a swapped-out group to ``self.swapped`` and resumes from its front:
    vllm-project/vllm ``vllm/core/scheduler.py`` ``_preempt_by_swap`` / ``_schedule_swapped``; none new while one of
-   them is still out), then the waiting queue from its front. Each needs fewer than
-   ``max_batch`` requests holding blocks (running + landing swap-ins) and its blocks to leave the watermark
+   them is still out), then the waiting queue from its front. Each needs fewer than ``max_batch`` requests
+   holding blocks (running, landing swap-ins and offloads still copying out) and its blocks to leave the watermark
    ``int(watermark x blocks)`` free; with nothing holding blocks the watermark is waived. The first request that
    does not fit stops admission.
    * A swapped request: its blocks are reserved now, its copy back starts when the host-to-device direction of the
@@ -42,12 +42,29 @@ The rules, as documented by the engine (one replica):
      the last of this preemption's copies has landed.
 5. A request that has generated its output is done at the end of that step; its blocks are freed at once.
 
+6. Proactive offload (``offload_threshold`` F): T = int(F x blocks). Occupancy is the blocks held by the running
+   batch and the landing swap-ins, not by offloads still copying out. Before a decode step of two or more
+   requests (after the pool's own shortfall, which preempts first), if occupancy plus the blocks the step adds
+   passes T, victims (the victim rule) leave the batch at once, each copied out like a swap-out (the batch does
+   not wait), until the blocks they hold cover the excess or one request is left; an offload the host tier has no
+   room for is not made (and none after it). An offloaded request keeps its blocks until its copy has landed, seen
+   at the end of the step it lands in; then its blocks are free and it joins the back of the swapped queue. It is
+   not a preemption; it counts as an offload and a swap-out. With a threshold, admission also needs occupancy
+   plus the request's blocks to stay at most T (unless nothing holds blocks).
+7. A shared prefix of S tokens (prefix caching): its whole blocks, H = floor(S / block) x block tokens, are one copy
+   of ceil(copy bytes / block bytes) blocks taken out of the pool; a request's own bytes are its cache's less that
+   prefix (``request_bytes`` of the scenario with the prefix). The first prompt ever prefilled computes all of it;
+   every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
+   cache - H tokens as recomputed.
+
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
-(``request_bytes(block) - request_bytes(0)``); the pool holds ``floor(pool / block bytes)`` of them.
+(``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
+of them, less the shared prefix's copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
@@ -55,6 +72,7 @@ from kvplan.calc import capacity, costs
 
 MAX_TURNS = 5_000_000
 WAITING, RUNNING, SWAPPED, LANDING, DONE, NOT_YET = "waiting", "running", "swapped", "landing", "done", "not yet"
+LEAVING = "leaving"                 # an offload whose copy out is still on the link (it holds its blocks)
 
 
 @dataclass
@@ -77,6 +95,8 @@ class Req:
     swap_ins: int = 0
     recomputed: int = 0
     peak_bytes: int = 0
+    offloads: int = 0
+    prefix_hit_tokens: int = 0
 
     @property
     def cache(self) -> int:
@@ -107,12 +127,17 @@ class RefRun:
 
 
 def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,
-        watermark: float = 0.01, dram_bytes_per_node: int | None = None) -> RefRun:
+        watermark: float = 0.01, dram_bytes_per_node: int | None = None,
+        offload_threshold: float | None = None) -> RefRun:
     # --- the replica's constants -----------------------------------------------------------------------------
     block = int(capacity.block_tokens(s).value)
-    block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
-    total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes
+    alone = dataclasses.replace(s, shared_prefix_tokens=0)         # one block of every layer, no prefix taken off
+    block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
+    hit = s.shared_prefix_tokens // block * block                 # H: the prefix's whole blocks
+    copy_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes) if hit else 0
+    total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes - copy_blocks
     wm = int(watermark * total_blocks)
+    cap_t = int(offload_threshold * total_blocks) if offload_threshold is not None else None
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     chunk = int(mnbt.value)
     max_batch = max_batch or int(mns.value)
@@ -156,6 +181,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     waiting: list[Req] = []
     swapped: list[Req] = []
     landing: list[Req] = []
+    leaving: list[Req] = []          # offloads copying out (lands_at: when the copy lands)
     pending: list[tuple[float, int]] = []     # (arrival time, request id)
     if workload.arrivals is not None:
         for i, t in enumerate(workload.arrivals):
@@ -168,6 +194,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     d2h_free = h2d_free = 0.0        # when each direction of the host link is next idle
     dram_used = 0
     may_admit = True
+    prefix_warm = False              # a prompt has been prefilled: the shared prefix is cached
 
     def take(r: Req, k: int) -> None:
         nonlocal free
@@ -191,10 +218,17 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
                 submitted += 1
 
     def holding() -> int:
-        return len(running) + len(landing)
+        return len(running) + len(landing) + len(leaving)
+
+    def occupancy() -> int:
+        return sum(r.blocks for r in running) + sum(r.blocks for r in landing)
 
     def room_for(k: int) -> bool:
-        return k <= free if holding() == 0 else free - k >= wm
+        if holding() == 0:
+            return k <= free
+        if cap_t is not None and occupancy() + k > cap_t:
+            return False
+        return free - k >= wm
 
     def note_peak(r: Req) -> None:
         r.peak_bytes = max(r.peak_bytes, nbytes(r.cache))
@@ -211,7 +245,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
         return r
 
     def admit() -> None:
-        nonlocal now, h2d_free
+        nonlocal now, h2d_free, prefix_warm
         while (r := head_if_it_fits(swapped)) is not None:
             start = max(now, h2d_free, r.copied_out_at)
             h2d_free = start + copy_seconds(r.cache)
@@ -224,14 +258,16 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
         while (r := head_if_it_fits(waiting)) is not None:
             if r.generated == 0:
                 r.admitted = now
-                t = sm.prefill_seconds(r.prompt, 0, chunk)
+                r.prefix_hit_tokens = hit if prefix_warm else 0
+                prefix_warm = True
+                t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
                 now += t
                 r.generated = 1
                 r.first_token = now
             else:
-                t = sm.prefill_seconds(r.cache, 0, chunk)
+                t = sm.prefill_seconds(r.cache, hit, chunk)
                 now += t
-                r.recomputed += r.cache
+                r.recomputed += r.cache - hit
             out.prefill_seconds += t
             note_peak(r)
             if r.generated >= r.output:
@@ -256,23 +292,28 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     def blocks_short() -> int:
         return sum(blocks_for(r.cache + 1) - r.blocks for r in running) - free
 
+    def copy_out(r: Req) -> float:
+        """r's cache onto the device-to-host queue of the link and into DRAM; returns when the copy lands."""
+        nonlocal d2h_free, dram_used
+        size = nbytes(r.cache)
+        d2h_free = max(now, d2h_free) + copy_seconds(r.cache)
+        r.copied_out_at = d2h_free
+        r.dram = size
+        dram_used += size
+        out.peak_dram_bytes = max(out.peak_dram_bytes, dram_used)
+        out.swapped_out_bytes += size
+        r.swap_outs += 1
+        return d2h_free
+
     def preempt() -> None:
-        nonlocal now, d2h_free, dram_used
+        nonlocal now
         until = now
         while blocks_short() > 0:
             r = running.pop(pick_victim())
             r.preemptions += 1
             size = nbytes(r.cache)
             if policy == "swap" or (policy == "swap-then-recompute" and dram_used + size <= dram_cap):
-                start = max(now, d2h_free)
-                d2h_free = start + copy_seconds(r.cache)
-                until = max(until, d2h_free)
-                r.copied_out_at = d2h_free
-                r.dram = size
-                dram_used += size
-                out.peak_dram_bytes = max(out.peak_dram_bytes, dram_used)
-                out.swapped_out_bytes += size
-                r.swap_outs += 1
+                until = max(until, copy_out(r))
                 r.state = SWAPPED
                 swapped.append(r)
             else:
@@ -281,6 +322,26 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
             release(r)
         out.swap_stall_seconds += until - now
         now = until
+
+    def step_adds() -> int:
+        return sum(blocks_for(r.cache + 1) - r.blocks for r in running)
+
+    def offload() -> bool:
+        """Victims out to DRAM, without waiting, until the threshold's excess is covered; False if none went."""
+        excess = occupancy() + step_adds() - cap_t
+        moved = 0
+        while moved < excess and len(running) > 1:
+            j = pick_victim()
+            r = running[j]
+            if dram_cap is not None and dram_used + nbytes(r.cache) > dram_cap:
+                break
+            running.pop(j)
+            r.lands_at = copy_out(r)
+            r.offloads += 1
+            r.state = LEAVING
+            leaving.append(r)
+            moved += r.blocks
+        return moved > 0
 
     # --- the loop: one decode step (or one admission, preemption or wait) per turn -----------------------------
     turns = 0
@@ -292,6 +353,11 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
             t, i = heapq.heappop(pending)
             reqs[i].arrival, reqs[i].state = t, WAITING
             waiting.append(reqs[i])
+        for r in sorted((r for r in leaving if r.lands_at <= now), key=lambda r: (r.lands_at, r.id)):
+            leaving.remove(r)
+            release(r)
+            r.state = SWAPPED
+            swapped.append(r)
         for r in sorted((r for r in landing if r.lands_at <= now), key=lambda r: (r.lands_at, r.id)):
             landing.remove(r)
             dram_used -= r.dram
@@ -307,7 +373,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
             if not may_admit:
                 may_admit = True
                 continue
-            nxt = [t for t, _ in pending[:1]] + [r.lands_at for r in landing]
+            nxt = [t for t, _ in pending[:1]] + [r.lands_at for r in landing + leaving]
             if not nxt:
                 if waiting or swapped:
                     continue
@@ -317,6 +383,8 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
         if blocks_short() > 0:
             preempt()
             may_admit = False
+            continue
+        if cap_t is not None and len(running) > 1 and occupancy() + step_adds() > cap_t and offload():
             continue
         # one decode step for the batch as it is
         b = len(running)

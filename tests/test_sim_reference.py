@@ -7,6 +7,8 @@ sums, its bisections, its block table or its run boundaries shows up as a differ
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
@@ -37,7 +39,7 @@ CASES = {
     "deepseek-r1": (BASE, "400MiB", 320 * MIB),
     "gpt-oss-120b": (dict(BASE, model="gpt-oss-120b"), "30MiB", 24 * MIB),
 }
-REQUEST_ARRAYS = ("preemptions", "swap_outs", "swap_ins", "recomputed", "peak_bytes")
+REQUEST_ARRAYS = ("preemptions", "swap_outs", "swap_ins", "recomputed", "peak_bytes", "offloads", "prefix_hit_tokens")
 TIME_ARRAYS = ("arrival", "admitted", "first_token", "finish")
 TOTALS = ("decode_steps", "swapped_out_bytes", "swapped_in_bytes", "peak_blocks_used", "peak_dram_bytes",
           "peak_running")
@@ -91,6 +93,44 @@ def test_the_event_engine_equals_the_token_by_token_reference(case, policy, vict
         assert fast.swap_outs.sum() == 0 and fast.recomputed.sum() > 0
     else:
         assert 0 < fast.swap_outs.sum() < fast.preemptions.sum() and fast.recomputed.sum() > 0
+
+
+# --- the rules added after the reference was first written: proactive offload and a shared prefix ---------------
+@pytest.mark.parametrize("threshold", [0.3, 0.6])
+@pytest.mark.parametrize("policy", sim.POLICIES)
+@pytest.mark.parametrize("victim", sim.VICTIMS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_offload_threshold_equals_the_reference(case, victim, policy, threshold):
+    base, pool, dram = CASES[case]
+    s = build_scenario(**base, kv_pool=pool)
+    work = small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0)
+    opts = dict(policy=policy, victim=victim, dram_bytes_per_node=dram, offload_threshold=threshold)
+    fast = sim.simulate(s, work, sim.SimOptions(**opts))
+    assert_same(fast, ref.run(s, work, **opts))
+    assert fast.offloads.sum() > 0                       # the threshold moved requests out
+    assert (fast.swap_outs >= fast.offloads).all()       # an offload is a swap-out, not a preemption
+
+
+@pytest.mark.parametrize("threshold", [None, 0.5])
+@pytest.mark.parametrize("policy", sim.POLICIES)
+@pytest.mark.parametrize("victim", sim.VICTIMS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shared_prefix_equals_the_reference(case, victim, policy, threshold):
+    base, pool, dram = CASES[case]
+    # a 150-token system prompt in every prompt (100 .. 400 tokens): H = 144 tokens (9 blocks of 16) for llama and
+    # gpt-oss, 128 (2 blocks of 64) for deepseek-r1 (MLA's 64-token blocks), a miss for the first prompt only
+    s = build_scenario(**base, kv_pool=pool, shared_prefix="150")
+    block = int(capacity.block_tokens(s).value)
+    work = wl.build(requests=30, seed=3, prompt=wl.parse_dist("uniform:150,400", "p"),
+                    output=wl.parse_dist("lognormal:mean=300,p99=1200", "o"), max_len=1500,
+                    rate=40.0 if case == "gpt-oss-120b" else 20.0)
+    opts = dict(policy=policy, victim=victim, dram_bytes_per_node=dram, offload_threshold=threshold)
+    fast = sim.simulate(s, work, sim.SimOptions(**opts))
+    assert_same(fast, ref.run(s, work, **opts))
+    hit = 150 // block * block
+    assert hit in (128, 144)
+    assert list(fast.prefix_hit_tokens) == [0] + [hit] * 29
+    assert fast.preemptions.sum() > 0 or fast.offloads.sum() > 0
 
 
 def test_a_slow_host_link_queues_the_swaps_and_a_closed_loop_with_a_batch_cap(tmp_path):
@@ -200,7 +240,8 @@ class Ledger:
     def __init__(self, s, work):
         self.s, self.P, self.L, self.n = s, np.asarray(work.prompts), np.asarray(work.outputs), len(work.prompts)
         block = int(capacity.block_tokens(s).value)
-        self.block_bytes = capacity.request_bytes(s, block) - capacity.request_bytes(s, 0)
+        alone = dataclasses.replace(s, shared_prefix_tokens=0)    # a block of every layer, no shared prefix off
+        self.block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
         self.events = 0
         self.last = None
         self.last_dram = 0
@@ -212,23 +253,25 @@ class Ledger:
         self.events += 1
         g, held, in_dram = st_["generated"], st_["held_blocks"], st_["in_dram"]
         finished = tuple(int(i) for i in np.flatnonzero(np.isfinite(st_["finish"])))
-        places = [st_["running"], st_["waiting"], st_["swapped"], st_["landing"], st_["not_arrived"], finished]
+        places = [st_["running"], st_["waiting"], st_["swapped"], st_["landing"], st_["leaving"], st_["not_arrived"],
+                  finished]
         seen = [i for place in places for i in place]
         assert len(seen) == len(set(seen)), "a request in two places at once"
         unsubmitted = set(range(self.n)) - set(seen)         # a closed loop's requests not yet submitted
         assert all(g[i] == 0 for i in unsubmitted)
-        # HBM: the free blocks and the blocks held add up to the pool, and only running or landing requests hold
-        # any, each exactly its cache rounded up to whole blocks
+        # HBM: the free blocks and the blocks held add up to the pool, and only running, landing or leaving (an
+        # offload still copying out) requests hold any, each exactly its cache rounded up to whole blocks
         assert st_["free_blocks"] + int(held.sum()) == st_["total_blocks"]
         assert st_["free_blocks"] >= 0
-        in_hbm = set(st_["running"]) | set(st_["landing"])
+        in_hbm = set(st_["running"]) | set(st_["landing"]) | set(st_["leaving"])
         for i in range(self.n):
             if i in in_hbm:
                 assert held[i] == -(-self.nbytes(i, int(g[i])) // self.block_bytes), i
             else:
                 assert held[i] == 0, i
-        # DRAM: a swapped request's bytes are there until its swap-in lands; nothing else is
-        parked = set(st_["swapped"]) | set(st_["landing"])
+        # DRAM: a swapped request's bytes are there from its copy out's start until its swap-in lands (an offload
+        # leaving is in HBM and DRAM at once); nothing else is
+        parked = set(st_["swapped"]) | set(st_["landing"]) | set(st_["leaving"])
         for i in range(self.n):
             assert in_dram[i] == (self.nbytes(i, int(g[i])) if i in parked else 0), i
         assert st_["dram_used"] == int(in_dram.sum())
@@ -240,7 +283,7 @@ class Ledger:
         # preempted keep their tokens (their cache is dropped, not their output)
         assert (g <= self.L).all()
         assert all(g[i] == self.L[i] for i in finished)
-        assert all(g[i] >= 1 for i in st_["running"] + st_["swapped"] + st_["landing"])
+        assert all(g[i] >= 1 for i in st_["running"] + st_["swapped"] + st_["landing"] + st_["leaving"])
         assert all(g[i] == 0 for i in st_["not_arrived"])
         self.last = st_
 
@@ -254,7 +297,8 @@ def check_conservation(s, work, **opts):
     assert np.isfinite(run.finish).all() and (run.finish >= run.first_token).all()
     assert int(end["generated"].sum()) == int(run.outputs.sum())
     assert end["free_blocks"] == end["total_blocks"] and end["dram_used"] == 0
-    assert not (end["running"] or end["waiting"] or end["swapped"] or end["landing"] or end["not_arrived"])
+    assert not (end["running"] or end["waiting"] or end["swapped"] or end["landing"] or end["leaving"]
+                or end["not_arrived"])
     # every swap-out came back once, with the same bytes
     np.testing.assert_array_equal(run.swap_outs, run.swap_ins)
     assert run.swapped_out_bytes == run.swapped_in_bytes
@@ -269,6 +313,21 @@ def test_conservation_at_every_event(case, policy):
     run = check_conservation(s, small_work(rate=40.0), policy=policy, victim="longest-first-protected",
                              dram_bytes_per_node=dram)
     assert run.preemptions.sum() > 0
+
+
+@pytest.mark.parametrize("policy", sim.POLICIES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_conservation_with_offloads_and_a_shared_prefix(case, policy):
+    base, pool, dram = CASES[case]
+    s = build_scenario(**base, kv_pool=pool, shared_prefix="150")
+    work = wl.build(requests=30, seed=3, prompt=wl.parse_dist("uniform:150,400", "p"),
+                    output=wl.parse_dist("lognormal:mean=300,p99=1200", "o"), max_len=1500, rate=40.0)
+    run = check_conservation(s, work, policy=policy, victim="fewest-tokens", dram_bytes_per_node=dram,
+                             offload_threshold=0.4)
+    assert run.offloads.sum() > 0
+    # the shared prefix's copy sits outside the blocks requests draw from: free + held = the pool less the copy
+    assert run.setup.total_blocks + run.setup.prefix_blocks == int(capacity.kv_pool(s).kv_pool_bytes) // \
+        run.setup.block_bytes
 
 
 def test_every_decode_step_adds_one_token_per_running_request():
@@ -292,9 +351,9 @@ def test_every_decode_step_adds_one_token_per_running_request():
        rate=st.sampled_from([2.0, 20.0, 200.0]), max_batch=st.sampled_from([None, 2, 5]),
        watermark=st.sampled_from([0.0, 0.01, 0.1]), pool_factor=st.sampled_from([1.05, 1.5, 3.0]),
        prompt=st.sampled_from(["uniform:1,200", "fixed:64"]),
-       users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]))
+       users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]), threshold=st.sampled_from([None, 0.4, 0.7]))
 def test_random_small_traces(case, policy, victim, seed, requests, rate, max_batch, watermark, pool_factor, prompt,
-                             users):
+                             users, threshold):
     base, _, _ = CASES[case]
     max_len = 600
     # open arrivals, or a closed loop of users (think time, duration); a pool of 1.05 to 3 of the longest
@@ -306,6 +365,6 @@ def test_random_small_traces(case, policy, victim, seed, requests, rate, max_bat
                     **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
                                                                   duration_s=users[2])))
     opts = dict(policy=policy, victim=victim, max_batch=max_batch, watermark=watermark,
-                dram_bytes_per_node=int(longest * 8 * 1.5))
+                dram_bytes_per_node=int(longest * 8 * 1.5), offload_threshold=threshold)
     fast = check_conservation(s, work, **opts)
     assert_same(fast, ref.run(s, work, **opts))

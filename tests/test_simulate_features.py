@@ -416,3 +416,34 @@ def test_the_progress_bar_only_on_a_terminal_after_the_delay():
     assert now.bar is not None
     now.close()
     assert now.bar is None
+
+
+# --- the headline names the workload's lengths, not --prompt/--decode it did not use ------------------------------
+TINY_OPEN = TINY[:10] + ("--requests", "4", "--rate", "50", "--prompt", "1000", "--decode", "1001")
+
+
+@pytest.mark.parametrize("args, lengths", [
+    ((), "1,000 + 1,001 tokens"),                                        # --prompt / --decode: the fixed request
+    (("--output-dist", "uniform:10,90"), "prompts 1,000 tokens, outputs uniform:10,90"),
+    (("--prompt-dist", "lognormal:mean=300,p99=900", "--output-dist", "fixed:64"),
+     "prompts lognormal:mean=300,p99=900, outputs 64 tokens"),
+    # presets/workloads/r1-production.toml: prompts lognormal p50 180, p99 26,836, outputs mean 2,133, p99 15,063,
+    # each capped at 32,768
+    (("--workload", "r1-production"), "r1-production workload: prompts lognormal:p50=180,p99=26836 up to 32,768, "
+                                      "outputs lognormal:mean=2133,p99=15063 up to 32,768"),
+])
+def test_the_headline_says_what_the_workload_is(run_cli, args, lengths):
+    for extra, tail in (((), "; recompute, victim newest"), (("--compare", "policy=swap"), "; 2 settings compared")):
+        doc = run_cli("simulate", *TINY_OPEN, *args, *extra, "-f", "json").json()
+        assert doc["headline"].endswith("neutral engine; " + lengths + tail), doc["headline"]
+        assert "1,000 + 30,000" not in doc["headline"]
+
+
+def test_the_headline_of_a_trace_and_of_a_sweep(run_cli, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("prompt_tokens,output_tokens\n100,20\n300,40\n")
+    doc = run_cli("simulate", *TINY_OPEN, "--trace", str(trace), "-f", "json").json()
+    assert doc["headline"].endswith(f"neutral engine; lengths from {trace}; recompute, victim newest")
+    doc = run_cli("simulate", *TINY[:10], "--requests", "4", "--output-dist", "fixed:300", "--sweep-rate", "1:2:2",
+                  "--tpot-slo", "1s", "-f", "json").json()
+    assert doc["headline"].endswith("neutral engine; 1,000 + 300 tokens; rate sweep 1 .. 2 requests/s")

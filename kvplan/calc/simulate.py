@@ -53,15 +53,22 @@ Speed: between events nothing changes but the contexts, each one token per step,
 in closed form: a request's cache bytes and attention FLOPs are affine in its context between the caps of its
 layer kinds (windows, top-k), the step is base(B) + max(bytes / BW, FLOPs / peak), and the sum of the max of two
 affine series splits at their crossing. A run ends at the next completion, cap crossing, arrival or swap-in
-landing (found by bisection on the closed-form sum), or the step that overfills the pool (bisection on the blocks
-the batch holds after k steps). ``reference=True`` runs the same engine one step at a time and prices each step
-with ``StepModel.step`` directly: the tests' check on the closed forms.
+landing (found by bisection on the closed-form sum), or the step that overfills the pool. The running batch is
+kept incrementally (a request's context is a fixed offset plus the global step count while it runs): the sum of
+contexts, the requests per block phase (which step each starts its next block at) and a heap of completion steps
+are updated as requests join and leave, so with every block boundary adding one block and no caps (the common case)
+an event costs O(log n) plus O(block), with no pass over the batch; otherwise (windows, top-k caps) each event
+gathers the batch into numpy arrays and bisects on the blocks it holds after k steps. ``reference=True`` runs the
+same engine one step at a time and prices each step with ``StepModel.step`` directly: the tests' check on the
+closed forms.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import field
@@ -213,16 +220,16 @@ class SimRun:
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
-    """blocks(c) = table[ceil(c / block)]: the blocks of one block-bytes each that ``request_bytes`` at the block
-    boundary k x block fills (a request's bytes are constant between boundaries: every layer rounds its tokens up
-    to whole blocks)."""
+    """(table, nbytes): request_bytes(c) = nbytes[ceil(c / block)] and blocks(c) = table[ceil(c / block)], the
+    blocks of one block-bytes each that it fills. A request's bytes are constant between block boundaries: every
+    layer rounds its tokens up to whole blocks, and ceil(min(c, cap) / block) = min(ceil(c / block),
+    ceil(cap / block)) for a kind that keeps at most cap tokens (simulate refuses speculative slots, which would
+    shift the context)."""
     import numpy as np
 
     kmax = -(-longest // block) + 2
-    table = np.empty(kmax + 1, dtype=np.int64)
-    for k in range(kmax + 1):
-        table[k] = -(-capacity.request_bytes(s, k * block) // block_bytes)
-    return table
+    nbytes = np.array([capacity.request_bytes(s, k * block, block=block) for k in range(kmax + 1)], dtype=np.int64)
+    return -(-nbytes // block_bytes), nbytes
 
 
 def _caps(s: Scenario):
@@ -252,22 +259,43 @@ def _last_step_that_fits(x, block: int, slack: int) -> int:
     return int(np.partition(c, r)[r]) + q * block - 1
 
 
+def _lin(p0, p1, t0, t1):
+    """sum_{t=t0}^{t1-1} (p0 + p1 t)."""
+    n = t1 - t0
+    return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
+
+
 def _affine_max_sum(u0, u1, v0, v1, k):
-    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form."""
-
-    def lin(p0, p1, t0, t1):
-        n = t1 - t0
-        return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
-
+    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form: series a wins on [0, m), b on [m, k) (the same
+    arithmetic as ``_lin`` on each side; a side with no terms is left out rather than added as 0.0)."""
     d0, d1 = u0 - v0, u1 - v1
-    if d1 == 0:
-        return lin(u0, u1, 0, k) if d0 >= 0 else lin(v0, v1, 0, k)
-    cross = -d0 / d1
-    if d1 > 0:   # u wins from the crossing on
-        m = min(max(math.ceil(cross), 0), k)
-        return lin(v0, v1, 0, m) + lin(u0, u1, m, k)
-    m = min(max(math.floor(cross) + 1, 0), k)
-    return lin(u0, u1, 0, m) + lin(v0, v1, m, k)
+    if d1 == 0:                  # parallel: one wins throughout
+        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+    elif d1 > 0:                 # u wins from the crossing on
+        m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+    else:
+        m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+    if m >= k:
+        return k * a0 + a1 * k * (k - 1) / 2
+    if m <= 0:
+        return k * b0 + b1 * k * (k - 1) / 2
+    return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
+
+
+def _affine_pieces(sm, caps):
+    """A request's cache bytes and attention FLOPs per decode token are affine in its context on each piece between
+    the caps (every layer kind reads min(context, cap) keys and a fixed state): piece j is [caps[j-1], caps[j]]
+    (from 0; the last one unbounded). Returns (bytes at context 0, bytes per token, FLOPs at 0, FLOPs per token) of
+    each piece, as arrays, from ``StepModel.request_cache`` at two contexts inside it."""
+    import numpy as np
+
+    edges = [0.0, *(float(c) for c in caps)]
+    lo = np.array(edges)
+    hi = np.array(edges[1:] + [edges[-1] + 2.0**20])
+    (b_lo, f_lo), (b_hi, f_hi) = sm.request_cache(lo), sm.request_cache(hi)
+    b_lo, f_lo, b_hi, f_hi = (np.broadcast_to(np.asarray(v, dtype=float), lo.shape) for v in (b_lo, f_lo, b_hi, f_hi))
+    b1, f1 = (b_hi - b_lo) / (hi - lo), (f_hi - f_lo) / (hi - lo)
+    return b_lo - b1 * lo, b1, f_lo - f1 * lo, f1
 
 
 def _timeline_arrays(marks: list[tuple]) -> tuple:
@@ -277,8 +305,8 @@ def _timeline_arrays(marks: list[tuple]) -> tuple:
     if not marks:
         return (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                 np.zeros(1, dtype=np.int64))
-    cols = list(zip(*marks, strict=True))
-    return (np.array(cols[0], dtype=float), *(np.array(c, dtype=np.int64) for c in cols[1:]))
+    m = np.array(marks, dtype=float)     # one conversion (the counts and bytes are exact in a float64: < 2^53)
+    return (m[:, 0].copy(), *(m[:, j].astype(np.int64) for j in range(1, 5)))
 
 
 def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
@@ -319,7 +347,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           f"{s.shared_prefix_tokens:,} every prompt starts with",
                           "lower --shared-prefix, or give prompts at least that long (--prompt-dist)")
     longest_cache = int((P + L - 1).max())
-    table = _block_table(s, block, block_bytes, longest_cache + 1)
+    table, bytes_at = _block_table(s, block, block_bytes, longest_cache + 1)
     peak_blocks = table[-(-(P + L - 1) // block)]
     if int(peak_blocks.max()) > total_blocks:
         i = int(np.argmax(peak_blocks))
@@ -332,13 +360,20 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         raise KvplanError(f"{hw.id} has no host_dram_gb in its preset, which swap-then-recompute needs",
                           "give --dram SIZE per node")
 
-    def blocks_of(cache):
-        return table[-(-cache // block)]
+    # blocks_of(c) = bt[c]: the block table indexed by tokens (one lookup instead of a ceiling division and a lookup)
+    bt = table[-(-np.arange(len(table) * block - block + 1) // block)]
 
-    unit_steps = bool(np.all(np.diff(table) == 1))   # each block boundary adds exactly one block (no windows)
+    def blocks_of(cache):
+        return bt[cache]
+
+    # each block boundary a running request can cross adds exactly one block (no windows; a shared prefix's
+    # blocks, where the table is flat, lie below every prompt)
+    unit_steps = bool(np.all(np.diff(table[int(P.min()) // block:]) == 1))
 
     caps = _caps(s)
     bw, afs = sm.bw, sm.attention_flops_s
+    seg_b0, seg_b1, seg_f0, seg_f1 = _affine_pieces(sm, caps)
+    one_b0, one_b1, one_f0, one_f1 = (float(v[0]) for v in (seg_b0, seg_b1, seg_f0, seg_f1))   # no caps
     base_memo: dict[int, float] = {}
 
     def base(b: int) -> float:
@@ -354,23 +389,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         return prefill_memo[tokens, cached]
 
     def swap_cost(cache: int) -> tuple[int, float]:
-        nbytes = capacity.request_bytes(s, cache)
+        nbytes = int(bytes_at[-(-cache // block)])
         copies = costs.swap_copies(model, cache, block, settings.layout)
         return nbytes, costs.swap_seconds(nbytes, copies, link, settings, shared_link=True)
 
     # --- state ---------------------------------------------------------------------------------------------
-    g = np.zeros(n, dtype=np.int64)             # tokens generated so far
-    held = np.zeros(n, dtype=np.int64)          # blocks held in HBM
-    arrival = np.full(n, np.nan)
-    admitted = np.full(n, np.nan)
-    first_token = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    preemptions = np.zeros(n, dtype=np.int64)
-    swap_outs = np.zeros(n, dtype=np.int64)
-    swap_ins = np.zeros(n, dtype=np.int64)
-    recomputed = np.zeros(n, dtype=np.int64)
-    in_dram = np.zeros(n, dtype=np.int64)       # bytes per GPU parked in host DRAM
-    swap_ready = np.zeros(n)                    # when the swap-out copy has landed
+    g = [0] * n                                 # tokens generated so far (Python ints: scalar work per request)
+    held = [0] * n                              # blocks held in HBM
+    nan = math.nan                              # per request, as Python lists (numpy arrays at the end)
+    arrival, admitted, first_token, finish = [nan] * n, [nan] * n, [nan] * n, [nan] * n
+    preemptions, swap_outs, swap_ins, recomputed = [0] * n, [0] * n, [0] * n, [0] * n
+    in_dram = [0] * n                           # bytes per GPU parked in host DRAM
+    swap_ready = [0.0] * n                      # when the swap-out copy has landed
 
     now = 0.0
     free = total_blocks
@@ -379,11 +409,28 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     swapped: deque[int] = deque()
     landing: list[tuple[float, int]] = []       # swap-ins in flight: (lands at, request)
     leaving: list[tuple[float, int]] = []       # proactive offloads in flight: (lands in DRAM at, request)
-    offloads = np.zeros(n, dtype=np.int64)
-    prefix_hits = np.zeros(n, dtype=np.int64)   # prompt tokens found in the prefix cache at the first prefill
+    offloads = [0] * n
+    prefix_hits = [0] * n                       # prompt tokens found in the prefix cache at the first prefill
     prefix_cached = False
     thr = int(o.offload_threshold * total_blocks) if o.offload_threshold is not None else None
     leaving_blocks = 0                          # blocks still held by offloads in flight
+    landing_blocks = 0                          # blocks reserved by swap-ins in flight
+    E = P + L                                   # the context at which a request is done
+    # The running batch, kept up to date as requests join and leave rather than rebuilt per event: running request
+    # i reads xo[i] + steps tokens in the next step (every one gains a token per step, so xo[i] is fixed while it
+    # runs); its g and held are brought up to date when it leaves the batch (and for on_event). ``phase`` counts the
+    # running requests by (-xo) mod block, which says at which steps each starts a new block; ``done_heap`` holds
+    # (steps at which it is done, request), stale entries (a request that left) skipped when they surface.
+    xo = np.zeros(n, dtype=np.int64)            # (and as Python ints, for the scalar work)
+    xo_l = [0] * n
+    in_run = [False] * n
+    done_at = [0] * n
+    phase = [0] * block
+    sum_xo = 0
+    done_heap: list[tuple[int, int]] = []
+    fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
+    has_caps, reference, on_event = bool(caps.size), o.reference, o.on_event
+    Pl, Ll, El, btl = P.tolist(), L.tolist(), E.tolist(), bt.tolist()   # Python ints for the scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
         times = np.asarray(workload.arrivals, dtype=float)
@@ -401,11 +448,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     peak_used = peak_running = 0
     stall_prefill = stall_swap = 0.0
     no_admit = False                            # a preemption happened and no step has run since
+    adm_head, adm_free, adm_hold, adm_leaving = None, -1, 0, 0   # where admission last stopped (see stopped())
 
     def finished(i: int) -> None:
         nonlocal free, done, next_id
         finish[i] = now
-        free += int(held[i])
+        free += held[i]
         held[i] = 0
         done += 1
         if workload.arrivals is None and next_id < n:
@@ -414,86 +462,139 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 heapq.heappush(arrivals, (t, next_id))
                 next_id += 1
 
+    def join(i: int) -> None:
+        nonlocal sum_xo
+        v = Pl[i] + g[i] - steps
+        xo[i] = xo_l[i] = v
+        sum_xo += v
+        phase[-v % block] += 1
+        in_run[i] = True
+        done_at[i] = El[i] - v
+        heapq.heappush(done_heap, (done_at[i], i))
+        running.append(i)
+
+    def leave(i: int) -> None:
+        """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""
+        nonlocal sum_xo
+        v = xo_l[i]
+        sum_xo -= v
+        phase[-v % block] -= 1
+        in_run[i] = False
+        g[i] = v + steps - Pl[i]
+        held[i] = btl[v + steps - 1]
+
+    def crossings(k: int, s0: int, b: int) -> int:
+        """Blocks the running batch adds in its next k steps (each block boundary adds one): each request starts
+        a block once every ``block`` steps, the ones in phase s0 at the first step, s0 + 1 at the second, ..."""
+        q, m = divmod(k, block)
+        end = s0 + m
+        part = sum(phase[s0:end]) if end <= block else sum(phase[s0:]) + sum(phase[:end - block])
+        return b * q + part
+
+    def last_step_that_fits(limit: int, s0: int, b: int) -> tuple[int, int]:
+        """The most steps whose added blocks stay within ``limit``, and the blocks they add: q full rounds of
+        ``block`` steps add b blocks each, then the phases in step order until the rest is passed."""
+        q, rest = divmod(limit, b)
+        acc = list(itertools.accumulate(phase[s0:] + phase[:s0]))
+        m = bisect.bisect_right(acc, rest)
+        return q * block + m, q * b + (acc[m - 1] if m else 0)
+
     def event_state() -> dict:
-        return {"now": now, "free_blocks": free, "total_blocks": total_blocks, "held_blocks": held,
-                "generated": g, "in_dram": in_dram, "dram_used": dram_used, "finish": finish,
+        for i in running:
+            g[i] = xo_l[i] + steps - Pl[i]
+            held[i] = btl[xo_l[i] + steps - 1]
+        return {"now": now, "free_blocks": free, "total_blocks": total_blocks,
+                "held_blocks": np.array(held, dtype=np.int64), "generated": np.array(g, dtype=np.int64),
+                "in_dram": np.array(in_dram, dtype=np.int64), "dram_used": dram_used, "finish": np.array(finish),
                 "running": tuple(running), "waiting": tuple(waiting), "swapped": tuple(swapped),
                 "landing": tuple(i for _, i in landing), "not_arrived": tuple(i for _, i in arrivals),
                 "leaving": tuple(i for _, i in leaving), "prefix_blocks": prefix_blocks,
                 "swapped_out_bytes": swapped_out_bytes, "swapped_in_bytes": swapped_in_bytes}
 
-    def holders() -> int:
-        return len(running) + len(landing) + len(leaving)
-
     def fits(need: int) -> bool:
-        if holders() == 0:
+        if not (running or landing or leaving):
             return need <= free
         if thr is not None and total_blocks - free - leaving_blocks + need > thr:
             return False          # with a threshold, admission and resumption keep the occupancy under it
         return free - need >= wm_blocks
 
+    def stopped() -> None:
+        """Admission stopped at a queue's head: remember the state it could not get past. A request's blocks only
+        grow, so while the same head leads, the free blocks have not grown, the holders not shrunk and the
+        offloads in flight hold the same blocks, it cannot get in (the main loop skips the call)."""
+        nonlocal adm_head, adm_free, adm_hold, adm_leaving
+        adm_head = swapped[0] if swapped else ~waiting[0]
+        adm_free, adm_hold, adm_leaving = free, len(running) + len(landing) + len(leaving), leaving_blocks
+
     def admit() -> None:
         nonlocal free, now, in_free, stall_prefill, dram_used, swapped_in_bytes, peak_used, prefix_cached
-        while swapped and holders() < max_batch:
+        nonlocal landing_blocks
+        while swapped and len(running) + len(landing) + len(leaving) < max_batch:
             i = swapped[0]
-            need = int(blocks_of(P[i] + g[i] - 1))
+            cache = Pl[i] + g[i] - 1
+            need = btl[cache]
             if not fits(need):
+                stopped()
                 return            # swapped requests go first: nothing new while one waits
             swapped.popleft()
             held[i] = need
             free -= need
-            nbytes, t = swap_cost(int(P[i] + g[i] - 1))
+            landing_blocks += need
+            nbytes, t = swap_cost(cache)
             start = max(now, in_free, swap_ready[i])
             in_free = start + t
             heapq.heappush(landing, (in_free, i))
             swap_ins[i] += 1
             swapped_in_bytes += nbytes
         if swapped:
+            stopped()             # the batch is full
             return
-        while waiting and holders() < max_batch:
+        while waiting and len(running) + len(landing) + len(leaving) < max_batch:
             i = waiting[0]
-            cache = int(P[i] + max(g[i] - 1, 0))
-            need = int(blocks_of(cache))
+            gi = g[i]
+            cache = Pl[i] + max(gi - 1, 0)
+            need = btl[cache]
             if not fits(need):
+                stopped()
                 return
             waiting.popleft()
             held[i] = need
             free -= need
-            peak_used = max(peak_used, total_blocks - free)
-            if g[i] == 0:                                  # a new request: its prompt, and the first token
+            if total_blocks - free > peak_used:
+                peak_used = total_blocks - free
+            if gi == 0:                                    # a new request: its prompt, and the first token
                 admitted[i] = now
                 cached = hit if prefix_cached else 0       # the first prompt computes the prefix; later ones hit
-                t = prefill(int(P[i]), cached)
+                t = prefill(Pl[i], cached)
                 prefix_hits[i] = cached
                 prefix_cached = True
                 now += t
                 g[i] = 1
                 first_token[i] = now
             else:                                          # a recomputed one: its cache again, past the prefix
-                t = prefill(cache, hit)
+                t = prefill_memo.get((cache, hit)) or prefill(cache, hit)
                 now += t
                 recomputed[i] += cache - hit
             stall_prefill += t
-            if g[i] >= L[i]:
+            if max(gi, 1) >= Ll[i]:                       # its tokens now: the first from the prefill, or as before
                 finished(i)
             else:
-                running.append(i)
+                join(i)
+        if waiting:
+            stopped()             # the batch is full
 
-    def choose_victim(ctx_of) -> int:
+    def choose_victim() -> int:
         if o.victim == "newest":
             return len(running) - 1
-        ctx = [ctx_of(i) for i in running]
-        if o.victim == "fewest-tokens":
-            return min(range(len(running)), key=lambda j: (ctx[j], -j))
-        protected = set(sorted(range(len(running)), key=lambda j: (-ctx[j], j))[: len(running) // 2])
-        return max(j for j in range(len(running)) if j not in protected)
-
-    def need_next_step() -> int:
-        """Blocks the running batch needs beyond what it holds for its next step."""
-        if not running:
-            return 0
-        r = np.asarray(running, dtype=np.int64)
-        return int(blocks_of(P[r] + g[r]).sum() - held[r].sum())
+        ctx = xo[np.array(running, dtype=np.int64)]    # the caches less the same steps: the same order
+        b = len(ctx)
+        if o.victim == "fewest-tokens":                # the smallest cache, the newest (last) of equals
+            return b - 1 - int(np.argmin(ctx[::-1]))
+        # the longer half by cache, the older of equals, is protected (a stable sort of -cache keeps batch order
+        # among equals); the newest of the rest goes
+        free_ = np.ones(b, dtype=bool)
+        free_[np.argsort(-ctx, kind="stable")[: b // 2]] = False
+        return b - 1 - int(np.argmax(free_[::-1]))
 
     def copy_out(i: int, nbytes: int, t: float) -> float:
         """Request i's cache onto the out-direction FIFO of the host link, into DRAM; returns when it lands."""
@@ -507,26 +608,25 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         swap_outs[i] += 1
         return out_free
 
-    def preempt(need_next) -> None:
-        """Victims out until the next step's blocks fit."""
+    def preempt(need: int) -> None:
+        """Victims out until the next step's blocks (``need`` beyond what the batch holds) fit."""
         nonlocal free, now, stall_swap, no_admit
-        need = need_next()
         wait_until = now
         while need > free:
-            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
-            i = running.pop(j)
-            cache = int(P[i] + g[i] - 1)
+            i = running.pop(choose_victim())
+            leave(i)
+            cache = Pl[i] + g[i] - 1
+            need -= btl[cache + 1] - btl[cache]
             preemptions[i] += 1
-            nbytes, t = swap_cost(cache)
+            nbytes, t = swap_cost(cache) if o.policy != "recompute" else (0, 0.0)   # recompute copies nothing
             swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
             if swap:
                 wait_until = max(wait_until, copy_out(i, nbytes, t))
                 swapped.append(i)
             else:
                 waiting.appendleft(i)
-            free += int(held[i])
+            free += held[i]
             held[i] = 0
-            need = need_next()
         stall_swap += wait_until - now
         now = wait_until
         no_admit = True
@@ -538,23 +638,22 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         nonlocal leaving_blocks
         moved = 0
         while moved < excess and len(running) > 1:
-            j = choose_victim(lambda i: int(P[i] + g[i] - 1))
+            j = choose_victim()
             i = running[j]
-            cache = int(P[i] + g[i] - 1)
+            cache = xo_l[i] + steps - 1
             nbytes, t = swap_cost(cache)
             if dram_cap is not None and dram_used + nbytes > dram_cap:
                 break
             running.pop(j)
+            leave(i)
             heapq.heappush(leaving, (copy_out(i, nbytes, t), i))
             offloads[i] += 1
-            leaving_blocks += int(held[i])
-            moved += int(held[i])
+            leaving_blocks += held[i]
+            moved += held[i]
         return moved > 0
 
     marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
 
-    def mark() -> None:
-        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
 
     while done < n:
         events += 1
@@ -570,23 +669,26 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             waiting.append(i)
         while leaving and leaving[0][0] <= now:   # an offload landed in DRAM: its blocks are free now
             _, i = heapq.heappop(leaving)
-            leaving_blocks -= int(held[i])
-            free += int(held[i])
+            leaving_blocks -= held[i]
+            free += held[i]
             held[i] = 0
             swapped.append(i)
         while landing and landing[0][0] <= now:
             _, i = heapq.heappop(landing)
-            dram_used -= int(in_dram[i])
+            landing_blocks -= held[i]
+            dram_used -= in_dram[i]
             in_dram[i] = 0
-            running.append(i)
-        if o.on_event is not None:
-            o.on_event(event_state())
-        if not no_admit:
+            join(i)
+        if on_event is not None:
+            on_event(event_state())
+        if not no_admit and (waiting or swapped) and not (
+                free <= adm_free and len(running) + len(landing) + len(leaving) >= adm_hold
+                and leaving_blocks == adm_leaving and (swapped[0] if swapped else ~waiting[0]) == adm_head):
             before = now
             admit()
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
-        mark()
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))   # a run starts
         if not running and no_admit:
             no_admit = False
             continue
@@ -600,99 +702,130 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             now = max(now, min(upcoming))
             no_admit = False
             continue
-        ids = np.asarray(running, dtype=np.int64)
-        x = P[ids] + g[ids]                       # what the next step reads; the cache after it
-        hb = held[ids]
-        held_sum = int(hb.sum())
+        b = len(running)
+        if fast:
+            s0 = (steps - 1) % block              # the phase whose next token starts a block
+            need1 = phase[s0]                     # blocks the next step adds
+        else:
+            ids = np.array(running, dtype=np.int64)
+            x = xo[ids] + steps                   # what the next step reads; the cache after it
+            held_sum = total_blocks - free - landing_blocks - leaving_blocks   # the running batch holds the rest
+            need1 = int(bt[x].sum()) - held_sum
 
-        def need_after(k: int, x=x, held_sum=held_sum) -> int:
-            return int(blocks_of(x + (k - 1)).sum()) - held_sum
+            def need_after(k: int, x=x, held_sum=held_sum) -> int:
+                return int(bt[x + (k - 1)].sum()) - held_sum
 
-        if need_after(1) > free:
-            preempt(need_next_step)
+        if need1 > free:
+            preempt(need1)
             continue
         limit = free                              # blocks the run may add
-        if thr is not None and len(running) > 1:
+        if thr is not None and b > 1:
             room = thr - (total_blocks - free - leaving_blocks)
-            if need_after(1) > room and offload(need_after(1) - room):
+            if need1 > room and offload(need1 - room):
                 continue
-            if need_after(1) <= room:
+            if need1 <= room:
                 limit = min(free, room)
-        k = int((L[ids] - g[ids]).min())          # steps until the first completion
-        if caps.size:
+        top = done_heap[0]
+        while not in_run[top[1]] or done_at[top[1]] != top[0]:
+            heapq.heappop(done_heap)              # a request that left the batch since
+            top = done_heap[0]
+        k = k_done = top[0] - steps               # steps until the first completion
+        if has_caps:
             nxt = np.searchsorted(caps, x, side="right")
             within = nxt < caps.size
             if within.any():
                 k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
-        if o.reference or no_admit:               # after a preemption, admission is looked at again in one step
+        if reference or no_admit:                 # after a preemption, admission is looked at again in one step
             k = 1
-        if need_after(k) > limit:                 # the step that overfills the pool (or passes the threshold) ends it
-            if unit_steps:
-                k = _last_step_that_fits(x, block, limit - need_after(1))
-            else:
-                lo, hi = 1, k                      # need_after(lo) <= free < need_after(hi)
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if need_after(mid) > limit:
-                        hi = mid
-                    else:
-                        lo = mid
-                k = lo
-        b = len(running)
-        peak_running = max(peak_running, b)       # the batch of a step that runs (not one a preemption trims)
-        if o.reference:
+        added = None                              # blocks the run adds, once known
+        if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
+            if fast:
+                added = crossings(k, s0, b)
+                if added > limit:
+                    k, added = last_step_that_fits(limit, s0, b)
+            elif need_after(k) > limit:
+                if unit_steps:
+                    k = _last_step_that_fits(x, block, limit - need1)
+                else:
+                    lo, hi = 1, k                  # need_after(lo) <= free < need_after(hi)
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        if need_after(mid) > limit:
+                            hi = mid
+                        else:
+                            lo = mid
+                    k = lo
+        if b > peak_running:                      # the batch of a step that runs (not one a preemption trims)
+            peak_running = b
+        if reference:
             cb, cf = sm.request_cache(x.astype(float))
             run_time = float(sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"])
         else:
-            xf = x.astype(float)
-            cb, cf = sm.request_cache(np.concatenate((xf, xf + 1)))   # one call for both ends of the slope
-            cb0, cb1, cf0, cf1 = cb[:b].sum(), cb[b:].sum(), cf[:b].sum(), cf[b:].sum()
-            u0, v0 = float(cb0) / bw, float(cf0) / afs
-            u1, v1 = float(cb1) / bw - u0, float(cf1) / afs - v0
-            step0 = base(b)
-
-            def elapsed(m: int, c=(step0, u0, u1, v0, v1)) -> float:
-                return m * c[0] + _affine_max_sum(c[1], c[2], c[3], c[4], m)
-
-            upcoming = [q[0][0] for q in (arrivals, landing, leaving) if q]
-            run_time = elapsed(k)
-            if upcoming and now + run_time > min(upcoming):   # stop at the step during which the event falls
-                target = min(upcoming) - now
-                lo, hi = 0, k                                  # elapsed(lo) < target <= elapsed(hi)
+            # the batch's cache bytes and FLOPs at the run's first step and their growth per step, from the
+            # affine pieces between the caps: sum_i (a + s x_i) = n a + s sum(x) on each piece
+            if has_caps:
+                cnt = np.bincount(nxt, minlength=caps.size + 1)
+                sx = np.bincount(nxt, weights=x, minlength=caps.size + 1)
+                u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
+                u0, v0 = float(cnt @ seg_b0) + float(sx @ seg_b1), float(cnt @ seg_f0) + float(sx @ seg_f1)
+            else:
+                sx = float(sum_xo + b * steps)
+                u1, v1 = b * one_b1, b * one_f1
+                u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
+            u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
+            step0 = base_memo.get(b) or base(b)
+            if k == 1:                            # one step: the larger of the two at its start (as the sum has it)
+                run_time = step0 + (u0 if u0 >= v0 else v0)
+                upcoming = math.inf               # whatever falls during it is seen at its end
+            else:
+                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
+                               leaving[0][0] if leaving else math.inf)
+            if now + run_time > upcoming:         # stop at the step during which the next event falls
+                target = upcoming - now
+                lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    if elapsed(mid) >= target:
+                    if mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid) >= target:
                         hi = mid
                     else:
                         lo = mid
-                k = hi
-                run_time = elapsed(k)
+                k, added = hi, None
+                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+        if added is None:
+            added = (need1 if k == 1 else crossings(k, s0, b)) if fast else need_after(k)
         now += run_time
         steps += k
-        g[ids] += k
-        new_held = blocks_of(P[ids] + g[ids] - 1)
-        free -= int(new_held.sum()) - held_sum
-        held[ids] = new_held
-        peak_used = max(peak_used, total_blocks - free)
-        mark()                                    # the run's end, before completions free their blocks
+        free -= added
+        if total_blocks - free > peak_used:
+            peak_used = total_blocks - free
+        # the run's end, before completions free their blocks
+        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
         no_admit = False
-        completed = ids[g[ids] >= L[ids]]
-        if completed.size:
-            gone = set(completed.tolist())
-            running[:] = [i for i in running if i not in gone]
-            for i in completed.tolist():
+        if k == k_done:                           # the first completion is at the run's end
+            gone = set()
+            while done_heap and done_heap[0][0] == steps:
+                _, i = heapq.heappop(done_heap)
+                if in_run[i] and done_at[i] == steps:
+                    gone.add(i)
+            for i in sorted(gone, key=running.index) if len(gone) > 1 else gone:   # in batch order
+                running.remove(i)
+                leave(i)
                 finished(i)
 
     if o.on_event is not None:
         o.on_event(event_state())
+    arrival, admitted, first_token, finish = (np.array(a, dtype=float)
+                                              for a in (arrival, admitted, first_token, finish))
+    preemptions, swap_outs, swap_ins, recomputed, offloads, prefix_hits = (
+        np.array(a, dtype=np.int64) for a in (preemptions, swap_outs, swap_ins, recomputed, offloads, prefix_hits))
     if next_id < n:     # a closed loop's --duration ended before every request was submitted: the run is the rest
         (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs, swap_ins, recomputed, offloads,
          prefix_hits) = (a[:next_id] for a in (P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                                                swap_ins, recomputed, offloads, prefix_hits))
     setup = Setup(block, block_bytes, pool, total_blocks, wm_blocks, max_batch, o.max_batch is None, chunk, link,
                   dram_cap, base(1), prefix_blocks, hit)
-    longest, where = np.unique(P + L - 1, return_inverse=True)
-    peak_bytes = np.array([capacity.request_bytes(s, int(c)) for c in longest], dtype=np.int64)[where]
+    peak_bytes = bytes_at[-(-(P + L - 1) // block)]
     return SimRun(s, o, workload, setup, P, L, arrival, admitted, first_token, finish, preemptions, swap_outs,
                   swap_ins, recomputed, peak_bytes, now, swapped_out_bytes, swapped_in_bytes, steps, events,
                   peak_used, peak_dram, peak_running, stall_prefill, stall_swap, offloads, thr, prefix_hits,

@@ -292,14 +292,16 @@ class Workload:
     duration_s: float | None   # no request is submitted at or after this time
     describe: str              # one line: how the requests were made
     sources: tuple[str, ...] = ()
+    lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
 
 
 def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
           prompt_max: int | None = None, output_max: int | None = None, rate: float | None = None,
           users: int | None = None, think_s: float = 0.0, duration_s: float | None = None,
-          trace: Trace | None = None, sources: tuple[str, ...] = ()) -> Workload:
+          trace: Trace | None = None, sources: tuple[str, ...] = (), name: str | None = None) -> Workload:
     """Draw the requests. Each prompt is capped at min(prompt_max, max_len - 1) and each output at
-    min(output_max, max_len - prompt): no request is longer than the engine serves."""
+    min(output_max, max_len - prompt): no request is longer than the engine serves. ``name``: the workload
+    preset's id, if the lengths came from one (it leads ``lengths``)."""
     import numpy as np
 
     if (rate is None) == (users is None) and not (trace is not None and trace.arrivals is not None):
@@ -320,6 +322,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             raise KvplanError(f"trace {trace.path}: request {i + 1} has {int(prompts[i] + outputs[i]):,} tokens, more "
                               f"than the {max_len:,} the engine serves", "raise --max-len, or trim the trace")
         describe = f"{n:,} requests from {trace.path}"
+        lengths = f"lengths from {trace.path}"
     else:
         n = requests
         pcap = min(prompt_max or max_len - 1, max_len - 1)
@@ -327,6 +330,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         outputs = output.sample(gen_output, n, output_max or max_len)
         outputs = np.minimum(outputs, max_len - prompts)
         describe = f"{n:,} requests, prompts {prompt.text}, outputs {output.text}"
+        lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
     if trace is not None and trace.arrivals is not None and rate is None and users is None:
         arrivals = np.asarray(trace.arrivals[:n], dtype=float)
@@ -353,4 +357,19 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             prompts, outputs, arrivals = prompts[:keep], outputs[:keep], arrivals[:keep]
         describe += f", submitted before {duration_s:g} s"
     return Workload(prompts, outputs, arrivals, users if arrivals is None else None, think_s, duration_s, describe,
-                    sources)
+                    sources, lengths)
+
+
+def _lengths_text(prompt: LengthDist, output: LengthDist, prompt_max: int | None, output_max: int | None,
+                  name: str | None) -> str:
+    """The lengths in a few words: "1,000 + 30,000 tokens" when both are fixed, else each distribution as written
+    (with a preset's cap), led by the preset's id."""
+    if prompt.kind == output.kind == "fixed" and name is None:
+        return f"{int(prompt.a):,} + {int(output.a):,} tokens"
+
+    def one(what: str, d: LengthDist, cap: int | None) -> str:
+        text = f"{int(d.a):,} tokens" if d.kind == "fixed" else d.text
+        return f"{what} {text}" + (f" up to {cap:,}" if cap is not None else "")
+
+    text = one("prompts", prompt, prompt_max) + ", " + one("outputs", output, output_max)
+    return f"{name} workload: {text}" if name else text

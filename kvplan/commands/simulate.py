@@ -141,9 +141,10 @@ def simulate(
         raise KvplanError(f"--max-len {cap:,} is above the engine's limit of {limit:,} tokens",
                           "raise --max-model-len, or lower --max-len")
     sources: tuple[str, ...] = ()
-    pmax = omax = None
+    pmax = omax = workload_id = None
     if workload is not None:
         preset = wl.load_workload(workload)
+        workload_id = preset.id
         prompt_d, output_d, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
                                                     preset.output_max, preset.sources)
     else:
@@ -155,7 +156,7 @@ def simulate(
     def make(rate_r):
         return wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
                         output_max=omax, rate=rate_r, users=users_v, think_s=think_v, duration_s=duration_v,
-                        trace=tr, sources=sources)
+                        trace=tr, sources=sources, name=workload_id)
 
     work = make(rate_v)
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),

@@ -82,7 +82,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
              ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
              ("throughput tokens/s", m["throughput_tokens_per_second"]))
-    return Result("simulate", s.headline() + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
+    return Result("simulate", s.headline(r.workload.lengths) + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
                   tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief)
 
 
@@ -175,8 +175,8 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
         notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
     brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
         (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
-    return Result("simulate", s.headline() + f"; {len(runs)} settings compared", data, (table,), tuple(notes),
-                  ASSUMPTIONS + spec_notes(s), (), brief)
+    return Result("simulate", s.headline(base.workload.lengths) + f"; {len(runs)} settings compared", data,
+                  (table,), tuple(notes), ASSUMPTIONS + spec_notes(s), (), brief)
 
 
 SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"),
@@ -236,5 +236,5 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
              f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate."]
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
-    return Result("simulate", s.headline() + f"; rate sweep {first:g} .. {last:g} requests/s", data, (table,),
-                  tuple(notes), ASSUMPTIONS + spec_notes(s), (), (("capacity requests/s", capacity),))
+    return Result("simulate", s.headline(work.lengths) + f"; rate sweep {first:g} .. {last:g} requests/s", data,
+                  (table,), tuple(notes), ASSUMPTIONS + spec_notes(s), (), (("capacity requests/s", capacity),))
