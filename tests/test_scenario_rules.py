@@ -231,3 +231,13 @@ def test_every_public_name_resolves_and_the_api_matches_the_cli(run_cli):
     assert kvplan.present_recommend(plan).data["batch"].value == cli["batch"]
     with pytest.raises(AttributeError):
         kvplan.plan_nothing  # noqa: B018
+
+
+def test_default_tp_stays_within_the_gpus_given_even_with_dp_given():
+    """--gpus 4 --dp 1 on an 8-GPU node: the default TP is the largest power of two <= 4 GPUs that the model allows
+    (Llama-3.1-70B: 8 KV heads, so 4), not the node's 8, which would need more GPUs than given."""
+    import kvplan
+
+    s = kvplan.Scenario(model=kvplan.load_model("llama-3.1-70b"), hardware=kvplan.load_hardware("h100-sxm"),
+                        gpus=4, dp=1)
+    assert (s.parallelism.tp, s.parallelism.dp, s.parallelism.gpus) == (4, 1, 4)
