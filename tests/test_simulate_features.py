@@ -13,7 +13,7 @@ from test_json_contract import numeric_paths  # tests/ is on sys.path (rootdir-l
 # in lockstep, the step that reads x tokens needs 5 x ceil(x / 16) blocks, more than 500 first at x = 1,601: the
 # newest (the fifth) is preempted with a cache of 1,600 tokens. It is not readmitted while the four run (they hold
 # 400 blocks and grow; it needs 100 with 5 kept free), so exactly one preemption.
-TINY = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--block-size", "16", "--kv-pool", "1000MiB",
+TINY = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--block-size", "16", "--kv-pool", "1000MiB",
         "--users", "5", "--requests", "5", "--prompt", "1000", "--decode", "1001")
 TOKEN_BYTES = 2 * 32 * 8 * 128 * 2
 
@@ -87,7 +87,7 @@ def test_compare_refuses_csv(run_cli):
 # is 1,000 s and one request decodes in ~1,000 steps of a few ms: the pool never holds more than four, nothing is
 # preempted (recompute rate 0). At 1e6 requests/s all five arrive within microseconds, during the first prefill, so
 # they run in lockstep exactly as the closed loop above: one preemption, 1,600 / 5,005 = 0.3197 recomputed.
-SWEEP_TINY = TINY[:10] + ("--requests", "5", "--prompt", "1000", "--decode", "1001")
+SWEEP_TINY = TINY[:12] + ("--requests", "5", "--prompt", "1000", "--decode", "1001")
 
 
 @pytest.mark.parametrize("cap, capacity, meets", [("0.3", 0.001, [True, False]), ("0.32", 1e6, [True, True])])
@@ -212,7 +212,7 @@ def test_offload_moves_the_newest_above_the_threshold_without_stalling():
 
 
 def test_offload_threshold_in_the_json_and_compare(run_cli):
-    args = TINY[:10] + ("--users", "3", "--requests", "3", "--prompt", "1000", "--decode", "1001")
+    args = TINY[:12] + ("--users", "3", "--requests", "3", "--prompt", "1000", "--decode", "1001")
     doc = run_cli("simulate", *args, "--offload-threshold", "0.5", "--compare", "offload-threshold=off", "-f",
                   "json").json()
     with_t, without = doc["compare"]
@@ -419,7 +419,7 @@ def test_the_progress_bar_only_on_a_terminal_after_the_delay():
 
 
 # --- the headline names the workload's lengths, not --prompt/--decode it did not use ------------------------------
-TINY_OPEN = TINY[:10] + ("--requests", "4", "--rate", "50", "--prompt", "1000", "--decode", "1001")
+TINY_OPEN = TINY[:12] + ("--requests", "4", "--rate", "50", "--prompt", "1000", "--decode", "1001")
 
 
 @pytest.mark.parametrize("args, lengths", [
@@ -444,6 +444,6 @@ def test_the_headline_of_a_trace_and_of_a_sweep(run_cli, tmp_path):
     trace.write_text("prompt_tokens,output_tokens\n100,20\n300,40\n")
     doc = run_cli("simulate", *TINY_OPEN, "--trace", str(trace), "-f", "json").json()
     assert doc["headline"].endswith(f"neutral engine; lengths from {trace}; recompute, victim newest")
-    doc = run_cli("simulate", *TINY[:10], "--requests", "4", "--output-dist", "fixed:300", "--sweep-rate", "1:2:2",
+    doc = run_cli("simulate", *TINY[:12], "--requests", "4", "--output-dist", "fixed:300", "--sweep-rate", "1:2:2",
                   "--tpot-slo", "1s", "-f", "json").json()
     assert doc["headline"].endswith("neutral engine; 1,000 + 300 tokens; rate sweep 1 .. 2 requests/s")

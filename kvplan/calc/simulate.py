@@ -217,6 +217,8 @@ class SimRun:
     offload_threshold_blocks: int | None = None
     prefix_hit_tokens: object = None  # per request: prompt tokens the prefix cache served (0: a miss)
     timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
+    replicas: int = 1           # DP replicas that served requests (merged by ``merge_runs``; 1: one engine run)
+    replica_of: object = None   # per request: the replica it was routed to (None: one replica)
 
 
 def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
@@ -832,6 +834,120 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   _timeline_arrays(marks))
 
 
+# === DP replicas: routing the requests, merging the runs ==========================================================
+ROUTING = ("round-robin in arrival order (request i, the i-th to arrive, to replica i mod DP), as a simple load "
+           "balancer; a closed loop's users are dealt alike (user u to replica u mod DP) and so are its requests "
+           "(request i to replica i mod the replicas with users), each replica's users taking its own in order")
+
+
+def route(workload: Workload, replicas: int) -> list[tuple[object, Workload]]:
+    """The requests each DP replica serves, by ``ROUTING``: (their indexes in the workload, their workload), for
+    the replicas that get any. Open arrivals (Poisson or a timed trace) are in arrival order already (the
+    workload's times are non-decreasing; equal times keep submission order). A closed loop of U users over N
+    requests runs min(DP, U) replicas, replica r with the users u = r, r + DP, ... and the requests i = r, r + R,
+    ... (R the replicas with users); a user's next request is the next of its replica's list, not the
+    deployment's (each replica is an independent engine)."""
+    import numpy as np
+
+    n = len(workload.prompts)
+    P, L = np.asarray(workload.prompts), np.asarray(workload.outputs)
+    if workload.arrivals is not None:
+        active, users = min(replicas, n), None
+    else:
+        u = min(int(workload.users), n)
+        active = min(replicas, u)
+        users = [len(range(r, u, replicas)) for r in range(active)]
+    out = []
+    for r in range(active):
+        idx = np.arange(r, n, active)
+        arr = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float)[idx]
+        out.append((idx, dataclasses.replace(workload, prompts=P[idx], outputs=L[idx], arrivals=arr,
+                                             users=None if users is None else users[r])))
+    return out
+
+
+def _sum_timelines(timelines: list[tuple]) -> tuple:
+    """The deployment's timeline: every replica's marks, each with the other replicas' state in force then (their
+    last mark at or before it; none yet: 0) added, in time order. Blocks held, running, swapped and DRAM bytes
+    are sums over the replicas."""
+    import numpy as np
+
+    parts = []
+    for r, (t, *series) in enumerate(timelines):
+        total = [np.array(v, dtype=np.int64) for v in series]
+        for q, (tq, *other) in enumerate(timelines):
+            if q == r:
+                continue
+            j = np.searchsorted(tq, t, side="right") - 1
+            for acc, v in zip(total, other, strict=True):
+                acc += np.where(j >= 0, v[np.maximum(j, 0)], 0)
+        parts.append((t, *total))
+    times = np.concatenate([p[0] for p in parts])
+    order = np.argsort(times, kind="stable")
+    return (times[order], *(np.concatenate([p[k] for p in parts])[order] for k in range(1, 5)))
+
+
+def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, runs: list[SimRun]) -> SimRun:
+    """One run of the deployment from its replicas' runs: per-request arrays back in the workload's order (each
+    request's figures are its replica's), counts, bytes, steps, events and stall times summed, the simulated time
+    the longest replica's, peaks (blocks held, requests running, DRAM bytes per GPU) the busiest replica's (each
+    replica has its own pool), the timeline summed (``_sum_timelines``)."""
+    import numpy as np
+
+    idx = np.concatenate([ix[:len(run.prompts)] for (ix, _), run in zip(routed, runs, strict=True)])
+    order = np.argsort(idx, kind="stable")
+    rep = np.concatenate([np.full(len(run.prompts), k, dtype=np.int64) for k, run in enumerate(runs)])
+
+    def cat(name: str):
+        return np.concatenate([getattr(run, name) for run in runs])[order]
+
+    per = {name: cat(name) for name in ("prompts", "outputs", "arrival", "admitted", "first_token", "finish",
+                                        "preemptions", "swap_outs", "swap_ins", "recomputed", "peak_bytes",
+                                        "offloads", "prefix_hit_tokens")}
+
+    def total(name: str):
+        return sum(getattr(run, name) for run in runs)
+
+    return dataclasses.replace(
+        runs[0], scenario=s, options=o, workload=workload, **per,
+        simulated_seconds=max(run.simulated_seconds for run in runs),
+        swapped_out_bytes=total("swapped_out_bytes"), swapped_in_bytes=total("swapped_in_bytes"),
+        decode_steps=total("decode_steps"), events=total("events"),
+        peak_blocks_used=max(run.peak_blocks_used for run in runs),
+        peak_dram_bytes=max(run.peak_dram_bytes for run in runs),
+        peak_running=max(run.peak_running for run in runs),
+        prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
+        timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order])
+
+
+def routing_note(dp: int, serving: int, n: int) -> str:
+    """The note every simulate output carries for a deployment of DP > 1 replicas."""
+    idle = f" ({dp - serving:,} got no request)" if serving < dp else ""
+    return (f"{dp:,} DP replicas, each its own KV pool and engine{idle}; requests routed {ROUTING}. Per-request "
+            f"percentiles are over all {n:,} requests, counts, bytes, steps and stalls summed, throughput the "
+            "deployment's, simulated time the longest replica's, peaks (running, blocks held, DRAM per GPU) the "
+            "busiest replica's; the timeline sums the replicas (occupancy over all their pools, DRAM the mean "
+            "per GPU).")
+
+
+def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | None = None,
+                        progress=None) -> SimRun:
+    """The deployment's DP replicas, each its own pool and engine (``simulate``), the requests routed by
+    ``ROUTING`` and the runs merged (``merge_runs``). DP = 1 is ``simulate`` itself."""
+    o = options or SimOptions()
+    dp = s.parallelism.dp
+    if dp == 1:
+        return simulate(s, workload, o, progress)
+    routed = route(workload, dp)
+    n = len(workload.prompts)
+    runs: list[SimRun] = []
+    for _, w in routed:
+        base = sum(len(run.prompts) for run in runs)
+        step = None if progress is None else (lambda done, _total, base=base: progress(base + done, n))
+        runs.append(simulate(s, w, o, step))
+    return merge_runs(s, o, workload, routed, runs)
+
+
 # === the metrics, as typed values =================================================================================
 @frozen
 class SimPlan:
@@ -859,8 +975,9 @@ def timeline_buckets(run: SimRun, buckets: int = TIMELINE_BUCKETS):
     edges = np.linspace(0.0, end, buckets + 1)
     first = np.maximum(np.searchsorted(t, edges[:-1], side="right") - 1, 0)
     last = np.maximum(np.searchsorted(t, edges[1:], side="left"), first + 1)
-    series = {"pool_occupancy": used / max(run.setup.total_blocks, 1), "running_requests": running,
-              "swapped_requests": swapped, "dram_bytes_per_gpu": dram}
+    # DP replicas: blocks held over every replica's pool, running and swapped summed, DRAM the mean per GPU
+    series = {"pool_occupancy": used / max(run.setup.total_blocks * run.replicas, 1), "running_requests": running,
+              "swapped_requests": swapped, "dram_bytes_per_gpu": dram / run.replicas if run.replicas > 1 else dram}
     out = {name: [float(v[a:b].max()) for a, b in zip(first, last, strict=True)] for name, v in series.items()}
     return [float(x) for x in edges[:-1]], out
 
@@ -875,7 +992,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
 
     o = options or SimOptions()
-    r = simulate(s, workload, o, progress)
+    r = simulate_deployment(s, workload, o, progress)
     u = r.setup
     n = len(r.prompts)
     gen = int(r.outputs.sum())
@@ -891,6 +1008,12 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     hits_n = int((r.prefix_hit_tokens > 0).sum()) if r.prefix_hit_tokens is not None else 0
     hits_tok = int(r.prefix_hit_tokens.sum()) if r.prefix_hit_tokens is not None else 0
 
+    dp = s.parallelism.dp
+
+    def many(text: str) -> str:
+        """A derivation's words for a deployment of several DP replicas (none for one: its text is unchanged)."""
+        return text if dp > 1 else ""
+
     def pct(name: str, values, q: float, cls, what: str):
         v = _pct(values, q)
         return cls(v, derived(f"p{q:g} of {what} over {len(values):,} requests (numpy linear interpolation)",
@@ -903,8 +1026,8 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     m = {
         "requests_finished": Count(n, derived("requests that finished (every request runs to the end)", f"{n:,}")),
         "generated_tokens": Tokens(gen, derived("sum of the output lengths", f"{gen:,} tokens")),
-        "simulated_seconds": Seconds(T, derived("time of the last completion (the first arrival at 0 s or later)",
-                                                f"{T:.6g} s")),
+        "simulated_seconds": Seconds(T, derived("time of the last completion (the first arrival at 0 s or later)"
+                                                + many(", the longest replica's"), f"{T:.6g} s")),
         "peak_kv_bytes_per_request_p50": pct("p50", r.peak_bytes, 50, Bytes, "request_bytes at each request's "
                                              "longest cache (prompt + output - 1 tokens, block-rounded, per GPU)"),
         "peak_kv_bytes_per_request_p99": pct("p99", r.peak_bytes, 99, Bytes, "the same"),
@@ -918,7 +1041,8 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "offload_count": Count(off, derived("proactive offloads: requests moved to DRAM above the threshold",
                                             f"{off:,}" if o.offload_threshold is not None else "0 (no threshold)")),
         "swap_in_count": Count(si, derived("sum of swap-ins", f"{si:,}")),
-        "swapped_bytes": Bytes(r.swapped_out_bytes, derived("bytes per GPU copied out to host DRAM",
+        "swapped_bytes": Bytes(r.swapped_out_bytes, derived("bytes per GPU copied out to host DRAM"
+                                                            + many(", summed over the replicas"),
                                                             f"{r.swapped_out_bytes:,} B")),
         "swap_out_per_request": ratio(Number, so, n, "swap-outs / requests", "swap-outs / requests"),
         "swap_in_per_request": ratio(Number, si, n, "swap-ins / requests", "swap-ins / requests"),
@@ -944,16 +1068,21 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "throughput_tokens_per_second": ratio(Number, gen, T, "generated tokens / simulated seconds",
                                               "tokens / s"),
         "throughput_requests_per_second": ratio(Number, n, T, "requests / simulated seconds", "requests / s"),
-        "peak_running_requests": Count(r.peak_running, derived("most requests decoding in one step",
+        "peak_running_requests": Count(r.peak_running, derived("most requests decoding in one step"
+                                                               + many(" (the busiest replica's)"),
                                                                f"{r.peak_running:,}")),
-        "peak_kv_blocks_used": Count(r.peak_blocks_used, derived("most blocks held at once (running, landing)",
+        "peak_kv_blocks_used": Count(r.peak_blocks_used, derived("most blocks held at once (running, landing)"
+                                                                 + many(" in one replica's pool (the busiest)"),
                                                                  f"{r.peak_blocks_used:,} of {u.total_blocks:,}")),
-        "peak_dram_bytes_per_gpu": Bytes(r.peak_dram_bytes, derived("most bytes per GPU parked in host DRAM at once",
+        "peak_dram_bytes_per_gpu": Bytes(r.peak_dram_bytes, derived("most bytes per GPU parked in host DRAM at once"
+                                                                    + many(" (the busiest replica's)"),
                                                               f"{r.peak_dram_bytes:,} B")),
         "prefill_stall_seconds": Seconds(r.prefill_seconds, derived(
-            "time the batch stood still for prefills and re-prefills", f"{r.prefill_seconds:.6g} s")),
+            "time the batch stood still for prefills and re-prefills" + many(", summed over the replicas"),
+            f"{r.prefill_seconds:.6g} s")),
         "swap_stall_seconds": Seconds(r.swap_stall_seconds, derived(
-            "time the batch waited for swap-out copies", f"{r.swap_stall_seconds:.6g} s")),
+            "time the batch waited for swap-out copies" + many(", summed over the replicas"),
+            f"{r.swap_stall_seconds:.6g} s")),
         "decode_steps": Count(r.decode_steps, derived("decode steps simulated", f"{r.decode_steps:,}")),
         "events": Count(r.events, derived("scheduler events (runs of steps between them are summed in closed form)",
                                           f"{r.events:,}")),
@@ -995,8 +1124,14 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
                      Tokens(int(r.outputs[i]), src), Seconds(float(ttft[i]), src), Seconds(t, src),
                      Seconds(float(queue[i]), src), Count(int(r.preemptions[i]), src),
                      Count(int(r.swap_outs[i]), src), Tokens(int(r.recomputed[i]), src),
-                     Bytes(int(r.peak_bytes[i]), src), Seconds(float(r.finish[i]), src)))
+                     Bytes(int(r.peak_bytes[i]), src), Seconds(float(r.finish[i]), src))
+                    + ((Count(int(r.replica_of[i]), derived(ROUTING, "replica index from 0")),)
+                       if r.replica_of is not None else ()))
     notes = []
+    if dp > 1:
+        m["replicas"] = Count(dp, derived("the deployment's DP replicas, each its own pool and engine", f"DP={dp}"))
+        m["replicas_serving"] = Count(r.replicas, derived(
+            "replicas the routing gave requests (" + ROUTING + ")", f"{r.replicas:,} of {dp:,}"))
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 2**30:,.1f} GiB per GPU, past the host tier's "
                      f"{u.dram_bytes_per_gpu / 2**30:,.1f} GiB: --policy swap-then-recompute respects the tier.")

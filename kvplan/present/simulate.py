@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan, timeline_buckets
+from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.result import Chart, Result, Table
 from kvplan.values import Count, Number, Seconds, default, given
@@ -55,21 +55,39 @@ ASSUMPTIONS = (
 )
 
 
+ONE_REPLICA = ASSUMPTIONS[0]
+
+
+def _replicas(s, serving: int, n: int) -> tuple[str, list[str], tuple[str, ...]]:
+    """For a deployment of DP > 1 replicas: the headline's words, the routing note and the assumptions (one
+    replica: nothing added, the assumptions as they are)."""
+    dp = s.parallelism.dp
+    if dp == 1:
+        return "", [], ASSUMPTIONS + spec_notes(s)
+    each = (f"{dp:,} DP replicas (TP x PP groups), each its own KV pool and engine, as one replica is simulated; "
+            "requests reach each by the routing rule (notes), and no replica sees another's.")
+    return (f"; {dp:,} replicas, round-robin", [routing_note(dp, serving, n)],
+            (each, *ASSUMPTIONS[1:]) + spec_notes(s))
+
+
 def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     """``inputs``: the workload's and engine's settings as typed values (from the command)."""
     r, m = plan.run, plan.metrics
     s, o = r.scenario, r.options
     key = Table(f"The workload document's key metrics: {o.policy}, victim {o.victim}", ("metric", "value"),
                 tuple((label, m[name]) for label, name in KEY_METRICS), primary=not per_request)
-    service = Table("Service", ("figure", "value"), tuple((label, m[name]) for label, name in SERVICE))
+    extra = (("DP replicas", "replicas"), ("replicas given requests", "replicas_serving")) if "replicas" in m else ()
+    service = Table("Service", ("figure", "value"), tuple((label, m[name]) for label, name in (*extra, *SERVICE)))
     setup = Table("The replica", ("figure", "value"), tuple((label, plan.setup[name]) for label, name in SETUP))
     tables = [key, service, setup]
     if per_request:
-        tables.append(Table("Per request", PER_REQUEST, plan.per_request, primary=True))
+        tables.append(Table("Per request", PER_REQUEST + (("replica",) if r.replicas > 1 else ()), plan.per_request,
+                            primary=True))
     chart, timeline = _timeline(plan)
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
             "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
-    notes = [f"Workload: {r.workload.describe}.", *plan.notes]
+    dp_head, dp_notes, assumptions = _replicas(s, r.replicas, len(r.prompts))
+    notes = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
     if r.workload.sources:
         notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
     rate = m["recompute_rate"].value
@@ -78,11 +96,11 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                      f"{rate:.1%} of the generated tokens recomputed." if rate is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
-    assumptions = ASSUMPTIONS + spec_notes(s)
     brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
              ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
              ("throughput tokens/s", m["throughput_tokens_per_second"]))
-    return Result("simulate", s.headline(r.workload.lengths) + f"; {o.policy}, victim {o.victim}", data, tuple(tables),
+    return Result("simulate", s.headline(r.workload.lengths) + dp_head + f"; {o.policy}, victim {o.victim}", data,
+                  tuple(tables),
                   tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief)
 
 
@@ -169,14 +187,16 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     data = {**scenario_data(s), "workload": base.workload.describe, "inputs": inputs, "compare": compare}
     notes = [f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
              "base: the command line's own settings; each other column changes only the keys it names."]
+    dp_head, dp_notes, assumptions = _replicas(s, base.replicas, len(base.prompts))
+    notes += dp_notes
     for label, p in runs:
         notes += [f"{label}: {n}" for n in p.notes]
     if base.workload.sources:
         notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
     brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
         (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
-    return Result("simulate", s.headline(base.workload.lengths) + f"; {len(runs)} settings compared", data,
-                  (table,), tuple(notes), ASSUMPTIONS + spec_notes(s), (), brief)
+    return Result("simulate", s.headline(base.workload.lengths) + dp_head + f"; {len(runs)} settings compared",
+                  data, (table,), tuple(notes), assumptions, (), brief)
 
 
 SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"),
@@ -234,7 +254,10 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
         verdict = f"Capacity: {sweep.capacity:g} requests/s meets {target_text}; the next rate does not."
     notes = [verdict, f"Workload at each rate: the same {len(work.prompts):,} requests (seed "
              f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate."]
+    serving = min((int(m["replicas_serving"].value) for m in sweep.points if "replicas_serving" in m), default=1)
+    dp_head, dp_notes, assumptions = _replicas(s, serving, len(work.prompts))
+    notes += dp_notes
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
-    return Result("simulate", s.headline(work.lengths) + f"; rate sweep {first:g} .. {last:g} requests/s", data,
-                  (table,), tuple(notes), ASSUMPTIONS + spec_notes(s), (), (("capacity requests/s", capacity),))
+    return Result("simulate", s.headline(work.lengths) + dp_head + f"; rate sweep {first:g} .. {last:g} requests/s",
+                  data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),))

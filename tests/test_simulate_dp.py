@@ -1,0 +1,173 @@
+"""kvplan simulate over every DP replica of the deployment (issue 10): requests routed round-robin in arrival order
+(a closed loop's users and requests dealt alike), each replica its own pool and engine, the metrics merged.
+Hand-worked cases on a tiny pool, the DP = 1 identity, and the llama-3.1-8b x 8 H100 case of the issue."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+# Llama-3.1-8B, BF16 KV, TP 1, 16-token blocks: 2 (K, V) x 32 layers x 8 KV heads x 128 dims x 2 B = 131,072 B per
+# token (the model's config.json: num_hidden_layers 32, num_key_value_heads 8, head_dim 4096 / 32 = 128), so one
+# block is 2 MiB and a 1,000 MiB pool per GPU is 500 blocks (watermark int(0.01 x 500) = 5).
+TINY = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--block-size", "16", "--kv-pool", "1000MiB")
+
+
+def _scenario(dp: int):
+    from kvplan.commands.common import build_scenario
+
+    return build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1",
+                          dp=str(dp), ep=None, kv_dtype="auto", weight_dtype=None, engine="neutral", prompt="1k",
+                          decode="1001", mtp_layers=None, max_model_len=None, block_size="16", host_link_gbs=None,
+                          presets_dir=None, kv_pool="1000MiB")
+
+
+def _open(prompts, outputs, arrivals):
+    from kvplan.calc.workload import Workload
+
+    return Workload(np.array(prompts, dtype=np.int64), np.array(outputs, dtype=np.int64),
+                    np.array(arrivals, dtype=float), None, 0.0, None, "test")
+
+
+PER_REQUEST = ("prompts", "outputs", "arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs",
+               "swap_ins", "recomputed", "peak_bytes", "offloads", "prefix_hit_tokens")
+
+
+def test_two_replicas_each_serve_their_round_robin_share_as_a_one_replica_run_would():
+    from kvplan.calc.simulate import plan_simulate, simulate
+
+    # four requests of distinct lengths arriving 0.1 s apart: round-robin in arrival order sends requests 0 and 2
+    # to replica 0, 1 and 3 to replica 1
+    P, L, A = [1000, 2000, 3000, 4000], [100, 200, 300, 400], [0.0, 0.1, 0.2, 0.3]
+    plan = plan_simulate(_scenario(2), _open(P, L, A))
+    r = plan.run
+    assert list(r.replica_of) == [0, 1, 0, 1] and r.replicas == 2
+    one = _scenario(1)
+    r0 = simulate(one, _open([1000, 3000], [100, 300], [0.0, 0.2]))
+    r1 = simulate(one, _open([2000, 4000], [200, 400], [0.1, 0.3]))
+    for name in PER_REQUEST:                 # each request's figures are its own replica's, exactly
+        merged = getattr(r, name)
+        assert list(merged[[0, 2]]) == list(getattr(r0, name)), name
+        assert list(merged[[1, 3]]) == list(getattr(r1, name)), name
+    assert r.simulated_seconds == max(r0.simulated_seconds, r1.simulated_seconds)
+    assert r.decode_steps == r0.decode_steps + r1.decode_steps and r.events == r0.events + r1.events
+    assert r.prefill_seconds == r0.prefill_seconds + r1.prefill_seconds
+    assert r.peak_running == max(r0.peak_running, r1.peak_running)
+    m = plan.metrics
+    tpot = [(f - t) / (n - 1) for f, t, n in zip(r.finish, r.first_token, L, strict=True)]
+    assert m["tpot_seconds_p50"].value == pytest.approx(float(np.percentile(tpot, 50)), rel=1e-12)
+    assert m["generated_tokens"].value == 100 + 200 + 300 + 400
+    assert m["throughput_tokens_per_second"].value == pytest.approx(1000 / r.simulated_seconds, rel=1e-12)
+    assert m["replicas"].value == 2 and m["replicas_serving"].value == 2
+
+
+def test_replicas_decode_apart_so_the_steps_add_up():
+    from kvplan.calc.simulate import simulate_deployment
+
+    # four requests of 1,000 + 100 tokens, all at 0 s: one replica prefills all four (each prefill gives the first
+    # token) and decodes them together for 100 - 1 = 99 steps; two replicas take two each and run 99 steps apiece
+    work = _open([1000] * 4, [100] * 4, [0.0] * 4)
+    assert simulate_deployment(_scenario(1), work).decode_steps == 99
+    assert simulate_deployment(_scenario(2), work).decode_steps == 2 * 99
+    assert simulate_deployment(_scenario(4), work).decode_steps == 4 * 99
+    # a replica that gets no request is not run: 4 requests over 8 replicas serve 4
+    eight = simulate_deployment(_scenario(8), work)
+    assert eight.replicas == 4 and list(eight.replica_of) == [0, 1, 2, 3]
+
+
+def test_six_requests_preempt_in_one_pool_and_fit_in_two():
+    from kvplan.calc.simulate import simulate_deployment
+
+    # six requests of 1,000 + 1,001 tokens at 0 s. One 500-block pool: all six are admitted (6 x ceil(1,000 / 16)
+    # = 6 x 63 = 378 blocks, within 500 - 5), and the step reading x tokens needs 6 x ceil(x / 16) blocks, past 500
+    # first at ceil(x / 16) = 84: a preemption. Two replicas of three: at most 3 x ceil(2,000 / 16) = 3 x 125 = 375
+    # blocks each, so no preemption anywhere.
+    work = _open([1000] * 6, [1001] * 6, [0.0] * 6)
+    assert simulate_deployment(_scenario(1), work).preemptions.sum() > 0
+    two = simulate_deployment(_scenario(2), work)
+    assert two.preemptions.sum() == 0 and two.recomputed.sum() == 0
+    assert two.peak_blocks_used == 375            # the busiest replica's own pool, not the sum of both
+    # the summed timeline: both replicas at their 375-block peak at once -> 750 of the deployment's 2 x 500
+    assert int(two.timeline[1].max()) == 2 * 375
+
+
+def test_a_closed_loop_deals_users_and_requests_to_replicas(run_cli):
+    # five users of 1,000 + 1,001 tokens on one 500-block pool: one preemption with a 1,600-token cache re-prefilled
+    # (tests/test_simulate_features.py works it by hand). Two replicas: users 0, 2, 4 on replica 0 and 1, 3 on
+    # replica 1, requests likewise; three at once need at most 3 x 125 = 375 blocks: nothing is preempted.
+    base = TINY + ("--users", "5", "--requests", "5", "--prompt", "1000", "--decode", "1001", "-f", "json")
+    one = json.loads(run_cli("simulate", *base, "--dp", "1").out)
+    assert one["preemptions"] == 1 and one["recomputed_tokens"] == 1600 and "replicas" not in one
+    r = run_cli("simulate", *base, "--dp", "2")
+    assert r.code == 0, r.err
+    two = json.loads(r.out)
+    assert two["preemptions"] == 0 and two["recomputed_tokens"] == 0 and two["generated_tokens"] == 5 * 1001
+    assert two["replicas"] == 2 and two["replicas_serving"] == 2
+    assert "2 replicas, round-robin" in two["headline"]
+    assert any("round-robin in arrival order" in n for n in two["notes"])
+    csv = run_cli("simulate", *base[:-2], "--dp", "2", "-f", "csv").out.splitlines()
+    assert csv[1].endswith(",replica") and [line.split(",")[-1] for line in csv[2:]] == ["0", "1", "0", "1", "0"]
+    # one user: one replica serves, the other idles
+    lone = json.loads(run_cli("simulate", *TINY, "--users", "1", "--requests", "3", "--prompt", "1000", "--decode",
+                              "10", "--dp", "2", "-f", "json").out)
+    assert lone["replicas"] == 2 and lone["replicas_serving"] == 1
+    assert any("1 got no request" in n for n in lone["notes"])
+
+
+def test_compare_and_sweep_route_alike(run_cli):
+    # six requests at 50/s on two replicas of 500 blocks: as in the six-request case, no preemption
+    args = TINY + ("--dp", "2", "--requests", "6", "--prompt", "1000", "--decode", "1001", "-f", "json")
+    doc = json.loads(run_cli("simulate", *args, "--rate", "50", "--compare", "policy=swap").out)
+    assert all(c["replicas"] == 2 and c["preemptions"] == 0 for c in doc["compare"])
+    assert "2 replicas, round-robin" in doc["headline"]
+    doc = json.loads(run_cli("simulate", *args, "--sweep-rate", "50:100:2", "--max-recompute-rate", "0").out)
+    assert [p["replicas_serving"] for p in doc["sweep"]] == [2, 2] and doc["capacity_requests_per_second"] == 100
+
+
+def test_check_simulates_the_whole_deployment(run_cli, tmp_path):
+    # the six-request case through `kvplan check`'s sim_ assertion: no recompute on two replicas (on gpus = 1 the
+    # same assertion fails: one pool preempts)
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ngpus = 2\ntp = 1\n'
+                    'block_size = 16\nkv_pool = "1000MiB"\nprompt = "1000"\ndecode = "1001"\n\n'
+                    '[[assert]]\nname = "calm"\nmetric = "sim_recompute_rate"\nusers = 6\nrequests = 6\n'
+                    'at_most = "0%"\n')
+    r = run_cli("check", str(plan), "-f", "json")
+    assert r.code == 0, r.err + r.out
+
+
+def test_one_replica_is_the_engine_run_itself():
+    from kvplan.calc.simulate import merge_runs, route, simulate, simulate_deployment
+
+    s = _scenario(1)
+    work = _open([1000, 2000, 1500], [300, 100, 200], [0.0, 0.05, 0.1])
+    direct = simulate(s, work)
+    again = simulate_deployment(s, work)
+    assert again.replicas == 1 and again.replica_of is None and again.events == direct.events
+    assert all(list(getattr(again, name)) == list(getattr(direct, name)) for name in PER_REQUEST)
+    # and merging a single replica's run gives back the same figures and timeline
+    merged = merge_runs(s, direct.options, work, route(work, 1), [direct])
+    for name in PER_REQUEST:
+        assert list(getattr(merged, name)) == list(getattr(direct, name)), name
+    for a, b in zip(merged.timeline, direct.timeline, strict=True):
+        assert list(a) == list(b)
+
+
+def test_the_issue_case_matches_one_replica_at_an_eighth_of_the_rate(run_cli):
+    # llama-3.1-8b on 8 x H100 as TP1 x DP8 at 2 requests/s, 100 requests of 1,000 + 30,000 tokens: each replica
+    # gets 12 or 13 requests, each needing ceil((1,000 + 30,000 - 1) / 16) = 1,938 blocks; 13 x 1,938 = 25,194
+    # fit the 27,818-block pool less its 278-block watermark at once, so nothing is preempted (one pool taking all
+    # 100 must preempt: 100 x 1,938 is far past 27,818). Its TPOT is a replica's with 12 or 13 requests at 0.25/s.
+    base = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "-f", "json")
+    dp8 = json.loads(run_cli("simulate", *base, "--rate", "2", "--requests", "100").out)
+    assert dp8["parallelism"]["dp"] == 8 and dp8["replica"]["kv_blocks"] == 27_818
+    assert dp8["recompute_rate"] == 0 and dp8["preemptions"] == 0 and dp8["peak_running_requests"] == 13
+    one = (*base, "--dp", "1", "--gpus", "1")
+    alone = json.loads(run_cli("simulate", *one, "--rate", "2", "--requests", "100").out)
+    assert alone["recompute_rate"] > 0.5
+    eighth = json.loads(run_cli("simulate", *one, "--rate", "0.25", "--requests", "13").out)
+    assert eighth["recompute_rate"] == 0
+    assert dp8["tpot_seconds_p50"] == pytest.approx(eighth["tpot_seconds_p50"], rel=0.06)
+    assert dp8["tpot_seconds_p50"] < 0.5 * alone["tpot_seconds_p50"]
