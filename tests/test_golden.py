@@ -30,6 +30,9 @@ COMMANDS = {
                          "longest-first-protected"),
     "simulate-sweep": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--requests", "1000",
                        "--sweep-rate", "2:12:6", "--tpot-slo", "100ms", "--max-recompute-rate", "0.02", "--seed", "1"),
+    # the issue 10 case: TP1 x DP8, the 2 requests/s routed round-robin over the eight replicas
+    "simulate-dp": ("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--rate", "2", "--requests",
+                    "100"),
     "presets-list": ("presets", "list"),
     "presets-gpus": ("presets", "list", "--type", "hardware"),
     "check": ("check", "examples/plans/deepseek-r1-h200-fp8.toml"),   # run from the project's root

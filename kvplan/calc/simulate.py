@@ -1,4 +1,4 @@
-"""``kvplan simulate``: a stream of reasoning requests through one replica's KV pool, event to event.
+"""``kvplan simulate``: a stream of reasoning requests through each replica's KV pool, event to event.
 
 The pieces are the other commands': the pool and per-request bytes from ``kvplan.calc.capacity`` (the pool is
 rounded down to whole blocks of one block of every layer), step times from the one decode-step model
@@ -48,6 +48,13 @@ The engine, one replica:
 * Victims: ``newest`` (vLLM V1 pops the most recently scheduled request), ``fewest-tokens`` (the fewest cached
   tokens: vLLM RFC #54644's least-computed-first), ``longest-first-protected`` (the longer half of the batch by
   context is protected; the newest of the rest goes).
+
+A deployment of DP > 1 replicas (``simulate_deployment``, which ``plan_simulate`` calls): each replica is this
+engine on its own pool (``kvplan concurrency``'s pool per replica), with the requests ``route`` gives it by
+``ROUTING`` (round-robin in arrival order; a closed loop's users and requests dealt alike), and ``merge_runs``
+makes the deployment's run: per-request figures are their replica's, counts, bytes, steps, events and stalls
+summed, the simulated time the longest replica's, the peaks the busiest replica's, the timeline summed. DP = 1
+is ``simulate`` itself, unchanged.
 
 Speed: between events nothing changes but the contexts, each one token per step, so a run of k steps is summed
 in closed form: a request's cache bytes and attention FLOPs are affine in its context between the caps of its
@@ -867,20 +874,25 @@ def route(workload: Workload, replicas: int) -> list[tuple[object, Workload]]:
 
 
 def _sum_timelines(timelines: list[tuple]) -> tuple:
-    """The deployment's timeline: every replica's marks, each with the other replicas' state in force then (their
-    last mark at or before it; none yet: 0) added, in time order. Blocks held, running, swapped and DRAM bytes
-    are sums over the replicas."""
+    """The deployment's timeline: every replica's marks, each with the other replicas' state then added, in time
+    order. Blocks held, running, swapped and DRAM bytes are sums over the replicas. Another replica's state at a
+    time: running, swapped and DRAM those of its last mark at or before it (a replica marks each run of steps as it
+    starts and ends, and those do not change within a run); its blocks held interpolated linearly between its
+    marks (within a run they grow with the steps, about linearly in time); before its first mark and after its
+    last (its last completion) nothing."""
     import numpy as np
 
     parts = []
     for r, (t, *series) in enumerate(timelines):
         total = [np.array(v, dtype=np.int64) for v in series]
-        for q, (tq, *other) in enumerate(timelines):
+        for q, (tq, used, *other) in enumerate(timelines):
             if q == r:
                 continue
+            total[0] += np.rint(np.interp(t, tq, used, left=0.0, right=0.0)).astype(np.int64)
             j = np.searchsorted(tq, t, side="right") - 1
-            for acc, v in zip(total, other, strict=True):
-                acc += np.where(j >= 0, v[np.maximum(j, 0)], 0)
+            live = (j >= 0) & (t <= tq[-1])
+            for acc, v in zip(total[1:], other, strict=True):
+                acc += np.where(live, v[np.maximum(j, 0)], 0)
         parts.append((t, *total))
     times = np.concatenate([p[0] for p in parts])
     order = np.argsort(times, kind="stable")
