@@ -171,3 +171,46 @@ def test_the_issue_case_matches_one_replica_at_an_eighth_of_the_rate(run_cli):
     assert eighth["recompute_rate"] == 0
     assert dp8["tpot_seconds_p50"] == pytest.approx(eighth["tpot_seconds_p50"], rel=0.06)
     assert dp8["tpot_seconds_p50"] < 0.5 * alone["tpot_seconds_p50"]
+
+
+def test_the_summed_timeline_adds_the_other_replicas_state_at_each_mark():
+    from kvplan.calc.simulate import _sum_timelines
+
+    def tl(marks):
+        m = np.array(marks, dtype=float)
+        return (m[:, 0], *(m[:, j].astype(np.int64) for j in range(1, 5)))
+
+    # replica A: a run from 0 s (10 blocks, 1 running) to 10 s (110 blocks); replica B: a run from 5 s (20 blocks,
+    # 2 running, 1 swapped, 7 B of DRAM) to 15 s (40 blocks)
+    a = tl([(0, 10, 1, 0, 0), (10, 110, 1, 0, 0)])
+    b = tl([(5, 20, 2, 1, 7), (15, 40, 2, 1, 7)])
+    t, used, running, swapped, dram = _sum_timelines([a, b])
+    assert list(t) == [0, 5, 10, 15]
+    # at 0 s B has not started; at 5 s A is halfway through its run: 10 + (110 - 10) x 5 / 10 = 60 blocks, plus
+    # B's 20; at 10 s B is halfway: 20 + (40 - 20) x 5 / 10 = 30, plus A's 110; at 15 s A is done: B's 40
+    assert list(used) == [10, 60 + 20, 110 + 30, 40]
+    assert list(running) == [1, 1 + 2, 1 + 2, 2]     # a run's batch is its start's; a replica done adds nothing
+    assert list(swapped) == [0, 1, 1, 1] and list(dram) == [0, 7, 7, 7]
+
+
+def test_a_timed_trace_is_routed_in_arrival_order(run_cli, tmp_path):
+    from test_json_contract import numeric_paths  # tests/ is on sys.path
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("prompt_tokens,output_tokens,arrival_s\n1000,50,0\n1000,60,0.5\n1000,70,1\n1000,80,1.5\n"
+                     "1000,90,2\n")
+    csv = run_cli("simulate", *TINY, "--dp", "2", "--trace", str(trace), "-f", "csv").out.splitlines()
+    assert [line.split(",")[-1] for line in csv[2:]] == ["0", "1", "0", "1", "0"]
+    doc = json.loads(run_cli("simulate", *TINY, "--dp", "3", "--trace", str(trace), "-f", "json").out)
+    assert doc["generated_tokens"] == 50 + 60 + 70 + 80 + 90 and doc["replicas_serving"] == 3
+    missing = sorted(set(numeric_paths(doc)) - set(doc["derivations"]))
+    assert not missing, missing
+
+
+def test_attention_dp_ranks_say_their_coupling_is_not_modelled(run_cli):
+    args = ("-m", "deepseek-r1", "-g", "h200", "--nodes", "2", "--tp", "8", "--kv-dtype", "fp8", "--engine",
+            "sglang", "--rate", "1", "--requests", "4", "--prompt", "1000", "--decode", "10", "-f", "json")
+    coupled = json.loads(run_cli("simulate", *args, "--dp", "2", "--ep", "16").out)
+    assert any("EP=16 spans the 2 DP ranks" in n for n in coupled["notes"])
+    apart = json.loads(run_cli("simulate", *args, "--dp", "2").out)      # EP inside each TP group: no coupling
+    assert apart["replicas"] == 2 and not any("spans the" in n for n in apart["notes"])

@@ -66,7 +66,13 @@ def _replicas(s, serving: int, n: int) -> tuple[str, list[str], tuple[str, ...]]
         return "", [], ASSUMPTIONS + spec_notes(s)
     each = (f"{dp:,} DP replicas (TP x PP groups), each its own KV pool and engine, as one replica is simulated; "
             "requests reach each by the routing rule (notes), and no replica sees another's.")
-    return (f"; {dp:,} replicas, round-robin", [routing_note(dp, serving, n)],
+    notes = [routing_note(dp, serving, n)]
+    par = s.parallelism
+    if par.ep and par.ep > par.tp:
+        notes.append(f"EP={par.ep} spans the {dp:,} DP ranks (attention DP): the ranks' MoE layers run each step "
+                     "together, so a rank's step waits for the slowest; simulated here as independent replicas, "
+                     "that coupling is not modelled.")
+    return (f"; {dp:,} replicas, round-robin", notes,
             (each, *ASSUMPTIONS[1:]) + spec_notes(s))
 
 
