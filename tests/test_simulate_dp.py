@@ -214,3 +214,19 @@ def test_attention_dp_ranks_say_their_coupling_is_not_modelled(run_cli):
     assert any("EP=16 spans the 2 DP ranks" in n for n in coupled["notes"])
     apart = json.loads(run_cli("simulate", *args, "--dp", "2").out)      # EP inside each TP group: no coupling
     assert apart["replicas"] == 2 and not any("spans the" in n for n in apart["notes"])
+
+
+def test_swaps_and_their_bytes_add_up_over_the_replicas():
+    from kvplan.calc.simulate import SimOptions, plan_simulate, simulate
+
+    # twelve requests of 1,000 + 1,001 tokens at 0 s on two replicas: each gets six, which overfill its 500-block
+    # pool (the six-request case above), so each swaps; the deployment's swaps and bytes are the two replicas' sums
+    o = SimOptions(policy="swap")
+    plan = plan_simulate(_scenario(2), _open([1000] * 12, [1001] * 12, [0.0] * 12), o)
+    six = simulate(_scenario(1), _open([1000] * 6, [1001] * 6, [0.0] * 6), o)
+    assert six.swap_outs.sum() > 0
+    m = plan.metrics
+    assert m["swap_out_count"].value == 2 * int(six.swap_outs.sum())
+    assert m["swapped_bytes"].value == 2 * six.swapped_out_bytes
+    assert m["peak_dram_bytes_per_gpu"].value == six.peak_dram_bytes        # per GPU: one replica's
+    assert m["swap_out_per_second"].value == pytest.approx(2 * int(six.swap_outs.sum()) / six.simulated_seconds)
