@@ -447,3 +447,28 @@ def test_the_headline_of_a_trace_and_of_a_sweep(run_cli, tmp_path):
     doc = run_cli("simulate", *TINY[:12], "--requests", "4", "--output-dist", "fixed:300", "--sweep-rate", "1:2:2",
                   "--tpot-slo", "1s", "-f", "json").json()
     assert doc["headline"].endswith("neutral engine; 1,000 + 300 tokens; rate sweep 1 .. 2 requests/s")
+
+
+def test_a_rate_the_deployment_cannot_keep_up_with_fails_the_sweep():
+    """A point fails when more than 10% of its requests (and more than 10) still wait to start at the last arrival:
+    the queue grows without bound there, whatever the TPOT of the requests that run."""
+    from kvplan.calc import simulate as sim
+    from kvplan.values import Count, Fraction, Seconds, given
+
+    def point(waiting, n=1000):
+        return {"tpot_seconds_p99": Seconds(0.01, given("t")), "recompute_rate": Fraction(0.0, given("r")),
+                "waiting_at_last_arrival": Count(waiting, given("w")), "requests_finished": Count(n, given("n"))}
+
+    assert sim.meets_targets(point(100), 0.05, None)          # 100 of 1,000 = 10%: not more than the share
+    assert not sim.meets_targets(point(101), 0.05, None)      # 101 > 100
+    assert sim.meets_targets(point(10, n=20), 0.05, None)     # 50% but only 10: a burst, not a growing queue
+    assert not sim.meets_targets(point(11, n=20), 0.05, None)
+
+
+def test_the_sweep_measures_the_queue_at_the_last_arrival(run_cli):
+    # at 1e6 requests/s all five arrive within microseconds, during the first request's prefill (the comment above
+    # SWEEP_TINY): the first is admitted, the other four wait when the last arrives; at 0.001/s none waits
+    doc = run_cli("simulate", *SWEEP_TINY, "--rate", "1000000", "-f", "json").json()
+    assert doc["waiting_at_last_arrival"] == 4
+    slow = run_cli("simulate", *SWEEP_TINY, "--rate", "0.001", "-f", "json").json()
+    assert slow["waiting_at_last_arrival"] == 0

@@ -1000,6 +1000,22 @@ def _pct(values, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
+OVERLOAD_SHARE = 0.1   # a sweep point is overloaded when this share of its requests still waits at the last arrival
+
+
+def _waiting_at_last_arrival(r, Count, derived):
+    """Requests that had arrived but not yet started when the last one arrived: bounded when the deployment keeps
+    up with the arrivals, a growing share of the run when it does not (the queue grows without bound)."""
+    import numpy as np
+
+    if not len(r.arrival):
+        return Count(0, derived("no requests"))
+    last = float(r.arrival.max())
+    waiting = int(np.count_nonzero((r.arrival <= last) & (r.admitted > last)))
+    return Count(waiting, derived("requests arrived by the last arrival and not yet admitted then",
+                                  f"{waiting:,} of {len(r.arrival):,} at t = {last:.6g} s"))
+
+
 def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
     from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
 
@@ -1077,6 +1093,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         "ttft_seconds_p99": pct("p99", ttft, 99, Seconds, "TTFT"),
         "queue_seconds_p50": pct("p50", queue, 50, Seconds, "queueing delay = first admission - arrival"),
         "queue_seconds_p99": pct("p99", queue, 99, Seconds, "queueing delay"),
+        "waiting_at_last_arrival": _waiting_at_last_arrival(r, Count, derived),
         "throughput_tokens_per_second": ratio(Number, gen, T, "generated tokens / simulated seconds",
                                               "tokens / s"),
         "throughput_requests_per_second": ratio(Number, n, T, "requests / simulated seconds", "requests / s"),
@@ -1191,11 +1208,27 @@ def _sweep_point(job):
         return ("error", err.message, err.hint)
 
 
+OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
+
+
+def overloaded(metrics: dict) -> bool:
+    """The deployment does not keep up with this rate: more than OVERLOAD_SHARE of the run's requests, and more
+    than OVERLOAD_MIN, still wait to start when the last one arrives (a stable queue stays short; an overloaded one
+    holds a growing share)."""
+    if "waiting_at_last_arrival" not in metrics or "requests_finished" not in metrics:
+        return False
+    n = metrics["requests_finished"].value or 0
+    return (metrics["waiting_at_last_arrival"].value or 0) > max(OVERLOAD_SHARE * n, OVERLOAD_MIN)
+
+
 def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None) -> bool:
-    """TPOT p99 <= the SLO and the recompute rate <= its cap (a target not given always holds)."""
+    """TPOT p99 <= the SLO and the recompute rate <= its cap (a target not given always holds), and the deployment
+    keeps up with the rate (``overloaded``): a queue that grows without bound meets no target, whatever the TPOT of
+    the requests that do run."""
     tpot, rate = metrics["tpot_seconds_p99"].value, metrics["recompute_rate"].value
     ok_tpot = tpot_slo is None or (tpot is not None and tpot <= tpot_slo)
-    return ok_tpot and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
+    return (ok_tpot and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
+            and not overloaded(metrics))
 
 
 def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.calc.simulate import POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
+from kvplan.calc.simulate import OVERLOAD_SHARE, POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.result import Chart, Result, Table
 from kvplan.values import Count, Number, Seconds, default, given
@@ -259,11 +259,25 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
     else:
         verdict = f"Capacity: {sweep.capacity:g} requests/s meets {target_text}; the next rate does not."
     notes = [verdict, f"Workload at each rate: the same {len(work.prompts):,} requests (seed "
-             f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate."]
+             f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate. A rate also fails when more than "
+             f"{OVERLOAD_SHARE:.0%} of the requests (and more than 10) still wait to start at the last arrival "
+             "(the queue grows without bound there)."]
+    warnings = []
+    n_req = len(work.prompts)
+    for rate, m in zip(sweep.rates, sweep.points, strict=True):   # a burst, not a steady state: say so
+        tpot_mean, gen = m["tpot_seconds_mean"].value, m["generated_tokens"].value
+        if tpot_mean and gen and n_req:
+            decode = tpot_mean * gen / n_req
+            if n_req / rate < decode:
+                warnings.append(f"At {rate:g} requests/s the {n_req:,} requests arrive within {n_req / rate:,.0f} s, "
+                                f"less than a mean request's {decode:,.0f} s decode: the run is a burst, not a "
+                                "steady state, so the capacity may be overstated; raise --requests")
+                break
     serving = min((int(m["replicas_serving"].value) for m in sweep.points if "replicas_serving" in m), default=1)
     dp_head, dp_notes, assumptions = _replicas(s, serving, len(work.prompts))
     notes += dp_notes
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
     return Result("simulate", s.headline(work.lengths) + dp_head + f"; rate sweep {first:g} .. {last:g} requests/s",
-                  data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),))
+                  data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),),
+                  tuple(warnings))
