@@ -264,9 +264,9 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
              "(the queue grows without bound there)."]
     warnings = []
     n_req = len(work.prompts)
-    for rate, m in zip(sweep.rates, sweep.points, strict=True):   # a burst, not a steady state: say so
+    for rate, m, ok in zip(sweep.rates, sweep.points, sweep.meets, strict=True):   # a passing burst: say so
         tpot_mean, gen = m["tpot_seconds_mean"].value, m["generated_tokens"].value
-        if tpot_mean and gen and n_req:
+        if ok and tpot_mean and gen and n_req:
             decode = tpot_mean * gen / n_req
             if n_req / rate < decode:
                 warnings.append(f"At {rate:g} requests/s the {n_req:,} requests arrive within {n_req / rate:,.0f} s, "
