@@ -291,6 +291,34 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
 
 
+def _first_step_reaching(step0, u0, u1, v0, v1, k, target, elapsed_k):
+    """(j, elapsed(j)) for the fewest steps j in 1 .. k whose time elapsed(j) = j step0 + _affine_max_sum(u0, u1,
+    v0, v1, j) reaches ``target`` (k itself, at ``elapsed_k``, when none before it does): a bisection over
+    elapsed(lo) < target <= elapsed(hi), its first two probes the root of the series that wins at step 0,
+    (c1 / 2) j^2 + (step0 + c0 - c1 / 2) j = target, rounded up, and the step below it (elapsed grows by at least
+    step0 a step, so any probes that keep the bracket end at the same j; without a crossing these two close it)."""
+    c0, c1 = (u0, u1) if u0 >= v0 else (v0, v1)
+    lin, quad = step0 + c0 - c1 / 2, c1 / 2
+    disc = lin * lin + 4 * quad * target
+    guess = math.ceil(2 * target / (lin + math.sqrt(disc))) if lin > 0 and disc >= 0 else k // 2
+    lo, hi, at_hi = 0, k, elapsed_k
+    for mid in (guess, guess - 1):
+        if lo < mid < hi:
+            t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+            if t >= target:
+                hi, at_hi = mid, t
+            else:
+                lo = mid
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+        if t >= target:
+            hi, at_hi = mid, t
+        else:
+            lo = mid
+    return hi, at_hi
+
+
 def _affine_pieces(sm, caps):
     """A request's cache bytes and attention FLOPs per decode token are affine in its context on each piece between
     the caps (every layer kind reads min(context, cap) keys and a fixed state): piece j is [caps[j-1], caps[j]]
@@ -794,16 +822,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
                                leaving[0][0] if leaving else math.inf)
             if now + run_time > upcoming:         # stop at the step during which the next event falls
-                target = upcoming - now
-                lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid) >= target:
-                        hi = mid
-                    else:
-                        lo = mid
-                k, added = hi, None
-                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                added = None
         if added is None:
             added = (need1 if k == 1 else crossings(k, s0, b)) if fast else need_after(k)
         now += run_time
