@@ -780,7 +780,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 limit = min(free, room)
         top = done_heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:
-            heappop(done_heap)              # a request that left the batch since
+            heappop(done_heap)                    # a request that left the batch since
             top = done_heap[0]
         k = k_done = top[0] - steps               # steps until the first completion
         if has_caps:
@@ -793,9 +793,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         added = None                              # blocks the run adds, once known
         if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
             if fast:
-                added = crossings(k, s0, b)
-                if added > limit:
+                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
                     k, added = last_step_that_fits(limit, s0, b)
+                else:
+                    added = crossings(k, s0, b)
+                    if added > limit:
+                        k, added = last_step_that_fits(limit, s0, b)
             elif need_after(k) > limit:
                 if unit_steps:
                     k = _last_step_that_fits(x, block, limit - need1)
