@@ -469,6 +469,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     done_heap: list[tuple[int, int]] = []
     fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
     has_caps, reference, on_event = bool(caps.size), o.reference, o.on_event
+    xo_used = not fast or o.victim != "newest"  # the numpy copy of xo: the vectorized path and the victim rules
+    heappush = heapq.heappush
     Pl, Ll, El, btl = P.tolist(), L.tolist(), E.tolist(), bt.tolist()   # Python ints for the scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
@@ -504,12 +506,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def join(i: int) -> None:
         nonlocal sum_xo
         v = Pl[i] + g[i] - steps
-        xo[i] = xo_l[i] = v
+        xo_l[i] = v
+        if xo_used:
+            xo[i] = v
         sum_xo += v
         phase[-v % block] += 1
         in_run[i] = True
-        done_at[i] = El[i] - v
-        heapq.heappush(done_heap, (done_at[i], i))
+        done_at[i] = d = El[i] - v
+        heappush(done_heap, (d, i))
         running.append(i)
 
     def leave(i: int) -> None:
