@@ -98,8 +98,8 @@ def _one_default(command) -> None:
     for param in getattr(command, "params", ()):
         if "default" in (getattr(param, "help", None) or "").lower():
             param.show_default = False
-        if hasattr(param, "display_type_rich"):   # an argument: its metavar says what it is, not "<list[Path]>"
-            param.display_type_rich = lambda ctx: None
+        if getattr(param, "param_type_name", "") == "argument" and hasattr(param, "display_type_rich"):
+            param.display_type_rich = lambda ctx: None   # its metavar says what it is, not "<list[Path]>"
     for sub in getattr(command, "commands", {}).values():   # a group's commands (kvplan presets list|show|...)
         _one_default(sub)
 

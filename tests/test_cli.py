@@ -217,3 +217,11 @@ def test_shell_completion_is_offered_and_completes(run_cli, monkeypatch):
     monkeypatch.setenv("COMP_WORDS", "kvplan concurrency --kv-d")
     monkeypatch.setenv("COMP_CWORD", "2")
     assert run_cli().out.split() == ["--kv-dtype"]
+
+
+def test_help_shows_each_options_metavar_and_arguments_without_python_types(run_cli):
+    for args in (("size",), ("recommend",), ("check",), ("presets", "show"), ("simulate",)):
+        out = run_cli(*args, "--help").out
+        assert " None " not in out and "<str>" not in out and "<list[Path]>" not in out, args
+    assert "-g, --hardware, --gpu ID|FILE" in run_cli("size", "--help").out
+    assert "[default: h200]" not in run_cli("size", "--help").out   # the help text says its default once

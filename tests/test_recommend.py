@@ -380,3 +380,41 @@ def test_the_terminal_gets_two_narrow_tables_and_markdown_one_wide(run_cli, monk
     assert "| setting | recommended | why (kvplan's numbers) | the workload document | agrees |" in markdown
     assert "Why, in kvplan's numbers" not in markdown
     assert csv.splitlines()[1] == "setting,recommended,why (kvplan's numbers),the workload document,agrees"
+
+
+def test_emit_names_every_kv_dtype_the_plan_was_sized_for():
+    """A plan sized for a scaled or DeepSeek-layout KV dtype must launch the engine with that dtype (else it starts
+    in bf16 and holds half the requests); a dtype the engine has no name for is refused, not dropped."""
+    from kvplan.errors import KvplanError
+
+    s = llama(engine="vllm", kv_dtype_request="fp8_per_token_head")
+    flags = _flags(s.engine_adapter.launch_command(plan_recommend(s)))
+    assert flags["--kv-cache-dtype"] == "fp8_per_token_head"
+    r1 = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("b200"), engine="sglang",
+                  kv_dtype_request="fp8_ds_mla")
+    assert _flags(r1.engine_adapter.launch_command(plan_recommend(r1)))["--kv-cache-dtype"] == "fp8_e4m3"
+    s8 = llama(engine="sglang", kv_dtype_request="int8_per_token_head")
+    with pytest.raises(KvplanError, match="SGLang has no --kv-cache-dtype for int8_per_token_head"):
+        s8.engine_adapter.launch_command(plan_recommend(s8))
+
+
+def test_sglang_dp_attention_launches_every_rank():
+    """TP1 x DP8 with EP8 on DeepSeek-R1 is SGLang's DP attention: --tp-size 8 (every rank) --dp-size 8
+    --enable-dp-attention --ep-size 8, not eight TP1 copies of the whole model."""
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), tp=1, dp=8, ep=8, engine="sglang")
+    flags = _flags(s.engine_adapter.launch_command(plan_recommend(s)))
+    assert (flags["--tp-size"], flags["--dp-size"], flags["--ep-size"]) == ("8", "8", "8")
+    assert "--enable-dp-attention" in flags
+    plain = llama(engine="sglang", gpus=2, dp=2, kv_pool_bytes=16 * GIB)   # dense, no EP: two replicas
+    pflags = _flags(plain.engine_adapter.launch_command(plan_recommend(plain)))
+    assert pflags["--dp-size"] == "2" and "--enable-dp-attention" not in pflags and "--tp-size" not in pflags
+
+
+def test_no_dram_tier_means_recompute_whatever_a_swap_would_cost():
+    """The l40s preset has no host DRAM figure: swapping would be cheaper, but there is nowhere to swap to, so the
+    mode is recompute and the row says why."""
+    s = Scenario(model=load_model("qwen3-32b"), hardware=load_hardware("l40s"), tp=2, dp=4, kv_dtype_request="fp8")
+    plan = plan_recommend(s)
+    assert plan.preemption_mode == "recompute" and not plan.offload
+    assert plan.row("preemption").value.startswith("recompute (no DRAM tier to swap to)")
+    assert "no DRAM tier" in plan.row("preemption").why_differs

@@ -234,7 +234,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     threshold = admitted_run.offload_threshold_fraction
     rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
                              threshold))
-    mode = "swap" if swap_wins else "recompute"
+    mode = "swap" if swap_wins and offload else "recompute"
     victim = "fewest tokens held (the youngest request)"
     rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload))
 
@@ -283,6 +283,11 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
 
 
 # --- rows ----------------------------------------------------------------------------------------------------
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
@@ -315,7 +320,7 @@ def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, slo, pool, p
     parts = [f"max batch {cap} per replica at {L:,} tokens: the {pool / 2**30:,.1f} GiB pool holds {cap} requests "
              f"of {per_req / 2**20:,.1f} MiB per GPU"]
     if next_step is not None:
-        parts.append(f"a {cap + 1}th request overflows HBM at decode step {next_step:,}")
+        parts.append(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {next_step:,}")
     if slo_b and slo_b < min(cap, engine_cap):
         parts.append(f"the TPOT SLO {slo * 1e3:g} ms binds first: batch {slo_b} decodes at {tpot_b * 1e3:.1f} ms")
     elif not slo_b:
@@ -382,12 +387,13 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Ro
         reason += (f"; victim: a request {young:,} tokens in costs {young_row.recompute.value * 1e3:,.1f} ms to "
                    f"recompute against {this.recompute.value:,.3f} s for one at {g:,}, so preempt the youngest and "
                    "protect long chains")
-    value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else "recompute") + f"; victim: {victim}"
+    swap_cheaper = not this.recompute_cheaper
+    value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else
+             "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
     agrees = mode == "swap"
-    differs = "" if agrees else "recompute is cheaper than the swap round trip at this request length"
-    if mode == "swap" and not offload:
-        differs = "swap is cheaper, but there is no DRAM tier to swap to (see KV offload)"
-        agrees = False
+    differs = "" if agrees else ("swap would be cheaper, but there is no DRAM tier to swap to (see KV offload)"
+                                 if swap_cheaper else "recompute is cheaper than the swap round trip at this "
+                                 "request length")
     return Row("preemption", SETTING_NAMES["preemption"], value, reason + ".", DOCUMENT_ROWS["preemption"][0],
                agrees, differs)
 

@@ -35,6 +35,9 @@ from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
+# kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model
+SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "fp4_e2m1",
+                   KVDtype.FP8_DS_MLA: "fp8_e4m3"}
 HICACHE_RATIO = 2.0
 HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
                   "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
@@ -300,18 +303,29 @@ class SglangEngine(Engine):
         length and host tier (HiCache). Each flag names the first release that has it as printed."""
         s, par = plan.scenario, plan.scenario.parallelism
         flags: list[Flag] = [Flag("--model-path", hub_model_id(s.model), "the model")]
-        if par.tp > 1:
+        dp_attention = par.dp > 1 and bool(par.ep) and par.ep > par.tp
+        if dp_attention:   # experts over the DP ranks: SGLang's DP attention, its --tp-size spans every rank
+            flags.append(Flag("--tp-size", str(par.tp * par.dp), f"SGLang's DP attention: --tp-size is every rank "
+                              f"(attention TP {par.tp} x DP {par.dp})"))
+        elif par.tp > 1:
             flags.append(Flag("--tp-size", str(par.tp), "the layout's TP degree"))
         if par.pp > 1:
             flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree"))
         if par.dp > 1:
-            flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} replicas, each with its own pool"))
+            flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
+                              if dp_attention else f"{par.dp} replicas, each with its own pool"))
+        if dp_attention:
+            flags.append(Flag("--enable-dp-attention", None, f"attention data-parallel over {par.dp} ranks while "
+                              f"the experts span EP {par.ep}"))
         if par.ep and par.ep > 1:
             flags.append(Flag("--ep-size", str(par.ep), f"experts spread over {par.ep} GPUs"))
             if self.version is not None and self.version < (0, 5, 0):
                 flags.append(Flag("--enable-ep-moe", None, "releases before --moe-a2a-backend (PR #8658, merged "
                                   "2025-08-01) switch EP on with it"))
-        kv = {KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "fp4_e2m1"}.get(plan.kv_dtype)
+        kv = SGLANG_KV_FLAGS.get(plan.kv_dtype, "")
+        if kv == "":
+            raise KvplanError(f"--emit sglang: SGLang has no --kv-cache-dtype for {plan.kv_dtype.value}",
+                              "plan with --kv-dtype fp8 or bf16, or drop --emit")
         if kv is not None:
             flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
         flags.append(Flag("--max-running-requests", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
@@ -339,6 +353,9 @@ class SglangEngine(Engine):
             else:
                 notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
                              "must be: no HiCache flags")
+        if dp_attention:
+            notes.append(f"--max-running-requests is kvplan's batch per attention-DP rank ({plan.batch.value}); check "
+                         "in the start-up log how your SGLang release applies it across the DP ranks")
         notes.append("the radix (prefix) cache is on by default; no flag is needed")
         kept, omitted = keep_flags(flags, self.version, "SGLang")
         return LaunchCommand("sglang" if self.version is None else self.display_name,

@@ -37,6 +37,10 @@ from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.values import Bytes, Count, Number, Ratio, Tokens, default, derived, given
 
 COMMIT = "001cabc1"
+# kvplan's KV dtype -> vLLM's --kv-cache-dtype (None: "auto", the model's dtype; vllm/config/cache.py CacheDType)
+VLLM_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8", KVDtype.NVFP4: "nvfp4",
+                 KVDtype.FP8_DS_MLA: "fp8_ds_mla", KVDtype.FP8_PER_TOKEN_HEAD: "fp8_per_token_head",
+                 KVDtype.INT8_PER_TOKEN_HEAD: "int8_per_token_head"}
 SOURCE = (f"vllm-project/vllm @{COMMIT}: vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py "
           "(https://github.com/vllm-project/vllm)")
 
@@ -473,7 +477,12 @@ class VllmEngine(Engine):
             else:
                 notes.append(f"EP {par.ep} is not TP x DP = {par.tp * par.dp}: vLLM's expert parallelism is always "
                              "TP x DP, so this layout cannot be launched as planned")
-        kv = {KVDtype.FP8: "fp8", KVDtype.NVFP4: "nvfp4"}.get(plan.kv_dtype)
+        kv = VLLM_KV_FLAGS.get(plan.kv_dtype, "")
+        if kv == "":
+            from kvplan.errors import KvplanError
+
+            raise KvplanError(f"--emit vllm: kvplan knows no vLLM --kv-cache-dtype for {plan.kv_dtype.value}",
+                              "plan with --kv-dtype fp8 or bf16, or drop --emit")
         if kv is not None:
             flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
         flags.append(Flag("--max-num-seqs", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
