@@ -6,9 +6,9 @@ reference of the tests (``tests/sim_reference.py``, one Python object per reques
 
 Targets: 1,000 x 30K decodes in well under 10 s (here: under 2 s per policy), measured in-process after the
 imports, as the median of 3 runs; and issue 10's harder one, 10,000 requests with lognormal outputs (mean 20K,
-p99 100K) on 8 x H200 in under 0.5 s (one run; measured 2026-12-01: 6.3 s, then 4.8 s after computing both ends
-of each event's step slope in one call and dropping completed requests with numpy, 4.1 s with the pool-overflow
-step in closed form instead of a bisection: ~32 us per event over
+p99 100K) on 8 x H200 in under 0.5 s of CPU (the median of 5 runs; at first one run; measured 2026-12-01:
+6.3 s, then 4.8 s after computing both ends of each event's step slope in one call and dropping completed
+requests with numpy, 4.1 s with the pool-overflow step in closed form instead of a bisection: ~32 us per event over
 126K events, so the event loop itself, not the count of events, is what is left to cut; 4.0 s on 2026-12-01 after
 the timeline marks, --offload-threshold and --shared-prefix were added: no cost to runs that use neither).
 Measured 2026-12-01 (feat-simspeed, same machine, baseline re-measured alongside at 4.23 s, 33 us per event):
@@ -45,6 +45,24 @@ event bisection: bit-identical. The CLI's raised collector threshold (kvplan/__m
 With --shared-prefix the block table is flat below the prefix's blocks, which had sent every such run down the
 vectorized path; checking only the part above the shortest prompt puts it on the O(1) path: the same 10K run with
 a 600-token shared prefix 2.05 -> 0.65 s CPU, identical results.
+feat-simfast, 2026-12-01 (CPU seconds, min of 5 - 9 runs of the 10K run alone in-process; baseline 0.508 s, median
+0.518): (a) the timeline marks kept as one flat list extended by each mark's tuple and converted by one flat
+``np.array`` (249K marks: about a third of the time of converting a list of tuples): 0.467 s; (b) the step an arrival
+falls in (9.6K searches) by a bisection whose first two probes are the closed-form root of the series that wins at
+step 0 and the step below it (``_first_step_reaching``): 1.95 evaluations of the step sum per search instead of ~7.3
+(60K -> 19K calls): 0.458 s; (c) per-event trims: the growth per step only for runs of two or more steps, the
+loop's heap pop, inf and event cap as locals, the run's end mark reusing its start's counts, admission's waiting loop
+counting holders and checking the fit inline, a newest victim popped directly and a recompute victim priced
+without a swap tuple, the overflow step's phase sums without a rotated copy: 0.424 s; (d) a run whose full rounds
+of ``block`` steps alone pass the free blocks goes straight to the overflow step (34.7K of the 61.4K phase sums
+skipped), and ``prefill_seconds`` (7.3K distinct re-prefills) computes its per-chunk constants once: 0.405 s;
+(e) the numpy copy of each request's context offset written only where it is read (the vectorized path, the
+victim rules other than newest), ``heappush`` as a local: 0.37 - 0.39 s. Measured side by side (baseline tree then
+this one, twice): 0.481 / 0.492 s against 0.390 / 0.382 s min, 0.489 / 0.495 s against 0.393 / 0.389 s median:
+a 20% cut, 3.1 us CPU per event. Every change is bit-identical (16 runs over the policies, victims,
+--offload-threshold, --max-batch and a 600-token shared prefix compared field by field, timeline included, with the
+engine before them; the reference equality tests and goldens unchanged). The 10K target is now judged on the
+median CPU time of 5 runs (one core's work, issue 10's "on one core"); wall clock is printed beside it.
 Tried and dropped: walking the phases in a Python loop for the overflow step (slower than accumulate + bisect);
 skipping the loop's restart after a prefill when nothing is due (6K of 126K events, no measurable gain, and it
 changes the reported event count).
@@ -63,7 +81,8 @@ import time
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 TARGET_SECONDS = 2.0
-TARGET_10K_SECONDS = 0.5
+TARGET_10K_SECONDS = 0.5      # CPU seconds, median of RUNS_10K runs
+RUNS_10K = 5
 
 
 def _scenario():
@@ -87,6 +106,18 @@ def timed(fn, runs: int):
         out = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
+
+
+def timed_cpu(fn, runs: int):
+    """(wall-clock seconds, CPU seconds of this process, the last result) of each of ``runs`` calls. CPU time is
+    what one core spent on the call, whatever else the machine runs (wall clock swings with the load)."""
+    walls, cpus, out = [], [], None
+    for _ in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    return walls, cpus, out
 
 
 def _independent_reference():
@@ -117,12 +148,13 @@ def main() -> int:
 
     big = wl.build(requests=10_000, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
                    output=wl.parse_dist("lognormal:mean=20000,p99=100000", "o"), max_len=163_840, rate=0.5)
-    cpu = time.process_time()
-    t, run = timed(lambda: sim.simulate(s, big, sim.SimOptions()), 3)
-    cpu = (time.process_time() - cpu) / 3    # CPU time: what one core spends, whatever else the machine runs
-    ok &= t <= TARGET_10K_SECONDS
-    print(f"{sim.DEFAULT_POLICY:20s} 10,000 x (1K + lognormal mean 20K, p99 100K): {t:.2f} s wall, {cpu:.2f} s CPU "
-          f"(target {TARGET_10K_SECONDS:g} s) | {run.events:,} events, {t / run.events * 1e6:.1f} us per event")
+    walls, cpus, run = timed_cpu(lambda: sim.simulate(s, big, sim.SimOptions()), RUNS_10K)
+    cpu = statistics.median(cpus)
+    ok &= cpu <= TARGET_10K_SECONDS             # judged on CPU time: one core's work (issue 10: "on one core")
+    print(f"{sim.DEFAULT_POLICY:20s} 10,000 x (1K + lognormal mean 20K, p99 100K): CPU {min(cpus):.3f} s min, "
+          f"{cpu:.3f} s median (target {TARGET_10K_SECONDS:g} s); wall {min(walls):.3f} s min, "
+          f"{statistics.median(walls):.3f} s median, of {RUNS_10K} runs | {run.events:,} events, "
+          f"{cpu / run.events * 1e6:.2f} us CPU per event")
     for victim in ("fewest-tokens", "longest-first-protected"):
         tv, _ = timed(lambda v=victim: sim.simulate(s, big, sim.SimOptions(victim=v)), 1)
         print(f"{'':20s} the same, victim {victim}: {tv:.2f} s")

@@ -136,6 +136,22 @@ def test_the_closed_form_sum_of_a_max_of_two_series():
     assert sim._affine_max_sum(3, 1, 1, 1, 3) == pytest.approx(12)
 
 
+def test_the_step_an_event_falls_in():
+    # step0 = 1 s plus max(10 - t, 2 + t): steps of 11, 10, 9, 8, 7 s (t = 0..4), then 8, 9, 10, 11, 12 s, so the
+    # time after j steps is 11, 21, 30, 38, 45, 53, 62, 72, 83, 95 s; the series that wins at step 0 (10 - t) would
+    # put the root of 60 s past the crossing, so the two first probes miss and the bisection finishes
+    def first(target, k=10, elapsed_k=95.0):
+        return sim._first_step_reaching(1.0, 10.0, -1.0, 2.0, 1.0, k, target, elapsed_k)
+    assert first(60.0) == (7, 62.0)
+    assert first(62.0) == (7, 62.0)                   # reaching the target counts
+    assert first(62.5) == (8, 72.0)
+    assert first(5.0) == (1, 11.0)
+    assert first(94.0) == (10, 95.0)                  # the run's last step: elapsed(k) as given, not recomputed
+    # one series, no crossing: 3 s a step, the root of 3j = 9 is j = 3 exactly; a hair more needs the 4th step
+    assert sim._first_step_reaching(1.0, 2.0, 0.0, 0.0, 0.0, 10, 9.0, 30.0) == (3, 9.0)
+    assert sim._first_step_reaching(1.0, 2.0, 0.0, 0.0, 0.0, 10, 9.0001, 30.0) == (4, 12.0)
+
+
 # --- the workload -----------------------------------------------------------------------------------------------
 def test_lognormal_mean_and_p99_match_the_parameters():
     d = wl.parse_dist("lognormal:mean=2133,p99=15063", "o")

@@ -391,16 +391,17 @@ class StepModel:
         model, tp = s.sized_model, s.parallelism.tp
         chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
         total, start = 0.0, prefix_tokens
+        # dense matmuls split over TP; the routed experts' over the EP group (each expert where it lives)
+        routed = self.moe_flops_per_token * tp / 2
+        ep = s.parallelism.ep or tp
+        params, weights = flops.matmul_params(model).value, self.weight_read_seconds   # the same for every chunk
         while start < prompt_tokens:
             end = min(prompt_tokens, start + chunk)
             n = end - start
-            # dense matmuls split over TP; the routed experts' over the EP group (each expert where it lives)
-            routed = self.moe_flops_per_token * tp / 2
-            ep = s.parallelism.ep or tp
-            linear = 2 * (flops.matmul_params(model).value - routed) * n / tp + 2 * routed * n / ep
+            linear = 2 * (params - routed) * n / tp + 2 * routed * n / ep
             attention = flops.attention_flops(model, end, start) / tp
             compute = (linear + attention) / self.prefill_flops_s
-            total += max(self.weight_read_seconds, compute) + self.overhead_s
+            total += max(weights, compute) + self.overhead_s
             start = end
         return total
 

@@ -291,6 +291,34 @@ def _affine_max_sum(u0, u1, v0, v1, k):
     return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
 
 
+def _first_step_reaching(step0, u0, u1, v0, v1, k, target, elapsed_k):
+    """(j, elapsed(j)) for the fewest steps j in 1 .. k whose time elapsed(j) = j step0 + _affine_max_sum(u0, u1,
+    v0, v1, j) reaches ``target`` (k itself, at ``elapsed_k``, when none before it does): a bisection over
+    elapsed(lo) < target <= elapsed(hi), its first two probes the root of the series that wins at step 0,
+    (c1 / 2) j^2 + (step0 + c0 - c1 / 2) j = target, rounded up, and the step below it (elapsed grows by at least
+    step0 a step, so any probes that keep the bracket end at the same j; without a crossing these two close it)."""
+    c0, c1 = (u0, u1) if u0 >= v0 else (v0, v1)
+    lin, quad = step0 + c0 - c1 / 2, c1 / 2
+    disc = lin * lin + 4 * quad * target
+    guess = math.ceil(2 * target / (lin + math.sqrt(disc))) if lin > 0 and disc >= 0 else k // 2
+    lo, hi, at_hi = 0, k, elapsed_k
+    for mid in (guess, guess - 1):
+        if lo < mid < hi:
+            t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+            if t >= target:
+                hi, at_hi = mid, t
+            else:
+                lo = mid
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+        if t >= target:
+            hi, at_hi = mid, t
+        else:
+            lo = mid
+    return hi, at_hi
+
+
 def _affine_pieces(sm, caps):
     """A request's cache bytes and attention FLOPs per decode token are affine in its context on each piece between
     the caps (every layer kind reads min(context, cap) keys and a fixed state): piece j is [caps[j-1], caps[j]]
@@ -307,14 +335,16 @@ def _affine_pieces(sm, caps):
     return b_lo - b1 * lo, b1, f_lo - f1 * lo, f1
 
 
-def _timeline_arrays(marks: list[tuple]) -> tuple:
-    """(times, blocks held, running, swapped, DRAM bytes) as numpy arrays from the engine's marks."""
+def _timeline_arrays(marks: list) -> tuple:
+    """(times, blocks held, running, swapped, DRAM bytes) as numpy arrays from the engine's marks: a flat list,
+    five numbers per mark (the engine extends it by each mark's tuple: one flat float conversion here, about a
+    third of the time of converting a list of tuples)."""
     import numpy as np
 
     if not marks:
         return (np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                 np.zeros(1, dtype=np.int64))
-    m = np.array(marks, dtype=float)     # one conversion (the counts and bytes are exact in a float64: < 2^53)
+    m = np.array(marks, dtype=float).reshape(-1, 5)   # the counts and bytes are exact in a float64: < 2^53
     return (m[:, 0].copy(), *(m[:, j].astype(np.int64) for j in range(1, 5)))
 
 
@@ -439,6 +469,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     done_heap: list[tuple[int, int]] = []
     fast = unit_steps and not caps.size and not o.reference   # the O(1) path: no windows, no caps
     has_caps, reference, on_event = bool(caps.size), o.reference, o.on_event
+    xo_used = not fast or o.victim != "newest"  # the numpy copy of xo: the vectorized path and the victim rules
+    heappush = heapq.heappush
     Pl, Ll, El, btl = P.tolist(), L.tolist(), E.tolist(), bt.tolist()   # Python ints for the scalar work
     arrivals: list[tuple[float, int]] = []      # heap of pending arrivals
     if workload.arrivals is not None:
@@ -474,12 +506,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     def join(i: int) -> None:
         nonlocal sum_xo
         v = Pl[i] + g[i] - steps
-        xo[i] = xo_l[i] = v
+        xo_l[i] = v
+        if xo_used:
+            xo[i] = v
         sum_xo += v
         phase[-v % block] += 1
         in_run[i] = True
-        done_at[i] = El[i] - v
-        heapq.heappush(done_heap, (done_at[i], i))
+        done_at[i] = d = El[i] - v
+        heappush(done_heap, (d, i))
         running.append(i)
 
     def leave(i: int) -> None:
@@ -504,7 +538,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         """The most steps whose added blocks stay within ``limit``, and the blocks they add: q full rounds of
         ``block`` steps add b blocks each, then the phases in step order until the rest is passed."""
         q, rest = divmod(limit, b)
-        acc = list(itertools.accumulate(phase[s0:] + phase[:s0]))
+        acc = list(itertools.accumulate(phase[s0:]))   # the phases from s0 on, then (if the rest reaches past
+        if acc[-1] <= rest:                             # them all) those before s0: no rotated copy of the list
+            acc = list(itertools.accumulate(phase[:s0], initial=acc[-1]))
+            m = bisect.bisect_right(acc, rest, 1)
+            return q * block + block - s0 + m - 1, q * b + acc[m - 1]
         m = bisect.bisect_right(acc, rest)
         return q * block + m, q * b + (acc[m - 1] if m else 0)
 
@@ -558,12 +596,14 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         if swapped:
             stopped()             # the batch is full
             return
-        while waiting and len(running) + len(landing) + len(leaving) < max_batch:
+        holders = len(running) + len(landing) + len(leaving)   # only a join below adds one
+        while waiting and holders < max_batch:
             i = waiting[0]
             gi = g[i]
-            cache = Pl[i] + max(gi - 1, 0)
+            cache = Pl[i] + (gi - 1 if gi else 0)
             need = btl[cache]
-            if not fits(need):
+            if not (free - need >= wm_blocks and (thr is None or total_blocks - free - leaving_blocks + need <= thr)
+                    if holders else need <= free):        # fits(need), inline: the waiting queue is the hot path
                 stopped()
                 return
             waiting.popleft()
@@ -585,10 +625,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 now += t
                 recomputed[i] += cache - hit
             stall_prefill += t
-            if max(gi, 1) >= Ll[i]:                       # its tokens now: the first from the prefill, or as before
+            if (gi or 1) >= Ll[i]:                        # its tokens now: the first from the prefill, or as before
                 finished(i)
             else:
                 join(i)
+                holders += 1
         if waiting:
             stopped()             # the batch is full
 
@@ -617,18 +658,22 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         swap_outs[i] += 1
         return out_free
 
+    policy, newest = o.policy, o.victim == "newest"
+
     def preempt(need: int) -> None:
         """Victims out until the next step's blocks (``need`` beyond what the batch holds) fit."""
         nonlocal free, now, stall_swap, no_admit
         wait_until = now
         while need > free:
-            i = running.pop(choose_victim())
+            i = running.pop() if newest else running.pop(choose_victim())
             leave(i)
             cache = Pl[i] + g[i] - 1
             need -= btl[cache + 1] - btl[cache]
             preemptions[i] += 1
-            nbytes, t = swap_cost(cache) if o.policy != "recompute" else (0, 0.0)   # recompute copies nothing
-            swap = o.policy == "swap" or (o.policy == "swap-then-recompute" and dram_used + nbytes <= dram_cap)
+            swap = False                             # recompute copies nothing
+            if policy != "recompute":                # swap-then-recompute swaps while DRAM has room
+                nbytes, t = swap_cost(cache)
+                swap = policy == "swap" or dram_used + nbytes <= dram_cap
             if swap:
                 wait_until = max(wait_until, copy_out(i, nbytes, t))
                 swapped.append(i)
@@ -661,29 +706,31 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             moved += held[i]
         return moved > 0
 
-    marks: list[tuple] = []                     # the timeline: the state as a run starts and as it ends
+    marks: list = []                            # the timeline: the state as a run starts and as it ends, flat
+    mark = marks.extend                         # (five numbers a mark: see _timeline_arrays)
+    heappop, inf, max_events = heapq.heappop, math.inf, MAX_EVENTS   # locals in the loop
 
 
     while done < n:
         events += 1
         if progress is not None and not events & 4095:
             progress(done, n)
-        if events > MAX_EVENTS:
+        if events > max_events:
             raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                               "lower the arrival rate or --max-batch, or enlarge the pool")
         # events due now: arrivals join the queue, swap-ins that landed join the batch
         while arrivals and arrivals[0][0] <= now:
-            t, i = heapq.heappop(arrivals)
+            t, i = heappop(arrivals)
             arrival[i] = t
             waiting.append(i)
         while leaving and leaving[0][0] <= now:   # an offload landed in DRAM: its blocks are free now
-            _, i = heapq.heappop(leaving)
+            _, i = heappop(leaving)
             leaving_blocks -= held[i]
             free += held[i]
             held[i] = 0
             swapped.append(i)
         while landing and landing[0][0] <= now:
-            _, i = heapq.heappop(landing)
+            _, i = heappop(landing)
             landing_blocks -= held[i]
             dram_used -= in_dram[i]
             in_dram[i] = 0
@@ -697,7 +744,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
             admit()
             if now > before:
                 continue          # prefills took time: take what arrived meanwhile first
-        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))   # a run starts
+        out = len(swapped) + len(leaving)
+        mark((now, total_blocks - free, len(running), out, dram_used))   # a run starts
         if not running and no_admit:
             no_admit = False
             continue
@@ -736,7 +784,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 limit = min(free, room)
         top = done_heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:
-            heapq.heappop(done_heap)              # a request that left the batch since
+            heappop(done_heap)                    # a request that left the batch since
             top = done_heap[0]
         k = k_done = top[0] - steps               # steps until the first completion
         if has_caps:
@@ -749,9 +797,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         added = None                              # blocks the run adds, once known
         if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
             if fast:
-                added = crossings(k, s0, b)
-                if added > limit:
+                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
                     k, added = last_step_that_fits(limit, s0, b)
+                else:
+                    added = crossings(k, s0, b)
+                    if added > limit:
+                        k, added = last_step_that_fits(limit, s0, b)
             elif need_after(k) > limit:
                 if unit_steps:
                     k = _last_step_that_fits(x, block, limit - need1)
@@ -777,30 +828,23 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                 sx = np.bincount(nxt, weights=x, minlength=caps.size + 1)
                 u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
                 u0, v0 = float(cnt @ seg_b0) + float(sx @ seg_b1), float(cnt @ seg_f0) + float(sx @ seg_f1)
-            else:
+                u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
+            else:                                 # the growth per step only matters for a run of two or more
                 sx = float(sum_xo + b * steps)
-                u1, v1 = b * one_b1, b * one_f1
-                u0, v0 = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
-            u0, u1, v0, v1 = u0 / bw, u1 / bw, v0 / afs, v1 / afs
+                u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
             step0 = base_memo.get(b) or base(b)
             if k == 1:                            # one step: the larger of the two at its start (as the sum has it)
                 run_time = step0 + (u0 if u0 >= v0 else v0)
-                upcoming = math.inf               # whatever falls during it is seen at its end
+                upcoming = inf                    # whatever falls during it is seen at its end
             else:
+                if not has_caps:
+                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
                 run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
-                upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
-                               leaving[0][0] if leaving else math.inf)
+                upcoming = min(arrivals[0][0] if arrivals else inf, landing[0][0] if landing else inf,
+                               leaving[0][0] if leaving else inf)
             if now + run_time > upcoming:         # stop at the step during which the next event falls
-                target = upcoming - now
-                lo, hi = 0, k                     # elapsed(lo) < target <= elapsed(hi)
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid) >= target:
-                        hi = mid
-                    else:
-                        lo = mid
-                k, added = hi, None
-                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                added = None
         if added is None:
             added = (need1 if k == 1 else crossings(k, s0, b)) if fast else need_after(k)
         now += run_time
@@ -808,13 +852,13 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         free -= added
         if total_blocks - free > peak_used:
             peak_used = total_blocks - free
-        # the run's end, before completions free their blocks
-        marks.append((now, total_blocks - free, len(running), len(swapped) + len(leaving), dram_used))
+        # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
+        mark((now, total_blocks - free, b, out, dram_used))
         no_admit = False
         if k == k_done:                           # the first completion is at the run's end
             gone = set()
             while done_heap and done_heap[0][0] == steps:
-                _, i = heapq.heappop(done_heap)
+                _, i = heappop(done_heap)
                 if in_run[i] and done_at[i] == steps:
                     gone.add(i)
             for i in sorted(gone, key=running.index) if len(gone) > 1 else gone:   # in batch order
