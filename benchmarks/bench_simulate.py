@@ -67,8 +67,10 @@ Tried and dropped: walking the phases in a Python loop for the overflow step (sl
 skipping the loop's restart after a prefill when nothing is due (6K of 126K events, no measurable gain, and it
 changes the reported event count).
 Renamed from ``simulate_speed.py`` to the name issue 10 gives it.
-Run: `python benchmarks/bench_simulate.py`. Its last two lines: `speedup_vs_independent_reference: N` and
-`speedup_vs_step_reference: N`.
+Run: `python benchmarks/bench_simulate.py`. Its last two lines: `speedup_vs_engine_one_step_mode: N` (the engine's
+own ``reference=True`` mode, which shares its code) and `speedup_vs_step_reference: N`, against the step-by-step
+reference simulator the tests keep (tests/sim_reference.py, token by token and independent of the engine), the
+reference issue 10's 200x target names.
 """
 
 from __future__ import annotations
@@ -175,8 +177,11 @@ def main() -> int:
           f"{indep / slow:.1f}x the engine's own reference mode")
     ok &= sweep(s)
     print(f"{'PASS' if ok else 'OVER'}")
-    print(f"speedup_vs_independent_reference: {indep / fast:.0f}")
-    print(f"speedup_vs_step_reference: {slow / fast:.0f}")
+    # issue 10: "Keep a step-by-step reference simulator in the tests ... at least 200x faster than the
+    # step-by-step reference": that reference is tests/sim_reference.py (token by token, independent of the engine);
+    # the engine's own one-step-at-a-time mode (reference=True) shares its code and is reported beside it
+    print(f"speedup_vs_engine_one_step_mode: {slow / fast:.0f}")
+    print(f"speedup_vs_step_reference: {indep / fast:.0f}")
     return 0 if ok else 1
 
 
