@@ -325,3 +325,11 @@ def test_nvfp4_in_the_dtype_table_follows_the_kv_dtype_rule(run_cli):
     r = run_cli("concurrency", "--dtypes", "bf16,nvfp4")
     assert r.code == 2 and "FP4 tensor cores" in r.err and "--dtypes" in r.err, r.err
     assert run_cli("concurrency", "-g", "b200", "--dtypes", "nvfp4", "--brief").code == 0
+
+
+def test_a_pool_larger_than_the_engines_batch_limit_says_so(run_cli):
+    # 200-token requests on one H100: thousands fit the pool, vLLM runs at most --max-num-seqs 64 at once
+    r = run_cli("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "100", "--decode",
+                "100", "--engine", "vllm", "--max-num-seqs", "64", "-f", "json")
+    assert any("the engine runs at most 64 at once" in n for n in r.json()["notes"])
+    assert not any("runs at most" in n for n in run_cli("concurrency", "-f", "json").json()["notes"])

@@ -16,6 +16,11 @@ def present(plan: ConcurrencyPlan) -> Result:
     replicas, context = int(plan.replicas.value), s.context_tokens
 
     notes: list[str] = []
+    _, seqs = s.engine_adapter.batch_limits_for(s)
+    if per_replica > int(seqs.value):   # the pool holds more than the engine runs at once
+        notes.append(f"The pool holds {per_replica:,} such requests per replica, but the engine runs at most "
+                     f"{int(seqs.value):,} at once (max_num_seqs / max_running_requests): the rest wait in its queue "
+                     "(raise the limit, e.g. --max-num-seqs, to run them).")
     lo, hi = SEED_BATCH_RANGE
     notes.append(
         f"Batch ceiling at {context:,} tokens: {per_replica} request(s) per replica"
