@@ -53,6 +53,11 @@ def _hub(ref: str, hint: str) -> Any:
     except ImportError:
         raise KvplanError(f"--model {shorten(ref)} looks like a Hugging Face model id, and reading one needs "
                           "huggingface_hub, which is not installed", f"{INSTALL_HINT}{hint}") from None
+    import logging
+
+    # the library logs each retry of an unreachable Hub on stderr ("Retrying in 8s ..."); kvplan's own one-line
+    # error says what failed and how to fix it, so only the library's errors are let through
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     return SimpleNamespace(constants=constants, errors=errors, get_safetensors_metadata=get_safetensors_metadata,
                            hf_hub_download=hf_hub_download, try_to_load_from_cache=try_to_load_from_cache)
 
