@@ -364,6 +364,13 @@ class StepModel:
         nbytes, nflops = self.request_cache(steady_contexts(prompt, decode))
         return float(np.mean(nbytes)), float(np.mean(nflops))
 
+    def steady_tpot(self, prompt: int, decode: int, batches):
+        """The decode step of a steady batch (``steady_cache``'s mean request times the batch) for each of
+        ``batches`` (a number or a numpy array): what tpot's steady shape, pd, recommend and the layout search
+        price a batch at."""
+        mean_b, mean_f = self.steady_cache(prompt, decode)
+        return self.step(batches, batches * mean_b, batches * mean_f)["total"]
+
     def cohort_mean(self, batch: int, prompt: int, steps: int) -> float:
         """The mean step of ``batch`` requests decoding together from ``prompt`` for ``steps`` steps (trapezoid
         over COHORT_POINTS steps, plain floats: no numpy import)."""

@@ -128,9 +128,7 @@ class _Model:
 
     def tpot_by_batch(self, p: int, d: int):
         """Steady decode TPOT for batches 1..4096 with contexts spread over p..p+d."""
-        mean_b, mean_f = self.step.steady_cache(p, d)
-        b = self.batches
-        return self.step.step(b, b * mean_b, b * mean_f)["total"]
+        return self.step.steady_tpot(p, d, self.batches)
 
     def prefill(self, p: int) -> float:
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None)

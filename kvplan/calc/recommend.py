@@ -143,19 +143,15 @@ def _choose_dtype(s: Scenario, pool_of) -> tuple[KVDtype, tuple[DtypeOption, ...
     return s.kv_dtype, options, "default"
 
 
-def _slo_batch(step, s: Scenario, limit: int, slo: float, t_pf: float) -> tuple[int, float]:
-    """The largest batch <= limit whose steady mean TPOT, with the batch's own prefills run in between (as kvplan
-    pd prices a colocated replica), meets the SLO, and that TPOT (0 and the batch-1 TPOT when none does)."""
+def _slo_batch(step, s: Scenario, limit: int, slo: float, t_pf: float):
+    """(the largest batch <= limit whose steady mean TPOT, with the batch's own prefills run in between as kvplan
+    pd prices a colocated replica, meets the SLO (0 when none does); that TPOT for batches 1..limit)."""
     import numpy as np
 
-    mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
     b = np.arange(1, max(limit, 1) + 1, dtype=float)
-    tpot = costs.colocated_tpot(step.step(b, b * mean_b, b * mean_f)["total"], t_pf, b, s.decode_tokens)
+    tpot = costs.colocated_tpot(step.steady_tpot(s.prompt_tokens, s.decode_tokens, b), t_pf, b, s.decode_tokens)
     ok = np.nonzero(tpot <= slo)[0]
-    if not len(ok):
-        return 0, float(tpot[0])
-    i = int(ok[-1])
-    return i + 1, float(tpot[i])
+    return (int(ok[-1]) + 1 if len(ok) else 0), tpot
 
 
 def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
@@ -188,11 +184,9 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     mnbt, engine_seqs = s.engine_adapter.batch_limits_for(s)
     engine_cap = int(engine_seqs.value)
     t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
-    slo_b, slo_tpot = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
-    batch = min(cap, engine_cap, slo_b) if slo_b else min(cap, engine_cap)
-    mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
-    tpot_b = float(costs.colocated_tpot(step.step(batch, batch * mean_b, batch * mean_f)["total"], t_pf, batch,
-                                        s.decode_tokens))
+    slo_b, tpot_by_batch = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
+    batch = slo_b or min(cap, engine_cap)     # the SLO batch is searched within min(cap, engine_cap) already
+    tpot_b = float(tpot_by_batch[batch - 1])
     next_step = capacity.first_full_step(s, cap + 1, pool, shared)
     cap_v = Count(cap, derived("floor((pool - shared prefix copy) / per-request bytes at prompt + decode)",
                                f"floor(({pool:,} - {shared:,}) / {per_req:,}) = {cap}"))

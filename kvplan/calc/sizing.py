@@ -138,7 +138,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
     ctx = conc_t.context if conc_t and conc_t.context else s.context_tokens
     concurrency = capacity.fit(pool, capacity.request_bytes(s, ctx)) * par.dp
     fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens))
-    _, seqs = s.engine_adapter.batch_limits_for(s)
+    mnbt, seqs = s.engine_adapter.batch_limits_for(s)
     top = min(fit, int(seqs.value), MAX_BATCH)
     failed = []
     if conc_t and concurrency < conc_t.bound:
@@ -147,9 +147,8 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
     batch, tpot, rate = 0, math.inf, 0.0
     if top >= 1:
         step = costs.step_model(s)
-        mean_b, mean_f = step.steady_cache(s.prompt_tokens, s.decode_tokens)
         b = np.arange(1, top + 1, dtype=float)
-        series = step.step(b, b * mean_b, b * mean_f)["total"]
+        series = step.steady_tpot(s.prompt_tokens, s.decode_tokens, b)
         ok = np.ones(top, dtype=bool)
         if tpot_t:
             ok &= series <= tpot_t.bound
@@ -158,7 +157,6 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
         i = int(idx[-1]) if len(idx) else min(need, top) - 1
         batch = int(idx[-1]) + 1 if len(idx) else 0
         tpot = float(series[i])
-        mnbt, _ = s.engine_adapter.batch_limits_for(s)
         t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
         run = batch or (i + 1)
         rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
