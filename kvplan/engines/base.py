@@ -218,6 +218,27 @@ class Engine:
         """Default (max_num_batched_tokens, max_num_seqs)."""
         raise NotImplementedError
 
+    def sizing_flags(self, plan, label: str, kv_flags: dict, batch: str, fraction: str, length: str,
+                     block: str) -> list[Flag]:
+        """The flags that size the pool as the plan did, in this engine's names (``kv_flags``: kvplan's KV dtype
+        -> the engine's value, None for its "auto"): KV dtype, batch, memory fraction, longest request, and the
+        block size when one was given. A KV dtype the engine cannot name is refused, not dropped: the engine would
+        start in another dtype and hold another number of requests."""
+        s = plan.scenario
+        kv = kv_flags.get(plan.kv_dtype, "")
+        if kv == "":
+            raise KvplanError(f"--emit {self.id}: {label} has no --kv-cache-dtype for {plan.kv_dtype.value}",
+                              "plan with --kv-dtype fp8 or bf16, or drop --emit")
+        flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
+        flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
+        flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
+                          "the fraction kvplan's pool was sized with"))
+        flags.append(Flag(length, str(s.max_model_len or s.context_tokens),
+                          "prompt + decode: the longest request planned"))
+        if s.block_size is not None:
+            flags.append(Flag(block, str(s.block_size), "as given"))
+        return flags
+
     def launch_command(self, plan) -> LaunchCommand:
         """The launch command realising a ``kvplan.calc.recommend.RecommendPlan`` (engines that can be launched)."""
         raise KvplanError(f"the {self.id} engine has no launch command", "give --emit vllm or --emit sglang")

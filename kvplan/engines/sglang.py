@@ -322,19 +322,8 @@ class SglangEngine(Engine):
             if self.version is not None and self.version < (0, 5, 0):
                 flags.append(Flag("--enable-ep-moe", None, "releases before --moe-a2a-backend (PR #8658, merged "
                                   "2025-08-01) switch EP on with it"))
-        kv = SGLANG_KV_FLAGS.get(plan.kv_dtype, "")
-        if kv == "":
-            raise KvplanError(f"--emit sglang: SGLang has no --kv-cache-dtype for {plan.kv_dtype.value}",
-                              "plan with --kv-dtype fp8 or bf16, or drop --emit")
-        if kv is not None:
-            flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
-        flags.append(Flag("--max-running-requests", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
-        fraction = self.memory_fraction(s, par)
-        flags.append(Flag("--mem-fraction-static", f"{fraction.value:g}", "the fraction kvplan's pool was sized with"))
-        length = s.max_model_len or s.context_tokens
-        flags.append(Flag("--context-length", str(length), "prompt + decode: the longest request planned"))
-        if s.block_size is not None:
-            flags.append(Flag("--page-size", str(s.block_size), "as given"))
+        flags += self.sizing_flags(plan, "SGLang", SGLANG_KV_FLAGS, "--max-running-requests", "--mem-fraction-static",
+                                   "--context-length", "--page-size")
         notes = []
         if plan.offload:
             # HiCache's host pool mirrors the device pool (write-through), so it must be larger than the device pool

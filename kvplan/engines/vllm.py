@@ -477,22 +477,8 @@ class VllmEngine(Engine):
             else:
                 notes.append(f"EP {par.ep} is not TP x DP = {par.tp * par.dp}: vLLM's expert parallelism is always "
                              "TP x DP, so this layout cannot be launched as planned")
-        kv = VLLM_KV_FLAGS.get(plan.kv_dtype, "")
-        if kv == "":
-            from kvplan.errors import KvplanError
-
-            raise KvplanError(f"--emit vllm: kvplan knows no vLLM --kv-cache-dtype for {plan.kv_dtype.value}",
-                              "plan with --kv-dtype fp8 or bf16, or drop --emit")
-        if kv is not None:
-            flags.append(Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0]))
-        flags.append(Flag("--max-num-seqs", str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
-        fraction = self.memory_fraction(s, par)
-        flags.append(Flag("--gpu-memory-utilization", f"{fraction.value:g}",
-                          "the fraction kvplan's pool was sized with"))
-        length = s.max_model_len or s.context_tokens
-        flags.append(Flag("--max-model-len", str(length), "prompt + decode: the longest request planned"))
-        if s.block_size is not None:
-            flags.append(Flag("--block-size", str(s.block_size), "as given"))
+        flags += self.sizing_flags(plan, "vLLM", VLLM_KV_FLAGS, "--max-num-seqs", "--gpu-memory-utilization",
+                                   "--max-model-len", "--block-size")
         if plan.offload:
             gib = max(1, int(plan.offload_bytes_per_replica.value // 2**30))
             why = ("the DRAM tier, GiB for the whole instance (all TP ranks): preempted requests' blocks are "
