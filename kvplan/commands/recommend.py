@@ -89,7 +89,8 @@ def _search(scenario, target: str, candidates: str | None, presets_dir):
            else sorted(discover(dirs)["hardware"]))
     if not ids:
         raise KvplanError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
-    plan = search(scenario, targets, tuple(load_hardware(i, dirs) for i in ids))
+    specs = {i: load_hardware(i, dirs) for i in ids}
+    plan = search(scenario, targets, tuple(specs.values()))
     if plan.best is None:
         misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
                            for c in plan.near_misses[:2])
@@ -97,7 +98,8 @@ def _search(scenario, target: str, candidates: str | None, presets_dir):
                                                                                else ""),
                           "relax a target, or add GPU presets with --candidates / --presets-dir")
     b = plan.best
-    best = scenario.with_(hardware=load_hardware(b.hardware, dirs), nodes=b.nodes, gpus=b.gpus, tp=b.tp, pp=b.pp,
+    hardware = next(h for h in specs.values() if h.id == b.hardware)   # the spec the search ran on, not re-read
+    best = scenario.with_(hardware=hardware, nodes=b.nodes, gpus=b.gpus, tp=b.tp, pp=b.pp,
                           dp=None, ep=b.ep, kv_dtype_request=b.kv_dtype)
     return plan, best
 

@@ -24,10 +24,10 @@ def _candidate(c) -> dict:
             "failed": list(c.failed)}
 
 
-def _sizing_table(sizing) -> Table:
+def _sizing_table(sizing, typed: list[dict]) -> Table:
+    """The ranked layouts; ``typed``: their ``_candidate`` values (the same cells the JSON carries)."""
     rows = []
-    for c in sizing.ranked:
-        d = _candidate(c)
+    for c, d in zip(sizing.ranked, typed, strict=True):
         rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
                      d["requests_per_second"], d["usd_per_hour"]))
     return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + " (each GPU type's best first, "
@@ -76,7 +76,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         "prefill_share": plan.prefill_share,
     }
     if sizing is not None:
-        tables.insert(0, _sizing_table(sizing))
+        ranked = [_candidate(c) for c in sizing.ranked]
+        tables.insert(0, _sizing_table(sizing, ranked))
         if sizing.near_misses:
             tables.insert(1, Table("Near misses (fewer GPUs than the best, or a GPU type with no layout that meets "
                                    "the targets)", ("GPU", "GPUs", "layout", "KV dtype",
@@ -91,7 +92,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                         f"{b.kv_dtype} KV.")
         data["sizing"] = {"targets": [t.text for t in sizing.targets], "layouts_tried": Count(
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
-            "candidates": [_candidate(c) for c in sizing.ranked],
+            "candidates": ranked,
             "near_misses": [_candidate(c) for c in sizing.near_misses]}
     if launch is not None:
         flag_rows = tuple((f.text(), f.reason) for f in launch.flags)
