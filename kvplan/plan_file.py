@@ -209,11 +209,7 @@ def _read(path: Path, chain: tuple[Path, ...]):
         sources = sources | {key: path for key in own}
     if "workload" in doc:
         own = _workload_given(doc["workload"], where, path)
-        if {"preset", "prompt_dist", "output_dist", "trace"} & set(own):   # a new source of lengths replaces the old
-            workload = {k: v for k, v in workload.items() if k not in ("preset", "prompt_dist", "output_dist", "trace")}
-        if {"rate", "users"} & set(own):
-            workload = {k: v for k, v in workload.items() if k not in ("rate", "users")}
-        workload = workload | own
+        workload = merge_workload(workload, own)
     raw = doc.get("assert")
     if raw is not None and (not isinstance(raw, list) or not raw or not all(isinstance(e, dict) for e in raw)):
         raise where.error("assert must be a list of [[assert]] tables", 'add [[assert]] with metric = "weights_fit"')
@@ -225,6 +221,19 @@ def _read(path: Path, chain: tuple[Path, ...]):
                               "give each [[assert]] its own name", "assert", "name", a.index)
         seen.add(a.name)
     return description, given, sources, entries, has_deployment, workload
+
+
+# keys that come as a set: a new source of lengths replaces the old one whole, and so do new arrivals
+WORKLOAD_GROUPS = (("preset", "prompt_dist", "output_dist", "trace"), ("rate", "users"))
+
+
+def merge_workload(base: dict, own: dict) -> dict:
+    """``base``'s [workload] keys overridden by ``own``'s (a plan over the plan it extends, an assertion's keys over
+    its plan's): where ``own`` gives any key of a group (lengths, arrivals), ``base``'s whole group goes."""
+    for group in WORKLOAD_GROUPS:
+        if set(group) & set(own):
+            base = {k: v for k, v in base.items() if k not in group}
+    return base | own
 
 
 def _workload_given(table, where: _Where, path: Path) -> dict:

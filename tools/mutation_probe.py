@@ -302,8 +302,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sizing-each-gpu-type-shown", SIZING,
       "shown = (firsts + [c for c in passing if c not in firsts])[:max(top, len(firsts))]", "shown = passing[:top]"),
     # --- check: [workload] and units ---------------------------------------------------------------------------
-    M("check-assertion-arrivals-win", "kvplan/calc/check.py", "    if {\"rate\", \"users\"} & set(own):",
-      "    if False:"),
+    M("check-assertion-arrivals-win", "kvplan/plan_file.py", "        if set(group) & set(own):",
+      "        if False:"),
     M("plan-seconds-need-a-unit", "kvplan/plan_file.py",
       "raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a duration with its unit",
       "return float(value)\n        raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a "

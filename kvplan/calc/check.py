@@ -94,11 +94,9 @@ class _Lazy:
 def sim_options(lazy: _Lazy, sim: tuple) -> dict:
     """The simulation an assertion asks for: the plan's [workload], then the assertion's own keys (its rate or
     users replace the workload's arrivals)."""
-    own = dict(sim)
-    base = dict(lazy.workload)
-    if {"rate", "users"} & set(own):
-        base = {k: v for k, v in base.items() if k not in ("rate", "users")}
-    return base | own
+    from kvplan.plan_file import merge_workload
+
+    return merge_workload(dict(lazy.workload), dict(sim))
 
 
 def _simulate(lazy: _Lazy, sim: tuple):
