@@ -61,18 +61,9 @@ _NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seq
 def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = False) -> int:
     """Parse a token count such as ``30000``, ``30k``, ``1.5M`` or ``128Ki`` (also other whole counts: requests,
     batch sizes; their messages then say "a whole number", not "tokens")."""
-    noun = "" if what.startswith(_NOT_TOKENS) else " tokens"
-    if noun == "":
-        try:
-            return _parse_count(text, what, allow_zero)
-        except KvplanError as err:
-            raise KvplanError(err.message.replace(" tokens", "").replace("a number of", "a whole number"),
-                              (err.hint or "").replace(" tokens", "").replace("30k means 30,000",
-                                                                              "1k means 1,000")) from None
-    return _parse_count(text, what, allow_zero)
-
-
-def _parse_count(text: str | int, what: str, allow_zero: bool) -> int:
+    tokens = not what.startswith(_NOT_TOKENS)
+    unit = " tokens" if tokens else ""
+    scale_hint = "check the unit: 30k means 30,000 tokens" if tokens else "check the unit: 1k means 1,000"
     if isinstance(text, int):
         value = text
         raw = str(text)
@@ -81,23 +72,21 @@ def _parse_count(text: str | int, what: str, allow_zero: bool) -> int:
         raw = text.strip().replace(",", "").replace("_", "")
         m = re.fullmatch(r"([+-]?" + _DIGITS + r"|[+-]?nan|[+-]?inf)\s*([kKmM]i?)?", raw, flags=re.IGNORECASE)
         if not m:
-            raise KvplanError(f"{what} {text!r} is not a number of tokens",
+            raise KvplanError(f"{what} {text!r} is not {'a number of tokens' if tokens else 'a whole number'}",
                               "write it like 30000, 30k or 128Ki")
         number = float(m.group(1))
         _finite_positive(number, what, text, allow_zero)
         scaled = number * _TOKEN_SUFFIX[(m.group(2) or "").lower()]
         if scaled > MAX_TOKENS:  # also infinity (1e308k): refused before any rounding
-            raise KvplanError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,} tokens)",
-                              "check the unit: 30k means 30,000 tokens")
+            raise KvplanError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
         if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):
             raise KvplanError(f"{what} {text!r} is not a whole number", "give a whole number, e.g. 30000 or 30k")
         value = int(round(scaled))
     if value < 0 or (value == 0 and not allow_zero):
         raise KvplanError(f"{what} {raw!r} must be {'non-negative' if allow_zero else 'positive'}",
-                          "give a positive number of tokens")
+                          f"give a positive number{' of tokens' if tokens else ''}")
     if value > MAX_TOKENS:
-        raise KvplanError(f"{what} {raw!r} is absurdly large (over {MAX_TOKENS:,} tokens)",
-                          "check the unit: 30k means 30,000 tokens")
+        raise KvplanError(f"{what} {raw!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
     return value
 
 
