@@ -193,8 +193,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("recompute-fn-no-tp", COSTS, "/ (mfu * peak_flops * tp)", "/ (mfu * peak_flops)"),
     M("recompute-fn-no-mfu", COSTS, "/ (mfu * peak_flops * tp)", "/ (peak_flops * tp)"),
     # compare-preemption's recompute: F / (MFU x peak x TP); later priced by the step model's prefill_seconds
-    M("recompute-no-tp", COSTS, "linear = 2 * (flops.matmul_params(model).value - routed) * n / tp",
-      "linear = 2 * (flops.matmul_params(model).value - routed) * n"),
+    M("recompute-no-tp", COSTS, "linear = 2 * (params - routed) * n / tp", "linear = 2 * (params - routed) * n"),
     M("recompute-no-mfu", PRE, "t_rc = f_all / (st.mfu * peak * tp)", "t_rc = f_all / (peak * tp)",
       (PRE, "step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)",
        "step = dataclasses.replace(step, prefill_flops_s=peak)")),
@@ -267,7 +266,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "comm_layer = (allreduce_latency, per_token)"),
     M("step-overhead-per-layer", COSTS, "(model.num_layers * f.value(\"overhead_us_per_layer\")",
       "((model.num_layers - 1) * f.value(\"overhead_us_per_layer\")"),
-    M("prefill-weight-floor", COSTS, "total += max(self.weight_read_seconds, compute) + self.overhead_s",
+    M("prefill-weight-floor", COSTS, "total += max(weights, compute) + self.overhead_s",
       "total += compute + self.overhead_s"),
     M("prefill-experts-over-ep", COSTS, "2 * routed * n / ep", "2 * routed * n / tp"),
     M("mla-absorbed-flops", LAYERS, "/ tp * (2 * self.kv_lora_rank + self.qk_rope_head_dim)",
@@ -283,7 +282,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("scenario-default-tp-divides", SCEN, "if divides is None or divides % tp == 0:", "if True:"),
     M("scenario-ep-dense", SCEN, "if self.ep is not None and model.params_expert is None:", "if False:"),
     # --- kvplan recommend, its --target search and --emit flags ---------------------------------------------
-    M("recommend-slo-batch-off-by-one", REC, "    return i + 1, float(tpot[i])", "    return i, float(tpot[i])"),
+    M("recommend-slo-batch-off-by-one", REC, "return (int(ok[-1]) + 1 if len(ok) else 0), tpot",
+      "return (int(ok[-1]) if len(ok) else 0), tpot"),
     M("recommend-tier-not-capped", REC, "tier_gpu = min(tier_gpu, int(dram_gpu.value))",
       "tier_gpu = max(tier_gpu, int(dram_gpu.value))"),
     M("recommend-prefix-share-rule", REC, "agrees = share < PREFILL_SHARE_SMALL", "agrees = share <= 1"),
