@@ -1,9 +1,11 @@
 """The process entry point (kvplan.__main__): it raises the collector's first threshold before typer is
-imported, and only there; ``python -m kvplan`` and the installed script both go through it."""
+imported and defers the stdlib modules no run uses, and only there; ``python -m kvplan`` and the installed
+script both go through it."""
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -77,3 +79,52 @@ def test_table_paths_import_only_rich(tmp_path):
 
 def test_a_cold_run_parses_with_tomllib(tmp_path):
     assert "tomllib" in _loaded(["size", "-f", "json"], Path("off"))
+
+
+def _lazy_states(args: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """A command-line run through the entry point, and how it left each of ``LAZY_MODULES``: "unloaded" (imported
+    lazily, its code never run), "loaded" or "absent"."""
+    code = ("import atexit, sys\n"
+            "from kvplan.__main__ import LAZY_MODULES, main\n"
+            "def report():\n"
+            "    def state(m):\n"
+            "        if m not in sys.modules:\n"
+            "            return 'absent'\n"
+            "        return 'unloaded' if type(sys.modules[m]).__name__ == '_LazyModule' else 'loaded'\n"
+            "    print({m: state(m) for m in sorted(LAZY_MODULES)}, file=sys.stderr)\n"
+            "atexit.register(report)\n"
+            f"sys.argv = ['kvplan', *{args!r}]\n"
+            "main()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "COLUMNS": "80", **(env or {})})
+    import ast
+
+    return out, ast.literal_eval(out.stderr.strip().splitlines()[-1])
+
+
+def test_unused_modules_stay_unloaded_and_the_cli_works():
+    out, states = _lazy_states(["size", "-f", "json"])
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["command"] == "size"
+    assert set(states.values()) == {"unloaded"}, states   # imported by typer, never executed
+
+    out, states = _lazy_states(["--help"])
+    assert out.returncode == 0 and "Commands" in out.stdout and "concurrency" in out.stdout
+    assert states["textwrap"] == "loaded"                   # help wraps its text: loaded on first use
+    assert states["shellingham"] == states["signal"] == "unloaded"
+
+    out, states = _lazy_states(["size", "--no-such-option"])
+    assert out.returncode == 2 and "No such option: --no-such-option" in out.stderr
+    assert states["bz2"] == states["lzma"] == states["ipaddress"] == "unloaded"
+
+
+def test_lazy_imports_have_an_off_switch():
+    out, states = _lazy_states(["size", "-f", "json"], {"KVPLAN_LAZY_IMPORTS": "off"})
+    assert out.returncode == 0 and json.loads(out.stdout)["command"] == "size"
+    assert "unloaded" not in states.values()
+
+
+def test_lazy_imports_are_the_entry_points_only():
+    code = ("import sys; import kvplan.cli, kvplan.__main__, textwrap, signal\n"
+            "print(type(textwrap).__name__, type(signal).__name__, kvplan.__main__._LazyFinder in sys.meta_path)")
+    assert _run(code) == "module module False"
