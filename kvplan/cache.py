@@ -5,6 +5,13 @@ folder. Two kinds of entry, both for kvplan's own (trusted, shipped) code and fi
   the files it reads. A user's files are always read and validated afresh.
 * ``kvplan.frozen``'s compiled dataclass methods: the code objects ``dataclasses`` compiles from the source text
   it generates for a class, keyed by that exact text (about 0.1 ms a method, ~6 per class).
+* ``read_spec`` / ``write_spec``: a built-in preset's *built* spec (a ``ModelSpec`` or ``HardwareSpec`` and the
+  spec objects inside it), so that a run neither builds nor checks it again and does not make the dataclasses it
+  is made of (``kvplan.frozen``: they are made when something asks for ``fields()``, ``==``, ``repr`` ...). It is
+  stored as each object's class and attributes; besides the preset file, the entry is keyed by the modification
+  time and size of every kvplan source file whose code shaped it (its classes' modules and the builders), as
+  Python's own bytecode cache is. Only kvplan's ``@frozen`` classes and plain values (text, numbers, None,
+  tuples, lists, dicts with text keys) are stored; a spec holding anything else is not cached.
 
 Each entry is ``(stamp, value)``; the stamp holds kvplan's version and the exact Python build (``sys.version``:
 marshal and bytecode formats are per build), and for a preset its path, modification time in nanoseconds and
@@ -124,3 +131,118 @@ def load_preset(path: Path, parse: Callable[[Path], dict[str, Any]]) -> dict[str
     data = parse(path)
     write(file, data, *key)
     return data
+
+
+# --- built specs -----------------------------------------------------------------------------------------------
+# Modules whose code builds or checks a spec besides its classes' own modules (each entry names those).
+SPEC_BUILDERS = ("kvplan.presets", "kvplan.layers", "kvplan.dtypes", "kvplan.frozen")
+
+
+def _spec_file(path: Path) -> Path | None:
+    directory = cache_dir()
+    if directory is None:
+        return None
+    from kvplan import __version__
+
+    return directory / f"specs-{__version__}" / f"{path.parent.name}-{path.stem}.marshal"
+
+
+def _file_stamp(path: str | Path) -> tuple[str, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+def _encode(value: Any, modules: set[str]) -> Any:
+    """``value`` as marshal data: plain values as they are, containers and spec objects as tagged tuples.
+    Raises ValueError for anything else."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return value
+    if kind is tuple or kind is list:
+        return ("t" if kind is tuple else "l", tuple(_encode(v, modules) for v in value))
+    if kind is dict and all(type(k) is str for k in value):
+        return ("d", {k: _encode(v, modules) for k, v in value.items()})
+    module = getattr(kind, "__module__", "")
+    if module.startswith("kvplan.") and _is_frozen(kind):
+        modules.add(module)
+        return ("o", module, kind.__qualname__, {k: _encode(v, modules) for k, v in vars(value).items()})
+    raise ValueError(f"cannot store a {kind.__name__}")
+
+
+def _is_frozen(cls: type) -> bool:
+    """Whether ``cls`` is a ``kvplan.frozen`` class (made or not yet made)."""
+    from kvplan.frozen import _PENDING
+
+    pending = _PENDING in cls.__dict__
+    params = cls.__dict__.get("__dataclass_params__")
+    return pending or (params is not None and getattr(params, "frozen", False))
+
+
+def _decode(value: Any, classes: dict[tuple[str, str], type]) -> Any:
+    if type(value) is not tuple:
+        return value
+    tag = value[0]
+    if tag == "t":
+        return tuple(_decode(v, classes) for v in value[1])
+    if tag == "l":
+        return [_decode(v, classes) for v in value[1]]
+    if tag == "d":
+        return {k: _decode(v, classes) for k, v in value[1].items()}
+    _, module, qualname, attrs = value
+    cls = classes.get((module, qualname))
+    if cls is None:
+        import importlib
+
+        cls = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        if not (isinstance(cls, type) and cls.__module__ == module and cls.__qualname__ == qualname
+                and _is_frozen(cls)):
+            raise ValueError(f"{module}.{qualname} is not a spec class")
+        classes[module, qualname] = cls
+    obj = object.__new__(cls)   # as unpickling does: the attributes set directly, no __init__ or checks
+    vars(obj).update({k: _decode(v, classes) for k, v in attrs.items()})
+    return obj
+
+
+def read_spec(path: Path) -> tuple[Any, Any] | None:
+    """``(meta, spec)`` as ``write_spec`` stored them for the built-in preset file ``path``, or None (no entry, the
+    file or a source it depends on changed, a bad entry)."""
+    file = _spec_file(path)
+    key = _file_stamp(path) if file is not None else None
+    if key is None:
+        return None
+    entry = read(file, *key)
+    if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], tuple)):
+        return None
+    sources, meta, payload = entry
+    if any(not isinstance(s, tuple) or not s or _file_stamp(s[0]) != s for s in sources):
+        return None
+    try:
+        return meta, _decode(payload, {})
+    except Exception:  # noqa: BLE001 - a corrupt or stale entry: build the spec instead
+        return None
+
+
+def write_spec(path: Path, meta: Any, spec: Any) -> None:
+    """Store the spec built from the built-in preset file ``path`` (``meta``: marshal data kept beside it)."""
+    file = _spec_file(path)
+    key = _file_stamp(path) if file is not None else None
+    if key is None:
+        return
+    modules: set[str] = set(SPEC_BUILDERS)
+    try:
+        payload = _encode(spec, modules)
+    except (ValueError, RecursionError):
+        return
+    sources = []
+    for name in sorted(modules):
+        source = getattr(sys.modules.get(name), "__file__", None)
+        stamp = _file_stamp(source) if source else None
+        if stamp is None:   # a module without a source file to key on: do not cache
+            return
+        sources.append(stamp)
+    write(file, (tuple(sources), meta, payload), *key)

@@ -607,6 +607,9 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
         from kvplan.hf_import import load_hf_model
 
         return load_hf_model(path)
+    cached = _cached_spec("model", ref, extra_dirs)
+    if cached is not None:
+        return cached
     preset = _find("model", ref, extra_dirs)
     if preset is None:
         if kind == "file":
@@ -625,15 +628,44 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
                     if match else "check the path")
             raise KvplanError(f"model file {ref} {why}", hint)
         raise _unknown("model", ref, sorted(models))
-    return build_model(preset.data, str(preset.path), trusted=preset.builtin)
+    return _built("model", ref, extra_dirs, preset, build_model(preset.data, str(preset.path), trusted=preset.builtin))
+
+
+def _builtin_file(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> Path | None:
+    """The built-in file named after the id, when no user folder is in play (start-up matters): ``_find`` reads it
+    alone. None when user folders must be scanned."""
+    if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
+        return builtin_dir() / {"model": "models", "hardware": "hardware"}[kind] / f"{preset_id.lower()}.toml"
+    return None
+
+
+def _cached_spec(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> Any:
+    """The spec of the built-in preset ``_find`` would read alone, as ``kvplan.cache`` stored it when a run built
+    it, or None (user folders in play, no entry, a changed file)."""
+    path = _builtin_file(kind, preset_id, extra_dirs)
+    hit = cache.read_spec(path) if path is not None else None
+    if hit is None:
+        return None
+    meta, spec = hit
+    if meta != (kind, preset_id.casefold()):
+        return None
+    return spec
+
+
+def _built(kind: str, preset_id: str, extra_dirs: list[Path] | None, preset: PresetFile, spec: Any) -> Any:
+    """``spec``, built from ``preset``; kept in ``kvplan.cache`` for ``_cached_spec`` when it is the built-in file
+    ``_find`` reads alone."""
+    if preset.builtin and preset.path == _builtin_file(kind, preset_id, extra_dirs) \
+            and str(preset.id).casefold() == preset_id.casefold():
+        cache.write_spec(preset.path, (kind, preset_id.casefold()), spec)
+    return spec
 
 
 def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFile | None:
     """One preset by id (any case). Without user folders, the built-in file named after the id is read alone
     (start-up matters); otherwise every folder is scanned so that user presets override built-in ones."""
-    folder = {"model": "models", "hardware": "hardware"}[kind]
-    if not extra_dirs and not os.environ.get(ENV_VAR) and "/" not in preset_id and os.sep not in preset_id:
-        path = builtin_dir() / folder / f"{preset_id.lower()}.toml"
+    path = _builtin_file(kind, preset_id, extra_dirs)
+    if path is not None:
         if probe(path)[0] == "file":
             data = cache.load_preset(path, read_toml)
             if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
@@ -650,12 +682,16 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
         return build_hardware(read_toml(path, "hardware preset"), str(path))
     if kind == "dir":
         raise KvplanError(f"hardware {ref} is a folder", "give a hardware preset id or a hardware preset .toml")
+    cached = _cached_spec("hardware", ref, extra_dirs)
+    if cached is not None:
+        return cached
     preset = _find("hardware", ref, extra_dirs)
     if preset is None:
         if kind == "missing" and (os.sep in ref or ref.endswith(".toml")):
             raise KvplanError(f"hardware file {ref} {why}", "check the path, or give a hardware preset id")
         raise _unknown("hardware", ref, sorted(discover(extra_dirs)["hardware"]))
-    return build_hardware(preset.data, str(preset.path), trusted=preset.builtin)
+    return _built("hardware", ref, extra_dirs, preset,
+                  build_hardware(preset.data, str(preset.path), trusted=preset.builtin))
 
 
 # --- the catalogue `kvplan presets list` shows -------------------------------------------------------------

@@ -3,6 +3,7 @@ re-parses it, and every kind of bad entry falls back to parsing."""
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
 import os
 import subprocess
@@ -146,3 +147,122 @@ def test_a_cached_run_does_not_import_tomllib(cache):
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
                            check=True).stdout.strip() for _ in range(2)]
     assert runs == ["True", "False"]
+
+
+# --- built specs ---------------------------------------------------------------------------------------------
+
+def _builtin_ids(kind: str) -> list[str]:
+    folder = builtin_dir() / ("models" if kind == "model" else "hardware")
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
+def _spec_entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("specs-*/*.marshal"))
+
+
+@pytest.mark.parametrize("kind", ["model", "hardware"])
+def test_every_cached_spec_equals_a_fresh_build(cache, kind):
+    from dataclasses import fields, replace
+
+    from kvplan.presets import build_hardware, build_model, load_hardware
+
+    load, build = (load_model, build_model) if kind == "model" else (load_hardware, build_hardware)
+    ids = _builtin_ids(kind)
+    first = [load(i) for i in ids]                   # built, and stored
+    assert len(_spec_entries(cache)) == len(ids)
+    for preset_id, built in zip(ids, first, strict=True):
+        path = builtin_dir() / ("models" if kind == "model" else "hardware") / f"{preset_id}.toml"
+        assert preset_cache.read_spec(path) is not None
+        cached = load(preset_id)                     # from the entry
+        fresh = build(read_toml(path), str(path), trusted=True)
+        assert cached is not built and type(cached) is type(fresh)
+        assert cached == fresh == built and repr(cached) == repr(fresh)
+        assert [f.name for f in fields(cached)] == [f.name for f in fields(fresh)]
+        assert vars(cached) == vars(fresh)
+        assert replace(cached, name="other") == replace(fresh, name="other")
+        try:
+            expected = hash(fresh)
+        except TypeError:                            # a spec holding a dict (a GPU's dense_tflops)
+            with pytest.raises(TypeError):
+                hash(cached)
+        else:
+            assert hash(cached) == expected
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            cached.id = "x"
+
+
+def test_a_cached_spec_works_before_its_classes_are_made(cache):
+    # a fresh process: the spec comes from the entry, its classes not made until something needs them
+    env = {**os.environ, preset_cache.ENV_VAR: str(cache)}
+    code = ("from kvplan.frozen import _PENDING\n"
+            "from kvplan.model import ModelSpec\n"
+            "from kvplan.presets import load_model\n"
+            "m = load_model('deepseek-r1')\n"
+            "pending = _PENDING in ModelSpec.__dict__\n"
+            "from dataclasses import fields, replace\n"
+            "ok = (m.groups[0].kind.kind, len(fields(m)) > 10, replace(m) == m,\n"
+            "      m.with_mtp_layers(1).num_layers == m.num_layers + 1, type(m.groups[0].layers) is tuple)\n"
+            "print(pending, ok)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                           check=True).stdout.strip() for _ in range(2)]
+    # first run: built (so made); second: read from the entry, made only by fields()/replace()
+    assert runs == ["False (\'mla\', True, True, True, True)", "True (\'mla\', True, True, True, True)"]
+
+
+def _rewrite(entry_file: Path, change) -> None:
+    stamp, value = marshal.loads(entry_file.read_bytes())
+    entry_file.write_bytes(marshal.dumps((stamp, change(value))))
+
+
+def test_a_changed_source_or_preset_builds_again(cache, monkeypatch):
+    path = builtin_dir() / "models" / "qwen3-32b.toml"
+    load_model("qwen3-32b")
+    entry_file, = _spec_entries(cache)
+    assert preset_cache.read_spec(path) is not None
+    # one of the sources the entry names (the classes' modules, the builders) had another mtime when it was written
+    sources = marshal.loads(entry_file.read_bytes())[1][0]
+    assert {Path(s[0]).name for s in sources} >= {"model.py", "layers.py", "presets.py"}
+    _rewrite(entry_file, lambda v: (tuple((s[0], s[1] - 1, s[2]) for s in v[0]), *v[1:]))
+    assert preset_cache.read_spec(path) is None
+    load_model("qwen3-32b")                      # built again, and the entry rewritten
+    assert preset_cache.read_spec(path) is not None
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: os.stat_result((*real_stat(p)[:8], 1, 1))
+                        if str(p) == str(path) else real_stat(p, *a, **k))   # the preset file changed
+    assert preset_cache.read_spec(path) is None
+
+
+@pytest.mark.parametrize("payload", [("o", "kvplan.presets", "Presets", {}), ("o", "os", "stat_result", {}),
+                                     ("o", "kvplan.model", "NoSuchClass", {}), ("x",), ("t", 5)])
+def test_bad_spec_entries_fall_back_to_building(cache, payload):
+    fresh = load_model("qwen3-32b")
+    entry_file, = _spec_entries(cache)
+    _rewrite(entry_file, lambda v: (v[0], v[1], payload))
+    assert preset_cache.read_spec(builtin_dir() / "models" / "qwen3-32b.toml") is None
+    assert load_model("qwen3-32b") == fresh
+
+
+def test_specs_not_cached_with_user_folders_or_cache_off(cache, tmp_path, monkeypatch):
+    load_model("qwen3-32b")
+    assert len(_spec_entries(cache)) == 1
+    user = tmp_path / "mine"
+    user.mkdir()
+    text = (builtin_dir() / "models" / "qwen3-32b.toml").read_text().replace('name = "', 'name = "Mine: ', 1)
+    (user / "qwen3-32b.toml").write_text(text)
+    monkeypatch.setenv("KVPLAN_PRESETS_DIR", str(user))
+    assert load_model("qwen3-32b").name.startswith("Mine: ")     # the user's file wins over the cached built-in
+    load_model("deepseek-r1")
+    assert len(_spec_entries(cache)) == 1                        # nothing stored while user folders are in play
+    monkeypatch.delenv("KVPLAN_PRESETS_DIR")
+    assert not load_model("qwen3-32b").name.startswith("Mine: ")
+    monkeypatch.setenv(preset_cache.ENV_VAR, "off")
+    load_model("deepseek-r1")
+    assert len(_spec_entries(cache)) == 1
+
+
+def test_a_spec_holding_other_values_is_not_stored(cache):
+    from kvplan.dtypes import KVDtype
+
+    path = builtin_dir() / "models" / "qwen3-32b.toml"
+    preset_cache.write_spec(path, ("model", "qwen3-32b"), {"dtype": KVDtype.BF16})   # an enum: not plain data
+    assert _spec_entries(cache) == []
