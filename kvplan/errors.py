@@ -26,7 +26,8 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
 _REPR.maxlong = 40
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_RUN = re.compile(r"\S{" + str(MAX_RUN_CHARS + 1) + ",}")
+# compiled on first use (by ``re``'s cache): most runs print no message
+_RUN = r"\S{" + str(MAX_RUN_CHARS + 1) + ",}"
 
 
 def shorten(value: object) -> str:
@@ -55,7 +56,7 @@ def sanitize(text: str, limit: int = MAX_PART_CHARS) -> str:
         text = text[: 3 * limit] + "..." + text[-limit // 2:]
     if not text.isprintable():
         text = "".join(c if c.isprintable() else _escape(c) for c in text)
-    text = _RUN.sub(lambda m: m.group(0)[:100] + "..." + m.group(0)[-40:], text)
+    text = re.sub(_RUN, lambda m: m.group(0)[:100] + "..." + m.group(0)[-40:], text)
     if len(text) > limit:
         text = text[: limit - 60] + f"... ({len(text) - limit + 60:,} more chars) ..." + text[-40:]
     return text

@@ -55,6 +55,21 @@ def _finite_positive(value: float, what: str, text: str, allow_zero: bool = Fals
                           "give a positive number")
 
 
+# A token count: a number (or nan/inf, refused with their own message) and an optional suffix, any case.
+_TOKENS = r"([+-]?" + _DIGITS + r"|[+-]?nan|[+-]?inf)\s*([kKmM]i?)?"
+
+
+def _plain_count(raw: str) -> tuple[str, str] | None:
+    """(digits, suffix) of a plain count, ASCII digits and an optional k, M, Ki or Mi (``30000``, ``30k``,
+    ``128Ki``): exactly what ``parse_tokens``'s pattern captures from such text, found without compiling it. None
+    for anything else (a sign, a fraction, an exponent, spaces), which the pattern then reads."""
+    if not raw.isascii():
+        return None
+    suffix = raw[-2:] if raw[-2:].lower() in ("ki", "mi") else raw[-1:] if raw[-1:].lower() in ("k", "m") else ""
+    digits = raw[:len(raw) - len(suffix)]
+    return (digits, suffix) if digits.isdigit() else None
+
+
 _NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seqs", "--seed", "--spec-tokens")
 
 
@@ -70,13 +85,16 @@ def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = 
     else:
         _check_length(text, what, "30000, 30k or 128Ki")
         raw = text.strip().replace(",", "").replace("_", "")
-        m = re.fullmatch(r"([+-]?" + _DIGITS + r"|[+-]?nan|[+-]?inf)\s*([kKmM]i?)?", raw, flags=re.IGNORECASE)
-        if not m:
-            raise KvplanError(f"{what} {text!r} is not {'a number of tokens' if tokens else 'a whole number'}",
-                              "write it like 30000, 30k or 128Ki")
-        number = float(m.group(1))
+        parts = _plain_count(raw)
+        if parts is None:
+            m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
+            if not m:
+                raise KvplanError(f"{what} {text!r} is not {'a number of tokens' if tokens else 'a whole number'}",
+                                  "write it like 30000, 30k or 128Ki")
+            parts = (m.group(1), m.group(2) or "")
+        number = float(parts[0])
         _finite_positive(number, what, text, allow_zero)
-        scaled = number * _TOKEN_SUFFIX[(m.group(2) or "").lower()]
+        scaled = number * _TOKEN_SUFFIX[parts[1].lower()]
         if scaled > MAX_TOKENS:  # also infinity (1e308k): refused before any rounding
             raise KvplanError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
         if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):

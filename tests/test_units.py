@@ -55,3 +55,19 @@ def test_format_bytes_names_its_unit():
     assert format_bytes(3 * 2**30) == "3.00 GiB"
     assert format_bytes(3_747_840_000, "si") == "3.75 GB"   # 124,928 B x 30,000 tokens
     assert format_bytes(512) == "512 B"
+
+
+@pytest.mark.parametrize("raw", ["30000", "30k", "30K", "128Ki", "128KI", "2mi", "2Mi", "7m", "0", "007k", "1ki",
+                                 "k", "Ki", "", "1.5k", "+5", "-5", "1e3", "12 k", "12kk", "12kib", "1i", "nan",
+                                 "\u0661\u0662", "12\u212a", "30k ", " 30k", "5_0", "1,000"])
+def test_plain_counts_read_as_the_pattern_reads_them(raw):
+    import re
+
+    from kvplan.units import _TOKENS, _plain_count
+
+    m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
+    plain = _plain_count(raw)
+    if plain is not None:                         # the shortcut captures exactly what the pattern does
+        assert m is not None and plain == (m.group(1), m.group(2) or "")
+    elif raw in ("30000", "30k", "128Ki", "0", "7m"):
+        pytest.fail(f"{raw!r} is a plain count")

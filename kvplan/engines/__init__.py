@@ -20,7 +20,8 @@ _MODULES = {"neutral": "kvplan.engines.neutral", "vllm": "kvplan.engines.vllm", 
 NAMES = tuple(_MODULES)
 
 
-_RELEASE = re.compile(r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?")
+# compiled on first use (by ``re``'s cache): only a pinned release reads it
+_RELEASE = r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?"
 
 
 def _range_text(module) -> str:
@@ -42,7 +43,7 @@ def get(name: str | Engine) -> Engine:
         return module.ENGINE
     if not hasattr(module, "RELEASES"):
         raise KvplanError(f"--engine {key} has no releases to choose from", f"give --engine {key}")
-    match = _RELEASE.fullmatch(wanted.strip())
+    match = re.fullmatch(_RELEASE, wanted.strip())
     version = match and (int(match[1]), int(match[2]), int(match[3] or 0))
     oldest, newest = module.RELEASES
     if not version or not oldest <= version <= newest:
