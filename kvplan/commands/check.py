@@ -1,8 +1,6 @@
 """`kvplan check PLAN...`: a deployment plan's assertions, with exit codes for CI (0 all pass, 1 any fails,
 2 a plan is invalid or cannot be evaluated) and optional JUnit XML."""
 
-from __future__ import annotations
-
 import re
 from pathlib import Path
 from typing import Annotated

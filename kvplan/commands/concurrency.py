@@ -1,7 +1,5 @@
 """`kvplan concurrency`: memory budget, max concurrency, overflow timing and DRAM tiers."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,8 +1,6 @@
 """`kvplan explain-log FILE`: rebuild the deployment from a vLLM or SGLang start-up log, reproduce the engine's
 figures, say where kvplan's budget differs, and plan the workload on the logged pool."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

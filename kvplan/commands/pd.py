@@ -1,7 +1,5 @@
 """`kvplan pd`: does prefill/decode disaggregation pay for this deployment and workload?"""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """`kvplan compare-preemption`: swap a preempted request over the host link, or recompute it."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

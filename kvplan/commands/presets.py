@@ -1,7 +1,5 @@
 """`kvplan presets list|show`: the built-in and user presets, every figure with its source."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

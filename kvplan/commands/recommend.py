@@ -1,7 +1,5 @@
 """`kvplan recommend`: the workload document's configuration table for this deployment, and the engine flags."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

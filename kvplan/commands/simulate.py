@@ -1,8 +1,6 @@
 """`kvplan simulate`: a stream of reasoning requests through one replica's KV pool, event to event, and the
 workload document's key metrics (peak KV per request, swap frequency, recomputation rate, TPOT)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`kvplan size`: bytes per token, by layer kind, at a set of contexts, and the peak per request."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

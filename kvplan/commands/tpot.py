@@ -1,8 +1,6 @@
 """`kvplan tpot`: time per output token over a growing decode, TTFT, a batch x context table, speculative
 decoding, and calibration to measured points."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
