@@ -1,6 +1,7 @@
 """The process entry point (kvplan.__main__): it raises the collector's first threshold before typer is
-imported and defers the stdlib modules no run uses, and only there; ``python -m kvplan`` and the installed
-script both go through it."""
+imported, defers the stdlib modules no run uses and ends the process without the interpreter's teardown, and
+only there; ``python -m kvplan`` and the installed script both go through it. (The entry point ends the process
+itself, so these subprocess probes report from ``atexit`` handlers, which it runs.)"""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ def test_threshold_set_before_typer_is_imported():
             "real = gc.set_threshold\n"
             "gc.set_threshold = lambda *a: (seen.append(('typer' in sys.modules, a)), real(*a))\n"
             "sys.argv = ['kvplan', '--version']\n"
+            "import atexit\n"
+            "atexit.register(lambda: print(seen == [(False, (100000, *gc.get_threshold()[1:]))],"
+            " gc.get_threshold()[0]))\n"
             "import kvplan.__main__ as m\n"
-            "try:\n    m.main()\nexcept SystemExit:\n    pass\n"
-            "print(seen == [(False, (100000, *gc.get_threshold()[1:]))], gc.get_threshold()[0])")
+            "m.main()\n")
     version, last = _run(code).splitlines()
     assert version.startswith("kvplan ")
     seen, first = last.rsplit(" ", 1)
@@ -58,9 +61,10 @@ def _loaded(args: list[str], cache: Path) -> set[str]:
     """Which heavy modules a command-line run imported (the second of two runs, so the start-up cache is warm)."""
     code = ("import sys\n"
             f"sys.argv = ['kvplan', *{args!r}]\n"
+            "import atexit\n"
+            f"atexit.register(lambda: print(' '.join(m for m in {_HEAVY!r} if m in sys.modules), file=sys.stderr))\n"
             "from kvplan.__main__ import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            f"print(' '.join(m for m in {_HEAVY!r} if m in sys.modules), file=sys.stderr)")
+            "main()\n")
     env = {**os.environ, "KVPLAN_CACHE_DIR": str(cache), "COLUMNS": "80"}
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
@@ -128,3 +132,55 @@ def test_lazy_imports_are_the_entry_points_only():
     code = ("import sys; import kvplan.cli, kvplan.__main__, textwrap, signal\n"
             "print(type(textwrap).__name__, type(signal).__name__, kvplan.__main__._LazyFinder in sys.meta_path)")
     assert _run(code) == "module module False"
+
+
+def _cli(args: list[str], fast: bool, tmp_path: Path) -> tuple[int, bytes, str]:
+    """A command-line run, its stdout written to a file (so nothing but the process can flush it)."""
+    out_file = tmp_path / f"out-{fast}.txt"
+    env = {**os.environ, "COLUMNS": "80", "KVPLAN_FAST_EXIT": "on" if fast else "off"}
+    with open(out_file, "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "kvplan", *args], stdout=out, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env)
+    return proc.returncode, out_file.read_bytes(), proc.stderr
+
+
+def test_fast_exit_keeps_output_and_exit_codes(tmp_path):
+    for args in (["size", "-f", "json"], ["concurrency"], ["--version"], ["--help"], ["size", "--tp", "3"],
+                 ["size", "--no-such-option"], ["tpot", "-f", "csv"]):
+        assert _cli(args, True, tmp_path) == _cli(args, False, tmp_path), args
+    code, out, err = _cli(["size", "--tp", "3"], True, tmp_path)
+    assert code == 2 and err.startswith("error: ")
+
+
+def _exit_probe(body: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``body`` run before the entry point ends the process (``exit_now``), with a teardown witness: an object whose
+    finalizer prints "teardown" when the interpreter's shutdown destroys it."""
+    code = ("import sys\n"
+            "class Witness:\n"
+            "    def __del__(self):\n"
+            "        print('teardown', flush=True)\n"
+            "witness = Witness()\n"
+            "import atexit\n"
+            "atexit.register(lambda: print('atexit', flush=True))\n"
+            "from kvplan.__main__ import exit_now\n"
+            f"{body}\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+def test_exit_now_skips_teardown_but_runs_atexit():
+    proc = _exit_probe("print('done', end=''); exit_now(3)")
+    assert (proc.returncode, proc.stdout) == (3, "doneatexit\n")     # flushed, atexit ran, no teardown
+    proc = _exit_probe("exit_now(3)", {"KVPLAN_FAST_EXIT": "off"})
+    assert (proc.returncode, proc.stdout) == (3, "atexit\nteardown\n")
+    assert _exit_probe("exit_now(None)").returncode == 0
+    assert _exit_probe("exit_now(-1)").returncode == 255            # as sys.exit(-1)
+
+
+def test_exit_now_takes_the_normal_way_when_it_could_differ():
+    proc = _exit_probe("exit_now('a message')")                      # sys.exit('a message'): printed, status 1
+    assert (proc.returncode, proc.stderr.strip(), proc.stdout) == (1, "a message", "atexit\nteardown\n")
+    proc = _exit_probe("import threading, time\n"
+                       "threading.Thread(target=lambda: (time.sleep(0.3), print('thread', flush=True))).start()\n"
+                       "exit_now(0)")
+    assert (proc.returncode, proc.stdout) == (0, "thread\natexit\nteardown\n")   # the thread finished its work
