@@ -9,10 +9,10 @@ import io
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_golden import COMMANDS, ROOT  # tests/ is on sys.path (rootdir-less test modules)
 
 from kvplan import output
 from kvplan.textlayout import Column, plain_ok, table_lines, table_minimum, text_lines
-from tests.test_golden import COMMANDS, ROOT
 
 rich_console = pytest.importorskip("rich.console")
 
