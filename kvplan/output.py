@@ -1,4 +1,4 @@
-"""The one output layer: every command's ``Result`` rendered as a rich table, JSON, CSV or Markdown.
+"""The one output layer: every command's ``Result`` rendered as tables, JSON, CSV or Markdown.
 
 Only this module turns numbers into text. Typed values (``kvplan.values``) are formatted per format and
 ``--units``: tables and Markdown print ``1.01 GiB``, ``1,024``, ``12.5 ms``, ``3.20x``; CSV and JSON carry the
@@ -6,7 +6,8 @@ raw number (units in the CSV header, ``context tokens (tokens)``, or in the JSON
 starts with the result's headline (the deployment and KV dtype); in CSV it is a ``#`` comment line.
 
 Tables fit the width: the terminal's, or ``COLUMNS`` when piped (80 when neither says). Text columns wrap;
-number columns never split.
+number columns never split. A terminal gets rich (bold titles and headers); output that is not a terminal
+prints no styles, and ``kvplan.textlayout`` writes the same text without importing rich.
 """
 
 from __future__ import annotations
@@ -272,34 +273,44 @@ def _column_widths(table: Table, units: str) -> list[tuple[int, int, bool]]:
     return out
 
 
-def _build_rich(table: Table, units: str, cols: list[int], widths, title: str):
+def _layout_columns(table: Table, cols: list[int], widths) -> list:
+    """The ``textlayout`` columns of ``table``'s columns ``cols``: numbers right-justified, and no column narrower
+    than its ``low`` width plus its padding (rich's ``min_width`` counts the padding, one space each side)."""
+    from kvplan.textlayout import Column
+
+    return [Column(table.columns[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
+            for n, i in enumerate(cols)]
+
+
+def _rich_table(title: str, columns, rows: list[list[str]]):
     from rich import box
     from rich.table import Table as RichTable
 
     rt = RichTable(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, collapse_padding=True)
-    for i in cols:
-        low, _, number = widths[i]
-        # rich's min_width counts the cell's padding (one space each side); numbers never split: the column is as
-        # wide as its widest cell, and the header may wrap
-        rt.add_column(table.columns[i], justify="right" if number else "left", overflow="fold", min_width=low + 2)
-    for row in table.rows:
-        rt.add_row(*(text(row[i], units) for i in cols))
+    for column in columns:
+        rt.add_column(column.header, justify="right" if column.right else "left", overflow="fold",
+                      min_width=column.min_width)
+    for row in rows:
+        rt.add_row(*row)
     return rt
 
 
-def _rich_tables(table: Table, units: str, console):
-    """The table as one rich table, or, when its narrowest rendering is wider than the console, as several that
-    each repeat the first (key) column: a wide table prints in parts instead of being cropped."""
-    from rich.cells import cell_len
+def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, list[list[str]]]]:
+    """(title, columns, rows of text) of the table as printed ``width`` columns wide: one part, or, when its
+    narrowest layout is wider than the output, several that each repeat the first (key) column, so that a wide
+    table prints in parts instead of being cropped."""
+    from kvplan.textlayout import table_minimum
 
     widths = _column_widths(table, units)
-    width = console.width
-    # Bounds on rich's minimum table width, so that rich measures only the groups between them (measuring is most
-    # of a table's rendering time). Each column's minimum is at least its min_width (low + 2, padding included)
-    # and at most its widest cell or header plus the padding (2); the box adds an edge each side and a separator
-    # between columns (rich.table.Table._extra_width: 2 + columns - 1).
-    widest = [max([cell_len(text(row[i], units)) for row in table.rows] + [cell_len(col), low])
+    cells = [[text(v, units) for v in row] for row in table.rows]
+    # Cheap bounds first: each column's minimum is at least its min_width (low + 2, padding included) and at most
+    # its widest cell or header plus the padding (2); the box adds an edge each side and a divider between
+    # columns. Only a group between the bounds is laid out.
+    widest = [max([len(row[i]) for row in cells] + [len(col), low])
               for i, (col, (low, _, _)) in enumerate(zip(table.columns, widths, strict=True))]
+
+    def part(cols: list[int], title: str):
+        return title, _layout_columns(table, cols, widths), [[row[i] for i in cols] for row in cells]
 
     def fits(cols: list[int]) -> bool:
         edges = len(cols) + 1
@@ -307,12 +318,12 @@ def _rich_tables(table: Table, units: str, console):
             return True
         if sum(widths[i][0] + 2 for i in cols) > width - 6:
             return False
-        probe = _build_rich(table, units, cols, widths, "")
-        return probe.__rich_measure__(console, console.options).minimum <= width - 6   # rich crops near its minimum
+        _, columns, rows = part(cols, "")
+        return table_minimum(columns, rows, width) <= width - 6   # rich crops a table near its minimum
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):
-        return [_build_rich(table, units, everything, widths, table.title)]
+        return [part(everything, table.title)]
     groups, current = [], [0]
     for i in range(1, len(widths)):
         if len(current) > 1 and not fits(current + [i]):
@@ -320,36 +331,87 @@ def _rich_tables(table: Table, units: str, console):
             current = [0]
         current.append(i)
     groups.append(current)
-    return [_build_rich(table, units, cols, widths, table.title if n == 0 else "... continued")
-            for n, cols in enumerate(groups)]
+    return [part(cols, table.title if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:
     raise BrokenPipeError("the reader closed the pipe")
 
 
-def print_table(result: Result, explain: bool = False, file=None, units: str = "iec") -> None:
+def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple]:
+    """What a table-format output prints, in order: ("headline", text), ("table", title, columns, rows),
+    ("text", text) and ("bold", text)."""
+    blocks: list[tuple] = [("headline", result.headline)]
+    for table in result.tables:
+        if table.shown_in("table"):
+            blocks += [("table", *p) for p in table_parts(table, units, width)]
+    for chart in result.charts:
+        blocks.append(("text", terminal_chart(chart, width=max(10, min(40, width - 40)))))
+    blocks += [("text", f"• {note}") for note in result.all_notes()]
+    if explain:
+        blocks += [("text", ""), ("bold", "How each figure was derived")]
+        blocks += [("text", line) for line in _explain_lines(result, units, "  - ")]
+    return blocks
+
+
+def _block_texts(blocks: list[tuple]):
+    for block in blocks:
+        if block[0] == "table":
+            _, title, columns, rows = block
+            yield title
+            yield from (c.header for c in columns)
+            yield from (cell for row in rows for cell in row)
+        else:
+            yield block[1]
+
+
+def write_plain(blocks: list[tuple], out, width: int) -> None:
+    """The blocks as unstyled text (``kvplan.textlayout``: rich's layout, without rich)."""
+    from kvplan.textlayout import table_lines, text_lines
+
+    lines: list[str] = []
+    for block in blocks:
+        if block[0] == "headline":
+            lines.append(block[1])
+        elif block[0] == "table":
+            lines += table_lines(*block[1:], width)
+        else:
+            lines += text_lines(block[1], width)
+    out.write("\n".join(lines) + "\n")
+
+
+def write_rich(blocks: list[tuple], out, width: int) -> None:
+    """The blocks through rich (a terminal: bold titles and headers, its colour rules)."""
     from rich.console import Console
 
-    out = file or sys.stdout
-    console = Console(file=out, width=output_width(out), soft_wrap=False, highlight=False, markup=False,
-                      emoji=False, color_system="auto" if out.isatty() else None)
+    console = Console(file=out, width=width, soft_wrap=False, highlight=False, markup=False, emoji=False,
+                      color_system="auto" if out.isatty() else None)
     console.on_broken_pipe = _broken_pipe   # rich exits 1 on a closed pipe; let the command layer decide
-    console.print(result.headline, soft_wrap=True)
-    for table in result.tables:
-        if not table.shown_in("table"):
-            continue
-        for rich_table in _rich_tables(table, units, console):
-            console.print(rich_table)
-    for chart in result.charts:
-        console.print(terminal_chart(chart, width=max(10, min(40, console.width - 40))))
-    for note in result.all_notes():
-        console.print(f"• {note}")
-    if explain:
-        console.print()
-        console.print("How each figure was derived", style="bold")
-        for line in _explain_lines(result, units, "  - "):
-            console.print(line)
+    for block in blocks:
+        if block[0] == "headline":
+            console.print(block[1], soft_wrap=True)
+        elif block[0] == "table":
+            console.print(_rich_table(*block[1:]))
+        elif block[0] == "bold":
+            console.print(block[1], style="bold")
+        elif block[1]:
+            console.print(block[1])
+        else:
+            console.print()
+
+
+def print_table(result: Result, explain: bool = False, file=None, units: str = "iec") -> None:
+    """The table format: rich on a terminal; anywhere else (no styles to print) the same text from
+    ``kvplan.textlayout``, which does not import rich."""
+    from kvplan.textlayout import plain_ok
+
+    out = file or sys.stdout
+    width = output_width(out)
+    blocks = _blocks(result, explain, units, width)
+    if not out.isatty() and plain_ok(_block_texts(blocks), getattr(out, "encoding", None)):
+        write_plain(blocks, out, width)
+    else:
+        write_rich(blocks, out, width)
 
 
 def print_brief(result: Result, file=None, units: str = "iec") -> None:

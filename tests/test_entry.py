@@ -76,9 +76,11 @@ def test_json_path_imports_only_json(tmp_path):
     assert _loaded(["size", "-f", "json"], tmp_path) == {"json"}
 
 
-def test_table_paths_import_only_rich(tmp_path):
-    assert _loaded(["size"], tmp_path) == {"rich"}
-    assert _loaded(["concurrency"], tmp_path) == {"rich"}      # no numpy for the small grids it prints
+def test_piped_table_paths_import_nothing_heavy(tmp_path):
+    # not a terminal: kvplan.textlayout writes rich's layout without rich; no numpy for the small grids
+    assert _loaded(["size"], tmp_path) == set()
+    assert _loaded(["concurrency"], tmp_path) == set()
+    assert _loaded(["size", "--explain"], tmp_path) == set()
 
 
 def test_a_cold_run_parses_with_tomllib(tmp_path):

@@ -73,6 +73,7 @@ REC = "kvplan/calc/recommend.py"
 SIZING = "kvplan/calc/sizing.py"
 SCEN = "kvplan/scenario.py"
 OUT = "kvplan/output.py"
+TL = "kvplan/textlayout.py"
 MUTANTS: tuple[Mutant, ...] = (
     # --- SGLang's default mem_fraction_static buckets --------------------------------------------------------
     M("sglang-bucket-35", SGL, "gpu_mem_gib < 35:", "gpu_mem_gib < 36:"),
@@ -239,6 +240,20 @@ MUTANTS: tuple[Mutant, ...] = (
       "        return text(value)\n    if isinstance(value, float)"),
     M("csv-cells-as-text", OUT, 'writer.writerow(["" if (c := raw(v)) is None else c for v in row])',
       'writer.writerow(["" if (c := text(v)) is None else c for v in row])'),
+    # --- unstyled table layout (kvplan/textlayout.py: rich's layout without rich) ------------------------------
+    M("layout-min-width-without-padding", TL, "floor = max(0, column.min_width + 1)",
+      "floor = max(0, column.min_width)"),
+    M("layout-cut-truncated", TL, "share = min(lim, round(r * total / left_ratio))",
+      "share = min(lim, int(r * total / left_ratio))"),
+    M("layout-header-top-aligned", TL, "rendered[k] = blank + r if n == 0 else r + blank", "rendered[k] = r + blank"),
+    M("layout-right-keeps-spaces", TL, "piece = piece.rstrip()[:width]", "piece = piece[:width]"),
+    M("layout-later-columns-padded-twice", TL, "return 2 if self.first else 1", "return 2"),
+    M("layout-box-extra-divider", TL, "return 2 + n_columns - 1", "return 2 + n_columns"),
+    M("layout-no-remeasure", TL, "[column_range(c, cs, w)[1] or 0", "[w or 0"),
+    M("layout-fold-offset", TL, "used = len(piece)", "used = 0"),
+    M("layout-spaces-no-width", TL, "(max(map(len, words)) if words else longest_line)",
+      "(max(map(len, words)) if words else 0)"),
+    M("layout-tty-plain", OUT, "if not out.isatty() and plain_ok(", "if plain_ok("),
     # --- compare-preemption host DRAM (now capacity.host_tier, above) ---------------------------------------
     # --- layer kinds -----------------------------------------------------------------------------------------
     M("mamba2-groups-not-replicated", LAYERS, "return self.n_groups if self.n_groups % tp == 0 else tp",
