@@ -37,19 +37,32 @@ each other; `python -m kvplan`, start-up cache warm):
     entry point raises the collector's threshold (was ~40 GCs)    0.73     1.50   1.05           1.54
     json/csv lazy in the output layer, class docstrings           0.72     1.47   1.06           1.50
 
-This benchmark on the last tree, 15 pairs: warm cache 0.73 / 1.43 / 0.99 / 1.44 (floor 57-59 ms); `--no-cache`
-(a first run after install) 0.73 / 1.57 / 1.15 / 1.61. `--help` meets its target; the others do not.
+That tree, 15 pairs: warm cache 0.73 / 1.43 / 0.99 / 1.44 (floor 57-59 ms); `--no-cache` (a first run after
+install) 0.73 / 1.57 / 1.15 / 1.61. `import typer` alone is 0.75x of the floor (`python -c pass` 0.15x), so
+`size -f json` <= 0.8x left ~3 ms for everything kvplan did beyond typer's import (~15 ms of CPU then: its
+modules ~5 ms, making ~24 dataclasses ~5 ms, building the typer command ~1.5 ms, two presets, the scenario, JSON).
 
-Why the rest is out of reach while typer and rich stay (medians of 15 alternating runs, 2026-12-01): `python -c
-pass` 8.4 ms (0.15x), `import typer` 42.5 ms (0.75x), `import typer, rich.console, rich.table` 58.9 ms (1.03x),
-the floor 57.0 ms. So `size -f json` <= 0.8x leaves ~3 ms for everything kvplan does beyond typer's import, and
-`kvplan size` <= 1.0x is above the floor before kvplan runs a line (rich's console and table: ~15 ms to import,
-~10-14 ms to lay out and print size's five tables at 80 columns). kvplan's own work on `size -f json` is now
-~15 ms of CPU: its modules ~5 ms, making ~24 dataclasses ~5 ms (dataclasses' own processing, ~0.1 ms a class,
-plus ~0.05 ms reading each class's cached code), building the typer command ~1.5 ms, loading two presets,
-validating the scenario and writing JSON the rest. Not done: a typer-free fast path (excluded by the issue), a
-renderer of our own instead of rich (the table layout would have to match rich's byte for byte), hand-written
-slotted spec classes (would lose `fields()`, `replace()` and the pydantic boundary).
+Then (same day, branch feat-startup-json: kvplan's own work besides rendering; each step's tree timed side by side
+in one alternating run of 11 pairs, floor 61-69 ms, `python -m kvplan`, start-up cache warm; the last row is the
+merge of main's piped-table writer, `kvplan/textlayout.py`, which takes rich off the piped table paths):
+
+    step                                                          --help   size   size -f json   concurrency
+    before (a1b9388)                                              0.73     1.42   0.98           1.45
+    entry point: 8 stdlib modules no run uses load lazily         0.69     1.32   0.91           1.39
+    built-in presets' built specs cached (no spec class made)     0.68     1.29   0.88           1.36
+    regexes compiled on use, plain counts, command annotations    0.68     1.29   0.85           1.34
+    cache entries read at their size (not a 4 MiB buffer)         0.68     1.30   0.84           1.32
+    entry point ends with os._exit (no interpreter teardown)      0.58     1.09   0.72           1.11
+    merged main (piped tables without rich)                       0.57     0.72   0.73           0.81
+
+In milliseconds, `size -f json` (medians): 61.7, 58.7 (-3.0: the lazy modules), 55.4 (-3.3: the built specs),
+55.0 (-0.4), 54.6 (-0.4), 46.0 (-8.6: the interpreter's teardown of ~100,000 objects and every module), 45.6.
+Main alone (ab97508), in a run of its own beside the merge: 0.71 / 0.98 / 0.99 / 1.03; merged 0.57 / 0.73 / 0.72 /
+0.78. Every target is met. What is left of kvplan's own ~11 ms on `size -f json` is mostly fixed: its ~30 modules
+(~4 ms), the ~11 result and scenario dataclasses it makes (~2 ms, dataclasses' own processing), typer building and
+parsing the command (~2.4 ms), json (~1 ms to import, in the output layer). Not done: a typer-free fast path
+(excluded by the issue), hand-written slotted spec classes (would lose `fields()`, `replace()` and the pydantic
+boundary).
 """
 
 from __future__ import annotations
