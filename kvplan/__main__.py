@@ -69,11 +69,16 @@ def lazy_imports() -> None:
 def exit_now(code) -> None:
     """End the process with ``code`` as ``sys.exit(code)`` would, without the interpreter's teardown: stdout and
     stderr flushed, the ``atexit`` handlers run, then ``os._exit``. Raises ``SystemExit(code)`` (Python's normal
-    exit) when that is off, when ``code`` is not a number, when a flush fails, or while another thread runs."""
+    exit) when that is off, when ``code`` is not a number, when a flush fails, while another thread runs, or when
+    Python is to stay interactive (``-i``)."""
     if code is None:
         code = 0
-    if os.environ.get(FAST_EXIT_ENV, "").strip().lower() in _OFF or not isinstance(code, int):
-        raise SystemExit(code)
+    import atexit
+
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)   # CPython's; without it, Python's own exit
+    if (os.environ.get(FAST_EXIT_ENV, "").strip().lower() in _OFF or not isinstance(code, int)
+            or run_exitfuncs is None or sys.flags.inspect or os.environ.get("PYTHONINSPECT")):
+        raise SystemExit(code)   # python -i (or PYTHONINSPECT) would open its prompt after the command
     threading = sys.modules.get("threading")
     if threading is not None and any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
         raise SystemExit(code)
@@ -82,9 +87,7 @@ def exit_now(code) -> None:
         sys.stderr.flush()
     except Exception:  # noqa: BLE001 - a closed or broken stream: Python's own exit reports it as it always has
         raise SystemExit(code) from None
-    import atexit
-
-    atexit._run_exitfuncs()
+    run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -237,7 +237,7 @@ def write_spec(path: Path, meta: Any, spec: Any) -> None:
     modules: set[str] = set(SPEC_BUILDERS)
     try:
         payload = _encode(spec, modules)
-    except (ValueError, RecursionError):
+    except (ValueError, TypeError, RecursionError):   # TypeError: an object without a __dict__
         return
     sources = []
     for name in sorted(modules):
