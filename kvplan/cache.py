@@ -197,6 +197,8 @@ def _decode(value: Any, classes: dict[tuple[str, str], type]) -> Any:
     if cls is None:
         import importlib
 
+        if module != "kvplan" and not module.startswith("kvplan."):   # an entry names kvplan's spec classes only
+            raise ValueError(f"{module}.{qualname} is not a kvplan class")
         cls = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part)
