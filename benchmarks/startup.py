@@ -42,9 +42,11 @@ install) 0.73 / 1.57 / 1.15 / 1.61. `import typer` alone is 0.75x of the floor (
 `size -f json` <= 0.8x left ~3 ms for everything kvplan did beyond typer's import (~15 ms of CPU then: its
 modules ~5 ms, making ~24 dataclasses ~5 ms, building the typer command ~1.5 ms, two presets, the scenario, JSON).
 
-Then (same day, branch feat-startup-json: kvplan's own work besides rendering; each step's tree timed side by side
-in one alternating run of 11 pairs, floor 61-69 ms, `python -m kvplan`, start-up cache warm; the last row is the
-merge of main's piped-table writer, `kvplan/textlayout.py`, which takes rich off the piped table paths):
+Then (same day, session 2): rich off the piped table paths (kvplan/textlayout.py: rich's layout of kvplan's tables
+without rich; 11 pairs): --help 0.76, size 1.41 -> 0.99, size -f json 1.00 -> 0.97, concurrency 1.45 -> 1.03.
+Then kvplan's own work besides rendering (branch feat-startup-json; each step's tree timed side by side in one
+alternating run of 11 pairs, floor 61-69 ms, `python -m kvplan`, start-up cache warm; on top of the tree before
+textlayout, so size and concurrency still include rich here):
 
     step                                                          --help   size   size -f json   concurrency
     before (a1b9388)                                              0.73     1.42   0.98           1.45
@@ -52,17 +54,24 @@ merge of main's piped-table writer, `kvplan/textlayout.py`, which takes rich off
     built-in presets' built specs cached (no spec class made)     0.68     1.29   0.88           1.36
     regexes compiled on use, plain counts, command annotations    0.68     1.29   0.85           1.34
     cache entries read at their size (not a 4 MiB buffer)         0.68     1.30   0.84           1.32
-    entry point ends with os._exit (no interpreter teardown)      0.58     1.09   0.72           1.11
-    merged main (piped tables without rich)                       0.57     0.72   0.73           0.81
 
 In milliseconds, `size -f json` (medians): 61.7, 58.7 (-3.0: the lazy modules), 55.4 (-3.3: the built specs),
-55.0 (-0.4), 54.6 (-0.4), 46.0 (-8.6: the interpreter's teardown of ~100,000 objects and every module), 45.6.
-Main alone (ab97508), in a run of its own beside the merge: 0.71 / 0.98 / 0.99 / 1.03; merged 0.57 / 0.73 / 0.72 /
-0.78. Every target is met. What is left of kvplan's own ~11 ms on `size -f json` is mostly fixed: its ~30 modules
-(~4 ms), the ~11 result and scenario dataclasses it makes (~2 ms, dataclasses' own processing), typer building and
-parsing the command (~2.4 ms), json (~1 ms to import, in the output layer). Not done: a typer-free fast path
-(excluded by the issue), hand-written slotted spec classes (would lose `fields()`, `replace()` and the pydantic
-boundary).
+55.0 (-0.4), 54.6 (-0.4). Last, the interpreter's shutdown: its final collection and module teardown walk the
+~100,000 live objects (~8 ms). The entry point freezes them when the command is done (`gc.freeze`) and otherwise
+exits as Python does. Both merged, two consecutive 11-pair runs: `KVPLAN_FREEZE_AT_EXIT=off` 0.69 / 0.90 / 0.88 /
+0.95; on (the default) 0.59 / 0.78 / 0.76 / 0.83. Four further 11-15-pair runs of the final tree: 0.59-0.62 /
+0.75-0.78 / 0.73-0.76 / 0.79-0.83, every target met (floor 61-67 ms). `--installed` (the script on PATH): 0.62 /
+0.78 / 0.75 / 0.81. `--no-cache` (the first run after an install): 0.60 / 0.95 / 0.92 / 0.99, so `size -f json`
+is over its target on a cold cache. `--terminal` (stdout a terminal, so tables go through rich with its styles):
+0.60 / 1.09 / 0.75 / 1.14: a terminal pays rich's import and layout (~20 ms), over the `size` target; the targets
+are for piped output, as this benchmark has always timed them.
+
+What is left of kvplan's own ~11 ms on `size -f json` is mostly fixed: its ~30 modules (~4 ms), the ~11 result
+and scenario dataclasses it makes (~2 ms, dataclasses' own processing), typer building and parsing the command
+(~2.4 ms), json (~1 ms to import, in the output layer). Not done: a typer-free fast path (excluded by the issue),
+hand-written slotted spec classes (would lose `fields()`, `replace()` and the pydantic boundary), our own
+renderer on a terminal (rich stays the terminal's renderer), rich with fixed column widths on a terminal
+(measured: ~1 ms of its ~6 ms layout, and not the same text).
 """
 
 from __future__ import annotations
@@ -88,18 +97,41 @@ COMMANDS = [
 ]
 
 
-def run_once(cmd: list[str], env: dict[str, str]) -> float:
+def run_once(cmd: list[str], env: dict[str, str], terminal: bool = False) -> float:
+    """Wall time of one run, its output discarded; ``terminal``: its stdout is a pseudo-terminal (100 columns) that
+    is read until the run ends, as a user at a terminal sees it (tables then go through rich, with styles)."""
+    if not terminal:
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        return time.perf_counter() - start
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, stdout=follower, stderr=subprocess.DEVNULL, env={**env, "TERM": "xterm-256color"})
+    os.close(follower)
+    try:
+        while os.read(leader, 65536):
+            pass
+    except OSError:   # the run closed its end
+        pass
+    if proc.wait() != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    elapsed = time.perf_counter() - start
+    os.close(leader)
+    return elapsed
 
 
-def paired(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, float]:
+def paired(cmd: list[str], runs: int, env: dict[str, str], terminal: bool = False) -> tuple[float, float, float]:
     """(median per-pair ratio, median command time, median floor time) over ``runs`` floor/command pairs."""
     ratios, cmd_times, floor_times = [], [], []
     for _ in range(runs):
         floor = run_once(FLOOR, env)
-        t = run_once(cmd, env)
+        t = run_once(cmd, env, terminal)
         ratios.append(t / floor)
         cmd_times.append(t)
         floor_times.append(floor)
@@ -115,6 +147,9 @@ def main() -> int:
     parser.add_argument("--installed", action="store_true",
                         help="time the `kvplan` script on PATH (an installed copy) instead of this tree's "
                              "`python -m kvplan` (which pays runpy's ~1 ms on top)")
+    parser.add_argument("--terminal", action="store_true",
+                        help="give each command a pseudo-terminal for stdout (tables through rich, with styles), as "
+                             "a user at a terminal runs it; the targets are set for piped output")
     parser.add_argument("--no-cache", action="store_true",
                         help="KVPLAN_CACHE_DIR=off: every run parses its presets and compiles its dataclass "
                              "methods, as the first run after an install or upgrade does")
@@ -136,11 +171,13 @@ def main() -> int:
         subprocess.run(kvplan_cmd + argv, check=True, stdout=subprocess.DEVNULL, env=env)
     bytecode = "without bytecode for kvplan" if "PYTHONDONTWRITEBYTECODE" in env else "with bytecode"
     cache = "start-up cache off" if args.no_cache else "start-up cache warm"
+    if args.terminal:
+        cache += "; stdout a terminal"
     print(f"floor: python -c 'import typer, pydantic, rich'; {args.runs} floor/command pairs per command; {bytecode}; "
           f"{cache}; timing {' '.join(kvplan_cmd)}")
     over = 0
     for label, argv, target in COMMANDS:
-        ratio, t, floor = paired(kvplan_cmd + argv, args.runs, env)
+        ratio, t, floor = paired(kvplan_cmd + argv, args.runs, env, args.terminal)
         verdict = "PASS" if ratio <= target else "OVER"
         over += verdict == "OVER"
         print(f"{label:<22} {t * 1000:7.1f} ms  floor {floor * 1000:6.1f} ms  ratio {ratio:4.2f}x"
