@@ -136,7 +136,7 @@ def load_preset(path: Path, parse: Callable[[Path], dict[str, Any]]) -> dict[str
 
 # --- built specs -----------------------------------------------------------------------------------------------
 # Modules whose code builds or checks a spec besides its classes' own modules (each entry names those).
-SPEC_BUILDERS = ("kvplan.presets", "kvplan.layers", "kvplan.dtypes", "kvplan.frozen")
+SPEC_BUILDERS = ("kvplan.presets", "kvplan.layers", "kvplan.dtypes", "kvplan.frozen", "kvplan.cache")
 
 
 def _spec_file(path: Path) -> Path | None:
@@ -248,4 +248,10 @@ def write_spec(path: Path, meta: Any, spec: Any) -> None:
         if stamp is None:   # a module without a source file to key on: do not cache
             return
         sources.append(stamp)
+    # A file changed since this process imported kvplan may not be what it loaded (a long-lived process, an edit
+    # between reading the preset and now): store nothing rather than old work under a new stamp.
+    from kvplan import _IMPORTED_NS
+
+    if any(stamp[1] >= _IMPORTED_NS for stamp in (key, *sources)):
+        return
     write(file, (tuple(sources), meta, payload), *key)

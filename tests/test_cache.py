@@ -266,3 +266,21 @@ def test_a_spec_holding_other_values_is_not_stored(cache):
     path = builtin_dir() / "models" / "qwen3-32b.toml"
     preset_cache.write_spec(path, ("model", "qwen3-32b"), {"dtype": KVDtype.BF16})   # an enum: not plain data
     assert _spec_entries(cache) == []
+
+
+def test_nothing_is_stored_from_files_changed_since_the_process_imported_kvplan(cache, monkeypatch):
+    import kvplan
+
+    # A long-lived process (a notebook, a test run) imported kvplan, then a source or the preset was edited: the
+    # spec it builds now comes from the old code, so it must not be stored under the files' new stamps. Moving the
+    # import time to before every file's mtime is the same as editing them all after the import.
+    monkeypatch.setattr(kvplan, "_IMPORTED_NS", 0)
+    load_model("qwen3-32b")
+    assert _spec_entries(cache) == []
+    monkeypatch.setattr(kvplan, "_IMPORTED_NS", os.stat(builtin_dir() / "models" / "qwen3-32b.toml").st_mtime_ns)
+    load_model("qwen3-32b")                    # the preset's mtime is not before the import: still nothing
+    assert _spec_entries(cache) == []
+    monkeypatch.undo()
+    monkeypatch.setenv(preset_cache.ENV_VAR, str(cache))
+    load_model("qwen3-32b")                    # this process's own import time: every file is older, stored
+    assert len(_spec_entries(cache)) == 1
