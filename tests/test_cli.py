@@ -225,3 +225,17 @@ def test_help_shows_each_options_metavar_and_arguments_without_python_types(run_
         assert " None " not in out and "<str>" not in out and "<list[Path]>" not in out, args
     assert "-g, --hardware, --gpu ID|FILE" in run_cli("size", "--help").out
     assert "[default: h200]" not in run_cli("size", "--help").out   # the help text says its default once
+
+
+def test_options_keep_their_declared_names_whatever_the_python():
+    # Before Python 3.11, typing.get_type_hints wrapped an option whose default is None in Optional[...], hiding its
+    # Annotated typer.Option: recommend's --emit became --emit-engine (named after the parameter) and every such
+    # option lost its help and metavar. The shared-option splice reads the annotations as written.
+    from kvplan.cli import _build
+
+    recommend = _build("recommend")
+    emit = next(p for p in recommend.params if p.name == "emit_engine")
+    assert emit.opts == ["--emit"] and emit.metavar == "ENGINE"
+    size = _build("size")
+    compare = next(p for p in size.params if p.name == "compare")
+    assert compare.metavar == "ID|FILE" and "side by side" in compare.help

@@ -328,10 +328,10 @@ def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool 
     shared += [(name, MEMORY_OPTIONS[name], None) for name in memory]
 
     def wrap(func):
-        import typing
-
-        resolved = typing.get_type_hints(func, include_extras=True)   # the command module's own names
-        own = [p.replace(annotation=resolved[name]) for name, p in inspect.signature(func).parameters.items()
+        # The annotations as written (evaluated in the command module if they are strings). Not
+        # typing.get_type_hints: before Python 3.11 it wraps an option whose default is None in Optional[...],
+        # hiding its Annotated typer.Option, so typer would name it after the parameter (--emit-engine, not --emit)
+        own = [p for name, p in inspect.signature(func, eval_str=True).parameters.items()
                if name not in ("scenario_args", "output")]
         hints = {name: ann for name, ann, _ in shared + list(OUTPUT_OPTIONS)}
 
