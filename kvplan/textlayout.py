@@ -9,8 +9,9 @@ the ``SIMPLE_HEAD`` box (spaces for edges and dividers, a rule of ``─`` under 
 space either side collapsed between columns (so the first column is padded ``1 + 1`` and every later one
 ``0 + 1``), columns left- or right-justified that fold words longer than the column, with a minimum width and
 no maximum, and the table no wider than the output unless its minimums force it. The rules, as this module
-implements them (rich 13-15 lays out these tables the same way; ``tests/test_textlayout.py`` renders every
-table of every command's golden output, and random tables, both ways and asserts the same text):
+implements them (rich 15, the release kvplan requires, lays them out so; rich 13 and 14 differ by a space here
+and there; ``tests/test_textlayout.py`` renders every table of every command's golden output, and random
+tables, both ways and asserts the same text, so a rich release that lays them out otherwise fails it):
 
 - A text's *minimum* is its longest whitespace-separated word, its *maximum* its longest line. A cell adds its
   padding to both and is capped at the width on offer; a column is the widest of its cells (header included)
