@@ -299,18 +299,32 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     """(title, columns, rows of text) of the table as printed ``width`` columns wide: one part, or, when its
     narrowest layout is wider than the output, several that each repeat the first (key) column, so that a wide
     table prints in parts instead of being cropped."""
-    from kvplan.textlayout import table_minimum
+    from kvplan.textlayout import plain_ok, table_minimum
 
     widths = _column_widths(table, units)
     cells = [[text(v, units) for v in row] for row in table.rows]
+    # one cell per character, as kvplan.textlayout lays out; else (wide characters) rich measures the text
+    plain = plain_ok([*table.columns, *(c for row in cells for c in row)], None)
+    if plain:
+        cell_len = len
+    else:
+        from rich.cells import cell_len
     # Cheap bounds first: each column's minimum is at least its min_width (low + 2, padding included) and at most
     # its widest cell or header plus the padding (2); the box adds an edge each side and a divider between
     # columns. Only a group between the bounds is laid out.
-    widest = [max([len(row[i]) for row in cells] + [len(col), low])
+    widest = [max([cell_len(row[i]) for row in cells] + [cell_len(col), low])
               for i, (col, (low, _, _)) in enumerate(zip(table.columns, widths, strict=True))]
 
     def part(cols: list[int], title: str):
         return title, _layout_columns(table, cols, widths), [[row[i] for i in cols] for row in cells]
+
+    def minimum(columns, rows) -> int:
+        if plain:
+            return table_minimum(columns, rows, width)
+        from rich.console import Console
+
+        console = Console(width=width, file=io.StringIO())
+        return _rich_table("", columns, rows).__rich_measure__(console, console.options).minimum
 
     def fits(cols: list[int]) -> bool:
         edges = len(cols) + 1
@@ -319,7 +333,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
         if sum(widths[i][0] + 2 for i in cols) > width - 6:
             return False
         _, columns, rows = part(cols, "")
-        return table_minimum(columns, rows, width) <= width - 6   # rich crops a table near its minimum
+        return minimum(columns, rows) <= width - 6   # rich crops a table near its minimum
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):

@@ -160,3 +160,22 @@ def test_text_range_is_richs_measure(text):
     assert text_range(text) == tuple(Text(text).__rich_measure__(console, console.options))
     # a whitespace-only text is as wide as its spaces, at its minimum too (it has no word)
     assert text_range("   ") == (3, 3)
+
+
+def test_wide_characters_are_split_by_richs_measure():
+    # Two cells per character: a table of CJK names is twice as wide on screen as its len(). Its parts must be
+    # what rich can print without cropping: each part's narrowest layout, as rich measures it, within the margin
+    # the split keeps (width - 6). By hand: the key column is 14 characters = 28 cells + 2 padding, each other
+    # column 8 = 16 cells + 2; key + two others + 4 box columns = 30 + 36 + 4 = 70 <= 74, a third would be 88.
+    # Counting len() instead (16 + 5 x 10 + 7 = 73) would put all six columns in one part.
+    from kvplan.result import Table
+
+    name = "模型名称很长的一个断言名字"            # 13 characters, 26 cells
+    table = Table("T", ("assertion", "a", "b", "c", "d", "e"),
+                  tuple((f"{name}{k}", *[name[:8]] * 5) for k in range(3)))
+    parts = output.table_parts(table, "iec", 80)
+    assert [[c.header for c in columns] for _, columns, _ in parts] == [
+        ["assertion", "a", "b"], ["assertion", "c", "d"], ["assertion", "e"]]
+    console = rich_console.Console(file=io.StringIO(), width=80)
+    for title, columns, rows in parts:
+        assert output._rich_table(title, columns, rows).__rich_measure__(console, console.options).minimum <= 74
