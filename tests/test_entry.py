@@ -112,7 +112,8 @@ def test_unused_modules_stay_unloaded_and_the_cli_works():
     out, states = _lazy_states(["size", "-f", "json"])
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["command"] == "size"
-    assert set(states.values()) == {"unloaded"}, states   # imported by typer, never executed
+    # imported by typer, never executed ("absent": a typer or Python release that does not import it at all)
+    assert set(states.values()) <= {"unloaded", "absent"} and "unloaded" in states.values(), states
 
     out, states = _lazy_states(["--help"])
     assert out.returncode == 0 and "Commands" in out.stdout and "concurrency" in out.stdout
@@ -121,7 +122,7 @@ def test_unused_modules_stay_unloaded_and_the_cli_works():
 
     out, states = _lazy_states(["size", "--no-such-option"])
     assert out.returncode == 2 and "No such option: --no-such-option" in out.stderr
-    assert states["bz2"] == states["lzma"] == states["ipaddress"] == "unloaded"
+    assert {states["bz2"], states["lzma"], states["ipaddress"]} <= {"unloaded", "absent"}
 
 
 def test_lazy_imports_have_an_off_switch():
