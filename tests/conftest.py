@@ -99,3 +99,7 @@ def _no_hugging_face_network(tmp_path_factory, monkeypatch):
         return
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+
+# The TOML parser kvplan uses: the standard library's from Python 3.11, tomli before (pyproject.toml's dependency).
+TOML_MODULE = "tomllib" if sys.version_info >= (3, 11) else "tomli"

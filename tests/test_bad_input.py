@@ -145,11 +145,13 @@ def test_brief_keeps_the_warning_that_overturns_its_answer(run_cli):
 
 def test_version_and_short_help(run_cli):
     # the version is pyproject.toml's (the wheel's metadata); -h is --help at every level
+    from importlib import import_module
     from pathlib import Path
 
-    import tomllib
+    from conftest import TOML_MODULE
 
-    version = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["version"]
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    version = import_module(TOML_MODULE).loads(pyproject)["project"]["version"]
     r = run_cli("--version")
     assert r.code == 0 and r.out == f"kvplan {version}\n"
     for args in ((), ("size",), ("check",), ("presets", "list")):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TOML_MODULE
 
 from kvplan import cache as preset_cache
 from kvplan.presets import builtin_dir, load_model, read_toml
@@ -143,7 +144,7 @@ def test_cached_model_equals_fresh(cache, monkeypatch):
 def test_a_cached_run_does_not_import_tomllib(cache):
     env = {**os.environ, preset_cache.ENV_VAR: str(cache)}
     code = ("import sys; from kvplan.presets import load_model, load_hardware; load_model('qwen3-32b'); "
-            "load_hardware('h100-sxm'); print('tomllib' in sys.modules)")
+            f"load_hardware('h100-sxm'); print({TOML_MODULE!r} in sys.modules)")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
                            check=True).stdout.strip() for _ in range(2)]
     assert runs == ["True", "False"]

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import TOML_MODULE
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,7 +56,7 @@ def test_script_entry_is_the_tuned_one():
     assert 'kvplan = "kvplan.__main__:main"' in text
 
 
-_HEAVY = ("rich", "numpy", "pydantic", "tomllib", "json", "csv", "huggingface_hub")
+_HEAVY = ("rich", "numpy", "pydantic", TOML_MODULE, "json", "csv", "huggingface_hub")
 
 
 def _loaded(args: list[str], cache: Path) -> set[str]:
@@ -84,7 +86,7 @@ def test_piped_table_paths_import_nothing_heavy(tmp_path):
 
 
 def test_a_cold_run_parses_with_tomllib(tmp_path):
-    assert "tomllib" in _loaded(["size", "-f", "json"], Path("off"))
+    assert TOML_MODULE in _loaded(["size", "-f", "json"], Path("off"))
 
 
 def _lazy_states(args: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:

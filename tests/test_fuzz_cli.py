@@ -343,10 +343,12 @@ def toml_document(table: dict) -> str:
 
 
 def _preset(kind: str, preset_id: str) -> dict:
-    import tomllib
+    from importlib import import_module
+
+    from conftest import TOML_MODULE
 
     folder = "models" if kind == "model" else "hardware"
-    return tomllib.loads((ROOT / "presets" / folder / f"{preset_id}.toml").read_text())
+    return import_module(TOML_MODULE).loads((ROOT / "presets" / folder / f"{preset_id}.toml").read_text())
 
 
 MODEL_BASE = _preset("model", "qwq-32b")
