@@ -383,3 +383,20 @@ def test_sglang_fraction_buckets_by_release(run_cli):
     assert new["mem_fraction_static"] == 0.886
     assert not any("v0.4.8-v0.5.2's reserve buckets" in n for n in old["notes"])
     assert any("v0.4.8-v0.5.2's reserve buckets" in n for n in new["notes"])
+
+
+def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
+    # The rule (engines.base.Engine.kv_dtype_since), with a table of this test's own: a dtype first in 0.12.0 is
+    # refused by 0.11.0 and accepted by 0.12.0 and by the unpinned (newest) adapter.
+    from kvplan.scenario import Scenario
+
+    vllm_cls = type(engines.get("vllm"))
+    monkeypatch.setattr(vllm_cls, "kv_dtype_since", {KVDtype.FP8: ((0, 12, 0), "the test's table")})
+    model, hw = load_model("qwen3-32b"), load_hardware("h100-sxm")
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=model, hardware=hw, engine="vllm==0.11.0", kv_dtype_request="fp8")
+    assert "vllm==0.11 has no fp8 KV cache (first in 0.12: the test's table)" in str(err.value)   # as --engine names it
+    assert "vllm==0.12 or newer" in str(err.value)
+    for engine in ("vllm==0.12.0", "vllm"):
+        assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
+    assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table

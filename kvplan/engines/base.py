@@ -164,6 +164,18 @@ class Engine:
     settings: ClassVar[frozenset[str]]
     kind_table: ClassVar[dict[type, str]]
     block_tokens_table: ClassVar[dict[type, int]]
+    # KV cache dtypes that arrived after the oldest release kvplan models: dtype -> (first release, source). A
+    # scenario pinned to an older release (``--engine vllm==0.7.3``) refuses them; unpinned, the newest rules hold.
+    kv_dtype_since: ClassVar[dict[KVDtype, tuple[Release, str]]] = {}
+
+    def kv_dtype_problem(self, kv_dtype: KVDtype) -> tuple[str, str] | None:
+        """(problem, fix) when this adapter's pinned release predates ``kv_dtype``; None when it has it."""
+        first = self.kv_dtype_since.get(kv_dtype)
+        if first is None or self.version is None or self.version >= first[0]:
+            return None
+        since, source = first
+        return (f"{self.display_name} has no {kv_dtype.value} KV cache (first in {release_text(since)}: {source})",
+                f"pin {self.id}=={release_text(since)} or newer, or choose another --kv-dtype")
 
     # --- layer kinds -------------------------------------------------------------------------------------------
     def spec_of(self, kind) -> str:
