@@ -395,8 +395,9 @@ def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
     model, hw = load_model("qwen3-32b"), load_hardware("h100-sxm")
     with pytest.raises(KvplanError) as err:
         Scenario(model=model, hardware=hw, engine="vllm==0.11.0", kv_dtype_request="fp8")
-    assert "vllm==0.11 has no fp8 KV cache (first in 0.12: the test's table)" in str(err.value)   # as --engine names it
-    assert "vllm==0.12 or newer" in str(err.value)
+    line = err.value.one_line()
+    assert "vllm==0.11 has no fp8 KV cache (first in 0.12: the test's table)" in line   # as --engine names it
+    assert "(fix: pin vllm==0.12 or newer" in line
     for engine in ("vllm==0.12.0", "vllm"):
         assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
     assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table
