@@ -401,3 +401,21 @@ def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
     for engine in ("vllm==0.12.0", "vllm"):
         assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
     assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table
+
+
+# --- vLLM --kv-offloading-size / --kv-offloading-backend (docs/engine-rules-by-release.md §10) ---------------------
+def test_vllm_offloading_flags_are_printed_from_v0_14(run_cli):
+    # v0.11.0 vllm/config/cache.py has neither field; v0.11.1-v0.13.0 have both, but vllm/config/vllm.py
+    # _post_init_kv_transfer_config gives the native backend num_cpu_blocks 0 and vllm/v1/kv_offload/cpu.py
+    # CPUOffloadingSpec raises "num_cpu_blocks must be specified": the pair cannot start there. v0.14.0 passes
+    # cpu_bytes_to_use = size x 2^30 (GiB for the instance) and defaults the backend to "native".
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--kv-pool", "64GiB", "--tpot-slo", "1s",
+            "--dram", "2TB", "--emit", "vllm", "-f", "json")
+    for release, present in (("0.11.0", False), ("0.13.0", False), ("0.14.0", True), ("0.33.0", True)):
+        r = run_cli("recommend", *args, "--engine", f"vllm=={release}")
+        assert r.code == 0, r.err
+        command = r.json()["launch"]["command"]
+        assert ("--kv-offloading-size" in command) is present, release
+        assert ("--kv-offloading-backend native" in command) is present, release
+    omitted = run_cli("recommend", *args, "--engine", "vllm==0.13.0").json()["launch"]
+    assert "0.14" in str(omitted) and "num_cpu_blocks" in str(omitted)

@@ -125,7 +125,9 @@ def test_vllm_flags_realise_the_plan():
 
 
 def test_an_older_vllm_release_drops_the_flags_it_lacks():
-    s = llama(engine="vllm==0.14")
+    # v0.13.0's native offloading cannot start (vllm/config/vllm.py passes num_cpu_blocks 0, which
+    # vllm/v1/kv_offload/cpu.py CPUOffloadingSpec refuses); v0.14.0's works (docs/engine-rules-by-release.md §10)
+    s = llama(engine="vllm==0.13")
     plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
     lc = s.engine_adapter.launch_command(plan)
     assert "--kv-offloading-size" not in _flags(lc)
@@ -268,8 +270,9 @@ def test_the_workload_documents_scenario():
 
 
 def test_a_flag_is_printed_from_its_first_release_on():
-    # --kv-offloading-size is printed from v0.15.0 (kvplan's bound): 0.15 has it, 0.14 does not
-    for release, present in (("vllm==0.15", True), ("vllm==0.14", False)):
+    # --kv-offloading-size is printed from v0.14.0, the first wheel whose native backend starts (v0.14.0
+    # vllm/config/vllm.py passes cpu_bytes_to_use; v0.13.0 passes num_cpu_blocks 0, refused by kv_offload/cpu.py)
+    for release, present in (("vllm==0.14", True), ("vllm==0.13", False)):
         s = llama(engine=release)
         plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
         assert ("--kv-offloading-size" in _flags(s.engine_adapter.launch_command(plan))) is present

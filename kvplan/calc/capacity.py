@@ -22,7 +22,10 @@ from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Tokens, derived, given
 
 HOST_DRAM_SOURCE = "node host DRAM from the hardware preset"
-OFFLOAD_SETTINGS = ("vLLM: --kv-offloading-size (OffloadingConnector, vLLM >= 0.11); "
+# vLLM: both flags exist from v0.11.1, but the native backend starts only from v0.14.0 (kvplan/engines/vllm.py
+# OFFLOAD_SINCE, read from the wheels).
+OFFLOAD_SETTINGS = ("vLLM: --kv-offloading-size with --kv-offloading-backend native (OffloadingConnector, "
+                    "vLLM >= 0.14); "
                     "SGLang: --enable-hierarchical-cache (HiCache)")
 
 

@@ -100,6 +100,23 @@ LOG_SOURCES = {
 }
 
 
+def blob(tag: str, path: str, what: str) -> str:
+    return f"github.com/vllm-project/vllm/blob/{tag}/{path} {what}"
+
+
+# --kv-offloading-size / --kv-offloading-backend (vllm/config/cache.py, vllm/config/vllm.py
+# _post_init_kv_transfer_config, vllm/v1/kv_offload/cpu.py): both from v0.11.1; printed from v0.14.0, the first
+# release where the native backend starts (see launch_command).
+OFFLOAD_SINCE: Release = (0, 14, 0)
+OFFLOAD_SIZE_SOURCE = blob("v0.14.0", "vllm/config/vllm.py", "_post_init_kv_transfer_config: native -> "
+                           "cpu_bytes_to_use = kv_offloading_size x 2^30 (PR #24498), GiB summed over the TP x PP "
+                           "ranks (vllm/v1/kv_offload/cpu.py); the flag is in v0.11.1, but v0.11.1-v0.13.0 pass "
+                           "num_cpu_blocks 0, which CPUOffloadingSpec refuses")
+OFFLOAD_BACKEND_SOURCE = blob("v0.14.0", "vllm/config/cache.py", "kv_offloading_backend: KVOffloadingBackend = "
+                              "'native' (Literal['native', 'lmcache']; v0.11.1-v0.13.0: default None, and native "
+                              "fails at start-up)")
+
+
 def _rule_of(table: dict, version: Release):
     """The entry of a {first release: rule} table that holds at ``version``."""
     return table[max(k for k in table if k <= version)]
@@ -481,15 +498,15 @@ class VllmEngine(Engine):
                                    "--max-model-len", "--block-size")
         if plan.offload:
             gib = max(1, int(plan.offload_bytes_per_replica.value // 2**30))
-            why = ("the DRAM tier, GiB for the whole instance (all TP ranks): preempted requests' blocks are "
+            why = ("the DRAM tier, GiB for the whole instance (all TP x PP ranks): preempted requests' blocks are "
                    "reloaded from it instead of recomputed")
-            since = (0, 15, 0)
-            src = ("--kv-offloading-size from PR #27621 (merged 2025-10-28), sized per instance in bytes by PR "
-                   "#24498 and native by default from PR #32421 (2026-01-15); kvplan prints it from v0.15.0, the "
-                   "first release it is sure carries all three")
-            flags.append(Flag("--kv-offloading-size", str(gib), why, since, src))
-            flags.append(Flag("--kv-offloading-backend", "native", "vLLM's own CPU offloading connector", since,
-                              src))
+            # Both flags are CacheConfig fields from v0.11.1 (v0.11.0 has neither), but through v0.13.0 the native
+            # backend passes kv_connector_extra_config num_cpu_blocks 0, which CPUOffloadingSpec refuses
+            # ("num_cpu_blocks must be specified"). From v0.14.0 it passes cpu_bytes_to_use = size x 2^30, which
+            # CPUOffloadingSpec divides by the block bytes of all world_size ranks: GiB for the instance.
+            flags.append(Flag("--kv-offloading-size", str(gib), why, OFFLOAD_SINCE, OFFLOAD_SIZE_SOURCE))
+            flags.append(Flag("--kv-offloading-backend", "native", "vLLM's own CPU offloading connector",
+                              OFFLOAD_SINCE, OFFLOAD_BACKEND_SOURCE))
         notes.append("prefix caching is on by default in vLLM V1; no flag is needed")
         kept, omitted = keep_flags(flags, self.version, "vLLM")
         return LaunchCommand("vllm" if self.version is None else self.display_name,
