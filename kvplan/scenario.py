@@ -125,7 +125,7 @@ class Scenario:
         set_("kv_dtype", (KVDtype.FP16 if model.weight_dtype == "fp16" else KVDtype.BF16) if auto
              else parse_kv_dtype(req))
         set_("kv_dtype_auto", auto)
-        problem = adapter.kv_dtype_problem(self.kv_dtype)
+        problem = adapter.kv_dtype_problem(self.kv_dtype, model)
         if problem is not None:
             raise KvplanError(*problem)
         set_("engine_adapter", adapter.bind(hw, self.kv_dtype))  # block sizes follow this GPU and KV dtype

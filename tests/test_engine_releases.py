@@ -403,6 +403,70 @@ def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
     assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table
 
 
+# --- vLLM --kv-cache-dtype values by release (docs/engine-rules-by-release.md §10) --------------------------------
+# Each pair is (the last release without it, the first with it), read from the wheels: vllm/config/cache.py's
+# CacheDType literal (v0.11.0 has auto bfloat16 fp8 fp8_e4m3 fp8_e5m2 fp8_inc; v0.11.1 adds fp8_ds_mla; v0.19.1
+# has no per-token-head values, v0.20.0 adds int8_per_token_head, fp8_per_token_head and nvfp4), and for nvfp4
+# vllm/v1/attention/backends/flashinfer.py: v0.20.0-v0.20.2 raise "nvfp4 KV cache is not yet supported", v0.21.0
+# lists nvfp4 in supported_kv_cache_dtypes. fp8 is in v0.7.3's arg_utils.py choices, so every release has it.
+@pytest.mark.parametrize("dtype, model, hardware, before, first", [
+    ("fp8_ds_mla", "deepseek-v3.2-exp", "h200", "0.11.0", "0.11.1"),
+    ("fp8_per_token_head", "qwen3-32b", "h100-sxm", "0.19.1", "0.20.0"),
+    ("int8_per_token_head", "qwen3-32b", "h100-sxm", "0.19.1", "0.20.0"),
+    ("nvfp4", "qwen3-32b", "b200", "0.20.2", "0.21.0"),
+])
+def test_vllm_kv_dtypes_arrive_in_their_first_release(dtype, model, hardware, before, first):
+    from kvplan.scenario import Scenario
+
+    m, hw = load_model(model), load_hardware(hardware)
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=m, hardware=hw, engine=f"vllm=={before}", kv_dtype_request=dtype)
+    line = err.value.one_line()
+    assert f"no {dtype} KV cache" in line and f"pin vllm=={first.removesuffix('.0')} or newer" in line
+    assert f"github.com/vllm-project/vllm/blob/v{first}/" in line
+    for engine in (f"vllm=={first}", "vllm"):
+        assert Scenario(model=m, hardware=hw, engine=engine, kv_dtype_request=dtype).kv_dtype.value == dtype
+
+
+def test_vllm_fp8_is_in_every_release():
+    from kvplan.scenario import Scenario
+
+    # v0.7.3 vllm/engine/arg_utils.py: --kv-cache-dtype choices ['auto', 'fp8', 'fp8_e5m2', 'fp8_e4m3']
+    s = Scenario(model=load_model("qwen3-32b"), hardware=load_hardware("h100-sxm"), engine="vllm==0.7.3",
+                 kv_dtype_request="fp8")
+    assert s.kv_dtype is KVDtype.FP8
+
+
+def test_vllm_fp8_kv_for_mla_arrives_in_v0_10_2(run_cli):
+    from kvplan.scenario import Scenario
+
+    # v0.10.1 (and v0.10.1.1): every MLA backend raises NotImplementedError for an fp8 cache, e.g.
+    # vllm/v1/attention/backends/mla/flashmla.py FlashMLAImpl.__init__ "FlashMLA V1 with FP8 KV cache not yet
+    # supported", mla/cutlass_mla.py likewise, and v0.7.3's only one, attention/backends/triton_mla.py, at decode.
+    # v0.10.2's FlashMLA passes descale_q/descale_k and CUTLASS MLA takes fp8 (unless FORCE_OLD_CUTLASS_MLA).
+    r1, h200 = load_model("deepseek-r1"), load_hardware("h200")
+    for old in ("vllm==0.7.3", "vllm==0.10.1"):
+        with pytest.raises(KvplanError) as err:
+            Scenario(model=r1, hardware=h200, tp=8, engine=old, kv_dtype_request="fp8")
+        assert "no fp8 KV cache for MLA models" in err.value.one_line()
+        assert "pin vllm==0.10.2 or newer" in err.value.one_line()
+        assert Scenario(model=r1, hardware=h200, tp=8, engine=old).kv_dtype is KVDtype.BF16   # bf16 is fine
+    for new in ("vllm==0.10.2", "vllm"):
+        assert Scenario(model=r1, hardware=h200, tp=8, engine=new, kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
+    # the rule is MLA's: a GQA model takes fp8 in v0.7.3
+    assert Scenario(model=load_model("llama-3.1-8b"), hardware=h200, engine="vllm==0.7.3",
+                    kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
+    # recommend's automatic dtype does not pick fp8 for v0.10.1 (it would not start), and does for v0.10.2
+    args = ("-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--emit", "vllm", "-f", "json")
+    old = run_cli("recommend", *args, "--engine", "vllm==0.10.1")
+    assert old.code == 0, old.err
+    assert old.json()["kv_dtype_recommended"] == "bf16"
+    assert "--kv-cache-dtype" not in old.json()["launch"]["command"]
+    new = run_cli("recommend", *args, "--engine", "vllm==0.10.2")
+    assert new.code == 0, new.err
+    assert new.json()["kv_dtype_recommended"] == "fp8" and "--kv-cache-dtype fp8" in new.json()["launch"]["command"]
+
+
 # --- vLLM --kv-offloading-size / --kv-offloading-backend (docs/engine-rules-by-release.md §10) ---------------------
 def test_vllm_offloading_flags_are_printed_from_v0_14(run_cli):
     # v0.11.0 vllm/config/cache.py has neither field; v0.11.1-v0.13.0 have both, but vllm/config/vllm.py

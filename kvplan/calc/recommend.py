@@ -118,8 +118,14 @@ class RecommendPlan:
         return next(r for r in self.rows if r.key == key)
 
 
-def _fits(s: Scenario, dtype: KVDtype, pool: int) -> DtypeOption:
+def _fits(s: Scenario, dtype: KVDtype, pool_of) -> DtypeOption:
+    """``dtype``'s requests in its own pool (``pool_of(dtype)``); none, with the reason, where the scenario's engine
+    release lacks the dtype (the check Scenario makes of --kv-dtype)."""
     try:
+        problem = s.engine_adapter.kv_dtype_problem(dtype, s.model)
+        if problem is not None:
+            raise KvplanError(*problem)
+        pool = pool_of(dtype)
         block = int(capacity.block_tokens(s).value)
         per = capacity.request_bytes(s, s.context_tokens, dtype, block=block)
         n = capacity.fit(pool, per, capacity.shared_prefix_copy_bytes(s, dtype, block))
@@ -133,7 +139,7 @@ def _fits(s: Scenario, dtype: KVDtype, pool: int) -> DtypeOption:
 def _choose_dtype(s: Scenario, pool_of) -> tuple[KVDtype, tuple[DtypeOption, ...], str]:
     from kvplan.calc.concurrency import default_dtypes
 
-    options = tuple(_fits(s, d, pool_of(d)) for d in default_dtypes(s.hardware))
+    options = tuple(_fits(s, d, pool_of) for d in default_dtypes(s.hardware))
     by = {o.dtype: o for o in options}
     if not s.kv_dtype_auto:
         return s.kv_dtype, options, "given"

@@ -168,8 +168,9 @@ class Engine:
     # scenario pinned to an older release (``--engine vllm==0.7.3``) refuses them; unpinned, the newest rules hold.
     kv_dtype_since: ClassVar[dict[KVDtype, tuple[Release, str]]] = {}
 
-    def kv_dtype_problem(self, kv_dtype: KVDtype) -> tuple[str, str] | None:
-        """(problem, fix) when this adapter's pinned release predates ``kv_dtype``; None when it has it."""
+    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None) -> tuple[str, str] | None:
+        """(problem, fix) when this adapter's pinned release predates ``kv_dtype`` (for ``model``, where an
+        engine's rule depends on the model); None when it has it."""
         first = self.kv_dtype_since.get(kv_dtype)
         if first is None or self.version is None or self.version >= first[0]:
             return None

@@ -104,6 +104,30 @@ def blob(tag: str, path: str, what: str) -> str:
     return f"github.com/vllm-project/vllm/blob/{tag}/{path} {what}"
 
 
+# --kv-cache-dtype values that arrived after v0.7.3 (whose choices are auto, fp8, fp8_e5m2, fp8_e4m3 in
+# vllm/engine/arg_utils.py), each from the release's wheel; fp8 is in every release kvplan models.
+KV_DTYPE_SINCE: dict[KVDtype, tuple[Release, str]] = {
+    # v0.11.0 had the layout only internally (DeepseekV32ForCausalLM.verify_and_update_config turns fp8 into it)
+    KVDtype.FP8_DS_MLA: ((0, 11, 1), blob("v0.11.1", "vllm/config/cache.py", "CacheDType (v0.11.0's has no "
+                                          "fp8_ds_mla; there DeepSeek V3.2 gets it from --kv-cache-dtype fp8)")),
+    KVDtype.FP8_PER_TOKEN_HEAD: ((0, 20, 0), blob("v0.20.0", "vllm/config/cache.py", "CacheDType; TRITON_ATTN "
+                                                  "supported_kv_cache_dtypes (PR #38378; not in v0.19.1)")),
+    KVDtype.INT8_PER_TOKEN_HEAD: ((0, 20, 0), blob("v0.20.0", "vllm/config/cache.py", "CacheDType; TRITON_ATTN "
+                                                   "supported_kv_cache_dtypes (PR #38378; not in v0.19.1)")),
+    # v0.20.0-v0.20.2 accept the name, but no backend runs it: FlashInfer raises "nvfp4 KV cache is not yet supported"
+    KVDtype.NVFP4: ((0, 21, 0), blob("v0.21.0", "vllm/v1/attention/backends/flashinfer.py", "supported_kv_cache_dtypes "
+                                     "(v0.20.x's CacheDType names nvfp4, but its FlashInfer backend raises 'not yet "
+                                     "supported'; PR #40177)")),
+}
+# fp8 KV for an MLA latent: every MLA backend of v0.7.3-v0.10.1 raises NotImplementedError for an fp8 cache (V0
+# TritonMLA/FlashMLA, V1 FlashMLA, TritonMLA, CutlassMLA: "... with FP8 KV cache not yet supported"); v0.10.2's V1
+# FlashMLA (Hopper) and CUTLASS MLA (Blackwell) take it (Triton MLA, the other GPUs' backend, still refuses).
+MLA_FP8_SINCE: Release = (0, 10, 2)
+MLA_FP8_SOURCE = blob("v0.10.2", "vllm/v1/attention/backends/mla/flashmla.py", "FlashMLAImpl passes descale_q/k "
+                      "(v0.10.1's __init__ raises 'FlashMLA V1 with FP8 KV cache not yet supported'); "
+                      "mla/cutlass_mla.py")
+
+
 # --kv-offloading-size / --kv-offloading-backend (vllm/config/cache.py, vllm/config/vllm.py
 # _post_init_kv_transfer_config, vllm/v1/kv_offload/cpu.py): both from v0.11.1; printed from v0.14.0, the first
 # release where the native backend starts (see launch_command).
@@ -190,6 +214,19 @@ class VllmEngine(Engine):
 
     def since(self, version: Release) -> bool:
         return self.version >= version
+
+    kv_dtype_since = KV_DTYPE_SINCE
+
+    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None) -> tuple[str, str] | None:
+        """The release table, and fp8 for an MLA latent (stored as fp8, not V3.2's fp8_ds_mla) before v0.10.2."""
+        problem = super().kv_dtype_problem(kv_dtype, model)
+        if problem is not None or model is None or kv_dtype is not KVDtype.FP8 or self.since(MLA_FP8_SINCE):
+            return problem
+        if any(isinstance(g.kind, MLA) and g.kind.stored_dtype(kv_dtype) is KVDtype.FP8 for g in model.groups):
+            return (f"{self.display_name} has no fp8 KV cache for MLA models: every MLA backend raises "
+                    f"NotImplementedError (first in {release_text(MLA_FP8_SINCE)}: {MLA_FP8_SOURCE})",
+                    f"pin vllm=={release_text(MLA_FP8_SINCE)} or newer, or choose --kv-dtype bf16")
+        return None
 
     def batch_limits(self, hw):
         mnbt, mns = default_batch_limits(hw)
