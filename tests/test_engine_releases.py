@@ -401,3 +401,59 @@ def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
     for engine in ("vllm==0.12.0", "vllm"):
         assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
     assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table
+
+
+# --- SGLang release facts: KV dtypes, DP-attention batch, first release of a launch flag ----------------------------
+def sglang_launch(engine: str, **kw):
+    from kvplan.calc.recommend import plan_recommend
+    from kvplan.scenario import Scenario
+
+    base = dict(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
+                kv_pool_bytes=64 * GIB, prompt_tokens=1000, decode_tokens=30_000, engine=engine,
+                mem_fraction_static=0.85)   # v0.4.6-v0.4.7 defaults are not modelled
+    base.update(kw)
+    s = Scenario(**base)
+    plan = plan_recommend(s)
+    lc = s.engine_adapter.launch_command(plan)
+    return plan, lc, {f.flag: f.value for f in lc.flags}
+
+
+@pytest.mark.parametrize("engine, accepted", [
+    # --kv-cache-dtype choices (python/sglang/srt/server_args.py): v0.5.4 auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16;
+    # v0.5.5 adds fp4_e2m1 (PR #10078, 4-bit values + one 1-byte scale per 16).
+    ("sglang==0.4.6", False), ("sglang==0.5.4", False), ("sglang==0.5.5", True), ("sglang", True)])
+def test_sglang_fp4_kv_cache_first_in_055(engine, accepted):
+    from kvplan.scenario import Scenario
+
+    model, hw = load_model("llama-3.1-8b"), load_hardware("b200")   # kvplan asks FP4 tensor cores for nvfp4
+    if accepted:
+        assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
+        return
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4")
+    line = err.value.one_line()
+    assert "has no nvfp4 KV cache (first in 0.5.5" in line and "v0.5.5" in line and "server_args.py" in line
+    assert "(fix: pin sglang==0.5.5 or newer" in line
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.4.6", "sglang"])
+def test_sglang_fp8_kv_cache_is_in_every_release(engine):
+    # v0.4.6 server_args.py: --kv-cache-dtype choices ["auto", "fp8_e5m2", "fp8_e4m3"]; fp8 and fp8_ds_mla are
+    # both SGLang's fp8_e4m3, so neither has a first release within v0.4.6 .. v0.5.23.
+    from kvplan.scenario import Scenario
+
+    assert type(engines.get("sglang")).kv_dtype_since.keys() == {KVDtype.NVFP4}
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine,
+                 kv_dtype_request="fp8")
+    assert s.kv_dtype is KVDtype.FP8
+
+
+@pytest.mark.parametrize("engine, value", [
+    # v0.5.5-v0.5.15 server_args.py: the FP4 choice is fp4_e2m1. v0.5.16 server_args.py adds nvfp4 (and
+    # fp4_mx_block16), and mem_cache/kv_cache_dtype.py raises on fp4_e2m1 ("deprecated"); v0.5.21+ (arg_groups/
+    # fields/model.py in v0.5.23) no longer lists fp4_e2m1 at all.
+    ("sglang==0.5.5", "fp4_e2m1"), ("sglang==0.5.15", "fp4_e2m1"), ("sglang==0.5.16", "nvfp4"),
+    ("sglang==0.5.21", "nvfp4"), ("sglang", "nvfp4")])
+def test_sglang_fp4_launch_flag_by_release(engine, value):
+    _, _, flags = sglang_launch(engine, hardware=load_hardware("b200"), kv_dtype_request="nvfp4")
+    assert flags["--kv-cache-dtype"] == value

@@ -35,9 +35,18 @@ from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
-# kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model
-SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "fp4_e2m1",
+# kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model.
+# The newest spelling; ``SglangEngine.kv_flags`` gives a release's own (nvfp4 was fp4_e2m1 before v0.5.16).
+SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "nvfp4",
                    KVDtype.FP8_DS_MLA: "fp8_e4m3"}
+# --kv-cache-dtype choices by release (server_args.py; v0.5.23 arg_groups/fields/model.py): v0.4.6-v0.5.4 auto,
+# fp8_e5m2, fp8_e4m3 (+ bf16, bfloat16 from v0.5.4); v0.5.5 adds fp4_e2m1 (PR #10078: FP4 E2M1 values, one
+# 1-byte scale per 16, 4.5 bits, the MLA pool only until v0.5.6's MHATokenToKVPoolFP4); v0.5.16 adds nvfp4 and
+# fp4_mx_block16 (the old fp4_e2m1 recipe renamed; fp4_e2m1 stays a choice through v0.5.20 but
+# mem_cache/kv_cache_dtype.py raises "deprecated. Use --kv-cache-dtype=fp4_mx_block16"); v0.5.21 drops fp4_e2m1.
+FP4_E2M1_SINCE, NVFP4_SINCE = (0, 5, 5), (0, 5, 16)
+FP4_E2M1_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/server_args.py (--kv-cache-dtype choices gain "
+                   "fp4_e2m1; v0.5.4 has auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16)")
 HICACHE_RATIO = 2.0
 HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
                   "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
@@ -125,6 +134,17 @@ class SglangEngine(Engine):
                           Mamba2: 1}
     defaults_of = "SGLang"
     default_steps_gib = (35.0, 90.0, 160.0)   # the reserved-memory buckets of the default mem_fraction_static
+    # fp8 (fp8_e4m3) is a --kv-cache-dtype choice in v0.4.6 already, so only the FP4 cache has a first release: the
+    # 4.5-bit FP4 E2M1 cache kvplan counts as nvfp4 arrives as fp4_e2m1 in v0.5.5 (see kv_flags).
+    kv_dtype_since = {KVDtype.NVFP4: (FP4_E2M1_SINCE, FP4_E2M1_SOURCE)}
+
+    def kv_flags(self) -> dict:
+        """kvplan's KV dtype -> this release's --kv-cache-dtype value. nvfp4 is "nvfp4" from v0.5.16 (server_args.py
+        @v0.5.16); v0.5.5-v0.5.15 name their FP4 cache fp4_e2m1 (same 4.5 bits per value; v0.5.16 renames that recipe
+        fp4_mx_block16 and mem_cache/kv_cache_dtype.py refuses fp4_e2m1)."""
+        if self.since(NVFP4_SINCE):
+            return SGLANG_KV_FLAGS
+        return {**SGLANG_KV_FLAGS, KVDtype.NVFP4: "fp4_e2m1"}
 
     def __init__(self, version: Release = NEWEST, name: str = "") -> None:
         self.version = version
@@ -322,8 +342,9 @@ class SglangEngine(Engine):
             if self.version is not None and self.version < (0, 5, 0):
                 flags.append(Flag("--enable-ep-moe", None, "releases before --moe-a2a-backend (PR #8658, merged "
                                   "2025-08-01) switch EP on with it"))
-        flags += self.sizing_flags(plan, "SGLang", SGLANG_KV_FLAGS, "--max-running-requests", "--mem-fraction-static",
+        sizing = self.sizing_flags(plan, "SGLang", self.kv_flags(), "--max-running-requests", "--mem-fraction-static",
                                    "--context-length", "--page-size")
+        flags += sizing
         notes = []
         if plan.offload:
             # HiCache's host pool mirrors the device pool (write-through), so it must be larger than the device pool
