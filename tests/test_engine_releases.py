@@ -457,3 +457,36 @@ def test_sglang_fp8_kv_cache_is_in_every_release(engine):
 def test_sglang_fp4_launch_flag_by_release(engine, value):
     _, _, flags = sglang_launch(engine, hardware=load_hardware("b200"), kv_dtype_request="nvfp4")
     assert flags["--kv-cache-dtype"] == value
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.4.6", "sglang==0.5.3", "sglang"])
+def test_sglang_max_running_requests_under_dp_attention_is_the_whole_servers(engine):
+    # Every release divides the flag over the attention-DP ranks: v0.4.6 managers/tp_worker.py
+    # (server_args.max_running_requests // (dp_size if enable_dp_attention else 1)); v0.5.23
+    # mem_cache/kv_cache_configurator.py resolve_max_num_reqs (max_running_requests // attn_dp_size, attn_dp_size =
+    # dp_size by arg_groups/parallel_hook.py handle_deprecated_dp_attention). So a rank holding B requests needs
+    # B x 8 on the command line, and 8 x B // 8 = B.
+    plan, lc, flags = sglang_launch(engine, model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8,
+                                    dp=8, ep=8, kv_pool_bytes=20 * GIB)
+    assert "--enable-dp-attention" in flags and flags["--dp-size"] == "8"
+    assert int(flags["--max-running-requests"]) == 8 * plan.batch.value
+    assert int(flags["--max-running-requests"]) // 8 == plan.batch.value
+    assert any("whole server's under DP attention" in n for n in lc.notes)
+
+
+def test_sglang_plain_dp_replicas_keep_the_per_replica_batch():
+    # Without --enable-dp-attention the divisor is 1 (same files): each --dp-size replica takes the whole value.
+    plan, _, flags = sglang_launch("sglang", gpus=2, dp=2, kv_pool_bytes=16 * GIB)
+    assert "--enable-dp-attention" not in flags
+    assert flags["--max-running-requests"] == str(plan.batch.value)
+
+
+def test_sglang_enable_dp_attention_deprecated_from_0522():
+    # v0.5.22 server_args.py registers --enable-dp-attention as DeprecatedStoreTrueAction (new_flag
+    # "--attn-dp-size <dp-size>"); v0.5.21 has no --attn-dp-size. The old spelling still works, so it is kept.
+    kw = dict(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8, dp=8, ep=8,
+              kv_pool_bytes=20 * GIB)
+    for engine, noted in (("sglang==0.5.21", False), ("sglang==0.5.22", True), ("sglang", True)):
+        _, lc, flags = sglang_launch(engine, **kw)
+        assert "--enable-dp-attention" in flags
+        assert any("--attn-dp-size 8" in n for n in lc.notes) is noted

@@ -47,6 +47,13 @@ SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m
 FP4_E2M1_SINCE, NVFP4_SINCE = (0, 5, 5), (0, 5, 16)
 FP4_E2M1_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/server_args.py (--kv-cache-dtype choices gain "
                    "fp4_e2m1; v0.5.4 has auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16)")
+# --max-running-requests under DP attention is the whole server's: each attention-DP rank takes
+# max_running_requests // dp_size (v0.4.6-v0.5.3 managers/tp_worker.py TpModelWorker.__init__; v0.5.7
+# model_executor/model_runner.py; v0.5.23 mem_cache/kv_cache_configurator.py resolve_max_num_reqs,
+# max_running_requests // attn_dp_size). Plain --dp-size replicas each keep the whole value (divisor 1).
+DP_RUNNING_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/managers/tp_worker.py (max_running_requests // "
+                     "dp_size with --enable-dp-attention) .. @v0.5.23 python/sglang/srt/mem_cache/"
+                     "kv_cache_configurator.py (resolve_max_num_reqs: max_running_requests // attn_dp_size)")
 HICACHE_RATIO = 2.0
 HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
                   "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
@@ -344,6 +351,11 @@ class SglangEngine(Engine):
                                   "2025-08-01) switch EP on with it"))
         sizing = self.sizing_flags(plan, "SGLang", self.kv_flags(), "--max-running-requests", "--mem-fraction-static",
                                    "--context-length", "--page-size")
+        if dp_attention:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
+            sizing = [replace(f, value=str(plan.batch.value * par.dp),
+                              reason=f"{plan.batch.value} per attention-DP rank x {par.dp} ranks: SGLang gives each "
+                              f"rank max_running_requests // dp_size", source=DP_RUNNING_SOURCE)
+                      if f.flag == "--max-running-requests" else f for f in sizing]
         flags += sizing
         notes = []
         if plan.offload:
@@ -364,8 +376,13 @@ class SglangEngine(Engine):
                 notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
                              "must be: no HiCache flags")
         if dp_attention:
-            notes.append(f"--max-running-requests is kvplan's batch per attention-DP rank ({plan.batch.value}); check "
-                         "in the start-up log how your SGLang release applies it across the DP ranks")
+            notes.append(f"--max-running-requests is the whole server's under DP attention: SGLang gives each of the "
+                         f"{par.dp} ranks max_running_requests // dp_size, here {plan.batch.value} (every release: "
+                         "v0.4.6 managers/tp_worker.py .. v0.5.23 mem_cache/kv_cache_configurator.py "
+                         "resolve_max_num_reqs)")
+            if self.since((0, 5, 22)):
+                notes.append(f"from v0.5.22 SGLang deprecates --enable-dp-attention (still accepted, with a warning) "
+                             f"for --attn-dp-size {par.dp} in place of --dp-size {par.dp} --enable-dp-attention")
         notes.append("the radix (prefix) cache is on by default; no flag is needed")
         kept, omitted = keep_flags(flags, self.version, "SGLang")
         return LaunchCommand("sglang" if self.version is None else self.display_name,
