@@ -490,3 +490,29 @@ def test_sglang_enable_dp_attention_deprecated_from_0522():
         _, lc, flags = sglang_launch(engine, **kw)
         assert "--enable-dp-attention" in flags
         assert any("--attn-dp-size 8" in n for n in lc.notes) is noted
+
+
+@pytest.mark.parametrize("engine, kept", [("sglang==0.4.6", False), ("sglang==0.4.7", True), ("sglang", True)])
+def test_sglang_pp_size_first_in_047(engine, kept):
+    # v0.4.7 server_args.py adds "--pipeline-parallel-size", "--pp-size"; v0.4.6 has neither.
+    _, lc, flags = sglang_launch(engine, model=load_model("qwen3-32b"), hardware=load_hardware("h100-sxm"), gpus=4,
+                                 tp=2, pp=2)
+    assert ("--pp-size" in flags) is kept
+    dropped = [why for f, why in lc.omitted if f.startswith("--pp-size")]
+    assert bool(dropped) is not kept
+    if dropped:
+        assert "SGLang 0.4.6 predates it (from 0.4.7" in dropped[0] and "v0.4.7" in dropped[0]
+
+
+def test_sglang_other_launch_flags_are_in_every_release():
+    # v0.4.6 server_args.py already has --model-path, --tp-size, --dp-size, --ep-size (alias of
+    # --expert-parallel-size), --enable-dp-attention, --kv-cache-dtype, --max-running-requests,
+    # --mem-fraction-static, --context-length, --page-size, --enable-hierarchical-cache and --hicache-ratio (and
+    # v0.5.23 still does: arg_groups/fields/*.py, --enable-dp-attention in server_args.py): nothing is dropped.
+    kw = dict(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8, dp=8, ep=8,
+              kv_pool_bytes=20 * GIB, block_size=64, kv_dtype_request="fp8")
+    _, lc, flags = sglang_launch("sglang==0.4.6", **kw)
+    assert lc.omitted == ()
+    for flag in ("--model-path", "--tp-size", "--dp-size", "--enable-dp-attention", "--ep-size", "--kv-cache-dtype",
+                 "--max-running-requests", "--mem-fraction-static", "--context-length", "--page-size"):
+        assert flag in flags

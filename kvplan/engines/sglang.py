@@ -54,9 +54,11 @@ FP4_E2M1_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/server_args.py 
 DP_RUNNING_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/managers/tp_worker.py (max_running_requests // "
                      "dp_size with --enable-dp-attention) .. @v0.5.23 python/sglang/srt/mem_cache/"
                      "kv_cache_configurator.py (resolve_max_num_reqs: max_running_requests // attn_dp_size)")
+PP_SIZE_SOURCE = ("sgl-project/sglang @v0.4.7 python/sglang/srt/server_args.py (--pipeline-parallel-size / "
+                  "--pp-size; v0.4.6 has no pipeline parallelism flag)")
 HICACHE_RATIO = 2.0
-HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
-                  "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
+HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1): "
+                  "sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py, and every release to v0.5.23; "
                   "docs.sglang.io/advanced_features/hicache_best_practices.html")
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
@@ -337,7 +339,7 @@ class SglangEngine(Engine):
         elif par.tp > 1:
             flags.append(Flag("--tp-size", str(par.tp), "the layout's TP degree"))
         if par.pp > 1:
-            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree"))
+            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", (0, 4, 7), PP_SIZE_SOURCE))
         if par.dp > 1:
             flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
                               if dp_attention else f"{par.dp} replicas, each with its own pool"))
