@@ -403,7 +403,122 @@ def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
     assert Scenario(model=model, hardware=hw, engine="vllm==0.11.0").kv_dtype is KVDtype.BF16   # not in the table
 
 
-# --- vLLM --kv-cache-dtype values by release (docs/engine-rules-by-release.md §10) --------------------------------
+# --- SGLang release facts: KV dtypes, DP-attention batch, first release of a launch flag ----------------------------
+def sglang_launch(engine: str, **kw):
+    from kvplan.calc.recommend import plan_recommend
+    from kvplan.scenario import Scenario
+
+    base = dict(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
+                kv_pool_bytes=64 * GIB, prompt_tokens=1000, decode_tokens=30_000, engine=engine,
+                mem_fraction_static=0.85)   # v0.4.6-v0.4.7 defaults are not modelled
+    base.update(kw)
+    s = Scenario(**base)
+    plan = plan_recommend(s)
+    lc = s.engine_adapter.launch_command(plan)
+    return plan, lc, {f.flag: f.value for f in lc.flags}
+
+
+@pytest.mark.parametrize("engine, accepted", [
+    # --kv-cache-dtype choices (python/sglang/srt/server_args.py): v0.5.4 auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16;
+    # v0.5.5 adds fp4_e2m1 (PR #10078, 4-bit values + one 1-byte scale per 16).
+    ("sglang==0.4.6", False), ("sglang==0.5.4", False), ("sglang==0.5.5", True), ("sglang", True)])
+def test_sglang_fp4_kv_cache_first_in_055(engine, accepted):
+    from kvplan.scenario import Scenario
+
+    model, hw = load_model("llama-3.1-8b"), load_hardware("b200")   # kvplan asks FP4 tensor cores for nvfp4
+    if accepted:
+        assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
+        return
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4")
+    line = err.value.one_line()
+    assert "has no nvfp4 KV cache (first in 0.5.5" in line and "v0.5.5" in line and "server_args.py" in line
+    assert "(fix: pin sglang==0.5.5 or newer" in line
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.4.6", "sglang"])
+def test_sglang_fp8_kv_cache_is_in_every_release(engine):
+    # v0.4.6 server_args.py: --kv-cache-dtype choices ["auto", "fp8_e5m2", "fp8_e4m3"]; fp8 and fp8_ds_mla are
+    # both SGLang's fp8_e4m3, so neither has a first release within v0.4.6 .. v0.5.23.
+    from kvplan.scenario import Scenario
+
+    assert type(engines.get("sglang")).kv_dtype_since.keys() == {KVDtype.NVFP4}
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine,
+                 kv_dtype_request="fp8")
+    assert s.kv_dtype is KVDtype.FP8
+
+
+@pytest.mark.parametrize("engine, value", [
+    # v0.5.5-v0.5.15 server_args.py: the FP4 choice is fp4_e2m1. v0.5.16 server_args.py adds nvfp4 (and
+    # fp4_mx_block16), and mem_cache/kv_cache_dtype.py raises on fp4_e2m1 ("deprecated"); v0.5.21+ (arg_groups/
+    # fields/model.py in v0.5.23) no longer lists fp4_e2m1 at all.
+    ("sglang==0.5.5", "fp4_e2m1"), ("sglang==0.5.15", "fp4_e2m1"), ("sglang==0.5.16", "nvfp4"),
+    ("sglang==0.5.21", "nvfp4"), ("sglang", "nvfp4")])
+def test_sglang_fp4_launch_flag_by_release(engine, value):
+    _, _, flags = sglang_launch(engine, hardware=load_hardware("b200"), kv_dtype_request="nvfp4")
+    assert flags["--kv-cache-dtype"] == value
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.4.6", "sglang==0.5.3", "sglang"])
+def test_sglang_max_running_requests_under_dp_attention_is_the_whole_servers(engine):
+    # Every release divides the flag over the attention-DP ranks: v0.4.6 managers/tp_worker.py
+    # (server_args.max_running_requests // (dp_size if enable_dp_attention else 1)); v0.5.23
+    # mem_cache/kv_cache_configurator.py resolve_max_num_reqs (max_running_requests // attn_dp_size, attn_dp_size =
+    # dp_size by arg_groups/parallel_hook.py handle_deprecated_dp_attention). So a rank holding B requests needs
+    # B x 8 on the command line, and 8 x B // 8 = B.
+    plan, lc, flags = sglang_launch(engine, model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8,
+                                    dp=8, ep=8, kv_pool_bytes=20 * GIB)
+    assert "--enable-dp-attention" in flags and flags["--dp-size"] == "8"
+    assert int(flags["--max-running-requests"]) == 8 * plan.batch.value
+    assert int(flags["--max-running-requests"]) // 8 == plan.batch.value
+    assert any("whole server's under DP attention" in n for n in lc.notes)
+
+
+def test_sglang_plain_dp_replicas_keep_the_per_replica_batch():
+    # Without --enable-dp-attention the divisor is 1 (same files): each --dp-size replica takes the whole value.
+    plan, _, flags = sglang_launch("sglang", gpus=2, dp=2, kv_pool_bytes=16 * GIB)
+    assert "--enable-dp-attention" not in flags
+    assert flags["--max-running-requests"] == str(plan.batch.value)
+
+
+def test_sglang_enable_dp_attention_deprecated_from_0522():
+    # v0.5.22 server_args.py registers --enable-dp-attention as DeprecatedStoreTrueAction (new_flag
+    # "--attn-dp-size <dp-size>"); v0.5.21 has no --attn-dp-size. The old spelling still works, so it is kept.
+    kw = dict(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8, dp=8, ep=8,
+              kv_pool_bytes=20 * GIB)
+    for engine, noted in (("sglang==0.5.21", False), ("sglang==0.5.22", True), ("sglang", True)):
+        _, lc, flags = sglang_launch(engine, **kw)
+        assert "--enable-dp-attention" in flags
+        assert any("--attn-dp-size 8" in n for n in lc.notes) is noted
+
+
+@pytest.mark.parametrize("engine, kept", [("sglang==0.4.6", False), ("sglang==0.4.7", True), ("sglang", True)])
+def test_sglang_pp_size_first_in_047(engine, kept):
+    # v0.4.7 server_args.py adds "--pipeline-parallel-size", "--pp-size"; v0.4.6 has neither.
+    _, lc, flags = sglang_launch(engine, model=load_model("qwen3-32b"), hardware=load_hardware("h100-sxm"), gpus=4,
+                                 tp=2, pp=2)
+    assert ("--pp-size" in flags) is kept
+    dropped = [why for f, why in lc.omitted if f.startswith("--pp-size")]
+    assert bool(dropped) is not kept
+    if dropped:
+        assert "SGLang 0.4.6 predates it (from 0.4.7" in dropped[0] and "v0.4.7" in dropped[0]
+
+
+def test_sglang_other_launch_flags_are_in_every_release():
+    # v0.4.6 server_args.py already has --model-path, --tp-size, --dp-size, --ep-size (alias of
+    # --expert-parallel-size), --enable-dp-attention, --kv-cache-dtype, --max-running-requests,
+    # --mem-fraction-static, --context-length, --page-size, --enable-hierarchical-cache and --hicache-ratio (and
+    # v0.5.23 still does: arg_groups/fields/*.py, --enable-dp-attention in server_args.py): nothing is dropped.
+    kw = dict(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), gpus=8, dp=8, ep=8,
+              kv_pool_bytes=20 * GIB, block_size=64, kv_dtype_request="fp8")
+    _, lc, flags = sglang_launch("sglang==0.4.6", **kw)
+    assert lc.omitted == ()
+    for flag in ("--model-path", "--tp-size", "--dp-size", "--enable-dp-attention", "--ep-size", "--kv-cache-dtype",
+                 "--max-running-requests", "--mem-fraction-static", "--context-length", "--page-size"):
+        assert flag in flags
+
+
+# --- vLLM --kv-cache-dtype values by release (docs/engine-rules-by-release.md §11) --------------------------------
 # Each pair is (the last release without it, the first with it), read from the wheels: vllm/config/cache.py's
 # CacheDType literal (v0.11.0 has auto bfloat16 fp8 fp8_e4m3 fp8_e5m2 fp8_inc; v0.11.1 adds fp8_ds_mla; v0.19.1
 # has no per-token-head values, v0.20.0 adds int8_per_token_head, fp8_per_token_head and nvfp4), and for nvfp4
@@ -467,7 +582,7 @@ def test_vllm_fp8_kv_for_mla_arrives_in_v0_10_2(run_cli):
     assert new.json()["kv_dtype_recommended"] == "fp8" and "--kv-cache-dtype fp8" in new.json()["launch"]["command"]
 
 
-# --- vLLM --kv-offloading-size / --kv-offloading-backend (docs/engine-rules-by-release.md §10) ---------------------
+# --- vLLM --kv-offloading-size / --kv-offloading-backend (docs/engine-rules-by-release.md §11) ---------------------
 def test_vllm_offloading_flags_are_printed_from_v0_14(run_cli):
     # v0.11.0 vllm/config/cache.py has neither field; v0.11.1-v0.13.0 have both, but vllm/config/vllm.py
     # _post_init_kv_transfer_config gives the native backend num_cpu_blocks 0 and vllm/v1/kv_offload/cpu.py

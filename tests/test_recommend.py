@@ -126,7 +126,7 @@ def test_vllm_flags_realise_the_plan():
 
 def test_an_older_vllm_release_drops_the_flags_it_lacks():
     # v0.13.0's native offloading cannot start (vllm/config/vllm.py passes num_cpu_blocks 0, which
-    # vllm/v1/kv_offload/cpu.py CPUOffloadingSpec refuses); v0.14.0's works (docs/engine-rules-by-release.md §10)
+    # vllm/v1/kv_offload/cpu.py CPUOffloadingSpec refuses); v0.14.0's works (docs/engine-rules-by-release.md §11)
     s = llama(engine="vllm==0.13")
     plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
     lc = s.engine_adapter.launch_command(plan)

@@ -35,12 +35,30 @@ from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
-# kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model
-SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "fp4_e2m1",
+# kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model.
+# The newest spelling; ``SglangEngine.kv_flags`` gives a release's own (nvfp4 was fp4_e2m1 before v0.5.16).
+SGLANG_KV_FLAGS = {KVDtype.BF16: None, KVDtype.FP16: None, KVDtype.FP8: "fp8_e4m3", KVDtype.NVFP4: "nvfp4",
                    KVDtype.FP8_DS_MLA: "fp8_e4m3"}
+# --kv-cache-dtype choices by release (server_args.py; v0.5.23 arg_groups/fields/model.py): v0.4.6-v0.5.4 auto,
+# fp8_e5m2, fp8_e4m3 (+ bf16, bfloat16 from v0.5.4); v0.5.5 adds fp4_e2m1 (PR #10078: FP4 E2M1 values, one
+# 1-byte scale per 16, 4.5 bits, the MLA pool only until v0.5.6's MHATokenToKVPoolFP4); v0.5.16 adds nvfp4 and
+# fp4_mx_block16 (the old fp4_e2m1 recipe renamed; fp4_e2m1 stays a choice through v0.5.20 but
+# mem_cache/kv_cache_dtype.py raises "deprecated. Use --kv-cache-dtype=fp4_mx_block16"); v0.5.21 drops fp4_e2m1.
+FP4_E2M1_SINCE, NVFP4_SINCE = (0, 5, 5), (0, 5, 16)
+FP4_E2M1_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/server_args.py (--kv-cache-dtype choices gain "
+                   "fp4_e2m1; v0.5.4 has auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16)")
+# --max-running-requests under DP attention is the whole server's: each attention-DP rank takes
+# max_running_requests // dp_size (v0.4.6-v0.5.3 managers/tp_worker.py TpModelWorker.__init__; v0.5.7
+# model_executor/model_runner.py; v0.5.23 mem_cache/kv_cache_configurator.py resolve_max_num_reqs,
+# max_running_requests // attn_dp_size). Plain --dp-size replicas each keep the whole value (divisor 1).
+DP_RUNNING_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/managers/tp_worker.py (max_running_requests // "
+                     "dp_size with --enable-dp-attention) .. @v0.5.23 python/sglang/srt/mem_cache/"
+                     "kv_cache_configurator.py (resolve_max_num_reqs: max_running_requests // attn_dp_size)")
+PP_SIZE_SOURCE = ("sgl-project/sglang @v0.4.7 python/sglang/srt/server_args.py (--pipeline-parallel-size / "
+                  "--pp-size; v0.4.6 has no pipeline parallelism flag)")
 HICACHE_RATIO = 2.0
-HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1) are in use by "
-                  "April 2025, before v0.4.6 (github.com/sgl-project/sglang/issues/5372); "
+HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1): "
+                  "sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py, and every release to v0.5.23; "
                   "docs.sglang.io/advanced_features/hicache_best_practices.html")
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
@@ -125,6 +143,17 @@ class SglangEngine(Engine):
                           Mamba2: 1}
     defaults_of = "SGLang"
     default_steps_gib = (35.0, 90.0, 160.0)   # the reserved-memory buckets of the default mem_fraction_static
+    # fp8 (fp8_e4m3) is a --kv-cache-dtype choice in v0.4.6 already, so only the FP4 cache has a first release: the
+    # 4.5-bit FP4 E2M1 cache kvplan counts as nvfp4 arrives as fp4_e2m1 in v0.5.5 (see kv_flags).
+    kv_dtype_since = {KVDtype.NVFP4: (FP4_E2M1_SINCE, FP4_E2M1_SOURCE)}
+
+    def kv_flags(self) -> dict:
+        """kvplan's KV dtype -> this release's --kv-cache-dtype value. nvfp4 is "nvfp4" from v0.5.16 (server_args.py
+        @v0.5.16); v0.5.5-v0.5.15 name their FP4 cache fp4_e2m1 (same 4.5 bits per value; v0.5.16 renames that recipe
+        fp4_mx_block16 and mem_cache/kv_cache_dtype.py refuses fp4_e2m1)."""
+        if self.since(NVFP4_SINCE):
+            return SGLANG_KV_FLAGS
+        return {**SGLANG_KV_FLAGS, KVDtype.NVFP4: "fp4_e2m1"}
 
     def __init__(self, version: Release = NEWEST, name: str = "") -> None:
         self.version = version
@@ -310,7 +339,7 @@ class SglangEngine(Engine):
         elif par.tp > 1:
             flags.append(Flag("--tp-size", str(par.tp), "the layout's TP degree"))
         if par.pp > 1:
-            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree"))
+            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", (0, 4, 7), PP_SIZE_SOURCE))
         if par.dp > 1:
             flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
                               if dp_attention else f"{par.dp} replicas, each with its own pool"))
@@ -322,8 +351,14 @@ class SglangEngine(Engine):
             if self.version is not None and self.version < (0, 5, 0):
                 flags.append(Flag("--enable-ep-moe", None, "releases before --moe-a2a-backend (PR #8658, merged "
                                   "2025-08-01) switch EP on with it"))
-        flags += self.sizing_flags(plan, "SGLang", SGLANG_KV_FLAGS, "--max-running-requests", "--mem-fraction-static",
+        sizing = self.sizing_flags(plan, "SGLang", self.kv_flags(), "--max-running-requests", "--mem-fraction-static",
                                    "--context-length", "--page-size")
+        if dp_attention:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
+            sizing = [replace(f, value=str(plan.batch.value * par.dp),
+                              reason=f"{plan.batch.value} per attention-DP rank x {par.dp} ranks: SGLang gives each "
+                              f"rank max_running_requests // dp_size", source=DP_RUNNING_SOURCE)
+                      if f.flag == "--max-running-requests" else f for f in sizing]
+        flags += sizing
         notes = []
         if plan.offload:
             # HiCache's host pool mirrors the device pool (write-through), so it must be larger than the device pool
@@ -343,8 +378,13 @@ class SglangEngine(Engine):
                 notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
                              "must be: no HiCache flags")
         if dp_attention:
-            notes.append(f"--max-running-requests is kvplan's batch per attention-DP rank ({plan.batch.value}); check "
-                         "in the start-up log how your SGLang release applies it across the DP ranks")
+            notes.append(f"--max-running-requests is the whole server's under DP attention: SGLang gives each of the "
+                         f"{par.dp} ranks max_running_requests // dp_size, here {plan.batch.value} (every release: "
+                         "v0.4.6 managers/tp_worker.py .. v0.5.23 mem_cache/kv_cache_configurator.py "
+                         "resolve_max_num_reqs)")
+            if self.since((0, 5, 22)):
+                notes.append(f"from v0.5.22 SGLang deprecates --enable-dp-attention (still accepted, with a warning) "
+                             f"for --attn-dp-size {par.dp} in place of --dp-size {par.dp} --enable-dp-attention")
         notes.append("the radix (prefix) cache is on by default; no flag is needed")
         kept, omitted = keep_flags(flags, self.version, "SGLang")
         return LaunchCommand("sglang" if self.version is None else self.display_name,
