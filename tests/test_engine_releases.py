@@ -598,3 +598,23 @@ def test_vllm_offloading_flags_are_printed_from_v0_14(run_cli):
         assert ("--kv-offloading-backend native" in command) is present, release
     omitted = run_cli("recommend", *args, "--engine", "vllm==0.13.0").json()["launch"]
     assert "0.14" in str(omitted) and "num_cpu_blocks" in str(omitted)
+
+
+def test_vllm_refuses_the_mla_caches_no_mla_backend_runs():
+    # vllm/v1/attention/backends/mla/*.py supported_kv_cache_dtypes, read in the v0.21.0 and v0.33.0 wheels: no MLA
+    # backend lists nvfp4, and only the sparse (DSA) ones, flashmla_sparse and flashinfer_mla_sparse, list
+    # fp8_ds_mla. SGLang's MLA pool has an FP4 cache (v0.5.5+), and the neutral engine plans either layout.
+    from kvplan.scenario import Scenario
+
+    r1, v32, b200 = load_model("deepseek-r1"), load_model("deepseek-v3.2-exp"), load_hardware("b200")
+    with pytest.raises(KvplanError, match="vLLM has no nvfp4 KV cache for MLA models"):
+        Scenario(model=r1, hardware=b200, engine="vllm", kv_dtype_request="nvfp4")
+    with pytest.raises(KvplanError, match="fp8_ds_mla only in its sparse"):
+        Scenario(model=r1, hardware=b200, engine="vllm", kv_dtype_request="fp8_ds_mla")
+    assert Scenario(model=v32, hardware=b200, engine="vllm", kv_dtype_request="fp8_ds_mla").kv_dtype \
+        is KVDtype.FP8_DS_MLA
+    for engine in ("sglang", "neutral"):
+        assert Scenario(model=r1, hardware=b200, engine=engine, kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
+    # a GQA model keeps vLLM's nvfp4 (FlashInfer lists it from v0.21.0)
+    assert Scenario(model=load_model("qwen3-32b"), hardware=b200, engine="vllm",
+                    kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4

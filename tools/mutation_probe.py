@@ -258,6 +258,10 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm-nvfp4-when-named", VLLM, "KVDtype.NVFP4: ((0, 21, 0), blob(", "KVDtype.NVFP4: ((0, 20, 0), blob("),
     M("vllm-per-token-head-a-release-early", VLLM, "KVDtype.FP8_PER_TOKEN_HEAD: ((0, 20, 0),",
       "KVDtype.FP8_PER_TOKEN_HEAD: ((0, 19, 0),"),
+    M("vllm-mla-runs-nvfp4", VLLM, "if MLA in kinds and kv_dtype is KVDtype.NVFP4:",
+      "if MLA in kinds and kv_dtype is KVDtype.NVFP4 and False:"),
+    M("vllm-ds-mla-without-indexer", VLLM, "kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:",
+      "kv_dtype is KVDtype.FP8_DS_MLA:"),
     # --- unstyled table layout (kvplan/textlayout.py: rich's layout without rich) ------------------------------
     M("layout-min-width-without-padding", TL, "floor = max(0, column.min_width + 1)",
       "floor = max(0, column.min_width)"),

@@ -123,6 +123,11 @@ KV_DTYPE_SINCE: dict[KVDtype, tuple[Release, str]] = {
 # TritonMLA/FlashMLA, V1 FlashMLA, TritonMLA, CutlassMLA: "... with FP8 KV cache not yet supported"); v0.10.2's V1
 # FlashMLA (Hopper) and CUTLASS MLA (Blackwell) take it (Triton MLA, the other GPUs' backend, still refuses).
 MLA_FP8_SINCE: Release = (0, 10, 2)
+# The MLA attention backends' supported_kv_cache_dtypes (vllm/v1/attention/backends/mla/*.py, read in the v0.21.0
+# and v0.33.0 wheels): none lists nvfp4 (v0.33.0's flashmla_sparse has its own nvfp4_ds_mla, which kvplan does not
+# model), and only the sparse (DSA) backends, flashmla_sparse and flashinfer_mla_sparse, list fp8_ds_mla.
+MLA_BACKENDS_SOURCE = ("github.com/vllm-project/vllm/tree/v0.33.0/vllm/v1/attention/backends/mla "
+                       "supported_kv_cache_dtypes of each backend (the same in v0.21.0)")
 MLA_FP8_SOURCE = blob("v0.10.2", "vllm/v1/attention/backends/mla/flashmla.py", "FlashMLAImpl passes descale_q/k "
                       "(v0.10.1's __init__ raises 'FlashMLA V1 with FP8 KV cache not yet supported'); "
                       "mla/cutlass_mla.py")
@@ -218,10 +223,20 @@ class VllmEngine(Engine):
     kv_dtype_since = KV_DTYPE_SINCE
 
     def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None) -> tuple[str, str] | None:
-        """The release table, and fp8 for an MLA latent (stored as fp8, not V3.2's fp8_ds_mla) before v0.10.2."""
+        """The release table; for an MLA model, the dtypes no MLA backend runs (nvfp4; fp8_ds_mla without DSA's
+        sparse indexer); and fp8 for an MLA latent (stored as fp8, not V3.2's fp8_ds_mla) before v0.10.2."""
         problem = super().kv_dtype_problem(kv_dtype, model)
-        if problem is not None or model is None or kv_dtype is not KVDtype.FP8 or self.since(MLA_FP8_SINCE):
+        if problem is not None or model is None:
             return problem
+        kinds = {type(g.kind) for g in model.groups}
+        if MLA in kinds and kv_dtype is KVDtype.NVFP4:
+            return (f"vLLM has no nvfp4 KV cache for MLA models ({model.id}): no MLA attention backend lists it "
+                    f"({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 (SGLang's MLA pool has an FP4 cache)")
+        if MLA in kinds and kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:
+            return (f"vLLM runs fp8_ds_mla only in its sparse (DSA) MLA backends, and {model.id} has no sparse "
+                    f"indexer ({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 for a dense-attention MLA model")
+        if kv_dtype is not KVDtype.FP8 or self.since(MLA_FP8_SINCE):
+            return None
         if any(isinstance(g.kind, MLA) and g.kind.stored_dtype(kv_dtype) is KVDtype.FP8 for g in model.groups):
             return (f"{self.display_name} has no fp8 KV cache for MLA models: every MLA backend raises "
                     f"NotImplementedError (first in {release_text(MLA_FP8_SINCE)}: {MLA_FP8_SOURCE})",
