@@ -333,3 +333,18 @@ def test_a_pool_larger_than_the_engines_batch_limit_says_so(run_cli):
                 "100", "--engine", "vllm", "--max-num-seqs", "64", "-f", "json")
     assert any("the engine runs at most 64 at once" in n for n in r.json()["notes"])
     assert not any("runs at most" in n for n in run_cli("concurrency", "-f", "json").json()["notes"])
+
+
+def test_a_dtype_the_engine_cannot_run_has_no_bars(run_cli):
+    # vLLM runs no nvfp4 cache for an MLA model (its MLA backends' supported_kv_cache_dtypes): the table says n/a,
+    # and the chart leaves the series out instead of drawing bars of 0 requests
+    r = run_cli("concurrency", "--engine", "vllm", "-m", "deepseek-r1", "-g", "b200", "-f", "json")
+    assert r.code == 0, r.err
+    assert all(cell is None for cell in _dtype_column(r.json(), "nvfp4"))
+    r = run_cli("concurrency", "--engine", "vllm", "-m", "deepseek-r1", "-g", "b200")
+    chart = r.out[r.out.index("Concurrent requests by context\n"):]
+    assert " bf16 " in chart and " fp8 " in chart and "nvfp4" not in chart.split("•")[0]
+
+
+def _dtype_column(doc: dict, dtype: str) -> list:
+    return [row[dtype] for row in doc["by_context"]]

@@ -139,7 +139,9 @@ def present(plan: ConcurrencyPlan) -> Result:
     chart = Chart("Concurrent requests by context", "context tokens",
                   tuple(f"{int(r.context.value):,}" for r in plan.grid),
                   tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
-                        for i, d in enumerate(plan.dtypes)),
+                        for i, d in enumerate(plan.dtypes)
+                        # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0
+                        if any(r.cells[i].requests.value is not None for r in plan.grid)),
                   "requests, deployment", legend="KV dtype", log_y=True)
     assumptions = (
         "Pool per GPU from the waterfall unless --kv-pool gives it; every GPU of a replica has the same pool.",
