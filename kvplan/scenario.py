@@ -125,7 +125,10 @@ class Scenario:
         set_("kv_dtype", (KVDtype.FP16 if model.weight_dtype == "fp16" else KVDtype.BF16) if auto
              else parse_kv_dtype(req))
         set_("kv_dtype_auto", auto)
-        problem = adapter.kv_dtype_problem(self.kv_dtype, model)
+        if self.kv_dtype is KVDtype.NVFP4 and "fp4" not in hw.dense_tflops:   # before the engine's own rules
+            raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
+                              "use --kv-dtype fp8 on this GPU")
+        problem = adapter.kv_dtype_problem(self.kv_dtype, model, hw)
         if problem is not None:
             raise KvplanError(*problem)
         set_("engine_adapter", adapter.bind(hw, self.kv_dtype))  # block sizes follow this GPU and KV dtype
@@ -222,13 +225,13 @@ class Scenario:
         if self.ep is not None and model.params_expert is None:
             raise KvplanError(f"--ep {self.ep}: {model.id} has no routed experts to split",
                               "drop --ep for a dense model")
-        if self.kv_dtype is KVDtype.NVFP4 and "fp4" not in hw.dense_tflops:
-            raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
-                              "use --kv-dtype fp8 on this GPU")
         if self.ep is not None and (tp * dp) % self.ep:
             raise KvplanError(f"--ep {self.ep} does not divide TP x DP = {tp * dp}",
                               "give an EP degree that divides the GPUs of the TP and DP ranks")
         par = Parallelism(tp=tp, pp=pp, dp=dp, ep=self.ep)
+        problem = adapter.layout_problem(par)
+        if problem is not None:
+            raise KvplanError(*problem)
         set_("parallelism", par)
         set_("planned_gpus", par.gpus)
         set_("dp_filled", self.dp is None and dp > 1)

@@ -423,9 +423,10 @@ def sglang_launch(engine: str, **kw):
     # v0.5.5 adds fp4_e2m1 (PR #10078, 4-bit values + one 1-byte scale per 16).
     ("sglang==0.4.6", False), ("sglang==0.5.4", False), ("sglang==0.5.5", True), ("sglang", True)])
 def test_sglang_fp4_kv_cache_first_in_055(engine, accepted):
+    # The MLA pool's FP4 cache (DeepSeek-R1): v0.5.5's mem_cache/memory_pool.py MLATokenToKVPoolFP4
     from kvplan.scenario import Scenario
 
-    model, hw = load_model("llama-3.1-8b"), load_hardware("b200")   # kvplan asks FP4 tensor cores for nvfp4
+    model, hw = load_model("deepseek-r1"), load_hardware("b200")   # kvplan asks FP4 tensor cores for nvfp4
     if accepted:
         assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
         return
@@ -434,6 +435,21 @@ def test_sglang_fp4_kv_cache_first_in_055(engine, accepted):
     line = err.value.one_line()
     assert "has no nvfp4 KV cache (first in 0.5.5" in line and "v0.5.5" in line and "server_args.py" in line
     assert "(fix: pin sglang==0.5.5 or newer" in line
+
+
+@pytest.mark.parametrize("engine, accepted", [("sglang==0.5.5", False), ("sglang==0.5.6", True), ("sglang", True)])
+def test_sglang_fp4_for_a_gqa_cache_first_in_056(engine, accepted):
+    # v0.5.5's FP4 cache is MLA's only: its model_runner.py profile_max_num_token sizes an MHA cell at
+    # element_size(float4_e2m1fn_x2), a byte per value, and MHATokenToKVPool stores without quantizing;
+    # MHATokenToKVPoolFP4 arrives in v0.5.6 (mem_cache/memory_pool.py). Read in the v0.5.5 and v0.5.6 wheels.
+    from kvplan.scenario import Scenario
+
+    model, hw = load_model("llama-3.1-8b"), load_hardware("b200")
+    if accepted:
+        assert Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
+        return
+    with pytest.raises(KvplanError, match=r"FP4 KV only in its MLA pool.*first in 0\.5\.6"):
+        Scenario(model=model, hardware=hw, engine=engine, kv_dtype_request="nvfp4")
 
 
 @pytest.mark.parametrize("engine", ["sglang==0.4.6", "sglang"])
@@ -452,7 +468,7 @@ def test_sglang_fp8_kv_cache_is_in_every_release(engine):
     # v0.5.5-v0.5.15 server_args.py: the FP4 choice is fp4_e2m1. v0.5.16 server_args.py adds nvfp4 (and
     # fp4_mx_block16), and mem_cache/kv_cache_dtype.py raises on fp4_e2m1 ("deprecated"); v0.5.21+ (arg_groups/
     # fields/model.py in v0.5.23) no longer lists fp4_e2m1 at all.
-    ("sglang==0.5.5", "fp4_e2m1"), ("sglang==0.5.15", "fp4_e2m1"), ("sglang==0.5.16", "nvfp4"),
+    ("sglang==0.5.6", "fp4_e2m1"), ("sglang==0.5.15", "fp4_e2m1"), ("sglang==0.5.16", "nvfp4"),
     ("sglang==0.5.21", "nvfp4"), ("sglang", "nvfp4")])
 def test_sglang_fp4_launch_flag_by_release(engine, value):
     _, _, flags = sglang_launch(engine, hardware=load_hardware("b200"), kv_dtype_request="nvfp4")
@@ -494,14 +510,18 @@ def test_sglang_enable_dp_attention_deprecated_from_0522():
 
 @pytest.mark.parametrize("engine, kept", [("sglang==0.4.6", False), ("sglang==0.4.7", True), ("sglang", True)])
 def test_sglang_pp_size_first_in_047(engine, kept):
-    # v0.4.7 server_args.py adds "--pipeline-parallel-size", "--pp-size"; v0.4.6 has neither.
-    _, lc, flags = sglang_launch(engine, model=load_model("qwen3-32b"), hardware=load_hardware("h100-sxm"), gpus=4,
-                                 tp=2, pp=2)
-    assert ("--pp-size" in flags) is kept
-    dropped = [why for f, why in lc.omitted if f.startswith("--pp-size")]
-    assert bool(dropped) is not kept
-    if dropped:
-        assert "SGLang 0.4.6 predates it (from 0.4.7" in dropped[0] and "v0.4.7" in dropped[0]
+    # v0.4.7 server_args.py adds "--pipeline-parallel-size", "--pp-size"; v0.4.6 has neither, so a PP layout cannot be
+    # launched there at all: the scenario is refused (dropping the flag would launch another layout)
+    args = dict(model=load_model("qwen3-32b"), hardware=load_hardware("h100-sxm"), gpus=4, tp=2, pp=2)
+    if not kept:
+        with pytest.raises(KvplanError) as err:
+            sglang_launch(engine, **args)
+        line = err.value.one_line()
+        assert "has no pipeline parallelism (--pp-size first in 0.4.7" in line and "v0.4.7" in line
+        assert "(fix: pin sglang==0.4.7 or newer, or plan --pp 1)" in line
+        return
+    _, lc, flags = sglang_launch(engine, **args)
+    assert flags["--pp-size"] == "2" and not [f for f, _ in lc.omitted if f.startswith("--pp-size")]
 
 
 def test_sglang_other_launch_flags_are_in_every_release():
@@ -618,3 +638,75 @@ def test_vllm_refuses_the_mla_caches_no_mla_backend_runs():
     # a GQA model keeps vLLM's nvfp4 (FlashInfer lists it from v0.21.0)
     assert Scenario(model=load_model("qwen3-32b"), hardware=b200, engine="vllm",
                     kv_dtype_request="nvfp4").kv_dtype is KVDtype.NVFP4
+
+
+def test_vllm_v32_fp8_needs_the_sparse_backend_of_0110():
+    # DeepSeek V3.2 stores fp8 as fp8_ds_mla, which runs in the sparse (DSA) MLA backend: v0.10.2's wheel has no
+    # vllm/v1/attention/backends/mla/flashmla_sparse.py and its model registry no DeepseekV32ForCausalLM; v0.11.0
+    # brings both. Before v0.10.2 no MLA backend takes fp8 at all.
+    from kvplan.scenario import Scenario
+
+    v32, h200 = load_model("deepseek-v3.2-exp"), load_hardware("h200")
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=v32, hardware=h200, engine="vllm==0.10.2", kv_dtype_request="fp8")
+    assert "no sparse (DSA) MLA backend" in err.value.one_line() and "pin vllm==0.11 or newer" in err.value.one_line()
+    with pytest.raises(KvplanError) as err:
+        Scenario(model=v32, hardware=h200, engine="vllm==0.10.1", kv_dtype_request="fp8")
+    assert "no fp8 KV cache for MLA models" in err.value.one_line() and "pin vllm==0.11 or newer" in \
+        err.value.one_line()
+    assert Scenario(model=v32, hardware=h200, engine="vllm==0.11.0", kv_dtype_request="fp8").kv_dtype is KVDtype.FP8
+
+
+@pytest.mark.parametrize("gpu, engine, accepted", [
+    # docs/engine-rules-by-release.md section 11: from v0.10.2 FlashMLA (Hopper) and CUTLASS MLA (Blackwell) take an
+    # fp8 cache, while Triton MLA, the other GPUs' backend, still raises in v0.10.2 and v0.11.0
+    ("a100-80gb", "vllm==0.10.2", False), ("l40s", "vllm==0.11.0", False), ("mi300x", "vllm==0.11.0", False),
+    ("h200", "vllm==0.10.2", True), ("b200", "vllm==0.10.2", True), ("a100-80gb", "vllm==0.11.1", True)])
+def test_vllm_fp8_mla_on_other_gpus_waits_for_triton_mla(gpu, engine, accepted):
+    from kvplan.scenario import Scenario
+
+    args = dict(model=load_model("deepseek-r1"), hardware=load_hardware(gpu), nodes=2, engine=engine,
+                kv_dtype_request="fp8")
+    if accepted:
+        assert Scenario(**args).kv_dtype is KVDtype.FP8
+        return
+    with pytest.raises(KvplanError, match="only on Hopper .FlashMLA. and Blackwell"):
+        Scenario(**args)
+
+
+def test_a_refusal_names_the_rule_that_holds_in_the_release_it_suggests():
+    # nvfp4 on an MLA model: no vLLM release runs it, so the message is that rule, not "pin 0.21" (which would then
+    # refuse it for MLA); nvfp4 on a GPU without FP4 units is refused for the GPU before any release rule
+    from kvplan.scenario import Scenario
+
+    with pytest.raises(KvplanError, match="no nvfp4 KV cache for MLA models"):
+        Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("b200"), engine="vllm==0.20.2",
+                 kv_dtype_request="nvfp4")
+    with pytest.raises(KvplanError, match="needs FP4 tensor cores"):
+        Scenario(model=load_model("qwen3-32b"), hardware=load_hardware("h200"), engine="vllm==0.19.1",
+                 kv_dtype_request="nvfp4")
+
+
+def test_sglang_refuses_the_caches_it_has_no_name_or_layout_for():
+    # SGLang's --kv-cache-dtype choices (server_args.py, v0.4.6-v0.5.23) have no per-token-head scaled dtypes, and it
+    # stores an fp8 MLA cache as plain fp8_e4m3 except in DeepSeek V3.2's NSA pool (the 656-byte cell)
+    from kvplan.scenario import Scenario
+
+    with pytest.raises(KvplanError, match="SGLang has no fp8_per_token_head KV cache"):
+        Scenario(model=load_model("qwen3-32b"), hardware=load_hardware("h200"), engine="sglang",
+                 kv_dtype_request="fp8_per_token_head")
+    with pytest.raises(KvplanError, match="as plain fp8_e4m3"):
+        Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), engine="sglang",
+                 kv_dtype_request="fp8_ds_mla")
+    assert Scenario(model=load_model("deepseek-v3.2-exp"), hardware=load_hardware("h200"), engine="sglang",
+                    kv_dtype_request="fp8_ds_mla").kv_dtype is KVDtype.FP8_DS_MLA
+
+
+def test_h800_is_hopper_and_gb200_blackwell():
+    # H800: NVIDIA Hopper (SM90), the H100 for China; GB200: two B200 (SM100) with a Grace CPU
+    from kvplan.engines.base import gpu_generation, known_other_gpu
+
+    assert gpu_generation(load_hardware("h800")) == "hopper"
+    assert gpu_generation(load_hardware("gb200")) == "blackwell"
+    assert gpu_generation(load_hardware("b300")) is None   # SM103: the engines' SM100 checks not read for it
+    assert known_other_gpu(load_hardware("a100-80gb")) and not known_other_gpu(load_hardware("h800"))

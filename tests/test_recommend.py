@@ -393,12 +393,11 @@ def test_emit_names_every_kv_dtype_the_plan_was_sized_for():
     s = llama(engine="vllm", kv_dtype_request="fp8_per_token_head")
     flags = _flags(s.engine_adapter.launch_command(plan_recommend(s)))
     assert flags["--kv-cache-dtype"] == "fp8_per_token_head"
-    r1 = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("b200"), engine="sglang",
-                  kv_dtype_request="fp8_ds_mla")
-    assert _flags(r1.engine_adapter.launch_command(plan_recommend(r1)))["--kv-cache-dtype"] == "fp8_e4m3"
-    s8 = llama(engine="sglang", kv_dtype_request="int8_per_token_head")
-    with pytest.raises(KvplanError, match="SGLang has no --kv-cache-dtype for int8_per_token_head"):
-        s8.engine_adapter.launch_command(plan_recommend(s8))
+    v32 = Scenario(model=load_model("deepseek-v3.2-exp"), hardware=load_hardware("b200"), engine="sglang",
+                   kv_dtype_request="fp8_ds_mla")   # SGLang's NSA pool: the fp8_ds_mla cell, flag fp8_e4m3
+    assert _flags(v32.engine_adapter.launch_command(plan_recommend(v32)))["--kv-cache-dtype"] == "fp8_e4m3"
+    with pytest.raises(KvplanError, match="SGLang has no int8_per_token_head KV cache"):   # refused when planned
+        llama(engine="sglang", kv_dtype_request="int8_per_token_head")
 
 
 def test_sglang_dp_attention_launches_every_rank():
@@ -421,3 +420,17 @@ def test_no_dram_tier_means_recompute_whatever_a_swap_would_cost():
     assert plan.preemption_mode == "recompute" and not plan.offload
     assert plan.row("preemption").value.startswith("recompute (no DRAM tier to swap to)")
     assert "no DRAM tier" in plan.row("preemption").why_differs
+
+
+def test_the_kv_dtype_row_says_why_a_dtype_is_not_planned(run_cli):
+    # vLLM 0.10.1 runs no fp8 MLA cache (every MLA backend raises) and no release runs nvfp4 for MLA: the row must not
+    # say "nvfp4 would hold None" nor blame the model or GPU, and the notes carry each refusal with its source
+    r = run_cli("recommend", "-m", "deepseek-r1", "-g", "b200", "--engine", "vllm==0.10.1", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    row = next(x for x in doc["recommendations"] if x["key"] == "kv_dtype")
+    assert row["value"] == "bf16" and "None" not in row["reason"]
+    assert row["why_differs"].startswith("fp8 cannot be planned here (vllm==0.10.1 has no fp8 KV cache for MLA")
+    refused = [n for n in doc["notes"] if " is not planned: " in n]
+    assert [n.split(" ")[0] for n in refused] == ["fp8", "nvfp4"] and all("github.com/vllm-project" in n
+                                                                        for n in refused)

@@ -219,7 +219,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     per_dtype = {}
     for d in dtypes:
         try:
-            problem = s.engine_adapter.kv_dtype_problem(d, s.model)   # a pinned release that lacks it
+            problem = s.engine_adapter.kv_dtype_problem(d, s.model, s.hardware)   # a pinned release that lacks it
             if problem is not None:
                 raise KvplanError(*problem)
             shared_d = capacity.shared_prefix_copy_bytes(s, d, block)

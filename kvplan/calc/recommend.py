@@ -122,7 +122,7 @@ def _fits(s: Scenario, dtype: KVDtype, pool_of) -> DtypeOption:
     """``dtype``'s requests in its own pool (``pool_of(dtype)``); none, with the reason, where the scenario's engine
     release lacks the dtype (the check Scenario makes of --kv-dtype)."""
     try:
-        problem = s.engine_adapter.kv_dtype_problem(dtype, s.model)
+        problem = s.engine_adapter.kv_dtype_problem(dtype, s.model, s.hardware)
         if problem is not None:
             raise KvplanError(*problem)
         pool = pool_of(dtype)
@@ -301,16 +301,20 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-
     reason = (f"requests of {s.context_tokens:,} tokens per replica: {text}{gain}; FP8 KV cost at most 1-2 points "
               "on reasoning benchmarks (vLLM's FP8 KV-cache evaluation, see the notes)")
     notes = [f"KV dtype accuracy: {FP8_ACCURACY}."]
-    if KVDtype.NVFP4 in counts:
+    refused = {o.dtype: o.requests_per_replica.why.formula for o in opts if o.requests_per_replica.value is None}
+    if counts.get(KVDtype.NVFP4) is not None:
         reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
         notes.append(f"FP4 KV: {FP4_ACCURACY}.")
+    notes += [f"{d.value} is not planned: {why}." for d, why in refused.items()]
     if why == "given":
         reason = (f"--kv-dtype {dtype.value} as given; " if origin == "--kv-dtype" else
                   f"{dtype.value}, {origin}; ") + reason
     agrees = dtype == KVDtype.FP8
     differs = "" if agrees else ((f"--kv-dtype {dtype.value} was given" if origin == "--kv-dtype" else
                                   f"{dtype.value} was {origin}") if why == "given" else
-                                 f"this model or GPU cannot store fp8 KV, so {dtype.value} stays")
+                                 (f"fp8 cannot be planned here ({refused[KVDtype.FP8]}), so {dtype.value} stays"
+                                  if KVDtype.FP8 in refused else
+                                  f"this model or GPU cannot store fp8 KV, so {dtype.value} stays"))
     return Row("kv_dtype", SETTING_NAMES["kv_dtype"], dtype.value, reason + ".", DOCUMENT_ROWS["kv_dtype"][0],
                agrees, differs, tuple(notes))
 

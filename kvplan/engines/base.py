@@ -62,9 +62,18 @@ class EngineReport:
 # attention backend). kvplan's one rule: the preset id, lower-cased, is one of these names or starts with one
 # followed by "-" (h100-sxm, h200, h20; b200). Any other id, including a user preset named otherwise, is
 # "unknown", and each adapter says what it assumes then.
-GPU_GENERATIONS = {"hopper": ("h100", "h200", "h20"), "blackwell": ("b200",)}
-GPU_GENERATION_RULE = ("GPU generation from the hardware preset id: h100*, h200, h20 -> Hopper (SM90); b200 -> "
-                       "Blackwell (SM100); other ids -> unknown")
+# b300 (SM103, Blackwell Ultra) stays unknown: the engines' SM100 checks were not read for it.
+GPU_GENERATIONS = {"hopper": ("h100", "h200", "h20", "h800"), "blackwell": ("b200", "gb200")}
+# Presets known to be neither: engines fall back to their generic backends (Triton, ROCm) on these.
+OTHER_GPUS = ("a100", "l40s", "mi300x", "mi325x", "mi355x")
+GPU_GENERATION_RULE = ("GPU generation from the hardware preset id: h100*, h200, h20, h800 -> Hopper (SM90); b200, "
+                       "gb200 -> Blackwell (SM100); other ids -> unknown")
+
+
+def known_other_gpu(hw: HardwareSpec | None) -> bool:
+    """Whether the preset is a GPU known to be neither Hopper nor Blackwell (A100, L40S, AMD Instinct)."""
+    hw_id = "" if hw is None else str(hw.id).strip().lower()
+    return any(hw_id == name or hw_id.startswith(name + "-") for name in OTHER_GPUS)
 
 
 def gpu_generation(hw: HardwareSpec | None) -> str | None:
@@ -168,15 +177,20 @@ class Engine:
     # scenario pinned to an older release (``--engine vllm==0.7.3``) refuses them; unpinned, the newest rules hold.
     kv_dtype_since: ClassVar[dict[KVDtype, tuple[Release, str]]] = {}
 
-    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None) -> tuple[str, str] | None:
-        """(problem, fix) when this adapter's pinned release predates ``kv_dtype`` (for ``model``, where an
-        engine's rule depends on the model); None when it has it."""
+    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
+                         hardware: HardwareSpec | None = None) -> tuple[str, str] | None:
+        """(problem, fix) when this adapter cannot run ``kv_dtype``: its pinned release predates it, or (engines
+        override) the engine runs it for no such ``model`` or ``hardware``; None when it has it."""
         first = self.kv_dtype_since.get(kv_dtype)
         if first is None or self.version is None or self.version >= first[0]:
             return None
         since, source = first
         return (f"{self.display_name} has no {kv_dtype.value} KV cache (first in {release_text(since)}: {source})",
                 f"pin {self.id}=={release_text(since)} or newer, or choose another --kv-dtype")
+
+    def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
+        """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
+        return None
 
     # --- layer kinds -------------------------------------------------------------------------------------------
     def spec_of(self, kind) -> str:

@@ -54,6 +54,12 @@ FP4_E2M1_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/server_args.py 
 DP_RUNNING_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/managers/tp_worker.py (max_running_requests // "
                      "dp_size with --enable-dp-attention) .. @v0.5.23 python/sglang/srt/mem_cache/"
                      "kv_cache_configurator.py (resolve_max_num_reqs: max_running_requests // attn_dp_size)")
+# FP4 for a non-MLA (MHA/GQA) cache: v0.5.5 sizes its cell at element_size(float4_e2m1fn_x2), a byte per value, and
+# stores without quantizing; MHATokenToKVPoolFP4 arrives in v0.5.6 (mem_cache/memory_pool.py, model_runner.py).
+FP4_MHA_SINCE = (0, 5, 6)
+FP4_MHA_SOURCE = ("sgl-project/sglang @v0.5.6 python/sglang/srt/mem_cache/memory_pool.py MHATokenToKVPoolFP4 "
+                  "(absent from v0.5.5, whose model_runner.py profile_max_num_token counts 1 byte per value)")
+PP_SIZE_SINCE = (0, 4, 7)
 PP_SIZE_SOURCE = ("sgl-project/sglang @v0.4.7 python/sglang/srt/server_args.py (--pipeline-parallel-size / "
                   "--pp-size; v0.4.6 has no pipeline parallelism flag)")
 HICACHE_RATIO = 2.0
@@ -146,6 +152,32 @@ class SglangEngine(Engine):
     # fp8 (fp8_e4m3) is a --kv-cache-dtype choice in v0.4.6 already, so only the FP4 cache has a first release: the
     # 4.5-bit FP4 E2M1 cache kvplan counts as nvfp4 arrives as fp4_e2m1 in v0.5.5 (see kv_flags).
     kv_dtype_since = {KVDtype.NVFP4: (FP4_E2M1_SINCE, FP4_E2M1_SOURCE)}
+
+    def kv_dtype_problem(self, kv_dtype, model=None, hardware=None):
+        """A dtype SGLang has no --kv-cache-dtype for in any release (the per-token-head ones); fp8_ds_mla, which
+        SGLang stores as plain fp8_e4m3 on an MLA model without DSA's indexer; then the release table, and FP4 for
+        a non-MLA attention cache before v0.5.6 (v0.5.5's FP4 pool is MLA's only)."""
+        if kv_dtype not in SGLANG_KV_FLAGS:
+            return (f"SGLang has no {kv_dtype.value} KV cache (its --kv-cache-dtype choices: auto, fp8_e5m2, "
+                    "fp8_e4m3, bf16, fp4 ones; server_args.py v0.4.6-v0.5.23)", "choose --kv-dtype fp8 or bf16")
+        kinds = {type(g.kind) for g in model.groups} if model is not None else set()
+        if kv_dtype is KVDtype.FP8_DS_MLA and MLA in kinds and SparseIndexer not in kinds:
+            return (f"SGLang stores {model.id}'s MLA cache in fp8 as plain fp8_e4m3, not in the fp8_ds_mla layout "
+                    "(only DeepSeek V3.2's NSA pool has it)", "choose --kv-dtype fp8")
+        problem = super().kv_dtype_problem(kv_dtype, model, hardware)
+        if (problem is None and kv_dtype is KVDtype.NVFP4 and not self.since(FP4_MHA_SINCE)
+                and kinds & {FullAttention, SlidingWindowAttention}):
+            return (f"{self.display_name} has FP4 KV only in its MLA pool: {model.id}'s attention cache would be "
+                    f"stored a byte per value, as fp8 (first in {release_text(FP4_MHA_SINCE)}: {FP4_MHA_SOURCE})",
+                    f"pin sglang=={release_text(FP4_MHA_SINCE)} or newer, or choose --kv-dtype fp8")
+        return problem
+
+    def layout_problem(self, par) -> tuple[str, str] | None:
+        if par.pp > 1 and not self.since(PP_SIZE_SINCE):
+            return (f"{self.display_name} has no pipeline parallelism (--pp-size first in "
+                    f"{release_text(PP_SIZE_SINCE)}: {PP_SIZE_SOURCE})",
+                    f"pin sglang=={release_text(PP_SIZE_SINCE)} or newer, or plan --pp 1")
+        return None
 
     def kv_flags(self) -> dict:
         """kvplan's KV dtype -> this release's --kv-cache-dtype value. nvfp4 is "nvfp4" from v0.5.16 (server_args.py
@@ -339,7 +371,7 @@ class SglangEngine(Engine):
         elif par.tp > 1:
             flags.append(Flag("--tp-size", str(par.tp), "the layout's TP degree"))
         if par.pp > 1:
-            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", (0, 4, 7), PP_SIZE_SOURCE))
+            flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", PP_SIZE_SINCE, PP_SIZE_SOURCE))
         if par.dp > 1:
             flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
                               if dp_attention else f"{par.dp} replicas, each with its own pool"))

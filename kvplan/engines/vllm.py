@@ -26,11 +26,13 @@ from kvplan.engines.base import (
     gpu_generation,
     hub_model_id,
     keep_flags,
+    known_other_gpu,
     pinned,
     release_text,
     rule_span,
 )
 from kvplan.frozen import frozen
+from kvplan.hardware import HardwareSpec
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
@@ -128,6 +130,14 @@ MLA_FP8_SINCE: Release = (0, 10, 2)
 # model), and only the sparse (DSA) backends, flashmla_sparse and flashinfer_mla_sparse, list fp8_ds_mla.
 MLA_BACKENDS_SOURCE = ("github.com/vllm-project/vllm/tree/v0.33.0/vllm/v1/attention/backends/mla "
                        "supported_kv_cache_dtypes of each backend (the same in v0.21.0)")
+# DeepSeek V3.2's fp8_ds_mla layout runs in the sparse (DSA) MLA backend, which v0.11.0 brings with V3.2 support:
+# v0.10.2's wheel has no flashmla_sparse.py and no DeepseekV32ForCausalLM in the model registry.
+DS_MLA_SINCE: Release = (0, 11, 0)
+DS_MLA_SOURCE = blob("v0.11.0", "vllm/v1/attention/backends/mla/flashmla_sparse.py", "(absent from v0.10.2, as "
+                     "DeepseekV32ForCausalLM is from its vllm/model_executor/models/registry.py)")
+# v0.10.2-v0.11.0: Triton MLA (the backend of GPUs other than Hopper and Blackwell) still raises for an fp8 cache
+# (docs/engine-rules-by-release.md section 11); later releases were not read for it, so they are not refused.
+MLA_FP8_ANY_GPU_AFTER: Release = (0, 11, 1)
 MLA_FP8_SOURCE = blob("v0.10.2", "vllm/v1/attention/backends/mla/flashmla.py", "FlashMLAImpl passes descale_q/k "
                       "(v0.10.1's __init__ raises 'FlashMLA V1 with FP8 KV cache not yet supported'); "
                       "mla/cutlass_mla.py")
@@ -222,25 +232,36 @@ class VllmEngine(Engine):
 
     kv_dtype_since = KV_DTYPE_SINCE
 
-    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None) -> tuple[str, str] | None:
-        """The release table; for an MLA model, the dtypes no MLA backend runs (nvfp4; fp8_ds_mla without DSA's
-        sparse indexer); and fp8 for an MLA latent (stored as fp8, not V3.2's fp8_ds_mla) before v0.10.2."""
-        problem = super().kv_dtype_problem(kv_dtype, model)
-        if problem is not None or model is None:
-            return problem
-        kinds = {type(g.kind) for g in model.groups}
+    def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
+                         hardware: HardwareSpec | None = None) -> tuple[str, str] | None:
+        """For an MLA model first the dtypes no MLA backend runs in any release (nvfp4; fp8_ds_mla without DSA's
+        sparse indexer), then the release table, then fp8 for an MLA latent: before v0.10.2 no MLA backend takes
+        it; V3.2's fp8_ds_mla layout needs v0.11.0's sparse backend; and in v0.10.2-v0.11.0 only Hopper's FlashMLA
+        and Blackwell's CUTLASS MLA take it."""
+        kinds = {type(g.kind) for g in model.groups} if model is not None else set()
         if MLA in kinds and kv_dtype is KVDtype.NVFP4:
             return (f"vLLM has no nvfp4 KV cache for MLA models ({model.id}): no MLA attention backend lists it "
                     f"({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 (SGLang's MLA pool has an FP4 cache)")
         if MLA in kinds and kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:
             return (f"vLLM runs fp8_ds_mla only in its sparse (DSA) MLA backends, and {model.id} has no sparse "
                     f"indexer ({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 for a dense-attention MLA model")
-        if kv_dtype is not KVDtype.FP8 or self.since(MLA_FP8_SINCE):
-            return None
-        if any(isinstance(g.kind, MLA) and g.kind.stored_dtype(kv_dtype) is KVDtype.FP8 for g in model.groups):
+        problem = super().kv_dtype_problem(kv_dtype, model, hardware)
+        if problem is not None or MLA not in kinds or kv_dtype is not KVDtype.FP8:
+            return problem
+        stored = {g.kind.stored_dtype(kv_dtype) for g in model.groups if isinstance(g.kind, MLA)}
+        if not self.since(MLA_FP8_SINCE):
             return (f"{self.display_name} has no fp8 KV cache for MLA models: every MLA backend raises "
                     f"NotImplementedError (first in {release_text(MLA_FP8_SINCE)}: {MLA_FP8_SOURCE})",
-                    f"pin vllm=={release_text(MLA_FP8_SINCE)} or newer, or choose --kv-dtype bf16")
+                    f"pin vllm=={release_text(DS_MLA_SINCE if KVDtype.FP8_DS_MLA in stored else MLA_FP8_SINCE)} "
+                    "or newer, or choose --kv-dtype bf16")
+        if KVDtype.FP8_DS_MLA in stored and not self.since(DS_MLA_SINCE):
+            return (f"{self.display_name} has no sparse (DSA) MLA backend for {model.id}'s fp8_ds_mla cache (first "
+                    f"in {release_text(DS_MLA_SINCE)}: {DS_MLA_SOURCE})",
+                    f"pin vllm=={release_text(DS_MLA_SINCE)} or newer")
+        if KVDtype.FP8 in stored and not self.since(MLA_FP8_ANY_GPU_AFTER) and known_other_gpu(hardware):
+            return (f"{self.display_name} runs an fp8 MLA cache only on Hopper (FlashMLA) and Blackwell (CUTLASS "
+                    f"MLA); on the {hardware.id} its Triton MLA backend raises NotImplementedError "
+                    f"({MLA_FP8_SOURCE}; still so in v0.11.0)", "choose --kv-dtype bf16 on this GPU")
         return None
 
     def batch_limits(self, hw):
