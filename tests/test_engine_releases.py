@@ -710,3 +710,15 @@ def test_h800_is_hopper_and_gb200_blackwell():
     assert gpu_generation(load_hardware("gb200")) == "blackwell"
     assert gpu_generation(load_hardware("b300")) is None   # SM103: the engines' SM100 checks not read for it
     assert known_other_gpu(load_hardware("a100-80gb")) and not known_other_gpu(load_hardware("h800"))
+
+
+@pytest.mark.parametrize("engine, works", [("vllm==0.13.0", False), ("vllm==0.14.0", True), ("vllm", True)])
+def test_the_dram_tier_note_says_when_a_pinned_vllm_cannot_offload(run_cli, engine, works):
+    # v0.11.1-v0.13.0 have --kv-offloading-size, but the native backend passes num_cpu_blocks 0, which
+    # CPUOffloadingSpec refuses (vllm/v1/kv_offload/cpu.py); v0.14.0 starts it (vllm/config/vllm.py)
+    doc = concurrency(run_cli, "--engine", engine, "-m", "qwen3-32b", "-g", "h100-sxm", "--tp", "2")
+    enabled_by = doc["tiers"]["l2_enabled_by"]
+    if works:
+        assert enabled_by.startswith("vLLM: --kv-offloading-size with --kv-offloading-backend native")
+    else:
+        assert enabled_by.startswith("vllm==0.13 has no working native offloading") and "from 0.14" in enabled_by

@@ -170,11 +170,12 @@ def host_tier(scenario: Scenario, request_bytes_per_gpu: int, dram_bytes_per_nod
     req_on_node = Bytes(on_node, derived("request bytes per GPU x min(TP x PP, GPUs per node)",
                                          f"{request_bytes_per_gpu:,} x min({par.tp} x {par.pp}, {per_node}) = "
                                          f"{on_node:,} B"))
+    enabled_by = scenario.engine_adapter.offload_settings(OFFLOAD_SETTINGS)
     if node.value is None:
-        return HostTier(node, Bytes(None), req_on_node, Count(None))
+        return HostTier(node, Bytes(None), req_on_node, Count(None), enabled_by)
     per_gpu = Bytes(int(node.value) // per_node, derived("host DRAM per node / GPUs per node",
                                                          f"{node.value:,} // {per_node}"))
     fits = int(node.value) // on_node if on_node else 0
     count = Count(fits, derived("floor(host DRAM per node / request bytes on the node)",
                                 f"{node.value:,} // {on_node:,} = {fits:,}"))
-    return HostTier(node, per_gpu, req_on_node, count)
+    return HostTier(node, per_gpu, req_on_node, count, enabled_by)

@@ -188,6 +188,10 @@ class Engine:
         return (f"{self.display_name} has no {kv_dtype.value} KV cache (first in {release_text(since)}: {source})",
                 f"pin {self.id}=={release_text(since)} or newer, or choose another --kv-dtype")
 
+    def offload_settings(self, generic: str) -> str:
+        """How to turn the DRAM tier on, for notes: ``generic`` (every engine's settings) unless a release differs."""
+        return generic
+
     def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
         """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
         return None

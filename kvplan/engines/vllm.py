@@ -264,6 +264,13 @@ class VllmEngine(Engine):
                     f"({MLA_FP8_SOURCE}; still so in v0.11.0)", "choose --kv-dtype bf16 on this GPU")
         return None
 
+    def offload_settings(self, generic: str) -> str:
+        if self.since(OFFLOAD_SINCE):
+            return generic
+        return (f"{self.display_name} has no working native offloading (--kv-offloading-size with the native backend "
+                f"starts from {release_text(OFFLOAD_SINCE)}: {OFFLOAD_SIZE_SOURCE}); pin a newer vLLM, or SGLang's "
+                "--enable-hierarchical-cache (HiCache)")
+
     def batch_limits(self, hw):
         mnbt, mns = default_batch_limits(hw)
         why = default(f"{hw.id}: {hw.hbm_capacity_gib.value:g} GiB", BATCH_DEFAULTS_SOURCE)
