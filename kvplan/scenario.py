@@ -128,9 +128,7 @@ class Scenario:
         if self.kv_dtype is KVDtype.NVFP4 and "fp4" not in hw.dense_tflops:   # before the engine's own rules
             raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
                               "use --kv-dtype fp8 on this GPU")
-        problem = adapter.kv_dtype_problem(self.kv_dtype, model, hw)
-        if problem is not None:
-            raise KvplanError(*problem)
+        adapter.refuse_kv_dtype(self.kv_dtype, model, hw)
         set_("engine_adapter", adapter.bind(hw, self.kv_dtype))  # block sizes follow this GPU and KV dtype
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_BYTES_PER_PARAM:
             raise KvplanError(f"unknown weight dtype {self.weight_dtype!r}",

@@ -219,9 +219,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     per_dtype = {}
     for d in dtypes:
         try:
-            problem = s.engine_adapter.kv_dtype_problem(d, s.model, s.hardware)   # a pinned release that lacks it
-            if problem is not None:
-                raise KvplanError(*problem)
+            s.engine_adapter.refuse_kv_dtype(d, s.model, s.hardware)   # a release, model or GPU it cannot run
             shared_d = capacity.shared_prefix_copy_bytes(s, d, block)
             per_dtype[d] = ([capacity.fit(pool, capacity.request_bytes(s, c, d, block=block), shared_d) * replicas
                              for c in contexts], "")

@@ -122,9 +122,7 @@ def _fits(s: Scenario, dtype: KVDtype, pool_of) -> DtypeOption:
     """``dtype``'s requests in its own pool (``pool_of(dtype)``); none, with the reason, where the scenario's engine
     release lacks the dtype (the check Scenario makes of --kv-dtype)."""
     try:
-        problem = s.engine_adapter.kv_dtype_problem(dtype, s.model, s.hardware)
-        if problem is not None:
-            raise KvplanError(*problem)
+        s.engine_adapter.refuse_kv_dtype(dtype, s.model, s.hardware)
         pool = pool_of(dtype)
         block = int(capacity.block_tokens(s).value)
         per = capacity.request_bytes(s, s.context_tokens, dtype, block=block)

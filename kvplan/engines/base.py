@@ -70,21 +70,20 @@ GPU_GENERATION_RULE = ("GPU generation from the hardware preset id: h100*, h200,
                        "gb200 -> Blackwell (SM100); other ids -> unknown")
 
 
+def _preset_named(hw: HardwareSpec | None, names: tuple[str, ...]) -> bool:
+    """Whether the preset id, lower-cased, is one of ``names`` or starts with one followed by "-"."""
+    hw_id = "" if hw is None else str(hw.id).strip().lower()
+    return any(hw_id == name or hw_id.startswith(name + "-") for name in names)
+
+
 def known_other_gpu(hw: HardwareSpec | None) -> bool:
     """Whether the preset is a GPU known to be neither Hopper nor Blackwell (A100, L40S, AMD Instinct)."""
-    hw_id = "" if hw is None else str(hw.id).strip().lower()
-    return any(hw_id == name or hw_id.startswith(name + "-") for name in OTHER_GPUS)
+    return _preset_named(hw, OTHER_GPUS)
 
 
 def gpu_generation(hw: HardwareSpec | None) -> str | None:
     """'hopper', 'blackwell' or None (unknown or no hardware), from the preset id (see GPU_GENERATIONS)."""
-    if hw is None:
-        return None
-    hw_id = str(hw.id).strip().lower()
-    for generation, names in GPU_GENERATIONS.items():
-        if any(hw_id == name or hw_id.startswith(name + "-") for name in names):
-            return generation
-    return None
+    return next((generation for generation, names in GPU_GENERATIONS.items() if _preset_named(hw, names)), None)
 
 
 Release = tuple[int, int, int]
@@ -187,6 +186,13 @@ class Engine:
         since, source = first
         return (f"{self.display_name} has no {kv_dtype.value} KV cache (first in {release_text(since)}: {source})",
                 f"pin {self.id}=={release_text(since)} or newer, or choose another --kv-dtype")
+
+    def refuse_kv_dtype(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
+                        hardware: HardwareSpec | None = None) -> None:
+        """Raise the one-line KvplanError (problem, fix) of ``kv_dtype_problem``, if it finds one."""
+        problem = self.kv_dtype_problem(kv_dtype, model, hardware)
+        if problem is not None:
+            raise KvplanError(*problem)
 
     def offload_settings(self, generic: str) -> str:
         """How to turn the DRAM tier on, for notes: ``generic`` (every engine's settings) unless a release differs."""

@@ -160,13 +160,13 @@ class SglangEngine(Engine):
         if kv_dtype not in SGLANG_KV_FLAGS:
             return (f"SGLang has no {kv_dtype.value} KV cache (its --kv-cache-dtype choices: auto, fp8_e5m2, "
                     "fp8_e4m3, bf16, fp4 ones; server_args.py v0.4.6-v0.5.23)", "choose --kv-dtype fp8 or bf16")
-        kinds = {type(g.kind) for g in model.groups} if model is not None else set()
-        if kv_dtype is KVDtype.FP8_DS_MLA and MLA in kinds and SparseIndexer not in kinds:
+        if (kv_dtype is KVDtype.FP8_DS_MLA and model is not None and model.uses_kind("mla")
+                and not model.uses_kind("sparse_indexer")):
             return (f"SGLang stores {model.id}'s MLA cache in fp8 as plain fp8_e4m3, not in the fp8_ds_mla layout "
                     "(only DeepSeek V3.2's NSA pool has it)", "choose --kv-dtype fp8")
         problem = super().kv_dtype_problem(kv_dtype, model, hardware)
-        if (problem is None and kv_dtype is KVDtype.NVFP4 and not self.since(FP4_MHA_SINCE)
-                and kinds & {FullAttention, SlidingWindowAttention}):
+        if (problem is None and kv_dtype is KVDtype.NVFP4 and not self.since(FP4_MHA_SINCE) and model is not None
+                and (model.uses_kind("full_attention") or model.uses_kind("sliding_window"))):
             return (f"{self.display_name} has FP4 KV only in its MLA pool: {model.id}'s attention cache would be "
                     f"stored a byte per value, as fp8 (first in {release_text(FP4_MHA_SINCE)}: {FP4_MHA_SOURCE})",
                     f"pin sglang=={release_text(FP4_MHA_SINCE)} or newer, or choose --kv-dtype fp8")

@@ -238,15 +238,15 @@ class VllmEngine(Engine):
         sparse indexer), then the release table, then fp8 for an MLA latent: before v0.10.2 no MLA backend takes
         it; V3.2's fp8_ds_mla layout needs v0.11.0's sparse backend; and in v0.10.2-v0.11.0 only Hopper's FlashMLA
         and Blackwell's CUTLASS MLA take it."""
-        kinds = {type(g.kind) for g in model.groups} if model is not None else set()
-        if MLA in kinds and kv_dtype is KVDtype.NVFP4:
+        mla = model is not None and model.uses_kind("mla")
+        if mla and kv_dtype is KVDtype.NVFP4:
             return (f"vLLM has no nvfp4 KV cache for MLA models ({model.id}): no MLA attention backend lists it "
                     f"({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 (SGLang's MLA pool has an FP4 cache)")
-        if MLA in kinds and kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:
+        if mla and kv_dtype is KVDtype.FP8_DS_MLA and not model.uses_kind("sparse_indexer"):
             return (f"vLLM runs fp8_ds_mla only in its sparse (DSA) MLA backends, and {model.id} has no sparse "
                     f"indexer ({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 for a dense-attention MLA model")
         problem = super().kv_dtype_problem(kv_dtype, model, hardware)
-        if problem is not None or MLA not in kinds or kv_dtype is not KVDtype.FP8:
+        if problem is not None or not mla or kv_dtype is not KVDtype.FP8:
             return problem
         stored = {g.kind.stored_dtype(kv_dtype) for g in model.groups if isinstance(g.kind, MLA)}
         if not self.since(MLA_FP8_SINCE):
