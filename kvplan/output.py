@@ -256,12 +256,12 @@ def output_width(file) -> int:
     return DEFAULT_WIDTH
 
 
-def _column_widths(table: Table, units: str) -> list[tuple[int, int, bool]]:
-    """(minimum, natural, is-number) width of each column: a number column is never narrower than its widest
-    cell; a text column may wrap down to its longest word (at most 14)."""
+def _column_widths(table: Table, rows: list[list[str]]) -> list[tuple[int, int, bool]]:
+    """(minimum, natural, is-number) width of each column, from the table's cells as text (``rows``): a number
+    column is never narrower than its widest cell; a text column may wrap down to its longest word (at most 14)."""
     out = []
     for i, col in enumerate(table.columns):
-        cells = [text(row[i], units) for row in table.rows]
+        cells = [row[i] for row in rows]
         number = bool(i) and _is_number_column(table, i)
         natural = max([len(c) for c in cells] + [len(col)])
         if number:  # rich keeps a header's longest word whole where it can: count it
@@ -301,8 +301,8 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     table prints in parts instead of being cropped."""
     from kvplan.textlayout import plain_ok, table_minimum
 
-    widths = _column_widths(table, units)
     cells = [[text(v, units) for v in row] for row in table.rows]
+    widths = _column_widths(table, cells)
     # one cell per character, as kvplan.textlayout lays out; else (wide characters) rich measures the text
     plain = plain_ok([*table.columns, *(c for row in cells for c in row)], None)
     if plain:
