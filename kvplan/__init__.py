@@ -63,10 +63,6 @@ _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kv
                "present_check": "kvplan.present.check", "present_recommend": "kvplan.present.recommend",
                "present_explain_log": "kvplan.present.explain_log"}
 
-# When this process first imported kvplan: kvplan.cache stores a built spec only from sources and preset files
-# older than this, i.e. the code and data this process actually loaded.
-_IMPORTED_NS = __import__("time").time_ns()
-
 __all__ = sorted(_EXPORTS) + sorted(_RENAMED) + sorted(_PRESENTERS)
 
 

@@ -6,13 +6,6 @@ collections, 5-8 ms of a ~70 ms start-up here. So before anything is imported, t
 first-generation threshold to ``GC_THRESHOLD``; cycles are still collected, every 100,000 allocations instead of
 700.
 
-typer and click import modules that no kvplan run uses (``LAZY_MODULES``: compression, IP addresses, the locale,
-signal enums, shell detection, ...), ~3 ms of a run. The entry point loads those lazily
-(``importlib.util.LazyLoader``): the import binds a module object whose code runs on its first attribute access,
-so a run that never touches one never executes it, and one that does (``textwrap`` for ``--help``) gets the
-module as usual. Only the listed pure-Python modules are deferred; ``KVPLAN_LAZY_IMPORTS=off`` (or ``0``) imports
-them eagerly.
-
 When the command is done, the interpreter's shutdown collects garbage over every object the collector tracks
 (~100,000 here, nearly none of them garbage) and tears the modules down: ~8 ms, more than kvplan's own run. So
 the entry point ends by freezing them (``gc.freeze``: moved to the permanent generation, which no collection
@@ -28,45 +21,11 @@ Python changes nothing.
 
 import gc
 import os
-import sys
 
 GC_THRESHOLD = 100_000
 
-# Imported by typer / click at start-up, used by no kvplan command on its common paths (each is loaded on use).
-LAZY_MODULES = frozenset({"bz2", "lzma", "ipaddress", "locale", "signal", "textwrap", "numbers", "shellingham"})
-LAZY_ENV = "KVPLAN_LAZY_IMPORTS"
 FREEZE_ENV = "KVPLAN_FREEZE_AT_EXIT"
 _OFF = ("off", "0", "no", "false")
-
-
-class _LazyFinder:
-    """A meta-path finder that hands the modules of ``LAZY_MODULES`` to the normal finders and wraps a pure-Python
-    module's loader in a ``LazyLoader``; every other name, and every other kind of module, is left alone."""
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name not in LAZY_MODULES:
-            return None
-        from importlib.machinery import SourceFileLoader
-        from importlib.util import LazyLoader
-
-        for finder in sys.meta_path:
-            if finder is cls or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if type(spec.loader) is SourceFileLoader:
-                    spec.loader = LazyLoader(spec.loader)
-                return spec
-        return None
-
-
-def lazy_imports() -> None:
-    """Defer ``LAZY_MODULES`` in this process (idempotent), unless ``KVPLAN_LAZY_IMPORTS`` is off."""
-    if os.environ.get(LAZY_ENV, "").strip().lower() in _OFF:
-        return
-    if _LazyFinder not in sys.meta_path:
-        sys.meta_path.insert(0, _LazyFinder)
 
 
 def freeze_at_exit() -> None:
@@ -78,7 +37,6 @@ def freeze_at_exit() -> None:
 def main() -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_THRESHOLD, older, oldest)
-    lazy_imports()
     from kvplan.cli import main as run
 
     try:

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, shorten
-from kvplan.frozen import frozen
 
 MAX_HEADER_BYTES = 100_000_000
 MAX_TENSORS = 2_000_000        # a checkpoint of a few thousand shards holds well under this
@@ -47,7 +46,7 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _FIX = "re-download the checkpoint (the file is damaged or not safetensors), or give --weights SIZE"
 
 
-@frozen
+@dataclass(frozen=True)
 class Tensor:
     name: str
     dtype: str
@@ -55,7 +54,7 @@ class Tensor:
     nbytes: int
 
 
-@frozen
+@dataclass(frozen=True)
 class CheckpointWeights:
     """Bytes of a checkpoint's tensors: all (``total``, MTP layers excluded), routed experts, MTP layers."""
 

@@ -5,10 +5,9 @@ TB/s = 10^12 B/s, GB/s = 10^9 B/s per direction unless the name says otherwise.
 """
 
 import datetime
-from dataclasses import field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated
 
-from kvplan.frozen import frozen
 from kvplan.layers import SPEC_CONFIG, MinLen, Range, check_fields
 from kvplan.model import Sourced
 
@@ -18,7 +17,7 @@ COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 MAX_USD_PER_GPU_HOUR = 1000.0
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class HostLink:
     """The GPU's link to host memory (PCIe or C2C): line rate and measured copy rates."""
 
@@ -33,7 +32,7 @@ class HostLink:
     large_copy_efficiency: Sourced | None = None
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ScaleUpLink:
     """The GPU-to-GPU link inside a node (NVLink, Infinity Fabric)."""
 
@@ -43,7 +42,7 @@ class ScaleUpLink:
     gb_s_per_direction: Sourced | None = None
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeSpec:
     """The node a GPU sits in: GPU count, host DRAM, network and local storage."""
 
@@ -58,7 +57,7 @@ class NodeSpec:
         check_fields(self)
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Price:
     """A public on-demand price for one GPU-hour: the figure (its source names the offer's page), the offer
     (provider, instance, region) and the date it was read, since prices change."""
@@ -94,7 +93,7 @@ def _figures(obj, prefix: str = ""):
                     yield f"{prefix}{f.name}.{key}", item.value
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Efficiency:
     """What a serving engine achieves on this GPU, as fractions of the peaks and fixed overheads: the decode step
     model's factors (kvplan.calc.costs). Each is optional; kvplan's sourced generic defaults fill the gaps."""
@@ -128,7 +127,7 @@ class Efficiency:
                 raise ValueError(f"efficiency.{name} is a time in microseconds in 0 .. 1,000,000, got {value.value}")
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class HardwareSpec:
     """One GPU: HBM capacity and bandwidth, dense compute peaks, host link, and its node."""
 

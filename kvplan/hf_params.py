@@ -28,12 +28,11 @@ MoE, SSMs) give None and a note, never a guess.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from kvplan.frozen import frozen
 
-
-@frozen
+@dataclass(frozen=True)
 class ParamCount:
     total: int
     active: int

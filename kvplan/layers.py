@@ -27,13 +27,12 @@ divided by kv_heads is refused; the MLA latent and the sparse-attention indexer 
 whole on every rank; linear-attention state is split by heads.
 """
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from types import NoneType, UnionType
 from typing import Annotated, ClassVar, Literal, Union, get_args, get_origin
 
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 
 STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -146,7 +145,7 @@ class Tagged:
         self.key = key
 
     def choices(self, union) -> dict[str, type]:
-        # the tag is each class's plain default, a class attribute whether or not kvplan.frozen made it yet
+        # the tag is each class's plain default, a class attribute
         return {getattr(cls, self.key): cls for cls in get_args(union)}
 
     def __get_pydantic_core_schema__(self, source, handler):
@@ -291,7 +290,7 @@ def _need(value: int | None, what: str, kind: str) -> int:
     return value
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class _Kind:
     """What every layer kind answers (module docstring); the defaults are those of a layer that caches nothing."""
 
@@ -399,7 +398,7 @@ def _check_heads_divisible(what: str, heads: int | None, tp: int) -> None:
                           f"choose a tp that divides {heads}")
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class FullAttention(_Kind):
     """Full causal attention with K/V heads: MHA (kv_heads = q_heads), GQA, or MQA (kv_heads = 1)."""
 
@@ -462,7 +461,7 @@ class FullAttention(_Kind):
         return symbolic, substituted
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SlidingWindowAttention(FullAttention):
     """Attention over the last ``window`` tokens only: a request never holds more than the window.
 
@@ -487,7 +486,7 @@ class SlidingWindowAttention(FullAttention):
         return self.window
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class MLA(_Kind):
     """Multi-head latent attention (DeepSeek V2/V3/R1): one latent of kv_lora_rank + qk_rope_head_dim
     per token per layer, whole on every TP rank."""
@@ -602,7 +601,7 @@ class MLA(_Kind):
                 f" = {total:,} B{tp_note}")
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SparseIndexer(_Kind):
     """DeepSeek V3.2 sparse-attention indexer key cache: one fp8 key of index_head_dim per token per
     layer with one fp32 scale per quant_block elements; stored as uint8 whatever the KV dtype, and whole
@@ -642,7 +641,7 @@ class SparseIndexer(_Kind):
 StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class _RecurrentState(_Kind):
     """A layer whose cache is a fixed state per request (linear attention, SSM): a convolution state and an
     SSM state, each in its own dtype, split by heads under TP. Subclasses give the two element counts."""
@@ -672,7 +671,7 @@ class _RecurrentState(_Kind):
                 f" {STATE_DTYPE_BYTES[self.ssm_dtype]} = {self.state_bytes(tp):,} B")
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class GatedDeltaNet(_RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed state per request per layer.
 
@@ -721,7 +720,7 @@ class GatedDeltaNet(_RecurrentState):
                 self._state_numbers(tp))
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Mamba2(_RecurrentState):
     """Mamba-2 SSM layer: fixed state per request. Shapes per vLLM ``mamba2_state_shape``: conv state
     (conv_kernel - 1) x (intermediate + 2*n_groups*state_size)/tp, SSM state (n_heads/tp) x head_dim x

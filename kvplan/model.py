@@ -5,19 +5,18 @@ so a group is "one layer kind, and the layer indices that carry it"; two groups 
 layer. Every layer index must be carried by at least one group.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Annotated
 
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.layers import SPEC_CONFIG, Finite, LayerKind, MinLen, Range, check_fields
 
 Dim = Annotated[int, Range(gt=0, le=100_000_000)]
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Sourced:
     """A figure and where it comes from. ``kind``: D datasheet/vendor, M measured, T third-party,
     X derived by us (the source then shows the arithmetic), C read from the model's own config."""
@@ -37,7 +36,7 @@ class Sourced:
         return f"{self.source} [{self.kind}]" if self.kind else self.source
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class LayerGroup:
     """One layer kind and the layer indices (unique, kept sorted) that carry it."""
 
@@ -60,7 +59,7 @@ class LayerGroup:
         return len(self.layers)
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A model: identity and sources, its layers as groups of layer kinds, and its parameter counts and dims."""
 

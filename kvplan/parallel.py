@@ -13,9 +13,9 @@ kvplan's meaning of each degree (documented in the README):
 GPUs used = tp x pp x dp.
 """
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from kvplan.frozen import frozen
 from kvplan.layers import SPEC_CONFIG, Range, check_fields
 
 MAX_DEGREE = 4096
@@ -23,7 +23,7 @@ MAX_DEGREE = 4096
 Degree = Annotated[int, Range(ge=1, le=MAX_DEGREE)]
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Parallelism:
     """Degrees of tensor, pipeline, data and expert parallelism (module docstring)."""
 

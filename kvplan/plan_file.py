@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError, shorten
-from kvplan.frozen import frozen
 
 # deployment key -> the TOML types it takes (values reach build_scenario as text, exactly like the flags)
 _TEXT = (str,)
@@ -63,7 +63,7 @@ WORKLOAD_KEYS = ("preset", "prompt_dist", "output_dist", "trace", "requests", "r
 MAX_EXTENDS = 8           # plans a chain of extends may pass through
 
 
-@frozen
+@dataclass(frozen=True)
 class AssertSpec:
     index: int            # 1-based position among the file's [[assert]] entries
     name: str
@@ -79,7 +79,7 @@ class AssertSpec:
     shape: str | None = None               # tpot_seconds: the batch shape (None: kvplan tpot's default, steady)
 
 
-@frozen
+@dataclass(frozen=True)
 class PlanFile:
     path: Path
     description: str

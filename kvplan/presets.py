@@ -22,12 +22,11 @@ import math
 import os
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvplan import cache
 from kvplan.errors import KvplanError, sanitize, shorten
-from kvplan.frozen import frozen
 
 ENV_VAR = "KVPLAN_PRESETS_DIR"
 # A preset or config file bigger than this is not a preset or a config (a safetensors index of a very large
@@ -46,7 +45,7 @@ def builtin_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "presets"
 
 
-@frozen
+@dataclass(frozen=True)
 class PresetFile:
     """A preset file found on disk: its id, type (model or hardware), path, whether built in, and its TOML data."""
 
@@ -166,7 +165,7 @@ def parse_toml(text: str, path: Path, what: str = "preset file",
                deep_fix: str = "a preset nests a few levels; fix the file") -> dict[str, Any]:
     """The TOML document of ``text`` (read from ``path``): syntax errors, integers too long to convert and nesting
     deeper than ``MAX_DEPTH`` are one-line errors naming the file."""
-    if sys.version_info >= (3, 11):  # imported here: built-in presets usually come from kvplan.cache
+    if sys.version_info >= (3, 11):  # imported on use: only a run that reads a preset file pays for it
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
@@ -346,7 +345,7 @@ def discover(extra_dirs: list[Path] | None = None) -> dict[str, Presets]:
                 if problem:
                     raise KvplanError(f"preset file {path} {problem}",
                                       "remove it from the presets folder or make it a regular TOML file there")
-                data = cache.load_preset(path, read_toml) if builtin else read_toml(path)
+                data = read_toml(path)
                 kind, preset_id = _identify(data, path)
             except KvplanError as err:
                 if builtin:
@@ -607,9 +606,6 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
         from kvplan.hf_import import load_hf_model
 
         return load_hf_model(path)
-    cached = _cached_spec("model", ref, extra_dirs)
-    if cached is not None:
-        return cached
     preset = _find("model", ref, extra_dirs)
     if preset is None:
         if kind == "file":
@@ -628,7 +624,7 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
                     if match else "check the path")
             raise KvplanError(f"model file {ref} {why}", hint)
         raise _unknown("model", ref, sorted(models))
-    return _built("model", ref, extra_dirs, preset, build_model(preset.data, str(preset.path), trusted=preset.builtin))
+    return build_model(preset.data, str(preset.path), trusted=preset.builtin)
 
 
 def _builtin_file(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> Path | None:
@@ -639,35 +635,13 @@ def _builtin_file(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> P
     return None
 
 
-def _cached_spec(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> Any:
-    """The spec of the built-in preset ``_find`` would read alone, as ``kvplan.cache`` stored it when a run built
-    it, or None (user folders in play, no entry, a changed file)."""
-    path = _builtin_file(kind, preset_id, extra_dirs)
-    hit = cache.read_spec(path) if path is not None else None
-    if hit is None:
-        return None
-    meta, spec = hit
-    if meta != (kind, preset_id.casefold()):
-        return None
-    return spec
-
-
-def _built(kind: str, preset_id: str, extra_dirs: list[Path] | None, preset: PresetFile, spec: Any) -> Any:
-    """``spec``, built from ``preset``; kept in ``kvplan.cache`` for ``_cached_spec`` when it is the built-in file
-    ``_find`` reads alone."""
-    if preset.builtin and preset.path == _builtin_file(kind, preset_id, extra_dirs) \
-            and str(preset.id).casefold() == preset_id.casefold():
-        cache.write_spec(preset.path, (kind, preset_id.casefold()), spec)
-    return spec
-
-
 def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFile | None:
     """One preset by id (any case). Without user folders, the built-in file named after the id is read alone
     (start-up matters); otherwise every folder is scanned so that user presets override built-in ones."""
     path = _builtin_file(kind, preset_id, extra_dirs)
     if path is not None:
         if probe(path)[0] == "file":
-            data = cache.load_preset(path, read_toml)
+            data = read_toml(path)
             if data.get("type") == kind and str(data.get("id", path.stem)).casefold() == preset_id.casefold():
                 return PresetFile(data.get("id", path.stem), kind, path, True, data)
     return discover(extra_dirs)[kind].get(preset_id)
@@ -682,16 +656,12 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
         return build_hardware(read_toml(path, "hardware preset"), str(path))
     if kind == "dir":
         raise KvplanError(f"hardware {ref} is a folder", "give a hardware preset id or a hardware preset .toml")
-    cached = _cached_spec("hardware", ref, extra_dirs)
-    if cached is not None:
-        return cached
     preset = _find("hardware", ref, extra_dirs)
     if preset is None:
         if kind == "missing" and (os.sep in ref or ref.endswith(".toml")):
             raise KvplanError(f"hardware file {ref} {why}", "check the path, or give a hardware preset id")
         raise _unknown("hardware", ref, sorted(discover(extra_dirs)["hardware"]))
-    return _built("hardware", ref, extra_dirs, preset,
-                  build_hardware(preset.data, str(preset.path), trusted=preset.builtin))
+    return build_hardware(preset.data, str(preset.path), trusted=preset.builtin)
 
 
 # --- the catalogue `kvplan presets list` shows -------------------------------------------------------------
@@ -699,7 +669,7 @@ def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
 PRESET_TYPES = ("model", "hardware", "workload")
 
 
-@frozen
+@dataclass(frozen=True)
 class Figure:
     """One sourced figure as a preset file gives it (``{ value, source, kind }``), read without building the spec."""
 
@@ -707,7 +677,7 @@ class Figure:
     source: str
 
 
-@frozen
+@dataclass(frozen=True)
 class CatalogueEntry:
     """One preset as `presets list` shows it; for GPUs, the HBM, bandwidth and price figures of the file."""
 

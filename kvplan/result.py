@@ -13,13 +13,13 @@ carries, keyed by its JSON path (``by_context[].fp8`` for a figure of every row 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from kvplan.frozen import frozen
 from kvplan.values import Derivation, Value
 
 
-@frozen
+@dataclass(frozen=True)
 class Table:
     """A table of typed cells (formatted only by kvplan.output); rows align with ``columns``."""
 
@@ -36,7 +36,7 @@ class Table:
         return self.formats is None or fmt in self.formats
 
 
-@frozen
+@dataclass(frozen=True)
 class Chart:
     """A small chart: one value per x label for each named series (rendered as bars in a terminal, or as a
     PNG with --plot where the command offers it)."""
@@ -53,7 +53,7 @@ class Chart:
     timeline: bool = False
 
 
-@frozen
+@dataclass(frozen=True)
 class Result:
     """What a presenter hands the output layer: headline, JSON data tree, tables, notes, charts, --brief figures."""
 

@@ -19,12 +19,11 @@ Derived attributes (``parallelism``, ``kv_dtype``, ``engine_adapter``, ``sized_m
 from __future__ import annotations
 
 import math
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype, parse_kv_dtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.parallel import MAX_DEGREE, Parallelism
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +61,7 @@ def _fraction(value, name: str) -> None:
         raise KvplanError(f"{name} {value!r} is not in (0, 1]", f"give {name} as a fraction such as 0.9")
 
 
-@frozen
+@dataclass(frozen=True)
 class Scenario:
     """One validated deployment and request (module docstring): every calculator takes one."""
 

@@ -48,11 +48,10 @@ smallest (both engines size the pool by the most constrained rank).
 from __future__ import annotations
 
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import KvplanError, shorten
-from kvplan.frozen import frozen
 
 # A line longer than this is cut before matching (SGLang's ServerArgs line is ~6 KB).
 MAX_LINE_CHARS = 20_000
@@ -63,7 +62,7 @@ COMMENT = "##"
 FIX = "give a vLLM or SGLang start-up log (the text the server prints while starting)"
 
 
-@frozen
+@dataclass(frozen=True)
 class Fact:
     """One value the log states, where it states it."""
 
@@ -76,7 +75,7 @@ class Fact:
         return f"{path} line {self.line}: {self.text}"
 
 
-@frozen
+@dataclass(frozen=True)
 class StartupLog:
     path: str
     engine: str                      # "vllm" or "sglang"

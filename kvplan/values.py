@@ -12,12 +12,11 @@ No third-party import here: this module is on every command's start-up path.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
-from kvplan.frozen import frozen
 
-
-@frozen
+@dataclass(frozen=True)
 class Derivation:
     """How one figure was obtained. ``kind``: "computed", "input" (given by the user) or "default"."""
 
@@ -43,7 +42,7 @@ def default(why: str, *sources: str) -> Derivation:
     return Derivation(f"default: {why}", sources=tuple(s for s in sources if s), kind="input")
 
 
-@frozen
+@dataclass(frozen=True)
 class Value:
     """A typed number. ``value`` may be None (not applicable / unknown: printed as "-" and JSON null)."""
 

@@ -74,18 +74,6 @@ host_dram_gb = {{ value = {host_dram_gb}, source = "test figure" }}
     return str(path)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _own_preset_cache(tmp_path_factory):
-    """kvplan.cache writes under the user's cache folder; the suite uses a folder of its own."""
-    old = os.environ.get("KVPLAN_CACHE_DIR")
-    os.environ["KVPLAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("kvplan-cache"))
-    yield
-    if old is None:
-        os.environ.pop("KVPLAN_CACHE_DIR", None)
-    else:
-        os.environ["KVPLAN_CACHE_DIR"] = old
-
-
 @pytest.fixture(autouse=True)
 def _no_hugging_face_network(tmp_path_factory, monkeypatch):
     """No test reaches the Hugging Face Hub: offline, with an empty cache of its own (huggingface_hub reads its

@@ -1,12 +1,11 @@
 """The process entry point (kvplan.__main__): it raises the collector's first threshold before typer is
-imported, defers the stdlib modules no run uses and freezes its objects before the interpreter's last
+imported and freezes its objects before the interpreter's last
 collection, and only there; ``python -m kvplan`` and the installed script both go through it. (The subprocess
 probes report from ``atexit`` handlers: code after ``main()`` would not run when a command exits.)"""
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import subprocess
 import sys
@@ -59,84 +58,53 @@ def test_script_entry_is_the_tuned_one():
 _HEAVY = ("rich", "numpy", "pydantic", TOML_MODULE, "json", "csv", "huggingface_hub")
 
 
-def _loaded(args: list[str], cache: Path) -> set[str]:
-    """Which heavy modules a command-line run imported (the second of two runs, so the start-up cache is warm)."""
+def _loaded(args: list[str], home: Path) -> set[str]:
+    """Which heavy modules a command-line run imported (the second of two runs: nothing a first run could leave
+    behind makes the second one lighter)."""
     code = ("import sys\n"
             f"sys.argv = ['kvplan', *{args!r}]\n"
             "import atexit\n"
             f"atexit.register(lambda: print(' '.join(m for m in {_HEAVY!r} if m in sys.modules), file=sys.stderr))\n"
             "from kvplan.__main__ import main\n"
             "main()\n")
-    env = {**os.environ, "KVPLAN_CACHE_DIR": str(cache), "COLUMNS": "80"}
+    env = {**os.environ, "HOME": str(home), "COLUMNS": "80"}
+    env.pop("XDG_CACHE_HOME", None)
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     return set(out.stderr.split())
 
 
-def test_json_path_imports_only_json(tmp_path):
-    assert _loaded(["size", "-f", "json"], tmp_path) == {"json"}
+def test_json_path_imports_json_and_the_toml_parser(tmp_path):
+    # the built-in preset files are parsed on every run (no cache of parsed presets)
+    assert _loaded(["size", "-f", "json"], tmp_path) == {"json", TOML_MODULE}
 
 
 def test_piped_table_paths_import_nothing_heavy(tmp_path):
     # not a terminal: kvplan.textlayout writes rich's layout without rich; no numpy for the small grids
-    assert _loaded(["size"], tmp_path) == set()
-    assert _loaded(["concurrency"], tmp_path) == set()
-    assert _loaded(["size", "--explain"], tmp_path) == set()
+    assert _loaded(["size"], tmp_path) == {TOML_MODULE}
+    assert _loaded(["concurrency"], tmp_path) == {TOML_MODULE}
+    assert _loaded(["size", "--explain"], tmp_path) == {TOML_MODULE}
 
 
-def test_a_cold_run_parses_with_tomllib(tmp_path):
-    assert TOML_MODULE in _loaded(["size", "-f", "json"], Path("off"))
-
-
-def _lazy_states(args: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    """A command-line run through the entry point, and how it left each of ``LAZY_MODULES``: "unloaded" (imported
-    lazily, its code never run), "loaded" or "absent"."""
-    code = ("import atexit, sys\n"
-            "from kvplan.__main__ import LAZY_MODULES, main\n"
-            "def report():\n"
-            "    def state(m):\n"
-            "        if m not in sys.modules:\n"
-            "            return 'absent'\n"
-            "        return 'unloaded' if type(sys.modules[m]).__name__ == '_LazyModule' else 'loaded'\n"
-            "    print({m: state(m) for m in sorted(LAZY_MODULES)}, file=sys.stderr)\n"
-            "atexit.register(report)\n"
-            f"sys.argv = ['kvplan', *{args!r}]\n"
-            "main()\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "COLUMNS": "80", **(env or {})})
-    import ast
-
-    return out, ast.literal_eval(out.stderr.strip().splitlines()[-1])
-
-
-def test_unused_modules_stay_unloaded_and_the_cli_works():
-    out, states = _lazy_states(["size", "-f", "json"])
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["command"] == "size"
-    # imported by typer, never executed ("absent": a typer or Python release that does not import it at all)
-    assert set(states.values()) <= {"unloaded", "absent"} and "unloaded" in states.values(), states
-
-    out, states = _lazy_states(["--help"])
-    assert out.returncode == 0 and "Commands" in out.stdout and "concurrency" in out.stdout
-    assert states["textwrap"] == "loaded"                   # help wraps its text: loaded on first use
-    assert states["shellingham"] == states["signal"] == "unloaded"
-
-    out, states = _lazy_states(["size", "--no-such-option"])
-    assert out.returncode == 2 and "No such option: --no-such-option" in out.stderr
-    assert {states["bz2"], states["lzma"], states["ipaddress"]} <= {"unloaded", "absent"}
-
-
-def test_lazy_imports_have_an_off_switch():
-    out, states = _lazy_states(["size", "-f", "json"], {"KVPLAN_LAZY_IMPORTS": "off"})
-    assert out.returncode == 0 and json.loads(out.stdout)["command"] == "size"
-    assert "unloaded" not in states.values()
-
-
-def test_lazy_imports_are_the_entry_points_only():
-    code = ("import sys; import kvplan.cli, kvplan.__main__, textwrap, signal\n"
-            "print(type(textwrap).__name__, type(signal).__name__, kvplan.__main__._LazyFinder in sys.meta_path)")
-    assert _run(code) == "module module False"
+def test_a_run_writes_nothing(tmp_path):
+    # a command asked for a table writes nowhere but stdout and stderr: not under $HOME, not in the working folder
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {**os.environ, "HOME": str(home), "COLUMNS": "80", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("XDG_CACHE_HOME", None)
+    for args in (["size"], ["size", "-f", "json"], ["concurrency"], ["tpot"], ["--help"], ["presets", "list"],
+                 ["simulate", "--requests", "20"]):
+        out = subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, cwd=work,
+                             env={**env, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, (args, out.stderr)
+    assert list(home.iterdir()) == [] and list(work.iterdir()) == []
+    # a missing $HOME stays missing
+    gone = tmp_path / "no-such-home"
+    out = subprocess.run([sys.executable, "-m", "kvplan", "size"], capture_output=True, text=True, cwd=work,
+                         env={**env, "HOME": str(gone), "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and not gone.exists()
 
 
 def _cli(args: list[str], freeze: bool, tmp_path: Path) -> tuple[int, bytes, str]:

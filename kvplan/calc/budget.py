@@ -9,10 +9,10 @@ adapter's business (``kvplan.engines``), which calls ``waterfall``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
@@ -21,7 +21,7 @@ from kvplan.values import Bytes, Derivation, Number, derived
 GIB = 2**30
 
 
-@frozen
+@dataclass(frozen=True)
 class Budget:
     """One GPU's waterfall. ``fraction_name`` is the engine's name for the fraction (vLLM's
     gpu_memory_utilization, SGLang's mem_fraction_static)."""

@@ -17,25 +17,24 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan.calc import costs
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 
 MAX_POINTS = 10_000
 MAX_FILE_BYTES = 10_000_000
 
 
-@frozen
+@dataclass(frozen=True)
 class Point:
     batch: int
     context: int
     tpot_seconds: float
 
 
-@frozen
+@dataclass(frozen=True)
 class Calibration:
     source: str
     points: tuple[Point, ...]

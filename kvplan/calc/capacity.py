@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.calc import budget as budget_mod
 from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Tokens, derived, given
@@ -141,7 +142,7 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
     raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: {what}", fix)
 
 
-@frozen
+@dataclass(frozen=True)
 class HostTier:
     """What offloading to host DRAM would add (nothing is offloaded unless the engine setting enables it)."""
 

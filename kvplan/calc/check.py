@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.plan_file import AssertSpec
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Number, Ratio, Seconds, Value, default, derived, given
@@ -24,7 +24,7 @@ SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (e
 SIM_USERS = 8               # closed-loop users unless it gives a rate (kvplan simulate's default)
 
 
-@frozen
+@dataclass(frozen=True)
 class AssertionResult:
     index: int
     name: str
@@ -37,7 +37,7 @@ class AssertionResult:
     detail: str             # what was measured, in words
 
 
-@frozen
+@dataclass(frozen=True)
 class CheckPlan:
     scenario: Scenario
     source: str             # the plan file

@@ -17,13 +17,14 @@ link from ``kvplan.calc.costs``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.calc import capacity, costs, kv
 from kvplan.calc.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import EngineReport
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
 
@@ -49,7 +50,7 @@ def default_dtypes(hw) -> tuple[KVDtype, ...]:
     return (KVDtype.BF16, KVDtype.FP8) + ((KVDtype.NVFP4,) if "fp4" in hw.dense_tflops else ())
 
 
-@frozen
+@dataclass(frozen=True)
 class ConcurrencyOptions:
     """`kvplan concurrency`'s own inputs beyond the scenario (checked here: the CLI and Python refuse alike)."""
 
@@ -73,7 +74,7 @@ class ConcurrencyOptions:
             raise KvplanError("no contexts to tabulate", "give --contexts as a comma-separated list")
 
 
-@frozen
+@dataclass(frozen=True)
 class GridCell:
     """How many requests fit at one context in one KV dtype (None, with the reason, when none can)."""
 
@@ -82,7 +83,7 @@ class GridCell:
     reason: str              # why the cell is empty ("" otherwise)
 
 
-@frozen
+@dataclass(frozen=True)
 class GridRow:
     """One context's row of the dtype grid."""
 
@@ -91,7 +92,7 @@ class GridRow:
     over_limit: bool
 
 
-@frozen
+@dataclass(frozen=True)
 class OverflowRun:
     """A batch decoding past the pool: when it fills, and what offloading or evicting then costs."""
 
@@ -105,7 +106,7 @@ class OverflowRun:
     growth_bytes_per_step: Bytes
 
 
-@frozen
+@dataclass(frozen=True)
 class ConcurrencyPlan:
     """`kvplan concurrency`'s plan: the pool, the per-request bytes, the fit, the dtype grid, overflow, tiers."""
 

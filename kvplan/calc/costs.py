@@ -15,9 +15,10 @@ FLOPs follow DeepSeek-V3's ISCA'25 paper (arXiv 2505.09343 §2.2.1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.hardware import HardwareSpec
 from kvplan.model import ModelSpec
 from kvplan.values import Rate, derived, given
@@ -42,7 +43,7 @@ LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block ac
                  "-> 2 MB); the V0 layout copies each layer's K and V blocks separately")
 
 
-@frozen
+@dataclass(frozen=True)
 class CostSettings:
     """The cost model's tunable factors, each with a sourced default."""
 
@@ -222,7 +223,7 @@ def steady_contexts(prompt: int, decode: int):
     return prompt + (np.arange(STEADY_SAMPLES) + 0.5) * decode / STEADY_SAMPLES
 
 
-@frozen
+@dataclass(frozen=True)
 class StepFactors:
     """The efficiency factors in use, each a typed value saying where it came from."""
 
@@ -270,7 +271,7 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     return StepFactors(**out)
 
 
-@frozen
+@dataclass(frozen=True)
 class StepModel:
     """The per-GPU constants of one replica's decode step (plain floats: the hot path is numpy over batches and
     contexts)."""

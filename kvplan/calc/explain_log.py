@@ -14,10 +14,11 @@ reproduced figure that falls inside what that band allows "agrees"; outside it, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.calc import capacity, kv
 from kvplan.calc.budget import Budget
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.startup_log import Fact, StartupLog
 from kvplan.values import Bytes, Count, Derivation, Ratio, Tokens, Value, derived
@@ -37,7 +38,7 @@ def logged(value_type, fact: Fact, path: str, scale: float = 1.0) -> Value:
                       Derivation(f"from the start-up log, {fact.cite(path)}", kind="input"))
 
 
-@frozen
+@dataclass(frozen=True)
 class Comparison:
     """One figure the log states next to kvplan's: logged, kvplan, kvplan - logged, and what explains it."""
 
@@ -49,7 +50,7 @@ class Comparison:
     why: str
 
 
-@frozen
+@dataclass(frozen=True)
 class ExplainLogPlan:
     scenario: Scenario          # the deployment rebuilt from the log, with the logged pool
     log: StartupLog

@@ -15,15 +15,16 @@ matmul in N_mm, and the MTP draft layer. Everything here works on numbers and on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.model import ModelSpec
 
 FLOPS_SOURCE = ("prefill FLOPs 2 x N_mm x (S - h) + A x (S^2 - h^2)/2: the FLOP count of DeepSeek-V3, ISCA'25; "
                 "causal halving as in DeepSeek's 250 GFLOP/token (arXiv 2505.09343 §2.2.1)")
 
 
-@frozen
+@dataclass(frozen=True)
 class MatmulParams:
     """N_mm and where it came from."""
 

@@ -7,10 +7,10 @@ functions only sum over groups (and over the layers of one pipeline stage).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.model import LayerGroup, ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
 
@@ -44,7 +44,7 @@ def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
                           f"choose pp <= {model.num_layers}")
 
 
-@frozen
+@dataclass(frozen=True)
 class PerGpu:
     """The most loaded GPU's share of one request: which stage, and its bytes."""
 

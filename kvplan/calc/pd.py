@@ -22,10 +22,10 @@ The verdict compares goodput (output tokens/s under the SLO); the break-even is 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Number, Rate, Ratio, Seconds, default, derived, given
 
@@ -38,7 +38,7 @@ RATIOS = (10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
 WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be recommended
 
 
-@frozen
+@dataclass(frozen=True)
 class PdOptions:
     tpot_slo: float = DEFAULT_TPOT_SLO
     nic_gbps: float | None = None
@@ -55,7 +55,7 @@ class PdOptions:
             raise KvplanError(f"--nic-gbps {self.nic_gbps!r} is outside 0.1 .. 10,000 GB/s", "give it like 50")
 
 
-@frozen
+@dataclass(frozen=True)
 class Side:
     """One way of serving at one prompt length: its batch, TPOT and goodput."""
 
@@ -65,7 +65,7 @@ class Side:
     tokens_per_second: float
 
 
-@frozen
+@dataclass(frozen=True)
 class RatioRow:
     prompt_tokens: int
     ratio: float
@@ -76,7 +76,7 @@ class RatioRow:
     fits: bool
 
 
-@frozen
+@dataclass(frozen=True)
 class PdPlan:
     scenario: Scenario
     options: PdOptions

@@ -21,11 +21,11 @@ the cheaper option differs from the one at the range's shortest context.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, flops, kv
 from kvplan.calc.costs import CostSettings
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Flops, Number, Rate, Ratio, Seconds, Tokens, default, derived, given
 
@@ -39,7 +39,7 @@ FORMULA_SOURCE = ("recompute is cheaper only if BW < bytes / (f_bidir x (T_rc / 
                   "kvplan's break-even, from the swap and recompute times above")
 
 
-@frozen
+@dataclass(frozen=True)
 class PreemptionRow:
     generated: Tokens
     context: Tokens
@@ -60,7 +60,7 @@ class PreemptionRow:
     over_limit: bool
 
 
-@frozen
+@dataclass(frozen=True)
 class LayoutCase:
     label: str
     layout: str
@@ -71,7 +71,7 @@ class LayoutCase:
     cheaper: str
 
 
-@frozen
+@dataclass(frozen=True)
 class PreemptionPlan:
     scenario: Scenario
     settings: CostSettings

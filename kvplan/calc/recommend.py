@@ -11,11 +11,11 @@ adapters' (``kvplan.engines.<engine>.launch_flags``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Fraction, Ratio, Seconds, Tokens, derived
 
@@ -45,7 +45,7 @@ VICTIM_SHORT_TOKENS = 1024  # the young request the victim rule compares against
 PREFILL_SHARE_SMALL = 0.05  # below this share of the replica time a request costs, a prefix cache saves little
 
 
-@frozen
+@dataclass(frozen=True)
 class RecommendOptions:
     tpot_slo: float = 0.05                  # seconds; DeepSeek's production 20 tokens/s per user
     dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
@@ -61,7 +61,7 @@ class RecommendOptions:
             raise KvplanError(f"--dram {v!r} is not a positive number of bytes", "give a size like 2TB")
 
 
-@frozen
+@dataclass(frozen=True)
 class Row:
     key: str
     setting: str
@@ -73,14 +73,14 @@ class Row:
     notes: tuple[str, ...] = ()   # sources and caveats the presenter prints under the table
 
 
-@frozen
+@dataclass(frozen=True)
 class DtypeOption:
     dtype: KVDtype
     requests_per_replica: Count     # None when the model cannot store this dtype
     request_bytes_per_gpu: Bytes
 
 
-@frozen
+@dataclass(frozen=True)
 class RecommendPlan:
     scenario: Scenario              # the deployment with the recommended KV dtype
     options: RecommendOptions

@@ -78,12 +78,11 @@ import heapq
 import itertools
 import math
 from collections import deque
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.workload import Workload
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 
 POLICIES = ("swap", "recompute", "swap-then-recompute")
@@ -99,7 +98,7 @@ WATERMARK_SOURCE = ("vLLM V0 BlockSpaceManager(watermark=0.01): watermark_blocks
 MAX_EVENTS = 20_000_000
 
 
-@frozen
+@dataclass(frozen=True)
 class SimOptions:
     policy: str = DEFAULT_POLICY
     victim: str = DEFAULT_VICTIM
@@ -172,7 +171,7 @@ def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
     return tuple(variants)
 
 
-@frozen
+@dataclass(frozen=True)
 class Setup:
     """The replica's constants the run used (plain numbers; the presenter types them)."""
 
@@ -191,7 +190,7 @@ class Setup:
     prefix_hit_tokens_each: int = 0
 
 
-@frozen
+@dataclass(frozen=True)
 class SimRun:
     """Everything a run measured: per-request arrays (numpy) and totals."""
 
@@ -1005,7 +1004,7 @@ def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | N
 
 
 # === the metrics, as typed values =================================================================================
-@frozen
+@dataclass(frozen=True)
 class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units
@@ -1233,7 +1232,7 @@ def parse_sweep(text: str) -> tuple[float, ...]:
     return tuple(a + (b - a) * i / (n - 1) for i in range(n)) if n > 1 else (a,)
 
 
-@frozen
+@dataclass(frozen=True)
 class SweepPlan:
     rates: tuple[float, ...]
     points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.calc import kv
 from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
@@ -21,7 +22,7 @@ DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py
                 "get_cell_size_per_token (sgl-project/sglang @001ccef0)")
 
 
-@frozen
+@dataclass(frozen=True)
 class GroupBytes:
     """One layer group's cache bytes: per layer, per token for the whole group, per TP rank, and fixed state."""
 
@@ -38,7 +39,7 @@ class GroupBytes:
     state_group: Bytes
 
 
-@frozen
+@dataclass(frozen=True)
 class ContextBytes:
     """The KV of one request at one context, whole model and per GPU."""
 
@@ -48,7 +49,7 @@ class ContextBytes:
     over_limit: bool
 
 
-@frozen
+@dataclass(frozen=True)
 class Comparison:
     """The model beside another (by default the workload document's GQA example): per token, request, GPU."""
 
@@ -70,7 +71,7 @@ class Comparison:
     why: str
 
 
-@frozen
+@dataclass(frozen=True)
 class SizePlan:
     """`kvplan size`'s plan: bytes per token by layer group, and the totals per token and per request."""
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 
 _TARGET = re.compile(r"\s*(concurrency|tpot|rate)\s*(>=|<=)\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*"
@@ -29,7 +29,7 @@ MAX_BATCH = 4096
 NODE_COUNTS = (1, 2, 4)
 
 
-@frozen
+@dataclass(frozen=True)
 class Target:
     metric: str          # concurrency | tpot | rate
     op: str
@@ -70,7 +70,7 @@ def parse_target(text: str) -> Target:
     return Target(metric, op, value, context, text.strip())
 
 
-@frozen
+@dataclass(frozen=True)
 class Candidate:
     hardware: str
     gpus: int
@@ -96,7 +96,7 @@ class Candidate:
         return f"TP{self.tp} x PP{self.pp} x DP{self.dp}" + (f", EP{self.ep}" if self.ep else "")
 
 
-@frozen
+@dataclass(frozen=True)
 class SizingPlan:
     targets: tuple[Target, ...]
     considered: int

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.scenario import Scenario
 from kvplan.values import Bytes, Count, Number, Seconds, Tokens, default, derived, given
 
@@ -41,7 +41,7 @@ def parse_accept(text: str) -> tuple[float, float]:
     return a0, slope
 
 
-@frozen
+@dataclass(frozen=True)
 class TpotOptions:
     batch: int = DEFAULT_BATCH
     shape: str = "steady"
@@ -61,7 +61,7 @@ class TpotOptions:
                               "add --accept 2.4 (or 2.4-0.00002/token)")
 
 
-@frozen
+@dataclass(frozen=True)
 class Phase:
     context: Tokens
     tpot: Seconds
@@ -69,7 +69,7 @@ class Phase:
     breakdown: dict
 
 
-@frozen
+@dataclass(frozen=True)
 class SpecPlan:
     spec_tokens: Count
     accept_start: Number
@@ -84,7 +84,7 @@ class SpecPlan:
     pays: bool
 
 
-@frozen
+@dataclass(frozen=True)
 class TpotPlan:
     scenario: Scenario
     options: TpotOptions

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
 MAX_REQUESTS = 1_000_000
@@ -31,7 +31,7 @@ MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.units
 DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
 
 
-@frozen
+@dataclass(frozen=True)
 class LengthDist:
     """A token-length distribution. kind fixed: a = N; uniform: a..b inclusive; lognormal: a = mu, b = sigma of
     ln(tokens). ``text`` is how it was written."""
@@ -127,7 +127,7 @@ def parse_dist(text: str, flag: str) -> LengthDist:
 
 
 # === presets ======================================================================================================
-@frozen
+@dataclass(frozen=True)
 class WorkloadPreset:
     id: str
     name: str
@@ -183,7 +183,7 @@ def load_workload(ref: str) -> WorkloadPreset:
 
 
 # === traces =======================================================================================================
-@frozen
+@dataclass(frozen=True)
 class Trace:
     prompts: tuple[int, ...]
     outputs: tuple[int, ...]
@@ -279,7 +279,7 @@ def read_trace(path: Path) -> Trace:
 
 
 # === the workload =================================================================================================
-@frozen
+@dataclass(frozen=True)
 class Workload:
     """The requests: lengths in submission order and, for open arrivals, their times (None: a closed loop of
     ``users`` that the simulator drives, each user's next request ``think_s`` after its last finished)."""

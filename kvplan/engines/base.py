@@ -11,11 +11,11 @@ a scenario refuses the others, so nothing a user gives is silently ignored.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvplan.calc import budget as budget_mod
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +47,7 @@ SETTING_FLAGS = {
 }
 
 
-@frozen
+@dataclass(frozen=True)
 class EngineReport:
     """The engine's own start-up figures: a titled list of (label, value) rows, JSON data and notes."""
 
@@ -117,7 +117,7 @@ def rule_span(version: Release, boundaries: tuple[Release, ...]) -> tuple[Releas
     return start, end
 
 
-@frozen
+@dataclass(frozen=True)
 class Flag:
     """One engine launch flag: its value (None for a switch), why kvplan sets it, and the first release that has it
     in the form printed (None: every release kvplan models), with the source of that release bound."""
@@ -132,7 +132,7 @@ class Flag:
         return self.flag if self.value is None else f"{self.flag} {self.value}"
 
 
-@frozen
+@dataclass(frozen=True)
 class LaunchCommand:
     """The command that launches an engine with a recommendation's settings; ``omitted`` lists the flags this
     release does not have (flag, why), which are not printed."""

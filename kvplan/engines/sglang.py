@@ -11,7 +11,7 @@ rounding-to-pages rules (``model_runner_kv_cache_mixin.py``) were read at commit
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import (
@@ -29,7 +29,6 @@ from kvplan.engines.base import (
     rule_span,
 )
 from kvplan.errors import KvplanError
-from kvplan.frozen import frozen
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
 from kvplan.parallel import Parallelism, pipeline_stages
@@ -125,7 +124,7 @@ def sglang_default_mem_fraction(gpu_mem_gib: float, parallel_size: int) -> float
     return round((gpu_mem_gib - reserved_gib(gpu_mem_gib, parallel_size)) / gpu_mem_gib, 3)
 
 
-@frozen
+@dataclass(frozen=True)
 class SglangPool:
     cell_size_bytes: int
     max_total_num_tokens: int

@@ -13,6 +13,7 @@ its rounding. Every pipeline stage is a worker; num_blocks is the minimum over w
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from kvplan.dtypes import KVDtype
 from kvplan.engines.base import (
@@ -31,7 +32,6 @@ from kvplan.engines.base import (
     release_text,
     rule_span,
 )
-from kvplan.frozen import frozen
 from kvplan.hardware import HardwareSpec
 from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.model import ModelSpec
@@ -177,7 +177,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@frozen
+@dataclass(frozen=True)
 class VllmConfig:
     block_size: int
     num_blocks: int
