@@ -88,7 +88,7 @@ RUNS_10K = 5
 
 
 def _scenario():
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
     return Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), kv_dtype_request="fp8")

@@ -42,7 +42,7 @@ install) 0.73 / 1.57 / 1.15 / 1.61. `import typer` alone is 0.75x of the floor (
 `size -f json` <= 0.8x left ~3 ms for everything kvplan did beyond typer's import (~15 ms of CPU then: its
 modules ~5 ms, making ~24 dataclasses ~5 ms, building the typer command ~1.5 ms, two presets, the scenario, JSON).
 
-Then (same day, session 2): rich off the piped table paths (kvplan/textlayout.py: rich's layout of kvplan's tables
+Then (same day, session 2): rich off the piped table paths (render/textlayout.py: rich's layout of kvplan's tables
 without rich; 11 pairs): --help 0.76, size 1.41 -> 0.99, size -f json 1.00 -> 0.97, concurrency 1.45 -> 1.03.
 Then kvplan's own work besides rendering (branch feat-startup-json; each step's tree timed side by side in one
 alternating run of 11 pairs, floor 61-69 ms, `python -m kvplan`, start-up cache warm; on top of the tree before

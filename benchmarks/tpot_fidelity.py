@@ -110,7 +110,7 @@ IN_SAMPLE = {"B1a", "B3a", "B9a", "B9b", "B9c", "B15a", "B15b", "B15c", "B15d", 
 def predict(point: PublishedPoint) -> float:
     """kvplan's mean TPOT (ms) for the point's setup."""
     from kvplan.calc.tpot import TpotOptions, plan_tpot
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
     s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,

@@ -17,7 +17,7 @@ def table_seconds(runs: int = 15) -> float:
     import numpy as np
 
     from kvplan.calc import costs
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
     s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), kv_dtype_request="fp8")

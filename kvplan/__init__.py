@@ -16,9 +16,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Scenario": "kvplan.scenario",
-    "load_model": "kvplan.presets",
-    "load_hardware": "kvplan.presets",
-    "KVDtype": "kvplan.dtypes",
+    "load_model": "kvplan.inputs.presets",
+    "load_hardware": "kvplan.inputs.presets",
+    "KVDtype": "kvplan.specs.dtypes",
     "KvplanError": "kvplan.errors",
     "plan_size": "kvplan.calc.size",
     "SizePlan": "kvplan.calc.size",
@@ -50,13 +50,13 @@ _EXPORTS = {
     "RecommendPlan": "kvplan.calc.recommend",
     "plan_explain_log": "kvplan.calc.explain_log",
     "ExplainLogPlan": "kvplan.calc.explain_log",
-    "read_log": "kvplan.startup_log",
+    "read_log": "kvplan.inputs.startup_log",
     "parse_target": "kvplan.calc.sizing",
     "SizingPlan": "kvplan.calc.sizing",
 }
 # names whose module attribute has another name
 _RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.calc.workload", "build"),
-            "load_plan": ("kvplan.plan_file", "load")}
+            "load_plan": ("kvplan.inputs.plan_file", "load")}
 _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kvplan.present.concurrency",
                "present_preemption": "kvplan.present.preemption", "present_tpot": "kvplan.present.tpot",
                "present_pd": "kvplan.present.pd", "present_simulate": "kvplan.present.simulate",

@@ -22,14 +22,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype, parse_kv_dtype
 from kvplan.errors import KvplanError
-from kvplan.parallel import MAX_DEGREE, Parallelism
+from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype, parse_kv_dtype
+from kvplan.specs.parallel import MAX_DEGREE, Parallelism
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.engines.base import Engine
-    from kvplan.hardware import HardwareSpec
-    from kvplan.model import ModelSpec
+    from kvplan.specs.hardware import HardwareSpec
+    from kvplan.specs.model import ModelSpec
 
 # The workload document's scenario (the reasoning / long chain-of-thought workload kvplan is built for:
 # DeepSeek-R1 on an 8-GPU H200 node, a 1K-token prompt and a 30K-token decode), planned when no option is given.

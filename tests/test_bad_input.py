@@ -69,7 +69,7 @@ def test_hostile_preset_files(run_cli, tmp_path):
 
 
 def open_preset(preset_id):
-    from kvplan.presets import builtin_dir
+    from kvplan.inputs.presets import builtin_dir
 
     return (builtin_dir() / "hardware" / f"{preset_id}.toml").read_text()
 

@@ -132,8 +132,8 @@ expect = false
 def test_library_plan_is_frozen_and_typed(tmp_path):
     from kvplan.calc.check import plan_check
     from kvplan.commands.check import _scenario
-    from kvplan.plan_file import load
-    from kvplan.values import Count, Seconds
+    from kvplan.inputs.plan_file import load
+    from kvplan.specs.values import Count, Seconds
 
     spec = load(PASSING)
     plan = plan_check(_scenario(spec, None), spec.assertions, str(PASSING))
@@ -310,7 +310,7 @@ def test_extends_errors_name_the_file_that_holds_the_problem(run_cli, tmp_path):
 
 
 def test_extends_refuses_itself_and_chains_past_the_limit(run_cli, tmp_path):
-    from kvplan.plan_file import MAX_EXTENDS
+    from kvplan.inputs.plan_file import MAX_EXTENDS
 
     me = run_cli("check", write(tmp_path, 'extends = "self.toml"\n', "self.toml"))
     assert me.code == 2 and "comes back to a plan already in the chain" in me.err, me.err
@@ -392,7 +392,7 @@ def test_ttft_assertion_is_the_chunked_prefill(run_cli, tmp_path):
     # the hand-worked case of tests/test_tpot.py: Llama-3.1-8B on one H100, a 16,384-token prompt in two chunks of
     # 8,192, each compute-bound at prefill_mfu 0.45 of 989 TFLOP/s, plus 32 x 15 us + 450 us = 0.93 ms per chunk
     from kvplan.calc import flops
-    from kvplan.presets import load_model
+    from kvplan.inputs.presets import load_model
 
     plan = write(tmp_path, '[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ndp = 1\n'
                  'prompt = 16384\ndecode = 100\nmax_num_batched_tokens = 8192\n\n[[assert]]\nname = "ttft"\n'

@@ -6,11 +6,11 @@ from hypothesis import strategies as st
 
 from kvplan import engines
 from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.parallel import Parallelism
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.parallel import Parallelism
 
 GIB = 2**30
 
@@ -28,8 +28,8 @@ def run(model="llama-3.1-8b", hardware="h100-sxm", dtype=KVDtype.BF16, par=Paral
     """The concurrency JSON document (raw numbers) for a scenario built like the CLI builds it."""
     import json
 
-    from kvplan.output import to_json
     from kvplan.present.concurrency import present
+    from kvplan.render.output import to_json
 
     options = ConcurrencyOptions(**{k: v for k, v in kw.items() if k in OPTIONS})
     s = scenario(model, hardware, dtype, par, hw, **{k: v for k, v in kw.items() if k not in OPTIONS})
@@ -120,7 +120,7 @@ def test_vllm_sliding_window_model_gpt_oss():
 def test_vllm_gemma3_style_grouping_and_padding():
     # 52 sliding + 10 full layers: group size 10 -> 6 sliding groups (8 padding layers) + 1 full = 7 groups
     # (engine-kv-accounting.md 2.2, Gemma-3-27B).
-    from kvplan.model import LayerGroup, ModelSpec
+    from kvplan.specs.model import LayerGroup, ModelSpec
 
     full_idx = tuple(range(5, 62, 6))[:10]
     slide_idx = tuple(i for i in range(62) if i not in full_idx)
@@ -137,7 +137,7 @@ def test_vllm_hybrid_linear_block_size_and_padding():
     # Attention page for one token = 2 x (256 + 256) x 2 = 2,048 B; GDN state page = 1,097,728 B.
     # Block = 16 x cdiv(1,097,728, 16 x 2,048) = 16 x 34 = 544 tokens; page = 544 x 2,048 = 1,114,112 B
     # (the state page padded by 1.49%). Groups: 36 and 12 -> group size 12 -> 3 + 1 = 4 groups.
-    from kvplan.model import LayerGroup, ModelSpec
+    from kvplan.specs.model import LayerGroup, ModelSpec
 
     gdn = {"kind": "gated_delta_net", "num_k_heads": 16, "num_v_heads": 32, "head_k_dim": 128, "head_v_dim": 128}
     full = {"kind": "full_attention", "kv_heads": 2, "head_dim_k": 256, "head_dim_v": 256, "q_heads": 16}

@@ -167,7 +167,7 @@ def test_weight_dtype_scales_the_routed_experts_and_the_dense_weights_alike():
     # Qwen3-235B-A22B: --weight-dtype fp8 is 1 byte per parameter, int4 half a byte (budget.WEIGHT_BYTES_PER_PARAM),
     # so every byte the step reads from weights halves, experts and the rest alike (the experts' share of the
     # params, params_expert / params_total, does not depend on the dtype)
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
     def sm(dtype):

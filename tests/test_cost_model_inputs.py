@@ -6,7 +6,7 @@ import pytest
 
 from kvplan.calc.costs import compute_dtype_for
 from kvplan.errors import KvplanError
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
 
 
 def test_recompute_needs_a_dense_peak_and_says_so():

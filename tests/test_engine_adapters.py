@@ -7,8 +7,8 @@ import pytest
 
 from kvplan import engines
 from kvplan.errors import KvplanError
-from kvplan.layers import LayerKind, SlidingWindowAttention
-from kvplan.model import LayerGroup, ModelSpec
+from kvplan.specs.layers import LayerKind, SlidingWindowAttention
+from kvplan.specs.model import LayerGroup, ModelSpec
 
 
 def layer_kind_classes():
@@ -55,7 +55,7 @@ def test_the_cli_offers_the_registry_engines(run_cli):
 
 
 def test_python_and_cli_refuse_the_same_engine():
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
     with pytest.raises(KvplanError, match="unknown engine 'trtllm'"):

@@ -11,11 +11,11 @@ import pytest
 from conftest import write_hardware  # the one hand-written GPU preset of the tests
 
 from kvplan import engines
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.model import LayerGroup, ModelSpec
-from kvplan.parallel import Parallelism
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.model import LayerGroup, ModelSpec
+from kvplan.specs.parallel import Parallelism
 
 GIB = 2**30
 
@@ -195,8 +195,8 @@ def gemma_report(engine: str, pool: int) -> dict:
     import json
 
     from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
-    from kvplan.output import to_json
     from kvplan.present.concurrency import present
+    from kvplan.render.output import to_json
     from kvplan.scenario import Scenario
     s = Scenario(model=gemma3_like(), hardware=load_hardware("h100-sxm"), tp=1, engine=engine, kv_pool_bytes=pool,
                  max_model_len=4096, max_num_batched_tokens=2048, prompt_tokens=100, decode_tokens=100)

@@ -81,7 +81,7 @@ def test_json_path_imports_json_and_the_toml_parser(tmp_path):
 
 
 def test_piped_table_paths_import_nothing_heavy(tmp_path):
-    # not a terminal: kvplan.textlayout writes rich's layout without rich; no numpy for the small grids
+    # not a terminal: kvplan.render.textlayout writes rich's layout without rich; no numpy for the small grids
     assert _loaded(["size"], tmp_path) == {TOML_MODULE}
     assert _loaded(["concurrency"], tmp_path) == {TOML_MODULE}
     assert _loaded(["size", "--explain"], tmp_path) == {TOML_MODULE}

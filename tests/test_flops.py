@@ -6,9 +6,9 @@ import pytest
 
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
-from kvplan.layers import causal_pairs
-from kvplan.model import LayerGroup, ModelSpec, Sourced
-from kvplan.presets import load_model
+from kvplan.inputs.presets import load_model
+from kvplan.specs.layers import causal_pairs
+from kvplan.specs.model import LayerGroup, ModelSpec, Sourced
 
 
 def test_deepseek_v3_training_cost_250_gflop_per_token_at_4k():
@@ -154,7 +154,7 @@ def test_flops_need_query_heads():
 def test_flops_module_does_not_import_numpy():
     import subprocess
 
-    code = ("import sys, kvplan.calc.flops, kvplan.commands.preemption, kvplan.layers; "
+    code = ("import sys, kvplan.calc.flops, kvplan.commands.preemption, kvplan.specs.layers; "
             "print('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvplan import presets
+from kvplan.inputs import presets
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parent.parent
@@ -291,7 +291,7 @@ def _deep(depth: int, kind: str):
     return value
 
 
-# Known failures outside kvplan/presets.py, hf_import.py, units.py and errors.py, excluded so that this file
+# Known failures outside kvplan/inputs/presets.py, hf_import.py, units.py and errors.py, excluded so that this file
 # stays green; each names its reproducer. Re-enable by emptying the matching entry.
 def _excluded_config(config: dict) -> str | None:
     return None

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.hf_import import load_hf_model, model_from_hf_config
-from kvplan.model import ModelSpec
+from kvplan.inputs.hf_import import load_hf_model, model_from_hf_config
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.model import ModelSpec
 
 
 def kv_per_token(spec: ModelSpec, dtype: KVDtype = KVDtype.BF16) -> int:
@@ -443,7 +443,7 @@ def test_qwen35_27b_layer_types_and_fp32_ssm_state(tmp_path):
 
 
 def test_presets_load_model_routes_to_the_importer(tmp_path):
-    from kvplan.presets import load_model
+    from kvplan.inputs.presets import load_model
 
     folder = write_model(tmp_path, "Qwen3-32B", QWEN3_32B)
     assert kv_per_token(load_model(str(folder))) == 262_144
@@ -580,7 +580,7 @@ def test_out_of_range_or_wrongly_typed_values_are_user_errors(change, field):
 
 
 def test_deepseek_v32_attention_cap_when_mla_carries_index_topk():
-    from kvplan.layers import MLA
+    from kvplan.specs.layers import MLA
 
     if "index_topk" not in {f.name for f in dataclasses.fields(MLA)}:
         pytest.skip("this MLA kind has no index_topk field")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import presets
+from kvplan.inputs import presets
 
 TINY = ('type = "model"\nid = "{id}"\nname = "Tiny"\nsources = ["made up for a test"]\nnum_layers = 2\n'
         '[[groups]]\nname = "attn"\nlayers = "all"\n'

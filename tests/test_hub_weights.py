@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from test_hf_import import DEEPSEEK_R1, GPT_OSS_120B, LLAMA_31_8B, QWEN3_32B, QWQ_32B
 
-from kvplan import checkpoint
 from kvplan.calc.budget import weights_per_gpu
 from kvplan.errors import KvplanError
-from kvplan.hf_import import load_hf_model, model_from_hf_config
-from kvplan.parallel import Parallelism
+from kvplan.inputs import checkpoint
+from kvplan.inputs.hf_import import load_hf_model, model_from_hf_config
+from kvplan.specs.parallel import Parallelism
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -151,7 +151,7 @@ def test_hub_revision_names_a_snapshot(cache, tmp_path, run_cli):
 
 
 def test_hub_without_cached_shards_uses_the_index_total(cache, tmp_path):
-    from kvplan.presets import load_model
+    from kvplan.inputs.presets import load_model
 
     cached_tiny(cache, tmp_path, shards=False)
     spec = load_model("tiny-org/Tiny-MoE")
@@ -242,7 +242,7 @@ def test_a_local_folder_wins_over_a_hub_id(tmp_path, run_cli, monkeypatch):
 
 
 def test_hub_id_syntax():
-    from kvplan.hub import parse_hub_id
+    from kvplan.inputs.hub import parse_hub_id
 
     assert parse_hub_id("Qwen/QwQ-32B") == ("Qwen/QwQ-32B", None)
     assert parse_hub_id("deepseek-ai/DeepSeek-R1@main") == ("deepseek-ai/DeepSeek-R1", "main")
@@ -352,7 +352,7 @@ def test_a_cached_model_needs_no_network_without_hf_hub_offline(monkeypatch):
     revision has no model.safetensors.index.json and no model.safetensors (.no_exist/REV/...): with
     HF_HUB_OFFLINE unset, kvplan must take the parameter count from the config and ask the Hub for nothing."""
     hub = pytest.importorskip("huggingface_hub")
-    from kvplan.presets import load_model
+    from kvplan.inputs.presets import load_model
 
     cache = str(Path(__file__).parent / "data" / "hf-cache")
     monkeypatch.setenv("HF_HUB_CACHE", cache)

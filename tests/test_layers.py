@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.dtypes import KVDtype, parse_kv_dtype
 from kvplan.errors import KvplanError
-from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.dtypes import KVDtype, parse_kv_dtype
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 
 LLAMA_ATTN = FullAttention(kv_heads=8, head_dim_k=128, head_dim_v=128, q_heads=32)
 R1_MLA = MLA(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, q_heads=128)

@@ -7,11 +7,11 @@ import pytest
 
 from kvplan.calc.costs import CostSettings
 from kvplan.calc.preemption import plan_preemption, swap_copies
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.hardware import NodeSpec
-from kvplan.model import Sourced
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.hardware import NodeSpec
+from kvplan.specs.model import Sourced
 
 H200 = load_hardware("h200")
 
@@ -40,8 +40,8 @@ def run(model="deepseek-r1", kv_dtype=KVDtype.FP8, hardware=H200, tp=8, prefix_h
     import json
 
     from kvplan.calc.preemption import DEFAULT_SWEEP
-    from kvplan.output import to_json
     from kvplan.present.preemption import present
+    from kvplan.render.output import to_json
     from kvplan.scenario import Scenario
 
     kw.setdefault("generated_tokens", 20_000)   # the command's default: preempted after 20k generated tokens

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from kvplan.dtypes import KVDtype
-from kvplan.hardware import HardwareSpec
-from kvplan.model import ModelSpec, Sourced
-from kvplan.presets import build_hardware, build_model, discover, load_hardware, load_model, validate
+from kvplan.inputs.presets import build_hardware, build_model, discover, load_hardware, load_model, validate
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec, Sourced
 
 BF16, FP8 = KVDtype.BF16, KVDtype.FP8
 

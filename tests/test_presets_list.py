@@ -9,7 +9,7 @@ import io
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.presets import build_hardware
+from kvplan.inputs.presets import build_hardware
 
 BUILTIN_WORKLOADS = {"long-cot-bench", "r1-production"}
 

@@ -4,10 +4,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.calc import kv
-from kvplan.dtypes import KVDtype
-from kvplan.layers import MLA, FullAttention, SlidingWindowAttention
-from kvplan.model import LayerGroup, ModelSpec
-from kvplan.parallel import Parallelism, pipeline_stages
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.layers import MLA, FullAttention, SlidingWindowAttention
+from kvplan.specs.model import LayerGroup, ModelSpec
+from kvplan.specs.parallel import Parallelism, pipeline_stages
 
 DTYPES = [KVDtype.BF16, KVDtype.FP16, KVDtype.FP8, KVDtype.FP8_PER_TOKEN_HEAD, KVDtype.NVFP4]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.calc.recommend import RecommendOptions, plan_recommend
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
 
 GIB = 2**30
@@ -198,7 +198,7 @@ def test_search_finds_the_fewest_gpus_by_hand():
     1 GPU 8; 2 GPUs 16 (TP1 x DP2) or 16 (TP2); 4 GPUs 32 (TP1 x DP4), 32 (TP2 x DP2) or 33 (TP4); so 33 requests
     first fit on 4 GPUs, and only with TP4."""
     from kvplan.calc.sizing import parse_target, search
-    from kvplan.dtypes import KVDtype
+    from kvplan.specs.dtypes import KVDtype
 
     base = llama(kv_pool_bytes=16 * GIB)
     plan = search(base, (parse_target("concurrency>=33@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))
@@ -228,7 +228,7 @@ def test_each_gpu_type_that_meets_the_targets_is_shown():
 def test_search_rate_is_replicas_times_batch_over_request_time():
     from kvplan.calc import costs
     from kvplan.calc.sizing import parse_target, search
-    from kvplan.dtypes import KVDtype
+    from kvplan.specs.dtypes import KVDtype
 
     base = llama(kv_pool_bytes=16 * GIB)
     plan = search(base, (parse_target("rate>=0.01rps"), parse_target("tpot<=30ms")), (load_hardware("h100-sxm"),),
@@ -304,7 +304,7 @@ def test_search_tpot_is_judged_at_the_batch_the_concurrency_target_needs():
     ceiling between its batch-1 and batch-33 TPOT must fail it, although batch 1 alone would pass."""
     from kvplan.calc import costs
     from kvplan.calc.sizing import parse_target, search
-    from kvplan.dtypes import KVDtype
+    from kvplan.specs.dtypes import KVDtype
 
     base = llama(kv_pool_bytes=16 * GIB)
     s = base.with_(gpus=4, tp=4, dp=None, kv_dtype_request="fp8")
@@ -322,7 +322,7 @@ def test_search_tpot_is_judged_at_the_batch_the_concurrency_target_needs():
 def test_search_rate_counts_every_replica():
     from kvplan.calc import costs
     from kvplan.calc.sizing import parse_target, search
-    from kvplan.dtypes import KVDtype
+    from kvplan.specs.dtypes import KVDtype
 
     base = llama(kv_pool_bytes=16 * GIB)
     plan = search(base, (parse_target("concurrency>=16@31k"),), (load_hardware("h100-sxm"),), (KVDtype.FP8,))

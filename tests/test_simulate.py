@@ -310,7 +310,7 @@ def test_the_last_step_that_fits_matches_counting_blocks_step_by_step():
 
 def test_a_workload_file_gets_the_presets_bounds(run_cli, tmp_path):
     # workload files are read by the same reader as presets and plans: nesting past MAX_DEPTH is refused by name
-    from kvplan.presets import MAX_DEPTH
+    from kvplan.inputs.presets import MAX_DEPTH
 
     deep = tmp_path / "deep.toml"
     deep.write_text("x = " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n")

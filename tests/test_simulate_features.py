@@ -110,7 +110,7 @@ def test_sweep_capacity_stops_at_the_first_rate_that_fails(monkeypatch):
     # targets TPOT p99 <= 50 ms: rates 1, 2, 3, 4 with p99 40, 50, 60, 45 ms pass, pass, fail, pass; the capacity is
     # 2 (the highest rate with every lower one passing), not 4
     from kvplan.calc import simulate as sim
-    from kvplan.values import Fraction, Seconds, given
+    from kvplan.specs.values import Fraction, Seconds, given
 
     p99 = {1.0: 0.040, 2.0: 0.050, 3.0: 0.060, 4.0: 0.045}
     monkeypatch.setattr(sim, "_sweep_point", lambda job: {"tpot_seconds_p99": Seconds(p99[job[1]], given("t")),
@@ -359,8 +359,8 @@ def test_the_timeline_follows_the_tiny_runs():
 
 
 def test_sparklines_scale_each_series_to_its_peak():
-    from kvplan.output import sparklines
-    from kvplan.result import Chart
+    from kvplan.render.output import sparklines
+    from kvplan.render.result import Chart
 
     chart = Chart("t", "s", ("0", "10", "20"), (("a", (0.0, 4.0, 8.0)), ("bb", (0.0, 0.0, 0.0))), timeline=True)
     lines = sparklines(chart).splitlines()
@@ -396,7 +396,7 @@ def test_plot_bad_input(run_cli, args, needle):
 def test_the_progress_bar_only_on_a_terminal_after_the_delay():
     import io
 
-    from kvplan.progress import LazyProgress
+    from kvplan.render.progress import LazyProgress
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -453,7 +453,7 @@ def test_a_rate_the_deployment_cannot_keep_up_with_fails_the_sweep():
     """A point fails when more than 10% of its requests (and more than 10) still wait to start at the last arrival:
     the queue grows without bound there, whatever the TPOT of the requests that run."""
     from kvplan.calc import simulate as sim
-    from kvplan.values import Count, Fraction, Seconds, given
+    from kvplan.specs.values import Count, Fraction, Seconds, given
 
     def point(waiting, n=1000):
         return {"tpot_seconds_p99": Seconds(0.01, given("t")), "recompute_rate": Fraction(0.0, given("r")),

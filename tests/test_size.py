@@ -4,12 +4,12 @@ import pytest
 
 from kvplan.calc import kv
 from kvplan.calc.size import plan_size
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.model import LayerGroup, ModelSpec
-from kvplan.parallel import Parallelism, pipeline_stages
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.model import LayerGroup, ModelSpec
+from kvplan.specs.parallel import Parallelism, pipeline_stages
 
 
 def size_result(model, kv_dtype=KVDtype.BF16, parallelism=Parallelism(), include_mtp=False, compare=None, **kw):
@@ -25,7 +25,7 @@ def size(*args, **kw) -> dict:
     """The size JSON document (raw numbers)."""
     import json
 
-    from kvplan.output import to_json
+    from kvplan.render.output import to_json
 
     return json.loads(to_json(size_result(*args, **kw)))
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.hardware import HardwareSpec, HostLink, NodeSpec
-from kvplan.layers import MLA, FullAttention, SlidingWindowAttention
-from kvplan.model import LayerGroup, ModelSpec, Sourced
-from kvplan.parallel import Parallelism
-from kvplan.presets import build_hardware, build_model, load_hardware, load_model
+from kvplan.inputs.presets import build_hardware, build_model, load_hardware, load_model
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.hardware import HardwareSpec, HostLink, NodeSpec
+from kvplan.specs.layers import MLA, FullAttention, SlidingWindowAttention
+from kvplan.specs.model import LayerGroup, ModelSpec, Sourced
+from kvplan.specs.parallel import Parallelism
 
 ATTN = {"kind": "full_attention", "kv_heads": 2, "head_dim_k": 64, "head_dim_v": 64}
 
@@ -86,7 +86,7 @@ def test_a_valid_user_preset_gives_the_same_spec_as_direct_construction():
 
 
 def test_user_hardware_preset_is_checked_strictly(tmp_path):
-    from kvplan.presets import builtin_dir
+    from kvplan.inputs.presets import builtin_dir
 
     text = (builtin_dir() / "hardware" / "h100-sxm.toml").read_text()
     path = tmp_path / "hw.toml"
@@ -217,7 +217,7 @@ def test_mtp_layers_are_bounded_and_relaid():
 def test_builtin_presets_load_without_pydantic():
     # The trusted path (built-in presets, spec classes, the size calculator) imports none of pydantic.
     code = ("import sys\n"
-            "from kvplan.presets import load_model, load_hardware\n"
+            "from kvplan.inputs.presets import load_model, load_hardware\n"
             "from kvplan.calc.size import plan_size\n"
             "from kvplan.present.size import present\n"
             "from kvplan.scenario import Scenario\n"
@@ -230,7 +230,7 @@ def test_builtin_presets_load_without_pydantic():
 
 
 def test_untrusted_path_still_builds_builtin_files_equally():
-    from kvplan.presets import builtin_dir, read_toml
+    from kvplan.inputs.presets import builtin_dir, read_toml
 
     path = builtin_dir() / "models" / "deepseek-v3.2-exp.toml"
     assert build_model(read_toml(path), str(path)) == load_model("deepseek-v3.2-exp")

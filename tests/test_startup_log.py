@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.startup_log import parse, read_log
+from kvplan.inputs.startup_log import parse, read_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
 GIB = 2**30
@@ -230,7 +230,7 @@ def test_a_pool_that_does_not_fit_is_never_printed(run_cli):
 
 
 def test_gpu_read_from_a_device_name_or_the_total_memory(run_cli):
-    from kvplan.startup_log import gpu_preset
+    from kvplan.inputs.startup_log import gpu_preset
 
     # device names as vLLM's fused-MoE config files spell them (vllm/model_executor/layers/fused_moe/configs/)
     assert [gpu_preset(n) for n in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H100_PCIe", "NVIDIA_H100_NVL", "NVIDIA_H200",
@@ -257,7 +257,7 @@ def test_gpu_read_from_a_device_name_or_the_total_memory(run_cli):
 
 
 def test_weight_dtype_from_the_name_or_the_quantization_line():
-    from kvplan.startup_log import weight_dtype_option
+    from kvplan.inputs.startup_log import weight_dtype_option
 
     assert weight_dtype_option(log("vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"))[0] == "fp8"    # ".../Qwen3-...-FP8"
     assert weight_dtype_option(log("sglang-deepseek-v4-pro-fp8-8xh200.log")) == (

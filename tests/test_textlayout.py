@@ -1,4 +1,4 @@
-"""kvplan.textlayout writes unstyled output with rich's layout without importing rich: pinned against rich itself.
+"""render.textlayout writes unstyled output with rich's layout without importing rich: pinned against rich itself.
 
 Every table-format golden case (every command, 80 and 160 columns) is written both ways and must be the same
 text; so must random tables and texts (Hypothesis) at random widths, and the narrowest layout rich measures.
@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_golden import COMMANDS, ROOT  # tests/ is on sys.path (rootdir-less test modules)
 
-from kvplan import output
-from kvplan.textlayout import Column, plain_ok, table_lines, table_minimum, text_lines
+from kvplan.render import output
+from kvplan.render.textlayout import Column, plain_ok, table_lines, table_minimum, text_lines
 
 rich_console = pytest.importorskip("rich.console")
 
@@ -45,7 +45,7 @@ def test_every_golden_table_is_what_rich_prints(run_cli, monkeypatch, command, w
     r = run_cli(*COMMANDS[command], "--explain") if command not in ("presets-list", "presets-gpus", "check") \
         else run_cli(*COMMANDS[command])
     assert r.code == 0, r.err
-    assert len(seen) == 1, "the piped table format did not go through kvplan.textlayout"
+    assert len(seen) == 1, "the piped table format did not go through kvplan.render.textlayout"
     blocks, w = seen[0]
     assert w == int(width)
     assert any(b[0] == "table" for b in blocks)
@@ -109,7 +109,7 @@ def test_random_tables_match_rich(table, width):
 
 
 def _widths(columns, rows, width):
-    from kvplan.textlayout import column_widths
+    from kvplan.render.textlayout import column_widths
 
     return column_widths(columns, rows, width)
 
@@ -138,7 +138,7 @@ class _Tty(io.StringIO):
 
 
 def test_a_terminal_gets_rich(monkeypatch):
-    from kvplan.result import Result, Table
+    from kvplan.render.result import Result, Table
 
     result = Result(command="t", headline="h", data={}, tables=[Table("T", ["a", "b"], [["x", "y"]])])
     calls = []
@@ -154,7 +154,7 @@ def test_a_terminal_gets_rich(monkeypatch):
 def test_text_range_is_richs_measure(text):
     from rich.text import Text
 
-    from kvplan.textlayout import text_range
+    from kvplan.render.textlayout import text_range
 
     console = rich_console.Console(file=io.StringIO(), width=80)
     assert text_range(text) == tuple(Text(text).__rich_measure__(console, console.options))
@@ -168,7 +168,7 @@ def test_wide_characters_are_split_by_richs_measure():
     # the split keeps (width - 6). By hand: the key column is 14 characters = 28 cells + 2 padding, each other
     # column 8 = 16 cells + 2; key + two others + 4 box columns = 30 + 36 + 4 = 70 <= 74, a third would be 88.
     # Counting len() instead (16 + 5 x 10 + 7 = 73) would put all six columns in one part.
-    from kvplan.result import Table
+    from kvplan.render.result import Table
 
     name = "模型名称很长的一个断言名字"            # 13 characters, 26 cells
     table = Table("T", ("assertion", "a", "b", "c", "d", "e"),

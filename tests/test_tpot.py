@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from kvplan.calc import calibrate, costs
 from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
 from kvplan.errors import KvplanError
-from kvplan.presets import load_hardware, load_model
+from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
 
 IDEAL = ["--hbm-efficiency", "1", "--mfu", "1", "--overhead-us", "0", "--step-overhead-us", "0",
@@ -303,7 +303,7 @@ def test_decode_gemms_are_counted_from_the_layer_kinds_and_the_moe_structure():
     # MoE layers x (router + shared expert's 2) + LM head = 108 + 24 + 144 + 1 = 277.
     assert costs.decode_gemms(load_model("qwen3-next-80b-a3b"), 48) == 277
     # Mamba-2 (no preset): in_proj and out_proj
-    from kvplan.layers import Mamba2
+    from kvplan.specs.layers import Mamba2
     assert Mamba2(n_heads=8, head_dim=64, state_size=128).decode_gemms == 2
 
 

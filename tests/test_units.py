@@ -3,7 +3,7 @@ import math
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.units import format_bytes, parse_rate, parse_size, parse_tokens
+from kvplan.inputs.units import format_bytes, parse_rate, parse_size, parse_tokens
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -63,7 +63,7 @@ def test_format_bytes_names_its_unit():
 def test_plain_counts_read_as_the_pattern_reads_them(raw):
     import re
 
-    from kvplan.units import _TOKENS, _plain_count
+    from kvplan.inputs.units import _TOKENS, _plain_count
 
     m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
     plain = _plain_count(raw)

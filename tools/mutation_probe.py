@@ -68,12 +68,12 @@ CAP = "kvplan/calc/capacity.py"
 COSTS = "kvplan/calc/costs.py"
 PRE = "kvplan/calc/preemption.py"
 BUDGET = "kvplan/calc/budget.py"
-LAYERS = "kvplan/layers.py"
+LAYERS = "kvplan/specs/layers.py"
 REC = "kvplan/calc/recommend.py"
 SIZING = "kvplan/calc/sizing.py"
 SCEN = "kvplan/scenario.py"
-OUT = "kvplan/output.py"
-TL = "kvplan/textlayout.py"
+OUT = "kvplan/render/output.py"
+TL = "kvplan/render/textlayout.py"
 MUTANTS: tuple[Mutant, ...] = (
     # --- SGLang's default mem_fraction_static buckets --------------------------------------------------------
     M("sglang-bucket-35", SGL, "gpu_mem_gib < 35:", "gpu_mem_gib < 36:"),
@@ -272,7 +272,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "DS_MLA_SINCE: Release = (0, 10, 2)"),
     M("vllm-fp8-mla-any-gpu-in-0102", VLLM, "MLA_FP8_ANY_GPU_AFTER: Release = (0, 11, 1)",
       "MLA_FP8_ANY_GPU_AFTER: Release = (0, 10, 2)"),
-    # --- unstyled table layout (kvplan/textlayout.py: rich's layout without rich) ------------------------------
+    # --- unstyled table layout (kvplan/render/textlayout.py: rich's layout without rich) ------------------------------
     M("layout-min-width-without-padding", TL, "floor = max(0, column.min_width + 1)",
       "floor = max(0, column.min_width)"),
     M("layout-cut-truncated", TL, "share = min(lim, round(r * total / left_ratio))",
@@ -349,14 +349,14 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sizing-each-gpu-type-shown", SIZING,
       "shown = (firsts + [c for c in passing if c not in firsts])[:max(top, len(firsts))]", "shown = passing[:top]"),
     # --- check: [workload] and units ---------------------------------------------------------------------------
-    M("check-assertion-arrivals-win", "kvplan/plan_file.py", "        if set(group) & set(own):",
+    M("check-assertion-arrivals-win", "kvplan/inputs/plan_file.py", "        if set(group) & set(own):",
       "        if False:"),
-    M("plan-seconds-need-a-unit", "kvplan/plan_file.py",
+    M("plan-seconds-need-a-unit", "kvplan/inputs/plan_file.py",
       "raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a duration with its unit",
       "return float(value)\n        raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a "
       "duration with its unit"),
     # --- the Hub: the cache's absent files are not asked for ----------------------------------------------------
-    M("hub-known-absent", "kvplan/hub.py", "        known_absent = found is not None and path is None",
+    M("hub-known-absent", "kvplan/inputs/hub.py", "        known_absent = found is not None and path is None",
       "        known_absent = False"),
 )
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
 from kvplan.errors import KvplanError
-from kvplan.hardware import HardwareSpec
-from kvplan.model import ModelSpec
-from kvplan.parallel import Parallelism
-from kvplan.values import Bytes, Derivation, Number, derived
+from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.parallel import Parallelism
+from kvplan.specs.values import Bytes, Derivation, Number, derived
 
 GIB = 2**30
 

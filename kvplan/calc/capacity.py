@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from kvplan.calc import budget as budget_mod
 from kvplan.calc import kv
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Tokens, derived, given
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.parallel import Parallelism
+from kvplan.specs.values import Bytes, Count, Tokens, derived, given
 
 HOST_DRAM_SOURCE = "node host DRAM from the hardware preset"
 # vLLM: both flags exist from v0.11.1, but the native backend starts only from v0.14.0 (kvplan/engines/vllm.py

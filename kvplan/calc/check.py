@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.plan_file import AssertSpec
+from kvplan.inputs.plan_file import AssertSpec
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Fraction, Number, Ratio, Seconds, Value, default, derived, given
+from kvplan.specs.values import Bytes, Count, Fraction, Number, Ratio, Seconds, Value, default, derived, given
 
 _BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number}
 SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (enough for a p99 over 2 requests)
@@ -94,7 +94,7 @@ class _Lazy:
 def sim_options(lazy: _Lazy, sim: tuple) -> dict:
     """The simulation an assertion asks for: the plan's [workload], then the assertion's own keys (its rate or
     users replace the workload's arrivals)."""
-    from kvplan.plan_file import merge_workload
+    from kvplan.inputs.plan_file import merge_workload
 
     return merge_workload(dict(lazy.workload), dict(sim))
 
@@ -155,7 +155,7 @@ def _own_keys(text: str | None, a: AssertSpec) -> str | None:
 
 
 def _bound_value(a: AssertSpec, source: str) -> Value:
-    from kvplan.plan_file import METRICS
+    from kvplan.inputs.plan_file import METRICS
 
     cls = _BOUND_TYPES[METRICS[a.metric][0]]
     if a.within_baseline is not None:   # the baseline's value, made worse by the allowed fraction

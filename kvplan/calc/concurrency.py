@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs, kv
 from kvplan.calc.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
-from kvplan.dtypes import KVDtype
 from kvplan.engines.base import EngineReport
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
 
 # The workload document's batch-size recommendation for long reasoning requests.
 SEED_BATCH_RANGE = (2, 8)
@@ -180,7 +180,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
     if options.pool_origin is not None and b.given_pool:
         from dataclasses import replace
 
-        from kvplan.values import Derivation
+        from kvplan.specs.values import Derivation
 
         b = replace(b, origin=f"from {options.pool_origin}", kv_pool=Bytes(
             b.kv_pool_bytes, Derivation(f"from {options.pool_origin}", kind="input")))

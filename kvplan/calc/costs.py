@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
-from kvplan.hardware import HardwareSpec
-from kvplan.model import ModelSpec
-from kvplan.values import Rate, derived, given
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.values import Rate, derived, given
 
 DEFAULT_MFU = 0.45
 DEFAULT_COPY_OVERHEAD_US = 2.3
@@ -248,7 +248,7 @@ class StepFactors:
 def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
     preset's [efficiency], else kvplan's generic default."""
-    from kvplan.values import Number, default
+    from kvplan.specs.values import Number, default
 
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",
              "link": "--link-efficiency", "link_latency_us": "--link-latency-us",

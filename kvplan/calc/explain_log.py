@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, kv
 from kvplan.calc.budget import Budget
 from kvplan.errors import KvplanError
+from kvplan.inputs.startup_log import Fact, StartupLog
 from kvplan.scenario import Scenario
-from kvplan.startup_log import Fact, StartupLog
-from kvplan.values import Bytes, Count, Derivation, Ratio, Tokens, Value, derived
+from kvplan.specs.values import Bytes, Count, Derivation, Ratio, Tokens, Value, derived
 
 GIB = 2**30
 HALF_CENT = 0.005     # half the last printed digit of a two-decimal GiB figure

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.model import ModelSpec
+from kvplan.specs.model import ModelSpec
 
 FLOPS_SOURCE = ("prefill FLOPs 2 x N_mm x (S - h) + A x (S^2 - h^2)/2: the FLOP count of DeepSeek-V3, ISCA'25; "
                 "causal halving as in DeepSeek's 250 GFLOP/token (arXiv 2505.09343 §2.2.1)")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.model import LayerGroup, ModelSpec
-from kvplan.parallel import Parallelism, pipeline_stages
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.model import LayerGroup, ModelSpec
+from kvplan.specs.parallel import Parallelism, pipeline_stages
 
 
 def layers_in(group: LayerGroup, stage: range | None) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Fraction, Number, Rate, Ratio, Seconds, default, derived, given
+from kvplan.specs.values import Bytes, Count, Fraction, Number, Rate, Ratio, Seconds, default, derived, given
 
 DEFAULT_TPOT_SLO = 0.05
 TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "

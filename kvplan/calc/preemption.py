@@ -27,7 +27,7 @@ from kvplan.calc import capacity, costs, flops, kv
 from kvplan.calc.costs import CostSettings
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Flops, Number, Rate, Ratio, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Flops, Number, Rate, Ratio, Seconds, Tokens, default, derived, given
 
 swap_copies = costs.swap_copies  # re-exported: the copy count is part of this comparison
 

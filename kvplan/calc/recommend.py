@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Fraction, Ratio, Seconds, Tokens, derived
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.values import Bytes, Count, Fraction, Ratio, Seconds, Tokens, derived
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.

@@ -1007,7 +1007,7 @@ def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | N
 @dataclass(frozen=True)
 class SimPlan:
     run: SimRun
-    metrics: dict               # name -> typed value (kvplan.values), JSON keys with their units
+    metrics: dict               # name -> typed value (kvplan.specs.values), JSON keys with their units
     setup: dict                 # the replica's constants as typed values
     per_request: tuple          # rows of typed values
     notes: tuple[str, ...]
@@ -1060,7 +1060,7 @@ def _waiting_at_last_arrival(r, Count, derived):
 
 
 def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
-    from kvplan.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
+    from kvplan.specs.values import Bytes, Count, Fraction, Number, Seconds, Tokens, default, derived, given
 
     o = options or SimOptions()
     r = simulate_deployment(s, workload, o, progress)

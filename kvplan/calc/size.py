@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import kv
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
-from kvplan.model import ModelSpec
-from kvplan.parallel import Parallelism
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, TokenBytes, Tokens, derived
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.parallel import Parallelism
+from kvplan.specs.values import Bytes, Count, TokenBytes, Tokens, derived
 
 DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
 

@@ -39,7 +39,7 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    from kvplan.units import parse_tokens
+    from kvplan.inputs.units import parse_tokens
 
     m = _TARGET.fullmatch(text)
     if not m:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs, kv
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.values import Bytes, Count, Number, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Number, Seconds, Tokens, default, derived, given
 
 SHAPES = ("steady", "cohort")
 DEFAULT_BATCH = 8

@@ -7,7 +7,7 @@
   next request of a user arrives ``think`` seconds after its last one finished: the simulator draws those), or
   the ``arrival_s`` column of a trace.
 * Traces: CSV with a header, or JSON lines, of ``prompt_tokens,output_tokens[,arrival_s]``; read through
-  ``kvplan.presets.read_text`` (regular files only, bounded size), at most ``MAX_TRACE_ROWS`` rows, and every
+  ``kvplan.inputs.presets.read_text`` (regular files only, bounded size), at most ``MAX_TRACE_ROWS`` rows, and every
   problem is one line naming the line.
 * Presets: ``presets/workloads/<id>.toml``, data with the source of every figure.
 
@@ -27,7 +27,7 @@ from kvplan.errors import KvplanError
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_ROWS = 1_000_000
-MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.units bounds token counts alike)
+MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.inputs.units bounds token counts alike)
 DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
 
 
@@ -71,7 +71,7 @@ class LengthDist:
 
 
 def _tokens(text: str, flag: str, whole: str) -> int:
-    from kvplan.units import parse_tokens
+    from kvplan.inputs.units import parse_tokens
 
     try:
         return parse_tokens(text, flag)
@@ -140,7 +140,7 @@ class WorkloadPreset:
 
 
 def workloads_dir() -> Path:
-    from kvplan.presets import builtin_dir
+    from kvplan.inputs.presets import builtin_dir
 
     return builtin_dir() / "workloads"
 
@@ -152,7 +152,7 @@ def workload_ids() -> tuple[str, ...]:
 
 def load_workload(ref: str) -> WorkloadPreset:
     """A built-in workload preset by id, or a workload .toml file."""
-    from kvplan.presets import read_toml
+    from kvplan.inputs.presets import read_toml
 
     ids = workload_ids()
     path = workloads_dir() / f"{ref.strip().lower()}.toml"
@@ -223,7 +223,7 @@ def read_trace(path: Path) -> Trace:
     import csv
     import json
 
-    from kvplan.presets import read_text
+    from kvplan.inputs.presets import read_text
 
     text = read_text(path, "trace", "give a CSV or JSON-lines file of prompt_tokens,output_tokens[,arrival_s]")
     lines = text.splitlines()

@@ -37,13 +37,13 @@ def check(
             checked.append(_check_one(path, presets_dir, update_baseline))
         except KvplanError as err:
             if junit is not None:   # CI still gets a report, naming the plan that could not be checked
-                from kvplan.output import junit_error
+                from kvplan.render.output import junit_error
 
                 _write(junit, junit_error(str(path), err.message))
             raise
     result = present(tuple(checked), unit_column=fmt == "csv")
     if junit is not None:
-        from kvplan.output import to_junit
+        from kvplan.render.output import to_junit
 
         _write(junit, to_junit(result, units))
     emit(result, fmt, False, units, brief)
@@ -63,13 +63,13 @@ def _scenario(spec, presets_dir):
         set_in = dict(spec.deployment_sources)
         # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
         # line to point at
-        from kvplan.plan_file import DEPLOYMENT_DEFAULTS
+        from kvplan.inputs.plan_file import DEPLOYMENT_DEFAULTS
 
         named = sorted(_keys_named(err.message), key=lambda k: (k not in set_in,
                                                                spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
         rename = plan_keys
 
-        from kvplan.plan_file import locate
+        from kvplan.inputs.plan_file import locate
 
         where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
                        named[0] if named else None)
@@ -81,7 +81,7 @@ def _scenario(spec, presets_dir):
 
 def plan_keys(text: str | None) -> str | None:
     """A message about the deployment in the plan's words: ``--tp 8`` -> ``deployment.tp 8``."""
-    from kvplan.plan_file import DEPLOYMENT_KEYS
+    from kvplan.inputs.plan_file import DEPLOYMENT_KEYS
 
     if text is None:
         return None
@@ -93,7 +93,7 @@ def plan_keys(text: str | None) -> str | None:
 def _check_one(path: Path, presets_dir, update_baseline: bool):
     from kvplan.calc.check import plan_check
     from kvplan.errors import KvplanError
-    from kvplan.plan_file import load
+    from kvplan.inputs.plan_file import load
 
     spec = load(path)
     scenario = _scenario(spec, presets_dir)
@@ -103,7 +103,7 @@ def _check_one(path: Path, presets_dir, update_baseline: bool):
     except KvplanError as err:
         if getattr(err, "assert_index", None) is None:   # about the plan or its baseline file: named already
             raise
-        from kvplan.plan_file import locate
+        from kvplan.inputs.plan_file import locate
 
         where = locate(getattr(err, "assert_source", None) or path, "assert", getattr(err, "assert_key", None),
                        getattr(err, "assert_index", None))
@@ -166,7 +166,7 @@ def _read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
     import math
 
     from kvplan.errors import KvplanError, shorten
-    from kvplan.presets import read_json
+    from kvplan.inputs.presets import read_json
 
     fix = f"run kvplan check {plan} --update-baseline"
     if not target.exists():
@@ -194,7 +194,7 @@ def _read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
 def _keys_named(message: str) -> list[str]:
     """The deployment keys a message names, as flags first (``--tp``) then in words (``kv dtype``), each in the
     order the message names them."""
-    from kvplan.plan_file import DEPLOYMENT_KEYS
+    from kvplan.inputs.plan_file import DEPLOYMENT_KEYS
 
     def first(pattern: str) -> list[str]:
         found = [(m.start(), k) for k in DEPLOYMENT_KEYS

@@ -1,6 +1,6 @@
 """Options shared by the commands, declared once, and the one place that turns them into a ``Scenario``.
 
-Every option is a typer ``Annotated`` alias taking text; kvplan parses the text itself (``kvplan.units``,
+Every option is a typer ``Annotated`` alias taking text; kvplan parses the text itself (``kvplan.inputs.units``,
 the parsers below) so that bad input is one line naming the problem and a fix, exit 2. Defaults are the
 scenario's (``kvplan.scenario``) and are the same in every command.
 """
@@ -102,7 +102,7 @@ DEFAULT_CONTEXTS_TEXT = "1Ki,8Ki,32Ki,64Ki,128Ki"
 
 # --- parsers ---------------------------------------------------------------------------------------------------
 def parse_degree(text: str, name: str) -> int:
-    from kvplan.parallel import MAX_DEGREE
+    from kvplan.specs.parallel import MAX_DEGREE
 
     try:
         value = int(text.strip())
@@ -114,7 +114,7 @@ def parse_degree(text: str, name: str) -> int:
 
 
 def check_format(fmt: str) -> str:
-    from kvplan.output import FORMATS
+    from kvplan.render.output import FORMATS
 
     if fmt not in FORMATS:
         raise KvplanError(f"unknown format {fmt!r}", "choose one of " + ", ".join(FORMATS))
@@ -166,7 +166,7 @@ def parse_link_gbs(text: str, flag: str = "--host-link-gbs") -> float:
     """Effective per-direction GB/s: a plain number (GB/s, 10^9 B/s) or a rate with its unit (50GB/s)."""
     import math
 
-    from kvplan.units import parse_rate
+    from kvplan.inputs.units import parse_rate
 
     try:
         value = float(text)
@@ -197,7 +197,7 @@ def check_units(units: str) -> str:
 
 
 def parse_contexts(text: str) -> tuple[int, ...]:
-    from kvplan.units import parse_tokens
+    from kvplan.inputs.units import parse_tokens
 
     return parse_list(text, lambda c: parse_tokens(c, "--contexts"), "contexts")
 
@@ -208,9 +208,9 @@ def build_scenario(*, model: str | None, hardware: str, nodes: str, gpus: str | 
                    host_link_gbs: str | None, presets_dir: Path | None, decode_flag: str = "--decode",
                    weights: str | None = None, **settings):
     """The scenario the options describe. ``settings``: memory and pool options as text (None when not given)."""
-    from kvplan.presets import load_hardware, load_model
+    from kvplan.inputs.presets import load_hardware, load_model
+    from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.scenario import SEED_MODEL, Scenario
-    from kvplan.units import parse_size, parse_tokens
 
     dirs = extra_dirs(presets_dir)
     spec = load_model(SEED_MODEL if model is None else model, dirs)
@@ -248,8 +248,8 @@ def build_scenario(*, model: str | None, hardware: str, nodes: str, gpus: str | 
 
 
 def parse_mtp_layers(text: str | None) -> int:
+    from kvplan.inputs.units import parse_tokens
     from kvplan.scenario import MAX_MTP_LAYERS
-    from kvplan.units import parse_tokens
 
     if text is None:
         return 0
@@ -260,7 +260,7 @@ def parse_mtp_layers(text: str | None) -> int:
 
 
 def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
-    from kvplan.output import render
+    from kvplan.render.output import render
 
     if brief and explain:
         raise KvplanError("--brief and --explain both given", "drop one: --brief prints the headline figures only")

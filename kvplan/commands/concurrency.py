@@ -53,9 +53,9 @@ def concurrency(
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
     from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
-    from kvplan.dtypes import parse_kv_dtype
+    from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.present.concurrency import present
-    from kvplan.units import parse_size, parse_tokens
+    from kvplan.specs.dtypes import parse_kv_dtype
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     extra = {"shared_prefix": shared_prefix, "spec_tokens": spec_tokens, "draft_model": draft_model,
@@ -80,7 +80,7 @@ def concurrency(
 
         result = replace(result, warnings=warnings + result.warnings, notes=notes + result.notes)
     if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
-        from kvplan.plot import write_chart_png
+        from kvplan.render.plot import write_chart_png
 
         write_chart_png(result.charts[0], plot)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
@@ -93,7 +93,7 @@ def pool_from_log(scenario_args: dict, path: Path, extra: dict):
     from kvplan.calc.explain_log import logged_pool
     from kvplan.commands.explain_log import scenario_from_log
     from kvplan.errors import KvplanError
-    from kvplan.startup_log import read_log
+    from kvplan.inputs.startup_log import read_log
 
     if scenario_args.get("kv_pool") is not None:
         raise KvplanError("--kv-pool and --from-log both give the pool", "drop one of them")

@@ -12,15 +12,15 @@ LogArg = Annotated[Path, typer.Argument(metavar="FILE", help="A vLLM or SGLang s
 
 
 def scenario_from_log(log, scenario_args: dict, **extra):
-    """The deployment a log describes: its settings over the scenario options (kvplan.startup_log.scenario_args),
+    """The deployment a log describes: its settings over the scenario options (kvplan.inputs.startup_log.scenario_args),
     built by ``build_scenario`` (``extra``: the command's own scenario keywords, e.g. --shared-prefix). Returns
     (scenario, notes, warnings). explain-log and concurrency --from-log both build their deployment here."""
     from kvplan.calc.explain_log import matching_kv_dtype
     from kvplan.errors import KvplanError
-    from kvplan.presets import discover, load_hardware, load_model
-    from kvplan.startup_log import kv_dtype_option
-    from kvplan.startup_log import scenario_args as merge
-    from kvplan.units import parse_tokens
+    from kvplan.inputs.presets import discover, load_hardware, load_model
+    from kvplan.inputs.startup_log import kv_dtype_option
+    from kvplan.inputs.startup_log import scenario_args as merge
+    from kvplan.inputs.units import parse_tokens
 
     if scenario_args.get("kv_pool") is not None:
         raise KvplanError("--kv-pool given with a start-up log", "drop --kv-pool: the pool is read from the log")
@@ -65,8 +65,8 @@ def scenario_from_log(log, scenario_args: dict, **extra):
 def explain_log(scenario_args: dict, output: dict, file: LogArg) -> None:
     """Rebuild a deployment from its start-up log, reproduce the engine's figures and plan the workload on its pool."""
     from kvplan.calc.explain_log import plan_explain_log
+    from kvplan.inputs.startup_log import read_log
     from kvplan.present.explain_log import present
-    from kvplan.startup_log import read_log
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     log = read_log(file)

@@ -54,8 +54,8 @@ def compare_preemption(
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.costs import CostSettings
     from kvplan.calc.preemption import DEFAULT_SWEEP, plan_preemption
+    from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.present.preemption import present
-    from kvplan.units import parse_size, parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args)

@@ -21,8 +21,8 @@ SearchArg = Annotated[str | None, typer.Argument(metavar="[WORD]",
 def presets_list(word: SearchArg = None, kind: TypeOpt = None, fmt: FormatOpt = "table",
                  presets_dir: PresetsDirOpt = None) -> None:
     """List the presets: id, type, name, where each comes from, and for GPUs HBM, bandwidth and price."""
+    from kvplan.inputs.presets import catalogue
     from kvplan.present.presets import present_list
-    from kvplan.presets import catalogue
 
     fmt = check_format(fmt)
     entries, total = catalogue(extra_dirs(presets_dir), kind, word)
@@ -46,8 +46,8 @@ def _flatten(prefix: str, value, rows: list) -> None:
 def presets_show(preset_id: Annotated[str, typer.Argument(help="The preset's id.")], fmt: FormatOpt = "table",
                  presets_dir: PresetsDirOpt = None) -> None:
     """Show one preset: every field, its value and its source."""
-    from kvplan.presets import _unknown, build_hardware, build_model, discover
-    from kvplan.result import Result, Table
+    from kvplan.inputs.presets import _unknown, build_hardware, build_model, discover
+    from kvplan.render.result import Result, Table
 
     fmt = check_format(fmt)
     found = discover(extra_dirs(presets_dir))
@@ -72,7 +72,7 @@ def presets_template(kind: Annotated[str, typer.Argument(metavar="hardware|model
                                                          help="Which preset to print a template of.")]) -> None:
     """Print a commented TOML template for your own hardware or model preset."""
     from kvplan.errors import KvplanError
-    from kvplan.presets import builtin_dir
+    from kvplan.inputs.presets import builtin_dir
 
     if kind not in ("hardware", "model"):
         raise KvplanError(f"no template for {kind!r}", "give hardware or model")

@@ -31,8 +31,8 @@ def recommend(
     from kvplan.calc.recommend import RecommendOptions, plan_recommend
     from kvplan.commands.common import optional, parse_seconds
     from kvplan.errors import KvplanError
+    from kvplan.inputs.units import parse_size
     from kvplan.present.recommend import present
-    from kvplan.units import parse_size
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     switched = None
@@ -75,7 +75,7 @@ def _search(scenario, target: str, candidates: str | None, presets_dir):
     from kvplan.calc.sizing import parse_target, search
     from kvplan.commands.common import extra_dirs
     from kvplan.errors import KvplanError
-    from kvplan.presets import discover, load_hardware
+    from kvplan.inputs.presets import discover, load_hardware
 
     targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
     if not targets:

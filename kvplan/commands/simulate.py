@@ -82,9 +82,9 @@ def simulate(
     from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, plan_simulate, plan_sweep
     from kvplan.errors import KvplanError
+    from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.present.simulate import present, present_compare, present_sweep, typed_inputs
-    from kvplan.progress import LazyProgress
-    from kvplan.units import parse_size, parse_tokens
+    from kvplan.render.progress import LazyProgress
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     if plot is not None:
@@ -196,8 +196,8 @@ def simulate(
         emit(present_compare(runs, [(), *variants], inputs), fmt, output["explain"], output["units"], output["brief"])
         return
     if plot is not None:
-        from kvplan.plot import write_chart_png
         from kvplan.present.simulate import timeline_chart
+        from kvplan.render.plot import write_chart_png
 
         write_chart_png(timeline_chart(plan), plot)
     emit(present(plan, inputs, per_request=fmt == "csv"), fmt, output["explain"], output["units"], output["brief"])
@@ -207,7 +207,7 @@ def _variant(scenario_args: dict, options, pairs: tuple[tuple[str, str], ...]):
     """The scenario and options of one --compare variant: the base's with the variant's keys replaced."""
     import dataclasses
 
-    from kvplan.units import parse_size, parse_tokens
+    from kvplan.inputs.units import parse_size, parse_tokens
 
     args, changes = dict(scenario_args), {}
     for key, value in pairs:

@@ -33,8 +33,8 @@ def size(
     """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
     from kvplan.calc.size import plan_size
     from kvplan.errors import KvplanError
+    from kvplan.inputs.presets import load_model
     from kvplan.present.size import present
-    from kvplan.presets import load_model
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     if include_mtp and scenario_args["mtp_layers"] is not None:

@@ -70,8 +70,8 @@ def tpot(
     """TPOT over a growing decode (start, middle, end, mean), TTFT, tokens/s, and where the step's time goes."""
     from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
     from kvplan.errors import KvplanError
+    from kvplan.inputs.units import parse_tokens
     from kvplan.present.tpot import present
-    from kvplan.units import parse_tokens
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     if save_calibration is not None and measured is None:
@@ -114,8 +114,8 @@ def tpot(
     if save_calibration is not None:
         _save_calibration(scenario, calibration, save_calibration)
     if plot is not None:
-        from kvplan.plot import write_chart_png
         from kvplan.present.tpot import chart
+        from kvplan.render.plot import write_chart_png
 
         write_chart_png(chart(plan), plot)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
@@ -135,7 +135,7 @@ def _microseconds(text: str | None, flag: str) -> float | None:
 def _calibration_view(cal):
     from types import SimpleNamespace
 
-    from kvplan.values import Fraction, Number, Seconds, Tokens, derived, given
+    from kvplan.specs.values import Fraction, Number, Seconds, Tokens, derived, given
 
     rows = tuple((p.batch, Tokens(p.context, given("--measured")),
                   Seconds(p.tpot_seconds, derived("measured", cal.source)),
@@ -164,7 +164,7 @@ def _calibration_view(cal):
 def _save_calibration(scenario, cal, path: Path) -> None:
     """The GPU's preset with the fitted [efficiency], as a new preset a later run loads with -g FILE.toml."""
     from kvplan.errors import KvplanError
-    from kvplan.preset_writer import hardware_toml
+    from kvplan.inputs.preset_writer import hardware_toml
 
     text = hardware_toml(scenario.hardware, {
         "hbm": cal.hbm, "mfu": cal.mfu, "overhead_us_per_step": cal.overhead_us_per_step},

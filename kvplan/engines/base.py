@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvplan.calc import budget as budget_mod
 from kvplan.errors import KvplanError
-from kvplan.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
+from kvplan.specs.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvplan.dtypes import KVDtype
-    from kvplan.hardware import HardwareSpec
-    from kvplan.model import ModelSpec
-    from kvplan.parallel import Parallelism
+    from kvplan.specs.dtypes import KVDtype
+    from kvplan.specs.hardware import HardwareSpec
+    from kvplan.specs.model import ModelSpec
+    from kvplan.specs.parallel import Parallelism
 
 GIB = 2**30
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kvplan.engines import vllm
 from kvplan.engines.base import Engine
-from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
-from kvplan.values import Number, default, given
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.values import Number, default, given
 
 
 class Neutral(Engine):

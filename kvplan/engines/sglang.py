@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from kvplan.dtypes import KVDtype
 from kvplan.engines.base import (
     GPU_GENERATION_RULE,
     Engine,
@@ -29,10 +28,11 @@ from kvplan.engines.base import (
     rule_span,
 )
 from kvplan.errors import KvplanError
-from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
-from kvplan.model import ModelSpec
-from kvplan.parallel import Parallelism, pipeline_stages
-from kvplan.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.parallel import Parallelism, pipeline_stages
+from kvplan.specs.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
 
 # kvplan's KV dtype -> SGLang's --kv-cache-dtype (None: "auto"); fp8_ds_mla is SGLang's fp8_e4m3 on an MLA/NSA model.
 # The newest spelling; ``SglangEngine.kv_flags`` gives a release's own (nvfp4 was fp4_e2m1 before v0.5.16).

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from kvplan.dtypes import KVDtype
 from kvplan.engines.base import (
     GPU_GENERATION_RULE,
     RUNTIME_RESERVE_SOURCE,
@@ -32,11 +31,12 @@ from kvplan.engines.base import (
     release_text,
     rule_span,
 )
-from kvplan.hardware import HardwareSpec
-from kvplan.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
-from kvplan.model import ModelSpec
-from kvplan.parallel import Parallelism, pipeline_stages
-from kvplan.values import Bytes, Count, Number, Ratio, Tokens, default, derived, given
+from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.parallel import Parallelism, pipeline_stages
+from kvplan.specs.values import Bytes, Count, Number, Ratio, Tokens, default, derived, given
 
 COMMIT = "001cabc1"
 # kvplan's KV dtype -> vLLM's --kv-cache-dtype (None: "auto", the model's dtype; vllm/config/cache.py CacheDType)

@@ -1,5 +1,5 @@
 """Presentation, one module per command: a typed plan in, a ``Result`` (headline, data, tables, notes) out.
 
 Nothing here computes a figure; it chooses titles, rows and words. Numbers stay typed values until
-``kvplan.output`` formats them.
+``kvplan.render.output`` formats them.
 """

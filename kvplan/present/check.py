@@ -6,8 +6,8 @@ from pathlib import Path
 
 from kvplan.calc.check import CheckPlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
-from kvplan.values import Count, derived
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Count, derived
 
 
 def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:

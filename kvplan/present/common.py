@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvplan.scenario import DEFAULT_DECODE_TOKENS, DEFAULT_PROMPT_TOKENS, Scenario
-from kvplan.values import Count, Tokens, default, given
+from kvplan.specs.values import Count, Tokens, default, given
 
 
 def _input(value, flag: str, was_given: bool, why: str):

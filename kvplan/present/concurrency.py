@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kvplan.calc.concurrency import SEED_BATCH_RANGE, SPARSIFICATION_CAVEAT, ConcurrencyPlan
-from kvplan.output import format_seconds
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Chart, Result, Table
-from kvplan.values import Count, given
+from kvplan.render.output import format_seconds
+from kvplan.render.result import Chart, Result, Table
+from kvplan.specs.values import Count, given
 
 
 def present(plan: ConcurrencyPlan) -> Result:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvplan.calc.explain_log import ExplainLogPlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
+from kvplan.render.result import Result, Table
 
 
 def _rows(comparisons) -> tuple:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvplan.calc.pd import PdPlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
-from kvplan.values import Number, Tokens, default, derived, given
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Number, Tokens, default, derived, given
 
 
 def _colocated(r) -> Number:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from kvplan.calc import costs
 from kvplan.calc.preemption import V0_SWAP_SPACE_BYTES, PreemptionPlan
-from kvplan.output import format_seconds as _time
+from kvplan.inputs.units import format_bytes
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
-from kvplan.units import format_bytes
-from kvplan.values import Count, Number, Tokens, default, given
+from kvplan.render.output import format_seconds as _time
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Count, Number, Tokens, default, given
 
 
 def data_tp(s) -> Count:

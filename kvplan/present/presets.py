@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvplan.presets import CatalogueEntry, Figure
-from kvplan.result import Result, Table
-from kvplan.values import Bandwidth, Bytes, Derivation, UsdPerHour
+from kvplan.inputs.presets import CatalogueEntry, Figure
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Bandwidth, Bytes, Derivation, UsdPerHour
 
 COLUMNS = ("id", "type", "name", "HBM", "HBM bandwidth", "price per GPU-hour", "origin")
 GPU_COLUMNS = (3, 4, 5)  # shown only when the list holds a GPU

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
-from kvplan.result import Result, Table
-from kvplan.values import Count, Number, Seconds, default, derived, given
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Count, Number, Seconds, default, derived, given
 
 SEARCH = "kvplan.calc.sizing: capacity.fit per replica x DP; steady TPOT from the step model; DP x B / request time"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvplan.calc.simulate import OVERLOAD_SHARE, POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Chart, Result, Table
-from kvplan.values import Count, Number, Seconds, default, given
+from kvplan.render.result import Chart, Result, Table
+from kvplan.specs.values import Count, Number, Seconds, default, given
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
@@ -116,7 +116,7 @@ def timeline_chart(plan: SimPlan) -> Chart:
 
 def _timeline(plan: SimPlan):
     """The timeline as a chart (sparklines, or --plot) and as JSON rows, from ``timeline_buckets``."""
-    from kvplan.values import Bytes, Fraction, Number, derived
+    from kvplan.specs.values import Bytes, Fraction, Number, derived
 
     starts, series = timeline_buckets(plan.run)
     width = plan.run.simulated_seconds / len(starts)
@@ -214,7 +214,7 @@ SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p9
 def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
     """``--sweep-rate``: one row per arrival rate, whether it meets the targets, and the capacity (the highest rate
     at which it and every lower rate meet them)."""
-    from kvplan.values import Fraction, derived
+    from kvplan.specs.values import Fraction, derived
 
     n = len(sweep.rates)
     first, last = sweep.rates[0], sweep.rates[-1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvplan.calc.size import SizePlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Result, Table
-from kvplan.values import Count, default, given
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import Count, default, given
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 

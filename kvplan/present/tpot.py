@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvplan.calc.tpot import COMPONENTS, TpotPlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.result import Chart, Result, Table
-from kvplan.values import Count, default
+from kvplan.render.result import Chart, Result, Table
+from kvplan.specs.values import Count, default
 
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",

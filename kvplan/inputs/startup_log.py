@@ -258,7 +258,7 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
 def read_log(path: Path) -> StartupLog:
     """The facts of the start-up log at ``path``, read with kvplan's hardened reader (size limit, no FIFOs or
     devices, UTF-8 text only)."""
-    from kvplan.presets import read_text
+    from kvplan.inputs.presets import read_text
 
     text = read_text(Path(path), WHAT, FIX)
     if "\x00" in text:
@@ -290,7 +290,7 @@ _SUFFIXES = ("-fp8", "-bf16", "-instruct", "-chat", "-awq", "-int4", "-int8", "-
 def preset_for_model(name: str, presets) -> str | None:
     """The built-in or user preset a logged model name or path names (``deepseek-ai/DeepSeek-R1`` ->
     ``deepseek-r1``), trying the name with common quantisation / release suffixes removed."""
-    from kvplan.presets import _preset_for_hf_id
+    from kvplan.inputs.presets import _preset_for_hf_id
 
     ref = name.rstrip("/")
     if "/models--" in ref:   # a Hugging Face cache path: .../models--org--name/snapshots/<hash>

@@ -159,7 +159,7 @@ def load(path: Path) -> PlanFile:
 
 
 def _where(path: Path) -> _Where:
-    from kvplan.presets import read_text
+    from kvplan.inputs.presets import read_text
 
     return _Where(path, read_text(path, "plan", "give the path of a plan .toml file"))
 
@@ -167,7 +167,7 @@ def _where(path: Path) -> _Where:
 def _read(path: Path, chain: tuple[Path, ...]):
     """(description, the deployment keys given, {key: file}, assertions, whether any file has a [deployment]) of
     a plan and the plans it extends; ``load`` checks that the whole has a deployment and an assertion."""
-    from kvplan.presets import parse_toml, read_text
+    from kvplan.inputs.presets import parse_toml, read_text
 
     # the same hardened reader as presets: FIFOs and devices refused unread, size and nesting bounded; the text is
     # read once, for the document and for the lines errors name
@@ -375,7 +375,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
             op, bound = (">=" if key == "at_least" else "<="), _bound(kind, entry[key], label("assert", key, index),
                                                                       fail, key)
     batch = generated = None
-    from kvplan.units import parse_tokens
+    from kvplan.inputs.units import parse_tokens
 
     if "batch" in entry:
         whole = _whole(entry["batch"], "batch", index, fail)
@@ -451,7 +451,7 @@ def _checked(parse, fail, key: str):
 
 
 def _bound(kind: str, value, name: str, fail, key: str):
-    from kvplan.units import parse_size
+    from kvplan.inputs.units import parse_size
 
     if isinstance(value, bool):
         raise fail(f"{name} = {shorten(value)} is not a number", f"e.g. {_BOUND_EXAMPLES[kind]}", key)

@@ -1,7 +1,7 @@
 """Typed values: a number, what it measures, and how it was obtained.
 
 Calculators return bytes, tokens, seconds, ratios and counts as these types, never as text; only the output
-layer (``kvplan.output``) turns them into text, per format and ``--units``. Each value may carry a
+layer (``kvplan.render.output``) turns them into text, per format and ``--units``. Each value may carry a
 ``Derivation`` (formula, the formula with the numbers put in, sources), so ``--explain`` and the JSON
 ``derivations`` cover every computed figure by construction. A value the user gave, or a default the engine
 or kvplan applies, carries an input derivation (``given(...)`` / ``default(...)``).

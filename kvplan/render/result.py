@@ -2,8 +2,8 @@
 
 A calculator returns a typed, frozen plan; a command's presentation step turns the plan into a ``Result``:
 ``headline`` (the deployment and KV dtype, printed first in every format), ``data`` (nested dicts and lists
-of typed ``kvplan.values`` values, the JSON document), ``tables`` (rows of typed values and text), ``brief``
-(the headline figures for ``--brief``), notes and assumptions. ``kvplan.output`` renders it; nothing here
+of typed ``kvplan.specs.values`` values, the JSON document), ``tables`` (rows of typed values and text), ``brief``
+(the headline figures for ``--brief``), notes and assumptions. ``kvplan.render.output`` renders it; nothing here
 formats a number.
 
 Derivations are not listed by hand: ``derivations()`` walks ``data`` and collects the derivation every value
@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.values import Derivation, Value
+from kvplan.specs.values import Derivation, Value
 
 
 @dataclass(frozen=True)
 class Table:
-    """A table of typed cells (formatted only by kvplan.output); rows align with ``columns``."""
+    """A table of typed cells (formatted only by kvplan.render.output); rows align with ``columns``."""
 
     title: str
     columns: tuple[str, ...]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields, is_dataclass
 
-from kvplan.model import Sourced
+from kvplan.specs.model import Sourced
 
 
 def _value(v) -> str:
@@ -46,7 +46,7 @@ def hardware_toml(hw, efficiency: dict[str, float], source: str) -> str:
     """The hardware preset with ``efficiency`` values replacing its [efficiency] table, id suffixed -calibrated."""
     from dataclasses import replace
 
-    from kvplan.hardware import Efficiency
+    from kvplan.specs.hardware import Efficiency
 
     eff = replace(hw.efficiency, **{k: Sourced(value=v, source=source, kind="M") for k, v in efficiency.items()})
     spec = replace(hw, id=f"{hw.id}-calibrated", name=f"{hw.name} (calibrated)", efficiency=Efficiency(

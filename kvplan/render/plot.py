@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.result import Chart
+from kvplan.render.result import Chart
 
 
 def write_chart_png(chart: Chart, path: Path) -> None:

@@ -16,7 +16,7 @@ GPUs used = tp x pp x dp.
 from dataclasses import dataclass
 from typing import Annotated
 
-from kvplan.layers import SPEC_CONFIG, Range, check_fields
+from kvplan.specs.layers import SPEC_CONFIG, Range, check_fields
 
 MAX_DEGREE = 4096
 

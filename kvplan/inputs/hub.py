@@ -1,11 +1,11 @@
 """``--model org/name[@revision]``: a model on the Hugging Face Hub, through ``huggingface_hub`` (the optional
 ``kvplan[hub]`` extra, imported only here, only when such an id is given).
 
-Precedence (``kvplan.presets.load_model``): an existing local path (file or folder) first, then a preset id
+Precedence (``kvplan.inputs.presets.load_model``): an existing local path (file or folder) first, then a preset id
 (built-in or ``--presets-dir``), and only then ``org/name`` as a Hub id.
 
 What is read: ``config.json`` and ``model.safetensors.index.json`` (small files), and the *headers* of the
-safetensors shards, never their tensors (``kvplan.checkpoint``). The local Hugging Face cache comes first
+safetensors shards, never their tensors (``kvplan.inputs.checkpoint``). The local Hugging Face cache comes first
 (``try_to_load_from_cache``, which honours ``HF_HOME`` / ``HF_HUB_CACHE``), so any cached model works offline;
 a file not cached is downloaded with ``hf_hub_download`` (the library's own token, endpoint and cache) unless
 ``HF_HUB_OFFLINE`` is set. Shards are never downloaded: an uncached shard's header is read remotely with
@@ -112,7 +112,7 @@ class _Remote:
 
     def headers(self, names: list[str]) -> list:
         """The tensors of the safetensors headers of ``names``, read remotely (header bytes only)."""
-        from kvplan.checkpoint import tensors
+        from kvplan.inputs.checkpoint import tensors
 
         known_absent = [n for n in names if (f := self._lookup(n)) is not None and not isinstance(f, str)]
         if names and len(known_absent) == len(names):   # the cache says the Hub has none of them: no request
@@ -156,10 +156,10 @@ class _Remote:
 
 def load_hub_model(ref: str, preset_hint: str = ""):
     """The model a Hub id names: its config, its exact weight bytes from the safetensors headers (cache first),
-    and its parameter counts from the config (``kvplan.hf_import``). ``preset_hint`` ends each fix with a
+    and its parameter counts from the config (``kvplan.inputs.hf_import``). ``preset_hint`` ends each fix with a
     built-in preset of the same model, when there is one."""
-    from kvplan.hf_import import find_weights, model_from_hf_config
-    from kvplan.presets import read_json
+    from kvplan.inputs.hf_import import find_weights, model_from_hf_config
+    from kvplan.inputs.presets import read_json
 
     parsed = parse_hub_id(ref)
     if parsed is None:  # pragma: no cover - load_model calls this only for a Hub id

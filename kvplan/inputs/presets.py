@@ -10,7 +10,7 @@ Layers in a model preset's ``[[groups]]`` are written as ``layers = "all"``, a l
 
 The spec classes are plain dataclasses. A user's preset (or any file given by path) is untrusted: it is
 validated with pydantic (``TypeAdapter`` over those dataclasses, strict whole numbers, unknown keys refused),
-imported only here. The built-in presets are trusted and built directly (``kvplan.layers.construct``), which
+imported only here. The built-in presets are trusted and built directly (``kvplan.specs.layers.construct``), which
 is much cheaper at start-up; the test suite checks that every built-in preset passes the pydantic path too and
 gives an equal object.
 """
@@ -39,10 +39,10 @@ _OBJECT_HINT = "give a preset id, a preset .toml, a Hugging Face config.json or 
 
 
 def builtin_dir() -> Path:
-    packaged = Path(__file__).parent / "presets"
+    packaged = Path(__file__).parent.parent / "presets"   # the wheel ships them as kvplan/presets
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "presets"
+    return Path(__file__).resolve().parent.parent.parent / "presets"
 
 
 @dataclass(frozen=True)
@@ -470,7 +470,7 @@ def _report(cls: type, body: dict[str, Any], own: list[tuple[tuple, str]], where
     Pydantic's messages about a field already reported, and its whole-object checks (``__post_init__``, which
     would repeat ``own`` or judge placeholder values) are left out when ``own`` has anything."""
     if trusted and not own:
-        from kvplan.layers import construct
+        from kvplan.specs.layers import construct
 
         try:
             return construct(cls, body)
@@ -489,8 +489,8 @@ def _report(cls: type, body: dict[str, Any], own: list[tuple[tuple, str]], where
 def build_model(data: dict[str, Any], where: str, trusted: bool = False):
     """A ModelSpec from a model preset's TOML table; ``trusted`` (built-in presets) skips pydantic. Every problem
     in an untrusted table is reported at once, on one line."""
-    from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM
-    from kvplan.model import ModelSpec
+    from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM
+    from kvplan.specs.model import ModelSpec
 
     if data.get("type", "model") != "model":
         raise KvplanError(f"{where} is a {shorten(data.get('type'))} preset, not a model",
@@ -529,7 +529,7 @@ def build_model(data: dict[str, Any], where: str, trusted: bool = False):
 def build_hardware(data: dict[str, Any], where: str, trusted: bool = False):
     """A HardwareSpec from a hardware preset's TOML table; ``trusted`` (built-in presets) skips pydantic. Every
     problem in an untrusted table is reported at once, on one line."""
-    from kvplan.hardware import COMPUTE_DTYPES, HardwareSpec
+    from kvplan.specs.hardware import COMPUTE_DTYPES, HardwareSpec
 
     if data.get("type", "hardware") != "hardware":
         raise KvplanError(f"{where} is a {shorten(data.get('type'))} preset, not hardware",
@@ -591,11 +591,11 @@ def _preset_for_hf_id(ref: str, presets: Presets) -> str | None:
 
 def load_model(ref: str, extra_dirs: list[Path] | None = None):
     """A model from a preset id, a preset TOML path, an HF ``config.json`` path, a model directory, or a Hugging
-    Face Hub id ``org/name[@revision]`` (``kvplan.hub``). An existing path wins, then a preset id, then a Hub id."""
+    Face Hub id ``org/name[@revision]`` (``inputs.hub``). An existing path wins, then a preset id, then a Hub id."""
     path = _path(ref, "model")
     kind, why = probe(path)
     if kind == "dir":
-        from kvplan.hf_import import load_hf_model
+        from kvplan.inputs.hf_import import load_hf_model
 
         return load_hf_model(path)
     if kind == "bad":
@@ -603,7 +603,7 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
     if kind == "file" and path.suffix.lower() == ".toml":
         return build_model(read_toml(path, "model preset"), str(path))
     if kind == "file" and path.suffix.lower() == ".json":
-        from kvplan.hf_import import load_hf_model
+        from kvplan.inputs.hf_import import load_hf_model
 
         return load_hf_model(path)
     preset = _find("model", ref, extra_dirs)
@@ -612,10 +612,10 @@ def load_model(ref: str, extra_dirs: list[Path] | None = None):
             raise KvplanError(f"model file {ref} is neither a preset .toml nor a config .json, nor a preset id",
                               _OBJECT_HINT)
         models = discover(extra_dirs)["model"]
-        from kvplan.hub import parse_hub_id
+        from kvplan.inputs.hub import parse_hub_id
 
         if kind == "missing" and parse_hub_id(ref) is not None:  # a path or a preset id wins over a Hub id
-            from kvplan.hub import load_hub_model
+            from kvplan.inputs.hub import load_hub_model
 
             return load_hub_model(ref, _preset_for_hf_id(ref.split("@", 1)[0], models) or "")
         if os.sep in ref or ref.endswith((".json", ".toml")):

@@ -31,8 +31,8 @@ from dataclasses import dataclass, fields
 from types import NoneType, UnionType
 from typing import Annotated, ClassVar, Literal, Union, get_args, get_origin
 
-from kvplan.dtypes import KVDtype
 from kvplan.errors import KvplanError
+from kvplan.specs.dtypes import KVDtype
 
 STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -41,7 +41,7 @@ STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # trusted path (built-in presets, calculators) never imports pydantic's model machinery. Field constraints
 # are ``Annotated`` metadata objects that serve both sides: ``check_fields`` (called by each spec's
 # ``__post_init__``) applies them to any construction, and pydantic, validating untrusted data at the
-# boundary with ``TypeAdapter(ModelSpec)`` (kvplan.presets), reads the same objects through
+# boundary with ``TypeAdapter(ModelSpec)`` (kvplan.inputs.presets), reads the same objects through
 # ``__get_pydantic_core_schema__``, importing pydantic_core only then.
 
 # Pydantic reads this from a stdlib dataclass: an unknown key in a preset is an error, not ignored.
@@ -178,7 +178,7 @@ def construct(tp, value):
     dataclass (the layer-kind union dispatching on ``kind``), recursively, and lists become tuples. Values
     that already are spec objects are kept. Nothing is type-checked here beyond what each dataclass's
     ``__post_init__`` checks: this builds trusted data (the built-in presets); untrusted data goes through
-    pydantic (``kvplan.presets.validate``)."""
+    pydantic (``kvplan.inputs.presets.validate``)."""
     if value is None:
         return None
     tp = strip_optional(tp)[0]

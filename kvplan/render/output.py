@@ -1,13 +1,13 @@
 """The one output layer: every command's ``Result`` rendered as tables, JSON, CSV or Markdown.
 
-Only this module turns numbers into text. Typed values (``kvplan.values``) are formatted per format and
+Only this module turns numbers into text. Typed values (``kvplan.specs.values``) are formatted per format and
 ``--units``: tables and Markdown print ``1.01 GiB``, ``1,024``, ``12.5 ms``, ``3.20x``; CSV and JSON carry the
 raw number (units in the CSV header, ``context tokens (tokens)``, or in the JSON key name). Every format
 starts with the result's headline (the deployment and KV dtype); in CSV it is a ``#`` comment line.
 
 Tables fit the width: the terminal's, or ``COLUMNS`` when piped (80 when neither says). Text columns wrap;
 number columns never split. A terminal gets rich (bold titles and headers); output that is not a terminal
-prints no styles, and ``kvplan.textlayout`` writes the same text without importing rich.
+prints no styles, and ``kvplan.render.textlayout`` writes the same text without importing rich.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 import sys
 from typing import Any
 
-from kvplan.result import Result, Table
-from kvplan.units import format_bytes
-from kvplan.values import (
+from kvplan.inputs.units import format_bytes
+from kvplan.render.result import Result, Table
+from kvplan.specs.values import (
     Bandwidth,
     Bytes,
     Count,
@@ -276,7 +276,7 @@ def _column_widths(table: Table, rows: list[list[str]]) -> list[tuple[int, int, 
 def _layout_columns(table: Table, cols: list[int], widths) -> list:
     """The ``textlayout`` columns of ``table``'s columns ``cols``: numbers right-justified, and no column narrower
     than its ``low`` width plus its padding (rich's ``min_width`` counts the padding, one space each side)."""
-    from kvplan.textlayout import Column
+    from kvplan.render.textlayout import Column
 
     return [Column(table.columns[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
             for n, i in enumerate(cols)]
@@ -299,11 +299,11 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     """(title, columns, rows of text) of the table as printed ``width`` columns wide: one part, or, when its
     narrowest layout is wider than the output, several that each repeat the first (key) column, so that a wide
     table prints in parts instead of being cropped."""
-    from kvplan.textlayout import plain_ok, table_minimum
+    from kvplan.render.textlayout import plain_ok, table_minimum
 
     cells = [[text(v, units) for v in row] for row in table.rows]
     widths = _column_widths(table, cells)
-    # one cell per character, as kvplan.textlayout lays out; else (wide characters) rich measures the text
+    # one cell per character, as kvplan.render.textlayout lays out; else (wide characters) rich measures the text
     plain = plain_ok([*table.columns, *(c for row in cells for c in row)], None)
     if plain:
         cell_len = len
@@ -380,8 +380,8 @@ def _block_texts(blocks: list[tuple]):
 
 
 def write_plain(blocks: list[tuple], out, width: int) -> None:
-    """The blocks as unstyled text (``kvplan.textlayout``: rich's layout, without rich)."""
-    from kvplan.textlayout import table_lines, text_lines
+    """The blocks as unstyled text (``kvplan.render.textlayout``: rich's layout, without rich)."""
+    from kvplan.render.textlayout import table_lines, text_lines
 
     lines: list[str] = []
     for block in blocks:
@@ -416,8 +416,8 @@ def write_rich(blocks: list[tuple], out, width: int) -> None:
 
 def print_table(result: Result, explain: bool = False, file=None, units: str = "iec") -> None:
     """The table format: rich on a terminal; anywhere else (no styles to print) the same text from
-    ``kvplan.textlayout``, which does not import rich."""
-    from kvplan.textlayout import plain_ok
+    ``kvplan.render.textlayout``, which does not import rich."""
+    from kvplan.render.textlayout import plain_ok
 
     out = file or sys.stdout
     width = output_width(out)

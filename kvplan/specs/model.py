@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Annotated
 
-from kvplan.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.errors import KvplanError
-from kvplan.layers import SPEC_CONFIG, Finite, LayerKind, MinLen, Range, check_fields
+from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
+from kvplan.specs.layers import SPEC_CONFIG, Finite, LayerKind, MinLen, Range, check_fields
 
 Dim = Annotated[int, Range(gt=0, le=100_000_000)]
 

@@ -8,8 +8,8 @@ import datetime
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated
 
-from kvplan.layers import SPEC_CONFIG, MinLen, Range, check_fields
-from kvplan.model import Sourced
+from kvplan.specs.layers import SPEC_CONFIG, MinLen, Range, check_fields
+from kvplan.specs.model import Sourced
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # Above this an hourly price for one GPU is a typo (a whole node's price, or cents): the dearest public

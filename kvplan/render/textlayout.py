@@ -4,7 +4,7 @@ Output that carries no styles (a pipe, a file, CI logs: anything that is not a t
 a terminal gets rich itself (bold titles and headers). Importing rich's console and table and laying out
 ``kvplan size``'s tables took ~25 ms of a ~90 ms run; this module does the same layout in ~1 ms.
 
-It covers exactly the tables ``kvplan.output`` builds, and nothing else: a left-aligned title, a header row,
+It covers exactly the tables ``kvplan.render.output`` builds, and nothing else: a left-aligned title, a header row,
 the ``SIMPLE_HEAD`` box (spaces for edges and dividers, a rule of ``─`` under the header), cell padding of one
 space either side collapsed between columns (so the first column is padded ``1 + 1`` and every later one
 ``0 + 1``), columns left- or right-justified that fold words longer than the column, with a minimum width and

@@ -113,7 +113,7 @@ def _is_moe_layer(f: Any, i: int, E: int) -> bool:
 
 
 def count_params(f: Any, num_layers: int, mtp_layers: int) -> tuple[ParamCount | None, str]:
-    """The parameter count of the config read through ``f`` (``kvplan.hf_import._Fields``), and a note: the
+    """The parameter count of the config read through ``f`` (``kvplan.inputs.hf_import._Fields``), and a note: the
     formula when counted, the reason when not."""
     mt = f.model_type or ""
     types = f.get("layer_types")

@@ -20,7 +20,7 @@ What is read, and how (each rule follows the transformers config class or the en
 Anything the importer cannot interpret fully (an unknown layer type, an SSM layout, a missing field) is a
 KvplanError naming the field, never a guess. Defaults and derivations that were applied are listed in
 ``ModelSpec.notes``. A config.json is untrusted: the spec the importer builds (each dataclass checks its own
-fields) is validated once more with pydantic at the end, as user presets are (``kvplan.presets.validate``).
+fields) is validated once more with pydantic at the end, as user presets are (``kvplan.inputs.presets.validate``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvplan import checkpoint
 from kvplan.errors import KvplanError, shorten
-from kvplan.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
-from kvplan.model import LayerGroup, ModelSpec, Sourced
+from kvplan.inputs import checkpoint
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.model import LayerGroup, ModelSpec, Sourced
 
 CONFIG_NAME = "config.json"
 MAX_LAYERS = 10_000  # ModelSpec.num_layers limit; checked before any per-layer list is built
@@ -475,7 +475,7 @@ def _weight_dtype(f: _Fields, notes: list[str]) -> str:
 
 def _params(f: _Fields, n: int, mtp_layers: int, source: str, notes: list[str], moe: bool) -> dict[str, Sourced]:
     """params_total, params_active, params_active_matmul and params_expert counted from the config's dims."""
-    from kvplan.hf_params import count_params
+    from kvplan.inputs.hf_params import count_params
 
     count, formula = count_params(f, n, mtp_layers)
     if count is None:
@@ -505,10 +505,10 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
     ``ModelSpec.sources``; ``weight_bytes`` (e.g. a safetensors index's total_size) becomes
     ``weight_bytes``, cited as ``weight_source``; ``weights`` (what ``find_weights`` found: safetensors headers,
     or an index's total_size) replaces both. The parameter counts come from the config's dimensions
-    (``kvplan.hf_params``)."""
+    (``kvplan.inputs.hf_params``)."""
     if weights is not None and weights.tensors is None:
         weight_bytes, weight_source = weights.total_size, weights.source
-    from kvplan.presets import validate
+    from kvplan.inputs.presets import validate
 
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: the config is not a JSON object", "give a Hugging Face config.json")
@@ -597,9 +597,9 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
 
 
 def _read_json(path: Path, what: str) -> Any:
-    """The parsed JSON of a regular file (``kvplan.presets.read_json``: FIFOs refused unread, size and nesting
+    """The parsed JSON of a regular file (``kvplan.inputs.presets.read_json``: FIFOs refused unread, size and nesting
     bounded)."""
-    from kvplan.presets import read_json
+    from kvplan.inputs.presets import read_json
 
     return read_json(path, what)
 
@@ -674,7 +674,7 @@ def find_weights(find: Callable[[str], Path | None], where: str,
 def load_hf_model(path: Path) -> ModelSpec:
     """A model from an HF ``config.json`` file or a model folder (its ``config.json``, and the weight size from
     ``model.safetensors.index.json`` when the folder has one)."""
-    from kvplan.presets import probe
+    from kvplan.inputs.presets import probe
 
     try:
         path = Path(path).expanduser()

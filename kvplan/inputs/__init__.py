@@ -1,0 +1,2 @@
+"""Inputs: user values (preset ids, paths, Hugging Face ids, unit strings, start-up logs, plan files) turned into
+specs and scenarios, with one-line errors."""
