@@ -74,3 +74,13 @@ class KvplanError(Exception):
         if self.hint:
             return f"error: {sanitize(self.message)} (fix: {sanitize(self.hint)})"
         return f"error: {sanitize(self.message)}"
+
+
+class InputError(KvplanError):
+    """A user value kvplan cannot read: a number, a unit, a preset id, a file (``kvplan.inputs``). Its message is
+    the same whether the value came from the command line, a plan file, a start-up log or Python."""
+
+
+class ScenarioError(KvplanError):
+    """A deployment or request the scenario's rules refuse (``kvplan.scenario``: the shape, the engine's rules,
+    the request's length). ``Scenario(...)`` raises this or ``InputError``, never a plain ``KvplanError``."""

@@ -19,10 +19,20 @@ Derived attributes (``parallelism``, ``kv_dtype``, ``engine_adapter``, ``sized_m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import KW_ONLY, InitVar, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-from kvplan.errors import KvplanError
+from kvplan.errors import InputError, KvplanError, ScenarioError
+from kvplan.inputs.request import (  # noqa: F401  (re-exported: the scenario's defaults and bounds)
+    DEFAULT_DECODE_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    MAX_MTP_LAYERS,
+    MAX_SPEC_TOKENS,
+    OPTION_FIELDS,
+    SEED_HARDWARE,
+    SEED_MODEL,
+)
 from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype, parse_kv_dtype
 from kvplan.specs.parallel import MAX_DEGREE, Parallelism
 
@@ -31,42 +41,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvplan.specs.hardware import HardwareSpec
     from kvplan.specs.model import ModelSpec
 
-# The workload document's scenario (the reasoning / long chain-of-thought workload kvplan is built for:
-# DeepSeek-R1 on an 8-GPU H200 node, a 1K-token prompt and a 30K-token decode), planned when no option is given.
-SEED_MODEL = "deepseek-r1"
-SEED_HARDWARE = "h200"
-DEFAULT_PROMPT_TOKENS = 1000
-DEFAULT_DECODE_TOKENS = 30000
-MAX_MTP_LAYERS = 64
-MAX_SPEC_TOKENS = 1024
-
 AUTO_DTYPE_NOTE = "auto = the engines' default"
-
-
-def _whole(value, name: str, low: int = 0, high: int | None = None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise KvplanError(f"{name} {value!r} is not a whole number", f"give {name} as a whole number")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low:,} and {high:,}" if high is not None else f"at least {low:,}"
-        raise KvplanError(f"{name} {value:,} is out of range", f"give {name} {bound}")
-
-
-def _fraction(value, name: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= 1:
-        raise KvplanError(f"{name} {value!r} is not in (0, 1]", f"give {name} as a fraction such as 0.9")
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """One validated deployment and request (module docstring): every calculator takes one."""
+    """One validated deployment and request (module docstring): every calculator takes one.
 
-    model: ModelSpec
-    hardware: HardwareSpec
+    Each input takes a typed value (a ``ModelSpec``, an int) or what a user writes: a preset id, a path or a Hub
+    id for ``model`` / ``hardware`` / ``draft``, text with its unit ("32k", "80GiB", "50GB/s") or a number for the
+    rest, read as the command line reads it (``kvplan.inputs.request``), and the option names the command line and
+    plan files use (``prompt``, ``decode``, ``kv_pool``, ...) alongside the field names:
+    ``Scenario(model="qwq-32b", hardware="h100-sxm", gpus=2, decode="32k")``. A bad value raises ``InputError``,
+    a deployment the rules refuse ``ScenarioError``, with the message the command line prints for it."""
+
+    model: ModelSpec = cast("ModelSpec", SEED_MODEL)
+    hardware: HardwareSpec = cast("HardwareSpec", SEED_HARDWARE)
     kv_dtype_request: str | KVDtype = "auto"
     nodes: int = 1
     gpus: int | None = None
@@ -98,6 +88,19 @@ class Scenario:
     token_budget: int | None = None
     # the host link, effective GB/s (10^9 B/s) per direction; None: the preset's line rate x large-copy efficiency
     host_link_gbs: float | None = None
+    # the command line's option names for the fields named otherwise (kvplan.inputs.request.OPTION_FIELDS; not
+    # kv_dtype, which is the resolved dtype: give kv_dtype_request), and the folder of the user's presets that model,
+    # hardware and draft ids are looked up in first
+    _: KW_ONLY
+    prompt: InitVar[str | int | None] = None
+    decode: InitVar[str | int | None] = None
+    weights: InitVar[str | int | None] = None
+    kv_pool: InitVar[str | int | None] = None
+    activation_reserve: InitVar[str | int | None] = None
+    runtime_reserve: InitVar[str | int | None] = None
+    shared_prefix: InitVar[str | int | None] = None
+    draft_model: InitVar[str | Path | ModelSpec | None] = None
+    presets_dir: InitVar[str | Path | None] = None
 
     # derived in __post_init__
     parallelism: Parallelism = field(init=False)
@@ -109,7 +112,30 @@ class Scenario:
     engine_adapter: Engine = field(init=False)
     sized_model: ModelSpec = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, prompt: str | int | None, decode: str | int | None, weights: str | int | None,
+                      kv_pool: str | int | None, activation_reserve: str | int | None,
+                      runtime_reserve: str | int | None, shared_prefix: str | int | None,
+                      draft_model: str | Path | ModelSpec | None, presets_dir: str | Path | None) -> None:
+        from kvplan.inputs.request import resolve
+
+        options = {"prompt": prompt, "decode": decode, "weights": weights, "kv_pool": kv_pool,
+                   "activation_reserve": activation_reserve, "runtime_reserve": runtime_reserve,
+                   "shared_prefix": shared_prefix, "draft_model": draft_model}
+        given = {k: v for k, v in options.items() if v is not None}
+        for option in given:
+            name = OPTION_FIELDS[option]
+            if getattr(self, name) != _DEFAULTS[name]:
+                raise InputError(f"{option} and {name} both given", f"give one of them ({option}: the option's name)")
+        for name, value in resolve({k: getattr(self, k) for k in _INPUTS}, given, presets_dir).items():
+            object.__setattr__(self, name, value)
+        try:
+            self._validate()
+        except (InputError, ScenarioError):
+            raise
+        except KvplanError as err:   # a rule of the engine or the model (TP, layout, KV dtype)
+            raise ScenarioError(err.message, err.hint) from None
+
+    def _validate(self) -> None:
         from kvplan import engines
 
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -125,69 +151,48 @@ class Scenario:
              else parse_kv_dtype(req))
         set_("kv_dtype_auto", auto)
         if self.kv_dtype is KVDtype.NVFP4 and "fp4" not in hw.dense_tflops:   # before the engine's own rules
-            raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
-                              "use --kv-dtype fp8 on this GPU")
+            raise ScenarioError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
+                               "use --kv-dtype fp8 on this GPU")
         adapter.refuse_kv_dtype(self.kv_dtype, model, hw)
         set_("engine_adapter", adapter.bind(hw, self.kv_dtype))  # block sizes follow this GPU and KV dtype
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_BYTES_PER_PARAM:
-            raise KvplanError(f"unknown weight dtype {self.weight_dtype!r}",
-                              "choose one of " + ", ".join(WEIGHT_BYTES_PER_PARAM))
+            raise ScenarioError(f"unknown weight dtype {self.weight_dtype!r}",
+                               "choose one of " + ", ".join(WEIGHT_BYTES_PER_PARAM))
 
-        # --- request -------------------------------------------------------------------------------------------
-        for name in ("prompt_tokens", "decode_tokens", "shared_prefix_tokens"):
-            _whole(getattr(self, name), name)
-        _whole(self.mtp_layers, "--mtp-layers", 0)
-        _whole(self.spec_tokens, "--spec-tokens", 0)
-        if self.mtp_layers > MAX_MTP_LAYERS:
-            raise KvplanError(f"--mtp-layers {self.mtp_layers:,} is absurd (DeepSeek ships 1)",
-                              "give 0 to a few layers")
-        if self.spec_tokens > MAX_SPEC_TOKENS:
-            raise KvplanError(f"--spec-tokens {self.spec_tokens:,} is absurd (engines use 1-8)",
-                              "give the speculative tokens per step")
-        for name in ("weights_bytes", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens", "max_num_seqs",
-                     "block_size", "token_budget"):
-            _whole(getattr(self, name), name, 1)
-        for name in ("activation_reserve_bytes", "runtime_reserve_bytes"):
-            _whole(getattr(self, name), name, 0)
-        _fraction(self.gpu_memory_utilization, "--gpu-memory-utilization")
-        _fraction(self.mem_fraction_static, "--mem-fraction-static")
+        # --- request (each value is in its option's range already: kvplan.inputs.request.resolve) ---------------
         if self.host_link_gbs is not None and not (isinstance(self.host_link_gbs, (int, float))
-                                                   and math.isfinite(self.host_link_gbs)
-                                                   and 0.01 <= self.host_link_gbs <= 1e5):
-            raise KvplanError(f"host link rate {self.host_link_gbs!r} GB/s is outside 0.01 .. 100,000 GB/s",
-                              "give --host-link-gbs like 50")
+                                                    and math.isfinite(self.host_link_gbs)
+                                                    and 0.01 <= self.host_link_gbs <= 1e5):
+            raise ScenarioError(f"host link rate {self.host_link_gbs!r} GB/s is outside 0.01 .. 100,000 GB/s",
+                               "give --host-link-gbs like 50")
         if self.prompt_tokens + self.decode_tokens == 0:
-            raise KvplanError("--prompt and --decode are both 0", "give the request at least one token")
+            raise ScenarioError("--prompt and --decode are both 0", "give the request at least one token")
         if self.shared_prefix_tokens > self.prompt_tokens:
-            raise KvplanError(f"--shared-prefix {self.shared_prefix_tokens:,} is longer than the "
-                              f"{self.prompt_tokens:,}-token prompt", "give a shared prefix no longer than --prompt")
+            raise ScenarioError(f"--shared-prefix {self.shared_prefix_tokens:,} is longer than the "
+                               f"{self.prompt_tokens:,}-token prompt", "give a shared prefix no longer than --prompt")
         if self.kv_pool_bytes is not None and self.kv_pool_bytes > hw.hbm_bytes:
-            raise KvplanError(f"--kv-pool {self.kv_pool_bytes / 2**30:,.2f} GiB is more than the {hw.id}'s "
-                              f"{hw.hbm_capacity_gib.value:g} GiB of HBM",
-                              "give the pool of one GPU, e.g. from vLLM's 'Available KV cache memory' line")
+            raise ScenarioError(f"--kv-pool {self.kv_pool_bytes / 2**30:,.2f} GiB is more than the {hw.id}'s "
+                               f"{hw.hbm_capacity_gib.value:g} GiB of HBM",
+                               "give the pool of one GPU, e.g. from vLLM's 'Available KV cache memory' line")
         limit = self.context_limit
         if limit is not None and self.context_tokens + self.spec_tokens > limit:
             where = ("--max-model-len" if self.max_model_len is not None
                      else f"{model.id}'s maximum context (max_position_embeddings)")
-            raise KvplanError(
+            raise ScenarioError(
                 f"the request's {self.context_tokens + self.spec_tokens:,} tokens (prompt + decode"
                 + (" + speculative slots" if self.spec_tokens else "") + f") exceed {where} of {limit:,}; "
                 "the engine would reject it",
                 "shorten --prompt/--decode" + ("" if self.max_model_len is not None else
-                                               ", or raise the limit with --max-model-len (rope scaling)"))
+                                                ", or raise the limit with --max-model-len (rope scaling)"))
 
         # --- deployment shape ----------------------------------------------------------------------------------
-        _whole(self.nodes, "--nodes", 1, MAX_DEGREE)
         per_node = hw.node.gpus_per_node
         available = self.nodes * per_node
         if self.gpus is not None:
-            _whole(self.gpus, "--gpus", 1, MAX_DEGREE)
             if self.gpus > available:
-                raise KvplanError(f"--gpus {self.gpus} is more than {self.nodes} node(s) of {hw.id} hold "
-                                  f"({available})", f"add --nodes {-(-self.gpus // per_node)}, or lower --gpus")
+                raise ScenarioError(f"--gpus {self.gpus} is more than {self.nodes} node(s) of {hw.id} hold "
+                                   f"({available})", f"add --nodes {-(-self.gpus // per_node)}, or lower --gpus")
         gpus = self.gpus if self.gpus is not None else available
-        for name in ("tp", "pp", "dp", "ep"):
-            _whole(getattr(self, name), f"--{name}", 1, MAX_DEGREE)
         sized = model.with_mtp_layers(self.mtp_layers) if self.mtp_layers else model
         set_("sized_model", sized)
         tp = self.tp
@@ -197,38 +202,38 @@ class Scenario:
         pp = self.pp
         sized.check_tp(tp)
         if pp > sized.num_layers:
-            raise KvplanError(f"pp={pp} is more pipeline stages than the {sized.num_layers} layers of {model.id}",
-                              f"choose --pp <= {sized.num_layers}")
+            raise ScenarioError(f"pp={pp} is more pipeline stages than the {sized.num_layers} layers of {model.id}",
+                               f"choose --pp <= {sized.num_layers}")
         if self.draft is not None:
             self.draft.check_tp(tp)
         if self.dp is None:
             if gpus % (tp * pp):
-                raise KvplanError(f"{gpus} GPUs do not split into TP={tp} x PP={pp} replicas",
-                                  "give --dp (or --gpus), or a TP x PP that divides the GPU count")
+                raise ScenarioError(f"{gpus} GPUs do not split into TP={tp} x PP={pp} replicas",
+                                   "give --dp (or --gpus), or a TP x PP that divides the GPU count")
             dp = gpus // (tp * pp)
         else:
             dp = self.dp
             if tp * pp * dp > gpus:
                 need = tp * pp * dp
-                raise KvplanError(f"TP x PP x DP = {need} GPUs but {self.nodes} node(s) of {hw.id} "
-                                  f"have {available}" + (f" and --gpus is {gpus}" if self.gpus else ""),
-                                  (f"raise --gpus to {need}" + (f" and --nodes to {-(-need // per_node)}"
-                                                                if need > available else "")
-                                   if self.gpus is not None and need <= MAX_DEGREE else
-                                   f"add --nodes {-(-need // per_node)}") + ", or lower --tp/--pp/--dp")
+                raise ScenarioError(f"TP x PP x DP = {need} GPUs but {self.nodes} node(s) of {hw.id} "
+                                   f"have {available}" + (f" and --gpus is {gpus}" if self.gpus else ""),
+                                   (f"raise --gpus to {need}" + (f" and --nodes to {-(-need // per_node)}"
+                                                                  if need > available else "")
+                                    if self.gpus is not None and need <= MAX_DEGREE else
+                                    f"add --nodes {-(-need // per_node)}") + ", or lower --tp/--pp/--dp")
         if dp > MAX_DEGREE:
-            raise KvplanError(f"the deployment would have {dp} DP replicas (over {MAX_DEGREE})",
-                              "give fewer --nodes or a larger --tp")
+            raise ScenarioError(f"the deployment would have {dp} DP replicas (over {MAX_DEGREE})",
+                               "give fewer --nodes or a larger --tp")
         if self.ep is not None and model.params_expert is None:
-            raise KvplanError(f"--ep {self.ep}: {model.id} has no routed experts to split",
-                              "drop --ep for a dense model")
+            raise ScenarioError(f"--ep {self.ep}: {model.id} has no routed experts to split",
+                               "drop --ep for a dense model")
         if self.ep is not None and (tp * dp) % self.ep:
-            raise KvplanError(f"--ep {self.ep} does not divide TP x DP = {tp * dp}",
-                              "give an EP degree that divides the GPUs of the TP and DP ranks")
+            raise ScenarioError(f"--ep {self.ep} does not divide TP x DP = {tp * dp}",
+                               "give an EP degree that divides the GPUs of the TP and DP ranks")
         par = Parallelism(tp=tp, pp=pp, dp=dp, ep=self.ep)
         problem = adapter.layout_problem(par)
         if problem is not None:
-            raise KvplanError(*problem)
+            raise ScenarioError(*problem)
         set_("parallelism", par)
         set_("planned_gpus", par.gpus)
         set_("dp_filled", self.dp is None and dp > 1)
@@ -240,10 +245,10 @@ class Scenario:
         for name, flag in SETTING_FLAGS.items():
             if getattr(self, name) is not None and name not in adapter.settings:
                 users = [e for e in ("neutral", "vllm", "sglang") if e != adapter.id]
-                raise KvplanError(f"{flag} is not a setting of --engine {adapter.id}",
-                                  f"drop {flag}, or use an engine that has it ({', '.join(users)})"
-                                  if name != "gpu_memory_utilization" else
-                                  "SGLang's fraction is --mem-fraction-static")
+                raise ScenarioError(f"{flag} is not a setting of --engine {adapter.id}",
+                                   f"drop {flag}, or use an engine that has it ({', '.join(users)})"
+                                   if name != "gpu_memory_utilization" else
+                                   "SGLang's fraction is --mem-fraction-static")
 
     @staticmethod
     def _default_tp(model: ModelSpec, cap: int, divides: int | None = None) -> int:
@@ -293,7 +298,7 @@ class Scenario:
         extras = []
         if self.tp_defaulted:
             extras.append("TP default: " + ("one node" if par.tp == min(hw.node.gpus_per_node, gpus)
-                                             else "the largest the model allows"))
+                                              else "the largest the model allows"))
         if self.dp_filled:
             extras.append(f"DP filled in to use all {gpus} GPUs")
         available = self.nodes * hw.node.gpus_per_node
@@ -312,3 +317,7 @@ class Scenario:
         from dataclasses import replace
 
         return replace(self, **changes)
+
+
+_INPUTS = tuple(f.name for f in fields(Scenario) if f.init)
+_DEFAULTS = {f.name: f.default for f in fields(Scenario) if f.init}

@@ -1,7 +1,6 @@
 """`kvplan check PLAN...`: a deployment plan's assertions, with exit codes for CI (0 all pass, 1 any fails,
 2 a plan is invalid or cannot be evaluated) and optional JUnit XML."""
 
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +23,7 @@ def check(
     presets_dir: PresetsDirOpt = None,
 ) -> None:
     """Check deployment plans: each assertion's measured value, bound, pass/fail and margin."""
-    from kvplan.commands.common import check_output_options, emit
+    from kvplan.commands.output import check_output_options, emit
     from kvplan.errors import KvplanError
     from kvplan.present.check import present
 
@@ -51,52 +50,13 @@ def check(
         raise SystemExit(1)
 
 
-def _scenario(spec, presets_dir):
-    """The plan's deployment through the command line's own parsers and Scenario rules; their messages name
-    flags (``--tp``), rewritten here to the plan's keys (``deployment.tp``), with the file and line."""
-    from kvplan.commands.common import build_scenario
-    from kvplan.errors import KvplanError
-
-    try:
-        return build_scenario(**spec.deployment, presets_dir=presets_dir)
-    except KvplanError as err:
-        set_in = dict(spec.deployment_sources)
-        # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
-        # line to point at
-        from kvplan.inputs.plan_file import DEPLOYMENT_DEFAULTS
-
-        named = sorted(_keys_named(err.message), key=lambda k: (k not in set_in,
-                                                               spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
-        rename = plan_keys
-
-        from kvplan.inputs.plan_file import locate
-
-        where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
-                       named[0] if named else None)
-        message = rename(err.message)
-        if "deployment." not in message:
-            message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
-        raise KvplanError(f"{where}: {message}", rename(err.hint)) from None
-
-
-def plan_keys(text: str | None) -> str | None:
-    """A message about the deployment in the plan's words: ``--tp 8`` -> ``deployment.tp 8``."""
-    from kvplan.inputs.plan_file import DEPLOYMENT_KEYS
-
-    if text is None:
-        return None
-    for k in DEPLOYMENT_KEYS:
-        text = re.sub(r"--" + re.escape(k.replace("_", "-")) + r"\b", f"deployment.{k}", text)
-    return text
-
-
 def _check_one(path: Path, presets_dir, update_baseline: bool):
     from kvplan.calc.check import plan_check
     from kvplan.errors import KvplanError
-    from kvplan.inputs.plan_file import load
+    from kvplan.inputs.plan_file import deployment_scenario, load, plan_keys
 
     spec = load(path)
-    scenario = _scenario(spec, presets_dir)
+    scenario = deployment_scenario(spec, presets_dir)
     try:
         assertions = _with_baselines(spec, path, update_baseline, scenario)
         return plan_check(scenario, assertions, str(path), spec.description, spec.workload)
@@ -189,20 +149,6 @@ def _read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
             raise KvplanError(f"baseline {target}: {shorten(key)} = {shorten(v)} is not a finite number of 0 or "
                               "more", fix)
     return values
-
-
-def _keys_named(message: str) -> list[str]:
-    """The deployment keys a message names, as flags first (``--tp``) then in words (``kv dtype``), each in the
-    order the message names them."""
-    from kvplan.inputs.plan_file import DEPLOYMENT_KEYS
-
-    def first(pattern: str) -> list[str]:
-        found = [(m.start(), k) for k in DEPLOYMENT_KEYS
-                 if (m := re.search(pattern.format(k.replace("_", "-"), k.replace("_", "[ _-]")), message,
-                                    flags=re.IGNORECASE))]
-        return [k for _, k in sorted(found)]
-
-    return first(r"--{0}\b") + first(r"\b{1}\b")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,19 +5,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import (
-    DEFAULT_CONTEXTS_TEXT,
-    ContextsOpt,
-    DramOpt,
-    build_scenario,
-    check_output_options,
-    emit,
-    optional,
-    parse_contexts,
-    parse_list,
-    parse_seconds,
-    scenario_command,
-)
+from kvplan.commands.common import ContextsOpt, DramOpt, scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT, optional, parse_contexts, parse_list, parse_seconds
+from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
@@ -91,8 +82,8 @@ def pool_from_log(scenario_args: dict, path: Path, extra: dict):
     weight dtypes, GPU, engine release; options that contradict the log refused) with the KV pool per GPU it
     states. Returns (scenario, where the pool came from, notes, warnings)."""
     from kvplan.calc.explain_log import logged_pool
-    from kvplan.commands.explain_log import scenario_from_log
     from kvplan.errors import KvplanError
+    from kvplan.inputs.request import scenario_from_log
     from kvplan.inputs.startup_log import read_log
 
     if scenario_args.get("kv_pool") is not None:

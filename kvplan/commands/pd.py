@@ -4,17 +4,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import (
-    TpotSloOpt,
-    build_scenario,
-    check_output_options,
-    emit,
-    optional,
-    parse_fraction,
-    parse_link_gbs,
-    parse_seconds,
-    scenario_command,
-)
+from kvplan.commands.common import TpotSloOpt, scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import optional, parse_degree, parse_float, parse_fraction, parse_link_gbs, parse_seconds
+from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens"), host_link=False)
@@ -37,7 +30,6 @@ def pd(
 ) -> None:
     """Colocated vs disaggregated prefill/decode: interference, KV transfer, best split, break-even, verdict."""
     from kvplan.calc.pd import PdOptions, plan_pd
-    from kvplan.commands.common import parse_degree, parse_float
     from kvplan.present.pd import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

@@ -4,17 +4,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import (
-    DramOpt,
-    build_scenario,
-    check_output_options,
-    emit,
-    optional,
-    parse_float,
-    parse_fraction,
-    parse_list,
-    scenario_command,
-)
+from kvplan.commands.common import DramOpt, scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import optional, parse_float, parse_fraction, parse_list
+from kvplan.inputs.request import build_scenario
 
 GeneratedOpt = Annotated[str, typer.Option("--generated", "--decode", metavar="TOKENS",
                                            help="Tokens generated before the preemption (default 20k).")]

@@ -5,7 +5,9 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import FormatOpt, PresetsDirOpt, check_format, emit, extra_dirs
+from kvplan.commands.common import FormatOpt, PresetsDirOpt
+from kvplan.commands.output import check_format, emit
+from kvplan.inputs.options import extra_dirs
 
 presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                           help="List and show the built-in and user presets.")

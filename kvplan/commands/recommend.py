@@ -4,7 +4,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import TpotSloOpt, build_scenario, check_output_options, emit, scenario_command
+from kvplan.commands.common import TpotSloOpt, scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import extra_dirs, optional, parse_link_gbs, parse_seconds
+from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
@@ -29,7 +32,6 @@ def recommend(
 ) -> None:
     """KV dtype, batch, offload, preemption, PD and prefix cache for this deployment, each with its reason."""
     from kvplan.calc.recommend import RecommendOptions, plan_recommend
-    from kvplan.commands.common import optional, parse_seconds
     from kvplan.errors import KvplanError
     from kvplan.inputs.units import parse_size
     from kvplan.present.recommend import present
@@ -53,8 +55,6 @@ def recommend(
     if candidates is not None and target is None:
         raise KvplanError("--candidates without --target", "give --target to search, or drop --candidates")
     scenario = build_scenario(**scenario_args)
-    from kvplan.commands.common import parse_link_gbs
-
     options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
                                dram_bytes_per_node=optional(parse_size, dram, "--dram"),
                                nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
@@ -73,7 +73,6 @@ def recommend(
 def _search(scenario, target: str, candidates: str | None, presets_dir):
     """The sizing search, and the best layout's scenario (the one recommend then plans)."""
     from kvplan.calc.sizing import parse_target, search
-    from kvplan.commands.common import extra_dirs
     from kvplan.errors import KvplanError
     from kvplan.inputs.presets import discover, load_hardware
 

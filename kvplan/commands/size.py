@@ -4,16 +4,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import (
-    DEFAULT_CONTEXTS_TEXT,
-    ContextsOpt,
-    build_scenario,
-    check_output_options,
-    emit,
-    extra_dirs,
-    parse_contexts,
-    scenario_command,
-)
+from kvplan.commands.common import ContextsOpt, scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT, extra_dirs, parse_contexts
+from kvplan.inputs.request import build_scenario
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 

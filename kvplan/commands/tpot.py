@@ -6,17 +6,10 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import (
-    build_scenario,
-    check_output_options,
-    emit,
-    optional,
-    parse_contexts,
-    parse_float,
-    parse_fraction,
-    parse_list,
-    scenario_command,
-)
+from kvplan.commands.common import scenario_command
+from kvplan.commands.output import check_output_options, emit
+from kvplan.inputs.options import optional, parse_contexts, parse_fraction, parse_list, parse_microseconds
+from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
@@ -81,12 +74,12 @@ def tpot(
         "hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
         "mfu": optional(parse_fraction, mfu, "mfu"),
         "prefill_mfu": optional(parse_fraction, prefill_mfu, "prefill-mfu"),
-        "overhead_us_per_layer": _microseconds(overhead_us, "--overhead-us"),
-        "overhead_us_per_step": _microseconds(step_overhead_us, "--step-overhead-us"),
-        "overhead_us_per_moe_layer": _microseconds(moe_overhead_us, "--moe-overhead-us"),
-        "overhead_us_per_request": _microseconds(request_overhead_us, "--request-overhead-us"),
-        "gemm_floor_us": _microseconds(gemm_floor_us, "--gemm-floor-us"),
-        "allreduce_latency_us": _microseconds(allreduce_latency_us, "--allreduce-latency-us"),
+        "overhead_us_per_layer": optional(parse_microseconds, overhead_us, "--overhead-us"),
+        "overhead_us_per_step": optional(parse_microseconds, step_overhead_us, "--step-overhead-us"),
+        "overhead_us_per_moe_layer": optional(parse_microseconds, moe_overhead_us, "--moe-overhead-us"),
+        "overhead_us_per_request": optional(parse_microseconds, request_overhead_us, "--request-overhead-us"),
+        "gemm_floor_us": optional(parse_microseconds, gemm_floor_us, "--gemm-floor-us"),
+        "allreduce_latency_us": optional(parse_microseconds, allreduce_latency_us, "--allreduce-latency-us"),
     }
     k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
     if k > 16:
@@ -119,17 +112,6 @@ def tpot(
 
         write_chart_png(chart(plan), plot)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
-
-
-def _microseconds(text: str | None, flag: str) -> float | None:
-    if text is None:
-        return None
-    from kvplan.errors import KvplanError
-
-    value = parse_float(text.strip().removesuffix("us"), flag, "15")
-    if not 0 <= value <= 1e6:
-        raise KvplanError(f"{flag} {text!r} is not in 0 .. 1,000,000 us", f"give {flag} like 15")
-    return value
 
 
 def _calibration_view(cal):

@@ -2,9 +2,10 @@
 
 The ``[deployment]`` keys are the shared scenario and memory options of every command, spelled with underscores
 (``kv_dtype = "fp8"``, ``max_model_len = "32k"``); their values go through the same parsers and ``Scenario``
-validation as the command line (``kvplan.commands.common.build_scenario``), so a plan means what the same flags
-mean. This module checks only the file's shape (unknown keys, wrong types) and the assertions' own values; every
-error names the file, the line (when it can be found) and the key. Plain Python: no pydantic on this path.
+validation as the command line (``kvplan.inputs.request.build_scenario``, through ``deployment_scenario``), so a
+plan means what the same flags mean. This module checks the file's shape (unknown keys, wrong types) and the
+assertions' own values; every error names the file, the line (when it can be found) and the key. Plain Python: no
+pydantic on this path.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError, shorten
+from kvplan.inputs.request import SCENARIO_DEFAULTS
 
 # deployment key -> the TOML types it takes (values reach build_scenario as text, exactly like the flags)
 _TEXT = (str,)
@@ -29,11 +31,9 @@ DEPLOYMENT_KEYS: dict[str, tuple[type, ...]] = {
     "gpu_memory_utilization": (int, float), "mem_fraction_static": (int, float), "kv_pool": _TEXT,
     "max_num_batched_tokens": _TOKENS, "max_num_seqs": _TOKENS, "activation_reserve": _TEXT, "runtime_reserve": _TEXT,
 }
-SCENARIO_KEYS = ("model", "hardware", "nodes", "gpus", "tp", "pp", "dp", "ep", "kv_dtype", "weight_dtype", "weights",
-                 "engine", "prompt", "decode", "mtp_layers", "max_model_len", "block_size", "host_link_gbs")
-# the CLI defaults (kvplan.commands.common.SCENARIO_OPTIONS) for the keys that have one
-DEPLOYMENT_DEFAULTS = {"hardware": "h200", "nodes": "1", "pp": "1", "kv_dtype": "auto", "engine": "neutral",
-                       "prompt": "1k", "decode": "30k"}
+SCENARIO_KEYS = tuple(SCENARIO_DEFAULTS)
+# the command line's defaults for the keys that have one
+DEPLOYMENT_DEFAULTS = {key: value for key, value in SCENARIO_DEFAULTS.items() if value is not None}
 
 # metric -> (kind of bound, options it takes)
 METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -142,7 +142,7 @@ def label(section: str, key: str | None, index: int | None = None) -> str:
 
 def load(path: Path) -> PlanFile:
     """Read and check one plan file (its shape and the assertions; the deployment's values are checked by
-    ``build_scenario``, see ``kvplan.commands.check``).
+    ``deployment_scenario``).
 
     ``extends = "base.toml"`` (relative to the plan) starts from another plan: its [deployment] keys, which the
     plan's own keys override, and its [[assert]] entries, which come before the plan's own. Chains are followed up
@@ -488,3 +488,48 @@ def _bound(kind: str, value, name: str, fail, key: str):
     if not math.isfinite(seconds) or seconds <= 0:
         raise fail(f"{name} = {shorten(value)} must be a positive duration", 'e.g. at_most = "40ms"', key)
     return seconds
+
+
+# --- the deployment --------------------------------------------------------------------------------------------
+def deployment_scenario(spec: PlanFile, presets_dir: str | Path | None = None):
+    """The plan's deployment through the command line's own parsers and Scenario rules
+    (``kvplan.inputs.request.build_scenario``); their messages name flags (``--tp``), rewritten here to the plan's
+    keys (``deployment.tp``), with the file and line."""
+    from kvplan.inputs.request import build_scenario
+
+    try:
+        return build_scenario(**spec.deployment, presets_dir=presets_dir)
+    except KvplanError as err:
+        set_in = dict(spec.deployment_sources)
+        # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
+        # line to point at
+        named = sorted(_keys_named(err.message), key=lambda k: (k not in set_in,
+                                                               spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
+        rename = plan_keys
+        where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
+                       named[0] if named else None)
+        message = rename(err.message)
+        if "deployment." not in message:
+            message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
+        raise type(err)(f"{where}: {message}", rename(err.hint)) from None
+
+
+def plan_keys(text: str | None) -> str | None:
+    """A message about the deployment in the plan's words: ``--tp 8`` -> ``deployment.tp 8``."""
+    if text is None:
+        return None
+    for k in DEPLOYMENT_KEYS:
+        text = re.sub(r"--" + re.escape(k.replace("_", "-")) + r"\b", f"deployment.{k}", text)
+    return text
+
+
+def _keys_named(message: str) -> list[str]:
+    """The deployment keys a message names, as flags first (``--tp``) then in words (``kv dtype``), each in the
+    order the message names them."""
+    def first(pattern: str) -> list[str]:
+        found = [(m.start(), k) for k in DEPLOYMENT_KEYS
+                 if (m := re.search(pattern.format(k.replace("_", "-"), k.replace("_", "[ _-]")), message,
+                                    flags=re.IGNORECASE))]
+        return [k for _, k in sorted(found)]
+
+    return first(r"--{0}\b") + first(r"\b{1}\b")

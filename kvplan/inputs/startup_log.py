@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import KvplanError, shorten
+from kvplan.inputs.request import SCENARIO_DEFAULTS
 
 # A line longer than this is cut before matching (SGLang's ServerArgs line is ~6 KB).
 MAX_LINE_CHARS = 20_000
@@ -306,12 +307,10 @@ def preset_for_model(name: str, presets) -> str | None:
     return match
 
 
-# The scenario options' defaults in kvplan.commands.common (an option at its default was not given by the user;
-# so a --hardware h200 typed out reads as not given).
-DEFAULT_HARDWARE = "h200"
-_UNSET = {"tp": None, "pp": "1", "dp": None, "ep": None, "kv_dtype": "auto", "block_size": None,
-          "max_model_len": None, "gpu_memory_utilization": None, "mem_fraction_static": None, "engine": "neutral",
-          "nodes": "1", "gpus": None, "hardware": DEFAULT_HARDWARE, "weight_dtype": None}
+# The scenario options' defaults (kvplan.inputs.request): an option at its default was not given by the user, so a
+# --hardware h200 typed out reads as not given.
+DEFAULT_HARDWARE = SCENARIO_DEFAULTS["hardware"]
+_UNSET = {**SCENARIO_DEFAULTS, "gpu_memory_utilization": None, "mem_fraction_static": None}
 
 # A logged device name (torch.cuda.get_device_name, "_" for spaces in the MoE file names) -> kvplan's GPU preset;
 # the first pattern that matches wins (None: a GPU kvplan has no preset for). Names as the devices report them,
@@ -405,7 +404,7 @@ def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list
 
 
 def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -> tuple[dict, list[str], list[str]]:
-    """``args`` (the scenario options as text, ``kvplan.commands.common.build_scenario``'s keywords) with what the
+    """``args`` (the scenario options as text, ``kvplan.inputs.request.build_scenario``'s keywords) with what the
     log states filled in, notes saying where each value came from, and warnings (what the log does not state and
     kvplan assumed). An option the user gave that contradicts the log is an error; one the log does not state is
     kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from kvplan.errors import KvplanError, shorten
+from kvplan.errors import InputError, shorten
 
 _SIZE_UNITS = {
     "b": 1,
@@ -44,15 +44,15 @@ MAX_NUMBER_TEXT = 64
 
 def _check_length(text: str, what: str, example: str) -> None:
     if len(text) > MAX_NUMBER_TEXT:
-        raise KvplanError(f"{what} {shorten(text)} is too long to be a number", f"write it like {example}")
+        raise InputError(f"{what} {shorten(text)} is too long to be a number", f"write it like {example}")
 
 
 def _finite_positive(value: float, what: str, text: str, allow_zero: bool = False) -> None:
     if math.isnan(value) or math.isinf(value):
-        raise KvplanError(f"{what} {text!r} is not a finite number", "give a plain positive number")
+        raise InputError(f"{what} {text!r} is not a finite number", "give a plain positive number")
     if value < 0 or (value == 0 and not allow_zero):
-        raise KvplanError(f"{what} {text!r} must be {'non-negative' if allow_zero else 'positive'}",
-                          "give a positive number")
+        raise InputError(f"{what} {text!r} must be {'non-negative' if allow_zero else 'positive'}",
+                         "give a positive number")
 
 
 # A token count: a number (or nan/inf, refused with their own message) and an optional suffix, any case.
@@ -73,38 +73,36 @@ def _plain_count(raw: str) -> tuple[str, str] | None:
 _NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seqs", "--seed", "--spec-tokens")
 
 
-def parse_tokens(text: str | int, what: str = "token count", allow_zero: bool = False) -> int:
+def parse_tokens(text: str | int | float, what: str = "token count", allow_zero: bool = False) -> int:
     """Parse a token count such as ``30000``, ``30k``, ``1.5M`` or ``128Ki`` (also other whole counts: requests,
     batch sizes; their messages then say "a whole number", not "tokens")."""
     tokens = not what.startswith(_NOT_TOKENS)
     unit = " tokens" if tokens else ""
     scale_hint = "check the unit: 30k means 30,000 tokens" if tokens else "check the unit: 1k means 1,000"
-    if isinstance(text, int):
-        value = text
-        raw = str(text)
-    else:
-        _check_length(text, what, "30000, 30k or 128Ki")
-        raw = text.strip().replace(",", "").replace("_", "")
-        parts = _plain_count(raw)
-        if parts is None:
-            m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
-            if not m:
-                raise KvplanError(f"{what} {text!r} is not {'a number of tokens' if tokens else 'a whole number'}",
-                                  "write it like 30000, 30k or 128Ki")
-            parts = (m.group(1), m.group(2) or "")
-        number = float(parts[0])
-        _finite_positive(number, what, text, allow_zero)
-        scaled = number * _TOKEN_SUFFIX[parts[1].lower()]
-        if scaled > MAX_TOKENS:  # also infinity (1e308k): refused before any rounding
-            raise KvplanError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
-        if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):
-            raise KvplanError(f"{what} {text!r} is not a whole number", "give a whole number, e.g. 30000 or 30k")
-        value = int(round(scaled))
+    if not isinstance(text, str):   # a number from Python or a plan file reads as its text: the same messages
+        text = str(text)
+    _check_length(text, what, "30000, 30k or 128Ki")
+    raw = text.strip().replace(",", "").replace("_", "")
+    parts = _plain_count(raw)
+    if parts is None:
+        m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
+        if not m:
+            raise InputError(f"{what} {text!r} is not {'a number of tokens' if tokens else 'a whole number'}",
+                             "write it like 30000, 30k or 128Ki")
+        parts = (m.group(1), m.group(2) or "")
+    number = float(parts[0])
+    _finite_positive(number, what, text, allow_zero)
+    scaled = number * _TOKEN_SUFFIX[parts[1].lower()]
+    if scaled > MAX_TOKENS:  # also infinity (1e308k): refused before any rounding
+        raise InputError(f"{what} {text!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
+    if abs(scaled - round(scaled)) > 1e-9 * max(1.0, abs(scaled)):
+        raise InputError(f"{what} {text!r} is not a whole number", "give a whole number, e.g. 30000 or 30k")
+    value = int(round(scaled))
     if value < 0 or (value == 0 and not allow_zero):
-        raise KvplanError(f"{what} {raw!r} must be {'non-negative' if allow_zero else 'positive'}",
-                          f"give a positive number{' of tokens' if tokens else ''}")
+        raise InputError(f"{what} {raw!r} must be {'non-negative' if allow_zero else 'positive'}",
+                         f"give a positive number{' of tokens' if tokens else ''}")
     if value > MAX_TOKENS:
-        raise KvplanError(f"{what} {raw!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
+        raise InputError(f"{what} {raw!r} is absurdly large (over {MAX_TOKENS:,}{unit})", scale_hint)
     return value
 
 
@@ -114,29 +112,29 @@ def parse_size(text: str, what: str = "size") -> int:
     raw = text.strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUMBER + r"\s*([a-zA-Z]+)?", raw)
     if not m:
-        raise KvplanError(f"{what} {text!r} is not a size", "write it like 80GiB or 141GB")
+        raise InputError(f"{what} {text!r} is not a size", "write it like 80GiB or 141GB")
     if m.group(2) is None:
-        raise KvplanError(f"{what} {text!r} has no unit", "say GiB (2^30 bytes) or GB (10^9 bytes), e.g. 80GiB")
+        raise InputError(f"{what} {text!r} has no unit", "say GiB (2^30 bytes) or GB (10^9 bytes), e.g. 80GiB")
     unit = m.group(2).lower()
     if unit not in _SIZE_UNITS:
-        raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
-                          "use one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB")
+        raise InputError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
+                         "use one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB")
     _check_bytes_not_bits(m.group(2), what, text)
     number = float(m.group(1))
     _finite_positive(number, what, text)
     value = number * _SIZE_UNITS[unit]
     if value > MAX_BYTES:
-        raise KvplanError(f"{what} {text!r} is absurdly large", "check the unit")
+        raise InputError(f"{what} {text!r} is absurdly large", "check the unit")
     if value < 1:
-        raise KvplanError(f"{what} {text!r} is less than one byte", "check the number and its unit")
+        raise InputError(f"{what} {text!r} is less than one byte", "check the number and its unit")
     return int(round(value))
 
 
 def _check_bytes_not_bits(unit: str, what: str, text: str) -> None:
     """A lowercase b means bits (Gb, Gb/s): refuse it rather than read bits as bytes."""
     if unit.endswith("b"):
-        raise KvplanError(f"{what} {text!r} is in bits ({unit}); kvplan takes bytes",
-                          f"write bytes with a capital B, e.g. {unit[:-1]}B (1 byte = 8 bits)")
+        raise InputError(f"{what} {text!r} is in bits ({unit}); kvplan takes bytes",
+                         f"write bytes with a capital B, e.g. {unit[:-1]}B (1 byte = 8 bits)")
 
 
 def parse_rate(text: str, what: str = "bandwidth") -> float:
@@ -145,17 +143,17 @@ def parse_rate(text: str, what: str = "bandwidth") -> float:
     raw = text.strip().replace(",", "").replace(" ", "")
     m = re.fullmatch(_NUMBER + r"([a-zA-Z]+/s)?", raw)
     if not m or m.group(2) is None:
-        raise KvplanError(f"{what} {text!r} has no unit", "write it like 64GB/s (10^9 bytes per second)")
+        raise InputError(f"{what} {text!r} has no unit", "write it like 64GB/s (10^9 bytes per second)")
     unit = m.group(2).lower()
     if unit not in _RATE_UNITS:
-        raise KvplanError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
-                          "use GB/s, MB/s, TB/s, GiB/s or MiB/s")
+        raise InputError(f"{what} {text!r} has an unknown unit {m.group(2)!r}",
+                         "use GB/s, MB/s, TB/s, GiB/s or MiB/s")
     _check_bytes_not_bits(m.group(2)[:-2], what, text)
     number = float(m.group(1))
     _finite_positive(number, what, text)
     rate = number * _RATE_UNITS[unit]
     if not 1e6 <= rate <= 1e15:
-        raise KvplanError(f"{what} {text!r} is outside 1 MB/s .. 1 PB/s", "check the number and its unit")
+        raise InputError(f"{what} {text!r} is outside 1 MB/s .. 1 PB/s", "check the number and its unit")
     return rate
 
 

@@ -1,0 +1,195 @@
+"""``kvplan simulate``'s options -> the scenario, the workload, the engine's policies and the run's plan (one run,
+a ``--compare`` of variants, or a ``--sweep-rate``), checked here for the command line and Python alike.
+
+``simulate_request(scenario, rate=..., users=..., ...)`` takes the options as the command line gives them (text)
+or as Python values (numbers, a ``Path``) and refuses what the command refuses with the same one-line messages
+(two ways to make arrivals, a --think without a closed loop, a --max-len over the engine's limit, ...). The
+command then only runs ``kvplan.calc.simulate``'s ``plan_simulate`` / ``plan_sweep`` on what it returns.
+
+Layer: the workload readers (``kvplan.calc.workload``: length distributions, presets, traces) and the simulator's
+``SimOptions`` / ``parse_compare`` / ``parse_sweep`` are imported inside the function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvplan.errors import InputError
+from kvplan.inputs.options import optional, parse_float, parse_plain_seconds, parse_seconds
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.calc.simulate import SimOptions
+    from kvplan.calc.workload import Workload
+    from kvplan.scenario import Scenario
+
+DEFAULT_USERS = 8
+DEFAULT_REQUESTS = 1000
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """What ``kvplan simulate`` runs: the scenario, the workload (at the first sweep rate for a sweep), the
+    simulator's options, and for a sweep its (rate, workload) points and targets, for a comparison its variants
+    (label, (key, value) pairs, scenario, options). ``seed``, ``rate``, ``think_s``, ``duration_s`` and
+    ``given`` (which run options were given) are for the presenter's inputs."""
+
+    scenario: Scenario
+    workload: Workload
+    options: SimOptions
+    seed: int
+    rate: float | None
+    think_s: float
+    duration_s: float | None
+    given: dict[str, bool]
+    sweep: tuple[tuple[float, Workload], ...] | None = None
+    tpot_slo: float | None = None
+    max_recompute_rate: float | None = None
+    variants: tuple[tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions], ...] | None = None
+    plot: Path | None = None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, users: Any = None, think: Any = "0",
+                     duration: Any = None, requests: Any = None, prompt_dist: str | None = None,
+                     output_dist: str | None = None, max_len: Any = None, workload: str | None = None,
+                     trace: str | Path | None = None, max_batch: Any = None, policy: str = "recompute",
+                     victim: str = "newest", seed: Any = "0", dram: Any = None, offload_threshold: Any = None,
+                     shared_prefix: Any = None, compare: str | None = None, sweep_rate: str | None = None,
+                     tpot_slo: Any = None, max_recompute_rate: Any = None,
+                     plot: str | Path | None = None) -> SimulateRequest:
+    """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
+    scenario options as the command line gives them (``kvplan.inputs.request.build_scenario``'s keywords)."""
+    from kvplan.calc import workload as wl
+    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
+    from kvplan.inputs.request import build_scenario
+    from kvplan.inputs.units import parse_size, parse_tokens
+
+    plot = Path(plot) if plot is not None else None
+    if plot is not None:
+        if compare is not None or sweep_rate is not None:
+            raise InputError("--plot draws one run's timeline", "drop --compare / --sweep-rate, or --plot")
+        if plot.suffix.lower() != ".png":
+            raise InputError(f"--plot {plot} is not a .png file", "give a file name ending in .png")
+    args = scenario if isinstance(scenario, dict) else None
+    if args is not None:
+        if shared_prefix is not None:
+            args = {**args, "shared_prefix": shared_prefix}
+        base = build_scenario(**args)
+    else:
+        base = scenario if shared_prefix is None else scenario.with_(shared_prefix_tokens=shared_prefix)
+    if rate is not None and users is not None:
+        raise InputError("--rate and --users are two ways to make arrivals", "give one of them")
+    if workload is not None and (prompt_dist or output_dist):
+        raise InputError("--workload sets the length distributions", "drop --prompt-dist / --output-dist, or "
+                                                                     "--workload")
+    if base.decode_tokens == 0 and output_dist is None and workload is None:
+        raise InputError("simulate needs at least one output token per request", "give --decode 1 or more, or "
+                         "--output-dist")
+    if sweep_rate is None and (tpot_slo is not None or max_recompute_rate is not None):
+        raise InputError("--tpot-slo and --max-recompute-rate are the targets of a --sweep-rate",
+                         "give --sweep-rate FROM:TO:POINTS, or drop the targets")
+    if sweep_rate is not None:
+        for flag, value in (("--rate", rate), ("--users", users), ("--compare", compare), ("--trace", trace)):
+            if value is not None:
+                raise InputError(f"--sweep-rate sets the arrivals itself, so {flag} does not combine with it",
+                                 f"drop {flag}, or --sweep-rate")
+    rate_v = optional(parse_float, rate, "--rate", "0.5")
+    users_v = optional(parse_tokens, users, "--users")
+    think_v = parse_plain_seconds(think, "--think", allow_zero=True)
+    duration_v = optional(parse_plain_seconds, duration, "--duration")
+    seed_v = parse_tokens(seed, "--seed", allow_zero=True)
+    tr = wl.read_trace(Path(trace)) if trace is not None else None
+    timed_trace = tr is not None and tr.arrivals is not None
+    thinks = _text(think).strip() not in ("0", "0s")
+    if thinks and (rate is not None or timed_trace or sweep_rate is not None):
+        raise InputError("--think is the closed loop's pause between a user's requests; with --rate or a timed "
+                         "--trace arrivals do not wait on completions", "drop --think, or give --users instead")
+    sweep_rates = parse_sweep(sweep_rate) if sweep_rate is not None else None
+    slo_v = optional(parse_seconds, tpot_slo, "tpot-slo")
+    mrr_v = optional(parse_float, max_recompute_rate, "--max-recompute-rate", "0.05")
+    if mrr_v is not None and not 0 <= mrr_v <= 100:
+        raise InputError(f"--max-recompute-rate {max_recompute_rate!r} is not in [0, 100]",
+                         "give recomputed tokens per generated token, e.g. 0.05")
+    if sweep_rates is not None:
+        rate_v = sweep_rates[0]
+    elif rate_v is None and users_v is None and not timed_trace:
+        users_v = DEFAULT_USERS
+    n = parse_tokens(requests, "--requests") if requests is not None else (
+        len(tr.prompts) if tr is not None else DEFAULT_REQUESTS)
+    limit = base.context_limit
+    cap = parse_tokens(max_len, "--max-len") if max_len is not None else (limit or wl.MAX_TOKENS)
+    if limit is not None and cap > limit:
+        raise InputError(f"--max-len {cap:,} is above the engine's limit of {limit:,} tokens",
+                         "raise --max-model-len, or lower --max-len")
+    sources: tuple[str, ...] = ()
+    pmax = omax = None
+    workload_id = None
+    if workload is not None:
+        preset = wl.load_workload(workload)
+        workload_id = preset.id
+        prompt_d, output_d, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
+                                                    preset.output_max, preset.sources)
+    else:
+        prompt_d = wl.parse_dist(prompt_dist or f"fixed:{base.prompt_tokens}", "--prompt-dist")
+        output_d = wl.parse_dist(output_dist or f"fixed:{base.decode_tokens}", "--output-dist")
+        if prompt_dist is None and output_dist is None and base.prompt_tokens + base.decode_tokens > cap:
+            raise InputError(f"the request ({base.prompt_tokens:,} + {base.decode_tokens:,} tokens) is "
+                             f"longer than --max-len {cap:,}", "raise --max-len, or lower --prompt / --decode")
+
+    def make(rate_r: float | None) -> Workload:
+        return wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
+                        output_max=omax, rate=rate_r, users=users_v, think_s=think_v, duration_s=duration_v,
+                        trace=tr, sources=sources, name=workload_id)
+
+    work = make(rate_v)
+    options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
+                         max_batch=optional(parse_tokens, max_batch, "--max-batch"),
+                         dram_bytes_per_node=optional(_size, dram, "--dram", parse_size),
+                         offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"))
+    given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
+             "think": _text(think) != "0"}
+    common = {"scenario": base, "workload": work, "options": options, "seed": seed_v, "think_s": think_v,
+              "duration_s": duration_v, "given": given, "plot": plot}
+    if sweep_rates is not None:
+        return SimulateRequest(**common, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates), tpot_slo=slo_v,
+                               max_recompute_rate=mrr_v)
+    variants = None
+    if compare is not None:
+        variants = tuple(_variant(base, args, options, pairs) for pairs in parse_compare(compare))
+    return SimulateRequest(**common, rate=rate_v, variants=variants)
+
+
+def _size(value: Any, flag: str, parse_size: Any) -> int:
+    return value if type(value) is int and value > 0 else parse_size(_text(value), flag)
+
+
+def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
+             pairs: tuple[tuple[str, str], ...]) -> tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions]:
+    """One --compare variant: its label, pairs, and the base's scenario and options with its keys replaced."""
+    import dataclasses
+
+    from kvplan.inputs.request import build_scenario
+    from kvplan.inputs.units import parse_size, parse_tokens
+
+    scenario, changes = base, {}
+    for key, value in pairs:
+        if key == "kv-dtype":
+            scenario = (build_scenario(**{**args, "kv_dtype": value}) if args is not None
+                        else base.with_(kv_dtype_request=value))
+        elif key == "policy":
+            changes["policy"] = value.lower()
+        elif key == "victim":
+            changes["victim"] = value.lower()
+        elif key == "max-batch":
+            changes["max_batch"] = parse_tokens(value, "--compare max-batch")
+        elif key == "dram":
+            changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
+        elif key == "offload-threshold":
+            changes["offload_threshold"] = (None if value.lower() == "off"
+                                            else parse_float(value, "--compare offload-threshold", "0.7"))
+    return "+".join(v for _, v in pairs), pairs, scenario, dataclasses.replace(options, **changes)
