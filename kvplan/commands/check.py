@@ -2,7 +2,7 @@
 2 a plan is invalid or cannot be evaluated) and optional JUnit XML."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,7 +96,8 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
 
     target = baseline_path(path)
     wanted = [a for a in spec.assertions if a.within_baseline is not None]
-    names = [a.name for a in spec.assertions]   # unique: plan_file.load refuses a name used twice
+    names = [a.name for a in spec.assertions]
+    values: dict[str, Any]   # unique: plan_file.load refuses a name used twice
     if update:
         first = plan_check(scenario, tuple(dataclasses.replace(a, baseline=0.0) if a.within_baseline is not None
                                            else a for a in spec.assertions), str(path), workload=spec.workload)

@@ -1,7 +1,7 @@
 """`kvplan concurrency`: memory budget, max concurrency, overflow timing and DRAM tiers."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -49,7 +49,7 @@ def concurrency(
     from kvplan.specs.dtypes import parse_kv_dtype
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    extra = {"shared_prefix": shared_prefix, "spec_tokens": spec_tokens, "draft_model": draft_model,
+    extra: dict[str, Any] = {"shared_prefix": shared_prefix, "spec_tokens": spec_tokens, "draft_model": draft_model,
              "token_budget": token_budget}
     origin, notes, warnings = None, (), ()
     if from_log is None:
@@ -77,7 +77,7 @@ def concurrency(
     emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
-def pool_from_log(scenario_args: dict, path: Path, extra: dict):
+def pool_from_log(scenario_args: dict, path: Path, extra: dict[str, Any]):
     """The deployment the start-up log describes (as ``kvplan explain-log`` rebuilds it: model, layout, KV and
     weight dtypes, GPU, engine release; options that contradict the log refused) with the KV pool per GPU it
     states. Returns (scenario, where the pool came from, notes, warnings)."""
@@ -91,8 +91,8 @@ def pool_from_log(scenario_args: dict, path: Path, extra: dict):
     log = read_log(path)
     scenario, notes, warnings = scenario_from_log(log, scenario_args, **extra)
     pool, what = logged_pool(scenario, log)
-    return (scenario.with_(kv_pool_bytes=int(pool.value)), f"the start-up log {path} ({what})", tuple(notes),
-            tuple(warnings))
+    return (scenario.with_(kv_pool_bytes=int(cast(float, pool.value))), f"the start-up log {path} ({what})",
+            tuple(notes), tuple(warnings))
 
 
 def register(app: typer.Typer) -> None:

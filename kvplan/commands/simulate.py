@@ -89,19 +89,19 @@ def simulate(
             sweep = plan_sweep(scenario, list(run.sweep), options, run.tpot_slo, run.max_recompute_rate, progress=bar)
         finally:
             bar.close()
-        inputs = typed_inputs(requests=len(work.prompts), seed=run.seed, rate=None, users=None, think=run.think_s,
+        inputs = typed_inputs(requests=run.requests, seed=run.seed, rate=None, users=None, think=run.think_s,
                               duration=run.duration_s, was_given={"requests": given["requests"], "seed": given["seed"]})
         emit(present_sweep(sweep, scenario, work, options, inputs), fmt, output["explain"], output["units"],
              output["brief"])
         return
     if run.variants is not None and fmt == "csv":
         raise KvplanError("--format csv is the per-request table of one run", "drop --compare, or use -f json")
-    bar = LazyProgress(f"simulating {len(work.prompts):,} requests")
+    bar = LazyProgress(f"simulating {run.requests:,} requests")
     try:
         plan = plan_simulate(scenario, work, options, progress=bar)
     finally:
         bar.close()
-    inputs = typed_inputs(requests=len(work.prompts), seed=run.seed, rate=run.rate, users=work.users,
+    inputs = typed_inputs(requests=run.requests, seed=run.seed, rate=run.rate, users=work.users,
                           think=run.think_s, duration=run.duration_s, was_given=given)
     if run.variants is not None:
         runs = [("base", plan)]

@@ -69,7 +69,7 @@ class AssertSpec:
     name: str
     metric: str
     op: str               # ">=", "<=" or "=="
-    bound: int | float | bool
+    bound: int | float | bool | None   # None: within_baseline (the baseline file gives it)
     batch: int | None = None
     generated: int | None = None
     source: Path | None = None   # the file that defines it (a plan it extends, or the plan itself)
@@ -508,7 +508,7 @@ def deployment_scenario(spec: PlanFile, presets_dir: str | Path | None = None):
         rename = plan_keys
         where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
                        named[0] if named else None)
-        message = rename(err.message)
+        message = rename(err.message) or err.message
         if "deployment." not in message:
             message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
         raise type(err)(f"{where}: {message}", rename(err.hint)) from None

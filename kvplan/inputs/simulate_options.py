@@ -12,9 +12,10 @@ Layer: the workload readers (``kvplan.calc.workload``: length distributions, pre
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kvplan.errors import InputError
 from kvplan.inputs.options import optional, parse_float, parse_plain_seconds, parse_seconds
@@ -32,12 +33,13 @@ DEFAULT_REQUESTS = 1000
 class SimulateRequest:
     """What ``kvplan simulate`` runs: the scenario, the workload (at the first sweep rate for a sweep), the
     simulator's options, and for a sweep its (rate, workload) points and targets, for a comparison its variants
-    (label, (key, value) pairs, scenario, options). ``seed``, ``rate``, ``think_s``, ``duration_s`` and
-    ``given`` (which run options were given) are for the presenter's inputs."""
+    (label, (key, value) pairs, scenario, options). ``requests`` (the workload's), ``seed``, ``rate``,
+    ``think_s``, ``duration_s`` and ``given`` (which run options were given) are for the presenter's inputs."""
 
     scenario: Scenario
     workload: Workload
     options: SimOptions
+    requests: int
     seed: int
     rate: float | None
     think_s: float
@@ -64,6 +66,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      plot: str | Path | None = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.inputs.request.build_scenario``'s keywords)."""
+    import dataclasses
+
     from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
     from kvplan.inputs.request import build_scenario
@@ -75,10 +79,9 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
             raise InputError("--plot draws one run's timeline", "drop --compare / --sweep-rate, or --plot")
         if plot.suffix.lower() != ".png":
             raise InputError(f"--plot {plot} is not a .png file", "give a file name ending in .png")
-    args = scenario if isinstance(scenario, dict) else None
-    if args is not None:
-        if shared_prefix is not None:
-            args = {**args, "shared_prefix": shared_prefix}
+    args: dict[str, Any] | None = None
+    if isinstance(scenario, dict):
+        args = scenario if shared_prefix is None else {**scenario, "shared_prefix": shared_prefix}
         base = build_scenario(**args)
     else:
         base = scenario if shared_prefix is None else scenario.with_(shared_prefix_tokens=shared_prefix)
@@ -153,15 +156,15 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
-    common = {"scenario": base, "workload": work, "options": options, "seed": seed_v, "think_s": think_v,
-              "duration_s": duration_v, "given": given, "plot": plot}
+    run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),
+                          seed=seed_v, rate=rate_v, think_s=think_v, duration_s=duration_v, given=given, plot=plot)
     if sweep_rates is not None:
-        return SimulateRequest(**common, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates), tpot_slo=slo_v,
-                               max_recompute_rate=mrr_v)
-    variants = None
+        return dataclasses.replace(run, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates), tpot_slo=slo_v,
+                                   max_recompute_rate=mrr_v)
     if compare is not None:
-        variants = tuple(_variant(base, args, options, pairs) for pairs in parse_compare(compare))
-    return SimulateRequest(**common, rate=rate_v, variants=variants)
+        run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
+                                                      for pairs in parse_compare(compare)))
+    return run
 
 
 def _size(value: Any, flag: str, parse_size: Any) -> int:
@@ -176,7 +179,7 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
     from kvplan.inputs.request import build_scenario
     from kvplan.inputs.units import parse_size, parse_tokens
 
-    scenario, changes = base, {}
+    scenario, changes = base, dict[str, Any]()
     for key, value in pairs:
         if key == "kv-dtype":
             scenario = (build_scenario(**{**args, "kv_dtype": value}) if args is not None

@@ -48,6 +48,7 @@ smallest (both engines size the pool by the most constrained rank).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def _int(text: str) -> int:
 _N = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 _Q = r"""['"]([^'"]{1,500})['"]"""
 # (fact, engine, keyword that must be in the line, pattern, converter)
-_RULES: tuple[tuple[str, str, str, re.Pattern, object], ...] = tuple(
+_RULES: tuple[tuple[str, str, str, re.Pattern, Callable[[str], float | int | str]], ...] = tuple(
     (name, engine, key, re.compile(pattern), conv) for name, engine, key, pattern, conv in (
         # --- vLLM ------------------------------------------------------------------------------------------
         ("release", "vllm", "LLM engine (v", r"LLM engine \(v([0-9]+\.[0-9]+(?:\.[0-9]+)?)", str),
@@ -244,15 +245,14 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
     if score["vllm"] == score["sglang"]:
         raise KvplanError(f"{WHAT} {path} mixes vLLM and SGLang lines equally; kvplan cannot tell which engine "
                           "wrote it", "give one engine's log")
-    engine = max(score, key=score.get)
+    engine = max(score, key=lambda e: score[e])
     facts = {name: tuple(items) for name, items in found[engine].items()}
     for name, items in found["any"].items():   # the launch command fills what the log lines do not state
         facts.setdefault(name, tuple(items))
     release = None
     if "release" in facts:
-        parts = [int(p) for p in str(facts["release"][0].value).split(".")]
-        release = (parts + [0, 0])[:3]
-        release = (release[0], release[1], release[2])
+        parts = [int(p) for p in str(facts["release"][0].value).split(".")] + [0, 0]
+        release = (parts[0], parts[1], parts[2])
     return StartupLog(path, engine, facts, release)
 
 
@@ -391,8 +391,9 @@ def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list
         return chosen, [], []     # plan_explain_log warns when the logged total is not the preset's
     if total is not None:
         # nearest first; among equals, a preset whose HBM was measured before one that assumes it
-        near = sorted((abs(hbm - total.value), not measured, gpu) for gpu, (hbm, measured) in hbm_of().items()
-                      if abs(hbm - total.value) <= MEMORY_MATCH * total.value)
+        logged = float(total.value)
+        near = sorted((abs(hbm - logged), not measured, gpu) for gpu, (hbm, measured) in hbm_of().items()
+                      if abs(hbm - logged) <= MEMORY_MATCH * logged)
         if near:
             best, others = near[0][2], [gpu for _, _, gpu in near[1:]]
             return best, [], [f"The log names no GPU; its total memory {total.value:g} GiB (line {total.line}) is "
@@ -410,7 +411,7 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -
     kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets
     the logged model name is looked up in; ``hbm_of()``: {GPU preset: (HBM GiB, measured?)}, to match a logged total
     memory."""
-    out, notes = dict(args), []
+    out, notes = dict(args), list[str]()
     out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
 
     def given(name: str) -> bool:
@@ -461,7 +462,7 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -
                      f"(line {logged_model.line}).")
     # parallelism: SGLang's --enable-dp-attention splits the TP group into DP attention ranks
     tp, dp = log.first("tp"), log.first("dp")
-    tp_value, dp_value = (tp.value if tp else None), (dp.value if dp else None)
+    tp_value, dp_value = (int(tp.value) if tp else None), (int(dp.value) if dp else None)   # whole (their rules)
     if log.has("dp_attention") and tp_value and dp_value and dp_value > 1:
         if tp_value % dp_value:
             raise KvplanError(f"the log's tp {tp_value} is not a multiple of its dp {dp_value} (DP attention)",
@@ -481,7 +482,7 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -
     if log.has("pp"):
         take("pp", log.value("pp"), log.first("pp"), "--pp")
     ep = log.first("ep")
-    if ep is not None and ep.value > 1:
+    if ep is not None and int(ep.value) > 1:
         take("ep", ep.value, ep, "--ep")
     elif log.has("expert_parallel") and not given("ep"):
         out["ep"] = str(int(out["tp"]) * int(out["dp"]))
