@@ -3,12 +3,14 @@
 The Python API (names resolve lazily, so ``import kvplan`` costs nothing)::
 
     import kvplan
-    s = kvplan.Scenario(model=kvplan.load_model("deepseek-r1"), hardware=kvplan.load_hardware("h200"),
-                        kv_dtype_request="fp8")
+    s = kvplan.Scenario(model="deepseek-r1", hardware="h200", kv_dtype_request="fp8", decode="32k")
+    # or typed: kvplan.Scenario(model=kvplan.load_model("deepseek-r1"), hardware=kvplan.load_hardware("h200"), ...)
     plan = kvplan.plan_concurrency(s)          # a frozen plan of typed values
     plan.max_concurrency.value, plan.max_concurrency.why.substituted
 
-Every calculator takes a ``Scenario`` and returns a typed plan; ``kvplan.present_*`` turns a plan into the
+A ``Scenario`` reads user values as the command line does (preset ids, paths, "32k", "80GiB"; a bad one raises
+``InputError`` or ``ScenarioError``, both ``KvplanError``, with the CLI's message). Every calculator takes a
+``Scenario`` and returns a typed plan; ``kvplan.present_*`` turns a plan into the
 ``Result`` the CLI renders.
 """
 
@@ -20,6 +22,11 @@ _EXPORTS = {
     "load_hardware": "kvplan.inputs.presets",
     "KVDtype": "kvplan.specs.dtypes",
     "KvplanError": "kvplan.errors",
+    "InputError": "kvplan.errors",
+    "ScenarioError": "kvplan.errors",
+    "build_scenario": "kvplan.inputs.request",
+    "scenario_from_log": "kvplan.inputs.request",
+    "simulate_request": "kvplan.inputs.simulate_options",
     "plan_size": "kvplan.calc.size",
     "SizePlan": "kvplan.calc.size",
     "plan_concurrency": "kvplan.calc.concurrency",

@@ -80,11 +80,6 @@ def _write(target: Path, text: str) -> None:
                           "check the folder exists and is writable") from None
 
 
-def baseline_path(plan: Path) -> Path:
-    """PLAN.toml -> PLAN.baseline.json, beside the plan."""
-    return plan.with_name(plan.stem + ".baseline.json")
-
-
 def _with_baselines(spec, path: Path, update: bool, scenario):
     """The plan's assertions with each within_baseline one's baseline value: read from PLAN.baseline.json, or,
     with --update-baseline, measured now and written there first."""
@@ -93,6 +88,7 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
 
     from kvplan.calc.check import plan_check
     from kvplan.errors import KvplanError
+    from kvplan.inputs.plan_file import baseline_path, read_baseline
 
     target = baseline_path(path)
     wanted = [a for a in spec.assertions if a.within_baseline is not None]
@@ -111,7 +107,7 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
     elif not wanted:
         return spec.assertions
     else:
-        values = _read_baseline(target, path, names)
+        values = read_baseline(target, path, names)
     out = []
     for a in spec.assertions:
         if a.within_baseline is not None:
@@ -121,35 +117,6 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
             a = dataclasses.replace(a, baseline=float(values[a.name]))
         out.append(a)
     return tuple(out)
-
-
-def _read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
-    import math
-
-    from kvplan.errors import KvplanError, shorten
-    from kvplan.inputs.presets import read_json
-
-    fix = f"run kvplan check {plan} --update-baseline"
-    if not target.exists():
-        raise KvplanError(f"{plan} has within_baseline assertions but no baseline {target}", fix)
-    document = read_json(target, "baseline", fix, "a baseline is one level of values; rerun --update-baseline")
-    values = document.get("values") if isinstance(document, dict) else None
-    if not isinstance(values, dict):
-        raise KvplanError(f"baseline {target} has no values table", fix)
-    if document.get("plan") not in (None, plan.name):
-        raise KvplanError(f"baseline {target} was written for {shorten(document.get('plan'))}, not {plan.name}", fix)
-    for key, v in values.items():
-        if key not in names:
-            raise KvplanError(f"baseline {target} has a value for {shorten(key)}, which is no assertion of {plan}",
-                              fix)
-        try:
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and v >= 0
-        except OverflowError:
-            ok = False
-        if not ok:
-            raise KvplanError(f"baseline {target}: {shorten(key)} = {shorten(v)} is not a finite number of 0 or "
-                              "more", fix)
-    return values
 
 
 def register(app: typer.Typer) -> None:

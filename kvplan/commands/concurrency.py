@@ -1,14 +1,13 @@
 """`kvplan concurrency`: memory budget, max concurrency, overflow timing and DRAM tiers."""
 
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 
 from kvplan.commands.common import ContextsOpt, DramOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
-from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT, optional, parse_contexts, parse_list, parse_seconds
-from kvplan.inputs.request import build_scenario
+from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
@@ -43,28 +42,21 @@ def concurrency(
                                               help="Write concurrency vs context to a PNG (matplotlib).")] = None,
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
-    from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
-    from kvplan.inputs.units import parse_size, parse_tokens
+    from kvplan.calc.concurrency import plan_concurrency
+    from kvplan.inputs.command_options import concurrency_options
+    from kvplan.inputs.request import build_scenario, pool_from_log
     from kvplan.present.concurrency import present
-    from kvplan.specs.dtypes import parse_kv_dtype
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     extra: dict[str, Any] = {"shared_prefix": shared_prefix, "spec_tokens": spec_tokens, "draft_model": draft_model,
              "token_budget": token_budget}
-    origin, notes, warnings = None, (), ()
+    origin, notes, warnings = None, tuple[str, ...](), tuple[str, ...]()
     if from_log is None:
         scenario = build_scenario(**scenario_args, **extra)
     else:
         scenario, origin, notes, warnings = pool_from_log(scenario_args, from_log, extra)
-    options = ConcurrencyOptions(
-        batch=parse_tokens(batch, "--batch"),
-        tpot_seconds=optional(parse_seconds, tpot, "tpot"),
-        dram_bytes_per_node=optional(parse_size, dram, "--dram"),
-        ssd_bytes_per_node=optional(parse_size, ssd, "--ssd"),
-        contexts=parse_contexts(contexts),
-        dtypes=optional(parse_list, dtypes, parse_kv_dtype, "dtypes"),
-        pool_origin=origin,
-    )
+    options = concurrency_options(batch=batch, tpot=tpot, dram=dram, ssd=ssd, contexts=contexts, dtypes=dtypes,
+                                  pool_origin=origin)
     result = present(plan_concurrency(scenario, options))
     if notes or warnings:   # how the deployment was read from the log
         from dataclasses import replace
@@ -75,24 +67,6 @@ def concurrency(
 
         write_chart_png(result.charts[0], plot)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
-
-
-def pool_from_log(scenario_args: dict, path: Path, extra: dict[str, Any]):
-    """The deployment the start-up log describes (as ``kvplan explain-log`` rebuilds it: model, layout, KV and
-    weight dtypes, GPU, engine release; options that contradict the log refused) with the KV pool per GPU it
-    states. Returns (scenario, where the pool came from, notes, warnings)."""
-    from kvplan.calc.explain_log import logged_pool
-    from kvplan.errors import KvplanError
-    from kvplan.inputs.request import scenario_from_log
-    from kvplan.inputs.startup_log import read_log
-
-    if scenario_args.get("kv_pool") is not None:
-        raise KvplanError("--kv-pool and --from-log both give the pool", "drop one of them")
-    log = read_log(path)
-    scenario, notes, warnings = scenario_from_log(log, scenario_args, **extra)
-    pool, what = logged_pool(scenario, log)
-    return (scenario.with_(kv_pool_bytes=int(cast(float, pool.value))), f"the start-up log {path} ({what})",
-            tuple(notes), tuple(warnings))
 
 
 def register(app: typer.Typer) -> None:

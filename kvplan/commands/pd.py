@@ -6,8 +6,6 @@ import typer
 
 from kvplan.commands.common import TpotSloOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
-from kvplan.inputs.options import optional, parse_degree, parse_float, parse_fraction, parse_link_gbs, parse_seconds
-from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens"), host_link=False)
@@ -29,23 +27,15 @@ def pd(
                                             help="Achievable fraction of the dense peak in decode GEMMs.")] = None,
 ) -> None:
     """Colocated vs disaggregated prefill/decode: interference, KV transfer, best split, break-even, verdict."""
-    from kvplan.calc.pd import PdOptions, plan_pd
+    from kvplan.calc.pd import plan_pd
+    from kvplan.inputs.command_options import pd_options
+    from kvplan.inputs.request import build_scenario
     from kvplan.present.pd import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args)
-    handover = parse_float(handover_ms, "--handover-ms", "2") / 1000 if handover_ms is not None else None
-    if handover is not None and not 0 <= handover <= 3600:
-        from kvplan.errors import KvplanError
-
-        raise KvplanError(f"--handover-ms {handover_ms!r} is not a time in [0, 3,600,000] ms",
-                          "give --handover-ms as the per-request handover in milliseconds, e.g. 2")
-    options = PdOptions(
-        tpot_slo=parse_seconds(tpot_slo, "tpot-slo"), nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"),
-        prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=not no_chunked,
-        factors={k: v for k, v in {"hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
-                                   "mfu": optional(parse_fraction, mfu, "mfu")}.items() if v is not None},
-        **({"handover_seconds": handover} if handover is not None else {}))
+    options = pd_options(tpot_slo=tpot_slo, nic_gbps=nic_gbps, prefill_gpus=prefill_gpus, handover_ms=handover_ms,
+                         chunked=not no_chunked, hbm_efficiency=hbm_efficiency, mfu=mfu)
     emit(present(plan_pd(scenario, options)), fmt, output["explain"], output["units"], output["brief"])
 
 

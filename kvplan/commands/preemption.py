@@ -6,8 +6,6 @@ import typer
 
 from kvplan.commands.common import DramOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
-from kvplan.inputs.options import optional, parse_float, parse_fraction, parse_list
-from kvplan.inputs.request import build_scenario
 
 GeneratedOpt = Annotated[str, typer.Option("--generated", "--decode", metavar="TOKENS",
                                            help="Tokens generated before the preemption (default 20k).")]
@@ -45,25 +43,18 @@ def compare_preemption(
                                                  "(default 1k,2k,5k,10k,20k,50k,100k).")] = None,
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
-    from kvplan.calc.costs import CostSettings
-    from kvplan.calc.preemption import DEFAULT_SWEEP, plan_preemption
-    from kvplan.inputs.units import parse_size, parse_tokens
+    from kvplan.calc.preemption import plan_preemption
+    from kvplan.inputs.command_options import preemption_request
+    from kvplan.inputs.request import build_scenario
     from kvplan.present.preemption import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args)
-    given = {
-        "mfu": optional(parse_fraction, mfu, "mfu"),
-        "copy_overhead_us": optional(parse_float, copy_overhead_us, "--copy-overhead-us", "2.3"),
-        "bidir_factor": optional(parse_fraction, bidir_factor, "bidir-factor"),
-    }
-    settings = CostSettings(compute_dtype=compute_dtype.strip().lower(),
-                            layout=layout.strip().lower().replace("_", "-"),
-                            sync_swap=sync_swap, **{k: v for k, v in given.items() if v is not None})
-    plan = plan_preemption(
-        scenario, settings, prefix_hit_tokens=parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
-        sweep=optional(parse_list, sweep, lambda g: parse_tokens(g, "--sweep"), "sweep") or DEFAULT_SWEEP,
-        dram_bytes_per_node=optional(parse_size, dram, "--dram"))
+    r = preemption_request(dram=dram, prefix_hit=prefix_hit, mfu=mfu, compute_dtype=compute_dtype, layout=layout,
+                           copy_overhead_us=copy_overhead_us, bidir_factor=bidir_factor, sync_swap=sync_swap,
+                           sweep=sweep)
+    plan = plan_preemption(scenario, r.settings, prefix_hit_tokens=r.prefix_hit_tokens, sweep=r.sweep,
+                           dram_bytes_per_node=r.dram_bytes_per_node)
     emit(present(plan), fmt, output["explain"], output["units"], output["brief"])
 
 

@@ -6,10 +6,7 @@ import typer
 
 from kvplan.commands.common import ContextsOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
-from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT, extra_dirs, parse_contexts
-from kvplan.inputs.request import build_scenario
-
-SEED_COMPARE = "deepseek-r1-seed-gqa"
+from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT
 
 
 @scenario_command()
@@ -26,21 +23,13 @@ def size(
 ) -> None:
     """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
     from kvplan.calc.size import plan_size
-    from kvplan.errors import KvplanError
-    from kvplan.inputs.presets import load_model
+    from kvplan.inputs.command_options import size_request
     from kvplan.present.size import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    if include_mtp and scenario_args["mtp_layers"] is not None:
-        raise KvplanError("--include-mtp and --mtp-layers both given", "give only --mtp-layers N")
-    scenario = build_scenario(**scenario_args)
-    if include_mtp:
-        scenario = scenario.with_(mtp_layers=scenario.model.mtp_layers)
-    model = scenario_args["model"]
-    compare_ref = compare if compare is not None else (SEED_COMPARE if model is None else None)
-    other = load_model(compare_ref, extra_dirs(output["presets_dir"])) if compare_ref is not None else None
-    plan = plan_size(scenario, parse_contexts(contexts), other)
-    emit(present(plan), fmt, output["explain"], output["units"], output["brief"])
+    scenario, tabulated, other = size_request(scenario_args, contexts=contexts, compare=compare,
+                                              include_mtp=include_mtp, presets_dir=output["presets_dir"])
+    emit(present(plan_size(scenario, tabulated, other)), fmt, output["explain"], output["units"], output["brief"])
 
 
 def register(app: typer.Typer) -> None:

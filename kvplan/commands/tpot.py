@@ -8,8 +8,6 @@ import typer
 
 from kvplan.commands.common import scenario_command
 from kvplan.commands.output import check_output_options, emit
-from kvplan.inputs.options import optional, parse_contexts, parse_fraction, parse_list, parse_microseconds
-from kvplan.inputs.request import build_scenario
 
 
 @scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
@@ -61,48 +59,20 @@ def tpot(
                                               help="Write TPOT against context per batch to a PNG.")] = None,
 ) -> None:
     """TPOT over a growing decode (start, middle, end, mean), TTFT, tokens/s, and where the step's time goes."""
-    from kvplan.calc.tpot import TpotOptions, parse_accept, plan_tpot
-    from kvplan.errors import KvplanError
-    from kvplan.inputs.units import parse_tokens
+    from kvplan.calc.tpot import plan_tpot
+    from kvplan.inputs.command_options import tpot_request
     from kvplan.present.tpot import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    if save_calibration is not None and measured is None:
-        raise KvplanError("--save-calibration needs --measured", "give the measured points to fit")
-    scenario = build_scenario(**scenario_args, draft_model=draft_model)
-    factors = {
-        "hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
-        "mfu": optional(parse_fraction, mfu, "mfu"),
-        "prefill_mfu": optional(parse_fraction, prefill_mfu, "prefill-mfu"),
-        "overhead_us_per_layer": optional(parse_microseconds, overhead_us, "--overhead-us"),
-        "overhead_us_per_step": optional(parse_microseconds, step_overhead_us, "--step-overhead-us"),
-        "overhead_us_per_moe_layer": optional(parse_microseconds, moe_overhead_us, "--moe-overhead-us"),
-        "overhead_us_per_request": optional(parse_microseconds, request_overhead_us, "--request-overhead-us"),
-        "gemm_floor_us": optional(parse_microseconds, gemm_floor_us, "--gemm-floor-us"),
-        "allreduce_latency_us": optional(parse_microseconds, allreduce_latency_us, "--allreduce-latency-us"),
-    }
-    k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
-    if k > 16:
-        raise KvplanError(f"--spec-tokens {k} is more draft tokens than engines verify (1-8)", "give 1 to 8")
-    if k and not (scenario.mtp_layers or scenario.draft):
-        raise KvplanError("--spec-tokens needs a drafter", "add --mtp-layers 1 (DeepSeek's MTP) or --draft-model ID")
-    if accept is not None and not k:
-        raise KvplanError("--accept applies to speculative decoding", "add --spec-tokens K, or drop --accept")
-    calibration = None
-    if measured is not None:
-        from kvplan.calc import calibrate, costs
-
-        points = calibrate.read_points(measured)
-        prior = costs.step_factors(scenario.hardware, **{k_: v for k_, v in factors.items() if v is not None})
-        calibration = calibrate.fit(scenario, points, str(measured), prior)
-        factors.update({k_: v for k_, v in calibration.overrides.items() if factors.get(k_) is None})
-    options = TpotOptions(
-        batch=parse_tokens(batch, "--batch"), shape=shape.strip().lower(),
-        batches=optional(parse_list, batches, lambda x: parse_tokens(x, "--batches"), "batches") or
-        TpotOptions.batches, contexts=parse_contexts(contexts), spec_tokens=k,
-        accept=parse_accept(accept) if accept is not None else None,
-        factors={k_: v for k_, v in factors.items() if v is not None})
-    plan = plan_tpot(scenario, options)
+    factors = {"hbm": hbm_efficiency, "mfu": mfu, "prefill_mfu": prefill_mfu, "overhead_us_per_layer": overhead_us,
+               "overhead_us_per_step": step_overhead_us, "overhead_us_per_moe_layer": moe_overhead_us,
+               "overhead_us_per_request": request_overhead_us, "gemm_floor_us": gemm_floor_us,
+               "allreduce_latency_us": allreduce_latency_us}
+    request = tpot_request(scenario_args, batch=batch, shape=shape, batches=batches, contexts=contexts,
+                           factors=factors, spec_tokens=spec_tokens, draft_model=draft_model, accept=accept,
+                           measured=measured, save_calibration=save_calibration)
+    scenario, calibration = request.scenario, request.calibration
+    plan = plan_tpot(scenario, request.options)
     result = present(plan, _calibration_view(calibration) if calibration else None)
     if save_calibration is not None:
         _save_calibration(scenario, calibration, save_calibration)

@@ -533,3 +533,37 @@ def _keys_named(message: str) -> list[str]:
         return [k for _, k in sorted(found)]
 
     return first(r"--{0}\b") + first(r"\b{1}\b")
+
+
+# --- baselines (within_baseline assertions) ---------------------------------------------------------------------
+def baseline_path(plan: Path) -> Path:
+    """PLAN.toml -> PLAN.baseline.json, beside the plan."""
+    return plan.with_name(plan.stem + ".baseline.json")
+
+
+def read_baseline(target: Path, plan: Path, names: list[str]) -> dict:
+    """The values of a baseline file (``kvplan check --update-baseline`` wrote it), each a finite number of 0 or more
+    for an assertion of the plan."""
+    from kvplan.inputs.presets import read_json
+
+    fix = f"run kvplan check {plan} --update-baseline"
+    if not target.exists():
+        raise KvplanError(f"{plan} has within_baseline assertions but no baseline {target}", fix)
+    document = read_json(target, "baseline", fix, "a baseline is one level of values; rerun --update-baseline")
+    values = document.get("values") if isinstance(document, dict) else None
+    if not isinstance(values, dict):
+        raise KvplanError(f"baseline {target} has no values table", fix)
+    if document.get("plan") not in (None, plan.name):
+        raise KvplanError(f"baseline {target} was written for {shorten(document.get('plan'))}, not {plan.name}", fix)
+    for key, v in values.items():
+        if key not in names:
+            raise KvplanError(f"baseline {target} has a value for {shorten(key)}, which is no assertion of {plan}",
+                              fix)
+        try:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and v >= 0
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise KvplanError(f"baseline {target}: {shorten(key)} = {shorten(v)} is not a finite number of 0 or "
+                              "more", fix)
+    return values

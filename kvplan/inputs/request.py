@@ -275,3 +275,21 @@ def scenario_from_log(log: StartupLog, options: dict[str, Any], **extra: Any) ->
             notes.append(f"KV dtype {match[0]}: the log does not state it, and its {match[1]} agrees with "
                          f"{match[0]}'s bytes per token, not {before}'s (the engine default).")
     return scenario, notes, warnings
+
+
+def pool_from_log(options: dict[str, Any], path: str | Path, extra: dict[str, Any] | None = None
+                  ) -> tuple[Scenario, str, tuple[str, ...], tuple[str, ...]]:
+    """The deployment the start-up log at ``path`` describes (as ``scenario_from_log`` rebuilds it) with the KV pool
+    per GPU it states (``concurrency --from-log``). Returns (scenario, where the pool came from, notes, warnings)."""
+    from typing import cast
+
+    from kvplan.calc.explain_log import logged_pool
+    from kvplan.inputs.startup_log import read_log
+
+    if options.get("kv_pool") is not None:
+        raise InputError("--kv-pool and --from-log both give the pool", "drop one of them")
+    log = read_log(Path(path))
+    scenario, notes, warnings = scenario_from_log(log, options, **(extra or {}))
+    pool, what = logged_pool(scenario, log)
+    return (scenario.with_(kv_pool_bytes=int(cast(float, pool.value))), f"the start-up log {path} ({what})",
+            tuple(notes), tuple(warnings))
