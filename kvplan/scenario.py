@@ -313,10 +313,10 @@ class Scenario:
                 + (lengths or f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens"))
 
     def with_(self, **changes) -> Scenario:
-        """A copy with some inputs changed, validated again."""
+        """A copy with some inputs changed (field or option names, typed or user values), validated again."""
         from dataclasses import replace
 
-        return replace(self, **changes)
+        return replace(self, **{OPTION_FIELDS.get(k, k): v for k, v in changes.items()})
 
 
 _INPUTS = tuple(f.name for f in fields(Scenario) if f.init)

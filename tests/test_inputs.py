@@ -157,6 +157,9 @@ def test_with_keeps_reading_user_values():
     assert s.with_(kv_pool_bytes="10GiB").kv_pool_bytes == 10 * 2**30
     with pytest.raises(InputError, match="--kv-pool '10' has no unit"):
         s.with_(kv_pool_bytes="10")
+    # option names too: the field the option sets changes, whatever it held (1,000 + 30,000 -> 1,000 + 32,000)
+    assert s.with_(decode="32k").decode_tokens == 32_000
+    assert s.with_(kv_dtype="fp8").kv_dtype.value == "fp8"
 
 
 # --- simulate: the same checks from Python (kvplan.inputs.simulate_options) and the command line ---------------
