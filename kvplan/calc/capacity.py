@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.calc import budget as budget_mod
+from kvplan.engines import budget as budget_mod
 from kvplan.calc import kv
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.calc.budget import Budget
+from kvplan.engines.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.engines.base import EngineReport
 from kvplan.errors import KvplanError

@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kvplan.calc import budget as budget_mod
+from kvplan.engines import budget as budget_mod
 from kvplan.errors import KvplanError
 from kvplan.specs.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
 

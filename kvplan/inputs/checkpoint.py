@@ -12,7 +12,7 @@ tensors of the header: FP8 (F8_E4M3 weights + F32 ``weight_scale_inv`` blocks), 
 U8 ``*_scales``), NVFP4 (U8 packed weights + F8_E4M3 ``weight_scale`` + F32 ``weight_scale_2``), GPTQ/AWQ
 (I32 ``qweight`` / ``qzeros`` + F16 ``scales``).
 
-How the total is split (``kvplan.calc.budget.weights_per_gpu``): tensors whose names mark routed experts
+How the total is split (``kvplan.engines.budget.weights_per_gpu``): tensors whose names mark routed experts
 (``EXPERT_PATTERN``: ``.experts.`` as in ``model.layers.3.mlp.experts.7.up_proj.weight``,
 ``block_sparse_moe.experts.``, ``feed_forward.experts.``; DeepSeek's ``shared_experts`` and Qwen's
 ``shared_expert`` do not match) are the routed-expert bytes, divided by EP; the rest by TP. MTP draft layers

@@ -549,7 +549,7 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
     mtp_layers = _mtp_layers(f)
     weight_dtype = _weight_dtype(f, notes)
     dims = {key: f.dim(key) for key in ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings")}
-    # MLP / MoE dims for the activation-reserve estimate (kvplan.calc.budget). gpt-oss names its per-expert
+    # MLP / MoE dims for the activation-reserve estimate (kvplan.engines.budget). gpt-oss names its per-expert
     # width intermediate_size and its experts per token experts_per_token.
     dims["experts_per_token"] = f.dim("num_experts_per_tok") or f.dim("experts_per_token")
     dims["shared_experts"] = f.dim("n_shared_experts")
