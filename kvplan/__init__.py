@@ -55,7 +55,7 @@ _EXPORTS = {
     "SizingPlan": "kvplan.calc.sizing",
 }
 # names whose module attribute has another name
-_RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.calc.workload", "build"),
+_RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.inputs.workload", "build"),
             "load_plan": ("kvplan.inputs.plan_file", "load")}
 _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kvplan.present.concurrency",
                "present_preemption": "kvplan.present.preemption", "present_tpot": "kvplan.present.tpot",

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.engines.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.engines.base import EngineReport
+from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype

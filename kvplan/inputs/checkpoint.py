@@ -83,7 +83,7 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
     a FIFO or device is refused unread; N above ``MAX_HEADER_BYTES`` or beyond the file is refused."""
     import json
 
-    from kvplan.inputs.presets import MAX_DEPTH, open_regular, too_deep
+    from kvplan.inputs.files import MAX_DEPTH, open_regular, too_deep
 
     where = str(path)
     fd, st = open_regular(path, "safetensors file", _FIX)

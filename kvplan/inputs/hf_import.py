@@ -20,7 +20,7 @@ What is read, and how (each rule follows the transformers config class or the en
 Anything the importer cannot interpret fully (an unknown layer type, an SSM layout, a missing field) is a
 KvplanError naming the field, never a guess. Defaults and derivations that were applied are listed in
 ``ModelSpec.notes``. A config.json is untrusted: the spec the importer builds (each dataclass checks its own
-fields) is validated once more with pydantic at the end, as user presets are (``kvplan.inputs.presets.validate``).
+fields) is validated once more with pydantic at the end, as user presets are (``kvplan.inputs.validation.validate``).
 """
 
 from __future__ import annotations
@@ -508,7 +508,7 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
     (``kvplan.inputs.hf_params``)."""
     if weights is not None and weights.tensors is None:
         weight_bytes, weight_source = weights.total_size, weights.source
-    from kvplan.inputs.presets import validate
+    from kvplan.inputs.validation import validate
 
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: the config is not a JSON object", "give a Hugging Face config.json")
@@ -597,9 +597,9 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
 
 
 def _read_json(path: Path, what: str) -> Any:
-    """The parsed JSON of a regular file (``kvplan.inputs.presets.read_json``: FIFOs refused unread, size and nesting
+    """The parsed JSON of a regular file (``kvplan.inputs.files.read_json``: FIFOs refused unread, size and nesting
     bounded)."""
-    from kvplan.inputs.presets import read_json
+    from kvplan.inputs.files import read_json
 
     return read_json(path, what)
 
@@ -674,7 +674,7 @@ def find_weights(find: Callable[[str], Path | None], where: str,
 def load_hf_model(path: Path) -> ModelSpec:
     """A model from an HF ``config.json`` file or a model folder (its ``config.json``, and the weight size from
     ``model.safetensors.index.json`` when the folder has one)."""
-    from kvplan.inputs.presets import probe
+    from kvplan.inputs.files import probe
 
     try:
         path = Path(path).expanduser()

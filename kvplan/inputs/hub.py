@@ -158,8 +158,8 @@ def load_hub_model(ref: str, preset_hint: str = ""):
     """The model a Hub id names: its config, its exact weight bytes from the safetensors headers (cache first),
     and its parameter counts from the config (``kvplan.inputs.hf_import``). ``preset_hint`` ends each fix with a
     built-in preset of the same model, when there is one."""
+    from kvplan.inputs.files import read_json
     from kvplan.inputs.hf_import import find_weights, model_from_hf_config
-    from kvplan.inputs.presets import read_json
 
     parsed = parse_hub_id(ref)
     if parsed is None:  # pragma: no cover - load_model calls this only for a Hub id

@@ -178,7 +178,7 @@ def construct(tp, value):
     dataclass (the layer-kind union dispatching on ``kind``), recursively, and lists become tuples. Values
     that already are spec objects are kept. Nothing is type-checked here beyond what each dataclass's
     ``__post_init__`` checks: this builds trusted data (the built-in presets); untrusted data goes through
-    pydantic (``kvplan.inputs.presets.validate``)."""
+    pydantic (``kvplan.inputs.validation.validate``)."""
     if value is None:
         return None
     tp = strip_optional(tp)[0]
