@@ -173,6 +173,8 @@ def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tp
 
 
 def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = None) -> ConcurrencyPlan:
+    """The KV pool of ``scenario``, how many of its requests fit (per replica and in all), when the pool overflows,
+    and what a DRAM tier, FP8 and a token budget change; ``options`` as ``kvplan concurrency``'s flags."""
     options = options or ConcurrencyOptions()
     s, model, par, hw = scenario, scenario.sized_model, scenario.parallelism, scenario.hardware
     dtype = s.kv_dtype

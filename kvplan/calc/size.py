@@ -126,6 +126,8 @@ def group_bytes(model: ModelSpec, dtype: KVDtype, tp: int) -> tuple[GroupBytes, 
 
 def plan_size(scenario: Scenario, contexts: tuple[int, ...] = DEFAULT_CONTEXTS, compare: ModelSpec | None = None,
               requests_for_comparison: int = 10) -> SizePlan:
+    """Bytes per token by layer kind, per request at each of ``contexts`` and per GPU for ``scenario``; with
+    ``compare``, the same for another model side by side."""
     model = scenario.sized_model
     dtype, par = scenario.kv_dtype, scenario.parallelism
     sources = tuple(model.sources) + (DTYPE_SOURCE,)

@@ -449,6 +449,8 @@ def _find(kind: str, preset_id: str, extra_dirs: list[Path] | None) -> PresetFil
 
 
 def load_hardware(ref: str, extra_dirs: list[Path] | None = None):
+    """A GPU from a preset id (user folders ``extra_dirs`` and ``KVPLAN_PRESETS_DIR`` first) or a hardware preset
+    .toml path."""
     path = _path(ref, "hardware")
     kind, why = probe(path)
     if kind == "bad":
