@@ -308,7 +308,7 @@ class Engine:
         if scenario.activation_reserve_bytes is not None:
             return Bytes(scenario.activation_reserve_bytes, given("--activation-reserve"))
         mnbt, mns = self.batch_limits_for(scenario)
-        return budget_mod.activation_estimate(model, par, int(mnbt.value), int(mns.value))
+        return budget_mod.activation_estimate(model, par, mnbt.number(), mns.number())
 
     def batch_limits_for(self, scenario) -> tuple[Tokens, Count]:
         mnbt, mns = self.batch_limits(scenario.hardware)
@@ -332,9 +332,10 @@ class Engine:
             est = scenario.draft.weight_bytes_estimate()
             if est is not None:
                 extra = int(est[0] / par.tp)
-                weights = Bytes(int(weights.value) + extra, Derivation(
-                    weights.why.formula + " + draft model weights / TP",
-                    f"{weights.why.substituted}; + draft {scenario.draft.id} {extra:,} B", weights.why.sources))
+                why = weights.why or Derivation("weights on this GPU")
+                weights = Bytes(weights.number() + extra, Derivation(
+                    why.formula + " + draft model weights / TP",
+                    f"{why.substituted}; + draft {scenario.draft.id} {extra:,} B", why.sources))
         return budget_mod.waterfall(scenario.hardware, self.memory_fraction(scenario, par), self.fraction_name,
                                     weights, self.activation_reserve(scenario, model, par),
                                     self.runtime_reserve(scenario))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import cast
 
 from kvplan.engines.base import (
     GPU_GENERATION_RULE,
@@ -30,7 +31,15 @@ from kvplan.engines.base import (
 )
 from kvplan.errors import KvplanError
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.layers import (
+    MLA,
+    FullAttention,
+    GatedDeltaNet,
+    Mamba2,
+    RecurrentState,
+    SlidingWindowAttention,
+    SparseIndexer,
+)
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.parallel import Parallelism, pipeline_stages
 from kvplan.specs.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
@@ -134,6 +143,7 @@ class SglangPool:
 
 class SglangEngine(Engine):
     id = "sglang"
+    version: Release   # always pinned to one release (the newest by default)
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
@@ -251,11 +261,11 @@ class SglangEngine(Engine):
             if given_page is not None:
                 return given_page, "given", PAGE_SOURCE
             where = {"hopper": "Hopper: fa3", "blackwell": "Blackwell before v0.5.4: triton / flashinfer"}.get(
-                gen, "a GPU kvplan cannot place (" + GPU_GENERATION_RULE + "); page_size's default")
+                gen or "", "a GPU kvplan cannot place (" + GPU_GENERATION_RULE + "); page_size's default")
             return 1, f"MLA, {where}, page 1", BACKEND_SOURCE + "; " + PAGE_SOURCE
         if gen == "blackwell" and self.since((0, 5, 7)):
             kept = (16, 32, 64, 128) if self.since((0, 5, 23)) else (16, 32, 64)
-            if given_page in kept:
+            if given_page is not None and given_page in kept:
                 return given_page, f"trtllm_mha keeps a given page in {list(kept)}", TRTLLM_MHA_SOURCE
             return 64, "Blackwell, v0.5.7+: default backend trtllm_mha, page 64", TRTLLM_MHA_SOURCE
         if given_page is not None:
@@ -302,8 +312,11 @@ class SglangEngine(Engine):
         """The mamba pool's bytes for one request on the most loaded rank: SSM state fp32, conv state bf16."""
         worst = 0
         for stage in pipeline_stages(model.num_layers, par.pp):
+            # the kinds kind_table puts in the mamba pool are the recurrent-state ones (GatedDeltaNet, Mamba2)
+            states = [cast(RecurrentState, k) for i in stage for k in model.layer_kinds[i]
+                      if self.spec_of(k) == "mamba pool"]
             worst = max(worst, sum(replace(k, ssm_dtype="fp32", conv_dtype="bf16").state_bytes(par.tp)
-                                   for i in stage for k in model.layer_kinds[i] if self.spec_of(k) == "mamba pool"))
+                                   for k in states))
         return worst
 
     def pool(self, model, dtype, par, rest_memory_bytes, page_size=None, hardware=None) -> SglangPool:

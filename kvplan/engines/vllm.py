@@ -201,6 +201,7 @@ class VllmConfig:
 
 class VllmEngine(Engine):
     id = "vllm"
+    version: Release   # always pinned to one release (the newest by default)
     sources = (SOURCE,)
     fraction_name = "gpu_memory_utilization"
     settings = frozenset({"gpu_memory_utilization", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens",
@@ -239,7 +240,9 @@ class VllmEngine(Engine):
         sparse indexer), then the release table, then fp8 for an MLA latent: before v0.10.2 no MLA backend takes
         it; V3.2's fp8_ds_mla layout needs v0.11.0's sparse backend; and in v0.10.2-v0.11.0 only Hopper's FlashMLA
         and Blackwell's CUTLASS MLA take it."""
-        kinds = {} if model is None else self.kinds(model)
+        if model is None:
+            return super().kv_dtype_problem(kv_dtype, model, hardware)
+        kinds = self.kinds(model)
         mla = MLA in kinds
         if mla and kv_dtype is KVDtype.NVFP4:
             return (f"vLLM has no nvfp4 KV cache for MLA models ({model.id}): no MLA attention backend lists it "
@@ -260,7 +263,8 @@ class VllmEngine(Engine):
             return (f"{self.display_name} has no sparse (DSA) MLA backend for {model.id}'s fp8_ds_mla cache (first "
                     f"in {release_text(DS_MLA_SINCE)}: {DS_MLA_SOURCE})",
                     f"pin vllm=={release_text(DS_MLA_SINCE)} or newer")
-        if KVDtype.FP8 in stored and not self.since(MLA_FP8_ANY_GPU_AFTER) and known_other_gpu(hardware):
+        if (KVDtype.FP8 in stored and not self.since(MLA_FP8_ANY_GPU_AFTER) and hardware is not None
+                and known_other_gpu(hardware)):
             return (f"{self.display_name} runs an fp8 MLA cache only on Hopper (FlashMLA) and Blackwell (CUTLASS "
                     f"MLA); on the {hardware.id} its Triton MLA backend raises NotImplementedError "
                     f"({MLA_FP8_SOURCE}; still so in v0.11.0)", "choose --kv-dtype bf16 on this GPU")

@@ -167,7 +167,7 @@ def is_mtp(name: str, num_layers: int, mtp_layers: int) -> bool:
     if name.startswith(("mtp.", "model.mtp.")):
         return True
     m = _LAYER_INDEX.search(name)
-    return bool(m) and name.startswith(("model.layers.", "language_model.model.layers.")) \
+    return m is not None and name.startswith(("model.layers.", "language_model.model.layers.")) \
         and int(m.group(1)) >= num_layers
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from kvplan.errors import KvplanError, shorten
 
@@ -82,6 +82,12 @@ class _Remote:
         """The file's path in the local cache, or None (not cached, or cached as absent)."""
         found = self._lookup(filename)
         return Path(found) if isinstance(found, str) else None
+
+    @overload
+    def get(self, filename: str, required: Literal[True]) -> Path: ...
+
+    @overload
+    def get(self, filename: str, required: bool) -> Path | None: ...
 
     def get(self, filename: str, required: bool) -> Path | None:
         """The file from the cache, else downloaded (online); None when the repo has no such file. A file the

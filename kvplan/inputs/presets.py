@@ -508,7 +508,9 @@ def _entry(preset: PresetFile) -> CatalogueEntry:
     origin = "built-in" if preset.builtin else str(preset.path)
     if preset.type != "hardware":
         return CatalogueEntry(preset.id, preset.type, name if isinstance(name, str) else "", origin)
-    price = data.get("price") if isinstance(data.get("price"), dict) else {}
+    price = data.get("price")
+    if not isinstance(price, dict):
+        price = {}
     return CatalogueEntry(preset.id, preset.type, name if isinstance(name, str) else "", origin,
                           _file_figure(data, "hbm_capacity_gib"), _file_figure(data, "hbm_bandwidth_tb_s"),
                           _file_figure(price, "usd_per_gpu_hour"), str(price.get("offer", "")),

@@ -113,17 +113,17 @@ def parse_dist(text: str, flag: str) -> LengthDist:
         if q <= fields["p50"]:
             raise KvplanError(f"{flag} {text!r}: p99 must be above p50", "give a p99 larger than the p50")
         return LengthDist("lognormal", mu, (math.log(q) - mu) / Z99, raw)
-    m = fields["mean"]
+    mean = fields["mean"]
     # ln(p99 / mean) = z sigma - sigma^2 / 2: the smaller root sigma = z - sqrt(z^2 - 2 ln(p99 / mean)).
-    gap = math.log(q / m)
+    gap = math.log(q / mean)
     if gap <= 0:
         raise KvplanError(f"{flag} {text!r}: p99 must be above the mean", "give a p99 larger than the mean")
     if Z99 ** 2 < 2 * gap:
         ratio = math.exp(Z99 ** 2 / 2)
-        raise KvplanError(f"{flag} {text!r}: no lognormal has a p99 {q / m:.1f}x its mean (at most {ratio:.1f}x)",
+        raise KvplanError(f"{flag} {text!r}: no lognormal has a p99 {q / mean:.1f}x its mean (at most {ratio:.1f}x)",
                           "give the median instead: lognormal:p50=M,p99=Q")
     sigma = Z99 - math.sqrt(Z99 ** 2 - 2 * gap)
-    return LengthDist("lognormal", math.log(m) - sigma ** 2 / 2, sigma, raw)
+    return LengthDist("lognormal", math.log(mean) - sigma ** 2 / 2, sigma, raw)
 
 
 # === presets ======================================================================================================
@@ -341,6 +341,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         arrivals = np.cumsum(gen_arrival.exponential(1.0 / rate, size=n))
         describe += f", Poisson arrivals at {rate:g}/s"
     else:
+        assert users is not None  # the check at the top: --rate, --users or a trace's arrivals
         if not 1 <= users <= 100_000:
             raise KvplanError(f"--users {users:,} is not in 1 .. 100,000", "give e.g. --users 32")
         if not (math.isfinite(think_s) and 0 <= think_s <= 1e6):
