@@ -16,6 +16,40 @@ A ``Scenario`` reads user values as the command line does (preset ids, paths, "3
 
 __version__ = "0.1.0"
 
+# Type checkers see every export with its real type through this block (``typing`` is not imported at run time:
+# mypy and pyright treat a name TYPE_CHECKING as true); at run time ``__getattr__`` below imports each on first use.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kvplan.calc.capacity import host_tier, kv_pool, request_bytes
+    from kvplan.calc.check import CheckPlan, plan_check
+    from kvplan.calc.concurrency import ConcurrencyOptions, ConcurrencyPlan, plan_concurrency
+    from kvplan.calc.costs import CostSettings, host_link_rate, step_model, swap_seconds
+    from kvplan.calc.explain_log import ExplainLogPlan, plan_explain_log
+    from kvplan.calc.pd import PdOptions, PdPlan, plan_pd
+    from kvplan.calc.preemption import PreemptionPlan, plan_preemption
+    from kvplan.calc.recommend import RecommendOptions, RecommendPlan, plan_recommend
+    from kvplan.calc.simulate import SimOptions, SimPlan, plan_simulate
+    from kvplan.calc.size import SizePlan, plan_size
+    from kvplan.calc.sizing import SizingPlan, parse_target
+    from kvplan.calc.sizing import search as search_layouts
+    from kvplan.calc.tpot import TpotOptions, TpotPlan, plan_tpot
+    from kvplan.errors import KvplanError
+    from kvplan.inputs.plan_file import load as load_plan
+    from kvplan.inputs.presets import load_hardware, load_model
+    from kvplan.inputs.startup_log import read_log
+    from kvplan.inputs.workload import build as build_workload
+    from kvplan.present.check import present as present_check
+    from kvplan.present.concurrency import present as present_concurrency
+    from kvplan.present.explain_log import present as present_explain_log
+    from kvplan.present.pd import present as present_pd
+    from kvplan.present.preemption import present as present_preemption
+    from kvplan.present.recommend import present as present_recommend
+    from kvplan.present.simulate import present as present_simulate
+    from kvplan.present.size import present as present_size
+    from kvplan.present.tpot import present as present_tpot
+    from kvplan.scenario import Scenario
+    from kvplan.specs.dtypes import KVDtype
+
 _EXPORTS = {
     "Scenario": "kvplan.scenario",
     "load_model": "kvplan.inputs.presets",
@@ -62,7 +96,7 @@ _EXPORTS = {
     "SizingPlan": "kvplan.calc.sizing",
 }
 # names whose module attribute has another name
-_RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.calc.workload", "build"),
+_RENAMED = {"search_layouts": ("kvplan.calc.sizing", "search"), "build_workload": ("kvplan.inputs.workload", "build"),
             "load_plan": ("kvplan.inputs.plan_file", "load")}
 _PRESENTERS = {"present_size": "kvplan.present.size", "present_concurrency": "kvplan.present.concurrency",
                "present_preemption": "kvplan.present.preemption", "present_tpot": "kvplan.present.tpot",

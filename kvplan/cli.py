@@ -58,7 +58,7 @@ def _build(name: str):
                           context_settings=HELP_OPTIONS)
         sub.callback()(lambda: None)   # a group, so the command keeps its name
         importlib.import_module(f"kvplan.commands.{COMMANDS[name][0]}").register(sub)
-        command = typer.main.get_command(sub).commands[name]
+        command = typer.main.get_group(sub).commands[name]   # what get_command builds for a Typer with a callback
         _plain_coercion(command)
         _one_default(command)
         _built[name] = command
@@ -183,7 +183,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:
-        if type(err).__name__ == "NoArgsIsHelpError":  # plain `kvplan`: the help, not an error
+        if type(err).__name__ == "NoArgsIsHelpError" and hasattr(err, "format_message"):  # plain `kvplan`: the help
             print(err.format_message())
             sys.exit(0)
         if getattr(err, "exit_code", None) == 2 and hasattr(err, "format_message"):  # a usage error from typer

@@ -187,7 +187,7 @@ def test_vllm_hybrid_group_size_threshold(run_cli, tmp_path, sliding, full, grou
 
 # --- vLLM batch defaults and the activation estimate --------------------------------------------------------
 # vLLM EngineArgs.get_batch_defaults: >= 70 GiB and not an A100 -> max_num_batched_tokens 8192, max_num_seqs 1024;
-# otherwise 2048 / 256. kvplan's activation estimate (kvplan/calc/budget.py docstring) of the tiny model,
+# otherwise 2048 / 256. kvplan's activation estimate (kvplan/engines/budget.py docstring) of the tiny model,
 # hidden 256, intermediate 1024, vocab 1000, at TP 1: per token (4 x 256 + 3 x 1024) x 2 B = 8,192 B, so
 #   8192 x 8,192 + 1024 x 1000 x 4 = 67,108,864 + 4,096,000 = 71,204,864 B   (8192 / 1024)
 #   2048 x 8,192 +  256 x 1000 x 4 = 16,777,216 + 1,024,000 = 17,801,216 B   (2048 / 256)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_hf_import import DEEPSEEK_R1, GPT_OSS_120B, LLAMA_31_8B, QWEN3_32B, QWQ_32B
 
-from kvplan.calc.budget import weights_per_gpu
+from kvplan.engines.budget import weights_per_gpu
 from kvplan.errors import KvplanError
 from kvplan.inputs import checkpoint
 from kvplan.inputs.hf_import import load_hf_model, model_from_hf_config

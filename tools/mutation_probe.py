@@ -67,7 +67,7 @@ CONC = "kvplan/calc/concurrency.py"
 CAP = "kvplan/calc/capacity.py"
 COSTS = "kvplan/calc/costs.py"
 PRE = "kvplan/calc/preemption.py"
-BUDGET = "kvplan/calc/budget.py"
+BUDGET = "kvplan/engines/budget.py"
 LAYERS = "kvplan/specs/layers.py"
 REC = "kvplan/calc/recommend.py"
 SIZING = "kvplan/calc/sizing.py"
@@ -261,7 +261,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm-mla-runs-nvfp4", VLLM, "if mla and kv_dtype is KVDtype.NVFP4:",
       "if mla and kv_dtype is KVDtype.NVFP4 and False:"),
     M("vllm-ds-mla-without-indexer", VLLM,
-      'if mla and kv_dtype is KVDtype.FP8_DS_MLA and not model.uses_kind("sparse_indexer"):',
+      "if mla and kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:",
       "if mla and kv_dtype is KVDtype.FP8_DS_MLA:"),
     M("sglang-fp4-gqa-in-055", SGL, "FP4_MHA_SINCE = (0, 5, 6)", "FP4_MHA_SINCE = (0, 5, 5)"),
     M("sglang-pp-launches-on-046", SGL, "if par.pp > 1 and not self.since(PP_SIZE_SINCE):",

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.calc import budget as budget_mod
 from kvplan.calc import kv
+from kvplan.engines import budget as budget_mod
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype

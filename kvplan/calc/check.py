@@ -100,8 +100,8 @@ def sim_options(lazy: _Lazy, sim: tuple) -> dict:
 
 
 def _simulate(lazy: _Lazy, sim: tuple):
-    from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, plan_simulate
+    from kvplan.inputs import workload as wl
 
     o = sim_options(lazy, sim)
     s = lazy.s

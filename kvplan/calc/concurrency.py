@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.calc.budget import Budget
 from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.engines.base import EngineReport
+from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
@@ -173,6 +173,8 @@ def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tp
 
 
 def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = None) -> ConcurrencyPlan:
+    """The KV pool of ``scenario``, how many of its requests fit (per replica and in all), when the pool overflows,
+    and what a DRAM tier, FP8 and a token budget change; ``options`` as ``kvplan concurrency``'s flags."""
     options = options or ConcurrencyOptions()
     s, model, par, hw = scenario, scenario.sized_model, scenario.parallelism, scenario.hardware
     dtype = s.kv_dtype

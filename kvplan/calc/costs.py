@@ -423,7 +423,7 @@ def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
 
 def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     """The decode-step constants for the scenario's replica."""
-    from kvplan.calc.budget import expert_share, total_weight_bytes, weights_per_gpu
+    from kvplan.engines.budget import expert_share, total_weight_bytes, weights_per_gpu
 
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism

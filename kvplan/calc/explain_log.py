@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, kv
-from kvplan.calc.budget import Budget
+from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
 from kvplan.inputs.startup_log import Fact, StartupLog
 from kvplan.scenario import Scenario

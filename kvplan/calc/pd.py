@@ -185,6 +185,8 @@ class _Model:
 
 
 def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
+    """Prefill/decode disaggregation against colocated serving for ``scenario`` (module docstring): goodput, TPOT
+    and TTFT of each, the best prefill:decode split, and the KV transfer between them."""
     o = options or PdOptions()
     s = scenario
     par, hw = s.parallelism, s.hardware

@@ -158,6 +158,8 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
 
 def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hit_tokens: int = 0,
                     sweep: tuple[int, ...] = DEFAULT_SWEEP, dram_bytes_per_node: int | None = None) -> PreemptionPlan:
+    """Swap or recompute a request of ``s`` preempted at its full context (module docstring): the time of each
+    from the one cost model, the verdict, and the same over the ``sweep`` of contexts."""
     st = settings or CostSettings()
     model, hw = s.sized_model, s.hardware
     context = s.context_tokens

@@ -159,6 +159,8 @@ def _slo_batch(step, s: Scenario, limit: int, slo: float, t_pf: float):
 
 
 def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
+    """The configuration table for ``scenario`` (module docstring): KV dtype, batch, offload, preemption, PD and
+    prefix cache, each with kvplan's value, the reason in numbers and the document's advice."""
     from kvplan.calc.concurrency import overflow_run
     from kvplan.calc.pd import PdOptions, plan_pd
     from kvplan.calc.preemption import plan_preemption

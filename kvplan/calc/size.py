@@ -12,6 +12,7 @@ from kvplan.calc import kv
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.layers import MLA
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.parallel import Parallelism
 from kvplan.specs.values import Bytes, Count, TokenBytes, Tokens, derived
@@ -125,6 +126,8 @@ def group_bytes(model: ModelSpec, dtype: KVDtype, tp: int) -> tuple[GroupBytes, 
 
 def plan_size(scenario: Scenario, contexts: tuple[int, ...] = DEFAULT_CONTEXTS, compare: ModelSpec | None = None,
               requests_for_comparison: int = 10) -> SizePlan:
+    """Bytes per token by layer kind, per request at each of ``contexts`` and per GPU for ``scenario``; with
+    ``compare``, the same for another model side by side."""
     model = scenario.sized_model
     dtype, par = scenario.kv_dtype, scenario.parallelism
     sources = tuple(model.sources) + (DTYPE_SOURCE,)
@@ -203,7 +206,7 @@ def _comparison(scenario: Scenario, model: ModelSpec, other: ModelSpec, own_per_
     other_req = kv.kv_bytes_at_context(other, dtype, tokens)
     srcs = tuple(other.sources) + (DTYPE_SOURCE,)
     ratio = other_per_token / own_per_token if own_per_token else float("inf")
-    if model.uses_kind("mla") and not other.uses_kind("mla"):
+    if model.uses(MLA) and not other.uses(MLA):
         why = (f"Why they differ: {other.id} caches K and V ({layout(other)}) in every layer; {model.id} caches one "
                f"{layout(model)} latent per layer, {ratio:.2f}x fewer bytes per token. But the latent is whole on "
                f"every TP rank, so at TP={tp_shown} each GPU holds {own_gpu:,} B/token"

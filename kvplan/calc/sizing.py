@@ -39,6 +39,8 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
+    """A sizing target from its text: ``concurrency>=N[@CONTEXT]``, ``tpot<=T`` or ``rate>=R`` (a KvplanError
+    naming the forms otherwise)."""
     from kvplan.inputs.units import parse_tokens
 
     m = _TARGET.fullmatch(text)

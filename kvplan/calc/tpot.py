@@ -156,6 +156,8 @@ def _batch_contexts(shape: str, p: int, d: int, t: int):
 
 
 def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPlan:
+    """Time per output token of ``scenario`` over its decode (module docstring), with the prefill time, a batch x
+    context table and, per ``options``, speculative decoding and calibration."""
     import numpy as np
 
     o = options or TpotOptions()

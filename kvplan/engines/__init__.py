@@ -55,7 +55,7 @@ def get(name: str | Engine) -> Engine:
 
 def default_block_size(model, engine: str = "vllm") -> int:
     """Tokens per KV block (page) the engine picks for this model's layer kinds."""
-    return int(get(engine).block_size(model).value)
+    return get(engine).block_size(model).number()
 
 
 def vllm_config(*args, **kwargs):

@@ -14,13 +14,14 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kvplan.calc import budget as budget_mod
+from kvplan.engines import budget as budget_mod
 from kvplan.errors import KvplanError
 from kvplan.specs.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.specs.dtypes import KVDtype
     from kvplan.specs.hardware import HardwareSpec
+    from kvplan.specs.layers import LayerKind
     from kvplan.specs.model import ModelSpec
     from kvplan.specs.parallel import Parallelism
 
@@ -84,6 +85,15 @@ def known_other_gpu(hw: HardwareSpec | None) -> bool:
 def gpu_generation(hw: HardwareSpec | None) -> str | None:
     """'hopper', 'blackwell' or None (unknown or no hardware), from the preset id (see GPU_GENERATIONS)."""
     return next((generation for generation, names in GPU_GENERATIONS.items() if _preset_named(hw, names)), None)
+
+
+def sparse_attention(kinds: dict[type, LayerKind]) -> bool:
+    """Whether a model (its ``Engine.kinds``) runs DeepSeek sparse attention (V3.2 DSA/NSA): a sparse-indexer key
+    cache, or an MLA latent that attends to index_topk keys."""
+    from kvplan.specs.layers import MLA, SparseIndexer
+
+    mla = kinds.get(MLA)
+    return SparseIndexer in kinds or (isinstance(mla, MLA) and mla.index_topk is not None)
 
 
 Release = tuple[int, int, int]
@@ -179,7 +189,10 @@ class Engine:
     def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
                          hardware: HardwareSpec | None = None) -> tuple[str, str] | None:
         """(problem, fix) when this adapter cannot run ``kv_dtype``: its pinned release predates it, or (engines
-        override) the engine runs it for no such ``model`` or ``hardware``; None when it has it."""
+        override) the engine runs it for no such ``model`` or ``hardware``; None when it has it. A model with a kind
+        the adapter has no rule for is refused (``kinds``)."""
+        if model is not None:
+            self.kinds(model)
         first = self.kv_dtype_since.get(kv_dtype)
         if first is None or self.version is None or self.version >= first[0]:
             return None
@@ -203,13 +216,23 @@ class Engine:
         return None
 
     # --- layer kinds -------------------------------------------------------------------------------------------
-    def spec_of(self, kind) -> str:
+    # Rules dispatch on the kind classes, never on their ``kind`` strings: ``kinds(model)`` first looks every one
+    # of the model's kinds up in ``kind_table`` (exact class), so a kind the adapter has no rule for is refused
+    # before any rule reads the model, and ``MLA in kinds`` cannot be true of a subclass nobody mapped.
+    def spec_of(self, kind: LayerKind) -> str:
         """The engine's cache spec for a layer kind; an unknown kind is an error."""
         try:
             return self.kind_table[type(kind)]
         except KeyError:
             raise KvplanError(f"the {self.id} adapter has no rule for layer kind {type(kind).__name__}",
                               f"add {type(kind).__name__} to kvplan/engines/{self.id}.py's kind table") from None
+
+    def kinds(self, model: ModelSpec) -> dict[type, LayerKind]:
+        """The model's layer kinds by exact class (the last group's instance of each), each checked against
+        ``kind_table``: an unknown kind is an error."""
+        for group in model.groups:
+            self.spec_of(group.kind)
+        return {type(g.kind): g.kind for g in model.groups}
 
     # --- identity and binding -------------------------------------------------------------------------------
     @property
@@ -243,9 +266,7 @@ class Engine:
         ``hardware`` and ``kv_dtype`` (default: the bound ones) matter to engines whose block depends on them."""
         if given_tokens is not None:
             return Tokens(given_tokens, given(SETTING_FLAGS["block_size"]))
-        kinds = {type(g.kind): g.kind for g in model.groups}
-        for kind in kinds.values():
-            self.spec_of(kind)
+        kinds = self.kinds(model)
         block = max(self.block_tokens_table[k] for k in kinds)
         names = ", ".join(f"{k.__name__} {self.block_tokens_table[k]}" for k in kinds)
         return Tokens(block, default(f"{self.id}: the largest block any layer kind needs ({names})", *self.sources))
@@ -287,7 +308,7 @@ class Engine:
         if scenario.activation_reserve_bytes is not None:
             return Bytes(scenario.activation_reserve_bytes, given("--activation-reserve"))
         mnbt, mns = self.batch_limits_for(scenario)
-        return budget_mod.activation_estimate(model, par, int(mnbt.value), int(mns.value))
+        return budget_mod.activation_estimate(model, par, mnbt.number(), mns.number())
 
     def batch_limits_for(self, scenario) -> tuple[Tokens, Count]:
         mnbt, mns = self.batch_limits(scenario.hardware)
@@ -311,9 +332,10 @@ class Engine:
             est = scenario.draft.weight_bytes_estimate()
             if est is not None:
                 extra = int(est[0] / par.tp)
-                weights = Bytes(int(weights.value) + extra, Derivation(
-                    weights.why.formula + " + draft model weights / TP",
-                    f"{weights.why.substituted}; + draft {scenario.draft.id} {extra:,} B", weights.why.sources))
+                why = weights.why or Derivation("weights on this GPU")
+                weights = Bytes(weights.number() + extra, Derivation(
+                    why.formula + " + draft model weights / TP",
+                    f"{why.substituted}; + draft {scenario.draft.id} {extra:,} B", why.sources))
         return budget_mod.waterfall(scenario.hardware, self.memory_fraction(scenario, par), self.fraction_name,
                                     weights, self.activation_reserve(scenario, model, par),
                                     self.runtime_reserve(scenario))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import cast
 
 from kvplan.engines.base import (
     GPU_GENERATION_RULE,
@@ -26,10 +27,19 @@ from kvplan.engines.base import (
     pinned,
     release_text,
     rule_span,
+    sparse_attention,
 )
 from kvplan.errors import KvplanError
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.layers import (
+    MLA,
+    FullAttention,
+    GatedDeltaNet,
+    Mamba2,
+    RecurrentState,
+    SlidingWindowAttention,
+    SparseIndexer,
+)
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.parallel import Parallelism, pipeline_stages
 from kvplan.specs.values import Bytes, Count, Number, TokenBytes, Tokens, default, derived, given
@@ -133,6 +143,7 @@ class SglangPool:
 
 class SglangEngine(Engine):
     id = "sglang"
+    version: Release   # always pinned to one release (the newest by default)
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
@@ -159,13 +170,13 @@ class SglangEngine(Engine):
         if kv_dtype not in SGLANG_KV_FLAGS:
             return (f"SGLang has no {kv_dtype.value} KV cache (its --kv-cache-dtype choices: auto, fp8_e5m2, "
                     "fp8_e4m3, bf16, fp4 ones; server_args.py v0.4.6-v0.5.23)", "choose --kv-dtype fp8 or bf16")
-        if (kv_dtype is KVDtype.FP8_DS_MLA and model is not None and model.uses_kind("mla")
-                and not model.uses_kind("sparse_indexer")):
+        kinds = {} if model is None else self.kinds(model)
+        if kv_dtype is KVDtype.FP8_DS_MLA and MLA in kinds and SparseIndexer not in kinds:
             return (f"SGLang stores {model.id}'s MLA cache in fp8 as plain fp8_e4m3, not in the fp8_ds_mla layout "
                     "(only DeepSeek V3.2's NSA pool has it)", "choose --kv-dtype fp8")
         problem = super().kv_dtype_problem(kv_dtype, model, hardware)
-        if (problem is None and kv_dtype is KVDtype.NVFP4 and not self.since(FP4_MHA_SINCE) and model is not None
-                and (model.uses_kind("full_attention") or model.uses_kind("sliding_window"))):
+        if (problem is None and kv_dtype is KVDtype.NVFP4 and not self.since(FP4_MHA_SINCE)
+                and (FullAttention in kinds or SlidingWindowAttention in kinds)):
             return (f"{self.display_name} has FP4 KV only in its MLA pool: {model.id}'s attention cache would be "
                     f"stored a byte per value, as fp8 (first in {release_text(FP4_MHA_SINCE)}: {FP4_MHA_SOURCE})",
                     f"pin sglang=={release_text(FP4_MHA_SINCE)} or newer, or choose --kv-dtype fp8")
@@ -238,11 +249,8 @@ class SglangEngine(Engine):
         """(page, why, source): the default attention backend's page for this model on this GPU, or what it makes
         of a given --page-size."""
         gen = gpu_generation(hardware)
-        kinds = {type(g.kind): g.kind for g in model.groups}
-        for kind in kinds.values():
-            self.spec_of(kind)
-        sparse = SparseIndexer in kinds or any(getattr(k, "index_topk", None) for k in kinds.values())
-        if sparse and given_page is None:
+        kinds = self.kinds(model)
+        if sparse_attention(kinds) and given_page is None:
             return 64, "DeepSeek DSA/NSA (V3.2): page 64 x index_kpool", DSA_PAGE_SOURCE
         if MLA in kinds:
             if gen == "blackwell" and self.since((0, 5, 4)):
@@ -253,11 +261,11 @@ class SglangEngine(Engine):
             if given_page is not None:
                 return given_page, "given", PAGE_SOURCE
             where = {"hopper": "Hopper: fa3", "blackwell": "Blackwell before v0.5.4: triton / flashinfer"}.get(
-                gen, "a GPU kvplan cannot place (" + GPU_GENERATION_RULE + "); page_size's default")
+                gen or "", "a GPU kvplan cannot place (" + GPU_GENERATION_RULE + "); page_size's default")
             return 1, f"MLA, {where}, page 1", BACKEND_SOURCE + "; " + PAGE_SOURCE
         if gen == "blackwell" and self.since((0, 5, 7)):
             kept = (16, 32, 64, 128) if self.since((0, 5, 23)) else (16, 32, 64)
-            if given_page in kept:
+            if given_page is not None and given_page in kept:
                 return given_page, f"trtllm_mha keeps a given page in {list(kept)}", TRTLLM_MHA_SOURCE
             return 64, "Blackwell, v0.5.7+: default backend trtllm_mha, page 64", TRTLLM_MHA_SOURCE
         if given_page is not None:
@@ -274,9 +282,9 @@ class SglangEngine(Engine):
     # --- cells -------------------------------------------------------------------------------------------------
     def _nsa_cell_bytes(self, kind, dtype: KVDtype, tp: int) -> int:
         """One layer's bytes per token in the profiling cell of a DeepSeek V3.2 (NSA/DSA) model."""
-        if isinstance(kind, SparseIndexer):
+        if type(kind) is SparseIndexer:
             return kind.cache_bytes_per_token(dtype, tp) if self.since((0, 5, 4)) else 0
-        if isinstance(kind, MLA) and kind.stored_dtype(dtype) is KVDtype.FP8_DS_MLA and not self.since((0, 5, 17)):
+        if type(kind) is MLA and kind.stored_dtype(dtype) is KVDtype.FP8_DS_MLA and not self.since((0, 5, 17)):
             return KVDtype.FP8.vector_bytes(kind.latent_dim)     # 576 x 1 B: the raw latent, not the pool's 656
         return kind.cache_bytes_per_token(dtype, tp)
 
@@ -284,7 +292,7 @@ class SglangEngine(Engine):
         """Per-token bytes on one rank over this PP stage's layers: GQA heads per attention-TP rank, MLA latent
         whole, indexer added for NSA (by release), sliding layers counted like full ones; only attention layers of
         hybrid-linear models count (their mamba pool is separate)."""
-        sparse = any(isinstance(g.kind, SparseIndexer) for g in model.groups)
+        sparse = SparseIndexer in self.kinds(model)
         worst = 0
         for stage in pipeline_stages(model.num_layers, par.pp):
             cell = sum((self._nsa_cell_bytes(k, dtype, par.tp) if sparse else k.cache_bytes_per_token(dtype, par.tp))
@@ -304,8 +312,11 @@ class SglangEngine(Engine):
         """The mamba pool's bytes for one request on the most loaded rank: SSM state fp32, conv state bf16."""
         worst = 0
         for stage in pipeline_stages(model.num_layers, par.pp):
+            # the kinds kind_table puts in the mamba pool are the recurrent-state ones (GatedDeltaNet, Mamba2)
+            states = [cast(RecurrentState, k) for i in stage for k in model.layer_kinds[i]
+                      if self.spec_of(k) == "mamba pool"]
             worst = max(worst, sum(replace(k, ssm_dtype="fp32", conv_dtype="bf16").state_bytes(par.tp)
-                                   for i in stage for k in model.layer_kinds[i] if self.spec_of(k) == "mamba pool"))
+                                   for k in states))
         return worst
 
     def pool(self, model, dtype, par, rest_memory_bytes, page_size=None, hardware=None) -> SglangPool:
@@ -317,7 +328,8 @@ class SglangEngine(Engine):
 
     def report(self, scenario, model, par, pool_bytes, block):
         sg = self.pool(model, scenario.kv_dtype, par, pool_bytes, scenario.block_size, scenario.hardware)
-        sparse = any(isinstance(g.kind, SparseIndexer) for g in model.groups)
+        kinds = self.kinds(model)
+        sparse = SparseIndexer in kinds
         cell_src = CELL_SOURCES[max(k for k in CELL_SOURCES if k <= self.version)] if sparse else SOURCE
         cell = TokenBytes(sg.cell_size_bytes, derived(
             "sum over this rank's attention layers of bytes per token" + (
@@ -331,7 +343,7 @@ class SglangEngine(Engine):
                 ("page size (tokens)", page)]
         data = {"sglang_max_total_num_tokens": tokens, "sglang_cell_size_bytes": cell, "sglang_page_size": page}
         notes = []
-        if any(type(g.kind) is SlidingWindowAttention for g in model.groups):
+        if SlidingWindowAttention in kinds:
             notes.append("SGLang splits hybrid-SWA pools by swa_full_tokens_ratio; kvplan reports the combined cell.")
         if sparse:
             pool_cell = self.pool_cell_size(model, scenario.kv_dtype, par)
@@ -342,7 +354,7 @@ class SglangEngine(Engine):
             if pool_cell != sg.cell_size_bytes:
                 notes.append(f"This SGLang release sizes the token pool with a {sg.cell_size_bytes:,} B cell but "
                              f"allocates {pool_cell:,} B per token (fixed in v0.5.17).")
-        if any(self.spec_of(g.kind) == "mamba pool" for g in model.groups):
+        if any(self.spec_of(k) == "mamba pool" for k in kinds.values()):
             state = self.state_bytes_per_request(model, par)
             state_v = Bytes(state, derived("sum over this rank's linear-attention / SSM layers of conv state (bf16) "
                                            "+ SSM state (fp32, SGLang's default)", f"{state:,} B", SSM_DTYPE_SOURCE))

@@ -30,6 +30,7 @@ from kvplan.engines.base import (
     pinned,
     release_text,
     rule_span,
+    sparse_attention,
 )
 from kvplan.specs.dtypes import KVDtype
 from kvplan.specs.hardware import HardwareSpec
@@ -200,6 +201,7 @@ class VllmConfig:
 
 class VllmEngine(Engine):
     id = "vllm"
+    version: Release   # always pinned to one release (the newest by default)
     sources = (SOURCE,)
     fraction_name = "gpu_memory_utilization"
     settings = frozenset({"gpu_memory_utilization", "kv_pool_bytes", "max_model_len", "max_num_batched_tokens",
@@ -238,17 +240,20 @@ class VllmEngine(Engine):
         sparse indexer), then the release table, then fp8 for an MLA latent: before v0.10.2 no MLA backend takes
         it; V3.2's fp8_ds_mla layout needs v0.11.0's sparse backend; and in v0.10.2-v0.11.0 only Hopper's FlashMLA
         and Blackwell's CUTLASS MLA take it."""
-        mla = model is not None and model.uses_kind("mla")
+        if model is None:
+            return super().kv_dtype_problem(kv_dtype, model, hardware)
+        kinds = self.kinds(model)
+        mla = MLA in kinds
         if mla and kv_dtype is KVDtype.NVFP4:
             return (f"vLLM has no nvfp4 KV cache for MLA models ({model.id}): no MLA attention backend lists it "
                     f"({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 (SGLang's MLA pool has an FP4 cache)")
-        if mla and kv_dtype is KVDtype.FP8_DS_MLA and not model.uses_kind("sparse_indexer"):
+        if mla and kv_dtype is KVDtype.FP8_DS_MLA and SparseIndexer not in kinds:
             return (f"vLLM runs fp8_ds_mla only in its sparse (DSA) MLA backends, and {model.id} has no sparse "
                     f"indexer ({MLA_BACKENDS_SOURCE})", "choose --kv-dtype fp8 for a dense-attention MLA model")
         problem = super().kv_dtype_problem(kv_dtype, model, hardware)
         if problem is not None or not mla or kv_dtype is not KVDtype.FP8:
             return problem
-        stored = {g.kind.stored_dtype(kv_dtype) for g in model.groups if isinstance(g.kind, MLA)}
+        stored = {g.kind.stored_dtype(kv_dtype) for g in model.groups if type(g.kind) is MLA}
         if not self.since(MLA_FP8_SINCE):
             return (f"{self.display_name} has no fp8 KV cache for MLA models: every MLA backend raises "
                     f"NotImplementedError (first in {release_text(MLA_FP8_SINCE)}: {MLA_FP8_SOURCE})",
@@ -258,7 +263,8 @@ class VllmEngine(Engine):
             return (f"{self.display_name} has no sparse (DSA) MLA backend for {model.id}'s fp8_ds_mla cache (first "
                     f"in {release_text(DS_MLA_SINCE)}: {DS_MLA_SOURCE})",
                     f"pin vllm=={release_text(DS_MLA_SINCE)} or newer")
-        if KVDtype.FP8 in stored and not self.since(MLA_FP8_ANY_GPU_AFTER) and known_other_gpu(hardware):
+        if (KVDtype.FP8 in stored and not self.since(MLA_FP8_ANY_GPU_AFTER) and hardware is not None
+                and known_other_gpu(hardware)):
             return (f"{self.display_name} runs an fp8 MLA cache only on Hopper (FlashMLA) and Blackwell (CUTLASS "
                     f"MLA); on the {hardware.id} its Triton MLA backend raises NotImplementedError "
                     f"({MLA_FP8_SOURCE}; still so in v0.11.0)", "choose --kv-dtype bf16 on this GPU")
@@ -333,10 +339,8 @@ class VllmEngine(Engine):
         if given_tokens is not None:
             return super().block_size(model, given_tokens)
         hardware, kv_dtype = self._hardware_and_dtype(hardware, kv_dtype)
-        kinds = {type(g.kind): g.kind for g in model.groups}
-        for kind in kinds.values():
-            self.spec_of(kind)
-        sparse = SparseIndexer in kinds or any(getattr(k, "index_topk", None) for k in kinds.values())
+        kinds = self.kinds(model)
+        sparse = sparse_attention(kinds)
         sizes, why, sources = {}, [], [BLOCK_SOURCE]
         for k, kind in kinds.items():
             if k is MLA:

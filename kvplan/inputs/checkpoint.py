@@ -12,7 +12,7 @@ tensors of the header: FP8 (F8_E4M3 weights + F32 ``weight_scale_inv`` blocks), 
 U8 ``*_scales``), NVFP4 (U8 packed weights + F8_E4M3 ``weight_scale`` + F32 ``weight_scale_2``), GPTQ/AWQ
 (I32 ``qweight`` / ``qzeros`` + F16 ``scales``).
 
-How the total is split (``kvplan.calc.budget.weights_per_gpu``): tensors whose names mark routed experts
+How the total is split (``kvplan.engines.budget.weights_per_gpu``): tensors whose names mark routed experts
 (``EXPERT_PATTERN``: ``.experts.`` as in ``model.layers.3.mlp.experts.7.up_proj.weight``,
 ``block_sparse_moe.experts.``, ``feed_forward.experts.``; DeepSeek's ``shared_experts`` and Qwen's
 ``shared_expert`` do not match) are the routed-expert bytes, divided by EP; the rest by TP. MTP draft layers
@@ -83,7 +83,7 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
     a FIFO or device is refused unread; N above ``MAX_HEADER_BYTES`` or beyond the file is refused."""
     import json
 
-    from kvplan.inputs.presets import MAX_DEPTH, open_regular, too_deep
+    from kvplan.inputs.files import MAX_DEPTH, open_regular, too_deep
 
     where = str(path)
     fd, st = open_regular(path, "safetensors file", _FIX)
@@ -167,7 +167,7 @@ def is_mtp(name: str, num_layers: int, mtp_layers: int) -> bool:
     if name.startswith(("mtp.", "model.mtp.")):
         return True
     m = _LAYER_INDEX.search(name)
-    return bool(m) and name.startswith(("model.layers.", "language_model.model.layers.")) \
+    return m is not None and name.startswith(("model.layers.", "language_model.model.layers.")) \
         and int(m.group(1)) >= num_layers
 
 

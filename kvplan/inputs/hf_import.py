@@ -20,7 +20,7 @@ What is read, and how (each rule follows the transformers config class or the en
 Anything the importer cannot interpret fully (an unknown layer type, an SSM layout, a missing field) is a
 KvplanError naming the field, never a guess. Defaults and derivations that were applied are listed in
 ``ModelSpec.notes``. A config.json is untrusted: the spec the importer builds (each dataclass checks its own
-fields) is validated once more with pydantic at the end, as user presets are (``kvplan.inputs.presets.validate``).
+fields) is validated once more with pydantic at the end, as user presets are (``kvplan.inputs.validation.validate``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from kvplan.errors import KvplanError, shorten
 from kvplan.inputs import checkpoint
-from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer
+from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, SlidingWindowAttention, SparseIndexer, StateDtype
 from kvplan.specs.model import LayerGroup, ModelSpec, Sourced
 
 CONFIG_NAME = "config.json"
@@ -44,7 +44,7 @@ INDEX_NAME = "model.safetensors.index.json"
 _FULL, _SLIDING, _CHUNKED, _LINEAR = "full_attention", "sliding_attention", "chunked_attention", "linear_attention"
 
 # transformers ``_LEGACY_LAYER_TYPE_REMAP`` (configuration_utils.py): old names still found in shipped configs.
-_LEGACY_LAYER_TYPES = {"attention": _FULL, "mamba": _LINEAR}
+_LEGACY_LAYER_TYPES: dict[str, str] = {"attention": _FULL, "mamba": _LINEAR}
 _KNOWN_LAYER_TYPES = (_FULL, _SLIDING, _CHUNKED, _LINEAR)
 
 # Config-class defaults for fields a shipped config.json may leave out: transformers fills an absent field
@@ -199,15 +199,21 @@ class _Fields:
             return self.defaults[key]
         return None
 
-    def int(self, key: str, *, required: bool = False, minimum: int = 1, maximum: int | None = None,
-            why: str = "") -> int | None:
+    def whole(self, key: str, *, minimum: int = 1, maximum: int | None = None) -> int | None:
+        """A whole number within [minimum, maximum], or None when the config does not set it."""
+        value = self.get(key)
+        return None if value is None else self._whole(key, value, minimum, maximum)
+
+    def need(self, key: str, *, minimum: int = 1, maximum: int | None = None, why: str = "") -> int:
+        """``whole`` of a key the model needs (``why``): missing or null is an error."""
         value = self.get(key)
         if value is None:
-            if required:
-                state = "null" if key in self.text else "missing"
-                need = f" ({why})" if why else ""
-                raise self.error(f"{self.name(key)} is {state}{need}", f"set {key} in the config")
-            return None
+            state = "null" if key in self.text else "missing"
+            need = f" ({why})" if why else ""
+            raise self.error(f"{self.name(key)} is {state}{need}", f"set {key} in the config")
+        return self._whole(key, value, minimum, maximum)
+
+    def _whole(self, key: str, value: Any, minimum: int, maximum: int | None) -> int:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float)
                                                                       and value.is_integer())):
             raise self.error(f"{self.name(key)} = {shorten(value)} is not a whole number")
@@ -266,7 +272,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
             raise f.error(f"{f.name('layer_types')} is not a list of names")
         if len(explicit) != n:
             raise f.error(f"{f.name('layer_types')} has {len(explicit)} entries but num_hidden_layers is {n}")
-        types = [_LEGACY_LAYER_TYPES.get(t, t) for t in explicit]
+        types = [_LEGACY_LAYER_TYPES.get(t, t) for t in cast("list[str]", explicit)]
         unknown = sorted({t for t in types if t not in _KNOWN_LAYER_TYPES})
         if unknown:
             at = types.index(unknown[0])
@@ -278,7 +284,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
     mt = f.model_type
     if mt == "gemma3_text":
         # Gemma3TextConfig: "sliding_attention" if (i + 1) % sliding_window_pattern else "full_attention".
-        pattern = f.int("sliding_window_pattern", required=True)
+        pattern = f.need("sliding_window_pattern")
         notes.append(f"layer types from sliding_window_pattern={pattern}: layer i is full attention when "
                      f"(i + 1) % {pattern} == 0, else sliding")
         return [_SLIDING if (i + 1) % pattern else _FULL for i in range(n)]
@@ -288,7 +294,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
     if mt == "llama4_text":
         flags = f.get("no_rope_layers")
         if not flags:  # Llama4TextConfig: an empty list means "derive from the interval"
-            interval = f.int("no_rope_layer_interval", required=True)
+            interval = f.need("no_rope_layer_interval")
             flags = [int((i + 1) % interval != 0) for i in range(n)]
             notes.append(f"layer types from no_rope_layer_interval={interval}: every {interval}th layer is a "
                          "full-attention NoPE layer, the others chunked attention")
@@ -297,7 +303,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
         return [_CHUNKED if flags[i] else _FULL for i in range(n)]
     if mt in _FULL_ATTENTION_INTERVAL or f.has("full_attention_interval"):
         # Qwen3NextConfig / Qwen3_5TextConfig: "linear_attention" if (i + 1) % interval else "full_attention".
-        interval = f.int("full_attention_interval", required=True)
+        interval = f.need("full_attention_interval")
         notes.append(f"layer types from full_attention_interval={interval}: layer i is full attention when "
                      f"(i + 1) % {interval} == 0, else linear attention")
         return [_LINEAR if (i + 1) % interval else _FULL for i in range(n)]
@@ -313,7 +319,7 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
                 notes.append(f"sliding_window={window} is ignored: use_sliding_window is false")
             return [_FULL] * n
         # Qwen2Config: "sliding_attention" if sliding_window is set and i >= max_window_layers.
-        first_sliding = f.int("max_window_layers", required=True, minimum=0,
+        first_sliding = f.need("max_window_layers", minimum=0,
                               why="use_sliding_window is true and the first max_window_layers layers are full")
         notes.append(f"use_sliding_window: layers {first_sliding}.. slide (max_window_layers={first_sliding})")
         return [_SLIDING if i >= first_sliding else _FULL for i in range(n)]
@@ -323,11 +329,20 @@ def _layer_types(f: _Fields, n: int, notes: list[str]) -> list[str]:
     return [_FULL] * n
 
 
-def _state_dtype(f: _Fields, value: Any, field: str) -> str:
+def _state_dtype(f: _Fields, value: Any, field: str) -> StateDtype:
     name = _TORCH_DTYPES.get(str(value).lower()) if value is not None else None
     if name not in _STATE_DTYPES:
         raise f.error(f"{field} = {shorten(value)} is not a state dtype kvplan knows (float32, bfloat16, float16)")
-    return name  # type: ignore[return-value]
+    return cast(StateDtype, name)
+
+
+class _Heads(TypedDict):
+    """The attention-head fields full and sliding-window layers share."""
+
+    kv_heads: int
+    head_dim_k: int
+    head_dim_v: int
+    q_heads: int
 
 
 def _attention_groups(f: _Fields, types: list[str], notes: list[str]) -> list[tuple[str, Any, list[int]]]:
@@ -337,29 +352,29 @@ def _attention_groups(f: _Fields, types: list[str], notes: list[str]) -> list[tu
     groups: list[tuple[str, Any, list[int]]] = []
 
     if any(t in layers for t in (_FULL, _SLIDING, _CHUNKED)):
-        q_heads = f.int("num_attention_heads", required=True, why="attention layers need it")
-        kv_heads = f.int("num_key_value_heads")
+        q_heads = f.need("num_attention_heads", why="attention layers need it")
+        kv_heads = f.whole("num_key_value_heads")
         if kv_heads is None:
             kv_heads = q_heads
             notes.append(f"num_key_value_heads absent: MHA, {q_heads} KV heads")
-        head_dim = f.int("head_dim")
+        head_dim = f.whole("head_dim")
         if head_dim is None:
-            hidden = f.int("hidden_size", required=True, why="head_dim is absent, so it is hidden_size / heads")
+            hidden = f.need("hidden_size", why="head_dim is absent, so it is hidden_size / heads")
             if hidden % q_heads:
                 raise f.error(f"head_dim is absent and hidden_size {hidden} is not a multiple of "
                               f"num_attention_heads {q_heads}", "add head_dim to the config")
             head_dim = hidden // q_heads
             notes.append(f"head_dim absent: hidden_size / num_attention_heads = {hidden} / {q_heads} = {head_dim}")
-        heads = {"kv_heads": kv_heads, "head_dim_k": head_dim, "head_dim_v": head_dim, "q_heads": q_heads}
+        heads = _Heads(kv_heads=kv_heads, head_dim_k=head_dim, head_dim_v=head_dim, q_heads=q_heads)
         if _FULL in layers:
             groups.append(("full_attention", FullAttention(**heads), layers[_FULL]))
         if _SLIDING in layers:
-            window = f.int("sliding_window", required=True, why="some layers are sliding_attention")
+            window = f.need("sliding_window", why="some layers are sliding_attention")
             if f.get("use_sliding_window") is False:
                 raise f.error("layer_types has sliding_attention layers but use_sliding_window is false")
             groups.append(("sliding_window", SlidingWindowAttention(window=window, **heads), layers[_SLIDING]))
         if _CHUNKED in layers:
-            chunk = f.int("attention_chunk_size", required=True, why="some layers are chunked_attention")
+            chunk = f.need("attention_chunk_size", why="some layers are chunked_attention")
             notes.append(f"chunked attention (chunk {chunk:,}) counted as a sliding window of {chunk:,} tokens: "
                          "a request holds at most one chunk per layer, as vLLM's ChunkedLocalAttentionSpec")
             groups.append((f"chunked_attention (window {chunk})",
@@ -374,10 +389,10 @@ def _attention_groups(f: _Fields, types: list[str], notes: list[str]) -> list[tu
                               "describe the model in a preset TOML instead")
             notes.append(f"linear_attention layers of model_type {shorten(f.model_type)} read as Gated DeltaNet "
                          "from the linear_* fields")
-        nk, nv, dk, dv, conv = (f.int(k, required=True, why="linear_attention layers need it") for k in _GDN_FIELDS)
+        nk, nv, dk, dv, conv = (f.need(k, why="linear_attention layers need it") for k in _GDN_FIELDS)
         model_dtype = f.first("dtype", "torch_dtype")
         if model_dtype is None:
-            conv_dtype = "bf16"
+            conv_dtype: StateDtype = "bf16"
             notes.append("no dtype/torch_dtype in the config: linear-attention conv state taken as bf16")
         else:
             conv_dtype = _state_dtype(f, model_dtype, "dtype")
@@ -404,17 +419,17 @@ def _mla_groups(f: _Fields, config: dict[str, Any], n: int, notes: list[str]) ->
     # vLLM DeepseekV32ForCausalLM.verify_and_update_config maps any fp8 KV cache dtype to fp8_ds_mla.
     fp8_layout = "ds_mla" if is_v32 else "per_tensor"
     mla_fields: dict[str, Any] = dict(
-        kv_lora_rank=f.int("kv_lora_rank", required=True),
-        qk_rope_head_dim=f.int("qk_rope_head_dim", required=True, why="the MLA latent is kv_lora_rank + rope"),
-        qk_nope_head_dim=f.int("qk_nope_head_dim"),
-        v_head_dim=f.int("v_head_dim"),
-        q_heads=f.int("num_attention_heads"),
-        q_lora_rank=f.int("q_lora_rank"),
+        kv_lora_rank=f.need("kv_lora_rank"),
+        qk_rope_head_dim=f.need("qk_rope_head_dim", why="the MLA latent is kv_lora_rank + rope"),
+        qk_nope_head_dim=f.whole("qk_nope_head_dim"),
+        v_head_dim=f.whole("v_head_dim"),
+        q_heads=f.whole("num_attention_heads"),
+        q_lora_rank=f.whole("q_lora_rank"),
         fp8_layout=fp8_layout,
     )
     if indexer and "index_topk" in {field.name for field in dataclasses.fields(MLA)}:
         # DeepSeek Sparse Attention: each query attends to the index_topk keys its indexer picks.
-        mla_fields["index_topk"] = f.int("index_topk")
+        mla_fields["index_topk"] = f.whole("index_topk")
     mla = MLA(**mla_fields)
     groups: list[tuple[str, Any, list[int]]] = [("mla", mla, every)]
     if indexer:
@@ -423,9 +438,9 @@ def _mla_groups(f: _Fields, config: dict[str, Any], n: int, notes: list[str]) ->
             raise f.error(f"{f.name('indexer_types')} = {shorten(kinds)}: kvplan reads an indexer key cache on every "
                           "layer only", "describe the model in a preset TOML instead")
         groups.append(("sparse_indexer", SparseIndexer(
-            index_head_dim=f.int("index_head_dim", required=True),
-            index_heads=f.int("index_n_heads"),
-            index_topk=f.int("index_topk"),
+            index_head_dim=f.need("index_head_dim"),
+            index_heads=f.whole("index_n_heads"),
+            index_topk=f.whole("index_topk"),
         ), every))
         if not is_v32:
             notes.append("sparse-attention indexer on every layer; fp8 MLA layout left per-tensor (vLLM forces "
@@ -508,7 +523,7 @@ def model_from_hf_config(config: dict, source: str, weight_bytes: int | None = N
     (``kvplan.inputs.hf_params``)."""
     if weights is not None and weights.tensors is None:
         weight_bytes, weight_source = weights.total_size, weights.source
-    from kvplan.inputs.presets import validate
+    from kvplan.inputs.validation import validate
 
     if not isinstance(config, dict):
         raise KvplanError(f"{source}: the config is not a JSON object", "give a Hugging Face config.json")
@@ -534,7 +549,7 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
         model_type = _TEXT_MODEL_TYPES.get(outer, outer) if isinstance(outer, str) else None
     f = _Fields(text, config, prefix, model_type, source)
     _reject_unsupported(f)
-    n = f.int("num_hidden_layers", required=True, maximum=MAX_LAYERS, why="kvplan needs the layer count")
+    n = f.need("num_hidden_layers", maximum=MAX_LAYERS, why="kvplan needs the layer count")
     notes: list[str] = []
 
     if f.get("kv_lora_rank") is not None:
@@ -549,7 +564,7 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
     mtp_layers = _mtp_layers(f)
     weight_dtype = _weight_dtype(f, notes)
     dims = {key: f.dim(key) for key in ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings")}
-    # MLP / MoE dims for the activation-reserve estimate (kvplan.calc.budget). gpt-oss names its per-expert
+    # MLP / MoE dims for the activation-reserve estimate (kvplan.engines.budget). gpt-oss names its per-expert
     # width intermediate_size and its experts per token experts_per_token.
     dims["experts_per_token"] = f.dim("num_experts_per_tok") or f.dim("experts_per_token")
     dims["shared_experts"] = f.dim("n_shared_experts")
@@ -576,6 +591,7 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
         shown = ", ".join(f"{k}={v}" for k, v in f.used_defaults.items())
         notes.insert(0, f"absent from the config, defaults of {f.defaults_from}: {shown}")
 
+    figures: dict[str, Any] = {**params, **dims}   # parameter counts and dims, by ModelSpec field
     raw_name = config.get("_name_or_path") if isinstance(config.get("_name_or_path"), str) else None
     name = model_id or (_basename(raw_name) if raw_name else "") or "hf-config"
     return ModelSpec(
@@ -590,16 +606,15 @@ def _build(config: dict[str, Any], source: str, weight_bytes: int | None, model_
         weight_bytes=None if weight_bytes is None else Sourced(
             value=weight_bytes, source=weight_source or f"{source}: weight bytes", kind="C"),
         expert_weight_bytes=expert_bytes,
-        **params,
-        **dims,
+        **figures,
         notes=tuple(notes),
     )
 
 
 def _read_json(path: Path, what: str) -> Any:
-    """The parsed JSON of a regular file (``kvplan.inputs.presets.read_json``: FIFOs refused unread, size and nesting
+    """The parsed JSON of a regular file (``kvplan.inputs.files.read_json``: FIFOs refused unread, size and nesting
     bounded)."""
-    from kvplan.inputs.presets import read_json
+    from kvplan.inputs.files import read_json
 
     return read_json(path, what)
 
@@ -645,12 +660,13 @@ def find_weights(find: Callable[[str], Path | None], where: str,
         has_map = isinstance(index, dict) and index.get("weight_map")
         names = checkpoint.shard_names(index, str(index_path)) if has_map else []
         paths = [find(name) for name in names]
-        if names and all(paths):
+        local = [p for p in paths if p is not None]
+        if names and len(local) == len(paths):
             found: list[checkpoint.Tensor] = []
-            for path in paths:
+            for path in local:
                 header, data_bytes = checkpoint.read_header(path)
                 found += checkpoint.tensors(header, str(path), data_bytes)
-            return WeightsFound(f"safetensors headers of {where}", found, len(paths))
+            return WeightsFound(f"safetensors headers of {where}", found, len(local))
         if names and remote is not None:
             return WeightsFound(f"safetensors headers of {where} (read remotely)", remote(names), len(names))
         source = f"{index_path}: metadata.total_size = {total:,} B" if total else str(index_path)
@@ -674,7 +690,7 @@ def find_weights(find: Callable[[str], Path | None], where: str,
 def load_hf_model(path: Path) -> ModelSpec:
     """A model from an HF ``config.json`` file or a model folder (its ``config.json``, and the weight size from
     ``model.safetensors.index.json`` when the folder has one)."""
-    from kvplan.inputs.presets import probe
+    from kvplan.inputs.files import probe
 
     try:
         path = Path(path).expanduser()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from kvplan.errors import KvplanError, shorten
 
@@ -82,6 +82,12 @@ class _Remote:
         """The file's path in the local cache, or None (not cached, or cached as absent)."""
         found = self._lookup(filename)
         return Path(found) if isinstance(found, str) else None
+
+    @overload
+    def get(self, filename: str, required: Literal[True]) -> Path: ...
+
+    @overload
+    def get(self, filename: str, required: bool) -> Path | None: ...
 
     def get(self, filename: str, required: bool) -> Path | None:
         """The file from the cache, else downloaded (online); None when the repo has no such file. A file the
@@ -158,8 +164,8 @@ def load_hub_model(ref: str, preset_hint: str = ""):
     """The model a Hub id names: its config, its exact weight bytes from the safetensors headers (cache first),
     and its parameter counts from the config (``kvplan.inputs.hf_import``). ``preset_hint`` ends each fix with a
     built-in preset of the same model, when there is one."""
+    from kvplan.inputs.files import read_json
     from kvplan.inputs.hf_import import find_weights, model_from_hf_config
-    from kvplan.inputs.presets import read_json
 
     parsed = parse_hub_id(ref)
     if parsed is None:  # pragma: no cover - load_model calls this only for a Hub id

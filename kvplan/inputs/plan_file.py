@@ -240,7 +240,7 @@ def _workload_given(table, where: _Where, path: Path) -> dict:
     """The [workload] keys this file gives, checked: lengths from a preset, distributions or a trace (one source),
     arrivals from rate or users (one), requests and seed. Distributions and the preset are parsed here so a typo
     is an error at its line; a trace is read when an assertion simulates it."""
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     if not isinstance(table, dict):
         raise where.error("workload must be a table", "write it as [workload]", key="workload")

@@ -22,6 +22,8 @@ from kvplan.errors import KvplanError
 
 
 class KVDtype(str, Enum):
+    """A KV cache dtype kvplan can size, and the bytes one cached vector takes in it."""
+
     BF16 = "bf16"
     FP16 = "fp16"
     FP8 = "fp8"

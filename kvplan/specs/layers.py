@@ -178,7 +178,7 @@ def construct(tp, value):
     dataclass (the layer-kind union dispatching on ``kind``), recursively, and lists become tuples. Values
     that already are spec objects are kept. Nothing is type-checked here beyond what each dataclass's
     ``__post_init__`` checks: this builds trusted data (the built-in presets); untrusted data goes through
-    pydantic (``kvplan.inputs.presets.validate``)."""
+    pydantic (``kvplan.inputs.validation.validate``)."""
     if value is None:
         return None
     tp = strip_optional(tp)[0]
@@ -642,7 +642,7 @@ StateDtype = Literal["fp32", "bf16", "fp16"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class _RecurrentState(_Kind):
+class RecurrentState(_Kind):
     """A layer whose cache is a fixed state per request (linear attention, SSM): a convolution state and an
     SSM state, each in its own dtype, split by heads under TP. Subclasses give the two element counts."""
 
@@ -672,7 +672,7 @@ class _RecurrentState(_Kind):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GatedDeltaNet(_RecurrentState):
+class GatedDeltaNet(RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed state per request per layer.
 
     Shapes per vLLM ``gated_delta_net_state_shape``: conv state (conv_kernel - 1) x
@@ -721,7 +721,7 @@ class GatedDeltaNet(_RecurrentState):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Mamba2(_RecurrentState):
+class Mamba2(RecurrentState):
     """Mamba-2 SSM layer: fixed state per request. Shapes per vLLM ``mamba2_state_shape``: conv state
     (conv_kernel - 1) x (intermediate + 2*n_groups*state_size)/tp, SSM state (n_heads/tp) x head_dim x
     state_size; groups that do not divide tp are replicated up to tp."""

@@ -170,7 +170,14 @@ class ModelSpec:
                     f"{self.params_total.value:,.0f} params x {per:g} B ({self.weight_dtype})")
         return None
 
+    def uses(self, *kinds: type) -> bool:
+        """Whether any layer group is of one of these kind classes, exactly (``SlidingWindowAttention`` is not
+        ``FullAttention`` here, as in the engines' kind tables)."""
+        return any(type(g.kind) in kinds for g in self.groups)
+
     def uses_kind(self, kind_name: str) -> bool:
+        """``uses`` by the ``kind`` tag (``"mla"``); code should test classes with ``uses`` (kept for callers that
+        still pass a tag)."""
         return any(g.kind.kind == kind_name for g in self.groups)
 
     def effective_kv_dtype_note(self, dtype: KVDtype) -> str | None:

@@ -73,6 +73,14 @@ class Value:
             return None
         return v
 
+    def number(self) -> float:
+        """The number of a value the caller knows is there (a calculator's own figure, never "not applicable"):
+        typed without None. None is a kvplan bug and a TypeError, as ``int(value)`` of it would be."""
+        v = self.value
+        if v is None:
+            raise TypeError(f"{type(self).__name__} has no number, and its caller needs one")
+        return v
+
     def explained(self, why: Derivation) -> Value:
         return type(self)(self.value, why)
 
@@ -80,24 +88,29 @@ class Value:
         return self.value is not None
 
 
-class Bytes(Value):
-    unit = "bytes"
+class _Whole(Value):
+    """A value stored as an int."""
+
     integral = True
+
+    def number(self) -> int:
+        return int(super().number())
+
+
+class Bytes(_Whole):
+    unit = "bytes"
 
 
 class TokenBytes(Bytes):
     """Bytes per token (per layer or per model): small exact figures, printed as ``70,272 B``."""
 
 
-class Tokens(Value):
+class Tokens(_Whole):
     unit = "tokens"
-    integral = True
 
 
-class Count(Value):
+class Count(_Whole):
     """A count of things: requests, blocks, GPUs, copies, steps."""
-
-    integral = True
 
 
 class Seconds(Value):

@@ -39,7 +39,7 @@ class Budget:
 
     @property
     def kv_pool_bytes(self) -> int:
-        return int(self.kv_pool.value)
+        return self.kv_pool.number()
 
     @property
     def fits(self) -> bool:
@@ -47,7 +47,7 @@ class Budget:
 
     @property
     def reserved_bytes(self) -> int:
-        return int(self.weights.value) + int(self.activation.value) + int(self.runtime.value)
+        return self.weights.number() + self.activation.number() + self.runtime.number()
 
     def lines(self) -> tuple[tuple[str, Bytes, str], ...]:
         if self.given_pool:
@@ -86,7 +86,7 @@ def waterfall(hw: HardwareSpec, fraction: Number, fraction_name: str, weights: B
     requested_bytes = int(hw.hbm_bytes * fraction.value)
     requested = Bytes(requested_bytes, derived(f"HBM x {fraction_name}",
                                                f"{hw.hbm_bytes:,} x {fraction.value:g} = {requested_bytes:,} B"))
-    pool_bytes = requested_bytes - int(weights.value) - int(activation.value) - int(runtime.value)
+    pool_bytes = requested_bytes - weights.number() - activation.number() - runtime.number()
     srcs = tuple(s for v in (hbm, fraction, weights, activation, runtime) if v.why for s in v.why.sources)
     pool = Bytes(pool_bytes, Derivation(
         f"HBM x {fraction_name} - weights - activation reserve - runtime reserve",
@@ -105,15 +105,16 @@ def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None,
                           "drop one: --weights is the total itself, --weight-dtype prices params x that dtype")
     if weights is not None:
         return float(weights), f"{weights:,} B given with --weights", ()
-    if weight_dtype is not None and model.params_total is None:
-        raise KvplanError(f"--weight-dtype {weight_dtype} needs {model.id}'s parameter count, which it does not "
-                          "give (only a checkpoint size)",
-                          "drop --weight-dtype (the checkpoint size is used), or give --weights SIZE")
+    params = model.params_total
     if weight_dtype is not None:
+        if params is None:
+            raise KvplanError(f"--weight-dtype {weight_dtype} needs {model.id}'s parameter count, which it does not "
+                              "give (only a checkpoint size)",
+                              "drop --weight-dtype (the checkpoint size is used), or give --weights SIZE")
         per = WEIGHT_BYTES_PER_PARAM[weight_dtype]
-        total = model.params_total.value * per
-        how = f"{model.params_total.value:,.0f} params x {per:g} B ({weight_dtype}, given with --weight-dtype)"
-        sources: tuple[str, ...] = (model.params_total.cite(),)
+        total = params.value * per
+        how = f"{params.value:,.0f} params x {per:g} B ({weight_dtype}, given with --weight-dtype)"
+        sources: tuple[str, ...] = (params.cite(),)
     else:
         estimate = model.weight_bytes_estimate()
         if estimate is None:
@@ -149,7 +150,7 @@ def weights_per_gpu(model: ModelSpec, par: Parallelism, weight_dtype: str | None
     TP (vLLM shards them; norms and routers, a few MB, are in fact replicated), and PP stages split evenly."""
     total, how, sources = total_weight_bytes(model, weight_dtype, weights)
     share = expert_share(model, weight_dtype) if par.ep else None
-    if share is not None:
+    if share is not None and par.ep:
         fraction, share_how, share_sources = share
         experts = round(total * fraction)   # whole bytes: the exact tensor bytes when the share is the checkpoint's
         rest = total - experts

@@ -1,0 +1,376 @@
+"""The request stream ``kvplan simulate`` drives through the pool: arrivals, prompt and output lengths.
+
+* Lengths: ``fixed:N``, ``uniform:A,B`` (inclusive) and ``lognormal:mean=M,p99=Q`` (or ``p50=M,p99=Q``), each
+  capped at a maximum; a lognormal's (mu, sigma) solve mean = exp(mu + sigma^2 / 2) (or p50 = exp(mu)) and
+  p99 = exp(mu + z99 sigma), z99 = 2.3263 (the standard normal's 0.99 quantile).
+* Arrivals: Poisson at ``rate`` requests/s (exponential gaps), a closed loop of ``users`` with a think time (the
+  next request of a user arrives ``think`` seconds after its last one finished: the simulator draws those), or
+  the ``arrival_s`` column of a trace.
+* Traces: CSV with a header, or JSON lines, of ``prompt_tokens,output_tokens[,arrival_s]``; read through
+  ``kvplan.inputs.files.read_text`` (regular files only, bounded size), at most ``MAX_TRACE_ROWS`` rows, and every
+  problem is one line naming the line.
+* Presets: ``presets/workloads/<id>.toml``, data with the source of every figure.
+
+Every draw comes from ``numpy.random.Generator`` streams spawned from one ``SeedSequence(seed)`` (prompts,
+outputs, arrivals apart), so a seed gives the same requests on every machine, and the same lengths at any rate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.errors import KvplanError
+
+Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
+MAX_REQUESTS = 1_000_000
+MAX_TRACE_ROWS = 1_000_000
+MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.inputs.units bounds token counts alike)
+DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution. kind fixed: a = N; uniform: a..b inclusive; lognormal: a = mu, b = sigma of
+    ln(tokens). ``text`` is how it was written."""
+
+    kind: str
+    a: float
+    b: float
+    text: str
+
+    def sample(self, rng, n: int, cap: int):
+        """``n`` lengths, each at least 1 and at most ``cap``, as int64."""
+        import numpy as np
+
+        if self.kind == "fixed":
+            x = np.full(n, self.a, dtype=float)
+        elif self.kind == "uniform":
+            x = rng.integers(int(self.a), int(self.b), endpoint=True, size=n).astype(float)
+        else:
+            x = np.rint(rng.lognormal(self.a, self.b, size=n))
+        return np.clip(x, 1, max(cap, 1)).astype(np.int64)
+
+    def mean(self) -> float:
+        """The uncapped mean."""
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return (self.a + self.b) / 2
+        return math.exp(self.a + self.b ** 2 / 2)
+
+    def p99(self) -> float:
+        """The uncapped 0.99 quantile (fixed and uniform: exact for the integers drawn)."""
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return self.a + math.ceil(0.99 * (self.b - self.a + 1)) - 1
+        return math.exp(self.a + Z99 * self.b)
+
+
+def _tokens(text: str, flag: str, whole: str) -> int:
+    from kvplan.inputs.units import parse_tokens
+
+    try:
+        return parse_tokens(text, flag)
+    except KvplanError as err:
+        raise KvplanError(f"{flag} {whole!r}: {err.message}", err.hint) from None
+
+
+def parse_dist(text: str, flag: str) -> LengthDist:
+    """``fixed:N``, ``uniform:A,B`` or ``lognormal:mean=M,p99=Q`` / ``lognormal:p50=M,p99=Q`` (token counts may
+    carry kvplan's suffixes: 30k, 32Ki)."""
+    raw = text.strip()
+    hint = "write it as " + ", ".join(DISTS)
+    kind, sep, rest = raw.partition(":")
+    kind = kind.strip().lower()
+    if not sep or kind not in ("fixed", "uniform", "lognormal"):
+        raise KvplanError(f"{flag} {text!r} is not a length distribution", hint)
+    if kind == "fixed":
+        n = _tokens(rest, flag, text)
+        return LengthDist("fixed", n, n, raw)
+    if kind == "uniform":
+        parts = rest.split(",")
+        if len(parts) != 2:
+            raise KvplanError(f"{flag} {text!r} needs two bounds", "write it as uniform:A,B (A <= B)")
+        lo, hi = (_tokens(p, flag, text) for p in parts)
+        if lo > hi:
+            raise KvplanError(f"{flag} {text!r}: the lower bound is above the upper one", "write uniform:A,B, A <= B")
+        return LengthDist("uniform", lo, hi, raw)
+    fields = {}
+    for part in rest.split(","):
+        m = re.fullmatch(r"\s*(mean|p50|p99)\s*=\s*(\S+)\s*", part)
+        if not m or m.group(1) in fields:
+            raise KvplanError(f"{flag} {text!r} is not lognormal:mean=M,p99=Q", hint)
+        fields[m.group(1)] = _tokens(m.group(2), flag, text)
+    if set(fields) not in ({"mean", "p99"}, {"p50", "p99"}):
+        raise KvplanError(f"{flag} {text!r} needs p99 and one of mean or p50", hint)
+    q = fields["p99"]
+    if "p50" in fields:
+        mu = math.log(fields["p50"])
+        if q <= fields["p50"]:
+            raise KvplanError(f"{flag} {text!r}: p99 must be above p50", "give a p99 larger than the p50")
+        return LengthDist("lognormal", mu, (math.log(q) - mu) / Z99, raw)
+    mean = fields["mean"]
+    # ln(p99 / mean) = z sigma - sigma^2 / 2: the smaller root sigma = z - sqrt(z^2 - 2 ln(p99 / mean)).
+    gap = math.log(q / mean)
+    if gap <= 0:
+        raise KvplanError(f"{flag} {text!r}: p99 must be above the mean", "give a p99 larger than the mean")
+    if Z99 ** 2 < 2 * gap:
+        ratio = math.exp(Z99 ** 2 / 2)
+        raise KvplanError(f"{flag} {text!r}: no lognormal has a p99 {q / mean:.1f}x its mean (at most {ratio:.1f}x)",
+                          "give the median instead: lognormal:p50=M,p99=Q")
+    sigma = Z99 - math.sqrt(Z99 ** 2 - 2 * gap)
+    return LengthDist("lognormal", math.log(mean) - sigma ** 2 / 2, sigma, raw)
+
+
+# === presets ======================================================================================================
+@dataclass(frozen=True)
+class WorkloadPreset:
+    id: str
+    name: str
+    prompt: LengthDist
+    prompt_max: int | None
+    output: LengthDist
+    output_max: int | None
+    sources: tuple[str, ...]
+    path: str
+
+
+def workloads_dir() -> Path:
+    from kvplan.inputs.presets import builtin_dir
+
+    return builtin_dir() / "workloads"
+
+
+def workload_ids() -> tuple[str, ...]:
+    folder = workloads_dir()
+    return tuple(sorted(p.stem for p in folder.glob("*.toml"))) if folder.is_dir() else ()
+
+
+def load_workload(ref: str) -> WorkloadPreset:
+    """A built-in workload preset by id, or a workload .toml file."""
+    from kvplan.inputs.files import read_toml
+
+    ids = workload_ids()
+    path = workloads_dir() / f"{ref.strip().lower()}.toml"
+    if ref.strip().lower() not in ids:
+        if not ref.endswith(".toml"):
+            raise KvplanError(f"unknown workload {ref!r}", "choose " + ", ".join(ids) + " or give a workload .toml")
+        path = Path(ref)
+    data = read_toml(path, "workload file", "give a workload preset .toml",
+                     "a workload nests a few levels; fix the file")
+    where = f"workload {path.name}"
+
+    def part(name: str) -> tuple[LengthDist, int | None, str]:
+        table = data.get(name)
+        if not isinstance(table, dict) or not isinstance(table.get("dist"), str):
+            raise KvplanError(f"{where} has no [{name}] dist = \"...\"", f"add [{name}] with dist = \"fixed:1000\"")
+        cap = table.get("max")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_TOKENS):
+            raise KvplanError(f"{where}: [{name}] max = {cap!r} is not a token count", "give a whole number >= 1")
+        source = table.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise KvplanError(f"{where}: [{name}] has no source", "say where the figures come from: source = \"...\"")
+        return parse_dist(table["dist"], f"{where} [{name}] dist"), cap, source
+
+    prompt, pmax, psrc = part("prompt")
+    output, omax, osrc = part("output")
+    return WorkloadPreset(str(data.get("id", path.stem)), str(data.get("name", path.stem)), prompt, pmax, output,
+                          omax, (psrc, osrc), str(path))
+
+
+# === traces =======================================================================================================
+@dataclass(frozen=True)
+class Trace:
+    prompts: tuple[int, ...]
+    outputs: tuple[int, ...]
+    arrivals: tuple[float, ...] | None
+    path: str
+
+
+def _trace_int(value, where: str, name: str) -> int:
+    if isinstance(value, bool):
+        raise KvplanError(f"{where}: {name} = {value!r} is not a whole number of tokens", "fix that value")
+    if isinstance(value, str):
+        text = value.strip()
+        if not re.fullmatch(r"[0-9]{1,9}", text):
+            raise KvplanError(f"{where}: {name} = {value[:40]!r} is not a whole number of tokens", "fix that value")
+        value = int(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise KvplanError(f"{where}: {name} = {value!r} is not a token count in 1 .. {MAX_TOKENS:,}",
+                          "fix that value")
+    return value
+
+
+def _trace_time(value, where: str) -> float:
+    try:
+        t = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        t = math.nan
+    if not math.isfinite(t) or t < 0:
+        raise KvplanError(f"{where}: arrival_s = {str(value)[:40]!r} is not a time >= 0 in seconds",
+                          "fix that value")
+    return t
+
+
+def read_trace(path: Path) -> Trace:
+    """A CSV (header row naming the columns) or JSON-lines trace of prompt_tokens, output_tokens[, arrival_s]."""
+    import csv
+    import json
+
+    from kvplan.inputs.files import read_text
+
+    text = read_text(path, "trace", "give a CSV or JSON-lines file of prompt_tokens,output_tokens[,arrival_s]")
+    lines = text.splitlines()
+    body = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
+    if not body:
+        raise KvplanError(f"trace {path} is empty", "give one request per line")
+    if len(body) > MAX_TRACE_ROWS + 1:
+        raise KvplanError(f"trace {path} has {len(body):,} lines, more than {MAX_TRACE_ROWS:,} requests",
+                          f"give at most {MAX_TRACE_ROWS:,} requests")
+    rows: list[tuple[int, dict]] = []
+    if body[0][1].lstrip().startswith("{"):
+        for no, line in body:
+            try:
+                row = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line") from None
+            if not isinstance(row, dict):
+                raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line")
+            rows.append((no, row))
+    else:
+        reader = csv.reader(line for _, line in body)
+        try:
+            header = [h.strip().lower() for h in next(reader)]
+            for (no, _), values in zip(body[1:], reader, strict=True):
+                if len(values) != len(header):
+                    raise KvplanError(f"trace {path} line {no}: {len(values)} fields, the header has {len(header)}",
+                                      "give every row the header's columns")
+                rows.append((no, dict(zip(header, values, strict=True))))
+        except csv.Error as err:
+            raise KvplanError(f"trace {path}: not valid CSV ({err})", "give a CSV with a header row") from None
+    if not rows:
+        raise KvplanError(f"trace {path} has a header and no requests", "give one request per line")
+    has_time = "arrival_s" in rows[0][1]
+    prompts, outputs, times = [], [], []
+    last = 0.0
+    for no, row in rows:
+        where = f"trace {path} line {no}"
+        for name in ("prompt_tokens", "output_tokens"):
+            if name not in row:
+                raise KvplanError(f"{where}: no {name} column", "give prompt_tokens,output_tokens[,arrival_s]")
+        prompts.append(_trace_int(row["prompt_tokens"], where, "prompt_tokens"))
+        outputs.append(_trace_int(row["output_tokens"], where, "output_tokens"))
+        if has_time != ("arrival_s" in row):
+            raise KvplanError(f"{where}: arrival_s is given on some lines only", "give it on every line or none")
+        if has_time:
+            t = _trace_time(row["arrival_s"], where)
+            if t < last:
+                raise KvplanError(f"{where}: arrival_s {t:g} is before the line above's {last:g}",
+                                  "sort the trace by arrival_s")
+            last = t
+            times.append(t)
+    return Trace(tuple(prompts), tuple(outputs), tuple(times) if has_time else None, str(path))
+
+
+# === the workload =================================================================================================
+@dataclass(frozen=True)
+class Workload:
+    """The requests: lengths in submission order and, for open arrivals, their times (None: a closed loop of
+    ``users`` that the simulator drives, each user's next request ``think_s`` after its last finished)."""
+
+    prompts: object            # int64 arrays
+    outputs: object
+    arrivals: object | None    # float64 seconds, non-decreasing; None for a closed loop
+    users: int | None
+    think_s: float
+    duration_s: float | None   # no request is submitted at or after this time
+    describe: str              # one line: how the requests were made
+    sources: tuple[str, ...] = ()
+    lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
+
+
+def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
+          prompt_max: int | None = None, output_max: int | None = None, rate: float | None = None,
+          users: int | None = None, think_s: float = 0.0, duration_s: float | None = None,
+          trace: Trace | None = None, sources: tuple[str, ...] = (), name: str | None = None) -> Workload:
+    """Draw the requests. Each prompt is capped at min(prompt_max, max_len - 1) and each output at
+    min(output_max, max_len - prompt): no request is longer than the engine serves. ``name``: the workload
+    preset's id, if the lengths came from one (it leads ``lengths``)."""
+    import numpy as np
+
+    if (rate is None) == (users is None) and not (trace is not None and trace.arrivals is not None):
+        raise KvplanError("give one of --rate (open arrivals) or --users (a closed loop)",
+                          "e.g. --rate 0.5 or --users 32")
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise KvplanError(f"--requests {requests:,} is not in 1 .. {MAX_REQUESTS:,}", "give fewer requests")
+    if max_len < 2:
+        raise KvplanError(f"the longest request ({max_len} tokens) leaves no room for an output", "raise --max-len")
+    gen_prompt, gen_output, gen_arrival = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    if trace is not None:
+        n = min(requests, len(trace.prompts))
+        prompts = np.asarray(trace.prompts[:n], dtype=np.int64)
+        outputs = np.asarray(trace.outputs[:n], dtype=np.int64)
+        longest = int((prompts + outputs).max())
+        if longest > max_len:
+            i = int(np.argmax(prompts + outputs > max_len))
+            raise KvplanError(f"trace {trace.path}: request {i + 1} has {int(prompts[i] + outputs[i]):,} tokens, more "
+                              f"than the {max_len:,} the engine serves", "raise --max-len, or trim the trace")
+        describe = f"{n:,} requests from {trace.path}"
+        lengths = f"lengths from {trace.path}"
+    else:
+        n = requests
+        pcap = min(prompt_max or max_len - 1, max_len - 1)
+        prompts = prompt.sample(gen_prompt, n, pcap)
+        outputs = output.sample(gen_output, n, output_max or max_len)
+        outputs = np.minimum(outputs, max_len - prompts)
+        describe = f"{n:,} requests, prompts {prompt.text}, outputs {output.text}"
+        lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
+    arrivals = None
+    if trace is not None and trace.arrivals is not None and rate is None and users is None:
+        arrivals = np.asarray(trace.arrivals[:n], dtype=float)
+        describe += ", arrivals from the trace"
+    elif rate is not None:
+        if not (math.isfinite(rate) and 0 < rate <= 1e6):
+            raise KvplanError(f"--rate {rate!r} is not in (0, 1,000,000] requests/s", "give e.g. --rate 0.5")
+        arrivals = np.cumsum(gen_arrival.exponential(1.0 / rate, size=n))
+        describe += f", Poisson arrivals at {rate:g}/s"
+    else:
+        assert users is not None  # the check at the top: --rate, --users or a trace's arrivals
+        if not 1 <= users <= 100_000:
+            raise KvplanError(f"--users {users:,} is not in 1 .. 100,000", "give e.g. --users 32")
+        if not (math.isfinite(think_s) and 0 <= think_s <= 1e6):
+            raise KvplanError(f"--think {think_s!r} is not a time in 0 .. 1,000,000 s", "give e.g. --think 0")
+        describe += f", a closed loop of {users:,} users (think {think_s:g} s)"
+    if duration_s is not None:
+        if not (math.isfinite(duration_s) and duration_s > 0):
+            raise KvplanError(f"--duration {duration_s!r} is not a positive time", "give e.g. --duration 600s")
+        if arrivals is not None:
+            keep = int(np.searchsorted(arrivals, duration_s, side="left"))
+            if keep == 0:
+                raise KvplanError(f"no request arrives within --duration {duration_s:g} s",
+                                  "give a longer --duration or a higher --rate")
+            prompts, outputs, arrivals = prompts[:keep], outputs[:keep], arrivals[:keep]
+        describe += f", submitted before {duration_s:g} s"
+    return Workload(prompts, outputs, arrivals, users if arrivals is None else None, think_s, duration_s, describe,
+                    sources, lengths)
+
+
+def _lengths_text(prompt: LengthDist, output: LengthDist, prompt_max: int | None, output_max: int | None,
+                  name: str | None) -> str:
+    """The lengths in a few words: "1,000 + 30,000 tokens" when both are fixed, else each distribution as written
+    (with a preset's cap), led by the preset's id."""
+    if prompt.kind == output.kind == "fixed" and name is None:
+        return f"{int(prompt.a):,} + {int(output.a):,} tokens"
+
+    def one(what: str, d: LengthDist, cap: int | None) -> str:
+        text = f"{int(d.a):,} tokens" if d.kind == "fixed" else d.text
+        return f"{what} {text}" + (f" up to {cap:,}" if cap is not None else "")
+
+    text = one("prompts", prompt, prompt_max) + ", " + one("outputs", output, output_max)
+    return f"{name} workload: {text}" if name else text
