@@ -33,11 +33,13 @@ if TYPE_CHECKING:
     from kvplan.calc.sizing import SizingPlan, parse_target
     from kvplan.calc.sizing import search as search_layouts
     from kvplan.calc.tpot import TpotOptions, TpotPlan, plan_tpot
-    from kvplan.errors import KvplanError
+    from kvplan.errors import InputError, KvplanError, ScenarioError
     from kvplan.inputs.plan_file import load as load_plan
     from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.inputs.startup_log import read_log
     from kvplan.inputs.workload import build as build_workload
+    from kvplan.options.scenarios import build_scenario, scenario_from_log
+    from kvplan.options.simulate import simulate_request
     from kvplan.present.check import present as present_check
     from kvplan.present.concurrency import present as present_concurrency
     from kvplan.present.explain_log import present as present_explain_log
@@ -58,9 +60,9 @@ _EXPORTS = {
     "KvplanError": "kvplan.errors",
     "InputError": "kvplan.errors",
     "ScenarioError": "kvplan.errors",
-    "build_scenario": "kvplan.inputs.request",
-    "scenario_from_log": "kvplan.inputs.request",
-    "simulate_request": "kvplan.inputs.simulate_options",
+    "build_scenario": "kvplan.options.scenarios",
+    "scenario_from_log": "kvplan.options.scenarios",
+    "simulate_request": "kvplan.options.simulate",
     "plan_size": "kvplan.calc.size",
     "SizePlan": "kvplan.calc.size",
     "plan_concurrency": "kvplan.calc.concurrency",

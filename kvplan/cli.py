@@ -142,15 +142,6 @@ def _plain_coercion(command) -> None:
     walk(command)
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's last flush of a dead pipe or a full disk is silent."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
 def _prog_name() -> str:
     """What usage lines call the program: ``python -m kvplan`` when run as a module, else the script's name (click
     would name the module that is ``__main__``, e.g. ``python -m pytest`` when a test drives the CLI in-process)."""
@@ -173,10 +164,14 @@ def main() -> None:
         print(err.one_line(), file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:  # e.g. piped into head: not an error
-        _quiet_stdout()
+        from kvplan.render.output import quiet_stdout
+
+        quiet_stdout()
         sys.exit(0)
     except OSError as err:  # inputs turn their OSErrors into KvplanError; what is left is the output failing
-        _quiet_stdout()
+        from kvplan.render.output import quiet_stdout
+
+        quiet_stdout()
         print(f"error: cannot write the output: {err.strerror or err} (fix: check the disk, file or pipe it goes to)",
               file=sys.stderr)
         sys.exit(2)

@@ -11,7 +11,7 @@ import pytest
 import kvplan
 from kvplan.errors import InputError, KvplanError, ScenarioError
 from kvplan.inputs.presets import load_hardware, load_model
-from kvplan.inputs.request import build_scenario
+from kvplan.options.scenarios import build_scenario
 
 NAN = float("nan")
 
@@ -162,7 +162,7 @@ def test_with_keeps_reading_user_values():
     assert s.with_(kv_dtype="fp8").kv_dtype.value == "fp8"
 
 
-# --- simulate: the same checks from Python (kvplan.inputs.simulate_options) and the command line ---------------
+# --- simulate: the same checks from Python (kvplan.options.simulate) and the command line ---------------
 LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--gpus", "1", "--decode", "1k")
 SIM_REFUSED: list[tuple[tuple[str, ...], dict[str, Any], str]] = [
     (("--rate", "0.5", "--users", "4"), {"rate": 0.5, "users": 4}, "--rate and --users are two ways"),
@@ -184,7 +184,7 @@ SIM_REFUSED: list[tuple[tuple[str, ...], dict[str, Any], str]] = [
 
 @pytest.mark.parametrize("args,kwargs,words", SIM_REFUSED)
 def test_simulate_refuses_alike_from_python_and_the_command_line(run_cli, args, kwargs, words):
-    from kvplan.inputs.simulate_options import simulate_request
+    from kvplan.options.simulate import simulate_request
 
     r = run_cli("simulate", *LLAMA, "--requests", "4", *args)
     scenario = kvplan.Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, dp=1, gpus=1, decode="1k")
@@ -196,7 +196,7 @@ def test_simulate_refuses_alike_from_python_and_the_command_line(run_cli, args, 
 
 def test_simulate_request_from_python_values():
     """Numbers and text alike: 4 requests of fixed 1,000 + 1,000 tokens, Poisson at 0.5/s, seed 7."""
-    from kvplan.inputs.simulate_options import simulate_request
+    from kvplan.options.simulate import simulate_request
 
     scenario = kvplan.Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, dp=1, gpus=1, decode="1k")
     run = simulate_request(scenario, rate=0.5, requests="4", seed=7, dram="1TB", policy="swap")

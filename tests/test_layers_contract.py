@@ -21,6 +21,8 @@ import kvplan
 #   ``Result``s and formats seconds with ``render.output.format_seconds``; above calc, so no calculator formats.
 # - inputs sits below engines: the engines read no file; ``render.output`` reads ``inputs.units`` (the --units
 #   names and byte formatting) from below.
+# - options (user values -> a Scenario and each command's calculator options) sits above calc, whose option classes
+#   it builds and whose log matching it uses, and below the commands, which only declare and call.
 # - the package root, ``kvplan/__init__.py``, is the public API facade: it may import anything (lazily; its
 #   ``if TYPE_CHECKING:`` block names every export for type checkers), and nothing imports it back.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -30,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engines", ("kvplan.engines",)),
     ("scenario", ("kvplan.scenario",)),
     ("calc", ("kvplan.calc",)),
+    ("options", ("kvplan.options",)),
     ("render", ("kvplan.render",)),
     ("present", ("kvplan.present",)),
     ("commands", ("kvplan.commands",)),
@@ -47,9 +50,6 @@ ALLOWED_FOR_NOW: dict[tuple[str, str], str] = {
     # inputs -> engines: explain-log's argument resolution reads each engine module's RELEASES and the adapter's
     # release text; that choice of engine belongs above the engines (calc/explain_log or commands/explain_log).
     ("kvplan.inputs.startup_log", "kvplan.engines"): "inputs/startup_log.py: engine release lookup",
-    # commands -> cli: commands/common.py points stdout at /dev/null on a dead pipe with cli._quiet_stdout; the
-    # helper belongs below both (render/output.py, where output failures are handled).
-    ("kvplan.commands.common", "kvplan.cli"): "commands/common.py: cli._quiet_stdout on a broken pipe",
 }
 
 PACKAGE = Path(kvplan.__file__).resolve().parent

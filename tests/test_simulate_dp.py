@@ -16,7 +16,7 @@ TINY = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--block-size", "16
 
 
 def _scenario(dp: int):
-    from kvplan.inputs.request import build_scenario
+    from kvplan.options.scenarios import build_scenario
 
     return build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1",
                           dp=str(dp), ep=None, kv_dtype="auto", weight_dtype=None, engine="neutral", prompt="1k",

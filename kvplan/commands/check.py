@@ -53,7 +53,8 @@ def check(
 def _check_one(path: Path, presets_dir, update_baseline: bool):
     from kvplan.calc.check import plan_check
     from kvplan.errors import KvplanError
-    from kvplan.inputs.plan_file import deployment_scenario, load, plan_keys
+    from kvplan.inputs.plan_file import load, plan_keys
+    from kvplan.options.scenarios import deployment_scenario
 
     spec = load(path)
     scenario = deployment_scenario(spec, presets_dir)

@@ -1,7 +1,7 @@
 """Options shared by the commands, declared once (typer ``Annotated`` aliases), and ``scenario_command``, which
 splices the shared scenario, memory and output options into each command's signature.
 
-Every option takes text; the domain reads it (``kvplan.inputs.request.build_scenario`` for the scenario,
+Every option takes text; the domain reads it (``kvplan.options.scenarios.build_scenario`` for the scenario,
 ``kvplan.inputs.options`` and ``kvplan.inputs.units`` for the rest), so bad input is one line naming the problem
 and a fix, exit 2, and the command line, plan files and Python refuse the same things. Defaults are
 ``kvplan.inputs.request.SCENARIO_DEFAULTS``, the same in every command.
@@ -119,7 +119,7 @@ def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool 
     """Give a command the shared scenario, memory and output options, declared once here.
 
     The command is written as ``def cmd(scenario_args: dict, output: dict, <its own options>)``: ``scenario_args``
-    holds the scenario and memory options as text (pass them to ``kvplan.inputs.request.build_scenario``),
+    holds the scenario and memory options as text (pass them to ``kvplan.options.scenarios.build_scenario``),
     ``output`` the output options (``fmt, explain, units, brief, presets_dir``). ``decode`` replaces the --decode
     option with another (name, annotation, default), e.g. compare-preemption's --generated; ``host_link`` False
     leaves it out."""

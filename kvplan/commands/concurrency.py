@@ -43,8 +43,8 @@ def concurrency(
 ) -> None:
     """How many long requests fit, when the pool overflows, and what DRAM, FP8 and budgets buy."""
     from kvplan.calc.concurrency import plan_concurrency
-    from kvplan.inputs.command_options import concurrency_options
-    from kvplan.inputs.request import build_scenario, pool_from_log
+    from kvplan.options.command import concurrency_options
+    from kvplan.options.scenarios import build_scenario, pool_from_log
     from kvplan.present.concurrency import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

@@ -16,8 +16,8 @@ LogArg = Annotated[Path, typer.Argument(metavar="FILE", help="A vLLM or SGLang s
 def explain_log(scenario_args: dict, output: dict, file: LogArg) -> None:
     """Rebuild a deployment from its start-up log, reproduce the engine's figures and plan the workload on its pool."""
     from kvplan.calc.explain_log import plan_explain_log
-    from kvplan.inputs.request import scenario_from_log
     from kvplan.inputs.startup_log import read_log
+    from kvplan.options.scenarios import scenario_from_log
     from kvplan.present.explain_log import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

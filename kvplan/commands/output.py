@@ -41,13 +41,13 @@ def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
     try:
         render(result, fmt, explain, units=units, brief=brief)
     except BrokenPipeError:  # piped into head: the reader has what it wanted, not an error
-        from kvplan.cli import _quiet_stdout
+        from kvplan.render.output import quiet_stdout
 
-        _quiet_stdout()
+        quiet_stdout()
         raise SystemExit(0) from None
     except OSError as err:  # a full disk, a closed file
-        from kvplan.cli import _quiet_stdout
+        from kvplan.render.output import quiet_stdout
 
-        _quiet_stdout()
+        quiet_stdout()
         raise KvplanError(f"cannot write the output: {err.strerror or err}",
                           "check the disk, file or pipe it goes to") from None

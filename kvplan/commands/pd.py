@@ -28,8 +28,8 @@ def pd(
 ) -> None:
     """Colocated vs disaggregated prefill/decode: interference, KV transfer, best split, break-even, verdict."""
     from kvplan.calc.pd import plan_pd
-    from kvplan.inputs.command_options import pd_options
-    from kvplan.inputs.request import build_scenario
+    from kvplan.options.command import pd_options
+    from kvplan.options.scenarios import build_scenario
     from kvplan.present.pd import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

@@ -44,8 +44,8 @@ def compare_preemption(
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.preemption import plan_preemption
-    from kvplan.inputs.command_options import preemption_request
-    from kvplan.inputs.request import build_scenario
+    from kvplan.options.command import preemption_request
+    from kvplan.options.scenarios import build_scenario
     from kvplan.present.preemption import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

@@ -71,7 +71,7 @@ def simulate(
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
     from kvplan.errors import KvplanError
-    from kvplan.inputs.simulate_options import simulate_request
+    from kvplan.options.simulate import simulate_request
     from kvplan.present.simulate import present, present_compare, present_sweep, typed_inputs
     from kvplan.render.progress import LazyProgress
 

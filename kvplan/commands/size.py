@@ -23,7 +23,7 @@ def size(
 ) -> None:
     """Bytes per token, KV per request at each context, and the peak per request, whole model and per GPU."""
     from kvplan.calc.size import plan_size
-    from kvplan.inputs.command_options import size_request
+    from kvplan.options.command import size_request
     from kvplan.present.size import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

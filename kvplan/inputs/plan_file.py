@@ -2,7 +2,7 @@
 
 The ``[deployment]`` keys are the shared scenario and memory options of every command, spelled with underscores
 (``kv_dtype = "fp8"``, ``max_model_len = "32k"``); their values go through the same parsers and ``Scenario``
-validation as the command line (``kvplan.inputs.request.build_scenario``, through ``deployment_scenario``), so a
+validation as the command line (``kvplan.options.scenarios.build_scenario``, through ``deployment_scenario``), so a
 plan means what the same flags mean. This module checks the file's shape (unknown keys, wrong types) and the
 assertions' own values; every error names the file, the line (when it can be found) and the key. Plain Python: no
 pydantic on this path.
@@ -491,29 +491,6 @@ def _bound(kind: str, value, name: str, fail, key: str):
 
 
 # --- the deployment --------------------------------------------------------------------------------------------
-def deployment_scenario(spec: PlanFile, presets_dir: str | Path | None = None):
-    """The plan's deployment through the command line's own parsers and Scenario rules
-    (``kvplan.inputs.request.build_scenario``); their messages name flags (``--tp``), rewritten here to the plan's
-    keys (``deployment.tp``), with the file and line."""
-    from kvplan.inputs.request import build_scenario
-
-    try:
-        return build_scenario(**spec.deployment, presets_dir=presets_dir)
-    except KvplanError as err:
-        set_in = dict(spec.deployment_sources)
-        # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
-        # line to point at
-        named = sorted(_keys_named(err.message), key=lambda k: (k not in set_in,
-                                                               spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
-        rename = plan_keys
-        where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
-                       named[0] if named else None)
-        message = rename(err.message) or err.message
-        if "deployment." not in message:
-            message = f"[deployment] {named[0] if named else ''}: {message}".replace(" :", ":")
-        raise type(err)(f"{where}: {message}", rename(err.hint)) from None
-
-
 def plan_keys(text: str | None) -> str | None:
     """A message about the deployment in the plan's words: ``--tp 8`` -> ``deployment.tp 8``."""
     if text is None:
@@ -523,7 +500,7 @@ def plan_keys(text: str | None) -> str | None:
     return text
 
 
-def _keys_named(message: str) -> list[str]:
+def keys_named(message: str) -> list[str]:
     """The deployment keys a message names, as flags first (``--tp``) then in words (``kv dtype``), each in the
     order the message names them."""
     def first(pattern: str) -> list[str]:

@@ -405,7 +405,7 @@ def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list
 
 
 def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict) -> tuple[dict, list[str], list[str]]:
-    """``args`` (the scenario options as text, ``kvplan.inputs.request.build_scenario``'s keywords) with what the
+    """``args`` (the scenario options as text, ``kvplan.options.scenarios.build_scenario``'s keywords) with what the
     log states filled in, notes saying where each value came from, and warnings (what the log does not state and
     kvplan assumed). An option the user gave that contradicts the log is an error; one the log does not state is
     kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets

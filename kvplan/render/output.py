@@ -491,3 +491,12 @@ def junit_error(plan: str, message: str) -> str:
     ET.SubElement(case, "error", message=clean, type="InvalidPlan").text = clean
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a dead pipe or a full disk is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -65,13 +65,13 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      tpot_slo: Any = None, max_recompute_rate: Any = None,
                      plot: str | Path | None = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
-    scenario options as the command line gives them (``kvplan.inputs.request.build_scenario``'s keywords)."""
+    scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import dataclasses
 
     from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
-    from kvplan.inputs.request import build_scenario
     from kvplan.inputs.units import parse_size, parse_tokens
+    from kvplan.options.scenarios import build_scenario
 
     plot = Path(plot) if plot is not None else None
     if plot is not None:
@@ -176,8 +176,8 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
     """One --compare variant: its label, pairs, and the base's scenario and options with its keys replaced."""
     import dataclasses
 
-    from kvplan.inputs.request import build_scenario
     from kvplan.inputs.units import parse_size, parse_tokens
+    from kvplan.options.scenarios import build_scenario
 
     scenario, changes = base, dict[str, Any]()
     for key, value in pairs:

@@ -1,7 +1,7 @@
 """Each command's own options (beyond the scenario) -> the calculator's options, checked here for the command line
 and Python alike: ``concurrency_options(batch="8", tpot="50ms", contexts="1k,8k")`` takes text or numbers and
 refuses what ``kvplan concurrency --batch ...`` refuses with the same message. simulate's are
-``kvplan.inputs.simulate_options``; the scenario's ``kvplan.inputs.request``.
+``kvplan.options.simulate``; the scenario's ``kvplan.inputs.request``.
 
 Layer: the calculators' option classes (``kvplan.calc.*``) are imported inside each function.
 """
@@ -45,7 +45,7 @@ SEED_COMPARE = "deepseek-r1-seed-gqa"
 
 def _scenario(scenario: Scenario | dict[str, Any], **extra: Any) -> Scenario:
     """A ``Scenario``, or the one the scenario options (text, ``build_scenario``'s keywords) describe."""
-    from kvplan.inputs.request import build_scenario
+    from kvplan.options.scenarios import build_scenario
 
     if isinstance(scenario, dict):
         return build_scenario(**scenario, **extra)
@@ -233,7 +233,7 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram:
     """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
     (said in a note); with another engine it is refused."""
     from kvplan.calc.recommend import RecommendOptions
-    from kvplan.inputs.request import build_scenario
+    from kvplan.options.scenarios import build_scenario
 
     notes: tuple[str, ...] = ()
     wanted = None
