@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.inputs.options import extra_dirs
-from kvplan.inputs.plan_file import DEPLOYMENT_DEFAULTS, PlanFile, keys_named, locate, plan_keys
 from kvplan.inputs.request import MEMORY_OPTIONS, OPTION_FIELDS, POOL_OPTIONS, SCENARIO_DEFAULTS, resolve
 from kvplan.scenario import Scenario
 
 if TYPE_CHECKING:
+    from kvplan.inputs.plan_file import PlanFile
     from kvplan.inputs.startup_log import StartupLog
 
 
@@ -111,6 +111,8 @@ def deployment_scenario(spec: PlanFile, presets_dir: str | Path | None = None):
     """The plan's deployment through the command line's own parsers and Scenario rules
     (``build_scenario``); their messages name flags (``--tp``), rewritten here to the plan's
     keys (``deployment.tp``), with the file and line."""
+    from kvplan.inputs.plan_file import DEPLOYMENT_DEFAULTS, keys_named, locate, plan_keys
+
     try:
         return build_scenario(**spec.deployment, presets_dir=presets_dir)
     except KvplanError as err:
