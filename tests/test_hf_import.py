@@ -9,7 +9,6 @@ sum of state_bytes().
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
