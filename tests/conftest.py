@@ -83,6 +83,7 @@ def pytest_sessionfinish(session, exitstatus):
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = f"the test session wrote into the tree {ROOT}: {shown}"
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(f"ERROR: {message}", red=True, bold=True)
         else:
             print(f"ERROR: {message}", file=sys.stderr)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from conftest import write_hardware  # the one hand-written GPU preset of the tests
@@ -17,6 +18,7 @@ from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.scenario import Scenario
 
 GIB = 2**30
+LOGS = Path(__file__).parent / "data" / "logs"
 # Llama-3.1-8B (meta-llama/Llama-3.1-8B config.json): 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B (bf16)
 # = 131,072 B of KV per token on one GPU (TP1, PP1).
 LLAMA_TOKEN = 32 * 8 * 128 * 2 * 2
@@ -138,7 +140,7 @@ def test_sglang_k_size_is_half_the_cell(run_cli):
     # explain-sglang-k-is-kv. Qwen3-235B-A22B at TP4, bf16 KV: 94 layers x 1 KV head per rank (4 / 4) x (128 K + 128 V)
     # x 2 B = 48,128 B per token; K alone is half, 24,064 B: (367,404 + 1) x 24,064 B = 8.234 GiB, the log's
     # "K size: 8.23 GB". Taking the whole cell as K would match fp8's 24,064 B cell instead and plan fp8 KV.
-    doc = json_of(run_cli, "explain-log", "tests/data/logs/sglang-qwen3-235b-a22b-fp8-4xh100.log", "-g", "h100-sxm")
+    doc = json_of(run_cli, "explain-log", str(LOGS / "sglang-qwen3-235b-a22b-fp8-4xh100.log"), "-g", "h100-sxm")
     assert doc["kv_dtype"] == "bf16"
     # pool = (8.23 + 8.23) GiB = 17,673,790,423 B; a 31,000-token request 31,000 x 48,128 = 1,491,968,000 B;
     # 17,673,790,423 // 1,491,968,000 = 11 (fp8 would hold 23)
@@ -184,6 +186,41 @@ def test_gptq_and_awq_bits_are_the_weight_width(method, bits, dtype):
     # hf-gptq-bits-swapped: quantization_config bits 4 is int4 weights, 8 is int8.
     config = {**GEMMA2, "quantization_config": {"quant_method": method, "bits": bits}}
     assert model_from_hf_config(config, "quantized").weight_dtype == dtype
+
+
+# --- workload: the lengths and arrivals kvplan simulate draws -----------------------------------------------------
+def test_uniform_p99_is_the_99th_of_100_integers():
+    # workload-uniform-p99-plus-one: uniform:1,100 draws each of 1..100 with probability 1 / 100, so P(X <= 99) = 0.99
+    # and the 0.99 quantile is 99 (not 100). uniform:1,1000: P(X <= 990) = 0.99 -> 990.
+    from kvplan.calc.workload import parse_dist
+
+    assert parse_dist("uniform:1,100", "--prompt-dist").p99() == 99
+    assert parse_dist("uniform:1,1000", "--prompt-dist").p99() == 990
+
+
+def test_lengths_are_capped_to_what_the_engine_serves():
+    # workload-prompt-cap-full-length and workload-output-uncapped, max_len 4,096 tokens a request:
+    # a 5,000-token prompt is cut to 4,095 (one token left for the output) and its 10-token output to 4,096 - 4,095 = 1;
+    # a 1,000-token prompt keeps its length and its 5,000-token output is cut to 4,096 - 1,000 = 3,096.
+    from kvplan.calc import workload as wl
+
+    long_prompt = wl.build(requests=3, seed=0, prompt=wl.parse_dist("fixed:5000", "p"),
+                           output=wl.parse_dist("fixed:10", "o"), max_len=4096, users=1)
+    assert (list(long_prompt.prompts), list(long_prompt.outputs)) == ([4095] * 3, [1] * 3)
+    long_output = wl.build(requests=3, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                           output=wl.parse_dist("fixed:5000", "o"), max_len=4096, users=1)
+    assert (list(long_output.prompts), list(long_output.outputs)) == ([1000] * 3, [3096] * 3)
+
+
+def test_duration_submits_only_what_arrives_before_it():
+    # workload-duration-inclusive: a trace arriving at 0, 1 and 2 s with --duration 2s submits the first two; no
+    # request is submitted at or after the duration.
+    from kvplan.calc import workload as wl
+
+    trace = wl.Trace((100, 100, 100), (10, 10, 10), (0.0, 1.0, 2.0), "trace.csv")
+    work = wl.build(requests=3, seed=0, prompt=wl.parse_dist("fixed:1", "p"), output=wl.parse_dist("fixed:1", "o"),
+                    max_len=4096, trace=trace, duration_s=2.0)
+    assert list(work.arrivals) == [0.0, 1.0]
 
 
 # --- calibrate: reading measured points and the fitted factors' bounds ---------------------------------------------
