@@ -38,17 +38,27 @@ _SESSION_START = time.time()
 _NOT_WALKED = {".git", ".venv", ".venv310", "venv", "build", "dist"}   # created before the suite runs, if at all
 
 
-def _tree() -> set[str]:
-    """Every file and folder under the repository root, relative, except the folders of _NOT_WALKED."""
-    found = set()
+def _tree() -> tuple[set[str], set[str]]:
+    """(every file and folder under the repository root, relative, except the folders of _NOT_WALKED; the files in
+    __pycache__ folders written since the session started)."""
+    found, recent = set(), set()
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in _NOT_WALKED and not d.endswith(".egg-info")]
         rel = Path(folder).relative_to(ROOT)
         found.update(str(rel / name) for name in dirs + files)
-    return found
+        if rel.name == "__pycache__":
+            recent.update(str(rel / f) for f in files if _mtime(os.path.join(folder, f)) >= _SESSION_START)
+    return found, recent
 
 
-_TREE_AT_START = _tree()
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:   # removed since the folder was listed
+        return 0.0
+
+
+_TREE_AT_START = _tree()[0]
 
 try:
     from hypothesis import settings as _hypothesis_settings
@@ -64,11 +74,8 @@ else:
 def written_into_the_tree() -> list[str]:
     """Files and folders the session added under the root, and bytecode it wrote into a __pycache__ folder that was
     already there."""
-    new = _tree() - _TREE_AT_START
-    for folder in ROOT.rglob("__pycache__"):
-        if not _NOT_WALKED & set(folder.relative_to(ROOT).parts):
-            new.update(str(p.relative_to(ROOT)) for p in folder.iterdir() if p.stat().st_mtime >= _SESSION_START)
-    return sorted(new)
+    now, recent = _tree()
+    return sorted((now - _TREE_AT_START) | recent)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -80,14 +87,17 @@ def pytest_sessionfinish(session, exitstatus):
     left = written_into_the_tree()
     if left:
         shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"the test session wrote into the tree {ROOT}: {shown}"
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(f"ERROR: {message}", red=True, bold=True)
-        else:
-            print(f"ERROR: {message}", file=sys.stderr)
+        _WROTE.append(f"the test session wrote into the tree {ROOT}: {shown}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_WROTE: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Said after pytest_sessionfinish (the terminal reporter's summary comes after it)."""
+    for message in _WROTE:
+        terminalreporter.write_sep("=", f"FAILED: {message}", red=True, bold=True)
 
 
 @dataclass
