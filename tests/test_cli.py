@@ -186,7 +186,8 @@ def test_a_closed_pipe_is_not_an_error(args):
     import sys
 
     proc = subprocess.Popen([sys.executable, "-m", "kvplan", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+                            env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                 "PYTHONPYCACHEPREFIX": sys.pycache_prefix or ""})
     proc.stdout.readline()        # like `| head -1`
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -201,7 +202,8 @@ def test_a_full_disk_is_a_one_line_error(tmp_path):
         pytest.skip("no /dev/full here")
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "kvplan", "size", "-f", "json"], stdout=full, stderr=subprocess.PIPE,
-                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                "PYTHONPYCACHEPREFIX": sys.pycache_prefix or ""}, timeout=60)
     err = r.stderr.decode()
     assert r.returncode == 2 and err.startswith("error: cannot write the output") and err.count("\n") == 1, err
 

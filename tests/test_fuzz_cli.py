@@ -291,17 +291,9 @@ def _deep(depth: int, kind: str):
     return value
 
 
-# Known failures outside kvplan/inputs/presets.py, hf_import.py, units.py and errors.py, excluded so that this file
-# stays green; each names its reproducer. Re-enable by emptying the matching entry.
-def _excluded_config(config: dict) -> str | None:
-    return None
-
-
 @settings(max_examples=60, **SETTINGS)
 @given(config=hf_configs(), with_index=st.one_of(st.none(), JSON_VALUES))
 def test_fuzz_hf_config(cli, config, with_index):
-    if _excluded_config(config):
-        return
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         (folder / "config.json").write_text(json.dumps(config))

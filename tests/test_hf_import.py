@@ -9,7 +9,6 @@ sum of state_bytes().
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -237,8 +236,7 @@ LLAMA4_SCOUT = {
 def test_llama_31_8b_from_file_and_from_folder_with_index(tmp_path):
     folder = write_model(tmp_path, "Llama-3.1-8B-Instruct", LLAMA_31_8B, LLAMA_INDEX)
     # 32 layers x 8 KV heads x (128 K + 128 V) x 2 B = 32 x 4,096 = 131,072 B per token.
-    expected = 32 * 8 * (128 + 128) * 2
-    assert expected == 131_072
+    expected = 131_072
     for spec in (load_hf_model(folder), load_hf_model(folder / "config.json")):
         assert spec.num_layers == 32
         assert kv_per_token(spec) == expected
@@ -418,8 +416,7 @@ def test_qwen3_next_80b_gated_deltanet(tmp_path):
     assert kv_per_token(spec) == 12 * 2 * 512 * 2 == 24_576
     # GDN state per layer (bf16 conv and SSM): conv 3 x (128 x 16 x 2 + 128 x 32) x 2 B = 49,152 B,
     # SSM 32 x 128 x 128 x 2 B = 1,048,576 B; 1,097,728 B per layer x 36 layers = 39,518,208 B per request.
-    per_layer = 3 * (128 * 16 * 2 + 128 * 32) * 2 + 32 * 128 * 128 * 2
-    assert per_layer == 1_097_728
+    per_layer = 1_097_728
     assert state_per_request(spec) == 36 * per_layer == 39_518_208
     gdn = next(g.kind for g in spec.groups if g.kind.kind == "gated_delta_net")
     assert (gdn.conv_dtype, gdn.ssm_dtype) == ("bf16", "bf16")
@@ -433,8 +430,7 @@ def test_qwen35_27b_layer_types_and_fp32_ssm_state(tmp_path):
     assert kv_per_token(spec) == 16 * 4 * 512 * 2 == 65_536
     # GDN state per layer: conv (bf16, the model dtype) 3 x (128 x 16 x 2 + 128 x 48) x 2 B = 61,440 B;
     # SSM (mamba_ssm_dtype float32) 48 x 128 x 128 x 4 B = 3,145,728 B; 3,207,168 B x 48 = 153,944,064 B.
-    per_layer = 3 * (128 * 16 * 2 + 128 * 48) * 2 + 48 * 128 * 128 * 4
-    assert per_layer == 3_207_168
+    per_layer = 3_207_168
     assert state_per_request(spec) == 48 * per_layer == 153_944_064
     gdn = next(g.kind for g in spec.groups if g.kind.kind == "gated_delta_net")
     assert (gdn.conv_dtype, gdn.ssm_dtype) == ("bf16", "fp32")
@@ -580,10 +576,6 @@ def test_out_of_range_or_wrongly_typed_values_are_user_errors(change, field):
 
 
 def test_deepseek_v32_attention_cap_when_mla_carries_index_topk():
-    from kvplan.specs.layers import MLA
-
-    if "index_topk" not in {f.name for f in dataclasses.fields(MLA)}:
-        pytest.skip("this MLA kind has no index_topk field")
     spec = model_from_hf_config(DEEPSEEK_V32_EXP, "v32")
     assert spec.groups[0].kind.index_topk == 2048
     assert model_from_hf_config(DEEPSEEK_R1, "r1").groups[0].kind.index_topk is None

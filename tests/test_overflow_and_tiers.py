@@ -46,8 +46,8 @@ def test_overflow_step_threshold_and_growth(run_cli, tmp_path):
     # threshold = 1 - growth x (evict / tpot) / pool = 1 - 1,048,576 x (2.44818e-3 / 5e-6) / 2^30
     #           = 1 - 0.478161 = 0.521839 (JSON carries the raw fraction).
     # (Without / tpot: 1.0; one step more: 0.5209; growth not x batch: 0.9402; link at 100 %: 0.5840.)
+    assert run["offload_threshold_fraction"] == pytest.approx(1 - 8 * TOKEN * (evict / 5e-6) / GIB, rel=1e-9)
     assert run["offload_threshold_fraction"] == pytest.approx(0.521839, abs=1e-6)
-    assert 1 - 8 * TOKEN * (evict / 5e-6) / GIB == pytest.approx(0.521839, abs=1e-6)
     # 8 requests of 1,008 prompt tokens (126 MiB each) are all an engine admits into 1 GiB: no second run.
     assert len(d["overflow"]) == 1
     assert d["tiers"]["offload_threshold_fraction"] == run["offload_threshold_fraction"]

@@ -74,6 +74,15 @@ SIZING = "kvplan/calc/sizing.py"
 SCEN = "kvplan/scenario.py"
 OUT = "kvplan/render/output.py"
 TL = "kvplan/render/textlayout.py"
+CHECK = "kvplan/calc/check.py"
+PLAN = "kvplan/inputs/plan_file.py"
+LOG = "kvplan/inputs/startup_log.py"
+EXPLAIN = "kvplan/calc/explain_log.py"
+WL = "kvplan/calc/workload.py"
+CALIB = "kvplan/calc/calibrate.py"
+HF = "kvplan/inputs/hf_import.py"
+TPOT = "kvplan/calc/tpot.py"
+PD = "kvplan/calc/pd.py"
 MUTANTS: tuple[Mutant, ...] = (
     # --- SGLang's default mem_fraction_static buckets --------------------------------------------------------
     M("sglang-bucket-35", SGL, "gpu_mem_gib < 35:", "gpu_mem_gib < 36:"),
@@ -355,6 +364,117 @@ MUTANTS: tuple[Mutant, ...] = (
       "raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a duration with its unit",
       "return float(value)\n        raise fail(f\"{name} = {shorten(value)} has no unit\", f'write it as a "
       "duration with its unit"),
+    # --- check: assertions against their bounds (kvplan/calc/check.py, kvplan/inputs/plan_file.py) -------------
+    M("check-at-least-strict", CHECK, "        passed = m >= b\n", "        passed = m > b\n"),
+    M("check-at-most-strict", CHECK, "        passed = m <= b\n", "        passed = m < b\n"),
+    M("check-baseline-count-rounds-outward", CHECK,
+      "bound = math.ceil(bound) if a.op == \">=\" else math.floor(bound)",
+      "bound = math.floor(bound) if a.op == \">=\" else math.ceil(bound)"),
+    M("check-baseline-allowance-wrong-way", CHECK,
+      "a.baseline * (1 - a.within_baseline if a.op == \">=\" else 1 + a.within_baseline)",
+      "a.baseline * (1 + a.within_baseline if a.op == \">=\" else 1 - a.within_baseline)"),
+    M("check-weights-room-keeps-runtime", CHECK,
+      "room = int(b.requested.value) - int(b.activation.value) - int(b.runtime.value)\n        weights =",
+      "room = int(b.requested.value) - int(b.activation.value)\n        weights ="),
+    M("check-margin-sign", CHECK, "margin = type(measured)(m - b,", "margin = type(measured)(b - m,"),
+    M("plan-us-as-ms", PLAN, '{"ms": 1e-3, "s": 1.0, "us": 1e-6}', '{"ms": 1e-3, "s": 1.0, "us": 1e-3}'),
+    M("plan-baseline-count-op", PLAN, 'BASELINE_OP = {"count": ">=",', 'BASELINE_OP = {"count": "<=",'),
+    M("plan-percent-over-10", PLAN, "number = float(value.strip()[:-1]) / 100",
+      "number = float(value.strip()[:-1]) / 10"),
+    M("plan-extends-one-more", PLAN, "if len(chain) + 1 >= MAX_EXTENDS:", "if len(chain) + 1 > MAX_EXTENDS:"),
+    # --- startup_log: what a log states, as scenario options (kvplan/inputs/startup_log.py) -------------------
+    M("log-nodes-floor", LOG, 'out["nodes"] = str(-(-gpus // per_node(out["hardware"])))',
+      'out["nodes"] = str(gpus // per_node(out["hardware"]))'),
+    M("log-gpus-ignore-pp", LOG, 'gpus = int(out["tp"]) * int(out.get("pp") or 1) * int(out["dp"])',
+      'gpus = int(out["tp"]) * int(out["dp"])'),
+    M("log-dp-attention-keeps-tp", LOG, "        tp_value //= dp_value\n", "        tp_value //= 1\n"),
+    M("log-expert-parallel-tp-only", LOG, 'out["ep"] = str(int(out["tp"]) * int(out["dp"]))',
+      'out["ep"] = str(int(out["tp"]))'),
+    M("log-release-not-pinned-up", LOG, "pinned = min(max(log.release, oldest), newest)",
+      "pinned = min(log.release, newest)"),
+    M("log-least-is-most", LOG, "return min(found, key=lambda f: f.value) if found else None",
+      "return max(found, key=lambda f: f.value) if found else None"),
+    M("log-memory-match-tight", LOG, "MEMORY_MATCH = 0.015", "MEMORY_MATCH = 0.005"),
+    # --- explain_log: the log's pool and the engine's figures reproduced (kvplan/calc/explain_log.py) -------------
+    M("explain-sglang-no-page-slots", EXPLAIN, "slots = tokens_fact.value + page", "slots = tokens_fact.value"),
+    M("explain-sglang-k-is-kv", EXPLAIN, '"K size (GiB, the log\'s \'GB\'; V is the same)", size / 2',
+      '"K size (GiB, the log\'s \'GB\'; V is the same)", size'),
+    M("explain-sglang-profile-fraction", EXPLAIN, "rest = avail.value - before * (1 - fraction)",
+      "rest = avail.value - before * fraction"),
+    M("explain-sglang-tokens-not-paged", EXPLAIN, "tokens = max(int(rest * GIB // profile_cell), 0) // page * page",
+      "tokens = max(int(rest * GIB // profile_cell), 0)"),
+    M("explain-vllm-blocks-as-tokens", EXPLAIN, 'tokens = fact.value * block if name == "gpu_blocks" else fact.value',
+      "tokens = fact.value"),
+    M("explain-requests-one-replica", EXPLAIN, "total_v = Count(fit * replicas,", "total_v = Count(fit,"),
+    M("explain-rounding-band-tight", EXPLAIN, "HALF_CENT = 0.005", "HALF_CENT = 0.0005"),
+    # --- workload: length distributions, traces, caps (kvplan/calc/workload.py) -------------------------------
+    M("workload-uniform-p99-plus-one", WL, "return self.a + math.ceil(0.99 * (self.b - self.a + 1)) - 1",
+      "return self.a + math.ceil(0.99 * (self.b - self.a + 1))"),
+    M("workload-uniform-exclusive", WL, "rng.integers(int(self.a), int(self.b), endpoint=True,",
+      "rng.integers(int(self.a), int(self.b), endpoint=False,"),
+    M("workload-lognormal-larger-root", WL, "sigma = Z99 - math.sqrt(Z99 ** 2 - 2 * gap)",
+      "sigma = Z99 + math.sqrt(Z99 ** 2 - 2 * gap)"),
+    M("workload-lognormal-mean-as-median", WL, 'LengthDist("lognormal", math.log(m) - sigma ** 2 / 2, sigma, raw)',
+      'LengthDist("lognormal", math.log(m), sigma, raw)'),
+    M("workload-prompt-cap-full-length", WL, "pcap = min(prompt_max or max_len - 1, max_len - 1)",
+      "pcap = min(prompt_max or max_len, max_len)"),
+    M("workload-output-uncapped", WL, "outputs = np.minimum(outputs, max_len - prompts)", "outputs = outputs"),
+    M("workload-duration-inclusive", WL, 'np.searchsorted(arrivals, duration_s, side="left")',
+      'np.searchsorted(arrivals, duration_s, side="right")'),
+    M("workload-trace-equal-times-refused", WL, "            if t < last:\n", "            if t <= last:\n"),
+    # --- calibrate: fitting hbm, mfu and the overhead to measured points (kvplan/calc/calibrate.py) -------------
+    M("calibrate-ms-over-100", CALIB, 't / 1000 if name.endswith("_ms") else t',
+      't / 100 if name.endswith("_ms") else t'),
+    M("calibrate-zero-accepted", CALIB, "if not math.isfinite(value) or value <= 0:",
+      "if not math.isfinite(value) or value < 0:"),
+    M("calibrate-fractional-context", CALIB, "if batch != int(batch) or context != int(context):",
+      "if batch != int(batch):"),
+    M("calibrate-comments-read", CALIB, "(line for line in text.splitlines() if not line.startswith(\"#\"))",
+      "(line for line in text.splitlines())"),
+    M("calibrate-hbm-uncapped", CALIB, "hbm = min(max(1 / u, 0.01), 1.0) if u > 0 else 1.0",
+      "hbm = max(1 / u, 0.01) if u > 0 else 1.0"),
+    M("calibrate-negative-overhead", CALIB, "per_step = max(values.get(2, per_step), 0.0)",
+      "per_step = values.get(2, per_step)"),
+    # --- hf_import: a config.json's layer layout and dtypes (kvplan/inputs/hf_import.py) ------------------------
+    M("hf-gemma3-pattern-from-0", HF, "return [_SLIDING if (i + 1) % pattern else _FULL for i in range(n)]",
+      "return [_SLIDING if i % pattern else _FULL for i in range(n)]"),
+    M("hf-alternating-from-0", HF, "return [_SLIDING if (i + 1) % 2 else _FULL for i in range(n)]",
+      "return [_SLIDING if i % 2 else _FULL for i in range(n)]"),
+    M("hf-llama4-nope-from-0", HF, "flags = [int((i + 1) % interval != 0) for i in range(n)]",
+      "flags = [int(i % interval != 0) for i in range(n)]"),
+    M("hf-linear-interval-from-0", HF, "return [_LINEAR if (i + 1) % interval else _FULL for i in range(n)]",
+      "return [_LINEAR if i % interval else _FULL for i in range(n)]"),
+    M("hf-max-window-layers-exclusive", HF, "return [_SLIDING if i >= first_sliding else _FULL for i in range(n)]",
+      "return [_SLIDING if i > first_sliding else _FULL for i in range(n)]"),
+    M("hf-no-kv-heads-as-mqa", HF, "            kv_heads = q_heads\n", "            kv_heads = 1\n"),
+    M("hf-gptq-bits-swapped", HF, 'return "int4" if quant["bits"] == 4 else "int8"',
+      'return "int8" if quant["bits"] == 4 else "int4"'),
+    M("hf-v32-fp8-per-tensor", HF, 'fp8_layout = "ds_mla" if is_v32 else "per_tensor"', 'fp8_layout = "per_tensor"'),
+    # --- tpot: the decode figures of kvplan tpot (kvplan/calc/tpot.py) --------------------------------------------
+    M("tpot-per-gpu-ignores-pp", TPOT, "    gpus = par.tp * par.pp\n\n", "    gpus = par.tp\n\n"),
+    M("tpot-per-gpu-per-replica", TPOT, "per_gpu = Number(b / mean / gpus,", "per_gpu = Number(b / mean,"),
+    M("tpot-batch-at-fit-refused", TPOT, "    if b > fit:\n", "    if b >= fit:\n"),
+    M("tpot-accept-no-floor", TPOT, "accept = np.maximum(1.0, a0 - slope * ctx)", "accept = a0 - slope * ctx"),
+    M("tpot-mtp-one-draft-step", TPOT, "draft = k * mtp * per_layer", "draft = mtp * per_layer"),
+    M("tpot-kv-bound-ignores-moe", TPOT, 'split["attention"] > split["weights"] + split["moe"]',
+      'split["attention"] > split["weights"]'),
+    # --- pd: disaggregated against colocated (kvplan/calc/pd.py) ---------------------------------------------------
+    M("pd-ttft-no-handover", PD, "ttft = t_pf + exposed + o.handover_seconds", "ttft = t_pf + exposed"),
+    M("pd-transfer-line-rate", PD, "transfer = nbytes / (nic_v.value * link_eff)", "transfer = nbytes / nic_v.value"),
+    M("pd-colocated-one-instance", PD, "col_tps = col.tokens_per_second * instances",
+      "col_tps = col.tokens_per_second"),
+    M("pd-split-max-capacity", PD, "rps = min(cap_p, cap_d)", "rps = max(cap_p, cap_d)"),
+    M("pd-nic-gib", PD, "Rate(o.nic_gbps * 1e9,", "Rate(o.nic_gbps * 2**30,"),
+    M("pd-share-unshared-decode", PD, "share = t_pf / (t_pf + d * col.tpot / col.batch)",
+      "share = t_pf / (t_pf + d * col.tpot)"),
+    # --- recommend (further rules; the first four are above) --------------------------------------------------------
+    M("recommend-small-batch-strict", REC, "agrees = batch <= SMALL_BATCH", "agrees = batch < SMALL_BATCH"),
+    M("recommend-share-decode-unshared", REC, "replica_seconds = t_pf + s.decode_tokens * tpot_b / batch",
+      "replica_seconds = t_pf + s.decode_tokens * tpot_b"),
+    M("recommend-victim-young-max", REC, "young = min(VICTIM_SHORT_TOKENS, s.decode_tokens)",
+      "young = max(VICTIM_SHORT_TOKENS, s.decode_tokens)"),
+    M("recommend-tier-replica-ignores-pp", REC, "    tp_ranks = par.tp * par.pp\n", "    tp_ranks = par.tp\n"),
+    M("recommend-batch-ignores-engine-cap", REC, "batch = slo_b or min(cap, engine_cap)", "batch = slo_b or cap"),
     # --- the Hub: the cache's absent files are not asked for ----------------------------------------------------
     M("hub-known-absent", "kvplan/inputs/hub.py", "        known_absent = found is not None and path is None",
       "        known_absent = False"),
