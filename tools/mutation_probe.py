@@ -78,7 +78,7 @@ CHECK = "kvplan/calc/check.py"
 PLAN = "kvplan/inputs/plan_file.py"
 LOG = "kvplan/inputs/startup_log.py"
 EXPLAIN = "kvplan/calc/explain_log.py"
-WL = "kvplan/calc/workload.py"
+WL = "kvplan/inputs/workload.py"
 CALIB = "kvplan/calc/calibrate.py"
 HF = "kvplan/inputs/hf_import.py"
 TPOT = "kvplan/calc/tpot.py"
@@ -407,15 +407,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "tokens = fact.value"),
     M("explain-requests-one-replica", EXPLAIN, "total_v = Count(fit * replicas,", "total_v = Count(fit,"),
     M("explain-rounding-band-tight", EXPLAIN, "HALF_CENT = 0.005", "HALF_CENT = 0.0005"),
-    # --- workload: length distributions, traces, caps (kvplan/calc/workload.py) -------------------------------
+    # --- workload: length distributions, traces, caps (kvplan/inputs/workload.py) -------------------------------
     M("workload-uniform-p99-plus-one", WL, "return self.a + math.ceil(0.99 * (self.b - self.a + 1)) - 1",
       "return self.a + math.ceil(0.99 * (self.b - self.a + 1))"),
     M("workload-uniform-exclusive", WL, "rng.integers(int(self.a), int(self.b), endpoint=True,",
       "rng.integers(int(self.a), int(self.b), endpoint=False,"),
     M("workload-lognormal-larger-root", WL, "sigma = Z99 - math.sqrt(Z99 ** 2 - 2 * gap)",
       "sigma = Z99 + math.sqrt(Z99 ** 2 - 2 * gap)"),
-    M("workload-lognormal-mean-as-median", WL, 'LengthDist("lognormal", math.log(m) - sigma ** 2 / 2, sigma, raw)',
-      'LengthDist("lognormal", math.log(m), sigma, raw)'),
+    M("workload-lognormal-mean-as-median", WL, 'LengthDist("lognormal", math.log(mean) - sigma ** 2 / 2, sigma, raw)',
+      'LengthDist("lognormal", math.log(mean), sigma, raw)'),
     M("workload-prompt-cap-full-length", WL, "pcap = min(prompt_max or max_len - 1, max_len - 1)",
       "pcap = min(prompt_max or max_len, max_len)"),
     M("workload-output-uncapped", WL, "outputs = np.minimum(outputs, max_len - prompts)", "outputs = outputs"),
