@@ -37,6 +37,7 @@ closed forms.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -335,6 +336,7 @@ class _EventLoop:
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
         running, n, total = r.running, r.n, r.total_blocks
+        arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         events = 0
         while r.done < n:
             events += 1
@@ -343,7 +345,10 @@ class _EventLoop:
             if events > MAX_EVENTS:
                 raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                                   "lower the arrival rate or --max-batch, or enlarge the pool")
-            r.take_due()
+            now = r.now
+            if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
+                    landing and landing[0][0] <= now):
+                r.take_due()
             if on_event is not None:
                 on_event(event_state(r))
             if (r.waiting or r.swapped) and sched.admit(r):
@@ -361,23 +366,28 @@ class _EventLoop:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the
         scheduler preempts) or the scheduler offloads first."""
         r, fast = self.r, self.fast
-        b = len(r.running)
+        b, steps, free = len(r.running), r.steps, r.free
         s0, x, held_sum = 0, None, 0
         if fast:
-            s0 = (r.steps - 1) % r.block          # the phase whose next token starts a block
+            s0 = (steps - 1) % r.block            # the phase whose next token starts a block
             need1 = r.phase[s0]                   # blocks the next step adds
         else:
             np = _numpy()
-            x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps   # what the next step reads
-            held_sum = r.total_blocks - r.free - r.landing_blocks - r.leaving_blocks   # the running batch's blocks
+            x = r.xo[np.array(r.running, dtype=np.int64)] + steps   # what the next step reads
+            held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks   # the running batch's blocks
             need1 = int(self.bt[x].sum()) - held_sum
-        if need1 > r.free:
+        if need1 > free:
             self.sched.preempt(r, need1)
             return
         limit = self.sched.room_for_run(r, need1)   # blocks the run may add
         if limit is None:
             return
-        k = k_done = r.steps_to_next_done()       # steps until the first completion
+        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
+        top = heap[0]
+        while not in_run[top[1]] or done_at[top[1]] != top[0]:
+            heapq.heappop(heap)                   # a request that left the batch since
+            top = heap[0]
+        k = k_done = top[0] - steps               # steps until the first completion
         prices, tally = self.prices, r.tally
         nxt = None
         if prices.has_caps:
@@ -385,8 +395,9 @@ class _EventLoop:
         if prices.reference or r.preempted:       # after a preemption, admission is looked at again in one step
             k = 1
         added = None                              # the blocks the run adds, once known
-        if k > 1:                                 # the step that overfills the pool (or passes the threshold) ends it
-            if fast:
+        upcoming = math.inf                       # what falls during a single step is seen at its end
+        if k > 1:
+            if fast:                              # the step that overfills the pool (or passes the threshold) ends it
                 if b * (k // r.block) > limit:    # the full rounds of block steps alone pass it: no phase sum
                     k, added = r.last_step_that_fits(limit, s0, b)
                 else:
@@ -395,19 +406,23 @@ class _EventLoop:
                         k, added = r.last_step_that_fits(limit, s0, b)
             else:
                 k = self.fit(k, x, held_sum, need1, limit)
+            arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
+            upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
+                           leaving[0][0] if leaving else math.inf)
         if b > tally.peak_running:                # the batch of a step that runs (not one a preemption trims)
             tally.peak_running = b
-        k, run_time, cut = prices.run(b, k, r.sum_xo + b * r.steps, x, nxt, r.now, r.next_due() if k > 1 else math.inf)
+        now = r.now
+        k, run_time, cut = prices.run(b, k, r.sum_xo + b * steps, x, nxt, now, upcoming)
         if added is None or cut:
             added = (need1 if k == 1 else r.crossings(k, s0, b)) if fast else self.need_after(x, held_sum, k)
-        r.now += run_time
-        r.steps += k
-        r.free -= added
-        used = r.total_blocks - r.free
+        r.now = now = now + run_time
+        r.steps = steps + k
+        r.free = free = free - added
+        used = r.total_blocks - free
         if used > tally.peak_used:
             tally.peak_used = used
         # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
-        self.mark((r.now, used, b, out, r.dram_used))
+        self.mark((now, used, b, out, r.dram_used))
         r.preempted = False
         if k == k_done:                           # the first completion is at the run's end
             r.complete()

@@ -138,16 +138,17 @@ class RuleBook(Scheduler):
     def _stopped(self, r: ReplicaState) -> None:
         """Admission stopped at a queue's head: remember the state it could not get past."""
         self._head = r.swapped[0] if r.swapped else ~r.waiting[0]
-        self._free, self._hold, self._leaving = r.free, r.holders(), r.leaving_blocks
+        self._free, self._leaving = r.free, r.leaving_blocks
+        self._hold = len(r.running) + len(r.landing) + len(r.leaving)
 
     def _resume(self, r: ReplicaState) -> bool:
         """Swapped requests first, oldest first, while they fit; False when one is still out (none new then)."""
         swapped = r.swapped
-        while swapped and r.holders() < self.max_batch:
+        while swapped and (holders := r.holders()) < self.max_batch:
             i = swapped[0]
             cache = r.Pl[i] + r.g[i] - 1
             need = r.btl[cache]
-            if not self._fits(r, need, r.holders()):
+            if not self._fits(r, need, holders):
                 self._stopped(r)
                 return False
             swapped.popleft()
@@ -160,19 +161,23 @@ class RuleBook(Scheduler):
     def _admit_waiting(self, r: ReplicaState) -> None:
         """The waiting queue in order while it fits: a new request's prompt, a recomputed one's cache, each
         prefilled alone; a request whose tokens are all there at its prefill is done."""
-        waiting = r.waiting
+        waiting, Pl, g, btl, wm, thr = r.waiting, r.Pl, r.g, r.btl, self.wm_blocks, self.thr
         holders = r.holders()     # only a join below adds one
         while waiting and holders < self.max_batch:
             i = waiting[0]
-            gi = r.g[i]
-            cache = r.Pl[i] + (gi - 1 if gi else 0)
-            need = r.btl[cache]
-            if not self._fits(r, need, holders):
+            gi = g[i]
+            cache = Pl[i] + (gi - 1 if gi else 0)
+            need = btl[cache]
+            free = r.free
+            if not (free - need >= wm and (thr is None or r.total_blocks - free - r.leaving_blocks + need <= thr)
+                    if holders else need <= free):     # _fits, inline: the waiting queue is the hot path
                 self._stopped(r)
                 return
             waiting.popleft()
-            r.reserve(i, need)
-            r.note_peak()
+            r.held[i] = need      # reserved
+            r.free = free = free - need
+            if r.total_blocks - free > r.tally.peak_used:
+                r.tally.peak_used = r.total_blocks - free
             if gi == 0:
                 r.prefill_prompt(i)
             else:
