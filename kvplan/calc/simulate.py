@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ from kvplan.engines.scheduling import (
 )
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
+from kvplan.specs.values import Value
 
 MAX_EVENTS = 20_000_000
 # the names other modules and the tests import from here (the rule book's constants, the closed forms and the
@@ -84,7 +86,7 @@ class SimOptions:
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
-    on_event: object = field(default=None, compare=False, repr=False)
+    on_event: Callable[[dict], object] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -172,17 +174,17 @@ class SimRun:
     options: SimOptions
     workload: Workload
     setup: Setup
-    prompts: object
-    outputs: object
-    arrival: object
-    admitted: object            # first admission (start of the first prefill)
-    first_token: object
-    finish: object
-    preemptions: object
-    swap_outs: object
-    swap_ins: object
-    recomputed: object          # tokens re-prefilled
-    peak_bytes: object          # per GPU, at the request's longest cache
+    prompts: Any
+    outputs: Any
+    arrival: Any
+    admitted: Any            # first admission (start of the first prefill)
+    first_token: Any
+    finish: Any
+    preemptions: Any
+    swap_outs: Any
+    swap_ins: Any
+    recomputed: Any          # tokens re-prefilled
+    peak_bytes: Any          # per GPU, at the request's longest cache
     simulated_seconds: float
     swapped_out_bytes: int
     swapped_in_bytes: int
@@ -193,12 +195,12 @@ class SimRun:
     peak_running: int
     prefill_seconds: float      # time the batch stalled for prefills and re-prefills
     swap_stall_seconds: float   # time the batch waited for swap-outs
-    offloads: object = None     # per request: proactive offloads (also counted in swap_outs)
+    offloads: Any = None     # per request: proactive offloads (also counted in swap_outs)
     offload_threshold_blocks: int | None = None
-    prefix_hit_tokens: object = None  # per request: prompt tokens the prefix cache served (0: a miss)
+    prefix_hit_tokens: Any = None  # per request: prompt tokens the prefix cache served (0: a miss)
     timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
     replicas: int = 1           # DP replicas that served requests (merged by ``merge_runs``; 1: one engine run)
-    replica_of: object = None   # per request: the replica it was routed to (None: one replica)
+    replica_of: Any = None   # per request: the replica it was routed to (None: one replica)
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ def _replica(s: Scenario, o: SimOptions) -> _Replica:
         raise KvplanError("simulate does not model speculative slots or token budgets yet",
                           "drop --spec-tokens / --token-budget")
     pool = int(capacity.kv_pool(s).kv_pool_bytes)
-    block = int(capacity.block_tokens(s).value)
+    block = int(_known(capacity.block_tokens(s)))
     hit = (s.shared_prefix_tokens // block) * block          # the shared prefix's whole blocks: cached once
     own = dataclasses.replace(s, shared_prefix_tokens=0) if s.shared_prefix_tokens else s
     block_bytes = capacity.request_bytes(own, block) - capacity.request_bytes(own, 0)
@@ -234,9 +236,15 @@ def _replica(s: Scenario, o: SimOptions) -> _Replica:
         raise KvplanError(f"the shared prefix's {prefix_blocks:,} blocks fill the {pool // block_bytes:,}-block pool",
                           "lower --shared-prefix, or enlarge the pool")
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
-    link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
-    return _Replica(pool, block, hit, block_bytes, prefix_blocks, total_blocks, int(mnbt.value),
-                    o.max_batch or int(mns.value), int(o.watermark * total_blocks), link)
+    link = float(_known(costs.host_link_rate(s.hardware, s.host_link_gbs)))
+    return _Replica(pool, block, hit, block_bytes, prefix_blocks, total_blocks, int(_known(mnbt)),
+                    o.max_batch or int(_known(mns)), int(o.watermark * total_blocks), link)
+
+
+def _known(v: Value) -> int | float:
+    """A typed value's number (every figure simulate reads from the other calculators has one)."""
+    assert v.value is not None, v
+    return v.value
 
 
 def _requests(s: Scenario, workload: Workload, u: _Replica):
@@ -468,15 +476,16 @@ def route(workload: Workload, replicas: int) -> list[tuple[object, Workload]]:
     deployment's (each replica is an independent engine)."""
     import numpy as np
 
-    n = len(workload.prompts)
     P, L = np.asarray(workload.prompts), np.asarray(workload.outputs)
+    n = len(P)
     if workload.arrivals is not None:
         active, users = min(replicas, n), None
     else:
+        assert workload.users is not None          # a closed loop has its users
         u = min(int(workload.users), n)
         active = min(replicas, u)
         users = [len(range(r, u, replicas)) for r in range(active)]
-    out = []
+    out: list[tuple[object, Workload]] = []
     for r in range(active):
         idx = np.arange(r, n, active)
         arr = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float)[idx]
@@ -563,7 +572,8 @@ def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | N
     if dp == 1:
         return simulate(s, workload, o, progress)
     routed = route(workload, dp)
-    n = len(workload.prompts)
+    prompts: Any = workload.prompts         # the workload's arrays (``object`` in its type)
+    n = len(prompts)
     runs: list[SimRun] = []
     for _, w in routed:
         base = sum(len(run.prompts) for run in runs)
