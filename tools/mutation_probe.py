@@ -381,9 +381,13 @@ MUTANTS: tuple[Mutant, ...] = (
       "return r.free"),
     M("simulate-swap-priced-on-an-idle-link", "kvplan/calc/sim/steps.py", "self.settings, shared_link=True)",
       "self.settings, shared_link=False)"),
-    M("simulate-swap-in-before-its-copy-out-lands",
-      "kvplan/engines/replica.py", "start = max(self.now, self.in_free, self.swap_ready[i])",
-      "start = max(self.now, self.in_free)"),
+    # (a swap-in never starts before its own copy out lands: the batch waits for a preemption's copies, an offload
+    # joins the swapped queue once its copy has landed; so the swap_ready term cannot bind, and its mutant lives)
+    M("simulate-swap-ins-overlap", "kvplan/engines/replica.py",
+      "start = max(self.now, self.in_free, self.swap_ready[i])", "start = max(self.now, self.swap_ready[i])"),
+    M("simulate-new-while-a-swapped-one-waits", "kvplan/engines/scheduling.py",
+      "if not self._fits(r, need, holders):\n                self._stopped(r)\n                return False",
+      "if not self._fits(r, need, holders):\n                self._stopped(r)\n                return True"),
     M("simulate-first-prompt-hits-the-prefix",
       "kvplan/engines/replica.py", "cached = self.hit if self.prefix_cached else 0",
       "cached = self.hit"),
