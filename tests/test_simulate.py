@@ -98,6 +98,20 @@ def test_the_fifth_request_preempts_by_the_policy():
         assert int(run.outputs.sum()) == 5 * 1001
 
 
+def test_no_admission_in_the_instant_of_a_preemption(monkeypatch):
+    # With no watermark, the preemption above leaves 500 - 400 = 100 blocks free, exactly the fifth's cache (1,600
+    # tokens = 100 blocks): admitted in that instant it would take them back and the next step would preempt it again,
+    # forever. vLLM V1 schedules no waiting request in a step that preempted: the step runs first (the four take 4
+    # more blocks), and the fifth waits until the four finish. A short event cap turns the loop into a failure.
+    monkeypatch.setattr(sim, "MAX_EVENTS", 2_000)
+    s = build_scenario(**LLAMA, kv_pool=POOL_4)
+    run = sim.simulate(s, fixed_work(5, 1000, 1001, users=5), sim.SimOptions(watermark=0.0))
+    assert run.setup.watermark_blocks == 0
+    assert list(run.preemptions) == [0, 0, 0, 0, 1]
+    assert run.recomputed[4] == 1600
+    assert run.finish[4] > run.finish[:4].max()    # back only after the four finished
+
+
 def test_one_request_in_five_is_preempted_once_and_the_metrics_say_so():
     # The run above by hand: the five grow together from 1,000 tokens; the step that would make each cache 1,601
     # tokens needs 5 x ceil(1,601 / 16) = 505 > 500 blocks, so the newest (the fifth) goes at a cache of 1,600 tokens
