@@ -74,6 +74,7 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
            "meets_targets", "merge_runs", "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep",
            "route", "routing_note", "simulate", "simulate_deployment", "timeline_buckets"]
 
+
 @dataclass(frozen=True)
 class SimOptions:
     policy: str = DEFAULT_POLICY

@@ -122,11 +122,6 @@ class ReplicaState:
         self.free += self.held[i]
         self.held[i] = 0
 
-    def note_peak(self) -> None:
-        used = self.total_blocks - self.free
-        if used > self.tally.peak_used:
-            self.tally.peak_used = used
-
     # --- the running batch --------------------------------------------------------------------------------------
     def join(self, i: int) -> None:
         v = self.Pl[i] + self.g[i] - self.steps
@@ -170,15 +165,6 @@ class ReplicaState:
             if self.duration_s is None or t < self.duration_s:
                 heapq.heappush(self.arrivals, (t, self.next_id))
                 self.next_id += 1
-
-    def steps_to_next_done(self) -> int:
-        """Steps until the first running request is done (stale heap entries dropped)."""
-        heap, in_run, done_at = self.done_heap, self.in_run, self.done_at
-        top = heap[0]
-        while not in_run[top[1]] or done_at[top[1]] != top[0]:
-            heapq.heappop(heap)                  # a request that left the batch since
-            top = heap[0]
-        return top[0] - self.steps
 
     def complete(self) -> None:
         """The requests done at this step leave the batch (in batch order) and finish."""
@@ -268,11 +254,6 @@ class ReplicaState:
             self.dram_used -= self.in_dram[i]
             self.in_dram[i] = 0
             self.join(i)
-
-    def next_due(self) -> float:
-        """When the next arrival, swap-in or offload lands (inf: none is coming)."""
-        return min(self.arrivals[0][0] if self.arrivals else math.inf, self.landing[0][0] if self.landing else math.inf,
-                   self.leaving[0][0] if self.leaving else math.inf)
 
     def idle(self) -> bool:
         """Nothing runs: the clock moves on to what comes next. False when nothing will (the run is over)."""
