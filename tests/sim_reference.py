@@ -1,12 +1,12 @@
 """An independent, token-by-token reference for ``kvplan simulate`` (the tests' check on the event-driven engine).
 
-Written from the rules ``kvplan/calc/simulate.py`` documents, with none of its functions: no block table, no
-closed-form sums, no bisection, no numpy state arrays. One ``Req`` object per request, one decode step per loop
-turn, each step priced by ``StepModel.step`` for the batch it actually holds. It uses only kvplan's public inputs:
-the pool and block size (``kvplan.calc.capacity``), the request's bytes at a context (``capacity.request_bytes``),
-the host tier (``capacity.host_tier``), the one cost model (``kvplan.calc.costs``: ``step_model``,
-``StepModel.prefill_seconds``, ``swap_copies``, ``swap_seconds``, ``host_link_rate``) and the engine's batch
-limits. Slow on purpose: clarity over speed.
+Written from the rules ``kvplan/engines/scheduling.py`` documents (the rule book), with none of the engine's
+functions: no block table, no closed-form sums, no bisection, no numpy state arrays. One ``Req`` object per request,
+one decode step per loop turn, each step priced by ``StepModel.step`` for the batch it actually holds. It uses only
+kvplan's public inputs: the pool and block size (``kvplan.calc.capacity``), the request's bytes at a context
+(``capacity.request_bytes``), the host tier (``capacity.host_tier``), the one cost model (``kvplan.calc.costs``:
+``step_model``, ``StepModel.prefill_seconds``, ``swap_copies``, ``swap_seconds``, ``host_link_rate``) and the
+engine's batch limits. Slow on purpose: clarity over speed.
 
 The rules, as documented by the engine (one replica):
 

@@ -1,9 +1,10 @@
 """``kvplan simulate``'s event-driven engine against the independent token-by-token reference
 (``tests/sim_reference.py``), and conservation of requests, tokens, blocks and bytes at every event.
 
-The reference shares no code with ``kvplan/calc/simulate.py``: it walks one decode step at a time over ``Req``
-objects and prices each step with ``StepModel.step`` for the batch it holds, so an error in the engine's closed-form
-sums, its bisections, its block table or its run boundaries shows up as a difference here."""
+The reference shares no code with the engine (``kvplan/calc/simulate.py`` and the modules it drives): it walks one
+decode step at a time over ``Req`` objects and prices each step with ``StepModel.step`` for the batch it holds, so
+an error in the engine's closed-form sums, its bisections, its block table or its run boundaries shows up as a
+difference here."""
 
 from __future__ import annotations
 

@@ -98,6 +98,41 @@ def test_the_fifth_request_preempts_by_the_policy():
         assert int(run.outputs.sum()) == 5 * 1001
 
 
+def test_no_admission_in_the_instant_of_a_preemption(monkeypatch):
+    # With no watermark, the preemption above leaves 500 - 400 = 100 blocks free, exactly the fifth's cache (1,600
+    # tokens = 100 blocks): admitted in that instant it would take them back and the next step would preempt it again,
+    # forever. vLLM V1 schedules no waiting request in a step that preempted: the step runs first (the four take 4
+    # more blocks), and the fifth waits until the four finish. A short event cap turns the loop into a failure.
+    monkeypatch.setattr(sim, "MAX_EVENTS", 2_000)
+    s = build_scenario(**LLAMA, kv_pool=POOL_4)
+    run = sim.simulate(s, fixed_work(5, 1000, 1001, users=5), sim.SimOptions(watermark=0.0))
+    assert run.setup.watermark_blocks == 0
+    assert list(run.preemptions) == [0, 0, 0, 0, 1]
+    assert run.recomputed[4] == 1600
+    assert run.finish[4] > run.finish[:4].max()    # back only after the four finished
+
+
+def test_one_request_in_five_is_preempted_once_and_the_metrics_say_so():
+    # The run above by hand: the five grow together from 1,000 tokens; the step that would make each cache 1,601
+    # tokens needs 5 x ceil(1,601 / 16) = 505 > 500 blocks, so the newest (the fifth) goes at a cache of 1,600 tokens
+    # (100 blocks). The other four then fit to their end (4 x 125 = 500 blocks) and finish at the same step; the
+    # fifth comes back alone. One preemption, one request of five preempted: a share of 1 / 5 = 0.2.
+    for policy in ("recompute", "swap"):
+        s = build_scenario(**LLAMA, kv_pool=POOL_4)
+        plan = sim.plan_simulate(s, fixed_work(5, 1000, 1001, users=5), sim.SimOptions(policy=policy))
+        m = plan.metrics
+        assert list(plan.run.preemptions) == [0, 0, 0, 0, 1]
+        assert m["preemptions"].value == 1
+        assert m["preempted_share"].value == pytest.approx(0.2, rel=1e-12)
+        if policy == "recompute":   # its 1,600 cached tokens re-prefilled, of 5 x 1,001 generated
+            assert m["recomputed_tokens"].value == 1600
+            assert m["recompute_rate"].value == pytest.approx(1600 / 5005, rel=1e-12)
+            assert m["swap_out_count"].value == 0
+        else:                       # swapped out once and back once, nothing recomputed
+            assert m["swap_out_count"].value == m["swap_in_count"].value == 1
+            assert m["recomputed_tokens"].value == 0
+
+
 def test_swap_and_recompute_on_the_same_seed():
     s = scenario(kv_dtype="fp8", kv_pool="2GiB")
     work = wl.build(requests=60, seed=7, prompt=wl.parse_dist("uniform:200,2000", "p"),

@@ -478,6 +478,43 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the Hub: the cache's absent files are not asked for ----------------------------------------------------
     M("hub-known-absent", "kvplan/inputs/hub.py", "        known_absent = found is not None and path is None",
       "        known_absent = False"),
+    # --- simulate: the scheduler's rule book, the replica's mechanics, the step prices and the metrics ------------
+    M("simulate-fewest-tokens-oldest-of-equals",
+      "kvplan/engines/scheduling.py", "return b - 1 - int(np.argmin(ctx[::-1]))",
+      "return int(np.argmin(ctx))"),
+    M("simulate-protect-the-longer-half-rounded-up",
+      "kvplan/engines/scheduling.py", "free_[np.argsort(-ctx, kind=\"stable\")[: b // 2]]",
+      "free_[np.argsort(-ctx, kind=\"stable\")[: (b + 1) // 2]]"),
+    M("simulate-admit-watermark-strict",
+      "kvplan/engines/scheduling.py", "if not (free - need >= wm and", "if not (free - need > wm and"),
+    M("simulate-resume-watermark-strict", "kvplan/engines/scheduling.py", "return r.free - need >= self.wm_blocks",
+      "return r.free - need > self.wm_blocks"),
+    M("simulate-admit-in-the-preemption-instant",
+      "kvplan/engines/scheduling.py", "if r.preempted or not (r.waiting or r.swapped):",
+      "if not (r.waiting or r.swapped):"),
+    M("simulate-recompute-to-the-back",
+      "kvplan/engines/scheduling.py", "r.waiting.appendleft(i)   # recompute", "r.waiting.append(i)   # recompute"),
+    M("simulate-offload-keeps-two", "kvplan/engines/scheduling.py", "while moved < excess and len(running) > 1:",
+      "while moved < excess and len(running) > 2:"),
+    M("simulate-threshold-runs-unbounded",
+      "kvplan/engines/scheduling.py", "return min(r.free, room) if need <= room else r.free",
+      "return r.free"),
+    M("simulate-swap-priced-on-an-idle-link", "kvplan/calc/sim/steps.py", "self.settings, shared_link=True)",
+      "self.settings, shared_link=False)"),
+    # (a swap-in never starts before its own copy out lands: the batch waits for a preemption's copies, an offload
+    # joins the swapped queue once its copy has landed; so the swap_ready term cannot bind, and its mutant lives)
+    M("simulate-swap-ins-overlap", "kvplan/engines/replica.py",
+      "start = max(self.now, self.in_free, self.swap_ready[i])", "start = max(self.now, self.swap_ready[i])"),
+    M("simulate-new-while-a-swapped-one-waits", "kvplan/engines/scheduling.py",
+      "if not self._fits(r, need, holders):\n                self._stopped(r)\n                return False",
+      "if not self._fits(r, need, holders):\n                self._stopped(r)\n                return True"),
+    M("simulate-first-prompt-hits-the-prefix",
+      "kvplan/engines/replica.py", "cached = self.hit if self.prefix_cached else 0",
+      "cached = self.hit"),
+    M("simulate-percentile-lower", "kvplan/calc/sim/metrics.py", "float(np.percentile(values, q))",
+      "float(np.percentile(values, q, method=\"lower\"))"),
+    M("simulate-preempted-share-counts-all", "kvplan/calc/sim/metrics.py", "int((r.preemptions > 0).sum())",
+      "int((r.preemptions >= 0).sum())"),
 )
 
 

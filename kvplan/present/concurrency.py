@@ -11,6 +11,33 @@ from kvplan.specs.values import Count, given
 
 def present(plan: ConcurrencyPlan) -> Result:
     s, b = plan.scenario, plan.budget
+    notes = _notes(plan)
+    tables = _tables(plan)
+    unsupported = [c.dtype.value for c in plan.grid[0].cells if c.requests.value is None] if plan.grid else []
+    if unsupported:
+        reasons = {c.dtype.value: c.reason for c in plan.grid[0].cells if c.reason}
+        notes.append("n/a: " + "; ".join(f"{d}: {reasons[d]}" for d in unsupported))
+    if plan.engine_report is not None:
+        tables.append(Table(plan.engine_report.title, ("figure", "value"), plan.engine_report.rows))
+
+    data = _data(plan)
+    if b.fraction_name == "mem_fraction_static":
+        data["mem_fraction_static"] = b.fraction
+    brief = (("KV pool per GPU", b.kv_pool), ("KV per request per GPU", plan.request_bytes_per_gpu),
+             ("max concurrent requests, deployment", plan.max_concurrency),
+             ("max concurrent requests per replica", plan.max_concurrency_per_replica),
+             (f"decode steps until {plan.overflow[0].batch.value} requests fill the pool",
+              plan.overflow[0].decode_steps_until_full if plan.overflow[0].decode_steps_until_full.value is not None
+              else f"never within {s.decode_tokens:,} steps"))
+    warnings = plan.engine_report.warnings if plan.engine_report is not None else ()
+    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), _assumptions(plan), (_chart(plan),),
+                  brief, warnings)
+
+
+def _notes(plan: ConcurrencyPlan) -> list[str]:
+    """The notes before the tables' n/a reasons, in order: the batch ceiling, the overflow runs, the layout, the
+    dtype, the engine and the pool's origin, the host tier."""
+    s, b = plan.scenario, plan.budget
     model, par, hw, dtype = s.sized_model, s.parallelism, s.hardware, s.kv_dtype
     per_replica, total = int(plan.max_concurrency_per_replica.value), int(plan.max_concurrency.value)
     replicas, context = int(plan.replicas.value), s.context_tokens
@@ -67,10 +94,16 @@ def present(plan: ConcurrencyPlan) -> Result:
         if step:
             notes.append(step)
 
-    host = plan.host
+    notes.append("The L2 host-DRAM tier is what offloading would add; it is off unless enabled "
+                 f"({plan.host.enabled_by}).")
+    return notes
+
+
+def _tables(plan: ConcurrencyPlan) -> list[Table]:
+    s, b, hw, host = plan.scenario, plan.budget, plan.scenario.hardware, plan.host
+    context = s.context_tokens
     host_note = "if offloading is enabled"
-    notes.append(f"The L2 host-DRAM tier is what offloading would add; it is off unless enabled ({host.enabled_by}).")
-    tables = [
+    return [
         Table(f"Memory budget per GPU ({hw.name})", ("line", "bytes", "note"),
               tuple((label, value, note) for label, value, note in b.lines())),
         Table(f"Concurrency at {context:,} tokens ({s.prompt_tokens:,} prompt + {s.decode_tokens:,} decode)",
@@ -96,14 +129,11 @@ def present(plan: ConcurrencyPlan) -> Result:
              "requests per node (--ssd per node)" if plan.ssd_bytes_per_gpu.value else "give --ssd SIZE per node"),
         )),
     ]
-    unsupported = [c.dtype.value for c in plan.grid[0].cells if c.requests.value is None] if plan.grid else []
-    if unsupported:
-        reasons = {c.dtype.value: c.reason for c in plan.grid[0].cells if c.reason}
-        notes.append("n/a: " + "; ".join(f"{d}: {reasons[d]}" for d in unsupported))
-    if plan.engine_report is not None:
-        tables.append(Table(plan.engine_report.title, ("figure", "value"), plan.engine_report.rows))
 
-    data = {
+
+def _data(plan: ConcurrencyPlan) -> dict:
+    s, b, host = plan.scenario, plan.budget, plan.host
+    return {
         **scenario_data(s),
         "budget": {"hbm_bytes": b.hbm, "utilization": b.fraction, "fraction_name": b.fraction_name,
                    "weights_bytes": b.weights, "activation_bytes": b.activation, "runtime_bytes": b.runtime,
@@ -134,16 +164,21 @@ def present(plan: ConcurrencyPlan) -> Result:
         "token_budget": Count(s.token_budget, given("--token-budget")) if s.token_budget else None,
         **(plan.engine_report.data if plan.engine_report is not None else {}),
     }
-    if b.fraction_name == "mem_fraction_static":
-        data["mem_fraction_static"] = b.fraction
-    chart = Chart("Concurrent requests by context", "context tokens",
-                  tuple(f"{int(r.context.value):,}" for r in plan.grid),
-                  tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
-                        for i, d in enumerate(plan.dtypes)
-                        # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0
-                        if any(r.cells[i].requests.value is not None for r in plan.grid)),
-                  "requests, deployment", legend="KV dtype", log_y=True)
-    assumptions = (
+
+
+def _chart(plan: ConcurrencyPlan) -> Chart:
+    return Chart("Concurrent requests by context", "context tokens",
+                 tuple(f"{int(r.context.value):,}" for r in plan.grid),
+                 tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
+                       for i, d in enumerate(plan.dtypes)
+                       # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0
+                       if any(r.cells[i].requests.value is not None for r in plan.grid)),
+                 "requests, deployment", legend="KV dtype", log_y=True)
+
+
+def _assumptions(plan: ConcurrencyPlan) -> tuple[str, ...]:
+    s = plan.scenario
+    return (
         "Pool per GPU from the waterfall unless --kv-pool gives it; every GPU of a replica has the same pool.",
         "A request's KV on the most loaded GPU sets the fit (TP replication and the largest PP stage included).",
         f"Each layer's tokens are rounded up to whole {plan.block.value}-token blocks ({s.engine} rule).",
@@ -154,12 +189,3 @@ def present(plan: ConcurrencyPlan) -> Result:
         "Host DRAM: the whole node's DRAM (or --dram), nothing kept back for the OS or the engine; a request parks "
         "one shard per GPU it spans on the node.",
     ) + spec_notes(s, s.draft)
-    brief = (("KV pool per GPU", b.kv_pool), ("KV per request per GPU", plan.request_bytes_per_gpu),
-             ("max concurrent requests, deployment", plan.max_concurrency),
-             ("max concurrent requests per replica", plan.max_concurrency_per_replica),
-             (f"decode steps until {plan.overflow[0].batch.value} requests fill the pool",
-              plan.overflow[0].decode_steps_until_full if plan.overflow[0].decode_steps_until_full.value is not None
-              else f"never within {s.decode_tokens:,} steps"))
-    warnings = plan.engine_report.warnings if plan.engine_report is not None else ()
-    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), assumptions, (chart,), brief,
-                  warnings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.simulate import OVERLOAD_SHARE, POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, Number, Seconds, default, given
+from kvplan.specs.values import Count, Number, Seconds, Value, default, given
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
@@ -143,9 +143,10 @@ def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duratio
     def how(name: str, why: str):
         return given(f"--{name}") if was_given.get(name) else default(why)
 
-    out = {"requests": Count(requests, how("requests", "1,000 requests: kvplan's default, enough for a p99 over "
-                                                        "10 requests")),
-           "seed": Count(seed, how("seed", "seed 0"))}
+    out: dict[str, Value] = {
+        "requests": Count(requests, how("requests", "1,000 requests: kvplan's default, enough for a p99 over "
+                                                    "10 requests")),
+        "seed": Count(seed, how("seed", "seed 0"))}
     if rate is not None:
         out["rate_requests_per_second"] = Number(rate, given("--rate"))
     if users is not None:
@@ -241,7 +242,7 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
                   ("requests/s", *(label for label, _ in SWEEP_COLUMNS), "meets"), rows, primary=True)
     points = [{"rate_requests_per_second": rate_value(i, r), "meets_targets": ok, **m}
               for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True))]
-    tgt = {}
+    tgt: dict[str, Value] = {}
     if sweep.tpot_slo is not None:
         tgt["tpot_seconds_p99_at_most"] = Seconds(sweep.tpot_slo, given("--tpot-slo"))
     if sweep.max_recompute_rate is not None:

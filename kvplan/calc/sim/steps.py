@@ -1,0 +1,215 @@
+"""The prices ``kvplan simulate``'s event loop pays, in closed form: a run of k decode steps of the running batch,
+a prefill, a swap; and the block table and caps they rest on.
+
+Between events nothing changes but the contexts, each one token per step, so a run of k steps is summed in closed
+form: a request's cache bytes and attention FLOPs are affine in its context between the caps of its layer kinds
+(windows, top-k), the step is base(B) + max(bytes / BW, FLOPs / peak), and the sum of the max of two affine series
+splits at their crossing (``_affine_max_sum``). The step an event falls in is found by bisection on that sum
+(``_first_step_reaching``); the step that overfills the pool by ``_last_step_that_fits`` (or the replica state's
+phase counts). ``reference=True`` prices each step with ``StepModel.step`` directly: the tests' check on the closed
+forms.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from kvplan.calc import capacity, costs
+from kvplan.scenario import Scenario
+
+
+def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
+    """(table, nbytes): request_bytes(c) = nbytes[ceil(c / block)] and blocks(c) = table[ceil(c / block)], the
+    blocks of one block-bytes each that it fills. A request's bytes are constant between block boundaries: every
+    layer rounds its tokens up to whole blocks, and ceil(min(c, cap) / block) = min(ceil(c / block),
+    ceil(cap / block)) for a kind that keeps at most cap tokens (simulate refuses speculative slots, which would
+    shift the context)."""
+    import numpy as np
+
+    kmax = -(-longest // block) + 2
+    nbytes = np.array([capacity.request_bytes(s, k * block, block=block) for k in range(kmax + 1)], dtype=np.int64)
+    return -(-nbytes // block_bytes), nbytes
+
+
+def _caps(s: Scenario):
+    """Contexts where some layer kind's decode reads or FLOPs stop growing linearly (windows, top-k)."""
+    import numpy as np
+
+    caps = set()
+    for g in s.sized_model.groups:
+        for cap in (g.kind.tokens_cap, g.kind.attended_keys_cap(), getattr(g.kind, "index_topk", None)):
+            if cap:
+                caps.add(int(cap))
+    return np.array(sorted(caps), dtype=np.int64)
+
+
+def _last_step_that_fits(x, block: int, slack: int) -> int:
+    """The most decode steps a batch whose next step reads contexts ``x`` can run with ``slack`` blocks to spare
+    after its first step, when every block boundary a request crosses adds exactly one block (no windows).
+
+    After k steps request i holds ceil((x_i + k - 1) / block) blocks, one more each time x_i + k - 1 passes a
+    multiple of block: at steps c_i = 2 + (-x_i mod block), c_i + block, ... The pool overflows at the
+    (slack + 1)-th crossing of all of them: the (slack mod b)-th smallest c_i, (slack div b) blocks on. The
+    batch runs to the step before it."""
+    import numpy as np
+
+    q, r = divmod(int(slack), len(x))
+    c = 2 + (-x) % block
+    return int(np.partition(c, r)[r]) + q * block - 1
+
+
+def _lin(p0, p1, t0, t1):
+    """sum_{t=t0}^{t1-1} (p0 + p1 t)."""
+    n = t1 - t0
+    return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
+
+
+def _affine_max_sum(u0, u1, v0, v1, k):
+    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form: series a wins on [0, m), b on [m, k) (the same
+    arithmetic as ``_lin`` on each side; a side with no terms is left out rather than added as 0.0)."""
+    d0, d1 = u0 - v0, u1 - v1
+    if d1 == 0:                  # parallel: one wins throughout
+        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+    elif d1 > 0:                 # u wins from the crossing on
+        m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+    else:
+        m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+    if m >= k:
+        return k * a0 + a1 * k * (k - 1) / 2
+    if m <= 0:
+        return k * b0 + b1 * k * (k - 1) / 2
+    return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
+
+
+def _first_step_reaching(step0, u0, u1, v0, v1, k, target, elapsed_k):
+    """(j, elapsed(j)) for the fewest steps j in 1 .. k whose time elapsed(j) = j step0 + _affine_max_sum(u0, u1,
+    v0, v1, j) reaches ``target`` (k itself, at ``elapsed_k``, when none before it does): a bisection over
+    elapsed(lo) < target <= elapsed(hi), its first two probes the root of the series that wins at step 0,
+    (c1 / 2) j^2 + (step0 + c0 - c1 / 2) j = target, rounded up, and the step below it (elapsed grows by at least
+    step0 a step, so any probes that keep the bracket end at the same j; without a crossing these two close it)."""
+    c0, c1 = (u0, u1) if u0 >= v0 else (v0, v1)
+    lin, quad = step0 + c0 - c1 / 2, c1 / 2
+    disc = lin * lin + 4 * quad * target
+    guess = math.ceil(2 * target / (lin + math.sqrt(disc))) if lin > 0 and disc >= 0 else k // 2
+    lo, hi, at_hi = 0, k, elapsed_k
+    for mid in (guess, guess - 1):
+        if lo < mid < hi:
+            t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+            if t >= target:
+                hi, at_hi = mid, t
+            else:
+                lo = mid
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+        if t >= target:
+            hi, at_hi = mid, t
+        else:
+            lo = mid
+    return hi, at_hi
+
+
+def _affine_pieces(sm, caps):
+    """A request's cache bytes and attention FLOPs per decode token are affine in its context on each piece between
+    the caps (every layer kind reads min(context, cap) keys and a fixed state): piece j is [caps[j-1], caps[j]]
+    (from 0; the last one unbounded). Returns (bytes at context 0, bytes per token, FLOPs at 0, FLOPs per token) of
+    each piece, as arrays, from ``StepModel.request_cache`` at two contexts inside it."""
+    import numpy as np
+
+    edges = [0.0, *(float(c) for c in caps)]
+    lo = np.array(edges)
+    hi = np.array(edges[1:] + [edges[-1] + 2.0**20])
+    (b_lo, f_lo), (b_hi, f_hi) = sm.request_cache(lo), sm.request_cache(hi)
+    b_lo, f_lo, b_hi, f_hi = (np.broadcast_to(np.asarray(v, dtype=float), lo.shape) for v in (b_lo, f_lo, b_hi, f_hi))
+    b1, f1 = (b_hi - b_lo) / (hi - lo), (f_hi - f_lo) / (hi - lo)
+    return b_lo - b1 * lo, b1, f_lo - f1 * lo, f1
+
+
+
+class Prices:
+    """One replica's prices: a run of decode steps (``run``), a prefill chunked by max_num_batched_tokens
+    (``prefill``, memoized), one direction of a swap (``swap_cost``); from the one cost model (``kvplan.calc.costs``:
+    ``step_model``, ``swap_copies``, ``swap_seconds``) and the block table's bytes."""
+
+    def __init__(self, s: Scenario, sm: costs.StepModel, block: int, chunk: int, bytes_at: Any, link: float,
+                 reference: bool) -> None:
+        self.sm = sm
+        self.model, self.block, self.chunk, self.bytes_at, self.link = s.sized_model, block, chunk, bytes_at, link
+        self.settings = costs.CostSettings()
+        self.reference = reference
+        self.caps = _caps(s)
+        self.has_caps = bool(self.caps.size)
+        self.bw, self.afs = sm.bw, sm.attention_flops_s
+        self.seg = _affine_pieces(sm, self.caps)
+        self.one = tuple(float(v[0]) for v in self.seg)    # no caps: the one piece
+        # memoized (functools.cache: the hit is one C call): a batch's base step, a prefill of (tokens, cached)
+        self.base = functools.cache(self._base)
+        self.prefill = functools.cache(self._prefill)
+
+    def _base(self, b: int) -> float:
+        """The step at batch b without cache reads (weights, communication, overhead)."""
+        return float(self.sm.step(b, 0, 0)["total"])
+
+    def _prefill(self, tokens: int, cached: int = 0) -> float:
+        return self.sm.prefill_seconds(tokens, cached, self.chunk)
+
+    def swap_cost(self, cache: int) -> tuple[int, float]:
+        """(bytes per GPU, seconds) of one direction of a swap of a cache of ``cache`` tokens."""
+        nbytes = int(self.bytes_at[-(-cache // self.block)])
+        copies = costs.swap_copies(self.model, cache, self.block, self.settings.layout)
+        return nbytes, costs.swap_seconds(nbytes, copies, self.link, self.settings, shared_link=True)
+
+    def cap_steps(self, x, k: int) -> tuple[int, Any]:
+        """A run of the contexts ``x`` ends at the step that reaches a cap (the pieces change there); also each
+        context's piece."""
+        import numpy as np
+
+        caps = self.caps
+        nxt = np.searchsorted(caps, x, side="right")
+        within = nxt < caps.size
+        if within.any():
+            k = min(k, int((caps[nxt[within]] - x[within]).min()) + 1)
+        return k, nxt
+
+    def _with_caps(self, x, nxt) -> tuple[float, float, float, float]:
+        """The batch's read time and attention time at the run's first step (u0, v0) and their growth per step (u1,
+        v1), from the affine pieces between the caps: sum_i (a + s x_i) = n a + s sum(x) on each piece."""
+        import numpy as np
+
+        bw, afs = self.bw, self.afs
+        seg_b0, seg_b1, seg_f0, seg_f1 = self.seg
+        cnt = np.bincount(nxt, minlength=self.caps.size + 1)
+        sx = np.bincount(nxt, weights=x, minlength=self.caps.size + 1)
+        u1, v1 = float(cnt @ seg_b1), float(cnt @ seg_f1)
+        u0, v0 = float(cnt @ seg_b0) + float(sx @ seg_b1), float(cnt @ seg_f0) + float(sx @ seg_f1)
+        return u0 / bw, u1 / bw, v0 / afs, v1 / afs
+
+    def run(self, b: int, k: int, sum_x: int, x, nxt, now: float, upcoming: float) -> tuple[int, float, bool]:
+        """(steps, seconds, cut) of a run of up to k steps of a batch of b whose contexts at its first step are
+        ``x`` (summing to ``sum_x``; pieces ``nxt``; x and nxt are read only with caps or ``reference``), starting
+        at ``now``: cut at the step during which ``upcoming`` falls (``cut``: it was). One step is priced at its
+        start, and what falls during it is seen at its end."""
+        if self.reference:
+            import numpy as np
+
+            cb, cf = self.sm.request_cache(x.astype(float))
+            return k, float(self.sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"]), False
+        bw, afs = self.bw, self.afs
+        if self.has_caps:
+            u0, u1, v0, v1 = self._with_caps(x, nxt)
+        else:                     # the growth per step only matters for a run of two or more
+            one_b0, one_b1, one_f0, one_f1 = self.one
+            sx = float(sum_x)
+            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
+        step0 = self.base(b)
+        if k == 1:                # one step: the larger of the two at its start (as the sum has it)
+            return 1, step0 + (u0 if u0 >= v0 else v0), False
+        if not self.has_caps:
+            u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+        run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+        if now + run_time > upcoming:     # stop at the step during which the next event falls
+            k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+            return k, run_time, True
+        return k, run_time, False
