@@ -131,8 +131,8 @@ expect = false
 
 def test_library_plan_is_frozen_and_typed(tmp_path):
     from kvplan.calc.check import plan_check
-    from kvplan.options.scenarios import deployment_scenario as _scenario
     from kvplan.inputs.plan_file import load
+    from kvplan.options.scenarios import deployment_scenario as _scenario
     from kvplan.specs.values import Count, Seconds
 
     spec = load(PASSING)

@@ -39,12 +39,12 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import TIMELINE_BUCKETS, request_arrays, run_metrics, timeline_arrays, timeline_buckets
+from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
 from kvplan.calc.workload import Workload
 from kvplan.engines.replica import ReplicaState
@@ -73,34 +73,6 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
            "_affine_max_sum", "_first_step_reaching", "_last_step_that_fits", "_sum_timelines", "event_state",
            "meets_targets", "merge_runs", "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep",
            "route", "routing_note", "simulate", "simulate_deployment", "timeline_buckets"]
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    policy: str = DEFAULT_POLICY
-    victim: str = DEFAULT_VICTIM
-    max_batch: int | None = None          # None: the engine's max_num_seqs
-    watermark: float = DEFAULT_WATERMARK
-    dram_bytes_per_node: int | None = None
-    offload_threshold: float | None = None  # proactive offload above this share of the pool's blocks (None: off)
-    reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
-    # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
-    # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
-    # tests' conservation checks (simulate.event_state names the keys)
-    on_event: Callable[[dict], object] | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise KvplanError(f"unknown preemption policy {self.policy!r}", "choose " + ", ".join(POLICIES))
-        if self.victim not in VICTIMS:
-            raise KvplanError(f"unknown victim rule {self.victim!r}", "choose " + ", ".join(VICTIMS))
-        if self.max_batch is not None and not 1 <= self.max_batch <= 1_000_000:
-            raise KvplanError(f"--max-batch {self.max_batch!r} is not in 1 .. 1,000,000", "give e.g. --max-batch 64")
-        if self.offload_threshold is not None and not 0 < self.offload_threshold < 1:
-            raise KvplanError(f"--offload-threshold {self.offload_threshold!r} is not in (0, 1)",
-                              "give the pool occupancy to offload above, e.g. --offload-threshold 0.7")
-        if not 0 <= self.watermark < 0.5:
-            raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -146,62 +118,6 @@ def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
     if len(variants) > 12:
         raise KvplanError(f"--compare has {len(variants)} variants", "give at most 12 (one table column each)")
     return tuple(variants)
-
-
-@dataclass(frozen=True)
-class Setup:
-    """The replica's constants the run used (plain numbers; the presenter types them)."""
-
-    block_tokens: int
-    block_bytes: int            # one block of every layer on the most loaded GPU
-    pool_bytes: int
-    total_blocks: int
-    watermark_blocks: int
-    max_batch: int
-    max_batch_from_engine: bool
-    chunk_tokens: int           # max_num_batched_tokens
-    link_bytes_per_s: float
-    dram_bytes_per_gpu: int | None
-    base_step_s_at_1: float     # the step at batch 1 without cache reads (weights, comm, overhead)
-    prefix_blocks: int = 0      # the shared prefix's one copy, outside total_blocks
-    prefix_hit_tokens_each: int = 0
-
-
-@dataclass(frozen=True)
-class SimRun:
-    """Everything a run measured: per-request arrays (numpy) and totals."""
-
-    scenario: Scenario
-    options: SimOptions
-    workload: Workload
-    setup: Setup
-    prompts: Any
-    outputs: Any
-    arrival: Any
-    admitted: Any            # first admission (start of the first prefill)
-    first_token: Any
-    finish: Any
-    preemptions: Any
-    swap_outs: Any
-    swap_ins: Any
-    recomputed: Any          # tokens re-prefilled
-    peak_bytes: Any          # per GPU, at the request's longest cache
-    simulated_seconds: float
-    swapped_out_bytes: int
-    swapped_in_bytes: int
-    decode_steps: int
-    events: int
-    peak_blocks_used: int
-    peak_dram_bytes: int
-    peak_running: int
-    prefill_seconds: float      # time the batch stalled for prefills and re-prefills
-    swap_stall_seconds: float   # time the batch waited for swap-outs
-    offloads: Any = None     # per request: proactive offloads (also counted in swap_outs)
-    offload_threshold_blocks: int | None = None
-    prefix_hit_tokens: Any = None  # per request: prompt tokens the prefix cache served (0: a miss)
-    timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
-    replicas: int = 1           # DP replicas that served requests (merged by ``merge_runs``; 1: one engine run)
-    replica_of: Any = None   # per request: the replica it was routed to (None: one replica)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvplan.calc.simulate import SimOptions, SimRun
+    from kvplan.calc.sim.records import SimOptions, SimRun
     from kvplan.engines.replica import Tally
 
 REQUEST_SERIES = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins", "recomputed",
