@@ -24,8 +24,10 @@ from kvplan.specs.values import (
     Bandwidth,
     Bytes,
     Count,
+    Figure,
     Flops,
     Fraction,
+    Note,
     Number,
     Rate,
     Ratio,
@@ -63,8 +65,42 @@ def format_flops(flop: float) -> str:
     return f"{flop:,.3g} FLOP"
 
 
+_SCALES = {"ms": 1e3, "us": 1e6, "k": 1e-3, "M": 1e-6, "G": 1e-9, "T": 1e-12}
+_BYTE_UNITS = {"KiB": (2 ** 10, "kB", 1e3), "MiB": (2 ** 20, "MB", 1e6), "GiB": (2 ** 30, "GB", 1e9),
+               "TiB": (2 ** 40, "TB", 1e12)}
+
+
+def figure_text(figure: Figure, units: str = "iec") -> str:
+    """One typed value of a note as text (``kvplan.specs.values.note`` describes the specs)."""
+    value, spec = figure.value, figure.spec
+    if not spec or value.value is None:
+        return text(value, units)
+    v = value.value
+    if isinstance(value, Bytes):
+        unit, _, number = spec.partition(":")
+        if unit in _BYTE_UNITS:
+            iec, si_name, si = _BYTE_UNITS[unit]
+            scale, name = (iec, unit) if units == "iec" else (si, si_name)
+            return f"{format(v / scale, number or ',.2f')} {name}"
+        if spec.startswith(".") and spec[1:].isdigit():
+            return format_bytes(v, units, int(spec[1:]))
+    scale, sep, number = spec.partition(":")
+    if sep and scale in _SCALES:
+        return format(v * _SCALES[scale], number)
+    return format(v, spec)
+
+
+def note_text(item: str | Note, units: str = "iec") -> str:
+    """A note, assumption, warning or reason as text: its typed values formatted per ``units``."""
+    if isinstance(item, Note):
+        return "".join(p if isinstance(p, str) else figure_text(p, units) for p in item.parts)
+    return item
+
+
 def text(value: Any, units: str = "iec") -> str:
     """A cell or figure as text for tables, Markdown and --explain."""
+    if isinstance(value, Note):
+        return note_text(value, units)
     if isinstance(value, Value):
         v = value.value
         if v is None:
@@ -109,6 +145,8 @@ def raw(value: Any) -> Any:
     """The JSON / CSV form of a cell or a data tree: typed values become plain numbers; JSON has no infinity."""
     if isinstance(value, Value):
         return value.raw()
+    if isinstance(value, Note):
+        return note_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -136,12 +174,13 @@ def _is_number_column(table: Table, i: int) -> bool:
 
 
 # --- formats ---------------------------------------------------------------------------------------------------
-def to_json(result: Result) -> str:
+def to_json(result: Result, units: str = "iec") -> str:
     derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
                    result.derivations().items()}
     doc = {"command": result.command, "headline": result.headline, **raw(result.data),
-           "warnings": list(result.warnings), "notes": list(result.all_notes()),
-           "assumptions": list(result.assumptions), "derivations": derivations}
+           "warnings": [note_text(n, units) for n in result.warnings],
+           "notes": [note_text(n, units) for n in result.all_notes()],
+           "assumptions": [note_text(n, units) for n in result.assumptions], "derivations": derivations}
     import json  # here: the table path needs neither json nor csv
 
     return json.dumps(doc, indent=2, allow_nan=False)
@@ -181,7 +220,7 @@ def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> st
     parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables
                                                        if t.shown_in("markdown")]
     if result.all_notes():
-        parts.append("\n".join(f"- {n}" for n in result.all_notes()))
+        parts.append("\n".join(f"- {note_text(n, units)}" for n in result.all_notes()))
     if explain:
         parts.append("\n".join(["### How each figure was derived", ""] + _explain_lines(result, units, "- ")))
     return "\n\n".join(parts) + "\n"
@@ -199,7 +238,7 @@ def _explain_lines(result: Result, units: str, bullet: str) -> list[str]:
         if why.substituted:
             lines.append(f"    numbers: {why.substituted}")
     lines += ["", "Inputs and defaults"] + inputs
-    lines += ["", "Assumptions"] + [f"{bullet}{a}" for a in result.assumptions]
+    lines += ["", "Assumptions"] + [f"{bullet}{note_text(a, units)}" for a in result.assumptions]
     sources = sorted({s for _, why in result.derivations().values() for s in why.sources})
     lines += ["", "Sources"] + [f"{bullet}{s}" for s in sources]
     return lines
@@ -361,7 +400,7 @@ def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple
             blocks += [("table", *p) for p in table_parts(table, units, width)]
     for chart in result.charts:
         blocks.append(("text", terminal_chart(chart, width=max(10, min(40, width - 40)))))
-    blocks += [("text", f"• {note}") for note in result.all_notes()]
+    blocks += [("text", f"• {note_text(note, units)}") for note in result.all_notes()]
     if explain:
         blocks += [("text", ""), ("bold", "How each figure was derived")]
         blocks += [("text", line) for line in _explain_lines(result, units, "  - ")]
@@ -434,14 +473,14 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
     for label, value in result.brief:
         out.write(f"{label}: {text(value, units)}\n")
     for warning in result.warnings:
-        out.write(f"warning: {warning}\n")
+        out.write(f"warning: {note_text(warning, units)}\n")
 
 
 def render(result: Result, fmt: str = "table", explain: bool = False, file=None, units: str = "iec",
            brief: bool = False) -> None:
     out = file or sys.stdout
     if fmt == "json":
-        out.write(to_json(result) + "\n")
+        out.write(to_json(result, units) + "\n")
     elif fmt == "csv":
         out.write(to_csv(result))
     elif fmt == "markdown":

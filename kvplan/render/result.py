@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.specs.values import Derivation, Value
+from kvplan.specs.values import Derivation, Note, Value
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,17 @@ class Result:
     headline: str
     data: dict[str, Any]
     tables: tuple[Table, ...]
-    notes: tuple[str, ...] = ()
-    assumptions: tuple[str, ...] = ()
+    # notes, assumptions and warnings are text or ``Note``s (text with typed values, formatted per --units)
+    notes: tuple[str | Note, ...] = ()
+    assumptions: tuple[str | Note, ...] = ()
     charts: tuple[Chart, ...] = ()
     # (label, value) pairs --brief prints after the headline
     brief: tuple[tuple[str, Any], ...] = ()
     # notes that overturn or qualify the answer (the engine would not start; swap is impossible): printed first
     # among the notes, and by --brief after its figures
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str | Note, ...] = ()
 
-    def all_notes(self) -> tuple[str, ...]:
+    def all_notes(self) -> tuple[str | Note, ...]:
         """The warnings, then the notes: what every format prints under the tables."""
         return self.warnings + self.notes
 
