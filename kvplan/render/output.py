@@ -209,7 +209,7 @@ def _md_escape(text_: str) -> str:
 
 
 def _md_table(table: Table, units: str) -> str:
-    lines = [f"### {table.title}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
+    lines = [f"### {note_text(table.title, units)}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
              "|" + "|".join("---:" if _is_number_column(table, i) and i else "---"
                             for i in range(len(table.columns))) + "|"]
     lines += ["| " + " | ".join(_md_escape(text(v, units)) for v in row) + " |" for row in table.rows]
@@ -376,7 +376,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):
-        return [part(everything, table.title)]
+        return [part(everything, note_text(table.title, units))]
     groups, current = [], [0]
     for i in range(1, len(widths)):
         if len(current) > 1 and not fits(current + [i]):
@@ -384,7 +384,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
             current = [0]
         current.append(i)
     groups.append(current)
-    return [part(cols, table.title if n == 0 else "... continued") for n, cols in enumerate(groups)]
+    return [part(cols, note_text(table.title, units) if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:

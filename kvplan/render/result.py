@@ -23,7 +23,7 @@ from kvplan.specs.values import Derivation, Note, Value
 class Table:
     """A table of typed cells (formatted only by kvplan.render.output); rows align with ``columns``."""
 
-    title: str
+    title: str | Note   # a Note when it carries a figure (formatted per --units like any note)
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     # The table CSV output prints (one per result).
