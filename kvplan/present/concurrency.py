@@ -11,7 +11,7 @@ from kvplan.specs.values import Count, Note, Tokens, given, note
 def present(plan: ConcurrencyPlan) -> Result:
     s, b = plan.scenario, plan.budget
     model, par, hw, dtype = s.sized_model, s.parallelism, s.hardware, s.kv_dtype
-    per_replica, total = int(plan.max_concurrency_per_replica.value), int(plan.max_concurrency.value)
+    per_replica = int(plan.max_concurrency_per_replica.value)
     replicas, context = int(plan.replicas.value), s.context_tokens
 
     notes: list[str | Note] = []
@@ -23,7 +23,8 @@ def present(plan: ConcurrencyPlan) -> Result:
                           "--max-num-seqs, to run them).", n=per_replica_v, seqs=seqs))
     lo, hi = SEED_BATCH_RANGE
     notes.append(
-        note("Batch ceiling at {context} tokens: {n:d} request(s) per replica", context=Tokens(context), n=per_replica_v)
+        note("Batch ceiling at {context} tokens: {n:d} request(s) per replica", context=Tokens(context),
+             n=per_replica_v)
         + (note(" x {replicas:d} replicas = {total:d}", replicas=plan.replicas, total=plan.max_concurrency)
            if replicas > 1 else "")
         + f"; the workload document recommends batches of {lo}-{hi} for long reasoning requests"

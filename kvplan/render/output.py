@@ -141,18 +141,19 @@ def text(value: Any, units: str = "iec") -> str:
     return str(value)
 
 
-def raw(value: Any) -> Any:
-    """The JSON / CSV form of a cell or a data tree: typed values become plain numbers; JSON has no infinity."""
+def raw(value: Any, units: str = "iec") -> Any:
+    """The JSON / CSV form of a cell or a data tree: typed values become plain numbers (a note its text, per
+    ``units``); JSON has no infinity."""
     if isinstance(value, Value):
         return value.raw()
     if isinstance(value, Note):
-        return note_text(value)
+        return note_text(value, units)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: raw(v) for k, v in value.items()}
+        return {k: raw(v, units) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [raw(v) for v in value]
+        return [raw(v, units) for v in value]
     return value
 
 
@@ -177,7 +178,7 @@ def _is_number_column(table: Table, i: int) -> bool:
 def to_json(result: Result, units: str = "iec") -> str:
     derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
                    result.derivations().items()}
-    doc = {"command": result.command, "headline": result.headline, **raw(result.data),
+    doc = {"command": result.command, "headline": result.headline, **raw(result.data, units),
            "warnings": [note_text(n, units) for n in result.warnings],
            "notes": [note_text(n, units) for n in result.all_notes()],
            "assumptions": [note_text(n, units) for n in result.assumptions], "derivations": derivations}

@@ -1,0 +1,79 @@
+"""Notes carry typed values: the output layer formats them, so ``--units`` reaches the numbers inside notes.
+
+Each command test runs the same command in iec (the default) and si and finds the same note with the byte figures
+converted; the expected text is worked out by hand in the comments.
+"""
+
+import json
+
+import pytest
+
+from kvplan.render.output import note_text, text
+from kvplan.specs.values import Bytes, Count, Note, Number, Ratio, Seconds, Tokens, note
+
+
+# --- the note type and its formatting -------------------------------------------------------------------------------
+def test_note_formats_each_value_per_units():
+    n = note("the pool holds {pool} for {n} requests", pool=Bytes(3 * 2**30), n=Count(1234))
+    assert note_text(n) == "the pool holds 3.00 GiB for 1,234 requests"
+    # 3 x 2^30 = 3,221,225,472 B = 3.22 GB
+    assert note_text(n, "si") == "the pool holds 3.22 GB for 1,234 requests"
+    assert n.figures() == (Bytes(3 * 2**30), Count(1234))
+
+
+def test_note_specs():
+    # 0.01234 s as milliseconds to 3 significant digits: 12.3
+    assert note_text(note("{t:ms:.3g} ms", t=Seconds(0.01234))) == "12.3 ms"
+    # a fixed byte unit: 2^31 B = 2.0 GiB; in si 2,147,483,648 / 1e9 = 2.1 GB
+    assert note_text(note("{b:GiB:,.1f}", b=Bytes(2**31))) == "2.0 GiB"
+    assert note_text(note("{b:GiB:,.1f}", b=Bytes(2**31)), "si") == "2.1 GB"
+    # an automatic unit with one decimal: 1.5 x 2^20 B = 1.5 MiB; 1,572,864 / 1e6 = 1.6 MB
+    assert note_text(note("{b:.1}", b=Bytes(3 * 2**19))) == "1.5 MiB"
+    assert note_text(note("{b:.1}", b=Bytes(3 * 2**19)), "si") == "1.6 MB"
+    # a plain Python spec on the number: 1234 without a thousands separator; 3.14159 to one decimal
+    assert note_text(note("{n:d} / {r:,.1f}x / {{x}}", n=Count(1234), r=Ratio(3.14159))) == "1234 / 3.1x / {x}"
+    # without a spec a value prints as its table cell does: Ratio 3.20x, Tokens 1,000
+    assert note_text(note("{r} at {t}", r=Ratio(3.2), t=Tokens(1000))) == "3.20x at 1,000"
+    assert note_text(note("{n} missing", n=Number(None))) == "- missing"
+
+
+def test_notes_join_and_refuse_plain_numbers():
+    a, b = note("{x}", x=Bytes(1024)), note("{y} tokens", y=Tokens(2000))
+    joined = "now " + Note.join("; ", [a, "text", b]) + "."
+    assert note_text(joined) == "now 1.00 KiB; text; 2,000 tokens."
+    assert note_text(joined, "si") == "now 1.02 kB; text; 2,000 tokens."   # 1,024 B = 1.024 kB
+    assert text(joined, "si") == note_text(joined, "si")   # a note as a table cell
+    with pytest.raises(TypeError):
+        note("{n} requests", n=5)   # a number must come typed
+
+
+# --- commands: --units changes the numbers inside their notes ------------------------------------------------------
+def _notes(run_cli, *args):
+    r = run_cli(*args, "-f", "json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    return doc["notes"], doc
+
+
+def test_compare_preemption_notes_follow_units(run_cli):
+    # deepseek-r1 (MLA: kv_lora_rank 512 + rope 64 per layer, 61 layers) in bf16: (512 + 64) x 2 B x 61 = 70,272 B per
+    # token, whole on every TP rank. At S = 1,000 + 20,000 = 21,000 tokens: 70,272 x 21,000 = 1,475,712,000 B per GPU
+    # = 1.37 GiB (/ 2^30 = 1.3744) = 1.48 GB (/ 1e9 = 1.4757). vLLM V0's 4 GiB swap space: 4,294,967,296 //
+    # 1,475,712,000 = 2 requests.
+    iec, _ = _notes(run_cli, "compare-preemption")
+    si, _ = _notes(run_cli, "compare-preemption", "--units", "si")
+    v0 = "vLLM V0's default --swap-space of 4 GiB per GPU holds 2 such request(s) ({} per GPU each)."
+    assert v0.format("1.37 GiB") in iec
+    assert v0.format("1.48 GB") in si
+    assert any("each of the 8 GPUs swaps all 1.48 GB over its own link" in n for n in si)
+
+
+def test_compare_preemption_host_row_follows_units(run_cli):
+    # the host row: 8 GPUs park one block-rounded shard each: 21,000 tokens -> 329 blocks of 64 = 21,056 tokens;
+    # 8 x 70,272 x 21,056 = 11,837,177,856 B = 11.02 GiB = 11.84 GB, of the h200 node's 2 TB = 2e12 B = 1.82 TiB;
+    # 2e12 // (70,272 x 21,056 x 8) = 168 requests
+    r = run_cli("compare-preemption", "-f", "markdown", "--units", "si")
+    assert ("| host DRAM for the swapped request (this node) | 11.84 GB of 2.00 TB: room for 168 such requests |"
+            in r.out)
+    r = run_cli("compare-preemption", "-f", "markdown")
+    assert "| 11.02 GiB of 1.82 TiB: room for 168 such requests |" in r.out
