@@ -125,8 +125,8 @@ def present(plan: PreemptionPlan) -> Result:
         notes.append(f"N_mm for {model.id} is an estimate: {plan.n_mm.source}.")
     if model.uses_kind("mla") and tp > 1:
         notes.append(note(f"The MLA latent is whole on every TP rank: each of the {tp} GPUs swaps all {{nbytes}} over "
-                          f"its own link while recompute splits over all {tp}, so TP={tp} divides the recompute/swap ratio "
-                          f"by {tp} (a sharded GQA cache keeps it).", nbytes=nbytes))
+                          f"its own link while recompute splits over all {tp}, so TP={tp} divides the recompute/swap "
+                          f"ratio by {tp} (a sharded GQA cache keeps it).", nbytes=nbytes))
     if model.params_active and model.params_total and model.params_active.value < model.params_total.value:
         notes.append("With expert parallelism or attention data-parallelism across the node, a recompute prefill "
                      "stalls the whole EP group, not only the request's TP GPUs.")
