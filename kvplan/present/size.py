@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.size import SizePlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, default, given
+from kvplan.specs.values import Count, Tokens, default, given, note
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
@@ -33,7 +33,8 @@ def present(plan: SizePlan) -> Result:
         notes.append(dtype_note)
     limit = s.context_limit
     if any(r.over_limit for r in plan.contexts):
-        notes.append(f"Rows marked '> max context' are longer than the {limit:,} tokens the engine serves.")
+        notes.append(note("Rows marked '> max context' are longer than the {limit} tokens the engine serves.",
+                          limit=Tokens(limit)))
 
     tables = [
         Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)",
@@ -51,7 +52,8 @@ def present(plan: SizePlan) -> Result:
         Table("Summary", ("figure", "whole model", "per GPU"), (
             ("KV bytes per token (past every window)", plan.kv_bytes_per_token, plan.kv_bytes_per_token_per_gpu),
             ("fixed state per request", plan.state_bytes_per_request, plan.state_bytes_per_request_per_gpu),
-            (f"peak per request ({s.prompt_tokens:,} prompt + {s.decode_tokens:,} decode)",
+            (note("peak per request ({prompt} prompt + {decode} decode)", prompt=Tokens(s.prompt_tokens),
+                  decode=Tokens(s.decode_tokens)),
              plan.peak_kv_bytes_per_request, plan.peak_kv_bytes_per_request_per_gpu),
         )),
     ]
@@ -77,9 +79,9 @@ def present(plan: SizePlan) -> Result:
         notes.append(plan.comparison_refused)
     if c is not None:
         seed = c.other_id == SEED_COMPARE
-        title = (f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {c.tokens.value:,} "
-                 "decode tokens)" if seed else
-                 f"{c.other_id} beside {model.id} ({dtype.value} KV, {c.tokens.value:,} decode tokens)")
+        title = (note(f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {{tokens}} decode "
+                      "tokens)", tokens=c.tokens) if seed else
+                 note(f"{c.other_id} beside {model.id} ({dtype.value} KV, {{tokens}} decode tokens)", tokens=c.tokens))
         gpu_col = f"per token per GPU at TP={c.tp_shown.value}"
         other_gpu = c.other_per_token_per_gpu if c.other_per_token_per_gpu.value is not None else "n/a"
         tables.append(Table(title, ("model", "cache per layer", "per token", f"{c.tokens.value:,} tokens",
@@ -101,6 +103,7 @@ def present(plan: SizePlan) -> Result:
             "this_model_kv_bytes_per_token_per_gpu": c.own_per_token_per_gpu, "why": c.why}
     brief = (("KV bytes per token", plan.kv_bytes_per_token),
              ("KV bytes per token per GPU", plan.kv_bytes_per_token_per_gpu),
-             (f"peak KV per request at {s.context_tokens:,} tokens", plan.peak_kv_bytes_per_request),
+             (note("peak KV per request at {ctx} tokens", ctx=Tokens(s.context_tokens)),
+              plan.peak_kv_bytes_per_request),
              ("peak KV per request per GPU", plan.peak_kv_bytes_per_request_per_gpu))
     return Result("size", s.headline(), data, tuple(tables), tuple(notes), tuple(assumptions), brief=brief)

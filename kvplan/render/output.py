@@ -472,7 +472,7 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
     out = file or sys.stdout
     out.write(result.headline + "\n")
     for label, value in result.brief:
-        out.write(f"{label}: {text(value, units)}\n")
+        out.write(f"{note_text(label, units)}: {text(value, units)}\n")
     for warning in result.warnings:
         out.write(f"warning: {note_text(warning, units)}\n")
 
