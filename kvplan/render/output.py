@@ -157,6 +157,16 @@ def raw(value: Any, units: str = "iec") -> Any:
     return value
 
 
+def _as_text(table: Table, units: str) -> Table:
+    """The table with its title and column headers as text (either may be a ``Note`` carrying figures)."""
+    if isinstance(table.title, str) and all(isinstance(c, str) for c in table.columns):
+        return table
+    from dataclasses import replace
+
+    return replace(table, title=note_text(table.title, units),
+                   columns=tuple(note_text(c, units) for c in table.columns))
+
+
 def _column_type(table: Table, i: int) -> type | None:
     """The one typed-value class of a column (ignoring blanks), or None for text or mixed columns."""
     kinds = {type(row[i]) for row in table.rows if isinstance(row[i], Value)}
@@ -190,7 +200,7 @@ def to_json(result: Result, units: str = "iec") -> str:
 def to_csv(result: Result) -> str:
     import csv
 
-    table = result.primary_table()
+    table = _as_text(result.primary_table(), "iec")
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     buf.write(f"# {result.headline}\n")
@@ -210,7 +220,8 @@ def _md_escape(text_: str) -> str:
 
 
 def _md_table(table: Table, units: str) -> str:
-    lines = [f"### {note_text(table.title, units)}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
+    table = _as_text(table, units)
+    lines = [f"### {table.title}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
              "|" + "|".join("---:" if _is_number_column(table, i) and i else "---"
                             for i in range(len(table.columns))) + "|"]
     lines += ["| " + " | ".join(_md_escape(text(v, units)) for v in row) + " |" for row in table.rows]
@@ -341,6 +352,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     table prints in parts instead of being cropped."""
     from kvplan.render.textlayout import plain_ok, table_minimum
 
+    table = _as_text(table, units)
     cells = [[text(v, units) for v in row] for row in table.rows]
     widths = _column_widths(table, cells)
     # one cell per character, as kvplan.render.textlayout lays out; else (wide characters) rich measures the text
@@ -377,7 +389,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):
-        return [part(everything, note_text(table.title, units))]
+        return [part(everything, table.title)]
     groups, current = [], [0]
     for i in range(1, len(widths)):
         if len(current) > 1 and not fits(current + [i]):
@@ -385,7 +397,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
             current = [0]
         current.append(i)
     groups.append(current)
-    return [part(cols, note_text(table.title, units) if n == 0 else "... continued") for n, cols in enumerate(groups)]
+    return [part(cols, table.title if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:

@@ -23,8 +23,9 @@ from kvplan.specs.values import Derivation, Note, Value
 class Table:
     """A table of typed cells (formatted only by kvplan.render.output); rows align with ``columns``."""
 
-    title: str | Note   # a Note when it carries a figure (formatted per --units like any note)
-    columns: tuple[str, ...]
+    # the title and headers are Notes where they carry a figure (formatted per --units like any note)
+    title: str | Note
+    columns: tuple[str | Note, ...]
     rows: tuple[tuple[Any, ...], ...]
     # The table CSV output prints (one per result).
     primary: bool = False
