@@ -77,3 +77,36 @@ def test_compare_preemption_host_row_follows_units(run_cli):
             in r.out)
     r = run_cli("compare-preemption", "-f", "markdown")
     assert "| 11.02 GiB of 1.82 TiB: room for 168 such requests |" in r.out
+
+
+def test_pd_transfer_reason_follows_units(run_cli):
+    # deepseek-r1 bf16 KV: 70,272 B per token (above); the 1,000-token prompt in 64-token blocks is 16 blocks =
+    # 1,024 tokens: 70,272 x 1,024 = 71,958,528 B per receiving GPU = 68.6 MiB (/ 2^20 = 68.625) = 72.0 MB (/ 1e6 =
+    # 71.96); the h200 NIC is 50 GB/s per GPU per direction
+    iec, doc = _notes(run_cli, "pd", "--nodes", "2")
+    si, _ = _notes(run_cli, "pd", "--nodes", "2", "--units", "si")
+    assert doc["kv_transfer_bytes_per_gpu"] == 71_958_528
+    assert any(n.startswith("KV transfer 68.6 MiB per GPU over 50 GB/s: ") for n in iec)
+    assert any(n.startswith("KV transfer 72.0 MB per GPU over 50 GB/s: ") for n in si)
+    assert any("MiB" in r for r in doc["reasons"])   # JSON carries the note's text, in the units asked for
+    assert not any("MiB" in n for n in si)
+
+
+def test_recommend_offload_reason_follows_units(run_cli):
+    # deepseek-r1 fp8 KV: (512 + 64) x 1 B x 61 layers = 35,136 B per token, whole on every TP rank. One request of
+    # 31,000 tokens in 64-token blocks: 485 blocks = 31,040 tokens: 35,136 x 31,040 = 1,090,621,440 B per GPU =
+    # 1,040.1 MiB (/ 2^20 = 1,040.09) = 1,090.6 MB. The h200 node's 2 TB over 8 GPUs: 250e9 B = 232.8 GiB = 250.0 GB.
+    # 1,024 admitted requests grow 1,024 x 35,136 = 35,979,264 B per step = 34.3 MiB = 36.0 MB.
+    def offload(*extra):
+        r = run_cli("recommend", "-f", "json", *extra)
+        assert r.code == 0, r.err
+        doc = json.loads(r.out)
+        return next(row for row in doc["recommendations"] if row["key"] == "kv_offload"), doc["notes"]
+
+    iec, iec_notes = offload()
+    si, si_notes = offload("--units", "si")
+    assert "(1,040.1 MiB per GPU each) of 232.8 GiB host DRAM per GPU" in iec["reason"]
+    assert "(1,090.6 MB per GPU each) of 250.0 GB host DRAM per GPU" in si["reason"]
+    assert "while the pool grows 34.3 MiB per step" in iec["reason"]
+    assert any("while the pool grows 36.0 MB per step, so offloading can wait" in n for n in si_notes)
+    assert any("while the pool grows 34.3 MiB per step, so offloading can wait" in n for n in iec_notes)

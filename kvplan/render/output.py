@@ -65,7 +65,8 @@ def format_flops(flop: float) -> str:
     return f"{flop:,.3g} FLOP"
 
 
-_SCALES = {"ms": 1e3, "us": 1e6, "k": 1e-3, "M": 1e-6, "G": 1e-9, "T": 1e-12}
+# scale words of a note's figure: (multiply, divide), so that 50e9 / 1e9 prints 50 as the old text did
+_SCALES = {"ms": (1e3, 1), "us": (1e6, 1), "k": (1, 1e3), "M": (1, 1e6), "G": (1, 1e9), "T": (1, 1e12)}
 _BYTE_UNITS = {"KiB": (2 ** 10, "kB", 1e3), "MiB": (2 ** 20, "MB", 1e6), "GiB": (2 ** 30, "GB", 1e9),
                "TiB": (2 ** 40, "TB", 1e12)}
 
@@ -86,7 +87,8 @@ def figure_text(figure: Figure, units: str = "iec") -> str:
             return format_bytes(v, units, int(spec[1:]))
     scale, sep, number = spec.partition(":")
     if sep and scale in _SCALES:
-        return format(v * _SCALES[scale], number)
+        times, over = _SCALES[scale]
+        return format(v * times / over if over != 1 else v * times, number)
     return format(v, spec)
 
 
@@ -525,7 +527,7 @@ def to_junit(result: Result, units: str = "iec") -> str:
                 message = (f"{a['name']}: measured {text(a['measured'], units)}, bound {a['op']} "
                            f"{text(a['bound'], units)} (margin {text(a['margin'], units)})")
                 failure = ET.SubElement(case, "failure", message=message, type="AssertionFailed")
-                failure.text = f"{message}\n{a['detail']}"
+                failure.text = f"{message}\n{note_text(a['detail'], units)}"
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
