@@ -110,3 +110,17 @@ def test_recommend_offload_reason_follows_units(run_cli):
     assert "while the pool grows 34.3 MiB per step" in iec["reason"]
     assert any("while the pool grows 36.0 MB per step, so offloading can wait" in n for n in si_notes)
     assert any("while the pool grows 34.3 MiB per step, so offloading can wait" in n for n in iec_notes)
+
+
+def test_explain_log_reason_follows_units(run_cli):
+    # qwen3-235b-a22b at TP=4 with bf16 KV: 4 KV heads / 4 ranks = 1 head of 128 dims, K and V, 2 B each, 94 layers:
+    # 2 x 128 x 2 x 94 = 48,128 B per token per GPU. The gap to the log is 2,048 tokens = 128 blocks of 16 tokens:
+    # 2,048 x 48,128 = 98,566,144 B = 0.092 GiB (/ 2^30 = 0.0918) = 0.099 GB (/ 1e9 = 0.0986)
+    log = "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"
+
+    def reason(*extra):
+        notes, _ = _notes(run_cli, "explain-log", log, "-g", "h100-sxm", "--weight-dtype", "fp8", *extra)
+        return next(n for n in notes if n.startswith("GPU KV cache size (tokens): differs by 2,048"))
+
+    assert "(128 blocks = 0.092 GiB) beyond the rounding band 180,816-181,040" in reason()
+    assert "(128 blocks = 0.099 GB) beyond the rounding band 180,816-181,040" in reason("--units", "si")
