@@ -124,3 +124,17 @@ def test_explain_log_reason_follows_units(run_cli):
 
     assert "(128 blocks = 0.092 GiB) beyond the rounding band 180,816-181,040" in reason()
     assert "(128 blocks = 0.099 GB) beyond the rounding band 180,816-181,040" in reason("--units", "si")
+
+
+def test_explain_log_does_not_fit_warning_follows_units(run_cli):
+    # the h200 preset's 140.40 GiB: 140.4 x 2^30 = 150,753,352,089 B = 150.75 GB; the default prints it as 140.40 GiB
+    log = "tests/data/logs/sglang-deepseek-v3.2-exp-8xb200-dp8.log"
+
+    def warning(*extra):
+        r = run_cli("explain-log", log, "--weight-dtype", "bf16", "-f", "json", *extra)
+        assert r.code == 0, r.err
+        return next(w for w in json.loads(r.out)["warnings"] if "leaves no KV pool" in w)
+
+    assert "left of h200's 140.40 GiB x mem_fraction_static 0.911" in warning()
+    si = warning("--units", "si")
+    assert "left of h200's 150.75 GB x mem_fraction_static 0.911" in si and "GiB" not in si
