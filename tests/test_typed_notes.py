@@ -29,7 +29,7 @@ CEILINGS = {
     "calc/sizing.py": 2, "calc/tpot.py": 1, "calc/workload.py": 10,
     "present/__init__.py": 0, "present/check.py": 0, "present/common.py": 2, "present/concurrency.py": 1,
     "present/explain_log.py": 0, "present/pd.py": 1, "present/preemption.py": 0, "present/presets.py": 0,
-    "present/recommend.py": 2, "present/simulate.py": 22, "present/size.py": 1, "present/tpot.py": 1,
+    "present/recommend.py": 0, "present/simulate.py": 22, "present/size.py": 0, "present/tpot.py": 1,
 }
 
 

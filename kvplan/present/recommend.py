@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Number, default, given
+from kvplan.specs.values import Count, Number, Tokens, default, given, note
 
 
 def _sizing_table(sizing, typed: list[dict]) -> Table:
@@ -24,7 +24,8 @@ def _sizing_table(sizing, typed: list[dict]) -> Table:
 def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
     s, o = plan.scenario, plan.options
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
-    title = f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests"
+    title = note("Recommended configuration for {prompt} + {decode}-token requests", prompt=Tokens(s.prompt_tokens),
+                 decode=Tokens(s.decode_tokens))
     # one wide table for markdown (a design document) and CSV; in a terminal the same figures as two narrower ones
     table = Table(title, ("setting", "recommended", "why (kvplan's numbers)", "the workload document", "agrees"), rows,
                   primary=True, formats=("markdown", "csv"))

@@ -84,7 +84,7 @@ def present(plan: SizePlan) -> Result:
                  note(f"{c.other_id} beside {model.id} ({dtype.value} KV, {{tokens}} decode tokens)", tokens=c.tokens))
         gpu_col = f"per token per GPU at TP={c.tp_shown.value}"
         other_gpu = c.other_per_token_per_gpu if c.other_per_token_per_gpu.value is not None else "n/a"
-        tables.append(Table(title, ("model", "cache per layer", "per token", f"{c.tokens.value:,} tokens",
+        tables.append(Table(title, ("model", "cache per layer", "per token", note("{tokens} tokens", tokens=c.tokens),
                                     f"{c.requests.value} requests", gpu_col), (
             (c.other_id, c.other_layout, c.other_per_token, c.other_per_request, c.other_for_requests, other_gpu),
             (model.id, c.own_layout, c.own_per_token, c.own_per_request, c.own_for_requests,
