@@ -184,7 +184,7 @@ def _bound_value(a: AssertSpec, source: str) -> Value:
     return cls(a.bound, given(f"{source} assert[{a.index}].{key}"))
 
 
-def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str) -> AssertionResult:
+def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str | Note) -> AssertionResult:
     m, b = measured.value, bound.value
     if m is None:
         passed = False
@@ -240,9 +240,9 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         else:
             margin = Ratio(1.0 - ratio.value, derived("1 - recompute / swap", f"1 - {ratio.value:.4g}"))
         generated = int(p.scenario.decode_tokens)
-        detail = (note("recompute / exposed swap time for a request preempted after {generated} generated tokens",
-                       generated=Tokens(generated))
-                  + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
+        detail: str | Note = (note("recompute / exposed swap time for a request preempted after {generated} "
+                                   "generated tokens", generated=Tokens(generated))
+                              + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
         op = ">" if a.bound else "<="
         return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
 

@@ -428,7 +428,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
     f = factors or step_factors(hw)
-    notes = []
+    notes: list[str | Note] = []
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
@@ -500,7 +500,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
         notes.append(note("the step's {gemms} dense GEMMs take at least {gemms} x {gemm_floor:g} us = "
                           "{floor:ms:.2f} ms, more than reading their weights ({read:ms:.2f} ms): the weights term is "
                           "that floor while it exceeds their FLOP time (efficiency.gemm_floor_us, --gemm-floor-us)",
-                          gemms=Count(gemms), gemm_floor=f.gemm_floor_us,
+                          gemms=Count(gemms), gemm_floor=Number(f.value("gemm_floor_us")),
                           floor=Seconds(floor_s, derived("dense GEMMs x gemm_floor_us",
                                                          f"{gemms} x {f.value('gemm_floor_us'):g} us")),
                           read=Seconds(read_s, derived("dense weight bytes / HBM rate",
@@ -509,7 +509,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     if scale != 1.0:
         notes.append(note(f"{hw.id} has no {NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are "
                           "upcast in-kernel and stream at {upcast:g} of peak HBM (efficiency.upcast_hbm)",
-                          upcast=f.upcast_hbm))
+                          upcast=Number(f.value("upcast_hbm"))))
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,

@@ -75,8 +75,8 @@ class ExplainLogPlan:
     requests_per_replica: Count
     requests: Count
     capacity_tokens: Tokens
-    notes: tuple[str, ...]
-    warnings: tuple[str, ...]
+    notes: tuple[str | Note, ...]
+    warnings: tuple[str | Note, ...]
 
 
 def _diff(kind, kvplan_value: float, logged_value: float, formula: str = "kvplan - log"):
@@ -338,7 +338,8 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     """``scenario``: the deployment rebuilt from the log (without a --kv-pool); the pool comes from the log."""
     pool, _ = logged_pool(scenario, log)
     s = scenario.with_(kv_pool_bytes=max(int(pool.value), 1))
-    notes, warnings = [], []
+    notes: list[str | Note] = []
+    warnings: list[str | Note] = []
     reproduced = tuple(_vllm_reproduction(s, log, int(pool.value)) if log.engine == "vllm"
                        else _sglang_reproduction(s, log))
     budget, error, budget_rows = None, "", ()
@@ -356,7 +357,7 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
         # both in GiB, the unit the log and the preset state them in
         warnings.append(note("The log's GPU has {log:g} GiB " f"(line {hbm.line}) but the {s.hardware.id} preset has "
                              "{preset:g} GiB: kvplan's budget is for another GPU; give --hardware for the logged one.",
-                             log=Number(hbm.value), preset=Number(s.hardware.hbm_capacity_gib.value)))
+                             log=Number(float(hbm.value)), preset=Number(s.hardware.hbm_capacity_gib.value)))
     for c in reproduced:
         if not c.agrees:
             notes.append(c.label + ": " + c.why + ".")

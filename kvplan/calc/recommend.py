@@ -286,10 +286,6 @@ def _ordinal(n: int) -> str:
     return f"{n:,}{suffix}"
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:,.1f} GiB"
-
-
 def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
     counts = {o.dtype: o.requests_per_replica.value for o in opts}
     text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
@@ -347,6 +343,8 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
     full = run.decode_steps_until_full.value
     per_req_v = Bytes(per_req)
     evict, growth = run.evict_one_request_seconds, run.growth_bytes_per_step
+    value: str | Note
+    reason: str | Note
     if offload:
         value = (note("on: {tier:GiB:,.1f} DRAM per GPU; ", tier=tier_v)
                  + (note("start offloading at {threshold:.0%} of the pool", threshold=threshold)

@@ -7,7 +7,7 @@ from pathlib import Path
 from kvplan.calc.check import CheckPlan, totals
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import note
+from kvplan.specs.values import Note, note
 
 
 def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
@@ -28,8 +28,8 @@ def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
     first = plans[0].scenario.headline() if len(plans) == 1 else (
         f"kvplan check: {len(plans)} plans (" + ", ".join(Path(p.source).name for p in plans) + ")")
     total_v, failed_v, passed_v = totals(plans)
-    failed = int(failed_v.value)
-    notes = [f"{p.source}: {p.scenario.headline()}" for p in plans] if len(plans) > 1 else []
+    failed = int(failed_v.value or 0)
+    notes: list[str | Note] = [f"{p.source}: {p.scenario.headline()}" for p in plans] if len(plans) > 1 else []
     notes += [f"{a.name}: " + a.detail + (f" ({Path(p.source).name})" if len(plans) > 1 else "")
               for p in plans for a in p.assertions if not a.passed]
     notes.append(note("{passed:d} of {total:d} assertion(s) passed", passed=passed_v, total=total_v)

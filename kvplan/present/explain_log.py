@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.explain_log import ExplainLogPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Tokens, note
+from kvplan.specs.values import Note, Tokens, note
 
 
 def _rows(comparisons) -> tuple:
@@ -37,7 +37,7 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings
                             ("requests, deployment", plan.requests),
                             ("KV capacity per replica (tokens)", plan.capacity_tokens),
                         ), primary=True))
-    notes = list(settings_notes) + list(plan.notes)
+    notes: list[str | Note] = [*settings_notes, *plan.notes]
     notes.append(note("{requests} request(s) of {context} tokens fit in the logged pool", requests=plan.requests,
                       context=Tokens(context))
                  + (note(" ({per_replica} per replica x " f"{s.parallelism.dp} replicas)",

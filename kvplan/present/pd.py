@@ -31,7 +31,7 @@ def present(plan: PdPlan) -> Result:
         ("prefill instances", plan.prefill_instances), ("decode instances", plan.decode_instances),
         ("decode batch under the SLO", plan.decode_batch), ("idle share of the larger pool", plan.idle_share),
         ("goodput, output tokens/s", plan.disaggregated_tokens_per_second)))
-    rows = []
+    rows: list[tuple] = []
     for r in plan.ratios:
         if not r.fits:
             rows.append((r.label, r.prompt, None, None, None, "does not fit"))

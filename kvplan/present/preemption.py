@@ -6,7 +6,7 @@ from kvplan.calc import costs
 from kvplan.calc.preemption import PreemptionPlan, recommendation
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Number, Tokens, default, given, note
+from kvplan.specs.values import Count, Note, Number, Tokens, default, given, note
 
 
 def data_tp(s) -> Count:
@@ -117,7 +117,7 @@ def present(plan: PreemptionPlan) -> Result:
                    "recompute_over_swap": r.recompute_over_swap,
                    "cheaper": "recompute" if r.recompute_cheaper else "swap"} for r in plan.rows],
     }
-    notes = [rec]
+    notes: list[str | Note] = [rec]
     if nbytes.value:
         notes.append(note("vLLM V0's default --swap-space of 4 GiB per GPU holds {n} such request(s) ({nbytes} per "
                           "GPU each).", n=plan.v0_swap_requests, nbytes=nbytes))
@@ -150,7 +150,7 @@ def present(plan: PreemptionPlan) -> Result:
     assumptions.extend(spec_notes(s))
     brief = (("swap bytes per GPU", this.swap_bytes_per_gpu), ("swap-in exposed", this.swap_exposed),
              ("recompute", this.recompute), ("recompute / swap", this.recompute_over_swap), ("cheaper", plan.cheaper))
-    warnings = ()
+    warnings: tuple[str | Note, ...] = ()
     if plan.host_fits is False:   # the verdict rests on it: a warning, printed first like the note it was
         warnings, notes = (notes[0],), notes[1:]
     return Result("compare-preemption", s.headline(), data, tables, tuple(notes), tuple(assumptions), brief=brief,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.size import SizePlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Tokens, default, given, note
+from kvplan.specs.values import Count, Note, Tokens, default, given, note
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
@@ -13,7 +13,7 @@ SEED_COMPARE = "deepseek-r1-seed-gqa"
 def present(plan: SizePlan) -> Result:
     s, model = plan.scenario, plan.model
     dtype, par = s.kv_dtype, s.parallelism
-    notes: list[str] = []
+    notes: list[str | Note] = []
     assumptions = [
         "Engine-neutral accounting: a sliding-window layer holds min(context, window) tokens; no block rounding "
         "(engines round up to whole blocks and, in vLLM, hold window - 1 + max_num_batched_tokens for sliding layers).",

@@ -81,8 +81,8 @@ def figure_text(figure: Figure, units: str = "iec") -> str:
         unit, _, number = spec.partition(":")
         if unit in _BYTE_UNITS:
             iec, si_name, si = _BYTE_UNITS[unit]
-            scale, name = (iec, unit) if units == "iec" else (si, si_name)
-            return f"{format(v / scale, number or ',.2f')} {name}"
+            size, name = (iec, unit) if units == "iec" else (si, si_name)
+            return f"{format(v / size, number or ',.2f')} {name}"
         if spec.startswith(".") and spec[1:].isdigit():
             return format_bytes(v, units, int(spec[1:]))
     scale, sep, number = spec.partition(":")
@@ -160,13 +160,23 @@ def raw(value: Any, units: str = "iec") -> Any:
 
 
 def _as_text(table: Table, units: str) -> Table:
-    """The table with its title and column headers as text (either may be a ``Note`` carrying figures)."""
+    """The table with its title and column headers as text (either may be a ``Note`` carrying figures); the
+    functions below take tables that went through it (``_headers``, ``_title``)."""
     if isinstance(table.title, str) and all(isinstance(c, str) for c in table.columns):
         return table
     from dataclasses import replace
 
     return replace(table, title=note_text(table.title, units),
                    columns=tuple(note_text(c, units) for c in table.columns))
+
+
+def _headers(table: Table) -> tuple[str, ...]:
+    """The column headers of a table ``_as_text`` returned (text by then)."""
+    return tuple(c if isinstance(c, str) else note_text(c) for c in table.columns)
+
+
+def _title(table: Table) -> str:
+    return table.title if isinstance(table.title, str) else note_text(table.title)
 
 
 def _column_type(table: Table, i: int) -> type | None:
@@ -207,7 +217,7 @@ def to_csv(result: Result) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     buf.write(f"# {result.headline}\n")
     header = []
-    for i, col in enumerate(table.columns):
+    for i, col in enumerate(_headers(table)):
         kind = _column_type(table, i)
         unit = getattr(kind, "unit", "") if kind else ""
         header.append(f"{col} ({unit})" if unit and unit not in col else col)
@@ -223,9 +233,9 @@ def _md_escape(text_: str) -> str:
 
 def _md_table(table: Table, units: str) -> str:
     table = _as_text(table, units)
-    lines = [f"### {table.title}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
+    lines = [f"### {_title(table)}", "", "| " + " | ".join(_md_escape(c) for c in _headers(table)) + " |",
              "|" + "|".join("---:" if _is_number_column(table, i) and i else "---"
-                            for i in range(len(table.columns))) + "|"]
+                            for i in range(len(_headers(table)))) + "|"]
     lines += ["| " + " | ".join(_md_escape(text(v, units)) for v in row) + " |" for row in table.rows]
     return "\n".join(lines)
 
@@ -313,7 +323,7 @@ def _column_widths(table: Table, rows: list[list[str]]) -> list[tuple[int, int, 
     """(minimum, natural, is-number) width of each column, from the table's cells as text (``rows``): a number
     column is never narrower than its widest cell; a text column may wrap down to its longest word (at most 14)."""
     out = []
-    for i, col in enumerate(table.columns):
+    for i, col in enumerate(_headers(table)):
         cells = [row[i] for row in rows]
         number = bool(i) and _is_number_column(table, i)
         natural = max([len(c) for c in cells] + [len(col)])
@@ -331,7 +341,7 @@ def _layout_columns(table: Table, cols: list[int], widths) -> list:
     than its ``low`` width plus its padding (rich's ``min_width`` counts the padding, one space each side)."""
     from kvplan.render.textlayout import Column
 
-    return [Column(table.columns[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
+    return [Column(_headers(table)[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
             for n, i in enumerate(cols)]
 
 
@@ -358,7 +368,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     cells = [[text(v, units) for v in row] for row in table.rows]
     widths = _column_widths(table, cells)
     # one cell per character, as kvplan.render.textlayout lays out; else (wide characters) rich measures the text
-    plain = plain_ok([*table.columns, *(c for row in cells for c in row)], None)
+    plain = plain_ok([*_headers(table), *(c for row in cells for c in row)], None)
     if plain:
         cell_len = len
     else:
@@ -367,7 +377,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     # its widest cell or header plus the padding (2); the box adds an edge each side and a divider between
     # columns. Only a group between the bounds is laid out.
     widest = [max([cell_len(row[i]) for row in cells] + [cell_len(col), low])
-              for i, (col, (low, _, _)) in enumerate(zip(table.columns, widths, strict=True))]
+              for i, (col, (low, _, _)) in enumerate(zip(_headers(table), widths, strict=True))]
 
     def part(cols: list[int], title: str):
         return title, _layout_columns(table, cols, widths), [[row[i] for i in cols] for row in cells]
@@ -391,7 +401,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):
-        return [part(everything, table.title)]
+        return [part(everything, _title(table))]
     groups, current = [], [0]
     for i in range(1, len(widths)):
         if len(current) > 1 and not fits(current + [i]):
@@ -399,7 +409,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
             current = [0]
         current.append(i)
     groups.append(current)
-    return [part(cols, table.title if n == 0 else "... continued") for n, cols in enumerate(groups)]
+    return [part(cols, _title(table) if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:

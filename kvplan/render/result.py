@@ -67,7 +67,7 @@ class Result:
     assumptions: tuple[str | Note, ...] = ()
     charts: tuple[Chart, ...] = ()
     # (label, value) pairs --brief prints after the headline
-    brief: tuple[tuple[str, Any], ...] = ()
+    brief: tuple[tuple[str | Note, Any], ...] = ()
     # notes that overturn or qualify the answer (the engine would not start; swap is impossible): printed first
     # among the notes, and by --brief after its figures
     warnings: tuple[str | Note, ...] = ()
