@@ -45,6 +45,8 @@ def test_notes_join_and_refuse_plain_numbers():
     assert text(joined, "si") == note_text(joined, "si")   # a note as a table cell
     with pytest.raises(TypeError):
         note("{n} requests", n=5)   # a number must come typed
+    # text values go in as they are: a brace in a user's model id is not a template field
+    assert note_text(note("{model} holds {b}", model="my{b}model", b=Bytes(2048))) == "my{b}model holds 2.00 KiB"
 
 
 # --- commands: --units changes the numbers inside their notes ------------------------------------------------------

@@ -507,9 +507,9 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
                                                        f"{dense_bytes:,.0f} / {bw:,.0f}"))))
     scale = f.value("upcast_hbm") / f.value("hbm") if is_moe and upcast(expert_dtype, hw) else 1.0
     if scale != 1.0:
-        notes.append(note(f"{hw.id} has no {NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are "
+        notes.append(note("{hw} has no " f"{NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are "
                           "upcast in-kernel and stream at {upcast:g} of peak HBM (efficiency.upcast_hbm)",
-                          upcast=Number(f.value("upcast_hbm"))))
+                          hw=hw.id, upcast=Number(f.value("upcast_hbm"))))
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,

@@ -328,10 +328,11 @@ def does_not_fit(s: Scenario, b: Budget) -> Note:
     short = Bytes(usable - int(b.weights.value), derived("usable - weights", f"{usable:,} - {int(b.weights.value):,}"))
     return (note("kvplan's own budget leaves no KV pool: {weights:GiB:,.2f} of " f"{wd} weights per GPU "
                  f"(TP={par.tp} x PP={par.pp}", weights=b.weights) + (f", EP={par.ep}" if par.ep else "")
-            + note(") do not fit in the {usable:GiB:,.2f} left of " f"{s.hardware.id}'s {{hbm:GiB:,.2f}} x "
+            + note(") do not fit in the {usable:GiB:,.2f} left of {hw}'s {hbm:GiB:,.2f} x "
                    f"{b.fraction_name} {{fraction:g}} after the activation and runtime reserves ({{short:GiB:+,.2f}}); "
                    "the engine fitted its pool, so the GPU, the weight dtype or the layout differs (give --hardware, "
-                   "--weight-dtype or --weights)", usable=usable_v, hbm=b.hbm, fraction=b.fraction, short=short))
+                   "--weight-dtype or --weights)", hw=s.hardware.id, usable=usable_v, hbm=b.hbm, fraction=b.fraction,
+                   short=short))
 
 
 def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
@@ -355,9 +356,10 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     hbm = log.first("total_gpu_memory_gib")
     if hbm is not None and abs(hbm.value - s.hardware.hbm_capacity_gib.value) > 0.02 * hbm.value:
         # both in GiB, the unit the log and the preset state them in
-        warnings.append(note("The log's GPU has {log:g} GiB " f"(line {hbm.line}) but the {s.hardware.id} preset has "
+        warnings.append(note("The log's GPU has {log:g} GiB " f"(line {hbm.line}) but the {{hw}} preset has "
                              "{preset:g} GiB: kvplan's budget is for another GPU; give --hardware for the logged one.",
-                             log=Number(float(hbm.value)), preset=Number(s.hardware.hbm_capacity_gib.value)))
+                             hw=s.hardware.id, log=Number(float(hbm.value)),
+                             preset=Number(s.hardware.hbm_capacity_gib.value)))
     for c in reproduced:
         if not c.agrees:
             notes.append(c.label + ": " + c.why + ".")

@@ -215,17 +215,18 @@ def _comparison(scenario: Scenario, model: ModelSpec, other: ModelSpec, own_per_
                   kind=TokenBytes)
     ratio_v = Ratio(ratio, derived(f"{other.id} bytes per token / {model.id} bytes per token",
                                    f"{other_per_token:,} / {own_per_token:,}"))
+    ids = {"other": other.id, "model": model.id}   # text values: a brace in an id stays literal
     if model.uses_kind("mla") and not other.uses_kind("mla"):
-        why = (note(f"Why they differ: {other.id} caches K and V ({layout(other)}) in every layer; {model.id} caches "
-                    f"one {layout(model)} latent per layer, {{ratio:.2f}}x fewer bytes per token. But the latent is "
-                    f"whole on every TP rank, so at TP={tp_shown} each GPU holds {{own}}/token", ratio=ratio_v,
-                    own=own_gpu_v)
+        why = (note("Why they differ: {other} caches K and V ({other_layout}) in every layer; {model} caches one "
+                    "{model_layout} latent per layer, {ratio:.2f}x fewer bytes per token. But the latent is whole on "
+                    f"every TP rank, so at TP={tp_shown} each GPU holds {{own}}/token", ratio=ratio_v, own=own_gpu_v,
+                    other_layout=layout(other), model_layout=layout(model), **ids)
                + (note(" against {other}/token for the sharded GQA example", other=other_gpu_v)
                   if other_gpu is not None else "")
                + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
     else:
-        why = (note(f"{other.id} takes {{ratio:.2f}}x the bytes per token of {model.id}; at TP={tp_shown} per GPU: "
-                    f"{model.id} {{own}}, {other.id} ", ratio=ratio_v, own=own_gpu_v)
+        why = (note("{other} takes {ratio:.2f}x the bytes per token of {model}; " f"at TP={tp_shown} per GPU: "
+                    "{model} {own}, {other} ", ratio=ratio_v, own=own_gpu_v, **ids)
                + (note("{other}.", other=other_gpu_v) if other_gpu is not None else f"n/a ({refused})."))
 
     return Comparison(

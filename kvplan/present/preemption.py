@@ -42,8 +42,8 @@ def present(plan: PreemptionPlan) -> Result:
                  note("{need} (node DRAM not in the preset)", need=host.request_bytes_on_node))
     swap_word = "swap in + out (sync)" if st.sync_swap else "swap-in"
     tables = (
-        Table(note(f"{model.name} on {hw.name} x TP={tp}: preempted after {{prompt}} prompt + G generated "
-                   "tokens, swap vs recompute", prompt=prompt_v),
+        Table(note("{model} on {hw} " f"x TP={tp}: preempted after {{prompt}} prompt + G generated tokens, swap vs "
+                   "recompute", prompt=prompt_v, model=model.name, hw=hw.name),
               ("generated G", "context S", "KV/GPU", "copies", *swap_cols, "recompute FLOPs", "recompute",
                "stall GPU-s", "rc/swap", "cheaper", "note"), tuple(rows), primary=True),
         Table(note("This request (S = {ctx} tokens)", ctx=ctx_v), ("figure", "value"), (

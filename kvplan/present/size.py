@@ -81,7 +81,8 @@ def present(plan: SizePlan) -> Result:
         seed = c.other_id == SEED_COMPARE
         title = (note(f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {{tokens}} decode "
                       "tokens)", tokens=c.tokens) if seed else
-                 note(f"{c.other_id} beside {model.id} ({dtype.value} KV, {{tokens}} decode tokens)", tokens=c.tokens))
+                 note("{other} beside {model} " f"({dtype.value} KV, {{tokens}} decode tokens)", tokens=c.tokens,
+                      other=c.other_id, model=model.id))
         gpu_col = f"per token per GPU at TP={c.tp_shown.value}"
         other_gpu = c.other_per_token_per_gpu if c.other_per_token_per_gpu.value is not None else "n/a"
         tables.append(Table(title, ("model", "cache per layer", "per token", note("{tokens} tokens", tokens=c.tokens),
