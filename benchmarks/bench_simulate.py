@@ -95,7 +95,7 @@ def _scenario():
 
 
 def _work(n: int, decode: int, rate: float):
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     return wl.build(requests=n, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
                     output=wl.parse_dist(f"fixed:{decode}", "o"), max_len=163_840, rate=rate)
@@ -146,7 +146,7 @@ def main() -> int:
         print(f"{policy:20s} 1,000 x (1K + 30K): {t:.3f} s (target {TARGET_SECONDS:g} s) | {run.decode_steps:,} "
               f"decode steps in {run.events:,} events, {int(run.preemptions.sum()):,} preemptions, "
               f"{run.simulated_seconds:,.0f} s simulated")
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     big = wl.build(requests=10_000, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
                    output=wl.parse_dist("lognormal:mean=20000,p99=100000", "o"), max_len=163_840, rate=0.5)
@@ -196,7 +196,7 @@ def sweep(s) -> bool:
     import os
 
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     preset = wl.load_workload("r1-production")
     works = [(r, wl.build(requests=10_000, seed=0, prompt=preset.prompt, output=preset.output, max_len=163_840,

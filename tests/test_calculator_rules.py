@@ -192,7 +192,7 @@ def test_gptq_and_awq_bits_are_the_weight_width(method, bits, dtype):
 def test_uniform_p99_is_the_99th_of_100_integers():
     # workload-uniform-p99-plus-one: uniform:1,100 draws each of 1..100 with probability 1 / 100, so P(X <= 99) = 0.99
     # and the 0.99 quantile is 99 (not 100). uniform:1,1000: P(X <= 990) = 0.99 -> 990.
-    from kvplan.calc.workload import parse_dist
+    from kvplan.inputs.workload import parse_dist
 
     assert parse_dist("uniform:1,100", "--prompt-dist").p99() == 99
     assert parse_dist("uniform:1,1000", "--prompt-dist").p99() == 990
@@ -202,7 +202,7 @@ def test_lengths_are_capped_to_what_the_engine_serves():
     # workload-prompt-cap-full-length and workload-output-uncapped, max_len 4,096 tokens a request:
     # a 5,000-token prompt is cut to 4,095 (one token left for the output) and its 10-token output to 4,096 - 4,095 = 1;
     # a 1,000-token prompt keeps its length and its 5,000-token output is cut to 4,096 - 1,000 = 3,096.
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     long_prompt = wl.build(requests=3, seed=0, prompt=wl.parse_dist("fixed:5000", "p"),
                            output=wl.parse_dist("fixed:10", "o"), max_len=4096, users=1)
@@ -215,7 +215,7 @@ def test_lengths_are_capped_to_what_the_engine_serves():
 def test_duration_submits_only_what_arrives_before_it():
     # workload-duration-inclusive: a trace arriving at 0, 1 and 2 s with --duration 2s submits the first two; no
     # request is submitted at or after the duration.
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
 
     trace = wl.Trace((100, 100, 100), (10, 10, 10), (0.0, 1.0, 2.0), "trace.csv")
     work = wl.build(requests=3, seed=0, prompt=wl.parse_dist("fixed:1", "p"), output=wl.parse_dist("fixed:1", "o"),

@@ -7,6 +7,7 @@ import pytest
 
 from kvplan.calc.recommend import RecommendOptions, plan_recommend
 from kvplan.inputs.presets import load_hardware, load_model
+from kvplan.render.output import note_text
 from kvplan.scenario import Scenario
 
 GIB = 2**30
@@ -101,7 +102,7 @@ def test_short_output_chat_changes_the_advice():
 
 def test_one_instance_prices_pd_at_two():
     plan = plan_recommend(llama())
-    assert "at two instances (2 GPUs)" in plan.row("pd").reason
+    assert "at two instances (2 GPUs)" in note_text(plan.row("pd").reason)   # the reason is a Note of figures
 
 
 # --- engine flags ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from test_json_contract import numeric_paths  # tests/ is on sys.path (rootdir-l
 
 from kvplan.calc import costs
 from kvplan.calc import simulate as sim
-from kvplan.calc import workload as wl
+from kvplan.inputs import workload as wl
 from kvplan.options.scenarios import build_scenario
 
 BASE = dict(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None, kv_dtype="auto",

@@ -25,7 +25,7 @@ def _scenario(dp: int):
 
 
 def _open(prompts, outputs, arrivals):
-    from kvplan.calc.workload import Workload
+    from kvplan.inputs.workload import Workload
 
     return Workload(np.array(prompts, dtype=np.int64), np.array(outputs, dtype=np.int64),
                     np.array(arrivals, dtype=float), None, 0.0, None, "test")

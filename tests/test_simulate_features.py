@@ -123,7 +123,7 @@ def test_sweep_capacity_stops_at_the_first_rate_that_fails(monkeypatch):
 
 def test_sweep_rates_are_evenly_spaced_and_processes_change_nothing():
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
     from kvplan.options.scenarios import build_scenario
 
     assert sim.parse_sweep("0.5:8:4") == (0.5, 3.0, 5.5, 8.0)     # 0.5 + 7.5 x i / 3
@@ -174,7 +174,7 @@ def test_sweep_bad_input_is_one_line_exit_2(run_cli, args, needle):
 # Without a threshold the three fit (3 x 125 = 375 <= 500): no preemption, no swap.
 def _tiny(users, **options):
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
     from kvplan.options.scenarios import build_scenario
 
     s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1", dp="1",
@@ -235,7 +235,7 @@ def test_offload_event_driven_equals_one_step_at_a_time(policy, victim, threshol
     import numpy as np
 
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
     from kvplan.options.scenarios import build_scenario
 
     s = build_scenario(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None,
@@ -292,7 +292,7 @@ def test_a_recompute_skips_the_cached_prefix():
 
 def _tiny_prefix(prefix: int):
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
     from kvplan.options.scenarios import build_scenario
 
     s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1", dp="1",
@@ -319,7 +319,7 @@ def test_prefix_event_driven_equals_one_step_at_a_time(policy):
     import numpy as np
 
     from kvplan.calc import simulate as sim
-    from kvplan.calc import workload as wl
+    from kvplan.inputs import workload as wl
     from kvplan.options.scenarios import build_scenario
 
     s = build_scenario(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None,

@@ -17,7 +17,21 @@ from pathlib import Path
 from kvplan.errors import KvplanError
 from kvplan.inputs.plan_file import AssertSpec
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Fraction, Number, Ratio, Seconds, Value, default, derived, given
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Fraction,
+    Note,
+    Number,
+    Ratio,
+    Seconds,
+    Tokens,
+    Value,
+    default,
+    derived,
+    given,
+    note,
+)
 
 _BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number}
 SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (enough for a p99 over 2 requests)
@@ -34,7 +48,7 @@ class AssertionResult:
     bound: Value
     passed: bool
     margin: Value           # measured - bound for ">=", bound - measured for "<="; None for true/false metrics
-    detail: str             # what was measured, in words
+    detail: str | Note      # what was measured, in words (a Note when it carries a figure)
 
 
 @dataclass(frozen=True)
@@ -170,7 +184,7 @@ def _bound_value(a: AssertSpec, source: str) -> Value:
     return cls(a.bound, given(f"{source} assert[{a.index}].{key}"))
 
 
-def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str) -> AssertionResult:
+def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str | Note) -> AssertionResult:
     m, b = measured.value, bound.value
     if m is None:
         passed = False
@@ -226,8 +240,9 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         else:
             margin = Ratio(1.0 - ratio.value, derived("1 - recompute / swap", f"1 - {ratio.value:.4g}"))
         generated = int(p.scenario.decode_tokens)
-        detail = (f"recompute / exposed swap time for a request preempted after {generated:,} generated tokens"
-                  + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
+        detail: str | Note = (note("recompute / exposed swap time for a request preempted after {generated} "
+                                   "generated tokens", generated=Tokens(generated))
+                              + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
         op = ">" if a.bound else "<="
         return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
 
@@ -245,29 +260,30 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         margin = Ratio(None if r is None else (r - 1.0 if a.bound else 1.0 - r),
                        derived("disaggregated / colocated - 1" if a.bound else "1 - disaggregated / colocated",
                                "-" if r is None else f"{r:.4g}"))
-        detail = "kvplan pd's verdict: " + ("; ".join(d.reasons) if d.reasons else
+        detail = "kvplan pd's verdict: " + (Note.join("; ", d.reasons) if d.reasons else
                                               ("disaggregate" if d.recommend else "do not disaggregate"))
         return AssertionResult(a.index, a.name, a.metric, ">" if a.bound else "<=", ratio, bound,
                                d.recommend == a.bound, margin, detail)
 
     bound = _bound_value(a, source)
+    context = Tokens(s.context_tokens)
     if a.metric == "max_concurrency":
         c = lazy.concurrency()
         return _compare(a, c.max_concurrency, bound,
-                        f"requests of {s.context_tokens:,} tokens the deployment holds at once (all replicas)")
+                        note("requests of {ctx} tokens the deployment holds at once (all replicas)", ctx=context))
     if a.metric == "kv_bytes_per_request":
         z = lazy.size()
         return _compare(a, z.peak_kv_bytes_per_request, bound,
-                        f"peak KV of one request at {s.context_tokens:,} tokens, whole model")
+                        note("peak KV of one request at {ctx} tokens, whole model", ctx=context))
     if a.metric == "kv_bytes_per_request_per_gpu":
         z = lazy.size()
         return _compare(a, z.peak_kv_bytes_per_request_per_gpu, bound,
-                        f"peak KV of one request at {s.context_tokens:,} tokens on the most loaded GPU")
+                        note("peak KV of one request at {ctx} tokens on the most loaded GPU", ctx=context))
     if a.metric == "tpot_seconds":
         t = lazy.tpot(a.batch, a.shape)
         return _compare(a, t.end.tpot, bound,
-                        f"TPOT at the end of the {s.decode_tokens:,}-token decode, batch {int(t.batch.value)} "
-                        f"({t.options.shape})")
+                        note("TPOT at the end of the {decode}-token decode, batch "
+                             f"{int(t.batch.value)} ({t.options.shape})", decode=Tokens(s.decode_tokens)))
     if a.metric.startswith("sim_"):
         plan = _simulate(lazy, a.sim)
         o = sim_options(lazy, a.sim)
@@ -278,5 +294,15 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
                         f"{o.get('policy', 'recompute')}, seed {o.get('seed', 0)}")
     if a.metric == "ttft_seconds":
         t = lazy.tpot(None)
-        return _compare(a, t.ttft, bound, f"TTFT of the {s.prompt_tokens:,}-token prompt: its chunked prefill alone")
+        return _compare(a, t.ttft, bound, note("TTFT of the {prompt}-token prompt: its chunked prefill alone",
+                                               prompt=Tokens(s.prompt_tokens)))
     raise AssertionError(a.metric)  # pragma: no cover - plan_file.METRICS and this function list the same metrics
+
+
+def totals(plans: tuple[CheckPlan, ...]) -> tuple[Count, Count, Count]:
+    """(assertions checked, failed, passed) over the plans, as typed counts with their derivations."""
+    total = sum(len(p.assertions) for p in plans)
+    failed = sum(not a.passed for p in plans for a in p.assertions)
+    return (Count(total, derived("assertions in the plans", f"{total}")),
+            Count(failed, derived("assertions whose measured value misses the bound", f"{failed} of {total}")),
+            Count(total - failed, derived("assertions - failed", f"{total} - {failed}")))

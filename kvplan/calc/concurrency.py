@@ -26,7 +26,7 @@ from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Rate, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Fraction, Rate, Ratio, Seconds, Tokens, default, derived, given
 
 # The workload document's batch-size recommendation for long reasoning requests.
 SEED_BATCH_RANGE = (2, 8)
@@ -104,6 +104,8 @@ class OverflowRun:
     offload_threshold_fraction: Fraction
     evict_one_request_seconds: Seconds
     growth_bytes_per_step: Bytes
+    # how many times faster the host link drains the pool than the batch grows it
+    drain_ratio: Ratio
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,9 @@ def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tp
                                     f"1 - {growth:,} x ({evict:.4g} / {tpot.value:g}) / {pool:,} = {threshold:.4f}")),
         Seconds(evict, derived("victim bytes at the overflow context / host-link rate",
                                f"{victim:,} / {link.value:,.0f} = {evict:.4g} s")),
-        Bytes(growth, derived("batch x bytes per token per GPU past every window", f"{batch} x {marginal:,}")))
+        Bytes(growth, derived("batch x bytes per token per GPU past every window", f"{batch} x {marginal:,}")),
+        Ratio(link.value * tpot.value / max(growth, 1), derived(
+            "host-link rate x TPOT / growth per step", f"{link.value:,.0f} x {tpot.value:g} / {max(growth, 1):,}")))
 
 
 def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = None) -> ConcurrencyPlan:

@@ -21,7 +21,7 @@ from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
-from kvplan.specs.values import Rate, derived, given
+from kvplan.specs.values import Count, Note, Number, Rate, Seconds, derived, given, note
 
 DEFAULT_MFU = 0.45
 DEFAULT_COPY_OVERHEAD_US = 2.3
@@ -248,7 +248,7 @@ class StepFactors:
 def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
     preset's [efficiency], else kvplan's generic default."""
-    from kvplan.specs.values import Number, default
+    from kvplan.specs.values import default
 
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",
              "link": "--link-efficiency", "link_latency_us": "--link-latency-us",
@@ -301,7 +301,7 @@ class StepModel:
     request_overhead_s: float      # per request per step
     gemms: int                     # GEMM kernels of one step (every layer's projections and MLP, the LM head)
     gemm_floor_s: float            # the least one GEMM takes (efficiency.gemm_floor_us)
-    notes: tuple[str, ...]
+    notes: tuple[str | Note, ...]
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -428,7 +428,7 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
     f = factors or step_factors(hw)
-    notes = []
+    notes: list[str | Note] = []
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
@@ -497,14 +497,19 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     gemms = decode_gemms(model, moe_layers if is_moe else 0)
     floor_s, read_s = gemms * f.value("gemm_floor_us") * 1e-6, dense_bytes / bw
     if floor_s > read_s:
-        notes.append(f"the step's {gemms} dense GEMMs take at least {gemms} x {f.value('gemm_floor_us'):g} us = "
-                     f"{floor_s * 1e3:.2f} ms, more than reading their weights ({read_s * 1e3:.2f} ms): the weights "
-                     f"term is that floor while it exceeds their FLOP time (efficiency.gemm_floor_us, "
-                     f"--gemm-floor-us)")
+        notes.append(note("the step's {gemms} dense GEMMs take at least {gemms} x {gemm_floor:g} us = "
+                          "{floor:ms:.2f} ms, more than reading their weights ({read:ms:.2f} ms): the weights term is "
+                          "that floor while it exceeds their FLOP time (efficiency.gemm_floor_us, --gemm-floor-us)",
+                          gemms=Count(gemms), gemm_floor=Number(f.value("gemm_floor_us")),
+                          floor=Seconds(floor_s, derived("dense GEMMs x gemm_floor_us",
+                                                         f"{gemms} x {f.value('gemm_floor_us'):g} us")),
+                          read=Seconds(read_s, derived("dense weight bytes / HBM rate",
+                                                       f"{dense_bytes:,.0f} / {bw:,.0f}"))))
     scale = f.value("upcast_hbm") / f.value("hbm") if is_moe and upcast(expert_dtype, hw) else 1.0
     if scale != 1.0:
-        notes.append(f"{hw.id} has no {NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are upcast "
-                     f"in-kernel and stream at {f.value('upcast_hbm'):g} of peak HBM (efficiency.upcast_hbm)")
+        notes.append(note("{hw} has no " f"{NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are "
+                          "upcast in-kernel and stream at {upcast:g} of peak HBM (efficiency.upcast_hbm)",
+                          hw=hw.id, upcast=Number(f.value("upcast_hbm"))))
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,

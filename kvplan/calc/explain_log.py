@@ -21,7 +21,19 @@ from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
 from kvplan.inputs.startup_log import Fact, StartupLog
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Derivation, Ratio, Tokens, Value, derived
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Derivation,
+    Note,
+    Number,
+    Ratio,
+    TokenBytes,
+    Tokens,
+    Value,
+    derived,
+    note,
+)
 
 GIB = 2**30
 HALF_CENT = 0.005     # half the last printed digit of a two-decimal GiB figure
@@ -42,12 +54,12 @@ def logged(value_type, fact: Fact, path: str, scale: float = 1.0) -> Value:
 class Comparison:
     """One figure the log states next to kvplan's: logged, kvplan, kvplan - logged, and what explains it."""
 
-    label: str
+    label: str | Note
     logged: Value
     kvplan: Value
     difference: Value
     agrees: bool
-    why: str
+    why: str | Note
 
 
 @dataclass(frozen=True)
@@ -63,8 +75,8 @@ class ExplainLogPlan:
     requests_per_replica: Count
     requests: Count
     capacity_tokens: Tokens
-    notes: tuple[str, ...]
-    warnings: tuple[str, ...]
+    notes: tuple[str | Note, ...]
+    warnings: tuple[str | Note, ...]
 
 
 def _diff(kind, kvplan_value: float, logged_value: float, formula: str = "kvplan - log"):
@@ -184,14 +196,15 @@ def _vllm_reproduction(s: Scenario, log: StartupLog, pool: int) -> list[Comparis
         agrees = lo_v <= fact.value <= hi_v
         gap = mine - fact.value
         blocks = gap // c.block_size if name == "kv_cache_tokens" else gap
+        band = {"lo": kind(lo_v), "hi": kind(hi_v)}
         if agrees:
-            why = (f"agrees: the log's two-decimal GiB figure allows {lo_v:,}-{hi_v:,}" if avail is not None else
+            why = (note("agrees: the log's two-decimal GiB figure allows {lo}-{hi}", **band) if avail is not None else
                    "agrees")
         else:
-            why = (f"differs by {gap:,} ({blocks:,} blocks = {blocks * block_bytes / GIB:.3f} GiB) beyond the "
-                   f"rounding band {lo_v:,}-{hi_v:,}: the engine sizes the pool by the worker with the least "
-                   "memory and a connector or another release may hold back blocks; the log line read is one "
-                   "worker's")
+            why = note("differs by {gap} ({blocks} blocks = {bytes:GiB:.3f}) beyond the rounding band {lo}-{hi}: the "
+                       "engine sizes the pool by the worker with the least memory and a connector or another release "
+                       "may hold back blocks; the log line read is one worker's", gap=kind(gap), blocks=Count(blocks),
+                       bytes=Bytes(blocks * block_bytes), **band)
         rows.append(Comparison(label, logged(kind, fact, path), value, _diff(kind, mine, fact.value), agrees, why))
     fact = log.least("max_concurrency")
     if fact is not None:
@@ -199,9 +212,12 @@ def _vllm_reproduction(s: Scenario, log: StartupLog, pool: int) -> list[Comparis
                                                 f"{c.num_blocks:,} / {c.blocks_per_request:,} = "
                                                 f"{c.max_concurrency:.4f}"))
         agrees = round(lo.max_concurrency - 0.005, 2) <= fact.value <= round(hi.max_concurrency + 0.005, 2)
-        why = (f"agrees (the log prints two decimals; max_model_len {mml:,})" if agrees else
-               f"differs by {c.max_concurrency - fact.value:+.2f}x at max_model_len {mml:,}")
-        rows.append(Comparison(f"Maximum concurrency for {mml:,} tokens per request", logged(Ratio, fact, path),
+        mml_v = Tokens(mml)
+        why = (note("agrees (the log prints two decimals; max_model_len {mml})", mml=mml_v) if agrees else
+               note("differs by {gap:+.2f}x at max_model_len {mml}", mml=mml_v,
+                    gap=Ratio(c.max_concurrency - fact.value)))
+        rows.append(Comparison(note("Maximum concurrency for {mml} tokens per request", mml=mml_v),
+                               logged(Ratio, fact, path),
                                mine, _diff(Ratio, c.max_concurrency, fact.value), agrees, why))
     return rows
 
@@ -228,9 +244,11 @@ def _sglang_reproduction(s: Scenario, log: StartupLog) -> list[Comparison]:
                                                SGLANG_POOL_SOURCE, *s.engine_adapter.sources))
         logged_b = logged(Bytes, fact, path, GIB)
         agrees = abs(mine - fact.value) <= tolerance + 1e-9
-        why = (f"agrees: {cell:,} B per token on each GPU ({mine:.4f} GiB printed as {fact.value:.2f})" if agrees
-               else f"differs by {mine - fact.value:+.3f} GiB: kvplan's cell of {cell:,} B per token is not the "
-                    "engine's for this model, KV dtype or TP")
+        # in the log's own unit (GiB, printed to two decimals), whatever --units says
+        why = (note("agrees: {cell} per token on each GPU ({mine:.4f} GiB printed as {printed:.2f})",
+                    cell=TokenBytes(cell), mine=Number(mine), printed=Number(fact.value)) if agrees
+               else note("differs by {gap:+.3f} GiB: kvplan's cell of {cell} per token is not the engine's for this "
+                         "model, KV dtype or TP", gap=Number(mine - fact.value), cell=TokenBytes(cell)))
         rows.append(Comparison(label, logged_b, value, _diff(Bytes, int(mine * GIB), int(fact.value * GIB)),
                                agrees, why))
     avail, usage = log.least("avail_after_load_gib"), log.first("weights_gib")
@@ -249,10 +267,11 @@ def _sglang_reproduction(s: Scenario, log: StartupLog) -> list[Comparison]:
             f"{tokens:,}"
             + (f", capped at {cap:,}" if cap else ""), SGLANG_PROFILE_SOURCE))
         agrees = capped == tokens_fact.value
-        why = ("agrees" + (f" (--max-total-tokens {cap:,} caps the {tokens:,} the memory allows)" if cap and
-                           cap < tokens else "") if agrees else
-               f"differs by {capped - tokens_fact.value:+,} tokens: the memory before the weights is taken as "
-               "available after + the weights' usage (rounded to 0.01 GB each), and other ranks may have less")
+        why = ("agrees" + (note(" (--max-total-tokens {cap} caps the {tokens} the memory allows)", cap=Tokens(cap),
+                                tokens=Tokens(tokens)) if cap and cap < tokens else "") if agrees else
+               note("differs by {gap:+,} tokens: the memory before the weights is taken as available after + the "
+                    "weights' usage (rounded to 0.01 GB each), and other ranks may have less",
+                    gap=Tokens(capped - tokens_fact.value)))
         rows.append(Comparison("max_total_num_tokens", logged(Tokens, tokens_fact, path), value,
                                _diff(Tokens, capped, tokens_fact.value), agrees, why))
     return rows
@@ -271,7 +290,7 @@ def _budget_rows(s: Scenario, log: StartupLog, b: Budget, pool: Bytes) -> list[C
             f.cite(path) for f in facts), kind="input"))
         gap = int(mine.value) - int(logged_v.value)
         agrees = abs(gap) <= len(facts) * HALF_CENT * GIB
-        why = "agrees" if agrees else (why_more if gap > 0 else why_less) + f" ({gap / GIB:+.2f} GiB)"
+        why = "agrees" if agrees else (why_more if gap > 0 else why_less) + note(" ({gap:GiB:+.2f})", gap=Bytes(gap))
         rows.append(Comparison(label, logged_v, mine, _diff(Bytes, int(mine.value), int(logged_v.value)), agrees,
                                why))
 
@@ -296,27 +315,32 @@ def _budget_rows(s: Scenario, log: StartupLog, b: Budget, pool: Bytes) -> list[C
                                                                         int(pool.value)),
                                abs(gap) <= HALF_CENT * GIB,
                                "agrees" if abs(gap) <= HALF_CENT * GIB else
-                               f"kvplan's budget leaves {gap / GIB:+.2f} GiB against the logged pool"))
+                               note("kvplan's budget leaves {gap:GiB:+.2f} against the logged pool", gap=Bytes(gap))))
     return rows
 
 
-def does_not_fit(s: Scenario, b: Budget) -> str:
+def does_not_fit(s: Scenario, b: Budget) -> Note:
     """Why kvplan's own budget leaves no KV pool for the deployment, with its numbers."""
     par, wd = s.parallelism, s.weight_dtype or s.model.weight_dtype
     usable = int(b.requested.value) - int(b.activation.value) - int(b.runtime.value)
-    return (f"kvplan's own budget leaves no KV pool: {int(b.weights.value) / GIB:,.2f} GiB of {wd} weights per GPU "
-            f"(TP={par.tp} x PP={par.pp}" + (f", EP={par.ep}" if par.ep else "") + f") do not fit in the "
-            f"{usable / GIB:,.2f} GiB left of {s.hardware.id}'s {int(b.hbm.value) / GIB:,.2f} GiB x "
-            f"{b.fraction_name} {b.fraction.value:g} after the activation and runtime reserves "
-            f"({(usable - int(b.weights.value)) / GIB:+,.2f} GiB); the engine fitted its pool, so the GPU, the "
-            "weight dtype or the layout differs (give --hardware, --weight-dtype or --weights)")
+    usable_v = Bytes(usable, derived("requested - activation - runtime", f"{int(b.requested.value):,} - "
+                                     f"{int(b.activation.value):,} - {int(b.runtime.value):,}"))
+    short = Bytes(usable - int(b.weights.value), derived("usable - weights", f"{usable:,} - {int(b.weights.value):,}"))
+    return (note("kvplan's own budget leaves no KV pool: {weights:GiB:,.2f} of " f"{wd} weights per GPU "
+                 f"(TP={par.tp} x PP={par.pp}", weights=b.weights) + (f", EP={par.ep}" if par.ep else "")
+            + note(") do not fit in the {usable:GiB:,.2f} left of {hw}'s {hbm:GiB:,.2f} x "
+                   f"{b.fraction_name} {{fraction:g}} after the activation and runtime reserves ({{short:GiB:+,.2f}}); "
+                   "the engine fitted its pool, so the GPU, the weight dtype or the layout differs (give --hardware, "
+                   "--weight-dtype or --weights)", hw=s.hardware.id, usable=usable_v, hbm=b.hbm, fraction=b.fraction,
+                   short=short))
 
 
 def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
     """``scenario``: the deployment rebuilt from the log (without a --kv-pool); the pool comes from the log."""
     pool, _ = logged_pool(scenario, log)
     s = scenario.with_(kv_pool_bytes=max(int(pool.value), 1))
-    notes, warnings = [], []
+    notes: list[str | Note] = []
+    warnings: list[str | Note] = []
     reproduced = tuple(_vllm_reproduction(s, log, int(pool.value)) if log.engine == "vllm"
                        else _sglang_reproduction(s, log))
     budget, error, budget_rows = None, "", ()
@@ -331,12 +355,14 @@ def plan_explain_log(scenario: Scenario, log: StartupLog) -> ExplainLogPlan:
         notes.append(f"kvplan's own budget for this deployment cannot be computed: {err.message}.")
     hbm = log.first("total_gpu_memory_gib")
     if hbm is not None and abs(hbm.value - s.hardware.hbm_capacity_gib.value) > 0.02 * hbm.value:
-        warnings.append(f"The log's GPU has {hbm.value:g} GiB (line {hbm.line}) but the {s.hardware.id} preset has "
-                        f"{s.hardware.hbm_capacity_gib.value:g} GiB: kvplan's budget is for another GPU; give "
-                        "--hardware for the logged one.")
+        # both in GiB, the unit the log and the preset state them in
+        warnings.append(note("The log's GPU has {log:g} GiB " f"(line {hbm.line}) but the {{hw}} preset has "
+                             "{preset:g} GiB: kvplan's budget is for another GPU; give --hardware for the logged one.",
+                             hw=s.hardware.id, log=Number(float(hbm.value)),
+                             preset=Number(s.hardware.hbm_capacity_gib.value)))
     for c in reproduced:
         if not c.agrees:
-            notes.append(f"{c.label}: {c.why}.")
+            notes.append(c.label + ": " + c.why + ".")
     context = s.context_tokens
     per_req = capacity.request_bytes(s, context)
     per_req_v = Bytes(per_req, derived("KV of one request on the most loaded GPU, block-rounded (kvplan's count)",

@@ -27,7 +27,21 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Fraction, Number, Rate, Ratio, Seconds, default, derived, given
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Fraction,
+    Note,
+    Number,
+    Rate,
+    Ratio,
+    Seconds,
+    Tokens,
+    default,
+    derived,
+    given,
+    note,
+)
 
 DEFAULT_TPOT_SLO = 0.05
 TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "
@@ -75,6 +89,30 @@ class RatioRow:
     disaggregation_wins: bool
     fits: bool
 
+    @property
+    def prompt(self) -> Tokens:
+        return Tokens(self.prompt_tokens, derived("ratio x output tokens", f"{self.prompt_tokens:,}"))
+
+    @property
+    def prompt_over_output(self) -> Number:
+        return Number(self.ratio, derived("a ratio of the sweep", f"{self.ratio:g}"))
+
+    @property
+    def colocated(self) -> Number:
+        return Number(self.colocated_tokens_per_second if self.fits else None,
+                      derived("instances x B / mean TPOT at this prompt", f"{self.colocated_tokens_per_second:,.0f}"))
+
+    @property
+    def disaggregated(self) -> Number:
+        return Number(self.disaggregated_tokens_per_second if self.fits else None,
+                      derived("the best split's requests/s x output tokens",
+                              f"{self.disaggregated_tokens_per_second:,.0f}"))
+
+    @property
+    def label(self) -> Note:
+        """The ratio as prompt:output, ``4:1`` or ``1:10``."""
+        return ratio_label(self.prompt_over_output)
+
 
 @dataclass(frozen=True)
 class PdPlan:
@@ -103,10 +141,18 @@ class PdPlan:
     disaggregated_tokens_per_second: Number
     idle_share: Fraction
     recommend: bool
-    reasons: tuple[str, ...]
+    reasons: tuple[Note, ...]
     ratios: tuple[RatioRow, ...]
     breakeven_ratio: Number
     nic: Number
+
+
+def ratio_label(ratio: Number) -> Note:
+    """A prompt:output ratio as text: ``4:1`` at or above one, ``1:10`` below."""
+    r = ratio.value
+    if r >= 1:
+        return note("{r:g}:1", r=ratio)
+    return note("1:{inverse:g}", inverse=Number(1 / r, derived("1 / (prompt / output)", f"1 / {r:g}")))
 
 
 class _Model:
@@ -241,15 +287,6 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     dis_tps = rps * d
     col_tps = col.tokens_per_second * instances
 
-    reasons = [f"prefill is {share:.1%} of a colocated replica's time ({t_pf * 1e3:,.1f} ms per request against "
-               f"{d:,} decode steps at {col.tpot * 1e3:,.1f} ms shared by {col.batch} requests)",
-               f"colocated: {col_tps:,.0f} output tokens/s on {instances} instances at batch {col.batch} "
-               f"(mean TPOT {col.tpot * 1e3:,.1f} ms, SLO {slo * 1e3:g} ms)",
-               f"disaggregated: {dis_tps:,.0f} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) "
-               f"at batch {dec.batch}; the rounding leaves {idle:.0%} of the larger pool idle",
-               f"KV transfer {nbytes / 2**20:,.1f} MiB per GPU over {nic_v.value / 1e9:g} GB/s: "
-               f"{transfer * 1e3:,.2f} ms, "
-               f"{exposed * 1e3:,.2f} ms exposed after the prefill"]
     recommend = bool(dis_tps > col_tps * WIN_MARGIN)
     rows = []
     for r in RATIOS:
@@ -268,38 +305,54 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     def sec(v, formula, numbers):
         return Seconds(v, derived(formula, numbers))
 
+    t_pf_v = sec(t_pf, "prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
+                 f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms")
+    share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
+                                      f"{col.tpot:.6g} / {col.batch})"))
+    col_tpot_v = sec(col.tpot, "TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
+    col_tps_v = Number(col_tps, derived("instances x B / mean TPOT (output tokens/s)",
+                                        f"{instances} x {col.batch} / {col.tpot:.6g}"))
+    nbytes_v = Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B"))
+    transfer_v = sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
+                     f"{nbytes:,} / ({nic_v.value / 1e9:g} GB/s x {link_eff:g})")
+    exposed_v = sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
+                    f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})")
+    dis_tps_v = Number(dis_tps, derived("min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s)",
+                                        f"{rps:.6g} x {d:,}"))
+    idle_v = Fraction(idle, derived("1 - throughput / the larger pool's capacity", f"{idle:.4f}"))
+    reasons = (
+        note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
+             f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
+             d=Tokens(d), tpot=col_tpot_v),
+        note(f"colocated: {{tps:,.0f}} output tokens/s on {instances} instances at batch {col.batch} (mean TPOT "
+             "{tpot:ms:,.1f} ms, SLO {slo:ms:g} ms)", tps=col_tps_v, tpot=col_tpot_v, slo=Seconds(slo)),
+        note(f"disaggregated: {{tps:,.0f}} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) at "
+             f"batch {dec.batch}; the rounding leaves {{idle:.0%}} of the larger pool idle", tps=dis_tps_v,
+             idle=idle_v),
+        note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
+             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
     return PdPlan(
         s, o, Count(instances, derived("DP replicas: instances of TP x PP GPUs", f"{instances}")),
         Count(g, derived("TP x PP", f"{par.tp} x {par.pp}")),
-        sec(t_pf, "prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
-            f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"), Count(chunks, derived("ceil(P / chunk)", "")),
+        t_pf_v, Count(chunks, derived("ceil(P / chunk)", "")),
         sec(t_pf * g, "prefill seconds x the instance's GPUs (GPU-seconds per request)", f"{t_pf:.6g} x {g}"),
-        Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
-                                f"{col.tpot:.6g} / {col.batch})")),
+        share_v,
         Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
                                    f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
         Count(col.batch, derived("the batch with the most tokens/s whose mean TPOT with interference meets the SLO",
                                  f"B = {col.batch}")),
         sec(plain, "TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"),
-        sec(col.tpot, "TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}"),
+        col_tpot_v,
         sec(p99, "the mean plus one prefill chunk when 1% or more of steps carry one", f"{p99 * 1e3:.3f} ms"),
         Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",
                                                           f"{col.tpot:.6g} / {plain:.6g}")),
-        Number(col_tps, derived("instances x B / mean TPOT (output tokens/s)",
-                                f"{instances} x {col.batch} / {col.tpot:.6g}")),
-        Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B")),
-        sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
-            f"{nbytes:,} / ({nic_v.value / 1e9:g} GB/s x {link_eff:g})"),
-        sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
-            f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})"),
+        col_tps_v, nbytes_v, transfer_v, exposed_v,
         sec(ttft, "T_pf + exposed transfer + handover", f"{t_pf:.6g} + {exposed:.6g} + {o.handover_seconds:g}"),
         Count(n_p, derived("the integer split with the most requests/s" if not forced else "given with --prefill-gpus",
                            f"{n_p} of {instances}")),
         Count(instances - n_p, derived("instances - prefill instances", f"{instances} - {n_p}")),
         Count(dec.batch, derived("the decode batch with the most tokens/s meeting the SLO", f"B = {dec.batch}")),
-        Number(dis_tps, derived("min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s)", f"{rps:.6g} x {d:,}")),
-        Fraction(idle, derived("1 - throughput / the larger pool's capacity", f"{idle:.4f}")),
-        recommend, tuple(reasons), tuple(rows),
+        dis_tps_v, idle_v, recommend, reasons, tuple(rows),
         Number(breakeven, derived("the smallest prompt:output ratio of the table at which disaggregation wins by 5%",
                                   f"{breakeven:g}" if breakeven else "none in 10:1 .. 1:100")),
         nic_v)

@@ -27,7 +27,21 @@ from kvplan.calc import capacity, costs, flops, kv
 from kvplan.calc.costs import CostSettings
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Flops, Number, Rate, Ratio, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Flops,
+    Note,
+    Number,
+    Rate,
+    Ratio,
+    Seconds,
+    Tokens,
+    default,
+    derived,
+    given,
+    note,
+)
 
 swap_copies = costs.swap_copies  # re-exported: the copy count is part of this comparison
 
@@ -88,7 +102,10 @@ class PreemptionPlan:
     host_fits: bool | None
     cases: tuple[LayoutCase, ...]
     cheaper: str
-    sweep_range: tuple[int, int]
+    sweep_range: tuple[Tokens, Tokens]
+    link_both_ways: Rate            # the effective link with swaps both ways at once (x bidir factor)
+    v0_swap_requests: Count         # such requests vLLM V0's default 4 GiB --swap-space holds (None: no bytes)
+    copy_overhead_dominates: bool   # the per-copy overhead outweighs the transfer itself
 
 
 def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block: int, link: float, prefill,
@@ -218,8 +235,61 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
         layout_cases.append(LayoutCase(label, layout, b, e.copies, e.swap_exposed, e.recompute_over_swap,
                                        "recompute" if e.recompute_cheaper else "swap"))
     cheaper = "recompute" if this.recompute_cheaper or fits is False else "swap"
+    sweep_range = (Tokens(contexts[0], derived("the shortest context of the table")),
+                   Tokens(contexts[-1], derived("the longest context of the table")))
+    both = Rate(link * st.bidir_factor, derived("effective per-direction rate x bidirectional factor",
+                                                f"{link:,.0f} x {st.bidir_factor:g}", costs.BIDIR_SOURCE))
+    v0 = Count(V0_SWAP_SPACE_BYTES // nbytes if nbytes else None, derived(
+        "vLLM V0's default --swap-space (4 GiB per GPU) // swap bytes per GPU",
+        f"{V0_SWAP_SPACE_BYTES:,} // {nbytes:,}"))
+    dominates = copies * st.copy_overhead_us * 1e-6 > nbytes / (link * st.bidir_factor)
     return PreemptionPlan(s, st, block_v, link_v, dtype, peak_v, n_mm, tuple(rows), this, crossover_v, breakeven,
-                          host, fits, tuple(layout_cases), cheaper, (contexts[0], contexts[-1]))
+                          host, fits, tuple(layout_cases), cheaper, sweep_range, both, v0, dominates)
+
+
+def recommendation(plan: PreemptionPlan) -> Note:
+    """The verdict at the request's context, and what would flip it, as a note of the plan's figures."""
+    s, st, this = plan.scenario, plan.settings, plan.this
+    tp = s.parallelism.tp
+    ctx = Tokens(s.context_tokens)
+    host = plan.host
+    if plan.host_fits is False:
+        return note("Recompute: swapping is impossible here, the node's {dram} of host DRAM cannot hold the "
+                    "request's {need} of KV.", dram=host.bytes_per_node, need=host.request_bytes_on_node)
+    crossover, be = plan.crossover, plan.breakeven
+    if plan.cheaper == "swap":
+        text = note("Swap first, recompute last: at {ctx} tokens swap-in exposes {exposed} against {rc} of re-prefill "
+                    "({ratio:,.1f}x), and re-prefill would also take {stall:,.2f} GPU-seconds of decode from the batch "
+                    f"on its {tp} GPUs.", ctx=ctx, exposed=this.swap_exposed, rc=this.recompute,
+                    ratio=this.recompute_over_swap, stall=this.batch_stall)
+        flips = []
+        if be:
+            flips.append(note("the host link fell below {be} effective per direction (now {link})", be=be,
+                              link=plan.link))
+        if crossover:
+            flips.append(note("the context were under {crossover} tokens", crossover=crossover))
+        for case in plan.cases[1:]:
+            if case.cheaper == "recompute":
+                flips.append(note(f"copies were {case.layout} {case.block_tokens}-token blocks ({{exposed}})",
+                                  exposed=case.swap_exposed))
+        lo, hi = plan.sweep_range
+        if not crossover:
+            text += note(" No context in the table ({lo}-{hi} tokens) flips it", lo=lo, hi=hi)
+            text += "." if flips else ", nor does any copy layout shown."
+        return text + (" Recompute would win only if " + Note.join("; or if ", flips) + "." if flips else "")
+    why = []
+    if plan.copy_overhead_dominates:
+        why.append(note("{copies} copies x {overhead:g} us of per-copy overhead dominate the transfer",
+                        copies=this.copies, overhead=Number(st.copy_overhead_us)))
+    if be and plan.link.value < be.value:
+        why.append(note("the link ({link}) is below the {be} break-even", link=plan.link, be=be))
+    text = (note("Recompute: at {ctx} tokens re-prefill ({rc}) beats swap-in ({exposed})", ctx=ctx, rc=this.recompute,
+                 exposed=this.swap_exposed)
+            + (" because " + Note.join(" and ", why) if why else "") + ".")
+    if crossover:
+        text += note(" Swap wins from {crossover} tokens on.", crossover=crossover)
+    return text + note(" Re-prefill still costs the batch {stall:,.2f} GPU-seconds of decode; an asynchronous "
+                       "swap-in costs it none.", stall=this.batch_stall)
 
 
 def _crossover(s, st, contexts, rows, prefix_hit, block, link, prefill) -> int | None:

@@ -17,7 +17,7 @@ from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Ratio, Seconds, Tokens, derived
+from kvplan.specs.values import Bytes, Count, Fraction, Note, Ratio, Seconds, Tokens, derived, note
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.
@@ -65,12 +65,12 @@ class RecommendOptions:
 class Row:
     key: str
     setting: str
-    value: str              # the recommendation, in words
-    reason: str             # why, in numbers
+    value: str | Note       # the recommendation, in words
+    reason: str | Note      # why, in numbers (a Note carries them typed)
     document: str           # the document's advice
     agrees: bool
-    why_differs: str        # "" when it agrees
-    notes: tuple[str, ...] = ()   # sources and caveats the presenter prints under the table
+    why_differs: str | Note  # "" when it agrees
+    notes: tuple[str | Note, ...] = ()   # sources and caveats the presenter prints under the table
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class RecommendPlan:
     crossover: Tokens
     victim: str
     disaggregate: bool
-    pd_reasons: tuple[str, ...]
+    pd_reasons: tuple[str | Note, ...]
     prefix_cache: bool
     prefill_seconds: Seconds
     prefill_share: Fraction
@@ -256,10 +256,10 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                         DOCUMENT_ROWS["pd"][0], False, "not priced: " + (err.hint or err.message)))
     if pd is not None:
         rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
-                        doubled + " ".join(pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
+                        doubled + Note.join(" ", pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
                         "" if not pd.recommend else
-                        "this workload's prompts are long enough against its outputs that a prefill pool pays "
-                        f"(break-even prompt:output {pd.breakeven_ratio.value:g})"))
+                        note("this workload's prompts are long enough against its outputs that a prefill pool pays "
+                             "(break-even prompt:output {be:g})", be=pd.breakeven_ratio)))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
@@ -269,7 +269,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                                       "of the replica time one request costs",
                                       f"{t_pf:.4g} / ({t_pf:.4g} + {s.decode_tokens:,} x {tpot_b:.4g} / {batch}) = "
                                       f"{share:.4f}"))
-    rows.append(_prefix_row(s, t_pf, share))
+    rows.append(_prefix_row(s, pf_v, share_v))
 
     return RecommendPlan(
         s, o, tuple(rows), dtype, dtype_options, batch_v, cap_v, slo_v,
@@ -286,10 +286,6 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n:,}{suffix}"
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:,.1f} GiB"
 
 
 def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
@@ -336,32 +332,39 @@ def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, slo, pool, p
         parts.append(f"the engine's max_num_seqs {engine_cap} caps it")
     agrees = batch <= SMALL_BATCH
     differs = "" if agrees else (
-        f"the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "
-        f"{pool / 2**30:,.1f} GiB per GPU for {per_req / 2**20:,.1f} MiB per request per GPU, so {cap} fit "
-        + ("and decode stays within the SLO" if slo_b else ""))
+        note("the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "
+             "{pool:GiB:,.1f} per GPU for {per_req:MiB:,.1f} per request per GPU, " f"so {cap} fit",
+             pool=Bytes(pool), per_req=Bytes(per_req))
+        + (" and decode stays within the SLO" if slo_b else ""))
+    # the reason stays text: the engines' launch command quotes its first clause (Engine.launch)
     return Row("batch", SETTING_NAMES["batch"], f"{batch}", "; ".join(parts) + ".", DOCUMENT_ROWS["batch"][0],
-               agrees, differs.strip())
+               agrees, differs)
 
 
 def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, run, threshold) -> Row:
     full = run.decode_steps_until_full.value
+    per_req_v = Bytes(per_req)
+    evict, growth = run.evict_one_request_seconds, run.growth_bytes_per_step
+    value: str | Note
+    reason: str | Note
     if offload:
-        value = (f"on: {_gib(tier_v.value)} DRAM per GPU; "
-                 + (f"start offloading at {threshold.value:.0%} of the pool" if threshold.value < 0.99 else
-                    "offload on demand (one eviction outruns a step's growth)"))
-        reason = (f"the tier parks every one of the {batch} running requests once ({per_req / 2**20:,.1f} MiB "
-                  f"per GPU each) of {_gib(dram_gpu.value)} host DRAM per GPU, so a preemption swaps instead of "
-                  "recomputing")
+        value = (note("on: {tier:GiB:,.1f} DRAM per GPU; ", tier=tier_v)
+                 + (note("start offloading at {threshold:.0%} of the pool", threshold=threshold)
+                    if threshold.value < 0.99 else "offload on demand (one eviction outruns a step's growth)"))
+        reason = note(f"the tier parks every one of the {batch} running requests once ({{per_req:MiB:,.1f}} per GPU "
+                      "each) of {dram:GiB:,.1f} host DRAM per GPU, so a preemption swaps instead of recomputing",
+                      per_req=per_req_v, dram=dram_gpu)
         if full is not None and admitted > batch:
-            reason += (f"; an engine admitting on prompt cost takes {admitted:,} requests, which fill HBM at decode "
-                       f"step {full:,}; evicting one takes {run.evict_one_request_seconds.value * 1e3:,.1f} ms "
-                       f"while the pool grows {run.growth_bytes_per_step.value / 2**20:,.1f} MiB per step"
-                       + (f", hence the {threshold.value:.0%} threshold" if threshold.value < 0.99 else ""))
+            reason += (note("; an engine admitting on prompt cost takes {admitted} requests, which fill HBM at decode "
+                            "step {full}; evicting one takes {evict:ms:,.1f} ms while the pool grows "
+                            "{growth:MiB:,.1f} per step", admitted=Count(admitted), full=run.decode_steps_until_full,
+                            evict=evict, growth=growth)
+                       + (note(", hence the {threshold:.0%} threshold", threshold=threshold)
+                          if threshold.value < 0.99 else ""))
         agrees = threshold.value < 0.95 or full is None
-        differs = "" if agrees else ("a large tier, yes, but no low threshold: the host link evicts a request "
-                                     f"in {run.evict_one_request_seconds.value * 1e3:,.1f} ms while the pool "
-                                     f"grows {run.growth_bytes_per_step.value / 2**20:,.1f} MiB per step, so "
-                                     "offloading can wait until the pool is full")
+        differs = "" if agrees else note("a large tier, yes, but no low threshold: the host link evicts a request "
+                                         "in {evict:ms:,.1f} ms while the pool grows {growth:MiB:,.1f} per step, so "
+                                         "offloading can wait until the pool is full", evict=evict, growth=growth)
         if full is None:
             reason += "; at these lengths the admitted batch never fills HBM, so the tier serves preemption only"
     else:
@@ -373,7 +376,7 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
             value = "unknown"
             reason = "the hardware preset has no host DRAM figure; give --dram to size the tier"
         else:
-            reason = f"the host DRAM per GPU ({_gib(dram_gpu.value)}) holds no whole request"
+            reason = note("the host DRAM per GPU ({dram:GiB:,.1f}) holds no whole request", dram=dram_gpu)
         agrees = False
         differs = ("short requests: " if not swap_wins else "") + reason
     return Row("kv_offload", SETTING_NAMES["kv_offload"], value, reason + ".", DOCUMENT_ROWS["kv_offload"][0],
@@ -381,16 +384,16 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
 
 
 def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Row:
-    ratio = this.recompute_over_swap.value
-    g = s.decode_tokens
-    reason = (f"preempted after {g:,} generated tokens, recomputing costs {this.recompute.value:,.3f} s against "
-              f"{this.swap_exposed.value * 1e3:,.1f} ms to swap ({ratio:,.1f}x)")
+    g = Tokens(s.decode_tokens)
+    reason = note("preempted after {g} generated tokens, recomputing costs {rc:,.3f} s against {swap:ms:,.1f} ms to "
+                  "swap ({ratio:,.1f}x)", g=g, rc=this.recompute, swap=this.swap_exposed,
+                  ratio=this.recompute_over_swap)
     if pre.crossover.value is not None:
-        reason += f"; the cheaper option changes at {pre.crossover.value:,} tokens"
-    if young and young != g:
-        reason += (f"; victim: a request {young:,} tokens in costs {young_row.recompute.value * 1e3:,.1f} ms to "
-                   f"recompute against {this.recompute.value:,.3f} s for one at {g:,}, so preempt the youngest and "
-                   "protect long chains")
+        reason += note("; the cheaper option changes at {crossover} tokens", crossover=pre.crossover)
+    if young and young != g.value:
+        reason += note("; victim: a request {young} tokens in costs {young_rc:ms:,.1f} ms to recompute against "
+                       "{rc:,.3f} s for one at {g}, so preempt the youngest and protect long chains",
+                       young=Tokens(young), young_rc=young_row.recompute, rc=this.recompute, g=g)
     swap_cheaper = not this.recompute_cheaper
     value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else
              "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
@@ -402,14 +405,16 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Ro
                agrees, differs)
 
 
-def _prefix_row(s, t_pf, share) -> Row:
+def _prefix_row(s, prefill: Seconds, share: Fraction) -> Row:
     shared = s.shared_prefix_tokens
-    reason = (f"the {s.prompt_tokens:,}-token prefill takes {t_pf * 1e3:,.1f} ms, {share:.2%} of the replica time a "
-              "request costs (its decode steps are shared by the batch), so even a full prefix hit saves at most that")
+    reason = note("the {prompt}-token prefill takes {prefill:ms:,.1f} ms, {share:.2%} of the replica time a request "
+                  "costs (its decode steps are shared by the batch), so even a full prefix hit saves at most that",
+                  prompt=Tokens(s.prompt_tokens), prefill=prefill, share=share)
     if shared:
-        reason += f"; the {shared:,}-token shared prompt is stored once per replica"
-    agrees = share < PREFILL_SHARE_SMALL
-    differs = "" if agrees else (f"prefill is {share:.0%} of the replica time a request costs here, so prefix hits "
-                                 "are worth having: keep it on and route repeat prefixes to the same replica")
+        reason += note("; the {shared}-token shared prompt is stored once per replica", shared=Tokens(shared))
+    agrees = share.value < PREFILL_SHARE_SMALL
+    differs = "" if agrees else note("prefill is {share:.0%} of the replica time a request costs here, so prefix hits "
+                                     "are worth having: keep it on and route repeat prefixes to the same replica",
+                                     share=share)
     return Row("prefix_cache", SETTING_NAMES["prefix_cache"], "on", reason + ".", DOCUMENT_ROWS["prefix_cache"][0],
                agrees, differs)

@@ -46,7 +46,6 @@ from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import TIMELINE_BUCKETS, request_arrays, run_metrics, timeline_arrays, timeline_buckets
 from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
-from kvplan.calc.workload import Workload
 from kvplan.engines.replica import ReplicaState
 from kvplan.engines.scheduling import (
     DEFAULT_POLICY,
@@ -61,6 +60,7 @@ from kvplan.engines.scheduling import (
     Scheduler,
 )
 from kvplan.errors import KvplanError
+from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
 from kvplan.specs.values import Value
 

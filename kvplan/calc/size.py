@@ -15,7 +15,7 @@ from kvplan.specs.dtypes import KVDtype
 from kvplan.specs.layers import MLA
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.parallel import Parallelism
-from kvplan.specs.values import Bytes, Count, TokenBytes, Tokens, derived
+from kvplan.specs.values import Bytes, Count, Note, Ratio, TokenBytes, Tokens, derived, note
 
 DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
 
@@ -69,7 +69,8 @@ class Comparison:
     other_per_token_per_gpu: Bytes
     own_per_token_per_gpu: Bytes
     other_gpu_refused: str          # why the other model has no per-GPU figure ("" when it has one)
-    why: str
+    why: Note
+    ratio: Ratio                    # the other model's bytes per token / this model's
 
 
 @dataclass(frozen=True)
@@ -206,20 +207,30 @@ def _comparison(scenario: Scenario, model: ModelSpec, other: ModelSpec, own_per_
     other_req = kv.kv_bytes_at_context(other, dtype, tokens)
     srcs = tuple(other.sources) + (DTYPE_SOURCE,)
     ratio = other_per_token / own_per_token if own_per_token else float("inf")
-    if model.uses(MLA) and not other.uses(MLA):
-        why = (f"Why they differ: {other.id} caches K and V ({layout(other)}) in every layer; {model.id} caches one "
-               f"{layout(model)} latent per layer, {ratio:.2f}x fewer bytes per token. But the latent is whole on "
-               f"every TP rank, so at TP={tp_shown} each GPU holds {own_gpu:,} B/token"
-               + (f" against {other_gpu:,} B/token for the sharded GQA example" if other_gpu is not None else "")
-               + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
-    else:
-        why = (f"{other.id} takes {ratio:.2f}x the bytes per token of {model.id}; at TP={tp_shown} per GPU: "
-               f"{model.id} {own_gpu:,} B, {other.id} " + (f"{other_gpu:,} B." if other_gpu is not None else
-                                                           f"n/a ({refused})."))
     t = Tokens(tokens, derived("the request's decode tokens", f"{tokens:,}"))
 
     def b(value, formula, numbers, s=srcs, kind=Bytes):
         return kind(value, derived(formula, numbers, *s))
+
+    other_gpu_v = b(other_gpu, f"per-rank bytes per token at TP={tp_shown}",
+                    f"{other_gpu:,} B" if other_gpu is not None else f"n/a: {refused}", kind=TokenBytes)
+    own_gpu_v = b(own_gpu, f"per-rank bytes per token at TP={tp_shown}", f"{own_gpu:,} B", tuple(model.sources),
+                  kind=TokenBytes)
+    ratio_v = Ratio(ratio, derived(f"{other.id} bytes per token / {model.id} bytes per token",
+                                   f"{other_per_token:,} / {own_per_token:,}"))
+    ids = {"other": other.id, "model": model.id}   # text values: a brace in an id stays literal
+    if model.uses(MLA) and not other.uses(MLA):
+        why = (note("Why they differ: {other} caches K and V ({other_layout}) in every layer; {model} caches one "
+                    "{model_layout} latent per layer, {ratio:.2f}x fewer bytes per token. But the latent is whole on "
+                    f"every TP rank, so at TP={tp_shown} each GPU holds {{own}}/token", ratio=ratio_v, own=own_gpu_v,
+                    other_layout=layout(other), model_layout=layout(model), **ids)
+               + (note(" against {other}/token for the sharded GQA example", other=other_gpu_v)
+                  if other_gpu is not None else "")
+               + ": TP adds no KV room per request for MLA (attention data-parallelism does).")
+    else:
+        why = (note("{other} takes {ratio:.2f}x the bytes per token of {model}; " f"at TP={tp_shown} per GPU: "
+                    "{model} {own}, {other} ", ratio=ratio_v, own=own_gpu_v, **ids)
+               + (note("{other}.", other=other_gpu_v) if other_gpu is not None else f"n/a ({refused})."))
 
     return Comparison(
         other.id, layout(other), layout(model), t,
@@ -232,8 +243,4 @@ def _comparison(scenario: Scenario, model: ModelSpec, other: ModelSpec, own_per_
         b(own_req, "bytes at the decode length", f"{own_req:,} B at {tokens:,} tokens", tuple(model.sources)),
         b(other_req * n, "requests x bytes per request", f"{n} x {other_req:,} = {other_req * n:,} B"),
         b(own_req * n, "requests x bytes per request", f"{n} x {own_req:,} = {own_req * n:,} B", tuple(model.sources)),
-        b(other_gpu, f"per-rank bytes per token at TP={tp_shown}",
-          f"{other_gpu:,} B" if other_gpu is not None else f"n/a: {refused}", kind=TokenBytes),
-        b(own_gpu, f"per-rank bytes per token at TP={tp_shown}", f"{own_gpu:,} B", tuple(model.sources),
-          kind=TokenBytes),
-        refused, why)
+        other_gpu_v, own_gpu_v, refused, why, ratio_v)

@@ -72,6 +72,9 @@ def parse_target(text: str) -> Target:
     return Target(metric, op, value, context, text.strip())
 
 
+SEARCH = "kvplan.calc.sizing: capacity.fit per replica x DP; steady TPOT from the step model; DP x B / request time"
+
+
 @dataclass(frozen=True)
 class Candidate:
     hardware: str
@@ -96,6 +99,24 @@ class Candidate:
     @property
     def layout(self) -> str:
         return f"TP{self.tp} x PP{self.pp} x DP{self.dp}" + (f", EP{self.ep}" if self.ep else "")
+
+    def figures(self) -> dict:
+        """The candidate's figures as typed values, each with its derivation (the JSON and the table's cells)."""
+        from kvplan.specs.values import Count, Number, Seconds, default, derived
+
+        return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")), "nodes": self.nodes,
+                "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep, "kv_dtype": self.kv_dtype,
+                "concurrency": Count(self.concurrency, derived("requests that fit per replica x DP",
+                                                               str(self.concurrency), SEARCH)),
+                "batch": Count(self.batch, derived("largest batch within capacity meeting the TPOT target",
+                                                   str(self.batch))),
+                "tpot_seconds": Seconds(self.tpot_seconds, derived("steady mean TPOT at the batch",
+                                                                   f"{self.tpot_seconds:.4g}")),
+                "requests_per_second": Number(self.requests_per_second, derived(
+                    "DP x batch / (prefill + decode x TPOT)", f"{self.requests_per_second:.4g}")),
+                "usd_per_hour": Number(self.usd_per_hour, derived("GPUs x the preset's price per GPU-hour",
+                                                                  f"{self.usd_per_hour}")),
+                "failed": list(self.failed)}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs, kv
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Number, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given
 
 SHAPES = ("steady", "cohort")
 DEFAULT_BATCH = 8
@@ -105,7 +105,7 @@ class TpotPlan:
     table_contexts: tuple[int, ...]
     table: tuple[tuple[Seconds, ...], ...]      # [batch][context]
     spec: SpecPlan | None
-    notes: tuple[str, ...]
+    notes: tuple[str | Note, ...]
 
 
 def _mean_over(series, ts, d: int) -> float:

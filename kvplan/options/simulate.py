@@ -6,7 +6,7 @@ or as Python values (numbers, a ``Path``) and refuses what the command refuses w
 (two ways to make arrivals, a --think without a closed loop, a --max-len over the engine's limit, ...). The
 command then only runs ``kvplan.calc.simulate``'s ``plan_simulate`` / ``plan_sweep`` on what it returns.
 
-Layer: the workload readers (``kvplan.calc.workload``: length distributions, presets, traces) and the simulator's
+Layer: the workload readers (``kvplan.inputs.workload``: length distributions, presets, traces) and the simulator's
 ``SimOptions`` / ``parse_compare`` / ``parse_sweep`` are imported inside the function.
 """
 
@@ -22,7 +22,7 @@ from kvplan.inputs.options import optional, parse_float, parse_plain_seconds, pa
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.simulate import SimOptions
-    from kvplan.calc.workload import Workload
+    from kvplan.inputs.workload import Workload
     from kvplan.scenario import Scenario
 
 DEFAULT_USERS = 8
@@ -68,8 +68,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import dataclasses
 
-    from kvplan.calc import workload as wl
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
+    from kvplan.inputs import workload as wl
     from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.options.scenarios import build_scenario
 

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvplan.calc.check import CheckPlan
+from kvplan.calc.check import CheckPlan, totals
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, derived
+from kvplan.specs.values import Note, note
 
 
 def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
     """``unit_column``: add the unit of each row's raw numbers (for CSV, where cells are raw and one column mixes
     bytes, seconds and counts; tables and Markdown print each value with its unit already)."""
     rows, data_plans = [], []
-    total = failed = 0
     for plan in plans:
         items = []
         for a in plan.assertions:
-            total += 1
-            failed += not a.passed
             rows.append((Path(plan.source).name, a.name, a.measured, a.op, a.bound, "pass" if a.passed else "FAIL",
                          a.margin, getattr(a.measured, "unit", "") or "-"))
             items.append({"name": a.name, "metric": a.metric, "op": a.op,
@@ -30,12 +27,13 @@ def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
                            "scenario": scenario_data(plan.scenario), "assertions": items})
     first = plans[0].scenario.headline() if len(plans) == 1 else (
         f"kvplan check: {len(plans)} plans (" + ", ".join(Path(p.source).name for p in plans) + ")")
-    total_v = Count(total, derived("assertions in the plans", f"{total}"))
-    failed_v = Count(failed, derived("assertions whose measured value misses the bound", f"{failed} of {total}"))
-    notes = [f"{p.source}: {p.scenario.headline()}" for p in plans] if len(plans) > 1 else []
-    notes += [f"{a.name}: {a.detail}" + (f" ({Path(p.source).name})" if len(plans) > 1 else "")
+    total_v, failed_v, passed_v = totals(plans)
+    failed = int(failed_v.value or 0)
+    notes: list[str | Note] = [f"{p.source}: {p.scenario.headline()}" for p in plans] if len(plans) > 1 else []
+    notes += [f"{a.name}: " + a.detail + (f" ({Path(p.source).name})" if len(plans) > 1 else "")
               for p in plans for a in p.assertions if not a.passed]
-    notes.append(f"{total - failed} of {total} assertion(s) passed" + (f"; {failed} failed." if failed else "."))
+    notes.append(note("{passed:d} of {total:d} assertion(s) passed", passed=passed_v, total=total_v)
+                 + (note("; {failed:d} failed.", failed=failed_v) if failed else "."))
     notes.append("Margin: measured - bound for >=, bound - measured for <= (positive = headroom); for true/false "
                  "metrics, the room on the figure the answer rests on.")
     # the unit column says what the raw numbers of measured, bound and margin are in (CSV and JSON carry raw

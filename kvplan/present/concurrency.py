@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from kvplan.calc.concurrency import SEED_BATCH_RANGE, SPARSIFICATION_CAVEAT, ConcurrencyPlan
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.render.output import format_seconds
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, given
+from kvplan.specs.values import Count, Note, Tokens, given, note
 
 
 def present(plan: ConcurrencyPlan) -> Result:
-    s, b = plan.scenario, plan.budget
+    s = plan.scenario
     notes = _notes(plan)
     tables = _tables(plan)
     unsupported = [c.dtype.value for c in plan.grid[0].cells if c.requests.value is None] if plan.grid else []
@@ -21,54 +20,52 @@ def present(plan: ConcurrencyPlan) -> Result:
         tables.append(Table(plan.engine_report.title, ("figure", "value"), plan.engine_report.rows))
 
     data = _data(plan)
-    if b.fraction_name == "mem_fraction_static":
-        data["mem_fraction_static"] = b.fraction
-    brief = (("KV pool per GPU", b.kv_pool), ("KV per request per GPU", plan.request_bytes_per_gpu),
+    brief = (("KV pool per GPU", plan.budget.kv_pool), ("KV per request per GPU", plan.request_bytes_per_gpu),
              ("max concurrent requests, deployment", plan.max_concurrency),
              ("max concurrent requests per replica", plan.max_concurrency_per_replica),
              (f"decode steps until {plan.overflow[0].batch.value} requests fill the pool",
               plan.overflow[0].decode_steps_until_full if plan.overflow[0].decode_steps_until_full.value is not None
-              else f"never within {s.decode_tokens:,} steps"))
+              else note("never within {decode} steps", decode=Tokens(s.decode_tokens))))
     warnings = plan.engine_report.warnings if plan.engine_report is not None else ()
-    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), _assumptions(plan), (_chart(plan),),
-                  brief, warnings)
+    return Result("concurrency", s.headline(), data, tuple(tables), tuple(notes), _assumptions(plan),
+                  (_chart(plan),), brief, warnings)
 
 
-def _notes(plan: ConcurrencyPlan) -> list[str]:
-    """The notes before the tables' n/a reasons, in order: the batch ceiling, the overflow runs, the layout, the
-    dtype, the engine and the pool's origin, the host tier."""
+def _notes(plan: ConcurrencyPlan) -> list[str | Note]:
+    """The notes before the n/a reasons, in order: the batch ceiling, the overflow runs, the layout, the dtype, the
+    engine and the pool's origin, the host tier."""
     s, b = plan.scenario, plan.budget
     model, par, hw, dtype = s.sized_model, s.parallelism, s.hardware, s.kv_dtype
-    per_replica, total = int(plan.max_concurrency_per_replica.value), int(plan.max_concurrency.value)
+    per_replica = int(plan.max_concurrency_per_replica.value)
     replicas, context = int(plan.replicas.value), s.context_tokens
-
-    notes: list[str] = []
+    notes: list[str | Note] = []
     _, seqs = s.engine_adapter.batch_limits_for(s)
+    per_replica_v, prompt_v = plan.max_concurrency_per_replica, Tokens(s.prompt_tokens)
     if per_replica > int(seqs.value):   # the pool holds more than the engine runs at once
-        notes.append(f"The pool holds {per_replica:,} such requests per replica, but the engine runs at most "
-                     f"{int(seqs.value):,} at once (max_num_seqs / max_running_requests): the rest wait in its queue "
-                     "(raise the limit, e.g. --max-num-seqs, to run them).")
+        notes.append(note("The pool holds {n} such requests per replica, but the engine runs at most {seqs} at once "
+                          "(max_num_seqs / max_running_requests): the rest wait in its queue (raise the limit, e.g. "
+                          "--max-num-seqs, to run them).", n=per_replica_v, seqs=seqs))
     lo, hi = SEED_BATCH_RANGE
     notes.append(
-        f"Batch ceiling at {context:,} tokens: {per_replica} request(s) per replica"
-        + (f" x {replicas} replicas = {total}" if replicas > 1 else "")
+        note("Batch ceiling at {context} tokens: {n:d} request(s) per replica", context=Tokens(context),
+             n=per_replica_v)
+        + (note(" x {replicas:d} replicas = {total:d}", replicas=plan.replicas, total=plan.max_concurrency)
+           if replicas > 1 else "")
         + f"; the workload document recommends batches of {lo}-{hi} for long reasoning requests"
-        + (" (fits)." if per_replica >= hi else f" ({hi} does not fit; {per_replica} does)."))
+        + (" (fits)." if per_replica >= hi else note(f" ({hi} does not fit; {{n:d}} does).", n=per_replica_v)))
     for run in plan.overflow:
-        label = f"{run.batch.value:,} requests" + (" (what an engine admits on prompt cost)"
-                                                   if run.admitted_on_prompt_cost else "")
+        label = note("{batch} requests", batch=run.batch) + (" (what an engine admits on prompt cost)"
+                                                             if run.admitted_on_prompt_cost else "")
         if run.decode_steps_until_full.value is None:
-            notes.append(f"{label} decoding together from a {s.prompt_tokens:,}-token prompt never fill the pool "
-                         f"within {s.decode_tokens:,} decode steps.")
+            notes.append(note("{label} decoding together from a {prompt}-token prompt never fill the pool within "
+                              "{decode} decode steps.", label=label, prompt=prompt_v, decode=Tokens(s.decode_tokens)))
         else:
-            tpot = float(run.tpot.value)
-            drain = plan.host_link.value * tpot / max(run.growth_bytes_per_step.value, 1)
-            notes.append(f"{label} decoding together from a {s.prompt_tokens:,}-token prompt fill the pool after "
-                         f"{run.decode_steps_until_full.value:,} decode steps "
-                         f"(~{format_seconds(run.seconds_until_full.value)} at {tpot * 1000:.3g} ms/token). Cap the "
-                         f"batch, or offload to DRAM: offloading may wait until the pool is "
-                         f"{run.offload_threshold_fraction.value:.1%} full (the host link drains {drain:,.0f}x "
-                         "faster than the batch grows).")
+            notes.append(note(
+                "{label} decoding together from a {prompt}-token prompt fill the pool after {steps} decode steps "
+                "(~{full} at {tpot:ms:.3g} ms/token). Cap the batch, or offload to DRAM: offloading may wait until "
+                "the pool is {threshold:.1%} full (the host link drains {drain:,.0f}x faster than the batch grows).",
+                label=label, prompt=prompt_v, steps=run.decode_steps_until_full, full=run.seconds_until_full,
+                tpot=run.tpot, threshold=run.offload_threshold_fraction, drain=run.drain_ratio))
     if model.uses_kind("mla") and par.tp > 1 and replicas == 1:
         notes.append(f"MLA latents are whole on every TP rank: TP={par.tp} holds {par.tp} copies of each request's "
                      f"KV; attention data-parallelism (--tp 1 --dp {par.tp} --ep {par.tp}) keeps one copy.")
@@ -79,9 +76,11 @@ def _notes(plan: ConcurrencyPlan) -> list[str]:
     if dtype_note:
         notes.append(dtype_note)
     if s.token_budget is not None:
-        notes.append(f"Token budget {s.token_budget:,} per request (what-if). " + SPARSIFICATION_CAVEAT)
+        notes.append(note("Token budget {budget} per request (what-if). ", budget=Tokens(s.token_budget))
+                     + SPARSIFICATION_CAVEAT)
     if any(r.over_limit for r in plan.grid):
-        notes.append(f"Rows marked '> max context' are longer than the {s.context_limit:,} tokens the engine serves.")
+        notes.append(note("Rows marked '> max context' are longer than the {limit} tokens the engine serves.",
+                          limit=Tokens(s.context_limit)))
     if s.engine == "neutral":
         notes.append("Engine-neutral accounting: block rounding per attention kind; --engine vllm or sglang "
                      "reproduces an engine's own figures.")
@@ -101,12 +100,13 @@ def _notes(plan: ConcurrencyPlan) -> list[str]:
 
 def _tables(plan: ConcurrencyPlan) -> list[Table]:
     s, b, hw, host = plan.scenario, plan.budget, plan.scenario.hardware, plan.host
-    context = s.context_tokens
+    context, prompt_v = s.context_tokens, Tokens(s.prompt_tokens)
     host_note = "if offloading is enabled"
     return [
         Table(f"Memory budget per GPU ({hw.name})", ("line", "bytes", "note"),
               tuple((label, value, note) for label, value, note in b.lines())),
-        Table(f"Concurrency at {context:,} tokens ({s.prompt_tokens:,} prompt + {s.decode_tokens:,} decode)",
+        Table(note("Concurrency at {context} tokens ({prompt} prompt + {decode} decode)", context=Tokens(context),
+                   prompt=prompt_v, decode=Tokens(s.decode_tokens)),
               ("figure", "value"), (
                   ("KV pool per GPU", b.kv_pool),
                   ("KV per request on the most loaded GPU (block-rounded)", plan.request_bytes_per_gpu),
@@ -133,7 +133,7 @@ def _tables(plan: ConcurrencyPlan) -> list[Table]:
 
 def _data(plan: ConcurrencyPlan) -> dict:
     s, b, host = plan.scenario, plan.budget, plan.host
-    return {
+    data = {
         **scenario_data(s),
         "budget": {"hbm_bytes": b.hbm, "utilization": b.fraction, "fraction_name": b.fraction_name,
                    "weights_bytes": b.weights, "activation_bytes": b.activation, "runtime_bytes": b.runtime,
@@ -164,19 +164,22 @@ def _data(plan: ConcurrencyPlan) -> dict:
         "token_budget": Count(s.token_budget, given("--token-budget")) if s.token_budget else None,
         **(plan.engine_report.data if plan.engine_report is not None else {}),
     }
+    if b.fraction_name == "mem_fraction_static":
+        data["mem_fraction_static"] = b.fraction
+    return data
 
 
 def _chart(plan: ConcurrencyPlan) -> Chart:
     return Chart("Concurrent requests by context", "context tokens",
-                 tuple(f"{int(r.context.value):,}" for r in plan.grid),
-                 tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
-                       for i, d in enumerate(plan.dtypes)
-                       # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0
-                       if any(r.cells[i].requests.value is not None for r in plan.grid)),
-                 "requests, deployment", legend="KV dtype", log_y=True)
+                  tuple(f"{int(r.context.value):,}" for r in plan.grid),
+                  tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
+                        for i, d in enumerate(plan.dtypes)
+                        # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0
+                        if any(r.cells[i].requests.value is not None for r in plan.grid)),
+                  "requests, deployment", legend="KV dtype", log_y=True)
 
 
-def _assumptions(plan: ConcurrencyPlan) -> tuple[str, ...]:
+def _assumptions(plan: ConcurrencyPlan) -> tuple:
     s = plan.scenario
     return (
         "Pool per GPU from the waterfall unless --kv-pool gives it; every GPU of a replica has the same pool.",

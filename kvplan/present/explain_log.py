@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvplan.calc.explain_log import ExplainLogPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
+from kvplan.specs.values import Note, Tokens, note
 
 
 def _rows(comparisons) -> tuple:
@@ -27,7 +28,8 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings
                             columns, _rows(plan.reproduced)))
     if plan.budget_rows:
         tables.append(Table("kvplan's own budget against the log (per GPU)", columns, _rows(plan.budget_rows)))
-    tables.append(Table(f"The workload on the logged pool ({s.prompt_tokens:,} prompt + {s.decode_tokens:,} decode)",
+    tables.append(Table(note("The workload on the logged pool ({prompt} prompt + {decode} decode)",
+                             prompt=Tokens(s.prompt_tokens), decode=Tokens(s.decode_tokens)),
                         ("figure", "value"), (
                             ("KV pool per GPU (from the log)", plan.pool),
                             ("KV per request on the most loaded GPU", plan.request_bytes_per_gpu),
@@ -35,10 +37,11 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings
                             ("requests, deployment", plan.requests),
                             ("KV capacity per replica (tokens)", plan.capacity_tokens),
                         ), primary=True))
-    notes = list(settings_notes) + list(plan.notes)
-    notes.append(f"{plan.requests.value:,} request(s) of {context:,} tokens fit in the logged pool"
-                 + (f" ({plan.requests_per_replica.value:,} per replica x {s.parallelism.dp} replicas)"
-                    if s.parallelism.dp > 1 else "") + ".")
+    notes: list[str | Note] = [*settings_notes, *plan.notes]
+    notes.append(note("{requests} request(s) of {context} tokens fit in the logged pool", requests=plan.requests,
+                      context=Tokens(context))
+                 + (note(" ({per_replica} per replica x " f"{s.parallelism.dp} replicas)",
+                         per_replica=plan.requests_per_replica) if s.parallelism.dp > 1 else "") + ".")
     data = {
         **scenario_data(s),
         "log": {"path": log.path, "engine": log.engine,
@@ -55,7 +58,7 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings
         "kv_capacity_tokens": plan.capacity_tokens,
     }
     brief = (("KV pool per GPU (from the log)", plan.pool),) + tuple(
-        pair for c in plan.reproduced for pair in ((f"{c.label}, log", c.logged), (f"{c.label}, kvplan", c.kvplan))
+        pair for c in plan.reproduced for pair in ((c.label + ", log", c.logged), (c.label + ", kvplan", c.kvplan))
     ) + (("requests, deployment", plan.requests),)
     assumptions = ("The pool per GPU is the log's (its least worker where several print it); kvplan's count of "
                    "bytes per token turns logged tokens or blocks into bytes.",

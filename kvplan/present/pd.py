@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-from kvplan.calc.pd import PdPlan
+from kvplan.calc.pd import PdPlan, ratio_label
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Number, Tokens, default, derived, given
-
-
-def _colocated(r) -> Number:
-    return Number(r.colocated_tokens_per_second if r.fits else None,
-                  derived("instances x B / mean TPOT at this prompt", f"{r.colocated_tokens_per_second:,.0f}"))
-
-
-def _disaggregated(r) -> Number:
-    return Number(r.disaggregated_tokens_per_second if r.fits else None,
-                  derived("the best split's requests/s x output tokens", f"{r.disaggregated_tokens_per_second:,.0f}"))
+from kvplan.specs.values import Number, Seconds, Tokens, default, given, note
 
 
 def present(plan: PdPlan) -> Result:
     s, o = plan.scenario, plan.options
-    verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + (
-        f": {plan.disaggregated_tokens_per_second.value:,.0f} vs {plan.colocated_tokens_per_second.value:,.0f} output "
-        f"tokens/s colocated under a {o.tpot_slo * 1e3:g} ms TPOT SLO.")
-    colocated = Table(f"Colocated: {plan.instances.value} instance(s) of {plan.gpus_per_instance.value} GPU(s), "
-                      f"{s.prompt_tokens:,} prompt + {s.decode_tokens:,} output tokens", ("figure", "value"), (
+    slo, decode_v = Seconds(o.tpot_slo), Tokens(s.decode_tokens)
+    verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + note(
+        ": {dis:,.0f} vs {col:,.0f} output tokens/s colocated under a {slo:ms:g} ms TPOT SLO.",
+        dis=plan.disaggregated_tokens_per_second, col=plan.colocated_tokens_per_second, slo=slo)
+    colocated = Table(note(f"Colocated: {plan.instances.value} instance(s) of {plan.gpus_per_instance.value} GPU(s), "
+                           "{prompt} prompt + {decode} output tokens", prompt=Tokens(s.prompt_tokens), decode=decode_v),
+                      ("figure", "value"), (
         ("prefill (T_pf) per request", plan.prefill), ("prefill chunks", plan.prefill_chunks),
         ("prefill GPU-seconds per request", plan.interference_gpu_seconds),
         ("prefill share of a replica's time", plan.prefill_share),
@@ -39,22 +31,19 @@ def present(plan: PdPlan) -> Result:
         ("prefill instances", plan.prefill_instances), ("decode instances", plan.decode_instances),
         ("decode batch under the SLO", plan.decode_batch), ("idle share of the larger pool", plan.idle_share),
         ("goodput, output tokens/s", plan.disaggregated_tokens_per_second)))
-    rows = []
+    rows: list[tuple] = []
     for r in plan.ratios:
-        ratio = f"{r.ratio:g}:1" if r.ratio >= 1 else f"1:{1 / r.ratio:g}"
-        tok = Tokens(r.prompt_tokens, derived("ratio x output tokens", f"{r.prompt_tokens:,}"))
         if not r.fits:
-            rows.append((ratio, tok, None, None, None, "does not fit"))
+            rows.append((r.label, r.prompt, None, None, None, "does not fit"))
             continue
-        rows.append((ratio, tok, _colocated(r),
-                     _disaggregated(r),
-                     r.prefill_instances, "disaggregate" if r.disaggregation_wins else "colocate"))
-    sweep = Table(f"By prompt:output ratio at {s.decode_tokens:,} output tokens", ("prompt:output", "prompt tokens",
+        rows.append((r.label, r.prompt, r.colocated, r.disaggregated, r.prefill_instances,
+                     "disaggregate" if r.disaggregation_wins else "colocate"))
+    sweep = Table(note("By prompt:output ratio at {decode} output tokens", decode=decode_v), ("prompt:output",
+                  "prompt tokens",
                   "colocated tok/s", "disaggregated tok/s", "prefill instances", "better"), tuple(rows), primary=True)
     be = plan.breakeven_ratio.value
     notes = [verdict] + list(plan.reasons) + [
-        ("Break-even: disaggregation first wins at prompt:output "
-         + (f"{be:g}:1" if be >= 1 else f"1:{1 / be:g}") + ".") if be else
+        ("Break-even: disaggregation first wins at prompt:output " + ratio_label(plan.breakeven_ratio) + ".") if be else
         "Break-even: disaggregation wins at no prompt:output ratio from 1:100 to 10:1."]
     data = {
         **scenario_data(s),
@@ -72,11 +61,9 @@ def present(plan: PdPlan) -> Result:
         "disaggregated_tokens_per_second": plan.disaggregated_tokens_per_second,
         "breakeven_prompt_over_output": plan.breakeven_ratio,
         "recommend_disaggregation": plan.recommend, "reasons": list(plan.reasons),
-        "by_ratio": [{"prompt_over_output": Number(r.ratio, derived("a ratio of the sweep", f"{r.ratio:g}")),
-                      "prompt_tokens": Tokens(r.prompt_tokens, derived("ratio x output tokens",
-                                                                       f"{r.prompt_tokens:,}")),
-                      "colocated_tokens_per_second": _colocated(r),
-                      "disaggregated_tokens_per_second": _disaggregated(r),
+        "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
+                      "colocated_tokens_per_second": r.colocated,
+                      "disaggregated_tokens_per_second": r.disaggregated,
                       "disaggregation_wins": r.disaggregation_wins, "fits": r.fits} for r in plan.ratios],
     }
     assumptions = (

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from kvplan.calc import costs
-from kvplan.calc.preemption import V0_SWAP_SPACE_BYTES, PreemptionPlan
-from kvplan.inputs.units import format_bytes
+from kvplan.calc.preemption import PreemptionPlan, recommendation
 from kvplan.present.common import scenario_data, spec_notes
-from kvplan.render.output import format_seconds as _time
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Number, Tokens, default, given
+from kvplan.specs.values import Count, Note, Number, Tokens, default, given, note
 
 
 def data_tp(s) -> Count:
@@ -19,92 +17,45 @@ def _setting(value: float, default_value: float, flag: str, source: str) -> Numb
     return Number(value, default(f"{default_value:g}", source) if value == default_value else given(flag))
 
 
-def _gbs(bps: float) -> str:
-    return f"{bps / 1e9:,.2f} GB/s"
-
-
-def recommendation(plan: PreemptionPlan) -> str:
-    s, st, this = plan.scenario, plan.settings, plan.this
-    ctx, tp = s.context_tokens, s.parallelism.tp
-    exposed, t_rc, ratio = this.swap_exposed.value, this.recompute.value, this.recompute_over_swap.value
-    host = plan.host
-    if plan.host_fits is False:
-        dram = format_bytes(host.bytes_per_node.value, "iec")
-        need = format_bytes(host.request_bytes_on_node.value, "iec")
-        return (f"Recompute: swapping is impossible here, the node's {dram} of host DRAM cannot hold the "
-                f"request's {need} of KV.")
-    crossover, be = plan.crossover.value, plan.breakeven.value
-    if plan.cheaper == "swap":
-        text = (f"Swap first, recompute last: at {ctx:,} tokens swap-in exposes {_time(exposed)} against "
-                f"{_time(t_rc)} of re-prefill ({ratio:,.1f}x), and re-prefill would also take "
-                f"{t_rc * tp:,.2f} GPU-seconds of decode from the batch on its {tp} GPUs.")
-        flips = []
-        if be:
-            flips.append(f"the host link fell below {_gbs(be)} effective per direction (now {_gbs(plan.link.value)})")
-        if crossover:
-            flips.append(f"the context were under {crossover:,} tokens")
-        for case in plan.cases[1:]:
-            if case.cheaper == "recompute":
-                flips.append(f"copies were {case.layout} {case.block_tokens}-token blocks "
-                             f"({_time(case.swap_exposed.value)})")
-        lo, hi = plan.sweep_range
-        if not crossover:
-            text += f" No context in the table ({lo:,}-{hi:,} tokens) flips it"
-            text += "." if flips else ", nor does any copy layout shown."
-        return text + (" Recompute would win only if " + "; or if ".join(flips) + "." if flips else "")
-    why = []
-    copies = this.copies.value
-    if copies * st.copy_overhead_us * 1e-6 > this.swap_bytes_per_gpu.value / (plan.link.value * st.bidir_factor):
-        why.append(f"{copies:,} copies x {st.copy_overhead_us:g} us of per-copy overhead dominate the transfer")
-    if be and plan.link.value < be:
-        why.append(f"the link ({_gbs(plan.link.value)}) is below the {_gbs(be)} break-even")
-    text = (f"Recompute: at {ctx:,} tokens re-prefill ({_time(t_rc)}) beats swap-in ({_time(exposed)})"
-            + (f" because {' and '.join(why)}" if why else "") + ".")
-    if crossover:
-        text += f" Swap wins from {crossover:,} tokens on."
-    return text + (f" Re-prefill still costs the batch {t_rc * tp:,.2f} GPU-seconds of decode; an asynchronous "
-                   "swap-in costs it none.")
-
-
 def present(plan: PreemptionPlan) -> Result:
     s, st, this = plan.scenario, plan.settings, plan.this
     model, hw, tp = s.sized_model, s.hardware, s.parallelism.tp
     rec = recommendation(plan)
-    nbytes = int(this.swap_bytes_per_gpu.value)
+    nbytes = this.swap_bytes_per_gpu
+    prompt_v, ctx_v, bidir_v, mfu_v = (Tokens(s.prompt_tokens), Tokens(s.context_tokens), Number(st.bidir_factor),
+                                       Number(st.mfu))
     swap_cols = ("swap each way", "exposed in + out") if st.sync_swap else ("swap-in",)
     rows = []
     for r in plan.rows:
-        note = "this request" if r.context.value == s.context_tokens else ""
+        row_note = "this request" if r.context.value == s.context_tokens else ""
         if r.context.value <= r.prefix_hit.value:
-            note = (note + "; " if note else "") + "all in the prefix cache"
+            row_note = (row_note + "; " if row_note else "") + "all in the prefix cache"
         if r.over_limit:
-            note = (note + "; " if note else "") + "> max context"
+            row_note = (row_note + "; " if row_note else "") + "> max context"
         swap_cells = (r.swap_one_way, r.swap_exposed) if st.sync_swap else (r.swap_exposed,)
         rows.append((r.generated, r.context, r.swap_bytes_per_gpu, r.copies, *swap_cells, r.flops_total, r.recompute,
-                     r.batch_stall, r.recompute_over_swap, "recompute" if r.recompute_cheaper else "swap", note))
+                     r.batch_stall, r.recompute_over_swap, "recompute" if r.recompute_cheaper else "swap", row_note))
     host = plan.host
-    host_text = (f"{format_bytes(host.request_bytes_on_node.value, 'iec')} of "
-                 f"{format_bytes(host.bytes_per_node.value, 'iec')}: room for {host.requests_per_node.value:,} such "
-                 "requests"
+    host_text = (note("{need} of {dram}: room for {n} such requests", need=host.request_bytes_on_node,
+                      dram=host.bytes_per_node, n=host.requests_per_node)
                  if host.bytes_per_node.value is not None else
-                 f"{format_bytes(host.request_bytes_on_node.value, 'iec')} (node DRAM not in the preset)")
+                 note("{need} (node DRAM not in the preset)", need=host.request_bytes_on_node))
     swap_word = "swap in + out (sync)" if st.sync_swap else "swap-in"
     tables = (
-        Table(f"{model.name} on {hw.name} x TP={tp}: preempted after {s.prompt_tokens:,} prompt + G generated "
-              "tokens, swap vs recompute",
+        Table(note("{model} on {hw} " f"x TP={tp}: preempted after {{prompt}} prompt + G generated tokens, swap vs "
+                   "recompute", prompt=prompt_v, model=model.name, hw=hw.name),
               ("generated G", "context S", "KV/GPU", "copies", *swap_cols, "recompute FLOPs", "recompute",
                "stall GPU-s", "rc/swap", "cheaper", "note"), tuple(rows), primary=True),
-        Table(f"This request (S = {s.context_tokens:,} tokens)", ("figure", "value"), (
+        Table(note("This request (S = {ctx} tokens)", ctx=ctx_v), ("figure", "value"), (
             ("swap bytes per GPU (each direction)", this.swap_bytes_per_gpu),
             (f"copies per direction ({st.layout}, {plan.block.value}-token blocks)", this.copies),
             ("host link, effective per direction", plan.link),
-            (f"with swaps both ways at once (x {st.bidir_factor:g})",
-             type(plan.link)(plan.link.value * st.bidir_factor, plan.link.why)),
+            (note("with swaps both ways at once (x {bidir:g})", bidir=bidir_v), plan.link_both_ways),
             ("swap-out / swap-in, each" + (" (swap-out overlaps decode)" if not st.sync_swap else
                                            " (both block the engine step)"), this.swap_one_way),
             ("swap time on the request's critical path", this.swap_exposed),
             ("recompute FLOPs", this.flops_total),
-            (f"recompute at MFU {st.mfu:g}, {plan.compute_dtype} peak x {tp} GPUs", this.recompute),
+            (note("recompute at MFU {mfu:g}, " f"{plan.compute_dtype} peak x {tp} GPUs", mfu=mfu_v), this.recompute),
             ("batch stall (recompute), GPU-s", this.batch_stall),
             ("recompute / swap", this.recompute_over_swap),
             ("break-even host link (effective, per direction)",
@@ -166,29 +117,28 @@ def present(plan: PreemptionPlan) -> Result:
                    "recompute_over_swap": r.recompute_over_swap,
                    "cheaper": "recompute" if r.recompute_cheaper else "swap"} for r in plan.rows],
     }
-    notes = [rec]
-    if nbytes:
-        notes.append(f"vLLM V0's default --swap-space of 4 GiB per GPU holds {V0_SWAP_SPACE_BYTES // nbytes:,} such "
-                     f"request(s) ({format_bytes(nbytes, 'iec')} per GPU each).")
+    notes: list[str | Note] = [rec]
+    if nbytes.value:
+        notes.append(note("vLLM V0's default --swap-space of 4 GiB per GPU holds {n} such request(s) ({nbytes} per "
+                          "GPU each).", n=plan.v0_swap_requests, nbytes=nbytes))
     if plan.n_mm.estimated:
         notes.append(f"N_mm for {model.id} is an estimate: {plan.n_mm.source}.")
     if model.uses_kind("mla") and tp > 1:
-        notes.append(f"The MLA latent is whole on every TP rank: each of the {tp} GPUs swaps all "
-                     f"{format_bytes(nbytes, 'iec')} over its own link while recompute splits over all {tp}, so "
-                     f"TP={tp} divides the recompute/swap ratio by {tp} (a sharded GQA cache keeps it).")
+        notes.append(note(f"The MLA latent is whole on every TP rank: each of the {tp} GPUs swaps all {{nbytes}} over "
+                          f"its own link while recompute splits over all {tp}, so TP={tp} divides the recompute/swap "
+                          f"ratio by {tp} (a sharded GQA cache keeps it).", nbytes=nbytes))
     if model.params_active and model.params_total and model.params_active.value < model.params_total.value:
         notes.append("With expert parallelism or attention data-parallelism across the node, a recompute prefill "
                      "stalls the whole EP group, not only the request's TP GPUs.")
     assumptions = [
         "Swap copies the request's KV shard of each GPU over that GPU's own host link, all GPUs in parallel; "
         "pinned, NUMA-local host buffers.",
-        f"Per-direction rate x {st.bidir_factor:g}: swap-ins of resumed requests share the link with swap-outs "
-        "(a preemption storm, or the offloading connector's stores); --bidir-factor 1 for an idle link.",
+        note("Per-direction rate x {bidir:g}: swap-ins of resumed requests share the link with swap-outs (a preemption "
+             "storm, or the offloading connector's stores); --bidir-factor 1 for an idle link.", bidir=bidir_v),
         "Swap-out overlaps decode (asynchronous offloading) and stalls no one; swap-in delays only this request."
         if not st.sync_swap else "Synchronous swap (vLLM V0): both directions block the engine step for every request.",
-        f"Recompute re-prefills S - h tokens at MFU {st.mfu:g} of the {plan.compute_dtype} dense peak on all {tp} "
-        "GPUs; "
-        "causal attention counted as pairs = S^2/2 (keys per query capped by windows / top-k).",
+        note("Recompute re-prefills S - h tokens at MFU {mfu:g} of the " f"{plan.compute_dtype} dense peak on all {tp} "
+             "GPUs; causal attention counted as pairs = S^2/2 (keys per query capped by windows / top-k).", mfu=mfu_v),
         "batch_stall_gpu_seconds = recompute seconds x TP GPUs: the GPU time the co-running batch loses on the "
         "request's GPUs (a whole decode stall for a non-chunked prefill; the same GPU time spread out when chunked).",
         "Host DRAM: the whole node's DRAM (or --dram), nothing kept back for the OS or the engine; a request parks "
@@ -200,7 +150,7 @@ def present(plan: PreemptionPlan) -> Result:
     assumptions.extend(spec_notes(s))
     brief = (("swap bytes per GPU", this.swap_bytes_per_gpu), ("swap-in exposed", this.swap_exposed),
              ("recompute", this.recompute), ("recompute / swap", this.recompute_over_swap), ("cheaper", plan.cheaper))
-    warnings = ()
+    warnings: tuple[str | Note, ...] = ()
     if plan.host_fits is False:   # the verdict rests on it: a warning, printed first like the note it was
         warnings, notes = (notes[0],), notes[1:]
     return Result("compare-preemption", s.headline(), data, tables, tuple(notes), tuple(assumptions), brief=brief,

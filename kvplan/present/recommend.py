@@ -5,27 +5,11 @@ from __future__ import annotations
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Number, Seconds, default, derived, given
-
-SEARCH = "kvplan.calc.sizing: capacity.fit per replica x DP; steady TPOT from the step model; DP x B / request time"
-
-
-def _candidate(c) -> dict:
-    return {"hardware": c.hardware, "gpus": Count(c.gpus, default("the layout's GPUs")), "nodes": c.nodes,
-            "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "kv_dtype": c.kv_dtype,
-            "concurrency": Count(c.concurrency, derived("requests that fit per replica x DP", str(c.concurrency),
-                                                        SEARCH)),
-            "batch": Count(c.batch, derived("largest batch within capacity meeting the TPOT target", str(c.batch))),
-            "tpot_seconds": Seconds(c.tpot_seconds, derived("steady mean TPOT at the batch", f"{c.tpot_seconds:.4g}")),
-            "requests_per_second": Number(c.requests_per_second, derived(
-                "DP x batch / (prefill + decode x TPOT)", f"{c.requests_per_second:.4g}")),
-            "usd_per_hour": Number(c.usd_per_hour, derived("GPUs x the preset's price per GPU-hour",
-                                                           f"{c.usd_per_hour}")),
-            "failed": list(c.failed)}
+from kvplan.specs.values import Count, Number, Tokens, default, given, note
 
 
 def _sizing_table(sizing, typed: list[dict]) -> Table:
-    """The ranked layouts; ``typed``: their ``_candidate`` values (the same cells the JSON carries)."""
+    """The ranked layouts; ``typed``: their ``Candidate.figures()`` (the same cells the JSON carries)."""
     rows = []
     for c, d in zip(sizing.ranked, typed, strict=True):
         rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
@@ -40,14 +24,15 @@ def _sizing_table(sizing, typed: list[dict]) -> Table:
 def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
     s, o = plan.scenario, plan.options
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
-    title = f"Recommended configuration for {s.prompt_tokens:,} + {s.decode_tokens:,}-token requests"
+    title = note("Recommended configuration for {prompt} + {decode}-token requests", prompt=Tokens(s.prompt_tokens),
+                 decode=Tokens(s.decode_tokens))
     # one wide table for markdown (a design document) and CSV; in a terminal the same figures as two narrower ones
     table = Table(title, ("setting", "recommended", "why (kvplan's numbers)", "the workload document", "agrees"), rows,
                   primary=True, formats=("markdown", "csv"))
     short = Table(title, ("setting", "recommended", "the workload document", "agrees"),
                   tuple((r[0], r[1], r[3], r[4]) for r in rows), formats=("table",))
     why = Table("Why, in kvplan's numbers", ("setting", "why"), tuple((r[0], r[2]) for r in rows), formats=("table",))
-    notes = [f"{r.setting}: differs from the document: {r.why_differs}." for r in plan.rows
+    notes = [r.setting + ": differs from the document: " + r.why_differs + "." for r in plan.rows
              if not r.agrees and r.why_differs]
     notes += [n for r in plan.rows for n in r.notes]
     notes += [n[0].upper() + n[1:] + "." for n in extra_notes]
@@ -76,13 +61,13 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         "prefill_share": plan.prefill_share,
     }
     if sizing is not None:
-        ranked = [_candidate(c) for c in sizing.ranked]
+        ranked = [c.figures() for c in sizing.ranked]
         tables.insert(0, _sizing_table(sizing, ranked))
         if sizing.near_misses:
             tables.insert(1, Table("Near misses (fewer GPUs than the best, or a GPU type with no layout that meets "
                                    "the targets)", ("GPU", "GPUs", "layout", "KV dtype",
                                                                              "misses"),
-                                   tuple((c.hardware, Count(c.gpus, default("the layout's GPUs")), c.layout,
+                                   tuple((c.hardware, c.figures()["gpus"], c.layout,
                                           c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
         b = sizing.best
         wanted = ", ".join(t.text for t in sizing.targets)
@@ -93,7 +78,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         data["sizing"] = {"targets": [t.text for t in sizing.targets], "layouts_tried": Count(
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
             "candidates": ranked,
-            "near_misses": [_candidate(c) for c in sizing.near_misses]}
+            "near_misses": [c.figures() for c in sizing.near_misses]}
     if launch is not None:
         flag_rows = tuple((f.text(), f.reason) for f in launch.flags)
         tables.append(Table(f"Launch command ({launch.engine})", ("flag", "why"),

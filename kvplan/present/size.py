@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.size import SizePlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, default, given
+from kvplan.specs.values import Count, Note, Tokens, default, given, note
 
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
@@ -13,7 +13,7 @@ SEED_COMPARE = "deepseek-r1-seed-gqa"
 def present(plan: SizePlan) -> Result:
     s, model = plan.scenario, plan.model
     dtype, par = s.kv_dtype, s.parallelism
-    notes: list[str] = []
+    notes: list[str | Note] = []
     assumptions = [
         "Engine-neutral accounting: a sliding-window layer holds min(context, window) tokens; no block rounding "
         "(engines round up to whole blocks and, in vLLM, hold window - 1 + max_num_batched_tokens for sliding layers).",
@@ -33,7 +33,8 @@ def present(plan: SizePlan) -> Result:
         notes.append(dtype_note)
     limit = s.context_limit
     if any(r.over_limit for r in plan.contexts):
-        notes.append(f"Rows marked '> max context' are longer than the {limit:,} tokens the engine serves.")
+        notes.append(note("Rows marked '> max context' are longer than the {limit} tokens the engine serves.",
+                          limit=Tokens(limit)))
 
     tables = [
         Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)",
@@ -51,7 +52,8 @@ def present(plan: SizePlan) -> Result:
         Table("Summary", ("figure", "whole model", "per GPU"), (
             ("KV bytes per token (past every window)", plan.kv_bytes_per_token, plan.kv_bytes_per_token_per_gpu),
             ("fixed state per request", plan.state_bytes_per_request, plan.state_bytes_per_request_per_gpu),
-            (f"peak per request ({s.prompt_tokens:,} prompt + {s.decode_tokens:,} decode)",
+            (note("peak per request ({prompt} prompt + {decode} decode)", prompt=Tokens(s.prompt_tokens),
+                  decode=Tokens(s.decode_tokens)),
              plan.peak_kv_bytes_per_request, plan.peak_kv_bytes_per_request_per_gpu),
         )),
     ]
@@ -77,12 +79,13 @@ def present(plan: SizePlan) -> Result:
         notes.append(plan.comparison_refused)
     if c is not None:
         seed = c.other_id == SEED_COMPARE
-        title = (f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {c.tokens.value:,} "
-                 "decode tokens)" if seed else
-                 f"{c.other_id} beside {model.id} ({dtype.value} KV, {c.tokens.value:,} decode tokens)")
+        title = (note(f"Workload document's arithmetic vs the real architecture ({dtype.value} KV, {{tokens}} decode "
+                      "tokens)", tokens=c.tokens) if seed else
+                 note("{other} beside {model} " f"({dtype.value} KV, {{tokens}} decode tokens)", tokens=c.tokens,
+                      other=c.other_id, model=model.id))
         gpu_col = f"per token per GPU at TP={c.tp_shown.value}"
         other_gpu = c.other_per_token_per_gpu if c.other_per_token_per_gpu.value is not None else "n/a"
-        tables.append(Table(title, ("model", "cache per layer", "per token", f"{c.tokens.value:,} tokens",
+        tables.append(Table(title, ("model", "cache per layer", "per token", note("{tokens} tokens", tokens=c.tokens),
                                     f"{c.requests.value} requests", gpu_col), (
             (c.other_id, c.other_layout, c.other_per_token, c.other_per_request, c.other_for_requests, other_gpu),
             (model.id, c.own_layout, c.own_per_token, c.own_per_request, c.own_for_requests,
@@ -101,6 +104,7 @@ def present(plan: SizePlan) -> Result:
             "this_model_kv_bytes_per_token_per_gpu": c.own_per_token_per_gpu, "why": c.why}
     brief = (("KV bytes per token", plan.kv_bytes_per_token),
              ("KV bytes per token per GPU", plan.kv_bytes_per_token_per_gpu),
-             (f"peak KV per request at {s.context_tokens:,} tokens", plan.peak_kv_bytes_per_request),
+             (note("peak KV per request at {ctx} tokens", ctx=Tokens(s.context_tokens)),
+              plan.peak_kv_bytes_per_request),
              ("peak KV per request per GPU", plan.peak_kv_bytes_per_request_per_gpu))
     return Result("size", s.headline(), data, tuple(tables), tuple(notes), tuple(assumptions), brief=brief)

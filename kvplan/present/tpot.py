@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.tpot import COMPONENTS, TpotPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, default
+from kvplan.specs.values import Count, Tokens, default, note
 
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",
@@ -21,8 +21,10 @@ def present(plan: TpotPlan, calibration=None) -> Result:
     f = plan.factors
     notes = list(plan.notes)
     phases = (("start", plan.start), ("middle", plan.mid), ("end", plan.end))
-    summary = Table(f"TPOT over a {s.decode_tokens:,}-token decode from a {s.prompt_tokens:,}-token prompt, batch "
-                    f"{plan.batch.value} ({o.shape})", ("figure", "value"), (
+    prompt_v = Tokens(s.prompt_tokens)
+    summary = Table(note("TPOT over a {decode}-token decode from a {prompt}-token prompt, batch "
+                         f"{plan.batch.value} ({o.shape})", decode=Tokens(s.decode_tokens), prompt=prompt_v),
+                    ("figure", "value"), (
         ("TPOT at the start", plan.start.tpot), ("TPOT in the middle", plan.mid.tpot),
         ("TPOT at the end", plan.end.tpot),
         ("TPOT, mean over the decode", plan.tpot_mean), ("whole decode", plan.decode_seconds),
@@ -31,14 +33,14 @@ def present(plan: TpotPlan, calibration=None) -> Result:
         (f"tokens/s per GPU ({par.tp * par.pp} GPUs per replica)", plan.tokens_per_second_per_gpu),
         ("KV-bound from context (tokens)", plan.kv_bound_from_context_tokens
          if plan.kv_bound_from_context_tokens.value else "never (weight-bound)"),
-        (f"TTFT for the {s.prompt_tokens:,}-token prompt", plan.ttft),
+        (note("TTFT for the {prompt}-token prompt", prompt=prompt_v), plan.ttft),
         ("most requests of this length per replica", plan.max_batch),
     ))
     breakdown = Table("Where a step's time goes", ("component",) + tuple(name for name, _ in phases), tuple(
         (LABELS[c],) + tuple(ph.breakdown[c] for _, ph in phases) for c in COMPONENTS)
         + (("bound",) + tuple(ph.bound for _, ph in phases),))
     grid = Table(f"TPOT by batch and context (B requests all at context S; up to {plan.max_batch.value} per replica)",
-                 ("batch",) + tuple(f"{c:,}" for c in plan.table_contexts),
+                 ("batch",) + tuple(note("{c}", c=Tokens(c)) for c in plan.table_contexts),
                  tuple((b,) + row for b, row in zip(plan.table_batches, plan.table, strict=True)), primary=True)
     factors = Table("Efficiency factors", ("factor", "value", "from"), tuple(
         (name, getattr(f, name), getattr(f, name).why.formula) for name in
@@ -76,20 +78,21 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                                "gain_mean": sp.gain_mean, "draft_kv_bytes_per_request": sp.draft_kv_bytes_per_request,
                                "pays": sp.pays}
         if not sp.pays:
-            notes.append(f"Speculation no longer pays by the end of the decode: {sp.accept_end.value:.2f} tokens "
-                         "accepted per verify step do not cover the verify and draft cost.")
+            notes.append(note("Speculation no longer pays by the end of the decode: {accept:.2f} tokens accepted per "
+                              "verify step do not cover the verify and draft cost.", accept=sp.accept_end))
         else:
-            notes.append(f"Speculative decoding: mean effective TPOT {sp.tpot_mean.value * 1e3:.2f} ms, "
-                         f"{sp.gain_mean.value:.2f}x faster than plain decode.")
+            notes.append(note("Speculative decoding: mean effective TPOT {tpot:ms:.2f} ms, {gain:.2f}x faster than "
+                              "plain decode.", tpot=sp.tpot_mean, gain=sp.gain_mean))
     if calibration is not None:
         tables.append(Table(f"Calibration against {calibration.source}", ("batch", "context", "measured", "predicted",
                                                                           "error"), calibration.rows))
         data["calibration"] = calibration.data
         notes.append(calibration.note)
-    kv_from = plan.kv_bound_from_context_tokens.value
+    kv_from = plan.kv_bound_from_context_tokens
     notes.insert(0, f"At batch {plan.batch.value} the step is bound by {plan.start.bound} at the start and by "
                     f"{plan.end.bound} at the end"
-                 + (f"; the KV reads overtake the weights from {kv_from:,} tokens." if kv_from else "."))
+                 + (note("; the KV reads overtake the weights from {kv_from} tokens.", kv_from=kv_from)
+                    if kv_from.value else "."))
     assumptions = (
         "One replica: a TP x PP group (with --ep, one DP rank and the EP group its experts span); PP stages run one "
         "after another for a token and are not overlapped.",

@@ -24,8 +24,10 @@ from kvplan.specs.values import (
     Bandwidth,
     Bytes,
     Count,
+    Figure,
     Flops,
     Fraction,
+    Note,
     Number,
     Rate,
     Ratio,
@@ -63,8 +65,44 @@ def format_flops(flop: float) -> str:
     return f"{flop:,.3g} FLOP"
 
 
+# scale words of a note's figure: (multiply, divide), so that 50e9 / 1e9 prints 50 as the old text did
+_SCALES = {"ms": (1e3, 1), "us": (1e6, 1), "k": (1, 1e3), "M": (1, 1e6), "G": (1, 1e9), "T": (1, 1e12)}
+_BYTE_UNITS = {"KiB": (2 ** 10, "kB", 1e3), "MiB": (2 ** 20, "MB", 1e6), "GiB": (2 ** 30, "GB", 1e9),
+               "TiB": (2 ** 40, "TB", 1e12)}
+
+
+def figure_text(figure: Figure, units: str = "iec") -> str:
+    """One typed value of a note as text (``kvplan.specs.values.note`` describes the specs)."""
+    value, spec = figure.value, figure.spec
+    if not spec or value.value is None:
+        return text(value, units)
+    v = value.value
+    if isinstance(value, Bytes):
+        unit, _, number = spec.partition(":")
+        if unit in _BYTE_UNITS:
+            iec, si_name, si = _BYTE_UNITS[unit]
+            size, name = (iec, unit) if units == "iec" else (si, si_name)
+            return f"{format(v / size, number or ',.2f')} {name}"
+        if spec.startswith(".") and spec[1:].isdigit():
+            return format_bytes(v, units, int(spec[1:]))
+    scale, sep, number = spec.partition(":")
+    if sep and scale in _SCALES:
+        times, over = _SCALES[scale]
+        return format(v * times / over if over != 1 else v * times, number)
+    return format(v, spec)
+
+
+def note_text(item: str | Note, units: str = "iec") -> str:
+    """A note, assumption, warning or reason as text: its typed values formatted per ``units``."""
+    if isinstance(item, Note):
+        return "".join(p if isinstance(p, str) else figure_text(p, units) for p in item.parts)
+    return item
+
+
 def text(value: Any, units: str = "iec") -> str:
     """A cell or figure as text for tables, Markdown and --explain."""
+    if isinstance(value, Note):
+        return note_text(value, units)
     if isinstance(value, Value):
         v = value.value
         if v is None:
@@ -105,17 +143,40 @@ def text(value: Any, units: str = "iec") -> str:
     return str(value)
 
 
-def raw(value: Any) -> Any:
-    """The JSON / CSV form of a cell or a data tree: typed values become plain numbers; JSON has no infinity."""
+def raw(value: Any, units: str = "iec") -> Any:
+    """The JSON / CSV form of a cell or a data tree: typed values become plain numbers (a note its text, per
+    ``units``); JSON has no infinity."""
     if isinstance(value, Value):
         return value.raw()
+    if isinstance(value, Note):
+        return note_text(value, units)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: raw(v) for k, v in value.items()}
+        return {k: raw(v, units) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [raw(v) for v in value]
+        return [raw(v, units) for v in value]
     return value
+
+
+def _as_text(table: Table, units: str) -> Table:
+    """The table with its title and column headers as text (either may be a ``Note`` carrying figures); the
+    functions below take tables that went through it (``_headers``, ``_title``)."""
+    if isinstance(table.title, str) and all(isinstance(c, str) for c in table.columns):
+        return table
+    from dataclasses import replace
+
+    return replace(table, title=note_text(table.title, units),
+                   columns=tuple(note_text(c, units) for c in table.columns))
+
+
+def _headers(table: Table) -> tuple[str, ...]:
+    """The column headers of a table ``_as_text`` returned (text by then)."""
+    return tuple(c if isinstance(c, str) else note_text(c) for c in table.columns)
+
+
+def _title(table: Table) -> str:
+    return table.title if isinstance(table.title, str) else note_text(table.title)
 
 
 def _column_type(table: Table, i: int) -> type | None:
@@ -136,12 +197,13 @@ def _is_number_column(table: Table, i: int) -> bool:
 
 
 # --- formats ---------------------------------------------------------------------------------------------------
-def to_json(result: Result) -> str:
+def to_json(result: Result, units: str = "iec") -> str:
     derivations = {path: {"value": value.raw(), **why.to_dict()} for path, (value, why) in
                    result.derivations().items()}
-    doc = {"command": result.command, "headline": result.headline, **raw(result.data),
-           "warnings": list(result.warnings), "notes": list(result.all_notes()),
-           "assumptions": list(result.assumptions), "derivations": derivations}
+    doc = {"command": result.command, "headline": result.headline, **raw(result.data, units),
+           "warnings": [note_text(n, units) for n in result.warnings],
+           "notes": [note_text(n, units) for n in result.all_notes()],
+           "assumptions": [note_text(n, units) for n in result.assumptions], "derivations": derivations}
     import json  # here: the table path needs neither json nor csv
 
     return json.dumps(doc, indent=2, allow_nan=False)
@@ -150,12 +212,12 @@ def to_json(result: Result) -> str:
 def to_csv(result: Result) -> str:
     import csv
 
-    table = result.primary_table()
+    table = _as_text(result.primary_table(), "iec")
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     buf.write(f"# {result.headline}\n")
     header = []
-    for i, col in enumerate(table.columns):
+    for i, col in enumerate(_headers(table)):
         kind = _column_type(table, i)
         unit = getattr(kind, "unit", "") if kind else ""
         header.append(f"{col} ({unit})" if unit and unit not in col else col)
@@ -170,9 +232,10 @@ def _md_escape(text_: str) -> str:
 
 
 def _md_table(table: Table, units: str) -> str:
-    lines = [f"### {table.title}", "", "| " + " | ".join(_md_escape(c) for c in table.columns) + " |",
+    table = _as_text(table, units)
+    lines = [f"### {_title(table)}", "", "| " + " | ".join(_md_escape(c) for c in _headers(table)) + " |",
              "|" + "|".join("---:" if _is_number_column(table, i) and i else "---"
-                            for i in range(len(table.columns))) + "|"]
+                            for i in range(len(_headers(table)))) + "|"]
     lines += ["| " + " | ".join(_md_escape(text(v, units)) for v in row) + " |" for row in table.rows]
     return "\n".join(lines)
 
@@ -181,7 +244,7 @@ def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> st
     parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables
                                                        if t.shown_in("markdown")]
     if result.all_notes():
-        parts.append("\n".join(f"- {n}" for n in result.all_notes()))
+        parts.append("\n".join(f"- {note_text(n, units)}" for n in result.all_notes()))
     if explain:
         parts.append("\n".join(["### How each figure was derived", ""] + _explain_lines(result, units, "- ")))
     return "\n\n".join(parts) + "\n"
@@ -199,7 +262,7 @@ def _explain_lines(result: Result, units: str, bullet: str) -> list[str]:
         if why.substituted:
             lines.append(f"    numbers: {why.substituted}")
     lines += ["", "Inputs and defaults"] + inputs
-    lines += ["", "Assumptions"] + [f"{bullet}{a}" for a in result.assumptions]
+    lines += ["", "Assumptions"] + [f"{bullet}{note_text(a, units)}" for a in result.assumptions]
     sources = sorted({s for _, why in result.derivations().values() for s in why.sources})
     lines += ["", "Sources"] + [f"{bullet}{s}" for s in sources]
     return lines
@@ -260,7 +323,7 @@ def _column_widths(table: Table, rows: list[list[str]]) -> list[tuple[int, int, 
     """(minimum, natural, is-number) width of each column, from the table's cells as text (``rows``): a number
     column is never narrower than its widest cell; a text column may wrap down to its longest word (at most 14)."""
     out = []
-    for i, col in enumerate(table.columns):
+    for i, col in enumerate(_headers(table)):
         cells = [row[i] for row in rows]
         number = bool(i) and _is_number_column(table, i)
         natural = max([len(c) for c in cells] + [len(col)])
@@ -278,7 +341,7 @@ def _layout_columns(table: Table, cols: list[int], widths) -> list:
     than its ``low`` width plus its padding (rich's ``min_width`` counts the padding, one space each side)."""
     from kvplan.render.textlayout import Column
 
-    return [Column(table.columns[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
+    return [Column(_headers(table)[i], right=widths[i][2], min_width=widths[i][0] + 2, first=n == 0)
             for n, i in enumerate(cols)]
 
 
@@ -301,10 +364,11 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     table prints in parts instead of being cropped."""
     from kvplan.render.textlayout import plain_ok, table_minimum
 
+    table = _as_text(table, units)
     cells = [[text(v, units) for v in row] for row in table.rows]
     widths = _column_widths(table, cells)
     # one cell per character, as kvplan.render.textlayout lays out; else (wide characters) rich measures the text
-    plain = plain_ok([*table.columns, *(c for row in cells for c in row)], None)
+    plain = plain_ok([*_headers(table), *(c for row in cells for c in row)], None)
     if plain:
         cell_len = len
     else:
@@ -313,7 +377,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     # its widest cell or header plus the padding (2); the box adds an edge each side and a divider between
     # columns. Only a group between the bounds is laid out.
     widest = [max([cell_len(row[i]) for row in cells] + [cell_len(col), low])
-              for i, (col, (low, _, _)) in enumerate(zip(table.columns, widths, strict=True))]
+              for i, (col, (low, _, _)) in enumerate(zip(_headers(table), widths, strict=True))]
 
     def part(cols: list[int], title: str):
         return title, _layout_columns(table, cols, widths), [[row[i] for i in cols] for row in cells]
@@ -337,7 +401,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
 
     everything = list(range(len(widths)))
     if len(widths) <= 2 or fits(everything):
-        return [part(everything, table.title)]
+        return [part(everything, _title(table))]
     groups, current = [], [0]
     for i in range(1, len(widths)):
         if len(current) > 1 and not fits(current + [i]):
@@ -345,7 +409,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
             current = [0]
         current.append(i)
     groups.append(current)
-    return [part(cols, table.title if n == 0 else "... continued") for n, cols in enumerate(groups)]
+    return [part(cols, _title(table) if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
 def _broken_pipe() -> None:
@@ -361,7 +425,7 @@ def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple
             blocks += [("table", *p) for p in table_parts(table, units, width)]
     for chart in result.charts:
         blocks.append(("text", terminal_chart(chart, width=max(10, min(40, width - 40)))))
-    blocks += [("text", f"• {note}") for note in result.all_notes()]
+    blocks += [("text", f"• {note_text(note, units)}") for note in result.all_notes()]
     if explain:
         blocks += [("text", ""), ("bold", "How each figure was derived")]
         blocks += [("text", line) for line in _explain_lines(result, units, "  - ")]
@@ -432,16 +496,16 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
     out = file or sys.stdout
     out.write(result.headline + "\n")
     for label, value in result.brief:
-        out.write(f"{label}: {text(value, units)}\n")
+        out.write(f"{note_text(label, units)}: {text(value, units)}\n")
     for warning in result.warnings:
-        out.write(f"warning: {warning}\n")
+        out.write(f"warning: {note_text(warning, units)}\n")
 
 
 def render(result: Result, fmt: str = "table", explain: bool = False, file=None, units: str = "iec",
            brief: bool = False) -> None:
     out = file or sys.stdout
     if fmt == "json":
-        out.write(to_json(result) + "\n")
+        out.write(to_json(result, units) + "\n")
     elif fmt == "csv":
         out.write(to_csv(result))
     elif fmt == "markdown":
@@ -473,7 +537,7 @@ def to_junit(result: Result, units: str = "iec") -> str:
                 message = (f"{a['name']}: measured {text(a['measured'], units)}, bound {a['op']} "
                            f"{text(a['bound'], units)} (margin {text(a['margin'], units)})")
                 failure = ET.SubElement(case, "failure", message=message, type="AssertionFailed")
-                failure.text = f"{message}\n{a['detail']}"
+                failure.text = f"{message}\n{note_text(a['detail'], units)}"
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

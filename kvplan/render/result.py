@@ -16,15 +16,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.specs.values import Derivation, Value
+from kvplan.specs.values import Derivation, Note, Value
 
 
 @dataclass(frozen=True)
 class Table:
     """A table of typed cells (formatted only by kvplan.render.output); rows align with ``columns``."""
 
-    title: str
-    columns: tuple[str, ...]
+    # the title and headers are Notes where they carry a figure (formatted per --units like any note)
+    title: str | Note
+    columns: tuple[str | Note, ...]
     rows: tuple[tuple[Any, ...], ...]
     # The table CSV output prints (one per result).
     primary: bool = False
@@ -61,16 +62,17 @@ class Result:
     headline: str
     data: dict[str, Any]
     tables: tuple[Table, ...]
-    notes: tuple[str, ...] = ()
-    assumptions: tuple[str, ...] = ()
+    # notes, assumptions and warnings are text or ``Note``s (text with typed values, formatted per --units)
+    notes: tuple[str | Note, ...] = ()
+    assumptions: tuple[str | Note, ...] = ()
     charts: tuple[Chart, ...] = ()
     # (label, value) pairs --brief prints after the headline
-    brief: tuple[tuple[str, Any], ...] = ()
+    brief: tuple[tuple[str | Note, Any], ...] = ()
     # notes that overturn or qualify the answer (the engine would not start; swap is impossible): printed first
     # among the notes, and by --brief after its figures
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str | Note, ...] = ()
 
-    def all_notes(self) -> tuple[str, ...]:
+    def all_notes(self) -> tuple[str | Note, ...]:
         """The warnings, then the notes: what every format prints under the tables."""
         return self.warnings + self.notes
 

@@ -147,3 +147,75 @@ class Flops(Value):
 
 class Number(Value):
     """Any other plain number (an MFU, a utilization setting, a score)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A typed value placed in a note, with how the output layer prints it (``spec``; see ``note``)."""
+
+    value: Value
+    spec: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A note, assumption or reason made of literal text and typed values: the output layer formats the values
+    (per ``--units``; JSON and CSV as the table prints them), so a calculator's note never carries a number as
+    text. Notes join with ``+`` (to text or another note) and ``Note.join``."""
+
+    parts: tuple[str | Figure, ...]
+
+    def figures(self) -> tuple[Value, ...]:
+        return tuple(p.value for p in self.parts if isinstance(p, Figure))
+
+    def __add__(self, other: str | Note) -> Note:
+        return Note(self.parts + (other.parts if isinstance(other, Note) else (other,)))
+
+    def __radd__(self, other: str) -> Note:
+        return Note((other,) + self.parts)
+
+    @staticmethod
+    def join(sep: str, items) -> Note:
+        parts: list[str | Figure] = []
+        for i, item in enumerate(items):
+            if i:
+                parts.append(sep)
+            parts.extend(item.parts if isinstance(item, Note) else (item,))
+        return Note(tuple(parts))
+
+
+def note(template: str, **values: Value | str | Note) -> Note:
+    """A ``Note`` from a template: ``note("the pool holds {pool} for {n} requests", pool=Bytes(...), n=Count(...))``.
+
+    ``{name}`` prints the value as a table cell does (bytes per ``--units``); ``{name:SPEC}`` with a Python format
+    spec prints the plain number (``{ratio:.2f}``); a scale word first prints it scaled: ``{t:ms:.3g}`` (seconds
+    as milliseconds), ``us``, ``k``, ``M``, ``G``, ``T``; for bytes a unit, ``{pool:GiB:,.1f}``, prints
+    ``12.3 GiB`` (``11.4 GB`` with ``--units si``) and ``{pool:.1}`` picks the unit with one decimal. A text value
+    is put in as it is; a plain number is refused (give the typed value). ``{{`` and ``}}`` are literal braces."""
+    import re
+
+    parts: list[str | Figure] = []
+    at = 0
+    for m in re.finditer(r"\{\{|\}\}|\{([A-Za-z_]\w*)(?::([^{}]*))?\}", template):
+        parts.append(template[at:m.start()])
+        at = m.end()
+        if m.group(1) is None:
+            parts.append(m.group(0)[0])
+            continue
+        value = values[m.group(1)]
+        if isinstance(value, Value):
+            parts.append(Figure(value, m.group(2) or ""))
+        elif isinstance(value, Note):
+            parts.extend(value.parts)
+        elif isinstance(value, str):
+            parts.append(value)
+        else:
+            raise TypeError(f"note value {m.group(1)}={value!r}: give a typed value (Bytes, Count, ...) or text")
+    parts.append(template[at:])
+    merged: list[str | Figure] = []
+    for p in parts:   # adjacent text pieces as one
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        elif p != "":
+            merged.append(p)
+    return Note(tuple(merged))
