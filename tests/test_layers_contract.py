@@ -47,9 +47,6 @@ ROOT_CONSTANTS = frozenset({"__version__"})
 # Edges that break the rules in files other work owns, each with why; to be removed when those files change.
 # (importer, imported module or package). Each must still exist (see test_allowed_edges_are_still_needed).
 ALLOWED_FOR_NOW: dict[tuple[str, str], str] = {
-    # inputs -> engines: explain-log's argument resolution reads each engine module's RELEASES and the adapter's
-    # release text; that choice of engine belongs above the engines (calc/explain_log or commands/explain_log).
-    ("kvplan.inputs.startup_log", "kvplan.engines"): "inputs/startup_log.py: engine release lookup",
 }
 
 PACKAGE = Path(kvplan.__file__).resolve().parent

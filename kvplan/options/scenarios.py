@@ -61,7 +61,15 @@ def scenario_from_log(log: StartupLog, options: dict[str, Any], **extra: Any) ->
         specs = {gpu: load_hardware(gpu, dirs).hbm_capacity_gib for gpu in sorted(found["hardware"])}
         return {gpu: (hbm.value, hbm.kind == "M") for gpu, hbm in specs.items()}
 
-    args, notes, warnings = merge(log, {**SCENARIO_DEFAULTS, **options}, per_node, found["model"], hbm_of)
+    def releases(engine: str) -> tuple[Any, Any, str]:
+        import importlib
+
+        from kvplan import engines
+
+        oldest, newest = importlib.import_module(f"kvplan.engines.{engine}").RELEASES
+        return oldest, newest, engines.get(engine).release
+
+    args, notes, warnings = merge(log, {**SCENARIO_DEFAULTS, **options}, per_node, found["model"], hbm_of, releases)
     if args.get("max_model_len") is not None:
         limit = parse_tokens(args["max_model_len"], "--max-model-len")
         context = parse_tokens(args["prompt"], "--prompt", allow_zero=True) + parse_tokens(
