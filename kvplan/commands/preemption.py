@@ -44,7 +44,7 @@ def compare_preemption(
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.preemption import plan_preemption
-    from kvplan.options.command import preemption_request
+    from kvplan.options.preemption import preemption_request
     from kvplan.options.scenarios import build_scenario
     from kvplan.present.preemption import present
 

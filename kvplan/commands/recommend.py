@@ -30,7 +30,7 @@ def recommend(
 ) -> None:
     """KV dtype, batch, offload, preemption, PD and prefix cache for this deployment, each with its reason."""
     from kvplan.calc.recommend import plan_recommend
-    from kvplan.options.command import recommend_request
+    from kvplan.options.recommend import recommend_request
     from kvplan.present.recommend import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

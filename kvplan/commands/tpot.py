@@ -60,7 +60,7 @@ def tpot(
 ) -> None:
     """TPOT over a growing decode (start, middle, end, mean), TTFT, tokens/s, and where the step's time goes."""
     from kvplan.calc.tpot import plan_tpot
-    from kvplan.options.command import tpot_request
+    from kvplan.options.tpot import tpot_request
     from kvplan.present.tpot import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])

@@ -8,7 +8,6 @@ Layer: the calculators' option classes (``kvplan.calc.*``) are imported inside e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,20 +22,13 @@ from kvplan.inputs.options import (
     parse_fraction,
     parse_link_gbs,
     parse_list,
-    parse_microseconds,
     parse_seconds,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvplan.calc.calibrate import Calibration
     from kvplan.calc.concurrency import ConcurrencyOptions
-    from kvplan.calc.costs import CostSettings
     from kvplan.calc.pd import PdOptions
-    from kvplan.calc.recommend import RecommendOptions
-    from kvplan.calc.sizing import Target
-    from kvplan.calc.tpot import TpotOptions
     from kvplan.scenario import Scenario
-    from kvplan.specs.hardware import HardwareSpec
     from kvplan.specs.model import ModelSpec
 
 # size's side-by-side model when --model is not given: the workload document's GQA worked example
@@ -108,96 +100,6 @@ def concurrency_options(*, batch: Any = "8", tpot: Any = None, dram: Any = None,
 
 
 # --- tpot ------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TpotRequest:
-    scenario: Scenario
-    options: TpotOptions
-    calibration: Calibration | None = None   # the factors fitted to --measured points
-
-
-MAX_SPEC_VERIFY = 16   # draft tokens per verify step (engines verify 1-8)
-FACTOR_FLAGS = {   # TpotOptions.factors key -> the flag, and whether it is a fraction (else microseconds)
-    "hbm": ("hbm-efficiency", True), "mfu": ("mfu", True), "prefill_mfu": ("prefill-mfu", True),
-    "overhead_us_per_layer": ("--overhead-us", False), "overhead_us_per_step": ("--step-overhead-us", False),
-    "overhead_us_per_moe_layer": ("--moe-overhead-us", False),
-    "overhead_us_per_request": ("--request-overhead-us", False), "gemm_floor_us": ("--gemm-floor-us", False),
-    "allreduce_latency_us": ("--allreduce-latency-us", False),
-}
-
-
-def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape: str = "steady",
-                 batches: Any = None, contexts: Any = DEFAULT_CONTEXTS_TEXT, factors: dict[str, Any] | None = None,
-                 spec_tokens: Any = None, draft_model: Any = None, accept: str | None = None,
-                 measured: str | Path | None = None, save_calibration: str | Path | None = None) -> TpotRequest:
-    """``kvplan tpot``'s options: ``factors`` by ``FACTOR_FLAGS`` key (hbm, mfu, overhead_us_per_layer, ...; text
-    or numbers); with ``measured`` points, the factors not given are fitted to them (``kvplan.calc.calibrate``)."""
-    from kvplan.calc.tpot import TpotOptions, parse_accept
-    from kvplan.inputs.units import parse_tokens
-
-    if save_calibration is not None and measured is None:
-        raise InputError("--save-calibration needs --measured", "give the measured points to fit")
-    built = _scenario(scenario, draft_model=draft_model)
-    given = factors or {}
-    unknown = [k for k in given if k not in FACTOR_FLAGS]
-    if unknown:
-        raise InputError(f"unknown step-model factor {unknown[0]!r}", "give one of " + ", ".join(FACTOR_FLAGS))
-    parsed = {key: optional(parse_fraction if fraction else parse_microseconds, given.get(key), flag)
-              for key, (flag, fraction) in FACTOR_FLAGS.items()}
-    k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
-    if k > MAX_SPEC_VERIFY:
-        raise InputError(f"--spec-tokens {k} is more draft tokens than engines verify (1-8)", "give 1 to 8")
-    if k and not (built.mtp_layers or built.draft):
-        raise InputError("--spec-tokens needs a drafter", "add --mtp-layers 1 (DeepSeek's MTP) or --draft-model ID")
-    if accept is not None and not k:
-        raise InputError("--accept applies to speculative decoding", "add --spec-tokens K, or drop --accept")
-    calibration = None
-    if measured is not None:
-        from kvplan.calc import calibrate, costs
-
-        points = calibrate.read_points(Path(measured))
-        prior = costs.step_factors(built.hardware, **{k_: v for k_, v in parsed.items() if v is not None})
-        calibration = calibrate.fit(built, points, str(measured), prior)
-        parsed.update({k_: v for k_, v in calibration.overrides.items() if parsed.get(k_) is None})
-    options = TpotOptions(
-        batch=parse_tokens(batch, "--batch"), shape=shape.strip().lower(),
-        batches=optional(parse_list, batches, _tokens("--batches"), "batches") or TpotOptions.batches,
-        contexts=parse_contexts(contexts), spec_tokens=k, accept=parse_accept(accept) if accept is not None else None,
-        factors={k_: v for k_, v in parsed.items() if v is not None})
-    return TpotRequest(built, options, calibration)
-
-
-# --- compare-preemption ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PreemptionRequest:
-    settings: CostSettings
-    prefix_hit_tokens: int
-    sweep: tuple[int, ...]
-    dram_bytes_per_node: int | None
-
-
-def preemption_request(*, dram: Any = None, prefix_hit: Any = "0", mfu: Any = None, compute_dtype: str = "auto",
-                       layout: str = "contiguous", copy_overhead_us: Any = None, bidir_factor: Any = None,
-                       sync_swap: bool = False, sweep: Any = None) -> PreemptionRequest:
-    """``kvplan compare-preemption``'s options: the cost settings, the prefix hit, the sweep of generated tokens and
-    the host DRAM (``plan_preemption``'s keywords)."""
-    from kvplan.calc.costs import CostSettings
-    from kvplan.calc.preemption import DEFAULT_SWEEP
-    from kvplan.inputs.units import parse_tokens
-
-    given = {
-        "mfu": optional(parse_fraction, mfu, "mfu"),
-        "copy_overhead_us": optional(parse_float, copy_overhead_us, "--copy-overhead-us", "2.3"),
-        "bidir_factor": optional(parse_fraction, bidir_factor, "bidir-factor"),
-    }
-    settings = CostSettings(compute_dtype=compute_dtype.strip().lower(),
-                            layout=layout.strip().lower().replace("_", "-"),
-                            sync_swap=sync_swap, **{k: v for k, v in given.items() if v is not None})
-    return PreemptionRequest(settings, parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
-                             optional(parse_list, sweep, _tokens("--sweep"), "sweep") or DEFAULT_SWEEP,
-                             optional(_size, dram, "--dram"))
-
-
-# --- pd --------------------------------------------------------------------------------------------------------
 def pd_options(*, tpot_slo: Any = "50ms", nic_gbps: Any = None, prefill_gpus: Any = None, handover_ms: Any = None,
                chunked: bool = True, hbm_efficiency: Any = None, mfu: Any = None) -> PdOptions:
     """``kvplan pd``'s options."""
@@ -216,60 +118,3 @@ def pd_options(*, tpot_slo: Any = "50ms", nic_gbps: Any = None, prefill_gpus: An
 
 
 # --- recommend -------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RecommendRequest:
-    scenario: Scenario
-    options: RecommendOptions
-    emit: str | None = None                     # the engine whose launch command to print
-    target: str | None = None                   # --target as given, and parsed (for the layout search)
-    targets: tuple[Target, ...] | None = None
-    candidates: tuple[HardwareSpec, ...] = ()   # the GPUs the search tries (--candidates, else every GPU preset)
-    notes: tuple[str, ...] = ()
-
-
-def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram: Any = None, nic_gbps: Any = None,
-                      target: str | None = None, candidates: str | None = None, emit: str | None = None,
-                      presets_dir: str | Path | None = None) -> RecommendRequest:
-    """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
-    (said in a note); with another engine it is refused."""
-    from kvplan.calc.recommend import RecommendOptions
-    from kvplan.options.scenarios import build_scenario
-
-    notes: tuple[str, ...] = ()
-    wanted = None
-    if emit is not None:
-        wanted = emit.strip().lower()
-        if wanted not in ("vllm", "sglang"):
-            raise InputError(f"--emit {emit!r} is not an engine kvplan can launch", "give --emit vllm or sglang")
-        engine = str(scenario.get("engine", "neutral")).split("==")[0].strip().lower()
-        if engine == "neutral":
-            scenario = {**scenario, "engine": wanted}
-            notes = (f"--emit {wanted} plans with {wanted}'s own accounting (its memory fraction, batch limits and "
-                     f"block sizes), so the flags realise the figures; without --emit the table uses the neutral "
-                     f"engine, whose figures can differ",)
-        elif engine != wanted:
-            raise InputError(f"--emit {wanted} with --engine {scenario['engine']}: the flags must realise the plan of "
-                             "the same engine", f"give --engine {wanted} (or drop --engine)")
-    if candidates is not None and target is None:
-        raise InputError("--candidates without --target", "give --target to search, or drop --candidates")
-    built = build_scenario(**scenario)
-    options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
-                               dram_bytes_per_node=optional(_size, dram, "--dram"),
-                               nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
-    if target is None:
-        return RecommendRequest(built, options, wanted, notes=notes)
-    from kvplan.calc.sizing import parse_target
-    from kvplan.inputs.presets import discover, load_hardware
-
-    targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
-    if not targets:
-        raise InputError("--target is empty", "give --target concurrency>=64@31k (or tpot<=40ms, rate>=2rps)")
-    if len({t.metric for t in targets}) < len(targets):
-        raise InputError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
-    dirs = extra_dirs(presets_dir)
-    ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
-           else sorted(discover(dirs)["hardware"]))
-    if not ids:
-        raise InputError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
-    specs = tuple(load_hardware(i, dirs) for i in dict.fromkeys(ids))   # each GPU once
-    return RecommendRequest(built, options, wanted, target, targets, specs, notes)

@@ -1,0 +1,82 @@
+"""``kvplan recommend``'s own options (the TPOT SLO, DRAM, NIC, ``--target`` and ``--candidates``) ->
+``RecommendRequest``, with the checks between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvplan.errors import InputError
+from kvplan.inputs.options import (
+    extra_dirs,
+    optional,
+    parse_link_gbs,
+    parse_seconds,
+)
+from kvplan.options.command import _size
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.calc.recommend import RecommendOptions
+    from kvplan.calc.sizing import Target
+    from kvplan.scenario import Scenario
+    from kvplan.specs.hardware import HardwareSpec
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    scenario: Scenario
+    options: RecommendOptions
+    emit: str | None = None                     # the engine whose launch command to print
+    target: str | None = None                   # --target as given, and parsed (for the layout search)
+    targets: tuple[Target, ...] | None = None
+    candidates: tuple[HardwareSpec, ...] = ()   # the GPUs the search tries (--candidates, else every GPU preset)
+    notes: tuple[str, ...] = ()
+
+
+def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram: Any = None, nic_gbps: Any = None,
+                      target: str | None = None, candidates: str | None = None, emit: str | None = None,
+                      presets_dir: str | Path | None = None) -> RecommendRequest:
+    """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
+    (said in a note); with another engine it is refused."""
+    from kvplan.calc.recommend import RecommendOptions
+    from kvplan.options.scenarios import build_scenario
+
+    notes: tuple[str, ...] = ()
+    wanted = None
+    if emit is not None:
+        wanted = emit.strip().lower()
+        if wanted not in ("vllm", "sglang"):
+            raise InputError(f"--emit {emit!r} is not an engine kvplan can launch", "give --emit vllm or sglang")
+        engine = str(scenario.get("engine", "neutral")).split("==")[0].strip().lower()
+        if engine == "neutral":
+            scenario = {**scenario, "engine": wanted}
+            notes = (f"--emit {wanted} plans with {wanted}'s own accounting (its memory fraction, batch limits and "
+                     f"block sizes), so the flags realise the figures; without --emit the table uses the neutral "
+                     f"engine, whose figures can differ",)
+        elif engine != wanted:
+            raise InputError(f"--emit {wanted} with --engine {scenario['engine']}: the flags must realise the plan of "
+                             "the same engine", f"give --engine {wanted} (or drop --engine)")
+    if candidates is not None and target is None:
+        raise InputError("--candidates without --target", "give --target to search, or drop --candidates")
+    built = build_scenario(**scenario)
+    options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
+                               dram_bytes_per_node=optional(_size, dram, "--dram"),
+                               nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
+    if target is None:
+        return RecommendRequest(built, options, wanted, notes=notes)
+    from kvplan.calc.sizing import parse_target
+    from kvplan.inputs.presets import discover, load_hardware
+
+    targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
+    if not targets:
+        raise InputError("--target is empty", "give --target concurrency>=64@31k (or tpot<=40ms, rate>=2rps)")
+    if len({t.metric for t in targets}) < len(targets):
+        raise InputError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
+    dirs = extra_dirs(presets_dir)
+    ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
+           else sorted(discover(dirs)["hardware"]))
+    if not ids:
+        raise InputError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
+    specs = tuple(load_hardware(i, dirs) for i in dict.fromkeys(ids))   # each GPU once
+    return RecommendRequest(built, options, wanted, target, targets, specs, notes)
