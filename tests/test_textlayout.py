@@ -150,6 +150,18 @@ def test_a_terminal_gets_rich(monkeypatch):
     assert calls == ["rich", "plain", "rich"]   # (tests/test_entry.py pins that a piped run never imports rich)
 
 
+class _ClosedPipe(io.StringIO):
+    def write(self, s: str) -> int:
+        raise BrokenPipeError
+
+
+def test_a_closed_pipe_under_rich_is_left_to_the_command_layer():
+    # rich's own Console.on_broken_pipe points stdout at /dev/null and exits 1; kvplan's raises BrokenPipeError
+    # for kvplan.cli to handle, as write_plain's plain write does
+    with pytest.raises(BrokenPipeError):
+        output.write_rich([("headline", "h"), ("text", "a note")], _ClosedPipe(), 80)
+
+
 @pytest.mark.parametrize("text", ["", "   ", "a  bb", " lead", "two\nlines here", "x\n\n   \nlongest-word y"])
 def test_text_range_is_richs_measure(text):
     from rich.text import Text

@@ -40,7 +40,7 @@ def request_bytes(scenario: Scenario, context: int, dtype: KVDtype | None = None
     less the whole blocks of a shared prefix, plus a draft model's KV (at the same TP)."""
     dtype = dtype or scenario.kv_dtype
     par = par or scenario.parallelism
-    block = block or int(block_tokens(scenario).value)
+    block = block or block_tokens(scenario).number()
     ctx = context + scenario.spec_tokens
     own = kv.request_bytes_per_gpu(scenario.sized_model, dtype, par, ctx, block, scenario.token_budget,
                                    scenario.shared_prefix_tokens)
@@ -52,7 +52,7 @@ def request_bytes(scenario: Scenario, context: int, dtype: KVDtype | None = None
 
 def shared_prefix_copy_bytes(scenario: Scenario, dtype: KVDtype | None = None, block: int | None = None) -> int:
     """The pool's one copy of the shared prefix: the whole blocks requests give up (floor(shared / block))."""
-    block = block or int(block_tokens(scenario).value)
+    block = block or block_tokens(scenario).number()
     whole = (scenario.shared_prefix_tokens // block) * block
     if not whole:
         return 0
@@ -70,14 +70,14 @@ def admitted_on_prompt_cost(scenario: Scenario, pool_bytes: int, shared_copy_byt
     cost, not the eventual decode's), capped by max_num_seqs."""
     _, max_seqs = scenario.engine_adapter.batch_limits_for(scenario)
     prompt_cost = request_bytes(scenario, scenario.prompt_tokens)
-    return int(min(int(max_seqs.value), fit(pool_bytes, prompt_cost, shared_copy_bytes)))
+    return int(min(max_seqs.number(), fit(pool_bytes, prompt_cost, shared_copy_bytes)))
 
 
 def first_full_step(scenario: Scenario, batch: int, pool_bytes: int, shared_copy_bytes: int = 0) -> int | None:
     """The first decode step at which ``batch`` requests decoding together from the prompt overfill the pool
     (None when they never do within the decode). A request's bytes never shrink as it decodes, so a bisection
     over the steps finds it without evaluating every step."""
-    block = int(block_tokens(scenario).value)
+    block = block_tokens(scenario).number()
     p = scenario.prompt_tokens
 
     def full(step: int) -> bool:
@@ -124,8 +124,8 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
     if par.dp > 1 and not par.ep and model.params_expert is not None and holds_one_request(with_ep):
         fix = f"split the routed experts over the {ep} GPUs: add --ep {ep}"
         raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp} DP={par.dp} "
-                          f"without expert parallelism: each GPU holds {b.weights.value / 2**30:,.1f} GiB of weights "
-                          "(every routed expert of its TP shard)", fix)
+                          f"without expert parallelism: each GPU holds {b.weights.number() / 2**30:,.1f} GiB of "
+                          "weights (every routed expert of its TP shard)", fix)
     best = budget_mod.smallest_fitting(model, hw, par, holds_one_request)
     if best is None:
         fix = "no TP x PP up to 64 x 32 fits with these reserves; quantize the weights or use a larger GPU"
@@ -137,8 +137,8 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
             flags += f" --ep {best.ep or best.tp}"
         fix = f"the fewest GPUs that hold the weights and one {context:,}-token request: {gpus} ({flags})"
     what = (f"weights, activations and runtime take {b.reserved_bytes / 2**30:,.1f} GiB per GPU but "
-            f"{b.fraction_name} {b.fraction.value:g} x {b.hbm.value / 2**30:,.2f} GiB leaves "
-            f"{b.requested.value / 2**30:,.1f} GiB")
+            f"{b.fraction_name} {b.fraction.value:g} x {b.hbm.number() / 2**30:,.2f} GiB leaves "
+            f"{b.requested.number() / 2**30:,.1f} GiB")
     raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: {what}", fix)
 
 

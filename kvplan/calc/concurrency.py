@@ -153,27 +153,28 @@ def overflow_run(scenario: Scenario, batch: int, pool: int, shared_copy: int, tp
     if tpot is None:
         tpot = cohort_tpot(scenario, step_model, batch, at)
     victim = capacity.request_bytes(scenario, scenario.prompt_tokens + at)
-    evict = victim / link.value
+    rate, t = link.number(), tpot.number()
+    evict = victim / rate
     marginal = kv.kv_bytes_per_token_per_gpu(model, dtype, par).value
     growth = batch * marginal
-    threshold = max(0.0, 1 - growth * (evict / tpot.value) / pool) if pool > 0 else 0.0
+    threshold = max(0.0, 1 - growth * (evict / t) / pool) if pool > 0 else 0.0
     steps_v = Count(step, derived("first decode step t with batch x request bytes(prompt + t) + shared copy > pool "
                                   "(bisection over t)", f"batch {batch}, pool {pool:,} B -> step {step}"
                                   if step is not None else f"batch {batch} never fills {pool:,} B"))
-    secs = Seconds(None if step is None else step * tpot.value,
-                   derived("steps x TPOT", f"{step} x {tpot.value:g} s" if step is not None else "never"))
+    secs = Seconds(None if step is None else step * t,
+                   derived("steps x TPOT", f"{step} x {t:g} s" if step is not None else "never"))
     return OverflowRun(
         Count(batch, given("--batch") if not admitted else derived(
             "what an engine admits on prompt cost: min(max_num_seqs, usable pool // bytes of the prompt)",
             f"{batch}")), tpot,
         admitted, steps_v, secs,
         Fraction(threshold, derived("max(0, 1 - growth per step x (evict seconds / TPOT) / pool)",
-                                    f"1 - {growth:,} x ({evict:.4g} / {tpot.value:g}) / {pool:,} = {threshold:.4f}")),
+                                    f"1 - {growth:,} x ({evict:.4g} / {t:g}) / {pool:,} = {threshold:.4f}")),
         Seconds(evict, derived("victim bytes at the overflow context / host-link rate",
-                               f"{victim:,} / {link.value:,.0f} = {evict:.4g} s")),
+                               f"{victim:,} / {rate:,.0f} = {evict:.4g} s")),
         Bytes(growth, derived("batch x bytes per token per GPU past every window", f"{batch} x {marginal:,}")),
-        Ratio(link.value * tpot.value / max(growth, 1), derived(
-            "host-link rate x TPOT / growth per step", f"{link.value:,.0f} x {tpot.value:g} / {max(growth, 1):,}")))
+        Ratio(rate * t / max(growth, 1), derived(
+            "host-link rate x TPOT / growth per step", f"{rate:,.0f} x {t:g} / {max(growth, 1):,}")))
 
 
 def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = None) -> ConcurrencyPlan:
@@ -192,7 +193,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
             b.kv_pool_bytes, Derivation(f"from {options.pool_origin}", kind="input")))
     pool = b.kv_pool_bytes
     block_v = capacity.block_tokens(s)
-    block = int(block_v.value)
+    block = block_v.number()
     context = s.context_tokens
     replicas = par.dp
     sources = tuple(model.sources) + s.engine_adapter.sources
@@ -223,7 +224,7 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
         raise KvplanError(f"nvfp4 KV needs FP4 tensor cores (Blackwell); the {hw.id} preset has no fp4 peak",
                           "drop nvfp4 from --dtypes on this GPU")
     contexts = sorted(set(options.contexts) | {context})
-    per_dtype = {}
+    per_dtype: dict[KVDtype, tuple[list[int] | None, str]] = {}
     for d in dtypes:
         try:
             s.engine_adapter.refuse_kv_dtype(d, s.model, s.hardware)   # a release, model or GPU it cannot run

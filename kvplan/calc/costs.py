@@ -16,12 +16,16 @@ FLOPs follow DeepSeek-V3's ISCA'25 paper (arXiv 2505.09343 §2.2.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.values import Count, Note, Number, Rate, Seconds, derived, given, note
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.scenario import Scenario
 
 DEFAULT_MFU = 0.45
 DEFAULT_COPY_OVERHEAD_US = 2.3
@@ -276,7 +280,7 @@ class StepModel:
     """The per-GPU constants of one replica's decode step (plain floats: the hot path is numpy over batches and
     contexts)."""
 
-    scenario: object
+    scenario: Scenario
     factors: StepFactors
     bw: float                      # achievable HBM bytes/s
     expert_bw_scale: float         # routed experts stream at bw x this (upcast_hbm / hbm when upcast, else 1)
@@ -421,7 +425,7 @@ def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
     return plain + prefill_seconds * batch / max(decode_tokens, 1)
 
 
-def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
+def step_model(scenario: Scenario, factors: StepFactors | None = None) -> StepModel:
     """The decode-step constants for the scenario's replica."""
     from kvplan.engines.budget import expert_share, total_weight_bytes, weights_per_gpu
 
@@ -443,7 +447,10 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
     E, k = model.num_experts or 0, model.experts_per_token or 0
     is_moe = model.params_expert is not None and model.params_total is not None and k
     if is_moe:
-        expert_bytes_total = total_bytes * expert_share(model, s.weight_dtype)[0]
+        share = expert_share(model, s.weight_dtype)
+        # is_moe: params_expert and params_total are set, so expert_share answers (by them at the latest)
+        assert share is not None and model.params_expert is not None
+        expert_bytes_total = total_bytes * share[0]
         per_expert_params = 3 * (model.hidden_size or 0) * (model.moe_intermediate_size or 0)
         moe_layers = round(model.params_expert.value / (E * per_expert_params)) if E and per_expert_params else 0
         routed_active = k * per_expert_params * moe_layers
@@ -454,12 +461,12 @@ def step_model(scenario, factors: StepFactors | None = None) -> StepModel:
             experts_on_gpu, split = E, par.tp
             tokens_to_ep = 1.0
         expert_each = expert_bytes_total / E / split if E else 0.0
-        dense_bytes = float(one_stage.value) - experts_on_gpu * expert_each
+        dense_bytes = float(one_stage.number()) - experts_on_gpu * expert_each
         if not E:
             notes.append(f"{model.id} has no num_experts: every routed expert is read every step")
     else:
         moe_layers, routed_active, experts_on_gpu, expert_each, tokens_to_ep = 0, 0, 0, 0.0, 1.0
-        dense_bytes = float(one_stage.value)
+        dense_bytes = float(one_stage.number())
     link = hw.scale_up.gb_s_per_direction.value * 1e9 if hw.scale_up and hw.scale_up.gb_s_per_direction else None
     latency = f.value("link_latency_us") * 1e-6
     allreduce_latency = f.value("allreduce_latency_us") * 1e-6

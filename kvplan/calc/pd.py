@@ -144,12 +144,12 @@ class PdPlan:
     reasons: tuple[Note, ...]
     ratios: tuple[RatioRow, ...]
     breakeven_ratio: Number
-    nic: Number
+    nic: Rate
 
 
 def ratio_label(ratio: Number) -> Note:
     """A prompt:output ratio as text: ``4:1`` at or above one, ``1:10`` below."""
-    r = ratio.value
+    r = ratio.number()
     if r >= 1:
         return note("{r:g}:1", r=ratio)
     return note("1:{inverse:g}", inverse=Number(1 / r, derived("1 / (prompt / output)", f"1 / {r:g}")))
@@ -166,7 +166,7 @@ class _Model:
         self.step = costs.step_model(s, self.factors)
         self.pool = capacity.kv_pool(s).kv_pool_bytes
         mnbt, _ = s.engine_adapter.batch_limits_for(s)
-        self.chunk = int(mnbt.value)
+        self.chunk = mnbt.number()
         self.batches = np.arange(1, 4097, dtype=float)
 
     def fit(self, context: int) -> int:
@@ -277,7 +277,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
                           "give --nic-gbps (GB/s per GPU per direction)")
     link_eff = m.factors.value("link")
-    transfer = nbytes / (nic_v.value * link_eff)
+    transfer = nbytes / (nic_v.number() * link_eff)
     layers = s.sized_model.num_layers
     exposed = max(transfer / layers, transfer - t_pf)
     ttft = t_pf + exposed + o.handover_seconds
@@ -314,7 +314,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                         f"{instances} x {col.batch} / {col.tpot:.6g}"))
     nbytes_v = Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B"))
     transfer_v = sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
-                     f"{nbytes:,} / ({nic_v.value / 1e9:g} GB/s x {link_eff:g})")
+                     f"{nbytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})")
     exposed_v = sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
                     f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})")
     dis_tps_v = Number(dis_tps, derived("min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s)",

@@ -124,7 +124,7 @@ def _fits(s: Scenario, dtype: KVDtype, pool_of) -> DtypeOption:
     try:
         s.engine_adapter.refuse_kv_dtype(dtype, s.model, s.hardware)
         pool = pool_of(dtype)
-        block = int(capacity.block_tokens(s).value)
+        block = capacity.block_tokens(s).number()
         per = capacity.request_bytes(s, s.context_tokens, dtype, block=block)
         n = capacity.fit(pool, per, capacity.shared_prefix_copy_bytes(s, dtype, block))
     except KvplanError as err:
@@ -176,7 +176,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     par = s.parallelism
     budget = capacity.kv_pool(s)
     pool = int(budget.kv_pool_bytes)
-    block = int(capacity.block_tokens(s).value)
+    block = capacity.block_tokens(s).number()
     shared = capacity.shared_prefix_copy_bytes(s, block=block)
     per_req = capacity.request_bytes(s, s.context_tokens, block=block)
     cap = capacity.fit(pool, per_req, shared)
@@ -188,8 +188,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     # --- batch -----------------------------------------------------------------------------------------------
     step = costs.step_model(s)
     mnbt, engine_seqs = s.engine_adapter.batch_limits_for(s)
-    engine_cap = int(engine_seqs.value)
-    t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
+    engine_cap = engine_seqs.number()
+    t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
     slo_b, tpot_by_batch = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
     batch = slo_b or min(cap, engine_cap)     # the SLO batch is searched within min(cap, engine_cap) already
     tpot_b = float(tpot_by_batch[batch - 1])
@@ -211,7 +211,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
     pre = plan_preemption(s, sweep=tuple(sorted({young, s.decode_tokens})), dram_bytes_per_node=o.dram_bytes_per_node)
     this = pre.this
-    young_row = next(r for r in pre.rows if int(r.context.value) == s.prompt_tokens + young)
+    young_row = next(r for r in pre.rows if r.context.number() == s.prompt_tokens + young)
     swap_wins = not this.recompute_cheaper
     link = costs.host_link_rate(s.hardware, s.host_link_gbs)
     admitted = capacity.admitted_on_prompt_cost(s, pool, shared)
@@ -229,8 +229,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         if offload else "no tier: " + ("recompute is cheaper" if not swap_wins else
                                        "the host DRAM is unknown (give --dram)" if dram_gpu.value is None else
                                        "the host DRAM per GPU holds no whole request")))
-    tier_replica = Bytes(int(tier_v.value) * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
-                                                               f"{int(tier_v.value):,} x {tp_ranks}"))
+    tier_replica = Bytes(tier_v.number() * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
+                                                            f"{tier_v.number():,} x {tp_ranks}"))
     threshold = admitted_run.offload_threshold_fraction
     rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
                              threshold))
@@ -412,7 +412,7 @@ def _prefix_row(s, prefill: Seconds, share: Fraction) -> Row:
                   prompt=Tokens(s.prompt_tokens), prefill=prefill, share=share)
     if shared:
         reason += note("; the {shared}-token shared prompt is stored once per replica", shared=Tokens(shared))
-    agrees = share.value < PREFILL_SHARE_SMALL
+    agrees = share.number() < PREFILL_SHARE_SMALL
     differs = "" if agrees else note("prefill is {share:.0%} of the replica time a request costs here, so prefix hits "
                                      "are worth having: keep it on and route repeat prefixes to the same replica",
                                      share=share)

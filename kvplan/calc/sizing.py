@@ -162,7 +162,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
     concurrency = capacity.fit(pool, capacity.request_bytes(s, ctx)) * par.dp
     fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens))
     mnbt, seqs = s.engine_adapter.batch_limits_for(s)
-    top = min(fit, int(seqs.value), MAX_BATCH)
+    top = min(fit, seqs.number(), MAX_BATCH)
     failed = []
     if conc_t and concurrency < conc_t.bound:
         failed.append(f"{conc_t.text}: {concurrency}")
@@ -180,7 +180,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
         i = int(idx[-1]) if len(idx) else min(need, top) - 1
         batch = int(idx[-1]) + 1 if len(idx) else 0
         tpot = float(series[i])
-        t_pf = step.prefill_seconds(s.prompt_tokens, 0, int(mnbt.value))
+        t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
         run = batch or (i + 1)
         rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
     if tpot_t and (batch == 0 or tpot > tpot_t.bound):

@@ -7,13 +7,14 @@ from pathlib import Path
 from kvplan.calc.check import CheckPlan, totals
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Note, note
+from kvplan.specs.values import Note, Value, note
 
 
 def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
     """``unit_column``: add the unit of each row's raw numbers (for CSV, where cells are raw and one column mixes
     bytes, seconds and counts; tables and Markdown print each value with its unit already)."""
-    rows, data_plans = [], []
+    rows: list[tuple[str | Value, ...]] = []   # plan, assertion, measured, op, bound, result, margin, unit
+    data_plans = []
     for plan in plans:
         items = []
         for a in plan.assertions:
@@ -38,7 +39,7 @@ def present(plans: tuple[CheckPlan, ...], unit_column: bool = False) -> Result:
                  "metrics, the room on the figure the answer rests on.")
     # the unit column says what the raw numbers of measured, bound and margin are in (CSV and JSON carry raw
     # numbers; one column mixes bytes, seconds and counts)
-    columns = ("plan", "assertion", "measured", "op", "bound", "result", "margin", "unit")
+    columns: tuple[str, ...] = ("plan", "assertion", "measured", "op", "bound", "result", "margin", "unit")
     if not unit_column:
         columns, rows = columns[:-1], [row[:-1] for row in rows]
     if len(plans) == 1:   # one plan: its name is in the headline already

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvplan.calc.concurrency import SEED_BATCH_RANGE, SPARSIFICATION_CAVEAT, ConcurrencyPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
+from kvplan.specs.layers import MLA
 from kvplan.specs.values import Count, Note, Tokens, given, note
 
 
@@ -36,12 +37,12 @@ def _notes(plan: ConcurrencyPlan) -> list[str | Note]:
     engine and the pool's origin, the host tier."""
     s, b = plan.scenario, plan.budget
     model, par, hw, dtype = s.sized_model, s.parallelism, s.hardware, s.kv_dtype
-    per_replica = int(plan.max_concurrency_per_replica.value)
-    replicas, context = int(plan.replicas.value), s.context_tokens
+    per_replica = plan.max_concurrency_per_replica.number()
+    replicas, context = plan.replicas.number(), s.context_tokens
     notes: list[str | Note] = []
     _, seqs = s.engine_adapter.batch_limits_for(s)
     per_replica_v, prompt_v = plan.max_concurrency_per_replica, Tokens(s.prompt_tokens)
-    if per_replica > int(seqs.value):   # the pool holds more than the engine runs at once
+    if per_replica > seqs.number():   # the pool holds more than the engine runs at once
         notes.append(note("The pool holds {n} such requests per replica, but the engine runs at most {seqs} at once "
                           "(max_num_seqs / max_running_requests): the rest wait in its queue (raise the limit, e.g. "
                           "--max-num-seqs, to run them).", n=per_replica_v, seqs=seqs))
@@ -66,10 +67,10 @@ def _notes(plan: ConcurrencyPlan) -> list[str | Note]:
                 "the pool is {threshold:.1%} full (the host link drains {drain:,.0f}x faster than the batch grows).",
                 label=label, prompt=prompt_v, steps=run.decode_steps_until_full, full=run.seconds_until_full,
                 tpot=run.tpot, threshold=run.offload_threshold_fraction, drain=run.drain_ratio))
-    if model.uses_kind("mla") and par.tp > 1 and replicas == 1:
+    if model.uses(MLA) and par.tp > 1 and replicas == 1:
         notes.append(f"MLA latents are whole on every TP rank: TP={par.tp} holds {par.tp} copies of each request's "
                      f"KV; attention data-parallelism (--tp 1 --dp {par.tp} --ep {par.tp}) keeps one copy.")
-    if model.uses_kind("mla") and par.tp == 1 and replicas > 1 and not par.ep and model.params_expert is not None:
+    if model.uses(MLA) and par.tp == 1 and replicas > 1 and not par.ep and model.params_expert is not None:
         notes.append(f"Each of the {replicas} DP ranks holds a whole copy of the weights; add --ep {replicas} to "
                      "split the routed experts across them (attention data-parallelism with expert parallelism).")
     dtype_note = model.effective_kv_dtype_note(dtype)
@@ -171,7 +172,7 @@ def _data(plan: ConcurrencyPlan) -> dict:
 
 def _chart(plan: ConcurrencyPlan) -> Chart:
     return Chart("Concurrent requests by context", "context tokens",
-                  tuple(f"{int(r.context.value):,}" for r in plan.grid),
+                  tuple(f"{r.context.number():,}" for r in plan.grid),
                   tuple((d.value, tuple(float(r.cells[i].requests.value or 0) for r in plan.grid))
                         for i, d in enumerate(plan.dtypes)
                         # a dtype the engine cannot run (n/a in the table) has no bars rather than bars of 0

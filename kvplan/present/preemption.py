@@ -6,6 +6,7 @@ from kvplan.calc import costs
 from kvplan.calc.preemption import PreemptionPlan, recommendation
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
+from kvplan.specs.layers import MLA
 from kvplan.specs.values import Count, Note, Number, Tokens, default, given, note
 
 
@@ -28,7 +29,7 @@ def present(plan: PreemptionPlan) -> Result:
     rows = []
     for r in plan.rows:
         row_note = "this request" if r.context.value == s.context_tokens else ""
-        if r.context.value <= r.prefix_hit.value:
+        if r.context.number() <= r.prefix_hit.number():
             row_note = (row_note + "; " if row_note else "") + "all in the prefix cache"
         if r.over_limit:
             row_note = (row_note + "; " if row_note else "") + "> max context"
@@ -123,14 +124,14 @@ def present(plan: PreemptionPlan) -> Result:
                           "GPU each).", n=plan.v0_swap_requests, nbytes=nbytes))
     if plan.n_mm.estimated:
         notes.append(f"N_mm for {model.id} is an estimate: {plan.n_mm.source}.")
-    if model.uses_kind("mla") and tp > 1:
+    if model.uses(MLA) and tp > 1:
         notes.append(note(f"The MLA latent is whole on every TP rank: each of the {tp} GPUs swaps all {{nbytes}} over "
                           f"its own link while recompute splits over all {tp}, so TP={tp} divides the recompute/swap "
                           f"ratio by {tp} (a sharded GQA cache keeps it).", nbytes=nbytes))
     if model.params_active and model.params_total and model.params_active.value < model.params_total.value:
         notes.append("With expert parallelism or attention data-parallelism across the node, a recompute prefill "
                      "stalls the whole EP group, not only the request's TP GPUs.")
-    assumptions = [
+    assumptions: list[str | Note] = [
         "Swap copies the request's KV shard of each GPU over that GPU's own host link, all GPUs in parallel; "
         "pinned, NUMA-local host buffers.",
         note("Per-direction rate x {bidir:g}: swap-ins of resumed requests share the link with swap-outs (a preemption "
@@ -144,7 +145,7 @@ def present(plan: PreemptionPlan) -> Result:
         "Host DRAM: the whole node's DRAM (or --dram), nothing kept back for the OS or the engine; a request parks "
         "one shard per GPU it spans on the node.",
     ]
-    if plan.compute_dtype == "fp8" and model.uses_kind("mla"):
+    if plan.compute_dtype == "fp8" and model.uses(MLA):
         assumptions.append("All FLOPs charged at the fp8 peak; DeepSeek runs the MLA core in BF16, so recompute is "
                            "optimistic by up to ~1.5x at long S, which only widens a swap win.")
     assumptions.extend(spec_notes(s))

@@ -28,7 +28,7 @@ def _row(e: CatalogueEntry) -> tuple:
 
 
 def _item(e: CatalogueEntry, row: tuple) -> dict:
-    item = {"id": e.id, "type": e.type, "name": e.name, "origin": e.origin}
+    item: dict[str, object] = {"id": e.id, "type": e.type, "name": e.name, "origin": e.origin}
     if e.type == "hardware":
         item.update(hbm_bytes=row[3], hbm_bandwidth_bytes_per_second=row[4], price_usd_per_gpu_hour=row[5],
                     price_offer=e.price_offer or None, price_as_of=e.price_as_of or None)
@@ -51,7 +51,7 @@ def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, wo
         headline = f"{len(entries)} of {total} presets match {asked}: {counts}"
     data = {"filter": {"type": kind, "search": word.strip() if word is not None else None},
             "presets": [_item(e, row) for e, row in zip(entries, rows, strict=True)]}
-    notes = ()
+    notes: tuple[str, ...] = ()
     if gpus:
         notes = ("HBM is the total the device reports (GiB); bandwidth the datasheet peak; the price a public "
                  "on-demand offer per GPU-hour where one was found (see `kvplan presets show ID` for the offer, "

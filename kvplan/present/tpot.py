@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.tpot import COMPONENTS, TpotPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, Tokens, default, note
+from kvplan.specs.values import Count, Tokens, Value, default, note
 
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",
@@ -101,9 +101,9 @@ def present(plan: TpotPlan, calibration=None) -> Result:
         "MoE: uniform top-k routing, E x (1 - (1 - k/E)^T) distinct experts read for T tokens.",
         "Speculative draft of MTP layers costs one decoder layer per draft token; a draft model its own step.",
     ) + spec_notes(s)
-    brief = (("TPOT mean", plan.tpot_mean), ("TPOT at the end", plan.end.tpot),
-             ("tokens/s per GPU", plan.tokens_per_second_per_gpu), ("TTFT", plan.ttft),
-             ("bound at the end", plan.end.bound))
+    brief: tuple[tuple[str, Value | str], ...] = (
+        ("TPOT mean", plan.tpot_mean), ("TPOT at the end", plan.end.tpot),
+        ("tokens/s per GPU", plan.tokens_per_second_per_gpu), ("TTFT", plan.ttft), ("bound at the end", plan.end.bound))
     if plan.spec is not None:   # the figure speculative decoding was asked for: the TPOT a user sees
         brief = (("effective TPOT mean (speculative)", plan.spec.tpot_mean),
                  ("effective TPOT at the end (speculative)", plan.spec.tpot_end)) + brief

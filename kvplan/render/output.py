@@ -16,6 +16,7 @@ import io
 import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from kvplan.inputs.units import format_bytes
@@ -369,10 +370,11 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     widths = _column_widths(table, cells)
     # one cell per character, as kvplan.render.textlayout lays out; else (wide characters) rich measures the text
     plain = plain_ok([*_headers(table), *(c for row in cells for c in row)], None)
-    if plain:
-        cell_len = len
-    else:
-        from rich.cells import cell_len
+    cell_len: Callable[[str], int] = len
+    if not plain:
+        from rich.cells import cell_len as rich_cell_len
+
+        cell_len = rich_cell_len
     # Cheap bounds first: each column's minimum is at least its min_width (low + 2, padding included) and at most
     # its widest cell or header plus the padding (2); the box adds an edge each side and a divider between
     # columns. Only a group between the bounds is laid out.
@@ -412,10 +414,6 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
     return [part(cols, _title(table) if n == 0 else "... continued") for n, cols in enumerate(groups)]
 
 
-def _broken_pipe() -> None:
-    raise BrokenPipeError("the reader closed the pipe")
-
-
 def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple]:
     """What a table-format output prints, in order: ("headline", text), ("table", title, columns, rows),
     ("text", text) and ("bold", text)."""
@@ -452,7 +450,8 @@ def write_plain(blocks: list[tuple], out, width: int) -> None:
         if block[0] == "headline":
             lines.append(block[1])
         elif block[0] == "table":
-            lines += table_lines(*block[1:], width)
+            _, title, columns, rows = block
+            lines += table_lines(title, columns, rows, width)
         else:
             lines += text_lines(block[1], width)
     out.write("\n".join(lines) + "\n")
@@ -462,9 +461,12 @@ def write_rich(blocks: list[tuple], out, width: int) -> None:
     """The blocks through rich (a terminal: bold titles and headers, its colour rules)."""
     from rich.console import Console
 
-    console = Console(file=out, width=width, soft_wrap=False, highlight=False, markup=False, emoji=False,
-                      color_system="auto" if out.isatty() else None)
-    console.on_broken_pipe = _broken_pipe   # rich exits 1 on a closed pipe; let the command layer decide
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:   # rich exits 1 on a closed pipe; let the command layer decide
+            raise BrokenPipeError("the reader closed the pipe")
+
+    console = _Console(file=out, width=width, soft_wrap=False, highlight=False, markup=False, emoji=False,
+                       color_system="auto" if out.isatty() else None)
     for block in blocks:
         if block[0] == "headline":
             console.print(block[1], soft_wrap=True)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.progress import Progress, TaskID
 
 DELAY_SECONDS = 1.0
 
@@ -17,23 +21,25 @@ class LazyProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.delay = delay
         self.start = time.perf_counter()
-        self.bar = None
-        self.task = None
+        self.bar: Progress | None = None   # with its task, once drawn
+        self.task: TaskID | None = None
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:
             return
-        if self.bar is None:
+        bar, task = self.bar, self.task
+        if bar is None or task is None:
             if time.perf_counter() - self.start < self.delay:
                 return
             from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(console=Console(file=self.stream), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(self.description, total=total)
-        self.bar.update(self.task, completed=done, total=total)
+            bar = Progress(console=Console(file=self.stream), transient=True)
+            bar.start()
+            task = bar.add_task(self.description, total=total)
+            self.bar, self.task = bar, task
+        bar.update(task, completed=done, total=total)
 
     def close(self) -> None:
         if self.bar is not None:
