@@ -575,3 +575,32 @@ def test_tpot_assertion_takes_the_batch_shape(run_cli, tmp_path):
     bad = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nmetric = "tpot_seconds"\nshape = "square"\n'
                                  'at_most = "1s"\n', "bad.toml"))
     assert bad.code == 2 and "assert[1].shape = 'square' is not a batch shape" in bad.err
+
+
+def test_library_within_baseline_without_its_baseline_is_one_error(tmp_path):
+    # load() leaves AssertSpec.baseline unset (kvplan check fills it from PLAN.baseline.json); the library used to
+    # multiply None by the fraction (a TypeError traceback) instead of saying what is missing
+    from kvplan.calc.check import plan_check
+    from kvplan.errors import KvplanError
+    from kvplan.inputs.plan_file import load
+    from kvplan.options.scenarios import deployment_scenario
+
+    spec = load(Path(write(tmp_path, BASELINE_PLAN)))
+    with pytest.raises(KvplanError) as err:
+        plan_check(deployment_scenario(spec), spec.assertions)
+    assert "assert[1] (tpot) gives within_baseline but its baseline value is not filled in" in err.value.message
+    assert "--update-baseline" in err.value.hint and err.value.assert_index == 1
+
+
+def test_a_missing_measurement_margin_derivation_is_text():
+    # a measured value that is not there (None) with a note for its detail: the margin's derivation used to carry
+    # the Note object itself as its numbers, which JSON cannot write and text prints as a repr
+    from kvplan.calc.check import _compare
+    from kvplan.inputs.plan_file import AssertSpec
+    from kvplan.specs.values import Count, Tokens, note
+
+    a = AssertSpec(1, "c", "max_concurrency", ">=", 4)
+    r = _compare(a, Count(None), Count(4), note("requests of {ctx} tokens", ctx=Tokens(1000)))
+    assert r.margin.value is None and r.passed is False
+    assert r.margin.why.substituted == "-"
+    json.dumps(r.margin.why.to_dict())

@@ -359,3 +359,22 @@ def test_gpu_and_weight_width_from_the_fused_moe_file_name(run_cli):
     assert "give --hardware h20" in refused.err
     wrong_width = run_cli("explain-log", str(path), "-m", "deepseek-r1", "--tp", "8", "--weight-dtype", "fp8")
     assert wrong_width.code == 2 and "--weight-dtype fp8 contradicts the log" in wrong_width.err
+
+
+@pytest.mark.parametrize("name, options, other", [
+    ("sglang-qwen3-235b-a22b-fp8-4xh100.log", {"hardware": "h100-sxm"}, "neutral"),
+    ("sglang-qwen3-235b-a22b-fp8-4xh100.log", {"hardware": "h100-sxm"}, "vllm"),
+    ("vllm-v1-qwen3-235b-a22b-fp8-4xh100.log", {}, "sglang"),
+])
+def test_explain_log_of_another_engines_deployment_is_one_error(name, options, other):
+    # the library's plan_explain_log takes any scenario; one of another engine has none of the log engine's rules
+    # (SGLang's pool cell, vLLM's block config): a one-line error, not an AttributeError
+    from kvplan.calc.explain_log import plan_explain_log
+    from kvplan.options.scenarios import build_scenario, scenario_from_log
+
+    lg = log(name)
+    s, _, _ = scenario_from_log(lg, options)
+    other_s = build_scenario(model=s.model.id, hardware=s.hardware.id, tp=str(s.parallelism.tp), engine=other)
+    with pytest.raises(KvplanError, match=f"the deployment's engine is {other}, but {lg.engine} wrote the start-up "
+                                          "log"):
+        plan_explain_log(other_s, lg)

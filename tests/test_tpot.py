@@ -336,3 +336,11 @@ def test_calibration_holds_a_floor_bound_step_constant():
     fit = calibrate.fit(s, tuple(pts), "synthetic", costs.step_factors(s.hardware))
     assert fit.hbm == pytest.approx(0.7, rel=1e-6)
     assert fit.overhead_us_per_step == pytest.approx(800.0, rel=1e-6)
+
+
+def test_decode_mean_is_the_trapezoid_rule():
+    from kvplan.calc.tpot import _mean_over
+
+    # steps of 1, 3 and 2 s at t = 0, 1 and 3: area (1 + 3) / 2 x 1 + (3 + 2) / 2 x 2 = 2 + 5 = 7 over 3 steps
+    assert _mean_over([1.0, 3.0, 2.0], [0.0, 1.0, 3.0], 3) == pytest.approx(7 / 3, rel=1e-15)
+    assert _mean_over([4.0], [0.0], 0) == 4.0   # no decode: the one step

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.inputs.plan_file import AssertSpec
@@ -33,6 +35,14 @@ from kvplan.specs.values import (
     note,
 )
 
+if TYPE_CHECKING:
+    from kvplan.calc.concurrency import ConcurrencyPlan
+    from kvplan.calc.preemption import PreemptionPlan
+    from kvplan.calc.simulate import SimPlan
+    from kvplan.calc.size import SizePlan
+    from kvplan.calc.tpot import TpotPlan
+
+T = TypeVar("T")
 _BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number}
 SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (enough for a p99 over 2 requests)
 SIM_USERS = 8               # closed-loop users unless it gives a rate (kvplan simulate's default)
@@ -67,38 +77,49 @@ class CheckPlan:
         return sum(not a.passed for a in self.assertions)
 
 
+class AssertionNotEvaluated(KvplanError):
+    """A calculator's refusal of one assertion, in the plan's words, with where the plan states the assertion
+    (``kvplan check`` points at that file and line)."""
+
+    def __init__(self, message: str, hint: str | None, index: int, source: Path | None, key: str | None) -> None:
+        super().__init__(message, hint)
+        self.assert_index = index
+        self.assert_source = source
+        self.assert_key = key      # the assertion's own key the message names (batch, generated), if it gives it
+
+
 class _Lazy:
     """Each calculator run at most once per plan."""
 
     def __init__(self, scenario: Scenario, workload: tuple = ()) -> None:
         self.s = scenario
         self.workload = dict(workload)
-        self._cache: dict = {}
+        self._cache: dict[Any, Any] = {}
 
-    def get(self, key, make):
+    def get(self, key: object, make: Callable[[], T]) -> T:
         if key not in self._cache:
             self._cache[key] = make()
-        return self._cache[key]
+        return self._cache[key]   # what ``make`` returned for this key
 
-    def size(self):
+    def size(self) -> SizePlan:
         from kvplan.calc.size import plan_size
 
         return self.get("size", lambda: plan_size(self.s, (self.s.context_tokens,)))
 
-    def concurrency(self):
+    def concurrency(self) -> ConcurrencyPlan:
         from kvplan.calc.concurrency import ConcurrencyOptions, plan_concurrency
 
         options = ConcurrencyOptions(contexts=(self.s.context_tokens,))
         return self.get("concurrency", lambda: plan_concurrency(self.s, options))
 
-    def tpot(self, batch: int | None, shape: str | None = None):
+    def tpot(self, batch: int | None, shape: str | None = None) -> TpotPlan:
         from kvplan.calc.tpot import TpotOptions, plan_tpot
 
         o = TpotOptions() if batch is None else TpotOptions(batch=batch)
         o = TpotOptions(batch=o.batch, shape=shape or o.shape, batches=(o.batch,), contexts=(self.s.context_tokens,))
         return self.get(("tpot", o.batch, o.shape), lambda: plan_tpot(self.s, o))
 
-    def preemption(self, generated: int | None):
+    def preemption(self, generated: int | None) -> PreemptionPlan:
         from kvplan.calc.preemption import plan_preemption
 
         s = self.s if generated is None else self.s.with_(decode_tokens=generated)
@@ -113,14 +134,14 @@ def sim_options(lazy: _Lazy, sim: tuple) -> dict:
     return merge_workload(dict(lazy.workload), dict(sim))
 
 
-def _simulate(lazy: _Lazy, sim: tuple):
+def _simulate(lazy: _Lazy, sim: tuple) -> SimPlan:
     from kvplan.calc.simulate import SimOptions, plan_simulate
     from kvplan.inputs import workload as wl
 
     o = sim_options(lazy, sim)
     s = lazy.s
 
-    def run():
+    def run() -> SimPlan:
         trace = wl.read_trace(Path(o["trace"])) if "trace" in o else None
         timed = trace is not None and trace.arrivals is not None
         rate = o.get("rate")
@@ -153,13 +174,10 @@ def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: s
         try:
             results.append(_evaluate(lazy, a, source))
         except KvplanError as err:  # the deployment cannot be priced for this assertion: say which one
-            failure = KvplanError(f"cannot evaluate assert[{a.index}] ({a.name}): {_own_keys(err.message, a)}",
-                                  _own_keys(err.hint, a))
-            failure.assert_index = a.index
-            failure.assert_source = a.source
             named = [k for k in ("batch", "generated") if f"--{k}" in f"{err.message} {err.hint or ''}"]
-            failure.assert_key = named[0] if named and getattr(a, named[0]) is not None else None
-            raise failure from None
+            raise AssertionNotEvaluated(f"cannot evaluate assert[{a.index}] ({a.name}): {_own_keys(err.message, a)}",
+                                        _own_keys(err.hint, a), a.index, a.source,
+                                        named[0] if named and getattr(a, named[0]) is not None else None) from None
     return CheckPlan(scenario, source, description, tuple(results))
 
 
@@ -173,6 +191,10 @@ def _bound_value(a: AssertSpec, source: str) -> Value:
 
     cls = _BOUND_TYPES[METRICS[a.metric][0]]
     if a.within_baseline is not None:   # the baseline's value, made worse by the allowed fraction
+        if a.baseline is None:
+            raise KvplanError(f"assert[{a.index}] ({a.name}) gives within_baseline but its baseline value is not "
+                              "filled in", "set the assertion's baseline from the plan's baseline file, as kvplan "
+                                           "check does (write the file with kvplan check PLAN --update-baseline)")
         sign = "-" if a.op == ">=" else "+"
         bound = a.baseline * (1 - a.within_baseline if a.op == ">=" else 1 + a.within_baseline)
         if cls is Count:
@@ -185,11 +207,12 @@ def _bound_value(a: AssertSpec, source: str) -> Value:
 
 
 def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str | Note) -> AssertionResult:
-    m, b = measured.value, bound.value
-    if m is None:
-        passed = False
-        margin = type(measured)(None, derived("no measured value", detail))
-    elif a.op == ">=":
+    m = measured.value
+    if m is None:   # a note's figures print only in the output layer: the derivation's numbers are text
+        margin = type(measured)(None, derived("no measured value", detail if isinstance(detail, str) else "-"))
+        return AssertionResult(a.index, a.name, a.metric, a.op, measured, bound, False, margin, detail)
+    b = bound.number()
+    if a.op == ">=":
         passed = m >= b
         margin = type(measured)(m - b, derived("measured - bound", f"{m:,} - {b:,} = {m - b:,}"))
     else:
@@ -200,70 +223,82 @@ def _compare(a: AssertSpec, measured: Value, bound: Value, detail: str | Note) -
     return AssertionResult(a.index, a.name, a.metric, a.op, measured, bound, passed, margin, detail)
 
 
+def _weights_fit(s: Scenario, a: AssertSpec) -> AssertionResult:
+    # the engine's own budget, without kv_pool's refusal: the room left for weights after the reserves
+    b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+    detail = "weights per GPU against the engine's room for them (fraction x HBM less the reserves)"
+    if b.given_pool:   # planned from a known pool: the weights are taken to fit beside it
+        measured = Bytes(b.kv_pool_bytes, b.kv_pool.why)
+        bound = Bytes(1, default("a KV pool given with kv_pool: the weights fit when the pool is at least 1 B"))
+        diff = b.kv_pool_bytes - 1
+        margin = Bytes(diff if a.bound else -diff, derived("KV pool - 1 B", f"{diff:,} B"))
+        return AssertionResult(a.index, a.name, a.metric, ">=" if a.bound else "<", measured, bound,
+                               b.fits == a.bound, margin, "the KV pool given with kv_pool")
+    requested, activation, runtime = b.requested.number(), b.activation.number(), b.runtime.number()
+    room = requested - activation - runtime
+    weights = b.weights.number()
+    measured = Bytes(weights, b.weights.why)
+    bound = Bytes(room, derived(f"{b.fraction_name} x HBM - activation reserve - runtime reserve",
+                                f"{requested:,} - {activation:,} - {runtime:,} = {room:,} B"))
+    if a.bound:
+        margin = Bytes(room - weights, derived("room - weights per GPU", f"{room:,} - {weights:,} = "
+                                                                        f"{room - weights:,} B"))
+    else:
+        margin = Bytes(weights - room, derived("weights per GPU - room", f"{weights:,} - {room:,} = "
+                                                                        f"{weights - room:,} B"))
+    op = "<=" if a.bound else ">"
+    return AssertionResult(a.index, a.name, a.metric, op, measured, bound, b.fits == a.bound, margin, detail)
+
+
+def _swap_beats_recompute(lazy: _Lazy, a: AssertSpec) -> AssertionResult:
+    p = lazy.preemption(a.generated)
+    ratio = p.this.recompute_over_swap
+    swap_wins = p.cheaper == "swap"
+    bound = Ratio(1.0, default("swap beats recompute when recompute time / exposed swap time > 1 (and the "
+                               "host tier holds the request)"))
+    r = ratio.value
+    if r is None:
+        margin = Ratio(None, derived("no ratio", "-"))
+    elif a.bound:
+        margin = Ratio(r - 1.0, derived("recompute / swap - 1", f"{r:.4g} - 1"))
+    else:
+        margin = Ratio(1.0 - r, derived("1 - recompute / swap", f"1 - {r:.4g}"))
+    generated = int(p.scenario.decode_tokens)
+    detail = (note("recompute / exposed swap time for a request preempted after {generated} generated tokens",
+                   generated=Tokens(generated))
+              + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
+    op = ">" if a.bound else "<="
+    return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
+
+
+def _pd_pays(lazy: _Lazy, a: AssertSpec) -> AssertionResult:
+    from kvplan.calc.pd import plan_pd
+
+    d = lazy.get("pd", lambda: plan_pd(lazy.s))
+    colo, disagg = d.colocated_tokens_per_second.number(), d.disaggregated_tokens_per_second.number()
+    ratio = Ratio(disagg / colo if colo else None,
+                  derived("disaggregated tokens/s / colocated tokens/s (kvplan pd, at its default TPOT SLO)",
+                          f"{disagg:,.6g} / {colo:,.6g}"))
+    bound = Ratio(1.0, default("disaggregation pays when kvplan pd recommends it (its tokens/s beat colocated "
+                               "within the TPOT SLO)"))
+    r = ratio.value
+    margin = Ratio(None if r is None else (r - 1.0 if a.bound else 1.0 - r),
+                   derived("disaggregated / colocated - 1" if a.bound else "1 - disaggregated / colocated",
+                           "-" if r is None else f"{r:.4g}"))
+    detail = "kvplan pd's verdict: " + (Note.join("; ", d.reasons) if d.reasons else
+                                          ("disaggregate" if d.recommend else "do not disaggregate"))
+    return AssertionResult(a.index, a.name, a.metric, ">" if a.bound else "<=", ratio, bound,
+                           d.recommend == a.bound, margin, detail)
+
+
 def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
     s = lazy.s
     if a.metric == "weights_fit":
-        # the engine's own budget, without kv_pool's refusal: the room left for weights after the reserves
-        b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
-        detail = "weights per GPU against the engine's room for them (fraction x HBM less the reserves)"
-        if b.given_pool:   # planned from a known pool: the weights are taken to fit beside it
-            measured = Bytes(int(b.kv_pool.value), b.kv_pool.why)
-            bound = Bytes(1, default("a KV pool given with kv_pool: the weights fit when the pool is at least 1 B"))
-            diff = int(b.kv_pool.value) - 1
-            margin = Bytes(diff if a.bound else -diff, derived("KV pool - 1 B", f"{diff:,} B"))
-            return AssertionResult(a.index, a.name, a.metric, ">=" if a.bound else "<", measured, bound,
-                                   b.fits == a.bound, margin, "the KV pool given with kv_pool")
-        room = int(b.requested.value) - int(b.activation.value) - int(b.runtime.value)
-        weights = int(b.weights.value)
-        measured = Bytes(weights, b.weights.why)
-        bound = Bytes(room, derived(f"{b.fraction_name} x HBM - activation reserve - runtime reserve",
-                                    f"{int(b.requested.value):,} - {int(b.activation.value):,} - "
-                                    f"{int(b.runtime.value):,} = {room:,} B"))
-        if a.bound:
-            margin = Bytes(room - weights, derived("room - weights per GPU", f"{room:,} - {weights:,} = "
-                                                                            f"{room - weights:,} B"))
-        else:
-            margin = Bytes(weights - room, derived("weights per GPU - room", f"{weights:,} - {room:,} = "
-                                                                            f"{weights - room:,} B"))
-        op = "<=" if a.bound else ">"
-        return AssertionResult(a.index, a.name, a.metric, op, measured, bound, b.fits == a.bound, margin, detail)
+        return _weights_fit(s, a)
     if a.metric == "swap_beats_recompute":
-        p = lazy.preemption(a.generated)
-        ratio = p.this.recompute_over_swap
-        swap_wins = p.cheaper == "swap"
-        bound = Ratio(1.0, default("swap beats recompute when recompute time / exposed swap time > 1 (and the "
-                                   "host tier holds the request)"))
-        if ratio.value is None:
-            margin = Ratio(None, derived("no ratio", "-"))
-        elif a.bound:
-            margin = Ratio(ratio.value - 1.0, derived("recompute / swap - 1", f"{ratio.value:.4g} - 1"))
-        else:
-            margin = Ratio(1.0 - ratio.value, derived("1 - recompute / swap", f"1 - {ratio.value:.4g}"))
-        generated = int(p.scenario.decode_tokens)
-        detail: str | Note = (note("recompute / exposed swap time for a request preempted after {generated} "
-                                   "generated tokens", generated=Tokens(generated))
-                              + ("" if p.host_fits is not False else "; the host tier cannot hold it"))
-        op = ">" if a.bound else "<="
-        return AssertionResult(a.index, a.name, a.metric, op, ratio, bound, swap_wins == a.bound, margin, detail)
-
+        return _swap_beats_recompute(lazy, a)
     if a.metric == "pd_disaggregation_pays":
-        from kvplan.calc.pd import plan_pd
-
-        d = lazy.get("pd", lambda: plan_pd(s))
-        colo, disagg = d.colocated_tokens_per_second.value, d.disaggregated_tokens_per_second.value
-        ratio = Ratio(disagg / colo if colo else None,
-                      derived("disaggregated tokens/s / colocated tokens/s (kvplan pd, at its default TPOT SLO)",
-                              f"{disagg:,.6g} / {colo:,.6g}"))
-        bound = Ratio(1.0, default("disaggregation pays when kvplan pd recommends it (its tokens/s beat colocated "
-                                   "within the TPOT SLO)"))
-        r = ratio.value
-        margin = Ratio(None if r is None else (r - 1.0 if a.bound else 1.0 - r),
-                       derived("disaggregated / colocated - 1" if a.bound else "1 - disaggregated / colocated",
-                               "-" if r is None else f"{r:.4g}"))
-        detail = "kvplan pd's verdict: " + (Note.join("; ", d.reasons) if d.reasons else
-                                              ("disaggregate" if d.recommend else "do not disaggregate"))
-        return AssertionResult(a.index, a.name, a.metric, ">" if a.bound else "<=", ratio, bound,
-                               d.recommend == a.bound, margin, detail)
+        return _pd_pays(lazy, a)
 
     bound = _bound_value(a, source)
     context = Tokens(s.context_tokens)
@@ -283,7 +318,7 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         t = lazy.tpot(a.batch, a.shape)
         return _compare(a, t.end.tpot, bound,
                         note("TPOT at the end of the {decode}-token decode, batch "
-                             f"{int(t.batch.value)} ({t.options.shape})", decode=Tokens(s.decode_tokens)))
+                             f"{t.batch.number()} ({t.options.shape})", decode=Tokens(s.decode_tokens)))
     if a.metric.startswith("sim_"):
         plan = _simulate(lazy, a.sim)
         o = sim_options(lazy, a.sim)

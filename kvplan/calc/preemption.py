@@ -185,9 +185,9 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
                           "the prefix-cache hit must be shorter than prompt + generated")
     capacity.kv_pool(s)   # the deployment must hold the weights, as in concurrency
     block_v = capacity.block_tokens(s)
-    block = int(block_v.value)
+    block = block_v.number()
     link_v = costs.host_link_rate(hw, s.host_link_gbs)
-    link = float(link_v.value)
+    link = float(link_v.number())
     dtype = costs.compute_dtype_for(model, hw, st.compute_dtype)
     peak = costs.compute_peak(hw, dtype)
     peak_v = Number(peak, default(f"dense {dtype} peak of {hw.id}", hw.dense_tflops[dtype].cite())
@@ -195,7 +195,7 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
     # the one prefill price (kvplan.calc.costs), at the MFU and compute dtype asked for
     step = costs.step_model(s, costs.step_factors(hw, prefill_mfu=st.mfu))
     step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)
-    prefill = (step, int(s.engine_adapter.batch_limits_for(s)[0].value))
+    prefill = (step, s.engine_adapter.batch_limits_for(s)[0].number())
     n_mm = flops.matmul_params(model)
 
     generated = sorted(set(sweep) | {s.decode_tokens})
@@ -209,9 +209,9 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
         "then bisection on whole tokens)", f"range {contexts[0]:,}..{contexts[-1]:,}: "
         + (f"recompute cheaper below {crossover:,}" if crossover and rows[0].recompute_cheaper else
            f"swap cheaper below {crossover:,}" if crossover else "no change of sign")))
-    nbytes, copies = int(this.swap_bytes_per_gpu.value), int(this.copies.value)
+    nbytes, copies = this.swap_bytes_per_gpu.number(), this.copies.number()
     directions = 2 if st.sync_swap else 1
-    budget = float(this.recompute.value) / directions - copies * st.copy_overhead_us * 1e-6
+    budget = float(this.recompute.number()) / directions - copies * st.copy_overhead_us * 1e-6
     be = nbytes / (st.bidir_factor * budget) if budget > 0 and nbytes else None
     breakeven = Rate(be, derived(
         "BW* = bytes / (f_bidir x (T_rc / directions - n_copies x t_copy)); recompute is cheaper below BW*",
@@ -221,9 +221,10 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
 
     # the host tier sized as concurrency sizes it: the request's block-rounded bytes on each GPU
     host = capacity.host_tier(s, capacity.request_bytes(s, context, block=block), dram_bytes_per_node)
-    fits = None if host.bytes_per_node.value is None else host.request_bytes_on_node.value <= host.bytes_per_node.value
+    dram = host.bytes_per_node.value   # None: no host DRAM figure for this GPU
+    fits = None if dram is None else host.request_bytes_on_node.number() <= dram
 
-    default_block = int(s.engine_adapter.block_size(model).value)
+    default_block = s.engine_adapter.block_size(model).number()
     cases = [(f"as configured: {st.layout}, {block}-token blocks", st.layout, block)]
     for layout, b, why in (("per-layer", 16, "vLLM V0 swap: per layer, K and V apart"),
                            ("contiguous", default_block, "vLLM >= 0.12 offloading layout")):
@@ -281,7 +282,7 @@ def recommendation(plan: PreemptionPlan) -> Note:
     if plan.copy_overhead_dominates:
         why.append(note("{copies} copies x {overhead:g} us of per-copy overhead dominate the transfer",
                         copies=this.copies, overhead=Number(st.copy_overhead_us)))
-    if be and plan.link.value < be.value:
+    if be and plan.link.number() < be.number():
         why.append(note("the link ({link}) is below the {be} break-even", link=plan.link, be=be))
     text = (note("Recompute: at {ctx} tokens re-prefill ({rc}) beats swap-in ({exposed})", ctx=ctx, rc=this.recompute,
                  exposed=this.swap_exposed)

@@ -114,14 +114,16 @@ def _mean_over(series, ts, d: int) -> float:
 
     if not d:
         return float(series[0])
-    trapezoid = getattr(np, "trapezoid", None) or np.trapz
-    return float(trapezoid(series, ts) / d)
+    # the trapezoid rule written out (numpy >= 2 names it ``trapezoid``, numpy < 2 ``trapz``): the same sum
+    y = np.asarray(series)
+    area = (np.diff(ts) * (y[1:] + y[:-1]) / 2.0).sum()
+    return float(area / d)
 
 
 def bound_of(split: dict, i=None) -> str:
     """The largest component of a step."""
     values = {name: float(split[name] if i is None else split[name][i]) for name in COMPONENTS}
-    name = max(values, key=values.get)
+    name = max(values, key=values.__getitem__)
     return {"weights": "weights (HBM)", "moe": "MoE experts (HBM)", "kv": "KV cache (HBM)",
             "attention_compute": "attention compute", "comm": "communication", "overhead": "fixed overhead"}[name]
 
@@ -186,7 +188,7 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     mid = _phase(step, b, _batch_contexts(o.shape, p, d, d // 2), o.shape)
     end = _phase(step, b, _batch_contexts(o.shape, p, d, d), o.shape)
     if o.shape == "steady":
-        mean = start.tpot.value
+        mean = start.tpot.number()
         mean_why = derived("steady batch: every step sees the same spread of contexts", f"{mean * 1e3:.3f} ms")
     else:
         ts = np.linspace(0, d, SAMPLES)
@@ -213,8 +215,9 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
         f"{int(grid[-1]):,} tokens"))
 
     mnbt, _ = s.engine_adapter.batch_limits_for(s)
-    ttft_s = step.prefill_seconds(p, 0, int(mnbt.value))
-    chunks = max(1, math.ceil(p / int(mnbt.value)))
+    chunk = mnbt.number()
+    ttft_s = step.prefill_seconds(p, 0, chunk)
+    chunks = max(1, math.ceil(p / chunk))
     ttft = Seconds(ttft_s, derived(
         "prefill in chunks of max_num_batched_tokens: per chunk max(weights / (HBM x hbm), FLOPs / (peak x "
         "prefill_mfu)) + the step's fixed overhead (prefill_mfu is end to end: no communication added)",
@@ -251,6 +254,8 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
     import numpy as np
 
     k = o.spec_tokens
+    if o.accept is None:  # pragma: no cover - TpotOptions refuses spec_tokens without accept
+        raise AssertionError("spec_tokens without accept")
     a0, slope = o.accept
     if a0 > k + 1:
         raise KvplanError(f"--accept {a0:g} is more than the {k + 1} tokens a verify step with {k} draft token(s) "
