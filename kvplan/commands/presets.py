@@ -23,7 +23,7 @@ SearchArg = Annotated[str | None, typer.Argument(metavar="[WORD]",
 def presets_list(word: SearchArg = None, kind: TypeOpt = None, fmt: FormatOpt = "table",
                  presets_dir: PresetsDirOpt = None) -> None:
     """List the presets: id, type, name, where each comes from, and for GPUs HBM, bandwidth and price."""
-    from kvplan.inputs.presets import catalogue
+    from kvplan.inputs.catalogue import catalogue
     from kvplan.present.presets import present_list
 
     fmt = check_format(fmt)

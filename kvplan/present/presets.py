@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.inputs.presets import CatalogueEntry, Figure
+from kvplan.inputs.catalogue import CatalogueEntry, Figure
 from kvplan.render.result import Result, Table
 from kvplan.specs.values import Bandwidth, Bytes, Derivation, UsdPerHour
 
