@@ -3,7 +3,8 @@
 Start-up is most of a planner's latency. Each command run is paired with a floor run just before it (floor, cmd,
 floor, cmd, ...), and a command's ratio is the median of its per-pair ratios, so a machine that speeds up or slows
 down during the run moves both halves of a pair together. Targets (ratio to the floor, from
-the structure issue): `kvplan --help` 0.8, `kvplan size` 1.1, `kvplan size -f json` 1.0, `kvplan concurrency` 1.3. Run: `python benchmarks/startup.py`
+the structure issue): `kvplan --help` 0.8, `kvplan size` 1.1, `kvplan size -f json` 1.0, `kvplan concurrency` 1.3.
+Run: `python benchmarks/startup.py`
 (`--runs N` pairs per command, default 15).
 
 `import pydantic` alone is lazy; importing `pydantic.BaseModel` loads pydantic's model machinery and costs about
