@@ -4,6 +4,7 @@ plans (``kvplan.calc.simulate``), the presenter only places them. Expected text 
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -106,7 +107,7 @@ def _sweep(monkeypatch, points: dict, requests: int = 100):
     works = [(rate, rate) for rate in points]
     plan = sim.plan_sweep(None, works, sim.SimOptions(), 0.050, None, workers=1)
     # the sweep's requests and deployment come from its scenario and first workload (every rate: the same requests)
-    return sim.dataclasses.replace(plan, scenario=SimpleNamespace(parallelism=SimpleNamespace(dp=1)),
+    return dataclasses.replace(plan, scenario=SimpleNamespace(parallelism=SimpleNamespace(dp=1)),
                                    workload=SimpleNamespace(prompts=range(requests)))
 
 

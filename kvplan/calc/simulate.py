@@ -543,6 +543,9 @@ def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | N
 # === the metrics, as typed values =================================================================================
 @dataclass(frozen=True)
 class SimPlan:
+    """A run and every figure its outputs show, as typed values, and its notes as ``Note``s of them (the output
+    layer formats them per --units; the presenter only places them)."""
+
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.specs.values), JSON keys with their units
     setup: dict                 # the replica's constants as typed values
@@ -667,6 +670,10 @@ class Burst:
 
 @dataclass(frozen=True)
 class SweepPlan:
+    """A ``--sweep-rate``: each rate's metrics and verdict, as numbers (for the library) and as typed values (for the
+    outputs); what needs the scenario or the requests (``requests``, ``deployment``, ``burst``) is worked out when
+    first read."""
+
     rates: tuple[float, ...]
     points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)
     meets: tuple[bool, ...]

@@ -177,7 +177,7 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     data = {**scenario_data(s), "workload": base.workload.describe, "inputs": inputs, "compare": compare}
     notes: list[str | Note] = [
         f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
-             "base: the command line's own settings; each other column changes only the keys it names."]
+        "base: the command line's own settings; each other column changes only the keys it names."]
     dp_head, dp_notes, assumptions = _replicas(s, runs[0][1].deployment)
     notes += dp_notes
     for label, p in runs:
