@@ -40,10 +40,19 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kvplan.calc import capacity, costs
-from kvplan.calc.sim.metrics import TIMELINE_BUCKETS, request_arrays, run_metrics, timeline_arrays, timeline_buckets
+from kvplan.calc.sim.metrics import (
+    TIMELINE_BUCKETS,
+    Timeline,
+    request_arrays,
+    run_metrics,
+    timeline_arrays,
+    timeline_buckets,
+    timeline_values,
+)
 from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
 from kvplan.engines.replica import ReplicaState
@@ -62,17 +71,18 @@ from kvplan.engines.scheduling import (
 from kvplan.errors import KvplanError
 from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Value
+from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Value, default, derived, given, note
 
 MAX_EVENTS = 20_000_000
 # the names other modules and the tests import from here (the rule book's constants, the closed forms and the
 # metrics' timeline live in the modules the docstring names)
-__all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMARK", "MAX_EVENTS", "OVERLOAD_MIN",
-           "OVERLOAD_SHARE", "PARALLEL_MIN_REQUESTS", "POLICIES", "POLICY_SOURCE", "ROUTING", "TIMELINE_BUCKETS",
-           "VICTIMS", "VICTIM_SOURCE", "WATERMARK_SOURCE", "Setup", "SimOptions", "SimPlan", "SimRun", "SweepPlan",
-           "_affine_max_sum", "_first_step_reaching", "_last_step_that_fits", "_sum_timelines", "event_state",
-           "meets_targets", "merge_runs", "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep",
-           "route", "routing_note", "simulate", "simulate_deployment", "timeline_buckets"]
+__all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMARK", "MAX_EVENTS", "OVERLOAD",
+           "OVERLOAD_MIN", "OVERLOAD_SHARE", "PARALLEL_MIN_REQUESTS", "POLICIES", "POLICY_SOURCE", "ROUTING",
+           "TIMELINE_BUCKETS", "VICTIMS", "VICTIM_SOURCE", "WATERMARK_SOURCE", "Burst", "Deployment", "Setup",
+           "SimOptions", "SimPlan", "SimRun", "SweepPlan", "Timeline", "_affine_max_sum", "_first_step_reaching",
+           "_last_step_that_fits", "_sum_timelines", "deployment", "event_state", "meets_targets", "merge_runs",
+           "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep", "route", "routing_note",
+           "simulate", "simulate_deployment", "timeline_buckets", "timeline_values"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -470,14 +480,45 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order])
 
 
-def routing_note(dp: int, serving: int, n: int) -> str:
-    """The note every simulate output carries for a deployment of DP > 1 replicas."""
-    idle = f" ({dp - serving:,} got no request)" if serving < dp else ""
-    return (f"{dp:,} DP replicas, each its own KV pool and engine{idle}; requests routed {ROUTING}. Per-request "
-            f"percentiles are over all {n:,} requests, counts, bytes, steps and stalls summed, throughput the "
-            "deployment's, simulated time the longest replica's, peaks (running, blocks held, DRAM per GPU) the "
-            "busiest replica's; the timeline sums the replicas (occupancy over all their pools, DRAM the mean "
-            "per GPU).")
+def routing_note(replicas: Count, serving: Count, requests: Count) -> Note:
+    """The note every simulate output carries for a deployment of DP > 1 replicas: ``replicas`` (DP), those the
+    routing gave requests, and the requests routed."""
+    dp, busy = replicas.number(), serving.number()
+    idle = note(" ({idle} got no request)", idle=Count(dp - busy, derived(
+        "DP replicas - replicas given requests", f"{dp:,} - {busy:,} = {dp - busy:,}"))) if busy < dp else ""
+    return note("{dp} DP replicas, each its own KV pool and engine{idle}; requests routed {routing}. Per-request "
+                "percentiles are over all {n} requests, counts, bytes, steps and stalls summed, throughput the "
+                "deployment's, simulated time the longest replica's, peaks (running, blocks held, DRAM per GPU) the "
+                "busiest replica's; the timeline sums the replicas (occupancy over all their pools, DRAM the mean "
+                "per GPU).", dp=replicas, idle=idle, routing=ROUTING, n=requests)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A deployment of DP > 1 replicas, for the outputs: its replicas and the notes on them (the routing, and the
+    coupling of MoE layers when EP spans the DP ranks)."""
+
+    replicas: Count
+    notes: tuple[Note, ...]
+
+
+def deployment(s: Scenario, serving: Count, requests: Count) -> Deployment | None:
+    """The deployment's replicas and notes (``routing_note``); None for one replica (DP = 1)."""
+    par = s.parallelism
+    if par.dp == 1:
+        return None
+    replicas = _replicas_value(par.dp)
+    notes = [routing_note(replicas, serving, requests)]
+    if par.ep and par.ep > par.tp:
+        notes.append(note("EP={ep:d} spans the {dp} DP ranks (attention DP): the ranks' MoE layers run each step "
+                          "together, so a rank's step waits for the slowest; simulated here as independent "
+                          "replicas, that coupling is not modelled.", ep=Count(par.ep, default("the deployment's EP")),
+                          dp=replicas))
+    return Deployment(replicas, tuple(notes))
+
+
+def _replicas_value(dp: int) -> Count:
+    return Count(dp, derived("the deployment's DP replicas, each its own pool and engine", f"DP={dp}"))
 
 
 def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | None = None,
@@ -502,33 +543,39 @@ def simulate_deployment(s: Scenario, workload: Workload, options: SimOptions | N
 # === the metrics, as typed values =================================================================================
 @dataclass(frozen=True)
 class SimPlan:
+    """A run and every figure its outputs show, as typed values, and its notes as ``Note``s of them (the output
+    layer formats them per --units; the presenter only places them)."""
+
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.specs.values), JSON keys with their units
     setup: dict                 # the replica's constants as typed values
     per_request: tuple          # rows of typed values
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
+    deployment: Deployment | None   # DP > 1: the replicas and the notes on them (routing_note)
+    timeline: Timeline              # the run's timeline in equal slices
 
 
 OVERLOAD_SHARE = 0.1   # a sweep point is overloaded when this share of its requests still waits at the last arrival
 
 
 def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
-    from kvplan.specs.values import Count, derived
-
     o = options or SimOptions()
     r = simulate_deployment(s, workload, o, progress)
     dp = s.parallelism.dp
     m = run_metrics(r, dp, o)
     if dp > 1:
-        m["replicas"] = Count(dp, derived("the deployment's DP replicas, each its own pool and engine", f"DP={dp}"))
+        m["replicas"] = _replicas_value(dp)
         m["replicas_serving"] = Count(r.replicas, derived(
             "replicas the routing gave requests (" + ROUTING + ")", f"{r.replicas:,} of {dp:,}"))
+    setup = _setup_values(s, o, r)
     notes = []
     u = r.setup
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
-        notes.append(f"The swapped-out KV peaked at {r.peak_dram_bytes / 2**30:,.1f} GiB per GPU, past the host tier's "
-                     f"{u.dram_bytes_per_gpu / 2**30:,.1f} GiB: --policy swap-then-recompute respects the tier.")
-    return SimPlan(r, m, _setup_values(s, o, r), _request_rows(r), tuple(notes))
+        notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
+                          "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",
+                          peak=m["peak_dram_bytes_per_gpu"], tier=setup["dram_bytes_per_gpu"]))
+    return SimPlan(r, m, setup, _request_rows(r), tuple(notes),
+                   deployment(s, m.get("replicas_serving", Count(1)), m["requests_finished"]), timeline_values(r))
 
 
 def _setup_values(s: Scenario, o: SimOptions, r: SimRun) -> dict:
@@ -611,7 +658,22 @@ def parse_sweep(text: str) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
+class Burst:
+    """A rate that meets the targets only because its requests all arrive before a mean request has decoded: the
+    run is a burst, not a steady state."""
+
+    rate: Number
+    requests: Count
+    arrivals: Seconds            # the time the requests take to arrive: requests / rate
+    decode: Seconds              # a mean request's decode: mean TPOT x generated tokens / requests
+
+
+@dataclass(frozen=True)
 class SweepPlan:
+    """A ``--sweep-rate``: each rate's metrics and verdict, as numbers (for the library) and as typed values (for the
+    outputs); what needs the scenario or the requests (``requests``, ``deployment``, ``burst``) is worked out when
+    first read."""
+
     rates: tuple[float, ...]
     points: tuple[dict, ...]             # each rate's metrics (plan_simulate's, typed)
     meets: tuple[bool, ...]
@@ -619,6 +681,74 @@ class SweepPlan:
     tpot_slo: float | None
     max_recompute_rate: float | None
     workers: int                         # processes the points ran in (1: serial)
+    # the same as typed values, for the outputs
+    rate_values: tuple[Number, ...]      # each rate, with FROM + (TO - FROM) x i / (POINTS - 1)
+    capacity_value: Number               # with the rates that met the targets
+    targets: dict[str, Value]            # the targets given: tpot_seconds_p99_at_most, recompute_rate_at_most
+    processes: Count
+    serving: Count                       # the fewest replicas the routing gave requests over the rates (1: DP = 1)
+    scenario: Scenario | None = None
+    workload: Workload | None = None     # the first rate's (every rate simulates the same requests)
+
+    @cached_property
+    def requests(self) -> Count:
+        """The requests each rate simulates."""
+        assert self.workload is not None
+        prompts: Any = self.workload.prompts     # the workload's array (``object`` in its type)
+        n = len(prompts)
+        return Count(n, derived("the workload's requests, the same at every rate", f"{n:,}"))
+
+    @cached_property
+    def deployment(self) -> Deployment | None:
+        """DP > 1: the replicas and the notes on them (``deployment``), for the fewest replicas given requests."""
+        assert self.scenario is not None
+        return deployment(self.scenario, self.serving, self.requests)
+
+    @cached_property
+    def burst(self) -> Burst | None:
+        """The first passing rate whose requests arrive within a mean request's decode (``Burst``), or None."""
+        n = self.requests.number()
+        for rate, m, ok in zip(self.rate_values, self.points, self.meets, strict=True):
+            tpot_mean, gen = m["tpot_seconds_mean"].value, m["generated_tokens"].value
+            if ok and tpot_mean and gen and n:
+                decode = tpot_mean * gen / n
+                r = rate.number()
+                if n / r < decode:
+                    return Burst(rate, self.requests, Seconds(n / r, derived(
+                        "requests / rate: the time the requests take to arrive", f"{n:,} / {r:g} = {n / r:.6g} s")),
+                        Seconds(decode, derived("mean TPOT x generated tokens / requests",
+                                                f"{tpot_mean:.6g} x {gen:,} / {n:,} = {decode:.6g} s")))
+        return None
+
+
+def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tuple[bool, ...],
+                  capacity: float | None, tpot_slo: float | None, max_recompute_rate: float | None,
+                  workers: int) -> dict:
+    """SweepPlan's typed fields (``rate_values`` .. ``serving``)."""
+    n = len(rates)
+    first, last = rates[0], rates[-1]
+    rate_values = tuple(Number(r, derived("FROM + (TO - FROM) x i / (POINTS - 1)",
+                                          f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
+                                          if n > 1 else f"{r:g}"))
+                        for i, r in enumerate(rates))
+    capacity_value = Number(capacity, derived(
+        "the highest swept rate at which it and every lower rate meet " + " and ".join(
+            w for w in (f"TPOT p99 <= {tpot_slo * 1e3:g} ms" if tpot_slo is not None else "",
+                        f"recompute rate <= {max_recompute_rate:g}" if max_recompute_rate is not None else "") if w),
+        "meeting: " + (", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none")
+        + f" of {n} rates; capacity = "
+        + (f"{capacity:g} requests/s" if capacity is not None else "below the lowest rate")))
+    targets: dict[str, Value] = {}
+    if tpot_slo is not None:
+        targets["tpot_seconds_p99_at_most"] = Seconds(tpot_slo, given("--tpot-slo"))
+    if max_recompute_rate is not None:
+        targets["recompute_rate_at_most"] = Fraction(max_recompute_rate, given("--max-recompute-rate"))
+    serving = min((int(m["replicas_serving"].value) for m in points if "replicas_serving" in m), default=1)
+    return {"rate_values": rate_values, "capacity_value": capacity_value, "targets": targets,
+            "processes": Count(workers, default("one process per CPU when the sweep simulates 20,000 requests or "
+                                                "more, else 1")),
+            "serving": Count(serving, derived("the fewest replicas the routing gave requests over the swept rates",
+                                              f"{serving:,}"))}
 
 
 def _sweep_point(job):
@@ -630,6 +760,9 @@ def _sweep_point(job):
 
 
 OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
+# the two as typed values, for the notes that state the rule
+OVERLOAD = (Fraction(OVERLOAD_SHARE, default("kvplan's overload rule: this share of the requests still waiting")),
+            Count(OVERLOAD_MIN, default("kvplan's overload rule: and more than this many")))
 
 
 def overloaded(metrics: dict) -> bool:
@@ -691,5 +824,7 @@ def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | 
         if not ok:
             break
         capacity = rate
-    return SweepPlan(tuple(r for r, _ in works), tuple(results), meets, capacity, tpot_slo, max_recompute_rate,
-                     workers)
+    rates, points = tuple(r for r, _ in works), tuple(results)
+    return SweepPlan(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers,
+                     **_sweep_values(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers),
+                     scenario=s, workload=works[0][1] if works else None)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvplan.calc.simulate import OVERLOAD_SHARE, POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
+from kvplan.calc.simulate import OVERLOAD, POLICY_SOURCE, VICTIM_SOURCE, Deployment, SimPlan, SweepPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, Number, Seconds, Value, default, given
+from kvplan.specs.values import Count, Note, Number, Seconds, Value, default, given, note
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
@@ -58,21 +58,15 @@ ASSUMPTIONS = (
 ONE_REPLICA = ASSUMPTIONS[0]
 
 
-def _replicas(s, serving: int, n: int) -> tuple[str, list[str], tuple[str, ...]]:
-    """For a deployment of DP > 1 replicas: the headline's words, the routing note and the assumptions (one
-    replica: nothing added, the assumptions as they are)."""
-    dp = s.parallelism.dp
-    if dp == 1:
+def _replicas(s, dep: Deployment | None) -> tuple[str, list[Note], tuple[str | Note, ...]]:
+    """For a deployment of DP > 1 replicas (the plan's ``Deployment``): the headline's words, its notes (the
+    routing) and the assumptions (one replica: nothing added, the assumptions as they are)."""
+    if dep is None:
         return "", [], ASSUMPTIONS + spec_notes(s)
-    each = (f"{dp:,} DP replicas (TP x PP groups), each its own KV pool and engine, as one replica is simulated; "
-            "requests reach each by the routing rule (notes), and no replica sees another's.")
-    notes = [routing_note(dp, serving, n)]
-    par = s.parallelism
-    if par.ep and par.ep > par.tp:
-        notes.append(f"EP={par.ep} spans the {dp:,} DP ranks (attention DP): the ranks' MoE layers run each step "
-                     "together, so a rank's step waits for the slowest; simulated here as independent replicas, "
-                     "that coupling is not modelled.")
-    return (f"; {dp:,} replicas, round-robin", notes,
+    each = note("{dp} DP replicas (TP x PP groups), each its own KV pool and engine, as one replica is simulated; "
+                "requests reach each by the routing rule (notes), and no replica sees another's.", dp=dep.replicas)
+    # the headline is text (Result.headline), so its one figure is put in here
+    return (f"; {dep.replicas.number():,} replicas, round-robin", list(dep.notes),
             (each, *ASSUMPTIONS[1:]) + spec_notes(s))
 
 
@@ -92,14 +86,14 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     chart, timeline = _timeline(plan)
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
             "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
-    dp_head, dp_notes, assumptions = _replicas(s, r.replicas, len(r.prompts))
-    notes = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
+    dp_head, dp_notes, assumptions = _replicas(s, plan.deployment)
+    notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
     if r.workload.sources:
         notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
-    rate = m["recompute_rate"].value
     if m["preemptions"].value:
-        notes.append(f"{m['preemptions'].value:,} preemptions: {m['swap_out_count'].value:,} swapped, "
-                     f"{rate:.1%} of the generated tokens recomputed." if rate is not None else "")
+        notes.append(note("{n} preemptions: {swapped} swapped, {rate:.1%} of the generated tokens recomputed.",
+                          n=m["preemptions"], swapped=m["swap_out_count"], rate=m["recompute_rate"])
+                     if m["recompute_rate"].value is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
     brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
@@ -115,26 +109,15 @@ def timeline_chart(plan: SimPlan) -> Chart:
 
 
 def _timeline(plan: SimPlan):
-    """The timeline as a chart (sparklines, or --plot) and as JSON rows, from ``timeline_buckets``."""
-    from kvplan.specs.values import Bytes, Fraction, Number, derived
-
-    starts, series = timeline_buckets(plan.run)
-    width = plan.run.simulated_seconds / len(starts)
-    why = derived(f"the most in each of {len(starts)} equal slices of the simulated time (the state at the slice's "
-                  "start and at every event inside it)", f"slices of {width:.6g} s")
-    rows = [{"start_seconds": Seconds(t0, why), "pool_occupancy": Fraction(series["pool_occupancy"][k], why),
-             "running_requests": Number(series["running_requests"][k], why),
-             "swapped_requests": Number(series["swapped_requests"][k], why),
-             "dram_bytes_per_gpu": Bytes(int(series["dram_bytes_per_gpu"][k]), why)}
-            for k, t0 in enumerate(starts)]
-    chart = Chart(f"Timeline over {plan.run.simulated_seconds:,.0f} s ({len(starts)} slices, each the slice's peak)",
-                  "s", tuple(f"{t0:.0f}" for t0 in starts),
-                  (("pool occupancy %", tuple(100 * v for v in series["pool_occupancy"])),
-                   ("running requests", tuple(series["running_requests"])),
-                   ("swapped requests", tuple(series["swapped_requests"])),
-                   ("DRAM GiB per GPU", tuple(v / 2**30 for v in series["dram_bytes_per_gpu"]))),
+    """The plan's timeline as a chart (sparklines, or --plot) and as JSON rows. A chart's title and x labels are
+    text (``Chart``), so their figures are put in here."""
+    t = plan.timeline
+    chart = Chart(f"Timeline over {t.span.number():,.0f} s ({t.slices.number()} slices, each the slice's peak)",
+                  "s", tuple(f"{t0:.0f}" for t0 in t.starts),
+                  (("pool occupancy %", t.occupancy_percent), ("running requests", t.running),
+                   ("swapped requests", t.swapped), ("DRAM GiB per GPU", t.dram_gib_per_gpu)),
                   timeline=True)
-    return chart, rows
+    return chart, list(t.rows)
 
 
 def typed_inputs(*, requests: int, seed: int, rate, users, think: float, duration, was_given: dict) -> dict:
@@ -192,12 +175,13 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
                 "replica": p.setup, **p.metrics}
                for (label, p), changes in zip(runs, settings, strict=True)]
     data = {**scenario_data(s), "workload": base.workload.describe, "inputs": inputs, "compare": compare}
-    notes = [f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
-             "base: the command line's own settings; each other column changes only the keys it names."]
-    dp_head, dp_notes, assumptions = _replicas(s, base.replicas, len(base.prompts))
+    notes: list[str | Note] = [
+        f"Workload: {base.workload.describe}; every column simulates the same requests and arrival times.",
+        "base: the command line's own settings; each other column changes only the keys it names."]
+    dp_head, dp_notes, assumptions = _replicas(s, runs[0][1].deployment)
     notes += dp_notes
     for label, p in runs:
-        notes += [f"{label}: {n}" for n in p.notes]
+        notes += [f"{label}: " + n for n in p.notes]
     if base.workload.sources:
         notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
     brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
@@ -212,73 +196,52 @@ SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p9
                  ("tokens/s", "throughput_tokens_per_second"))
 
 
-def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
+def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     """``--sweep-rate``: one row per arrival rate, whether it meets the targets, and the capacity (the highest rate
     at which it and every lower rate meet them)."""
-    from kvplan.specs.values import Fraction, derived
-
-    n = len(sweep.rates)
-    first, last = sweep.rates[0], sweep.rates[-1]
-
-    def rate_value(i: int, r: float):
-        return Number(r, derived("FROM + (TO - FROM) x i / (POINTS - 1)",
-                                 f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
-                                 if n > 1 else f"{r:g}"))
-
-    targets = []
-    if sweep.tpot_slo is not None:
-        targets.append(f"TPOT p99 <= {sweep.tpot_slo * 1e3:g} ms")
-    if sweep.max_recompute_rate is not None:
-        targets.append(f"recompute rate <= {sweep.max_recompute_rate:g}")
-    target_text = " and ".join(targets)
-    passing = [f"{r:g}" for r, ok in zip(sweep.rates, sweep.meets, strict=True) if ok]
-    capacity = Number(sweep.capacity, derived(
-        f"the highest swept rate at which it and every lower rate meet {target_text}",
-        f"meeting: {', '.join(passing) or 'none'} of {n} rates; capacity = "
-        + (f"{sweep.capacity:g} requests/s" if sweep.capacity is not None else "below the lowest rate")))
-    rows = tuple((rate_value(i, r), *(m[name] for _, name in SWEEP_COLUMNS), "yes" if ok else "no")
-                 for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True)))
+    rates, capacity, tgt = sweep.rate_values, sweep.capacity_value, sweep.targets
+    first, last = rates[0], rates[-1]
+    words = []
+    if "tpot_seconds_p99_at_most" in tgt:
+        words.append(note("TPOT p99 <= {slo:ms:g} ms", slo=tgt["tpot_seconds_p99_at_most"]))
+    if "recompute_rate_at_most" in tgt:
+        words.append(note("recompute rate <= {cap:g}", cap=tgt["recompute_rate_at_most"]))
+    targets = Note.join(" and ", words)
+    rows = tuple((rate, *(m[name] for _, name in SWEEP_COLUMNS), "yes" if ok else "no")
+                 for rate, m, ok in zip(rates, sweep.points, sweep.meets, strict=True))
     table = Table(f"Poisson arrivals at each rate: {options.policy}, victim {options.victim}",
                   ("requests/s", *(label for label, _ in SWEEP_COLUMNS), "meets"), rows, primary=True)
-    points = [{"rate_requests_per_second": rate_value(i, r), "meets_targets": ok, **m}
-              for i, (r, m, ok) in enumerate(zip(sweep.rates, sweep.points, sweep.meets, strict=True))]
-    tgt: dict[str, Value] = {}
-    if sweep.tpot_slo is not None:
-        tgt["tpot_seconds_p99_at_most"] = Seconds(sweep.tpot_slo, given("--tpot-slo"))
-    if sweep.max_recompute_rate is not None:
-        tgt["recompute_rate_at_most"] = Fraction(sweep.max_recompute_rate, given("--max-recompute-rate"))
+    points = [{"rate_requests_per_second": rate, "meets_targets": ok, **m}
+              for rate, m, ok in zip(rates, sweep.points, sweep.meets, strict=True)]
     data = {**scenario_data(s), "workload": work.describe, "policy": options.policy, "victim": options.victim,
             "inputs": inputs, "targets": tgt, "capacity_requests_per_second": capacity,
-            "sweep_processes": Count(sweep.workers, default("one process per CPU when the sweep simulates 20,000 "
-                                                            "requests or more, else 1")),
-            "sweep": points}
-    if sweep.capacity is None:
-        verdict = f"No swept rate meets {target_text}: the capacity is below {first:g} requests/s."
-    elif sweep.capacity == last:
-        verdict = (f"Every swept rate meets {target_text}: the capacity is at least {last:g} requests/s "
-                   "(sweep higher).")
+            "sweep_processes": sweep.processes, "sweep": points}
+    if capacity.value is None:
+        verdict = note("No swept rate meets {targets}: the capacity is below {first:g} requests/s.", targets=targets,
+                       first=first)
+    elif capacity.value == last.value:
+        verdict = note("Every swept rate meets {targets}: the capacity is at least {last:g} requests/s "
+                       "(sweep higher).", targets=targets, last=last)
     else:
-        verdict = f"Capacity: {sweep.capacity:g} requests/s meets {target_text}; the next rate does not."
-    notes = [verdict, f"Workload at each rate: the same {len(work.prompts):,} requests (seed "
-             f"{inputs['seed'].value}); Poisson gaps scale as 1 / rate. A rate also fails when more than "
-             f"{OVERLOAD_SHARE:.0%} of the requests (and more than 10) still wait to start at the last arrival "
-             "(the queue grows without bound there)."]
-    warnings = []
-    n_req = len(work.prompts)
-    for rate, m, ok in zip(sweep.rates, sweep.points, sweep.meets, strict=True):   # a passing burst: say so
-        tpot_mean, gen = m["tpot_seconds_mean"].value, m["generated_tokens"].value
-        if ok and tpot_mean and gen and n_req:
-            decode = tpot_mean * gen / n_req
-            if n_req / rate < decode:
-                warnings.append(f"At {rate:g} requests/s the {n_req:,} requests arrive within {n_req / rate:,.0f} s, "
-                                f"less than a mean request's {decode:,.0f} s decode: the run is a burst, not a "
-                                "steady state, so the capacity may be overstated; raise --requests")
-                break
-    serving = min((int(m["replicas_serving"].value) for m in sweep.points if "replicas_serving" in m), default=1)
-    dp_head, dp_notes, assumptions = _replicas(s, serving, len(work.prompts))
+        verdict = note("Capacity: {cap:g} requests/s meets {targets}; the next rate does not.", cap=capacity,
+                       targets=targets)
+    share, least = OVERLOAD
+    notes: list[str | Note] = [verdict, note(
+        "Workload at each rate: the same {n} requests (seed {seed:d}); Poisson gaps scale as 1 / rate. A rate also "
+        "fails when more than {share:.0%} of the requests (and more than {least:d}) still wait to start at the last "
+        "arrival (the queue grows without bound there).", n=sweep.requests, seed=inputs["seed"], share=share,
+        least=least)]
+    b = sweep.burst   # a passing burst: say so
+    warnings = [] if b is None else [note(
+        "At {rate:g} requests/s the {n} requests arrive within {arrivals:,.0f} s, less than a mean request's "
+        "{decode:,.0f} s decode: the run is a burst, not a steady state, so the capacity may be overstated; raise "
+        "--requests", rate=b.rate, n=b.requests, arrivals=b.arrivals, decode=b.decode)]
+    dp_head, dp_notes, assumptions = _replicas(s, sweep.deployment)
     notes += dp_notes
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
-    return Result("simulate", s.headline(work.lengths) + dp_head + f"; rate sweep {first:g} .. {last:g} requests/s",
+    # the headline is text (Result.headline), so its figures are put in here
+    return Result("simulate", s.headline(work.lengths) + dp_head
+                  + f"; rate sweep {first.number():g} .. {last.number():g} requests/s",
                   data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),),
                   tuple(warnings))

@@ -5,7 +5,10 @@ shares, rates, percentiles, peaks, stalls), each with its derivation; the timeli
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from kvplan.specs.values import Count, Seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.sim.records import SimOptions, SimRun
@@ -63,6 +66,41 @@ def timeline_buckets(run: SimRun, buckets: int = TIMELINE_BUCKETS):
               "swapped_requests": swapped, "dram_bytes_per_gpu": dram / run.replicas if run.replicas > 1 else dram}
     out = {name: [float(v[a:b].max()) for a, b in zip(first, last, strict=True)] for name, v in series.items()}
     return [float(x) for x in edges[:-1]], out
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The run's timeline in equal slices (``timeline_buckets``): typed rows for the JSON document, and the chart's
+    series as plain numbers (a chart takes numbers), each series the most it reached in each slice."""
+
+    span: Seconds                           # the simulated time the slices cover
+    slices: Count
+    starts: tuple[float, ...]               # each slice's start, seconds (the chart's x)
+    rows: tuple[dict, ...]                  # per slice: its start and the four series as typed values
+    occupancy_percent: tuple[float, ...]    # pool occupancy, percent
+    running: tuple[float, ...]              # requests running
+    swapped: tuple[float, ...]              # requests swapped out
+    dram_gib_per_gpu: tuple[float, ...]     # DRAM per GPU, GiB (2^30 bytes)
+
+
+def timeline_values(run: SimRun, buckets: int = TIMELINE_BUCKETS) -> Timeline:
+    """``timeline_buckets`` as a ``Timeline``: each slice's figures typed, with the slices' derivation."""
+    from kvplan.specs.values import Bytes, Fraction, Number, derived
+
+    starts, series = timeline_buckets(run, buckets)
+    width = run.simulated_seconds / len(starts)
+    why = derived(f"the most in each of {len(starts)} equal slices of the simulated time (the state at the slice's "
+                  "start and at every event inside it)", f"slices of {width:.6g} s")
+    rows = tuple({"start_seconds": Seconds(t0, why), "pool_occupancy": Fraction(series["pool_occupancy"][k], why),
+                  "running_requests": Number(series["running_requests"][k], why),
+                  "swapped_requests": Number(series["swapped_requests"][k], why),
+                  "dram_bytes_per_gpu": Bytes(int(series["dram_bytes_per_gpu"][k]), why)}
+                 for k, t0 in enumerate(starts))
+    return Timeline(Seconds(run.simulated_seconds, derived("the simulated time", f"{run.simulated_seconds:.6g} s")),
+                    Count(len(starts), derived("equal slices of the simulated time", f"{len(starts)}")),
+                    tuple(starts), rows, tuple(100 * v for v in series["pool_occupancy"]),
+                    tuple(series["running_requests"]), tuple(series["swapped_requests"]),
+                    tuple(v / 2**30 for v in series["dram_bytes_per_gpu"]))
 
 
 def percentile(values, q: float) -> float | None:
