@@ -5,11 +5,14 @@ converted; the expected text is worked out by hand in the comments.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
 from kvplan.render.output import note_text, text
 from kvplan.specs.values import Bytes, Count, Note, Number, Ratio, Seconds, Tokens, note
+
+LOGS = Path(__file__).parent / "data" / "logs"   # the suite also runs from outside the tree
 
 
 # --- the note type and its formatting -------------------------------------------------------------------------------
@@ -118,7 +121,7 @@ def test_explain_log_reason_follows_units(run_cli):
     # qwen3-235b-a22b at TP=4 with bf16 KV: 4 KV heads / 4 ranks = 1 head of 128 dims, K and V, 2 B each, 94 layers:
     # 2 x 128 x 2 x 94 = 48,128 B per token per GPU. The gap to the log is 2,048 tokens = 128 blocks of 16 tokens:
     # 2,048 x 48,128 = 98,566,144 B = 0.092 GiB (/ 2^30 = 0.0918) = 0.099 GB (/ 1e9 = 0.0986)
-    log = "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"
+    log = str(LOGS / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")
 
     def reason(*extra):
         notes, _ = _notes(run_cli, "explain-log", log, "-g", "h100-sxm", "--weight-dtype", "fp8", *extra)
@@ -130,7 +133,7 @@ def test_explain_log_reason_follows_units(run_cli):
 
 def test_explain_log_does_not_fit_warning_follows_units(run_cli):
     # the h200 preset's 140.40 GiB: 140.4 x 2^30 = 150,753,352,089 B = 150.75 GB; the default prints it as 140.40 GiB
-    log = "tests/data/logs/sglang-deepseek-v3.2-exp-8xb200-dp8.log"
+    log = str(LOGS / "sglang-deepseek-v3.2-exp-8xb200-dp8.log")
 
     def warning(*extra):
         r = run_cli("explain-log", log, "--weight-dtype", "bf16", "-f", "json", *extra)

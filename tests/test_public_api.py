@@ -91,11 +91,16 @@ def test_mypy_sees_the_real_types_of_the_exports(tmp_path):
                      "reveal_type(kvplan.present_size)\nreveal_type(kvplan.search_layouts)\n")
     # only the probe's own lines are read: the errors mypy finds inside kvplan are `mypy kvplan`'s business
     # in a child process: mypy's API would change this process's collector thresholds (other tests read them)
+    # run from the probe's folder; the working tree's kvplan is found through MYPYPATH (ahead of any installed
+    # copy), an installed one (KVPLAN_TEST_INSTALLED) through the interpreter's site-packages
+    env = dict(os.environ)
+    if not os.environ.get("KVPLAN_TEST_INSTALLED"):
+        env["MYPYPATH"] = str(Path(kvplan.__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-m", "mypy", str(probe), "--follow-imports=silent", "--cache-dir",
                           str(tmp_path / "cache"), "--no-error-summary", "--python-executable", sys.executable],
-                         capture_output=True, text=True, cwd=Path(kvplan.__file__).resolve().parent.parent).stdout
+                         capture_output=True, text=True, cwd=tmp_path, env=env).stdout
     revealed = [line.split('Revealed type is "', 1)[1].rstrip('"') for line in out.splitlines()
-                if line.startswith(str(probe)) and "Revealed type is" in line]
+                if line.split(":", 1)[0] in (str(probe), probe.name) and "Revealed type is" in line]
     assert len(revealed) == 4, out
     concurrency, scenario, present_size, search = revealed
     assert concurrency.startswith("def (scenario: kvplan.scenario.Scenario") and \
