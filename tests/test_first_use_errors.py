@@ -33,3 +33,39 @@ def test_dtypes_none_of_which_applies_is_refused(run_cli):
     assert "--dtypes fp8_ds_mla" in line and "MLA" in line
     # one dtype of the list that applies keeps the table (the other column says why it is empty)
     assert run_cli("concurrency", "-m", "llama-3.1-8b", "--dtypes", "fp8_ds_mla,bf16").code == 0
+
+
+@pytest.mark.parametrize("args", [("size",), ("concurrency", "-m", "llama-3.1-8b"), ("size", "--brief"),
+                                  ("size", "-f", "markdown")])
+def test_an_ascii_output_stream_gets_what_it_can_hold(args):
+    # the bullet '•' (U+2022) has no ASCII code: it is printed as '?' (errors="replace"), the rest unchanged
+    run = kvplan(*args, env={"PYTHONIOENCODING": "ascii"}, capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    text = run.stdout.decode("ascii")   # raises if a byte above 127 got through
+    if "--brief" not in args:
+        assert "\n? " in text or "\n- " in text
+
+
+@pytest.mark.parametrize("args", [("--help",), ("size", "--help"), ("--version",), ("presets", "template", "model"),
+                                  ()])
+def test_a_closed_pipe_is_not_an_error(args):
+    # `kvplan --help | true`: the reader is gone before kvplan writes (the read end closed first, so every write
+    # fails with EPIPE); like `cat` or `head`, kvplan stops quietly with exit 0 (it exited 1, or 120 from the
+    # interpreter's last flush; bare `kvplan` printed a traceback)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = kvplan(*args, stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert (run.returncode, run.stderr.decode()) == (0, "")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("args", [("--help",), ("presets", "template", "model"), ()])
+def test_a_full_disk_is_exit_2_with_one_line(args):
+    with open("/dev/full", "w") as full:
+        run = kvplan(*args, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == ["error: cannot write the output: No space left on device (fix: check the "
+                                       "disk, file or pipe it goes to)"]
