@@ -69,3 +69,22 @@ def test_a_full_disk_is_exit_2_with_one_line(args):
     assert run.returncode == 2
     assert run.stderr.splitlines() == ["error: cannot write the output: No space left on device (fix: check the "
                                        "disk, file or pipe it goes to)"]
+
+
+PLAN_TAIL = '\n[[assert]]\nname = "fits"\nmetric = "weights_fit"\n'
+
+
+def test_check_extends_with_a_nul_character(run_cli, tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('extends = "a\\u0000b.toml"' + PLAN_TAIL)   # TOML's \u0000 escape: a NUL in the string
+    line = one_line_error(run_cli("check", str(plan)))
+    assert "plan.toml:1: extends = 'a\\x00b.toml' holds a NUL character" in line
+
+
+def test_check_extends_through_a_symlink_loop(run_cli, tmp_path):
+    (tmp_path / "loop1.toml").symlink_to(tmp_path / "loop2.toml")
+    (tmp_path / "loop2.toml").symlink_to(tmp_path / "loop1.toml")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('extends = "loop1.toml"' + PLAN_TAIL)
+    line = one_line_error(run_cli("check", str(plan)))
+    assert "extends = 'loop1.toml' goes through a loop of symbolic links" in line
