@@ -88,3 +88,23 @@ def test_check_extends_through_a_symlink_loop(run_cli, tmp_path):
     plan.write_text('extends = "loop1.toml"' + PLAN_TAIL)
     line = one_line_error(run_cli("check", str(plan)))
     assert "extends = 'loop1.toml' goes through a loop of symbolic links" in line
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+@pytest.mark.parametrize("line", ["GPU KV cache size: {n} tokens", "Available KV cache memory: {n}.5 GiB"])
+@pytest.mark.parametrize("command", [("explain-log",), ("concurrency", "--from-log")])
+def test_a_log_figure_of_hundreds_of_digits(run_cli, tmp_path, digits, line, command):
+    log = tmp_path / "engine.log"
+    log.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct\nAvailable KV cache memory: 8.11 GiB\n"
+                   + line.format(n="9" * digits) + "\n")
+    err = one_line_error(run_cli(*command, str(log), "-g", "h100-sxm"))
+    assert f"engine.log line 3: '999" in err and "is not a plausible figure" in err and "up to 1e+15" in err
+
+
+def test_a_log_figure_at_the_bound_is_read(run_cli, tmp_path):
+    # 10^15 tokens is accepted (the bound is inclusive) and the pool is then the logged 8.11 GiB's: the answer is
+    # the same as for a plausible token count
+    log = tmp_path / "engine.log"
+    log.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct\nAvailable KV cache memory: 8.11 GiB\n"
+                   "GPU KV cache size: 1000000000000000 tokens\n")
+    assert run_cli("explain-log", str(log), "-g", "h100-sxm").code == 0

@@ -47,6 +47,7 @@ smallest (both engines size the pool by the most constrained rank).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ WHAT = "start-up log"
 # Lines starting with this are annotations, not log text (the public excerpts in tests/data/logs/ name their source
 # so); an engine never starts a line with it.
 COMMENT = "##"
+# No figure a start-up log states (tokens, blocks, GiB, a concurrency) is this large: a larger one is refused, so
+# no overflow or infinity reaches the arithmetic.
+MAX_FIGURE = 1e15
 FIX = "give a vLLM or SGLang start-up log (the text the server prints while starting)"
 
 
@@ -233,10 +237,15 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
             match = pattern.search(line)
             if match is None:
                 continue
-            try:
-                value = conv(match.group(1))
+            figure = match.group(1)
+            try:   # a figure of thousands of digits is refused unconverted (int() stops at 4,300 digits)
+                value = conv(figure) if conv is str or len(figure) <= 40 else math.inf
             except (ValueError, OverflowError):
                 continue
+            if isinstance(value, (int, float)) and not value <= MAX_FIGURE:   # also inf and nan (float('1e999'))
+                raise KvplanError(f"{WHAT} {path} line {number}: {shorten(figure)} is not a plausible "
+                                  f"figure (kvplan reads counts and sizes up to {MAX_FIGURE:.0e})",
+                                  "give the log as the engine printed it")
             found[engine].setdefault(name, []).append(Fact(name, value, number, shown))
     score = {e: len(set(found[e]) & _ENGINE_FACTS[e]) for e in _ENGINE_FACTS}
     if not any(score.values()):
