@@ -108,3 +108,20 @@ def test_a_log_figure_at_the_bound_is_read(run_cli, tmp_path):
     log.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct\nAvailable KV cache memory: 8.11 GiB\n"
                    "GPU KV cache size: 1000000000000000 tokens\n")
     assert run_cli("explain-log", str(log), "-g", "h100-sxm").code == 0
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    # a 5,000-digit integer: json.loads refuses it with a ValueError that is no JSONDecodeError
+    ("t.jsonl", '{"prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 10}\n',
+     "t.jsonl line 1: a number of thousands of digits is no token count"),
+    # a quoted field that spans lines: csv joins lines 2 and 3 into one row ("1\n0", 20), one row short of the lines
+    ("t.csv", 'prompt_tokens,output_tokens\n"1\n0",20\n30,40\n', "t.csv line 2: a quoted field runs on to the next"),
+    ("t.csv", 'prompt_tokens,output_tokens\n10,20\n30,"4\n0"\n', "t.csv line 3: a quoted field runs on to the next"),
+    # a duplicate header: the second prompt_tokens column (30) would have replaced the first (10) silently
+    ("t.csv", "prompt_tokens,output_tokens,prompt_tokens\n10,20,30\n", "t.csv: the header names prompt_tokens twice"),
+])
+def test_a_trace_kvplan_cannot_read_right(run_cli, tmp_path, name, text, expected):
+    trace = tmp_path / name
+    trace.write_text(text)
+    assert expected in one_line_error(run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1",
+                                              "--trace", str(trace)))

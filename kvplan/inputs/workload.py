@@ -240,6 +240,9 @@ def read_trace(path: Path) -> Trace:
                 row = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line") from None
+            except ValueError:   # an integer of over 4,300 digits (Python's int-from-text limit)
+                raise KvplanError(f"trace {path} line {no}: a number of thousands of digits is no token count",
+                                  "fix that value") from None
             if not isinstance(row, dict):
                 raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line")
             rows.append((no, row))
@@ -247,7 +250,14 @@ def read_trace(path: Path) -> Trace:
         reader = csv.reader(line for _, line in body)
         try:
             header = [h.strip().lower() for h in next(reader)]
-            for (no, _), values in zip(body[1:], reader, strict=True):
+            twice = sorted({h for h in header if header.count(h) > 1})
+            if twice:
+                raise KvplanError(f"trace {path}: the header names {', '.join(twice)} twice",
+                                  "give each column once: prompt_tokens,output_tokens[,arrival_s]")
+            for (no, _), values in zip(body[1:], reader):
+                if reader.line_num > len(rows) + 2:   # this row took more than its own line
+                    raise KvplanError(f"trace {path} line {no}: a quoted field runs on to the next line",
+                                      "close the quote on the line it opens (one request per line)")
                 if len(values) != len(header):
                     raise KvplanError(f"trace {path} line {no}: {len(values)} fields, the header has {len(header)}",
                                       "give every row the header's columns")
