@@ -125,3 +125,33 @@ def test_a_trace_kvplan_cannot_read_right(run_cli, tmp_path, name, text, expecte
     trace.write_text(text)
     assert expected in one_line_error(run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1",
                                               "--trace", str(trace)))
+
+
+def tpot_measured(run_cli, tmp_path, name: str, text: str):
+    points = tmp_path / name
+    points.write_text(text)
+    return run_cli("tpot", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--measured", str(points))
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("m.json", '[{"batch": 1, "context": 1000, "tpot_ms": ' + "9" * 5000 + "}]",
+     "m.json is not valid JSON: Exceeds the limit (4300 digits)"),
+    ("m.json", '[{"batch": 1, "context": 1000, "tpot_ms": ' + "9" * 400 + "}]", "tpot_ms = 9999"),
+    # 1e308 ms = 1e305 s: the fit's per-step overhead was inf and every TPOT "inf", with a raw RuntimeWarning
+    ("m.json", '[{"batch": 1, "context": 1000, "tpot_ms": 1e308}]', "TPOT 1e+305 s is past what kvplan fits"),
+    ("m.csv", "batch,context,tpot_ms\n1,1000,1e308\n8,1000,12\n", "row 1: batch 1, context 1000, TPOT 1e+305 s"),
+    ("m.csv", "batch,context,tpot_ms\n1,1000,0.0001\n", "TPOT 1e-07 s is past what kvplan fits"),
+    ("m.csv", "batch,context,tpot_ms\n2000000,1000,12\n", "batch 2e+06"),
+    ("m.csv", "batch,context,tpot_ms\n1,1e9,12\n", "context 1e+09"),
+])
+def test_tpot_measured_points_out_of_bounds(run_cli, tmp_path, name, text, expected):
+    line = one_line_error(tpot_measured(run_cli, tmp_path, name, text))
+    assert expected in line
+    if "past what kvplan fits" in line:
+        assert "(batch up to 1,000,000, context up to 100,000,000 tokens, TPOT 1 us .. 3,600 s)" in line
+
+
+def test_tpot_measured_at_the_bounds_is_fitted(run_cli, tmp_path):
+    # 3,600 s (3.6e6 ms) and 1 us (0.001 ms) are inside the bounds: a fit, finite figures, no warning
+    run = tpot_measured(run_cli, tmp_path, "m.csv", "batch,context,tpot_ms\n1,1000,3600000\n8,1000,0.001\n")
+    assert run.code == 0 and "inf" not in run.out and "Warning" not in run.err
