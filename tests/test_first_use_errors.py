@@ -155,3 +155,42 @@ def test_tpot_measured_at_the_bounds_is_fitted(run_cli, tmp_path):
     # 3,600 s (3.6e6 ms) and 1 us (0.001 ms) are inside the bounds: a fit, finite figures, no warning
     run = tpot_measured(run_cli, tmp_path, "m.csv", "batch,context,tpot_ms\n1,1000,3600000\n8,1000,0.001\n")
     assert run.code == 0 and "inf" not in run.out and "Warning" not in run.err
+
+
+SIM = ("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1")
+
+
+@pytest.mark.parametrize("rate", ["1e-300", "5e-324", "9e-07"])
+def test_simulate_rate_below_the_bound(run_cli, rate):
+    # 1e-300 printed "TPOT p50 0 s" (a 7 ms step added to a 1e300 s clock is lost); 5e-324 printed nulls and a
+    # numpy warning (1 / 5e-324 is inf)
+    line = one_line_error(run_cli(*SIM, "--rate", rate, "--requests", "50"))
+    assert f"--rate {rate} is not in [1e-06, 1,000,000] requests/s" in line
+
+
+def test_simulate_rate_at_the_bound_gives_the_lone_request_tpot(run_cli):
+    # at 1e-6/s the 20 requests arrive ~1e6 s apart (a total near 2e7 s, under the 1e9 s clock bound): each runs
+    # alone, so its TPOT is the same as at 1e-3/s (~1,000 s apart, also alone) -- a clock of 1e7 s loses nothing
+    slow, fast = (run_cli(*SIM, "--rate", r, "--requests", "20", "-f", "json").json() for r in ("1e-6", "1e-3"))
+    assert slow["tpot_seconds_p50"] > 0
+    assert slow["tpot_seconds_p50"] == pytest.approx(fast["tpot_seconds_p50"], rel=1e-9)
+
+
+def test_simulate_arrivals_past_the_clock_bound(run_cli):
+    # 5,000 requests at 1e-6/s arrive over ~5e9 s (the mean gap is 1e6 s), past the 1e9 s the clock resolves
+    line = one_line_error(run_cli(*SIM, "--rate", "1e-6", "--requests", "5000"))
+    assert "the 5,000 requests arrive over 5" in line and "past the 1e+09 s" in line
+    assert "give --rate 1e-05 or more" in line   # 2 x 5,000 / 1e9 = 1e-5: the mean span 5e8 s, half the bound
+
+
+def test_simulate_closed_loop_think_past_the_clock_bound(run_cli):
+    # one user, 2,000 requests, 1e6 s think between them: 2e9 s of thinking alone
+    line = one_line_error(run_cli(*SIM, "--users", "1", "--think", "1e6", "--requests", "2000"))
+    assert "--think 1e+06 s between each user's 2,000 requests runs past the 1e+09 s" in line
+
+
+def test_simulate_trace_arrival_past_the_clock_bound(run_cli, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("prompt_tokens,output_tokens,arrival_s\n10,20,0\n30,40,1e308\n")   # 1e308 gave TPOT 0
+    line = one_line_error(run_cli(*SIM, "--trace", str(trace)))
+    assert "t.csv line 3: arrival_s = '1e308' is not a time in 0 .. 1e+09 s" in line

@@ -28,6 +28,11 @@ Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_ROWS = 1_000_000
 MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.inputs.units bounds token counts alike)
+# The simulated clock stays under this many seconds (~32 years): a float64 time there still resolves 0.1 us
+# (2^-23 s), so a millisecond decode step adds to it exactly enough; at 1e300 s a step adds nothing and every TPOT
+# came out 0. Arrivals past it are refused, and so the lowest --rate.
+MAX_CLOCK_S = 1e9
+MIN_RATE = 1e-6                   # requests/s: one every 11.6 days
 DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
 
 
@@ -212,8 +217,8 @@ def _trace_time(value, where: str) -> float:
         t = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         t = math.nan
-    if not math.isfinite(t) or t < 0:
-        raise KvplanError(f"{where}: arrival_s = {str(value)[:40]!r} is not a time >= 0 in seconds",
+    if not math.isfinite(t) or not 0 <= t <= MAX_CLOCK_S:
+        raise KvplanError(f"{where}: arrival_s = {str(value)[:40]!r} is not a time in 0 .. {MAX_CLOCK_S:.0e} s",
                           "fix that value")
     return t
 
@@ -346,9 +351,13 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         arrivals = np.asarray(trace.arrivals[:n], dtype=float)
         describe += ", arrivals from the trace"
     elif rate is not None:
-        if not (math.isfinite(rate) and 0 < rate <= 1e6):
-            raise KvplanError(f"--rate {rate!r} is not in (0, 1,000,000] requests/s", "give e.g. --rate 0.5")
+        if not (math.isfinite(rate) and MIN_RATE <= rate <= 1e6):
+            raise KvplanError(f"--rate {rate!r} is not in [{MIN_RATE:g}, 1,000,000] requests/s", "give e.g. --rate 0.5")
         arrivals = np.cumsum(gen_arrival.exponential(1.0 / rate, size=n))
+        if arrivals[-1] > MAX_CLOCK_S:
+            raise KvplanError(f"at --rate {rate:g} the {n:,} requests arrive over {arrivals[-1]:.3g} s, past the "
+                              f"{MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
+                              f"give --rate {n / MAX_CLOCK_S * 2:.2g} or more, or fewer --requests")
         describe += f", Poisson arrivals at {rate:g}/s"
     else:
         assert users is not None  # the check at the top: --rate, --users or a trace's arrivals
@@ -356,6 +365,10 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             raise KvplanError(f"--users {users:,} is not in 1 .. 100,000", "give e.g. --users 32")
         if not (math.isfinite(think_s) and 0 <= think_s <= 1e6):
             raise KvplanError(f"--think {think_s!r} is not a time in 0 .. 1,000,000 s", "give e.g. --think 0")
+        if think_s * math.ceil(n / users) > MAX_CLOCK_S:
+            raise KvplanError(f"--think {think_s:g} s between each user's {math.ceil(n / users):,} requests runs past "
+                              f"the {MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
+                              "give a shorter --think, more --users or fewer --requests")
         describe += f", a closed loop of {users:,} users (think {think_s:g} s)"
     if duration_s is not None:
         if not (math.isfinite(duration_s) and duration_s > 0):
