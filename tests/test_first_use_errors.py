@@ -194,3 +194,16 @@ def test_simulate_trace_arrival_past_the_clock_bound(run_cli, tmp_path):
     trace.write_text("prompt_tokens,output_tokens,arrival_s\n10,20,0\n30,40,1e308\n")   # 1e308 gave TPOT 0
     line = one_line_error(run_cli(*SIM, "--trace", str(trace)))
     assert "t.csv line 3: arrival_s = '1e308' is not a time in 0 .. 1e+09 s" in line
+
+
+def test_simulate_says_when_the_limit_cuts_the_lengths(run_cli):
+    # llama-3.1-8b's max_position_embeddings is 131,072 (its config.json): a 1,000-token prompt leaves 130,072
+    # tokens of output, so fixed:10M was cut to 130,072 without a word
+    run = run_cli(*SIM, "--output-dist", "fixed:10M", "--requests", "20", "-f", "json")
+    data = run.json()
+    assert "(20 outputs of the 20 cut to fit the 131,072-token limit of prompt + output)" in data["workload"]
+    assert data["generated_tokens"] == 20 * 130_072
+    both = run_cli(*SIM, "--prompt-dist", "fixed:200k", "--output-dist", "fixed:10", "--requests", "4", "-f", "json")
+    assert "(4 prompts and 4 outputs of the 4 cut" in both.json()["workload"]   # 131,071 + 1 tokens each
+    plain = run_cli(*SIM, "--output-dist", "fixed:1000", "--requests", "4", "-f", "json").json()
+    assert "cut" not in plain["workload"]

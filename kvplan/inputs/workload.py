@@ -32,6 +32,7 @@ MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.input
 # (2^-23 s), so a millisecond decode step adds to it exactly enough; at 1e300 s a step adds nothing and every TPOT
 # came out 0. Arrivals past it are refused, and so the lowest --rate.
 MAX_CLOCK_S = 1e9
+_UNCAPPED = 10**15                # a draw's cap when only the engine's limit cuts it (after the draw)
 MIN_RATE = 1e-6                   # requests/s: one every 11.6 days
 DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
 
@@ -340,11 +341,18 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         lengths = f"lengths from {trace.path}"
     else:
         n = requests
-        pcap = min(prompt_max or max_len - 1, max_len - 1)
-        prompts = prompt.sample(gen_prompt, n, pcap)
-        outputs = output.sample(gen_output, n, output_max or max_len)
-        outputs = np.minimum(outputs, max_len - prompts)
+        # drawn under the preset's caps only, then cut to the engine's limit (the same lengths as cutting in the
+        # draw: sample() clips after drawing), so that the cuts can be counted and said
+        drawn_p = prompt.sample(gen_prompt, n, prompt_max or _UNCAPPED)
+        prompts = np.minimum(drawn_p, max_len - 1)
+        drawn_o = output.sample(gen_output, n, output_max or _UNCAPPED)
+        outputs = np.minimum(drawn_o, max_len - prompts)
         describe = f"{n:,} requests, prompts {prompt.text}, outputs {output.text}"
+        cut_p, cut_o = int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum())
+        if cut_p or cut_o:
+            parts = [f"{k:,} {what}" for k, what in ((cut_p, "prompts"), (cut_o, "outputs")) if k]
+            describe += (f" ({' and '.join(parts)} of the {n:,} cut to fit the {max_len:,}-token limit of prompt + "
+                         "output)")
         lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
     if trace is not None and trace.arrivals is not None and rate is None and users is None:
