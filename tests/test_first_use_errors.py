@@ -207,3 +207,22 @@ def test_simulate_says_when_the_limit_cuts_the_lengths(run_cli):
     assert "(4 prompts and 4 outputs of the 4 cut" in both.json()["workload"]   # 131,071 + 1 tokens each
     plain = run_cli(*SIM, "--output-dist", "fixed:1000", "--requests", "4", "-f", "json").json()
     assert "cut" not in plain["workload"]
+
+
+MIXED_LOG = ("vllm serve meta-llama/Llama-3.1-8B-Instruct\n"
+             "Available KV cache memory: 8.11 GiB\n"                       # vLLM's available_kv_gib
+             "GPU KV cache size: 60,000 tokens\n"                          # vLLM's kv_cache_tokens
+             "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB\n")   # SGLang's kv_tokens
+
+
+@pytest.mark.parametrize("command", [("explain-log",), ("concurrency", "--from-log")])
+def test_a_log_that_mixes_engines_is_read_with_a_warning(run_cli, tmp_path, command):
+    log = tmp_path / "mixed.log"
+    log.write_text(MIXED_LOG)
+    run = run_cli(*command, str(log), "-g", "h100-sxm", "-f", "json")
+    assert run.code == 0
+    assert ("The log mixes engines: it is read as vLLM's (2 of its facts against 1), and SGLang's line(s) 4 are "
+            "ignored; give one engine's log.") in run.json()["warnings"]
+    (tmp_path / "one.log").write_text(MIXED_LOG.rsplit("KV Cache", 1)[0])   # vLLM's lines alone: no such warning
+    alone = run_cli(*command, str(tmp_path / "one.log"), "-g", "h100-sxm", "-f", "json").json()["warnings"]
+    assert not any("mixes engines" in str(w) for w in alone)

@@ -87,6 +87,7 @@ class StartupLog:
     engine: str                      # "vllm" or "sglang"
     facts: dict[str, tuple[Fact, ...]] = field(default_factory=dict)
     release: tuple[int, int, int] | None = None
+    mixed: str = ""                  # a warning: the other engine's lines the log also holds (ignored), or ""
 
     def has(self, name: str) -> bool:
         return name in self.facts
@@ -221,6 +222,9 @@ _ENGINE_FACTS = {"vllm": {"weights_gib", "available_kv_gib", "gpu_blocks", "kv_c
                             "mem_fraction_static", "weights_gib"}}
 
 
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
 def parse(text: str, path: str = "<log>") -> StartupLog:
     """The facts of a start-up log's text (see the module docstring)."""
     found: dict[str, dict[str, list[Fact]]] = {"vllm": {}, "sglang": {}, "any": {}}
@@ -256,13 +260,20 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
                           "wrote it", "give one engine's log")
     engine = max(score, key=lambda e: score[e])
     facts = {name: tuple(items) for name, items in found[engine].items()}
+    other = "sglang" if engine == "vllm" else "vllm"
+    stray = sorted({f.line for name in set(found[other]) & _ENGINE_FACTS[other] for f in found[other][name]})
+    mixed = ""
+    if stray:
+        shown = ", ".join(map(str, stray[:5])) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+        mixed = (f"The log mixes engines: it is read as {_NAMES[engine]}'s ({score[engine]} of its facts against "
+                 f"{score[other]}), and {_NAMES[other]}'s line(s) {shown} are ignored; give one engine's log.")
     for name, items in found["any"].items():   # the launch command fills what the log lines do not state
         facts.setdefault(name, tuple(items))
     release = None
     if "release" in facts:
         parts = [int(p) for p in str(facts["release"][0].value).split(".")] + [0, 0]
         release = (parts[0], parts[1], parts[2])
-    return StartupLog(path, engine, facts, release)
+    return StartupLog(path, engine, facts, release, mixed)
 
 
 def read_log(path: Path) -> StartupLog:
@@ -424,6 +435,8 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict, r
     engine adapters' facts, which sit above this layer; None: the log's release is taken as it is)."""
     out, notes = dict(args), list[str]()
     out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
+    if log.mixed:
+        warnings.append(log.mixed)
 
     def given(name: str) -> bool:
         return args.get(name) != _UNSET.get(name, object())
