@@ -98,7 +98,7 @@ def test_a_log_figure_of_hundreds_of_digits(run_cli, tmp_path, digits, line, com
     log.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct\nAvailable KV cache memory: 8.11 GiB\n"
                    + line.format(n="9" * digits) + "\n")
     err = one_line_error(run_cli(*command, str(log), "-g", "h100-sxm"))
-    assert f"engine.log line 3: '999" in err and "is not a plausible figure" in err and "up to 1e+15" in err
+    assert "engine.log line 3: '999" in err and "is not a plausible figure" in err and "up to 1e+15" in err
 
 
 def test_a_log_figure_at_the_bound_is_read(run_cli, tmp_path):

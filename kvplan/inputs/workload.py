@@ -260,7 +260,7 @@ def read_trace(path: Path) -> Trace:
             if twice:
                 raise KvplanError(f"trace {path}: the header names {', '.join(twice)} twice",
                                   "give each column once: prompt_tokens,output_tokens[,arrival_s]")
-            for (no, _), values in zip(body[1:], reader):
+            for (no, _), values in zip(body[1:], reader, strict=False):
                 if reader.line_num > len(rows) + 2:   # this row took more than its own line
                     raise KvplanError(f"trace {path} line {no}: a quoted field runs on to the next line",
                                       "close the quote on the line it opens (one request per line)")
