@@ -199,14 +199,14 @@ def test_simulate_trace_arrival_past_the_clock_bound(run_cli, tmp_path):
 def test_simulate_says_when_the_limit_cuts_the_lengths(run_cli):
     # llama-3.1-8b's max_position_embeddings is 131,072 (its config.json): a 1,000-token prompt leaves 130,072
     # tokens of output, so fixed:10M was cut to 130,072 without a word
-    run = run_cli(*SIM, "--output-dist", "fixed:10M", "--requests", "20", "-f", "json")
-    data = run.json()
-    assert "(20 outputs of the 20 cut to fit the 131,072-token limit of prompt + output)" in data["workload"]
+    data = run_cli(*SIM, "--output-dist", "fixed:10M", "--requests", "20", "-f", "json").json()
+    assert ("The engine's limit cut the lengths drawn: 20 outputs of the 20 requests were cut to fit its "
+            "131,072-token limit of prompt + output.") in data["notes"]
     assert data["generated_tokens"] == 20 * 130_072
     both = run_cli(*SIM, "--prompt-dist", "fixed:200k", "--output-dist", "fixed:10", "--requests", "4", "-f", "json")
-    assert "(4 prompts and 4 outputs of the 4 cut" in both.json()["workload"]   # 131,071 + 1 tokens each
+    assert any("drawn: 4 prompts and 4 outputs of the 4 requests" in n for n in both.json()["notes"])  # 131,071 + 1
     plain = run_cli(*SIM, "--output-dist", "fixed:1000", "--requests", "4", "-f", "json").json()
-    assert "cut" not in plain["workload"]
+    assert not any("limit cut" in n for n in plain["notes"])
 
 
 MIXED_LOG = ("vllm serve meta-llama/Llama-3.1-8B-Instruct\n"

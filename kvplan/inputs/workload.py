@@ -21,8 +21,12 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.specs.values import Note
 
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
 MAX_REQUESTS = 1_000_000
@@ -309,6 +313,7 @@ class Workload:
     describe: str              # one line: how the requests were made
     sources: tuple[str, ...] = ()
     lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
+    cut: Note | None = None    # how many drawn lengths the engine's limit cut, if any
 
 
 def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
@@ -327,6 +332,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         raise KvplanError(f"--requests {requests:,} is not in 1 .. {MAX_REQUESTS:,}", "give fewer requests")
     if max_len < 2:
         raise KvplanError(f"the longest request ({max_len} tokens) leaves no room for an output", "raise --max-len")
+    cut = None
     gen_prompt, gen_output, gen_arrival = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     if trace is not None:
         n = min(requests, len(trace.prompts))
@@ -348,11 +354,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         drawn_o = output.sample(gen_output, n, output_max or _UNCAPPED)
         outputs = np.minimum(drawn_o, max_len - prompts)
         describe = f"{n:,} requests, prompts {prompt.text}, outputs {output.text}"
-        cut_p, cut_o = int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum())
-        if cut_p or cut_o:
-            parts = [f"{k:,} {what}" for k, what in ((cut_p, "prompts"), (cut_o, "outputs")) if k]
-            describe += (f" ({' and '.join(parts)} of the {n:,} cut to fit the {max_len:,}-token limit of prompt + "
-                         "output)")
+        cut = _cut_note(int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum()), n, max_len)
         lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
     if trace is not None and trace.arrivals is not None and rate is None and users is None:
@@ -389,7 +391,20 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             prompts, outputs, arrivals = prompts[:keep], outputs[:keep], arrivals[:keep]
         describe += f", submitted before {duration_s:g} s"
     return Workload(prompts, outputs, arrivals, users if arrivals is None else None, think_s, duration_s, describe,
-                    sources, lengths)
+                    sources, lengths, cut)
+
+
+def _cut_note(prompts: int, outputs: int, n: int, max_len: int) -> Note | None:
+    """The note that says how many drawn lengths the engine's limit cut (None: none)."""
+    from kvplan.specs.values import Count, Tokens, derived, note
+
+    if not (prompts or outputs):
+        return None
+    why = derived("drawn lengths over the limit of prompt + output")
+    counts = {"p": Count(prompts, why), "o": Count(outputs, why), "n": Count(n), "limit": Tokens(max_len)}
+    which = " and ".join(part for k, part in ((prompts, "{p} prompts"), (outputs, "{o} outputs")) if k)
+    return note(f"The engine's limit cut the lengths drawn: {which} of the {{n}} requests were cut to fit its "
+                "{limit}-token limit of prompt + output.", **counts)
 
 
 def _lengths_text(prompt: LengthDist, output: LengthDist, prompt_max: int | None, output_max: int | None,

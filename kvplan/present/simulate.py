@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.calc.simulate import OVERLOAD_SHARE, POLICY_SOURCE, VICTIM_SOURCE, SimPlan, routing_note, timeline_buckets
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
 from kvplan.specs.values import Count, Number, Seconds, Value, default, given
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.inputs.workload import Workload
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
@@ -94,8 +99,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
             "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
     dp_head, dp_notes, assumptions = _replicas(s, r.replicas, len(r.prompts))
     notes = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
-    if r.workload.sources:
-        notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
+    notes += _workload_notes(r.workload)
     rate = m["recompute_rate"].value
     if m["preemptions"].value:
         notes.append(f"{m['preemptions'].value:,} preemptions: {m['swap_out_count'].value:,} swapped, "
@@ -198,8 +202,7 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     notes += dp_notes
     for label, p in runs:
         notes += [f"{label}: {n}" for n in p.notes]
-    if base.workload.sources:
-        notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
+    notes += _workload_notes(base.workload)
     brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
         (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
     return Result("simulate", s.headline(base.workload.lengths) + dp_head + f"; {len(runs)} settings compared",
@@ -277,8 +280,15 @@ def present_sweep(sweep, s, work, options, inputs: dict) -> Result:
     serving = min((int(m["replicas_serving"].value) for m in sweep.points if "replicas_serving" in m), default=1)
     dp_head, dp_notes, assumptions = _replicas(s, serving, len(work.prompts))
     notes += dp_notes
-    if work.sources:
-        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    notes += _workload_notes(work)
     return Result("simulate", s.headline(work.lengths) + dp_head + f"; rate sweep {first:g} .. {last:g} requests/s",
                   data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),),
                   tuple(warnings))
+
+
+def _workload_notes(work: Workload) -> list:
+    """What the workload adds to the notes: the lengths its limit cut, and where its figures come from."""
+    notes: list = [work.cut] if work.cut is not None else []
+    if work.sources:
+        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    return notes
