@@ -257,3 +257,9 @@ def test_recommend_fp8_for_a_chat_request(run_cli):
     run = run_cli("recommend", "--prompt", "4k", "--decode", "300", "--kv-dtype", "fp8")
     assert run.code == 0, run.err
     assert "PD disaggregation" in run.out
+
+
+def test_simulate_sweep_rate_below_the_bound(run_cli):
+    # a sweep's rates go through the same bound; its message names the sweep, not a --rate the user never gave
+    line = one_line_error(run_cli(*SIM, "--sweep-rate", "1e-300:1:3", "--tpot-slo", "50ms", "--requests", "20"))
+    assert "--sweep-rate '1e-300:1:3': FROM is below the lowest rate, 1e-06 requests/s" in line
