@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -153,33 +154,65 @@ def _prog_name() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "kvplan"
 
 
+def _replace_unencodable() -> None:
+    """An output stream whose encoding is not UTF (PYTHONIOENCODING=ascii, a latin-1 locale) prints what it cannot
+    hold as '?' rather than failing on the first bullet."""
+    out = sys.stdout
+    encoding = (getattr(out, "encoding", None) or "utf-8").lower().replace("_", "-")
+    if not encoding.startswith("utf") and hasattr(out, "reconfigure"):
+        try:
+            out.reconfigure(errors="replace")
+        except (OSError, ValueError):  # pragma: no cover - a stream that cannot be reconfigured
+            pass
+
+
+def _closed_pipe(exit_: SystemExit) -> bool:
+    """Whether click's own handler turned a closed stdout (EPIPE: ``kvplan --help | true``) into exit 1."""
+    import errno
+
+    cause = exit_.__context__
+    return exit_.code == 1 and isinstance(cause, OSError) and cause.errno == errno.EPIPE
+
+
+def _output_failed(err: OSError) -> NoReturn:
+    """A closed pipe (piped into head or true) is no error: exit 0; any other failure to write is exit 2."""
+    from kvplan.render.output import quiet_stdout
+
+    quiet_stdout()
+    if isinstance(err, BrokenPipeError):
+        sys.exit(0)
+    print(f"error: cannot write the output: {err.strerror or err} (fix: check the disk, file or pipe it goes to)",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
+    _replace_unencodable()
     try:
         import typer.main
 
         command = typer.main.get_command(app)
         _plain_coercion(command)
-        code = command(standalone_mode=False, prog_name=_prog_name())
+        try:
+            code = command(standalone_mode=False, prog_name=_prog_name())
+        except SystemExit as exit_:
+            if _closed_pipe(exit_):
+                raise BrokenPipeError from None
+            raise
+        sys.stdout.flush()   # a closed pipe or a full disk is found here, not in the interpreter's last flush
     except KvplanError as err:
         print(err.one_line(), file=sys.stderr)
         sys.exit(2)
-    except BrokenPipeError:  # e.g. piped into head: not an error
-        from kvplan.render.output import quiet_stdout
-
-        quiet_stdout()
-        sys.exit(0)
     except OSError as err:  # inputs turn their OSErrors into KvplanError; what is left is the output failing
-        from kvplan.render.output import quiet_stdout
-
-        quiet_stdout()
-        print(f"error: cannot write the output: {err.strerror or err} (fix: check the disk, file or pipe it goes to)",
-              file=sys.stderr)
-        sys.exit(2)
+        _output_failed(err)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:
         if type(err).__name__ == "NoArgsIsHelpError" and hasattr(err, "format_message"):  # plain `kvplan`: the help
-            print(err.format_message())
+            try:
+                print(err.format_message(), flush=True)
+            except OSError as out_err:
+                _output_failed(out_err)
             sys.exit(0)
         if getattr(err, "exit_code", None) == 2 and hasattr(err, "format_message"):  # a usage error from typer
             ctx = getattr(err, "ctx", None)

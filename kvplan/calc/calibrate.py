@@ -21,10 +21,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan.calc import costs
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, shorten
 
 MAX_POINTS = 10_000
 MAX_FILE_BYTES = 10_000_000
+# A measured point outside these bounds is refused: past them the fit's arithmetic overflows (a 1e308 ms TPOT gave
+# an infinite per-step overhead) or the point is no decode step (a TPOT over an hour, a batch of a billion).
+MAX_BATCH = 1_000_000
+MAX_CONTEXT = 100_000_000          # kvplan.inputs.units.MAX_TOKENS
+MIN_TPOT_S, MAX_TPOT_S = 1e-6, 3600.0   # the range --tpot-slo takes (kvplan.inputs.options.parse_seconds)
 
 
 @dataclass(frozen=True)
@@ -56,9 +61,13 @@ def _number(row: dict, names: tuple[str, ...], where: str):
             try:
                 value = float(row[name])
             except (TypeError, ValueError):
-                raise KvplanError(f"{where}: {name} = {row[name]!r} is not a number", "fix that value") from None
+                raise KvplanError(f"{where}: {name} = {shorten(row[name])} is not a number", "fix that value") from None
+            except OverflowError:   # an integer past float's range
+                raise KvplanError(f"{where}: {name} = {shorten(row[name])} is too large to be measured",
+                                  "fix that value") from None
             if not math.isfinite(value) or value <= 0:
-                raise KvplanError(f"{where}: {name} = {row[name]!r} must be a positive number", "fix that value")
+                raise KvplanError(f"{where}: {name} = {shorten(row[name])} must be a positive number",
+                                  "fix that value")
             return name, value
     return None, None
 
@@ -79,7 +88,7 @@ def read_points(path: Path) -> tuple[Point, ...]:
     if path.suffix.lower() == ".json":
         try:
             doc = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as err:
+        except (ValueError, RecursionError) as err:   # ValueError: also an integer of over 4,300 digits
             raise KvplanError(f"--measured {path} is not valid JSON: {str(err)[:80]}", "fix the JSON") from None
         rows = doc.get("points") if isinstance(doc, dict) else doc
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
@@ -101,7 +110,12 @@ def read_points(path: Path) -> tuple[Point, ...]:
                               "write a header row: batch,context,tpot_ms")
         if batch != int(batch) or context != int(context):
             raise KvplanError(f"{where}: batch and context are whole numbers", "fix that row")
-        points.append(Point(int(batch), int(context), t / 1000 if name.endswith("_ms") else t))
+        seconds = t / 1000 if name.endswith("_ms") else t
+        if batch > MAX_BATCH or context > MAX_CONTEXT or not MIN_TPOT_S <= seconds <= MAX_TPOT_S:
+            raise KvplanError(f"{where}: batch {batch:g}, context {context:g}, TPOT {seconds:g} s is past what kvplan "
+                              f"fits (batch up to {MAX_BATCH:,}, context up to {MAX_CONTEXT:,} tokens, TPOT 1 us .. "
+                              "3,600 s)", "fix that row")
+        points.append(Point(int(batch), int(context), seconds))
     return tuple(points)
 
 

@@ -233,6 +233,10 @@ def plan_concurrency(scenario: Scenario, options: ConcurrencyOptions | None = No
                              for c in contexts], "")
         except KvplanError as err:
             per_dtype[d] = (None, err.message)
+    if all(counts is None for counts, _ in per_dtype.values()):   # no column to show: say why, not an empty table
+        names = ",".join(d.value for d in dtypes)
+        raise KvplanError(f"--dtypes {names}: no KV dtype of the list can be used here ({per_dtype[dtypes[0]][1]})",
+                          "give --dtypes with one this model takes, e.g. bf16,fp8")
     grid = []
     for i, c in enumerate(contexts):
         cells = []

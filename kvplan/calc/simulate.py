@@ -652,6 +652,10 @@ def parse_sweep(text: str) -> tuple[float, ...]:
         raise KvplanError(f"--sweep-rate {text!r}: FROM and TO are rates, POINTS a whole number", example) from None
     if not (math.isfinite(a) and math.isfinite(b) and 0 < a <= b <= 1e6):
         raise KvplanError(f"--sweep-rate {text!r} needs 0 < FROM <= TO <= 1e6 requests/s", example)
+    from kvplan.inputs.workload import MIN_RATE
+
+    if a < MIN_RATE:   # below it the simulated clock cannot resolve a decode step (kvplan.inputs.workload)
+        raise KvplanError(f"--sweep-rate {text!r}: FROM is below the lowest rate, {MIN_RATE:g} requests/s", example)
     if not 1 <= n <= 200 or (n == 1) != (a == b):
         raise KvplanError(f"--sweep-rate {text!r}: POINTS must be 2 .. 200 (or 1 with FROM = TO)", example)
     return tuple(a + (b - a) * i / (n - 1) for i in range(n)) if n > 1 else (a,)

@@ -191,9 +191,16 @@ def _read(path: Path, chain: tuple[Path, ...]):
         if not isinstance(ref, str) or not ref.strip():
             raise where.error(f"extends = {shorten(ref)} is not the path of a plan", 'write extends = "base.toml"',
                               key="extends")
+        if "\x00" in ref:
+            raise where.error(f"extends = {shorten(ref)} holds a NUL character", 'write extends = "base.toml"',
+                              key="extends")
         base = Path(ref) if Path(ref).is_absolute() else path.parent / ref
-        me = path.resolve()
-        if base.resolve() in chain + (me,):
+        try:
+            me, target = path.resolve(), base.resolve()
+        except (OSError, RuntimeError):   # RuntimeError: a symlink loop (Python < 3.13; OSError from 3.13)
+            raise where.error(f"extends = {shorten(ref)} goes through a loop of symbolic links",
+                              "point extends at the plan file itself", key="extends") from None
+        if target in chain + (me,):
             raise where.error(f"extends = {shorten(ref)} comes back to a plan already in the chain",
                               "break the cycle of extends", key="extends")
         if len(chain) + 1 >= MAX_EXTENDS:

@@ -47,6 +47,7 @@ smallest (both engines size the pool by the most constrained rank).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ WHAT = "start-up log"
 # Lines starting with this are annotations, not log text (the public excerpts in tests/data/logs/ name their source
 # so); an engine never starts a line with it.
 COMMENT = "##"
+# No figure a start-up log states (tokens, blocks, GiB, a concurrency) is this large: a larger one is refused, so
+# no overflow or infinity reaches the arithmetic.
+MAX_FIGURE = 1e15
 FIX = "give a vLLM or SGLang start-up log (the text the server prints while starting)"
 
 
@@ -83,6 +87,7 @@ class StartupLog:
     engine: str                      # "vllm" or "sglang"
     facts: dict[str, tuple[Fact, ...]] = field(default_factory=dict)
     release: tuple[int, int, int] | None = None
+    mixed: str = ""                  # a warning: the other engine's lines the log also holds (ignored), or ""
 
     def has(self, name: str) -> bool:
         return name in self.facts
@@ -217,6 +222,9 @@ _ENGINE_FACTS = {"vllm": {"weights_gib", "available_kv_gib", "gpu_blocks", "kv_c
                             "mem_fraction_static", "weights_gib"}}
 
 
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
 def parse(text: str, path: str = "<log>") -> StartupLog:
     """The facts of a start-up log's text (see the module docstring)."""
     found: dict[str, dict[str, list[Fact]]] = {"vllm": {}, "sglang": {}, "any": {}}
@@ -233,10 +241,15 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
             match = pattern.search(line)
             if match is None:
                 continue
-            try:
-                value = conv(match.group(1))
+            figure = match.group(1)
+            try:   # a figure of thousands of digits is refused unconverted (int() stops at 4,300 digits)
+                value = conv(figure) if conv is str or len(figure) <= 40 else math.inf
             except (ValueError, OverflowError):
                 continue
+            if isinstance(value, (int, float)) and not value <= MAX_FIGURE:   # also inf and nan (float('1e999'))
+                raise KvplanError(f"{WHAT} {path} line {number}: {shorten(figure)} is not a plausible "
+                                  f"figure (kvplan reads counts and sizes up to {MAX_FIGURE:.0e})",
+                                  "give the log as the engine printed it")
             found[engine].setdefault(name, []).append(Fact(name, value, number, shown))
     score = {e: len(set(found[e]) & _ENGINE_FACTS[e]) for e in _ENGINE_FACTS}
     if not any(score.values()):
@@ -247,13 +260,20 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
                           "wrote it", "give one engine's log")
     engine = max(score, key=lambda e: score[e])
     facts = {name: tuple(items) for name, items in found[engine].items()}
+    other = "sglang" if engine == "vllm" else "vllm"
+    stray = sorted({f.line for name in set(found[other]) & _ENGINE_FACTS[other] for f in found[other][name]})
+    mixed = ""
+    if stray:
+        shown = ", ".join(map(str, stray[:5])) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+        mixed = (f"The log mixes engines: it is read as {_NAMES[engine]}'s ({score[engine]} of its facts against "
+                 f"{score[other]}), and {_NAMES[other]}'s line(s) {shown} are ignored; give one engine's log.")
     for name, items in found["any"].items():   # the launch command fills what the log lines do not state
         facts.setdefault(name, tuple(items))
     release = None
     if "release" in facts:
         parts = [int(p) for p in str(facts["release"][0].value).split(".")] + [0, 0]
         release = (parts[0], parts[1], parts[2])
-    return StartupLog(path, engine, facts, release)
+    return StartupLog(path, engine, facts, release, mixed)
 
 
 def read_log(path: Path) -> StartupLog:
@@ -415,6 +435,8 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict, r
     engine adapters' facts, which sit above this layer; None: the log's release is taken as it is)."""
     out, notes = dict(args), list[str]()
     out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
+    if log.mixed:
+        warnings.append(log.mixed)
 
     def given(name: str) -> bool:
         return args.get(name) != _UNSET.get(name, object())

@@ -21,13 +21,23 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.specs.values import Note
 
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_ROWS = 1_000_000
 MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.inputs.units bounds token counts alike)
+# The simulated clock stays under this many seconds (~32 years): a float64 time there still resolves 0.1 us
+# (2^-23 s), so a millisecond decode step adds to it exactly enough; at 1e300 s a step adds nothing and every TPOT
+# came out 0. Arrivals past it are refused, and so the lowest --rate.
+MAX_CLOCK_S = 1e9
+_UNCAPPED = 10**15                # a draw's cap when only the engine's limit cuts it (after the draw)
+MIN_RATE = 1e-6                   # requests/s: one every 11.6 days
 DISTS = ("fixed:N", "uniform:A,B", "lognormal:mean=M,p99=Q", "lognormal:p50=M,p99=Q")
 
 
@@ -212,8 +222,8 @@ def _trace_time(value, where: str) -> float:
         t = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         t = math.nan
-    if not math.isfinite(t) or t < 0:
-        raise KvplanError(f"{where}: arrival_s = {str(value)[:40]!r} is not a time >= 0 in seconds",
+    if not math.isfinite(t) or not 0 <= t <= MAX_CLOCK_S:
+        raise KvplanError(f"{where}: arrival_s = {str(value)[:40]!r} is not a time in 0 .. {MAX_CLOCK_S:.0e} s",
                           "fix that value")
     return t
 
@@ -240,6 +250,9 @@ def read_trace(path: Path) -> Trace:
                 row = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line") from None
+            except ValueError:   # an integer of over 4,300 digits (Python's int-from-text limit)
+                raise KvplanError(f"trace {path} line {no}: a number of thousands of digits is no token count",
+                                  "fix that value") from None
             if not isinstance(row, dict):
                 raise KvplanError(f"trace {path} line {no}: not a JSON object", "one {...} object per line")
             rows.append((no, row))
@@ -247,7 +260,14 @@ def read_trace(path: Path) -> Trace:
         reader = csv.reader(line for _, line in body)
         try:
             header = [h.strip().lower() for h in next(reader)]
-            for (no, _), values in zip(body[1:], reader, strict=True):
+            twice = sorted({h for h in header if header.count(h) > 1})
+            if twice:
+                raise KvplanError(f"trace {path}: the header names {', '.join(twice)} twice",
+                                  "give each column once: prompt_tokens,output_tokens[,arrival_s]")
+            for (no, _), values in zip(body[1:], reader, strict=False):
+                if reader.line_num > len(rows) + 2:   # this row took more than its own line
+                    raise KvplanError(f"trace {path} line {no}: a quoted field runs on to the next line",
+                                      "close the quote on the line it opens (one request per line)")
                 if len(values) != len(header):
                     raise KvplanError(f"trace {path} line {no}: {len(values)} fields, the header has {len(header)}",
                                       "give every row the header's columns")
@@ -293,6 +313,7 @@ class Workload:
     describe: str              # one line: how the requests were made
     sources: tuple[str, ...] = ()
     lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
+    cut: Note | None = None    # how many drawn lengths the engine's limit cut, if any
 
 
 def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
@@ -311,6 +332,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         raise KvplanError(f"--requests {requests:,} is not in 1 .. {MAX_REQUESTS:,}", "give fewer requests")
     if max_len < 2:
         raise KvplanError(f"the longest request ({max_len} tokens) leaves no room for an output", "raise --max-len")
+    cut = None
     gen_prompt, gen_output, gen_arrival = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     if trace is not None:
         n = min(requests, len(trace.prompts))
@@ -325,20 +347,27 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         lengths = f"lengths from {trace.path}"
     else:
         n = requests
-        pcap = min(prompt_max or max_len - 1, max_len - 1)
-        prompts = prompt.sample(gen_prompt, n, pcap)
-        outputs = output.sample(gen_output, n, output_max or max_len)
-        outputs = np.minimum(outputs, max_len - prompts)
+        # drawn under the preset's caps only, then cut to the engine's limit (the same lengths as cutting in the
+        # draw: sample() clips after drawing), so that the cuts can be counted and said
+        drawn_p = prompt.sample(gen_prompt, n, prompt_max or _UNCAPPED)
+        prompts = np.minimum(drawn_p, max_len - 1)
+        drawn_o = output.sample(gen_output, n, output_max or _UNCAPPED)
+        outputs = np.minimum(drawn_o, max_len - prompts)
         describe = f"{n:,} requests, prompts {prompt.text}, outputs {output.text}"
+        cut = _cut_note(int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum()), n, max_len)
         lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
     if trace is not None and trace.arrivals is not None and rate is None and users is None:
         arrivals = np.asarray(trace.arrivals[:n], dtype=float)
         describe += ", arrivals from the trace"
     elif rate is not None:
-        if not (math.isfinite(rate) and 0 < rate <= 1e6):
-            raise KvplanError(f"--rate {rate!r} is not in (0, 1,000,000] requests/s", "give e.g. --rate 0.5")
+        if not (math.isfinite(rate) and MIN_RATE <= rate <= 1e6):
+            raise KvplanError(f"--rate {rate!r} is not in [{MIN_RATE:g}, 1,000,000] requests/s", "give e.g. --rate 0.5")
         arrivals = np.cumsum(gen_arrival.exponential(1.0 / rate, size=n))
+        if arrivals[-1] > MAX_CLOCK_S:
+            raise KvplanError(f"at --rate {rate:g} the {n:,} requests arrive over {arrivals[-1]:.3g} s, past the "
+                              f"{MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
+                              f"give --rate {n / MAX_CLOCK_S * 2:.2g} or more, or fewer --requests")
         describe += f", Poisson arrivals at {rate:g}/s"
     else:
         assert users is not None  # the check at the top: --rate, --users or a trace's arrivals
@@ -346,6 +375,10 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             raise KvplanError(f"--users {users:,} is not in 1 .. 100,000", "give e.g. --users 32")
         if not (math.isfinite(think_s) and 0 <= think_s <= 1e6):
             raise KvplanError(f"--think {think_s!r} is not a time in 0 .. 1,000,000 s", "give e.g. --think 0")
+        if think_s * math.ceil(n / users) > MAX_CLOCK_S:
+            raise KvplanError(f"--think {think_s:g} s between each user's {math.ceil(n / users):,} requests runs past "
+                              f"the {MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
+                              "give a shorter --think, more --users or fewer --requests")
         describe += f", a closed loop of {users:,} users (think {think_s:g} s)"
     if duration_s is not None:
         if not (math.isfinite(duration_s) and duration_s > 0):
@@ -358,7 +391,20 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
             prompts, outputs, arrivals = prompts[:keep], outputs[:keep], arrivals[:keep]
         describe += f", submitted before {duration_s:g} s"
     return Workload(prompts, outputs, arrivals, users if arrivals is None else None, think_s, duration_s, describe,
-                    sources, lengths)
+                    sources, lengths, cut)
+
+
+def _cut_note(prompts: int, outputs: int, n: int, max_len: int) -> Note | None:
+    """The note that says how many drawn lengths the engine's limit cut (None: none)."""
+    from kvplan.specs.values import Count, Tokens, derived, note
+
+    if not (prompts or outputs):
+        return None
+    why = derived("drawn lengths over the limit of prompt + output")
+    counts = {"p": Count(prompts, why), "o": Count(outputs, why), "n": Count(n), "limit": Tokens(max_len)}
+    which = " and ".join(part for k, part in ((prompts, "{p} prompts"), (outputs, "{o} outputs")) if k)
+    return note(f"The engine's limit cut the lengths drawn: {which} of the {{n}} requests were cut to fit its "
+                "{limit}-token limit of prompt + output.", **counts)
 
 
 def _lengths_text(prompt: LengthDist, output: LengthDist, prompt_max: int | None, output_max: int | None,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.calc.simulate import OVERLOAD, POLICY_SOURCE, VICTIM_SOURCE, Deployment, SimPlan, SweepPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
 from kvplan.specs.values import Count, Note, Number, Seconds, Value, default, given, note
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.inputs.workload import Workload
 
 KEY_METRICS = (
     ("peak KV per request, p50 (per GPU)", "peak_kv_bytes_per_request_p50"),
@@ -88,8 +93,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
             "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
     dp_head, dp_notes, assumptions = _replicas(s, plan.deployment)
     notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
-    if r.workload.sources:
-        notes.append("Workload sources: " + "; ".join(r.workload.sources) + ".")
+    notes += _workload_notes(r.workload)
     if m["preemptions"].value:
         notes.append(note("{n} preemptions: {swapped} swapped, {rate:.1%} of the generated tokens recomputed.",
                           n=m["preemptions"], swapped=m["swap_out_count"], rate=m["recompute_rate"])
@@ -182,8 +186,7 @@ def present_compare(runs: list[tuple[str, SimPlan]], settings: list, inputs: dic
     notes += dp_notes
     for label, p in runs:
         notes += [f"{label}: " + n for n in p.notes]
-    if base.workload.sources:
-        notes.append("Workload sources: " + "; ".join(base.workload.sources) + ".")
+    notes += _workload_notes(base.workload)
     brief = tuple((f"{label} TPOT p99", p.metrics["tpot_seconds_p99"]) for label, p in runs) + tuple(
         (f"{label} recompute rate", p.metrics["recompute_rate"]) for label, p in runs)
     return Result("simulate", s.headline(base.workload.lengths) + dp_head + f"; {len(runs)} settings compared",
@@ -238,10 +241,17 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
         "--requests", rate=b.rate, n=b.requests, arrivals=b.arrivals, decode=b.decode)]
     dp_head, dp_notes, assumptions = _replicas(s, sweep.deployment)
     notes += dp_notes
-    if work.sources:
-        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    notes += _workload_notes(work)
     # the headline is text (Result.headline), so its figures are put in here
     return Result("simulate", s.headline(work.lengths) + dp_head
                   + f"; rate sweep {first.number():g} .. {last.number():g} requests/s",
                   data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),),
                   tuple(warnings))
+
+
+def _workload_notes(work: Workload) -> list[str | Note]:
+    """What the workload adds to the notes: the lengths its limit cut, and where its figures come from."""
+    notes: list[str | Note] = [work.cut] if work.cut is not None else []
+    if work.sources:
+        notes.append("Workload sources: " + "; ".join(work.sources) + ".")
+    return notes
