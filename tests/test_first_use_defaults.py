@@ -1,0 +1,137 @@
+"""Issue 18, "A default the user never set must not refuse the plan" and "Messages and files": what a new user
+trips over with kvplan's defaults, each pinned by a test that failed before the fix.
+
+The model configs are minimal config.json files with the fields kvplan reads, copied from the Hugging Face repos
+they mirror (no network): microsoft/phi-4 (max_position_embeddings 16,384) and Qwen/Qwen1.5-7B (the model of vLLM's
+tests/v1/core/test_kv_cache_utils.py max-concurrency case).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# microsoft/phi-4 config.json (huggingface.co/microsoft/phi-4/blob/main/config.json): Phi3ForCausalLM, 40 layers,
+# 40 query heads, 10 KV heads of 5120 / 40 = 128, a 16,384-token context
+PHI4 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 5120, "intermediate_size": 17920,
+        "num_attention_heads": 40, "num_key_value_heads": 10, "num_hidden_layers": 40,
+        "max_position_embeddings": 16384, "vocab_size": 100352, "torch_dtype": "bfloat16"}
+# Qwen/Qwen1.5-7B config.json (huggingface.co/Qwen/Qwen1.5-7B/blob/main/config.json): Qwen2ForCausalLM, 32 layers,
+# 32 query and 32 KV heads of 4096 / 32 = 128, a 32,768-token context
+QWEN15_7B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 4096,
+             "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 32,
+             "max_position_embeddings": 32768, "vocab_size": 151936, "torch_dtype": "bfloat16",
+             "tie_word_embeddings": False}
+
+
+def model_dir(tmp_path, config: dict, name: str):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+# --- a default request fits the model's limit ------------------------------------------------------------------
+def test_size_of_phi4_fits_the_default_request_and_says_so(run_cli, tmp_path):
+    r = run_cli("size", "-m", model_dir(tmp_path, PHI4, "phi-4"), "-f", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    # keep the 1,000-token prompt, shorten the 30,000-token decode to 16,384 - 1,000 = 15,384
+    assert data["prompt_tokens"] == 1000
+    assert data["decode_tokens"] == 15384
+    assert "30,000" in data["headline"] and "16,384" in data["headline"]
+    # phi-4's KV per token: 2 (K and V) x 40 layers x 10 heads x 128 x 2 bytes (bf16) = 204,800 B; x 16,384 tokens
+    assert data["kv_bytes_per_token"] == 204800
+    assert data["peak_kv_bytes_per_request"] == 204800 * 16384
+
+
+def test_the_table_says_on_its_first_lines_that_the_decode_was_shortened(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    r = run_cli("size", "-m", model_dir(tmp_path, PHI4, "phi-4"))
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert "1,000 + 15,384 tokens" in first and "30,000" in first
+
+
+def test_a_request_the_user_gave_is_still_refused(run_cli, tmp_path):
+    phi4 = model_dir(tmp_path, PHI4, "phi-4")
+    for args in (("--decode", "30k"), ("--prompt", "20k"), ("--prompt", "1k", "--decode", "16k")):
+        r = run_cli("size", "-m", phi4, *args)
+        assert r.code == 2, (args, r.out)
+        assert "exceed" in r.err and "16,384" in r.err
+
+
+def test_a_given_decode_keeps_and_a_default_prompt_shortens(run_cli, tmp_path):
+    # --decode 16,000 given, the prompt not: the prompt shrinks to 16,384 - 16,000 = 384
+    r = run_cli("size", "-m", model_dir(tmp_path, PHI4, "phi-4"), "--decode", "16000", "-f", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert (data["prompt_tokens"], data["decode_tokens"]) == (384, 16000)
+
+
+def test_concurrency_of_qwen15_7b_at_max_model_len_16384_as_vllms_test(run_cli, tmp_path):
+    """vLLM's test_kv_cache_utils.py (test_get_max_concurrency_for_kv_cache_config): Qwen1.5-7B, max_model_len
+    16,384. Its KV per token is 2 x 32 layers x 32 heads x 128 x 2 bytes = 524,288 B, so an 8 GiB pool holds
+    8 x 2^30 / 524,288 = 16,384 tokens on the one GPU: one request of the fitted 1,000 + 15,384 tokens (vLLM's
+    1.0)."""
+    r = run_cli("concurrency", "--engine", "vllm", "--max-model-len", "16384", "--kv-pool", "8GiB", "--gpus", "1",
+                "-m", model_dir(tmp_path, QWEN15_7B, "Qwen1.5-7B"), "-f", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["decode_tokens"] == 16384 - 1000
+    assert data["max_concurrency"] == 1
+
+
+def test_python_scenario_follows_the_same_rule(tmp_path):
+    from kvplan import Scenario
+    from kvplan.errors import ScenarioError
+
+    phi4 = model_dir(tmp_path, PHI4, "phi-4")
+    s = Scenario(model=phi4, hardware="h100-sxm", tp=1)
+    assert (s.prompt_tokens, s.decode_tokens) == (1000, 15384)
+    assert "15,384" in s.headline() and "30,000" in s.headline()
+    with pytest.raises(ScenarioError, match="16,384"):
+        Scenario(model=phi4, hardware="h100-sxm", tp=1, decode="30k")
+    with pytest.raises(ScenarioError, match="16,384"):
+        Scenario(model=phi4, hardware="h100-sxm", tp=1, decode_tokens=30000)
+    # a copy keeps the default unset: a longer limit gives the whole default decode back
+    longer = s.with_(max_model_len=20000)
+    assert (longer.prompt_tokens, longer.decode_tokens) == (1000, 19000)
+    # a model with room for the default request is planned at it, said nowhere
+    r1 = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1)
+    assert (r1.prompt_tokens, r1.decode_tokens) == (1000, 30000) and "shortened" not in r1.headline()
+
+
+def test_a_limit_below_the_default_prompt_shortens_both(tmp_path):
+    from kvplan import Scenario
+
+    s = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, max_model_len=512)
+    # the 1,000-token prompt leaves no decode: half the limit each
+    assert (s.prompt_tokens, s.decode_tokens) == (256, 256)
+
+
+def test_an_engine_log_below_31k_plans_without_a_request(run_cli):
+    """vLLM 0.6 on an RTX 3090 with max_model_len 29,000 (tests/data/logs, its line 7): the default request fitted
+    into it, 1,000 + 28,000 tokens; a --decode the user gives is still checked against the log's limit."""
+    from pathlib import Path
+
+    log = str(Path(__file__).parent / "data" / "logs" / "vllm-v0.6-llama3.1-8b-rtx3090.log")
+    r = run_cli("explain-log", log, "-m", "llama-3.1-8b", "-f", "json")
+    assert r.code == 0, r.err
+    assert (r.json()["prompt_tokens"], r.json()["decode_tokens"]) == (1000, 29000 - 1000)
+    given = run_cli("explain-log", log, "-m", "llama-3.1-8b", "--decode", "30k")
+    assert given.code == 2 and "29,000" in given.err
+
+
+# --- the first line wraps at the output width ------------------------------------------------------------------
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_first_line_wraps_at_the_width(run_cli, monkeypatch, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    for args in (("size",), ("concurrency", "--engine", "vllm", "--kv-dtype", "fp8"), ("size", "--brief")):
+        r = run_cli(*args)
+        assert r.code == 0, r.err
+        lines = r.out.splitlines()
+        assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+        # the headline's words are all there, in order, over its first lines
+        assert " ".join(lines[:3]).startswith("deepseek-r1 on 8 x h200: TP=8")
