@@ -136,3 +136,10 @@ def test_the_first_line_wraps_at_the_width(run_cli, monkeypatch, width):
         assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
         # the headline's words are all there, in order, over its first lines
         assert " ".join(lines[:3]).startswith("deepseek-r1 on 8 x h200: TP=8")
+
+
+# --- messages and files ------------------------------------------------------------------------------------------
+def test_a_workload_that_is_a_device_is_refused_as_a_file(run_cli):
+    r = run_cli("simulate", "--workload", "/dev/zero", "--requests", "10")
+    assert r.code == 2
+    assert "unknown workload" not in r.err and "/dev/zero" in r.err and "character device" in r.err
