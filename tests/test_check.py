@@ -549,7 +549,8 @@ def test_workload_trace_is_read_relative_to_the_plan(run_cli, tmp_path):
     assert bad.code == 2 and "t.csv" in bad.err and "Traceback" not in bad.err
 
 
-def test_brief_lists_only_the_failures(run_cli):
+def test_brief_lists_only_the_failures(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")   # the first line on one line
     r = run_cli("check", str(FAILING), "--brief")
     assert r.code == 1
     lines = r.out.splitlines()

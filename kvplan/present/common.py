@@ -16,9 +16,8 @@ def _given(s: Scenario, name: str, default_: int) -> bool:
 
 
 def _default_length(s: Scenario, name: str, default_: int) -> str:
-    tokens = getattr(s, f"{name}_tokens")
-    return f"{default_:,} tokens" + (f", shortened to fit the limit of {s.context_limit:,}" if tokens != default_
-                                     else "")
+    fitted = not getattr(s, f"{name}_given") and getattr(s, f"{name}_tokens") != default_
+    return f"{default_:,} tokens" + (f", shortened to fit the limit of {s.context_limit:,}" if fitted else "")
 
 
 def scenario_data(s: Scenario) -> dict:
