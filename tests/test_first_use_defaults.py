@@ -143,3 +143,36 @@ def test_a_workload_that_is_a_device_is_refused_as_a_file(run_cli):
     r = run_cli("simulate", "--workload", "/dev/zero", "--requests", "10")
     assert r.code == 2
     assert "unknown workload" not in r.err and "/dev/zero" in r.err and "character device" in r.err
+
+
+def _fix_flags(err: str) -> list[str]:
+    """The flags and values of an error's fix hint, up to its first ", or" (what a user pastes)."""
+    import re
+
+    hint = err.split("(fix: ", 1)[1].split(", or", 1)[0]
+    return [part for flag, value in re.findall(r"(--[a-z-]+) ([0-9]+)", hint) for part in (flag, value)]
+
+
+@pytest.mark.parametrize("args", [
+    ("-m", "qwq-32b", "-g", "h100-sxm", "--gpus", "2"),             # the issue's case: TP 2 on 2 GPUs, one instance
+    ("-m", "qwq-32b", "-g", "h100-sxm", "--tp", "8"),               # one node, one TP-8 instance
+    ("-m", "qwq-32b", "-g", "h100-sxm", "--tp", "4", "--dp", "1"),  # a DP the user pinned at 1
+])
+def test_every_pd_fix_hint_changes_the_outcome_when_pasted(run_cli, args):
+    r = run_cli("pd", *args)
+    assert r.code == 2 and "disaggregation needs two" in r.err
+    flags = _fix_flags(r.err)
+    assert flags, r.err
+    pasted = run_cli("pd", *args, *flags)
+    assert pasted.code == 0, (flags, pasted.err)
+
+
+def test_a_check_plan_with_two_gpus_names_the_key_that_fixes_it(run_cli, tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[deployment]\nmodel = "qwq-32b"\nhardware = "h100-sxm"\ngpus = 2\n[[assert]]\n'
+                    'metric = "pd_disaggregation_pays"\n')
+    r = run_cli("check", str(plan))
+    assert r.code == 2 and "deployment.nodes 1" not in r.err
+    assert "deployment.tp 2 deployment.gpus 4" in r.err, r.err   # two TP-2 instances
+    plan.write_text(plan.read_text().replace("gpus = 2", "gpus = 4\ntp = 2"))
+    assert run_cli("check", str(plan)).code in (0, 1)   # evaluated: the verdict, pass or fail
