@@ -176,3 +176,17 @@ def test_a_check_plan_with_two_gpus_names_the_key_that_fixes_it(run_cli, tmp_pat
     assert "deployment.tp 2 deployment.gpus 4" in r.err, r.err   # two TP-2 instances
     plan.write_text(plan.read_text().replace("gpus = 2", "gpus = 4\ntp = 2"))
     assert run_cli("check", str(plan)).code in (0, 1)   # evaluated: the verdict, pass or fail
+
+
+def test_a_batch_that_no_longer_fits_is_a_failed_assertion(run_cli, tmp_path):
+    """A TPOT assertion at batch 1,000 on DeepSeek-R1 / 8 x H200 at FP8: the pool holds far fewer 31K-token
+    requests (tests/test_check.py's case), so the plan fails its assertion (exit 1), it is not an invalid plan."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[deployment]\nmodel = "deepseek-r1"\nhardware = "h200"\nkv_dtype = "fp8"\nengine = "vllm"\n'
+                    '[[assert]]\nmetric = "tpot_seconds"\nat_most = "40ms"\nbatch = 1000\n')
+    r = run_cli("check", str(plan), "-f", "json")
+    assert r.code == 1, r.err
+    result = r.json()["plans"][0]["assertions"][0]
+    assert result["passed"] is False and result["measured"] is None
+    # the pool holds 48 such requests (the same deployment's max_concurrency in tests/test_check.py's failing plan)
+    assert "assert[1].batch 1000 does not fit: one replica's KV pool holds 48 requests" in result["detail"]
