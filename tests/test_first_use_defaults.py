@@ -190,3 +190,29 @@ def test_a_batch_that_no_longer_fits_is_a_failed_assertion(run_cli, tmp_path):
     assert result["passed"] is False and result["measured"] is None
     # the pool holds 48 such requests (the same deployment's max_concurrency in tests/test_check.py's failing plan)
     assert "assert[1].batch 1000 does not fit: one replica's KV pool holds 48 requests" in result["detail"]
+
+
+BASELINE_PLAN = ('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ngpus = 1\n'
+                 '[[assert]]\nname = "concurrency"\nmetric = "max_concurrency"\nwithin_baseline = "5%"\n')
+
+
+def test_a_baseline_that_is_a_symlink_loop_is_reported_as_one(run_cli, tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(BASELINE_PLAN)
+    (tmp_path / "plan.baseline.json").symlink_to(tmp_path / "other.json")
+    (tmp_path / "other.json").symlink_to(tmp_path / "plan.baseline.json")
+    r = run_cli("check", str(plan))
+    assert r.code == 2
+    assert "no baseline" not in r.err and "symlink loop" in r.err, r.err
+    assert "remove the link" in r.err   # --update-baseline alone would be refused (the next test)
+
+
+def test_update_baseline_does_not_write_through_a_symlink(run_cli, tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(BASELINE_PLAN)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "plan.baseline.json").symlink_to(victim)
+    r = run_cli("check", str(plan), "--update-baseline")
+    assert r.code == 2 and "symbolic link" in r.err, r.err
+    assert victim.read_text() == "keep me\n"
