@@ -216,3 +216,32 @@ def test_update_baseline_does_not_write_through_a_symlink(run_cli, tmp_path):
     r = run_cli("check", str(plan), "--update-baseline")
     assert r.code == 2 and "symbolic link" in r.err, r.err
     assert victim.read_text() == "keep me\n"
+
+
+def test_an_unreachable_hub_fails_fast_and_says_how_to_go_offline(run_cli, monkeypatch):
+    """--model org/name, not cached, HF_HUB_OFFLINE unset, the Hub unreachable (simulated: the library's HTTP
+    session cannot connect; nothing touches the network): one quick connection attempt, then a one-line error that
+    names HF_HUB_OFFLINE. The library's own download (which retries for ~24 s) is never called."""
+    import time
+
+    hub = pytest.importorskip("huggingface_hub")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", False)
+    attempts = []
+
+    class Unreachable:
+        def head(self, url, timeout=None, **kwargs):
+            attempts.append(timeout)
+            raise OSError("[Errno 101] Network is unreachable")
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the library's download (and its retries) ran against an unreachable Hub")
+
+    monkeypatch.setattr(hub, "get_session", lambda: Unreachable())
+    monkeypatch.setattr(hub, "hf_hub_download", no_download)
+    monkeypatch.setattr(hub, "get_safetensors_metadata", no_download)
+    start = time.monotonic()
+    r = run_cli("size", "-m", "some-org/some-model")
+    assert time.monotonic() - start < 5
+    assert r.code == 2 and "cannot be reached" in r.err and "HF_HUB_OFFLINE=1" in r.err, r.err
+    assert len(attempts) == 1 and attempts[0] is not None and attempts[0] <= 5   # one short attempt
