@@ -245,3 +245,18 @@ def test_an_unreachable_hub_fails_fast_and_says_how_to_go_offline(run_cli, monke
     assert time.monotonic() - start < 5
     assert r.code == 2 and "cannot be reached" in r.err and "HF_HUB_OFFLINE=1" in r.err, r.err
     assert len(attempts) == 1 and attempts[0] is not None and attempts[0] <= 5   # one short attempt
+
+
+@pytest.mark.parametrize("command", [("explain-log",), ("concurrency", "--from-log")])
+def test_an_absurd_sglang_log_is_blamed_not_kv_pool(run_cli, tmp_path, command):
+    """tests/data/logs' SGLang Qwen3-235B log with its K and V sizes made 8,230 GB each: 16,460 GiB per GPU, over
+    an H200's 140.4 GiB. The user gave no --kv-pool: the message names the log's figure."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "data" / "logs" / "sglang-qwen3-235b-a22b-fp8-4xh100.log").read_text()
+    assert "K size: 8.23 GB, V size: 8.23 GB" in text
+    log = tmp_path / "absurd.log"
+    log.write_text(text.replace("K size: 8.23 GB, V size: 8.23 GB", "K size: 8230 GB, V size: 8230 GB"))
+    r = run_cli(*command, str(log))
+    assert r.code == 2
+    assert "--kv-pool" not in r.err and "16,460.00 GiB" in r.err and "the start-up log" in r.err, r.err
