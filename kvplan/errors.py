@@ -81,6 +81,11 @@ class InputError(KvplanError):
     the same whether the value came from the command line, a plan file, a start-up log or Python."""
 
 
+class DoesNotFit(KvplanError):
+    """A batch or request the deployment's KV pool cannot hold (``kvplan.calc.tpot``): on the command line a bad
+    --batch, exit 2; in a plan (``kvplan check``) a fact about the deployment, reported as a failed assertion."""
+
+
 class ScenarioError(KvplanError):
     """A deployment or request the scenario's rules refuse (``kvplan.scenario``: the shape, the engine's rules,
     the request's length). ``Scenario(...)`` raises this or ``InputError``, never a plain ``KvplanError``."""

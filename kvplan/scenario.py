@@ -10,7 +10,9 @@ from Python or from the CLI (which builds exactly this):
 * the KV dtype: ``auto`` (the default, with or without ``--model``) is the engines' own default, the model's
   activation dtype, bf16 for every built-in preset; the first line of every output names it;
 * the request: prompt + decode (+ speculative slots) within ``--max-model-len`` and the model's maximum
-  context (``max_position_embeddings``); a longer request is refused, as the engines refuse it.
+  context (``max_position_embeddings``). A longer request the user gave is refused, as the engines refuse it; the
+  default request (1K + 30K, for a prompt or decode not given) is fitted into the limit instead (``_fit_request``:
+  the decode shortened, the prompt kept), and the first line says so.
 
 Derived attributes (``parallelism``, ``kv_dtype``, ``engine_adapter``, ``sized_model``, ...) are set once in
 ``__post_init__``; the object is frozen.
@@ -68,8 +70,9 @@ class Scenario:
     weight_dtype: str | None = None
     # --weights SIZE: the model's total weight bytes (all GPUs), split like the checkpoint's
     weights_bytes: int | None = None
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
-    decode_tokens: int = DEFAULT_DECODE_TOKENS
+    # None: not given, the default request (DEFAULT_PROMPT_TOKENS + DEFAULT_DECODE_TOKENS) fitted into the limit
+    prompt_tokens: int = cast(int, None)
+    decode_tokens: int = cast(int, None)
     # memory and batch settings (each engine honours its own; see kvplan.engines.base.SETTING_FLAGS)
     gpu_memory_utilization: float | None = None
     mem_fraction_static: float | None = None
@@ -111,6 +114,10 @@ class Scenario:
     kv_dtype_auto: bool = field(init=False)
     engine_adapter: Engine = field(init=False)
     sized_model: ModelSpec = field(init=False)
+    prompt_given: bool = field(init=False)
+    decode_given: bool = field(init=False)
+    # the default request fitted into the limit: what was shortened, for the first line (None: nothing was)
+    request_fitted: str | None = field(init=False)
 
     def __post_init__(self, prompt: str | int | None, decode: str | int | None, weights: str | int | None,
                       kv_pool: str | int | None, activation_reserve: str | int | None,
@@ -128,6 +135,11 @@ class Scenario:
                 raise InputError(f"{option} and {name} both given", f"give one of them ({option}: the option's name)")
         for name, value in resolve({k: getattr(self, k) for k in _INPUTS}, given, presets_dir).items():
             object.__setattr__(self, name, value)
+        for name, default_ in (("prompt", DEFAULT_PROMPT_TOKENS), ("decode", DEFAULT_DECODE_TOKENS)):
+            object.__setattr__(self, f"{name}_given", getattr(self, f"{name}_tokens") is not None)
+            if getattr(self, f"{name}_tokens") is None:
+                object.__setattr__(self, f"{name}_tokens", default_)
+        object.__setattr__(self, "request_fitted", None)
         try:
             self._validate()
         except (InputError, ScenarioError):
@@ -167,6 +179,9 @@ class Scenario:
                                "give --host-link-gbs like 50")
         if self.prompt_tokens + self.decode_tokens == 0:
             raise ScenarioError("--prompt and --decode are both 0", "give the request at least one token")
+        limit = self.context_limit
+        if limit is not None and self.context_tokens + self.spec_tokens > limit:
+            self._fit_request(limit)
         if self.shared_prefix_tokens > self.prompt_tokens:
             raise ScenarioError(f"--shared-prefix {self.shared_prefix_tokens:,} is longer than the "
                                f"{self.prompt_tokens:,}-token prompt", "give a shared prefix no longer than --prompt")
@@ -174,17 +189,6 @@ class Scenario:
             raise ScenarioError(f"--kv-pool {self.kv_pool_bytes / 2**30:,.2f} GiB is more than the {hw.id}'s "
                                f"{hw.hbm_capacity_gib.value:g} GiB of HBM",
                                "give the pool of one GPU, e.g. from vLLM's 'Available KV cache memory' line")
-        limit = self.context_limit
-        if limit is not None and self.context_tokens + self.spec_tokens > limit:
-            where = ("--max-model-len" if self.max_model_len is not None
-                     else f"{model.id}'s maximum context (max_position_embeddings)")
-            raise ScenarioError(
-                f"the request's {self.context_tokens + self.spec_tokens:,} tokens (prompt + decode"
-                + (" + speculative slots" if self.spec_tokens else "") + f") exceed {where} of {limit:,}; "
-                "the engine would reject it",
-                "shorten --prompt/--decode" + ("" if self.max_model_len is not None else
-                                                ", or raise the limit with --max-model-len (rope scaling)"))
-
         # --- deployment shape ----------------------------------------------------------------------------------
         per_node = hw.node.gpus_per_node
         available = self.nodes * per_node
@@ -237,6 +241,34 @@ class Scenario:
         set_("parallelism", par)
         set_("planned_gpus", par.gpus)
         set_("dp_filled", self.dp is None and dp > 1)
+
+    def _fit_request(self, limit: int) -> None:
+        """Fit a request longer than ``limit`` into it by shortening what the user did not give: the default decode
+        (the prompt kept; when the default prompt alone leaves no decode, half the room each), else the default
+        prompt. A request the user gave is refused, as the engine refuses it."""
+        where = ("--max-model-len" if self.max_model_len is not None
+                 else f"{self.model.id}'s maximum context (max_position_embeddings)")
+        room = limit - self.spec_tokens
+        prompt, decode = self.prompt_tokens, self.decode_tokens
+        if not self.decode_given:
+            if not self.prompt_given and room - prompt < 1:
+                prompt = room // 2
+            decode = room - prompt
+        elif not self.prompt_given:
+            prompt = room - decode
+        if prompt < 0 or decode < (0 if self.decode_given else 1) or (self.prompt_given and self.decode_given):
+            raise ScenarioError(
+                f"the request's {self.context_tokens + self.spec_tokens:,} tokens (prompt + decode"
+                + (" + speculative slots" if self.spec_tokens else "") + f") exceed {where} of {limit:,}; "
+                "the engine would reject it",
+                "shorten --prompt/--decode" + ("" if self.max_model_len is not None else
+                                                ", or raise the limit with --max-model-len (rope scaling)"))
+        cut = [f"the default {name} of {old:,}" for name, old, new in
+               (("prompt", self.prompt_tokens, prompt), ("decode", self.decode_tokens, decode)) if new != old]
+        short = "--max-model-len" if self.max_model_len is not None else f"{self.model.id}'s maximum context"
+        object.__setattr__(self, "prompt_tokens", prompt)
+        object.__setattr__(self, "decode_tokens", decode)
+        object.__setattr__(self, "request_fitted", f"{' and '.join(cut)} shortened to fit {short} of {limit:,}")
 
     # ---------------------------------------------------------------------------------------------------------
     def _check_settings(self, adapter: Engine) -> None:
@@ -310,13 +342,16 @@ class Scenario:
         """The first line of every output: model, GPUs and their split, KV dtype, engine, and the request's
         lengths (``lengths`` replaces them for a command whose requests are a workload, e.g. simulate's)."""
         return (f"{self.model.id} on {self.shape_text()}; {self.dtype_text()}; {self.engine} engine; "
-                + (lengths or f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens"))
+                + (lengths or f"{self.prompt_tokens:,} + {self.decode_tokens:,} tokens")
+                + (f" ({self.request_fitted})" if self.request_fitted else ""))
 
     def with_(self, **changes) -> Scenario:
-        """A copy with some inputs changed (field or option names, typed or user values), validated again."""
+        """A copy with some inputs changed (field or option names, typed or user values), validated again. A prompt or
+        decode not given stays not given (the default, fitted again into the copy's limit)."""
         from dataclasses import replace
 
-        return replace(self, **{OPTION_FIELDS.get(k, k): v for k, v in changes.items()})
+        unset = {f"{name}_tokens": None for name in ("prompt", "decode") if not getattr(self, f"{name}_given")}
+        return replace(self, **{**unset, **{OPTION_FIELDS.get(k, k): v for k, v in changes.items()}})
 
 
 _INPUTS = tuple(f.name for f in fields(Scenario) if f.init)

@@ -68,7 +68,8 @@ def test_the_cli_refuses_an_unknown_release_in_one_line(run_cli):
     assert r.code == 2 and "no releases" in r.err
 
 
-def test_the_pinned_engine_is_named_in_the_output(run_cli):
+def test_the_pinned_engine_is_named_in_the_output(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")   # the first line on one line
     d = concurrency(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "vllm==0.19")
     assert d["engine"] == "vllm==0.19"
     assert d["engine_release"] == "vLLM 0.19 rules (read from the v0.19.0 wheel)"

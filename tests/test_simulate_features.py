@@ -52,7 +52,7 @@ def test_compare_columns_equal_the_single_runs(run_cli):
 
 
 def test_compare_table_has_a_column_per_setting(run_cli, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setenv("COLUMNS", "400")   # the first line on one line
     r = run_cli("simulate", *TINY, "--compare", "swap")
     assert r.code == 0, r.err
     header = next(line for line in r.out.splitlines() if "figure" in line)

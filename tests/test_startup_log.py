@@ -296,7 +296,9 @@ def test_unknown_model_asks_for_model(run_cli):
 
 
 def test_request_longer_than_the_logged_max_model_len(run_cli):
-    r = run_cli("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b")
+    # a request the user gave (the default one is fitted into the limit: tests/test_first_use_defaults.py)
+    r = run_cli("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b",
+                "--prompt", "1k", "--decode", "30k")
     assert r.code == 2 and "max_model_len of 29,000" in r.err
 
 

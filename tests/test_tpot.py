@@ -246,7 +246,8 @@ def test_acceptance_cannot_exceed_the_verified_tokens(run_cli):
     assert ok.code == 0, ok.err
 
 
-def test_brief_shows_the_effective_speculative_tpot(run_cli):
+def test_brief_shows_the_effective_speculative_tpot(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")   # the first line on one line
     # with a flat acceptance a, the effective TPOT is the verify step (draft + verify of K tokens, the same for
     # every a) divided by a: so a = 2.4 and a = 4 differ by exactly 4 / 2.4 in the brief's first figure
     def effective(a: str) -> float:

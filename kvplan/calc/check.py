@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFit, KvplanError
 from kvplan.inputs.plan_file import AssertSpec
 from kvplan.scenario import Scenario
 from kvplan.specs.values import (
@@ -315,7 +315,11 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         return _compare(a, z.peak_kv_bytes_per_request_per_gpu, bound,
                         note("peak KV of one request at {ctx} tokens on the most loaded GPU", ctx=context))
     if a.metric == "tpot_seconds":
-        t = lazy.tpot(a.batch, a.shape)
+        try:
+            t = lazy.tpot(a.batch, a.shape)
+        except DoesNotFit as err:   # the deployment no longer holds the batch: the assertion fails
+            why = _own_keys(err.message, a) or err.message
+            return _compare(a, Seconds(None, derived("no TPOT: the batch does not fit", why)), bound, why)
         return _compare(a, t.end.tpot, bound,
                         note("TPOT at the end of the {decode}-token decode, batch "
                              f"{t.batch.number()} ({t.options.shape})", decode=Tokens(s.decode_tokens)))

@@ -117,7 +117,20 @@ def _diff(kind: type[Value], kvplan_value: float, logged_value: float, formula: 
 
 
 def logged_pool(scenario: Scenario, log: StartupLog) -> tuple[Bytes, str]:
-    """(pool per GPU, what it was read from) for the log of ``scenario``'s deployment."""
+    """(pool per GPU, what it was read from) for the log of ``scenario``'s deployment. A pool over the GPU's HBM is
+    the log's figure that is wrong (edited, cut, or of another deployment), said so: not the --kv-pool the user
+    never gave, as the scenario's own check of the pool would say."""
+    pool, what = _logged_pool(scenario, log)
+    hw = scenario.hardware
+    if pool.number() > hw.hbm_bytes:
+        raise KvplanError(f"the start-up log's KV pool ({what}) is {pool.number() / 2**30:,.2f} GiB per GPU, more than "
+                          f"the {hw.id}'s {hw.hbm_capacity_gib.value:g} GiB of HBM: the log's figure cannot be right "
+                          "for this deployment", "check the log is whole and of this deployment (its GPU: --hardware; "
+                          "its --tp)")
+    return pool, what
+
+
+def _logged_pool(scenario: Scenario, log: StartupLog) -> tuple[Bytes, str]:
     s, path = scenario, log.path
     model, par, dtype = s.sized_model, s.parallelism, s.kv_dtype
     if log.engine == "vllm":

@@ -230,6 +230,20 @@ class _Model:
         return best
 
 
+def _two_instances(s: Scenario, g: int) -> str:
+    """The options that give the deployment two instances of ``g`` GPUs, each a change from what it has (so the
+    hint changes the outcome when pasted): --dp 2 over a --dp the user pinned, --gpus over a --gpus given, and the
+    --nodes that hold them; a default TP is pinned (it would grow with the GPUs)."""
+    need, per_node = 2 * g, s.hardware.node.gpus_per_node
+    flags = [f"--tp {s.parallelism.tp}"] if s.tp_defaulted else []
+    flags += ["--dp 2"] if s.dp is not None else []
+    if s.gpus is not None and s.gpus < need:
+        flags.append(f"--gpus {need}")
+    if need > s.nodes * per_node:
+        flags.append(f"--nodes {-(-need // per_node)}")
+    return " ".join(flags)
+
+
 def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     """Prefill/decode disaggregation against colocated serving for ``scenario`` (module docstring): goodput, TPOT
     and TTFT of each, the best prefill:decode split, and the KV transfer between them."""
@@ -240,7 +254,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     instances = par.dp
     if instances < 2:
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of TP x PP = {g}: disaggregation needs two",
-                          f"plan more GPUs (--nodes {-(-2 * g // hw.node.gpus_per_node)}) or a smaller --tp")
+                          f"plan two instances ({_two_instances(s, g)}), or a smaller --tp")
     if o.prefill_gpus is not None:
         if o.prefill_gpus % g or not 0 < o.prefill_gpus < instances * g:
             raise KvplanError(f"--prefill-gpus {o.prefill_gpus} is not a whole number of {g}-GPU instances below "

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFit, KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given
 
@@ -178,10 +178,10 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
                                    f"{fit} at {s.context_tokens:,} tokens"))
     notes = list(step.notes)
     if fit < 1:
-        raise KvplanError(f"one request of {s.context_tokens:,} tokens does not fit in one replica's KV pool",
+        raise DoesNotFit(f"one request of {s.context_tokens:,} tokens does not fit in one replica's KV pool",
                           "shorten --prompt/--decode, use a smaller --kv-dtype, or more GPUs per replica (--tp)")
     if b > fit:
-        raise KvplanError(f"--batch {b} does not fit: one replica's KV pool holds {fit} requests of "
+        raise DoesNotFit(f"--batch {b} does not fit: one replica's KV pool holds {fit} requests of "
                           f"{s.context_tokens:,} tokens", f"give --batch {fit} or less, or a shorter request")
 
     start = _phase(step, b, _batch_contexts(o.shape, p, d, 0), o.shape)

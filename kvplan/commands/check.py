@@ -100,6 +100,9 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
                                            else a for a in spec.assertions), str(path), workload=spec.workload)
         values = {r.name: r.measured.raw() for r in first.assertions if isinstance(r.measured.raw(), (int, float))}
         document = {"plan": path.name, "written_by": "kvplan check --update-baseline", "values": values}
+        if target.is_symlink():   # writing through it would overwrite whatever it points at
+            raise KvplanError(f"the baseline {target} is a symbolic link; kvplan check --update-baseline does not "
+                              "write through a link", f"remove the link ({target}) and run --update-baseline again")
         try:
             target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         except OSError as err:

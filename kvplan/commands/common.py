@@ -47,9 +47,11 @@ WeightsOpt = Annotated[str | None, typer.Option(
                                       "checkpoint's; split over TP/PP/EP like the checkpoint.")]
 EngineOpt = Annotated[str, typer.Option("--engine", metavar="NAME",
                                         help="Accounting: neutral (default), vllm or sglang.")]
-PromptOpt = Annotated[str, typer.Option("--prompt", metavar="TOKENS", help="Prompt tokens (1k = 1,000; 128Ki = "
+PromptOpt = Annotated[str | None, typer.Option("--prompt", metavar="TOKENS", help="Prompt tokens (1k = 1,000; 128Ki = "
                                         "131,072). Default 1k.")]
-DecodeOpt = Annotated[str, typer.Option("--decode", metavar="TOKENS", help="Decode (generated) tokens. Default 30k.")]
+DecodeOpt = Annotated[str | None, typer.Option(
+    "--decode", metavar="TOKENS", help="Decode (generated) tokens. Default 30k, shortened to fit the model's limit or "
+                                       "--max-model-len (the first line says so).")]
 MtpLayersOpt = Annotated[str | None, typer.Option(
     "--mtp-layers", metavar="N", help="MTP draft layers counted in the same pool (DeepSeek-R1 ships 1; default 0).")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(

@@ -11,6 +11,10 @@ a file not cached is downloaded with ``hf_hub_download`` (the library's own toke
 ``HF_HUB_OFFLINE`` is set. Shards are never downloaded: an uncached shard's header is read remotely with
 ``get_safetensors_metadata`` (HTTP range requests of the header only); offline, the index's
 ``metadata.total_size`` stands in (exact total, expert share estimated from the parameter counts).
+
+Before the first request to the Hub, one connection attempt of ``REACH_TIMEOUT`` seconds (through the library's own
+HTTP session, so its proxy settings hold): an unreachable Hub fails then, in seconds, with a message saying how to
+read only the cache (``HF_HUB_OFFLINE=1``), instead of the library's retries (~24 s).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any, Literal, overload
 from kvplan.errors import KvplanError, shorten
 
 CONFIG_NAME = "config.json"
+# seconds the one reachability check of the Hub waits
+REACH_TIMEOUT = 3.0
 INSTALL_HINT = 'pip install "kvplan[hub]"'
 # Hub repo ids: owner/name of letters, digits, '-', '_', '.' (no '--' or '..'), at most 96 characters
 # (huggingface_hub validate_repo_id); a revision after '@' is a branch, tag or commit.
@@ -47,6 +53,7 @@ def _hub(ref: str, hint: str) -> Any:
             constants,
             errors,
             get_safetensors_metadata,
+            get_session,
             hf_hub_download,
             try_to_load_from_cache,
         )
@@ -59,7 +66,8 @@ def _hub(ref: str, hint: str) -> Any:
     # error says what failed and how to fix it, so only the library's errors are let through
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     return SimpleNamespace(constants=constants, errors=errors, get_safetensors_metadata=get_safetensors_metadata,
-                           hf_hub_download=hf_hub_download, try_to_load_from_cache=try_to_load_from_cache)
+                           get_session=get_session, hf_hub_download=hf_hub_download,
+                           try_to_load_from_cache=try_to_load_from_cache)
 
 
 class _Remote:
@@ -69,6 +77,23 @@ class _Remote:
         self.hub, self.repo_id, self.revision, self.hint = hub, repo_id, revision, hint
         self.offline = bool(hub.constants.HF_HUB_OFFLINE)
         self.label = repo_id + (f"@{revision}" if revision else "")
+        self.reached = False
+
+    def _reach(self, what: str) -> None:
+        """One short connection attempt to the Hub's endpoint before the first request; unreachable: a one-line
+        error now, not after the library's retries."""
+        if self.reached:
+            return
+        endpoint = self.hub.constants.ENDPOINT
+        try:
+            self.hub.get_session().head(endpoint, timeout=REACH_TIMEOUT)
+        except Exception as err:  # noqa: BLE001  (a connection error, a timeout: the library's HTTP client's own)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise KvplanError(f"{self.label}: {what} is not in the Hugging Face cache and the Hub ({endpoint}) "
+                              f"cannot be reached within {REACH_TIMEOUT:g} s: {shorten(first)}",
+                              f"connect (or set HF_ENDPOINT), set HF_HUB_OFFLINE=1 to read only the local cache, or "
+                              f"give the model folder's path{self.hint}") from None
+        self.reached = True
 
     def _lookup(self, filename: str):
         """The cache's answer: a path, the library's "known absent" marker (``.no_exist``: the Hub answered 404
@@ -103,6 +128,7 @@ class _Remote:
                               f"({self.hub.constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set",
                               f"download it once online (hf download {self.repo_id} {filename}), unset "
                               f"HF_HUB_OFFLINE, or give the model folder's path{self.hint}")
+        self._reach(filename)
         errors = self.hub.errors
         try:
             return Path(self.hub.hf_hub_download(self.repo_id, filename, revision=self.revision))
@@ -123,6 +149,7 @@ class _Remote:
         known_absent = [n for n in names if (f := self._lookup(n)) is not None and not isinstance(f, str)]
         if names and len(known_absent) == len(names):   # the cache says the Hub has none of them: no request
             return []
+        self._reach("the safetensors headers")
         errors = self.hub.errors
         try:
             meta = self.hub.get_safetensors_metadata(self.repo_id, revision=self.revision)

@@ -35,15 +35,18 @@ SEED_MODEL = "deepseek-r1"
 SEED_HARDWARE = "h200"
 DEFAULT_PROMPT_TOKENS = 1000
 DEFAULT_DECODE_TOKENS = 30000
+# the default request as the command line writes it (not given, --prompt and --decode plan it, fitted into the limit)
+DEFAULT_REQUEST_TEXT = {"prompt": "1k", "decode": "30k"}
 MAX_MTP_LAYERS = 64
 MAX_SPEC_TOKENS = 1024
 
 # The scenario options as the command line and plan files spell them, with their defaults as text (None: not
-# given), in --help order. An option at its default was not given (a start-up log fills it).
+# given), in --help order. An option at its default was not given (a start-up log fills it). --prompt and --decode
+# have none here: not given, the scenario plans its default request (1K + 30K) fitted into the model's limit.
 SCENARIO_DEFAULTS: dict[str, str | None] = {
     "model": None, "hardware": SEED_HARDWARE, "nodes": "1", "gpus": None, "tp": None, "pp": "1", "dp": None,
-    "ep": None, "kv_dtype": "auto", "weight_dtype": None, "weights": None, "engine": "neutral", "prompt": "1k",
-    "decode": "30k", "mtp_layers": None, "max_model_len": None, "block_size": None, "host_link_gbs": None,
+    "ep": None, "kv_dtype": "auto", "weight_dtype": None, "weights": None, "engine": "neutral", "prompt": None,
+    "decode": None, "mtp_layers": None, "max_model_len": None, "block_size": None, "host_link_gbs": None,
 }
 # the memory and pool options (each command takes some; None when not given)
 MEMORY_OPTIONS = ("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",

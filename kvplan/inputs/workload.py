@@ -167,7 +167,9 @@ def load_workload(ref: str) -> WorkloadPreset:
     ids = workload_ids()
     path = workloads_dir() / f"{ref.strip().lower()}.toml"
     if ref.strip().lower() not in ids:
-        if not ref.endswith(".toml"):
+        # not a preset: a path that exists (or a dangling link) is read as a file, whose reader says what is wrong
+        # with it (a device, a folder, a link loop), rather than "unknown workload"
+        if not ref.endswith(".toml") and not (Path(ref).exists() or Path(ref).is_symlink()):
             raise KvplanError(f"unknown workload {ref!r}", "choose " + ", ".join(ids) + " or give a workload .toml")
         path = Path(ref)
     data = read_toml(path, "workload file", "give a workload preset .toml",

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.inputs.options import extra_dirs
-from kvplan.inputs.request import MEMORY_OPTIONS, OPTION_FIELDS, POOL_OPTIONS, SCENARIO_DEFAULTS, resolve
+from kvplan.inputs.request import (
+    DEFAULT_REQUEST_TEXT,
+    MEMORY_OPTIONS,
+    OPTION_FIELDS,
+    POOL_OPTIONS,
+    SCENARIO_DEFAULTS,
+    resolve,
+)
 from kvplan.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -70,11 +77,13 @@ def scenario_from_log(log: StartupLog, options: dict[str, Any], **extra: Any) ->
         return oldest, newest, engines.get(engine).release
 
     args, notes, warnings = merge(log, {**SCENARIO_DEFAULTS, **options}, per_node, found["model"], hbm_of, releases)
-    if args.get("max_model_len") is not None:
+    if args.get("max_model_len") is not None and options.get("max_model_len") is None and (
+            args.get("prompt") is not None and args.get("decode") is not None):
+        # the request the user gave, against the log's limit (a request not given is fitted into it by the scenario)
         limit = parse_tokens(args["max_model_len"], "--max-model-len")
         context = parse_tokens(args["prompt"], "--prompt", allow_zero=True) + parse_tokens(
             args["decode"], "--decode", allow_zero=True)
-        if context > limit and options.get("max_model_len") is None:
+        if context > limit:
             raise InputError(f"the request's {context:,} tokens (--prompt + --decode) exceed the log's max_model_len "
                              f"of {limit:,}; the engine would reject it", f"give --prompt and --decode that fit in "
                                                                           f"{limit:,} tokens")
@@ -127,8 +136,9 @@ def deployment_scenario(spec: PlanFile, presets_dir: str | Path | None = None):
         set_in = dict(spec.deployment_sources)
         # the keys the message names, those the plan (or a plan it extends) sets away from the default first: the
         # line to point at
+        defaults = {**DEPLOYMENT_DEFAULTS, **DEFAULT_REQUEST_TEXT}
         named = sorted(keys_named(err.message), key=lambda k: (k not in set_in,
-                                                               spec.deployment.get(k) == DEPLOYMENT_DEFAULTS.get(k)))
+                                                               spec.deployment.get(k) == defaults.get(k)))
         rename = plan_keys
         where = locate(set_in.get(named[0], spec.path) if named else spec.path, "deployment",
                        named[0] if named else None)

@@ -10,6 +10,16 @@ def _input(value, flag: str, was_given: bool, why: str):
     return given(flag) if was_given else default(why)
 
 
+def _given(s: Scenario, name: str, default_: int) -> bool:
+    """Whether the prompt or decode is the user's (one given at the default's value reads as the default)."""
+    return getattr(s, f"{name}_given") and getattr(s, f"{name}_tokens") != default_
+
+
+def _default_length(s: Scenario, name: str, default_: int) -> str:
+    fitted = not getattr(s, f"{name}_given") and getattr(s, f"{name}_tokens") != default_
+    return f"{default_:,} tokens" + (f", shortened to fit the limit of {s.context_limit:,}" if fitted else "")
+
+
 def scenario_data(s: Scenario) -> dict:
     """The deployment and request as JSON data: each number an input or a default, never unexplained."""
     par = s.parallelism
@@ -30,10 +40,10 @@ def scenario_data(s: Scenario) -> dict:
             "dp_filled": s.dp_filled,
         },
         "nodes": Count(s.nodes, _input(s.nodes, "--nodes", s.nodes != 1, "1")),
-        "prompt_tokens": Tokens(s.prompt_tokens, _input(None, "--prompt", s.prompt_tokens != DEFAULT_PROMPT_TOKENS,
-                                                        f"{DEFAULT_PROMPT_TOKENS:,} tokens")),
-        "decode_tokens": Tokens(s.decode_tokens, _input(None, "--decode", s.decode_tokens != DEFAULT_DECODE_TOKENS,
-                                                        f"{DEFAULT_DECODE_TOKENS:,} tokens")),
+        "prompt_tokens": Tokens(s.prompt_tokens, _input(None, "--prompt", _given(s, "prompt", DEFAULT_PROMPT_TOKENS),
+                                                        _default_length(s, "prompt", DEFAULT_PROMPT_TOKENS))),
+        "decode_tokens": Tokens(s.decode_tokens, _input(None, "--decode", _given(s, "decode", DEFAULT_DECODE_TOKENS),
+                                                        _default_length(s, "decode", DEFAULT_DECODE_TOKENS))),
         "context_tokens": Tokens(s.context_tokens, default("prompt + decode")),
         "context_limit_tokens": Tokens(s.context_limit, given("--max-model-len") if s.max_model_len else
                                        default("the model's max_position_embeddings")),

@@ -447,9 +447,7 @@ def write_plain(blocks: list[tuple], out, width: int) -> None:
 
     lines: list[str] = []
     for block in blocks:
-        if block[0] == "headline":
-            lines.append(block[1])
-        elif block[0] == "table":
+        if block[0] == "table":
             _, title, columns, rows = block
             lines += table_lines(title, columns, rows, width)
         else:
@@ -468,9 +466,7 @@ def write_rich(blocks: list[tuple], out, width: int) -> None:
     console = _Console(file=out, width=width, soft_wrap=False, highlight=False, markup=False, emoji=False,
                        color_system="auto" if out.isatty() else None)
     for block in blocks:
-        if block[0] == "headline":
-            console.print(block[1], soft_wrap=True)
-        elif block[0] == "table":
+        if block[0] == "table":
             console.print(_rich_table(*block[1:]))
         elif block[0] == "bold":
             console.print(block[1], style="bold")
@@ -495,8 +491,10 @@ def print_table(result: Result, explain: bool = False, file=None, units: str = "
 
 
 def print_brief(result: Result, file=None, units: str = "iec") -> None:
+    from kvplan.render.textlayout import text_lines
+
     out = file or sys.stdout
-    out.write(result.headline + "\n")
+    out.write("\n".join(text_lines(result.headline, output_width(out))) + "\n")
     for label, value in result.brief:
         out.write(f"{note_text(label, units)}: {text(value, units)}\n")
     for warning in result.warnings:
