@@ -65,4 +65,4 @@ def present(plan: ExplainLogPlan, settings_notes: tuple[str, ...] = (), settings
                    "Logged GiB figures have two decimals: a figure inside what +-0.005 GiB allows agrees.",
                    ) + spec_notes(s)
     return Result("explain-log", s.headline(), data, tuple(tables), tuple(notes), assumptions, (), brief,
-                  tuple(settings_warnings) + plan.warnings)
+                  tuple(settings_warnings) + plan.warnings, warnings_first=True)

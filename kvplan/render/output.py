@@ -242,10 +242,12 @@ def _md_table(table: Table, units: str) -> str:
 
 
 def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> str:
-    parts = [f"**{_md_escape(result.headline)}**"] + [_md_table(t, units) for t in result.tables
-                                                       if t.shown_in("markdown")]
-    if result.all_notes():
-        parts.append("\n".join(f"- {note_text(n, units)}" for n in result.all_notes()))
+    parts = [f"**{_md_escape(result.headline)}**"]
+    if result.lead_notes():
+        parts.append("\n".join(f"- {note_text(n, units)}" for n in result.lead_notes()))
+    parts += [_md_table(t, units) for t in result.tables if t.shown_in("markdown")]
+    if result.tail_notes():
+        parts.append("\n".join(f"- {note_text(n, units)}" for n in result.tail_notes()))
     if explain:
         parts.append("\n".join(["### How each figure was derived", ""] + _explain_lines(result, units, "- ")))
     return "\n\n".join(parts) + "\n"
@@ -418,12 +420,13 @@ def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple
     """What a table-format output prints, in order: ("headline", text), ("table", title, columns, rows),
     ("text", text) and ("bold", text)."""
     blocks: list[tuple] = [("headline", result.headline)]
+    blocks += [("text", f"• {note_text(note, units)}") for note in result.lead_notes()]
     for table in result.tables:
         if table.shown_in("table"):
             blocks += [("table", *p) for p in table_parts(table, units, width)]
     for chart in result.charts:
         blocks.append(("text", terminal_chart(chart, width=max(10, min(40, width - 40)))))
-    blocks += [("text", f"• {note_text(note, units)}") for note in result.all_notes()]
+    blocks += [("text", f"• {note_text(note, units)}") for note in result.tail_notes()]
     if explain:
         blocks += [("text", ""), ("bold", "How each figure was derived")]
         blocks += [("text", line) for line in _explain_lines(result, units, "  - ")]
@@ -495,10 +498,13 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
 
     out = file or sys.stdout
     out.write("\n".join(text_lines(result.headline, output_width(out))) + "\n")
+    warnings = [f"warning: {note_text(warning, units)}\n" for warning in result.warnings]
+    if result.warnings_first:
+        out.writelines(warnings)
     for label, value in result.brief:
         out.write(f"{note_text(label, units)}: {text(value, units)}\n")
-    for warning in result.warnings:
-        out.write(f"warning: {note_text(warning, units)}\n")
+    if not result.warnings_first:
+        out.writelines(warnings)
 
 
 def render(result: Result, fmt: str = "table", explain: bool = False, file=None, units: str = "iec",

@@ -71,6 +71,17 @@ class Result:
     # notes that overturn or qualify the answer (the engine would not start; swap is impossible): printed first
     # among the notes, and by --brief after its figures
     warnings: tuple[str | Note, ...] = ()
+    # the warnings printed right after the headline, before the tables (explain-log: the GPU the log does not
+    # state was assumed, which every figure below depends on); else first among the notes
+    warnings_first: bool = False
+
+    def lead_notes(self) -> tuple[str | Note, ...]:
+        """The warnings printed before the tables (none unless ``warnings_first``)."""
+        return self.warnings if self.warnings_first else ()
+
+    def tail_notes(self) -> tuple[str | Note, ...]:
+        """The notes printed under the tables: the warnings (unless printed first), then the notes."""
+        return self.notes if self.warnings_first else self.all_notes()
 
     def all_notes(self) -> tuple[str | Note, ...]:
         """The warnings, then the notes: what every format prints under the tables."""

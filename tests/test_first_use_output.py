@@ -1,0 +1,26 @@
+"""Issue 18, "Output a user reads": what a new user reads (or pastes) from kvplan's output, each item pinned by a
+test that failed before the fix."""
+
+from __future__ import annotations
+
+LOG = "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"   # names no GPU and no total memory
+
+
+# --- explain-log without -g: the assumed GPU is said first ------------------------------------------------------
+def test_explain_log_says_the_assumed_gpu_before_any_table(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    for fmt in ("table", "markdown"):
+        r = run_cli("explain-log", LOG, "--weight-dtype", "fp8", "-f", fmt)
+        assert r.code == 0, r.err
+        lines = [line for line in r.out.splitlines() if line.strip()]
+        # line 1 the headline, line 2 the warning (the log states no GPU: h200, kvplan's default, was assumed)
+        assert "does not state its GPU: planned on h200" in lines[1], fmt
+        assert r.out.count("does not state its GPU") == 1, fmt
+
+
+def test_explain_log_brief_says_the_assumed_gpu_before_the_figures(run_cli):
+    r = run_cli("explain-log", LOG, "--weight-dtype", "fp8", "--brief")
+    assert r.code == 0, r.err
+    first = next(i for i, line in enumerate(r.out.splitlines()) if line.startswith("warning:"))
+    figure = next(i for i, line in enumerate(r.out.splitlines()) if line.startswith("KV pool per GPU"))
+    assert first < figure
