@@ -24,3 +24,20 @@ def test_explain_log_brief_says_the_assumed_gpu_before_the_figures(run_cli):
     first = next(i for i, line in enumerate(r.out.splitlines()) if line.startswith("warning:"))
     figure = next(i for i, line in enumerate(r.out.splitlines()) if line.startswith("KV pool per GPU"))
     assert first < figure
+
+
+# --- size: the per-GPU column of the layer-kind table is per layer ----------------------------------------------
+def test_size_labels_the_per_gpu_column_per_layer(run_cli):
+    r = run_cli("size", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "2", "-f", "markdown")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    head = next(i for i, line in enumerate(lines) if "KV per token by layer kind" in line) + 2
+    columns = [c.strip() for c in lines[head].strip("|").split("|")]
+    cells = [c.strip() for c in lines[head + 2].strip("|").split("|")]
+    # Llama 3.1 8B: 8 KV heads x 128 dims x (K + V) x 2 B (bf16) = 4,096 B per token per layer; TP=2 splits the 8 KV
+    # heads over 2 GPUs, 2,048 B per token per layer per GPU (the model's 32 layers hold 32 x 4,096 = 131,072 B)
+    assert cells[columns.index("B/token/layer")] == "4,096 B"
+    assert cells[columns.index("B/token (model)")] == "131,072 B"
+    per_gpu = next(c for c in columns if "per GPU" in c)
+    assert cells[columns.index(per_gpu)] == "2,048 B"
+    assert "/layer" in per_gpu and "TP=2" in per_gpu, per_gpu
