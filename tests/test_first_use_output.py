@@ -41,3 +41,31 @@ def test_size_labels_the_per_gpu_column_per_layer(run_cli):
     per_gpu = next(c for c in columns if "per GPU" in c)
     assert cells[columns.index(per_gpu)] == "2,048 B"
     assert "/layer" in per_gpu and "TP=2" in per_gpu, per_gpu
+
+
+# --- presets template hardware: example figures are commented out -----------------------------------------------
+def _listed(run_cli, folder, preset_id: str) -> dict:
+    r = run_cli("presets", "list", "--type", "hardware", "--presets-dir", str(folder), "-f", "json")
+    assert r.code == 0, r.err
+    return next(p for p in r.json()["presets"] if p["id"] == preset_id)
+
+
+def test_an_unedited_hardware_template_shows_no_example_figure(run_cli, tmp_path):
+    r = run_cli("presets", "template", "hardware")
+    assert r.code == 0, r.err
+    (tmp_path / "unedited").mkdir()
+    (tmp_path / "unedited" / "my-gpu.toml").write_text(r.out)
+    unedited = _listed(run_cli, tmp_path / "unedited", "my-gpu")
+    # the template's price ($3.99 per GPU-hour) and bandwidth (3.35 TB/s) are examples, not the user's GPU's
+    assert unedited["price_usd_per_gpu_hour"] is None and unedited["price_offer"] is None
+    assert unedited["hbm_bandwidth_bytes_per_second"] is None
+    # the HBM (80 GiB = 80 x 2^30 = 85,899,345,920 B) is required, so it stays as the placeholder to replace
+    assert unedited["hbm_bytes"] == 80 * 2**30
+    shown = run_cli("presets", "show", "my-gpu", "--presets-dir", str(tmp_path / "unedited"), "-f", "json")
+    assert shown.code == 0, shown.err
+    assert "host_dram_gb" not in shown.json()["preset"]["node"]   # the 2,000 GB of host DRAM is an example too
+    # the examples are still valid lines: with the "#: " marks removed they load, $3.99/h and 3.35 x 10^12 B/s
+    (tmp_path / "edited").mkdir()
+    (tmp_path / "edited" / "my-gpu.toml").write_text(r.out.replace("#: ", ""))
+    edited = _listed(run_cli, tmp_path / "edited", "my-gpu")
+    assert edited["price_usd_per_gpu_hour"] == 3.99 and edited["hbm_bandwidth_bytes_per_second"] == 3.35e12
