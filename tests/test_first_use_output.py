@@ -69,3 +69,25 @@ def test_an_unedited_hardware_template_shows_no_example_figure(run_cli, tmp_path
     (tmp_path / "edited" / "my-gpu.toml").write_text(r.out.replace("#: ", ""))
     edited = _listed(run_cli, tmp_path / "edited", "my-gpu")
     assert edited["price_usd_per_gpu_hour"] == 3.99 and edited["hbm_bandwidth_bytes_per_second"] == 3.35e12
+
+
+# --- CSV headers: plain text with the unit ----------------------------------------------------------------------
+def test_csv_headers_are_plain_numbers_with_their_unit(run_cli):
+    import csv
+
+    r = run_cli("tpot", "--kv-dtype", "fp8", "-f", "csv")
+    assert r.code == 0, r.err
+    header = next(csv.reader(r.out.splitlines()[1:2]))
+    # the grid's contexts: 1,024 and 8,192, the request's 1,000 + 30,000 = 31,000, then 32,768, 65,536 and 131,072;
+    # each column holds TPOT in seconds
+    assert header == ["batch"] + [f"{c} tokens (seconds)" for c in (1024, 8192, 31000, 32768, 65536, 131072)]
+    assert '"' not in r.out.splitlines()[1]   # no thousands separator, so no quoted header
+
+
+def test_csv_header_formats_a_bytes_figure_raw():
+    from kvplan.render.output import csv_header
+    from kvplan.specs.values import Bytes, note
+
+    # 2 GiB = 2 x 2^30 = 2,147,483,648 B: the raw number, never "2.00 GiB" or "2,147,483,648"
+    assert csv_header(note("pool {p}", p=Bytes(2 * 2**30))) == "pool 2147483648 bytes"
+    assert csv_header("context tokens") == "context tokens"

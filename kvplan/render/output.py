@@ -210,10 +210,20 @@ def to_json(result: Result, units: str = "iec") -> str:
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
+def csv_header(col: str | Note) -> str:
+    """A CSV column header: a figure in it as its raw number and unit (``1024 tokens``, not ``1,024``), so the
+    header reads as plain text like the cells under it."""
+    if isinstance(col, str):
+        return col
+    return "".join(p if isinstance(p, str) else f"{p.value.raw()} {p.value.unit}".strip() for p in col.parts)
+
+
 def to_csv(result: Result) -> str:
     import csv
+    from dataclasses import replace
 
-    table = _as_text(result.primary_table(), "iec")
+    primary = result.primary_table()
+    table = replace(primary, columns=tuple(csv_header(c) for c in primary.columns))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     buf.write(f"# {result.headline}\n")
