@@ -91,3 +91,36 @@ def test_csv_header_formats_a_bytes_figure_raw():
     # 2 GiB = 2 x 2^30 = 2,147,483,648 B: the raw number, never "2.00 GiB" or "2,147,483,648"
     assert csv_header(note("pool {p}", p=Bytes(2 * 2**30))) == "pool 2147483648 bytes"
     assert csv_header("context tokens") == "context tokens"
+
+
+# --- --brief -f json: the brief figures as JSON -----------------------------------------------------------------
+def test_brief_json_gives_raw_figures_with_their_units(run_cli):
+    r = run_cli("size", "--brief", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["command"] == "size" and doc["headline"].startswith("deepseek-r1 on 8 x h200")
+    figures = {f["figure"]: (f["value"], f["unit"]) for f in doc["brief"]}
+    # DeepSeek-R1's MLA caches 512 + 64 = 576 values per token per layer, 2 B each (bf16), over 61 layers:
+    # 576 x 2 x 61 = 70,272 B per token; the 1,000 + 30,000 = 31,000-token request holds 31,000 x 70,272 =
+    # 2,178,432,000 B; MLA's latent is not split by TP, so each GPU holds the same
+    assert figures["KV bytes per token"] == (70_272, "bytes")
+    assert figures["KV bytes per token per GPU"] == (70_272, "bytes")
+    assert figures["peak KV per request at 31,000 tokens"] == (2_178_432_000, "bytes")
+    assert doc["warnings"] == []
+
+
+def test_brief_json_keeps_text_figures_and_the_warning(run_cli):
+    r = run_cli("compare-preemption", "--dram", "1MiB", "--brief", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    figures = {f["figure"]: (f["value"], f["unit"]) for f in doc["brief"]}
+    assert figures["cheaper"] == ("recompute", None)
+    assert figures["recompute"][1] == "seconds" and figures["swap bytes per GPU"][1] == "bytes"
+    # 1 MiB of host DRAM cannot hold a request's KV: the verdict rests on that, so the warning comes along
+    assert len(doc["warnings"]) == 1 and "swapping is impossible" in doc["warnings"][0]
+
+
+def test_brief_is_still_refused_in_csv_and_markdown(run_cli):
+    for fmt in ("csv", "markdown"):
+        r = run_cli("size", "--brief", "-f", fmt)
+        assert r.code == 2 and "table or JSON" in r.err and "Traceback" not in r.err

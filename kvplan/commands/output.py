@@ -24,10 +24,14 @@ def check_output_options(fmt: str, units: str, brief: bool) -> str:
     """Checked before any work, so a bad --format fails fast."""
     fmt = check_format(fmt)
     check_units(units)
-    if brief and fmt != "table":
-        raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
-                          "drop --brief, or drop --format")
+    check_brief(fmt, brief)
     return fmt
+
+
+def check_brief(fmt: str, brief: bool) -> None:
+    if brief and fmt not in ("table", "json"):
+        raise KvplanError(f"--brief prints the headline figures as a table or JSON, not {fmt}",
+                          "drop --brief, or give --format table or json")
 
 
 def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
@@ -35,9 +39,7 @@ def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
 
     if brief and explain:
         raise KvplanError("--brief and --explain both given", "drop one: --brief prints the headline figures only")
-    if brief and fmt not in ("table",):
-        raise KvplanError(f"--brief prints the table format's headline figures, not {fmt}",
-                          "drop --brief, or drop --format")
+    check_brief(fmt, brief)
     try:
         render(result, fmt, explain, units=units, brief=brief)
     except BrokenPipeError:  # piped into head: the reader has what it wanted, not an error

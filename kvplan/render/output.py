@@ -218,6 +218,21 @@ def csv_header(col: str | Note) -> str:
     return "".join(p if isinstance(p, str) else f"{p.value.raw()} {p.value.unit}".strip() for p in col.parts)
 
 
+def brief_json(result: Result, units: str = "iec") -> str:
+    """``--brief -f json``: the headline figures as a list of {figure, value, unit}, the value the raw number (a
+    typed value's base unit in ``unit``: bytes, seconds, tokens...; null for a count, a ratio or text), then the
+    warnings that qualify them."""
+    figures = []
+    for label, value in result.brief:
+        unit = getattr(value, "unit", "") if isinstance(value, Value) else ""
+        figures.append({"figure": note_text(label, units).strip(), "value": raw(value, units), "unit": unit or None})
+    doc = {"command": result.command, "headline": result.headline, "brief": figures,
+           "warnings": [note_text(n, units) for n in result.warnings]}
+    import json
+
+    return json.dumps(doc, indent=2, allow_nan=False)
+
+
 def to_csv(result: Result) -> str:
     import csv
     from dataclasses import replace
@@ -521,7 +536,7 @@ def render(result: Result, fmt: str = "table", explain: bool = False, file=None,
            brief: bool = False) -> None:
     out = file or sys.stdout
     if fmt == "json":
-        out.write(to_json(result, units) + "\n")
+        out.write((brief_json(result, units) if brief else to_json(result, units)) + "\n")
     elif fmt == "csv":
         out.write(to_csv(result))
     elif fmt == "markdown":
