@@ -124,3 +124,54 @@ def test_brief_is_still_refused_in_csv_and_markdown(run_cli):
     for fmt in ("csv", "markdown"):
         r = run_cli("size", "--brief", "-f", fmt)
         assert r.code == 2 and "table or JSON" in r.err and "Traceback" not in r.err
+
+
+# --- recommend --emit: the launch command as a block to paste ---------------------------------------------------
+def _block(out: str, title: str) -> list[str]:
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title)) + 1
+    while not lines[start].strip() or lines[start].startswith("```"):
+        start += 1
+    end = start
+    while end < len(lines) and lines[end].strip() and not lines[end].startswith("```"):
+        end += 1
+    return lines[start:end]
+
+
+def _pasted(block: list[str]) -> list[str]:
+    """What a shell runs from the pasted block: continuation lines joined, split into words."""
+    assert all(line.endswith(" \\") for line in block[:-1]) and not block[-1].endswith("\\")
+    assert all(line.startswith("  --") for line in block[1:]), block
+    return " ".join(line.removesuffix(" \\") for line in block).split()
+
+
+def test_recommend_emit_prints_the_launch_command_unwrapped(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "32")   # narrower than the first line, "vllm serve deepseek-ai/DeepSeek-R1 \" (36 characters)
+    for fmt in ("table", "markdown"):
+        r = run_cli("recommend", "--emit", "vllm", "-f", fmt)
+        assert r.code == 0, r.err
+        words = _pasted(_block(r.out, "Launch command (vllm), to paste" if fmt == "table"
+                                 else "### Launch command (vllm), to paste"))
+        # vllm serve MODEL, then the flags the launch table lists (TP 8 = the node's 8 H200s; the fp8 KV asked for)
+        assert words[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-R1"]
+        flags = dict(zip(words[3::2], words[4::2], strict=True))
+        assert flags["--tensor-parallel-size"] == "8" and flags["--kv-cache-dtype"] == "fp8"
+        # the 1,000 + 30,000-token request: --max-model-len 31000
+        assert flags["--max-model-len"] == "31000"
+        assert not any(line.startswith("--") for line in r.out.splitlines()), "a flag wrapped onto its own line"
+    doc = run_cli("recommend", "--emit", "vllm", "-f", "json").json()
+    assert _pasted(doc["launch"]["command"].split("\n")) == words
+
+
+def test_a_verbatim_block_is_never_wrapped_by_either_writer():
+    import io
+
+    from kvplan.render.output import _blocks, write_plain, write_rich
+    from kvplan.render.result import Result, Verbatim
+
+    command = "prog \\\n  --a-very-long-flag-name-that-is-wider-than-the-output 1"
+    result = Result("x", "headline", {}, (), verbatim=(Verbatim("To paste", command),))
+    for write in (write_plain, write_rich):
+        out = io.StringIO()
+        write(_blocks(result, False, "iec", 30), out, 30)
+        assert command in out.getvalue(), write.__name__

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
-from kvplan.render.result import Result, Table
+from kvplan.render.result import Result, Table, Verbatim
 from kvplan.specs.values import Count, Number, Tokens, default, given, note
 
 
@@ -87,13 +87,13 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                           "flags": [{"flag": f.flag, "value": f.value, "reason": f.reason} for f in launch.flags],
                           "omitted": [{"flag": f, "why": why} for f, why in launch.omitted],
                           "notes": list(launch.notes)}
-        notes.append("Launch command: " + " ".join([launch.program] + [f.text() for f in launch.flags]))
         notes += [f"Not printed: {f}: {why}." for f, why in launch.omitted]
         notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
     agree = sum(r.agrees for r in plan.rows)
     brief = (("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
              ("preemption", plan.preemption_mode), ("PD", plan.row("pd").value))
-    return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief,
+    verbatim = (Verbatim(f"Launch command ({launch.engine}), to paste", launch.text()),) if launch else ()
+    return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief, verbatim=verbatim,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "
                                "each row's figures come from kvplan's capacity and cost models (kvplan concurrency, "
                                "tpot, compare-preemption, pd).",))

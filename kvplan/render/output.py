@@ -271,6 +271,7 @@ def to_markdown(result: Result, explain: bool = False, units: str = "iec") -> st
     if result.lead_notes():
         parts.append("\n".join(f"- {note_text(n, units)}" for n in result.lead_notes()))
     parts += [_md_table(t, units) for t in result.tables if t.shown_in("markdown")]
+    parts += [f"### {v.title}\n\n```{v.language}\n{v.text}\n```" for v in result.verbatim]
     if result.tail_notes():
         parts.append("\n".join(f"- {note_text(n, units)}" for n in result.tail_notes()))
     if explain:
@@ -443,7 +444,7 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
 
 def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple]:
     """What a table-format output prints, in order: ("headline", text), ("table", title, columns, rows),
-    ("text", text) and ("bold", text)."""
+    ("text", text), ("bold", text) and ("verbatim", text: printed as it is, never wrapped)."""
     blocks: list[tuple] = [("headline", result.headline)]
     blocks += [("text", f"• {note_text(note, units)}") for note in result.lead_notes()]
     for table in result.tables:
@@ -451,6 +452,8 @@ def _blocks(result: Result, explain: bool, units: str, width: int) -> list[tuple
             blocks += [("table", *p) for p in table_parts(table, units, width)]
     for chart in result.charts:
         blocks.append(("text", terminal_chart(chart, width=max(10, min(40, width - 40)))))
+    for v in result.verbatim:
+        blocks += [("bold", v.title), ("text", ""), ("verbatim", v.text), ("text", "")]
     blocks += [("text", f"• {note_text(note, units)}") for note in result.tail_notes()]
     if explain:
         blocks += [("text", ""), ("bold", "How each figure was derived")]
@@ -478,6 +481,8 @@ def write_plain(blocks: list[tuple], out, width: int) -> None:
         if block[0] == "table":
             _, title, columns, rows = block
             lines += table_lines(title, columns, rows, width)
+        elif block[0] == "verbatim":
+            lines += block[1].split("\n")
         else:
             lines += text_lines(block[1], width)
     out.write("\n".join(lines) + "\n")
@@ -498,6 +503,8 @@ def write_rich(blocks: list[tuple], out, width: int) -> None:
             console.print(_rich_table(*block[1:]))
         elif block[0] == "bold":
             console.print(block[1], style="bold")
+        elif block[0] == "verbatim":
+            console.print(block[1], soft_wrap=True)   # no wrapping: a pasted line must stay whole
         elif block[1]:
             console.print(block[1])
         else:

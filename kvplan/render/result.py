@@ -55,6 +55,16 @@ class Chart:
 
 
 @dataclass(frozen=True)
+class Verbatim:
+    """Text a user copies as it is (a launch command, one flag per line with `` \\`` continuations): every format
+    prints it unwrapped, Markdown in a fenced block."""
+
+    title: str
+    text: str
+    language: str = "sh"
+
+
+@dataclass(frozen=True)
 class Result:
     """What a presenter hands the output layer: headline, JSON data tree, tables, notes, charts, --brief figures."""
 
@@ -74,6 +84,8 @@ class Result:
     # the warnings printed right after the headline, before the tables (explain-log: the GPU the log does not
     # state was assumed, which every figure below depends on); else first among the notes
     warnings_first: bool = False
+    # printed after the tables and charts, before the notes
+    verbatim: tuple[Verbatim, ...] = ()
 
     def lead_notes(self) -> tuple[str | Note, ...]:
         """The warnings printed before the tables (none unless ``warnings_first``)."""
