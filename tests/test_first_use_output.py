@@ -175,3 +175,28 @@ def test_a_verbatim_block_is_never_wrapped_by_either_writer():
         out = io.StringIO()
         write(_blocks(result, False, "iec", 30), out, 30)
         assert command in out.getvalue(), write.__name__
+
+
+# --- presets list at 80 columns: each list in one table ---------------------------------------------------------
+def test_presets_list_fits_80_columns_in_one_table_per_type(run_cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("COLUMNS", "80")
+    template = run_cli("presets", "template", "hardware").out
+    (tmp_path / "my-gpu.toml").write_text(template)
+    for extra in ((), ("--type", "hardware"), ("--presets-dir", str(tmp_path))):
+        r = run_cli("presets", "list", *extra)
+        assert r.code == 0, r.err
+        lines = r.out.splitlines()
+        assert "... continued" not in r.out and all(len(line) <= 80 for line in lines), extra
+        # one row per preset: an id starts exactly one line (the id column is never repeated in a second part)
+        for preset_id in ("deepseek-r1", "h200", "mi355x")[1 if extra[:1] == ("--type",) else 0:]:
+            assert sum(line.startswith(f"  {preset_id} ") for line in lines) == 1, (extra, preset_id)
+        # the GPU row carries its figures on that one line: H200 HBM 140.40 GiB (nvidia-smi's 143,771 MiB / 1,024
+        # = 140.40), 4.80 TB/s
+        h200 = next(line for line in lines if line.startswith("  h200 "))
+        assert "140.40 GiB" in h200 and "4.80 TB/s" in h200, h200
+    # a preset from the user's folder: its GPU row in the GPUs table, its file named once (a wide terminal: the
+    # test's folder path is longer than 80 columns)
+    monkeypatch.setenv("COLUMNS", "300")
+    r = run_cli("presets", "list", "--presets-dir", str(tmp_path))
+    assert sum(line.startswith("  my-gpu ") for line in r.out.splitlines()) == 2   # the GPUs table, the files table
+    assert str(tmp_path / "my-gpu.toml") in r.out

@@ -8,6 +8,8 @@ from kvplan.specs.values import Bandwidth, Bytes, Derivation, UsdPerHour
 
 COLUMNS = ("id", "type", "name", "HBM", "HBM bandwidth", "price per GPU-hour", "origin")
 GPU_COLUMNS = (3, 4, 5)  # shown only when the list holds a GPU
+_TITLES = {"model": "Models", "hardware": "GPUs", "workload": "Workloads"}
+_SHORT = {"HBM bandwidth": "bandwidth", "price per GPU-hour": "$/GPU-hour"}
 _NOUNS = {"model": ("model", "models"), "hardware": ("GPU", "GPUs"), "workload": ("workload", "workloads")}
 
 
@@ -35,6 +37,22 @@ def _item(e: CatalogueEntry, row: tuple) -> dict:
     return item
 
 
+def _type_table(kind: str, rows: list[tuple]) -> Table:
+    """The terminal's table of one preset type (``_row``'s rows of that type), without the origin column: the title
+    says "built-in" when every one is; the others' files are listed in their own table (``_files_table``)."""
+    cols = [i for i in range(len(COLUMNS) - 1) if i != 1 and (kind == "hardware" or i not in GPU_COLUMNS)]
+    title = _TITLES[kind] + (" (built-in)" if all(r[-1] == "built-in" for r in rows) else "")
+    return Table(title, tuple(_SHORT.get(COLUMNS[i], COLUMNS[i]) for i in cols),
+                 tuple(tuple(r[i] for i in cols) for r in rows), formats=("table",))
+
+
+def _files_table(rows: tuple[tuple, ...]) -> tuple[Table, ...]:
+    """The presets read from the user's folders, with their files (the terminal's tables leave the origin out)."""
+    own = tuple((r[0], r[-1]) for r in rows if r[-1] != "built-in")
+    return (Table("Read from your files", ("id", "file"), own, formats=("table",)),
+            ) if own else ()
+
+
 def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, word: str | None) -> Result:
     rows = tuple(_row(e) for e in entries)
     counts = ", ".join(f"{n} {_NOUNS[t][n != 1]}" for t in ("model", "hardware", "workload")
@@ -42,7 +60,12 @@ def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, wo
     gpus = any(e.type == "hardware" for e in entries)
     keep = [i for i in range(len(COLUMNS)) if gpus or i not in GPU_COLUMNS]
     table = Table("Presets", tuple(COLUMNS[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in rows),
-                  primary=True)
+                  primary=True, formats=("csv", "markdown"))
+    # the terminal: one table per type, without the type column (the title says it) and the origin (in the title,
+    # or the files table), with short GPU headers, so that each fits 80 columns in one part (not ids in one part
+    # and names in another)
+    by_type = tuple(_type_table(t, [r for r, e in zip(rows, entries, strict=True) if e.type == t])
+                    for t in ("model", "hardware", "workload") if any(e.type == t for e in entries))
     if kind is None and word is None:
         headline = f"{len(entries)} presets: {counts}"
     else:
@@ -56,4 +79,4 @@ def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, wo
         notes = ("HBM is the total the device reports (GiB); bandwidth the datasheet peak; the price a public "
                  "on-demand offer per GPU-hour where one was found (see `kvplan presets show ID` for the offer, "
                  "date and source).",)
-    return Result("presets list", headline, data, (table,), notes)
+    return Result("presets list", headline, data, (table, *by_type, *_files_table(rows)), notes)
