@@ -146,7 +146,8 @@ def _pasted(block: list[str]) -> list[str]:
 
 
 def test_recommend_emit_prints_the_launch_command_unwrapped(run_cli, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "32")   # narrower than the first line, "vllm serve deepseek-ai/DeepSeek-R1 \" (36 characters)
+    # narrower than the block's first line, "vllm serve deepseek-ai/DeepSeek-R1 \" (36 characters)
+    monkeypatch.setenv("COLUMNS", "32")
     for fmt in ("table", "markdown"):
         r = run_cli("recommend", "--emit", "vllm", "-f", fmt)
         assert r.code == 0, r.err

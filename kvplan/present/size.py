@@ -38,8 +38,8 @@ def present(plan: SizePlan) -> Result:
 
     tables = [
         Table(f"{model.name}: KV per token by layer kind ({dtype.value} KV)",
-              ("group", "layer kind", "layers", "holds", "B/token/layer", "B/token (model)", f"B/token/layer per GPU (TP={par.tp})",
-               "state/request"),
+              ("group", "layer kind", "layers", "holds", "B/token/layer", "B/token (model)",
+               f"B/token/layer per GPU (TP={par.tp})", "state/request"),
               tuple((g.name, g.label, g.layers, g.holds, g.per_layer if g.per_layer.value else None,
                      g.per_token_model if g.per_layer.value else None,
                      g.per_layer_per_gpu if g.per_layer.value else None,
