@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import pytest
-
-from tests.conftest import ROOT
+from conftest import ROOT
 
 
 def one_line_error(run) -> str:
