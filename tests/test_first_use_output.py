@@ -3,7 +3,9 @@ test that failed before the fix."""
 
 from __future__ import annotations
 
-LOG = "tests/data/logs/vllm-v1-qwen3-235b-a22b-fp8-4xh100.log"   # names no GPU and no total memory
+from pathlib import Path
+
+LOG = str(Path(__file__).parent / "data" / "logs" / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")  # no GPU, no memory
 
 
 # --- explain-log without -g: the assumed GPU is said first ------------------------------------------------------
