@@ -49,6 +49,16 @@ FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f
 SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
         ("simulate-compare", "csv")}   # csv is one run's per-request table
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
+# Bad input: the README's error examples, each pinned as what it prints to stderr (tests/golden/error.<name>.txt)
+# and its exit code (2, the code of every KvplanError), so the README cannot show a message the code no longer says.
+ERRORS = {
+    "ep-missing": ("concurrency", "--tp", "1"),
+    "weights-exceed-hbm": ("concurrency", "-g", "h100-sxm"),
+    "bits-not-bytes": ("compare-preemption", "--pcie-gbps", "50Gb/s"),
+    "tp-not-divisor": ("size", "-m", "llama-3.1-8b", "--tp", "3"),
+    "over-max-context": ("concurrency", "-m", "qwen3-32b", "--decode", "60k"),
+    "unknown-model": ("size", "-m", "deepseek-r2"),
+}
 
 
 @pytest.mark.parametrize("command, fmt", CASES, ids=[f"{c}.{f}" for c, f in CASES])
@@ -73,6 +83,34 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
         first = r"deepseek-r1 on|qwen3-32b on|qwen3-235b-a22b on|llama-3.1-8b on|qwq-32b on|\d+ (of \d+ )?presets"
         assert re.match(first, lines[0])   # the first line: the deployment (or the presets found)
         assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_golden_error(run_cli, monkeypatch, name):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(ROOT)
+    r = run_cli(*ERRORS[name])
+    assert r.code == 2, (r.code, r.err)   # bad input, not an internal error (1)
+    assert r.out == ""
+    assert r.err.startswith("error: ") and r.err.count("\n") == 1, r.err   # one line
+    path = GOLDEN / f"error.{name}.txt"
+    if os.environ.get("KVPLAN_UPDATE_GOLDEN"):
+        path.write_text(r.err)
+    assert path.exists(), f"no golden file {path.name}: run KVPLAN_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert r.err == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
+
+
+def test_readme_error_examples_are_real_output():
+    """Each ``$ kvplan ...`` line of a README ``console`` block is an ERRORS case, followed by its golden stderr."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```console\n(.*?)```", readme, flags=re.S)
+    shown = [m for block in blocks for m in re.findall(r"^\$ (kvplan[^\n]*)\n((?:[^$][^\n]*\n)*)", block, flags=re.M)]
+    assert len(shown) >= len(ERRORS), "the README shows fewer error examples than ERRORS pins"
+    by_args = {" ".join(("kvplan",) + args): name for name, args in ERRORS.items()}
+    for command_line, output in shown:
+        assert command_line in by_args, f"README error example {command_line!r} has no golden twin in ERRORS"
+        golden = (GOLDEN / f"error.{by_args[command_line]}.txt").read_text()
+        assert output == golden, f"README error output of {command_line!r} is stale: run tools/build_readme.py"
 
 
 def test_readme_examples_are_real_output():
