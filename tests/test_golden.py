@@ -138,6 +138,30 @@ def test_readme_is_built_from_the_current_goldens():
         assert (GOLDEN / f"{name}.txt").read_text() in readme, f"README's {name} is stale: run tools/build_readme.py"
 
 
+def test_readme_links_to_files_that_exist():
+    """Every relative link of the README (docs/workload.md, the workload document, among them) names a file of the
+    repository."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    targets = {t.split("#")[0] for t in links if "://" not in t and not t.startswith("#")}
+    assert "docs/workload.md" in targets
+    missing = sorted(t for t in targets if not (ROOT / t).exists())
+    assert not missing, f"README links to files that are not in the repository: {missing}"
+
+
+def test_readme_setup_is_what_ci_runs():
+    """The set-up makes a virtual environment first, as .ci/run does before the same test command (a fresh machine
+    has no kvplan dependencies; pip into the system's Python may be refused)."""
+    readme = (ROOT / "README.md").read_text()
+    setup = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", setup, flags=re.S)
+    assert commands[:3] == ["python3 -m venv .venv && . .venv/bin/activate", "pip install . && kvplan size",
+                            'pip install ".[test]" && pytest'], commands
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    steps = [ci.index("python3 -m venv .venv"), ci.index(". .venv/bin/activate"), ci.index(commands[2])]
+    assert steps == sorted(steps), "the README's order is not .ci/run's"
+
+
 def test_readme_python_example_runs_and_says_what_it_prints(capsys):
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"```python\n(.*?)```", readme, flags=re.S).group(1)
