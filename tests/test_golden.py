@@ -49,6 +49,16 @@ FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f
 SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
         ("simulate-compare", "csv")}   # csv is one run's per-request table
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
+# Bad input: the README's error examples, each pinned as what it prints to stderr (tests/golden/error.<name>.txt)
+# and its exit code (2, the code of every KvplanError), so the README cannot show a message the code no longer says.
+ERRORS = {
+    "ep-missing": ("concurrency", "--tp", "1"),
+    "weights-exceed-hbm": ("concurrency", "-g", "h100-sxm"),
+    "bits-not-bytes": ("compare-preemption", "--pcie-gbps", "50Gb/s"),
+    "tp-not-divisor": ("size", "-m", "llama-3.1-8b", "--tp", "3"),
+    "over-max-context": ("concurrency", "-m", "qwen3-32b", "--decode", "60k"),
+    "unknown-model": ("size", "-m", "deepseek-r2"),
+}
 
 
 @pytest.mark.parametrize("command, fmt", CASES, ids=[f"{c}.{f}" for c, f in CASES])
@@ -75,6 +85,34 @@ def test_golden_output(run_cli, monkeypatch, command, fmt):
         assert all(len(line) <= int(width) for line in lines[1:]), "a table line is wider than the terminal"
 
 
+@pytest.mark.parametrize("name", ERRORS)
+def test_golden_error(run_cli, monkeypatch, name):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(ROOT)
+    r = run_cli(*ERRORS[name])
+    assert r.code == 2, (r.code, r.err)   # bad input, not an internal error (1)
+    assert r.out == ""
+    assert r.err.startswith("error: ") and r.err.count("\n") == 1, r.err   # one line
+    path = GOLDEN / f"error.{name}.txt"
+    if os.environ.get("KVPLAN_UPDATE_GOLDEN"):
+        path.write_text(r.err)
+    assert path.exists(), f"no golden file {path.name}: run KVPLAN_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert r.err == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
+
+
+def test_readme_error_examples_are_real_output():
+    """Each ``$ kvplan ...`` line of a README ``console`` block is an ERRORS case, followed by its golden stderr."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```console\n(.*?)```", readme, flags=re.S)
+    shown = [m for block in blocks for m in re.findall(r"^\$ (kvplan[^\n]*)\n((?:[^$][^\n]*\n)*)", block, flags=re.M)]
+    assert len(shown) >= len(ERRORS), "the README shows fewer error examples than ERRORS pins"
+    by_args = {" ".join(("kvplan",) + args): name for name, args in ERRORS.items()}
+    for command_line, output in shown:
+        assert command_line in by_args, f"README error example {command_line!r} has no golden twin in ERRORS"
+        golden = (GOLDEN / f"error.{by_args[command_line]}.txt").read_text()
+        assert output == golden, f"README error output of {command_line!r} is stale: run tools/build_readme.py"
+
+
 def test_readme_examples_are_real_output():
     """Each README block that starts with ``$ kvplan ...`` (and says COLUMNS or not) must equal a golden file."""
     readme = (ROOT / "README.md").read_text()
@@ -98,6 +136,30 @@ def test_readme_is_built_from_the_current_goldens():
     assert names
     for name in names:
         assert (GOLDEN / f"{name}.txt").read_text() in readme, f"README's {name} is stale: run tools/build_readme.py"
+
+
+def test_readme_links_to_files_that_exist():
+    """Every relative link of the README (docs/workload.md, the workload document, among them) names a file of the
+    repository."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    targets = {t.split("#")[0] for t in links if "://" not in t and not t.startswith("#")}
+    assert "docs/workload.md" in targets
+    missing = sorted(t for t in targets if not (ROOT / t).exists())
+    assert not missing, f"README links to files that are not in the repository: {missing}"
+
+
+def test_readme_setup_is_what_ci_runs():
+    """The set-up makes a virtual environment first, as .ci/run does before the same test command (a fresh machine
+    has no kvplan dependencies; pip into the system's Python may be refused)."""
+    readme = (ROOT / "README.md").read_text()
+    setup = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", setup, flags=re.S)
+    assert commands[:3] == ["python3 -m venv .venv && . .venv/bin/activate", "pip install . && kvplan size",
+                            'pip install ".[test]" && pytest'], commands
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    steps = [ci.index("python3 -m venv .venv"), ci.index(". .venv/bin/activate"), ci.index(commands[2])]
+    assert steps == sorted(steps), "the README's order is not .ci/run's"
 
 
 def test_readme_python_example_runs_and_says_what_it_prints(capsys):
