@@ -64,6 +64,12 @@ def test_the_trace_bound_counts_the_header_line(monkeypatch, tmp_path):
     path.write_text("prompt_tokens,output_tokens\n" + "10,5\n" * 4)       # header + 4: refused
     with pytest.raises(KvplanError, match="5 lines, more than the 3 requests"):
         wl.read_trace(path)
+    jsonl = tmp_path / "t.jsonl"                                            # JSON lines have no header
+    jsonl.write_text('{"prompt_tokens": 10, "output_tokens": 5}\n' * 3)
+    assert len(wl.read_trace(jsonl).prompts) == 3
+    jsonl.write_text('{"prompt_tokens": 10, "output_tokens": 5}\n' * 4)
+    with pytest.raises(KvplanError, match="4 lines, more than the 3 requests"):
+        wl.read_trace(jsonl)
 
 
 def test_a_sweep_or_compare_is_bounded_by_its_total_requests(run_cli):

@@ -249,11 +249,12 @@ def read_trace(path: Path) -> Trace:
     body = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not body:
         raise KvplanError(f"trace {path} is empty", "give one request per line")
-    if len(body) > MAX_TRACE_ROWS + 1:
+    is_json = body[0][1].lstrip().startswith("{")
+    if len(body) > MAX_TRACE_ROWS + (0 if is_json else 1):   # a CSV's header is no request
         raise KvplanError(f"trace {path} has {len(body):,} lines, more than the {MAX_TRACE_ROWS:,} requests one run "
                           "simulates", f"split it into files of at most {MAX_TRACE_ROWS:,} requests")
     rows: list[tuple[int, dict]] = []
-    if body[0][1].lstrip().startswith("{"):
+    if is_json:
         for no, line in body:
             try:
                 row = json.loads(line)
