@@ -430,7 +430,7 @@ def test_simulated_assertions_run_kvplan_simulate_with_the_assertions_options(ru
 @pytest.mark.parametrize("extra, needle", [
     ("rate = 0\n", "not a rate in (0, 1e6]"),
     ("rate = 1\nusers = 2\n", "two ways to make arrivals"),
-    ("requests = 0\n", "not a whole number in 1 .. 100,000"),
+    ("requests = 0\n", "not a whole number in 1 .. 50,000"),   # kvplan.inputs.workload.MAX_REQUESTS
     ('policy = "bogus"\n', "unknown preemption policy"),
     ("batch = 8\n", "batch does not apply to sim_recompute_rate"),
 ])

@@ -416,7 +416,9 @@ def _sim_option(key: str, value, name: str, fail):
                 math.isfinite(value) and 0 < value <= 1e6):
             raise fail(f"{name} = {shorten(value)} is not a rate in (0, 1e6] requests/s", "write rate = 0.5", key)
         return float(value)
-    low, high = (0, 2**32 - 1) if key == "seed" else (1, 100_000)
+    from kvplan.inputs.workload import MAX_REQUESTS
+
+    low, high = (0, 2**32 - 1) if key == "seed" else (1, MAX_REQUESTS if key == "requests" else 100_000)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise fail(f"{name} = {shorten(value)} is not a whole number in {low:,} .. {high:,}", f"write {key} = 200",
                    key)

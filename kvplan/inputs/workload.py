@@ -29,8 +29,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvplan.specs.values import Note
 
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
-MAX_REQUESTS = 1_000_000
-MAX_TRACE_ROWS = 1_000_000
+# The most requests one run simulates, and so the longest trace read (its lines are counted before any is parsed):
+# where the slowest shapes still finish in ~10-20 s on a 2-CPU machine (measured 2026-12-01, llama-3.1-8b on 8 x
+# H100 as DP8, 1,000 + 30,000-token requests: 50,000 at --rate 1 in 7 s and 340 MB, --users 1000 in 11 s (20-24 s
+# with the machine loaded), a trace all at t=0 in 12-17 s; 1,000,000 at --rate 1 took 158 s and 4.7 GiB, and a
+# 1,000,000-line trace 21 s to read alone). tests/test_simulate_bounds.py has the other sizes.
+MAX_REQUESTS = 50_000
+MAX_TRACE_ROWS = MAX_REQUESTS
+# The most requests one command simulates over its runs (--sweep-rate's points, --compare's variants and the base)
+MAX_TOTAL_REQUESTS = 200_000
 MAX_TOKENS = 10_000_000           # no request is longer than this (kvplan.inputs.units bounds token counts alike)
 # The simulated clock stays under this many seconds (~32 years): a float64 time there still resolves 0.1 us
 # (2^-23 s), so a millisecond decode step adds to it exactly enough; at 1e300 s a step adds nothing and every TPOT
@@ -242,11 +249,12 @@ def read_trace(path: Path) -> Trace:
     body = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not body:
         raise KvplanError(f"trace {path} is empty", "give one request per line")
-    if len(body) > MAX_TRACE_ROWS + 1:
-        raise KvplanError(f"trace {path} has {len(body):,} lines, more than {MAX_TRACE_ROWS:,} requests",
-                          f"give at most {MAX_TRACE_ROWS:,} requests")
+    is_json = body[0][1].lstrip().startswith("{")
+    if len(body) > MAX_TRACE_ROWS + (0 if is_json else 1):   # a CSV's header is no request
+        raise KvplanError(f"trace {path} has {len(body):,} lines, more than the {MAX_TRACE_ROWS:,} requests one run "
+                          "simulates", f"split it into files of at most {MAX_TRACE_ROWS:,} requests")
     rows: list[tuple[int, dict]] = []
-    if body[0][1].lstrip().startswith("{"):
+    if is_json:
         for no, line in body:
             try:
                 row = json.loads(line)
@@ -318,6 +326,19 @@ class Workload:
     cut: Note | None = None    # how many drawn lengths the engine's limit cut, if any
 
 
+def check_requests(requests: int, runs: int = 1, what: str = "") -> None:
+    """Refuse more than ``MAX_REQUESTS`` requests in a run, or ``MAX_TOTAL_REQUESTS`` over ``runs`` runs (``what``
+    names them: "--sweep-rate's 20 rates"), before any is drawn or simulated."""
+    if not 1 <= requests <= MAX_REQUESTS:
+        hint = "give at least 1" if requests < 1 else (
+            f"give at most --requests {MAX_REQUESTS} (more takes minutes; repeat the run with other --seed values)")
+        raise KvplanError(f"--requests {requests:,} is not in 1 .. {MAX_REQUESTS:,}", hint)
+    if requests * runs > MAX_TOTAL_REQUESTS:
+        raise KvplanError(f"{what} x --requests {requests:,} simulate {requests * runs:,} requests, more than "
+                          f"{MAX_TOTAL_REQUESTS:,}", f"give at most --requests {MAX_TOTAL_REQUESTS // runs}, or "
+                          "fewer runs")
+
+
 def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
           prompt_max: int | None = None, output_max: int | None = None, rate: float | None = None,
           users: int | None = None, think_s: float = 0.0, duration_s: float | None = None,
@@ -330,8 +351,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
     if (rate is None) == (users is None) and not (trace is not None and trace.arrivals is not None):
         raise KvplanError("give one of --rate (open arrivals) or --users (a closed loop)",
                           "e.g. --rate 0.5 or --users 32")
-    if not 1 <= requests <= MAX_REQUESTS:
-        raise KvplanError(f"--requests {requests:,} is not in 1 .. {MAX_REQUESTS:,}", "give fewer requests")
+    check_requests(requests)
     if max_len < 2:
         raise KvplanError(f"the longest request ({max_len} tokens) leaves no room for an output", "raise --max-len")
     cut = None

@@ -106,6 +106,9 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     think_v = parse_plain_seconds(think, "--think", allow_zero=True)
     duration_v = optional(parse_plain_seconds, duration, "--duration")
     seed_v = parse_tokens(seed, "--seed", allow_zero=True)
+    n_given = parse_tokens(requests, "--requests") if requests is not None else None
+    if n_given is not None:   # before any work (the trace's reading included)
+        wl.check_requests(n_given)
     tr = wl.read_trace(Path(trace)) if trace is not None else None
     timed_trace = tr is not None and tr.arrivals is not None
     thinks = _text(think).strip() not in ("0", "0s")
@@ -122,8 +125,12 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         rate_v = sweep_rates[0]
     elif rate_v is None and users_v is None and not timed_trace:
         users_v = DEFAULT_USERS
-    n = parse_tokens(requests, "--requests") if requests is not None else (
-        len(tr.prompts) if tr is not None else DEFAULT_REQUESTS)
+    n = n_given if n_given is not None else (len(tr.prompts) if tr is not None else DEFAULT_REQUESTS)
+    if sweep_rates is not None:
+        wl.check_requests(n, len(sweep_rates), f"--sweep-rate's {len(sweep_rates)} rates")
+    elif compare is not None:
+        runs = len(parse_compare(compare)) + 1
+        wl.check_requests(n, runs, f"--compare's {runs} runs (the base and each variant)")
     limit = base.context_limit
     cap = parse_tokens(max_len, "--max-len") if max_len is not None else (limit or wl.MAX_TOKENS)
     if limit is not None and cap > limit:
