@@ -36,7 +36,7 @@ def test_compare_preemption_default_generated_that_fits_is_kept(run_cli):
 
 
 @pytest.mark.parametrize("args", [("--generated", "30k"), ("--generated", "16k", "--prompt", "1k"),
-                                  ("--decode", "16k")])
+                                  ("--decode", "17k")])
 def test_compare_preemption_refuses_a_given_generated_naming_generated(run_cli, tmp_path, args):
     r = run_cli("compare-preemption", "-m", model_dir(tmp_path, PHI4, "phi-4"), "-g", "h100-sxm", *args)
     assert r.code == 2, (r.out, r.err)
