@@ -60,7 +60,12 @@ def preemption_scenario(scenario_args: dict[str, Any]) -> Scenario:
     from kvplan.options.scenarios import build_scenario
 
     args = {**scenario_args, "decode": None, "decode_flag": "--generated"}
-    base = build_scenario(**args)   # generated not given: the scenario's default decode, fitted into the limit
+    try:
+        base = build_scenario(**args)   # generated not given: the scenario's default decode, fitted into the limit
+    except ScenarioError:
+        probe = build_scenario(**{**args, "decode": "0"})   # raises what is wrong besides the request's length
+        raise ScenarioError(f"--prompt {probe.prompt_tokens:,} leaves no room for a generated token in "
+                            f"{_where(probe)} of {probe.context_limit:,}", "shorten --prompt" + _raise(probe)) from None
     generated = scenario_args.get("decode")
     limit = base.context_limit
     if generated is None:
@@ -74,14 +79,23 @@ def preemption_scenario(scenario_args: dict[str, Any]) -> Scenario:
     tokens = _tokens("--generated", allow_zero=True)(generated)
     prompt = base.prompt_tokens if base.prompt_given else 0   # a default prompt is shortened to make room
     if limit is not None and prompt + tokens + base.spec_tokens > limit:
-        where = ("--max-model-len" if base.max_model_len is not None
-                 else f"{base.model.id}'s maximum context (max_position_embeddings)")
         raise ScenarioError(
             f"the request's {prompt + tokens + base.spec_tokens:,} tokens (" + ("prompt + " if prompt else "")
-            + "generated" + (" + speculative slots" if base.spec_tokens else "") + f") exceed {where} of {limit:,}; "
+            + "generated" + (" + speculative slots" if base.spec_tokens else "")
+            + f") exceed {_where(base)} of {limit:,}; "
             "the engine would reject it", ("shorten --prompt/--generated" if prompt else "shorten --generated")
-            + ("" if base.max_model_len is not None else ", or raise the limit with --max-model-len (rope scaling)"))
+            + _raise(base))
     return build_scenario(**{**args, "decode": generated})
+
+
+def _where(s: Scenario) -> str:
+    if s.max_model_len is not None:
+        return "--max-model-len"
+    return f"{s.model.id}'s maximum context (max_position_embeddings)"
+
+
+def _raise(s: Scenario) -> str:
+    return "" if s.max_model_len is not None else ", or raise the limit with --max-model-len (rope scaling)"
 
 
 # --- pd --------------------------------------------------------------------------------------------------------
