@@ -65,7 +65,7 @@ def concurrency(
     if plot is not None:  # before rendering, so that a bad --plot fails without half an answer printed
         from kvplan.render.plot import write_chart_png
 
-        write_chart_png(result.charts[0], plot)
+        write_chart_png(result.charts[0], plot, result.headline)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 

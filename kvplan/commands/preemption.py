@@ -7,13 +7,14 @@ import typer
 from kvplan.commands.common import DramOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
-GeneratedOpt = Annotated[str, typer.Option("--generated", "--decode", metavar="TOKENS",
-                                           help="Tokens generated before the preemption (default 20k).")]
+GeneratedOpt = Annotated[str | None, typer.Option(
+    "--generated", "--decode", metavar="TOKENS",
+    help="Tokens generated before the preemption (default 20k, shortened to fit the model's limit).")]
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "activation_reserve",
                           "runtime_reserve"),
-                  decode=("generated", GeneratedOpt, "20k"))
+                  decode=("generated", GeneratedOpt, None))
 def compare_preemption(
     scenario_args: dict,
     output: dict,
@@ -44,12 +45,11 @@ def compare_preemption(
 ) -> None:
     """Swap a preempted request to host DRAM and back, or recompute it: times, ratio, crossover, advice."""
     from kvplan.calc.preemption import plan_preemption
-    from kvplan.options.preemption import preemption_request
-    from kvplan.options.scenarios import build_scenario
+    from kvplan.options.preemption import preemption_request, preemption_scenario
     from kvplan.present.preemption import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    scenario = build_scenario(**scenario_args)
+    scenario = preemption_scenario(scenario_args)
     r = preemption_request(dram=dram, prefix_hit=prefix_hit, mfu=mfu, compute_dtype=compute_dtype, layout=layout,
                            copy_overhead_us=copy_overhead_us, bidir_factor=bidir_factor, sync_swap=sync_swap,
                            sweep=sweep)

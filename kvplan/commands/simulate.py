@@ -114,12 +114,13 @@ def simulate(
         emit(present_compare(runs, [(), *(pairs for _, pairs, _, _ in run.variants)], inputs), fmt,
              output["explain"], output["units"], output["brief"])
         return
+    result = present(plan, inputs, per_request=fmt == "csv")
     if plot is not None:
         from kvplan.present.simulate import timeline_chart
         from kvplan.render.plot import write_chart_png
 
-        write_chart_png(timeline_chart(plan), plot)
-    emit(present(plan, inputs, per_request=fmt == "csv"), fmt, output["explain"], output["units"], output["brief"])
+        write_chart_png(timeline_chart(plan), plot, result.headline)
+    emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
 def register(app: typer.Typer) -> None:

@@ -80,7 +80,7 @@ def tpot(
         from kvplan.present.tpot import chart
         from kvplan.render.plot import write_chart_png
 
-        write_chart_png(chart(plan), plot)
+        write_chart_png(chart(plan), plot, result.headline)
     emit(result, fmt, output["explain"], output["units"], output["brief"])
 
 
