@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.test_first_use_defaults import PHI4, model_dir
+from test_first_use_defaults import PHI4, model_dir
 
 
 # --- compare-preemption's default --generated fits the model's limit ----------------------------------------

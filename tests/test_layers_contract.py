@@ -273,3 +273,12 @@ def test_down_and_sideways_imports_and_the_version_pass(tmp_path):
     assert edges["kvplan.present.size"] == {"kvplan.render.result": 1, "kvplan.errors": 2}
     assert "kvplan" not in edges["kvplan.cli"]
     assert not upward_edges(edges, root) and not circles(edges)
+
+
+def test_tests_import_their_helpers_as_ci_runs_them():
+    # CI also runs the suite from outside the tree against the wheel, where no package `tests` exists: a test
+    # module reaches conftest and other test modules by their own names (pytest puts tests/ on sys.path)
+    here = Path(__file__).parent
+    bad = [f"{p.name}:{n}" for p in sorted(here.glob("*.py")) for n, line in enumerate(p.read_text().splitlines(), 1)
+           if line.lstrip().startswith(("from tests.", "import tests"))]
+    assert not bad, f"imports through a package `tests` (use `from conftest import ...`): {bad}"
