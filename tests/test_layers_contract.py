@@ -44,11 +44,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # these are plain assignments in it, not lazy exports (``kvplan.cli`` prints ``__version__``).
 ROOT_CONSTANTS = frozenset({"__version__"})
 
-# Edges that break the rules in files other work owns, each with why; to be removed when those files change.
-# (importer, imported module or package). Each must still exist (see test_allowed_edges_are_still_needed).
-ALLOWED_FOR_NOW: dict[tuple[str, str], str] = {
-}
-
 PACKAGE = Path(kvplan.__file__).resolve().parent
 
 
@@ -129,20 +124,15 @@ def graph(root: Path = PACKAGE) -> dict[str, dict[str, int]]:
     return edges
 
 
-def allowed(importer: str, target: str) -> bool:
-    return any(importer == src and (target == dst or target.startswith(dst + "."))
-               for src, dst in ALLOWED_FOR_NOW)
-
-
 def upward_edges(edges: dict[str, dict[str, int]], root: Path = PACKAGE) -> list[str]:
-    """One message per import from a lower layer into a higher one (allowed edges left out)."""
+    """One message per import from a lower layer into a higher one (no edge is exempt)."""
     known = modules(root)
     found = []
     for importer, targets in sorted(edges.items()):
         low = layer_of(importer)
         for target, line in sorted(targets.items()):
             high = layer_of(target)
-            if high > low and not allowed(importer, target):
+            if high > low:
                 where = known[importer].relative_to(root.parent)
                 found.append(f"{where}:{line} imports {target}: layer {LAYERS[low][0]} may not import layer "
                              f"{LAYERS[high][0]} (above it in tests/test_layers_contract.py LAYERS)")
@@ -150,7 +140,7 @@ def upward_edges(edges: dict[str, dict[str, int]], root: Path = PACKAGE) -> list
 
 
 def circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
-    """The import circles: strongly connected groups of two or more modules (Tarjan), allowed edges left out."""
+    """The import circles: strongly connected groups of two or more modules (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -165,7 +155,7 @@ def circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
         stack.append(node)
         on_stack.add(node)
         for nxt in edges.get(node, {}):
-            if allowed(node, nxt) or nxt not in edges:
+            if nxt not in edges:
                 continue
             if nxt not in index:
                 visit(nxt)
@@ -211,14 +201,6 @@ def test_no_import_circles():
     edges = graph()
     found = circles(edges)
     assert not found, "\n".join(circle_text(g, edges) for g in found)
-
-
-def test_allowed_edges_are_still_needed():
-    edges = graph()
-    for (src, dst), why in ALLOWED_FOR_NOW.items():
-        assert any(t == dst or t.startswith(dst + ".") for t in edges.get(src, {})), \
-            f"ALLOWED_FOR_NOW[{src} -> {dst}] ({why}) is no longer imported: remove it"
-        assert layer_of(dst) > layer_of(src), f"{src} -> {dst} goes down the layers: it needs no allowance"
 
 
 # --- the checker itself, on small made-up packages ---------------------------------------------------------------

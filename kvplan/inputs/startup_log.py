@@ -424,7 +424,7 @@ def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list
     return chosen, [], [f"The log does not state its GPU: planned on {chosen}, kvplan's default; {fix}."]
 
 
-def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict, releases=None
+def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releases
                   ) -> tuple[dict, list[str], list[str]]:
     """``args`` (the scenario options as text, ``kvplan.options.scenarios.build_scenario``'s keywords) with what the
     log states filled in, notes saying where each value came from, and warnings (what the log does not state and
@@ -432,7 +432,7 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict, r
     kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets
     the logged model name is looked up in; ``hbm_of()``: {GPU preset: (HBM GiB, measured?)}, to match a logged total
     memory; ``releases(engine)``: (oldest, newest) release tuples kvplan has rules for and the newest's name (the
-    engine adapters' facts, which sit above this layer; None: the log's release is taken as it is)."""
+    engine adapters' facts, which sit above this layer)."""
     out, notes = dict(args), list[str]()
     out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
     if log.mixed:
@@ -455,13 +455,13 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of=dict, r
             raise KvplanError(f"--engine {args['engine']} contradicts the log, which {log.engine} wrote",
                               f"drop --engine, or give --engine {log.engine}==X.Y to choose its release")
     else:
-        oldest, newest, newest_name = releases(log.engine) if releases is not None else (None, None, "")
+        oldest, newest, newest_name = releases(log.engine)
         if log.release is None:
             out["engine"] = log.engine
             notes.append(f"The log names no {log.engine} release: kvplan follows its newest rules "
                          f"({newest_name}); give --engine {log.engine}==X.Y for another.")
         else:
-            pinned = log.release if oldest is None else min(max(log.release, oldest), newest)
+            pinned = min(max(log.release, oldest), newest)
             out["engine"] = f"{log.engine}=={_release_text(pinned)}"
             if pinned != log.release:
                 notes.append(f"The log's {log.engine} {_release_text(log.release)} is outside the releases kvplan "
