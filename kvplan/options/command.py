@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SEED_COMPARE = "deepseek-r1-seed-gqa"
 
 
-def _scenario(scenario: Scenario | dict[str, Any], **extra: Any) -> Scenario:
+def as_scenario(scenario: Scenario | dict[str, Any], **extra: Any) -> Scenario:
     """A ``Scenario``, or the one the scenario options (text, ``build_scenario``'s keywords) describe."""
     from kvplan.options.scenarios import build_scenario
 
@@ -45,13 +45,13 @@ def _scenario(scenario: Scenario | dict[str, Any], **extra: Any) -> Scenario:
     return scenario.with_(**given) if given else scenario
 
 
-def _tokens(flag: str, allow_zero: bool = False):
+def tokens_parser(flag: str, allow_zero: bool = False):
     from kvplan.inputs.units import parse_tokens
 
     return lambda value: parse_tokens(value, flag, allow_zero)
 
 
-def _size(value: Any, flag: str) -> int:
+def size_bytes(value: Any, flag: str) -> int:
     from kvplan.inputs.units import parse_size
 
     return value if type(value) is int and value > 0 else parse_size(value if isinstance(value, str) else str(value),
@@ -70,7 +70,7 @@ def size_request(scenario: Scenario | dict[str, Any], *, contexts: Any = DEFAULT
     args = scenario if isinstance(scenario, dict) else None
     if include_mtp and args is not None and args.get("mtp_layers") is not None:
         raise InputError("--include-mtp and --mtp-layers both given", "give only --mtp-layers N")
-    built = _scenario(scenario)
+    built = as_scenario(scenario)
     if include_mtp:
         built = built.with_(mtp_layers=built.model.mtp_layers)
     default = SEED_COMPARE if args is not None and args.get("model") is None else None
@@ -91,8 +91,8 @@ def concurrency_options(*, batch: Any = "8", tpot: Any = None, dram: Any = None,
     return ConcurrencyOptions(
         batch=parse_tokens(batch, "--batch"),
         tpot_seconds=optional(parse_seconds, tpot, "tpot"),
-        dram_bytes_per_node=optional(_size, dram, "--dram"),
-        ssd_bytes_per_node=optional(_size, ssd, "--ssd"),
+        dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
+        ssd_bytes_per_node=optional(size_bytes, ssd, "--ssd"),
         contexts=parse_contexts(contexts),
         dtypes=optional(parse_list, dtypes, parse_kv_dtype, "dtypes"),
         pool_origin=pool_origin,

@@ -11,7 +11,7 @@ from kvplan.inputs.options import (
     parse_fraction,
     parse_list,
 )
-from kvplan.options.command import _size, _tokens
+from kvplan.options.command import size_bytes, tokens_parser
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.costs import CostSettings
@@ -47,8 +47,8 @@ def preemption_request(*, dram: Any = None, prefix_hit: Any = "0", mfu: Any = No
                             layout=layout.strip().lower().replace("_", "-"),
                             sync_swap=sync_swap, **{k: v for k, v in given.items() if v is not None})
     return PreemptionRequest(settings, parse_tokens(prefix_hit, "--prefix-hit", allow_zero=True),
-                             optional(parse_list, sweep, _tokens("--sweep"), "sweep") or DEFAULT_SWEEP,
-                             optional(_size, dram, "--dram"))
+                             optional(parse_list, sweep, tokens_parser("--sweep"), "sweep") or DEFAULT_SWEEP,
+                             optional(size_bytes, dram, "--dram"))
 
 
 def preemption_scenario(scenario_args: dict[str, Any]) -> Scenario:

@@ -14,7 +14,7 @@ from kvplan.inputs.options import (
     parse_link_gbs,
     parse_seconds,
 )
-from kvplan.options.command import _size
+from kvplan.options.command import size_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.recommend import RecommendOptions
@@ -61,7 +61,7 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram:
         raise InputError("--candidates without --target", "give --target to search, or drop --candidates")
     built = build_scenario(**scenario)
     options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
-                               dram_bytes_per_node=optional(_size, dram, "--dram"),
+                               dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                                nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
     if target is None:
         return RecommendRequest(built, options, wanted, notes=notes)

@@ -70,7 +70,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
 
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
     from kvplan.inputs import workload as wl
-    from kvplan.inputs.units import parse_size, parse_tokens
+    from kvplan.inputs.units import parse_tokens
+    from kvplan.options.command import size_bytes
     from kvplan.options.scenarios import build_scenario
 
     plot = Path(plot) if plot is not None else None
@@ -159,7 +160,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     work = make(rate_v)
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=optional(parse_tokens, max_batch, "--max-batch"),
-                         dram_bytes_per_node=optional(_size, dram, "--dram", parse_size),
+                         dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
@@ -172,10 +173,6 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))
     return run
-
-
-def _size(value: Any, flag: str, parse_size: Any) -> int:
-    return value if type(value) is int and value > 0 else parse_size(_text(value), flag)
 
 
 def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,

@@ -16,7 +16,7 @@ from kvplan.inputs.options import (
     parse_list,
     parse_microseconds,
 )
-from kvplan.options.command import _scenario, _tokens
+from kvplan.options.command import as_scenario, tokens_parser
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.calibrate import Calibration
@@ -52,7 +52,7 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
 
     if save_calibration is not None and measured is None:
         raise InputError("--save-calibration needs --measured", "give the measured points to fit")
-    built = _scenario(scenario, draft_model=draft_model)
+    built = as_scenario(scenario, draft_model=draft_model)
     given = factors or {}
     unknown = [k for k in given if k not in FACTOR_FLAGS]
     if unknown:
@@ -76,7 +76,7 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
         parsed.update({k_: v for k_, v in calibration.overrides.items() if parsed.get(k_) is None})
     options = TpotOptions(
         batch=parse_tokens(batch, "--batch"), shape=shape.strip().lower(),
-        batches=optional(parse_list, batches, _tokens("--batches"), "batches") or TpotOptions.batches,
+        batches=optional(parse_list, batches, tokens_parser("--batches"), "batches") or TpotOptions.batches,
         contexts=parse_contexts(contexts), spec_tokens=k, accept=parse_accept(accept) if accept is not None else None,
         factors={k_: v for k_, v in parsed.items() if v is not None})
     return TpotRequest(built, options, calibration)
