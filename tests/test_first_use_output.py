@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 LOG = str(Path(__file__).parent / "data" / "logs" / "vllm-v1-qwen3-235b-a22b-fp8-4xh100.log")  # no GPU, no memory
 
 
@@ -180,26 +182,64 @@ def test_a_verbatim_block_is_never_wrapped_by_either_writer():
         assert command in out.getvalue(), write.__name__
 
 
-# --- presets list at 80 columns: each list in one table ---------------------------------------------------------
-def test_presets_list_fits_80_columns_in_one_table_per_type(run_cli, monkeypatch, tmp_path):
+# --- presets list: one table at any width, its GPU figures where they fit ---------------------------------------
+def _one_table(out: str, width: int) -> list[str]:
+    """The lines of the (one) table of a ``presets list`` output, checked to be one table no line of which is
+    wider than ``width``: one header rule, no part continued."""
+    lines = out.splitlines()
+    assert all(len(line) <= width for line in lines), max(lines, key=len)
+    assert "... continued" not in out and sum(line.startswith(" ───") for line in lines) == 1, out
+    return lines
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_presets_list_is_one_table_whose_lines_fit(run_cli, monkeypatch, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    r = run_cli("presets", "list")
+    assert r.code == 0, r.err
+    lines = _one_table(r.out, width)
+    header = lines[lines.index(next(line for line in lines if line.startswith(" ───"))) - 1].split()
+    assert header[:3] == ["type", "id", "name"], header
+    # one row per preset, its type beside its id: 19 models, 13 GPUs, 2 workloads (the headline's counts)
+    rows = [line.split() for line in lines if line.startswith(("  model ", "  hardware ", "  workload "))]
+    assert [t for t, *_ in rows].count("model") == 19 and [t for t, *_ in rows].count("hardware") == 13
+    assert ["workload", "r1-production"] == rows[-1][:2] and ["model", "deepseek-r1"] == rows[0][:2]
+    h200 = next(line for line in lines if line.startswith("  hardware   h200 "))
+    if width == 80:   # the GPU figures do not fit beside the ids and names: left out, not a second part
+        assert header == ["type", "id", "name"] and "GiB" not in r.out.split("•")[0]
+    else:   # H200's HBM 140.40 GiB (nvidia-smi's 143,771 MiB / 1,024), 4.80 TB/s, no public price ("-")
+        assert header == ["type", "id", "name", "HBM", "bandwidth", "$/GPU-hour"]
+        assert h200.split()[-5:] == ["140.40", "GiB", "4.80", "TB/s", "-"], h200
+
+
+def test_presets_list_keeps_whole_ids_and_a_name_that_is_not_the_id(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = _one_table(run_cli("presets", "list").out, 80)
+    # the 29-character id is never folded; its name, the same text in capitals, is not set again beside it
+    row = next(line for line in lines if "deepseek-r1-distill-llama-70b" in line)
+    assert row.split() == ["model", "deepseek-r1-distill-llama-70b"]
+    assert any(line.split()[:3] == ["model", "glm-4.5", "GLM-4.5"] for line in lines)
+
+
+def test_presets_list_of_one_type_or_with_user_files(run_cli, monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "80")
     template = run_cli("presets", "template", "hardware").out
     (tmp_path / "my-gpu.toml").write_text(template)
-    for extra in ((), ("--type", "hardware"), ("--presets-dir", str(tmp_path))):
+    for extra in (("--type", "hardware"), ("--presets-dir", str(tmp_path))):
         r = run_cli("presets", "list", *extra)
         assert r.code == 0, r.err
         lines = r.out.splitlines()
         assert "... continued" not in r.out and all(len(line) <= 80 for line in lines), extra
-        # one row per preset: an id starts exactly one line (the id column is never repeated in a second part)
-        for preset_id in ("deepseek-r1", "h200", "mi355x")[1 if extra[:1] == ("--type",) else 0:]:
-            assert sum(line.startswith(f"  {preset_id} ") for line in lines) == 1, (extra, preset_id)
-        # the GPU row carries its figures on that one line: H200 HBM 140.40 GiB (nvidia-smi's 143,771 MiB / 1,024
-        # = 140.40), 4.80 TB/s
-        h200 = next(line for line in lines if line.startswith("  h200 "))
-        assert "140.40 GiB" in h200 and "4.80 TB/s" in h200, h200
-    # a preset from the user's folder: its GPU row in the GPUs table, its file named once (a wide terminal: the
-    # test's folder path is longer than 80 columns)
+        # one row per preset: an id is on exactly one line (the id column is never repeated in a second part)
+        for preset_id in ("h200", "mi355x"):
+            assert sum(f" {preset_id} " in line for line in lines) == 1, (extra, preset_id)
+    # one type: no type column (the headline names it), room for the GPU figures on the row at 80 columns
+    lines = run_cli("presets", "list", "--type", "hardware").out.splitlines()
+    h200 = next(line for line in lines if line.startswith("  h200 "))
+    assert "140.40 GiB" in h200 and "4.80 TB/s" in h200, h200
+    # a preset from the user's folder: its row in the list, its file named once in the files table (a wide
+    # terminal: the test's folder path is longer than 80 columns)
     monkeypatch.setenv("COLUMNS", "300")
     r = run_cli("presets", "list", "--presets-dir", str(tmp_path))
-    assert sum(line.startswith("  my-gpu ") for line in r.out.splitlines()) == 2   # the GPUs table, the files table
+    assert sum(" my-gpu " in line for line in r.out.splitlines()) == 2   # the list, the files table
     assert str(tmp_path / "my-gpu.toml") in r.out

@@ -37,13 +37,28 @@ def _item(e: CatalogueEntry, row: tuple) -> dict:
     return item
 
 
-def _type_table(kind: str, rows: list[tuple]) -> Table:
-    """The terminal's table of one preset type (``_row``'s rows of that type), without the origin column: the title
-    says "built-in" when every one is; the others' files are listed in their own table (``_files_table``)."""
-    cols = [i for i in range(len(COLUMNS) - 1) if i != 1 and (kind == "hardware" or i not in GPU_COLUMNS)]
-    title = _TITLES[kind] + (" (built-in)" if all(r[-1] == "built-in" for r in rows) else "")
-    return Table(title, tuple(_SHORT.get(COLUMNS[i], COLUMNS[i]) for i in cols),
-                 tuple(tuple(r[i] for i in cols) for r in rows), formats=("table",))
+def _repeats_id(row: tuple) -> bool:
+    """Whether the preset's name is its id in other capitals (``DeepSeek-R1-Distill-Llama-70B``): the terminal
+    leaves such a name out, so that the id's longest word is not set twice side by side in 80 columns."""
+    return row[2].lower() == row[0].lower()
+
+
+def _terminal_table(rows: list[tuple]) -> Table:
+    """The terminal's one table of ``_row``'s rows: type (left out when one type is listed: the headline says
+    it), id, name (unless it repeats the id) and, where GPUs are listed, HBM, bandwidth and price: optional
+    columns a narrow terminal leaves out (price first) rather than split the table in parts. No origin column:
+    the title says "built-in" when every preset is, the others' files are listed in their own table
+    (``_files_table``)."""
+    types = [t for t in ("model", "hardware", "workload") if any(r[1] == t for r in rows)]
+    cols = [i for i in range(len(COLUMNS) - 1) if (i != 1 or len(types) > 1) and ("hardware" in types
+                                                                                   or i not in GPU_COLUMNS)]
+    cols.sort(key=lambda i: i != 1)   # the type first, then the id
+    title = (_TITLES[types[0]] if len(types) == 1 else "Presets") + (
+        " (built-in)" if all(r[-1] == "built-in" for r in rows) else "")
+    cells = tuple(tuple("" if i in GPU_COLUMNS and r[1] != "hardware" or i == 2 and _repeats_id(r) else r[i]
+                        for i in cols) for r in rows)
+    return Table(title, tuple(_SHORT.get(COLUMNS[i], COLUMNS[i]) for i in cols), cells, formats=("table",),
+                 optional=tuple(n for n, i in enumerate(cols) if i in GPU_COLUMNS))
 
 
 def _files_table(rows: tuple[tuple, ...]) -> tuple[Table, ...]:
@@ -61,11 +76,9 @@ def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, wo
     keep = [i for i in range(len(COLUMNS)) if gpus or i not in GPU_COLUMNS]
     table = Table("Presets", tuple(COLUMNS[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in rows),
                   primary=True, formats=("csv", "markdown"))
-    # the terminal: one table per type, without the type column (the title says it) and the origin (in the title,
-    # or the files table), with short GPU headers, so that each fits 80 columns in one part (not ids in one part
-    # and names in another)
-    by_type = tuple(_type_table(t, [r for r, e in zip(rows, entries, strict=True) if e.type == t])
-                    for t in ("model", "hardware", "workload") if any(e.type == t for e in entries))
+    # the terminal: one table (not ids in one part and names in another), its GPU columns left out where they do
+    # not fit
+    terminal = _terminal_table(list(rows)) if rows else None
     if kind is None and word is None:
         headline = f"{len(entries)} presets: {counts}"
     else:
@@ -79,4 +92,5 @@ def present_list(entries: list[CatalogueEntry], total: int, kind: str | None, wo
         notes = ("HBM is the total the device reports (GiB); bandwidth the datasheet peak; the price a public "
                  "on-demand offer per GPU-hour where one was found (see `kvplan presets show ID` for the offer, "
                  "date and source).",)
-    return Result("presets list", headline, data, (table, *by_type, *_files_table(rows)), notes)
+    tables = (table, *((terminal,) if terminal else ()), *_files_table(rows))
+    return Result("presets list", headline, data, tables, notes)

@@ -387,6 +387,29 @@ def _rich_table(title: str, columns, rows: list[list[str]]):
     return rt
 
 
+# The characters a line a text column keeps before a table's optional columns give way (Table.optional).
+TEXT_ROOM = 24
+
+
+def _dropped(table: Table, cells: list[list[str]], widths, widest: list[int], width: int) -> set[int]:
+    """The optional columns left out at this width: the last first, while the columns kept exceed the width, each
+    counted at its widest cell, a text column's capped at ``TEXT_ROOM`` or its longest word (it would fold a word
+    narrower), each padded by 2, plus the box."""
+    def room(k: int) -> int:
+        if widths[k][2]:
+            return widest[k]
+        longest_word = max((len(w) for row in cells for w in row[k].split()), default=0)
+        return min(widest[k], max(TEXT_ROOM, longest_word))
+
+    shown, dropped = list(range(len(widths))), set()
+    for i in reversed(table.optional):
+        if sum(room(k) + 2 for k in shown) + len(shown) + 1 <= width:
+            break
+        shown.remove(i)
+        dropped.add(i)
+    return dropped
+
+
 def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, list[list[str]]]]:
     """(title, columns, rows of text) of the table as printed ``width`` columns wide: one part, or, when its
     narrowest layout is wider than the output, several that each repeat the first (key) column, so that a wide
@@ -429,11 +452,11 @@ def table_parts(table: Table, units: str, width: int) -> list[tuple[str, list, l
         _, columns, rows = part(cols, "")
         return minimum(columns, rows) <= width - 6   # rich crops a table near its minimum
 
-    everything = list(range(len(widths)))
-    if len(widths) <= 2 or fits(everything):
+    everything = [i for i in range(len(widths)) if i not in _dropped(table, cells, widths, widest, width)]
+    if len(everything) <= 2 or fits(everything):
         return [part(everything, _title(table))]
     groups, current = [], [0]
-    for i in range(1, len(widths)):
+    for i in everything[1:]:
         if len(current) > 1 and not fits(current + [i]):
             groups.append(current)
             current = [0]

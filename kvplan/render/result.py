@@ -32,6 +32,9 @@ class Table:
     # The formats that print it (None: every format): a wide table can go to markdown and CSV while the terminal
     # gets narrower ones with the same figures.
     formats: tuple[str, ...] | None = None
+    # Columns (indices, never the first) a terminal may leave out, the last first, while the table would squeeze
+    # a text column narrower than ``TEXT_ROOM`` characters a line: a wider terminal shows more of them.
+    optional: tuple[int, ...] = ()
 
     def shown_in(self, fmt: str) -> bool:
         return self.formats is None or fmt in self.formats
