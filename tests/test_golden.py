@@ -3,7 +3,9 @@
 The numbers inside are pinned by the other tests (hand arithmetic, engine logs); this file pins the
 presentation: titles, column splits at 80 columns, units, the first line, CSV headers, JSON keys. When a change
 to the output is intended, regenerate with ``KVPLAN_UPDATE_GOLDEN=1 pytest tests/test_golden.py`` and read the
-diff. The README's examples are checked against these files too (test_readme_examples_are_real_output).
+diff. The examples of the README and of the docs pages are checked against these files too
+(test_examples_are_real_output), and each page is built from its source and these files
+(test_page_is_built_from_its_source_and_the_current_goldens).
 """
 
 import os
@@ -100,53 +102,85 @@ def test_golden_error(run_cli, monkeypatch, name):
     assert r.err == path.read_text(), f"{path.name} differs (regenerate only if the change is intended)"
 
 
-def test_readme_error_examples_are_real_output():
-    """Each ``$ kvplan ...`` line of a README ``console`` block is an ERRORS case, followed by its golden stderr."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```console\n(.*?)```", readme, flags=re.S)
-    shown = [m for block in blocks for m in re.findall(r"^\$ (kvplan[^\n]*)\n((?:[^$][^\n]*\n)*)", block, flags=re.M)]
-    assert len(shown) >= len(ERRORS), "the README shows fewer error examples than ERRORS pins"
+def _builder():
+    """tools/build_readme.py, loaded from the tree (the tests may run against the installed wheel, from outside)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_readme", ROOT / "tools" / "build_readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shown_pages() -> list[Path]:
+    """README.md and every page of the documentation site (the ``.in.md`` sources are not pages)."""
+    docs = ROOT / "docs"
+    return [ROOT / "README.md", *(p for p in sorted(docs.rglob("*.md")) if not p.name.endswith(".in.md"))]
+
+
+def test_every_page_that_shows_output_is_built_from_a_source():
+    """The README and each docs page built from a NAME.in.md source, and only those, show real output: a page
+    with a ``$ kvplan`` example and no source would be typed by hand, so it could drift."""
+    built = {page for _, page in _builder().pages(ROOT)}
+    assert ROOT / "README.md" in built and len(built) >= 10, sorted(built)
+    for page in _shown_pages():
+        if re.search(r"^\$ kvplan ", page.read_text(), flags=re.M):
+            assert page in built, f"{page.relative_to(ROOT)} shows kvplan output but is built from no .in.md source"
+
+
+@pytest.mark.parametrize("source", [s for s, _ in _builder().pages(ROOT)], ids=lambda s: s.name)
+def test_page_is_built_from_its_source_and_the_current_goldens(source):
+    """Each built page is exactly what tools/build_readme.py makes of its source with the goldens of now (and
+    benchmarks/tpot_fidelity.py's table): a golden regenerated, or a source edited, without a rebuild fails."""
+    builder = _builder()
+    page = dict(builder.pages(ROOT))[source]
+    names = builder.MARKER.findall(source.read_text())
+    assert names, f"{source.name} shows no real output: make it a plain page"
+    missing = [n for n in names if n != "fidelity" and not (GOLDEN / f"{n}.txt").exists()]
+    assert not missing, f"{source.name} names goldens that do not exist: {missing}"
+    assert page.read_text() == builder.build(source, ROOT), \
+        f"{page.relative_to(ROOT)} is stale against {source.relative_to(ROOT)}: run tools/build_readme.py"
+
+
+def test_error_examples_are_real_output():
+    """Each ``$ kvplan ...`` line of a ``console`` block, in the README or a docs page, is an ERRORS case followed by
+    its golden stderr; the README shows every one of them."""
     by_args = {" ".join(("kvplan",) + args): name for name, args in ERRORS.items()}
-    for command_line, output in shown:
-        assert command_line in by_args, f"README error example {command_line!r} has no golden twin in ERRORS"
-        golden = (GOLDEN / f"error.{by_args[command_line]}.txt").read_text()
-        assert output == golden, f"README error output of {command_line!r} is stale: run tools/build_readme.py"
+    for page in _shown_pages():
+        blocks = re.findall(r"```console\n(.*?)```", page.read_text(), flags=re.S)
+        shown = [m for block in blocks for m in re.findall(r"^\$ (kvplan[^\n]*)\n((?:[^$][^\n]*\n)*)", block,
+                                                             flags=re.M)]
+        if page.name == "README.md":
+            assert {c for c, _ in shown} == set(by_args), "the README does not show every error ERRORS pins"
+        for command_line, output in shown:
+            assert command_line in by_args, f"{page.name}: error example {command_line!r} has no golden in ERRORS"
+            golden = (GOLDEN / f"error.{by_args[command_line]}.txt").read_text()
+            assert output == golden, f"{page.name}: error output of {command_line!r} is stale"
 
 
-def test_readme_examples_are_real_output():
-    """Each README block that starts with ``$ kvplan ...`` (and says COLUMNS or not) must equal a golden file."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```\n\$ (kvplan[^\n]*)\n(.*?)```", readme, flags=re.S)
-    assert blocks, "the README shows no real output"
+def test_examples_are_real_output():
+    """Each block of the README or a docs page that starts with ``$ kvplan ...`` equals the golden file of that
+    command line (at 80 columns)."""
     by_args = {" ".join(("kvplan",) + args + FORMATS[f][1]): (c, f) for c, args in COMMANDS.items() for f in FORMATS
                if (c, f) not in SKIP and f != "table-160"}
-    for command_line, shown in blocks:
-        assert command_line in by_args, f"README example {command_line!r} has no golden twin"
-        c, f = by_args[command_line]
-        golden = (GOLDEN / f"{c}.{f}.txt").read_text()
-        assert shown == golden, f"README output of {command_line!r} is stale"
+    count = 0
+    for page in _shown_pages():
+        for command_line, shown in re.findall(r"```\n\$ (kvplan[^\n]*)\n(.*?)```", page.read_text(), flags=re.S):
+            assert command_line in by_args, f"{page.name}: example {command_line!r} has no golden twin"
+            c, f = by_args[command_line]
+            assert shown == (GOLDEN / f"{c}.{f}.txt").read_text(), f"{page.name}: output of {command_line!r} is stale"
+            count += 1
+    # the README's ten (one per command) and the docs pages' fourteen, at least
+    assert count >= 24, count
 
 
-def test_readme_is_built_from_the_current_goldens():
-    """Every <<name>> of docs/README.in.md (markdown output shown as rendered tables, too) is in README.md as the
-    golden file holds it now: rebuild with tools/build_readme.py after regenerating goldens."""
-    template = (ROOT / "docs" / "README.in.md").read_text()
+def test_the_readme_has_one_short_example_per_command():
+    """The README is what a newcomer needs: one example per command, the long sections on the site."""
     readme = (ROOT / "README.md").read_text()
-    names = [n for n in re.findall(r"<<([a-z0-9.-]+)>>", template) if n != "fidelity"]
-    assert names
-    for name in names:
-        assert (GOLDEN / f"{name}.txt").read_text() in readme, f"README's {name} is stale: run tools/build_readme.py"
-
-
-def test_readme_links_to_files_that_exist():
-    """Every relative link of the README (docs/workload.md, the workload document, among them) names a file of the
-    repository."""
-    readme = (ROOT / "README.md").read_text()
-    links = re.findall(r"\]\(([^)\s]+)\)", readme)
-    targets = {t.split("#")[0] for t in links if "://" not in t and not t.startswith("#")}
-    assert "docs/workload.md" in targets
-    missing = sorted(t for t in targets if not (ROOT / t).exists())
-    assert not missing, f"README links to files that are not in the repository: {missing}"
+    examples = re.findall(r"```\n\$ kvplan ([a-z-]+)", readme)
+    assert examples == ["size", "concurrency", "compare-preemption", "tpot", "pd", "simulate", "check", "recommend",
+                        "explain-log", "presets"], examples
+    assert len(readme.splitlines()) <= 400
 
 
 def test_readme_setup_is_what_ci_runs():
@@ -162,9 +196,9 @@ def test_readme_setup_is_what_ci_runs():
     assert steps == sorted(steps), "the README's order is not .ci/run's"
 
 
-def test_readme_python_example_runs_and_says_what_it_prints(capsys):
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```python\n(.*?)```", readme, flags=re.S).group(1)
+def test_python_example_runs_and_says_what_it_prints(capsys):
+    page = (ROOT / "docs" / "python.md").read_text()
+    block = re.search(r"```python\n(.*?)```", page, flags=re.S).group(1)
     namespace: dict = {}
     exec(block, namespace)
     capsys.readouterr()

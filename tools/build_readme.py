@@ -1,6 +1,9 @@
-"""Rebuild README.md from docs/README.in.md: each <<name>> is replaced by tests/golden/<name>.txt (real output)
-and <<fidelity>> by `benchmarks/tpot_fidelity.py`'s table. Run after regenerating the golden files
-(`KVPLAN_UPDATE_GOLDEN=1 pytest tests/test_golden.py -k "not readme"`); tests/test_golden.py checks the result."""
+"""Build README.md and the documentation pages that show real output from their sources: README.md from
+docs/README.in.md, and every other docs/**/NAME.in.md into NAME.md beside it (the site's mkdocs.yml leaves the
+sources out). In a source, each <<name>> is replaced by tests/golden/<name>.txt (real output) and <<fidelity>> by
+`benchmarks/tpot_fidelity.py`'s table. Run after regenerating the golden files
+(`KVPLAN_UPDATE_GOLDEN=1 pytest tests/test_golden.py -k "not readme"`); tests/test_golden.py checks that every
+built page equals what this builds from its source and the goldens now."""
 
 from __future__ import annotations
 
@@ -10,19 +13,37 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"<<([a-z0-9.-]+)>>")
 
 
-def main() -> int:
-    text = (ROOT / "docs" / "README.in.md").read_text()
+def pages(root: Path = ROOT) -> list[tuple[Path, Path]]:
+    """(source, built page) for the README and every docs page built from a source."""
+    docs = root / "docs"
+    built = [(source, source.with_name(source.name.removesuffix(".in.md") + ".md"))
+             for source in sorted(docs.rglob("*.in.md")) if source != docs / "README.in.md"]
+    return [(docs / "README.in.md", root / "README.md"), *built]
+
+
+def build(source: Path, root: Path = ROOT) -> str:
+    """The page ``source`` builds to: its markers filled from the goldens (and the fidelity table)."""
+    fidelity: list[str] = []
 
     def fill(m: re.Match) -> str:
         name = m.group(1)
         if name == "fidelity":
-            return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tpot_fidelity.py")], check=True,
-                                  capture_output=True, text=True, cwd=ROOT).stdout.rstrip("\n")
-        return (ROOT / "tests" / "golden" / f"{name}.txt").read_text()
+            if not fidelity:
+                fidelity.append(subprocess.run([sys.executable, str(root / "benchmarks" / "tpot_fidelity.py")],
+                                               check=True, capture_output=True, text=True, cwd=root
+                                               ).stdout.rstrip("\n"))
+            return fidelity[0]
+        return (root / "tests" / "golden" / f"{name}.txt").read_text()
 
-    (ROOT / "README.md").write_text(re.sub(r"<<([a-z0-9.-]+)>>", fill, text))
+    return MARKER.sub(fill, source.read_text())
+
+
+def main() -> int:
+    for source, page in pages():
+        page.write_text(build(source))
     return 0
 
 
