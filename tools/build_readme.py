@@ -25,7 +25,8 @@ def pages(root: Path = ROOT) -> list[tuple[Path, Path]]:
 
 
 def build(source: Path, root: Path = ROOT) -> str:
-    """The page ``source`` builds to: its markers filled from the goldens (and the fidelity table)."""
+    """The page ``source`` builds to: its markers filled from the goldens (and the fidelity table), under a comment
+    (shown by neither GitHub nor MkDocs) naming the source to edit."""
     fidelity: list[str] = []
 
     def fill(m: re.Match) -> str:
@@ -38,7 +39,9 @@ def build(source: Path, root: Path = ROOT) -> str:
             return fidelity[0]
         return (root / "tests" / "golden" / f"{name}.txt").read_text()
 
-    return MARKER.sub(fill, source.read_text())
+    notice = (f"<!-- Built by tools/build_readme.py from {source.relative_to(root).as_posix()} and tests/golden/: "
+              "edit the source, not this file. -->\n")
+    return notice + MARKER.sub(fill, source.read_text())
 
 
 def main() -> int:
