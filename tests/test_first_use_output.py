@@ -243,3 +243,25 @@ def test_presets_list_of_one_type_or_with_user_files(run_cli, monkeypatch, tmp_p
     r = run_cli("presets", "list", "--presets-dir", str(tmp_path))
     assert sum(" my-gpu " in line for line in r.out.splitlines()) == 2   # the list, the files table
     assert str(tmp_path / "my-gpu.toml") in r.out
+
+
+def test_optional_columns_give_way_last_first_where_a_text_column_would_be_squeezed():
+    from kvplan.render.output import table_parts
+    from kvplan.render.result import Table
+
+    # a: 10 characters (+2 = 12); b: 49 characters of 4-letter words, counted at TEXT_ROOM 24 (+2 = 26); n1, n2:
+    # "1,000" (+2 = 7 each); the box adds one more than the columns. All four: 12 + 26 + 7 + 7 + 5 = 57; without
+    # n2: 12 + 26 + 7 + 4 = 49; without both: 41.
+    table = Table("T", ("a", "b", "n1", "n2"), (("x" * 10, " ".join(["word"] * 10), 1000, 1000),),
+                  optional=(2, 3))
+
+    def headers(width: int) -> list[list[str]]:
+        return [[c.header for c in columns] for _, columns, _ in table_parts(table, "iec", width)]
+
+    assert headers(57) == [["a", "b", "n1", "n2"]]
+    assert headers(56) == headers(49) == [["a", "b", "n1"]]
+    assert headers(48) == headers(41) == [["a", "b"]]
+    # without optional columns the same table keeps all four, in parts where they do not fit
+    plain = Table("T", table.columns, table.rows)
+    assert [c.header for _, columns, _ in table_parts(plain, "iec", 48) for c in columns][:2] == ["a", "b"]
+    assert {c.header for _, columns, _ in table_parts(plain, "iec", 48) for c in columns} == {"a", "b", "n1", "n2"}
