@@ -35,7 +35,7 @@ MEASURED_KEY = {"tpot": "itl", "ttft": "ttft", "e2e": "e2e"}   # the source's na
 TARGET = {"tpot": 0.07, "ttft": 0.20, "e2e": 0.07}             # issue 19: median |error| at most
 REQUIRED = ("id", "split", "source", "settings_source", "engine", "release", "model", "gpu", "tp", "prompt_tokens",
             "output_tokens", "arrivals", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "statistic",
-            "assumed", "measured")
+            "assumed", "measured", "measured_overload", "overload_evidence")
 ARRIVALS = ("constant", "poisson", "closed")
 
 if str(ROOT) not in sys.path:       # run from the tree: the kvplan beside this file
@@ -68,6 +68,8 @@ def check(data: dict) -> list[dict]:
         seen.add(run["id"])
         if run["split"] not in ("fit", "held_out"):
             raise ValueError(f"{where}: split {run['split']!r} is not fit or held_out")
+        if run["measured_overload"] not in (True, False, "unknown"):
+            raise ValueError(f"{where}: measured_overload is true, false or \"unknown\"")
         if run["arrivals"] not in ARRIVALS:
             raise ValueError(f"{where}: arrivals {run['arrivals']!r} is not one of {ARRIVALS}")
         if run["arrivals"] == "closed" and not run.get("users"):
@@ -109,12 +111,11 @@ def arrivals(run: dict, seed: int = 0):
     rng = np.random.default_rng(seed)
     times, start = [], 0.0
     for rate, duration in chosen:
-        n = max(int(round(rate * duration)), 1)
+        n = max(int(round(rate * duration)), 1)     # a benchmark client sends its N prompts: rate x duration
         if run["arrivals"] == "constant":
             t = start + np.arange(n) / rate
         else:
             t = start + np.cumsum(rng.exponential(1.0 / rate, size=n))
-            t = t[t < start + duration] if (t < start + duration).any() else t[:1]
         times.append(t)
         start += duration
     return np.concatenate(times)
@@ -122,17 +123,17 @@ def arrivals(run: dict, seed: int = 0):
 
 def build(run: dict, models: dict, tmp: Path):
     """(scenario, workload, options) for the run, through the public API."""
-    import numpy as np
 
     from kvplan.inputs.workload import Workload
     from kvplan.options.simulate import simulate_request
 
     scenario = {"model": _model_ref(run, models, tmp), "hardware": run["gpu"], "gpus": str(run["tp"]),
-                "tp": str(run["tp"]), "engine": run["engine"], "prompt": str(run["prompt_tokens"]),
-                "decode": str(run["output_tokens"]), "max_model_len": str(run["max_model_len"]),
-                "max_num_seqs": str(run["max_num_seqs"]),
-                "max_num_batched_tokens": str(run["max_num_batched_tokens"]),
-                "gpu_memory_utilization": str(run.get("gpu_memory_utilization", 0.9))}
+                "tp": str(run["tp"]), "engine": run["engine"], "prompt": str(round(run["prompt_tokens"])),
+                "decode": str(round(run["output_tokens"])), "max_model_len": str(run["max_model_len"])}
+    # a limit given as "engine default" is left to kvplan's engine adapter
+    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+        if isinstance(run.get(key), (int, float)):
+            scenario[key] = str(run[key])
     prefix = run.get("system_prompt_tokens") or None
     closed = run["arrivals"] == "closed"
     req = simulate_request(scenario, users=str(run["users"]) if closed else None, rate=None if closed else "1",
@@ -142,10 +143,27 @@ def build(run: dict, models: dict, tmp: Path):
         return req.scenario, req.workload, req.options
     t = arrivals(run)
     n = len(t)
-    work = Workload(np.full(n, run["prompt_tokens"], dtype=np.int64), np.full(n, run["output_tokens"], dtype=np.int64),
-                    t, None, 0.0, None, f"{n:,} requests of {run['prompt_tokens']} + {run['output_tokens']} tokens, "
-                    f"{run['arrivals']} arrivals")
+    prompts, outputs = lengths(run, n)
+    work = Workload(prompts, outputs, t, None, 0.0, None, f"{n:,} requests, {run['arrivals']} arrivals")
     return req.scenario, work, req.options
+
+
+def lengths(run: dict, n: int, seed: int = 0):
+    """The run's prompt and output lengths: fixed at prompt_tokens / output_tokens, or drawn from prompt_dist /
+    output_dist (kvplan's distribution syntax, e.g. uniform:1,1024) with a fixed seed, capped so that no request
+    is longer than max_model_len."""
+    import numpy as np
+
+    from kvplan.inputs.workload import parse_dist
+
+    if "prompt_dist" not in run:
+        return (np.full(n, int(run["prompt_tokens"]), dtype=np.int64),
+                np.full(n, int(run["output_tokens"]), dtype=np.int64))
+    gen_p, gen_o = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    cap = int(run["max_model_len"])
+    prompts = parse_dist(run["prompt_dist"], "prompt_dist").sample(gen_p, n, cap - 1)
+    outputs = np.minimum(parse_dist(run["output_dist"], "output_dist").sample(gen_o, n, cap), cap - prompts)
+    return prompts, outputs
 
 
 def simulate_run(run: dict, models: dict, tmp: Path) -> dict:
@@ -189,14 +207,17 @@ def simulate_run(run: dict, models: dict, tmp: Path) -> dict:
 
 
 def median_errors(runs: list[dict], results: list[dict], split: str) -> dict:
-    """Median |error| per metric over the split's runs that simulated; ``failed``: its runs that did not, and
-    ``false_overload``: its runs kvplan called overloaded (every measured run kept up)."""
-    rows = [res for run, res in zip(runs, results, strict=True) if run["split"] == split]
-    ok = [res for res in rows if "error" not in res]
-    out: dict[str, Any] = {"runs": len(rows), "failed": len(rows) - len(ok),
-                           "false_overload": sum(1 for res in ok if res["overloaded"])}
+    """Median |error| per metric over the split's runs that simulated; ``failed``: its runs that did not;
+    ``false_overload``: runs kvplan called overloaded that the real server kept up with (``measured_overload``
+    false), ``missed_overload``: runs the real server did not keep up with and kvplan did."""
+    pairs = [(run, res) for run, res in zip(runs, results, strict=True) if run["split"] == split]
+    ok = [(run, res) for run, res in pairs if "error" not in res]
+    out: dict[str, Any] = {
+        "runs": len(pairs), "failed": len(pairs) - len(ok),
+        "false_overload": sum(1 for run, res in ok if res["overloaded"] and run["measured_overload"] is False),
+        "missed_overload": sum(1 for run, res in ok if not res["overloaded"] and run["measured_overload"] is True)}
     for metric in METRICS:
-        out[metric] = statistics.median(abs(res[f"{metric}_error"]) for res in ok) if ok else None
+        out[metric] = statistics.median(abs(res[f"{metric}_error"]) for _, res in ok) if ok else None
     return out
 
 
@@ -206,7 +227,7 @@ def _pct(x: float | None) -> str:
 
 def table(runs: list[dict], results: list[dict], markdown: bool = False) -> str:
     head = ("run", "split", "model", "load", "TP", "rate", "TPOT meas/sim ms", "err", "TTFT meas/sim ms", "err",
-            "E2E meas/sim s", "err", "overload")
+            "E2E meas/sim s", "err", "overload (kvplan; real)")
     lines = []
     for run, res in zip(runs, results, strict=True):
         rate = "/".join(f"{r:g}" for r, _ in (run["stages"] if run.get("stage", -1) < 0
@@ -216,12 +237,13 @@ def table(runs: list[dict], results: list[dict], markdown: bool = False) -> str:
         if "error" in res:
             lines.append((*base, "error: " + res["error"], "", "", "", "", "", ""))
             continue
-        cap = f" (capacity {res['capacity_rps']:.3g}/s)" if res["overloaded"] and res.get("capacity_rps") else ""
+        cap = f", sustains {res['capacity_rps']:.3g}/s" if res["overloaded"] and res.get("capacity_rps") else ""
+        real = {True: "yes", False: "no"}.get(run["measured_overload"], "?")
         lines.append((*base,
                       f"{res['tpot_measured']:.1f} / {res['tpot']:.1f}", _pct(res["tpot_error"]),
                       f"{res['ttft_measured']:.0f} / {res['ttft']:.0f}", _pct(res["ttft_error"]),
                       f"{res['e2e_measured'] / 1e3:.2f} / {res['e2e'] / 1e3:.2f}", _pct(res["e2e_error"]),
-                      ("yes" + cap) if res["overloaded"] else "no"))
+                      ("yes" + cap if res["overloaded"] else "no") + f"; {real}"))
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(row) + " |" for row in lines]
@@ -240,7 +262,7 @@ def summary(runs: list[dict], results: list[dict]) -> str:
         errs = ", ".join(f"{metric.upper()} {m[metric]:.1%} (target {TARGET[metric]:.0%})" if m[metric] is not None
                          else f"{metric.upper()} -" for metric in METRICS)
         out.append(f"{split}: {m['runs']} runs, {m['failed']} failed; median |error| {errs}; "
-                   f"false overload {m['false_overload']}")
+                   f"false overload {m['false_overload']}, missed overload {m['missed_overload']}")
     return "\n".join(out)
 
 
