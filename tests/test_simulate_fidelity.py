@@ -8,8 +8,8 @@ This file checks that every run carries its source, settings and figures, that t
 as the data says, that it reports a run kvplan refuses instead of hiding it, and, on a fast subset of held-out runs
 (< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
 today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 11.4%, TTFT 38.6%, E2E 36.9%, 4 false
-overloads in 22 runs); the lead tightens these ceilings when the mixed-prefill scheduler lands. The whole set runs in the
-tool (``python tools/fidelity_report.py``, about a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
+overloads in 22 runs); the lead tightens these ceilings when the mixed-prefill scheduler lands. The whole set runs
+in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
 """
 
 from __future__ import annotations
