@@ -226,14 +226,14 @@ def _pct(x: float | None) -> str:
 
 
 def table(runs: list[dict], results: list[dict], markdown: bool = False) -> str:
-    head = ("run", "split", "model", "load", "TP", "rate", "TPOT meas/sim ms", "err", "TTFT meas/sim ms", "err",
-            "E2E meas/sim s", "err", "overload (kvplan; real)")
+    head = ("run", "split", "engine", "model", "load", "TP", "rate", "TPOT meas/sim ms", "err", "TTFT meas/sim ms",
+            "err", "E2E meas/sim s", "err", "overload (kvplan; real)")
     lines = []
     for run, res in zip(runs, results, strict=True):
         rate = "/".join(f"{r:g}" for r, _ in (run["stages"] if run.get("stage", -1) < 0
                                                else [run["stages"][run["stage"]]])) if run.get("stages") else \
             f"{run.get('users')} users"
-        base = (run["id"], run["split"], run["model"], run["load"], str(run["tp"]), rate)
+        base = (run["id"], run["split"], run["engine"], run["model"], run["load"], str(run["tp"]), rate)
         if "error" in res:
             lines.append((*base, "error: " + res["error"], "", "", "", "", "", ""))
             continue
@@ -254,9 +254,14 @@ def table(runs: list[dict], results: list[dict], markdown: bool = False) -> str:
 
 
 def summary(runs: list[dict], results: list[dict]) -> str:
+    """Per split, then per engine over both splits (``median_errors`` on the runs relabelled)."""
     out = []
-    for split in ("fit", "held_out"):
-        m = median_errors(runs, results, split)
+    groups = [(split, runs) for split in ("fit", "held_out")]
+    groups += [(f"{engine} (both splits)", [dict(r, split=f"{engine} (both splits)") if r["engine"] == engine else r
+                                             for r in runs])
+               for engine in sorted({r["engine"] for r in runs})]
+    for split, rows in groups:
+        m = median_errors(rows, results, split)
         if not m["runs"]:
             continue
         errs = ", ".join(f"{metric.upper()} {m[metric]:.1%} (target {TARGET[metric]:.0%})" if m[metric] is not None
