@@ -86,7 +86,11 @@ def test_the_first_line_says_overload_with_the_capacity(run_cli, tmp_path):
     args = ("simulate", *TINY, "--trace", str(trace), "--max-batch", "1")
     r = run_cli(*args)
     assert r.code == 0, r.err
-    assert r.out.startswith("OVERLOADED: arrivals ")
+    # the first line says so; the first thing under the headline gives the arrival rate and the capacity
+    assert r.out.startswith("OVERLOADED: arrivals outpace the service, capacity below; llama-3.1-8b on 1 x ")
+    under = r.out.split("\n• ", 1)[1].split("\n\n")[0].replace("\n", " ")
+    assert under.startswith("Overloaded: requests arrive at ") and "the deployment sustains " in under
+    assert r.out.index("• Overloaded") < r.out.index("The workload document's key metrics")
     doc = run_cli(*args, "-f", "json").json()
     assert doc["overloaded"] is True and doc["headline"].startswith("OVERLOADED: ")
     rows = [line.split(",") for line in run_cli(*args, "-f", "csv").out.splitlines() if not line.startswith("#")]
@@ -96,6 +100,9 @@ def test_the_first_line_says_overload_with_the_capacity(run_cli, tmp_path):
     assert doc["sustained_requests_per_second"] == pytest.approx(1 / service, rel=0.05)
     assert doc["waiting_at_last_arrival"] - doc["waiting_at_mid_arrival"] > 10
     assert doc["derivations"]["sustained_requests_per_second"]["substituted"].endswith("/s")
+    assert f"deployment sustains {doc['sustained_requests_per_second']:.3g} requests/s" in under
+    brief = run_cli(*args, "--brief").out
+    assert "sustained requests/s (overloaded): " in brief
 
 
 def test_a_run_that_keeps_up_has_no_overload_line(run_cli):

@@ -109,33 +109,33 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                      if m["recompute_rate"].value is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
-    brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
-             ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
-             ("throughput tokens/s", m["throughput_tokens_per_second"]))
+    brief: tuple[tuple[str, Value], ...] = (
+        ("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
+        ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
+        ("throughput tokens/s", m["throughput_tokens_per_second"]))
     lead, warnings = overload_words(m)
+    if warnings:   # --brief: the capacity first
+        brief = (("sustained requests/s (overloaded)", m["sustained_requests_per_second"]), *brief)
     return Result("simulate", lead + s.headline(r.workload.lengths) + dp_head + f"; {o.policy}, victim {o.victim}",
                   data, tuple(tables),
-                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief, warnings)
+                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief, warnings,
+                  warnings_first=bool(warnings))
 
 
 def overload_words(m: dict) -> tuple[str, tuple[Note, ...]]:
-    """An overloaded run (the metrics' ``overloaded``): the headline's lead, which says so with the capacity
-    estimate (the headline is text, so its figures are put in here), and the warning that gives the queue's
-    growth; ("", ()) for a run that keeps up."""
+    """An overloaded run (``overloaded`` on its metrics): the headline's lead, which says so, and the warning printed
+    right under the headline with the arrival rate and the capacity estimate (typed values: the headline is text,
+    which carries no figure); ("", ()) for a run that keeps up."""
     if not overloaded(m):
         return "", ()
-    rate, cap = m["arrival_rate_second_half_requests_per_second"], m["sustained_requests_per_second"]
-    lead = "OVERLOADED: "
-    if rate.value is not None and cap.value is not None:
-        lead += f"arrivals {rate.value:.3g}/s outpace the {cap.value:.3g} requests/s it sustains; "
-    elif cap.value is not None:
-        lead += f"it sustains {cap.value:.3g} requests/s; "
-    warning = note("Overloaded: the waiting queue grew from {mid:,d} requests at the middle of the arrivals to "
-                   "{end:,d} at the last one; the deployment completed {cap:.3g} requests/s while requests waited "
-                   "(its capacity here), so TTFT and queueing grow with the run's length and are no steady state. "
-                   "Lower the rate below that, or add replicas.", mid=m["waiting_at_mid_arrival"],
-                   end=m["waiting_at_last_arrival"], cap=cap)
-    return lead, (warning,)
+    warning = note("Overloaded: requests arrive at {rate:.3g}/s over the second half of the arrivals, and the "
+                   "deployment sustains {cap:.3g} requests/s (its completions while requests waited): the waiting "
+                   "queue grew from {mid:,d} requests at the middle of the arrivals to {end:,d} at the last one, so "
+                   "TTFT and queueing grow with the run's length and are no steady state. Lower the rate below "
+                   "{cap:.3g}/s, or add replicas.", rate=m["arrival_rate_second_half_requests_per_second"],
+                   cap=m["sustained_requests_per_second"], mid=m["waiting_at_mid_arrival"],
+                   end=m["waiting_at_last_arrival"])
+    return "OVERLOADED: arrivals outpace the service, capacity below; ", (warning,)
 
 
 def timeline_chart(plan: SimPlan) -> Chart:
