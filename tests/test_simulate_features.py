@@ -149,7 +149,7 @@ def test_sweep_rates_are_evenly_spaced_and_processes_change_nothing():
     (("--sweep-rate", "0:1:4", "--tpot-slo", "50ms"), "0 < FROM <= TO"),
     (("--sweep-rate", "1:4:1", "--tpot-slo", "50ms"), "POINTS must be 2 .. 200"),
     (("--sweep-rate", "1:4:500", "--tpot-slo", "50ms"), "POINTS must be 2 .. 200"),
-    (("--sweep-rate", "1:4:4"), "give --tpot-slo and/or --max-recompute-rate"),
+    (("--sweep-rate", "1:4:4"), "give --tpot-slo, --ttft-slo and/or --max-recompute-rate"),
     (("--tpot-slo", "50ms"), "targets of a --sweep-rate"),
     (("--max-recompute-rate", "0.1"), "targets of a --sweep-rate"),
     (("--sweep-rate", "1:4:4", "--tpot-slo", "50"), "needs a unit"),

@@ -146,6 +146,7 @@ def test_sweep_verdicts_and_warning_as_text(run_cli):
                   "--sweep-rate", "2:6:3", "--tpot-slo", "1ms", "-f", "json").json()
     assert doc["notes"][0] == "No swept rate meets TPOT p99 <= 1 ms: the capacity is below 2 requests/s."
     assert doc["notes"][1].startswith("Workload at each rate: the same 200 requests (seed 0); Poisson gaps scale as "
-                                      "1 / rate. A rate also fails when more than 10% of the requests (and more "
-                                      "than 10) still wait")
+                                      "1 / rate. A rate also fails when it overloads the deployment: the waiting "
+                                      "queue grows, between the middle of the arrivals and the last one, by more "
+                                      "than 10% of the requests (and more than 10).")
     assert doc["headline"].endswith("; rate sweep 2 .. 6 requests/s")

@@ -83,6 +83,8 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
            "_last_step_that_fits", "_sum_timelines", "deployment", "event_state", "meets_targets", "merge_runs",
            "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep", "route", "routing_note",
            "simulate", "simulate_deployment", "timeline_buckets", "timeline_values"]
+# the overload verdict and the TTFT target of --sweep-rate (issue 19)
+__all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -555,7 +557,7 @@ class SimPlan:
     timeline: Timeline              # the run's timeline in equal slices
 
 
-OVERLOAD_SHARE = 0.1   # a sweep point is overloaded when this share of its requests still waits at the last arrival
+OVERLOAD_SHARE = 0.1   # overloaded: the waiting queue grows by more than this share of the requests (_grows)
 
 
 def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimPlan:
@@ -567,6 +569,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         m["replicas"] = _replicas_value(dp)
         m["replicas_serving"] = Count(r.replicas, derived(
             "replicas the routing gave requests (" + ROUTING + ")", f"{r.replicas:,} of {dp:,}"))
+    m.update(overload_values(overload_verdict(r)))
     setup = _setup_values(s, o, r)
     notes = []
     u = r.setup
@@ -693,6 +696,13 @@ class SweepPlan:
     serving: Count                       # the fewest replicas the routing gave requests over the rates (1: DP = 1)
     scenario: Scenario | None = None
     workload: Workload | None = None     # the first rate's (every rate simulates the same requests)
+    ttft_slo: float | None = None        # the TTFT target, at ttft_percentile
+    ttft_percentile: int = 99
+
+    @cached_property
+    def overloaded(self) -> tuple[bool, ...]:
+        """Each rate: whether its queue grew through the run (``overloaded``)."""
+        return tuple(overloaded(m) for m in self.points)
 
     @cached_property
     def requests(self) -> Count:
@@ -727,7 +737,7 @@ class SweepPlan:
 
 def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tuple[bool, ...],
                   capacity: float | None, tpot_slo: float | None, max_recompute_rate: float | None,
-                  workers: int) -> dict:
+                  workers: int, ttft_slo: float | None = None, ttft_percentile: int = 99) -> dict:
     """SweepPlan's typed fields (``rate_values`` .. ``serving``)."""
     n = len(rates)
     first, last = rates[0], rates[-1]
@@ -738,6 +748,7 @@ def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tup
     capacity_value = Number(capacity, derived(
         "the highest swept rate at which it and every lower rate meet " + " and ".join(
             w for w in (f"TPOT p99 <= {tpot_slo * 1e3:g} ms" if tpot_slo is not None else "",
+                        f"TTFT p{ttft_percentile} <= {ttft_slo * 1e3:g} ms" if ttft_slo is not None else "",
                         f"recompute rate <= {max_recompute_rate:g}" if max_recompute_rate is not None else "") if w),
         "meeting: " + (", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none")
         + f" of {n} rates; capacity = "
@@ -745,6 +756,8 @@ def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tup
     targets: dict[str, Value] = {}
     if tpot_slo is not None:
         targets["tpot_seconds_p99_at_most"] = Seconds(tpot_slo, given("--tpot-slo"))
+    if ttft_slo is not None:
+        targets[f"ttft_seconds_p{ttft_percentile}_at_most"] = Seconds(ttft_slo, given("--ttft-slo"))
     if max_recompute_rate is not None:
         targets["recompute_rate_at_most"] = Fraction(max_recompute_rate, given("--max-recompute-rate"))
     serving = min((int(m["replicas_serving"].value) for m in points if "replicas_serving" in m), default=1)
@@ -758,48 +771,166 @@ def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tup
 def _sweep_point(job):
     s, work, o = job
     try:
-        return plan_simulate(s, work, o).metrics
+        plan = plan_simulate(s, work, o)
     except KvplanError as err:           # KvplanError does not pickle its hint: carry it as data
         return ("error", err.message, err.hint)
+    return {**plan.metrics, "ttft_seconds_p90": _ttft_p90(plan.run)}
+
+
+def _ttft_p90(r: SimRun) -> Seconds:
+    """TTFT p90, the one --ttft-slo percentile the run's metrics do not carry."""
+    import numpy as np
+
+    ttft = r.first_token - r.arrival
+    v = float(np.percentile(ttft, 90)) if len(ttft) else None
+    return Seconds(v, derived(f"p90 of TTFT = first token - arrival over {len(ttft):,} requests (numpy linear "
+                              "interpolation)", f"p90 = {v:.6g}" if v is not None else "no requests"))
 
 
 OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
 # the two as typed values, for the notes that state the rule
-OVERLOAD = (Fraction(OVERLOAD_SHARE, default("kvplan's overload rule: this share of the requests still waiting")),
-            Count(OVERLOAD_MIN, default("kvplan's overload rule: and more than this many")))
+OVERLOAD = (Fraction(OVERLOAD_SHARE, default("kvplan's overload rule: the waiting queue grows by this share of "
+                                             "the requests over the second half of the arrivals")),
+            Count(OVERLOAD_MIN, default("kvplan's overload rule: and by more than this many")))
+TTFT_PERCENTILES = (50, 90, 99)   # the --ttft-slo percentiles (p99 unless the target names another)
+
+
+def _grows(waiting_end: int, waiting_mid: int, requests: int) -> bool:
+    """The overload rule: the waiting queue grew, between the middle of the arrivals and the last one, by more than
+    OVERLOAD_SHARE of the requests and more than OVERLOAD_MIN. A queue that keeps up stays short (its length at
+    the two instants differs by a few requests); one that does not grows by (arrival rate - service rate) x half
+    the arrival span: at arrivals 1.25 x what the deployment sustains, by 10% of the requests."""
+    return waiting_end - waiting_mid > max(OVERLOAD_SHARE * requests, OVERLOAD_MIN)
+
+
+@dataclass(frozen=True)
+class Overload:
+    """Whether the arrivals outpaced the service, from the run's timeline (``overload_verdict``)."""
+
+    overloaded: bool
+    open_arrivals: bool                 # False: a closed loop, whose users wait on their answers (never overloaded)
+    middle: float                       # the middle of the arrival span, s
+    last: float                         # the last arrival, s
+    waiting_mid: int                    # requests arrived and not yet admitted at ``middle``
+    waiting_end: int                    # ... at ``last``
+    arrival_rate: float | None          # arrivals per second after ``middle`` (to ``last``)
+    window_end: float                   # the end of the window the capacity is read over
+    completions: int                    # requests that finished in [middle, window_end]
+    capacity: float | None              # completions / (window_end - middle): the rate the deployment sustains
+
+
+def overload_verdict(r: SimRun) -> Overload:
+    """The run's overload verdict (``_grows`` on the queue at the middle of the arrivals and at the last one) and
+    its capacity estimate: the requests that finished per second from the middle of the arrivals to the last
+    admission (while the queue was never empty, the deployment ran as fast as it can; a run that keeps up is read
+    to the last arrival). A closed loop is never overloaded (each user waits for its answer)."""
+    import numpy as np
+
+    arrival, admitted, finish = r.arrival, r.admitted, r.finish
+    n = len(arrival)
+    open_arrivals = r.workload.arrivals is not None
+    if not n:
+        return Overload(False, open_arrivals, 0.0, 0.0, 0, 0, None, 0.0, 0, None)
+    first, last = float(arrival.min()), float(arrival.max())
+    middle = first + (last - first) / 2
+
+    def waiting(t: float) -> int:
+        return int(np.count_nonzero((arrival <= t) & (admitted > t)))
+
+    w_mid, w_end = waiting(middle), waiting(last)
+    rate = float(np.count_nonzero(arrival > middle)) / (last - middle) if last > middle else None
+    over = open_arrivals and _grows(w_end, w_mid, n)
+    end = max(float(admitted.max()), last) if over else last
+    done = int(np.count_nonzero((finish >= middle) & (finish <= end)))
+    capacity = done / (end - middle) if end > middle else None
+    return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity)
+
+
+def overload_values(v: Overload) -> dict:
+    """The verdict's figures as the run's metrics (typed values, from which ``overloaded`` reads the verdict again:
+    a closed loop's queue at the middle is None, never overloaded; the sustained rate is given only when
+    overloaded)."""
+    why_mid = derived("requests arrived by the middle of the arrival span and not yet admitted then",
+                      f"{v.waiting_mid:,} at t = {v.middle:.6g} s") if v.open_arrivals else derived(
+                      "a closed loop: each user waits for its answer, so the arrivals cannot outpace the service",
+                      f"{v.waiting_end:,} waiting at the last submission")
+    rate = Number(v.arrival_rate, derived("arrivals after the middle of the arrival span / (last arrival - middle)",
+                                          f"over {v.middle:.6g} .. {v.last:.6g} s" + (f" = {v.arrival_rate:.6g}/s"
+                                          if v.arrival_rate is not None else ": no span")))
+    cap = Number(v.capacity if v.overloaded else None, derived(
+        "requests finished per second from the middle of the arrivals to the last admission (the queue never "
+        "empty: the rate the deployment sustains); given only when overloaded",
+        f"{v.completions:,} / ({v.window_end:.6g} - {v.middle:.6g}) s" + (f" = {v.capacity:.6g}/s"
+                                                                         if v.capacity is not None else "")
+        if v.overloaded else "not overloaded"))
+    return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
+            "arrival_rate_second_half_requests_per_second": rate, "sustained_requests_per_second": cap}
 
 
 def overloaded(metrics: dict) -> bool:
-    """The deployment does not keep up with this rate: more than OVERLOAD_SHARE of the run's requests, and more
-    than OVERLOAD_MIN, still wait to start when the last one arrives (a stable queue stays short; an overloaded one
-    holds a growing share)."""
+    """The deployment does not keep up with the rate: ``_grows`` on the run's queue at the last arrival and at the
+    middle of the arrivals (``overload_values``; a middle not given counts as an empty queue, one given as None is
+    a closed loop: never overloaded). The same verdict as ``overload_verdict`` on the run."""
     if "waiting_at_last_arrival" not in metrics or "requests_finished" not in metrics:
         return False
-    n = metrics["requests_finished"].value or 0
-    return (metrics["waiting_at_last_arrival"].value or 0) > max(OVERLOAD_SHARE * n, OVERLOAD_MIN)
+    mid = metrics.get("waiting_at_mid_arrival")
+    if mid is not None and mid.value is None:
+        return False
+    return _grows(metrics["waiting_at_last_arrival"].value or 0, mid.value if mid is not None else 0,
+                  metrics["requests_finished"].value or 0)
 
 
-def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None) -> bool:
-    """TPOT p99 <= the SLO and the recompute rate <= its cap (a target not given always holds), and the deployment
-    keeps up with the rate (``overloaded``): a queue that grows without bound meets no target, whatever the TPOT of
-    the requests that do run."""
+def parse_ttft_slo(text: str) -> tuple[float, int]:
+    """``--ttft-slo``: a time (the TTFT p99 target) or ``pNN:TIME`` for another of ``TTFT_PERCENTILES``
+    (``p50:500ms``, ``p90:2s``). Returns (seconds, percentile)."""
+    from kvplan.inputs.options import parse_seconds
+
+    body, q = text.strip(), 99
+    head, sep, rest = body.partition(":")
+    if sep:
+        name = head.strip().lower()
+        if name not in {f"p{p}" for p in TTFT_PERCENTILES}:
+            raise KvplanError(f"--ttft-slo {text!r}: {head!r} is not one of "
+                              + ", ".join(f"p{p}" for p in TTFT_PERCENTILES),
+                              "give e.g. --ttft-slo 2s (p99) or --ttft-slo p50:500ms")
+        q, body = int(name[1:]), rest.strip()
+    return parse_seconds(body, "ttft-slo"), q
+
+
+def ttft_key(percentile: int) -> str:
+    """The metric a TTFT target at this percentile reads."""
+    return f"ttft_seconds_p{percentile}"
+
+
+def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None,
+                  ttft_slo: float | None = None, ttft_percentile: int = 99) -> bool:
+    """TPOT p99 <= the SLO, TTFT at its percentile <= its SLO and the recompute rate <= its cap (a target not
+    given always holds), and the deployment keeps up with the rate (``overloaded``): a queue that grows without
+    bound meets no target, whatever the TPOT of the requests that do run."""
     tpot, rate = metrics["tpot_seconds_p99"].value, metrics["recompute_rate"].value
     ok_tpot = tpot_slo is None or (tpot is not None and tpot <= tpot_slo)
-    return (ok_tpot and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
+    ttft = metrics[ttft_key(ttft_percentile)].value if ttft_slo is not None else None
+    ok_ttft = ttft_slo is None or (ttft is not None and ttft <= ttft_slo)
+    return (ok_tpot and ok_ttft and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
             and not overloaded(metrics))
 
 
 def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | None,
-               max_recompute_rate: float | None, workers: int | None = None, progress=None) -> SweepPlan:
+               max_recompute_rate: float | None, workers: int | None = None, progress=None, *,
+               ttft_slo: float | None = None, ttft_percentile: int = 99) -> SweepPlan:
     """Each ``(rate, workload)`` simulated with the same options; points run in processes
     (``concurrent.futures.ProcessPoolExecutor``) when there are at least ``PARALLEL_MIN_REQUESTS`` requests in all
     and more than one CPU, else in order. Every point is the same deterministic function of its inputs, so the
-    results do not depend on how they ran. ``progress(done, total)`` is called as points finish."""
+    results do not depend on how they ran. ``progress(done, total)`` is called as points finish. ``ttft_slo``: the
+    TTFT target at ``ttft_percentile`` (one of ``TTFT_PERCENTILES``)."""
     import os
 
-    if tpot_slo is None and max_recompute_rate is None:
+    if tpot_slo is None and max_recompute_rate is None and ttft_slo is None:
         raise KvplanError("--sweep-rate finds the highest rate that meets a target, and none was given",
-                          "give --tpot-slo and/or --max-recompute-rate")
+                          "give --tpot-slo, --ttft-slo and/or --max-recompute-rate")
+    if ttft_percentile not in TTFT_PERCENTILES:
+        raise KvplanError(f"a TTFT target at p{ttft_percentile} is not one kvplan measures",
+                          "give it at " + ", ".join(f"p{p}" for p in TTFT_PERCENTILES))
     jobs = [(s, w, options) for _, w in works]
     if workers is None:
         total = sum(len(w.prompts) for _, w in works)
@@ -822,7 +953,7 @@ def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | 
     for r in results:
         if isinstance(r, tuple):
             raise KvplanError(r[1], r[2])
-    meets = tuple(meets_targets(m, tpot_slo, max_recompute_rate) for m in results)
+    meets = tuple(meets_targets(m, tpot_slo, max_recompute_rate, ttft_slo, ttft_percentile) for m in results)
     capacity = None
     for (rate, _), ok in zip(works, meets, strict=True):
         if not ok:
@@ -830,5 +961,7 @@ def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | 
         capacity = rate
     rates, points = tuple(r for r, _ in works), tuple(results)
     return SweepPlan(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers,
-                     **_sweep_values(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers),
-                     scenario=s, workload=works[0][1] if works else None)
+                     **_sweep_values(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers, ttft_slo,
+                                     ttft_percentile),
+                     scenario=s, workload=works[0][1] if works else None, ttft_slo=ttft_slo,
+                     ttft_percentile=ttft_percentile)

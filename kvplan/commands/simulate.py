@@ -60,13 +60,17 @@ def simulate(
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
                                                    "arrivals at each of POINTS rates from FROM to TO requests/s: "
-                                                   "the highest rate meeting --tpot-slo / --max-recompute-rate."
+                                                   "the highest rate meeting --tpot-slo / --ttft-slo / "
+                                                   "--max-recompute-rate."
                                                    )] = None,
     tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", metavar="TIME", help="With --sweep-rate: the TPOT "
                                                  "p99 target, e.g. 50ms.")] = None,
     max_recompute_rate: Annotated[str | None, typer.Option("--max-recompute-rate", metavar="F", help="With "
                                                            "--sweep-rate: the most recomputed tokens per "
                                                            "generated token, e.g. 0.05.")] = None,
+    ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", metavar="[pNN:]TIME", help="With --sweep-rate: the "
+                                                 "TTFT target, p99 unless p50: or p90: leads it, e.g. 2s or "
+                                                 "p50:500ms.")] = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -81,12 +85,13 @@ def simulate(
         prompt_dist=prompt_dist, output_dist=output_dist, max_len=max_len, workload=workload, trace=trace,
         max_batch=max_batch, policy=policy, victim=victim, seed=seed, dram=dram, offload_threshold=offload_threshold,
         shared_prefix=shared_prefix, compare=compare, sweep_rate=sweep_rate, tpot_slo=tpot_slo,
-        max_recompute_rate=max_recompute_rate, plot=plot)
+        max_recompute_rate=max_recompute_rate, plot=plot, ttft_slo=ttft_slo)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")
         try:
-            sweep = plan_sweep(scenario, list(run.sweep), options, run.tpot_slo, run.max_recompute_rate, progress=bar)
+            sweep = plan_sweep(scenario, list(run.sweep), options, run.tpot_slo, run.max_recompute_rate, progress=bar,
+                               ttft_slo=run.ttft_slo, ttft_percentile=run.ttft_percentile)
         finally:
             bar.close()
         inputs = typed_inputs(requests=run.requests, seed=run.seed, rate=None, users=None, think=run.think_s,

@@ -48,6 +48,8 @@ class SimulateRequest:
     sweep: tuple[tuple[float, Workload], ...] | None = None
     tpot_slo: float | None = None
     max_recompute_rate: float | None = None
+    ttft_slo: float | None = None        # --ttft-slo's seconds, at ttft_percentile
+    ttft_percentile: int = 99
     variants: tuple[tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions], ...] | None = None
     plot: Path | None = None
 
@@ -63,12 +65,12 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      victim: str = "newest", seed: Any = "0", dram: Any = None, offload_threshold: Any = None,
                      shared_prefix: Any = None, compare: str | None = None, sweep_rate: str | None = None,
                      tpot_slo: Any = None, max_recompute_rate: Any = None,
-                     plot: str | Path | None = None) -> SimulateRequest:
+                     plot: str | Path | None = None, ttft_slo: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import dataclasses
 
-    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
+    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, parse_ttft_slo
     from kvplan.inputs import workload as wl
     from kvplan.inputs.units import parse_tokens
     from kvplan.options.command import size_bytes
@@ -94,8 +96,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     if base.decode_tokens == 0 and output_dist is None and workload is None:
         raise InputError("simulate needs at least one output token per request", "give --decode 1 or more, or "
                          "--output-dist")
-    if sweep_rate is None and (tpot_slo is not None or max_recompute_rate is not None):
-        raise InputError("--tpot-slo and --max-recompute-rate are the targets of a --sweep-rate",
+    if sweep_rate is None and (tpot_slo is not None or max_recompute_rate is not None or ttft_slo is not None):
+        raise InputError("--tpot-slo, --ttft-slo and --max-recompute-rate are the targets of a --sweep-rate",
                          "give --sweep-rate FROM:TO:POINTS, or drop the targets")
     if sweep_rate is not None:
         for flag, value in (("--rate", rate), ("--users", users), ("--compare", compare), ("--trace", trace)):
@@ -118,6 +120,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          "--trace arrivals do not wait on completions", "drop --think, or give --users instead")
     sweep_rates = parse_sweep(sweep_rate) if sweep_rate is not None else None
     slo_v = optional(parse_seconds, tpot_slo, "tpot-slo")
+    ttft_v, ttft_q = parse_ttft_slo(_text(ttft_slo)) if ttft_slo is not None else (None, 99)
     mrr_v = optional(parse_float, max_recompute_rate, "--max-recompute-rate", "0.05")
     if mrr_v is not None and not 0 <= mrr_v <= 100:
         raise InputError(f"--max-recompute-rate {max_recompute_rate!r} is not in [0, 100]",
@@ -168,7 +171,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                           seed=seed_v, rate=rate_v, think_s=think_v, duration_s=duration_v, given=given, plot=plot)
     if sweep_rates is not None:
         return dataclasses.replace(run, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates), tpot_slo=slo_v,
-                                   max_recompute_rate=mrr_v)
+                                   max_recompute_rate=mrr_v, ttft_slo=ttft_v, ttft_percentile=ttft_q)
     if compare is not None:
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))

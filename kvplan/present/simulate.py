@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvplan.calc.simulate import OVERLOAD, POLICY_SOURCE, VICTIM_SOURCE, Deployment, SimPlan, SweepPlan
+from kvplan.calc.simulate import (
+    OVERLOAD,
+    POLICY_SOURCE,
+    VICTIM_SOURCE,
+    Deployment,
+    SimPlan,
+    SweepPlan,
+    overloaded,
+    ttft_key,
+)
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
 from kvplan.specs.values import Count, Note, Number, Seconds, Value, default, given, note
@@ -90,7 +99,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                             primary=True))
     chart, timeline = _timeline(plan)
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
-            "inputs": inputs, "replica": plan.setup, **m, "timeline": timeline}
+            "inputs": inputs, "replica": plan.setup, **m, "overloaded": overloaded(m), "timeline": timeline}
     dp_head, dp_notes, assumptions = _replicas(s, plan.deployment)
     notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
     notes += _workload_notes(r.workload)
@@ -100,12 +109,33 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
                      if m["recompute_rate"].value is not None else "")
     else:
         notes.append("No request was preempted: the pool held every batch the engine admitted.")
-    brief = (("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
-             ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
-             ("throughput tokens/s", m["throughput_tokens_per_second"]))
-    return Result("simulate", s.headline(r.workload.lengths) + dp_head + f"; {o.policy}, victim {o.victim}", data,
-                  tuple(tables),
-                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief)
+    brief: tuple[tuple[str, Value], ...] = (
+        ("TPOT p50", m["tpot_seconds_p50"]), ("TPOT p99", m["tpot_seconds_p99"]),
+        ("recompute rate", m["recompute_rate"]), ("swap-outs/s", m["swap_out_per_second"]),
+        ("throughput tokens/s", m["throughput_tokens_per_second"]))
+    lead, warnings = overload_words(m)
+    if warnings:   # --brief: the capacity first
+        brief = (("sustained requests/s (overloaded)", m["sustained_requests_per_second"]), *brief)
+    return Result("simulate", lead + s.headline(r.workload.lengths) + dp_head + f"; {o.policy}, victim {o.victim}",
+                  data, tuple(tables),
+                  tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief, warnings,
+                  warnings_first=bool(warnings))
+
+
+def overload_words(m: dict) -> tuple[str, tuple[Note, ...]]:
+    """An overloaded run (``overloaded`` on its metrics): the headline's lead, which says so, and the warning printed
+    right under the headline with the arrival rate and the capacity estimate (typed values: the headline is text,
+    which carries no figure); ("", ()) for a run that keeps up."""
+    if not overloaded(m):
+        return "", ()
+    warning = note("Overloaded: requests arrive at {rate:.3g}/s over the second half of the arrivals, and the "
+                   "deployment sustains {cap:.3g} requests/s (its completions while requests waited): the waiting "
+                   "queue grew from {mid:,d} requests at the middle of the arrivals to {end:,d} at the last one, so "
+                   "TTFT and queueing grow with the run's length and are no steady state. Lower the rate below "
+                   "{cap:.3g}/s, or add replicas.", rate=m["arrival_rate_second_half_requests_per_second"],
+                   cap=m["sustained_requests_per_second"], mid=m["waiting_at_mid_arrival"],
+                   end=m["waiting_at_last_arrival"])
+    return "OVERLOADED: arrivals outpace the service, capacity below; ", (warning,)
 
 
 def timeline_chart(plan: SimPlan) -> Chart:
@@ -207,15 +237,22 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     words = []
     if "tpot_seconds_p99_at_most" in tgt:
         words.append(note("TPOT p99 <= {slo:ms:g} ms", slo=tgt["tpot_seconds_p99_at_most"]))
+    q = sweep.ttft_percentile
+    if f"ttft_seconds_p{q}_at_most" in tgt:
+        words.append(note("TTFT p{q:d} <= {slo:ms:g} ms", q=Count(q, given("--ttft-slo")),
+                          slo=tgt[f"ttft_seconds_p{q}_at_most"]))
     if "recompute_rate_at_most" in tgt:
         words.append(note("recompute rate <= {cap:g}", cap=tgt["recompute_rate_at_most"]))
     targets = Note.join(" and ", words)
-    rows = tuple((rate, *(m[name] for _, name in SWEEP_COLUMNS), "yes" if ok else "no")
-                 for rate, m, ok in zip(rates, sweep.points, sweep.meets, strict=True))
+    columns: tuple[tuple[str, str], ...] = SWEEP_COLUMNS
+    if sweep.ttft_slo is not None and q != 99:    # the target's percentile beside the p99 the table always shows
+        columns = (*SWEEP_COLUMNS[:-1], (f"TTFT p{q}", ttft_key(q)), SWEEP_COLUMNS[-1])
+    rows = tuple((rate, *(m[name] for _, name in columns), "yes" if ok else ("no (overload)" if over else "no"))
+                 for rate, m, ok, over in zip(rates, sweep.points, sweep.meets, sweep.overloaded, strict=True))
     table = Table(f"Poisson arrivals at each rate: {options.policy}, victim {options.victim}",
-                  ("requests/s", *(label for label, _ in SWEEP_COLUMNS), "meets"), rows, primary=True)
-    points = [{"rate_requests_per_second": rate, "meets_targets": ok, **m}
-              for rate, m, ok in zip(rates, sweep.points, sweep.meets, strict=True)]
+                  ("requests/s", *(label for label, _ in columns), "meets"), rows, primary=True)
+    points = [{"rate_requests_per_second": rate, "meets_targets": ok, "overloaded": over, **m}
+              for rate, m, ok, over in zip(rates, sweep.points, sweep.meets, sweep.overloaded, strict=True)]
     data = {**scenario_data(s), "workload": work.describe, "policy": options.policy, "victim": options.victim,
             "inputs": inputs, "targets": tgt, "capacity_requests_per_second": capacity,
             "sweep_processes": sweep.processes, "sweep": points}
@@ -231,9 +268,14 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     share, least = OVERLOAD
     notes: list[str | Note] = [verdict, note(
         "Workload at each rate: the same {n} requests (seed {seed:d}); Poisson gaps scale as 1 / rate. A rate also "
-        "fails when more than {share:.0%} of the requests (and more than {least:d}) still wait to start at the last "
-        "arrival (the queue grows without bound there).", n=sweep.requests, seed=inputs["seed"], share=share,
-        least=least)]
+        "fails when it overloads the deployment: the waiting queue grows, between the middle of the arrivals and "
+        "the last one, by more than {share:.0%} of the requests (and more than {least:d}).", n=sweep.requests,
+        seed=inputs["seed"], share=share, least=least)]
+    over = next(((rate, m) for rate, m, o in zip(rates, sweep.points, sweep.overloaded, strict=True) if o), None)
+    if over is not None and "sustained_requests_per_second" in over[1]:
+        notes.insert(2, note("Overloaded from {rate:g} requests/s: the waiting queue grows there; the deployment "
+                             "sustains {cap:.3g} requests/s at that rate.", rate=over[0],
+                             cap=over[1]["sustained_requests_per_second"]))
     b = sweep.burst   # a passing burst: say so
     warnings = [] if b is None else [note(
         "At {rate:g} requests/s the {n} requests arrive within {arrivals:,.0f} s, less than a mean request's "

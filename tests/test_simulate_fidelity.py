@@ -1,0 +1,135 @@
+"""kvplan simulate against published real serving runs (tests/data/serving_runs.toml, tools/fidelity_report.py).
+
+Issue 19's target, on real serving runs published with their settings (chat and reasoning loads, several models
+and rates): TPOT p50 and E2E within 7% median error, TTFT within 20%, and no false overload. The runs' sources
+publish means, not p50s, so the harness compares kvplan's mean with the measured mean.
+
+This file checks that every run carries its source, settings and figures, that the harness builds the runs' arrivals
+as the data says, that it reports a run kvplan refuses instead of hiding it, and, on a fast subset of held-out runs
+(< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
+today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 11.4%, TTFT 38.6%, E2E 36.9%, 4 false
+overloads in 22 runs); the lead tightens these ceilings when the mixed-prefill scheduler lands. The whole set runs
+in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "serving_runs.toml"
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "fidelity_report.py"
+
+# held-out runs simulated here (about 1.5 s of CPU): on vLLM a dense TP2 chat stage, a reasoning run, a 70B TP4
+# chat stage at its higher rate, and Mixtral-8x7B (MoE) at a rate it keeps up with and at one where kvplan says
+# overload; on SGLang the 70B TP4 on H200 at 2 requests/s
+SUBSET = ("65-01-ai-yi-34b-tp2-general-lite-2-1/stage0", "66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1/stage0",
+          "60-llama-3-1-70b-tp4-general-lite-4-1/stage1", "11-mixtral-8x7b-tp2-roleplay",
+          "9-mixtral-8x7b-tp2-general", "datacrunch-h200-llama-3.3-70b-tp4-sglang-random-1024/rate2")
+# the subset's median |error| measured with the scheduler of this commit (TPOT 6.1%, TTFT 27.4%, E2E 9.7%; 1 false
+# overload, run 9) rounded up: a regression ceiling, not the target
+SUBSET_CEILING = {"tpot": 0.07, "ttft": 0.28, "e2e": 0.10}
+SUBSET_FALSE_OVERLOADS = 1
+# the whole held-out set, measured likewise (tools/fidelity_report.py): 11.4%, 38.6%, 36.9%; 4 false overloads
+HELD_OUT_CEILING = {"tpot": 0.12, "ttft": 0.39, "e2e": 0.37}
+HELD_OUT_FALSE_OVERLOADS = 4
+
+
+@pytest.fixture(scope="module")
+def tool():
+    if not TOOL.exists():   # the installed-wheel run: the tool lives in the source tree only
+        pytest.skip("tools/fidelity_report.py is not beside this test")
+    spec = importlib.util.spec_from_file_location("fidelity_report", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def data(tool):
+    return tool.load(DATA)
+
+
+def test_every_run_has_a_source_settings_and_figures(tool, data):
+    runs = tool.check(data)
+    assert len(runs) >= 16
+    for run in runs:
+        repo, _, path = run["source"].partition("@")
+        assert repo.count("/") == 1 and len(path.split(":")[0]) == 40, run["source"]   # owner/name@commit:path
+        stat = run["statistic"]
+        assert run["measured"][f"ttft_{stat}"] > 0 and run["measured"][f"itl_{stat}"] > 0 and run["assumed"]
+    # the spread the issue asks for: two engines, chat and reasoning, dense and MoE, several models, TPs and rates
+    assert {r["engine"] for r in runs} == {"vllm", "sglang"}
+    assert {r["load"] for r in runs} == {"chat", "reasoning"}
+    assert any(r["moe"] for r in runs) and any(not r["moe"] for r in runs)
+    assert len({r["model"] for r in runs}) >= 5 and {r["tp"] for r in runs} >= {1, 2, 4}
+    assert len({rate for r in runs for rate, _ in r["stages"]}) >= 5
+    # the split is the file's rule, fixed before any error was computed: odd positions fit, even held out
+    assert [r["split"] for r in runs] == ["fit" if i % 2 == 0 else "held_out" for i in range(len(runs))]
+
+
+@pytest.mark.parametrize("field", ["source", "measured", "max_num_batched_tokens", "assumed"])
+def test_a_run_without_its_source_or_settings_is_refused(tool, data, field):
+    broken = copy.deepcopy(data)
+    del broken["runs"][3][field]
+    with pytest.raises(ValueError, match=f"run 4 .*no {field}"):
+        tool.check(broken)
+
+
+def test_constant_arrivals_are_evenly_spaced_per_stage(tool):
+    # stages 2.5/s for 4 s then 6/s for 1 s: 10 requests 0.4 s apart (0 .. 3.6 s), then 6 requests 1/6 s apart
+    # from 4 s; the measured stage 1 alone starts at 0
+    import numpy as np
+
+    run = {"stages": [[2.5, 4], [6.0, 1]], "arrivals": "constant", "stage": -1}
+    t = tool.arrivals(run)
+    assert len(t) == 16 and t[9] == pytest.approx(3.6) and t[10] == 4.0 and t[15] == pytest.approx(4 + 5 / 6)
+    assert np.all(np.diff(t[:10]) == pytest.approx(0.4))
+    one = tool.arrivals({**run, "stage": 1})
+    assert len(one) == 6 and one[0] == 0.0 and one[-1] == pytest.approx(5 / 6)
+
+
+def test_a_run_kvplan_refuses_is_reported_not_hidden(tool, data, tmp_path):
+    # a 5,000-token prompt against max_model_len 4,096: kvplan refuses it; the harness keeps the message and counts
+    # the run as failed in its split
+    run = dict(tool.check(data)[1], prompt_tokens=5000)
+    res = tool.simulate_run(run, data.get("models", {}), tmp_path)
+    assert "error" in res and "4,096" in res["error"]
+    assert tool.median_errors([run], [res], run["split"])["failed"] == 1
+
+
+def _errors(tool, data, runs):
+    results = tool.run_all(runs, data.get("models", {}))
+    for run, res in zip(runs, results, strict=True):
+        assert "error" not in res, (run["id"], res["error"])
+    return results
+
+
+def test_held_out_subset_stays_within_the_measured_ceiling(tool, data):
+    runs = [r for r in tool.check(data) if r["id"] in SUBSET]
+    assert len(runs) == len(SUBSET) and all(r["split"] == "held_out" for r in runs)
+    results = _errors(tool, data, runs)
+    for metric, ceiling in SUBSET_CEILING.items():
+        median = statistics.median(abs(res[f"{metric}_error"]) for res in results)
+        assert median <= ceiling, (metric, median)
+    assert sum(res["overloaded"] and run["measured_overload"] is False
+               for run, res in zip(runs, results, strict=True)) <= SUBSET_FALSE_OVERLOADS
+    # the overloaded run says how much it sustains: below the 20/s its second stage offers
+    over = [res for res in results if res["overloaded"]]
+    assert all(res["capacity_rps"] is not None and 0 < res["capacity_rps"] < 20 for res in over)
+
+
+@pytest.mark.skipif(not os.environ.get("KVPLAN_FIDELITY_ALL"), reason="the whole set: KVPLAN_FIDELITY_ALL=1")
+def test_every_held_out_run_stays_within_the_measured_ceiling(tool, data):
+    runs = [r for r in tool.check(data) if r["split"] == "held_out"]
+    results = _errors(tool, data, runs)
+    m = tool.median_errors(runs, results, "held_out")
+    for metric, ceiling in HELD_OUT_CEILING.items():
+        assert m[metric] <= ceiling, (metric, m[metric])
+    assert m["false_overload"] <= HELD_OUT_FALSE_OVERLOADS
