@@ -29,6 +29,12 @@ def refused(run, *args) -> str:
     return r.err
 
 
+def text(n) -> str:
+    from kvplan.render.output import note_text
+
+    return note_text(n)
+
+
 def workload(trace, requests=None, **kw):
     fixed = wl.parse_dist("fixed:1", "x")
     n = requests or len(trace.prompts)
@@ -206,7 +212,8 @@ def test_trace_speed_divides_the_arrivals():
     assert list(fast.arrivals[:3]) == [0.0, pytest.approx(0.442), pytest.approx(0.6505)]
     assert list(slow.arrivals[:3]) == [0.0, pytest.approx(1.768), pytest.approx(2.602)]
     assert all(f == b / 2.0 for f, b in zip(fast.arrivals, base, strict=True))
-    assert "at 2x speed" in fast.describe
+    assert "scaled in time (notes)" in fast.describe and "scaled" not in workload(t).describe
+    assert "--trace-speed 2: the trace's arrival times are divided by 2 (2 times its rate)." in map(text, fast.notes)
 
 
 def test_trace_rate_rescales_to_a_mean_rate(tmp_path):
@@ -214,7 +221,9 @@ def test_trace_rate_rescales_to_a_mean_rate(tmp_path):
     f = tmp_path / "t.csv"
     f.write_text("prompt_tokens,output_tokens,arrival_s\n10,5,0\n10,5,1\n10,5,2\n10,5,4\n")
     w = workload(wl.read_trace(f), trace_rate=1.5)
-    assert list(w.arrivals) == [0.0, 0.5, 1.0, 2.0] and "a mean 1.5 requests/s (2x its 0.75/s)" in w.describe
+    assert list(w.arrivals) == [0.0, 0.5, 1.0, 2.0]
+    assert text(w.notes[-1]) == ("--trace-rate 1.5: the trace's arrival times are divided by 2, its mean rate of "
+                                 "0.75 requests/s (the gaps over their span) made 1.5.")
 
 
 @pytest.mark.parametrize("args, needle", [

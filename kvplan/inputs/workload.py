@@ -413,12 +413,14 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         cut = _cut_note(int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum()), n, max_len)
         lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
+    scaled: Note | None = None
     if timed:
         assert trace is not None and trace.arrivals is not None
         arrivals = np.asarray(trace.arrivals[:n], dtype=float)
         describe += ", arrivals from the trace" + (f" (relative to its first, {trace.start})" if trace.start else "")
-        arrivals, said = _speed_up(arrivals, trace_speed, trace_rate)
-        describe += said
+        arrivals, scaled = _speed_up(arrivals, trace_speed, trace_rate)
+        if scaled is not None:
+            describe += ", scaled in time (notes)"
     elif rate is not None:
         if not (math.isfinite(rate) and MIN_RATE <= rate <= 1e6):
             raise KvplanError(f"--rate {rate!r} is not in [{MIN_RATE:g}, 1,000,000] requests/s", "give e.g. --rate 0.5")
@@ -454,7 +456,7 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
     if trace is not None:
         from kvplan.inputs.traces import prefix_note
 
-        notes = trace.facts
+        notes = trace.facts + ((scaled,) if timed and scaled is not None else ())
         if trace.blocks is not None:
             blocks = trace.blocks.head(len(prompts))
             notes += (prefix_note(blocks, prompts),)
@@ -493,12 +495,14 @@ def _check_speed(speed: float | None, rate: float | None, timed: bool, traced: b
 
 
 def _speed_up(arrivals, speed: float | None, rate: float | None):
-    """The arrivals divided by the speed (``rate``: the speed that makes their mean rate ``rate``), and the words
-    that say so."""
+    """The arrivals divided by the speed (``rate``: the speed that makes their mean rate ``rate``), and the note that
+    says so (None: not scaled)."""
+    from kvplan.specs.values import Number, derived, given, note
+
     if speed is None and rate is None:
-        return arrivals, ""
+        return arrivals, None
     n, span = len(arrivals), float(arrivals[-1] - arrivals[0])
-    said = ""
+    said = None
     if rate is not None:
         if n < 2 or span <= 0:
             raise KvplanError("--trace-rate needs a trace whose arrivals span some time (the first and last differ)",
@@ -509,14 +513,19 @@ def _speed_up(arrivals, speed: float | None, rate: float | None):
             raise KvplanError(f"--trace-rate {rate:g} is {speed:.3g} times the trace's mean rate of {mean:.3g} "
                               f"requests/s, outside [{1.0 / MAX_SPEED:g}, {MAX_SPEED:,.0f}]",
                               "give a rate nearer the trace's own")
-        said = f" at a mean {rate:g} requests/s ({speed:.4g}x its {mean:.4g}/s)"
+        mean_v = Number(mean, derived("(requests - 1) / (last arrival - first)"))
+        said = note("--trace-rate {rate:g}: the trace's arrival times are divided by {speed:.4g}, its mean rate of "
+                    "{mean:.4g} requests/s (the gaps over their span) made {rate:g}.", rate=Number(rate,
+                    given("--trace-rate")), speed=Number(speed, derived("--trace-rate / the trace's mean rate")),
+                    mean=mean_v)
     assert speed is not None
     scaled = arrivals / speed
     if scaled[-1] > MAX_CLOCK_S:
         raise KvplanError(f"at {speed:g}x speed the trace's last request arrives at {scaled[-1]:.3g} s, past the "
                           f"{MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
                           f"give a speed of {float(arrivals[-1]) / MAX_CLOCK_S:.2g} or more, or fewer --requests")
-    return scaled, said or f" at {speed:g}x speed"
+    return scaled, said or note("--trace-speed {speed:g}: the trace's arrival times are divided by {speed:g} "
+                                "({speed:g} times its rate).", speed=Number(speed, given("--trace-speed")))
 
 
 def _cut_note(prompts: int, outputs: int, n: int, max_len: int) -> Note | None:
