@@ -282,6 +282,14 @@ def test_the_prefix_hit_share_of_a_tiny_trace(run_cli, tmp_path):
     assert t.blocks is not None and t.blocks.hit_tokens(t.prompts) == 1512 and t.blocks.shared_blocks() == 2
     w = workload(t)
     assert w.blocks is not None and list(w.blocks.offsets) == [0, 2, 4, 7, 9]
+    # [1, 2] then [3, 2]: id 2 is in both (sorted, id 2's run starts in the request id 1's run ends in); B's first
+    # block, 3, is new, so no hit though its second block was seen
+    import numpy as np
+
+    from kvplan.inputs.traces import PrefixBlocks
+
+    two = PrefixBlocks(np.array([1, 2, 3, 2]), np.array([0, 2, 4]))
+    assert two.shared_blocks() == 1 and two.distinct_blocks() == 3 and two.hit_tokens([1024, 1024]) == 0
     doc = run_cli(*SIM, "--trace", str(f), "-f", "json").json()
     said = [n for n in doc["notes"] if "hash_ids" in n]
     assert len(said) == 1
@@ -296,9 +304,12 @@ def test_the_prefix_hit_share_of_a_tiny_trace(run_cli, tmp_path):
 def test_the_hit_share_of_the_sample_matches_a_plain_count():
     # an independent count over the file: walk each prompt's ids until one no earlier request had
     seen: set[int] = set()
+    requests_of: dict[int, set[int]] = {}
     hit = total = 0
-    for line in MOON.read_text().splitlines():
+    for r, line in enumerate(MOON.read_text().splitlines()):
         row = json.loads(line)
+        for i in row["hash_ids"]:
+            requests_of.setdefault(i, set()).add(r)
         lead = 0
         for i in row["hash_ids"]:
             if i not in seen:
@@ -309,6 +320,8 @@ def test_the_hit_share_of_the_sample_matches_a_plain_count():
         seen.update(row["hash_ids"])
     t = wl.read_trace(MOON)
     assert t.blocks is not None and t.blocks.hit_tokens(t.prompts) == hit and total == sum(t.prompts)
+    assert t.blocks.distinct_blocks() == len(requests_of)
+    assert t.blocks.shared_blocks() == sum(len(rs) > 1 for rs in requests_of.values())
     # and a head of the blocks is the head of the requests: the first 4 requests by hand (the file's first lines)
     # [0..6] 0; [0, 7..12] 0 seen: 512; [0, 7..11, 13..] 0, 7..11 seen: 6 x 512 = 3072; [0, 21..] 512 -> 4096
     assert t.blocks.head(4).hit_tokens(t.prompts[:4]) == 4096

@@ -68,11 +68,12 @@ SPECS = {
     "mooncake": Format("mooncake", "Mooncake trace", "JSON lines of timestamp, input_length, output_length, hash_ids",
                        ("timestamp", "input_length", "output_length"), ("hash_ids",), json=True),
 }
-# the names the format writes, for messages
-_SPELLING = {"timestamp": "TIMESTAMP", "contexttokens": "ContextTokens", "generatedtokens": "GeneratedTokens"}
-_BURST_SPELLING = {"timestamp": "Timestamp", "model": "Model", "request tokens": "Request tokens",
-                   "response tokens": "Response tokens", "total tokens": "Total tokens", "log type": "Log Type",
-                   "session id": "Session ID", "elapsed time": "Elapsed time"}
+# the CSV formats' column names as they write them (a header is matched in lower case), for messages
+_SPELLING = {
+    "azure": {"timestamp": "TIMESTAMP", "contexttokens": "ContextTokens", "generatedtokens": "GeneratedTokens"},
+    "burstgpt": {"timestamp": "Timestamp", "model": "Model", "request tokens": "Request tokens",
+                 "response tokens": "Response tokens", "total tokens": "Total tokens", "log type": "Log Type",
+                 "session id": "Session ID", "elapsed time": "Elapsed time"}}
 # the names that mark a format in a header (any one of them)
 _MARKS = {"kvplan": {"prompt_tokens", "output_tokens", "arrival_s"}, "azure": {"contexttokens", "generatedtokens"},
           "burstgpt": {"request tokens", "response tokens"}, "mooncake": {"input_length", "output_length", "hash_ids"}}
@@ -114,10 +115,10 @@ def check_format(text: str | None) -> str | None:
     return name
 
 
-def check_columns(path, fmt: str, names: list[str], where: str, is_json: bool) -> None:
+def check_columns(fmt: str, names: list[str], where: str, is_json: bool) -> None:
     """Refuse a column (key) the format does not define, and one it needs that is missing."""
     spec = SPECS[fmt]
-    spell = _BURST_SPELLING if fmt == "burstgpt" else _SPELLING if fmt == "azure" else {}
+    spell = _SPELLING.get(fmt, {})
     thing = "key" if is_json and fmt != "kvplan" else "column"
     for name in names:
         if name not in spec.required and name not in spec.optional:
@@ -148,14 +149,31 @@ class PrefixBlocks:
         end = int(self.offsets[n])
         return PrefixBlocks(self.ids[:end], self.offsets[:n + 1], self.block_tokens)
 
+    def _groups(self):
+        """The ids sorted stably (numpy's hash-free way: ``np.unique`` took 1.6 s on 1.5M ids where a sort takes
+        0.09 s): the sort order, where each id's run starts, and each position's request."""
+        import numpy as np
+
+        order = np.argsort(self.ids, kind="stable")
+        ids = self.ids[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
+        req = np.repeat(np.arange(self.requests), np.diff(self.offsets))
+        return order, starts, req
+
+    def distinct_blocks(self) -> int:
+        return len(self._groups()[1])
+
     def shared_blocks(self) -> int:
         """Ids that occur in more than one request."""
         import numpy as np
 
-        req = np.repeat(np.arange(self.requests), np.diff(self.offsets))
-        pairs = np.unique(np.stack([self.ids, req]), axis=1)       # each (id, request) once
-        _, counts = np.unique(pairs[0], return_counts=True)
-        return int((counts > 1).sum())
+        order, starts, req = self._groups()
+        if not len(starts):
+            return 0
+        reqs = req[order]                      # non-decreasing within an id's run: the sort is stable
+        new_request = np.r_[True, reqs[1:] != reqs[:-1]]
+        new_request[starts] = True
+        return int((np.add.reduceat(new_request.astype(np.int64), starts) > 1).sum())
 
     def hit_tokens(self, prompts) -> int:
         """The prompt tokens an infinite prefix cache would serve, the requests taken in order: a request's leading
@@ -166,15 +184,18 @@ class PrefixBlocks:
         n = self.requests
         if n == 0 or len(self.ids) == 0:
             return 0
+        order, starts, req = self._groups()
+        at_start = np.zeros(len(order), dtype=np.int64)
+        at_start[starts] = 1
+        run = np.cumsum(at_start) - 1                                     # each sorted position's id run
+        first = np.empty(len(order), dtype=np.int64)
+        first[order] = order[starts][run]                                 # the first position of each one's id
         lengths = np.diff(self.offsets)
-        req = np.repeat(np.arange(n), lengths)
-        _, first, inverse = np.unique(self.ids, return_index=True, return_inverse=True)
-        seen = first[inverse.reshape(-1)] < self.offsets[:-1][req]   # its first position is in an earlier request
-        at = np.arange(len(self.ids)) - self.offsets[:-1][req]          # the block's place in its prompt
-        first_miss = np.where(seen, lengths[req], at)
-        starts = self.offsets[:-1][lengths > 0]
+        begin = self.offsets[:-1][req]
+        seen = first < begin                                              # first seen in an earlier request
+        first_miss = np.where(seen, lengths[req], np.arange(len(order)) - begin)
         leading = np.zeros(n, dtype=np.int64)
-        leading[lengths > 0] = np.minimum.reduceat(first_miss, starts)
+        leading[lengths > 0] = np.minimum.reduceat(first_miss, self.offsets[:-1][lengths > 0])
         return int(np.minimum(leading * self.block_tokens, np.asarray(prompts, dtype=np.int64)).sum())
 
 
@@ -241,7 +262,7 @@ def public_rows(path, fmt: str, rows: list[tuple[int, dict]], count: Callable[[A
     names = {"azure": ("timestamp", "contexttokens", "generatedtokens"),
              "burstgpt": ("timestamp", "request tokens", "response tokens"),
              "mooncake": ("timestamp", "input_length", "output_length")}[fmt]
-    spell = _BURST_SPELLING if fmt == "burstgpt" else _SPELLING if fmt == "azure" else {}
+    spell = _SPELLING.get(fmt, {})
     t_name, p_name, o_name = (spell.get(n, n) for n in names)
     has_blocks = fmt == "mooncake" and "hash_ids" in rows[0][1]
     stamps: list[float] = []
@@ -290,10 +311,10 @@ def public_rows(path, fmt: str, rows: list[tuple[int, dict]], count: Callable[[A
         facts.append(note("The trace's rows are not in time order: sorted by " + t_name + " ({moved} rows moved; "
                           "rows of one time keep the file's order).", moved=Count(moved)))
     first = stamps[order[0]]
-    scale = {"azure": 1e-9, "burstgpt": 1.0, "mooncake": 1e-3}[fmt]
+    per_second = {"azure": 10**9, "burstgpt": 1, "mooncake": 1000}[fmt]   # ns, s, ms
     arrivals = []
     for i in order:
-        t = (stamps[i] - first) * scale
+        t = (stamps[i] - first) / per_second   # a correctly rounded quotient (884 ms is 0.884 s)
         if t > max_clock:
             raise KvplanError(f"trace {path} line {lines[i]}: {t_name} is {t:.3g} s after the first request, past "
                               f"the {max_clock:.0e} s the simulator's clock resolves a decode step in",
@@ -352,6 +373,6 @@ def prefix_note(blocks: PrefixBlocks, prompts) -> Note:
                 "request) are read, but prefix reuse across requests is not simulated: an infinite prefix cache "
                 "would serve {share:.1%} of the prompt tokens ({hit} of {total}); --shared-prefix models one "
                 "shared system prompt.",
-                distinct=Count(int(len(np.unique(blocks.ids)))), size=Tokens(blocks.block_tokens),
+                distinct=Count(blocks.distinct_blocks()), size=Tokens(blocks.block_tokens),
                 shared=Count(blocks.shared_blocks()), share=Fraction(hit / total if total else 0.0, why),
                 hit=Tokens(hit), total=Tokens(total))

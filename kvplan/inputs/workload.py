@@ -303,7 +303,7 @@ def read_trace(path: Path, fmt: str | None = None) -> Trace:
     names = list(rows[0][1]) if is_json else header
     fmt = traces.detect(path, names, is_json, fmt)
     for no, row in rows if is_json else rows[:1]:   # a CSV's header once, each JSON line's keys
-        traces.check_columns(path, fmt, list(row), f"trace {path}" + (f" line {no}" if is_json else ""), is_json)
+        traces.check_columns(fmt, list(row), f"trace {path}" + (f" line {no}" if is_json else ""), is_json)
     if fmt != "kvplan":
         r = traces.public_rows(path, fmt, rows, _trace_int, MAX_CLOCK_S)
         return Trace(r.prompts, r.outputs, r.arrivals, str(path), fmt, r.lines, r.blocks, r.facts, r.start)
