@@ -83,13 +83,13 @@ def _tried() -> str:
     return "; ".join(f"{s.id}: {s.header}" for s in SPECS.values())
 
 
-def detect(path, names: list[str], is_json: bool, named: str | None) -> str:
-    """The format of a file whose header (CSV) or first record (JSON lines) has ``names`` (lower-case): ``named``
-    if given and it fits, else the one the names mark. Refuses a named format the file is not, and a file that
-    matches none (naming the formats tried and their headers)."""
+def detect(path, names: list[str], is_json: bool, named: str | None, written: list[str]) -> str:
+    """The format of a file whose header (CSV, in lower case) or first record (JSON lines) has ``names`` (as the
+    file writes them: ``written``): ``named`` if given and it fits, else the one the names mark. Refuses a named
+    format the file is not, and a file that matches none (naming the formats tried and their headers)."""
     marked = [f for f in FORMATS if _MARKS[f] & set(names) and (f == "kvplan" or SPECS[f].json == is_json)]
     what = "first record has the keys" if is_json else "header is"
-    shown = (", " if is_json else ",").join(names)[:120]
+    shown = (", " if is_json else ",").join(written)[:120]
     if named is not None:
         if named not in marked:
             kind = "JSON lines" if is_json else "a CSV"

@@ -268,6 +268,7 @@ def read_trace(path: Path, fmt: str | None = None) -> Trace:
                           "simulates", f"split it into files of at most {MAX_TRACE_ROWS:,} requests")
     rows: list[tuple[int, dict]] = []
     header: list[str] = []
+    written: list[str] = []   # the header as the file writes it (matched in lower case), for messages
     if is_json:
         for no, line in body:
             try:
@@ -283,7 +284,8 @@ def read_trace(path: Path, fmt: str | None = None) -> Trace:
     else:
         reader = csv.reader(line for _, line in body)
         try:
-            header = [h.strip().lower() for h in next(reader)]
+            written = [h.strip() for h in next(reader)]
+            header = [h.lower() for h in written]
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:
                 raise KvplanError(f"trace {path}: the header names {', '.join(twice)} twice",
@@ -301,7 +303,7 @@ def read_trace(path: Path, fmt: str | None = None) -> Trace:
     if not rows:
         raise KvplanError(f"trace {path} has a header and no requests", "give one request per line")
     names = list(rows[0][1]) if is_json else header
-    fmt = traces.detect(path, names, is_json, fmt)
+    fmt = traces.detect(path, names, is_json, fmt, names if is_json else written)
     for no, row in rows if is_json else rows[:1]:   # a CSV's header once, each JSON line's keys
         traces.check_columns(fmt, list(row), f"trace {path}" + (f" line {no}" if is_json else ""), is_json)
     if fmt != "kvplan":
