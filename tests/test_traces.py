@@ -396,3 +396,16 @@ def test_the_sample_traces_are_reproducible():
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert math.isclose(len(wl.read_trace(AZURE).prompts), 300)
+
+
+@pytest.mark.parametrize("path, extra", [(MOON, ()), (BURST, ()), (AZURE, ("--trace-speed", "4"))])
+def test_the_docs_show_what_the_samples_print(run_cli, path, extra):
+    # docs/traces.md quotes each sample's notes as a terminal prints them (wrapped); unwrapped, they are the run's
+    doc_path = Path(__file__).resolve().parent.parent / "docs" / "traces.md"
+    if not doc_path.is_file():
+        pytest.skip("docs/ is not beside this copy of the tests")
+    docs = " ".join(doc_path.read_text().split())
+    doc = run_cli(*SIM, "--trace", str(path), *extra, "-f", "json").json()
+    for note in doc["notes"]:   # the docs name the file as the command line in the repository's root does
+        note = note.replace(str(path), f"tests/data/traces/{path.name}")
+        assert " ".join(("• " + note).split()) in docs, note
