@@ -409,3 +409,20 @@ def test_the_docs_show_what_the_samples_print(run_cli, path, extra):
     for note in doc["notes"]:   # the docs name the file as the command line in the repository's root does
         note = note.replace(str(path), f"tests/data/traces/{path.name}")
         assert " ".join(("• " + note).split()) in docs, note
+
+
+def test_python_callers_get_the_same_trace_options():
+    import kvplan
+    from kvplan.options.simulate import simulate_request
+
+    # numbers from Python as the command line's text: 2x speed halves the sample's 0.884 s second arrival
+    scenario = kvplan.Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, dp=1, gpus=1, max_model_len=8192)
+    run = simulate_request(scenario, trace=MOON, trace_format="mooncake", trace_speed=2, requests=3)
+    assert list(run.workload.arrivals) == [0.0, pytest.approx(0.442), pytest.approx(0.6505)]
+    assert run.workload.blocks is not None and run.workload.blocks.requests == 3
+    # the default request was fitted into 8,192 tokens; the run's first line does not say so, the caller's still does
+    assert run.scenario.request_fitted is None and scenario.request_fitted
+    assert "shortened" in scenario.headline() and "shortened" not in run.scenario.headline("x")
+    given = kvplan.Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, dp=1, gpus=1, decode="1k")
+    with pytest.raises(KvplanError, match="so --decode does not combine with it"):
+        simulate_request(given, trace=MOON)
