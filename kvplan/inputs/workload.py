@@ -393,8 +393,10 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         outputs = np.asarray(trace.outputs[:n], dtype=np.int64)
         longest = int((prompts + outputs).max())
         if longest > max_len:
-            # an engine refuses such a request whole (vLLM's and SGLang's servers reject prompt + max_tokens over the
-            # context length): cutting its output would simulate a request the trace does not have
+            # an engine refuses such a request whole, and kvplan with it: vLLM's OpenAI server raises "This model's
+            # maximum context length is ..." when prompt + max_tokens > max_model_len (vllm-project/vllm,
+            # vllm/entrypoints/openai/serving_engine.py, _validate_prompt_and_tokenize, commit 0030b9ff; read for
+            # this rule). Cutting its output would simulate a request the trace does not have.
             i = int(np.argmax(prompts + outputs > max_len))
             row = f"line {trace.lines[i]} (request {i + 1})" if trace.lines else f"request {i + 1}"
             raise KvplanError(f"trace {trace.path} {row} has {int(prompts[i]):,} + {int(outputs[i]):,} tokens, more "
