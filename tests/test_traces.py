@@ -63,6 +63,10 @@ def test_azure_stamps_are_read_to_the_100_ns_tick(tmp_path):
                  "2023-11-17 00:00:00.0000000,10,5\n2023-11-17 00:00:02,10,5\n")
     t = wl.read_trace(f)
     assert t.arrivals == (0.0, pytest.approx(1e-7, abs=1e-15), pytest.approx(2.0000001, abs=1e-12))
+    # with UTC offsets: 01:00:05+01:00 is 00:00:05 UTC, 5 s after 00:00:00Z; 23:59:59-00:30 is 00:29:59 UTC
+    f.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00Z,10,5\n2024-05-10 01:00:05+01:00,10,5\n"
+                 "2024-05-09 23:59:59.5-00:30,10,5\n")
+    assert wl.read_trace(f).arrivals == (0.0, 5.0, 29 * 60 + 59.5)
 
 
 def test_a_burstgpt_trace_skips_its_failed_rows_and_says_so(run_cli):

@@ -231,12 +231,13 @@ def _number(value, where: str, name: str, most: float, unit: str) -> float:
     return t
 
 
-_STAMP = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\s*")
+_STAMP = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+                    r"(Z|[+-]\d{2}:\d{2})?\s*")
 
 
 def azure_stamp_ns(value, where: str) -> int:
-    """An Azure ``TIMESTAMP`` (``2023-11-16 18:15:46.6805900``) as integer nanoseconds since 1970 (read as UTC;
-    only differences are used)."""
+    """An Azure ``TIMESTAMP`` (``2023-11-16 18:15:46.6805900``, optionally with a UTC offset, ``+00:00`` or ``Z``)
+    as integer nanoseconds since 1970 (read as UTC without an offset; only differences are used)."""
     import calendar
     import datetime
 
@@ -250,7 +251,9 @@ def azure_stamp_ns(value, where: str) -> int:
         raise KvplanError(f"{where}: TIMESTAMP = {str(value)[:40]!r} is not a date and time like "
                           "2023-11-16 18:15:46.6805900", "fix that value") from None
     frac = (m.group(7) or "").ljust(9, "0")
-    return calendar.timegm(stamp.timetuple()) * 10**9 + int(frac)
+    zone = m.group(8) or "Z"
+    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return (calendar.timegm(stamp.timetuple()) - offset) * 10**9 + int(frac)
 
 
 def public_rows(path, fmt: str, rows: list[tuple[int, dict]], count: Callable[[Any, str, str], int],
