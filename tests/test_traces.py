@@ -294,6 +294,9 @@ def test_the_prefix_hit_share_of_a_tiny_trace(run_cli, tmp_path):
 
     two = PrefixBlocks(np.array([1, 2, 3, 2]), np.array([0, 2, 4]))
     assert two.shared_blocks() == 1 and two.distinct_blocks() == 3 and two.hit_tokens([1024, 1024]) == 0
+    # one DP replica's requests, C and A (indexes 2, 0): [1, 3, 4] then [1, 2]
+    part = t.blocks.take([2, 0])
+    assert list(part.ids) == [1, 3, 4, 1, 2] and list(part.offsets) == [0, 3, 5]
     doc = run_cli(*SIM, "--trace", str(f), "-f", "json").json()
     said = [n for n in doc["notes"] if "hash_ids" in n]
     assert len(said) == 1

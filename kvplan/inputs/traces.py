@@ -149,6 +149,17 @@ class PrefixBlocks:
         end = int(self.offsets[n])
         return PrefixBlocks(self.ids[:end], self.offsets[:n + 1], self.block_tokens)
 
+    def take(self, indexes) -> PrefixBlocks:
+        """The blocks of the requests at ``indexes`` (e.g. one DP replica's), in that order."""
+        import numpy as np
+
+        idx = np.asarray(indexes, dtype=np.int64)
+        lengths = np.diff(self.offsets)[idx]
+        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        at = np.repeat(self.offsets[:-1][idx] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        return PrefixBlocks(self.ids[at], offsets, self.block_tokens)
+
     def _groups(self):
         """The ids sorted stably (numpy's hash-free way: ``np.unique`` took 1.6 s on 1.5M ids where a sort takes
         0.09 s): the sort order, where each id's run starts, and each position's request."""
