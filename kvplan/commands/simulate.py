@@ -34,7 +34,15 @@ def simulate(
     workload: Annotated[str | None, typer.Option("--workload", metavar="ID|FILE", help="A workload preset: "
                                                  "r1-production, long-cot-bench, or a .toml.")] = None,
     trace: Annotated[Path | None, typer.Option("--trace", metavar="FILE", help="CSV or JSON lines of prompt_tokens,"
-                                               "output_tokens[,arrival_s].")] = None,
+                                               "output_tokens[,arrival_s], or an Azure LLM inference, BurstGPT or "
+                                               "Mooncake trace (docs/traces.md).")] = None,
+    trace_format: Annotated[str | None, typer.Option("--trace-format", metavar="FORMAT", help="auto (default: "
+                                                     "from the header or first record), kvplan, azure, burstgpt "
+                                                     "or mooncake.")] = None,
+    trace_speed: Annotated[str | None, typer.Option("--trace-speed", metavar="X", help="Divide the trace's "
+                                                    "arrival times by X (2: twice the rate).")] = None,
+    trace_rate: Annotated[str | None, typer.Option("--trace-rate", metavar="R", help="Scale the trace's arrival "
+                                                   "times to a mean rate of R requests/s.")] = None,
     max_batch: Annotated[str | None, typer.Option("--max-batch", metavar="N", help="Most requests holding blocks "
                                                   "(default: the engine's max_num_seqs).")] = None,
     policy: Annotated[str, typer.Option("--policy", metavar="POLICY", help="swap, recompute (default: vLLM V1's "
@@ -85,7 +93,8 @@ def simulate(
         prompt_dist=prompt_dist, output_dist=output_dist, max_len=max_len, workload=workload, trace=trace,
         max_batch=max_batch, policy=policy, victim=victim, seed=seed, dram=dram, offload_threshold=offload_threshold,
         shared_prefix=shared_prefix, compare=compare, sweep_rate=sweep_rate, tpot_slo=tpot_slo,
-        max_recompute_rate=max_recompute_rate, plot=plot, ttft_slo=ttft_slo)
+        max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
+        trace_rate=trace_rate, ttft_slo=ttft_slo)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

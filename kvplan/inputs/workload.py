@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.inputs.traces import PrefixBlocks
     from kvplan.specs.values import Note
 
 Z99 = 2.3263478740408408          # the standard normal's 0.99 quantile
@@ -204,10 +205,19 @@ def load_workload(ref: str) -> WorkloadPreset:
 # === traces =======================================================================================================
 @dataclass(frozen=True)
 class Trace:
+    """A trace's requests in arrival order: lengths, arrivals (s; None: untimed), and where they came from: the
+    file, its format (``kvplan.inputs.traces.FORMATS``), each request's file line, Mooncake's prefix blocks, the
+    facts the run says of it (rows skipped or sorted) and its first arrival as the file writes it."""
+
     prompts: tuple[int, ...]
     outputs: tuple[int, ...]
     arrivals: tuple[float, ...] | None
     path: str
+    format: str = "kvplan"
+    lines: tuple[int, ...] = ()
+    blocks: PrefixBlocks | None = None
+    facts: tuple[Note, ...] = ()
+    start: str = ""
 
 
 def _trace_int(value, where: str, name: str) -> int:
@@ -237,15 +247,18 @@ def _trace_time(value, where: str) -> float:
     return t
 
 
-def read_trace(path: Path) -> Trace:
-    """A CSV (header row naming the columns) or JSON-lines trace of prompt_tokens, output_tokens[, arrival_s]."""
+def read_trace(path: Path, fmt: str | None = None) -> Trace:
+    """A trace: a CSV (header row naming the columns) or JSON lines, in kvplan's format (prompt_tokens,
+    output_tokens[, arrival_s]) or a public one (``kvplan.inputs.traces``), ``fmt`` or detected (None)."""
     import csv
     import json
 
+    from kvplan.inputs import traces
     from kvplan.inputs.files import read_text
 
-    text = read_text(path, "trace", "give a CSV or JSON-lines file of prompt_tokens,output_tokens[,arrival_s]")
-    lines = text.splitlines()
+    text = read_text(path, "trace", "give a CSV or JSON-lines file of prompt_tokens,output_tokens[,arrival_s], or "
+                     "an Azure, BurstGPT or Mooncake trace")
+    lines = text.removeprefix("\ufeff").splitlines()   # a byte-order mark is no part of the header
     body = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not body:
         raise KvplanError(f"trace {path} is empty", "give one request per line")
@@ -254,6 +267,8 @@ def read_trace(path: Path) -> Trace:
         raise KvplanError(f"trace {path} has {len(body):,} lines, more than the {MAX_TRACE_ROWS:,} requests one run "
                           "simulates", f"split it into files of at most {MAX_TRACE_ROWS:,} requests")
     rows: list[tuple[int, dict]] = []
+    header: list[str] = []
+    written: list[str] = []   # the header as the file writes it (matched in lower case), for messages
     if is_json:
         for no, line in body:
             try:
@@ -269,7 +284,8 @@ def read_trace(path: Path) -> Trace:
     else:
         reader = csv.reader(line for _, line in body)
         try:
-            header = [h.strip().lower() for h in next(reader)]
+            written = [h.strip() for h in next(reader)]
+            header = [h.lower() for h in written]
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:
                 raise KvplanError(f"trace {path}: the header names {', '.join(twice)} twice",
@@ -286,6 +302,13 @@ def read_trace(path: Path) -> Trace:
             raise KvplanError(f"trace {path}: not valid CSV ({err})", "give a CSV with a header row") from None
     if not rows:
         raise KvplanError(f"trace {path} has a header and no requests", "give one request per line")
+    names = list(rows[0][1]) if is_json else header
+    fmt = traces.detect(path, names, is_json, fmt, names if is_json else written)
+    for no, row in rows if is_json else rows[:1]:   # a CSV's header once, each JSON line's keys
+        traces.check_columns(fmt, list(row), f"trace {path}" + (f" line {no}" if is_json else ""), is_json)
+    if fmt != "kvplan":
+        r = traces.public_rows(path, fmt, rows, _trace_int, MAX_CLOCK_S)
+        return Trace(r.prompts, r.outputs, r.arrivals, str(path), fmt, r.lines, r.blocks, r.facts, r.start)
     has_time = "arrival_s" in rows[0][1]
     prompts, outputs, times = [], [], []
     last = 0.0
@@ -305,7 +328,8 @@ def read_trace(path: Path) -> Trace:
                                   "sort the trace by arrival_s")
             last = t
             times.append(t)
-    return Trace(tuple(prompts), tuple(outputs), tuple(times) if has_time else None, str(path))
+    return Trace(tuple(prompts), tuple(outputs), tuple(times) if has_time else None, str(path),
+                 lines=tuple(no for no, _ in rows))
 
 
 # === the workload =================================================================================================
@@ -324,6 +348,8 @@ class Workload:
     sources: tuple[str, ...] = ()
     lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
     cut: Note | None = None    # how many drawn lengths the engine's limit cut, if any
+    blocks: PrefixBlocks | None = None   # a Mooncake trace's prompt blocks (prefix reuse is not simulated yet)
+    notes: tuple[Note, ...] = ()         # what the run says of the trace (rows skipped or sorted, hash_ids)
 
 
 def check_requests(requests: int, runs: int = 1, what: str = "") -> None:
@@ -342,15 +368,20 @@ def check_requests(requests: int, runs: int = 1, what: str = "") -> None:
 def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, max_len: int,
           prompt_max: int | None = None, output_max: int | None = None, rate: float | None = None,
           users: int | None = None, think_s: float = 0.0, duration_s: float | None = None,
-          trace: Trace | None = None, sources: tuple[str, ...] = (), name: str | None = None) -> Workload:
+          trace: Trace | None = None, sources: tuple[str, ...] = (), name: str | None = None,
+          trace_speed: float | None = None, trace_rate: float | None = None) -> Workload:
     """Draw the requests. Each prompt is capped at min(prompt_max, max_len - 1) and each output at
-    min(output_max, max_len - prompt): no request is longer than the engine serves. ``name``: the workload
-    preset's id, if the lengths came from one (it leads ``lengths``)."""
+    min(output_max, max_len - prompt): no request is longer than the engine serves; a trace's request longer than
+    that is refused, naming its line. ``name``: the workload preset's id, if the lengths came from one (it leads
+    ``lengths``). ``trace_speed``: a timed trace's arrivals divided by it (2: twice the rate); ``trace_rate``:
+    divided so that the mean rate, (n - 1) / the span of the n arrivals, is this many requests/s."""
     import numpy as np
 
     if (rate is None) == (users is None) and not (trace is not None and trace.arrivals is not None):
         raise KvplanError("give one of --rate (open arrivals) or --users (a closed loop)",
                           "e.g. --rate 0.5 or --users 32")
+    timed = trace is not None and trace.arrivals is not None and rate is None and users is None
+    _check_speed(trace_speed, trace_rate, timed, trace is not None)
     check_requests(requests)
     if max_len < 2:
         raise KvplanError(f"the longest request ({max_len} tokens) leaves no room for an output", "raise --max-len")
@@ -362,10 +393,17 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         outputs = np.asarray(trace.outputs[:n], dtype=np.int64)
         longest = int((prompts + outputs).max())
         if longest > max_len:
+            # an engine refuses such a request whole, and kvplan with it: vLLM's OpenAI server raises "This model's
+            # maximum context length is ..." when prompt + max_tokens > max_model_len (vllm-project/vllm,
+            # vllm/entrypoints/openai/serving_engine.py, _validate_prompt_and_tokenize, commit 0030b9ff; read for
+            # this rule). Cutting its output would simulate a request the trace does not have.
             i = int(np.argmax(prompts + outputs > max_len))
-            raise KvplanError(f"trace {trace.path}: request {i + 1} has {int(prompts[i] + outputs[i]):,} tokens, more "
-                              f"than the {max_len:,} the engine serves", "raise --max-len, or trim the trace")
-        describe = f"{n:,} requests from {trace.path}"
+            row = f"line {trace.lines[i]} (request {i + 1})" if trace.lines else f"request {i + 1}"
+            raise KvplanError(f"trace {trace.path} {row} has {int(prompts[i]):,} + {int(outputs[i]):,} tokens, more "
+                              f"than the {max_len:,} the engine serves", "raise --max-len / --max-model-len, or trim "
+                              "the trace")
+        describe = f"{n:,} requests from {trace.path}" + (
+            f" ({_trace_name(trace.format)} format)" if trace.format != "kvplan" else "")
         lengths = f"lengths from {trace.path}"
     else:
         n = requests
@@ -379,9 +417,14 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
         cut = _cut_note(int((prompts < drawn_p).sum()), int((outputs < drawn_o).sum()), n, max_len)
         lengths = _lengths_text(prompt, output, prompt_max, output_max, name)
     arrivals = None
-    if trace is not None and trace.arrivals is not None and rate is None and users is None:
+    scaled: Note | None = None
+    if timed:
+        assert trace is not None and trace.arrivals is not None
         arrivals = np.asarray(trace.arrivals[:n], dtype=float)
-        describe += ", arrivals from the trace"
+        describe += ", arrivals from the trace" + (f" (relative to its first, {trace.start})" if trace.start else "")
+        arrivals, scaled = _speed_up(arrivals, trace_speed, trace_rate)
+        if scaled is not None:
+            describe += ", scaled in time (notes)"
     elif rate is not None:
         if not (math.isfinite(rate) and MIN_RATE <= rate <= 1e6):
             raise KvplanError(f"--rate {rate!r} is not in [{MIN_RATE:g}, 1,000,000] requests/s", "give e.g. --rate 0.5")
@@ -412,8 +455,81 @@ def build(*, requests: int, seed: int, prompt: LengthDist, output: LengthDist, m
                                   "give a longer --duration or a higher --rate")
             prompts, outputs, arrivals = prompts[:keep], outputs[:keep], arrivals[:keep]
         describe += f", submitted before {duration_s:g} s"
+    blocks: PrefixBlocks | None = None
+    notes: tuple[Note, ...] = ()
+    if trace is not None:
+        from kvplan.inputs.traces import prefix_note
+
+        notes = trace.facts + ((scaled,) if timed and scaled is not None else ())
+        if trace.blocks is not None:
+            blocks = trace.blocks.head(len(prompts))
+            notes += (prefix_note(blocks, prompts),)
     return Workload(prompts, outputs, arrivals, users if arrivals is None else None, think_s, duration_s, describe,
-                    sources, lengths, cut)
+                    sources, lengths, cut, blocks, notes)
+
+
+MAX_SPEED = 1e6   # --trace-speed / the factor --trace-rate makes: as --rate's bounds, 1e-6 .. 1e6
+
+
+def _trace_name(fmt: str) -> str:
+    from kvplan.inputs.traces import SPECS
+
+    return SPECS[fmt].name
+
+
+def _check_speed(speed: float | None, rate: float | None, timed: bool, traced: bool) -> None:
+    """``--trace-speed`` / ``--trace-rate``: one of them, each in range, and only on a trace's own arrivals."""
+    if speed is None and rate is None:
+        return
+    flag = "--trace-speed" if speed is not None else "--trace-rate"
+    if speed is not None and rate is not None:
+        raise KvplanError("--trace-speed and --trace-rate are two ways to scale the trace's time", "give one of them")
+    if not timed:
+        raise KvplanError(f"{flag} scales a timed trace's arrivals" + (
+            "; --rate / --users replace them" if traced else ", and there is no --trace"),
+            "give a --trace with arrival times (and no --rate / --users), or drop " + flag)
+    value = speed if speed is not None else rate
+    assert value is not None
+    low = 1.0 / MAX_SPEED if speed is not None else MIN_RATE
+    if not (math.isfinite(value) and low <= value <= MAX_SPEED):
+        what = "a speed-up" if speed is not None else "requests/s"
+        raise KvplanError(f"{flag} {value!r} is not in [{low:g}, {MAX_SPEED:,.0f}] ({what})",
+                          "give e.g. --trace-speed 2 (twice the rate)" if speed is not None else
+                          "give e.g. --trace-rate 0.5")
+
+
+def _speed_up(arrivals, speed: float | None, rate: float | None):
+    """The arrivals divided by the speed (``rate``: the speed that makes their mean rate ``rate``), and the note that
+    says so (None: not scaled)."""
+    from kvplan.specs.values import Number, derived, given, note
+
+    if speed is None and rate is None:
+        return arrivals, None
+    n, span = len(arrivals), float(arrivals[-1] - arrivals[0])
+    said = None
+    if rate is not None:
+        if n < 2 or span <= 0:
+            raise KvplanError("--trace-rate needs a trace whose arrivals span some time (the first and last differ)",
+                              "give --trace-speed, or a --rate of Poisson arrivals")
+        mean = (n - 1) / span
+        speed = rate / mean
+        if not 1.0 / MAX_SPEED <= speed <= MAX_SPEED:
+            raise KvplanError(f"--trace-rate {rate:g} is {speed:.3g} times the trace's mean rate of {mean:.3g} "
+                              f"requests/s, outside [{1.0 / MAX_SPEED:g}, {MAX_SPEED:,.0f}]",
+                              "give a rate nearer the trace's own")
+        mean_v = Number(mean, derived("(requests - 1) / (last arrival - first)"))
+        said = note("--trace-rate {rate:g}: the trace's arrival times are divided by {speed:.4g}, its mean rate of "
+                    "{mean:.4g} requests/s (the gaps over their span) made {rate:g}.", rate=Number(rate,
+                    given("--trace-rate")), speed=Number(speed, derived("--trace-rate / the trace's mean rate")),
+                    mean=mean_v)
+    assert speed is not None
+    scaled = arrivals / speed
+    if scaled[-1] > MAX_CLOCK_S:
+        raise KvplanError(f"at {speed:g}x speed the trace's last request arrives at {scaled[-1]:.3g} s, past the "
+                          f"{MAX_CLOCK_S:.0e} s the simulator's clock resolves a decode step in",
+                          f"give a speed of {float(arrivals[-1]) / MAX_CLOCK_S:.2g} or more, or fewer --requests")
+    return scaled, said or note("--trace-speed {speed:g}: the trace's arrival times are divided by {speed:g} "
+                                "({speed:g} times its rate).", speed=Number(speed, given("--trace-speed")))
 
 
 def _cut_note(prompts: int, outputs: int, n: int, max_len: int) -> Note | None:

@@ -65,13 +65,16 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      victim: str = "newest", seed: Any = "0", dram: Any = None, offload_threshold: Any = None,
                      shared_prefix: Any = None, compare: str | None = None, sweep_rate: str | None = None,
                      tpot_slo: Any = None, max_recompute_rate: Any = None,
-                     plot: str | Path | None = None, ttft_slo: Any = None) -> SimulateRequest:
+                     plot: str | Path | None = None, trace_format: str | None = None, trace_speed: Any = None,
+                     trace_rate: Any = None, ttft_slo: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
+    import copy
     import dataclasses
 
     from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, parse_ttft_slo
     from kvplan.inputs import workload as wl
+    from kvplan.inputs.traces import check_format
     from kvplan.inputs.units import parse_tokens
     from kvplan.options.command import size_bytes
     from kvplan.options.scenarios import build_scenario
@@ -82,6 +85,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
             raise InputError("--plot draws one run's timeline", "drop --compare / --sweep-rate, or --plot")
         if plot.suffix.lower() != ".png":
             raise InputError(f"--plot {plot} is not a .png file", "give a file name ending in .png")
+    _check_trace_options(scenario, trace, trace_format, workload, prompt_dist, output_dist)
     args: dict[str, Any] | None = None
     if isinstance(scenario, dict):
         args = scenario if shared_prefix is None else {**scenario, "shared_prefix": shared_prefix}
@@ -112,7 +116,14 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     n_given = parse_tokens(requests, "--requests") if requests is not None else None
     if n_given is not None:   # before any work (the trace's reading included)
         wl.check_requests(n_given)
-    tr = wl.read_trace(Path(trace)) if trace is not None else None
+    speed_v = optional(parse_float, trace_speed, "--trace-speed", "2")
+    trace_rate_v = optional(parse_float, trace_rate, "--trace-rate", "0.5")
+    tr = wl.read_trace(Path(trace), check_format(trace_format)) if trace is not None else None
+    if tr is not None and base.request_fitted:
+        # the trace gives the lengths: the default request fitted into the limit is no part of the run, and the
+        # first line does not say it was shortened (a copy: the caller's scenario is left as it is)
+        base = copy.copy(base)
+        object.__setattr__(base, "request_fitted", None)
     timed_trace = tr is not None and tr.arrivals is not None
     thinks = _text(think).strip() not in ("0", "0s")
     if thinks and (rate is not None or timed_trace or sweep_rate is not None):
@@ -151,14 +162,14 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     else:
         prompt_d = wl.parse_dist(prompt_dist or f"fixed:{base.prompt_tokens}", "--prompt-dist")
         output_d = wl.parse_dist(output_dist or f"fixed:{base.decode_tokens}", "--output-dist")
-        if prompt_dist is None and output_dist is None and base.prompt_tokens + base.decode_tokens > cap:
+        if tr is None and prompt_dist is None and output_dist is None and base.prompt_tokens + base.decode_tokens > cap:
             raise InputError(f"the request ({base.prompt_tokens:,} + {base.decode_tokens:,} tokens) is "
                              f"longer than --max-len {cap:,}", "raise --max-len, or lower --prompt / --decode")
 
     def make(rate_r: float | None) -> Workload:
         return wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
                         output_max=omax, rate=rate_r, users=users_v, think_s=think_v, duration_s=duration_v,
-                        trace=tr, sources=sources, name=workload_id)
+                        trace=tr, sources=sources, name=workload_id, trace_speed=speed_v, trace_rate=trace_rate_v)
 
     work = make(rate_v)
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
@@ -176,6 +187,26 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))
     return run
+
+
+def _check_trace_options(scenario: Scenario | dict[str, Any], trace: Any, trace_format: Any, workload: Any,
+                         prompt_dist: Any, output_dist: Any) -> None:
+    """A trace gives every request's lengths, so the options that make lengths do not combine with it (each would
+    be ignored); --trace-format names the format of a --trace."""
+    if trace is None:
+        if trace_format is not None:
+            raise InputError("--trace-format names the format of a --trace", "give --trace FILE, or drop "
+                                                                             "--trace-format")
+        return
+    if isinstance(scenario, dict):
+        prompt, decode = scenario.get("prompt") is not None, scenario.get("decode") is not None
+    else:
+        prompt, decode = scenario.prompt_given, scenario.decode_given
+    for flag, value in (("--workload", workload), ("--prompt-dist", prompt_dist), ("--output-dist", output_dist),
+                        ("--prompt", prompt or None), ("--decode", decode or None)):
+        if value is not None:
+            raise InputError(f"--trace gives each request's prompt and output lengths, so {flag} does not combine "
+                             "with it", f"drop {flag}, or --trace")
 
 
 def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,

@@ -292,8 +292,10 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
 
 
 def _workload_notes(work: Workload) -> list[str | Note]:
-    """What the workload adds to the notes: the lengths its limit cut, and where its figures come from."""
+    """What the workload adds to the notes: the lengths its limit cut, a trace's facts, and where its figures come
+    from."""
     notes: list[str | Note] = [work.cut] if work.cut is not None else []
+    notes += work.notes   # a trace's facts: rows skipped or sorted, Mooncake's hash_ids read but not simulated
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
     return notes
