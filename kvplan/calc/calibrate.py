@@ -195,7 +195,8 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
                      overhead_s=step.overhead_s - f.value("overhead_us_per_step") * 1e-6 + per_step)
     pred = fitted.step(b, b * nbytes, b * nflops)["total"]
     rms = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
-    return Calibration(source, points, hbm, mfu, per_step * 1e6, tuple(float(x) for x in pred), rms, iterations)
+    return Calibration(source, points, float(hbm), float(mfu), float(per_step * 1e6), tuple(float(x) for x in pred),
+                       rms, iterations)
 
 
 def _floor_seconds(model):

@@ -69,8 +69,8 @@ class BenchRun:
 
 
 def looks_like(text: str) -> bool:
-    """Whether ``text`` reads as JSON of a benchmark (its first character is ``{``)."""
-    return text.lstrip()[:1] == "{"
+    """Whether ``text`` reads as JSON of a benchmark (its first character is ``{`` or ``[``)."""
+    return text.lstrip()[:1] in ("{", "[")
 
 
 def _objects(text: str, path: str) -> list[tuple[str, dict]]:

@@ -156,9 +156,9 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
-        return str(v)
+        return str(int(v))
     if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else json.dumps(str(v))
+        return repr(float(v)) if math.isfinite(v) else json.dumps(str(v))
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, (list, tuple)):

@@ -17,7 +17,7 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
     s = plan.scenario
     figures = Table("Measured against kvplan (error = (kvplan - measured) / measured)",
                     ("figure", "source", "measured", "kvplan", "error", "after fit", "error after", "status"),
-                    tuple((c.figure, c.source, c.measured if c.measured is not None else "-",
+                    tuple((c.figure, _short(c.source), c.measured if c.measured is not None else "-",
                            c.before if c.before is not None else "-", c.error_before if c.error_before is not None
                            else "-", c.after if c.after is not None else "-",
                            c.error_after if c.error_after is not None else "-", c.status)
@@ -32,7 +32,8 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
     factors = Table("Fitted values", ("value", "before", "after", "how"), tuple(factor_rows))
     loads = Table("Each run's load per replica", ("run", "tool", "requests in flight", "mean prompt",
                                                  "mean output", "how"),
-                  tuple((ld.run.source, ld.run.tool, ld.batch_value, Tokens(ld.prompt, default("the run's mean input")),
+                  tuple((_short(ld.run.source), ld.run.tool, ld.batch_value,
+                         Tokens(ld.prompt, default("the run's mean input")),
                          Tokens(ld.decode, default("the run's mean output")), ld.how)
                         for ld in plan.loads))
     tables = [figures, factors] + ([loads] if plan.loads else [])
@@ -70,8 +71,9 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
                   "prompt_tokens": Tokens(ld.prompt, default("the run's mean input")),
                   "decode_tokens": Tokens(ld.decode, default("the run's mean output"))} for ld in plan.loads],
     }
-    brief = tuple((f"{c.figure} error ({c.source})", c.error_before) for c in plan.compared
-                  if c.error_before is not None) + tuple((f"fitted {k}", plan.fitted[k]) for k in plan.free)
+    brief = tuple((f"{c.figure} error ({_short(c.source)})", c.error_before) for c in plan.compared
+                  if c.error_before is not None and c.status == "fitted") + tuple((f"fitted {k}", plan.fitted[k])
+                                                                                for k in plan.free)
     if plan.reserve is not None:
         brief += (("fitted runtime reserve", plan.reserve.reserve_fitted),)
     assumptions = (
@@ -82,6 +84,11 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
     )
     return Result("calibrate", s.headline(), data, tuple(tables), tuple(notes), assumptions, (), brief,
                   tuple(settings_warnings), warnings_first=True)
+
+
+def _short(source: str) -> str:
+    """A source as the table shows it: the file's name (with its line), the folder left to the JSON."""
+    return source.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _count(n: int):
