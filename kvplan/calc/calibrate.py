@@ -302,6 +302,8 @@ class CalibratePlan:
     reserve: ReserveFit | None
     sources: tuple[str, ...]
     notes: tuple[str, ...]
+    rms: Value | None = None                       # the step fit's rms relative error
+    fit_points: tuple[dict[str, Value], ...] = ()  # each fitted point: its load, measured and fitted TPOT
 
 
 def run_load(scenario: Scenario, run: BenchRun) -> Load:
@@ -311,7 +313,7 @@ def run_load(scenario: Scenario, run: BenchRun) -> Load:
 
     dp = scenario.parallelism.dp
     if run.tool_concurrency is not None:
-        total, how = run.tool_concurrency, f"SGLang's concurrency {run.tool_concurrency:.4g} (sum of E2E / duration)"
+        total, how = run.tool_concurrency, f"SGLang's concurrency {run.tool_concurrency} (sum of E2E / duration)"
     elif run.max_concurrency is not None and run.request_rate is None:
         total = min(run.max_concurrency, run.completed)
         how = f"closed loop at max_concurrency {run.max_concurrency} (request rate inf)"
@@ -321,13 +323,13 @@ def run_load(scenario: Scenario, run: BenchRun) -> Load:
             raise KvplanError(f"benchmark result {run.source} gives neither its concurrency nor a throughput and "
                               "E2E latency to derive it from", "give a result with request_throughput and latencies")
         total = rate * run.mean_e2e_s
-        how = (f"Little's law: {rate:.4g} req/s x mean E2E {run.mean_e2e_s:.4g} s ({run.e2e_from})"
+        how = (f"Little's law: {round(rate, 4)} req/s x mean E2E {round(run.mean_e2e_s, 4)} s ({run.e2e_from})"
                + ("" if run.max_concurrency is None else f", capped at max_concurrency {run.max_concurrency}"))
         if run.max_concurrency is not None:
             total = min(total, run.max_concurrency)
     batch = max(total / dp, 1.0)
     prompt, decode = max(round(run.mean_input_tokens), 1), max(round(run.mean_output_tokens), 1)
-    how = f"{how}; / {dp} replica(s) = {batch:.4g}"
+    how = f"{how}; / {dp} replica(s) = {round(batch, 4)}"
     return Load(run, batch, Number(batch, derived("concurrency / DP replicas (at least 1)", how, run.source)), how,
                 prompt, decode)
 
@@ -341,10 +343,10 @@ def _rel(mine: float | None, measured: float | None):
                                                           f"({mine:.6g} - {measured:.6g}) / {measured:.6g}"))
 
 
-def _seconds(value: float | None, formula: str, substituted: str, *sources: str):
-    from kvplan.specs.values import Seconds, derived
+def _seconds(value: float | None, why):
+    from kvplan.specs.values import Seconds
 
-    return None if value is None else Seconds(value, derived(formula, substituted, *sources))
+    return None if value is None else Seconds(value, why)
 
 
 def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
@@ -354,7 +356,7 @@ def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
     run, b, p, d = load.run, load.batch, load.prompt, load.decode
     tpot = [float(st.steady_tpot(p, d, b)) for st in steps]
     ttft = [st.prefill_seconds(p, 0, chunk) for st in steps]
-    how = f"steady batch of {b:.4g} requests over {p:,} + {d:,} tokens"
+    how = f"steady batch of {round(b, 4)} requests over {p} + {d} tokens"
     out = []
     for metric, stats, label in (("tpot", run.tpot_s, "TPOT"), ("itl", run.itl_s, "ITL")):
         for stat in ("mean", "median", "p99"):
@@ -367,7 +369,7 @@ def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
                                     "kvplan prices the steady mean step, not its tail (prefill chunks and "
                                     "scheduling stalls make the p99)"))
                 continue
-            before, after = (_seconds(t, "kvplan tpot's steady step (costs.StepModel.steady_tpot)", how)
+            before, after = (_seconds(t, derived("kvplan tpot's steady step (costs.StepModel.steady_tpot)", how))
                              for t in tpot)
             fitted = metric == "tpot" and stat == "mean"
             out.append(Compared(name, run.source, measured, before, after, _rel(tpot[0], stats[stat]),
@@ -382,15 +384,15 @@ def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
             out.append(Compared(f"TTFT {stat}", run.source, measured, None, None, None, None, "not comparable",
                                 "kvplan prices one prefill, not the queueing tail"))
             continue
-        before, after = (_seconds(t, "one prefill in chunks of max_num_batched_tokens (costs.StepModel."
-                                     "prefill_seconds)", f"{p:,} tokens, chunk {chunk:,}") for t in ttft)
+        before, after = (_seconds(t, derived("one prefill in chunks of max_num_batched_tokens (costs.StepModel."
+                                             "prefill_seconds)", f"{p:,} tokens, chunk {chunk:,}")) for t in ttft)
         alone = b <= 1.5
         out.append(Compared(f"TTFT {stat}", run.source, measured, before, after, _rel(ttft[0],
                                                                                     run.ttft_s[stat]),
                             _rel(ttft[1], run.ttft_s[stat]), "compared" if alone else "lower bound",
                             "one prefill on an idle replica" if alone else
-                            f"one prefill on an idle replica; at {b:.3g} requests in flight the measured TTFT also "
-                            "waits in the queue and shares steps with decodes"))
+                            f"one prefill on an idle replica; at {round(b, 3)} requests in flight the measured TTFT "
+                            "also waits in the queue and shares steps with decodes"))
     return out
 
 
@@ -472,7 +474,7 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
             agrees = (count == 0) == expect_none
             out.append(Compared("preemptions", src, measured, expected, expected, None, None,
                                 "agrees" if agrees else "disagrees",
-                                f"{b} requests of {one.prompt + one.decode:,} tokens against a pool holding {holds}: "
+                                f"{b} requests of {one.prompt + one.decode} tokens against a pool holding {holds}: "
                                 + ("kvplan expects none" if expect_none else "kvplan expects preemptions")))
     usage = prometheus.figure(scrape, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", fraction=True)
     if usage is not None:
@@ -493,7 +495,7 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
                 f"{n:g} x {need:,} / {pool:,} = {share:.4g}"))
             out.append(Compared("KV cache usage", src, measured_f, exp_v, exp_v, _rel(share, value),
                                 _rel(share, value), "compared",
-                                f"{running[1]:g} running (the same scrape) at the run's mean context {context:,} "
+                                f"{round(running[1])} running (the same scrape) at the run's mean context {context} "
                                 "tokens (prompt + half the decode): a snapshot, the run's mean is kvplan's"))
     for label, bases, is_ttft in (("TPOT mean (/metrics)", ("vllm:inter_token_latency_seconds",
                                                             "vllm:time_per_output_token_seconds",
@@ -503,15 +505,15 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
         if got is None:
             continue
         name, mean, count = got
-        measured_s = _seconds(mean, f"{name}_sum / {name}_count", f"{mean:.6g} s over {count:g} observations",
-                              f"{src} line {scrape.line_of(name + '_sum')}")
+        measured_s = _seconds(mean, derived(f"{name}_sum / {name}_count", f"{mean:.6g} s over {count:g} observations",
+                                            f"{src} line {scrape.line_of(name + '_sum')}"))
         if one is None:
             out.append(Compared(label, src, measured_s, None, None, None, None, "not comparable", unknown))
             continue
         load_b, p, d = one.batch, one.prompt, one.decode
         mine = [st.prefill_seconds(p, 0, chunk) if is_ttft else float(st.steady_tpot(p, d, load_b)) for st in steps]
-        before, after = (_seconds(t, "kvplan's prefill" if is_ttft else "kvplan tpot's steady step",
-                                  f"the run {one.run.source}: {load_b:.4g} requests, {p:,} + {d:,} tokens")
+        before, after = (_seconds(t, derived("kvplan's prefill" if is_ttft else "kvplan tpot's steady step",
+                                             f"the run {one.run.source}: {load_b:.4g} requests, {p:,} + {d:,} tokens"))
                          for t in mine)
         out.append(Compared(label, src, measured_s, before, after, _rel(mine[0], mean), _rel(mine[1], mean),
                             "lower bound" if is_ttft and load_b > 1.5 else "compared",
@@ -569,5 +571,17 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
         notes.append("No run gives a mean TPOT: the step factors are not fitted.")
     if log is None:
         notes.append("No start-up log: the memory reserve is not fitted.")
+    rms: Value | None = None
+    rows: tuple[dict[str, Value], ...] = ()
+    if step_fit is not None:
+        from kvplan.specs.values import Fraction, Seconds, Tokens
+
+        rms = Fraction(step_fit.rms_relative_error, derived("sqrt(mean(((fitted - measured) / measured)^2))",
+                                                            f"{step_fit.rms_relative_error:.4g}"))
+        why = derived("a fitted point: the run's load and mean TPOT, and the fitted step", "")
+        rows = tuple({"batch": Number(p.batch, why), "context_tokens": Tokens(p.context, why),
+                      "decode_tokens": Tokens(p.decode, why), "measured_tpot_seconds": Seconds(p.tpot_seconds, why),
+                      "fitted_tpot_seconds": Seconds(pred, why)}
+                     for p, pred in zip(step_fit.points, step_fit.predicted, strict=True))
     return CalibratePlan(scenario, loads, tuple(compared), step_fit, tuple(k for k in FREE if k in fitted_values),
-                         prior, fitted, reserve, sources, tuple(notes))
+                         prior, fitted, reserve, sources, tuple(notes), rms, rows)

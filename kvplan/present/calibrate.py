@@ -38,13 +38,9 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
                         for ld in plan.loads))
     tables = [figures, factors] + ([loads] if plan.loads else [])
     notes: list = list(settings_notes) + list(plan.notes)
-    residual_rows = []
-    if fit is not None:
-        residual_rows = [{"batch": p.batch, "context_tokens": p.context, "decode_tokens": p.decode,
-                          "measured_tpot_seconds": p.tpot_seconds, "fitted_tpot_seconds": pred}
-                         for p, pred in zip(fit.points, fit.predicted, strict=True)]
+    if fit is not None and plan.rms is not None:
         notes.append(note("Step factors fitted to {n} run(s): rms relative error {rms:.1%} after the fit.",
-                          n=_count(len(fit.points)), rms=_frac(fit.rms_relative_error)))
+                          n=_count(len(fit.points)), rms=plan.rms))
     if plan.reserve is not None:
         notes.append(note("Runtime reserve {reserve:GiB:,.2f} per GPU reproduces the logged pool (residual "
                           "{residual:GiB:+,.3f}).", reserve=plan.reserve.reserve_fitted,
@@ -58,10 +54,8 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
                       "error_before": c.error_before, "error_after": c.error_after} for c in plan.compared],
         "fitted": {k: plan.fitted[k] for k in plan.free},
         "prior": dict(plan.prior),
-        "step_fit": None if fit is None else {"rms_relative_error": _frac(fit.rms_relative_error),
-                                              "iterations": _count(fit.iterations),
-                                              "points": [{k: _number(v) for k, v in row.items()}
-                                                         for row in residual_rows]},
+        "step_fit": None if fit is None else {"rms_relative_error": plan.rms, "iterations": _count(fit.iterations),
+                                              "points": list(plan.fit_points)},
         "memory": None if plan.reserve is None else {
             "logged_pool_bytes": plan.reserve.logged_pool, "predicted_pool_bytes": plan.reserve.predicted_pool,
             "runtime_reserve_bytes_before": plan.reserve.reserve_before,
@@ -95,15 +89,3 @@ def _count(n: int):
     from kvplan.specs.values import Count
 
     return Count(n, default("counted"))
-
-
-def _frac(x: float):
-    from kvplan.specs.values import Fraction, derived
-
-    return Fraction(x, derived("sqrt(mean(((fitted - measured) / measured)^2))", f"{x:.4g}"))
-
-
-def _number(x: float):
-    from kvplan.specs.values import Number, derived
-
-    return Number(x, derived("a fitted point (the run's load and mean TPOT, and the fitted step)", f"{x:.6g}"))
