@@ -96,6 +96,18 @@ def test_prometheus_scrape():
     assert odd.total("vllm:num_requests_running") == 2
 
 
+def test_every_sample_is_read_as_what_it_is():
+    from kvplan.options.calibrate import kind_of
+
+    assert {f.name: kind_of(f.read_text()) for f in CAL.iterdir() if f.suffix != ".md"} == {
+        "vllm-bench-serve-c16.json": "bench", "vllm-bench-serve-rate-detailed.json": "bench",
+        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics"}
+    logs = sorted((DATA / "logs").glob("*.log"))
+    assert len(logs) >= 10 and {kind_of(f.read_text()) for f in logs} == {"log"}
+    # SGLang's log lines start with a bracketed time stamp: no JSON array
+    assert kind_of("[2025-06-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB\n") == "log"
+
+
 def test_log_bench_and_scrape_together(run_cli):
     doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", str(LOG), str(CAL / "vllm-bench-serve-c16.json"),
                    str(CAL / "vllm-metrics.txt"))
@@ -327,3 +339,26 @@ def test_every_number_has_a_derivation(run_cli):
     missing = sorted(set(p for p in paths(doc)) - set(doc["derivations"]))
     assert not missing, missing
     assert all(math.isfinite(x) for c in doc["compared"] for x in (c["measured"],) if isinstance(x, float))
+
+
+def test_a_budget_without_a_pool_is_not_a_figure(run_cli, tmp_path):
+    # DeepSeek in bf16 (~1.3 TB of weights) on the log's 2 GPUs: kvplan's budget leaves no pool, so the logged pool
+    # is shown, not compared, and no reserve is fitted (explain-log's rule: a negative pool is never a figure)
+    log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
+    doc = run_json(run_cli, "-m", "deepseek-r1", str(log))
+    pool = figures(doc)["KV pool per GPU"]
+    assert pool["status"] == "not comparable" and "leaves no pool" in pool["why"]
+    assert pool["measured"] > 0 and pool["kvplan_before"] is None and doc["memory"] is None
+    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", str(log), "--save", str(tmp_path / "c.toml")),
+                   "nothing was fitted")
+
+
+def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
+    bench = tmp_path / "fast.json"
+    synthetic_runs(bench)
+    fast = json.loads(bench.read_text().splitlines()[0])
+    fast["mean_tpot_ms"] = 1.0      # 1 ms a step: faster than reading llama-3.1-8b's 16 GB at the full 3.35 TB/s
+    bench.write_text(json.dumps(fast) + "\n")
+    doc = run_json(run_cli, *LLAMA, str(bench))
+    assert doc["fitted"] == {"hbm": 1.0}
+    assert any("stopped at a bound (hbm 1)" in n for n in doc["notes"])

@@ -409,15 +409,17 @@ def _pool_and_reserve(scenario: Scenario, log: StartupLog | None
         predicted = budget.kv_pool.number()
     except KvplanError as err:
         budget, predicted, why = None, None, err.message
-    if log is None or budget is None or predicted is None:
-        if log is None:
-            return [], None, predicted
+    if budget is not None and not budget.fits:   # a budget that leaves no pool is no figure (explain-log's rule)
+        why = ("kvplan's budget leaves no pool: the weights and reserves take more than HBM x "
+               f"{budget.fraction_name} (kvplan explain-log says what does not fit)")
+        budget, predicted = None, None
+    if log is None:
         return [], None, predicted
-        pool, what = logged_pool(scenario, log)
-        return [Compared("KV pool per GPU", log.path, pool, None, None, None, None, "not comparable",
-                         f"kvplan's budget cannot be computed: {why}")], None, pool.number()
     pool, what = logged_pool(scenario, log)
     logged = pool.number()
+    if budget is None or predicted is None:
+        return [Compared("KV pool per GPU", log.path, pool, None, None, None, None, "not comparable",
+                         f"kvplan's budget cannot be computed: {why}")], None, logged
     before_reserve = budget.runtime.number()
     raw = before_reserve + predicted - logged
     clamped = raw < 0
@@ -544,6 +546,14 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
     if points:
         step_fit = fit(scenario, points, ", ".join(sorted({ld.run.source for ld in loads})), prior_f,
                        free=tuple(free))
+        at_bound = [f"{name} {value:g}" for name, value, low, high in (
+            ("hbm", step_fit.hbm, 0.01, 1.0), ("mfu", step_fit.mfu, 0.01, 1.0),
+            ("overhead_us_per_step", step_fit.overhead_us_per_step, 0.0, math.inf))
+            if name in free and value in (low, high)]
+        if at_bound:
+            notes.append("The fit stopped at a bound (" + ", ".join(at_bound) + "): the measured steps are outside "
+                         "what kvplan's step model reaches for this deployment; check the model, --tp, --gpus / --dp "
+                         "and the GPU are the ones the runs measured.")
         if distinct < 3:
             notes.append(f"{distinct} distinct load(s): kvplan fits {', '.join(free)} only (one factor per distinct "
                          "point); the others keep the GPU preset's values. Runs at more concurrencies fit all three.")

@@ -69,8 +69,18 @@ class BenchRun:
 
 
 def looks_like(text: str) -> bool:
-    """Whether ``text`` reads as JSON of a benchmark (its first character is ``{`` or ``[``)."""
-    return text.lstrip()[:1] in ("{", "[")
+    """Whether ``text`` reads as JSON of a benchmark: its first character is ``{``, or it is a whole JSON array (an
+    SGLang log's lines start with "[2025-01-01 12:00:00]")."""
+    import json
+
+    head = text.lstrip()[:1]
+    if head != "[":
+        return head == "{"
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _objects(text: str, path: str) -> list[tuple[str, dict]]:
