@@ -219,6 +219,8 @@ def test_calibration_changes_tpot_as_the_factors_say(run_cli, tmp_path):
     assert calibrated["tpot_seconds_mean"] > 1.2 * plain["tpot_seconds_mean"]   # hbm 0.87 -> 0.62 alone: +40% reads
     assert calibrated["factors"]["hbm"] == pytest.approx(0.62)
     assert str(cal) in calibrated["derivations"]["factors.hbm"]["sources"][0]
+    assert "hbm fitted (--calibration)" in calibrated["derivations"]["factors.hbm"]["formula"]
+    assert "preset efficiency.hbm" in plain["derivations"]["factors.hbm"]["formula"]
 
 
 def test_calibrated_reserve_reaches_the_pool(run_cli, tmp_path):

@@ -31,7 +31,7 @@ def calibrate(
     from kvplan.present.calibrate import present
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
-    request = calibrate_request({**scenario_args, "kv_pool": None}, files)
+    request = calibrate_request(scenario_args, files)
     p = plan(request)
     if save is not None:
         save_file(p, save)

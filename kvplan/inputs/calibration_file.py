@@ -142,6 +142,7 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
                          f"give -g {cal.hardware}, or calibrate on {hw_id} with its own runs")
     out = dict(typed)
     if hw is not None and cal.factors:
+        # kvplan.calc.costs.CALIBRATED: how the step factors tell a fitted value from a preset's
         why = f"calibration {cal.path} (fitted by kvplan calibrate to " + ", ".join(cal.sources or ("runs",)) + ")"
         eff = replace(hw.efficiency, **{k: Sourced(value=v, source=why, kind="M") for k, v in cal.factors.items()})
         out["hardware"] = replace(hw, efficiency=eff)
