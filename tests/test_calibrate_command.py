@@ -101,7 +101,7 @@ def test_every_sample_is_read_as_what_it_is():
 
     assert {f.name: kind_of(f.read_text()) for f in CAL.iterdir() if f.suffix != ".md"} == {
         "vllm-bench-serve-c16.json": "bench", "vllm-bench-serve-rate-detailed.json": "bench",
-        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics"}
+        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics"}
     logs = sorted((DATA / "logs").glob("*.log"))
     assert len(logs) >= 10 and {kind_of(f.read_text()) for f in logs} == {"log"}
     # SGLang's log lines start with a bracketed time stamp: no JSON array
@@ -364,3 +364,23 @@ def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
     doc = run_json(run_cli, *LLAMA, str(bench))
     assert doc["fitted"] == {"hbm": 1.0}
     assert any("stopped at a bound (hbm 1)" in n for n in doc["notes"])
+
+
+def test_sglang_scrape_with_its_run(run_cli, tmp_path):
+    from kvplan.inputs import prometheus
+
+    sc = prometheus.read_scrape(CAL / "sglang-metrics.txt")
+    assert prometheus.figure(sc, *prometheus.RUNNING) == ("sglang:num_running_reqs", 8.0)
+    assert prometheus.figure(sc, *prometheus.KV_USAGE, fraction=True) == ("sglang:token_usage", 0.03)
+    assert prometheus.figure(sc, *prometheus.PREEMPTIONS) == ("sglang:num_retracted_requests_total", 2.0)
+    assert prometheus.histogram(sc, *prometheus.TPOT)[1] == pytest.approx(1302.9 / 163680)    # 7.96 ms
+    run = tmp_path / "run.jsonl"
+    run.write_text((CAL / "sglang-bench-serving.jsonl").read_text().splitlines()[0] + "\n")
+    doc = run_json(run_cli, *LLAMA, str(run), str(CAL / "sglang-metrics.txt"))
+    f = figures(doc, "sglang-metrics.txt")
+    # 7.6 in flight -> 8 requests of 2,048 tokens (256 MiB each) fit in the pool: kvplan expects no retraction, the
+    # scrape counts 2
+    assert f["preemptions"]["measured"] == 2 and f["preemptions"]["status"] == "disagrees"
+    pool = run_cli("concurrency", *LLAMA, "-f", "json").json()["kv_pool_bytes_per_gpu"]
+    assert f["KV cache usage"]["kvplan_before"] == pytest.approx(8 * 1536 * 131072 / pool, rel=1e-12)
+    assert f["TTFT mean (/metrics)"]["measured"] == pytest.approx(0.048)

@@ -457,8 +457,8 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
                "bench result with it)" if not loads else
                f"{len(loads)} benchmark runs given: the scrape's counters and histograms cover them all since the "
                "server started (give one run's result with its scrape)" if one is None else "")
-    running = prometheus.figure(scrape, "vllm:num_requests_running")
-    preempt = prometheus.figure(scrape, "vllm:num_preemptions_total", "vllm:num_preemptions")
+    running = prometheus.figure(scrape, *prometheus.RUNNING)
+    preempt = prometheus.figure(scrape, *prometheus.PREEMPTIONS)
     if preempt is not None:
         name, count = preempt
         measured = Count(int(count), derived(name, f"{count:g}", f"{src} line {scrape.line_of(name)}"))
@@ -478,14 +478,14 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
                                 "agrees" if agrees else "disagrees",
                                 f"{b} requests of {one.prompt + one.decode} tokens against a pool holding {holds}: "
                                 + ("kvplan expects none" if expect_none else "kvplan expects preemptions")))
-    usage = prometheus.figure(scrape, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", fraction=True)
+    usage = prometheus.figure(scrape, *prometheus.KV_USAGE, fraction=True)
     if usage is not None:
         name, value = usage
         measured_f = Fraction(value, derived(name + " (mean over its series)", f"{value:.4g}",
                                              f"{src} line {scrape.line_of(name)}"))
         if one is None or pool is None or running is None:
             why = unknown or ("kvplan's pool cannot be computed" if pool is None else
-                              "the scrape has no vllm:num_requests_running to size the snapshot's batch")
+                              "the scrape has no running-requests gauge to size the snapshot's batch")
             out.append(Compared("KV cache usage", src, measured_f, None, None, None, None, "not comparable", why))
         else:
             n = running[1] / scenario.parallelism.dp
@@ -499,10 +499,8 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
                                 _rel(share, value), "compared",
                                 f"{round(running[1])} running (the same scrape) at the run's mean context {context} "
                                 "tokens (prompt + half the decode): a snapshot, the run's mean is kvplan's"))
-    for label, bases, is_ttft in (("TPOT mean (/metrics)", ("vllm:inter_token_latency_seconds",
-                                                            "vllm:time_per_output_token_seconds",
-                                                            "vllm:request_time_per_output_token_seconds"), False),
-                                  ("TTFT mean (/metrics)", ("vllm:time_to_first_token_seconds",), True)):
+    for label, bases, is_ttft in (("TPOT mean (/metrics)", prometheus.TPOT, False),
+                                  ("TTFT mean (/metrics)", prometheus.TTFT, True)):
         got = prometheus.histogram(scrape, *bases)
         if got is None:
             continue
@@ -522,8 +520,8 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
                             "the histogram covers every request since the server started: taken as the run's"))
     if not out:
         out.append(Compared("metrics", src, None, None, None, None, None, "not comparable",
-                            "the scrape holds none of vllm:num_preemptions_total, vllm:kv_cache_usage_perc, the "
-                            "TPOT or TTFT histograms"))
+                            "the scrape holds none of the preemption counter, the KV usage gauge, the TPOT or TTFT "
+                            "histograms (kvplan.inputs.prometheus names them)"))
     return out
 
 

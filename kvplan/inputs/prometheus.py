@@ -12,8 +12,11 @@ at main 0328b592 / a6f0308c): ``vllm:num_preemptions_total`` (counter; ``vllm:nu
 ``vllm:kv_cache_usage_perc`` (gauge, a fraction 0-1 despite its name; ``vllm:gpu_cache_usage_perc`` before),
 ``vllm:num_requests_running`` (gauge), the histograms ``vllm:time_to_first_token_seconds`` and
 ``vllm:inter_token_latency_seconds`` (``vllm:time_per_output_token_seconds`` before it was renamed;
-``vllm:request_time_per_output_token_seconds`` per request). Series of one name (one per label set, e.g. one per
-``engine`` of a DP deployment) are summed.
+``vllm:request_time_per_output_token_seconds`` per request). SGLang's (sgl-project/sglang
+``python/sglang/srt/metrics/collector.py`` at main 00ae9c15): ``sglang:num_running_reqs``, ``sglang:token_usage``
+(the fraction of the KV pool's tokens in use), ``sglang:num_retracted_requests_total`` (SGLang retracts where vLLM
+preempts), ``sglang:time_to_first_token_seconds`` and ``sglang:inter_token_latency_seconds``. Series of one name (one
+per label set, e.g. one per ``engine`` of a DP deployment) are summed; a fraction is their mean.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ FIX = "give the text of the engine's /metrics endpoint as it serves it (curl htt
 MAX_LINES = 1_000_000
 MAX_LINE_CHARS = 65_536
 MAX_SERIES = 200_000
+
+# the figures kvplan compares, by the names the engines give them (the first the scrape holds is taken)
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions", "sglang:num_retracted_requests_total")
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+TPOT = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+        "vllm:request_time_per_output_token_seconds", "sglang:inter_token_latency_seconds")
+TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 # one label set: {name="value",...}, values quoted with \\ \" \n escapes (a "}" inside a value is no end)
