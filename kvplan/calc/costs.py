@@ -249,12 +249,10 @@ class StepFactors:
         return float(getattr(self, name).value)
 
 
-CALIBRATED = "calibration "   # how a factor fitted by kvplan calibrate cites its file (inputs.calibration_file.apply)
-
-
 def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
     preset's [efficiency], else kvplan's generic default."""
+    from kvplan.inputs.calibration_file import CALIBRATED
     from kvplan.specs.values import default
 
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",

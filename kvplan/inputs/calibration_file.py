@@ -44,6 +44,7 @@ WHAT = "calibration file"
 FIX = "give a file written by kvplan calibrate --save FILE.toml"
 STEP_FACTORS = {"hbm": (0.0, 1.0, False), "mfu": (0.0, 1.0, False), "overhead_us_per_step": (0.0, 1e6, True)}
 MAX_RESERVE_BYTES = 2**44        # 16 TiB: no GPU holds more
+CALIBRATED = "calibration "      # how a fitted factor's source starts (kvplan.calc.costs.step_factors names it so)
 _TOP = {"type", "version", "model", "hardware", "engine", "tp", "sources", "step", "memory", "residuals"}
 _STEP_INFO = {"points", "rms_relative_error"}
 _MEMORY_INFO = {"residual_bytes", "logged_pool_bytes", "predicted_pool_bytes"}
@@ -142,8 +143,7 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
                          f"give -g {cal.hardware}, or calibrate on {hw_id} with its own runs")
     out = dict(typed)
     if hw is not None and cal.factors:
-        # kvplan.calc.costs.CALIBRATED: how the step factors tell a fitted value from a preset's
-        why = f"calibration {cal.path} (fitted by kvplan calibrate to " + ", ".join(cal.sources or ("runs",)) + ")"
+        why = f"{CALIBRATED}{cal.path} (fitted by kvplan calibrate to " + ", ".join(cal.sources or ("runs",)) + ")"
         eff = replace(hw.efficiency, **{k: Sourced(value=v, source=why, kind="M") for k, v in cal.factors.items()})
         out["hardware"] = replace(hw, efficiency=eff)
     if cal.runtime_reserve_bytes is not None and out.get("runtime_reserve_bytes") is None:
