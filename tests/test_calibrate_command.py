@@ -254,6 +254,9 @@ def _bench(**changes) -> str:
     (_bench(completed=0), ("completed",)),
     (_bench(total_output_tokens=None), ("total_output_tokens",)),
     (_bench(itls=[[0.01, float("inf")]]), ("itls",)),
+    # rate-driven, no E2E latency nor TPOT to derive one: Little's law has nothing to work on
+    (_bench(request_rate=2.0, max_concurrency=None, latencies=None, mean_tpot_ms=None, request_throughput=None),
+     ("gives neither its concurrency",)),
     ('{"completed": 3, "mean_e2el_ms": 1.0' + "\n", ("not valid JSON",)),
     ('{"hello": 1}\n', ("neither",)),
     ("[1, 2]\n", ("not a JSON object",)),
@@ -363,7 +366,7 @@ def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
     bench.write_text(json.dumps(fast) + "\n")
     doc = run_json(run_cli, *LLAMA, str(bench))
     assert doc["fitted"] == {"hbm": 1.0}
-    assert any("stopped at a bound (hbm 1)" in n for n in doc["notes"])
+    assert any("stopped at a bound (hbm 1.0)" in n for n in doc["notes"])
 
 
 def test_sglang_scrape_with_its_run(run_cli, tmp_path):

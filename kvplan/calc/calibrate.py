@@ -544,7 +544,7 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
     if points:
         step_fit = fit(scenario, points, ", ".join(sorted({ld.run.source for ld in loads})), prior_f,
                        free=tuple(free))
-        at_bound = [f"{name} {value:g}" for name, value, low, high in (
+        at_bound = [f"{name} {round(value, 4)}" for name, value, low, high in (
             ("hbm", step_fit.hbm, 0.01, 1.0), ("mfu", step_fit.mfu, 0.01, 1.0),
             ("overhead_us_per_step", step_fit.overhead_us_per_step, 0.0, math.inf))
             if name in free and value in (low, high)]
