@@ -25,6 +25,7 @@ COMMANDS = {
     "pd": ("pd", "Does prefill/decode disaggregation pay?"),
     "simulate": ("simulate", "Simulate a request stream through the KV pool."),
     "explain-log": ("explain_log", "Explain an engine's start-up log; plan on its pool."),
+    "calibrate": ("calibrate", "Fit kvplan to your own runs (logs, bench results, /metrics)."),
     "check": ("check", "Check deployment plans' assertions (exit 1 on a failure)."),
     "recommend": ("recommend", "The configuration table for this deployment, and engine flags."),
     "presets": ("presets", "List, show and template the presets."),

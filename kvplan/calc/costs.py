@@ -252,6 +252,7 @@ class StepFactors:
 def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
     preset's [efficiency], else kvplan's generic default."""
+    from kvplan.inputs.calibration_file import CALIBRATED
     from kvplan.specs.values import default
 
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",
@@ -267,7 +268,9 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
         if given_value is not None:
             out[name] = Number(given_value, given(flags[name]))
         elif preset is not None:
-            out[name] = Number(preset.value, default(f"{hw.id} preset efficiency.{name}", preset.cite()))
+            what = (f"{name} fitted (--calibration)" if preset.source.startswith(CALIBRATED)
+                    else f"{hw.id} preset efficiency.{name}")
+            out[name] = Number(preset.value, default(what, preset.cite()))
         elif generic is None:   # upcast_hbm: as hbm
             out[name] = Number(out["hbm"].value, default(f"generic {name}: as hbm", source))
         else:

@@ -66,6 +66,11 @@ HostLinkOpt = Annotated[str | None, typer.Option(
     help="Effective host-link rate per direction in GB/s (10^9 B/s), e.g. 50 or 50GB/s (default: the preset's "
          "line rate x large-copy efficiency).")]
 
+CalibrationOpt = Annotated[Path | None, typer.Option(
+    "--calibration", metavar="FILE.toml",
+    help="A calibration written by kvplan calibrate --save: its fitted step factors and memory reserve (for the model "
+         "and GPU it was fitted for).")]
+
 # --- memory settings (commands that size the pool) -------------------------------------------------------------
 GpuMemUtilOpt = Annotated[str | None, typer.Option(
     "--gpu-memory-utilization", metavar="FRACTION",
@@ -117,20 +122,23 @@ OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("exp
                   ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
 
 
-def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool = True):
+def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool = True, calibration: bool = True):
     """Give a command the shared scenario, memory and output options, declared once here.
 
     The command is written as ``def cmd(scenario_args: dict, output: dict, <its own options>)``: ``scenario_args``
     holds the scenario and memory options as text (pass them to ``kvplan.options.scenarios.build_scenario``),
     ``output`` the output options (``fmt, explain, units, brief, presets_dir``). ``decode`` replaces the --decode
     option with another (name, annotation, default), e.g. compare-preemption's --generated; ``host_link`` False
-    leaves it out."""
+    leaves it out; ``calibration`` False leaves out --calibration (a file of fitted factors, applied by
+    ``build_scenario``)."""
     import functools
     import inspect
 
     shared = [o for o in SCENARIO_OPTIONS if host_link or o[0] != "host_link_gbs"]
     if decode is not None:
         shared = [decode if name == "decode" else (name, ann, dflt) for name, ann, dflt in shared]
+    if calibration:
+        shared.append(("calibration", CalibrationOpt, None))
     shared += [(name, MEMORY_OPTIONS[name], None) for name in memory]
 
     def wrap(func):

@@ -33,7 +33,9 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
                    **options: Any) -> Scenario:
     """The scenario the options describe (the command line's and a plan's ``[deployment]`` names: ``prompt``,
     ``kv_dtype``, ``kv_pool``, ..., as text; None or missing: not given, the default). ``decode_flag`` names the
-    --decode option in messages (compare-preemption's --generated)."""
+    --decode option in messages (compare-preemption's --generated). ``calibration``: a file of ``kvplan calibrate
+    --save`` (``kvplan.inputs.calibration_file.apply``: its fitted step factors and memory reserve)."""
+    calibration = options.pop("calibration", None)
     unknown = [k for k in options if k not in SCENARIO_DEFAULTS and k not in MEMORY_OPTIONS and k not in POOL_OPTIONS]
     if unknown:
         raise InputError(f"unknown scenario option {unknown[0]!r}",
@@ -41,6 +43,10 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
     given = {k: v for k, v in options.items() if v is not None}
     fields = {k: given.pop(k) for k in list(given) if k not in OPTION_FIELDS}
     typed = resolve(fields, given, presets_dir, decode_flag)
+    if calibration is not None:
+        from kvplan.inputs.calibration_file import apply, read_calibration
+
+        typed = apply(read_calibration(calibration), typed)
     return Scenario(**typed)
 
 

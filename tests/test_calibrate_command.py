@@ -1,0 +1,389 @@
+"""`kvplan calibrate`: each input format parses to the figures worked out by hand (tests/data/calibration/README.md),
+bad inputs are one-line exit-2 errors, a synthetic run made from known step factors round-trips through the vLLM
+bench JSON format to those factors, and --calibration FILE changes every planning command as the fitted values say."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data"
+CAL = DATA / "calibration"
+LOG = DATA / "logs" / "vllm-v0.6.5-llama3-8b-1xh100.log"
+LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--gpus", "1")
+GIB = 2**30
+
+
+def run_json(run_cli, *args):
+    r = run_cli("calibrate", *args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def figures(doc, source_part=""):
+    return {c["figure"]: c for c in doc["compared"] if source_part in c["source"]}
+
+
+def one_line_error(r, *words):
+    assert r.code == 2, (r.code, r.err[-400:])
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "(fix: " in lines[0], r.err
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+# --- each format parses to the hand-checked figures ------------------------------------------------------------
+def test_vllm_bench_closed_loop():
+    from kvplan.inputs.bench_results import VLLM, read_runs
+
+    (run,) = read_runs(CAL / "vllm-bench-serve-c16.json")
+    assert run.tool == VLLM and run.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert run.request_rate is None and run.max_concurrency == 16 and run.completed == 320
+    assert run.mean_input_tokens == 1024 and run.mean_output_tokens == 1024   # 327,680 / 320
+    assert run.tpot_s == pytest.approx({"mean": 0.0079, "median": 0.00785, "p99": 0.0086})
+    assert run.ttft_s["mean"] == pytest.approx(0.055) and run.itl_s["p99"] == pytest.approx(0.0142)
+    assert not run.detailed
+
+
+def test_vllm_bench_rate_driven_with_details_uses_littles_law(run_cli):
+    from kvplan.inputs.bench_results import read_runs
+
+    (run,) = read_runs(CAL / "vllm-bench-serve-rate-detailed.json")
+    assert run.request_rate == 2.0 and run.max_concurrency is None and run.detailed
+    assert run.mean_input_tokens == 250 and run.mean_output_tokens == 75
+    # no mean_e2el_ms (not in vLLM's default --percentile-metrics): the mean of latencies, (0.5+0.6+0.9+1.0)/4
+    assert run.mean_e2e_s == pytest.approx(0.75) and run.e2e_from == "the mean of latencies"
+    doc = run_json(run_cli, *LLAMA, str(CAL / "vllm-bench-serve-rate-detailed.json"))
+    (load,) = doc["runs"]
+    assert load["batch_per_replica"] == pytest.approx(1.6 * 0.75)   # Little's law: 1.2 in flight
+    assert load["prompt_tokens"] == 250 and load["decode_tokens"] == 75
+    assert "Little's law" in doc["derivations"]["runs[].batch_per_replica"]["substituted"]
+
+
+def test_sglang_jsonl_two_runs(run_cli):
+    from kvplan.inputs.bench_results import SGLANG, read_runs
+
+    runs = read_runs(CAL / "sglang-bench-serving.jsonl")
+    assert [r.tool for r in runs] == [SGLANG, SGLANG]
+    assert [r.source.rsplit(":", 1)[1] for r in runs] == ["1", "2"]
+    assert [r.tool_concurrency for r in runs] == [7.6, 30.4]
+    assert runs[0].request_rate is None and runs[0].mean_input_tokens == 1024   # 163,840 / 160
+    assert runs[1].tpot_s["mean"] == pytest.approx(0.01013) and runs[1].mean_e2e_s == pytest.approx(10.455)
+    doc = run_json(run_cli, *LLAMA, str(CAL / "sglang-bench-serving.jsonl"))
+    assert [ld["batch_per_replica"] for ld in doc["runs"]] == pytest.approx([7.6, 30.4])
+    # two distinct loads: hbm and the per-step overhead fitted, mfu kept (one factor per distinct point)
+    assert set(doc["fitted"]) == {"hbm", "overhead_us_per_step"}
+
+
+def test_prometheus_scrape():
+    from kvplan.inputs import prometheus
+
+    sc = prometheus.read_scrape(CAL / "vllm-metrics.txt")
+    assert prometheus.figure(sc, "vllm:num_requests_running") == ("vllm:num_requests_running", 16.0)
+    assert prometheus.figure(sc, "vllm:kv_cache_usage_perc", fraction=True) == ("vllm:kv_cache_usage_perc", 0.0625)
+    assert prometheus.figure(sc, "vllm:num_preemptions_total") == ("vllm:num_preemptions_total", 0.0)
+    name, mean, count = prometheus.histogram(sc, "vllm:inter_token_latency_seconds")
+    assert mean == pytest.approx(2600 / 327360) and count == 327360     # 7.9423 ms
+    assert prometheus.histogram(sc, "vllm:time_to_first_token_seconds")[1] == pytest.approx(17.6 / 320)   # 55 ms
+    # the older names are read too
+    old = prometheus.parse("vllm:gpu_cache_usage_perc 0.5\nvllm:num_preemptions 3\n", "old")
+    assert prometheus.figure(old, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", fraction=True)[1] == 0.5
+    # a "}" and escaped quotes inside a label value are no end of the labels
+    odd = prometheus.parse('vllm:num_requests_running{model_name="a}b\\"c"} 2 1700000000000\n', "odd")
+    assert odd.total("vllm:num_requests_running") == 2
+
+
+def test_every_sample_is_read_as_what_it_is():
+    from kvplan.options.calibrate import kind_of
+
+    assert {f.name: kind_of(f.read_text()) for f in CAL.iterdir() if f.suffix != ".md"} == {
+        "vllm-bench-serve-c16.json": "bench", "vllm-bench-serve-rate-detailed.json": "bench",
+        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics"}
+    logs = sorted((DATA / "logs").glob("*.log"))
+    assert len(logs) >= 10 and {kind_of(f.read_text()) for f in logs} == {"log"}
+    # SGLang's log lines start with a bracketed time stamp: no JSON array
+    assert kind_of("[2025-06-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB\n") == "log"
+
+
+def test_log_bench_and_scrape_together(run_cli):
+    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", str(LOG), str(CAL / "vllm-bench-serve-c16.json"),
+                   str(CAL / "vllm-metrics.txt"))
+    f = figures(doc)
+    pool = f["KV pool per GPU"]
+    assert pool["measured"] == int(53.29 * GIB)      # the log's available_kv_cache_memory 53.29 GiB
+    mem = doc["memory"]
+    # the runtime reserve that closes the gap: before + (kvplan's pool - logged), pool linear in it: residual 0
+    assert mem["runtime_reserve_bytes"] == mem["runtime_reserve_bytes_before"] + mem["predicted_pool_bytes"] - int(
+        53.29 * GIB)
+    assert mem["residual_bytes"] == 0 and pool["kvplan_after"] == pool["measured"] and pool["error_after"] == 0
+    # KV usage: 16 running x one request at 1,024 + 512 tokens (96 blocks of 16) x 131,072 B/token (32 layers x 8 KV
+    # heads x 128 x 2 x 2 B) = 3 GiB, over the logged pool: 3 GiB / 53.29 GiB = 0.056296; measured 0.0625
+    usage = f["KV cache usage"]
+    assert usage["measured"] == 0.0625
+    assert usage["kvplan_before"] == pytest.approx(16 * 1536 * 131072 / int(53.29 * GIB), rel=1e-12)
+    assert usage["error_before"] == pytest.approx((0.0562963 - 0.0625) / 0.0625, rel=1e-4)
+    # 16 requests of 2,048 tokens (4 GiB) fit in 53 GiB: none preempted expected; 0 measured
+    assert f["preemptions"]["measured"] == 0 and f["preemptions"]["status"] == "agrees"
+    assert f["TPOT mean (/metrics)"]["measured"] == pytest.approx(2600 / 327360)
+    assert f["TTFT mean (/metrics)"]["status"] == "lower bound"     # 16 in flight: queueing
+    assert f["TPOT p99"]["status"] == "not comparable" and f["TPOT mean"]["status"] == "fitted"
+    assert doc["sources"] == [str(LOG), str(CAL / "vllm-bench-serve-c16.json"), str(CAL / "vllm-metrics.txt")]
+
+
+def test_scrape_without_a_run_is_not_comparable_but_shown(run_cli):
+    doc = run_json(run_cli, *LLAMA, str(CAL / "vllm-metrics.txt"))
+    f = figures(doc)
+    assert {"preemptions", "KV cache usage", "TPOT mean (/metrics)", "TTFT mean (/metrics)"} <= set(f)
+    assert all(c["status"] == "not comparable" and c["measured"] is not None for c in f.values())
+    assert doc["fitted"] == {} and doc["step_fit"] is None
+
+
+# --- the round trip: a synthetic run from known factors ----------------------------------------------------------
+TRUTH = {"hbm": 0.62, "mfu": 0.40, "overhead_us_per_step": 700.0}
+BATCHES = (1, 8, 64, 256, 512)
+
+
+def synthetic_runs(path: Path, prompt: int = 512, output: int = 256) -> list[float]:
+    """vllm bench serve --append-result lines (closed loops at BATCHES) whose mean TPOT is kvplan's steady step at
+    TRUTH, for llama-3.1-8b on one H100. At these factors the weights are read in 16.06 GB / (3.35 TB/s x 0.62) =
+    7.73 ms, and their FLOPs (2 x 8.03 G x B) at 0.40 of 989 TFLOP/s take longer from B ~ 200: B = 256, 512 bind mfu;
+    the step is 8.97, 9.36, 12.46, 25.07, 48.96 ms at B = 1 .. 512, where the preset's factors (hbm 0.87, mfu 0.7,
+    450 us) give 6.48 .. 34.45 ms (-28% .. -30%)."""
+    from kvplan.calc import costs
+    from kvplan.options.scenarios import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", gpus="1", engine="vllm")
+    step = costs.step_model(s, costs.step_factors(s.hardware, **TRUTH))
+    lines, tpots = [], []
+    for b in BATCHES:
+        t = float(step.steady_tpot(prompt, output, b))
+        tpots.append(t)
+        n = 2 * b
+        lines.append(json.dumps({
+            "endpoint_type": "vllm", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+            "num_prompts": n, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": b, "duration": 100.0,
+            "completed": n, "failed": 0, "total_input_tokens": prompt * n, "total_output_tokens": output * n,
+            "request_throughput": n / 100, "mean_ttft_ms": 50.0, "median_ttft_ms": 50.0, "p99_ttft_ms": 90.0,
+            "mean_tpot_ms": t * 1e3, "median_tpot_ms": t * 1e3, "p99_tpot_ms": t * 1.2e3}))
+    path.write_text("\n".join(lines) + "\n")
+    return tpots
+
+
+def test_round_trip_recovers_the_factors_and_the_error_drops(run_cli, tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    tpots = synthetic_runs(bench)
+    assert tpots[0] == pytest.approx(8.97e-3, abs=0.01e-3) and tpots[-1] == pytest.approx(48.96e-3, abs=0.01e-3)
+    out = tmp_path / "cal.toml"
+    doc = run_json(run_cli, *LLAMA, "--engine", "vllm", str(bench), "--save", str(out))
+    assert doc["fitted"] == pytest.approx(TRUTH, rel=1e-9)
+    tpot = [c for c in doc["compared"] if c["figure"] == "TPOT mean"]
+    assert len(tpot) == 5
+    for c in tpot:
+        assert abs(c["error_before"]) > 0.2     # -25.8% .. -29.6% with the preset's factors
+        assert abs(c["error_after"]) < 1e-9 and abs(c["error_after"]) < abs(c["error_before"])
+    assert doc["step_fit"]["rms_relative_error"] < 1e-9
+    # the file: the fitted values, the residual of each figure, the inputs
+    from kvplan.inputs.calibration_file import read_calibration
+
+    cal = read_calibration(out)
+    assert (cal.model, cal.hardware, cal.engine, cal.tp) == ("llama-3.1-8b", "h100-sxm", "vllm", 1)
+    assert cal.factors == pytest.approx(TRUTH, rel=1e-9) and cal.runtime_reserve_bytes is None
+    assert cal.sources == (str(bench),)
+    text = out.read_text()
+    assert text.count("[[residuals]]") == len(doc["compared"]) and 'figure = "TPOT mean"' in text
+
+
+def test_round_trip_with_one_load_fits_hbm_only(run_cli, tmp_path):
+    bench = tmp_path / "one.json"
+    synthetic_runs(bench)
+    bench.write_text(bench.read_text().splitlines()[2] + "\n")    # the B = 64 run alone: memory-bound
+    doc = run_json(run_cli, *LLAMA, str(bench))
+    assert set(doc["fitted"]) == {"hbm"}
+    (c,) = [c for c in doc["compared"] if c["figure"] == "TPOT mean"]
+    assert abs(c["error_after"]) < 1e-9 < abs(c["error_before"])
+
+
+def test_calibration_changes_tpot_as_the_factors_say(run_cli, tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    synthetic_runs(bench)
+    cal = tmp_path / "cal.toml"
+    assert run_cli("calibrate", *LLAMA, str(bench), "--save", str(cal)).code == 0
+    args = ("tpot", *LLAMA, "--batch", "32", "--prompt", "1k", "--decode", "4k", "-f", "json")
+    plain = run_cli(*args).json()
+    calibrated = run_cli(*args, "--calibration", str(cal)).json()
+    flags = run_cli(*args, "--hbm-efficiency", "0.62", "--mfu", "0.4", "--step-overhead-us", "700").json()
+    assert calibrated["tpot_seconds_mean"] == pytest.approx(flags["tpot_seconds_mean"], rel=1e-9)
+    assert calibrated["tpot_seconds_mean"] > 1.2 * plain["tpot_seconds_mean"]   # hbm 0.87 -> 0.62 alone: +40% reads
+    assert calibrated["factors"]["hbm"] == pytest.approx(0.62)
+    assert str(cal) in calibrated["derivations"]["factors.hbm"]["sources"][0]
+    assert "hbm fitted (--calibration)" in calibrated["derivations"]["factors.hbm"]["formula"]
+    assert "preset efficiency.hbm" in plain["derivations"]["factors.hbm"]["formula"]
+
+
+def test_calibrated_reserve_reaches_the_pool(run_cli, tmp_path):
+    cal = tmp_path / "cal.toml"
+    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", str(LOG), "--save", str(cal))
+    reserve = doc["memory"]["runtime_reserve_bytes"]
+    args = ("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--gpus", "1", "--engine", "vllm",
+            "--gpu-memory-utilization", "0.9", "-f", "json")
+    plain = run_cli(*args).json()
+    with_cal = run_cli(*args, "--calibration", str(cal)).json()
+    flag = run_cli(*args, "--runtime-reserve", f"{reserve}B").json()
+    key = "kv_pool_bytes_per_gpu"
+    assert with_cal[key] == flag[key] != plain[key]
+    # at the log's own settings (vLLM v0.6.5's gpu_memory_utilization 0.9) the calibrated pool is the logged one
+    assert with_cal[key] == int(53.29 * GIB)
+    assert with_cal[key] - plain[key] == doc["memory"]["runtime_reserve_bytes_before"] - reserve
+
+
+# --- bad input: one line, exit 2 -------------------------------------------------------------------------------
+def _bench(**changes) -> str:
+    doc = json.loads((CAL / "vllm-bench-serve-c16.json").read_text())
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text, words", [
+    (_bench(mean_tpot_ms=float("nan")), ("mean_tpot_ms", "finite")),
+    (_bench(mean_tpot_ms=-3), ("mean_tpot_ms",)),
+    (_bench(mean_tpot_ms="fast"), ("mean_tpot_ms", "not a number")),
+    (_bench(total_input_tokens=1e300), ("total_input_tokens",)),
+    (_bench(completed=0), ("completed",)),
+    (_bench(total_output_tokens=None), ("total_output_tokens",)),
+    (_bench(itls=[[0.01, float("inf")]]), ("itls",)),
+    # rate-driven, no E2E latency nor TPOT to derive one: Little's law has nothing to work on
+    (_bench(request_rate=2.0, max_concurrency=None, latencies=None, mean_tpot_ms=None, request_throughput=None),
+     ("gives neither its concurrency",)),
+    ('{"completed": 3, "mean_e2el_ms": 1.0' + "\n", ("not valid JSON",)),
+    ('{"hello": 1}\n', ("neither",)),
+    ("[1, 2]\n", ("not a JSON object",)),
+    ("vllm:num_requests_running{a=\"b\" 3\n", ("line 1", "not a sample")),
+    ("# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 1.5\n", ("kv_cache_usage_perc", "fraction")),
+    ("# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total NaN\n", ("num_preemptions_total",)),
+    ("just some text\n", ("no file kvplan calibrate reads",)),
+])
+def test_bad_inputs_are_one_line(run_cli, tmp_path, text, words):
+    path = tmp_path / "input.txt"
+    path.write_text(text)
+    args = (*LLAMA, str(path))
+    if "vllm:" in text:
+        args += (str(CAL / "vllm-bench-serve-c16.json"),)   # a run, so that the scrape's figures are used
+    one_line_error(run_cli("calibrate", *args), *words)
+
+
+def test_huge_and_special_files_are_refused(run_cli, tmp_path):
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(33 * 2**20)    # past the 32 MiB any kvplan input may be
+    one_line_error(run_cli("calibrate", *LLAMA, str(huge)), "too big")
+    one_line_error(run_cli("calibrate", *LLAMA, str(tmp_path)), "folder")
+    lines = "\n".join(f"vllm:x{i} 1" for i in range(200_001))
+    (tmp_path / "many.txt").write_text(lines + "\n")
+    one_line_error(run_cli("calibrate", *LLAMA, str(tmp_path / "many.txt")), "samples")
+    one_line_error(run_cli("calibrate", *LLAMA, str(LOG), str(LOG)), "2 start-up logs")
+
+
+def _cal(tmp_path, body: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text('type = "calibration"\nversion = 1\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\n'
+                    'engine = "vllm"\ntp = 1\n' + body)
+    return path
+
+
+@pytest.mark.parametrize("body, words", [
+    ("[step]\nhbm = 2.0\n", ("hbm", "out of range")),
+    ("[step]\nhbm = nan\n", ("hbm",)),
+    ("[step]\nspeed = 1.0\n", ("unknown key 'speed'",)),
+    ("[memory]\nruntime_reserve_bytes = -1\n", ("runtime_reserve_bytes",)),
+    ("", ("no fitted value",)),
+    ("[step\n", ("not valid TOML",)),
+])
+def test_malformed_calibration_files(run_cli, tmp_path, body, words):
+    one_line_error(run_cli("tpot", *LLAMA, "--calibration", str(_cal(tmp_path, body))), *words)
+
+
+def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
+    cal = _cal(tmp_path, "[step]\nhbm = 0.5\n")
+    one_line_error(run_cli("tpot", "-m", "qwen3-32b", "-g", "h100-sxm", "--calibration", str(cal)),
+                   "fitted for llama-3.1-8b, not qwen3-32b")
+    one_line_error(run_cli("size", "-m", "llama-3.1-8b", "-g", "h200", "--calibration", str(cal)),
+                   "fitted on h100-sxm, not h200")
+    one_line_error(run_cli("tpot", "--calibration", str(cal)), "not deepseek-r1")   # the default model
+    (tmp_path / "w.toml").write_text('type = "hardware"\n')
+    one_line_error(run_cli("tpot", *LLAMA, "--calibration", str(tmp_path / "w.toml")), 'type = "calibration"')
+
+
+def test_save_needs_a_fit_and_a_toml_name(run_cli, tmp_path):
+    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "vllm-metrics.txt"), "--save", str(tmp_path / "c.toml")),
+                   "nothing was fitted")
+    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "vllm-bench-serve-c16.json"), "--save",
+                           str(tmp_path / "c.txt")), ".toml")
+    assert not (tmp_path / "c.toml").exists()
+
+
+def test_every_number_has_a_derivation(run_cli):
+    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", str(LOG), str(CAL / "vllm-bench-serve-c16.json"),
+                   str(CAL / "vllm-metrics.txt"), str(CAL / "sglang-bench-serving.jsonl"))
+
+    def paths(obj, path=""):
+        if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+            return
+        if isinstance(obj, (int, float)):
+            yield path
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                if not (path == "" and k == "derivations"):
+                    yield from paths(v, f"{path}.{k}" if path else k)
+        elif isinstance(obj, list):
+            for item in obj:
+                yield from paths(item, f"{path}[]")
+
+    missing = sorted(set(p for p in paths(doc)) - set(doc["derivations"]))
+    assert not missing, missing
+    assert all(math.isfinite(x) for c in doc["compared"] for x in (c["measured"],) if isinstance(x, float))
+
+
+def test_a_budget_without_a_pool_is_not_a_figure(run_cli, tmp_path):
+    # DeepSeek in bf16 (~1.3 TB of weights) on the log's 2 GPUs: kvplan's budget leaves no pool, so the logged pool
+    # is shown, not compared, and no reserve is fitted (explain-log's rule: a negative pool is never a figure)
+    log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
+    doc = run_json(run_cli, "-m", "deepseek-r1", str(log))
+    pool = figures(doc)["KV pool per GPU"]
+    assert pool["status"] == "not comparable" and "leaves no pool" in pool["why"]
+    assert pool["measured"] > 0 and pool["kvplan_before"] is None and doc["memory"] is None
+    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", str(log), "--save", str(tmp_path / "c.toml")),
+                   "nothing was fitted")
+
+
+def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
+    bench = tmp_path / "fast.json"
+    synthetic_runs(bench)
+    fast = json.loads(bench.read_text().splitlines()[0])
+    fast["mean_tpot_ms"] = 1.0      # 1 ms a step: faster than reading llama-3.1-8b's 16 GB at the full 3.35 TB/s
+    bench.write_text(json.dumps(fast) + "\n")
+    doc = run_json(run_cli, *LLAMA, str(bench))
+    assert doc["fitted"] == {"hbm": 1.0}
+    assert any("stopped at a bound (hbm 1.0)" in n for n in doc["notes"])
+
+
+def test_sglang_scrape_with_its_run(run_cli, tmp_path):
+    from kvplan.inputs import prometheus
+
+    sc = prometheus.read_scrape(CAL / "sglang-metrics.txt")
+    assert prometheus.figure(sc, *prometheus.RUNNING) == ("sglang:num_running_reqs", 8.0)
+    assert prometheus.figure(sc, *prometheus.KV_USAGE, fraction=True) == ("sglang:token_usage", 0.03)
+    assert prometheus.figure(sc, *prometheus.PREEMPTIONS) == ("sglang:num_retracted_requests_total", 2.0)
+    assert prometheus.histogram(sc, *prometheus.TPOT)[1] == pytest.approx(1302.9 / 163680)    # 7.96 ms
+    run = tmp_path / "run.jsonl"
+    run.write_text((CAL / "sglang-bench-serving.jsonl").read_text().splitlines()[0] + "\n")
+    doc = run_json(run_cli, *LLAMA, str(run), str(CAL / "sglang-metrics.txt"))
+    f = figures(doc, "sglang-metrics.txt")
+    # 7.6 in flight -> 8 requests of 2,048 tokens (256 MiB each) fit in the pool: kvplan expects no retraction, the
+    # scrape counts 2
+    assert f["preemptions"]["measured"] == 2 and f["preemptions"]["status"] == "disagrees"
+    pool = run_cli("concurrency", *LLAMA, "-f", "json").json()["kv_pool_bytes_per_gpu"]
+    assert f["KV cache usage"]["kvplan_before"] == pytest.approx(8 * 1536 * 131072 / pool, rel=1e-12)
+    assert f["TTFT mean (/metrics)"]["measured"] == pytest.approx(0.048)
