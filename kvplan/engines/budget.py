@@ -62,7 +62,7 @@ class Budget:
         neg = lambda b: Bytes(-b.value, b.why)  # noqa: E731
         head: tuple[tuple[str, Bytes, str], ...] = (("HBM as reported by the device", self.hbm,
                                                      "hardware preset hbm_capacity_gib"),)
-        if self.visible is not None:
+        if self.visible is not None and self.visible.number() != self.hbm.number():
             hidden = Bytes(self.visible.number() - self.hbm.number(), self.visible.why)
             head += (("- memory the CUDA driver does not report", hidden, _why(self.visible)),)
         if self.non_torch is not None and self.cuda_graphs is not None:

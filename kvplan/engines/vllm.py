@@ -427,15 +427,17 @@ class VllmEngine(Engine):
         of max_num_batched_tokens tokens, then the sampler's dummy run over min(max_num_seqs,
         max_num_batched_tokens) requests of full-vocabulary logits. Peak = max(sampler + the hidden states it
         follows, the dense MLP's forward transients) + the fused-MoE workspace; the last pipeline stage also holds
-        the hidden states it received. V0 (before v0.8): 256 sequences and, without chunked prefill, a batch of
-        max(max_model_len, 2048) tokens."""
+        the hidden states it received. V0 (before v0.8): 256 sequences and, without chunked prefill (contexts up to
+        32K), a batch of max(max_model_len, 2048) tokens."""
         if scenario.activation_reserve_bytes is not None:
             return super().activation_reserve(scenario, model, par)
         mnbt_v, mns_v = self.batch_limits_for(scenario)
         mnbt, mns = mnbt_v.number(), mns_v.number()
         if not self.since((0, 8, 0)):
             mml = scenario.max_model_len or model.max_position_embeddings or 2048
-            mnbt = scenario.max_num_batched_tokens or max(mml, 2048)
+            # V0 turns chunked prefill on by itself only past 32K tokens of context (then 8192 tokens a step is
+            # kvplan's estimate); below, one step prefills a whole max_model_len prompt
+            mnbt = scenario.max_num_batched_tokens or (max(mml, 2048) if mml <= 32768 else 8192)
             mns = scenario.max_num_seqs or 256
             per_entry = V0_SAMPLER_BYTES
             src = V0_PROFILE
@@ -748,7 +750,7 @@ class VllmEngine(Engine):
         if scenario.kv_pool_bytes is None:
             estimates = self.memory_estimates(scenario, model, par)
             notes.append("kvplan predicted this pool from vLLM's memory rules for the release "
-                         "(docs/pool-prediction.md: checked against 32 published memory profiles)" + (
+                         "(docs/pool-prediction.md: checked against published memory profiles)" + (
                              "; estimates, on the safe side: " + "; ".join(estimates) if estimates else "")
                          + ". Give --kv-pool from the log's 'Available KV cache memory' to plan from vLLM's own "
                          "figure.")
