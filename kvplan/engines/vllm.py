@@ -453,7 +453,7 @@ class VllmEngine(Engine):
         forward = mnbt * (3 * inter // par.tp + 2 * hidden) * 2 if inter else 0
         moe = 0
         expert_inter = model.moe_intermediate_size or (inter if model.num_experts else 0)
-        if expert_inter and model.experts_per_token and model.weight_dtype != "mxfp4":
+        if expert_inter and model.experts_per_token and (scenario.weight_dtype or model.weight_dtype) != "mxfp4":
             moe = mnbt * model.experts_per_token * (3 * expert_inter // par.tp + hidden) * 2
             forward = 0   # the experts' transients are the workspace
         stage_in = 4 * mnbt * hidden if par.pp > 1 else 0
@@ -487,7 +487,7 @@ class VllmEngine(Engine):
         if scenario.activation_reserve_bytes is None:
             if not self.since((0, 8, 0)):
                 out.append("the V0 profile run's activation peak")
-            elif model.num_experts and model.weight_dtype != "mxfp4":
+            elif model.num_experts and (scenario.weight_dtype or model.weight_dtype) != "mxfp4":
                 out.append("the fused-MoE workspace in the activation peak")
         if scenario.runtime_reserve_bytes is None:
             if (not self.since((0, 11, 0)) or par.tp > 4
