@@ -201,3 +201,19 @@ def test_a_given_runtime_reserve_replaces_both_rows():
     s = _scenario(entry).with_(runtime_reserve_bytes=3 * GIB)
     b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
     assert b.runtime.number() == 3 * GIB and b.non_torch is None and b.cuda_graphs is None
+
+
+@pytest.mark.parametrize("bits, kind, dtype", [(8, "float", "fp8"), (8, "int", "int8"), (4, "int", "int4")])
+def test_a_compressed_tensors_checkpoint_is_priced_in_its_weight_dtype(tmp_path, bits, kind, dtype):
+    # RedHatAI's FP8-dynamic, W8A8 and W4A16 checkpoints (the v0.19 logs' Qwen2.5-7B and Llama-3.1-8B variants) say
+    # their weight width in quantization_config.config_groups.*.weights (llm-compressor's compressed-tensors)
+    import json
+
+    from kvplan.inputs.hf_import import load_hf_model
+
+    config = json.loads((DATA / "models" / "Qwen--Qwen2.5-7B-Instruct" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                                         "num_bits": bits, "type": kind, "strategy": "channel"}}}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load_hf_model(tmp_path).weight_dtype == dtype
