@@ -349,18 +349,21 @@ def test_within_baseline_needs_a_baseline_then_compares_against_it(run_cli, tmp_
     wrote = run_cli("check", plan, "--update-baseline", "-f", "json")
     assert wrote.code == 0, wrote.err
     values = json.loads((tmp_path / "plan.baseline.json").read_text())["values"]
-    assert values["concurrency"] == 48          # the example plan's 48 requests at 31,000 tokens (see above)
-    # a later run against a better baseline: 60 requests allowed to fall 10% -> at least ceil(54.0) = 54, so 48
-    # fails by 6; a TPOT baseline 10% lower, allowed 5% worse -> bound 0.9 x 1.05 = 0.945 of today's TPOT: fails
+    # the example plan's 42 requests at 31,000 tokens: kvplan's vLLM pool for R1 on 8 x H200 at FP8,
+    # 46,601,527,847 B (docs/pool-prediction.md), over cdiv(31,000, 64) = 485 blocks x 64 x 35,136 B (see above)
+    # = 1,090,621,440 B per request -> 42
+    assert values["concurrency"] == 42
+    # a later run against a better baseline: 60 requests allowed to fall 10% -> at least ceil(54.0) = 54, so 42
+    # fails by 12; a TPOT baseline 10% lower, allowed 5% worse -> bound 0.9 x 1.05 = 0.945 of today's TPOT: fails
     values["concurrency"], values["tpot"] = 60, values["tpot"] * 0.9
     (tmp_path / "plan.baseline.json").write_text(json.dumps({"values": values}))
     r = run_cli("check", plan, "-f", "json")
     assert r.code == 1, r.err
     got = by_name(json.loads(r.out))
-    assert got["concurrency"]["bound"] == 54 and got["concurrency"]["margin"] == -6
+    assert got["concurrency"]["bound"] == 54 and got["concurrency"]["margin"] == -12
     assert got["tpot"]["bound"] == pytest.approx(got["tpot"]["measured"] * 0.945, rel=1e-12)
-    # 48 against a baseline of 50 allowed 5% down: ceil(47.5) = 48 passes with no room; 51 -> ceil(48.45) = 49 fails
-    for base, code in ((50, 0), (51, 1)):
+    # 42 against a baseline of 44 allowed 5% down: ceil(41.8) = 42 passes with no room; 45 -> ceil(42.75) = 43 fails
+    for base, code in ((44, 0), (45, 1)):
         (tmp_path / "plan.baseline.json").write_text(json.dumps({"values": {**values, "concurrency": base,
                                                                            "tpot": 1.0}}))
         text = BASELINE_PLAN.replace("within_baseline = 0.1", 'within_baseline = "5%"')
@@ -408,7 +411,7 @@ def test_ttft_assertion_is_the_chunked_prefill(run_cli, tmp_path):
 
 # --- simulated assertions -----------------------------------------------------------------------------------------
 def test_simulated_assertions_run_kvplan_simulate_with_the_assertions_options(run_cli, tmp_path):
-    # 4 closed-loop users on a pool that holds 48 such requests (the example plan's concurrency): nothing is ever
+    # 4 closed-loop users on a pool that holds 42 such requests (the example plan's concurrency): nothing is ever
     # preempted, so the recompute rate and the swap-outs per second are exactly 0
     plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "calm"\nmetric = "sim_recompute_rate"\nusers = 4\n'
                  'requests = 8\nat_most = "0%"\n\n[[assert]]\nname = "no swaps"\nmetric = "sim_swap_outs_per_second"\n'
@@ -553,9 +556,9 @@ def test_brief_lists_only_the_failures(run_cli, monkeypatch):
     r = run_cli("check", str(FAILING), "--brief")
     assert r.code == 1
     lines = r.out.splitlines()
-    # the failing plan: 3 assertions, 2 fail (48 < 128 requests; the TPOT bound 5 ms)
+    # the failing plan: 3 assertions, 2 fail (42 < 128 requests; the TPOT bound 5 ms)
     assert lines[1:3] == ["assertions: 3", "failed: 2"]
-    assert lines[3] == "FAIL 128 concurrent 31K-token requests: measured: 48" and lines[4] == "  bound (>=): 128"
+    assert lines[3] == "FAIL 128 concurrent 31K-token requests: measured: 42" and lines[4] == "  bound (>=): 128"
     assert len(lines) == 7 and "weights_fit" not in r.out
     assert run_cli("check", str(PASSING), "--brief", "-f", "csv").code == 2   # --brief is the table's or JSON's
 

@@ -188,8 +188,8 @@ def test_a_batch_that_no_longer_fits_is_a_failed_assertion(run_cli, tmp_path):
     assert r.code == 1, r.err
     result = r.json()["plans"][0]["assertions"][0]
     assert result["passed"] is False and result["measured"] is None
-    # the pool holds 48 such requests (the same deployment's max_concurrency in tests/test_check.py's failing plan)
-    assert "assert[1].batch 1000 does not fit: one replica's KV pool holds 48 requests" in result["detail"]
+    # the pool holds 42 such requests (the same deployment's max_concurrency in tests/test_check.py's failing plan)
+    assert "assert[1].batch 1000 does not fit: one replica's KV pool holds 42 requests" in result["detail"]
 
 
 BASELINE_PLAN = ('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ngpus = 1\n'

@@ -96,6 +96,19 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglang-parallel-size-no-pp", SGL, "ps = par.tp * par.pp", "ps = par.tp"),
     M("sglang-ignores-given-fraction", SGL, "if scenario.mem_fraction_static is not None:", "if False:"),
     M("vllm-ignores-given-utilization", VLLM, "if scenario.gpu_memory_utilization is not None:", "if False:"),
+    # --- vLLM's memory budget by release (tests/test_pool_prediction.py against published memory profiles) ------
+    M("vllm-sampler-drop-at-v0.16", VLLM, "SAMPLER_BYTES = {(0, 8, 0): 38.4, (0, 17, 0): 14.9}",
+      "SAMPLER_BYTES = {(0, 8, 0): 38.4, (0, 16, 0): 14.9}"),
+    M("vllm-no-driver-reserve", VLLM, "visible = hw.hbm_bytes - _gib(gib)", "visible = hw.hbm_bytes"),
+    M("vllm-graphs-in-budget-from-v0.19", VLLM,
+      "        if not self.since((0, 20, 0)):\n            return Bytes(0, default(",
+      "        if not self.since((0, 19, 0)):\n            return Bytes(0, default("),
+    M("vllm-quantized-embedding-quantized", VLLM, "extra += embed * (2.0 - per) / (par.tp * par.pp)",
+      "extra += 0"),
+    M("vllm-moe-workspace-dropped", VLLM, "total = int(max(sampler, forward) + moe + stage_in)",
+      "total = int(max(sampler, forward) + stage_in)"),
+    M("vllm-non-torch-tp1-everywhere", VLLM, "gib = tp1 if par.tp == 1 else tp2 + step * math.log2(par.tp / 2)",
+      "gib = tp1"),
     # --- SGLang page size and token pool ---------------------------------------------------------------------
     # (the pre-refactor rule "page = block if block > 16 else 1" is now the page table: 1 token, 64 for MLA)
     # (page_rule, per release and GPU, replaced the table for pages: its form is tried first, since the table's

@@ -136,8 +136,9 @@ def _raise_does_not_fit(scenario: Scenario, b: budget_mod.Budget):
         if par.ep:
             flags += f" --ep {best.ep or best.tp}"
         fix = f"the fewest GPUs that hold the weights and one {context:,}-token request: {gpus} ({flags})"
+    base = b.hbm if b.visible is None else b.visible   # vLLM applies its fraction to what the CUDA driver reports
     what = (f"weights, activations and runtime take {b.reserved_bytes / 2**30:,.1f} GiB per GPU but "
-            f"{b.fraction_name} {b.fraction.value:g} x {b.hbm.number() / 2**30:,.2f} GiB leaves "
+            f"{b.fraction_name} {b.fraction.value:g} x {base.number() / 2**30:,.2f} GiB leaves "
             f"{b.requested.number() / 2**30:,.1f} GiB")
     raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} at TP={par.tp} PP={par.pp}: {what}", fix)
 

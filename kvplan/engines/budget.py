@@ -36,6 +36,13 @@ class Budget:
     kv_pool: Bytes
     given_pool: bool = False
     origin: str = "given with --kv-pool"   # where a given pool came from (--kv-pool, a start-up log)
+    # What the CUDA driver reports as the device's total (vLLM's total_gpu_memory), which the fraction applies to,
+    # when the engine's rules say it is below the preset's HBM; None: the fraction applies to the HBM itself.
+    visible: Bytes | None = None
+    # The runtime reserve's parts when the engine's rules split it (``runtime`` is their sum): non-torch memory
+    # (CUDA runtime, NCCL and custom all-reduce buffers) and the CUDA-graph memory subtracted from the budget.
+    non_torch: Bytes | None = None
+    cuda_graphs: Bytes | None = None
 
     @property
     def kv_pool_bytes(self) -> int:
@@ -53,14 +60,22 @@ class Budget:
         if self.given_pool:
             return ((f"KV pool ({self.origin})", self.kv_pool, "planned from a known pool"),)
         neg = lambda b: Bytes(-b.value, b.why)  # noqa: E731
-        return (
-            ("HBM as reported by the device", self.hbm, "hardware preset hbm_capacity_gib"),
+        head: tuple[tuple[str, Bytes, str], ...] = (("HBM as reported by the device", self.hbm,
+                                                     "hardware preset hbm_capacity_gib"),)
+        if self.visible is not None and self.visible.number() != self.hbm.number():
+            hidden = Bytes(self.visible.number() - self.hbm.number(), self.visible.why)
+            head += (("- memory the CUDA driver does not report", hidden, _why(self.visible)),)
+        if self.non_torch is not None and self.cuda_graphs is not None:
+            runtime: tuple[tuple[str, Bytes, str], ...] = (
+                ("- non-torch memory (CUDA, NCCL, all-reduce)", neg(self.non_torch), _why(self.non_torch)),
+                ("- CUDA-graph memory in the budget", neg(self.cuda_graphs), _why(self.cuda_graphs)))
+        else:
+            runtime = (("- CUDA-graph and runtime reserve", neg(self.runtime), _why(self.runtime)),)
+        return head + (
             (f"x {self.fraction_name} {self.fraction.value:g}", self.requested, _why(self.fraction)),
             ("- weights on this GPU", neg(self.weights), _why(self.weights)),
             ("- activation / workspace reserve", neg(self.activation), _why(self.activation)),
-            ("- CUDA-graph and runtime reserve", neg(self.runtime), _why(self.runtime)),
-            ("= KV pool per GPU", self.kv_pool, "what the KV cache may use"),
-        )
+        ) + runtime + (("= KV pool per GPU", self.kv_pool, "what the KV cache may use"),)
 
 
 def _why(value) -> str:
@@ -77,22 +92,28 @@ def given_pool(pool_bytes: int) -> Budget:
 
 
 def waterfall(hw: HardwareSpec, fraction: Number, fraction_name: str, weights: Bytes, activation: Bytes,
-              runtime: Bytes) -> Budget:
-    """pool = floor(HBM x fraction) - weights - activation - runtime, each term carrying its derivation."""
+              runtime: Bytes, visible: Bytes | None = None, non_torch: Bytes | None = None,
+              cuda_graphs: Bytes | None = None) -> Budget:
+    """pool = floor(HBM x fraction) - weights - activation - runtime, each term carrying its derivation. With
+    ``visible`` (what the CUDA driver reports as the total) the fraction applies to that instead of the HBM;
+    ``non_torch`` and ``cuda_graphs``, when given, are the parts ``runtime`` sums (shown as two rows)."""
     if fraction.value is None or not 0 < fraction.value <= 1:
         raise KvplanError(f"{fraction_name} {fraction.value} is not in (0, 1]", "give a fraction such as 0.9")
     hbm = Bytes(hw.hbm_bytes, derived("hbm_capacity_gib x 2^30", f"{hw.hbm_capacity_gib.value:g} x 2^30 = "
                                       f"{hw.hbm_bytes:,} B", hw.hbm_capacity_gib.cite()))
-    requested_bytes = int(hw.hbm_bytes * fraction.value)
-    requested = Bytes(requested_bytes, derived(f"HBM x {fraction_name}",
-                                               f"{hw.hbm_bytes:,} x {fraction.value:g} = {requested_bytes:,} B"))
+    base, base_name = (hbm.number(), "HBM") if visible is None else (visible.number(), "CUDA-visible memory")
+    requested_bytes = int(base * fraction.value)
+    requested = Bytes(requested_bytes, derived(f"{base_name} x {fraction_name}",
+                                               f"{base:,} x {fraction.value:g} = {requested_bytes:,} B"))
     pool_bytes = requested_bytes - weights.number() - activation.number() - runtime.number()
-    srcs = tuple(s for v in (hbm, fraction, weights, activation, runtime) if v.why for s in v.why.sources)
+    terms = (hbm, fraction, weights, activation, runtime) + ((visible,) if visible is not None else ())
+    srcs = tuple(s for v in terms if v.why for s in v.why.sources)
     pool = Bytes(pool_bytes, Derivation(
-        f"HBM x {fraction_name} - weights - activation reserve - runtime reserve",
-        f"{hw.hbm_bytes:,} x {fraction.value:g} - {weights.value:,} - {activation.value:,} - {runtime.value:,} = "
+        f"{base_name} x {fraction_name} - weights - activation reserve - runtime reserve",
+        f"{base:,} x {fraction.value:g} - {weights.value:,} - {activation.value:,} - {runtime.value:,} = "
         f"{pool_bytes:,} B", srcs))
-    return Budget(hbm, fraction, fraction_name, requested, weights, activation, runtime, pool)
+    return Budget(hbm, fraction, fraction_name, requested, weights, activation, runtime, pool, visible=visible,
+                  non_torch=non_torch, cuda_graphs=cuda_graphs)
 
 
 def total_weight_bytes(model: ModelSpec, weight_dtype: str | None = None,

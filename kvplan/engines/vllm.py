@@ -32,7 +32,7 @@ from kvplan.engines.base import (
     rule_span,
     sparse_attention,
 )
-from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.layers import MLA, FullAttention, GatedDeltaNet, Mamba2, SlidingWindowAttention, SparseIndexer
 from kvplan.specs.model import ModelSpec
@@ -178,6 +178,64 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# --- memory: what vLLM's profile run measures and subtracts from the budget, by release -------------------------
+# Read from published memory-profile logs (tests/data/memory_profiles/, docs/pool-prediction.md): each constant
+# below is taken from the logs the index marks 'fit' only, and rounded towards the smaller pool; the 'held-out'
+# half checks it. vLLM's budget (vllm/v1/worker/gpu_worker.py determine_available_memory): KV pool =
+# total_gpu_memory x gpu_memory_utilization - weights - the profile run's torch peak increase - its non-torch
+# increase (- the CUDA-graph estimate from v0.20.0); total_gpu_memory is what torch.cuda.mem_get_info reports.
+PROFILE_LOGS = "tests/data/memory_profiles/index.toml (published vLLM start-up logs; docs/pool-prediction.md)"
+LLMD_V019 = ("github.com/llm-d-incubation/llm-d-planner @d3121e0 accuracy/results/v0.19.0/logs (vLLM v0.19.0 DEBUG "
+             "start-up logs on H100)")
+LLMD_V011 = ("github.com/llm-d-incubation/llm-d-planner @e37bea2 docs/empirical-vllm-memory-results.md (vLLM v0.11.0 "
+             "on H100)")
+LLMD_SWEEP = ("github.com/llm-d-incubation/llm-d-planner @a95e9f6 accuracy/results/version-sweep (Qwen3-14B on H100, "
+              "vLLM v0.15.0-v0.18.0)")
+V0_PROFILE = "github.com/vllm-project/vllm/pull/10511 (V0 memory profiler, Llama-3-8B TP1/TP2 sanity checks)"
+# GiB the CUDA driver keeps out of torch.cuda.mem_get_info's total, against the nvidia-smi total the presets carry:
+# H100 80GB 79.65 - 79.19 (v0.19 logs, 'worker init memory snapshot: ... total_memory=79.19GiB'); H20 95.58 - 95.22
+# (github.com/LMCache/LMCache/issues/503, tests/data/logs/vllm-v0.8-deepseek-int4-h20.log); B200 179.06 - 178.36
+# (github.com/vllm-project/vllm/pull/21489, 'Free memory on device (177.66/178.36 GiB)'). The H100 PCIe and H800
+# carry the H100 SXM's 80 GB part. Other NVIDIA GPUs take the largest seen (0.70), AMD ones none.
+DRIVER_RESERVE_GIB = {"h100-sxm": 0.46, "h100-pcie": 0.46, "h800": 0.46, "h20": 0.36, "b200": 0.70}
+UNKNOWN_DRIVER_RESERVE_GIB = 0.70
+DRIVER_RESERVE_SOURCE = (f"{LLMD_V019}; github.com/LMCache/LMCache/issues/503; github.com/vllm-project/vllm/pull/21489 "
+                         "(the logged total_gpu_memory against the preset's nvidia-smi total)")
+# Bytes per (request x vocabulary entry) of the sampler's dummy run in the profile (gpu_model_runner.profile_run ->
+# _dummy_sampler_run over min(max_num_seqs, max_num_batched_tokens) rows of full-vocabulary logits, gathered on
+# every TP rank): fitted to the dense 'fit' logs, where it dominates (a bf16 logits tensor, its fp32 copy and the
+# sampler's temporaries). It fell between v0.16 and v0.17 (Qwen3-14B: 5.64 -> 2.23 GiB, LLMD_SWEEP).
+SAMPLER_BYTES = {(0, 8, 0): 38.4, (0, 17, 0): 14.9}
+V0_SAMPLER_BYTES = 41.2   # V0 (before v0.8): 256 sequences, Llama-3-8B 1.26 GiB (V0_PROFILE)
+HIDDEN_BYTES = 2.5        # per token x hidden size alive through the sampler (Llama 8B -> 70B, Qwen2.5 7B -> 72B)
+# Non-torch increase of the profile run, GiB per GPU: (TP 1, TP 2) and the step per doubling beyond TP 2.
+NON_TORCH_GIB = {(0, 0, 0): (1.79, 3.64, 0.12), (0, 8, 0): (0.64, 1.90, 0.12), (0, 11, 0): (0.13, 0.55, 0.12),
+                 (0, 12, 0): (0.13, 2.21, 0.12), (0, 18, 0): (0.27, 2.09, 0.12)}
+NON_TORCH_SOURCES = {
+    (0, 0, 0): f"{V0_PROFILE}: TP1 1.79 GiB; TP2 as TP1 plus the TP2 all-reduce buffers of later releases",
+    (0, 8, 0): ("vllm/v1/worker/gpu_worker.py of the early V1 releases: non-torch = device used - torch allocated "
+                "after the profile, the CUDA context (0.51 GiB in the v0.19 init snapshot) included at TP1; TP>=2 "
+                "from the one v0.9.2/v0.10.0 log (Qwen3-235B-FP8 on 4 x H100, 8.11 GiB pool, LMCache connector "
+                "buffers included: 1.9 + 0.12 at TP4); estimates"),
+    (0, 11, 0): f"{LLMD_V011}: 0.13 GiB at TP1, 0.54-0.55 at TP2",
+    (0, 12, 0): (f"{LLMD_SWEEP}: 0.13 GiB at TP1; TP>=2 not measured between v0.12 and v0.17, the v0.19 figure is "
+                 "kept (the safe side)"),
+    (0, 18, 0): f"{LLMD_V019}: 0.25-0.27 GiB at TP1, 2.06-2.11 at TP2, 2.13-2.21 at TP4 (custom all-reduce, NCCL)",
+}
+# The CUDA-graph estimate vLLM subtracts from v0.20.0 (CUDAGRAPH_SOURCE), GiB per GPU: a + b x layers on the GPU,
+# an upper envelope of the estimates the v0.19 'fit' logs print ('CUDA graph pool memory: ... (estimated)',
+# 0.54-1.70 GiB for 16-80 layers).
+CUDA_GRAPH_GIB = (0.30, 0.02)
+# MXFP4 MoE weights on the Triton backend (Hopper and others): vLLM's loaded experts exceed the checkpoint by
+# ~0.8 MiB per expert per layer on every rank (gpt-oss-120b at TP1: 64.38 GiB loaded against 60.77 GiB of
+# checkpoint over 36 x 128 experts, LLMD_V011); swizzled layout, estimate.
+MXFP4_PAD_BYTES_PER_EXPERT = int(0.80 * 2**20)
+
+
+def _gib(x: float) -> int:
+    return int(x * 2**30)
+
+
 @dataclass(frozen=True)
 class VllmConfig:
     block_size: int
@@ -292,18 +350,168 @@ class VllmEngine(Engine):
             "vLLM's gpu_memory_utilization, 0.9 through v0.19.x", OLD_UTILIZATION_SOURCE))
 
     def runtime_reserve(self, scenario):
+        """The flat reserve of a deployment kvplan cannot size (no model or layout at hand); ``budget`` replaces it
+        by the non-torch and CUDA-graph rows of this release."""
         reserve = super().runtime_reserve(scenario)
         if scenario.runtime_reserve_bytes is not None:
             return reserve
-        if self.since((0, 20, 0)):
-            why = default("1 GiB runtime reserve, where kvplan counts the CUDA-graph estimate vLLM v0.20+ subtracts "
-                          "from the KV budget (measured at start-up; give --runtime-reserve from the log)",
-                          CUDAGRAPH_SOURCE, RUNTIME_RESERVE_SOURCE)
+        return Bytes(int(reserve.value), default("1 GiB runtime reserve", RUNTIME_RESERVE_SOURCE))
+
+    # --- memory budget (see the constants above and docs/pool-prediction.md) ----------------------------------
+    def budget(self, scenario, model, par):
+        """vLLM's waterfall for this release: the fraction applies to the memory the CUDA driver reports, the
+        weights are what vLLM loads, the activation is the profile run's peak, and the runtime reserve is the
+        non-torch increase plus, from v0.20, the CUDA-graph estimate."""
+        from kvplan.engines import budget as budget_mod
+
+        b = super().budget(scenario, model, par)
+        if b.given_pool:
+            return b
+        weights = self.loaded_weights(b.weights, scenario, model, par)
+        if scenario.runtime_reserve_bytes is not None:
+            non_torch = cuda_graphs = None
+            runtime = b.runtime
         else:
-            why = default("1 GiB runtime reserve (vLLM before v0.20 does not subtract a CUDA-graph estimate: "
-                          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is '0' in v0.18-v0.19 and absent before)",
-                          tag_source("v0.19.0", "vllm/envs.py"), RUNTIME_RESERVE_SOURCE)
-        return Bytes(int(reserve.value), why)
+            non_torch, cuda_graphs = self.non_torch_memory(par), self.cuda_graph_memory(model, par)
+            total = non_torch.number() + cuda_graphs.number()
+            runtime = Bytes(total, derived("non-torch memory + CUDA-graph memory in the budget",
+                                           f"{non_torch.value:,} + {cuda_graphs.value:,} = {total:,} B"))
+        return budget_mod.waterfall(scenario.hardware, b.fraction, self.fraction_name, weights, b.activation,
+                                    runtime, visible=self.visible_memory(scenario.hardware),
+                                    non_torch=non_torch, cuda_graphs=cuda_graphs)
+
+    def visible_memory(self, hw: HardwareSpec) -> Bytes:
+        """torch.cuda.mem_get_info's total, which vLLM multiplies by gpu_memory_utilization: the preset's HBM less
+        what the CUDA driver keeps (DRIVER_RESERVE_GIB; none on AMD)."""
+        amd = "amd" in hw.name.lower()
+        key = next((k for k in DRIVER_RESERVE_GIB if hw.id.lower() == k), None)
+        gib = 0.0 if amd else DRIVER_RESERVE_GIB[key] if key else UNKNOWN_DRIVER_RESERVE_GIB
+        how = ("AMD: ROCm reports the whole HBM" if amd else f"{hw.id}: {gib:g} GiB" if key else
+               f"{hw.id}: not measured, the largest reserve seen ({gib:g} GiB, an estimate)")
+        visible = hw.hbm_bytes - _gib(gib)
+        return Bytes(visible, derived("HBM - what the CUDA driver keeps (vLLM's total_gpu_memory)",
+                                      f"{hw.hbm_bytes:,} - {_gib(gib):,} ({how}) = {visible:,} B",
+                                      DRIVER_RESERVE_SOURCE))
+
+    def loaded_weights(self, weights: Bytes, scenario, model: ModelSpec, par: Parallelism) -> Bytes:
+        """The checkpoint's weights as vLLM holds them: a quantized dtype priced per parameter leaves the
+        embedding and LM head in the activation dtype (vLLM's quantization methods skip VocabParallelEmbedding and
+        ParallelLMHead), with 16-bit group scales for int4; MXFP4 MoE experts take their padded layout."""
+        extra, why = 0.0, []
+        dtype = scenario.weight_dtype or model.weight_dtype
+        priced = scenario.weights_bytes is None and (scenario.weight_dtype is not None or model.weight_bytes is None)
+        per = WEIGHT_BYTES_PER_PARAM.get(dtype, 2.0)
+        if priced and per < 2.0 and model.vocab_size and model.hidden_size and model.params_total:
+            embed = 2 * model.vocab_size * model.hidden_size
+            extra += embed * (2.0 - per) / (par.tp * par.pp)
+            why.append(f"embedding + LM head 2 x {model.vocab_size:,} x {model.hidden_size:,} kept in bf16 "
+                       f"(+{2.0 - per:g} B each)")
+            if dtype == "int4":
+                scales = (model.params_total.value - embed) * 2 / 128
+                extra += scales / (par.tp * par.pp)
+                why.append("int4 group-128 fp16 scales (2 B per 128 weights)")
+        if dtype == "mxfp4" and model.num_experts and model.experts_per_token:
+            experts = model.num_experts * _cdiv(model.num_layers, par.pp) // (par.ep or 1)
+            extra += experts * MXFP4_PAD_BYTES_PER_EXPERT
+            why.append(f"MXFP4 experts' padded layout, {experts:,.0f} experts x 0.8 MiB (estimate)")
+        if not extra:
+            return weights
+        total = int(weights.number() + extra)
+        base = weights.why
+        return Bytes(total, derived((base.formula if base else "weights") + " + what vLLM adds on load",
+                                    f"{weights.value:,} + {int(extra):,} ({'; '.join(why)}) = {total:,} B",
+                                    *(base.sources if base else ()), PROFILE_LOGS))
+
+    def activation_reserve(self, scenario, model, par):
+        """The profile run's torch peak increase (vllm/v1/worker/gpu_model_runner.py profile_run): a forward pass
+        of max_num_batched_tokens tokens, then the sampler's dummy run over min(max_num_seqs,
+        max_num_batched_tokens) requests of full-vocabulary logits. Peak = max(sampler + the hidden states it
+        follows, the dense MLP's forward transients) + the fused-MoE workspace; the last pipeline stage also holds
+        the hidden states it received. V0 (before v0.8): 256 sequences and, without chunked prefill (contexts up to
+        32K), a batch of max(max_model_len, 2048) tokens."""
+        if scenario.activation_reserve_bytes is not None:
+            return super().activation_reserve(scenario, model, par)
+        mnbt_v, mns_v = self.batch_limits_for(scenario)
+        mnbt, mns = mnbt_v.number(), mns_v.number()
+        if not self.since((0, 8, 0)):
+            mml = scenario.max_model_len or model.max_position_embeddings or 2048
+            # V0 turns chunked prefill on by itself only past 32K tokens of context (then 8192 tokens a step is
+            # kvplan's estimate); below, one step prefills a whole max_model_len prompt
+            mnbt = scenario.max_num_batched_tokens or (max(mml, 2048) if mml <= 32768 else 8192)
+            mns = scenario.max_num_seqs or 256
+            per_entry = V0_SAMPLER_BYTES
+            src = V0_PROFILE
+        else:
+            per_entry = _rule_of(SAMPLER_BYTES, self.version)
+            src = LLMD_SWEEP if self.since((0, 17, 0)) else LLMD_V011
+        hidden, vocab = model.hidden_size or 0, model.vocab_size or 0
+        if not hidden or not vocab:
+            return super().activation_reserve(scenario, model, par)
+        reqs = min(mns, mnbt)
+        sampler = reqs * vocab * per_entry + HIDDEN_BYTES * mnbt * hidden
+        inter = model.intermediate_size or 0
+        forward = mnbt * (3 * inter // par.tp + 2 * hidden) * 2 if inter else 0
+        moe = 0
+        expert_inter = model.moe_intermediate_size or (inter if model.num_experts else 0)
+        if expert_inter and model.experts_per_token and (scenario.weight_dtype or model.weight_dtype) != "mxfp4":
+            moe = mnbt * model.experts_per_token * (3 * expert_inter // par.tp + hidden) * 2
+            forward = 0   # the experts' transients are the workspace
+        stage_in = 4 * mnbt * hidden if par.pp > 1 else 0
+        total = int(max(sampler, forward) + moe + stage_in)
+        return Bytes(total, derived(
+            "max(requests x vocab x B/entry + 2.5 B x tokens x hidden, tokens x (3 x intermediate / TP + 2 x hidden) "
+            "x 2 B) + tokens x experts/token x (3 x moe_intermediate / TP + hidden) x 2 B (+ 4 B x tokens x hidden "
+            "on the last pipeline stage)",
+            f"max({reqs:,} x {vocab:,} x {per_entry:g} + {HIDDEN_BYTES:g} x {mnbt:,} x {hidden:,}, {forward:,}) + "
+            f"{moe:,} + {stage_in:,} = {total:,} B ({self.release}; requests = min(max_num_seqs {mns:,}, "
+            f"max_num_batched_tokens {mnbt:,}))", src, PROFILE_LOGS))
+
+    def non_torch_memory(self, par: Parallelism) -> Bytes:
+        """The profile run's non-torch increase for this release and TP degree (NON_TORCH_GIB)."""
+        import math
+
+        tp1, tp2, step = _rule_of(NON_TORCH_GIB, self.version)
+        gib = tp1 if par.tp == 1 else tp2 + step * math.log2(par.tp / 2)
+        how = "TP 1" if par.tp == 1 else f"TP {par.tp}: {tp2:g} + {step:g} x log2(TP / 2)"
+        return Bytes(_gib(gib), derived("non-torch memory per GPU (CUDA runtime, NCCL, custom all-reduce buffers)",
+                                        f"{how} = {gib:.2f} GiB ({self.release})",
+                                        _rule_of(NON_TORCH_SOURCES, self.version), PROFILE_LOGS))
+
+    def memory_estimates(self, scenario, model: ModelSpec, par: Parallelism) -> list[str]:
+        """The budget rows of this deployment that rest on an estimate rather than a measured release rule."""
+        out = []
+        hw = scenario.hardware
+        if "amd" not in hw.name.lower() and hw.id.lower() not in DRIVER_RESERVE_GIB:
+            out.append(f"the memory the CUDA driver keeps on {hw.id} (not measured: "
+                       f"{UNKNOWN_DRIVER_RESERVE_GIB:g} GiB)")
+        if scenario.activation_reserve_bytes is None:
+            if not self.since((0, 8, 0)):
+                out.append("the V0 profile run's activation peak")
+            elif model.num_experts and (scenario.weight_dtype or model.weight_dtype) != "mxfp4":
+                out.append("the fused-MoE workspace in the activation peak")
+        if scenario.runtime_reserve_bytes is None:
+            if (not self.since((0, 11, 0)) or par.tp > 4
+                    or (par.tp > 1 and self.since((0, 12, 0)) and not self.since((0, 18, 0)))):
+                out.append(f"the non-torch memory at TP {par.tp} in {self.display_name}")
+            if self.since((0, 20, 0)):
+                out.append("the CUDA-graph estimate vLLM subtracts (0.30 + 0.02 GiB per layer)")
+        dtype = scenario.weight_dtype or model.weight_dtype
+        if dtype == "mxfp4" and model.num_experts:
+            out.append("the MXFP4 experts' padded layout")
+        return out
+
+    def cuda_graph_memory(self, model: ModelSpec, par: Parallelism) -> Bytes:
+        """From v0.20.0 vLLM subtracts its CUDA-graph estimate from the KV budget (CUDAGRAPH_SOURCE); before, graphs
+        are captured after the pool is sized, out of the 1 - gpu_memory_utilization headroom."""
+        if not self.since((0, 20, 0)):
+            return Bytes(0, default("0: before v0.20 vLLM captures CUDA graphs after sizing the pool "
+                                    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is '0' in v0.18-v0.19 and absent "
+                                    "before), outside gpu_memory_utilization", tag_source("v0.19.0", "vllm/envs.py")))
+        layers = _cdiv(model.num_layers, par.pp)
+        a, b = CUDA_GRAPH_GIB
+        gib = a + b * layers
+        return Bytes(_gib(gib), derived("CUDA-graph estimate: a + b x layers on the GPU (an estimate)",
+                                        f"{a:g} + {b:g} x {layers} = {gib:.2f} GiB", CUDAGRAPH_SOURCE, LLMD_V019))
 
     # --- blocks ------------------------------------------------------------------------------------------------
     def mla_block(self, kind: MLA, sparse: bool, hardware, kv_dtype: KVDtype | None) -> tuple[int, str, str]:
@@ -539,6 +747,13 @@ class VllmEngine(Engine):
                 "vllm_padding_layers": padding, "vllm_needed_for_one_max_len_request_bytes": needed,
                 "vllm_fit_check_available_bytes": available, "vllm_fits_one_max_len_request": fits}
         notes, warnings = [], []
+        if scenario.kv_pool_bytes is None:
+            estimates = self.memory_estimates(scenario, model, par)
+            notes.append("kvplan predicted this pool from vLLM's memory rules for the release "
+                         "(docs/pool-prediction.md: checked against published memory profiles)" + (
+                             "; estimates, on the safe side: " + "; ".join(estimates) if estimates else "")
+                         + ". Give --kv-pool from the log's 'Available KV cache memory' to plan from vLLM's own "
+                         "figure.")
         if not fits:
             warnings.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
                          f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the check allows "

@@ -476,6 +476,14 @@ def _weight_dtype(f: _Fields, notes: list[str]) -> str:
             return "int4" if quant["bits"] == 4 else "int8"
         if method == "modelopt" and algo in ("FP8", "NVFP4"):
             return algo.lower()
+        if method == "compressed-tensors":   # llm-compressor checkpoints (RedHatAI FP8-dynamic, W8A8, W4A16)
+            groups = quant.get("config_groups")
+            weights = [g.get("weights") or {} for g in groups.values()] if isinstance(groups, dict) else []
+            kinds = {(w.get("num_bits"), w.get("type")) for w in weights if isinstance(w, dict)}
+            named: dict[tuple[Any, Any], str] = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4",
+                                                 (4, "float"): "nvfp4"}
+            if len(kinds) == 1 and next(iter(kinds)) in named:
+                return named[next(iter(kinds))]
         notes.append(f"quantization_config quant_method {shorten(method or '?')} is not mapped to a weight dtype; "
                      "weight dtype taken from torch_dtype")
     value = f.first("torch_dtype", "dtype")

@@ -1,0 +1,109 @@
+"""kvplan's predicted vLLM KV pool against published memory-profile logs. Run: `python benchmarks/pool_fidelity.py`
+(prints the Markdown table docs/pool-prediction.md shows; the last two lines are the held-out summary).
+
+Each deployment of tests/data/memory_profiles/index.toml (its quoted log lines and source are beside it) is planned
+with only what the user told vLLM: the release (``--engine vllm==X.Y.Z``), model, GPU preset, TP/PP,
+gpu_memory_utilization, max_model_len and weight dtype; never the logged pool. The error is
+(predicted - logged) / logged: positive is optimistic (kvplan promises more KV than vLLM found). The index's
+``split`` (fit / held-out, alternating in the order the logs were found, fixed before any error was looked at)
+says which logs the constants of kvplan.engines.vllm's memory rules were read from; the summary is over the
+held-out half.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))   # this tree's kvplan, not an installed copy
+
+DATA = ROOT / "tests" / "data" / "memory_profiles"
+GIB = 2**30
+
+
+def load_index(data: Path = DATA) -> list[dict]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads((data / "index.toml").read_text())["log"]
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    split: str
+    kind: str
+    tp: int
+    pp: int
+    release: str
+    logged: float          # GiB
+    predicted: float       # GiB
+    weights: float
+    activation: float
+    runtime: float
+
+    @property
+    def error(self) -> float:
+        return (self.predicted - self.logged) / self.logged
+
+
+def scenario(entry: dict, data: Path = DATA):
+    """The deployment as the user told vLLM, for kvplan (no pool, no reserve given)."""
+    from kvplan.scenario import Scenario
+
+    model = entry["model"]
+    if "/" in model:
+        model = str(data / model)
+    return Scenario(model=model, hardware=entry["gpu"], tp=entry["tp"], pp=entry["pp"], dp=1, nodes=1,
+                    engine=f"vllm=={entry['release']}", weight_dtype=entry.get("weight_dtype"),
+                    gpu_memory_utilization=entry.get("gpu_memory_utilization"),
+                    max_model_len=entry.get("max_model_len"),
+                    prompt=1000, decode=1000)
+
+
+def predict(entry: dict, data: Path = DATA) -> Row:
+    s = scenario(entry, data)
+    b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+    return Row(entry["id"], entry["split"], entry["kind"], entry["tp"], entry["pp"], entry["release"],
+               entry["logged"]["pool_gib"], b.kv_pool_bytes / GIB, b.weights.number() / GIB,
+               b.activation.number() / GIB, b.runtime.number() / GIB)
+
+
+def rows(data: Path = DATA) -> list[Row]:
+    return [predict(e, data) for e in load_index(data)]
+
+
+def summary(rs: list[Row], split: str | None = None) -> tuple[float, float, int]:
+    """(median |error|, worst optimistic error (0 when none is optimistic), count) over ``split`` (all when None)."""
+    chosen = [r for r in rs if split is None or r.split == split]
+    errors = [r.error for r in chosen]
+    return statistics.median(abs(e) for e in errors), max([0.0, *errors]), len(chosen)
+
+
+def table(rs: list[Row]) -> str:
+    lines = ["| log | split | kind | TP x PP | vLLM | logged pool | kvplan pool | error |",
+             "|---|---|---|---|---|---:|---:|---:|"]
+    for r in rs:
+        lines.append(f"| {r.id} | {r.split} | {r.kind} | {r.tp} x {r.pp} | v{r.release} | {r.logged:.2f} GiB | "
+                     f"{r.predicted:.2f} GiB | {r.error:+.1%} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    rs = rows()
+    print(table(rs))
+    print()
+    for split in ("fit", "held-out", None):
+        med, worst, n = summary(rs, split)
+        print(f"{split or 'all'}: {n} logs, median |error| {med:.1%}, worst optimistic {worst:+.1%}")
+    med, worst, _ = summary(rs, "held-out")
+    print(f"held_out_median_error: {med * 100:.1f}%")
+    print(f"held_out_worst_optimistic: {worst * 100:.1f}%")
+
+
+if __name__ == "__main__":
+    main()
