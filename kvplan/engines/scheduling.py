@@ -76,6 +76,14 @@ class Scheduler(ABC):
     so the state keeps that array up to date."""
 
     reads_contexts: bool = False
+    engine_rules: str = ""                # whose rules these are, for the output ("": kvplan's rule book)
+    preemption_cause: str = "no free block"
+    notes: tuple[str, ...] = ()           # what the output says about them
+
+    def replica_limits(self) -> dict[str, int]:
+        """The replica constants the engine sets itself (``chunk``, ``max_batch``, ``watermark_blocks``) in place of
+        the batch limits and options simulate read; none for the rule book."""
+        return {}
 
     @abstractmethod
     def admit(self, r: ReplicaState) -> bool:
@@ -264,3 +272,4 @@ class RuleBook(Scheduler):
             r.offload_out(i, nbytes, t)
             moved += r.held[i]
         return moved > 0
+
