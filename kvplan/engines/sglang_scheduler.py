@@ -69,6 +69,7 @@ there without ``ignore_eos``.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.scheduling import DEFAULT_VICTIM, DEFAULT_WATERMARK, RuleBook, Scheduler
@@ -114,8 +115,89 @@ def dp_attention(par: Any) -> bool:
     return par.dp > 1 and bool(par.ep) and par.ep > par.tp
 
 
+class _Batch:
+    """The running batch as the scheduler reads it, kept incrementally (the event loop's runs do not visit it):
+    each member's completion step d (``ReplicaState.done_at``: it has d - steps output tokens to go), so that
+    sum min(d - steps, clip) = sum of the near ones' d - steps x near + clip x far, the far ones (d - steps >=
+    clip) moving near as steps pass (a heap by d), the near ones that completed (d <= steps) leaving (a heap);
+    the sums of their prompts and outputs; and a heap of (output tokens less steps, -prompt, -join order) for
+    SGLang's retraction order. Entries of a request that left are skipped by their join number."""
+
+    def __init__(self, n: int, clip: int) -> None:
+        self.clip = clip
+        self.gen = [-1] * n               # the join number of its current membership (-1: not a member)
+        self.near_of = [False] * n
+        self.d = [0] * n
+        self.near: list[tuple[int, int, int]] = []
+        self.far: list[tuple[int, int, int]] = []
+        self.order: list[tuple[int, int, int, int]] = []
+        self.near_sum = self.n_near = self.n_far = self.sum_p = self.sum_l = 0
+        self.joins = 0
+
+    def join(self, i: int, d: int, steps: int, prompt: int, output: int, offset: int) -> None:
+        """Request i joins, done at step d; ``offset``: its context less the steps (ReplicaState.xo_l)."""
+        self.joins += 1
+        k = self.joins
+        self.gen[i], self.d[i] = k, d
+        self.sum_p += prompt
+        self.sum_l += output
+        if d - steps < self.clip:
+            self.near_of[i] = True
+            self.near_sum += d
+            self.n_near += 1
+            heapq.heappush(self.near, (d, k, i))
+        else:
+            self.near_of[i] = False
+            self.n_far += 1
+            heapq.heappush(self.far, (d, k, i))
+        heapq.heappush(self.order, (offset - prompt, -prompt, -k, i))
+
+    def drop(self, i: int, prompt: int, output: int) -> None:
+        """Request i leaves before it is done (retracted)."""
+        if self.near_of[i]:
+            self.near_sum -= self.d[i]
+            self.n_near -= 1
+        else:
+            self.n_far -= 1
+        self.sum_p -= prompt
+        self.sum_l -= output
+        self.gen[i] = -1
+
+    def catch_up(self, steps: int, Pl: list[int], Ll: list[int]) -> None:
+        """Far members within clip of done move near; near members done by ``steps`` leave."""
+        far, near, gen, clip = self.far, self.near, self.gen, self.clip
+        while far and far[0][0] - steps < clip:
+            d, k, i = heapq.heappop(far)
+            if gen[i] == k:
+                self.near_of[i] = True
+                self.n_far -= 1
+                self.n_near += 1
+                self.near_sum += d
+                heapq.heappush(near, (d, k, i))
+        while near and near[0][0] <= steps:
+            d, k, i = heapq.heappop(near)
+            if gen[i] == k:
+                self.near_sum -= d
+                self.n_near -= 1
+                self.sum_p -= Pl[i]
+                self.sum_l -= Ll[i]
+                gen[i] = -1
+
+    def to_go(self, steps: int) -> int:
+        """sum over the members of min(output tokens to go, clip) (after ``catch_up``)."""
+        return self.near_sum - steps * self.n_near + self.clip * self.n_far
+
+    def next_victim(self, in_run: list[bool]) -> int:
+        """The member SGLang retracts first: fewest output tokens, then longest prompt, then the later to join."""
+        order, gen = self.order, self.gen
+        while True:
+            _, _, negk, i = heapq.heappop(order)
+            if gen[i] == -negk and in_run[i]:
+                return i
+
+
 class SglangScheduler(Scheduler):
-    """SGLang v0.5.23's rules (module docstring) on one replica of ``total_blocks`` blocks of ``block`` tokens:
+    """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
     prefill rounds of ``chunk`` tokens (and ``max_prefill`` tokens), at most ``max_batch`` running requests; the
     new-token ratio from ``conservativeness``; ``victim``: None for SGLang's retraction order, else kvplan's
     rule of that name (a what-if)."""
@@ -127,7 +209,6 @@ class SglangScheduler(Scheduler):
                  max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None,
                  notes: tuple[str, ...] = ()) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
-        self.watermark_blocks = 0
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
         self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
         self.decay = (self.init - self.floor) / NEW_TOKEN_RATIO_DECAY_STEPS
@@ -139,9 +220,15 @@ class SglangScheduler(Scheduler):
         self.full = False                 # batch_is_full: no admission until the batch shrinks
         self.full_mark = (0, 0)           # (requests done, retractions) when it was set
         self.retractions = 0
+        self.batch: _Batch | None = None
 
     def replica_limits(self) -> dict[str, int]:
         return {"chunk": self.chunk, "max_batch": self.max_batch, "watermark_blocks": 0}
+
+    def _batch(self, r: ReplicaState) -> _Batch:
+        if self.batch is None:
+            self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
+        return self.batch
 
     # --- the new-token ratio ------------------------------------------------------------------------------------
     def ratio(self, steps: int) -> float:
@@ -169,9 +256,10 @@ class SglangScheduler(Scheduler):
             self.full = False
         mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
         ratio = self.ratio(steps)
-        done_at = r.done_at
-        reserved = ratio * sum(min(done_at[i] - steps, CLIP_MAX_NEW_TOKENS) for i in running)
         Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        batch = self._batch(r)
+        batch.catch_up(steps, Pl, Ll)
+        reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
         while waiting:
@@ -209,11 +297,13 @@ class SglangScheduler(Scheduler):
                 r.finished(i)                         # its blocks stay charged until the round ends
             else:
                 r.join(i)
+                batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
             if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
                 rest = ext - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
                 rem_chunk, rem_input = self.chunk - last, self.max_prefill - last
-                reserved = ratio * sum(min(done_at[j] - steps, CLIP_MAX_NEW_TOKENS) for j in running if j != i)
+                own = 0 if finished else min(r.done_at[i] - steps, CLIP_MAX_NEW_TOKENS)
+                reserved = ratio * (batch.to_go(steps) - own)   # the round's earlier requests now run
                 taken = float(charge)
             else:
                 rem_chunk -= ext_p
@@ -230,33 +320,29 @@ class SglangScheduler(Scheduler):
     def preempt(self, r: ReplicaState, need: int) -> None:
         """retract_decode: victims out (at least one, one kept) until the next step's ``need`` blocks fit; each
         goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
-        running, steps, Pl, xo_l, btl = r.running, r.steps, r.Pl, r.xo_l, r.btl
+        running, steps, Pl, Ll, xo_l, btl = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl
+        batch = self._batch(r)
+        batch.catch_up(steps, Pl, Ll)
         victims: list[int] = []
-        if self.whatif is None:
-            order = sorted(range(len(running)), key=lambda j: (xo_l[running[j]] + steps - Pl[running[j]],
-                                                               -Pl[running[j]]), reverse=True)
-            while len(victims) < len(running) - 1 and (not victims or need > r.free):
-                i = running[order.pop()]
-                victims.append(i)
-                cache = xo_l[i] + steps - 1
-                need -= btl[cache + 1] - btl[cache]
-                r.leave(i)
-                r.release(i)
-            running[:] = [i for i in running if r.in_run[i]]
-        else:
-            while len(running) > 1 and (not victims or need > r.free):
+        while len(running) > 1 and (not victims or need > r.free):
+            if self.whatif is None:
+                i = batch.next_victim(r.in_run)
+                running.remove(i)
+            else:
                 i = running.pop(self.whatif.victim(r))
-                victims.append(i)
-                cache = xo_l[i] + steps - 1
-                need -= btl[cache + 1] - btl[cache]
-                r.leave(i)
-                r.release(i)
+            victims.append(i)
+            cache = xo_l[i] + steps - 1
+            need -= btl[cache + 1] - btl[cache]
+            r.leave(i)
+            r.release(i)
+            batch.drop(i, Pl[i], Ll[i])
         for i in victims:
             r.tally.preemptions[i] += 1
             r.waiting.append(i)
         self.retractions += 1
-        out = sum(xo_l[i] + steps - Pl[i] for i in running)
-        self.r0 = min(1.0, (out + RETRACT_DECODE_STEPS * len(running)) / (sum(r.Ll[i] for i in running) + 1))
+        kept = len(running)
+        out = r.sum_xo + kept * steps - batch.sum_p      # the kept requests' output tokens
+        self.r0 = min(1.0, (out + RETRACT_DECODE_STEPS * kept) / (batch.sum_l + 1))
         self.s0, self.lag = steps, 1
         r.preempted = True
 
