@@ -159,6 +159,23 @@ def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_befo
         assert r.admitted[1] == r.finish[0] and r.preemptions.sum() == 0
 
 
+def test_an_idle_replica_resets_the_ratio():
+    # A (100 + 800) runs alone to its end: 799 decode steps take the ratio to its floor, 0.098. The replica idles
+    # (on_idle resets the ratio to 0.7) until C (100 + 800) arrives at 20 s; D (100 + 300) arrives 100 steps into
+    # C: 401 < 800 - 699 x 0.599667 = 380.83 fails, so D waits for C. Without the reset, 800 - 699 x 0.098 =
+    # 731.5 would take D at once.
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    t_c = 20.0
+    t_d = t_c + sm.prefill_seconds(100, 0, 8192) + 100 * step
+    r = sim.simulate(s, hand_work([100, 100, 100], [800, 800, 300], [0.0, t_c, t_d]))
+    assert r.finish[0] < t_c and r.admitted[1] == t_c
+    assert r.admitted[2] == r.finish[1] and r.preemptions.sum() == 0
+    assert ref.run(s, hand_work([100, 100, 100], [800, 800, 300], [0.0, t_c, t_d])).reqs[2].admitted == \
+        pytest.approx(r.finish[1], rel=1e-12)
+
+
 def replica(prompts, outputs, total_blocks=100_000):
     """A replica of 1-token blocks whose prefills take no time (the retraction cases' state)."""
     n = len(prompts)
