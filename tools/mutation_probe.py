@@ -530,7 +530,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "while len(running) > 1 and need > r.free:"),
     M("sgsched-ratio-decays-in-the-retraction-step", SGS, "self.s0, self.lag = steps, 1",
       "self.s0, self.lag = steps, 0"),
-    M("sgsched-no-idle-reset", SGS, "if r.tally.arrival[waiting[0]] == r.now:", "if False:"),
+    M("sgsched-no-idle-reset", SGS, "if r.now > batch.last_done:", "if False:"),
     M("sgsched-full-batch-retried", SGS,
       "if (r.done, self.retractions) == self.full_mark:\n                return False",
       "if (r.done, self.retractions) == self.full_mark:\n                pass"),

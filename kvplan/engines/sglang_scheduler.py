@@ -20,7 +20,8 @@ there without ``ignore_eos``.
   min(1, (sum of the kept requests' output tokens + 20 x kept) / (sum of their max_new_tokens + 1))
   (``estimate_new_token_ratio_after_retract``, ``SGLANG_RETRACT_DECODE_STEPS`` 20) and the step that follows the
   retraction does not decay it (j counts from the step after). It is reset to init when the scheduler idles
-  (``Scheduler.on_idle``: nothing to prefill or decode), here when a request arrives at an empty replica.
+  (``Scheduler.on_idle``: nothing to prefill or decode), here when a request arrives at an empty replica after
+  its last request finished (not at the same instant).
 * **Admission** (``managers/schedule_policy.py`` @v0.5.23 ``PrefillAdder``, ``mem_cache/prefill_budget.py``
   @v0.5.23 ``PrefillBudget``; ``Scheduler._get_new_batch_prefill_raw``): between forward passes, before any decode
   (a prefill batch runs first when one can be formed), the waiting queue in order (``--schedule-policy`` fcfs,
@@ -70,6 +71,7 @@ there without ``ignore_eos``.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.scheduling import DEFAULT_VICTIM, DEFAULT_WATERMARK, RuleBook, Scheduler
@@ -133,6 +135,7 @@ class _Batch:
         self.order: list[tuple[int, int, int, int]] = []
         self.near_sum = self.n_near = self.n_far = self.sum_p = self.sum_l = 0
         self.joins = 0
+        self.last_done = -math.inf        # when the last member found done finished
 
     def join(self, i: int, d: int, steps: int, prompt: int, output: int, offset: int) -> None:
         """Request i joins, done at step d; ``offset``: its context less the steps (ReplicaState.xo_l)."""
@@ -163,8 +166,9 @@ class _Batch:
         self.sum_l -= output
         self.gen[i] = -1
 
-    def catch_up(self, steps: int, Pl: list[int], Ll: list[int]) -> None:
-        """Far members within clip of done move near; near members done by ``steps`` leave."""
+    def catch_up(self, steps: int, Pl: list[int], Ll: list[int], finish: list[float]) -> None:
+        """Far members within clip of done move near; near members done by ``steps`` leave (``finish``: the
+        requests' finish times)."""
         far, near, gen, clip = self.far, self.near, self.gen, self.clip
         while far and far[0][0] - steps < clip:
             d, k, i = heapq.heappop(far)
@@ -182,6 +186,8 @@ class _Batch:
                 self.sum_p -= Pl[i]
                 self.sum_l -= Ll[i]
                 gen[i] = -1
+                if finish[i] > self.last_done:
+                    self.last_done = finish[i]
 
     def to_go(self, steps: int) -> int:
         """sum over the members of min(output tokens to go, clip) (after ``catch_up``)."""
@@ -246,9 +252,12 @@ class SglangScheduler(Scheduler):
         if r.preempted or not waiting:
             return False
         running, steps, block = r.running, r.steps, r.block
+        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        batch = self._batch(r)
         if not running:
             self.full = False
-            if r.tally.arrival[waiting[0]] == r.now:   # it arrived at an idle replica: on_idle reset the ratio
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
+            if r.now > batch.last_done:     # the clock moved on with nothing to run: on_idle reset the ratio
                 self.r0, self.s0, self.lag = self.init, steps, 0
         elif self.full:
             if (r.done, self.retractions) == self.full_mark:
@@ -256,9 +265,7 @@ class SglangScheduler(Scheduler):
             self.full = False
         mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
         ratio = self.ratio(steps)
-        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
-        batch = self._batch(r)
-        batch.catch_up(steps, Pl, Ll)
+        batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
@@ -295,6 +302,7 @@ class SglangScheduler(Scheduler):
             charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + (need * block if finished else 0)
             if finished:
                 r.finished(i)                         # its blocks stay charged until the round ends
+                batch.last_done = r.now
             else:
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
@@ -322,7 +330,7 @@ class SglangScheduler(Scheduler):
         goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
         running, steps, Pl, Ll, xo_l, btl = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl
         batch = self._batch(r)
-        batch.catch_up(steps, Pl, Ll)
+        batch.catch_up(steps, Pl, Ll, r.tally.finish)
         victims: list[int] = []
         while len(running) > 1 and (not victims or need > r.free):
             if self.whatif is None:
