@@ -60,6 +60,7 @@ def M(name: str, path: str, original: str, replacement: str, *more: tuple[str, s
 
 
 SGL = "kvplan/engines/sglang.py"
+SGS = "kvplan/engines/sglang_scheduler.py"
 VLLM = "kvplan/engines/vllm.py"
 NEUTRAL = "kvplan/engines/neutral.py"
 BASE = "kvplan/engines/base.py"
@@ -527,6 +528,35 @@ MUTANTS: tuple[Mutant, ...] = (
       "float(np.percentile(values, q, method=\"lower\"))"),
     M("simulate-preempted-share-counts-all", "kvplan/calc/sim/metrics.py", "int((r.preemptions > 0).sum())",
       "int((r.preemptions >= 0).sum())"),
+    # --- simulate --engine sglang: SGLang v0.5.23's scheduler (kvplan/engines/sglang_scheduler.py) ---------------
+    M("sgsched-ratio-init", SGS, "INIT_NEW_TOKEN_RATIO = 0.7", "INIT_NEW_TOKEN_RATIO = 0.8"),
+    M("sgsched-ratio-floor-factor", SGS, "MIN_NEW_TOKEN_RATIO_FACTOR = 0.14", "MIN_NEW_TOKEN_RATIO_FACTOR = 0.2"),
+    M("sgsched-ratio-decay-steps", SGS, "NEW_TOKEN_RATIO_DECAY_STEPS = 600", "NEW_TOKEN_RATIO_DECAY_STEPS = 500"),
+    M("sgsched-retract-decode-steps", SGS, "RETRACT_DECODE_STEPS = 20", "RETRACT_DECODE_STEPS = 10"),
+    M("sgsched-clip-max-new-tokens", SGS, "CLIP_MAX_NEW_TOKENS = 4096", "CLIP_MAX_NEW_TOKENS = 3000"),
+    M("sgsched-dp-attention-conservativeness", SGS, "DP_ATTENTION_CONSERVATIVENESS = 0.3",
+      "DP_ATTENTION_CONSERVATIVENESS = 1.0"),
+    M("sgsched-retract-shortest-input", SGS, "heapq.heappush(self.order, (offset - prompt, -prompt, -k, i))",
+      "heapq.heappush(self.order, (offset - prompt, prompt, -k, i))"),
+    M("sgsched-retracted-to-the-front", SGS, "            r.waiting.append(i)", "            r.waiting.appendleft(i)"),
+    M("sgsched-retract-none-when-it-fits", SGS, "while len(running) > 1 and (not victims or need > r.free):",
+      "while len(running) > 1 and need > r.free:"),
+    M("sgsched-ratio-decays-in-the-retraction-step", SGS, "self.s0, self.lag = steps, 1",
+      "self.s0, self.lag = steps, 0"),
+    M("sgsched-no-idle-reset", SGS, "if r.now > batch.last_done:", "if False:"),
+    M("sgsched-full-batch-retried", SGS,
+      "if (r.done, self.retractions) == self.full_mark:\n                return False",
+      "if (r.done, self.retractions) == self.full_mark:\n                pass"),
+    M("sgsched-round-charges-ratio", SGS, "charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + ",
+      "charge = block + ratio * min(Ll[i], CLIP_MAX_NEW_TOKENS) + "),
+    M("sgsched-check-ignores-outputs-so-far", SGS, "ext + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block <",
+      "ext + min(Ll[i], CLIP_MAX_NEW_TOKENS) + block <"),
+    M("sgsched-reprefill-gives-no-token", SGS, "g[i] = gi + 1                         # the re-prefill",
+      "g[i] = gi                             # the re-prefill"),
+    M("sgsched-chunk-round-keeps-its-own-reserve", SGS, "reserved = ratio * (batch.to_go(steps) - own)",
+      "reserved = ratio * batch.to_go(steps)"),
+    M("sgsched-running-cap-off-by-one", SGS, "if len(running) >= self.max_batch:", "if len(running) > self.max_batch:"),
+    M("sgsched-chunk-b200", SGS, "(90, 8192), (160, 8192))", "(90, 8192), (160, 16384))"),
 )
 
 

@@ -56,6 +56,7 @@ from kvplan.calc.sim.metrics import (
 from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
 from kvplan.engines.replica import ReplicaState
+from kvplan.engines.schedulers import scheduler_for
 from kvplan.engines.scheduling import (
     DEFAULT_POLICY,
     DEFAULT_VICTIM,
@@ -65,7 +66,6 @@ from kvplan.engines.scheduling import (
     VICTIM_SOURCE,
     VICTIMS,
     WATERMARK_SOURCE,
-    RuleBook,
     Scheduler,
 )
 from kvplan.errors import KvplanError
@@ -217,9 +217,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     # each block boundary a running request can cross adds exactly one block (no windows; a shared prefix's
     # blocks, where the table is flat, lie below every prompt)
     unit_steps = bool(np.all(np.diff(table[int(P.min()) // u.block:]) == 1))
-    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     thr = int(o.offload_threshold * u.total_blocks) if o.offload_threshold is not None else None
-    sched = RuleBook(o.policy, o.victim, u.max_batch, u.watermark_blocks, thr)
+    sched = scheduler_for(s, o, max_batch=u.max_batch, watermark_blocks=u.watermark_blocks, threshold_blocks=thr,
+                          total_blocks=u.total_blocks, block=u.block)      # the engine's own, or the rule book
+    u = dataclasses.replace(u, **sched.replica_limits())
+    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else [float(t) for t in np.asarray(workload.arrivals, dtype=float)]
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
@@ -239,7 +241,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   per["preemptions"], per["swap_outs"], per["swap_ins"], per["recomputed"],
                   bytes_at[-(-(P + L - 1) // u.block)], r.now, t.swapped_out_bytes, t.swapped_in_bytes, r.steps,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
-                  thr, per["prefix_hits"], timeline_arrays(t.marks))
+                  thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=sched.engine_rules,
+                  scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause)
 
 
 def event_state(r: ReplicaState) -> dict:

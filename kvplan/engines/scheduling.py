@@ -1,7 +1,7 @@
 """The scheduler of ``kvplan simulate``'s replica: what an engine decides between decode steps. ``Scheduler`` is
 the interface (admission, preemption with its victim and its swap-or-recompute choice, proactive offload, and
-resumption of swapped requests); ``RuleBook`` is today's rules, below, its one implementation (each engine's own
-scheduler will be another). The state it decides on and the mechanics it uses (a request joins, leaves, is copied
+resumption of swapped requests); ``RuleBook`` is today's rules, below (``kvplan.engines.sglang_scheduler`` is
+SGLang's own; ``kvplan.engines.schedulers`` picks one per engine). The state it decides on and the mechanics it uses (a request joins, leaves, is copied
 out or back, is prefilled) are ``kvplan.engines.replica``'s; the event loop that calls it between runs of steps,
 and the step prices, are ``kvplan.calc.simulate``'s. This module imports neither calc nor numpy at import time.
 
@@ -76,6 +76,14 @@ class Scheduler(ABC):
     so the state keeps that array up to date."""
 
     reads_contexts: bool = False
+    engine_rules: str = ""                # whose rules these are, for the output ("": kvplan's rule book)
+    preemption_cause: str = "no free block"
+    notes: tuple[str, ...] = ()           # what the output says about them
+
+    def replica_limits(self) -> dict[str, int]:
+        """The replica constants the engine sets itself (``chunk``, ``max_batch``, ``watermark_blocks``) in place of
+        the batch limits and options simulate read; none for the rule book."""
+        return {}
 
     @abstractmethod
     def admit(self, r: ReplicaState) -> bool:
@@ -264,3 +272,4 @@ class RuleBook(Scheduler):
             r.offload_out(i, nbytes, t)
             moved += r.held[i]
         return moved > 0
+

@@ -88,7 +88,8 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     """``inputs``: the workload's and engine's settings as typed values (from the command)."""
     r, m = plan.run, plan.metrics
     s, o = r.scenario, r.options
-    key = Table(f"The workload document's key metrics: {o.policy}, victim {o.victim}", ("metric", "value"),
+    rules = r.scheduler or f"{o.policy}, victim {o.victim}"     # the engine's own scheduler, or the rule book's
+    key = Table(f"The workload document's key metrics: {rules}", ("metric", "value"),
                 tuple((label, m[name]) for label, name in KEY_METRICS), primary=not per_request)
     extra = (("DP replicas", "replicas"), ("replicas given requests", "replicas_serving")) if "replicas" in m else ()
     service = Table("Service", ("figure", "value"), tuple((label, m[name]) for label, name in (*extra, *SERVICE)))
@@ -101,10 +102,14 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
             "inputs": inputs, "replica": plan.setup, **m, "overloaded": overloaded(m), "timeline": timeline}
     dp_head, dp_notes, assumptions = _replicas(s, plan.deployment)
-    notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *plan.notes]
+    if r.scheduler:      # the engine's scheduler: its notes give its rules in place of the rule book's
+        data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
+        assumptions = tuple(a for a in assumptions if a not in ASSUMPTIONS[1:])
+    notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *r.scheduler_notes, *plan.notes]
     notes += _workload_notes(r.workload)
     if m["preemptions"].value:
-        notes.append(note("{n} preemptions: {swapped} swapped, {rate:.1%} of the generated tokens recomputed.",
+        notes.append(note("{n} preemptions" + (f" ({r.preemption_cause})" if r.scheduler else "")
+                          + ": {swapped} swapped, {rate:.1%} of the generated tokens recomputed.",
                           n=m["preemptions"], swapped=m["swap_out_count"], rate=m["recompute_rate"])
                      if m["recompute_rate"].value is not None else "")
     else:
@@ -116,7 +121,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     lead, warnings = overload_words(m)
     if warnings:   # --brief: the capacity first
         brief = (("sustained requests/s (overloaded)", m["sustained_requests_per_second"]), *brief)
-    return Result("simulate", lead + s.headline(r.workload.lengths) + dp_head + f"; {o.policy}, victim {o.victim}",
+    return Result("simulate", lead + s.headline(r.workload.lengths) + dp_head + f"; {rules}",
                   data, tuple(tables),
                   tuple(n for n in notes if n), assumptions, () if per_request else (chart,), brief, warnings,
                   warnings_first=bool(warnings))

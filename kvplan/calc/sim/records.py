@@ -98,3 +98,6 @@ class SimRun:
     timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
     replicas: int = 1           # DP replicas that served requests (merged by ``merge_runs``; 1: one engine run)
     replica_of: Any = None   # per request: the replica it was routed to (None: one replica)
+    scheduler: str = ""         # whose scheduler ran, from which release's rules ("": kvplan's rule book)
+    scheduler_notes: tuple = ()     # what it says about its rules
+    preemption_cause: str = "no free block"   # what every preemption of this scheduler is

@@ -29,8 +29,51 @@ def _block_table(s: Scenario, block: int, block_bytes: int, longest: int):
     import numpy as np
 
     kmax = -(-longest // block) + 2
-    nbytes = np.array([capacity.request_bytes(s, k * block, block=block) for k in range(kmax + 1)], dtype=np.int64)
+    nbytes = np.array(_bytes_by_blocks(s, block, kmax), dtype=np.int64)
     return -(-nbytes // block_bytes), nbytes
+
+
+def _bytes_by_blocks(s: Scenario, block: int, kmax: int) -> list[int]:
+    """request_bytes(k x block) for k = 0 .. kmax, with few calls when blocks are small (SGLang's 1-token pages):
+    each layer's term is affine in k between its breakpoints (its kind keeps min(context, cap) tokens: k =
+    cap // block and the next; the shared prefix's whole blocks: k = shared // block), so on a segment between
+    breakpoints each pipeline stage's bytes are affine and their maximum (plus a draft's) is convex; a convex
+    function that meets its chord at an interior point is affine on the segment, so a segment whose middle
+    lies on the chord is filled in from its ends (exact integers), and any other is halved."""
+    def f(k: int) -> int:
+        return capacity.request_bytes(s, k * block, block=block)
+
+    cuts = {0, kmax, s.shared_prefix_tokens // block}
+    for model in (s.sized_model, s.draft):
+        for g in (model.groups if model is not None else ()):
+            cap = g.kind.tokens_cap
+            if cap is not None:
+                cuts.update((cap // block, cap // block + 1))
+    out = [0] * (kmax + 1)
+    known: dict[int, int] = {}
+
+    def at(k: int) -> int:
+        if k not in known:
+            known[k] = f(k)
+        return known[k]
+
+    def fill(a: int, b: int) -> None:
+        fa, fb = at(a), at(b)
+        out[a], out[b] = fa, fb
+        if b - a < 2:
+            return
+        m = (a + b) // 2
+        if at(m) * (b - a) == fa * (b - m) + fb * (m - a):
+            step = (fb - fa) // (b - a)
+            out[a:b] = range(fa, fa + step * (b - a), step) if step else [fa] * (b - a)
+            return
+        fill(a, m)
+        fill(m, b)
+
+    edges = sorted(c for c in cuts if 0 <= c <= kmax)
+    for a, b in zip(edges, edges[1:], strict=False):
+        fill(a, b)
+    return out
 
 
 def _caps(s: Scenario):

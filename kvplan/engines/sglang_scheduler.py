@@ -1,0 +1,399 @@
+"""SGLang's scheduler for ``kvplan simulate --engine sglang``: what SGLang decides between its forward passes,
+driving the replica state and mechanics of ``kvplan.engines.replica`` through the ``Scheduler`` interface of
+``kvplan.engines.scheduling``. The rules are read from the SGLang v0.5.23 wheel (``sglang-0.5.23``, PyPI; SGLang
+wheels carry no commit, so each rule cites the release tag and the file under ``python/sglang/srt/``). The release
+the adapter is pinned to does not change them (older releases are not read for the scheduler: a note says so).
+
+Units: kvplan's pool is in blocks of one SGLang page (``block`` tokens, 1 unless a backend forces pages); SGLang's
+admission counts tokens, so the pool's available tokens are its free blocks x block, and a page is ``block``
+tokens. Each request's ``max_new_tokens`` is its output length (a benchmark client's ``max_tokens``), and it stops
+there without ``ignore_eos``.
+
+* **New-token ratio** (``managers/scheduler_components/new_token_ratio_tracker.py`` @v0.5.23,
+  ``NewTokenRatioTracker.from_config``; defaults ``environ.py`` @v0.5.23: ``SGLANG_INIT_NEW_TOKEN_RATIO`` 0.7,
+  ``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` 0.14, ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600; ``--schedule-
+  conservativeness`` 1.0, ``arg_groups/fields/schedule.py`` @v0.5.23, x 0.3 under DP attention,
+  ``arg_groups/parallel_hook.py`` @v0.5.23): init = min(0.7 x conservativeness, 1), floor = min(init x 0.14, 1),
+  decay = (init - floor) / 600 per decode step that did not retract (``Scheduler.update_running_batch``,
+  ``managers/scheduler.py`` @v0.5.23: ``decay_step`` = max(ratio - decay, floor)). In closed form, j decode steps
+  after it was set to r0 the ratio is max(r0 - j x decay, floor); after a retraction it is set to
+  min(1, (sum of the kept requests' output tokens + 20 x kept) / (sum of their max_new_tokens + 1))
+  (``estimate_new_token_ratio_after_retract``, ``SGLANG_RETRACT_DECODE_STEPS`` 20) and the step that follows the
+  retraction does not decay it (j counts from the step after). It is reset to init when the scheduler idles
+  (``Scheduler.on_idle``: nothing to prefill or decode), here when a request arrives at an empty replica after
+  its last request finished (not at the same instant).
+* **Admission** (``managers/schedule_policy.py`` @v0.5.23 ``PrefillAdder``, ``mem_cache/prefill_budget.py``
+  @v0.5.23 ``PrefillBudget``; ``Scheduler._get_new_batch_prefill_raw``): between forward passes, before any decode
+  (a prefill batch runs first when one can be formed), the waiting queue in order (``--schedule-policy`` fcfs,
+  the default): a prefill round takes requests while rem_total = available tokens - reserved > 0, where reserved
+  is, for each running request, min(max_new_tokens - output tokens, 4096) x ratio (``CLIP_MAX_NEW_TOKENS``
+  4096, ``_get_running_request_total_token_offset``), and for each request taken in this round its extension
+  (paged) + one page + min(max_new_tokens, 4096) (``_update_prefill_budget``, ``PrefillBudget.reserve``). A
+  request is taken when its extension + min(max_new_tokens - output tokens, 4096) + one page < rem_total
+  (``add_one_req``, ``PrefillBudget.check_prefill``); its extension is its input (prompt, and for a retracted
+  request its output tokens too) less the cached prefix. A round also ends (and the next begins at once, with no
+  decode between) when its chunk budget (``--chunked-prefill-size``) or ``--max-prefill-tokens`` (16384) is spent
+  (``budget_state``: ``OTHER``); a request longer than the chunk left is chunked (``_select_prefill_admission``),
+  its chunks run back to back (a chunked request continues first in every round, ``add_chunked_req``) and the
+  round of its last chunk goes on with the chunk budget that chunk leaves, the requests of the earlier rounds then
+  running. When a request does not fit (``NO_TOKEN``), or the batch holds ``--max-running-requests``, the batch is
+  "full" (``batch_is_full``) and no admission is tried again until the running batch shrinks (a request finishes
+  or is retracted; ``get_next_batch_to_run``, ``update_running_batch``). Into an empty replica a request that
+  fails the check is admitted anyway (SGLang caps such a request's max_new_tokens to the pool when it arrives,
+  ``Scheduler.handle_generate_request``; kvplan keeps its length).
+* **Prefill**: prefill batches run between decode batches, not mixed into them (``--enable-mixed-chunk`` is off
+  by default, ``Scheduler._get_new_batch_prefill_raw`` mixes only with it); the decode batch stalls meanwhile.
+  Each request's prefill is priced alone in chunks of ``chunked_prefill_size`` (several prompts of one round
+  are one forward pass in SGLang; kvplan prices them one after the other). Defaults by GPU memory
+  (``arg_groups/memory_hook.py`` @v0.5.23 ``_handle_gpu_memory_settings``): < 20 GiB 2048, < 35 GiB and < 60 GiB
+  4096, < 90 GiB and < 160 GiB 8192, else 16384; divided by the attention-DP size under DP attention
+  (``arg_groups/parallel_hook.py`` @v0.5.23). The prefill gives a token: a new request's first, a retracted
+  request's next (SGLang re-prefills its input and every output token, ``Req.init_next_round_input``).
+* **Running cap**: ``--max-running-requests`` (``--max-num-seqs``) or SGLang's default
+  (``mem_cache/kv_cache_configurator.py`` @v0.5.23 ``resolve_max_num_reqs``): min(clamp(int(token capacity /
+  context length x 512), 2048, 4096), token capacity // 2).
+* **Retraction** (``managers/schedule_batch.py`` @v0.5.23 ``ScheduleBatch.check_decode_mem``,
+  ``retract_decode``, ``_get_decode_retraction_order``; ``--retraction-policy`` length, the default): before a
+  decode step whose new pages do not fit the free ones, requests are retracted in order of fewest output tokens,
+  then longest input (ties: the later in the batch), at least one per call and until the step fits, always
+  keeping one. A retracted request frees its KV and goes to the back of the waiting queue
+  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again. The radix
+  cache may keep its prompt's KV (``release_kv_cache`` frees only what lies past the prefix it locked, the rest
+  is evictable LRU); kvplan re-prefills all of it past the shared prefix, an upper bound. Retractions are
+  counted as preemptions (cause: retract).
+* **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
+  cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
+  ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
+* ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
+  rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING, Any
+
+from kvplan.engines.scheduling import DEFAULT_VICTIM, DEFAULT_WATERMARK, RuleBook, Scheduler
+from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.engines.replica import ReplicaState
+
+RELEASE = "v0.5.23"
+WHERE = f"sgl-project/sglang @{RELEASE} python/sglang/srt/"
+INIT_NEW_TOKEN_RATIO = 0.7            # SGLANG_INIT_NEW_TOKEN_RATIO (environ.py)
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14     # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+NEW_TOKEN_RATIO_DECAY_STEPS = 600     # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+RETRACT_DECODE_STEPS = 20             # SGLANG_RETRACT_DECODE_STEPS
+CLIP_MAX_NEW_TOKENS = 4096            # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (schedule_policy.py)
+MAX_PREFILL_TOKENS = 16384            # --max-prefill-tokens (arg_groups/fields/schedule.py)
+CONSERVATIVENESS = 1.0                # --schedule-conservativeness
+DP_ATTENTION_CONSERVATIVENESS = 0.3   # x under DP attention (arg_groups/parallel_hook.py)
+RATIO_SOURCE = WHERE + "managers/scheduler_components/new_token_ratio_tracker.py; environ.py"
+RETRACT_SOURCE = WHERE + "managers/schedule_batch.py (retract_decode, _get_decode_retraction_order)"
+ADMISSION_SOURCE = WHERE + "managers/schedule_policy.py (PrefillAdder); mem_cache/prefill_budget.py"
+CHUNK_SOURCE = WHERE + "arg_groups/memory_hook.py (_handle_gpu_memory_settings)"
+RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_reqs)"
+# --chunked-prefill-size by GPU memory (GiB, exclusive upper bounds); the last applies above them all
+CHUNK_BY_GPU_GIB = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
+CHUNK_LARGEST_GPU = 16384
+
+
+def chunked_prefill_size(hbm_gib: float, attn_dp: int = 1) -> int:
+    """SGLang's default ``--chunked-prefill-size`` for a GPU of ``hbm_gib`` (divided by the attention-DP size)."""
+    size = next((c for limit, c in CHUNK_BY_GPU_GIB if hbm_gib * 1024 < limit * 1024), CHUNK_LARGEST_GPU)
+    return size // attn_dp
+
+
+def max_running_requests(token_capacity: int, context_len: int | None) -> int:
+    """SGLang's default ``--max-running-requests`` per worker for a pool of ``token_capacity`` tokens."""
+    estimated = int(token_capacity / context_len * 512) if context_len else 0
+    return min(max(min(estimated, 4096), 2048), token_capacity // 2)
+
+
+def dp_attention(par: Any) -> bool:
+    """SGLang's DP attention: DP > 1 with the experts spread past the attention TP group (as kvplan launches it)."""
+    return par.dp > 1 and bool(par.ep) and par.ep > par.tp
+
+
+class _Batch:
+    """The running batch as the scheduler reads it, kept incrementally (the event loop's runs do not visit it):
+    each member's completion step d (``ReplicaState.done_at``: it has d - steps output tokens to go), so that
+    sum min(d - steps, clip) = sum of the near ones' d - steps x near + clip x far, the far ones (d - steps >=
+    clip) moving near as steps pass (a heap by d), the near ones that completed (d <= steps) leaving (a heap);
+    the sums of their prompts and outputs; and a heap of (output tokens less steps, -prompt, -join order) for
+    SGLang's retraction order. Entries of a request that left are skipped by their join number."""
+
+    def __init__(self, n: int, clip: int) -> None:
+        self.clip = clip
+        self.gen = [-1] * n               # the join number of its current membership (-1: not a member)
+        self.near_of = [False] * n
+        self.d = [0] * n
+        self.near: list[tuple[int, int, int]] = []
+        self.far: list[tuple[int, int, int]] = []
+        self.order: list[tuple[int, int, int, int]] = []
+        self.near_sum = self.n_near = self.n_far = self.sum_p = self.sum_l = 0
+        self.joins = 0
+        self.last_done = -math.inf        # when the last member found done finished
+
+    def join(self, i: int, d: int, steps: int, prompt: int, output: int, offset: int) -> None:
+        """Request i joins, done at step d; ``offset``: its context less the steps (ReplicaState.xo_l)."""
+        self.joins += 1
+        k = self.joins
+        self.gen[i], self.d[i] = k, d
+        self.sum_p += prompt
+        self.sum_l += output
+        if d - steps < self.clip:
+            self.near_of[i] = True
+            self.near_sum += d
+            self.n_near += 1
+            heapq.heappush(self.near, (d, k, i))
+        else:
+            self.near_of[i] = False
+            self.n_far += 1
+            heapq.heappush(self.far, (d, k, i))
+        heapq.heappush(self.order, (offset - prompt, -prompt, -k, i))
+
+    def drop(self, i: int, prompt: int, output: int) -> None:
+        """Request i leaves before it is done (retracted)."""
+        if self.near_of[i]:
+            self.near_sum -= self.d[i]
+            self.n_near -= 1
+        else:
+            self.n_far -= 1
+        self.sum_p -= prompt
+        self.sum_l -= output
+        self.gen[i] = -1
+
+    def catch_up(self, steps: int, Pl: list[int], Ll: list[int], finish: list[float]) -> None:
+        """Far members within clip of done move near; near members done by ``steps`` leave (``finish``: the
+        requests' finish times)."""
+        far, near, gen, clip = self.far, self.near, self.gen, self.clip
+        while far and far[0][0] - steps < clip:
+            d, k, i = heapq.heappop(far)
+            if gen[i] == k:
+                self.near_of[i] = True
+                self.n_far -= 1
+                self.n_near += 1
+                self.near_sum += d
+                heapq.heappush(near, (d, k, i))
+        while near and near[0][0] <= steps:
+            d, k, i = heapq.heappop(near)
+            if gen[i] == k:
+                self.near_sum -= d
+                self.n_near -= 1
+                self.sum_p -= Pl[i]
+                self.sum_l -= Ll[i]
+                gen[i] = -1
+                if finish[i] > self.last_done:
+                    self.last_done = finish[i]
+
+    def to_go(self, steps: int) -> int:
+        """sum over the members of min(output tokens to go, clip) (after ``catch_up``)."""
+        return self.near_sum - steps * self.n_near + self.clip * self.n_far
+
+    def next_victim(self, in_run: list[bool]) -> int:
+        """The member SGLang retracts first: fewest output tokens, then longest prompt, then the later to join."""
+        order, gen = self.order, self.gen
+        while True:
+            _, _, negk, i = heapq.heappop(order)
+            if gen[i] == -negk and in_run[i]:
+                return i
+
+
+class SglangScheduler(Scheduler):
+    """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
+    prefill rounds of ``chunk`` tokens (and ``max_prefill`` tokens), at most ``max_batch`` running requests; the
+    new-token ratio from ``conservativeness``; ``victim``: None for SGLang's retraction order, else kvplan's
+    rule of that name (a what-if)."""
+
+    engine_rules = f"SGLang {RELEASE} scheduler (retract_decode, new-token-ratio admission)"
+    preemption_cause = "retract"
+
+    def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
+                 max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None,
+                 notes: tuple[str, ...] = ()) -> None:
+        self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
+        self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
+        self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        self.decay = (self.init - self.floor) / NEW_TOKEN_RATIO_DECAY_STEPS
+        # the ratio was set to r0 at step count s0; ``lag`` steps after s0 do not decay it (1 after a retraction)
+        self.r0, self.s0, self.lag = self.init, 0, 0
+        self.whatif = RuleBook("recompute", victim, max_batch, 0, None) if victim else None
+        self.reads_contexts = self.whatif is not None and self.whatif.reads_contexts
+        self.notes = notes
+        self.full = False                 # batch_is_full: no admission until the batch shrinks
+        self.full_mark = (0, 0)           # (requests done, retractions) when it was set
+        self.retractions = 0
+        self.batch: _Batch | None = None
+
+    def replica_limits(self) -> dict[str, int]:
+        return {"chunk": self.chunk, "max_batch": self.max_batch, "watermark_blocks": 0}
+
+    def _batch(self, r: ReplicaState) -> _Batch:
+        if self.batch is None:
+            self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
+        return self.batch
+
+    # --- the new-token ratio ------------------------------------------------------------------------------------
+    def ratio(self, steps: int) -> float:
+        """The ratio after ``steps`` decode steps in all: r0 less a decay per step past the lag, at least the
+        floor."""
+        j = steps - self.s0 - self.lag
+        if j <= 0:
+            return self.r0
+        return max(self.r0 - j * self.decay, self.floor)
+
+    # --- admission ----------------------------------------------------------------------------------------------
+    def admit(self, r: ReplicaState) -> bool:
+        """One prefill round (module docstring); True when it prefilled (time passed)."""
+        waiting = r.waiting
+        if r.preempted or not waiting:
+            return False
+        running, steps, block = r.running, r.steps, r.block
+        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        batch = self._batch(r)
+        if not running:
+            self.full = False
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
+            if r.now > batch.last_done:     # the clock moved on with nothing to run: on_idle reset the ratio
+                self.r0, self.s0, self.lag = self.init, steps, 0
+        elif self.full:
+            if (r.done, self.retractions) == self.full_mark:
+                return False
+            self.full = False
+        mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
+        ratio = self.ratio(steps)
+        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        reserved = ratio * batch.to_go(steps)
+        rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
+        admitted = False
+        while waiting:
+            if len(running) >= self.max_batch:
+                self.full, self.full_mark = True, mark
+                break
+            i = waiting[0]
+            gi = g[i]
+            fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
+            ext = fill - (r.hit if r.prefix_cached else 0)
+            free = r.free
+            if not (ext + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < free * block - reserved - taken) and (
+                    running or admitted):
+                self.full, self.full_mark = True, mark
+                break
+            ext_p = -(-ext // block) * block
+            first = rem_chunk // block * block        # what the round's chunk budget takes of it
+            if ext_p > rem_chunk and first <= 0:
+                break                                 # no page left in this round: the next one takes it
+            waiting.popleft()
+            need = btl[fill]
+            r.held[i] = need
+            r.free = free - need
+            if r.total_blocks - r.free > r.tally.peak_used:
+                r.tally.peak_used = r.total_blocks - r.free
+            if gi == 0:
+                r.prefill_prompt(i)
+            else:
+                r.prefill_again(i, fill)
+                g[i] = gi + 1                         # the re-prefill gives the next token
+            finished = g[i] >= Ll[i]
+            admitted = True
+            charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + (need * block if finished else 0)
+            if finished:
+                r.finished(i)                         # its blocks stay charged until the round ends
+                batch.last_done = r.now
+            else:
+                r.join(i)
+                batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
+            if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
+                rest = ext - first                    # then chunks of chunked_prefill_size; the last:
+                last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
+                rem_chunk, rem_input = self.chunk - last, self.max_prefill - last
+                own = 0 if finished else min(r.done_at[i] - steps, CLIP_MAX_NEW_TOKENS)
+                reserved = ratio * (batch.to_go(steps) - own)   # the round's earlier requests now run
+                taken = float(charge)
+            else:
+                rem_chunk -= ext_p
+                rem_input -= ext_p
+                taken += charge
+            if not r.free * block - reserved - taken > 0:   # budget_state: NO_TOKEN
+                self.full, self.full_mark = True, mark
+                break
+            if rem_chunk <= 0 or rem_input <= 0:      # budget_state: OTHER, the round ends
+                break
+        return admitted
+
+    # --- retraction ---------------------------------------------------------------------------------------------
+    def preempt(self, r: ReplicaState, need: int) -> None:
+        """retract_decode: victims out (at least one, one kept) until the next step's ``need`` blocks fit; each
+        goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
+        running, steps, Pl, Ll, xo_l, btl = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl
+        batch = self._batch(r)
+        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        victims: list[int] = []
+        while len(running) > 1 and (not victims or need > r.free):
+            if self.whatif is None:
+                i = batch.next_victim(r.in_run)
+                running.remove(i)
+            else:
+                i = running.pop(self.whatif.victim(r))
+            victims.append(i)
+            cache = xo_l[i] + steps - 1
+            need -= btl[cache + 1] - btl[cache]
+            r.leave(i)
+            r.release(i)
+            batch.drop(i, Pl[i], Ll[i])
+        for i in victims:
+            r.tally.preemptions[i] += 1
+            r.waiting.append(i)
+        self.retractions += 1
+        kept = len(running)
+        out = r.sum_xo + kept * steps - batch.sum_p      # the kept requests' output tokens
+        self.r0 = min(1.0, (out + RETRACT_DECODE_STEPS * kept) / (batch.sum_l + 1))
+        self.s0, self.lag = steps, 1
+        r.preempted = True
+
+    def room_for_run(self, r: ReplicaState, need: int) -> int | None:
+        return r.free
+
+
+def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangScheduler:
+    """The scheduler of ``s`` (an SGLang scenario) with simulate's options ``o``: refuses what SGLang does not do
+    (swapping preempted requests, proactive offload), and notes what departs from its rules."""
+    if o.policy != "recompute" or o.offload_threshold is not None:
+        what = "--offload-threshold" if o.offload_threshold is not None else f"--policy {o.policy}"
+        raise KvplanError(f"{what}: SGLang does not swap or offload running requests to host DRAM; its host tier "
+                          "is HiCache (--enable-hierarchical-cache), which simulate does not model",
+                          "drop it: --engine sglang retracts and recomputes (retract_decode)")
+    par = s.parallelism
+    attn_dp = par.dp if dp_attention(par) else 1
+    chunk = chunked_prefill_size(s.hardware.hbm_capacity_gib.value, attn_dp)
+    if o.max_batch is not None or s.max_num_seqs is not None:
+        max_batch, cap_from = o.max_batch or s.max_num_seqs, "given"
+    else:
+        max_batch, cap_from = max_running_requests(total_blocks * block, s.context_limit), "SGLang's default"
+    conservativeness = CONSERVATIVENESS * (DP_ATTENTION_CONSERVATIVENESS if attn_dp > 1 else 1.0)
+    adapter = s.engine_adapter
+    notes = [f"Scheduler: SGLang {RELEASE}'s rules (kvplan.engines.sglang_scheduler): admission reserves each "
+             "running request's remaining max_new_tokens (at most 4096) x a new-token ratio that starts at "
+             f"{min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0):g} and decays per decode step to "
+             f"{MIN_NEW_TOKEN_RATIO_FACTOR:g} of it; prefill rounds of {chunk:,} tokens (chunked_prefill_size) run "
+             "between decode steps (no --enable-mixed-chunk, SGLang's default); a step short of pages retracts "
+             "the requests with the fewest output tokens (then the longest input), which re-prefill later; "
+             f"at most {max_batch:,} running ({cap_from}).",
+             "SGLang's max_new_tokens per request is taken as its output length (a benchmark client's max_tokens), "
+             "without ignore_eos; a retracted request re-prefills its whole input and output past the shared "
+             "prefix (SGLang's radix cache may still hold part of its prompt)."]
+    version = getattr(adapter, "version", None)
+    if version is not None and tuple(version) != (0, 5, 23):
+        notes.append(f"{adapter.display_name}: the scheduler follows SGLang {RELEASE}'s rules; this release's own "
+                     "scheduler is not read.")
+    victim = o.victim if o.victim != DEFAULT_VICTIM else None
+    if victim:
+        notes.append(f"--victim {victim} is a what-if: SGLang retracts the requests with the fewest output tokens "
+                     "first (then the longest input); this run retracts by kvplan's rule instead.")
+    if o.watermark != DEFAULT_WATERMARK:
+        notes.append("SGLang has no admission watermark: the watermark option is not used.")
+    return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
+                           victim=victim, notes=tuple(notes))

@@ -1,0 +1,319 @@
+"""An independent, token-by-token reference for ``kvplan simulate --engine sglang`` (the tests' check on
+``kvplan/engines/sglang_scheduler.py`` driven by the event loop).
+
+Written from SGLang v0.5.23's rules as that module's docstring states them (read from the release's
+``python/sglang/srt/managers/schedule_policy.py``, ``schedule_batch.py``, ``scheduler.py`` and
+``scheduler_components/new_token_ratio_tracker.py``), with none of the engine's functions: no block table, no
+closed-form ratio or step sums, no replica state. One ``Req`` per request; each loop turn is one SGLang scheduler
+iteration: a prefill round (the waiting queue in order, admission by the new-token reservation) or one decode step
+(with its memory check, retraction and ratio decay), each decode step priced by ``StepModel.step`` for the batch it
+holds. Inputs are kvplan's public ones, as ``tests/sim_reference.py`` uses them: the pool and block
+(``kvplan.calc.capacity``), the request's bytes at a context, and the one cost model (``kvplan.calc.costs``).
+
+The rules (one replica; tokens = blocks x block, a page = one block):
+
+1. Arrivals join the back of the waiting queue at their time; what happens during a step or a prefill is seen when
+   it ends. A closed loop's next request arrives ``think`` seconds after a completion.
+2. Each iteration, first a prefill round if the waiting queue has requests, the batch is not "full" and no
+   retraction happened since the last decode step: requests in queue order while the running batch (with the
+   round's) holds fewer than the running cap and
+   ``extend + min(output - generated, 4096) + page < free tokens - reserved``, where ``reserved`` is
+   ``sum over running requests of min(output - generated, 4096) x ratio`` plus, for each request taken in this
+   round, ``page + min(output, 4096)`` (its extension is in the blocks it now holds). ``extend`` is the prompt
+   (and a retracted request's generated tokens) less the shared prefix once it is cached. After a request is
+   taken: free tokens - reserved <= 0 ends admission ("full"); the round's chunk budget (chunked_prefill_size,
+   and 16384 max_prefill_tokens) spent ends the round (the next iteration starts another). A request longer than
+   the chunk left: its first chunk is that budget (whole pages), then whole chunks; the round of its last chunk
+   takes it as its only earlier member (the others now running) with the chunk budget less that chunk (paged).
+   A request that fails the check stops admission and makes the batch full, unless nothing runs or was taken
+   (then it is taken anyway); so does the running cap. "Full" clears when the running batch shrinks (a request
+   finishes, also at its prefill, or is retracted) or is empty.
+3. A taken request gets blocks for its prompt (a retracted one: prompt + generated), and its prefill is priced
+   alone in chunks of chunked_prefill_size (``StepModel.prefill_seconds``), one after the other; the prefill
+   gives a token (the first, or a retracted request's next). Its recomputed tokens: prompt + generated - prefix.
+4. Otherwise a decode step: if the batch's next tokens need more blocks than are free, retract: requests in order
+   of fewest generated tokens, then longest prompt (the later in the batch among equals), at least one and until
+   it fits, keeping one; each frees its blocks and goes to the back of the waiting queue; the ratio becomes
+   min(1, (sum generated + 20 x kept) / (sum outputs + 1)) over the kept. Else the ratio decays: max(ratio -
+   decay, floor). Then the step runs for the batch as it is.
+5. Ratio: init = 0.7 (x 0.3 under DP attention), floor = init x 0.14, decay = (init - floor) / 600; reset to init
+   when an iteration has nothing to run (idle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from dataclasses import dataclass, field
+
+from kvplan.calc import capacity, costs
+
+MAX_TURNS = 5_000_000
+CLIP = 4096
+
+
+@dataclass
+class Req:
+    id: int
+    prompt: int
+    output: int
+    generated: int = 0
+    blocks: int = 0
+    arrival: float = float("nan")
+    admitted: float = float("nan")
+    first_token: float = float("nan")
+    finish: float = float("nan")
+    preemptions: int = 0
+    recomputed: int = 0
+    peak_bytes: int = 0
+    prefix_hit_tokens: int = 0
+    blocks_charged: int = 0         # tokens of blocks its last prefill took (a round charges them till it ends)
+    done: bool = False
+
+
+@dataclass
+class RefRun:
+    reqs: list
+    block_tokens: int
+    total_blocks: int
+    chunk: int
+    max_running: int
+    simulated_seconds: float = 0.0
+    decode_steps: int = 0
+    peak_blocks_used: int = 0
+    peak_running: int = 0
+    prefill_seconds: float = 0.0
+    ratios: list = field(default_factory=list)     # (step count, ratio) after every retraction
+
+    def column(self, name: str) -> list:
+        return [getattr(r, name) for r in self.reqs]
+
+
+def default_chunk(hbm_gib: float) -> int:
+    """chunked_prefill_size by GPU memory (memory_hook.py @v0.5.23)."""
+    for below, size in ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192)):
+        if hbm_gib < below:
+            return size
+    return 16384
+
+
+def run(s, workload, max_batch: int | None = None, victim: str | None = None) -> RefRun:
+    block = int(capacity.block_tokens(s).value)
+    alone = dataclasses.replace(s, shared_prefix_tokens=0)
+    block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
+    hit = s.shared_prefix_tokens // block * block
+    copy_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes) if hit else 0
+    total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes - copy_blocks
+    par = s.parallelism
+    attn_dp = par.dp if (par.dp > 1 and par.ep and par.ep > par.tp) else 1
+    chunk = default_chunk(s.hardware.hbm_capacity_gib.value) // attn_dp
+    tokens = total_blocks * block
+    if max_batch is None and s.max_num_seqs is None:
+        est = int(tokens / s.context_limit * 512) if s.context_limit else 0
+        max_running = min(max(min(est, 4096), 2048), tokens // 2)
+    else:
+        max_running = max_batch or s.max_num_seqs
+    init = min(0.7 * (0.3 if attn_dp > 1 else 1.0), 1.0)
+    floor = min(init * 0.14, 1.0)
+    decay = (init - floor) / 600
+    sm = costs.step_model(s)
+
+    reqs = [Req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(workload.prompts, workload.outputs, strict=True))]
+    out = RefRun(reqs, block, total_blocks, chunk, max_running)
+    memo: dict[int, int] = {}
+
+    def nbytes(cache: int) -> int:
+        if cache not in memo:
+            memo[cache] = capacity.request_bytes(s, cache)
+        return memo[cache]
+
+    def blocks_for(cache: int) -> int:
+        return -(-nbytes(cache) // block_bytes)
+
+    def paged(t: int) -> int:
+        return -(-t // block) * block
+
+    now = 0.0
+    free = total_blocks
+    running: list[Req] = []
+    waiting: list[Req] = []
+    pending: list[tuple[float, int]] = []
+    if workload.arrivals is not None:
+        for i, t in enumerate(workload.arrivals):
+            heapq.heappush(pending, (float(t), i))
+        submitted = len(reqs)
+    else:
+        submitted = min(int(workload.users), len(reqs))
+        for i in range(submitted):
+            heapq.heappush(pending, (0.0, i))
+    ratio = init
+    full = False
+    retracted_now = False
+    warm = False
+
+    def finish(r: Req) -> None:
+        nonlocal free, submitted
+        r.done, r.finish = True, now
+        free += r.blocks
+        r.blocks = 0
+        if workload.arrivals is None and submitted < len(reqs):
+            t = now + workload.think_s
+            if workload.duration_s is None or t < workload.duration_s:
+                heapq.heappush(pending, (t, submitted))
+                submitted += 1
+
+    def remaining(r: Req) -> int:
+        return min(r.output - r.generated, CLIP)
+
+    def prefill_round() -> bool:
+        """One prefill round; True when it took a request."""
+        nonlocal now, free, full, warm
+        base = list(running)                 # the running batch as the round starts
+        members: list[Req] = []              # taken in this round (and still charged in it)
+        budget = [chunk, 16384]
+        took = shrank = False
+        while waiting:
+            if len(running) >= max_running:
+                full = True
+                break
+            r = waiting[0]
+            fill = r.prompt + r.generated
+            ext = fill - (hit if warm else 0)
+            reserved = sum(remaining(q) * ratio for q in base) + sum(
+                block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
+            if not ext + remaining(r) + block < free * block - reserved:
+                if running or took:
+                    full = True
+                    break
+            first = budget[0] // block * block
+            if paged(ext) > budget[0] and first <= 0:
+                break
+            waiting.pop(0)
+            took = True
+            k = blocks_for(fill)
+            r.blocks, free = k, free - k
+            out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+            if r.generated == 0:
+                r.admitted = now
+                r.prefix_hit_tokens = hit if warm else 0
+                t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
+                warm = True
+                now += t
+                r.first_token = now
+            else:
+                t = sm.prefill_seconds(fill, hit, chunk)
+                now += t
+                r.recomputed += fill - hit
+            out.prefill_seconds += t
+            r.generated += 1
+            r.peak_bytes = max(r.peak_bytes, nbytes(fill))
+            r.blocks_charged = k * block
+            if r.generated >= r.output:
+                finish(r)
+                shrank = True
+            else:
+                running.append(r)
+            if paged(ext) > budget[0]:
+                # chunked: whole chunks after the first; the round of the last chunk has only it as a member
+                rest = ext - first
+                while rest > chunk:
+                    rest -= chunk
+                base = [q for q in running if q is not r]
+                members = [r]
+                budget = [chunk - paged(rest), 16384 - paged(rest)]
+            else:
+                members.append(r)
+                budget = [budget[0] - paged(ext), budget[1] - paged(ext)]
+            reserved = sum(remaining(q) * ratio for q in base) + sum(
+                block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
+            if not free * block - reserved > 0:
+                full = True
+                break
+            if budget[0] <= 0 or budget[1] <= 0:
+                break
+        if shrank:
+            full = False
+        return took
+
+    def pick(batch: list[Req]) -> int:
+        """The next request to retract: SGLang's order, or kvplan's what-if rule."""
+        if victim is None:
+            best = None
+            for j, q in enumerate(batch):     # the smallest (generated, -prompt); the later of equals
+                if best is None or (q.generated, -q.prompt) <= (batch[best].generated, -batch[best].prompt):
+                    best = j
+            return best
+        cache = [q.prompt + q.generated - 1 for q in batch]
+        if victim == "fewest-tokens":
+            best = 0
+            for j in range(len(batch)):
+                if cache[j] <= cache[best]:
+                    best = j
+            return best
+        order = sorted(range(len(batch)), key=lambda j: (-cache[j], j))
+        protected = set(order[: len(batch) // 2])
+        return max(j for j in range(len(batch)) if j not in protected)
+
+    def short() -> int:
+        return sum(blocks_for(q.prompt + q.generated) - q.blocks for q in running) - free
+
+    turns = 0
+    while not all(r.done for r in reqs[:submitted]) or pending:
+        turns += 1
+        if turns > MAX_TURNS:
+            raise RuntimeError("the SGLang reference passed its turn limit")
+        while pending and pending[0][0] <= now:
+            t, i = heapq.heappop(pending)
+            reqs[i].arrival = t
+            waiting.append(reqs[i])
+        if not running:
+            full = False
+        if waiting and not full and not retracted_now and prefill_round():
+            continue
+        if not running:
+            if not pending:
+                if waiting:
+                    continue
+                break
+            ratio = init                    # on_idle
+            now = max(now, pending[0][0])
+            continue
+        if short() > 0:
+            victims = []
+            while len(running) > 1 and (not victims or short() > 0):
+                q = running.pop(pick(running))
+                victims.append(q)
+                free += q.blocks
+                q.blocks = 0
+                q.preemptions += 1
+            waiting.extend(victims)
+            ratio = min(1.0, (sum(q.generated for q in running) + 20 * len(running))
+                        / (sum(q.output for q in running) + 1))
+            out.ratios.append((out.decode_steps, ratio))
+            full = False
+            retracted_now = True
+        else:
+            ratio = max(ratio - decay, floor)
+        b = len(running)
+        out.peak_running = max(out.peak_running, b)
+        reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]
+        dt = float(sm.step(b, sum(float(x[0]) for x in reads), sum(float(x[1]) for x in reads))["total"])
+        now += dt
+        out.decode_steps += 1
+        retracted_now = False
+        for q in running:
+            q.generated += 1
+            k = blocks_for(q.prompt + q.generated - 1)
+            free -= k - q.blocks
+            q.blocks = k
+            q.peak_bytes = max(q.peak_bytes, nbytes(q.prompt + q.generated - 1))
+        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+        done = [q for q in running if q.generated >= q.output]
+        for q in done:
+            running.remove(q)
+            finish(q)
+        if done:
+            full = False
+    out.simulated_seconds = now
+    out.reqs = reqs[:submitted]
+    return out

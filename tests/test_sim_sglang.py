@@ -1,0 +1,288 @@
+"""``kvplan simulate --engine sglang``: SGLang v0.5.23's scheduler (``kvplan/engines/sglang_scheduler.py``) against
+the independent token-by-token reference (``tests/sim_reference_sglang.py``) over workloads that retract, and
+hand-worked cases whose admissions, new-token ratio and retraction order are computed in the comments from the
+rules the module cites (sgl-project/sglang @v0.5.23)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sim_reference_sglang as ref  # tests/ is on sys.path (rootdir-less test modules)
+
+from kvplan.calc import costs
+from kvplan.calc import simulate as sim
+from kvplan.engines import sglang_scheduler as sg
+from kvplan.engines.replica import ReplicaState
+from kvplan.errors import KvplanError
+from kvplan.inputs import workload as wl
+from kvplan.options.scenarios import build_scenario
+
+BASE = dict(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None, kv_dtype="auto",
+            weight_dtype=None, engine="sglang", prompt="1k", decode="30k", mtp_layers=None, max_model_len=None,
+            block_size=None, host_link_gbs=None, presets_dir=None)
+# Llama-3.1-8B, BF16 KV, TP 1 on H100: 2 x 32 layers x 8 KV heads x 128 dims x 2 B = 131,072 B (128 KiB) per token;
+# SGLang's page on Hopper is 1 token (fa3), so a block is one token and a pool of N x 128 KiB holds N tokens.
+LLAMA = dict(BASE, model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1")
+R1 = dict(BASE, model="deepseek-r1")
+# DeepSeek-R1 over 8 attention-DP ranks with EP 8: SGLang's DP attention (conservativeness x 0.3, chunked prefill
+# 8192 // 8 = 1024 tokens per rank), so most prompts here are chunked
+R1_DP = dict(R1, tp="1", dp="8", ep="8")
+
+
+def work(requests, prompt, output, rate=None, users=None, think=0.0, seed=3):
+    return wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(prompt, "p"),
+                    output=wl.parse_dist(output, "o"), max_len=30_000, rate=rate, users=users, think_s=think)
+
+
+def hand_work(prompts, outputs, arrivals):
+    return wl.Workload(np.array(prompts, dtype=np.int64), np.array(outputs, dtype=np.int64),
+                       np.array(arrivals, dtype=float), None, 0.0, None, "hand-written")
+
+
+# name: (scenario, pool, shared prefix, options, workload, retracts). Pools of ~10K tokens against ~20 requests in
+# flight: admission reserves only ratio x the remaining outputs, the ratio decays over ~600 steps, so the batch
+# over-fills and retract_decode runs.
+CASES = {
+    "llama": (LLAMA, "1250MiB", None, {}, lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+    "llama-lognormal": (LLAMA, "800MiB", None, {}, lambda: work(100, "uniform:20,300", "lognormal:mean=800,p99=2500",
+                                                                rate=10), True),
+    "deepseek-r1": (R1, "600MiB", None, {}, lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+    # sliding windows on half the layers: a block boundary does not always add a block (the vectorized path)
+    "gpt-oss-120b": (dict(BASE, model="gpt-oss-120b"), "60MiB", None, {},
+                     lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+    "shared-prefix": (LLAMA, "1250MiB", "150", {}, lambda: work(100, "uniform:160,260", "uniform:600,1500", rate=30),
+                      True),
+    "closed-loop": (LLAMA, "1250MiB", None, {}, lambda: work(100, "uniform:20,100", "uniform:600,1500", users=30,
+                                                             think=0.05), True),
+    "running-cap": (LLAMA, "1250MiB", None, {"max_batch": 12},
+                    lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+    # prompts of 5K-20K tokens against an 8,192-token chunk: chunked, rounds continued after the last chunk
+    "chunked": (LLAMA, "6GiB", None, {}, lambda: work(30, "uniform:5000,20000", "uniform:300,1500", rate=30), False),
+    # outputs past 4,096 tokens: the reservation clips at CLIP_MAX_NEW_TOKENS
+    "long-outputs": (LLAMA, "2GiB", None, {}, lambda: work(16, "uniform:20,100", "uniform:4200,6000", rate=30), True),
+    "dp-attention": (R1_DP, "600MiB", None, {}, lambda: work(100, "uniform:200,3000", "uniform:600,1500", rate=30),
+                     True),
+    "victim-fewest-tokens": (LLAMA, "1250MiB", None, {"victim": "fewest-tokens"},
+                             lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+    "victim-longest-first-protected": (LLAMA, "1250MiB", None, {"victim": "longest-first-protected"},
+                                       lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
+}
+REQUEST_ARRAYS = ("preemptions", "recomputed", "peak_bytes", "prefix_hit_tokens")
+TIME_ARRAYS = ("arrival", "admitted", "first_token", "finish")
+
+
+def scenario(base, pool, prefix=None):
+    return build_scenario(**base, kv_pool=pool, **({"shared_prefix": prefix} if prefix else {}))
+
+
+def assert_same(fast, r: ref.RefRun) -> None:
+    """Integers identical, times equal to 1e-9 relative."""
+    assert fast.setup.total_blocks == r.total_blocks and fast.setup.chunk_tokens == r.chunk
+    assert fast.setup.max_batch == r.max_running
+    for name in REQUEST_ARRAYS:
+        np.testing.assert_array_equal(getattr(fast, name), r.column(name), err_msg=name)
+    for name in TIME_ARRAYS:
+        np.testing.assert_allclose(getattr(fast, name), r.column(name), rtol=1e-9, atol=0, err_msg=name)
+    for name in ("decode_steps", "peak_blocks_used", "peak_running"):
+        assert getattr(fast, name) == getattr(r, name), name
+    for name in ("simulated_seconds", "prefill_seconds"):
+        assert getattr(fast, name) == pytest.approx(getattr(r, name), rel=1e-9, abs=0), name
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_sglang_scheduler_equals_the_token_by_token_reference(case):
+    base, pool, prefix, opts, make, retracts = CASES[case]
+    s = scenario(base, pool, prefix)
+    w = make()
+    fast = sim.simulate(s, w, sim.SimOptions(**opts))
+    victim = opts.get("victim")
+    assert_same(fast, ref.run(s, w, max_batch=opts.get("max_batch"), victim=victim))
+    assert fast.swap_outs.sum() == 0 and fast.swapped_out_bytes == 0      # SGLang never swaps
+    assert fast.scheduler.startswith("SGLang v0.5.23") and fast.preemption_cause == "retract"
+    if retracts:      # the case tests retraction: it retracts, and every retraction re-prefills
+        assert fast.preemptions.sum() > 0
+        assert (fast.recomputed[fast.preemptions > 0] > 0).all()
+    if case == "chunked":
+        assert int(np.max(w.prompts)) > fast.setup.chunk_tokens
+    if case == "dp-attention":
+        assert fast.setup.chunk_tokens == 8192 // 8
+
+
+# --- hand-worked cases --------------------------------------------------------------------------------------------
+def test_a_prefill_round_charges_its_requests_whole_outputs():
+    # A 1,000-token pool (1,000 x 128 KiB), six requests of 100 + 260 tokens, all at t = 0. Nothing runs, so the
+    # first round: A needs 100 + min(260, 4096) + 1 page = 361 < 1,000 tokens free: taken; its prompt takes 100
+    # tokens and the round charges it 1 + 260 more, so 900 - 261 = 639 remain. B: 361 < 639: taken; 800 - 522 = 278
+    # remain. C: 361 < 278 fails: the batch is full. A and B decode together (each holds at most 100 + 259 tokens:
+    # 718 <= 1,000, no retraction), finish at the same step, and the batch, empty, admits C and D the same way, then
+    # E and F. (With the round charging ratio x outputs, 0.7 x 260 = 182, C would fit: 361 < 800 - 2 x 183 = 434.)
+    s = scenario(LLAMA, "128000KiB")
+    w = hand_work([100] * 6, [260] * 6, [0.0] * 6)
+    r = sim.simulate(s, w)
+    assert r.setup.total_blocks == 1000 and r.setup.block_tokens == 1
+    assert r.peak_running == 2 and r.preemptions.sum() == 0
+    sm = costs.step_model(s)
+    prefill = sm.prefill_seconds(100, 0, 8192)
+    assert r.first_token[0] == pytest.approx(prefill, rel=1e-12) and r.admitted[1] == r.first_token[0]
+    assert r.finish[0] == r.finish[1]
+    assert r.admitted[2] == r.finish[1] and r.admitted[3] == r.first_token[2]
+    assert r.finish[2] == r.finish[3] and r.admitted[4] == r.finish[3] and r.admitted[5] == r.first_token[4]
+
+
+@pytest.mark.parametrize("steps_before, admitted_on_arrival", [(100, False), (250, True), (400, False)])
+def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_before, admitted_on_arrival):
+    # A 1,000-token pool. A (100 + 800) runs alone; B (100 + 300) arrives S decode steps into it. Then A holds
+    # 100 + S tokens (free 900 - S), has 800 - (1 + S) tokens to go, and the ratio is 0.7 - S x d with
+    # d = (0.7 - 0.7 x 0.14) / 600 = 0.602 / 600. B needs 100 + 300 + 1 = 401 < free - (799 - S) x ratio:
+    #   S = 100: 800 - 699 x 0.599667 = 380.83: no, the batch is full until A finishes;
+    #   S = 250: 650 - 549 x 0.449167 = 403.41: yes, admitted as it arrives;
+    #   S = 400: 500 - 399 x 0.298667 = 380.83: no (the ratio's fall no longer keeps up with A's growth).
+    # The step at batch 1 is ~6 ms (the weights) and A's cache reads move it by < 1%: S lands within a few steps.
+    # Admitted at S (A holding 100 + S tokens, B 100: 800 - S free), the two add 2 tokens a step, so after
+    # m = (800 - S) // 2 steps fewer than 2 are free: retract_decode takes B (1 + m output tokens, fewer than A's),
+    # which then needs 100 + (1 + m) + (300 - 1 - m) + 1 = 401 tokens against A's 374-odd free: it waits for A
+    # and re-prefills its 100 + 1 + m tokens.
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    t_b = sm.prefill_seconds(100, 0, 8192) + steps_before * step
+    seen = []      # A's output tokens at the first event B runs at
+    r = sim.simulate(s, hand_work([100, 100], [800, 300], [0.0, t_b]), sim.SimOptions(
+        on_event=lambda st: seen.append(int(st["generated"][0])) if 1 in st["running"] and not seen else None))
+    if admitted_on_arrival:
+        assert r.admitted[1] - r.arrival[1] < 2 * step
+        joined = seen[0] - 1                                        # A's decode steps when B joined
+        assert abs(joined - steps_before) <= 3
+        assert list(r.preemptions) == [0, 1] and r.recomputed[1] == 100 + 1 + (800 - joined) // 2
+        assert r.finish[1] > r.finish[0]
+    else:
+        assert r.admitted[1] == r.finish[0] and r.preemptions.sum() == 0
+
+
+def test_an_idle_replica_resets_the_ratio():
+    # A (100 + 800) runs alone to its end: 799 decode steps take the ratio to its floor, 0.098. The replica idles
+    # (on_idle resets the ratio to 0.7) until C (100 + 800) arrives at 20 s; D (100 + 300) arrives 100 steps into
+    # C: 401 < 800 - 699 x 0.599667 = 380.83 fails, so D waits for C. Without the reset, 800 - 699 x 0.098 =
+    # 731.5 would take D at once.
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    t_c = 20.0
+    t_d = t_c + sm.prefill_seconds(100, 0, 8192) + 100 * step
+    r = sim.simulate(s, hand_work([100, 100, 100], [800, 800, 300], [0.0, t_c, t_d]))
+    assert r.finish[0] < t_c and r.admitted[1] == t_c
+    assert r.admitted[2] == r.finish[1] and r.preemptions.sum() == 0
+    assert ref.run(s, hand_work([100, 100, 100], [800, 800, 300], [0.0, t_c, t_d])).reqs[2].admitted == \
+        pytest.approx(r.finish[1], rel=1e-12)
+
+
+def replica(prompts, outputs, total_blocks=100_000):
+    """A replica of 1-token blocks whose prefills take no time (the retraction cases' state)."""
+    n = len(prompts)
+    longest = max(p + o for p, o in zip(prompts, outputs, strict=True)) + 2
+    r = ReplicaState(prompts=list(prompts), outputs=list(outputs), block=1, blocks_at=list(range(longest + 1)),
+                     total_blocks=total_blocks, prefix_blocks=0, prefix_hit=0, dram_cap=None,
+                     contexts=np.zeros(n, dtype=np.int64), contexts_used=True, prefill=lambda t, c: 0.0,
+                     swap_cost=lambda c: (0, 0.0), arrivals=[0.0] * n, users=0, think_s=0.0, duration_s=None)
+    return r
+
+
+def join_at(sched, r, order):
+    """Admit each (request, step count) in turn: request i joins when the replica has run that many steps."""
+    for i, steps in order:
+        r.steps = steps
+        r.tally.arrival[i] = -1.0
+        r.waiting.append(i)
+        assert sched.admit(r) and r.running[-1] == i
+
+
+def test_retract_decode_takes_fewest_outputs_then_longest_input_and_reestimates_the_ratio():
+    # At step 100: request 0 (prompt 100) joined at step 0 -> 1 + 100 = 101 output tokens; 3 (prompt 50) at step
+    # 20 -> 81; 1 (prompt 300) and 2 (prompt 200) at step 60 -> 41 each. SGLang's order: fewest outputs, then the
+    # longest input: 1 (41, 300), 2 (41, 200), 3 (81), 0 (101). With 1 free block and 400 needed, 1 goes (it frees
+    # its 300 + 41 - 1 = 340 blocks: 341 free, 399 needed), then 2 (240 more: 581 >= 398) and it fits. The kept 0
+    # and 3: ratio = (101 + 81 + 20 x 2) / (500 + 300 + 1) = 222 / 801; the step after keeps it, the next decays it
+    # by 0.602 / 600.
+    r = replica([100, 300, 200, 50], [500, 400, 400, 300])
+    sched = sg.SglangScheduler(max_batch=64, chunk=8192, block=1)
+    join_at(sched, r, [(0, 0), (3, 20), (1, 60), (2, 60)])
+    r.steps, r.free = 100, 1
+    sched.preempt(r, 400)
+    assert list(r.waiting) == [1, 2] and r.running == [0, 3]
+    assert r.g[1] == 41 and r.g[2] == 41 and list(r.tally.preemptions) == [0, 1, 1, 0]
+    assert r.free == 1 + 340 + 240 and r.preempted
+    assert sched.ratio(100) == sched.ratio(101) == pytest.approx(222 / 801, rel=1e-15)
+    assert sched.ratio(102) == pytest.approx(222 / 801 - 0.602 / 600, rel=1e-12)
+
+
+def test_retract_decode_takes_at_least_one_and_the_later_of_equals():
+    # Requests 1 and 4 both have prompt 300 and 41 output tokens at step 100; 4 joined after 1, so it is later in the
+    # batch and goes first. The step fits already (10 free, 5 needed), but a call retracts one all the same.
+    r = replica([100, 300, 200, 50, 300], [500, 400, 400, 300, 400])
+    sched = sg.SglangScheduler(max_batch=64, chunk=8192, block=1)
+    join_at(sched, r, [(0, 0), (3, 20), (1, 60), (4, 60), (2, 60)])
+    r.steps, r.free = 100, 10
+    sched.preempt(r, 5)
+    assert list(r.waiting) == [4] and r.running == [0, 3, 1, 2]
+    # kept: 101 + 81 + 41 + 41 output tokens, outputs 500 + 300 + 400 + 400
+    assert sched.r0 == pytest.approx((264 + 80) / 1601, rel=1e-15)
+
+
+def test_the_ratio_schedule_and_sglangs_defaults():
+    sched = sg.SglangScheduler(max_batch=8, chunk=8192, block=1)
+    assert (sched.init, sched.floor) == (0.7, pytest.approx(0.098, rel=1e-15))
+    assert sched.ratio(0) == 0.7
+    assert sched.ratio(300) == pytest.approx(0.7 - 300 * 0.602 / 600, rel=1e-12)    # 0.399
+    assert sched.ratio(600) == sched.ratio(10_000) == pytest.approx(0.098, rel=1e-12)
+    dp = sg.SglangScheduler(max_batch=8, chunk=1024, block=1, conservativeness=0.3)
+    assert dp.init == pytest.approx(0.21, rel=1e-15) and dp.floor == pytest.approx(0.0294, rel=1e-12)
+    # --chunked-prefill-size by GPU memory (memory_hook.py @v0.5.23); / attention-DP size
+    assert [sg.chunked_prefill_size(g) for g in (16, 24, 40, 79.65, 141, 179.06)] == [2048, 4096, 4096, 8192, 8192,
+                                                                                       16384]
+    assert sg.chunked_prefill_size(141, 8) == 1024
+    # --max-running-requests (kv_cache_configurator.py @v0.5.23): 1M tokens at a 128K context -> int(1e6 / 131072
+    # x 512) = 3,906 (within 2,048 .. 4,096); 1,600 tokens -> 2,048, capped at 1,600 // 2 = 800
+    assert sg.max_running_requests(1_000_000, 131_072) == 3906
+    assert sg.max_running_requests(10_000_000, 131_072) == 4096
+    assert sg.max_running_requests(1_600, 131_072) == 800
+
+
+# --- what the run says, and what it refuses ------------------------------------------------------------------------
+SMALL = ("simulate", "--engine", "sglang", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1",
+         "--kv-pool", "1250MiB", "--requests", "60", "--rate", "30", "--prompt-dist", "uniform:20,100",
+         "--output-dist", "uniform:600,1500")
+
+
+def test_the_run_names_sglangs_scheduler_and_its_release(run_cli):
+    res = run_cli(*SMALL, "-f", "json")
+    assert res.code == 0, res.err
+    data = res.json()
+    assert data["scheduler"].startswith("SGLang v0.5.23 scheduler") and data["preemption_cause"] == "retract"
+    notes = " ".join(data["notes"])
+    assert "Scheduler: SGLang v0.5.23's rules" in notes and "no --enable-mixed-chunk" in notes
+    assert "max_tokens" in notes and data["preemptions"] > 0
+    assert data["replica"]["watermark_blocks"] == 0 and data["replica"]["max_num_batched_tokens"] == 8192
+    neutral = run_cli(*(a if a != "sglang" else "neutral" for a in SMALL), "-f", "json").json()
+    assert "scheduler" not in neutral
+
+
+def test_a_victim_rule_is_a_what_if_and_an_older_release_is_said(run_cli):
+    data = run_cli(*SMALL, "--victim", "fewest-tokens", "-f", "json").json()
+    assert any("--victim fewest-tokens is a what-if" in n for n in data["notes"])
+    old = list(SMALL)
+    old[old.index("sglang")] = "sglang==0.5.3"
+    data = run_cli(*old, "-f", "json").json()
+    assert any("this release's own scheduler is not read" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize("flag", [("--policy", "swap"), ("--policy", "swap-then-recompute"),
+                                  ("--offload-threshold", "0.5")])
+def test_swap_and_offload_are_refused_naming_hicache(run_cli, flag):
+    res = run_cli(*SMALL, *flag)
+    assert res.code == 2 and not res.out
+    lines = [ln for ln in res.err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "HiCache" in lines[0] and "Traceback" not in res.err
+    with pytest.raises(KvplanError, match="HiCache"):
+        sim.simulate(scenario(LLAMA, "1250MiB"), work(5, "fixed:50", "fixed:50", rate=1),
+                     sim.SimOptions(**({"policy": flag[1]} if flag[0] == "--policy" else
+                                       {"offload_threshold": float(flag[1])})))
