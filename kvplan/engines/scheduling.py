@@ -1,9 +1,10 @@
 """The scheduler of ``kvplan simulate``'s replica: what an engine decides between decode steps. ``Scheduler`` is
 the interface (admission, preemption with its victim and its swap-or-recompute choice, proactive offload, and
 resumption of swapped requests); ``RuleBook`` is today's rules, below (``kvplan.engines.sglang_scheduler`` is
-SGLang's own; ``kvplan.engines.schedulers`` picks one per engine). The state it decides on and the mechanics it uses (a request joins, leaves, is copied
-out or back, is prefilled) are ``kvplan.engines.replica``'s; the event loop that calls it between runs of steps,
-and the step prices, are ``kvplan.calc.simulate``'s. This module imports neither calc nor numpy at import time.
+SGLang's own; ``kvplan.engines.schedulers`` picks one per engine). The state it decides on and the mechanics it
+uses (a request joins, leaves, is copied out or back, is prefilled) are ``kvplan.engines.replica``'s; the event
+loop that calls it between runs of steps, and the step prices, are ``kvplan.calc.simulate``'s. This module imports
+neither calc nor numpy at import time.
 
 The rule book (``RuleBook``), one replica:
 
