@@ -19,7 +19,9 @@ fidelity = importlib.util.module_from_spec(spec)
 sys.modules["tpot_fidelity"] = fidelity
 spec.loader.exec_module(fidelity)
 BY_ID = {p.id: p for p in fidelity.POINTS}
-HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.16, 0.41    # today 15.1% and B19a (gpt-oss-20b, 1 x H100, batch 1) -40.0%
+# today 8.9% (15.1% before A100's overhead_us_per_layer was fitted on B23b/d) and B19a (gpt-oss-20b, 1 x H100,
+# batch 1, -40.0%): the targets (8%, 30%) are not met yet
+HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.10, 0.41
 
 
 @pytest.mark.parametrize("point_id, tolerance", [
@@ -35,10 +37,17 @@ HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.16, 0.41    # today 15.1% and B19a (gpt-oss-
     # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 4 and 16 (+20%, +9%; before -19%, -20%): the B200
     # floor is Hopper's by proxy
     ("B17a", 0.30), ("B17c", 0.14),
+    # new held-out points (B18+). Qwen3-30B-A3B on one A100, batch 1 (+3%, +1%, -2%; -38..-39% before A100's
+    # overhead_us_per_layer was fitted on B23b and B23d of the same run, so these are checks of its context slope
+    # more than of the fit)
+    ("B23a", 0.06), ("B23c", 0.04), ("B23e", 0.05),
+    ("B20a", 0.23), ("B20c", 0.23),     # gpt-oss-20b on one B200, batch 1, BF16 1K and FP8 KV 125K (-15%, -15%)
+    ("B22a", 0.30),                     # gpt-oss-20b on one H100, batch 8 at 20K (-23%)
+    ("B19a", 0.45),                     # gpt-oss-20b on one H100, batch 1 (-40%): the worst, a TP1 MoE intercept
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]
-    assert p.id not in fidelity.IN_SAMPLE
+    assert p.id not in fidelity.fit_ids()
     assert fidelity.predict(p) == pytest.approx(p.tpot_ms, rel=tolerance), p.source
 
 
