@@ -19,6 +19,9 @@ fidelity = importlib.util.module_from_spec(spec)
 sys.modules["tpot_fidelity"] = fidelity
 spec.loader.exec_module(fidelity)
 BY_ID = {p.id: p for p in fidelity.POINTS}
+# today 8.9% (15.1% before A100's overhead_us_per_layer was fitted on B23b/d) and B19a (gpt-oss-20b, 1 x H100,
+# batch 1, -40.0%): the targets (8%, 30%) are not met yet
+HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.10, 0.41
 
 
 @pytest.mark.parametrize("point_id, tolerance", [
@@ -34,18 +37,55 @@ BY_ID = {p.id: p for p in fidelity.POINTS}
     # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 4 and 16 (+20%, +9%; before -19%, -20%): the B200
     # floor is Hopper's by proxy
     ("B17a", 0.30), ("B17c", 0.14),
+    # new held-out points (B18+). Qwen3-30B-A3B on one A100, batch 1 (+3%, +1%, -2%; -38..-39% before A100's
+    # overhead_us_per_layer was fitted on B23b and B23d of the same run, so these are checks of its context slope
+    # more than of the fit)
+    ("B23a", 0.06), ("B23c", 0.04), ("B23e", 0.05),
+    ("B20a", 0.23), ("B20c", 0.23),     # gpt-oss-20b on one B200, batch 1, BF16 1K and FP8 KV 125K (-15%, -15%)
+    ("B22a", 0.30),                     # gpt-oss-20b on one H100, batch 8 at 20K (-23%)
+    ("B19a", 0.45),                     # gpt-oss-20b on one H100, batch 1 (-40%): the worst, a TP1 MoE intercept
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]
-    assert p.id not in fidelity.IN_SAMPLE
+    assert p.id not in fidelity.fit_ids()
     assert fidelity.predict(p) == pytest.approx(p.tpot_ms, rel=tolerance), p.source
 
 
-def test_every_point_within_25_percent_and_the_median_of_the_points_no_factor_was_fitted_to_within_15():
-    errors = {p.id: abs(fidelity.predict(p) - p.tpot_ms) / p.tpot_ms for p in fidelity.POINTS}
-    assert max(errors.values()) <= 0.25            # today's worst: B16b, MI300X TP8 concurrency 8 (-24.5%)
-    assert statistics.median(errors.values()) <= 0.15                                          # today 6.6%
-    assert statistics.median(e for i, e in errors.items() if i not in fidelity.IN_SAMPLE) <= 0.15  # today 8.8%
+def test_the_points_before_this_pass_stay_within_25_percent():
+    # B1-B17 (30 points): today's worst B16b, MI300X TP8 concurrency 8 (-24.5%); median 6.6%, 8.8% over their 20
+    # points no factor was fitted to
+    old = {p.id: abs(fidelity.predict(p) - p.tpot_ms) / p.tpot_ms for p in fidelity.POINTS
+           if p not in fidelity.NEW_POINTS}
+    assert len(old) == 30
+    assert max(old.values()) <= 0.25
+    assert statistics.median(old.values()) <= 0.10
+    assert statistics.median(e for i, e in old.items() if i not in fidelity.IN_SAMPLE) <= 0.12
+
+
+def test_held_out_error_ceiling():
+    # Issue 20's targets: >= 40 points, fit on at most half, held-out median <= 8% and every held-out point within
+    # 30%. Pinned here as today's ceilings (HELD_OUT_MEDIAN, HELD_OUT_WORST), to be lowered as the model improves.
+    errors = fidelity.errors()
+    fit = fidelity.fit_ids()
+    held = {i: abs(e) for i, e in errors.items() if i not in fit}
+    assert len(errors) >= 40 and len(fit) <= len(errors) / 2
+    assert statistics.median(held.values()) <= HELD_OUT_MEDIAN
+    assert max(held.values()) <= HELD_OUT_WORST
+    # the held-out points from a run no fit point shares (17: B2, B4, B7, B10, B16, B17): today 14.0%, the A100
+    # fit leaves it unchanged
+    apart = [e for i, e in held.items() if fidelity.run_of(i) not in {fidelity.run_of(j) for j in fit}]
+    assert len(apart) == 17 and statistics.median(apart) <= 0.15
+
+
+def test_run_of_groups_a_sweep():
+    assert fidelity.run_of("B23c") == fidelity.run_of("B23e") == "B23" and fidelity.run_of("B10") == "B10"
+
+
+def test_new_points_split_by_position_alone():
+    # the rule in the module's docstring: the 1st, 3rd, ... new point is fit, the 2nd, 4th, ... held out
+    ids = [p.id for p in fidelity.NEW_POINTS]
+    assert fidelity.NEW_FIT == set(ids[0::2]) and not fidelity.NEW_FIT & set(ids[1::2])
+    assert not fidelity.NEW_FIT & fidelity.IN_SAMPLE and len(set(BY_ID)) == len(fidelity.POINTS)
 
 
 def test_clean_tpot_takes_the_ttft_out_of_concurrency_over_throughput():
