@@ -217,7 +217,20 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     unit_steps = bool(np.all(np.diff(table[int(P.min()) // u.block:]) == 1))
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     thr = int(o.offload_threshold * u.total_blocks) if o.offload_threshold is not None else None
-    sched = RuleBook(o.policy, o.victim, u.max_batch, u.watermark_blocks, thr)
+    make = getattr(s.engine_adapter, "simulation_scheduler", None)
+    hb = u.hit // u.block
+    # a victim's own blocks are reused on resume where every block boundary above the shared prefix adds one block
+    reuse = bool(np.all(np.diff(table[hb:]) == 1))
+    sched: Scheduler | None = make(o.policy, o.victim, u.max_batch, u.chunk, o.offload_threshold, reuse, hb) \
+        if make is not None else None
+    if sched is None:
+        sched = RuleBook(o.policy, o.victim, u.max_batch, u.watermark_blocks, thr)
+        describe = sched.describe
+        if s.engine_adapter.id == "vllm":
+            describe = f"vLLM V0's rules (kvplan's rule book), {s.engine_adapter.release}"
+    else:
+        u = dataclasses.replace(u, watermark_blocks=0)
+        describe = f"{sched.describe}, {s.engine_adapter.release}"
     fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else [float(t) for t in np.asarray(workload.arrivals, dtype=float)]
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
@@ -237,7 +250,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   per["preemptions"], per["swap_outs"], per["swap_ins"], per["recomputed"],
                   bytes_at[-(-(P + L - 1) // u.block)], r.now, t.swapped_out_bytes, t.swapped_in_bytes, r.steps,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
-                  thr, per["prefix_hits"], timeline_arrays(t.marks))
+                  thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=describe,
+                  recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
+                  mixed_prefill_tokens=t.mixed_tokens)
 
 
 def event_state(r: ReplicaState) -> dict:
@@ -267,11 +282,16 @@ class _EventLoop:
                  unit_steps: bool) -> None:
         self.r, self.sched, self.prices, self.bt, self.fast, self.unit_steps = r, sched, prices, bt, fast, unit_steps
         self.mark = r.tally.marks.extend        # the timeline: the state as a run starts and as it ends, flat
+        if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
+            s: Any = sched
+            s.need1 = self.need1
+            s.mixed = lambda chunks: prices.mixed(r, chunks)
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
+        steps_itself = sched.steps_itself
         events = 0
         while r.done < n:
             events += 1
@@ -288,6 +308,8 @@ class _EventLoop:
                 on_event(event_state(r))
             if (r.waiting or r.swapped) and sched.admit(r):
                 continue          # prefills took time: take what arrived meanwhile first
+            if steps_itself and sched.step(r):
+                continue          # a step with prefill chunks ran (one event)
             out = len(r.swapped) + len(r.leaving)
             mark((r.now, total - r.free, len(running), out, r.dram_used))   # a run starts
             if not running:
@@ -361,6 +383,15 @@ class _EventLoop:
         r.preempted = False
         if k == k_done:                           # the first completion is at the run's end
             r.complete()
+
+    def need1(self) -> int:
+        """The blocks the running batch's next decode step adds."""
+        r = self.r
+        if self.fast:
+            return r.phase[(r.steps - 1) % r.block]
+        np = _numpy()
+        x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps
+        return int(self.bt[x].sum() - self.bt[x - 1].sum())
 
     def need_after(self, x, held_sum: int, k: int) -> int:
         """Blocks the batch of contexts ``x`` adds in k steps (the vectorized path)."""
@@ -463,7 +494,7 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
 
     per = {name: cat(name) for name in ("prompts", "outputs", "arrival", "admitted", "first_token", "finish",
                                         "preemptions", "swap_outs", "swap_ins", "recomputed", "peak_bytes",
-                                        "offloads", "prefix_hit_tokens")}
+                                        "offloads", "prefix_hit_tokens", "recompute_hit_tokens")}
 
     def total(name: str):
         return sum(getattr(run, name) for run in runs)
@@ -477,7 +508,8 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         peak_dram_bytes=max(run.peak_dram_bytes for run in runs),
         peak_running=max(run.peak_running for run in runs),
         prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
-        timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order])
+        timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order],
+        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"))
 
 
 def routing_note(replicas: Count, serving: Count, requests: Count) -> Note:

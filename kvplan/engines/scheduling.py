@@ -76,6 +76,15 @@ class Scheduler(ABC):
     so the state keeps that array up to date."""
 
     reads_contexts: bool = False
+    # a scheduler that runs some steps itself (vLLM V1's mixed prefill + decode steps): the loop calls ``step``
+    # after ``admit`` at every event, and runs its closed-form decode steps only when ``step`` returns False
+    steps_itself: bool = False
+    describe: str = ("kvplan's rule book (kvplan.engines.scheduling: V0-style watermark admission, prefills alone, "
+                     "swap or recompute)")
+
+    def step(self, r: ReplicaState) -> bool:
+        """Run the next step here when it is not a plain decode step of the running batch; True when it ran one."""
+        return False
 
     @abstractmethod
     def admit(self, r: ReplicaState) -> bool:

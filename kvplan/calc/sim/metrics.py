@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvplan.engines.replica import Tally
 
 REQUEST_SERIES = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins", "recomputed",
-                  "offloads", "prefix_hits")
+                  "offloads", "prefix_hits", "recompute_hits")
 
 
 def request_arrays(tally: Tally, submitted: int) -> dict[str, Any]:

@@ -98,3 +98,7 @@ class SimRun:
     timeline: tuple = ()        # (times, blocks held, running, swapped out or leaving, DRAM bytes) at each event
     replicas: int = 1           # DP replicas that served requests (merged by ``merge_runs``; 1: one engine run)
     replica_of: Any = None   # per request: the replica it was routed to (None: one replica)
+    scheduler: str = ""         # which engine's scheduler ran, from which release's rules
+    recompute_hit_tokens: Any = None   # per request: a resumed victim's tokens its own cached blocks served
+    mixed_steps: int = 0        # steps that ran prefill chunks with the decode batch (vLLM V1)
+    mixed_prefill_tokens: int = 0      # the prefill tokens those steps ran
