@@ -252,7 +252,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
                   thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=describe,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
-                  mixed_prefill_tokens=t.mixed_tokens)
+                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
 
 
 def event_state(r: ReplicaState) -> dict:
@@ -602,6 +602,12 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     setup = _setup_values(s, o, r)
     notes = []
     u = r.setup
+    if s.engine_adapter.id != "neutral":
+        notes.append(note("Scheduler: {scheduler}.", scheduler=r.scheduler))
+    if r.mixed_prefill and o.victim != DEFAULT_VICTIM:
+        notes.append(note("--victim {victim} is a what-if: vLLM V1 without request priorities preempts the newest "
+                          "running request (self.running.pop() in vllm/v1/core/sched/scheduler.py).",
+                          victim=o.victim))
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",
