@@ -99,6 +99,17 @@ def test_a_preempted_request_finds_its_surviving_blocks_by_hand():
     assert run.finish[1] == pytest.approx(t1 + t2 + both + a_alone + t41 + b_alone, rel=1e-12)
 
 
+def test_a_prompt_that_is_all_cached_computes_its_last_block():
+    """A 32-token shared prefix (2 whole blocks of 16) and prompts of exactly 32 tokens: the first computes all 32;
+    the second finds both blocks cached, but vLLM computes at least the last token (get_computed_blocks caps the
+    hit at num_tokens - 1 = 31 tokens, in whole blocks: 16), so it computes 16 tokens."""
+    s = tiny(shared_prefix="32")
+    run = sim.simulate(s, at_zero([32, 32], [2, 2]), sim.SimOptions(max_batch=8))
+    assert list(run.prefix_hit_tokens) == [0, 16]
+    # step 1: the first prompt (32 tokens) and the second (16) share the 64-token budget
+    assert run.mixed_steps == 1 and run.mixed_prefill_tokens == 32 + 16
+
+
 def test_the_neutral_engine_keeps_its_rule_book_on_the_same_requests():
     """The same two requests under --engine neutral: A's prompt is prefilled alone (4 blocks), then B's (4 more:
     the watermark int(0.01 x 10) = 0 keeps none back); both have a token and decode together from there, step j

@@ -61,6 +61,7 @@ def M(name: str, path: str, original: str, replacement: str, *more: tuple[str, s
 
 SGL = "kvplan/engines/sglang.py"
 VLLM = "kvplan/engines/vllm.py"
+V1S = "kvplan/engines/vllm_scheduler.py"
 NEUTRAL = "kvplan/engines/neutral.py"
 BASE = "kvplan/engines/base.py"
 CONC = "kvplan/calc/concurrency.py"
@@ -514,6 +515,38 @@ MUTANTS: tuple[Mutant, ...] = (
       "float(np.percentile(values, q, method=\"lower\"))"),
     M("simulate-preempted-share-counts-all", "kvplan/calc/sim/metrics.py", "int((r.preemptions > 0).sum())",
       "int((r.preemptions >= 0).sum())"),
+    # vLLM V1's scheduler (kvplan/engines/vllm_scheduler.py) and the mixed step's price
+    M("vllm-v1-admits-in-a-step-that-preempted", V1S,
+      "if not preempted:                      # then the waiting queue", "if True:  # then the waiting queue"),
+    M("vllm-v1-admits-after-a-decode-preemption", V1S, "if not r.waiting or r.preempted:", "if not r.waiting:"),
+    M("vllm-v1-victim-to-the-back", V1S, "r.release(i)\n        r.waiting.appendleft(i)",
+      "r.release(i)\n        r.waiting.append(i)"),
+    M("vllm-v1-hit-takes-every-token", V1S, "cap = (r.Pl[i] + r.g[i] - 1) // block",
+      "cap = (r.Pl[i] + r.g[i]) // block"),
+    M("vllm-v1-no-eviction-of-a-victim", V1S, "own = max(0, min(start + n - max(self.front, start), full))",
+      "own = max(0, min(n, full))"),
+    M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (r.freed, n, cached // r.block - self.hb)",
+      "self.seg[i] = (r.freed, n, 0)"),
+    M("vllm-v1-budget-ignores-decodes", V1S, "left = self.budget - len(running)", "left = self.budget"),
+    M("vllm-v1-prompt-not-chunked", V1S, "c = min(r.Pl[i] + r.g[i] - hit, left)", "c = r.Pl[i] + r.g[i] - hit"),
+    M("vllm-v1-one-seq-too-many", V1S, "len(running) + len(chunks) < self.max_seqs",
+      "len(running) + len(chunks) <= self.max_seqs"),
+    M("vllm-v1-step-priced-without-chunks", V1S, "t, alone = self.mixed(spans)", "alone, t = self.mixed(spans)"),
+    M("vllm-v1-newest-is-a-decoder", V1S, "return len(r.running) - (part < 0)", "return len(r.running) - 1"),
+    M("vllm-v1-recompute-counts-new-tokens", V1S, "tally.recomputed[i] += max(0, min(e, redo[i]) - a)",
+      "tally.recomputed[i] += e - a"),
+    # (which labels of a resumed victim's segment leave the queue does not matter: the front crosses the segment
+    # after the same pops either way, and the labels are its own; a mutant there lives) but that they leave does
+    M("vllm-v1-hits-left-in-the-queue", V1S, "self.removed += own", "self.removed += 0"),
+    M("vllm-v1-head-needs-a-spare-block", V1S, "return (i, hit, c) if r.btl[hit + c] <= room else None",
+      "return (i, hit, c) if r.btl[hit + c] < room else None"),
+    M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
+      "c = r.Pl[p] + r.g[p] - have"),
+    M("vllm-v1-weights-read-per-token-kind", COSTS,
+      "return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone",
+      "return float(self.weight_read_seconds + compute + self.overhead_s + extra), alone"),
+    M("vllm-v0-release-runs-v1", VLLM, "if not self.since(V1_SINCE):\n            return None",
+      "if False:\n            return None"),
 )
 
 

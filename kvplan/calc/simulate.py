@@ -323,19 +323,24 @@ class _EventLoop:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the
         scheduler preempts) or the scheduler offloads first."""
         r, fast = self.r, self.fast
-        b, steps, free = len(r.running), r.steps, r.free
-        s0, x, held_sum = 0, None, 0
-        if fast:
-            s0 = (steps - 1) % r.block            # the phase whose next token starts a block
-            need1 = r.phase[s0]                   # blocks the next step adds
-        else:
-            np = _numpy()
-            x = r.xo[np.array(r.running, dtype=np.int64)] + steps   # what the next step reads
-            held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks   # the running batch's blocks
-            need1 = int(self.bt[x].sum()) - held_sum
-        if need1 > free:
+        while True:
+            b, steps, free = len(r.running), r.steps, r.free
+            s0, x, held_sum = 0, None, 0
+            if fast:
+                s0 = (steps - 1) % r.block            # the phase whose next token starts a block
+                need1 = r.phase[s0]                   # blocks the next step adds
+            else:
+                np = _numpy()
+                x = r.xo[np.array(r.running, dtype=np.int64)] + steps   # what the next step reads
+                held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks   # the batch's blocks
+                need1 = int(self.bt[x].sum()) - held_sum
+            if need1 <= free:
+                break
             self.sched.preempt(r, need1)
-            return
+            # a scheduler that runs its steps itself (vLLM V1) runs the rest of the batch in the step that
+            # preempted, at once; the rule book looks at its queues again first
+            if not (self.sched.steps_itself and r.running):
+                return
         limit = self.sched.room_for_run(r, need1)   # blocks the run may add
         if limit is None:
             return
