@@ -518,7 +518,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # vLLM V1's scheduler (kvplan/engines/vllm_scheduler.py) and the mixed step's price
     M("vllm-v1-admits-in-a-step-that-preempted", V1S,
       "if not preempted:                      # then the waiting queue", "if True:  # then the waiting queue"),
-    M("vllm-v1-admits-after-a-decode-preemption", V1S, "if not r.waiting or r.preempted:", "if not r.waiting:"),
+    # (the loop runs the rest of the batch in the step that preempted at once, so r.preempted is False at the next
+    # look unless every request left, when admitting at once is the same as one empty step later: no mutant there)
     M("vllm-v1-victim-to-the-back", V1S, "r.release(i)\n        r.waiting.appendleft(i)",
       "r.release(i)\n        r.waiting.append(i)"),
     M("vllm-v1-hit-takes-every-token", V1S, "cap = (r.Pl[i] + r.g[i] - 1) // block",
@@ -528,7 +529,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (r.freed, n, cached // r.block - self.hb)",
       "self.seg[i] = (r.freed, n, 0)"),
     M("vllm-v1-budget-ignores-decodes", V1S, "left = self.budget - len(running)", "left = self.budget"),
-    M("vllm-v1-prompt-not-chunked", V1S, "c = min(r.Pl[i] + r.g[i] - hit, left)", "c = r.Pl[i] + r.g[i] - hit"),
+    M("vllm-v1-prompt-not-chunked", V1S, "return i, hit, min(r.Pl[i] + r.g[i] - hit, left)",
+      "return i, hit, r.Pl[i] + r.g[i] - hit"),
     M("vllm-v1-one-seq-too-many", V1S, "len(running) + len(chunks) < self.max_seqs",
       "len(running) + len(chunks) <= self.max_seqs"),
     M("vllm-v1-step-priced-without-chunks", V1S, "t, alone = self.mixed(spans)", "alone, t = self.mixed(spans)"),
@@ -538,8 +540,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # (which labels of a resumed victim's segment leave the queue does not matter: the front crosses the segment
     # after the same pops either way, and the labels are its own; a mutant there lives) but that they leave does
     M("vllm-v1-hits-left-in-the-queue", V1S, "self.removed += own", "self.removed += 0"),
-    M("vllm-v1-head-needs-a-spare-block", V1S, "return (i, hit, c) if r.btl[hit + c] <= room else None",
-      "return (i, hit, c) if r.btl[hit + c] < room else None"),
+    M("vllm-v1-head-needs-a-spare-block", V1S, "return head if r.btl[head[1] + head[2]] <= room else None",
+      "return head if r.btl[head[1] + head[2]] < room else None"),
+    M("vllm-v1-runs-on-after-a-preemption", V1S, "return r.free - need2 >= r.btl[hit + c]",
+      "return False"),
     M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
       "c = r.Pl[p] + r.g[p] - have"),
     M("vllm-v1-weights-read-per-token-kind", COSTS,

@@ -449,13 +449,22 @@ class StepModel:
         model, tp = self.scenario.sized_model, self.scenario.parallelism.tp
         tokens = batch
         attention = 0.0
+        memo = self._chunk_attention
         for start, end in chunks:
             tokens += end - start
-            attention += flops.attention_flops(model, end, start)
+            a = memo.get((start, end))
+            if a is None:
+                a = memo[start, end] = flops.attention_flops(model, end, start)
+            attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = (decode["attention"] + decode["comm"] - comm0 + self.request_overhead_s * batch
                  if decode is not None else 0.0)
         return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone
+
+    @cached_property
+    def _chunk_attention(self) -> dict[tuple[int, int], float]:
+        """``flops.attention_flops`` of a chunk's token range, memoized (a prompt length repeats)."""
+        return {}
 
     @cached_property
     def _mixed_constants(self) -> tuple[float, float]:

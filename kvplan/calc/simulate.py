@@ -282,6 +282,7 @@ class _EventLoop:
                  unit_steps: bool) -> None:
         self.r, self.sched, self.prices, self.bt, self.fast, self.unit_steps = r, sched, prices, bt, fast, unit_steps
         self.mark = r.tally.marks.extend        # the timeline: the state as a run starts and as it ends, flat
+        self.steps_itself = sched.steps_itself
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
@@ -354,8 +355,9 @@ class _EventLoop:
         nxt = None
         if prices.has_caps:
             k, nxt = prices.cap_steps(x, k)
-        if prices.reference or r.preempted:       # after a preemption, admission is looked at again in one step
-            k = 1
+        if prices.reference or (r.preempted and not (self.steps_itself and fast and not self.sched.may_admit_soon(
+                r, r.phase[steps % r.block]))):
+            k = 1                                 # after a preemption, admission is looked at again in one step
         added = None                              # the blocks the run adds, once known
         upcoming = math.inf                       # what falls during a single step is seen at its end
         if k > 1:

@@ -86,6 +86,11 @@ class Scheduler(ABC):
         """Run the next step here when it is not a plain decode step of the running batch; True when it ran one."""
         return False
 
+    def may_admit_soon(self, r: ReplicaState, need2: int) -> bool:
+        """(With ``steps_itself``) after a preemption, whether the step after this one (which adds ``need2``
+        blocks) might admit a waiting request; False lets the loop's run go on past it."""
+        return True
+
     @abstractmethod
     def admit(self, r: ReplicaState) -> bool:
         """Resume swapped requests and admit waiting ones, now; True when prefills took time (the loop then takes

@@ -180,13 +180,29 @@ class V1Scheduler(Scheduler):
             need -= self._pop(r, self._victim(r, -1))
         r.preempted = True
 
-    def _head(self, r: ReplicaState, left: int, room: int) -> tuple[int, int, int] | None:
-        """The waiting queue's head as this step would admit it: (request, hit tokens, tokens scheduled), or None
-        when its blocks are not among the ``room`` free ones."""
+    def _peek(self, r: ReplicaState, left: int) -> tuple[int, int, int]:
+        """The waiting queue's head as a step with ``left`` of its budget would take it: (request, hit tokens,
+        tokens scheduled)."""
         i = r.waiting[0]
         hit = self._hit(r, i)
-        c = min(r.Pl[i] + r.g[i] - hit, left)
-        return (i, hit, c) if r.btl[hit + c] <= room else None
+        return i, hit, min(r.Pl[i] + r.g[i] - hit, left)
+
+    def _head(self, r: ReplicaState, left: int, room: int) -> tuple[int, int, int] | None:
+        """``_peek``, or None when its blocks are not among the ``room`` free ones."""
+        head = self._peek(r, left)
+        return head if r.btl[head[1] + head[2]] <= room else None
+
+    def may_admit_soon(self, r: ReplicaState, need2: int) -> bool:
+        """Right after a preemption (no admission in this step): could the next step admit the waiting head? Its
+        blocks then are at least what it needs now less the blocks this step takes (each can evict one of its
+        cached blocks), and the free ones this step's less both steps' decode blocks: it can fit only if
+        free - need2 >= its need now. If it cannot, no later step of the run can either (free - need never grows
+        while only decode steps run)."""
+        b = len(r.running)
+        if not r.waiting or b >= self.max_seqs or b >= self.budget:
+            return False
+        i, hit, c = self._peek(r, self.budget - b)
+        return r.free - need2 >= r.btl[hit + c]
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
