@@ -356,7 +356,7 @@ class _EventLoop:
         if prices.has_caps:
             k, nxt = prices.cap_steps(x, k)
         if prices.reference or (r.preempted and not (self.steps_itself and fast and not self.sched.may_admit_soon(
-                r, r.phase[steps % r.block]))):
+                r, need1 + r.phase[steps % r.block]))):
             k = 1                                 # after a preemption, admission is looked at again in one step
         added = None                              # the blocks the run adds, once known
         upcoming = math.inf                       # what falls during a single step is seen at its end

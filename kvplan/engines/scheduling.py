@@ -86,9 +86,9 @@ class Scheduler(ABC):
         """Run the next step here when it is not a plain decode step of the running batch; True when it ran one."""
         return False
 
-    def may_admit_soon(self, r: ReplicaState, need2: int) -> bool:
-        """(With ``steps_itself``) after a preemption, whether the step after this one (which adds ``need2``
-        blocks) might admit a waiting request; False lets the loop's run go on past it."""
+    def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
+        """(With ``steps_itself``) after a preemption, whether the step after this one might admit a waiting
+        request (``pops``: the blocks the two steps' decodes take); False lets the loop's run go on past it."""
         return True
 
     @abstractmethod

@@ -141,16 +141,26 @@ class V1Scheduler(Scheduler):
         r.release(i)
         r.waiting.appendleft(i)
 
-    def _hit(self, r: ReplicaState, i: int) -> int:
-        """Request i's prefix-cache hit in tokens now: the shared prefix's blocks (once cached) and, for a victim,
-        its leading own blocks not yet evicted; whole blocks, at most its tokens less one."""
+    def _hit(self, r: ReplicaState, i: int, pops: int = 0) -> int:
+        """Request i's prefix-cache hit in tokens, now or after ``pops`` more blocks are taken from the queue's
+        front (a step's decode blocks, taken before the waiting queue is looked at): the shared prefix's blocks
+        (once cached) and, for a victim, its leading own blocks not yet evicted; whole blocks, at most its tokens
+        less one."""
         block = r.block
         cap = (r.Pl[i] + r.g[i] - 1) // block
         own = 0
         if i in self.seg:
             self._advance(r)
+            front = self.front
+            if pops:                          # where the front would be, past the gaps (nothing is changed)
+                for gs, ge in sorted(self.gaps):
+                    if gs >= front + pops:
+                        break
+                    pops -= gs - front
+                    front = ge
+                front += pops
             start, n, full = self.seg[i]
-            own = max(0, min(start + n - max(self.front, start), full))
+            own = max(0, min(start + n - max(front, start), full))
         hit = (self.hb + own if r.prefix_cached else own) if self.hb else own
         return min(hit, cap) * block
 
@@ -180,29 +190,29 @@ class V1Scheduler(Scheduler):
             need -= self._pop(r, self._victim(r, -1))
         r.preempted = True
 
-    def _peek(self, r: ReplicaState, left: int) -> tuple[int, int, int]:
-        """The waiting queue's head as a step with ``left`` of its budget would take it: (request, hit tokens,
-        tokens scheduled)."""
+    def _peek(self, r: ReplicaState, left: int, pops: int = 0) -> tuple[int, int, int]:
+        """The waiting queue's head as a step with ``left`` of its budget would take it, after ``pops`` more blocks
+        leave the queue's front: (request, hit tokens, tokens scheduled)."""
         i = r.waiting[0]
-        hit = self._hit(r, i)
+        hit = self._hit(r, i, pops)
         return i, hit, min(r.Pl[i] + r.g[i] - hit, left)
 
-    def _head(self, r: ReplicaState, left: int, room: int) -> tuple[int, int, int] | None:
+    def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
         """``_peek``, or None when its blocks are not among the ``room`` free ones."""
-        head = self._peek(r, left)
+        head = self._peek(r, left, pops)
         return head if r.btl[head[1] + head[2]] <= room else None
 
-    def may_admit_soon(self, r: ReplicaState, need2: int) -> bool:
-        """Right after a preemption (no admission in this step): could the next step admit the waiting head? Its
-        blocks then are at least what it needs now less the blocks this step takes (each can evict one of its
-        cached blocks), and the free ones this step's less both steps' decode blocks: it can fit only if
-        free - need2 >= its need now. If it cannot, no later step of the run can either (free - need never grows
-        while only decode steps run)."""
+    def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
+        """Right after a preemption (no admission in this step): could the next step admit the waiting head, once
+        this step's and its own decode blocks (``pops``) have left the queue's front? That is the check the next
+        step makes. If it cannot, no later step of the run can either: each block a decode step takes is one
+        fewer free, and takes at most one of the head's cached blocks (one more it needs), so free - need, both
+        after the step's own blocks, never grows while only decode steps run."""
         b = len(r.running)
         if not r.waiting or b >= self.max_seqs or b >= self.budget:
             return False
-        i, hit, c = self._peek(r, self.budget - b)
-        return r.free - need2 >= r.btl[hit + c]
+        i, hit, c = self._peek(r, self.budget - b, pops)
+        return r.free - pops >= r.btl[hit + c]
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
@@ -215,12 +225,13 @@ class V1Scheduler(Scheduler):
             return False
         # the head did not fit before and nothing it needs has changed since: the same head and batch, no block
         # freed or taken back, no more blocks free (pops can shrink a victim's hit, and with it the blocks a chunk
-        # cut by the budget needs, but by one block for each block they take: free - need never grows)
+        # cut by the budget needs, but by one block for each block they take: free - need, both after the step's
+        # decode blocks, never grows; see may_admit_soon)
         key = (r.waiting[0], b, r.freed, self.removed)
         if self._no_room is not None and self._no_room[:4] == key and r.free <= self._no_room[4]:
             return False
         need1 = self.need1() if b else 0
-        if need1 <= r.free and self._head(r, self.budget - b, r.free - need1) is not None:
+        if need1 <= r.free and self._head(r, self.budget - b, r.free - need1, need1) is not None:
             return True
         if need1 <= r.free:
             self._no_room = (*key, r.free)
