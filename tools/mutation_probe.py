@@ -542,9 +542,10 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm-v1-hits-left-in-the-queue", V1S, "self.removed += own", "self.removed += 0"),
     M("vllm-v1-head-needs-a-spare-block", V1S, "return head if r.btl[head[1] + head[2]] <= room else None",
       "return head if r.btl[head[1] + head[2]] < room else None"),
-    M("vllm-v1-runs-on-after-a-preemption", V1S, "return r.free - pops >= r.btl[hit + c]", "return False"),
-    M("vllm-v1-head-looked-at-before-the-decode-blocks", V1S,
-      "self._head(r, self.budget - b, r.free - need1, need1)", "self._head(r, self.budget - b, r.free, need1)"),
+    # (no mutant on may_admit_soon: after a preemption the head is the last victim, whose blocks for its tokens
+    # exceed what its leaving freed, so it cannot fit in the next step unless decodes leave under a block of the
+    # budget; nor on wants_step's free - need1: a step it wrongly lets through runs no chunk, priced as the decode
+    # step the loop would have run)
     M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
       "c = r.Pl[p] + r.g[p] - have"),
     M("vllm-v1-weights-read-per-token-kind", COSTS,

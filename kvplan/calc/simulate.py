@@ -641,7 +641,9 @@ def _setup_values(s: Scenario, o: SimOptions, r: SimRun) -> dict:
             f"{u.prefix_hit_tokens_each:,} tokens -> {u.prefix_blocks:,} blocks")),
         "watermark_blocks": Count(u.watermark_blocks, derived(
             "int(watermark x blocks)", f"int({o.watermark:g} x {u.total_blocks:,}) = {u.watermark_blocks:,}",
-            WATERMARK_SOURCE)),
+            WATERMARK_SOURCE) if not r.mixed_prefill else default(
+            "vLLM V1 keeps no admission watermark: allocate_slots fails only when the blocks it needs exceed the free "
+            "ones (vllm/v1/core/kv_cache_manager.py)")),
         "max_batch": Count(u.max_batch, default("the engine's max_num_seqs") if u.max_batch_from_engine
                            else given("--max-batch")),
         "max_num_batched_tokens": Tokens(u.chunk_tokens, default("the engine's max_num_batched_tokens "
