@@ -171,3 +171,42 @@ def test_the_output_names_the_scheduler_and_notes_a_victim_what_if():
     assert m["recomputed_tokens_without_prefix_hits"].value == m["recomputed_tokens"].value + \
         m["recompute_prefix_hit_tokens"].value
     assert m["mixed_steps"].value == plan.run.mixed_steps
+
+
+def test_every_request_and_block_is_accounted_for_at_every_event():
+    """At every event of a V1 run that chunks, preempts and reuses blocks: each request in one place (running,
+    part-way through its prefill, waiting, not arrived, finished); the free blocks and the blocks held add up to
+    the pool; a running request holds its cache's blocks (prompt + generated - 1 tokens), the one part-way its
+    computed tokens', nobody else any; no request past its output."""
+    from kvplan.calc import capacity
+
+    s = build_scenario(**LLAMA, engine="vllm", kv_pool="200MiB", max_num_batched_tokens="128")
+    work = wl.build(requests=40, seed=2, prompt=wl.parse_dist("uniform:50,400", "p"),
+                    output=wl.parse_dist("lognormal:mean=300,p99=1200", "o"), max_len=1600, rate=20.0)
+    P, L, n = np.asarray(work.prompts), np.asarray(work.outputs), len(work.prompts)
+    block_bytes = 16 * 131_072
+
+    def blocks(tokens: int) -> int:
+        return -(-capacity.request_bytes(s, tokens) // block_bytes)
+
+    seen_partial = []
+
+    def check(st):
+        g, held = st["generated"], st["held_blocks"]
+        finished = tuple(int(i) for i in np.flatnonzero(np.isfinite(st["finish"])))
+        places = [st["running"], st["prefilling"], st["waiting"], st["not_arrived"], finished]
+        everyone = [i for place in places for i in place]
+        assert sorted(everyone) == list(range(n))
+        assert st["free_blocks"] + int(held.sum()) == st["total_blocks"] and st["free_blocks"] >= 0
+        for i in st["running"]:
+            assert held[i] == blocks(int(P[i] + g[i] - 1)), i
+        for i, done in zip(st["prefilling"], st["prefilled_tokens"], strict=True):
+            seen_partial.append(i)
+            assert 0 < done < P[i] + g[i] and held[i] == blocks(done)
+        for i in (*st["waiting"], *st["not_arrived"], *finished):
+            assert held[i] == 0, i
+        assert (g <= L).all() and all(g[i] == L[i] for i in finished)
+
+    run = sim.simulate(s, work, sim.SimOptions(max_batch=32, on_event=check))
+    assert run.preemptions.sum() > 0 and run.recompute_hit_tokens.sum() > 0 and seen_partial
+    assert np.isfinite(run.finish).all()

@@ -267,6 +267,7 @@ def event_state(r: ReplicaState) -> dict:
             "finish": np.array(r.tally.finish), "running": tuple(r.running), "waiting": tuple(r.waiting),
             "swapped": tuple(r.swapped), "landing": tuple(i for _, i in r.landing),
             "not_arrived": tuple(i for _, i in r.arrivals), "leaving": tuple(i for _, i in r.leaving),
+            "prefilling": r.partial[:1], "prefilled_tokens": r.partial[1:],
             "prefix_blocks": r.prefix_blocks, "swapped_out_bytes": r.tally.swapped_out_bytes,
             "swapped_in_bytes": r.tally.swapped_in_bytes}
 

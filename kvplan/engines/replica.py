@@ -59,7 +59,7 @@ class ReplicaState:
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "next_id", "done", "out_free", "in_free", "dram_used",
-                 "prefix_cached", "preempted", "freed")
+                 "prefix_cached", "preempted", "freed", "partial")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -108,6 +108,7 @@ class ReplicaState:
         self.prefix_cached = False               # the shared prefix is in the cache (after the first prefill)
         self.preempted = False                   # a preemption happened and no step has run since
         self.freed = total_blocks                # blocks ever put on the free queue (the pool's own first)
+        self.partial: tuple[int, int] | tuple[()] = ()   # a request part-way through its prefill, its tokens done
 
     # --- the pool -----------------------------------------------------------------------------------------------
     def holders(self) -> int:

@@ -319,6 +319,7 @@ class V1Scheduler(Scheduler):
         if used > tally.peak_used:
             tally.peak_used = used
         b = len(running)
+        r.partial = (self.partial, computed[self.partial]) if self.partial >= 0 else ()
         if not chunks and not b:               # the request part-way preempted itself: nothing runs this step
             r.preempted = True
             return True
