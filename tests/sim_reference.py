@@ -97,6 +97,7 @@ class Req:
     peak_bytes: int = 0
     offloads: int = 0
     prefix_hit_tokens: int = 0
+    recompute_hit_tokens: int = 0
 
     @property
     def cache(self) -> int:
@@ -121,6 +122,8 @@ class RefRun:
     prefill_seconds: float = 0.0
     swap_stall_seconds: float = 0.0
     steps: list = field(default_factory=list)    # (batch, seconds) of every decode step
+    mixed_steps: int = 0                         # steps that ran prefill chunks (run_vllm)
+    mixed_prefill_tokens: int = 0
 
     def column(self, name: str) -> list:
         return [getattr(r, name) for r in self.reqs]
@@ -406,5 +409,243 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     out.simulated_seconds = now
     # a closed loop whose duration ended first never submitted the last requests: they are not part of the run
     assert all(r.state == NOT_YET for r in reqs[submitted:])
+    out.reqs = reqs[:submitted]
+    return out
+
+
+# === vLLM V1 (``--engine vllm``): one engine step per loop turn =====================================================
+# Written from the rules kvplan/engines/vllm_scheduler.py documents (vLLM V1's Scheduler.schedule), with real block
+# ids: a free queue of ids (the pool's, then every freed request's in reverse order, its tail first), allocations
+# from its front (evicting what a block cached), a victim's full blocks hashed by (request, place) until evicted,
+# and on resume the run of its leading blocks still hashed taken back out of the queue.
+#
+# 1. Arrivals join the back of the waiting queue; what falls during a step is seen at its end.
+# 2. A step: the decoding requests (each one token, blocks for its computed tokens + 1) in batch order, then the
+#    request part-way through its prefill (the newest: min(its remaining tokens, budget left) tokens). While the
+#    decoders' blocks are not free, a victim leaves (``newest``: the last of the batch, the part-way one counted
+#    as the newest; other rules over the batch's cached tokens); then while the part-way chunk's are not, likewise
+#    (a decoder that leaves then gives back the block it had just taken too). A victim's blocks go to the free
+#    queue, tail first; it goes to the front of the waiting queue with its tokens (prompt + generated).
+# 3. With no victim this step: the waiting queue from its front while the budget lasts and fewer than max_batch
+#    requests run: hit = min(shared prefix blocks (once a prompt has been admitted) + its leading own blocks still
+#    hashed, (tokens - 1) // block) whole blocks; it takes min(tokens - hit, budget left) tokens and needs blocks
+#    for hit + those tokens among the free ones (its hit blocks are among them); the first that does not fit stops.
+# 4. The step's price: StepModel.mixed_step(decoders, their reads at prompt + generated, chunks). A decoder gains
+#    a token; a chunk that reaches the request's tokens gives it a token (its first, or the next after a
+#    recompute). A request with all its output is done at the step's end (batch order), its blocks freed.
+DECODE, PREFILL = "decode", "prefill"
+
+
+def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None) -> RefRun:
+    block = int(capacity.block_tokens(s).value)
+    alone = dataclasses.replace(s, shared_prefix_tokens=0)
+    block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
+    hit_tokens = s.shared_prefix_tokens // block * block
+    shared = hit_tokens // block
+    copy_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes) if hit_tokens else 0
+    total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes - copy_blocks
+    mnbt, mns = s.engine_adapter.batch_limits_for(s)
+    budget0 = int(mnbt.value)
+    max_batch = max_batch or int(mns.value)
+    sm = costs.step_model(s)
+    prompts = [int(p) for p in workload.prompts]
+    outputs = [int(x) for x in workload.outputs]
+    reqs = [Req(i, p, o) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]
+    longest = max(p + o - 1 for p, o in zip(prompts, outputs, strict=True))
+    out = RefRun(reqs, block, block_bytes, total_blocks, 0)
+
+    memo: dict[int, int] = {}
+
+    def blocks_for(tokens: int) -> int:
+        if tokens not in memo:
+            memo[tokens] = -(-capacity.request_bytes(s, tokens) // block_bytes)
+        return memo[tokens]
+
+    # a victim's blocks are found again only where each block above the shared prefix is one block of tokens
+    reuse = all(blocks_for(hit_tokens + m * block) - blocks_for(hit_tokens + (m - 1) * block) == 1
+                for m in range(1, (longest - hit_tokens) // block + 2))
+
+    queue = list(range(total_blocks))            # free block ids, front first
+    hashed: dict[int, tuple[int, int]] = {}      # block id -> (request, its place), while cached and free
+    owned: dict[int, list[int]] = {r.id: [] for r in reqs}
+    left_behind: dict[int, list[int]] = {}       # a victim's blocks as it left them (place order)
+    computed = {r.id: 0 for r in reqs}
+    high = {r.id: 0 for r in reqs}               # the most tokens it ever had computed
+    status: dict[int, str] = {}
+    now = 0.0
+    running: list[Req] = []
+    waiting: list[Req] = []
+    pending: list[tuple[float, int]] = []
+    if workload.arrivals is not None:
+        for i, t in enumerate(workload.arrivals):
+            heapq.heappush(pending, (float(t), i))
+        submitted = len(reqs)
+    else:
+        submitted = min(int(workload.users), len(reqs))
+        for i in range(submitted):
+            heapq.heappush(pending, (0.0, i))
+    prefix_warm = False
+
+    def tokens(r: Req) -> int:
+        return r.prompt + r.generated
+
+    def take_front(r: Req, k: int) -> None:
+        for _ in range(k):
+            bid = queue.pop(0)
+            hashed.pop(bid, None)                # evicted
+            owned[r.id].append(bid)
+
+    def free_all(r: Req, cached_tokens: int | None) -> None:
+        """r's blocks to the back of the queue, its last block first; with ``cached_tokens`` (a victim) its full
+        own blocks stay hashed."""
+        mine = owned[r.id]
+        full = (cached_tokens // block - shared) if cached_tokens is not None and reuse else 0
+        for k in range(len(mine) - 1, -1, -1):
+            queue.append(mine[k])
+            if k < full:
+                hashed[mine[k]] = (r.id, k)
+        owned[r.id] = []
+
+    def preempt(r: Req) -> None:
+        running.remove(r)
+        r.preemptions += 1
+        left_behind[r.id] = list(owned[r.id])
+        free_all(r, computed[r.id])
+        computed[r.id] = 0
+        status[r.id] = WAITING
+        waiting.insert(0, r)
+
+    def choose() -> Req:
+        if victim == "newest":
+            return running[-1]
+        caches = [computed[r.id] for r in running]
+        if victim == "fewest-tokens":
+            best = 0
+            for j, c in enumerate(caches):
+                if c <= caches[best]:
+                    best = j
+            return running[best]
+        order = sorted(range(len(running)), key=lambda j: (-caches[j], j))
+        protected = set(order[: len(running) // 2])
+        return running[max(j for j in range(len(running)) if j not in protected)]
+
+    def finish(r: Req) -> None:
+        nonlocal submitted
+        r.state, r.finish = DONE, now
+        r.peak_bytes = capacity.request_bytes(s, r.prompt + r.output - 1)
+        running.remove(r)
+        free_all(r, None)
+        if workload.arrivals is None and submitted < len(reqs):
+            t = now + workload.think_s
+            if workload.duration_s is None or t < workload.duration_s:
+                heapq.heappush(pending, (t, submitted))
+                submitted += 1
+
+    turns = 0
+    while any(r.state != DONE for r in reqs[:submitted]):
+        turns += 1
+        if turns > MAX_TURNS:
+            raise RuntimeError(f"the reference passed {MAX_TURNS:,} turns")
+        while pending and pending[0][0] <= now:
+            t, i = heapq.heappop(pending)
+            reqs[i].arrival, reqs[i].state = t, WAITING
+            waiting.append(reqs[i])
+        budget = budget0
+        preempted = False
+        chunks: list[tuple[Req, int, int]] = []
+        while sum(blocks_for(computed[r.id] + 1) - len(owned[r.id]) for r in running
+                  if status[r.id] == DECODE) > len(queue):
+            preempt(choose())
+            preempted = True
+        decoders = [r for r in running if status[r.id] == DECODE]
+        for r in decoders:
+            take_front(r, blocks_for(computed[r.id] + 1) - len(owned[r.id]))
+        budget -= len(decoders)
+        part = [r for r in running if status[r.id] == PREFILL]
+        if part and budget > 0:
+            p = part[0]
+            c = min(tokens(p) - computed[p.id], budget)
+            while blocks_for(computed[p.id] + c) - len(owned[p.id]) > len(queue):
+                v = choose()
+                preempted = True
+                preempt(v)
+                if v is p:
+                    break
+                decoders.remove(v)
+            if p in running:
+                take_front(p, blocks_for(computed[p.id] + c) - len(owned[p.id]))
+                chunks.append((p, computed[p.id], computed[p.id] + c))
+                budget -= c
+        if not preempted:
+            while waiting and budget > 0 and len(running) < max_batch:
+                q = waiting[0]
+                cap = (tokens(q) - 1) // block
+                own = 0
+                before = left_behind.get(q.id, [])
+                while own < len(before) and hashed.get(before[own]) == (q.id, own):
+                    own += 1
+                base = shared if prefix_warm else 0
+                got = min(base + own, cap)
+                own_used = max(0, got - base)
+                hit = got * block
+                c = min(tokens(q) - hit, budget)
+                if blocks_for(hit + c) > len(queue):
+                    break
+                waiting.pop(0)
+                for bid in before[:own_used]:     # hits: out of the free queue, back to the request
+                    queue.remove(bid)
+                    del hashed[bid]
+                    owned[q.id].append(bid)
+                left_behind.pop(q.id, None)
+                if q.preemptions:
+                    q.recompute_hit_tokens += own_used * block
+                else:
+                    q.admitted, q.prefix_hit_tokens = now, hit
+                if hit_tokens:
+                    prefix_warm = True
+                take_front(q, blocks_for(hit + c) - len(owned[q.id]))
+                computed[q.id] = hit
+                status[q.id] = PREFILL
+                running.append(q)
+                chunks.append((q, hit, hit + c))
+                budget -= c
+        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - len(queue))
+        b = len(decoders)
+        if not b and not chunks:
+            if preempted:
+                continue
+            if pending:
+                now = max(now, pending[0][0])
+                continue
+            break
+        cb = sum(float(sm.request_cache(float(tokens(r)))[0]) for r in decoders)
+        cf = sum(float(sm.request_cache(float(tokens(r)))[1]) for r in decoders)
+        spans = [(a, e) for _, a, e in chunks]
+        dt = sm.mixed_step(b, cb, cf, spans)
+        if chunks:
+            out.prefill_seconds += dt - (sm.mixed_step(b, cb, cf, ()) if b else 0.0)
+            out.mixed_steps += 1
+            out.mixed_prefill_tokens += sum(e - a for a, e in spans)
+        for q, a, e in chunks:
+            q.recomputed += max(0, min(e, high[q.id]) - a)
+        out.peak_running = max(out.peak_running, b + len(chunks))
+        now += dt
+        out.decode_steps += 1
+        out.steps.append((b, dt))
+        for r in decoders:
+            computed[r.id] += 1
+            r.generated += 1
+        for q, _, e in chunks:
+            computed[q.id] = e
+            if e == tokens(q):
+                if q.generated == 0:
+                    q.first_token = now
+                q.generated += 1
+                status[q.id] = DECODE
+        for r in list(running):
+            high[r.id] = max(high[r.id], computed[r.id])
+            if status[r.id] == DECODE and r.generated >= r.output:
+                finish(r)
+    out.simulated_seconds = now
     out.reqs = reqs[:submitted]
     return out

@@ -415,7 +415,7 @@ def test_simulated_assertions_run_kvplan_simulate_with_the_assertions_options(ru
     # preempted, so the recompute rate and the swap-outs per second are exactly 0
     plan = write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "calm"\nmetric = "sim_recompute_rate"\nusers = 4\n'
                  'requests = 8\nat_most = "0%"\n\n[[assert]]\nname = "no swaps"\nmetric = "sim_swap_outs_per_second"\n'
-                 'users = 4\nrequests = 8\npolicy = "swap"\nat_most = 0\n\n'
+                 'users = 4\nrequests = 8\nat_most = 0\n\n'
                  '[[assert]]\nname = "busy"\nmetric = "sim_recompute_rate"\nrate = 0.5\nrequests = 200\nseed = 3\n'
                  'at_most = "2%"\n')
     r = run_cli("check", plan, "-f", "json")
@@ -435,6 +435,7 @@ def test_simulated_assertions_run_kvplan_simulate_with_the_assertions_options(ru
     ("rate = 1\nusers = 2\n", "two ways to make arrivals"),
     ("requests = 0\n", "not a whole number in 1 .. 50,000"),   # kvplan.inputs.workload.MAX_REQUESTS
     ('policy = "bogus"\n', "unknown preemption policy"),
+    ('policy = "swap"\n', "has no swap space"),       # the plan's engine is vLLM V1, which preempts by recompute
     ("batch = 8\n", "batch does not apply to sim_recompute_rate"),
 ])
 def test_bad_simulation_options_are_one_line_exit_2(run_cli, tmp_path, extra, needle):

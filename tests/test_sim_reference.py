@@ -369,3 +369,58 @@ def test_random_small_traces(case, policy, victim, seed, requests, rate, max_bat
                 dram_bytes_per_node=int(longest * 8 * 1.5), offload_threshold=threshold)
     fast = check_conservation(s, work, **opts)
     assert_same(fast, ref.run(s, work, **opts))
+
+
+# --- vLLM V1 (--engine vllm): its own scheduler against the reference's run_vllm --------------------------------
+def assert_same_v1(fast, r: ref.RefRun) -> None:
+    assert_same(fast, r)
+    np.testing.assert_array_equal(fast.recompute_hit_tokens, r.column("recompute_hit_tokens"))
+    assert (fast.mixed_steps, fast.mixed_prefill_tokens) == (r.mixed_steps, r.mixed_prefill_tokens)
+
+
+@pytest.mark.parametrize("budget", [None, "128"])
+@pytest.mark.parametrize("prefix", [None, "40"])
+@pytest.mark.parametrize("victim", sim.VICTIMS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_vllm_v1_equals_the_reference(case, victim, prefix, budget):
+    # budget 128 (max_num_batched_tokens) with prompts of 50 .. 400 tokens: most prompts and every long recompute
+    # run in several chunks, each mixed into a decode step; max_num_seqs 64 (vLLM needs it within the budget)
+    base, pool, _ = CASES[case]
+    s = build_scenario(**dict(base, engine="vllm"), kv_pool=pool, shared_prefix=prefix, max_num_batched_tokens=budget)
+    work = small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0)
+    max_batch = 64 if budget else None
+    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch))
+    r = ref.run_vllm(s, work, victim, max_batch=max_batch)
+    assert_same_v1(fast, r)
+    assert fast.mixed_prefill and fast.preemptions.sum() > 0 and fast.recomputed.sum() > 0
+    if budget:                     # prompts cut into chunks: more chunked steps than prompts and recomputes
+        assert fast.mixed_steps > len(work.prompts) + fast.preemptions.sum() // 2
+    if case != "gpt-oss-120b":     # full attention / MLA: a victim's surviving blocks are hits on resume
+        assert fast.recompute_hit_tokens.sum() > 0
+    else:                          # sliding windows: not reused
+        assert fast.recompute_hit_tokens.sum() == 0
+    if prefix:
+        block = int(capacity.block_tokens(s).value)
+        assert sorted(set(fast.prefix_hit_tokens)) == ([0, 40 // block * block] if 40 // block else [0])
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(sorted(CASES)), victim=st.sampled_from(sim.VICTIMS), seed=st.integers(0, 10_000),
+       requests=st.integers(1, 20), rate=st.sampled_from([2.0, 20.0, 200.0]), budget=st.sampled_from([None, 32, 100]),
+       max_batch=st.sampled_from([2, 5, 16]), pool_factor=st.sampled_from([1.05, 1.5, 3.0]),
+       prompt=st.sampled_from(["uniform:33,200", "fixed:64"]), prefix=st.sampled_from([None, 1, 33]),
+       users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]))
+def test_vllm_v1_random_small_traces(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt,
+                                     prefix, users):
+    base, _, _ = CASES[case]
+    max_len = 600
+    longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
+    s = build_scenario(**dict(base, engine="vllm"), kv_pool=f"{int(pool_factor * longest)}B",
+                       shared_prefix=str(prefix) if prefix else None,
+                       max_num_batched_tokens=str(budget) if budget else None)
+    work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(prompt, "p"),
+                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len,
+                    **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
+                                                                  duration_s=users[2])))
+    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch))
+    assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch))

@@ -31,13 +31,16 @@ TOOL = Path(__file__).resolve().parent.parent / "tools" / "fidelity_report.py"
 SUBSET = ("65-01-ai-yi-34b-tp2-general-lite-2-1/stage0", "66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1/stage0",
           "60-llama-3-1-70b-tp4-general-lite-4-1/stage1", "11-mixtral-8x7b-tp2-roleplay",
           "9-mixtral-8x7b-tp2-general", "datacrunch-h200-llama-3.3-70b-tp4-sglang-random-1024/rate2")
-# the subset's median |error| measured with the scheduler of this commit (TPOT 6.1%, TTFT 27.4%, E2E 9.7%; 1 false
-# overload, run 9) rounded up: a regression ceiling, not the target
-SUBSET_CEILING = {"tpot": 0.07, "ttft": 0.28, "e2e": 0.10}
-SUBSET_FALSE_OVERLOADS = 1
-# the whole held-out set, measured likewise (tools/fidelity_report.py): 11.4%, 38.6%, 36.9%; 4 false overloads
-HELD_OUT_CEILING = {"tpot": 0.12, "ttft": 0.39, "e2e": 0.37}
-HELD_OUT_FALSE_OVERLOADS = 4
+# the subset's median |error| measured with vLLM V1's scheduler (kvplan.engines.vllm_scheduler: prefill chunks mixed
+# into the decode steps) for the vLLM runs and SGLang's for the SGLang run: TPOT 10.8%, TTFT 27.4%, E2E 9.3%; no false
+# overload (the rule book that ran before: 6.1%, 27.4%, 9.7%, 1 false overload) rounded up: a regression ceiling, not
+# the target
+SUBSET_CEILING = {"tpot": 0.11, "ttft": 0.28, "e2e": 0.10}
+SUBSET_FALSE_OVERLOADS = 0
+# the whole held-out set, measured likewise (tools/fidelity_report.py): 17.7%, 31.4%, 21.7%; no false overload (the
+# rule book before: 11.4%, 38.6%, 36.9%; 4 false overloads)
+HELD_OUT_CEILING = {"tpot": 0.18, "ttft": 0.32, "e2e": 0.22}
+HELD_OUT_FALSE_OVERLOADS = 0
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,7 @@ def M(name: str, path: str, original: str, replacement: str, *more: tuple[str, s
 SGL = "kvplan/engines/sglang.py"
 SGS = "kvplan/engines/sglang_scheduler.py"
 VLLM = "kvplan/engines/vllm.py"
+V1S = "kvplan/engines/vllm_scheduler.py"
 NEUTRAL = "kvplan/engines/neutral.py"
 BASE = "kvplan/engines/base.py"
 CONC = "kvplan/calc/concurrency.py"
@@ -557,6 +558,44 @@ MUTANTS: tuple[Mutant, ...] = (
       "reserved = ratio * batch.to_go(steps)"),
     M("sgsched-running-cap-off-by-one", SGS, "if len(running) >= self.max_batch:", "if len(running) > self.max_batch:"),
     M("sgsched-chunk-b200", SGS, "(90, 8192), (160, 8192))", "(90, 8192), (160, 16384))"),
+    # vLLM V1's scheduler (kvplan/engines/vllm_scheduler.py) and the mixed step's price
+    M("vllm-v1-admits-in-a-step-that-preempted", V1S,
+      "if not preempted:                      # then the waiting queue", "if True:  # then the waiting queue"),
+    # (the loop runs the rest of the batch in the step that preempted at once, so r.preempted is False at the next
+    # look unless every request left, when admitting at once is the same as one empty step later: no mutant there)
+    M("vllm-v1-victim-to-the-back", V1S, "r.release(i)\n        r.waiting.appendleft(i)",
+      "r.release(i)\n        r.waiting.append(i)"),
+    M("vllm-v1-hit-takes-every-token", V1S, "cap = (r.Pl[i] + r.g[i] - 1) // block",
+      "cap = (r.Pl[i] + r.g[i]) // block"),
+    M("vllm-v1-no-eviction-of-a-victim", V1S, "own = max(0, min(start + n - max(front, start), full))",
+      "own = max(0, min(n, full))"),
+    M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (r.freed, n, cached // r.block - self.hb)",
+      "self.seg[i] = (r.freed, n, 0)"),
+    M("vllm-v1-budget-ignores-decodes", V1S, "left = self.budget - len(running)", "left = self.budget"),
+    M("vllm-v1-prompt-not-chunked", V1S, "return i, hit, min(r.Pl[i] + r.g[i] - hit, left)",
+      "return i, hit, r.Pl[i] + r.g[i] - hit"),
+    M("vllm-v1-one-seq-too-many", V1S, "len(running) + len(chunks) < self.max_seqs",
+      "len(running) + len(chunks) <= self.max_seqs"),
+    M("vllm-v1-step-priced-without-chunks", V1S, "t, alone = self.mixed(spans)", "alone, t = self.mixed(spans)"),
+    M("vllm-v1-newest-is-a-decoder", V1S, "return len(r.running) - (part < 0)", "return len(r.running) - 1"),
+    M("vllm-v1-recompute-counts-new-tokens", V1S, "tally.recomputed[i] += max(0, min(e, redo[i]) - a)",
+      "tally.recomputed[i] += e - a"),
+    # (which labels of a resumed victim's segment leave the queue does not matter: the front crosses the segment
+    # after the same pops either way, and the labels are its own; a mutant there lives) but that they leave does
+    M("vllm-v1-hits-left-in-the-queue", V1S, "self.removed += own", "self.removed += 0"),
+    M("vllm-v1-head-needs-a-spare-block", V1S, "return head if r.btl[head[1] + head[2]] <= room else None",
+      "return head if r.btl[head[1] + head[2]] < room else None"),
+    # (no mutant on may_admit_soon: after a preemption the head is the last victim, whose blocks for its tokens
+    # exceed what its leaving freed, so it cannot fit in the next step unless decodes leave under a block of the
+    # budget; nor on wants_step's free - need1: a step it wrongly lets through runs no chunk, priced as the decode
+    # step the loop would have run)
+    M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
+      "c = r.Pl[p] + r.g[p] - have"),
+    M("vllm-v1-weights-read-per-token-kind", COSTS,
+      "return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone",
+      "return float(self.weight_read_seconds + compute + self.overhead_s + extra), alone"),
+    M("vllm-v0-release-runs-v1", VLLM, "if not self.since(V1_SINCE):\n            return None",
+      "if False:\n            return None"),
 )
 
 

@@ -16,6 +16,7 @@ FLOPs follow DeepSeek-V3's ISCA'25 paper (arXiv 2505.09343 §2.2.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvplan.calc import flops
@@ -419,6 +420,65 @@ class StepModel:
             total += max(weights, compute) + self.overhead_s
             start = end
         return total
+
+
+    def mixed_step(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> float:
+        """One engine step that runs ``batch`` decode tokens (their caches' reads and attention FLOPs in total, as
+        ``step`` takes them) and prefill chunks in the same forward pass (vLLM V1's chunked prefill mixes them):
+        ``chunks`` is a sequence of token ranges (start, end), each a request's tokens start..end computed against
+        its cache of ``start`` tokens. With no chunk it is ``step(batch, cache_bytes, attention_flops)["total"]``.
+        With chunks, built from the two prices it sits between:
+
+        * the linear layers run once for every token of the pass: every weight on this GPU read once
+          (``weight_read_seconds``, as a prefill chunk reads them) against the linear FLOPs of the chunks' tokens
+          and the decode tokens together plus the chunks' attention FLOPs, at the prefill rate (``prefill_seconds``'
+          per-chunk compute, ``flops.attention_flops`` for each range), the larger of the two;
+        * plus the per-step overhead once (``overhead_s``), as a prefill chunk pays it;
+        * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
+          attention FLOPs), their communication beyond the step's fixed latency (prefill_mfu is an end-to-end
+          figure that covers a prefill's own), and their per-request overhead.
+
+        So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
+        tokens' own weight and expert reads are not paid twice."""
+        return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
+
+    def mixed_parts(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> tuple[float, float]:
+        """(``mixed_step``, the same step without its chunks: ``step(...)["total"]``, 0 with no decode token)."""
+        decode = self.step(batch, cache_bytes, attention_flops) if batch else None
+        alone = float(decode["total"]) if decode is not None else 0.0
+        if not chunks:
+            return (alone if decode is not None else float(self.step(0, 0.0, 0.0)["total"])), alone
+        per_token, comm0 = self._mixed_constants
+        model, tp = self.scenario.sized_model, self.scenario.parallelism.tp
+        tokens = batch
+        attention = 0.0
+        memo = self._chunk_attention
+        for start, end in chunks:
+            tokens += end - start
+            a = memo.get((start, end))
+            if a is None:
+                a = memo[start, end] = flops.attention_flops(model, end, start)
+            attention += a
+        compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
+        extra = (decode["attention"] + decode["comm"] - comm0 + self.request_overhead_s * batch
+                 if decode is not None else 0.0)
+        return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone
+
+    @cached_property
+    def _chunk_attention(self) -> dict[tuple[int, int], float]:
+        """``flops.attention_flops`` of a chunk's token range, memoized (a prompt length repeats)."""
+        return {}
+
+    @cached_property
+    def _mixed_constants(self) -> tuple[float, float]:
+        """(linear FLOPs per token of a prefill pass, as ``prefill_seconds`` counts them; the step's communication
+        with no token: its fixed latencies)."""
+        s = self.scenario
+        tp = s.parallelism.tp
+        routed = self.moe_flops_per_token * tp / 2
+        ep = s.parallelism.ep or tp
+        per_token = 2 * (flops.matmul_params(s.sized_model).value - routed) / tp + 2 * routed / ep
+        return per_token, float(self.step(0, 0.0, 0.0)["comm"])
 
 
 def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):

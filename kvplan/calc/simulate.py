@@ -218,8 +218,12 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     # blocks, where the table is flat, lie below every prompt)
     unit_steps = bool(np.all(np.diff(table[int(P.min()) // u.block:]) == 1))
     thr = int(o.offload_threshold * u.total_blocks) if o.offload_threshold is not None else None
+    hb = u.hit // u.block
+    # a victim's own blocks are reused on resume where every block boundary above the shared prefix adds one block
+    reuse = bool(np.all(np.diff(table[hb:]) == 1))
     sched = scheduler_for(s, o, max_batch=u.max_batch, watermark_blocks=u.watermark_blocks, threshold_blocks=thr,
-                          total_blocks=u.total_blocks, block=u.block)      # the engine's own, or the rule book
+                          total_blocks=u.total_blocks, block=u.block, chunk=u.chunk, reuse=reuse,
+                          prefix_blocks=hb)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
@@ -242,7 +246,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   bytes_at[-(-(P + L - 1) // u.block)], r.now, t.swapped_out_bytes, t.swapped_in_bytes, r.steps,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
                   thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=sched.engine_rules,
-                  scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause)
+                  scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
+                  recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
+                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
 
 
 def event_state(r: ReplicaState) -> dict:
@@ -257,6 +263,7 @@ def event_state(r: ReplicaState) -> dict:
             "finish": np.array(r.tally.finish), "running": tuple(r.running), "waiting": tuple(r.waiting),
             "swapped": tuple(r.swapped), "landing": tuple(i for _, i in r.landing),
             "not_arrived": tuple(i for _, i in r.arrivals), "leaving": tuple(i for _, i in r.leaving),
+            "prefilling": r.partial[:1], "prefilled_tokens": r.partial[1:],
             "prefix_blocks": r.prefix_blocks, "swapped_out_bytes": r.tally.swapped_out_bytes,
             "swapped_in_bytes": r.tally.swapped_in_bytes}
 
@@ -272,11 +279,17 @@ class _EventLoop:
                  unit_steps: bool) -> None:
         self.r, self.sched, self.prices, self.bt, self.fast, self.unit_steps = r, sched, prices, bt, fast, unit_steps
         self.mark = r.tally.marks.extend        # the timeline: the state as a run starts and as it ends, flat
+        self.steps_itself = sched.steps_itself
+        if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
+            s: Any = sched
+            s.need1 = self.need1
+            s.mixed = lambda chunks: prices.mixed(r, chunks)
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
+        steps_itself = sched.steps_itself
         events = 0
         while r.done < n:
             events += 1
@@ -293,6 +306,8 @@ class _EventLoop:
                 on_event(event_state(r))
             if (r.waiting or r.swapped) and sched.admit(r):
                 continue          # prefills took time: take what arrived meanwhile first
+            if steps_itself and sched.step(r):
+                continue          # a step with prefill chunks ran (one event)
             out = len(r.swapped) + len(r.leaving)
             mark((r.now, total - r.free, len(running), out, r.dram_used))   # a run starts
             if not running:
@@ -306,19 +321,24 @@ class _EventLoop:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the
         scheduler preempts) or the scheduler offloads first."""
         r, fast = self.r, self.fast
-        b, steps, free = len(r.running), r.steps, r.free
-        s0, x, held_sum = 0, None, 0
-        if fast:
-            s0 = (steps - 1) % r.block            # the phase whose next token starts a block
-            need1 = r.phase[s0]                   # blocks the next step adds
-        else:
-            np = _numpy()
-            x = r.xo[np.array(r.running, dtype=np.int64)] + steps   # what the next step reads
-            held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks   # the running batch's blocks
-            need1 = int(self.bt[x].sum()) - held_sum
-        if need1 > free:
+        while True:
+            b, steps, free = len(r.running), r.steps, r.free
+            s0, x, held_sum = 0, None, 0
+            if fast:
+                s0 = (steps - 1) % r.block            # the phase whose next token starts a block
+                need1 = r.phase[s0]                   # blocks the next step adds
+            else:
+                np = _numpy()
+                x = r.xo[np.array(r.running, dtype=np.int64)] + steps   # what the next step reads
+                held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks   # the batch's blocks
+                need1 = int(self.bt[x].sum()) - held_sum
+            if need1 <= free:
+                break
             self.sched.preempt(r, need1)
-            return
+            # a scheduler that runs its steps itself (vLLM V1) runs the rest of the batch in the step that
+            # preempted, at once; the rule book looks at its queues again first
+            if not (self.sched.steps_itself and r.running):
+                return
         limit = self.sched.room_for_run(r, need1)   # blocks the run may add
         if limit is None:
             return
@@ -332,8 +352,9 @@ class _EventLoop:
         nxt = None
         if prices.has_caps:
             k, nxt = prices.cap_steps(x, k)
-        if prices.reference or r.preempted:       # after a preemption, admission is looked at again in one step
-            k = 1
+        if prices.reference or (r.preempted and not (self.steps_itself and fast and not self.sched.may_admit_soon(
+                r, need1 + r.phase[steps % r.block]))):
+            k = 1                                 # after a preemption, admission is looked at again in one step
         added = None                              # the blocks the run adds, once known
         upcoming = math.inf                       # what falls during a single step is seen at its end
         if k > 1:
@@ -366,6 +387,15 @@ class _EventLoop:
         r.preempted = False
         if k == k_done:                           # the first completion is at the run's end
             r.complete()
+
+    def need1(self) -> int:
+        """The blocks the running batch's next decode step adds."""
+        r = self.r
+        if self.fast:
+            return r.phase[(r.steps - 1) % r.block]
+        np = _numpy()
+        x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps
+        return int(self.bt[x].sum() - self.bt[x - 1].sum())
 
     def need_after(self, x, held_sum: int, k: int) -> int:
         """Blocks the batch of contexts ``x`` adds in k steps (the vectorized path)."""
@@ -468,7 +498,7 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
 
     per = {name: cat(name) for name in ("prompts", "outputs", "arrival", "admitted", "first_token", "finish",
                                         "preemptions", "swap_outs", "swap_ins", "recomputed", "peak_bytes",
-                                        "offloads", "prefix_hit_tokens")}
+                                        "offloads", "prefix_hit_tokens", "recompute_hit_tokens")}
 
     def total(name: str):
         return sum(getattr(run, name) for run in runs)
@@ -482,7 +512,8 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         peak_dram_bytes=max(run.peak_dram_bytes for run in runs),
         peak_running=max(run.peak_running for run in runs),
         prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
-        timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order])
+        timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order],
+        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"))
 
 
 def routing_note(replicas: Count, serving: Count, requests: Count) -> Note:
@@ -576,6 +607,12 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
     setup = _setup_values(s, o, r)
     notes = []
     u = r.setup
+    if s.engine_adapter.id != "neutral":
+        notes.append(note("Scheduler: {scheduler}.", scheduler=r.scheduler))
+    if r.mixed_prefill and o.victim != DEFAULT_VICTIM:
+        notes.append(note("--victim {victim} is a what-if: vLLM V1 without request priorities preempts the newest "
+                          "running request (self.running.pop() in vllm/v1/core/sched/scheduler.py).",
+                          victim=o.victim))
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",
@@ -602,7 +639,9 @@ def _setup_values(s: Scenario, o: SimOptions, r: SimRun) -> dict:
             f"{u.prefix_hit_tokens_each:,} tokens -> {u.prefix_blocks:,} blocks")),
         "watermark_blocks": Count(u.watermark_blocks, derived(
             "int(watermark x blocks)", f"int({o.watermark:g} x {u.total_blocks:,}) = {u.watermark_blocks:,}",
-            WATERMARK_SOURCE)),
+            WATERMARK_SOURCE) if not r.mixed_prefill else default(
+            "vLLM V1 keeps no admission watermark: allocate_slots fails only when the blocks it needs exceed the free "
+            "ones (vllm/v1/core/kv_cache_manager.py)")),
         "max_batch": Count(u.max_batch, default("the engine's max_num_seqs") if u.max_batch_from_engine
                            else given("--max-batch")),
         "max_num_batched_tokens": Tokens(u.chunk_tokens, default("the engine's max_num_batched_tokens "

@@ -32,7 +32,8 @@ class Tally:
     decisions and the state's mechanics write it; ``kvplan.calc.sim.metrics`` turns it into the run's figures."""
 
     __slots__ = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins",
-                 "recomputed", "offloads", "prefix_hits", "swapped_out_bytes", "swapped_in_bytes", "peak_used",
+                 "recomputed", "offloads", "prefix_hits", "recompute_hits", "mixed_steps", "mixed_tokens",
+                 "swapped_out_bytes", "swapped_in_bytes", "peak_used",
                  "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks")
 
     def __init__(self, n: int) -> None:
@@ -41,6 +42,8 @@ class Tally:
         self.preemptions, self.swap_outs, self.swap_ins, self.recomputed = [0] * n, [0] * n, [0] * n, [0] * n
         self.offloads = [0] * n
         self.prefix_hits = [0] * n          # prompt tokens found in the prefix cache at the first prefill
+        self.recompute_hits = [0] * n       # a resumed victim's tokens found in the prefix cache (its own blocks)
+        self.mixed_steps = self.mixed_tokens = 0   # steps that ran prefill chunks, and the chunks' tokens
         self.swapped_out_bytes = self.swapped_in_bytes = 0
         self.peak_used = self.peak_dram = self.peak_running = 0
         self.stall_prefill = self.stall_swap = 0.0   # the batch standing still for prefills, and for swap-outs
@@ -56,7 +59,7 @@ class ReplicaState:
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "next_id", "done", "out_free", "in_free", "dram_used",
-                 "prefix_cached", "preempted")
+                 "prefix_cached", "preempted", "freed", "partial")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -104,6 +107,8 @@ class ReplicaState:
         self.dram_used = 0
         self.prefix_cached = False               # the shared prefix is in the cache (after the first prefill)
         self.preempted = False                   # a preemption happened and no step has run since
+        self.freed = total_blocks                # blocks ever put on the free queue (the pool's own first)
+        self.partial: tuple[int, int] | tuple[()] = ()   # a request part-way through its prefill, its tokens done
 
     # --- the pool -----------------------------------------------------------------------------------------------
     def holders(self) -> int:
@@ -120,6 +125,7 @@ class ReplicaState:
 
     def release(self, i: int) -> None:
         self.free += self.held[i]
+        self.freed += self.held[i]
         self.held[i] = 0
 
     # --- the running batch --------------------------------------------------------------------------------------

@@ -9,12 +9,28 @@ from kvplan.engines.scheduling import RuleBook, Scheduler
 
 
 def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, threshold_blocks: int | None,
-                  total_blocks: int, block: int) -> Scheduler:
+                  total_blocks: int, block: int, chunk: int, reuse: bool, prefix_blocks: int) -> Scheduler:
     """The scheduler of the scenario's engine, with simulate's options ``o`` (``SimOptions``): SGLang's for
-    ``--engine sglang``, else the rule book (``max_batch``, ``watermark_blocks``, ``threshold_blocks`` its
-    limits); ``total_blocks`` of ``block`` tokens: the replica's pool."""
-    if s.engine_adapter.id == "sglang":
+    ``--engine sglang``; vLLM V1's for ``--engine vllm`` from the release V1 starts (the adapter's
+    ``simulation_scheduler``: ``chunk`` its token budget, ``reuse`` whether a victim's own blocks can be hits on
+    resume, ``prefix_blocks`` the shared prefix's); else the rule book (``max_batch``, ``watermark_blocks``,
+    ``threshold_blocks`` its limits), which a pinned pre-V1 vLLM runs as V0's rules. ``total_blocks`` of
+    ``block`` tokens: the replica's pool."""
+    engine = s.engine_adapter
+    if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 
         return for_scenario(s, o, total_blocks, block)
-    return RuleBook(o.policy, o.victim, max_batch, watermark_blocks, threshold_blocks)
+    if engine.id == "vllm":
+        v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
+                                         prefix_blocks)
+        if v1 is not None:
+            v1.engine_rules = ("vLLM V1 scheduler (prefill chunks mixed into decode steps, recompute reusing cached "
+                               "blocks)")
+            v1.notes = (f"Scheduler: {v1.describe}; {engine.release}.",)
+            return v1
+    book = RuleBook(o.policy, o.victim, max_batch, watermark_blocks, threshold_blocks)
+    if engine.id == "vllm":     # a release before V1: V0's watermark and swap space, which the rule book follows
+        book.notes = (f"Scheduler: {engine.release} predate vLLM V1, so kvplan's rule book runs, which follows "
+                      "V0's (watermark admission, swap space, prefills alone).",)
+    return book

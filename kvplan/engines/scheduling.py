@@ -86,6 +86,21 @@ class Scheduler(ABC):
         the batch limits and options simulate read; none for the rule book."""
         return {}
 
+    # a scheduler that runs some steps itself (vLLM V1's mixed prefill + decode steps): the loop calls ``step``
+    # after ``admit`` at every event, and runs its closed-form decode steps only when ``step`` returns False
+    steps_itself: bool = False
+    describe: str = ("kvplan's rule book (kvplan.engines.scheduling: V0-style watermark admission, prefills alone, "
+                     "swap or recompute)")
+
+    def step(self, r: ReplicaState) -> bool:
+        """Run the next step here when it is not a plain decode step of the running batch; True when it ran one."""
+        return False
+
+    def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
+        """(With ``steps_itself``) after a preemption, whether the step after this one might admit a waiting
+        request (``pops``: the blocks the two steps' decodes take); False lets the loop's run go on past it."""
+        return True
+
     @abstractmethod
     def admit(self, r: ReplicaState) -> bool:
         """Resume swapped requests and admit waiting ones, now; True when prefills took time (the loop then takes

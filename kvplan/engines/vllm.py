@@ -157,6 +157,18 @@ OFFLOAD_BACKEND_SOURCE = blob("v0.14.0", "vllm/config/cache.py", "kv_offloading_
                               "fails at start-up)")
 
 
+# --- kvplan simulate's scheduler ----------------------------------------------------------------------------------
+# V1 is the default engine from v0.8.0 (vllm/envs.py: VLLM_USE_V1 defaults to "1"); before it V0's scheduler ran
+# (vllm/core/scheduler.py: watermark, swap space), which is the rule book kvplan's neutral engine follows.
+V1_SINCE: Release = (0, 8, 0)
+V1_SOURCE = blob("v0.8.0", "vllm/envs.py", "VLLM_USE_V1 defaults to 1: the V1 engine and its scheduler "
+                 "(vllm/v1/core/sched/scheduler.py) serve by default")
+NO_SWAP_SOURCE = ("vLLM V1 preempts by recompute only: no swap space (vllm/v1/core/sched/scheduler.py "
+                  "_preempt_request frees the blocks; docs.vllm.ai configuration/optimization 'Preemption')")
+# vLLM checks max_num_batched_tokens >= max_num_seqs at start-up (vllm/config/scheduler.py SchedulerConfig verify)
+SEQS_WITHIN_BUDGET_SOURCE = blob("v0.11.0", "vllm/config/scheduler.py", "max_num_batched_tokens must be >= "
+                                 "max_num_seqs")
+
 def _rule_of(table: dict, version: Release):
     """The entry of a {first release: rule} table that holds at ``version``."""
     return table[max(k for k in table if k <= version)]
@@ -770,6 +782,30 @@ class VllmEngine(Engine):
 
 
     # --- launch flags (kvplan recommend --emit vllm) -------------------------------------------------------------
+    def simulation_scheduler(self, policy: str, victim: str, max_seqs: int, budget: int,
+                             offload_threshold: float | None, reuse: bool, prefix_blocks: int):
+        """``kvplan simulate``'s scheduler for this release: vLLM V1's (``kvplan.engines.vllm_scheduler``) from
+        ``V1_SINCE``, else None (the caller runs the rule book: V0's watermark and swap space). Refuses what V1
+        cannot do: swap, and the offloading connector (not modelled)."""
+        from kvplan.errors import KvplanError
+
+        if not self.since(V1_SINCE):
+            return None
+        if policy != "recompute":
+            raise KvplanError(f"--policy {policy} swaps, and vLLM V1 ({release_text(V1_SINCE)} and later) has no swap "
+                              "space: it preempts by recompute", f"drop --policy, or pin vllm=={release_text(OLDEST)} "
+                              "(V0, which swaps), or use --engine neutral for the swap what-if")
+        if offload_threshold is not None:
+            raise KvplanError("--offload-threshold with --engine vllm: kvplan does not model vLLM's KV offloading "
+                              "connector yet", "drop --offload-threshold, or use --engine neutral for the offload "
+                              "what-if")
+        if max_seqs > budget:
+            raise KvplanError(f"max_num_seqs {max_seqs:,} is more than max_num_batched_tokens {budget:,}, which vLLM "
+                              "refuses at start-up", "lower --max-batch, or raise --max-num-batched-tokens")
+        from kvplan.engines.vllm_scheduler import V1Scheduler
+
+        return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks)
+
     def launch_command(self, plan) -> LaunchCommand:
         """``vllm serve`` with the recommendation's layout, KV dtype, batch, memory fraction, length and DRAM tier.
         Each flag names the first release that has it as printed; a pinned older release drops it (said why)."""

@@ -34,6 +34,13 @@ KEY_METRICS = (
     ("requests preempted at least once", "preempted_share"), ("preemptions", "preemptions"),
     ("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p99"), ("TPOT mean", "tpot_seconds_mean"),
 )
+# a scheduler that mixes prefill chunks into steps (vLLM V1) adds these
+MIXED_METRICS = (
+    ("recompute tokens the prefix cache served", "recompute_prefix_hit_tokens"),
+    ("recomputed tokens without those hits", "recomputed_tokens_without_prefix_hits"),
+    ("steps with prefill chunks", "mixed_steps"),
+    ("prefill tokens per such step, mean", "prefill_tokens_per_mixed_step"),
+)
 SERVICE = (
     ("requests finished", "requests_finished"), ("generated tokens", "generated_tokens"),
     ("simulated time", "simulated_seconds"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
@@ -70,6 +77,16 @@ ASSUMPTIONS = (
 
 
 ONE_REPLICA = ASSUMPTIONS[0]
+# vLLM V1 (kvplan.engines.vllm_scheduler) replaces the prefill, swap and admission assumptions
+MIXED_ASSUMPTIONS = (
+    ASSUMPTIONS[0],
+    "Prefills run in chunks inside the steps, with the decode batch, under max_num_batched_tokens (vLLM V1); a "
+    "prompt's first token comes at the end of the step that completes it.",
+    "Preemption recomputes (V1 has no swap space); a resumed request finds its blocks not yet evicted in the "
+    "prefix cache.",
+    "Admission: the running requests first, then the waiting queue in order while the token budget and free "
+    "blocks allow (no watermark); none in a step that preempted.",
+)
 
 
 def _replicas(s, dep: Deployment | None) -> tuple[str, list[Note], tuple[str | Note, ...]]:
@@ -90,9 +107,12 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     s, o = r.scenario, r.options
     rules = r.scheduler or f"{o.policy}, victim {o.victim}"     # the engine's own scheduler, or the rule book's
     key = Table(f"The workload document's key metrics: {rules}", ("metric", "value"),
-                tuple((label, m[name]) for label, name in KEY_METRICS), primary=not per_request)
+                tuple((label, m[name]) for label, name in KEY_METRICS + MIXED_METRICS if name in m),
+                primary=not per_request)
     extra = (("DP replicas", "replicas"), ("replicas given requests", "replicas_serving")) if "replicas" in m else ()
-    service = Table("Service", ("figure", "value"), tuple((label, m[name]) for label, name in (*extra, *SERVICE)))
+    service = Table("Service", ("figure", "value"), tuple(
+        ("time prefill chunks added to steps" if r.mixed_prefill and name == "prefill_stall_seconds" else label,
+         m[name]) for label, name in (*extra, *SERVICE)))
     setup = Table("The replica", ("figure", "value"), tuple((label, plan.setup[name]) for label, name in SETUP))
     tables = [key, service, setup]
     if per_request:
@@ -102,9 +122,12 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     data = {**scenario_data(s), "workload": r.workload.describe, "policy": o.policy, "victim": o.victim,
             "inputs": inputs, "replica": plan.setup, **m, "overloaded": overloaded(m), "timeline": timeline}
     dp_head, dp_notes, assumptions = _replicas(s, plan.deployment)
-    if r.scheduler:      # the engine's scheduler: its notes give its rules in place of the rule book's
-        data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
+    if r.mixed_prefill:
+        assumptions = assumptions[:1] + MIXED_ASSUMPTIONS[1:] + assumptions[len(ASSUMPTIONS):]
+    elif r.scheduler:    # the engine's scheduler: its notes give its rules in place of the rule book's
         assumptions = tuple(a for a in assumptions if a not in ASSUMPTIONS[1:])
+    if r.scheduler:
+        data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
     notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *r.scheduler_notes, *plan.notes]
     notes += _workload_notes(r.workload)
     if m["preemptions"].value:

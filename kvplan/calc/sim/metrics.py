@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvplan.engines.replica import Tally
 
 REQUEST_SERIES = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins", "recomputed",
-                  "offloads", "prefix_hits")
+                  "offloads", "prefix_hits", "recompute_hits")
 
 
 def request_arrays(tally: Tally, submitted: int) -> dict[str, Any]:
@@ -164,7 +164,39 @@ class _Figures:
 def run_metrics(r: SimRun, dp: int, o: SimOptions) -> dict:
     """The run's metrics, name -> typed value (JSON keys with their units), in the order the outputs show them."""
     f = _Figures(r, dp)
-    return {**_sizes(f), **_preemption(f, o), **_latency(f), **_peaks(f)}
+    out = {**_sizes(f), **_preemption(f, o), **_latency(f), **_peaks(f)}
+    if r.mixed_prefill:
+        out.update(_mixed(f))
+    return out
+
+
+def _mixed(f: _Figures) -> dict:
+    """A scheduler that runs prefill chunks inside steps (vLLM V1): what its recomputes found in the prefix cache,
+    its mixed steps, and the figures whose meaning it changes (recomputed tokens, the prefill stall)."""
+    from kvplan.specs.values import Count, Number, Seconds, Tokens, derived
+
+    r, many, recomputed = f.r, f.many, f.recomputed
+    hits = int(r.recompute_hit_tokens.sum())
+    steps, tokens = r.mixed_steps, r.mixed_prefill_tokens
+    return {
+        "recomputed_tokens": Tokens(recomputed, derived(
+            "tokens a preempted request computed again on resume, past what the prefix cache still held of its own "
+            "blocks", f"{recomputed:,} tokens")),
+        "recompute_prefix_hit_tokens": Tokens(hits, derived(
+            "tokens a resumed request found in the prefix cache: its own blocks not yet evicted from the free queue",
+            f"{hits:,} tokens")),
+        "recomputed_tokens_without_prefix_hits": Tokens(recomputed + hits, derived(
+            "recomputed tokens + the prefix-cache hits of the resumes: what recompute would cost without them",
+            f"{recomputed:,} + {hits:,} = {recomputed + hits:,} tokens")),
+        "mixed_steps": Count(steps, derived("steps that ran prefill chunks with the decode batch"
+                                            + many(", summed over the replicas"), f"{steps:,}")),
+        "prefill_tokens_per_mixed_step": Number(tokens / steps if steps else None, derived(
+            "prefill tokens those steps ran / mixed steps", f"{tokens:,} / {steps:,}"
+            + (f" = {tokens / steps:.6g}" if steps else ""))),
+        "prefill_stall_seconds": Seconds(r.prefill_seconds, derived(
+            "time the prefill chunks added to their steps over the same steps' decode alone"
+            + many(", summed over the replicas"), f"{r.prefill_seconds:.6g} s")),
+    }
 
 
 def _sizes(f: _Figures) -> dict:

@@ -101,3 +101,7 @@ class SimRun:
     scheduler: str = ""         # whose scheduler ran, from which release's rules ("": kvplan's rule book)
     scheduler_notes: tuple = ()     # what it says about its rules
     preemption_cause: str = "no free block"   # what every preemption of this scheduler is
+    recompute_hit_tokens: Any = None   # per request: a resumed victim's tokens its own cached blocks served
+    mixed_steps: int = 0        # steps that ran prefill chunks with the decode batch (vLLM V1)
+    mixed_prefill_tokens: int = 0      # the prefill tokens those steps ran
+    mixed_prefill: bool = False        # the scheduler ran prefills inside steps (vLLM V1), not alone

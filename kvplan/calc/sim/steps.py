@@ -198,6 +198,24 @@ class Prices:
     def _prefill(self, tokens: int, cached: int = 0) -> float:
         return self.sm.prefill_seconds(tokens, cached, self.chunk)
 
+    def mixed(self, r, chunks) -> tuple[float, float]:
+        """One step of replica state ``r``'s running batch (its next step's contexts) with prefill ``chunks``
+        ((first token, past the last) each) in the same pass, and the same step without them:
+        ``StepModel.mixed_parts`` of the batch's cache reads and attention FLOPs (the affine sums without caps,
+        ``request_cache`` of each context with them)."""
+        b = len(r.running)
+        if not b:
+            return self.sm.mixed_parts(0, 0.0, 0.0, chunks)
+        if self.has_caps or self.reference:
+            import numpy as np
+
+            x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps
+            cb, cf = self.sm.request_cache(x.astype(float))
+            return self.sm.mixed_parts(b, float(np.sum(cb)), float(np.sum(cf)), chunks)
+        one_b0, one_b1, one_f0, one_f1 = self.one
+        sx = float(r.sum_xo + b * r.steps)
+        return self.sm.mixed_parts(b, b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1, chunks)
+
     def swap_cost(self, cache: int) -> tuple[int, float]:
         """(bytes per GPU, seconds) of one direction of a swap of a cache of ``cache`` tokens."""
         nbytes = int(self.bytes_at[-(-cache // self.block)])

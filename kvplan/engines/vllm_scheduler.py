@@ -1,0 +1,359 @@
+"""vLLM V1's scheduler for ``kvplan simulate``: what ``--engine vllm`` (releases from v0.8.0, where V1 is the
+default engine) decides each step, on the replica state of ``kvplan.engines.replica``. ``RuleBook``
+(``kvplan.engines.scheduling``) stays the ``neutral`` engine's rules (the workload document's model) and a pinned
+pre-V1 vLLM's (V0: watermark, swap space).
+
+Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below have the same shape in every V1
+release): ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``),
+``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py``
+(``free_blocks``, ``get_new_blocks``) and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
+rules, each with the code it follows:
+
+* No admission watermark: ``allocate_slots`` returns None only when the blocks it needs exceed
+  ``block_pool.get_num_free_blocks()`` (kv_cache_manager.py); the free count includes cached blocks that can be
+  evicted.
+* One step: the running requests first, in the order they were (re)admitted (``self.running``): a decoding
+  request schedules one token; a request still in its prefill its next chunk, min(remaining tokens, token budget
+  left) (scheduler.py, "First, schedule the RUNNING requests"); the token budget is ``max_num_batched_tokens``
+  (``s.engine_adapter.batch_limits_for``). ``long_prefill_token_threshold`` is 0 (off) by default (it is set only
+  with ``max_num_partial_prefills`` > 1): not modelled, so at most one request is part-way through its prefill,
+  the newest.
+* When a running request cannot get its blocks, the newest running request is preempted
+  (``self.running.pop()``, scheduler.py), until it fits or the victim is the request itself; the victim's blocks
+  are freed, its computed tokens reset to 0 and it goes to the FRONT of the waiting queue
+  (``_preempt_request``: ``self.waiting.prepend_request``). A step that preempted schedules no waiting request
+  (``if not preempted_reqs``) but runs the rest of the batch.
+* Then the waiting queue in order while the budget lasts and fewer than ``max_num_seqs`` requests run: each
+  takes min(its tokens less its prefix-cache hit, budget left) tokens and is admitted only when the blocks for its
+  computed + scheduled tokens are free; the first that is not stops admission (``if new_blocks is None: break``).
+  A request that cannot finish its prompt in the budget left runs a chunk now and the rest in later steps.
+* A step runs its decode tokens and its prefill chunks in one forward pass, priced by
+  ``kvplan.calc.costs.StepModel.mixed_step``; a request whose prompt (or recomputed cache) completes in a step gets
+  its next token at the end of that step (``_update_after_schedule``/``update_from_output``: the chunk that reaches
+  ``num_tokens`` samples a token).
+* Recompute only: V1 has no swap space (``--policy swap`` is refused, ``simulation_scheduler`` in
+  ``kvplan.engines.vllm``). A resumed request's tokens are its prompt and its output so far
+  (``request.num_tokens``); it finds in the prefix cache what survived of its own blocks:
+  ``KVCacheManager.free`` frees a request's blocks in reverse order (its tail first) to the TAIL of the free
+  queue (``block_pool.free_blocks`` appends), and every allocation takes blocks from the queue's FRONT
+  (``get_new_blocks``: ``free_block_queue.popleft``, evicting a cached block it takes). So the free queue is a
+  FIFO of segments: a victim's blocks are evicted tail first as allocations reach them, and on resume its
+  leading blocks not yet evicted are hits (``find_longest_cache_hit``: the longest run of cached blocks from the
+  first), capped at ``num_tokens - 1`` tokens in whole blocks (``get_computed_blocks``: the last token is always
+  computed for its logits); only full blocks are cached (``cache_full_blocks``). The hits are taken out of the
+  free queue (``touch``); the rest of its tokens are re-prefilled in chunks like a prompt. Modelled for layer
+  kinds whose every block boundary adds one block (full attention, MLA); with sliding windows or state layers a
+  victim's own blocks are not reused (only the shared prefix is).
+* A shared system prompt (``--shared-prefix``): its whole blocks are cached once, as in the rule book; the first
+  prompt admitted computes them, every later one hits them (``allocate_slots`` caches a request's full blocks
+  when it schedules them, so a request admitted after it in the same step hits them too).
+* ``--victim`` other than ``newest`` is a what-if (vLLM without priorities always pops the newest): the victim is
+  chosen by that rule among the running requests, the one part-way through its prefill included.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from kvplan.engines.scheduling import Scheduler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
+    from kvplan.engines.replica import ReplicaState
+
+SOURCE_COMMIT = "00024d31"
+SOURCE = (f"vllm-project/vllm @{SOURCE_COMMIT}: vllm/v1/core/sched/scheduler.py (Scheduler.schedule, "
+          "_preempt_request), vllm/v1/core/kv_cache_manager.py, vllm/v1/core/block_pool.py")
+NAME = "vLLM V1 scheduler"
+
+
+def pick_victim(rule: str, caches: list[int]) -> int:
+    """The victim's place among requests in batch order with these cached tokens: ``newest`` the last,
+    ``fewest-tokens`` the smallest cache (the newest of equals), ``longest-first-protected`` the newest of those
+    outside the longer half by cache (the older of equals protected first)."""
+    b = len(caches)
+    if rule == "newest":
+        return b - 1
+    if rule == "fewest-tokens":
+        best = 0
+        for j, c in enumerate(caches):
+            if c <= caches[best]:
+                best = j
+        return best
+    protected = set(sorted(range(b), key=lambda j: (-caches[j], j))[: b // 2])
+    return max(j for j in range(b) if j not in protected)
+
+
+class V1Scheduler(Scheduler):
+    """The module docstring's rules. ``budget``: max_num_batched_tokens; ``max_seqs``: max_num_seqs (or
+    --max-batch); ``reuse``: a victim's surviving blocks are prefix-cache hits (every block boundary adds one
+    block); ``prefix_blocks``: the shared prefix's whole blocks (H / block)."""
+
+    steps_itself = True
+    describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: prefill "
+                "chunks mixed into decode steps, no watermark, recompute reusing the victim's cached blocks)")
+
+    def replica_limits(self) -> dict[str, int]:
+        """No admission watermark in V1 (allocate_slots takes any free block)."""
+        return {"watermark_blocks": 0}
+
+    def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int) -> None:
+        self.victim_rule, self.newest = victim, victim == "newest"
+        self.reads_contexts = False          # the victim rules read caches from the state's Python lists
+        self.max_seqs, self.budget, self.reuse, self.hb = max_seqs, budget, reuse, prefix_blocks
+        self.partial = -1                    # the request part-way through its prefill (the newest), or -1
+        self.computed: dict[int, int] = {}   # its computed tokens
+        self.redo: dict[int, int] = {}       # a victim's tokens computed before (what its resume computes again)
+        # the free queue as labels: every block freed gets the next label (the pool's own blocks 0 .. total - 1
+        # first), allocations take the lowest labels still there; survivors taken back on a resume leave gaps
+        self.front = 0                       # the lowest label still in the queue (past the gaps)
+        self.popped = 0                      # blocks taken from the queue's front so far
+        self.removed = 0                     # blocks taken back out of the middle (hits on resume)
+        self.gaps: list[tuple[int, int]] = []     # (first label, past the last) of ranges taken out, a heap
+        self.seg: dict[int, tuple[int, int, int]] = {}   # a waiting victim: (first label, blocks, full own blocks)
+        self.need1: Callable[[], int] = lambda: 0        # the blocks the running batch's next decode step adds
+        # a step's price with its chunks, and without them
+        self.mixed: Callable[[list[tuple[int, int]]], tuple[float, float]] = lambda chunks: (0.0, 0.0)
+        self._no_room: tuple[int, int, int, int, int] | None = None   # where the waiting head last did not fit
+
+    # --- the free queue -----------------------------------------------------------------------------------------
+    def _advance(self, r: ReplicaState) -> None:
+        """Bring the queue's front up to the allocations made so far: popped = freed - removed - free."""
+        target = r.freed - self.removed - r.free
+        k = target - self.popped
+        gaps = self.gaps
+        while k > 0:
+            if gaps and gaps[0][0] < self.front + k:
+                start, end = heapq.heappop(gaps)
+                k -= start - self.front
+                self.front = end
+            else:
+                self.front += k
+                k = 0
+        self.popped = target
+
+    def _out(self, r: ReplicaState, i: int, cached: int) -> None:
+        """Victim i out of the batch (the caller took it out of ``running``): its blocks to the queue's tail, tail
+        block first, its full blocks of ``cached`` tokens still hashed; to the front of the waiting queue."""
+        r.tally.preemptions[i] += 1
+        n = r.held[i]
+        if self.reuse:
+            self.seg[i] = (r.freed, n, cached // r.block - self.hb)
+        self.redo[i] = max(self.redo.get(i, 0), cached)
+        r.release(i)
+        r.waiting.appendleft(i)
+
+    def _hit(self, r: ReplicaState, i: int, pops: int = 0) -> int:
+        """Request i's prefix-cache hit in tokens, now or after ``pops`` more blocks are taken from the queue's
+        front (a step's decode blocks, taken before the waiting queue is looked at): the shared prefix's blocks
+        (once cached) and, for a victim, its leading own blocks not yet evicted; whole blocks, at most its tokens
+        less one."""
+        block = r.block
+        cap = (r.Pl[i] + r.g[i] - 1) // block
+        own = 0
+        if i in self.seg:
+            self._advance(r)
+            front = self.front
+            if pops:                          # where the front would be, past the gaps (nothing is changed)
+                for gs, ge in sorted(self.gaps):
+                    if gs >= front + pops:
+                        break
+                    pops -= gs - front
+                    front = ge
+                front += pops
+            start, n, full = self.seg[i]
+            own = max(0, min(start + n - max(front, start), full))
+        hit = (self.hb + own if r.prefix_cached else own) if self.hb else own
+        return min(hit, cap) * block
+
+    def _take_back(self, r: ReplicaState, i: int, hit: int) -> None:
+        """A resumed victim's hit blocks leave the middle of the free queue (the labels of its leading blocks)."""
+        start, n, _ = self.seg.pop(i)
+        own = hit // r.block - (self.hb if r.prefix_cached else 0)
+        if own > 0:
+            self._advance(r)
+            heapq.heappush(self.gaps, (start + n - own, start + n))
+            self.removed += own
+
+    # --- the Scheduler interface ----------------------------------------------------------------------------------
+    def admit(self, r: ReplicaState) -> bool:
+        return False                          # admission is part of a step (``step``)
+
+    def room_for_run(self, r: ReplicaState, need: int) -> int | None:
+        return r.free
+
+    def _caches(self, r: ReplicaState) -> list[int]:
+        return [r.xo_l[i] + r.steps - 1 for i in r.running]
+
+    def preempt(self, r: ReplicaState, need: int) -> None:
+        """A decode step whose blocks are not free: victims out (the newest, or by the what-if rule) until the
+        rest fits; the step runs without admissions."""
+        while need > r.free:
+            need -= self._pop(r, self._victim(r, -1))
+        r.preempted = True
+
+    def _peek(self, r: ReplicaState, left: int, pops: int = 0) -> tuple[int, int, int]:
+        """The waiting queue's head as a step with ``left`` of its budget would take it, after ``pops`` more blocks
+        leave the queue's front: (request, hit tokens, tokens scheduled)."""
+        i = r.waiting[0]
+        hit = self._hit(r, i, pops)
+        return i, hit, min(r.Pl[i] + r.g[i] - hit, left)
+
+    def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
+        """``_peek``, or None when its blocks are not among the ``room`` free ones."""
+        head = self._peek(r, left, pops)
+        return head if r.btl[head[1] + head[2]] <= room else None
+
+    def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
+        """Right after a preemption (no admission in this step): could the next step admit the waiting head, once
+        this step's and its own decode blocks (``pops``) have left the queue's front? That is the check the next
+        step makes. If it cannot, no later step of the run can either: each block a decode step takes is one
+        fewer free, and takes at most one of the head's cached blocks (one more it needs), so free - need, both
+        after the step's own blocks, never grows while only decode steps run."""
+        b = len(r.running)
+        if not r.waiting or b >= self.max_seqs or b >= self.budget:
+            return False
+        i, hit, c = self._peek(r, self.budget - b, pops)
+        return r.free - pops >= r.btl[hit + c]
+
+    def wants_step(self, r: ReplicaState) -> bool:
+        """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
+        if self.partial >= 0:
+            return True
+        if not r.waiting or r.preempted:
+            return False
+        b = len(r.running)
+        if b >= self.max_seqs or b >= self.budget:
+            return False
+        # the head did not fit before and nothing it needs has changed since: the same head and batch, no block
+        # freed or taken back, no more blocks free (pops can shrink a victim's hit, and with it the blocks a chunk
+        # cut by the budget needs, but by one block for each block they take: free - need, both after the step's
+        # decode blocks, never grows; see may_admit_soon)
+        key = (r.waiting[0], b, r.freed, self.removed)
+        if self._no_room is not None and self._no_room[:4] == key and r.free <= self._no_room[4]:
+            return False
+        need1 = self.need1() if b else 0
+        if need1 <= r.free and self._head(r, self.budget - b, r.free - need1, need1) is not None:
+            return True
+        if need1 <= r.free:
+            self._no_room = (*key, r.free)
+        return False
+
+    def _victim(self, r: ReplicaState, part: int) -> int:
+        """The victim's place in ``running`` (``len(running)``: the request part-way through its prefill, the
+        newest, which holds ``part`` computed tokens; -1 when there is none)."""
+        if self.newest:
+            return len(r.running) - (part < 0)
+        return pick_victim(self.victim_rule, self._caches(r) + ([part] if part >= 0 else []))
+
+    def _pop(self, r: ReplicaState, j: int, taken: bool = False) -> int:
+        """Decoding request at place j out of the batch, preempted; returns the blocks its step would have added.
+        ``taken``: the step's blocks were already taken for it, and go back to the free queue with its own."""
+        i = r.running.pop(j)
+        r.leave(i)
+        cache = r.Pl[i] + r.g[i] - 1
+        if taken:
+            r.held[i] = r.btl[cache + 1]
+        self._out(r, i, cache)
+        return r.btl[cache + 1] - r.btl[cache]
+
+    def step(self, r: ReplicaState) -> bool:
+        """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
+        if not self.wants_step(r):
+            return False
+        running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        need1 = self.need1() if running else 0
+        preempted = False
+        p = self.partial
+        while need1 > r.free:                  # the decoders first: victims out until their blocks fit
+            preempted = True
+            j = self._victim(r, computed[p] if p >= 0 else -1)
+            if j == len(running):              # the request part-way through its prefill
+                self._out(r, p, computed[p])
+                self.partial = p = -1
+            else:
+                need1 -= self._pop(r, j)
+        r.free -= need1                        # the decoders' blocks, taken from the queue first
+        left = self.budget - len(running)
+        chunks: list[tuple[int, int, int]] = []   # (request, first token, past the last) computed this step
+        if p >= 0 and left > 0:                # the part-way prefill's next chunk
+            have = computed[p]
+            c = min(r.Pl[p] + r.g[p] - have, left)
+            while btl[have + c] - r.held[p] > r.free:
+                preempted = True
+                j = self._victim(r, have)
+                if j == len(running):
+                    self._out(r, p, have)
+                    self.partial = p = -1
+                    break
+                self._pop(r, j, taken=True)    # (the chunk keeps its size, as allocate_slots is retried with it)
+            if p >= 0:
+                r.free -= btl[have + c] - r.held[p]
+                r.held[p] = btl[have + c]
+                chunks.append((p, have, have + c))
+                left -= c
+                computed[p] = have + c
+                if have + c == r.Pl[p] + r.g[p]:
+                    self.partial = -1
+        if not preempted:                      # then the waiting queue, while the budget and the batch allow
+            waiting = r.waiting
+            while waiting and left > 0 and len(running) + len(chunks) < self.max_seqs:
+                head = self._head(r, left, r.free)
+                if head is None:
+                    break
+                i, hit, c = head
+                waiting.popleft()
+                if i in self.seg:
+                    self._take_back(r, i, hit)
+                    tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+                elif r.g[i] == 0 and i not in self.redo:
+                    tally.admitted[i] = r.now
+                    tally.prefix_hits[i] = hit
+                if self.hb:
+                    r.prefix_cached = True
+                r.held[i] = btl[hit + c]
+                r.free -= r.held[i]
+                chunks.append((i, hit, hit + c))
+                left -= c
+                if hit + c < r.Pl[i] + r.g[i]:
+                    self.partial, computed[i] = i, hit + c
+        used = r.total_blocks - r.free
+        if used > tally.peak_used:
+            tally.peak_used = used
+        b = len(running)
+        r.partial = (self.partial, computed[self.partial]) if self.partial >= 0 else ()
+        if not chunks and not b:               # the request part-way preempted itself: nothing runs this step
+            r.preempted = True
+            return True
+        spans = [(a, e) for _, a, e in chunks]
+        t, alone = self.mixed(spans)
+        if chunks:
+            tally.stall_prefill += t - alone
+            tally.mixed_steps += 1
+            tally.mixed_tokens += sum(e - a for a, e in spans)
+        redo = self.redo
+        for i, a, e in chunks:                 # tokens a victim computes again
+            if i in redo:
+                tally.recomputed[i] += max(0, min(e, redo[i]) - a)
+        if b + len(chunks) > tally.peak_running:
+            tally.peak_running = b + len(chunks)
+        r.now += t
+        r.steps += 1
+        r.preempted = False
+        tally.marks.extend((r.now, used, b, 0, 0))
+        r.complete()
+        for i, _, e in chunks:                 # a token at the end of the step that completes the prompt
+            if e < r.Pl[i] + r.g[i]:
+                continue
+            computed.pop(i, None)
+            redo.pop(i, None)
+            if r.g[i] == 0:
+                tally.first_token[i] = r.now
+            r.g[i] += 1
+            if r.g[i] >= r.Ll[i]:
+                r.finished(i)
+            else:
+                r.join(i)
+        return True

@@ -1,0 +1,213 @@
+"""``kvplan simulate --engine vllm``: vLLM V1's scheduler (kvplan/engines/vllm_scheduler.py), worked by hand on a
+tiny pool, and the step price that mixes prefill chunks into a decode step (``StepModel.mixed_step``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.calc import costs
+from kvplan.calc import simulate as sim
+from kvplan.errors import KvplanError
+from kvplan.inputs import workload as wl
+from kvplan.options.scenarios import build_scenario
+
+# Llama-3.1-8B, BF16 KV, TP 1: 2 (K, V) x 32 layers x 8 KV heads x 128 dims x 2 B = 131,072 B per token, so a
+# 16-token block is 2 MiB and a 20 MiB pool holds 10 blocks (config.json: huggingface.co/meta-llama/Llama-3.1-8B).
+LLAMA = dict(model="llama-3.1-8b", hardware="h100-sxm", nodes="1", gpus=None, tp="1", pp="1", dp="1", ep=None,
+             kv_dtype="auto", weight_dtype=None, prompt="1k", decode="1k", mtp_layers=None, max_model_len=None,
+             block_size="16", host_link_gbs=None, presets_dir=None)
+
+
+def tiny(engine: str = "vllm", **extra):
+    """10 blocks of 16 tokens, a token budget of 64 per step (max_num_batched_tokens)."""
+    return build_scenario(**LLAMA, engine=engine, kv_pool="20MiB", max_num_batched_tokens="64", **extra)
+
+
+def at_zero(prompts, outputs):
+    return wl.Workload(prompts=np.array(prompts), outputs=np.array(outputs), arrivals=np.zeros(len(prompts)),
+                       users=None, think_s=0.0, duration_s=None, describe="hand-worked")
+
+
+def decode(sm, contexts) -> float:
+    """One decode step of requests reading these contexts (what the scheduler prices a plain step at)."""
+    b = sum(float(sm.request_cache(float(c))[0]) for c in contexts)
+    f = sum(float(sm.request_cache(float(c))[1]) for c in contexts)
+    return sm.mixed_step(len(contexts), b, f)
+
+
+def test_three_prompts_chunked_by_the_budget_by_hand():
+    """A (100 tokens, 3 out), B (40, 2), C (20, 2) at 0 s; 10 blocks of 16; budget 64.
+    step 1: A's first chunk, min(100, 64) = 64 tokens, 4 blocks (6 free); the budget is spent: B waits.
+    step 2: A's last 36 (blocks for 100 tokens: 7, 3 more; 3 free): A's first token at its end; 28 of the budget
+            left: B's first chunk of 28 tokens, 2 blocks (1 free).
+    step 3: A decodes (reads 101; 101 tokens fit its 7 blocks); B's last 12 (blocks for 40: 3, 1 more; 0 free): B's
+            first token. 51 of the budget left, but C's 20 tokens need 2 blocks: C waits.
+    step 4: A (reads 102) and B (reads 41) decode: A has its 3 tokens and B its 2: both done, 10 blocks free.
+    step 5: C's prompt, 20 tokens, 2 blocks: its first token.  step 6: C decodes (reads 21): done."""
+    s = tiny()
+    sm = costs.step_model(s)
+    run = sim.simulate(s, at_zero([100, 40, 20], [3, 2, 2]), sim.SimOptions(max_batch=8))
+    t1 = sm.mixed_step(0, 0.0, 0.0, [(0, 64)])
+    t2 = sm.mixed_step(0, 0.0, 0.0, [(64, 100), (0, 28)])
+    b101, f101 = (float(v) for v in sm.request_cache(101.0))
+    t3 = sm.mixed_step(1, b101, f101, [(28, 40)])
+    t4 = decode(sm, [102, 41])
+    t5 = sm.mixed_step(0, 0.0, 0.0, [(0, 20)])
+    t6 = decode(sm, [21])
+    np.testing.assert_allclose(run.first_token, [t1 + t2, t1 + t2 + t3, t1 + t2 + t3 + t4 + t5], rtol=1e-12)
+    np.testing.assert_allclose(run.finish, [t1 + t2 + t3 + t4] * 2 + [t1 + t2 + t3 + t4 + t5 + t6], rtol=1e-12)
+    np.testing.assert_allclose(run.admitted, [0, t1, t1 + t2 + t3 + t4], rtol=1e-12)
+    assert run.decode_steps == 6 and run.mixed_steps == 4
+    assert run.mixed_prefill_tokens == 64 + (36 + 28) + 12 + 20
+    assert run.preemptions.sum() == 0 and run.peak_blocks_used == 10 and run.setup.watermark_blocks == 0
+    # the chunks' time over the same steps' decode alone: steps 1, 2, 5 have no decode token; step 3 has A's
+    assert run.prefill_seconds == pytest.approx(t1 + t2 + t5 + t3 - decode(sm, [101]), rel=1e-12)
+
+
+def test_a_preempted_request_finds_its_surviving_blocks_by_hand():
+    """A (64 tokens, 40 out) and B (60, 40) at 0 s; 10 blocks of 16; budget 64.
+    step 1: A's 64 tokens (4 blocks, 6 free; the budget is spent): A's first token.
+    step 2: A decodes (blocks for 65: a 5th, 5 free); B's 60 tokens in the 63 left (4 blocks, 1 free): B's token.
+    steps 3-17: both decode; at step 7 B reaches 64 computed and takes the last free block (it holds 5, to 80).
+    step 18: A has 80 computed and needs a 6th block: none free, so the newest, B (75 computed, 16 generated),
+            is preempted: its 5 blocks go to the free queue tail first (its partial 5th block first), its 4 full
+            ones still cached; A takes the queue's front, B's partial block. No admission in this step.
+    step 19: B would resume with a hit of 4 blocks (64 of its 76 tokens): 12 tokens, but blocks for 76 tokens are 5
+            and 4 are free: it waits. At step 34 A (96 computed) takes the front again: B's 4th block is evicted.
+    step 40: A has its 40 tokens: done, its 7 blocks freed.
+    step 41: B's 3 surviving blocks hit (48 tokens): it computes 48..76, 28 tokens (27 of them it had computed:
+            75 - 48), blocks for 76 = 5 of the 10 free; its 17th token at the step's end.
+    steps 42-64: B decodes its 23 last tokens."""
+    s = tiny()
+    sm = costs.step_model(s)
+    run = sim.simulate(s, at_zero([64, 60], [40, 40]), sim.SimOptions(max_batch=8))
+    assert list(run.preemptions) == [0, 1]
+    assert list(run.recomputed) == [0, 27] and list(run.recompute_hit_tokens) == [0, 48]
+    assert run.decode_steps == 64 and run.mixed_steps == 3 and run.mixed_prefill_tokens == 64 + 60 + 28
+    assert run.peak_running == 2
+    t1 = sm.mixed_step(0, 0.0, 0.0, [(0, 64)])
+    b65, f65 = (float(v) for v in sm.request_cache(65.0))
+    t2 = sm.mixed_step(1, b65, f65, [(0, 60)])
+    # before step k, A has generated k - 1 tokens (reads 64 + k - 1) and B k - 2 (reads 60 + k - 2)
+    both = sum(decode(sm, [64 + k - 1, 60 + k - 2]) for k in range(3, 18))
+    a_alone = sum(decode(sm, [64 + k - 1]) for k in range(18, 41))
+    t41 = sm.mixed_step(0, 0.0, 0.0, [(48, 76)])
+    b_alone = sum(decode(sm, [60 + 17 + j]) for j in range(23))     # B reads 77 .. 99
+    np.testing.assert_allclose(run.first_token, [t1, t1 + t2], rtol=1e-12)
+    assert run.finish[0] == pytest.approx(t1 + t2 + both + a_alone, rel=1e-12)
+    assert run.finish[1] == pytest.approx(t1 + t2 + both + a_alone + t41 + b_alone, rel=1e-12)
+
+
+def test_a_prompt_that_is_all_cached_computes_its_last_block():
+    """A 32-token shared prefix (2 whole blocks of 16) and prompts of exactly 32 tokens: the first computes all 32;
+    the second finds both blocks cached, but vLLM computes at least the last token (get_computed_blocks caps the
+    hit at num_tokens - 1 = 31 tokens, in whole blocks: 16), so it computes 16 tokens."""
+    s = tiny(shared_prefix="32")
+    run = sim.simulate(s, at_zero([32, 32], [2, 2]), sim.SimOptions(max_batch=8))
+    assert list(run.prefix_hit_tokens) == [0, 16]
+    # step 1: the first prompt (32 tokens) and the second (16) share the 64-token budget
+    assert run.mixed_steps == 1 and run.mixed_prefill_tokens == 32 + 16
+
+
+def test_the_neutral_engine_keeps_its_rule_book_on_the_same_requests():
+    """The same two requests under --engine neutral: A's prompt is prefilled alone (4 blocks), then B's (4 more:
+    the watermark int(0.01 x 10) = 0 keeps none back); both have a token and decode together from there, step j
+    taking A's cache to 64 + j and B's to 60 + j. Step 1 gives A a 5th block, step 5 B its 5th (the last free);
+    step 17 takes A to 81 tokens, a 6th block: B (cache 76, 17 tokens) is preempted, and resumes only when A is
+    done (blocks for its 76 tokens are 5; 4, then 3, are free): its whole cache, 76 tokens, is prefilled again
+    alone: no prefix-cache hit, no mixed step."""
+    s = tiny("neutral")
+    run = sim.simulate(s, at_zero([64, 60], [40, 40]), sim.SimOptions(max_batch=8))
+    assert run.mixed_steps == 0 and not run.mixed_prefill
+    assert list(run.preemptions) == [0, 1]
+    assert list(run.recomputed) == [0, 76] and run.recompute_hit_tokens.sum() == 0
+
+
+def test_mixed_step_is_step_without_chunks_and_prefill_seconds_without_decode():
+    s = tiny()
+    sm = costs.step_model(s)
+    b, f = (float(v) for v in sm.request_cache(500.0))
+    assert sm.mixed_step(3, 3 * b, 3 * f) == float(sm.step(3, 3 * b, 3 * f)["total"])
+    # a prompt of 100 tokens in chunks of 64 is two steps of one chunk each (prefill_seconds' own loop)
+    assert sm.mixed_step(0, 0.0, 0.0, [(0, 64)]) + sm.mixed_step(0, 0.0, 0.0, [(64, 100)]) == pytest.approx(
+        sm.prefill_seconds(100, 0, 64), rel=1e-12)
+    # decode tokens add their attention term, per-token communication and per-request overhead to a chunk's pass
+    d = sm.step(3, 3 * b, 3 * f)
+    with_chunk = sm.mixed_step(3, 3 * b, 3 * f, [(0, 64)])
+    assert with_chunk > sm.mixed_step(0, 0.0, 0.0, [(0, 64)])
+    assert with_chunk < sm.mixed_step(0, 0.0, 0.0, [(0, 64)]) + float(d["total"])   # the weights are read once
+
+
+def test_v1_refuses_swap_and_offload_and_a_batch_past_the_budget():
+    s = tiny()
+    work = at_zero([64, 60], [4, 4])
+    with pytest.raises(KvplanError, match="no swap space") as err:
+        sim.simulate(s, work, sim.SimOptions(policy="swap"))
+    assert "vllm==0.7.3" in err.value.hint and "neutral" in err.value.hint
+    with pytest.raises(KvplanError, match="no swap space"):
+        sim.simulate(s, work, sim.SimOptions(policy="swap-then-recompute"))
+    with pytest.raises(KvplanError, match="offloading connector"):
+        sim.simulate(s, work, sim.SimOptions(offload_threshold=0.5))
+    with pytest.raises(KvplanError, match="max_num_seqs 1,024 is more than max_num_batched_tokens 64"):
+        sim.simulate(s, work)                          # vLLM's default 1,024 sequences over a 64-token budget
+
+
+def test_a_pinned_v0_release_runs_the_rule_book_and_can_swap():
+    s = tiny("vllm==0.7.3")
+    run = sim.simulate(s, at_zero([64, 60], [40, 40]), sim.SimOptions(policy="swap", max_batch=8))
+    assert not run.mixed_prefill and run.swap_outs.sum() >= 1
+    assert run.scheduler == ""     # the rule book's own output, and a note that says why it ran
+    assert any("predate vLLM V1" in n for n in run.scheduler_notes), run.scheduler_notes
+
+
+def test_the_output_names_the_scheduler_and_notes_a_victim_what_if():
+    s = tiny()
+    plan = sim.plan_simulate(s, at_zero([64, 60], [40, 40]), sim.SimOptions(max_batch=8,
+                                                                            victim="fewest-tokens"))
+    texts = [n.text if hasattr(n, "text") else str(n) for n in plan.notes]
+    assert any("vLLM V1 scheduler" in t for t in texts)
+    assert any("is a what-if" in t for t in texts)
+    m = plan.metrics
+    assert m["recomputed_tokens_without_prefix_hits"].value == m["recomputed_tokens"].value + \
+        m["recompute_prefix_hit_tokens"].value
+    assert m["mixed_steps"].value == plan.run.mixed_steps
+
+
+def test_every_request_and_block_is_accounted_for_at_every_event():
+    """At every event of a V1 run that chunks, preempts and reuses blocks: each request in one place (running,
+    part-way through its prefill, waiting, not arrived, finished); the free blocks and the blocks held add up to
+    the pool; a running request holds its cache's blocks (prompt + generated - 1 tokens), the one part-way its
+    computed tokens', nobody else any; no request past its output."""
+    from kvplan.calc import capacity
+
+    s = build_scenario(**LLAMA, engine="vllm", kv_pool="200MiB", max_num_batched_tokens="128")
+    work = wl.build(requests=40, seed=2, prompt=wl.parse_dist("uniform:50,400", "p"),
+                    output=wl.parse_dist("lognormal:mean=300,p99=1200", "o"), max_len=1600, rate=20.0)
+    P, L, n = np.asarray(work.prompts), np.asarray(work.outputs), len(work.prompts)
+    block_bytes = 16 * 131_072
+
+    def blocks(tokens: int) -> int:
+        return -(-capacity.request_bytes(s, tokens) // block_bytes)
+
+    seen_partial = []
+
+    def check(st):
+        g, held = st["generated"], st["held_blocks"]
+        finished = tuple(int(i) for i in np.flatnonzero(np.isfinite(st["finish"])))
+        places = [st["running"], st["prefilling"], st["waiting"], st["not_arrived"], finished]
+        everyone = [i for place in places for i in place]
+        assert sorted(everyone) == list(range(n))
+        assert st["free_blocks"] + int(held.sum()) == st["total_blocks"] and st["free_blocks"] >= 0
+        for i in st["running"]:
+            assert held[i] == blocks(int(P[i] + g[i] - 1)), i
+        for i, done in zip(st["prefilling"], st["prefilled_tokens"], strict=True):
+            seen_partial.append(i)
+            assert 0 < done < P[i] + g[i] and held[i] == blocks(done)
+        for i in (*st["waiting"], *st["not_arrived"], *finished):
+            assert held[i] == 0, i
+        assert (g <= L).all() and all(g[i] == L[i] for i in finished)
+
+    run = sim.simulate(s, work, sim.SimOptions(max_batch=32, on_event=check))
+    assert run.preemptions.sum() > 0 and run.recompute_hit_tokens.sum() > 0 and seen_partial
+    assert np.isfinite(run.finish).all()
