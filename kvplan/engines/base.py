@@ -211,6 +211,11 @@ class Engine:
         """How to turn the DRAM tier on, for notes: ``generic`` (every engine's settings) unless a release differs."""
         return generic
 
+    def host_tier_problem(self) -> tuple[str, str] | None:
+        """(what this release does instead of a DRAM tier and swap, the fix naming the release that has one) when
+        it has neither; None when it has them (every engine but an older pinned vLLM)."""
+        return None
+
     def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
         """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
         return None
