@@ -13,6 +13,7 @@ import kvplan
 from kvplan.calc.recommend import RecommendOptions, plan_recommend
 from kvplan.calc.sizing import parse_target
 from kvplan.inputs.presets import load_hardware, load_model
+from kvplan.render.output import note_text
 from kvplan.scenario import Scenario
 
 GIB = 2**30
@@ -134,7 +135,17 @@ def test_every_emitted_deployment_meets_its_targets(run_cli, workload, model, gp
     assert (s.parallelism.tp, s.parallelism.pp, dp) == (d["parallelism"]["tp"], d["parallelism"]["pp"],
                                                         d["parallelism"]["dp"])
     assert s.kv_dtype.value == d["kv_dtype_recommended"] and running == d["batch"]
+    assert d["sizing"]["candidates"][0]["batch"] == d["batch"]     # the search's batch is the emitted one
     assert s.max_model_len == d["context_tokens"]
+
+
+def test_a_search_without_a_tpot_target_holds_the_slo_the_batch_is_planned_on():
+    from kvplan.options.recommend import recommend_request
+
+    r = recommend_request({"model": "llama-3.1-8b"}, target="concurrency>=32", candidates="h100-sxm")
+    assert [t.text for t in r.targets] == ["concurrency>=32", "tpot<=50ms"]
+    r = recommend_request({"model": "llama-3.1-8b"}, tpot_slo="30ms", target="rate>=1rps", candidates="h100-sxm")
+    assert [(t.metric, t.bound) for t in r.targets] == [("rate", 1.0), ("tpot", 0.030)]
 
 
 def test_the_slo_is_the_targets_and_the_tighter_of_two():
@@ -158,7 +169,8 @@ def test_a_target_verdict_judges_the_plan_at_its_batch():
     ok = plan_recommend(s, RecommendOptions(tpot_slo=1.0, targets=(parse_target("concurrency>=33"),)))
     short = plan_recommend(s, RecommendOptions(tpot_slo=1.0, targets=(parse_target("concurrency>=34"),)))
     assert ok.batch.value == 33 and ok.targets[0].met
-    assert not short.targets[0].met and "33 running per replica x 1 replica(s) = 33" in short.targets[0].figure
+    assert not short.targets[0].met
+    assert "33 running per replica x 1 replica(s) = 33" in note_text(short.targets[0].figure)
 
 
 # --- advice follows the pinned engine's capabilities ---------------------------------------------------------------
@@ -205,4 +217,5 @@ def test_rate_target_meets_by_hand():
     v = plan.targets[0]
     b, tpot, pf = plan.batch.value, plan.tpot_at_batch.value, plan.prefill_seconds.value
     assert v.met == (b / (pf + 30_000 * tpot) >= 0.001)
-    assert math.isclose(float(v.figure.split("= ")[-1].split()[0]), b / (pf + 30_000 * tpot), rel_tol=1e-2)
+    assert math.isclose(float(note_text(v.figure).split("= ")[-1].split()[0]), b / (pf + 30_000 * tpot),
+                        rel_tol=1e-2)

@@ -17,7 +17,7 @@ from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Note, Ratio, Seconds, Tokens, derived, note
+from kvplan.specs.values import Bytes, Count, Fraction, Note, Number, Ratio, Seconds, Tokens, Value, derived, note
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.
@@ -75,6 +75,7 @@ class Row:
     agrees: bool
     why_differs: str | Note  # "" when it agrees
     notes: tuple[str | Note, ...] = ()   # sources and caveats the presenter prints under the table
+    first: str | Note = ""                # the reason's first clause, what a launch flag quotes ("" : none)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class TargetVerdict:
 
     target: str
     met: bool
-    figure: str     # the plan's number for it, and the model it was judged on
+    figure: Note    # the plan's number for it, and the model it was judged on
 
 
 @dataclass(frozen=True)
@@ -304,23 +305,26 @@ def _verdicts(s: Scenario, o: RecommendOptions, batch: int, tpot: float, t_pf: f
     as the batch row judges it (a steady mean with the prefills in between, not a percentile)."""
     dp = s.parallelism.dp
     out = []
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), dp=Count(dp), tpot=Seconds(tpot),
+                                               prefill=Seconds(t_pf), decode=Tokens(s.decode_tokens))
     for t in o.targets:
         if t.metric == "tpot":
-            out.append(TargetVerdict(t.text, tpot <= t.bound, f"mean TPOT {tpot * 1e3:.2f} ms at batch {batch} (the "
-                                     "steady mean with the batch's prefills in between; not a percentile)"))
+            out.append(TargetVerdict(t.text, tpot <= t.bound, note(
+                "mean TPOT {tpot:ms:,.2f} ms at batch {batch} (the steady mean with the batch's prefills in between; "
+                "not a percentile)", **figs)))
         elif t.metric == "concurrency":
             ctx = t.context or s.context_tokens
             held = capacity.fit(int(capacity.kv_pool(s).kv_pool_bytes), capacity.request_bytes(s, ctx),
                                 capacity.shared_prefix_copy_bytes(s)) if ctx != s.context_tokens else cap
-            running = batch * dp
-            out.append(TargetVerdict(t.text, running >= t.bound and held * dp >= t.bound,
-                                     f"{batch} running per replica x {dp} replica(s) = {running:,}; the pools hold "
-                                     f"{held * dp:,} requests of {ctx:,} tokens"))
+            out.append(TargetVerdict(t.text, batch * dp >= t.bound and held * dp >= t.bound, note(
+                "{batch} running per replica x {dp} replica(s) = {running}; the pools hold {held} requests of {ctx} "
+                "tokens", running=Count(batch * dp), held=Count(held * dp), ctx=Tokens(ctx), **figs)))
         else:
             seconds = t_pf + s.decode_tokens * tpot
             rate = dp * batch / seconds if seconds > 0 else 0.0
-            out.append(TargetVerdict(t.text, rate >= t.bound, f"{dp} x {batch} / ({t_pf:.4g} + {s.decode_tokens:,} x "
-                                     f"{tpot:.4g}) s = {rate:.3g} requests/s"))
+            out.append(TargetVerdict(t.text, rate >= t.bound, note(
+                "{dp} x {batch} / ({prefill:.4g} + {decode} x {tpot:.4g}) s = {rate:.3g} requests/s",
+                rate=Number(rate), **figs)))
     return tuple(out)
 
 
@@ -362,35 +366,38 @@ def _origin(o: RecommendOptions) -> str:
 
 
 def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o, pool, per_req, decode_only) -> Row:
-    L, slo = s.context_tokens, o.tpot_slo
-    slo_text = f"the TPOT SLO {slo * 1e3:g} ms{_origin(o)}"
-    # the first clause says what set the batch (the launch command's --max-num-seqs quotes it)
+    slo_text = note("the TPOT SLO {slo:ms:g} ms" + _origin(o), slo=Seconds(o.tpot_slo))
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), tpot=Seconds(tpot_b), slo=slo_text,
+                                               cap=Count(engine_cap))
+    # the first clause says what set the batch (the launch command's --max-num-seqs quotes it: the plan's
+    # batch_reason)
     if slo_b and slo_b < min(cap, engine_cap):
-        first = f"batch {batch}, the largest meeting {slo_text}: it decodes at {tpot_b * 1e3:.1f} ms"
+        first = note("batch {batch}, the largest meeting {slo}: it decodes at {tpot:ms:,.1f} ms", **figs)
     elif not slo_b:
-        first = (f"batch {batch}: no batch meets {slo_text} (batch 1 already exceeds it), so the batch is the "
-                 f"capacity limit; it decodes at {tpot_b * 1e3:.1f} ms")
+        first = note("batch {batch}: no batch meets {slo} (batch 1 already exceeds it), so the batch is the capacity "
+                     "limit; it decodes at {tpot:ms:,.1f} ms", **figs)
     elif engine_cap < cap:
-        first = (f"batch {batch}, the engine's max_num_seqs {engine_cap}: it decodes at {tpot_b * 1e3:.1f} ms, "
-                 f"within {slo_text}")
+        first = note("batch {batch}, the engine's max_num_seqs {cap}: it decodes at {tpot:ms:,.1f} ms, within {slo}",
+                     **figs)
     else:
-        first = f"batch {batch}, the most the pool holds: it decodes at {tpot_b * 1e3:.1f} ms, within {slo_text}"
-    parts = [first, f"max batch {cap} per replica at {L:,} tokens: the {pool / 2**30:,.1f} GiB pool holds {cap} "
-             f"requests of {per_req / 2**20:,.1f} MiB per GPU"]
+        first = note("batch {batch}, the most the pool holds: it decodes at {tpot:ms:,.1f} ms, within {slo}", **figs)
+    parts = [first, note("max batch {cap} per replica at {L} tokens: the {pool:GiB:,.1f} pool holds {cap} requests of "
+                         "{per_req:MiB:,.1f} per GPU", cap=Count(cap), L=Tokens(s.context_tokens), pool=Bytes(pool),
+                         per_req=Bytes(per_req))]
     if next_step is not None:
-        parts.append(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {next_step:,}")
-    parts.append(f"TPOT judged as the steady mean over the decode with the batch's prefills in between (as kvplan "
-                 f"pd prices a colocated replica), not a percentile; the decode step alone (kvplan tpot --batch "
-                 f"{batch}) is {decode_only * 1e3:.1f} ms")
+        parts.append(note(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {{step}}",
+                          step=Count(next_step)))
+    parts.append(note("TPOT judged as the steady mean over the decode with the batch's prefills in between (as kvplan "
+                      "pd prices a colocated replica), not a percentile; the decode step alone (kvplan tpot --batch "
+                      "{batch}) is {alone:ms:,.1f} ms", batch=Count(batch), alone=Seconds(decode_only)))
     agrees = batch <= SMALL_BATCH
     differs = "" if agrees else (
         note("the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "
              "{pool:GiB:,.1f} per GPU for {per_req:MiB:,.1f} per request per GPU, " f"so {cap} fit",
              pool=Bytes(pool), per_req=Bytes(per_req))
         + (" and decode stays within the SLO" if slo_b else ""))
-    # the reason stays text: the engines' launch command quotes its first clause (Engine.launch)
-    return Row("batch", SETTING_NAMES["batch"], f"{batch}", "; ".join(parts) + ".", DOCUMENT_ROWS["batch"][0],
-               agrees, differs)
+    return Row("batch", SETTING_NAMES["batch"], f"{batch}", Note.join("; ", parts) + ".", DOCUMENT_ROWS["batch"][0],
+               agrees, differs, first=first)
 
 
 def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, run, threshold,

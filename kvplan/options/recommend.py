@@ -71,6 +71,13 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
         if len({t.metric for t in targets}) < len(targets):
             raise InputError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
     slo, origin = _slo(tpot_slo, next((t for t in targets if t.metric == "tpot"), None))
+    if targets and not any(t.metric == "tpot" for t in targets):
+        # the batch is planned on the TPOT SLO in any case, so the search holds it too: its batch is the emitted one
+        from kvplan.calc.sizing import parse_target
+
+        targets += (parse_target(f"tpot<={slo * 1e3:g}ms"),)
+        notes += (f"the search also holds the TPOT SLO {slo * 1e3:g} ms ({origin or 'the default'}) the batch is "
+                  "planned on, so the batch it finds is the one the launch command sets",)
     options = RecommendOptions(tpot_slo=slo, dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                                nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"), slo_origin=origin,
                                targets=targets)

@@ -80,8 +80,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
             tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT a steady mean, "
                                    "not a percentile)", ("target", "this deployment", "met"),
                                    tuple((v.target, v.figure, "yes" if v.met else "NO") for v in plan.targets)))
-            notes += [f"Target {v.target} is not met at the recommended batch: {v.figure}." for v in plan.targets
-                      if not v.met]
+            notes += [f"Target {v.target} is not met at the recommended batch: " + v.figure + "."
+                      for v in plan.targets if not v.met]
             data["targets"] = [{"target": v.target, "met": v.met, "figure": v.figure} for v in plan.targets]
         data["sizing"] = {"targets": [t.text for t in sizing.targets], "layouts_tried": Count(
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
