@@ -17,7 +17,7 @@ from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Note, Ratio, Seconds, Tokens, derived, note
+from kvplan.specs.values import Bytes, Count, Fraction, Note, Number, Ratio, Seconds, Tokens, Value, derived, note
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.
@@ -51,10 +51,14 @@ class RecommendOptions:
     dram_bytes_per_node: int | None = None  # None: the hardware preset's host DRAM
     dtype_origin: str = "--kv-dtype"        # who fixed a KV dtype that is not auto (the flag, or the --target search)
     nic_gbps: float | None = None           # GB/s per GPU per direction for the PD transfer (None: the GPU preset's)
+    slo_origin: str = ""                    # who set tpot_slo: "" (the 50 ms default), --tpot-slo, --target tpot<=T
+    targets: tuple = ()                     # the --target ones (kvplan.calc.sizing.Target), each judged on the plan
 
     def __post_init__(self) -> None:
         slo = self.tpot_slo
-        if not (isinstance(slo, (int, float)) and math.isfinite(slo) and 1e-4 <= slo <= 10):
+        target = self.slo_origin.startswith("--target")   # a target's bound: the search says when none meets it
+        if not (isinstance(slo, (int, float)) and math.isfinite(slo) and (slo > 0 if target else slo >= 1e-4)
+                and slo <= 10):
             raise KvplanError(f"--tpot-slo {slo!r} s is outside 0.1 ms .. 10 s", "give it like 50ms")
         v = self.dram_bytes_per_node
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
@@ -71,6 +75,16 @@ class Row:
     agrees: bool
     why_differs: str | Note  # "" when it agrees
     notes: tuple[str | Note, ...] = ()   # sources and caveats the presenter prints under the table
+    first: str | Note = ""                # the reason's first clause, what a launch flag quotes ("" : none)
+
+
+@dataclass(frozen=True)
+class TargetVerdict:
+    """One ``--target`` judged on the recommended deployment at its batch (the numbers the launch command sets)."""
+
+    target: str
+    met: bool
+    figure: Note    # the plan's number for it, and the model it was judged on
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,7 @@ class RecommendPlan:
     prefill_seconds: Seconds
     prefill_share: Fraction
     kv_pool_bytes: Bytes
+    targets: tuple[TargetVerdict, ...] = ()
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -193,19 +208,21 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     slo_b, tpot_by_batch = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
     batch = slo_b or min(cap, engine_cap)     # the SLO batch is searched within min(cap, engine_cap) already
     tpot_b = float(tpot_by_batch[batch - 1])
+    decode_only = float(step.steady_tpot(s.prompt_tokens, s.decode_tokens, batch))
     next_step = capacity.first_full_step(s, cap + 1, pool, shared)
     cap_v = Count(cap, derived("floor((pool - shared prefix copy) / per-request bytes at prompt + decode)",
                                f"floor(({pool:,} - {shared:,}) / {per_req:,}) = {cap}"))
     slo_v = Count(slo_b, derived("largest batch whose steady mean TPOT (contexts spread over prompt..prompt+decode, "
-                                 "the batch's prefills in between, as kvplan pd) meets the SLO",
-                                 f"SLO {o.tpot_slo * 1e3:g} ms -> {slo_b}"))
+                                 "the batch's prefills in between, as kvplan pd) meets the SLO; a mean, not a "
+                                 "percentile", f"SLO {o.tpot_slo * 1e3:g} ms{_origin(o)} -> {slo_b}"))
     batch_v = Count(batch, derived("min(HBM capacity, TPOT-SLO batch, engine max_num_seqs)",
                                    f"min({cap}, {slo_b if slo_b else 'none'}, {engine_cap}) = {batch}"))
     next_v = Count(next_step, derived("first decode step at which one more request (cap + 1) fills the pool",
                                       f"batch {cap + 1}: step {next_step}"))
     tpot_v = Seconds(tpot_b, derived("steady mean TPOT at the batch, prefills included (the step model)",
                                      f"batch {batch}: {tpot_b * 1e3:.2f} ms"))
-    rows.append(_batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o.tpot_slo, pool, per_req))
+    rows.append(_batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o, pool, per_req, decode_only))
+    verdicts = _verdicts(s, o, batch, tpot_b, t_pf, cap)
 
     # --- preemption and offload ------------------------------------------------------------------------------
     young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
@@ -222,21 +239,22 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if dram_gpu.value is not None:
         tier_gpu = min(tier_gpu, int(dram_gpu.value))
     tp_ranks = par.tp * par.pp
-    offload = swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
+    lacks = s.engine_adapter.host_tier_problem()   # a release with no DRAM tier and no swap: recompute only
+    offload = lacks is None and swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
     tier_v = Bytes(tier_gpu if offload else 0, derived(
         "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once",
         f"min({batch} x {per_req:,}, {dram_gpu.value if dram_gpu.value is not None else 'unknown'}) = {tier_gpu:,} B"
-        if offload else "no tier: " + ("recompute is cheaper" if not swap_wins else
+        if offload else "no tier: " + (lacks[0] if lacks else "recompute is cheaper" if not swap_wins else
                                        "the host DRAM is unknown (give --dram)" if dram_gpu.value is None else
                                        "the host DRAM per GPU holds no whole request")))
     tier_replica = Bytes(tier_v.number() * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
                                                             f"{tier_v.number():,} x {tp_ranks}"))
     threshold = admitted_run.offload_threshold_fraction
     rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
-                             threshold))
+                             threshold, lacks))
     mode = "swap" if swap_wins and offload else "recompute"
     victim = "fewest tokens held (the youngest request)"
-    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload))
+    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks))
 
     # --- PD and prefix cache ---------------------------------------------------------------------------------
     pd_s, doubled = s, ""
@@ -279,7 +297,35 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else (rows[-1].reason,),
-        True, pf_v, share_v, budget.kv_pool)
+        True, pf_v, share_v, budget.kv_pool, verdicts)
+
+
+def _verdicts(s: Scenario, o: RecommendOptions, batch: int, tpot: float, t_pf: float, cap: int):
+    """Each --target judged on this plan at its batch per replica (what --max-num-seqs sets) and DP replicas; TPOT
+    as the batch row judges it (a steady mean with the prefills in between, not a percentile)."""
+    dp = s.parallelism.dp
+    out = []
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), dp=Count(dp), tpot=Seconds(tpot),
+                                               prefill=Seconds(t_pf), decode=Tokens(s.decode_tokens))
+    for t in o.targets:
+        if t.metric == "tpot":
+            out.append(TargetVerdict(t.text, tpot <= t.bound, note(
+                "mean TPOT {tpot:ms:,.2f} ms at batch {batch} (the steady mean with the batch's prefills in between; "
+                "not a percentile)", **figs)))
+        elif t.metric == "concurrency":
+            ctx = t.context or s.context_tokens
+            held = capacity.fit(int(capacity.kv_pool(s).kv_pool_bytes), capacity.request_bytes(s, ctx),
+                                capacity.shared_prefix_copy_bytes(s)) if ctx != s.context_tokens else cap
+            out.append(TargetVerdict(t.text, batch * dp >= t.bound and held * dp >= t.bound, note(
+                "{batch} running per replica x {dp} replica(s) = {running}; the pools hold {held} requests of {ctx} "
+                "tokens", running=Count(batch * dp), held=Count(held * dp), ctx=Tokens(ctx), **figs)))
+        else:
+            seconds = t_pf + s.decode_tokens * tpot
+            rate = dp * batch / seconds if seconds > 0 else 0.0
+            out.append(TargetVerdict(t.text, rate >= t.bound, note(
+                "{dp} x {batch} / ({prefill:.4g} + {decode} x {tpot:.4g}) s = {rate:.3g} requests/s",
+                rate=Number(rate), **figs)))
+    return tuple(out)
 
 
 # --- rows ----------------------------------------------------------------------------------------------------
@@ -315,33 +361,47 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-
                agrees, differs, tuple(notes))
 
 
-def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, slo, pool, per_req) -> Row:
-    L = s.context_tokens
-    parts = [f"max batch {cap} per replica at {L:,} tokens: the {pool / 2**30:,.1f} GiB pool holds {cap} requests "
-             f"of {per_req / 2**20:,.1f} MiB per GPU"]
-    if next_step is not None:
-        parts.append(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {next_step:,}")
+def _origin(o: RecommendOptions) -> str:
+    return f" ({o.slo_origin})" if o.slo_origin else ""
+
+
+def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o, pool, per_req, decode_only) -> Row:
+    slo_text = note("the TPOT SLO {slo:ms:g} ms" + _origin(o), slo=Seconds(o.tpot_slo))
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), tpot=Seconds(tpot_b), slo=slo_text,
+                                               cap=Count(engine_cap))
+    # the first clause says what set the batch (the launch command's --max-num-seqs quotes it: the plan's
+    # batch_reason)
     if slo_b and slo_b < min(cap, engine_cap):
-        parts.append(f"the TPOT SLO {slo * 1e3:g} ms binds first: batch {slo_b} decodes at {tpot_b * 1e3:.1f} ms")
+        first = note("batch {batch}, the largest meeting {slo}: it decodes at {tpot:ms:,.1f} ms", **figs)
     elif not slo_b:
-        parts.append(f"no batch meets the TPOT SLO {slo * 1e3:g} ms (batch 1 already exceeds it); the batch is the "
-                     "capacity limit")
+        first = note("batch {batch}: no batch meets {slo} (batch 1 already exceeds it), so the batch is the capacity "
+                     "limit; it decodes at {tpot:ms:,.1f} ms", **figs)
+    elif engine_cap < cap:
+        first = note("batch {batch}, the engine's max_num_seqs {cap}: it decodes at {tpot:ms:,.1f} ms, within {slo}",
+                     **figs)
     else:
-        parts.append(f"TPOT at batch {batch}: {tpot_b * 1e3:.1f} ms (SLO {slo * 1e3:g} ms)")
-    if engine_cap < cap:
-        parts.append(f"the engine's max_num_seqs {engine_cap} caps it")
+        first = note("batch {batch}, the most the pool holds: it decodes at {tpot:ms:,.1f} ms, within {slo}", **figs)
+    parts = [first, note("max batch {cap} per replica at {L} tokens: the {pool:GiB:,.1f} pool holds {cap} requests of "
+                         "{per_req:MiB:,.1f} per GPU", cap=Count(cap), L=Tokens(s.context_tokens), pool=Bytes(pool),
+                         per_req=Bytes(per_req))]
+    if next_step is not None:
+        parts.append(note(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {{step}}",
+                          step=Count(next_step)))
+    parts.append(note("TPOT judged as the steady mean over the decode with the batch's prefills in between (as kvplan "
+                      "pd prices a colocated replica), not a percentile; the decode step alone (kvplan tpot --batch "
+                      "{batch}) is {alone:ms:,.1f} ms", batch=Count(batch), alone=Seconds(decode_only)))
     agrees = batch <= SMALL_BATCH
     differs = "" if agrees else (
         note("the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "
              "{pool:GiB:,.1f} per GPU for {per_req:MiB:,.1f} per request per GPU, " f"so {cap} fit",
              pool=Bytes(pool), per_req=Bytes(per_req))
         + (" and decode stays within the SLO" if slo_b else ""))
-    # the reason stays text: the engines' launch command quotes its first clause (Engine.launch)
-    return Row("batch", SETTING_NAMES["batch"], f"{batch}", "; ".join(parts) + ".", DOCUMENT_ROWS["batch"][0],
-               agrees, differs)
+    return Row("batch", SETTING_NAMES["batch"], f"{batch}", Note.join("; ", parts) + ".", DOCUMENT_ROWS["batch"][0],
+               agrees, differs, first=first)
 
 
-def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, run, threshold) -> Row:
+def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, run, threshold,
+                 lacks=None) -> Row:
     full = run.decode_steps_until_full.value
     per_req_v = Bytes(per_req)
     evict, growth = run.evict_one_request_seconds, run.growth_bytes_per_step
@@ -369,7 +429,10 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
             reason += "; at these lengths the admitted batch never fills HBM, so the tier serves preemption only"
     else:
         value = "off"
-        if not swap_wins:
+        if lacks:
+            value = f"off ({s.engine_adapter.display_name} has none)"
+            reason = f"{lacks[0]}; {lacks[1]}"
+        elif not swap_wins:
             reason = ("recompute is cheaper than a swap round trip for a request of this length, so a DRAM tier "
                       "buys nothing for preemption")
         elif dram_gpu.value is None:
@@ -378,12 +441,12 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
         else:
             reason = note("the host DRAM per GPU ({dram:GiB:,.1f}) holds no whole request", dram=dram_gpu)
         agrees = False
-        differs = ("short requests: " if not swap_wins else "") + reason
+        differs = ("short requests: " if not swap_wins and not lacks else "") + reason
     return Row("kv_offload", SETTING_NAMES["kv_offload"], value, reason + ".", DOCUMENT_ROWS["kv_offload"][0],
                agrees, differs)
 
 
-def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Row:
+def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks=None) -> Row:
     g = Tokens(s.decode_tokens)
     reason = note("preempted after {g} generated tokens, recomputing costs {rc:,.3f} s against {swap:ms:,.1f} ms to "
                   "swap ({ratio:,.1f}x)", g=g, rc=this.recompute, swap=this.swap_exposed,
@@ -396,9 +459,12 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload) -> Ro
                        young=Tokens(young), young_rc=young_row.recompute, rc=this.recompute, g=g)
     swap_cheaper = not this.recompute_cheaper
     value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else
+             f"recompute (the only mode {s.engine_adapter.display_name} has)" if lacks else
              "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
     agrees = mode == "swap"
-    differs = "" if agrees else ("swap would be cheaper, but there is no DRAM tier to swap to (see KV offload)"
+    differs = "" if agrees else (f"{s.engine_adapter.display_name} cannot swap: it recomputes a preempted request "
+                                 f"({lacks[1]})" if lacks else
+                                 "swap would be cheaper, but there is no DRAM tier to swap to (see KV offload)"
                                  if swap_cheaper else "recompute is cheaper than the swap round trip at this "
                                  "request length")
     return Row("preemption", SETTING_NAMES["preemption"], value, reason + ".", DOCUMENT_ROWS["preemption"][0],

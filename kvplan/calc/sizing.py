@@ -4,8 +4,9 @@ deployments that meet the targets, ranked by GPUs used, then by price per hour w
 Targets:
 - ``concurrency>=N@C``: requests of C tokens (default: the scenario's prompt + decode) that fit in the KV pools of
   every replica together (``capacity.fit`` per replica x DP).
-- ``tpot<=T``: some batch of the scenario's requests decodes at a steady mean TPOT <= T (the one cost model); with a
-  concurrency target, the batch must also carry ceil(N / DP) requests per replica.
+- ``tpot<=T``: some batch of the scenario's requests decodes at a steady mean TPOT <= T (the one cost model, with the
+  batch's prefills run in between as ``recommend`` and ``pd`` price a colocated replica; a mean, not a percentile);
+  with a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
 - ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
   largest within capacity and max_num_seqs that meets the TPOT target).
 Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
@@ -110,7 +111,8 @@ class Candidate:
                                                                str(self.concurrency), SEARCH)),
                 "batch": Count(self.batch, derived("largest batch within capacity meeting the TPOT target",
                                                    str(self.batch))),
-                "tpot_seconds": Seconds(self.tpot_seconds, derived("steady mean TPOT at the batch",
+                "tpot_seconds": Seconds(self.tpot_seconds, derived("steady mean TPOT at the batch, its prefills "
+                                                                   "included (a mean, not a percentile)",
                                                                    f"{self.tpot_seconds:.4g}")),
                 "requests_per_second": Number(self.requests_per_second, derived(
                     "DP x batch / (prefill + decode x TPOT)", f"{self.requests_per_second:.4g}")),
@@ -171,7 +173,10 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
     if top >= 1:
         step = costs.step_model(s)
         b = np.arange(1, top + 1, dtype=float)
-        series = step.steady_tpot(s.prompt_tokens, s.decode_tokens, b)
+        t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
+        # the one TPOT recommend then plans the batch on: the decode step with the batch's prefills in between
+        series = costs.colocated_tpot(step.steady_tpot(s.prompt_tokens, s.decode_tokens, b), t_pf, b,
+                                      s.decode_tokens)
         ok = np.ones(top, dtype=bool)
         if tpot_t:
             ok &= series <= tpot_t.bound
@@ -180,7 +185,6 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
         i = int(idx[-1]) if len(idx) else min(need, top) - 1
         batch = int(idx[-1]) + 1 if len(idx) else 0
         tpot = float(series[i])
-        t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
         run = batch or (i + 1)
         rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
     if tpot_t and (batch == 0 or tpot > tpot_t.bound):

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import TpotSloOpt, scenario_command
+from kvplan.commands.common import scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -13,7 +13,9 @@ from kvplan.commands.output import check_output_options, emit
 def recommend(
     scenario_args: dict,
     output: dict,
-    tpot_slo: TpotSloOpt = "50ms",
+    tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", metavar="TIME", help="TPOT service level the batch "
+                                                 "is planned on, e.g. 50ms (default: a --target tpot<=T's T, else "
+                                                 "50ms, DeepSeek's production 20 tokens/s per user).")] = None,
     dram: Annotated[str | None, typer.Option("--dram", metavar="SIZE", help="Host DRAM per node for the KV tier "
                                              "(default: the GPU preset's node).")] = None,
     nic_gbps: Annotated[str | None, typer.Option("--nic-gbps", metavar="GB/S", help="NIC per GPU per direction for "

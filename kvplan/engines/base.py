@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvplan.engines import budget as budget_mod
 from kvplan.errors import KvplanError
-from kvplan.specs.values import Bytes, Count, Derivation, Number, Tokens, Value, default, given
+from kvplan.specs.values import Bytes, Count, Derivation, Note, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.specs.dtypes import KVDtype
@@ -134,7 +134,7 @@ class Flag:
 
     flag: str
     value: str | None
-    reason: str
+    reason: str | Note
     since: Release | None = None
     source: str = ""
 
@@ -210,6 +210,11 @@ class Engine:
     def offload_settings(self, generic: str) -> str:
         """How to turn the DRAM tier on, for notes: ``generic`` (every engine's settings) unless a release differs."""
         return generic
+
+    def host_tier_problem(self) -> tuple[str, str] | None:
+        """(what this release does instead of a DRAM tier and swap, the fix naming the release that has one) when
+        it has neither; None when it has them (every engine but an older pinned vLLM)."""
+        return None
 
     def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
         """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
@@ -288,7 +293,7 @@ class Engine:
             raise KvplanError(f"--emit {self.id}: {label} has no --kv-cache-dtype for {plan.kv_dtype.value}",
                               "plan with --kv-dtype fp8 or bf16, or drop --emit")
         flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
-        flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").reason.split(";")[0]))
+        flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").first))   # what set the batch
         flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
                           "the fraction kvplan's pool was sized with"))
         flags.append(Flag(length, str(s.max_model_len or s.context_tokens),

@@ -806,6 +806,19 @@ class VllmEngine(Engine):
 
         return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks)
 
+    def host_tier_problem(self) -> tuple[str, str] | None:
+        """Before OFFLOAD_SINCE vLLM has no working DRAM tier, and its V1 engine (the one kvplan plans) has no swap:
+        it preempts by recompute only, so a recommendation must not say "offload on" or "swap first"."""
+        if self.since(OFFLOAD_SINCE):
+            return None
+        from kvplan.engines.scheduling import POLICY_SOURCE
+
+        return (f"{self.display_name} has no working native KV offloading (--kv-offloading-size with the native "
+                f"backend starts from {release_text(OFFLOAD_SINCE)}: {OFFLOAD_SIZE_SOURCE}) and no swap: a "
+                f"preempted request is recomputed ({POLICY_SOURCE})",
+                f"pin vllm>={release_text(OFFLOAD_SINCE)} for native KV offloading, or use SGLang's "
+                "--enable-hierarchical-cache (HiCache)")
+
     def launch_command(self, plan) -> LaunchCommand:
         """``vllm serve`` with the recommendation's layout, KV dtype, batch, memory fraction, length and DRAM tier.
         Each flag names the first release that has it as printed; a pinned older release drops it (said why)."""

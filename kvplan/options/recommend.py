@@ -34,11 +34,12 @@ class RecommendRequest:
     notes: tuple[str, ...] = ()
 
 
-def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram: Any = None, nic_gbps: Any = None,
+def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: Any = None, nic_gbps: Any = None,
                       target: str | None = None, candidates: str | None = None, emit: str | None = None,
                       presets_dir: str | Path | None = None) -> RecommendRequest:
     """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
-    (said in a note); with another engine it is refused."""
+    (said in a note); with another engine it is refused. The TPOT SLO the batch is planned on: a ``tpot<=T`` target's
+    T (the tighter of the two when ``--tpot-slo`` is also given), else ``--tpot-slo``, else 50 ms."""
     from kvplan.calc.recommend import RecommendOptions
     from kvplan.options.scenarios import build_scenario
 
@@ -60,19 +61,30 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram:
     if candidates is not None and target is None:
         raise InputError("--candidates without --target", "give --target to search, or drop --candidates")
     built = build_scenario(**scenario)
-    options = RecommendOptions(tpot_slo=parse_seconds(tpot_slo, "tpot-slo"),
-                               dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
-                               nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"))
+    targets: tuple[Target, ...] = ()
+    if target is not None:
+        from kvplan.calc.sizing import parse_target
+
+        targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
+        if not targets:
+            raise InputError("--target is empty", "give --target concurrency>=64@31k (or tpot<=40ms, rate>=2rps)")
+        if len({t.metric for t in targets}) < len(targets):
+            raise InputError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
+    slo, origin = _slo(tpot_slo, next((t for t in targets if t.metric == "tpot"), None))
+    if targets and not any(t.metric == "tpot" for t in targets):
+        # the batch is planned on the TPOT SLO in any case, so the search holds it too: its batch is the emitted one
+        from kvplan.calc.sizing import parse_target
+
+        targets += (parse_target(f"tpot<={slo * 1e3:g}ms"),)
+        notes += (f"the search also holds the TPOT SLO {slo * 1e3:g} ms ({origin or 'the default'}) the batch is "
+                  "planned on, so the batch it finds is the one the launch command sets",)
+    options = RecommendOptions(tpot_slo=slo, dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
+                               nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"), slo_origin=origin,
+                               targets=targets)
     if target is None:
         return RecommendRequest(built, options, wanted, notes=notes)
-    from kvplan.calc.sizing import parse_target
     from kvplan.inputs.presets import discover, load_hardware
 
-    targets = tuple(parse_target(t) for t in target.split(",") if t.strip())
-    if not targets:
-        raise InputError("--target is empty", "give --target concurrency>=64@31k (or tpot<=40ms, rate>=2rps)")
-    if len({t.metric for t in targets}) < len(targets):
-        raise InputError(f"--target {target!r} names a metric twice", "give each of concurrency, tpot, rate once")
     dirs = extra_dirs(presets_dir)
     ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
            else sorted(discover(dirs)["hardware"]))
@@ -80,3 +92,14 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = "50ms", dram:
         raise InputError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
     specs = tuple(load_hardware(i, dirs) for i in dict.fromkeys(ids))   # each GPU once
     return RecommendRequest(built, options, wanted, target, targets, specs, notes)
+
+
+def _slo(tpot_slo: Any, target: Target | None) -> tuple[float, str]:
+    """(the TPOT SLO in seconds, who set it): the --target's tpot bound, --tpot-slo, or the 50 ms default; with
+    both given, the tighter, so the batch planned on it meets both."""
+    given_slo = None if tpot_slo is None else parse_seconds(tpot_slo, "tpot-slo")
+    if target is None:
+        return (0.05, "") if given_slo is None else (given_slo, "--tpot-slo")
+    if given_slo is not None and given_slo < target.bound:
+        return given_slo, "--tpot-slo (tighter than --target " + target.text + ")"
+    return target.bound, "--target " + target.text

@@ -39,7 +39,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     tables = [table, short, why]
     data = {
         **scenario_data(s),
-        "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
+        "tpot_slo_seconds": Number(o.tpot_slo, given(o.slo_origin) if o.slo_origin else default("50 ms")),
+        "tpot_slo_basis": "steady mean TPOT with the batch's prefills in between (not a percentile)",
         "recommendations": [{"key": r.key, "setting": r.setting, "value": r.value, "reason": r.reason,
                              "document": r.document, "agrees_with_document": r.agrees,
                              "why_differs": r.why_differs} for r in plan.rows],
@@ -75,6 +76,13 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                         f"layouts tried, {sizing.skipped} refused by the model or GPU (heads not divisible, weights "
                         f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
                         f"{b.kv_dtype} KV.")
+        if plan.targets:
+            tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT a steady mean, "
+                                   "not a percentile)", ("target", "this deployment", "met"),
+                                   tuple((v.target, v.figure, "yes" if v.met else "NO") for v in plan.targets)))
+            notes += [f"Target {v.target} is not met at the recommended batch: " + v.figure + "."
+                      for v in plan.targets if not v.met]
+            data["targets"] = [{"target": v.target, "met": v.met, "figure": v.figure} for v in plan.targets]
         data["sizing"] = {"targets": [t.text for t in sizing.targets], "layouts_tried": Count(
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
             "candidates": ranked,
