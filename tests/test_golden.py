@@ -32,6 +32,9 @@ COMMANDS = {
                          "longest-first-protected"),
     "simulate-sweep": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--requests", "1000",
                        "--sweep-rate", "2:12:6", "--tpot-slo", "100ms", "--max-recompute-rate", "0.02", "--seed", "1"),
+    # the README's: the same requests under each engine's memory rules and scheduler
+    "simulate-engines": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate", "3", "--requests",
+                         "2000", "--seed", "1", "--compare", "engine=vllm,engine=sglang"),
     # the issue 10 case: TP1 x DP8, the 2 requests/s routed round-robin over the eight replicas
     "simulate-dp": ("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--rate", "2", "--requests",
                     "100"),
@@ -60,6 +63,7 @@ FORMATS = {"table-80": ("80", ()), "table-160": ("160", ()), "json": ("80", ("-f
 SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
         ("simulate-compare", "csv")}   # csv is one run's per-request table
 # docs/traces.md shows the three sample traces at 80 columns only
+SKIP |= {("simulate-engines", f) for f in FORMATS if f not in ("table-80", "json")}
 SKIP |= {(c, f) for c in COMMANDS if c.startswith("simulate-trace-") for f in FORMATS if f != "table-80"}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 # Bad input: the README's error examples, each pinned as what it prints to stderr (tests/golden/error.<name>.txt)

@@ -88,7 +88,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
-COMPARE_KEYS = ("policy", "victim", "kv-dtype", "max-batch", "dram", "offload-threshold")  # threshold: F or off
+# (engine: the variant runs that engine's memory rules and scheduler on the same requests)
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold")  # threshold: F/off
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:

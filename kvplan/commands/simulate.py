@@ -63,7 +63,7 @@ def simulate(
         "caching): one copy in the pool, and its prefill skipped after the first request.")] = None,
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
-                                                "(policy, victim, kv-dtype, max-batch, dram, "
+                                                "(policy, victim, kv-dtype, engine, max-batch, dram, "
                                                 "offload-threshold; join keys with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "

@@ -217,11 +217,10 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
     from kvplan.inputs.units import parse_size, parse_tokens
     from kvplan.options.scenarios import build_scenario
 
-    scenario, changes = base, dict[str, Any]()
+    scenario, changes, rebuilt = base, dict[str, Any](), dict[str, str]()
     for key, value in pairs:
-        if key == "kv-dtype":
-            scenario = (build_scenario(**{**args, "kv_dtype": value}) if args is not None
-                        else base.with_(kv_dtype_request=value))
+        if key in ("kv-dtype", "engine"):    # the variant's scenario: the base's with these options replaced
+            rebuilt[key] = value
         elif key == "policy":
             changes["policy"] = value.lower()
         elif key == "victim":
@@ -233,4 +232,10 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
         elif key == "offload-threshold":
             changes["offload_threshold"] = (None if value.lower() == "off"
                                             else parse_float(value, "--compare offload-threshold", "0.7"))
+    if rebuilt:
+        if args is not None:
+            scenario = build_scenario(**{**args, **{k.replace("-", "_"): v for k, v in rebuilt.items()}})
+        else:
+            fields = {"kv-dtype": "kv_dtype_request", "engine": "engine"}
+            scenario = base.with_(**{fields[k]: v for k, v in rebuilt.items()})
     return "+".join(v for _, v in pairs), pairs, scenario, dataclasses.replace(options, **changes)
