@@ -23,7 +23,7 @@ from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
-from kvplan.specs.values import Count, Note, Number, Rate, Seconds, derived, given, note
+from kvplan.specs.values import Count, Note, Number, Rate, Seconds, default, derived, given, note
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.scenario import Scenario
@@ -479,6 +479,14 @@ class StepModel:
         ep = s.parallelism.ep or tp
         per_token = 2 * (flops.matmul_params(s.sized_model).value - routed) / tp + 2 * routed / ep
         return per_token, float(self.step(0, 0.0, 0.0)["comm"])
+
+
+def frontend_seconds(scenario: Scenario) -> Seconds:
+    """A request's latency outside the engine's steps (its engine adapter's ``frontend_latency``: the API server's
+    way in and the first token's way out), added once to its TTFT and its E2E, never to TPOT."""
+    engine = scenario.engine_adapter
+    value, source = engine.frontend_latency
+    return Seconds(value, default(f"{engine.id} frontend latency per request", source))
 
 
 def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):

@@ -47,6 +47,7 @@ from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import (
     TIMELINE_BUCKETS,
     Timeline,
+    client_ttft,
     request_arrays,
     run_metrics,
     timeline_arrays,
@@ -665,7 +666,7 @@ def _request_rows(r: SimRun) -> tuple:
     from kvplan.specs.values import Bytes, Count, Seconds, Tokens, derived
 
     n = len(r.prompts)
-    ttft = r.first_token - r.arrival
+    ttft = client_ttft(r)
     queue = r.admitted - r.arrival
     src = derived("simulated", "per request")
     rows = []
@@ -824,9 +825,10 @@ def _ttft_p90(r: SimRun) -> Seconds:
     """TTFT p90, the one --ttft-slo percentile the run's metrics do not carry."""
     import numpy as np
 
-    ttft = r.first_token - r.arrival
+    ttft = client_ttft(r)
     v = float(np.percentile(ttft, 90)) if len(ttft) else None
-    return Seconds(v, derived(f"p90 of TTFT = first token - arrival over {len(ttft):,} requests (numpy linear "
+    plus = " + frontend latency" if costs.frontend_seconds(r.scenario).number() else ""
+    return Seconds(v, derived(f"p90 of TTFT = first token - arrival{plus} over {len(ttft):,} requests (numpy linear "
                               "interpolation)", f"p90 = {v:.6g}" if v is not None else "no requests"))
 
 

@@ -216,12 +216,16 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
 
     mnbt, _ = s.engine_adapter.batch_limits_for(s)
     chunk = mnbt.number()
-    ttft_s = step.prefill_seconds(p, 0, chunk)
+    prefill_s, frontend = step.prefill_seconds(p, 0, chunk), costs.frontend_seconds(s)
+    ttft_s = prefill_s + frontend.number()
     chunks = max(1, math.ceil(p / chunk))
+    fe = frontend.number()   # an engine's API server (none for neutral)
     ttft = Seconds(ttft_s, derived(
         "prefill in chunks of max_num_batched_tokens: per chunk max(weights / (HBM x hbm), FLOPs / (peak x "
-        "prefill_mfu)) + the step's fixed overhead (prefill_mfu is end to end: no communication added)",
-        f"{p:,} tokens in {chunks} chunk(s): {ttft_s * 1e3:.3f} ms"))
+        "prefill_mfu)) + the step's fixed overhead (prefill_mfu is end to end: no communication added)"
+        + (", + the engine's frontend latency (the API server's way in and out)" if fe else ""),
+        f"{p:,} tokens in {chunks} chunk(s): {prefill_s * 1e3:.3f} ms" + (f" + {fe * 1e3:g} ms" if fe else ""),
+        *(frontend.why.sources if fe and frontend.why else ())))
 
     # The table: cohorts of B requests at context S, for every B the pool holds at S's context.
     contexts = tuple(sorted({c for c in o.contexts if s.context_limit is None or c <= s.context_limit}

@@ -185,6 +185,9 @@ class Engine:
     # KV cache dtypes that arrived after the oldest release kvplan models: dtype -> (first release, source). A
     # scenario pinned to an older release (``--engine vllm==0.7.3``) refuses them; unpinned, the newest rules hold.
     kv_dtype_since: ClassVar[dict[KVDtype, tuple[Release, str]]] = {}
+    # Per request, outside the engine's steps: the API server's way in (HTTP, tokenization, hand-off to the
+    # scheduler) and the first token's way out (detokenize, stream). (seconds, source); none for neutral.
+    frontend_latency: ClassVar[tuple[float, str]] = (0.0, "engine-neutral: no API server is modelled")
 
     def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
                          hardware: HardwareSpec | None = None) -> tuple[str, str] | None:

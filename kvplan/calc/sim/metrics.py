@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvplan.calc.costs import frontend_seconds
 from kvplan.specs.values import Count, Seconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,6 +125,12 @@ def waiting_at_last_arrival(r: SimRun):
                                   f"{waiting:,} of {len(r.arrival):,} at t = {last:.6g} s"))
 
 
+def client_ttft(r: SimRun):
+    """Each request's TTFT as its client sees it: first token - arrival + the engine's frontend latency
+    (``costs.frontend_seconds``: the API server's way in and the first token's way out, outside the steps)."""
+    return r.first_token - r.arrival + frontend_seconds(r.scenario).number()
+
+
 class _Figures:
     """The run's totals and per-request series the metrics read, and the words their derivations share."""
 
@@ -132,7 +139,8 @@ class _Figures:
         self.n = len(r.prompts)
         self.gen = int(r.outputs.sum())
         self.T = r.simulated_seconds
-        self.ttft = r.first_token - r.arrival
+        self.frontend = frontend_seconds(r.scenario)
+        self.ttft = client_ttft(r)
         self.queue = r.admitted - r.arrival
         multi = r.outputs > 1
         self.tpot = (r.finish[multi] - r.first_token[multi]) / (r.outputs[multi] - 1)
@@ -259,7 +267,9 @@ def _latency(f: _Figures) -> dict:
         "tpot_seconds_p99": pct("p99", tpot, 99, Seconds, "TPOT"),
         "tpot_seconds_mean": Seconds(float(tpot.mean()) if len(tpot) else None, derived(
             "mean of the per-request TPOT", f"{float(tpot.mean()):.6g} s" if len(tpot) else "no requests")),
-        "ttft_seconds_p50": pct("p50", ttft, 50, Seconds, "TTFT = first token - arrival (queueing + prefill)"),
+        "ttft_seconds_p50": pct("p50", ttft, 50, Seconds, "TTFT = first token - arrival + frontend latency "
+                                "(queueing + prefill + the API server's way in and out)" if f.frontend.number() else
+                                "TTFT = first token - arrival (queueing + prefill)"),
         "ttft_seconds_p99": pct("p99", ttft, 99, Seconds, "TTFT"),
         "queue_seconds_p50": pct("p50", queue, 50, Seconds, "queueing delay = first admission - arrival"),
         "queue_seconds_p99": pct("p99", queue, 99, Seconds, "queueing delay"),
@@ -267,6 +277,7 @@ def _latency(f: _Figures) -> dict:
         "throughput_tokens_per_second": ratio(Number, gen, T, "generated tokens / simulated seconds",
                                               "tokens / s"),
         "throughput_requests_per_second": ratio(Number, n, T, "requests / simulated seconds", "requests / s"),
+        **({"frontend_seconds": f.frontend} if f.frontend.number() else {}),   # the engine's API server, if any
     }
 
 
