@@ -160,3 +160,88 @@ def test_sweep_goodput_line_and_tokens(run_cli):
 def test_bad_slo_options_are_one_line_exit_2(run_cli, args, needle):
     r = run_cli("simulate", *TINY, "--requests", "3", *args)
     assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+# --- kvplan check: goodput_rps and percentile assertions through the same SLO model ---------------------------
+PLAN = """[deployment]
+model = "llama-3.1-8b"
+hardware = "h100-sxm"
+tp = 1
+dp = 1
+prompt = "2000"
+decode = "200"
+
+[workload]
+requests = 40
+rate = 5
+
+"""
+SIM = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--prompt", "2000", "--decode", "200",
+       "--requests", "40")
+
+
+def _plan(tmp_path, body: str):
+    path = tmp_path / "plan.toml"
+    path.write_text(PLAN + body, encoding="utf-8")
+    return path
+
+
+def _measured(run_cli, path):
+    doc = run_cli("check", str(path), "-f", "json").json()
+    return [a["measured"] for a in doc["plans"][0]["assertions"]]
+
+
+def test_check_goodput_is_the_sweep_s_goodput(run_cli, tmp_path):
+    # the same deployment, requests and targets through simulate --sweep-rate and a goodput_rps assertion: the two
+    # give one number; a bound at it passes (exit 0), one a hair above fails (exit 1)
+    sweep = run_cli("simulate", *SIM, "--sweep-rate", "2:42:5", "--tpot-slo", "12ms", "--ttft-slo", "1s",
+                    "-f", "json").json()
+    want = sweep["goodput_requests_per_second"]
+    meets = [p["meets_targets"] for p in sweep["sweep"]]
+    assert want is not None and not all(meets)      # the goodput is inside the grid: the case discriminates
+    body = ('[[assert]]\nname = "goodput"\nmetric = "goodput_rps"\nsweep_rate = "2:42:5"\ntpot_slo = "12ms"\n'
+            'ttft_slo = "1s"\nat_least = {}\n')
+    ok = _plan(tmp_path, body.format(want))
+    assert _measured(run_cli, ok) == [want]
+    assert run_cli("check", str(ok)).code == 0
+    r = run_cli("check", str(_plan(tmp_path, body.format(want + 0.01))))
+    assert r.code == 1 and "FAIL" in r.out and "output tokens/s there" in r.out.replace("\n", " ")
+
+
+def test_check_percentile_assertions_read_the_simulated_run(run_cli, tmp_path):
+    # TTFT p99 and TPOT p90 of the plan's workload (40 requests at 5/s, seed 0), worked out here from simulate
+    # --rate 5's per-request table with numpy's percentile
+    rows = list(csv.DictReader(io.StringIO("\n".join(
+        line for line in run_cli("simulate", *SIM, "--rate", "5", "-f", "csv").out.splitlines()
+        if not line.startswith("#")))))
+    ttft = [float(r[next(k for k in r if k.startswith("TTFT"))]) for r in rows]
+    tpot = [float(r[next(k for k in r if k.startswith("TPOT"))]) for r in rows]
+    body = ('[[assert]]\nname = "ttft"\nmetric = "ttft_seconds"\npercentile = 99\nat_most = "1000s"\n\n'
+            '[[assert]]\nname = "tpot"\nmetric = "tpot_seconds"\npercentile = "p90"\nat_most = "1s"\n')
+    got = _measured(run_cli, _plan(tmp_path, body))
+    assert got[0] == pytest.approx(float(np.percentile(ttft, 99)), rel=1e-5)
+    assert got[1] == pytest.approx(float(np.percentile(tpot, 90)), rel=1e-5)
+    assert got[0] != pytest.approx(float(np.percentile(ttft, 50)), rel=1e-3)   # the percentile is read, not p50
+
+
+@pytest.mark.parametrize("body, needle", [
+    ('metric = "goodput_rps"\nsweep_rate = "1:2:17"\ntpot_slo = "50ms"\nat_least = 1\n', "POINTS must be 1 .. 16"),
+    ('metric = "goodput_rps"\nsweep_rate = "1:2:2"\nat_least = 1\n', "needs a ttft_slo and/or a tpot_slo"),
+    ('metric = "goodput_rps"\ntpot_slo = "50ms"\nat_least = 1\n', "is not FROM:TO:POINTS"),
+    ('metric = "goodput_rps"\nsweep_rate = "1:2:2"\ntpot_slo = "50"\nat_least = 1\n', "assert[1].tpot_slo '50'"),
+    ('metric = "goodput_rps"\nsweep_rate = "1:2:2"\ntpot_slo = "50ms"\nslo_attainment = "120%"\nat_least = 1\n',
+     "assert[1].slo_attainment"),
+    ('metric = "ttft_seconds"\npercentile = 95\nat_most = "2s"\n', "is not one of 50, 90, 99"),
+    ('metric = "ttft_seconds"\nrate = 2\nat_most = "2s"\n', "simulated only at a percentile"),
+    ('metric = "tpot_seconds"\npercentile = 99\nbatch = 8\nat_most = "2s"\n', "drop batch, or percentile"),
+])
+def test_bad_slo_assertions_are_one_line_exit_2(run_cli, tmp_path, body, needle):
+    r = run_cli("check", str(_plan(tmp_path, "[[assert]]\n" + body)))
+    assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_the_plan_file_s_percentiles_are_the_slo_model_s():
+    from kvplan.calc import slo
+    from kvplan.inputs import plan_file
+
+    assert plan_file.PERCENTILES == slo.PERCENTILES

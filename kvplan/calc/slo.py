@@ -101,19 +101,25 @@ def parse_slo(text: str, flag: str, percentile: int = DEFAULT_PERCENTILE) -> tup
             raise KvplanError(f"{flag} {text!r}: {head!r} is not one of " + ", ".join(f"p{p}" for p in PERCENTILES),
                               f"give e.g. {flag} 2s (p{percentile}) or {flag} p50:500ms")
         q, body = int(name[1:]), rest.strip()
-    return parse_seconds(body, flag.lstrip("-")), q
+    try:
+        return parse_seconds(body, flag.removeprefix("--")), q
+    except KvplanError as err:      # a plan's key (assert[1].ttft_slo) is no flag: name it as it is
+        if flag.startswith("--"):
+            raise
+        raise KvplanError(err.message.replace(f"--{flag}", flag),
+                          (err.hint or "").replace(f"--{flag}", flag)) from None
 
 
-def parse_percentile(text) -> int:
+def parse_percentile(text, flag: str = "--slo-percentile") -> int:
     """``--slo-percentile``: 50, 90 or 99 (a leading p allowed)."""
     t = str(text).strip().lower().removeprefix("p")
     if t not in {str(p) for p in PERCENTILES}:
-        raise KvplanError(f"--slo-percentile {text!r} is not one of " + ", ".join(str(p) for p in PERCENTILES),
-                          "give --slo-percentile 99 (the default), 90 or 50")
+        raise KvplanError(f"{flag} {text!r} is not one of " + ", ".join(str(p) for p in PERCENTILES),
+                          f"give {flag} 99 (the default), 90 or 50")
     return int(t)
 
 
-def parse_attainment(text) -> float:
+def parse_attainment(text, flag: str = "--slo-attainment") -> float:
     """``--slo-attainment``: a share of requests in (0, 1], as 0.9 or 90%."""
     t = str(text).strip()
     try:
@@ -121,22 +127,25 @@ def parse_attainment(text) -> float:
     except ValueError:
         v = float("nan")
     if not 0 < v <= 1:     # NaN fails too
-        raise KvplanError(f"--slo-attainment {text!r} is not a share of requests in (0, 1]",
-                          "give e.g. --slo-attainment 0.9 or 90%")
+        raise KvplanError(f"{flag} {text!r} is not a share of requests in (0, 1]", f"give e.g. {flag} 0.9 or 90%")
     return v
 
 
-def parse_targets(*, ttft=None, tpot=None, percentile=None, attainment=None, prefix: str = "--") -> SloTargets:
+FLAGS = ("--ttft-slo", "--tpot-slo", "--slo-percentile", "--slo-attainment")
+
+
+def parse_targets(*, ttft=None, tpot=None, percentile=None, attainment=None, names: tuple[str, ...] = FLAGS
+                  ) -> SloTargets:
     """The targets from the options' text, parsed once: ``--ttft-slo`` and ``--tpot-slo`` (``[pNN:]TIME``, at
-    ``--slo-percentile`` unless they name one; default p99) and ``--slo-attainment`` (default 0.90). ``prefix``:
-    how the options are named in messages (``--`` on the command line)."""
-    q = parse_percentile(percentile) if percentile is not None else DEFAULT_PERCENTILE
-    t_s, t_q = parse_slo(str(ttft), f"{prefix}ttft-slo", q) if ttft is not None else (None, q)
-    p_s, p_q = parse_slo(str(tpot), f"{prefix}tpot-slo", q) if tpot is not None else (None, q)
-    a = parse_attainment(attainment) if attainment is not None else DEFAULT_ATTAINMENT
+    ``--slo-percentile`` unless they name one; default p99) and ``--slo-attainment`` (default 0.90). ``names``: how
+    the four are named in messages and derivations (``FLAGS`` on the command line, a plan's keys in ``check``)."""
+    n_ttft, n_tpot, n_pct, n_att = names
+    q = parse_percentile(percentile, n_pct) if percentile is not None else DEFAULT_PERCENTILE
+    t_s, t_q = parse_slo(str(ttft), n_ttft, q) if ttft is not None else (None, q)
+    p_s, p_q = parse_slo(str(tpot), n_tpot, q) if tpot is not None else (None, q)
+    a = parse_attainment(attainment, n_att) if attainment is not None else DEFAULT_ATTAINMENT
     return SloTargets(ttft=t_s, tpot=p_s, ttft_percentile=t_q, tpot_percentile=p_q, attainment=a,
-                      ttft_origin=f"{prefix}ttft-slo", tpot_origin=f"{prefix}tpot-slo",
-                      attainment_origin=f"{prefix}slo-attainment" if attainment is not None else "")
+                      ttft_origin=n_ttft, tpot_origin=n_tpot, attainment_origin=n_att if attainment is not None else "")
 
 
 # --- a run's figures ------------------------------------------------------------------------------------------
@@ -167,24 +176,30 @@ def attainment(ttft, tpot, targets: SloTargets) -> float | None:
     return float(np.count_nonzero(ok)) / len(ok)
 
 
+def percentile_figure(run, kind: str, q: int) -> Seconds:
+    """A simulated run's TTFT (``kind`` "ttft") or TPOT ("tpot", over the requests of more than one output token) at
+    percentile ``q`` (numpy's linear interpolation), as a typed value."""
+    import numpy as np
+
+    ttft, tpot = request_arrays(run)
+    values = ttft if kind == "ttft" else tpot[~np.isnan(tpot)]
+    what = "TTFT = first token - arrival" if kind == "ttft" else "TPOT = (finish - first token) / (output - 1)"
+    v = float(np.percentile(values, q)) if len(values) else None
+    return Seconds(v, derived(f"simulated: p{q} of {what} over {len(values):,} requests (numpy linear "
+                              "interpolation)", f"p{q} = {v:.6g}" if v is not None else "no requests"))
+
+
 def run_figures(run, targets: SloTargets, have: dict | None = None) -> dict[str, Value]:
     """A simulated run's SLO figures as typed values: ``ttft_seconds_pQ`` and ``tpot_seconds_pQ`` at the targets'
     percentiles (those ``have`` does not carry already) and ``slo_attainment``."""
-    import numpy as np
-
     have = have or {}
     ttft, tpot = request_arrays(run)
     n = len(ttft)
     out: dict[str, Value] = {}
-    multi = tpot[~np.isnan(tpot)] if n else tpot
-    for name, values, q, what in (("ttft", ttft, targets.ttft_percentile, "TTFT = first token - arrival"),
-                                  ("tpot", multi, targets.tpot_percentile, "TPOT = (finish - first token) / "
-                                                                           "(output - 1)")):
+    for name, q in (("ttft", targets.ttft_percentile), ("tpot", targets.tpot_percentile)):
         key = f"{name}_seconds_p{q}"
         if key not in have:
-            v = float(np.percentile(values, q)) if len(values) else None
-            out[key] = Seconds(v, derived(f"simulated: p{q} of {what} over {len(values):,} requests (numpy linear "
-                                          "interpolation)", f"p{q} = {v:.6g}" if v is not None else "no requests"))
+            out[key] = percentile_figure(run, name, q)
     a = attainment(ttft, tpot, targets)
     met = None if a is None else round(a * n)
     out["slo_attainment"] = Fraction(a, derived(
