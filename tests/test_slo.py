@@ -245,3 +245,26 @@ def test_the_plan_file_s_percentiles_are_the_slo_model_s():
     from kvplan.inputs import plan_file
 
     assert plan_file.PERCENTILES == slo.PERCENTILES
+
+
+def test_one_user_s_equal_requests_simulated_agree_with_the_closed_form():
+    # one closed-loop user sending equal 2,000 + 200-token requests: each runs alone, so its TTFT is the prompt's
+    # chunked prefill alone and its TPOT the batch-1 step, kvplan tpot's figures (an independent calculator), and
+    # every request is the same: the attainment is 0 or 1 exactly as the closed form says, either side of the TTFT
+    from kvplan.calc.slo import SloTargets, simulated_batch, steady_batch
+    from kvplan.calc.tpot import TpotOptions, plan_tpot
+    from kvplan.inputs.request import SCENARIO_DEFAULTS
+    from kvplan.options.scenarios import build_scenario
+
+    s = build_scenario(**{**SCENARIO_DEFAULTS, "model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": "1",
+                          "dp": "1", "prompt": "2000", "decode": "200"})
+    t = plan_tpot(s, TpotOptions(batch=1, batches=(1,), contexts=(s.context_tokens,)))
+    ttft, tpot = t.ttft.number(), t.end.tpot.number()
+    for slo_ttft, want in ((ttft * 1.01, 1.0), (ttft * 0.99, 0.0)):
+        targets = SloTargets(ttft=slo_ttft, tpot=0.05)
+        sim = simulated_batch(s, 1, targets)
+        assert sim.figures["ttft_seconds_p99"].value == pytest.approx(ttft, rel=1e-6)
+        assert sim.figures["tpot_seconds_p99"].value == pytest.approx(tpot, rel=1e-3)
+        assert sim.figures["slo_attainment"].value == want
+        assert steady_batch(1, ttft, tpot, 200, targets).attainment.value == want
+        assert sim.verdict.meets == (want == 1.0)

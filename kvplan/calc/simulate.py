@@ -823,18 +823,9 @@ def _sweep_point(job):
         return ("error", err.message, err.hint)
     from kvplan.calc import slo
 
-    m = {**plan.metrics, "ttft_seconds_p90": _ttft_p90(plan.run)}
+    # TTFT p90, the one --ttft-slo percentile the run's metrics do not carry, in every point (the JSON's keys)
+    m = {**plan.metrics, "ttft_seconds_p90": slo.percentile_figure(plan.run, "ttft", 90)}
     return {**m, **slo.run_figures(plan.run, targets, m)}
-
-
-def _ttft_p90(r: SimRun) -> Seconds:
-    """TTFT p90, the one --ttft-slo percentile the run's metrics do not carry."""
-    import numpy as np
-
-    ttft = r.first_token - r.arrival
-    v = float(np.percentile(ttft, 90)) if len(ttft) else None
-    return Seconds(v, derived(f"p90 of TTFT = first token - arrival over {len(ttft):,} requests (numpy linear "
-                              "interpolation)", f"p90 = {v:.6g}" if v is not None else "no requests"))
 
 
 OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
