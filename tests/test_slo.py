@@ -66,12 +66,16 @@ def test_the_percentile_form_passes_and_the_attainment_decides():
 def test_goodput_is_the_highest_grid_rate_with_every_lower_one_meeting():
     # rates 1, 2, 3, 4 meeting T, T, F, T: 4 passes above a failing 3, which is noise, not goodput: 2 requests/s;
     # x 300 output tokens = 600 tokens/s. None meeting: no goodput.
-    from kvplan.calc.slo import goodput
+    from kvplan.calc.slo import SloTargets, goodput
 
-    g = goodput((1.0, 2.0, 3.0, 4.0), (True, True, False, True), 300.0, "TPOT p99 <= 50 ms")
+    t = SloTargets(tpot=0.05)
+    g = goodput((1.0, 2.0, 3.0, 4.0), (True, True, False, True), 300.0, t)
     assert g.requests_per_second.value == 2.0 and g.tokens_per_second.value == 600.0
-    assert "not interpolated" in g.requests_per_second.why.formula
-    none = goodput((1.0, 2.0), (False, True), 300.0, "x")
+    assert g.requests_per_second.why.formula == (
+        "simulated: the highest swept rate at which it and every lower rate meet TPOT p99 <= 50 ms with at least 90% "
+        "of requests meeting both (a grid point, not interpolated)")
+    assert g.requests_per_second.why.substituted == "meeting: 1, 2, 4 of 4 rates; goodput = 2 requests/s"
+    none = goodput((1.0, 2.0), (False, True), 300.0, t)
     assert none.requests_per_second.value is None and none.tokens_per_second.value is None
 
 
@@ -251,7 +255,8 @@ def test_one_user_s_equal_requests_simulated_agree_with_the_closed_form():
     # one closed-loop user sending equal 2,000 + 200-token requests: each runs alone, so its TTFT is the prompt's
     # chunked prefill alone and its TPOT the batch-1 step, kvplan tpot's figures (an independent calculator), and
     # every request is the same: the attainment is 0 or 1 exactly as the closed form says, either side of the TTFT
-    from kvplan.calc.slo import SloTargets, simulated_batch, steady_batch
+    from kvplan.calc.simulate import simulated_batch
+    from kvplan.calc.slo import SloTargets, steady_batch
     from kvplan.calc.tpot import TpotOptions, plan_tpot
     from kvplan.inputs.request import SCENARIO_DEFAULTS
     from kvplan.options.scenarios import build_scenario

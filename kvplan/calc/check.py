@@ -371,11 +371,11 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         sweep = _sweep(lazy, a)
         assert sweep.goodput is not None
         tokens = sweep.goodput.tokens_per_second
-        words = " and ".join(sweep.slo.words() if sweep.slo is not None else [])
+        words = Note.join(" and ", sweep.slo.notes() if sweep.slo is not None else [])
         share = note(" with at least {att:.0%} of requests meeting both", att=sweep.targets["slo_attainment_at_least"])
-        detail = (f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet {words}" + share
+        detail = (f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share
                   + note("; {tok:,.0f} output tokens/s there", tok=tokens) if tokens.value is not None
-                  else f"no swept rate ({a.sweep_rate}) meets {words}" + share)
+                  else f"no swept rate ({a.sweep_rate}) meets " + words + share)
         return _compare(a, sweep.goodput.requests_per_second, bound, detail)
     if a.metric == "tpot_seconds":
         try:

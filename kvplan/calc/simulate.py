@@ -796,11 +796,12 @@ def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tup
                                           f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
                                           if n > 1 else f"{r:g}"))
                         for i, r in enumerate(rates))
-    what = " and ".join(t.words() + ([f"recompute rate <= {max_recompute_rate:g}"]
-                                     if max_recompute_rate is not None else []))
-    share = f" (and at least {t.attainment:.0%} of requests meeting the latency targets)" if t.any else ""
     capacity_value = Number(capacity, derived(
-        f"the highest swept rate at which it and every lower rate{share} meet " + what,
+        "the highest swept rate at which it and every lower rate"
+        + (f" (and at least {t.attainment:.0%} of requests meeting the latency targets)" if t.any else "")
+        + " meet " + " and ".join([f"{name} p{q} <= {v * 1e3:g} ms" for name, q, v in t.bounds()]
+                                  + ([f"recompute rate <= {max_recompute_rate:g}"]
+                                     if max_recompute_rate is not None else [])),
         "meeting: " + (", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none")
         + f" of {n} rates; capacity = "
         + (f"{capacity:g} requests/s" if capacity is not None else "below the lowest rate")))
@@ -1013,12 +1014,48 @@ def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | 
     work = works[0][1] if works else None
     outputs: Any = getattr(work, "outputs", None)
     mean_out = float(outputs.mean()) if outputs is not None and len(outputs) else None
-    what = " and ".join(t.words() + ([f"recompute rate <= {max_recompute_rate:g}"]
-                                     if max_recompute_rate is not None else []))
-    good = slo_model.goodput(rates, meets, mean_out, what)
+    good = slo_model.goodput(rates, meets, mean_out, t, max_recompute_rate)
     capacity = good.requests_per_second.value
     return SweepPlan(rates, points, meets, capacity, t.tpot, max_recompute_rate, workers,
                      **_sweep_values(rates, points, meets, capacity, t.tpot, max_recompute_rate, workers, t.ttft,
                                      t.ttft_percentile, t),
                      scenario=s, workload=work, ttft_slo=t.ttft, ttft_percentile=t.ttft_percentile, slo=t,
                      decided_by=tuple(v.decided_by for v in verdicts), goodput=good)
+
+
+# === a deployment's batch under the SLO model: a closed loop of equal requests =====================================
+@dataclass(frozen=True)
+class SimulatedBatch:
+    """A closed loop of ``batch`` users sending equal requests, simulated: the run's SLO figures and verdict."""
+
+    users: Number
+    figures: dict                 # ttft_seconds_pQ, tpot_seconds_pQ, slo_attainment (typed, "simulated: ...")
+    verdict: Verdict
+    tokens_per_second: Value      # the run's output tokens / simulated time
+
+
+BATCH_REQUESTS_PER_USER = 3       # each user sends this many requests: a steady batch after the first wave
+
+
+def simulated_batch(s: Scenario, batch: int, targets: SloTargets, requests: int | None = None, seed: int = 0,
+                    ) -> SimulatedBatch:
+    """The scenario's deployment serving a closed loop of ``batch`` users, each sending equal requests of the
+    scenario's prompt + decode one after another (``BATCH_REQUESTS_PER_USER`` each unless ``requests`` says), through
+    the simulator, whose engine schedules the prefills among the decode steps as that engine does: the figures a
+    closed form of the mean misses (a step that carries a prefill lengthens every running request's TPOT; the p99
+    sees it). For ``pd``'s colocated side and ``recommend``'s batch row: judge the batch on the TPOT percentile."""
+    from kvplan.calc.slo import judge, run_figures
+    from kvplan.inputs import workload as wl
+
+    n = requests if requests is not None else max(BATCH_REQUESTS_PER_USER * batch, 20)
+    work = wl.build(requests=n, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
+                    output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
+                    max_len=s.context_limit or wl.MAX_TOKENS, users=batch)
+    run = simulate(s, work, SimOptions(max_batch=batch))     # one replica (instance): the batch is its own
+    figures = run_figures(run, targets)
+    gen, T = int(run.outputs.sum()), run.simulated_seconds
+    return SimulatedBatch(Number(batch, derived("simulated: closed-loop users of one replica, one request each at "
+                                                "a time", f"{batch:,} users, {n:,} requests")),
+                          figures, judge(figures, targets),
+                          Number(gen / T if T else None, derived("simulated: output tokens / simulated time",
+                                                                 f"{gen:,} / {T:.6g} s")))

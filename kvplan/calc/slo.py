@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.specs.values import Fraction, Number, Seconds, Value, default, derived, given
+from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Value, default, derived, given, note
 
 PERCENTILES = (50, 90, 99)        # the percentiles a target may be at
 DEFAULT_PERCENTILE = 99
@@ -83,10 +83,17 @@ class SloTargets:
                                                           "90% of requests meet both targets", ATTAINMENT_SOURCE))
         return out
 
-    def words(self) -> list[str]:
-        """The percentile targets in words (``TPOT p99 <= 50 ms``), for derivations."""
-        return ([f"TPOT p{self.tpot_percentile} <= {self.tpot * 1e3:g} ms"] if self.tpot is not None else []) + (
-            [f"TTFT p{self.ttft_percentile} <= {self.ttft * 1e3:g} ms"] if self.ttft is not None else [])
+    def bounds(self) -> list[tuple[str, int, float]]:
+        """The targets given as (figure, percentile, seconds): ``[("TPOT", 99, 0.05), ("TTFT", 99, 2.0)]``, for
+        derivations and notes to put in words."""
+        return ([("TPOT", self.tpot_percentile, self.tpot)] if self.tpot is not None else []) + (
+            [("TTFT", self.ttft_percentile, self.ttft)] if self.ttft is not None else [])
+
+    def notes(self) -> list[Note]:
+        """The targets in words as notes of typed values (``TPOT p99 <= 50 ms``)."""
+        origin = {"TPOT": self.tpot_origin, "TTFT": self.ttft_origin}
+        return [note(name + " p{q:d} <= {slo:ms:g} ms", q=Count(q, given(origin[name])),
+                     slo=Seconds(v, given(origin[name]))) for name, q, v in self.bounds()]
 
 
 def parse_slo(text: str, flag: str, percentile: int = DEFAULT_PERCENTILE) -> tuple[float, int]:
@@ -203,14 +210,10 @@ def run_figures(run, targets: SloTargets, have: dict | None = None) -> dict[str,
     a = attainment(ttft, tpot, targets)
     met = None if a is None else round(a * n)
     out["slo_attainment"] = Fraction(a, derived(
-        "simulated: requests meeting " + (" and ".join(_per_request_words(targets)) or "no target") + " / requests",
+        "simulated: requests meeting " + (" and ".join(f"{name} <= {v * 1e3:g} ms" for name, _, v in
+                                                       targets.bounds()) or "no target") + " / requests",
         f"{met:,} / {n:,} = {a:.4g}" if a is not None else "no requests"))
     return out
-
-
-def _per_request_words(t: SloTargets) -> list[str]:
-    return ([f"TTFT <= {t.ttft * 1e3:g} ms"] if t.ttft is not None else []) + (
-        [f"TPOT <= {t.tpot * 1e3:g} ms"] if t.tpot is not None else [])
 
 
 @dataclass(frozen=True)
@@ -249,63 +252,29 @@ class Goodput:
 
 
 def goodput(rates: tuple[float, ...], meets: tuple[bool, ...], mean_output_tokens: float | None,
-            what: str) -> Goodput:
-    """The highest swept rate at which it and every lower one meet (``what``: the targets in words), a grid point,
-    and its output tokens/s = rate x mean output tokens per request."""
+            targets: SloTargets, max_recompute_rate: float | None = None) -> Goodput:
+    """The highest swept rate at which it and every lower one meet the targets (and the recompute cap, when
+    given), a grid point, and its output tokens/s = rate x mean output tokens per request."""
     best = None
     for r, ok in zip(rates, meets, strict=True):
         if not ok:
             break
         best = r
-    met = ", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none"
     rps = Number(best, derived(
-        "simulated: the highest swept rate at which it and every lower rate meet " + what + " (a grid point, not "
-        "interpolated)", f"meeting: {met} of {len(rates)} rates; goodput = "
-        + (f"{best:g} requests/s" if best is not None else "below the lowest rate")))
+        "simulated: the highest swept rate at which it and every lower rate meet " + " and ".join(
+            [f"{name} p{q} <= {v * 1e3:g} ms" for name, q, v in targets.bounds()]
+            + ([f"recompute rate <= {max_recompute_rate:g}"] if max_recompute_rate is not None else []))
+        + (f" with at least {targets.attainment:.0%} of requests meeting both" if targets.any else "")
+        + " (a grid point, not interpolated)",
+        "meeting: " + (", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none")
+        + f" of {len(rates)} rates; goodput = " + (f"{best:g} requests/s" if best is not None
+                                                   else "below the lowest rate")))
     tok = None if best is None or mean_output_tokens is None else best * mean_output_tokens
     tokens = Number(tok, derived("goodput requests/s x mean output tokens per request (the output served in steady "
                                  "state at that rate; a run's tokens/s averages over its drain too)",
                                  f"{best:g} x {mean_output_tokens:.6g} = {tok:.6g}" if tok is not None
                                  else "no goodput"))
     return Goodput(rps, tokens)
-
-
-# --- a deployment's batch, simulated --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SimulatedBatch:
-    """A closed loop of ``batch`` users sending equal requests, simulated: the run's SLO figures and verdict."""
-
-    users: Number
-    figures: dict                 # ttft_seconds_pQ, tpot_seconds_pQ, slo_attainment (typed, "simulated: ...")
-    verdict: Verdict
-    tokens_per_second: Value      # the run's output tokens / simulated time
-
-
-BATCH_REQUESTS_PER_USER = 3       # each user sends this many requests: a steady batch after the first wave
-
-
-def simulated_batch(s, batch: int, targets: SloTargets, requests: int | None = None, seed: int = 0,
-                    ) -> SimulatedBatch:
-    """The scenario's deployment serving a closed loop of ``batch`` users, each sending equal requests of the
-    scenario's prompt + decode one after another (``BATCH_REQUESTS_PER_USER`` each unless ``requests`` says), through
-    the simulator, whose engine schedules the prefills among the decode steps as that engine does: the figures a
-    closed form of the mean misses (a step that carries a prefill lengthens every running request's TPOT; the p99
-    sees it). For ``pd``'s colocated side and ``recommend``'s batch row: judge the batch on the TPOT percentile."""
-    from kvplan.calc.simulate import SimOptions, simulate
-    from kvplan.inputs import workload as wl
-
-    n = requests if requests is not None else max(BATCH_REQUESTS_PER_USER * batch, 20)
-    work = wl.build(requests=n, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
-                    output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
-                    max_len=s.context_limit or wl.MAX_TOKENS, users=batch)
-    run = simulate(s, work, SimOptions(max_batch=batch))     # one replica (instance): the batch is its own
-    figures = run_figures(run, targets)
-    gen, T = int(run.outputs.sum()), run.simulated_seconds
-    return SimulatedBatch(Number(batch, derived("simulated: closed-loop users of one replica, one request each at "
-                                                "a time", f"{batch:,} users, {n:,} requests")),
-                          figures, judge(figures, targets),
-                          Number(gen / T if T else None, derived("simulated: output tokens / simulated time",
-                                                                 f"{gen:,} / {T:.6g} s")))
 
 
 # --- closed form ----------------------------------------------------------------------------------------------

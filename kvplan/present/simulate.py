@@ -263,16 +263,10 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     meet them: ``kvplan.calc.slo.goodput``) in requests/s and output tokens/s."""
     rates, capacity, tgt = sweep.rate_values, sweep.capacity_value, sweep.targets
     first, last = rates[0], rates[-1]
-    words = []
     slo = sweep.slo
+    words = slo.notes() if slo is not None else []     # the SLO model's targets in words (TPOT p99 <= 50 ms)
     tq = slo.tpot_percentile if slo is not None else 99
     q = sweep.ttft_percentile
-    if f"tpot_seconds_p{tq}_at_most" in tgt:
-        words.append(note("TPOT p{q:d} <= {slo:ms:g} ms", q=Count(tq, given("--tpot-slo")),
-                          slo=tgt[f"tpot_seconds_p{tq}_at_most"]))
-    if f"ttft_seconds_p{q}_at_most" in tgt:
-        words.append(note("TTFT p{q:d} <= {slo:ms:g} ms", q=Count(q, given("--ttft-slo")),
-                          slo=tgt[f"ttft_seconds_p{q}_at_most"]))
     if "recompute_rate_at_most" in tgt:
         words.append(note("recompute rate <= {cap:g}", cap=tgt["recompute_rate_at_most"]))
     targets = Note.join(" and ", words)
