@@ -121,7 +121,8 @@ def test_the_sweep_plan_types_its_rates_capacity_and_burst(monkeypatch):
     assert plan.capacity_value.value == 2.0
     assert plan.capacity_value.why.formula.endswith("meet TPOT p99 <= 50 ms")
     assert plan.capacity_value.why.substituted == "meeting: 1, 2 of 3 rates; capacity = 2 requests/s"
-    assert plan.targets == {"tpot_seconds_p99_at_most": Seconds(0.05, given("--tpot-slo"))}
+    assert plan.targets["tpot_seconds_p99_at_most"] == Seconds(0.05, given("--tpot-slo"))
+    assert plan.targets["slo_attainment_at_least"].value == 0.9      # the SLO model's default attainment
     assert plan.requests.value == 100 and plan.serving.value == 1 and plan.deployment is None
     b = plan.burst
     assert b is not None and b.rate.value == 1.0
@@ -141,10 +142,11 @@ def test_a_sweep_whose_requests_outlast_the_decode_is_no_burst(monkeypatch):
 
 
 def test_sweep_verdicts_and_warning_as_text(run_cli):
-    # TPOT p99 <= 1 ms is out of reach of every rate (a decode step alone is ~9 ms): the capacity is below 2
+    # TPOT p99 <= 1 ms is out of reach of every rate (a decode step alone is ~9 ms): the goodput is below 2
     doc = run_cli("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--requests", "200",
                   "--sweep-rate", "2:6:3", "--tpot-slo", "1ms", "-f", "json").json()
-    assert doc["notes"][0] == "No swept rate meets TPOT p99 <= 1 ms: the capacity is below 2 requests/s."
+    assert doc["notes"][0] == ("No swept rate meets TPOT p99 <= 1 ms with at least 90% of requests meeting the "
+                               "latency targets: the goodput is below 2 requests/s.")
     assert doc["notes"][1].startswith("Workload at each rate: the same 200 requests (seed 0); Poisson gaps scale as "
                                       "1 / rate. A rate also fails when it overloads the deployment: the waiting "
                                       "queue grows, between the middle of the arrivals and the last one, by more "

@@ -149,7 +149,8 @@ def test_a_rate_meeting_tpot_with_ttft_p99_at_162_s_does_not_pass(monkeypatch):
     assert p50.meets == (True, True, True)
     p90 = sim.plan_sweep(None, works, sim.SimOptions(), None, None, workers=1, ttft_slo=1.0, ttft_percentile=90)
     assert p90.meets == (True, True, False) and p90.capacity == 2.0
-    assert set(p90.targets) == {"ttft_seconds_p90_at_most"}
+    # the SLO model adds its attainment target (default 90% of requests meeting both)
+    assert set(p90.targets) == {"ttft_seconds_p90_at_most", "slo_attainment_at_least"}
 
 
 def test_the_sweep_reports_ttft_target_and_overload(run_cli):
@@ -158,7 +159,7 @@ def test_the_sweep_reports_ttft_target_and_overload(run_cli):
                 "0.001:1000000:2", "--ttft-slo", "p90:50s", "-f", "json")
     assert r.code == 0, r.err
     doc = r.json()
-    assert doc["targets"] == {"ttft_seconds_p90_at_most": 50.0}
+    assert doc["targets"] == {"ttft_seconds_p90_at_most": 50.0, "slo_attainment_at_least": 0.9}
     assert [p["meets_targets"] for p in doc["sweep"]] == [True, True]
     assert all("ttft_seconds_p90" in p and "overloaded" in p for p in doc["sweep"])
     table = run_cli("simulate", *TINY, "--requests", "5", "--prompt", "1000", "--decode", "1001", "--sweep-rate",

@@ -38,12 +38,13 @@ from kvplan.specs.values import (
 if TYPE_CHECKING:
     from kvplan.calc.concurrency import ConcurrencyPlan
     from kvplan.calc.preemption import PreemptionPlan
-    from kvplan.calc.simulate import SimPlan
+    from kvplan.calc.simulate import SimPlan, SweepPlan
     from kvplan.calc.size import SizePlan
     from kvplan.calc.tpot import TpotPlan
 
 T = TypeVar("T")
-_BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number}
+_BOUND_TYPES = {"count": Count, "bytes": Bytes, "seconds": Seconds, "fraction": Fraction, "number": Number,
+                "rps": Number}
 SIM_REQUESTS = 200          # a simulated assertion's requests unless it says (enough for a p99 over 2 requests)
 SIM_USERS = 8               # closed-loop users unless it gives a rate (kvplan simulate's default)
 
@@ -134,6 +135,27 @@ def sim_options(lazy: _Lazy, sim: tuple) -> dict:
     return merge_workload(dict(lazy.workload), dict(sim))
 
 
+def _workload(s: Scenario, o: dict, rate: float | None, users: int | None):
+    """The requests an assertion simulates (``o``: its ``sim_options``), at ``rate`` or with ``users`` (a timed
+    trace's own arrivals when both are None)."""
+    from kvplan.inputs import workload as wl
+
+    trace = wl.read_trace(Path(o["trace"])) if "trace" in o else None
+    requests = o.get("requests", len(trace.prompts) if trace is not None else SIM_REQUESTS)
+    pmax = omax = None
+    sources: tuple = ()
+    if "preset" in o:
+        preset = wl.load_workload(o["preset"])
+        prompt, output, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
+                                               preset.output_max, preset.sources)
+    else:
+        prompt = wl.parse_dist(o.get("prompt_dist", f"fixed:{s.prompt_tokens}"), "workload.prompt_dist")
+        output = wl.parse_dist(o.get("output_dist", f"fixed:{s.decode_tokens}"), "workload.output_dist")
+    return wl.build(requests=requests, seed=o.get("seed", 0), prompt=prompt, output=output,
+                    max_len=s.context_limit or wl.MAX_TOKENS, prompt_max=pmax, output_max=omax, rate=rate,
+                    users=users, trace=trace, sources=sources)
+
+
 def _simulate(lazy: _Lazy, sim: tuple) -> SimPlan:
     from kvplan.calc.simulate import SimOptions, plan_simulate
     from kvplan.inputs import workload as wl
@@ -142,27 +164,45 @@ def _simulate(lazy: _Lazy, sim: tuple) -> SimPlan:
     s = lazy.s
 
     def run() -> SimPlan:
-        trace = wl.read_trace(Path(o["trace"])) if "trace" in o else None
-        timed = trace is not None and trace.arrivals is not None
+        timed = False
+        if "trace" in o:
+            timed = wl.read_trace(Path(o["trace"])).arrivals is not None
         rate = o.get("rate")
         users = o.get("users", None if rate is not None or timed else SIM_USERS)
-        requests = o.get("requests", len(trace.prompts) if trace is not None else SIM_REQUESTS)
-        pmax = omax = None
-        sources: tuple = ()
-        if "preset" in o:
-            preset = wl.load_workload(o["preset"])
-            prompt, output, pmax, omax, sources = (preset.prompt, preset.output, preset.prompt_max,
-                                                   preset.output_max, preset.sources)
-        else:
-            prompt = wl.parse_dist(o.get("prompt_dist", f"fixed:{s.prompt_tokens}"), "workload.prompt_dist")
-            output = wl.parse_dist(o.get("output_dist", f"fixed:{s.decode_tokens}"), "workload.output_dist")
-        work = wl.build(requests=requests, seed=o.get("seed", 0), prompt=prompt, output=output,
-                        max_len=s.context_limit or wl.MAX_TOKENS, prompt_max=pmax, output_max=omax, rate=rate,
-                        users=users, trace=trace, sources=sources)
         options = SimOptions(policy=o["policy"]) if "policy" in o else SimOptions()
-        return plan_simulate(s, work, options)
+        return plan_simulate(s, _workload(s, o, rate, users), options)
 
     return lazy.get(("simulate", tuple(sorted(o.items()))), run)
+
+
+def _sweep(lazy: _Lazy, a: AssertSpec) -> SweepPlan:
+    """goodput_rps: ``simulate --sweep-rate`` of the plan's workload (its arrivals replaced by each swept rate's
+    Poisson arrivals) under the assertion's SLO targets (``kvplan.calc.slo``), in order in this process; at most
+    ``SWEEP_MAX_POINTS`` rates of the workload's requests (200 unless it says), so a check stays a few seconds."""
+    from kvplan.calc.simulate import SimOptions, parse_sweep, plan_sweep
+    from kvplan.calc.slo import parse_targets
+
+    o = {k: v for k, v in sim_options(lazy, a.sim).items() if k not in ("rate", "users")}
+    if "trace" in o:
+        raise KvplanError(f"assert[{a.index}] ({a.name}): goodput_rps sweeps Poisson arrivals over the workload's "
+                          "lengths, and a [workload] trace gives its own", "give the [workload] as prompt_dist / "
+                          "output_dist or a preset")
+    keys = dict(a.slo)
+    where = f"assert[{a.index}]."
+    targets = parse_targets(ttft=keys.get("ttft_slo"), tpot=keys.get("tpot_slo"),
+                            percentile=keys.get("slo_percentile"), attainment=keys.get("slo_attainment"),
+                            names=tuple(where + k for k in ("ttft_slo", "tpot_slo", "slo_percentile",
+                                                            "slo_attainment")))
+    assert a.sweep_rate is not None          # plan_file requires it for goodput_rps
+    rates = parse_sweep(a.sweep_rate)
+    s = lazy.s
+    options = SimOptions(policy=o["policy"]) if "policy" in o else SimOptions()
+
+    def run() -> SweepPlan:
+        works = [(r, _workload(s, o, r, None)) for r in rates]
+        return plan_sweep(s, works, options, None, None, workers=1, slo=targets)
+
+    return lazy.get(("sweep", a.sweep_rate, tuple(sorted(o.items())), targets), run)
 
 
 def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: str = "",
@@ -174,10 +214,14 @@ def plan_check(scenario: Scenario, assertions: tuple[AssertSpec, ...], source: s
         try:
             results.append(_evaluate(lazy, a, source))
         except KvplanError as err:  # the deployment cannot be priced for this assertion: say which one
-            named = [k for k in ("batch", "generated") if f"--{k}" in f"{err.message} {err.hint or ''}"]
+            text = f"{err.message} {err.hint or ''}"
+            named = [k for k in ("batch", "generated") if f"--{k}" in text] + [
+                k for k in ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment", "sweep_rate")
+                if f"assert[{a.index}].{k}" in text]
             raise AssertionNotEvaluated(f"cannot evaluate assert[{a.index}] ({a.name}): {_own_keys(err.message, a)}",
                                         _own_keys(err.hint, a), a.index, a.source,
-                                        named[0] if named and getattr(a, named[0]) is not None else None) from None
+                                        named[0] if named and (getattr(a, named[0], None) is not None
+                                                               or named[0] in dict(a.slo)) else None) from None
     return CheckPlan(scenario, source, description, tuple(results))
 
 
@@ -314,6 +358,25 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         z = lazy.size()
         return _compare(a, z.peak_kv_bytes_per_request_per_gpu, bound,
                         note("peak KV of one request at {ctx} tokens on the most loaded GPU", ctx=context))
+    if a.metric in ("tpot_seconds", "ttft_seconds") and a.percentile is not None:
+        from kvplan.calc.slo import percentile_figure
+
+        plan = _simulate(lazy, a.sim)
+        o = sim_options(lazy, a.sim)
+        kind = a.metric.split("_")[0]
+        return _compare(a, percentile_figure(plan.run, kind, a.percentile), bound,
+                        f"{kind.upper()} p{a.percentile} simulated over {plan.run.workload.describe}, policy "
+                        f"{o.get('policy', 'recompute')}, seed {o.get('seed', 0)} (kvplan.calc.slo)")
+    if a.metric == "goodput_rps":
+        sweep = _sweep(lazy, a)
+        assert sweep.goodput is not None
+        tokens = sweep.goodput.tokens_per_second
+        words = Note.join(" and ", sweep.slo.notes() if sweep.slo is not None else [])
+        share = note(" with at least {att:.0%} of requests meeting both", att=sweep.targets["slo_attainment_at_least"])
+        detail = (f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share
+                  + note("; {tok:,.0f} output tokens/s there", tok=tokens) if tokens.value is not None
+                  else f"no swept rate ({a.sweep_rate}) meets " + words + share)
+        return _compare(a, sweep.goodput.requests_per_second, bound, detail)
     if a.metric == "tpot_seconds":
         try:
             t = lazy.tpot(a.batch, a.shape)

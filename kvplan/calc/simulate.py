@@ -41,7 +41,7 @@ import heapq
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import (
@@ -682,6 +682,10 @@ def _request_rows(r: SimRun) -> tuple:
     return tuple(rows)
 
 
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.calc.slo import Goodput, SloTargets, Verdict
+
+
 # === --sweep-rate: the highest arrival rate that meets the targets ================================================
 PARALLEL_MIN_REQUESTS = 20_000     # below this many simulated requests in all, processes cost more than they save
 
@@ -742,6 +746,9 @@ class SweepPlan:
     workload: Workload | None = None     # the first rate's (every rate simulates the same requests)
     ttft_slo: float | None = None        # the TTFT target, at ttft_percentile
     ttft_percentile: int = 99
+    slo: SloTargets | None = None        # the SLO model's targets (kvplan.calc.slo), the TPOT and TTFT above
+    decided_by: tuple[str, ...] = ()     # each rate: the figure that failed first ("" when it meets; sweep_verdict)
+    goodput: Goodput | None = None       # the SLO model's goodput: capacity, and its output tokens/s
 
     @cached_property
     def overloaded(self) -> tuple[bool, ...]:
@@ -781,27 +788,26 @@ class SweepPlan:
 
 def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tuple[bool, ...],
                   capacity: float | None, tpot_slo: float | None, max_recompute_rate: float | None,
-                  workers: int, ttft_slo: float | None = None, ttft_percentile: int = 99) -> dict:
+                  workers: int, ttft_slo: float | None = None, ttft_percentile: int = 99,
+                  slo: SloTargets | None = None) -> dict:
     """SweepPlan's typed fields (``rate_values`` .. ``serving``)."""
     n = len(rates)
     first, last = rates[0], rates[-1]
+    t = targets_of(tpot_slo, ttft_slo, ttft_percentile, slo)
     rate_values = tuple(Number(r, derived("FROM + (TO - FROM) x i / (POINTS - 1)",
                                           f"{first:g} + ({last:g} - {first:g}) x {i} / {max(n - 1, 1)} = {r:.6g}"
                                           if n > 1 else f"{r:g}"))
                         for i, r in enumerate(rates))
     capacity_value = Number(capacity, derived(
-        "the highest swept rate at which it and every lower rate meet " + " and ".join(
-            w for w in (f"TPOT p99 <= {tpot_slo * 1e3:g} ms" if tpot_slo is not None else "",
-                        f"TTFT p{ttft_percentile} <= {ttft_slo * 1e3:g} ms" if ttft_slo is not None else "",
-                        f"recompute rate <= {max_recompute_rate:g}" if max_recompute_rate is not None else "") if w),
+        "the highest swept rate at which it and every lower rate"
+        + (f" (and at least {t.attainment:.0%} of requests meeting the latency targets)" if t.any else "")
+        + " meet " + " and ".join([f"{name} p{q} <= {v * 1e3:g} ms" for name, q, v in t.bounds()]
+                                  + ([f"recompute rate <= {max_recompute_rate:g}"]
+                                     if max_recompute_rate is not None else [])),
         "meeting: " + (", ".join(f"{r:g}" for r, ok in zip(rates, meets, strict=True) if ok) or "none")
         + f" of {n} rates; capacity = "
         + (f"{capacity:g} requests/s" if capacity is not None else "below the lowest rate")))
-    targets: dict[str, Value] = {}
-    if tpot_slo is not None:
-        targets["tpot_seconds_p99_at_most"] = Seconds(tpot_slo, given("--tpot-slo"))
-    if ttft_slo is not None:
-        targets[f"ttft_seconds_p{ttft_percentile}_at_most"] = Seconds(ttft_slo, given("--ttft-slo"))
+    targets: dict[str, Value] = dict(t.values())
     if max_recompute_rate is not None:
         targets["recompute_rate_at_most"] = Fraction(max_recompute_rate, given("--max-recompute-rate"))
     serving = min((int(m["replicas_serving"].value) for m in points if "replicas_serving" in m), default=1)
@@ -813,23 +819,16 @@ def _sweep_values(rates: tuple[float, ...], points: tuple[dict, ...], meets: tup
 
 
 def _sweep_point(job):
-    s, work, o = job
+    s, work, o, targets = job
     try:
         plan = plan_simulate(s, work, o)
     except KvplanError as err:           # KvplanError does not pickle its hint: carry it as data
         return ("error", err.message, err.hint)
-    return {**plan.metrics, "ttft_seconds_p90": _ttft_p90(plan.run)}
+    from kvplan.calc import slo
 
-
-def _ttft_p90(r: SimRun) -> Seconds:
-    """TTFT p90, the one --ttft-slo percentile the run's metrics do not carry."""
-    import numpy as np
-
-    ttft = client_ttft(r)
-    v = float(np.percentile(ttft, 90)) if len(ttft) else None
-    plus = " + frontend latency" if costs.frontend_seconds(r.scenario).number() else ""
-    return Seconds(v, derived(f"p90 of TTFT = first token - arrival{plus} over {len(ttft):,} requests (numpy linear "
-                              "interpolation)", f"p90 = {v:.6g}" if v is not None else "no requests"))
+    # TTFT p90, the one --ttft-slo percentile the run's metrics do not carry, in every point (the JSON's keys)
+    m = {**plan.metrics, "ttft_seconds_p90": slo.percentile_figure(plan.run, "ttft", 90)}
+    return {**m, **slo.run_figures(plan.run, targets, m)}
 
 
 OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
@@ -927,19 +926,10 @@ def overloaded(metrics: dict) -> bool:
 
 def parse_ttft_slo(text: str) -> tuple[float, int]:
     """``--ttft-slo``: a time (the TTFT p99 target) or ``pNN:TIME`` for another of ``TTFT_PERCENTILES``
-    (``p50:500ms``, ``p90:2s``). Returns (seconds, percentile)."""
-    from kvplan.inputs.options import parse_seconds
+    (``p50:500ms``, ``p90:2s``). Returns (seconds, percentile). The SLO model's parser (``kvplan.calc.slo``)."""
+    from kvplan.calc.slo import parse_slo
 
-    body, q = text.strip(), 99
-    head, sep, rest = body.partition(":")
-    if sep:
-        name = head.strip().lower()
-        if name not in {f"p{p}" for p in TTFT_PERCENTILES}:
-            raise KvplanError(f"--ttft-slo {text!r}: {head!r} is not one of "
-                              + ", ".join(f"p{p}" for p in TTFT_PERCENTILES),
-                              "give e.g. --ttft-slo 2s (p99) or --ttft-slo p50:500ms")
-        q, body = int(name[1:]), rest.strip()
-    return parse_seconds(body, "ttft-slo"), q
+    return parse_slo(text, "--ttft-slo")
 
 
 def ttft_key(percentile: int) -> str:
@@ -947,36 +937,58 @@ def ttft_key(percentile: int) -> str:
     return f"ttft_seconds_p{percentile}"
 
 
+def targets_of(tpot_slo: float | None, ttft_slo: float | None = None, ttft_percentile: int = 99,
+               slo: SloTargets | None = None) -> SloTargets:
+    """The SLO targets of a sweep: ``slo`` when given, else TPOT p99 and TTFT at its percentile, attainment 0.90."""
+    from kvplan.calc.slo import SloTargets
+
+    return slo if slo is not None else SloTargets(ttft=ttft_slo, tpot=tpot_slo, ttft_percentile=ttft_percentile)
+
+
+def sweep_verdict(metrics: dict, targets: SloTargets, max_recompute_rate: float | None) -> Verdict:
+    """One rate's verdict and the figure that decided it: "overload" when the queue grows without bound (it meets
+    no target, whatever the TPOT of the requests that do run), else the SLO model's (``kvplan.calc.slo.judge``:
+    the percentile form, then the attainment), else "recompute rate" over its cap."""
+    from kvplan.calc.slo import Verdict, judge
+
+    if overloaded(metrics):
+        return Verdict(False, "overload")
+    v = judge(metrics, targets)
+    if not v.meets:
+        return v
+    rate = metrics["recompute_rate"].value
+    if max_recompute_rate is not None and (rate or 0.0) > max_recompute_rate:
+        return Verdict(False, "recompute rate")
+    return v
+
+
 def meets_targets(metrics: dict, tpot_slo: float | None, max_recompute_rate: float | None,
-                  ttft_slo: float | None = None, ttft_percentile: int = 99) -> bool:
-    """TPOT p99 <= the SLO, TTFT at its percentile <= its SLO and the recompute rate <= its cap (a target not
-    given always holds), and the deployment keeps up with the rate (``overloaded``): a queue that grows without
-    bound meets no target, whatever the TPOT of the requests that do run."""
-    tpot, rate = metrics["tpot_seconds_p99"].value, metrics["recompute_rate"].value
-    ok_tpot = tpot_slo is None or (tpot is not None and tpot <= tpot_slo)
-    ttft = metrics[ttft_key(ttft_percentile)].value if ttft_slo is not None else None
-    ok_ttft = ttft_slo is None or (ttft is not None and ttft <= ttft_slo)
-    return (ok_tpot and ok_ttft and (max_recompute_rate is None or (rate or 0.0) <= max_recompute_rate)
-            and not overloaded(metrics))
+                  ttft_slo: float | None = None, ttft_percentile: int = 99, slo: SloTargets | None = None) -> bool:
+    """TPOT p99 <= the SLO, TTFT at its percentile <= its SLO, the attainment >= its target (``slo`` gives all
+    three; ``kvplan.calc.slo``) and the recompute rate <= its cap (a target not given always holds), and the
+    deployment keeps up with the rate (``overloaded``): ``sweep_verdict``'s verdict."""
+    return sweep_verdict(metrics, targets_of(tpot_slo, ttft_slo, ttft_percentile, slo), max_recompute_rate).meets
 
 
 def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | None,
                max_recompute_rate: float | None, workers: int | None = None, progress=None, *,
-               ttft_slo: float | None = None, ttft_percentile: int = 99) -> SweepPlan:
+               ttft_slo: float | None = None, ttft_percentile: int = 99, slo: SloTargets | None = None) -> SweepPlan:
     """Each ``(rate, workload)`` simulated with the same options; points run in processes
     (``concurrent.futures.ProcessPoolExecutor``) when there are at least ``PARALLEL_MIN_REQUESTS`` requests in all
     and more than one CPU, else in order. Every point is the same deterministic function of its inputs, so the
     results do not depend on how they ran. ``progress(done, total)`` is called as points finish. ``ttft_slo``: the
-    TTFT target at ``ttft_percentile`` (one of ``TTFT_PERCENTILES``)."""
+    TTFT target at ``ttft_percentile`` (one of ``TTFT_PERCENTILES``); ``slo``: the SLO model's targets
+    (``kvplan.calc.slo.SloTargets``), in place of ``tpot_slo`` / ``ttft_slo``. Each rate is judged by
+    ``sweep_verdict``; the capacity is the SLO model's goodput (``kvplan.calc.slo.goodput``)."""
     import os
 
-    if tpot_slo is None and max_recompute_rate is None and ttft_slo is None:
+    from kvplan.calc import slo as slo_model
+
+    t = targets_of(tpot_slo, ttft_slo, ttft_percentile, slo)
+    if not t.any and max_recompute_rate is None:
         raise KvplanError("--sweep-rate finds the highest rate that meets a target, and none was given",
                           "give --tpot-slo, --ttft-slo and/or --max-recompute-rate")
-    if ttft_percentile not in TTFT_PERCENTILES:
-        raise KvplanError(f"a TTFT target at p{ttft_percentile} is not one kvplan measures",
-                          "give it at " + ", ".join(f"p{p}" for p in TTFT_PERCENTILES))
-    jobs = [(s, w, options) for _, w in works]
+    jobs = [(s, w, options, t) for _, w in works]
     if workers is None:
         total = sum(len(w.prompts) for _, w in works)
         workers = min(len(jobs), os.cpu_count() or 1) if total >= PARALLEL_MIN_REQUESTS else 1
@@ -998,15 +1010,54 @@ def plan_sweep(s: Scenario, works: list, options: SimOptions, tpot_slo: float | 
     for r in results:
         if isinstance(r, tuple):
             raise KvplanError(r[1], r[2])
-    meets = tuple(meets_targets(m, tpot_slo, max_recompute_rate, ttft_slo, ttft_percentile) for m in results)
-    capacity = None
-    for (rate, _), ok in zip(works, meets, strict=True):
-        if not ok:
-            break
-        capacity = rate
+    verdicts = tuple(sweep_verdict(m, t, max_recompute_rate) for m in results)
+    meets = tuple(v.meets for v in verdicts)
     rates, points = tuple(r for r, _ in works), tuple(results)
-    return SweepPlan(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers,
-                     **_sweep_values(rates, points, meets, capacity, tpot_slo, max_recompute_rate, workers, ttft_slo,
-                                     ttft_percentile),
-                     scenario=s, workload=works[0][1] if works else None, ttft_slo=ttft_slo,
-                     ttft_percentile=ttft_percentile)
+    work = works[0][1] if works else None
+    outputs: Any = getattr(work, "outputs", None)
+    mean_out = float(outputs.mean()) if outputs is not None and len(outputs) else None
+    good = slo_model.goodput(rates, meets, mean_out, t, max_recompute_rate)
+    capacity = good.requests_per_second.value
+    return SweepPlan(rates, points, meets, capacity, t.tpot, max_recompute_rate, workers,
+                     **_sweep_values(rates, points, meets, capacity, t.tpot, max_recompute_rate, workers, t.ttft,
+                                     t.ttft_percentile, t),
+                     scenario=s, workload=work, ttft_slo=t.ttft, ttft_percentile=t.ttft_percentile, slo=t,
+                     decided_by=tuple(v.decided_by for v in verdicts), goodput=good)
+
+
+# === a deployment's batch under the SLO model: a closed loop of equal requests =====================================
+@dataclass(frozen=True)
+class SimulatedBatch:
+    """A closed loop of ``batch`` users sending equal requests, simulated: the run's SLO figures and verdict."""
+
+    users: Number
+    figures: dict                 # ttft_seconds_pQ, tpot_seconds_pQ, slo_attainment (typed, "simulated: ...")
+    verdict: Verdict
+    tokens_per_second: Value      # the run's output tokens / simulated time
+
+
+BATCH_REQUESTS_PER_USER = 3       # each user sends this many requests: a steady batch after the first wave
+
+
+def simulated_batch(s: Scenario, batch: int, targets: SloTargets, requests: int | None = None, seed: int = 0,
+                    ) -> SimulatedBatch:
+    """The scenario's deployment serving a closed loop of ``batch`` users, each sending equal requests of the
+    scenario's prompt + decode one after another (``BATCH_REQUESTS_PER_USER`` each unless ``requests`` says), through
+    the simulator, whose engine schedules the prefills among the decode steps as that engine does: the figures a
+    closed form of the mean misses (a step that carries a prefill lengthens every running request's TPOT; the p99
+    sees it). For ``pd``'s colocated side and ``recommend``'s batch row: judge the batch on the TPOT percentile."""
+    from kvplan.calc.slo import judge, run_figures
+    from kvplan.inputs import workload as wl
+
+    n = requests if requests is not None else max(BATCH_REQUESTS_PER_USER * batch, 20)
+    work = wl.build(requests=n, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
+                    output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
+                    max_len=s.context_limit or wl.MAX_TOKENS, users=batch)
+    run = simulate(s, work, SimOptions(max_batch=batch))     # one replica (instance): the batch is its own
+    figures = run_figures(run, targets)
+    gen, T = int(run.outputs.sum()), run.simulated_seconds
+    return SimulatedBatch(Number(batch, derived("simulated: closed-loop users of one replica, one request each at "
+                                                "a time", f"{batch:,} users, {n:,} requests")),
+                          figures, judge(figures, targets),
+                          Number(gen / T if T else None, derived("simulated: output tokens / simulated time",
+                                                                 f"{gen:,} / {T:.6g} s")))

@@ -100,6 +100,15 @@ ExplainOpt = Annotated[bool, typer.Option("--explain", help="Show how each figur
 BriefOpt = Annotated[bool, typer.Option("--brief", help="Print only the first line and the headline figures.")]
 TpotSloOpt = Annotated[str, typer.Option("--tpot-slo", metavar="TIME", help="TPOT service level, e.g. 50ms (default "
                                          "50ms: DeepSeek's production 20 tokens/s per user).")]
+# --- the SLO model's targets (kvplan.calc.slo; simulate --sweep-rate, pd) ------------------------------------------
+TtftSloOpt = Annotated[str | None, typer.Option("--ttft-slo", metavar="[pNN:]TIME", help="The TTFT target, at "
+                                               "--slo-percentile unless p50: p90: or p99: leads it, e.g. 2s or "
+                                               "p50:500ms.")]
+SloPercentileOpt = Annotated[str | None, typer.Option("--slo-percentile", metavar="P", help="The percentile the "
+                                                      "TTFT and TPOT targets are at: 50, 90 or 99 (default 99).")]
+SloAttainmentOpt = Annotated[str | None, typer.Option("--slo-attainment", metavar="F", help="The share of requests "
+                                                      "that must meet both targets, e.g. 0.9 or 90% (default 0.9, "
+                                                      "DistServe's).")]
 UnitsOpt = Annotated[str, typer.Option("--units", metavar="SYSTEM",
                                        help="iec (KiB, MiB, GiB) or si (kB, MB, GB) for sizes.")]
 ContextsOpt = Annotated[str, typer.Option("--contexts", metavar="LIST",

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import DramOpt, scenario_command
+from kvplan.commands.common import DramOpt, SloAttainmentOpt, SloPercentileOpt, TtftSloOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -72,13 +72,14 @@ def simulate(
                                                    "--max-recompute-rate."
                                                    )] = None,
     tpot_slo: Annotated[str | None, typer.Option("--tpot-slo", metavar="TIME", help="With --sweep-rate: the TPOT "
-                                                 "p99 target, e.g. 50ms.")] = None,
+                                                 "target, at --slo-percentile unless pNN: leads it, e.g. 50ms."
+                                                 )] = None,
     max_recompute_rate: Annotated[str | None, typer.Option("--max-recompute-rate", metavar="F", help="With "
                                                            "--sweep-rate: the most recomputed tokens per "
                                                            "generated token, e.g. 0.05.")] = None,
-    ttft_slo: Annotated[str | None, typer.Option("--ttft-slo", metavar="[pNN:]TIME", help="With --sweep-rate: the "
-                                                 "TTFT target, p99 unless p50: or p90: leads it, e.g. 2s or "
-                                                 "p50:500ms.")] = None,
+    ttft_slo: TtftSloOpt = None,
+    slo_percentile: SloPercentileOpt = None,
+    slo_attainment: SloAttainmentOpt = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -94,13 +95,13 @@ def simulate(
         max_batch=max_batch, policy=policy, victim=victim, seed=seed, dram=dram, offload_threshold=offload_threshold,
         shared_prefix=shared_prefix, compare=compare, sweep_rate=sweep_rate, tpot_slo=tpot_slo,
         max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
-        trace_rate=trace_rate, ttft_slo=ttft_slo)
+        trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")
         try:
             sweep = plan_sweep(scenario, list(run.sweep), options, run.tpot_slo, run.max_recompute_rate, progress=bar,
-                               ttft_slo=run.ttft_slo, ttft_percentile=run.ttft_percentile)
+                               slo=run.slo)
         finally:
             bar.close()
         inputs = typed_inputs(requests=run.requests, seed=run.seed, rate=None, users=None, think=run.think_s,

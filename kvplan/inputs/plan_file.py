@@ -41,8 +41,13 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_concurrency": ("count", ()),
     "kv_bytes_per_request": ("bytes", ()),
     "kv_bytes_per_request_per_gpu": ("bytes", ()),
-    "tpot_seconds": ("seconds", ("batch", "shape")),   # shape: steady (default) or cohort, as kvplan tpot
-    "ttft_seconds": ("seconds", ()),
+    # tpot_seconds: kvplan tpot's closed form (batch; shape: steady (default) or cohort); ttft_seconds: the prompt's
+    # prefill alone; with a percentile, either is that percentile of a simulated run (kvplan.calc.slo)
+    "tpot_seconds": ("seconds", ("batch", "shape", "percentile", "requests", "rate", "users", "seed", "policy")),
+    "ttft_seconds": ("seconds", ("percentile", "requests", "rate", "users", "seed", "policy")),
+    # the SLO model's goodput (kvplan.calc.slo) over a --sweep-rate of the plan's workload: requests/s
+    "goodput_rps": ("rps", ("sweep_rate", "ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment", "requests",
+                             "seed", "policy")),
     "pd_disaggregation_pays": ("bool", ()),   # kvplan pd's verdict at its defaults (needs two instances)
     # by simulation (kvplan simulate) of fixed-length requests of the deployment's prompt + decode
     "sim_recompute_rate": ("fraction", ("requests", "rate", "users", "seed", "policy")),
@@ -51,11 +56,14 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "swap_beats_recompute": ("bool", ("generated",)),
 }
 SIM_KEYS = ("requests", "rate", "users", "seed", "policy")
+SLO_KEYS = ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment")   # goodput_rps's targets, as the flags
+PERCENTILES = (50, 90, 99)     # the percentiles an assertion may read (kvplan.calc.slo.PERCENTILES, tested equal)
+SWEEP_MAX_POINTS = 16          # a goodput_rps sweep's most rates: a check stays a few seconds
 ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "shape",
-               "generated") + SIM_KEYS
+               "generated", "percentile", "sweep_rate") + SIM_KEYS + SLO_KEYS
 # with within_baseline = "5%": no worse than the baseline (``kvplan check --update-baseline``) by more than 5%;
 # worse is higher for bytes and seconds, lower for counts
-BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<=", "fraction": "<=", "number": "<="}
+BASELINE_OP = {"count": ">=", "bytes": "<=", "seconds": "<=", "fraction": "<=", "number": "<=", "rps": ">="}
 TOP_KEYS = ("deployment", "workload", "assert", "description", "extends")
 # [workload]: the requests the sim_* assertions simulate (an assertion's own requests/rate/users/seed/policy win);
 # without it, fixed-length requests of the deployment's prompt + decode
@@ -77,6 +85,9 @@ class AssertSpec:
     baseline: float | None = None          # the baseline's value, filled in by the command from the baseline file
     sim: tuple = ()                        # (key, value) of the simulation options given (requests, rate, ...)
     shape: str | None = None               # tpot_seconds: the batch shape (None: kvplan tpot's default, steady)
+    percentile: int | None = None          # tpot/ttft_seconds: that percentile of a simulated run (None: closed form)
+    slo: tuple = ()                        # goodput_rps: (key, text) of the SLO keys given (ttft_slo, ...)
+    sweep_rate: str | None = None          # goodput_rps: FROM:TO:POINTS, as simulate --sweep-rate
 
 
 @dataclass(frozen=True)
@@ -342,7 +353,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
         raise fail(f"{label('assert', 'metric', index)} = {shorten(metric)} is not a known metric",
                    "choose one of " + ", ".join(METRICS), "metric")
     kind, options = METRICS[metric]
-    for key in ("batch", "shape", "generated") + SIM_KEYS:
+    for key in ("batch", "shape", "generated", "percentile", "sweep_rate") + SIM_KEYS + SLO_KEYS:
         if key in entry and key not in options:
             raise fail(f"{label('assert', key, index)} does not apply to {metric}",
                        f"drop {key}" + (f" ({metric} takes {', '.join(options)})" if options else ""), key)
@@ -402,7 +413,58 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
     if shape is not None and shape not in ("steady", "cohort"):
         raise fail(f"{label('assert', 'shape', index)} = {shorten(shape)} is not a batch shape",
                    'give shape = "steady" (contexts spread over the decode) or "cohort" (all start together)', "shape")
-    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within, None, sim, shape)
+    percentile = _percentile(entry["percentile"], label("assert", "percentile", index), fail) \
+        if "percentile" in entry else None
+    if percentile is None and metric in ("tpot_seconds", "ttft_seconds") and sim:
+        key = next(k for k, _ in sim)
+        raise fail(f"{label('assert', key, index)}: {metric} is simulated only at a percentile",
+                   f"add percentile = 99, or drop {key}", key)
+    if percentile is not None and (batch is not None or shape is not None):
+        key = "batch" if batch is not None else "shape"
+        raise fail(f"{label('assert', key, index)}: a {metric} percentile is read from a simulated run, whose "
+                   "batch the arrivals make", f"drop {key}, or percentile", key)
+    slo: list = []
+    sweep_rate = None
+    if metric == "goodput_rps":
+        for key in SLO_KEYS:
+            if key in entry:
+                value = entry[key]
+                ok = isinstance(value, str) and value.strip() if key in ("ttft_slo", "tpot_slo") else (
+                    not isinstance(value, bool) and isinstance(value, (int, float, str)))
+                if not ok:
+                    raise fail(f"{label('assert', key, index)} = {shorten(value)} has the wrong type",
+                               f"e.g. {_SLO_EXAMPLES[key]}", key)
+                slo.append((key, str(value)))
+        if not {"ttft_slo", "tpot_slo"} & set(entry):
+            raise fail(f"{label('assert', None, index)} (goodput_rps) needs a ttft_slo and/or a tpot_slo",
+                       'e.g. ttft_slo = "2s" and tpot_slo = "50ms"', None)
+        value = entry.get("sweep_rate")
+        if not isinstance(value, str) or value.count(":") != 2:
+            raise fail(f"{label('assert', 'sweep_rate', index)} = {shorten(value)} is not FROM:TO:POINTS",
+                       'e.g. sweep_rate = "0.5:8:16" (at most 16 points)', "sweep_rate" if value is not None else None)
+        points = value.split(":")[2].strip()
+        if not points.isdigit() or not 1 <= int(points) <= SWEEP_MAX_POINTS:
+            raise fail(f"{label('assert', 'sweep_rate', index)} = {shorten(value)}: POINTS must be 1 .. "
+                       f"{SWEEP_MAX_POINTS} in a check (it stays a few seconds)",
+                       'e.g. sweep_rate = "0.5:8:16"', "sweep_rate")
+        sweep_rate = value.strip()
+    return AssertSpec(index, name.strip(), metric, op, bound, batch, generated, path, within, None, sim, shape,
+                      percentile, tuple(slo), sweep_rate)
+
+
+_SLO_EXAMPLES = {"ttft_slo": 'ttft_slo = "2s" (or "p90:2s")', "tpot_slo": 'tpot_slo = "50ms"',
+                 "slo_percentile": "slo_percentile = 99", "slo_attainment": 'slo_attainment = "90%"'}
+
+
+def _percentile(value, name: str, fail) -> int:
+    """percentile = 99 (or "p99"): one of PERCENTILES."""
+    text = value.strip().lower().removeprefix("p") if isinstance(value, str) else value
+    if isinstance(text, str) and text.isdigit():
+        text = int(text)
+    if isinstance(text, bool) or text not in PERCENTILES:
+        raise fail(f"{name} = {shorten(value)} is not one of " + ", ".join(str(p) for p in PERCENTILES),
+                   "write percentile = 99 (or 90, 50)", "percentile")
+    return int(text)
 
 
 def _sim_option(key: str, value, name: str, fail):
@@ -442,7 +504,7 @@ def _fraction(value, name: str, fail) -> float:
     return number
 
 
-_BOUND_EXAMPLES = {"fraction": 'at_most = "2%"', "number": "at_most = 0.1",
+_BOUND_EXAMPLES = {"fraction": 'at_most = "2%"', "number": "at_most = 0.1", "rps": "at_least = 2.5",
                    "count": "at_least = 32", "bytes": 'at_most = "1.2GiB"', "seconds": 'at_most = "40ms"'}
 
 
@@ -464,9 +526,9 @@ def _bound(kind: str, value, name: str, fail, key: str):
 
     if isinstance(value, bool):
         raise fail(f"{name} = {shorten(value)} is not a number", f"e.g. {_BOUND_EXAMPLES[kind]}", key)
-    if kind in ("fraction", "number"):
+    if kind in ("fraction", "number", "rps"):
         number = _fraction(value, name, fail) if kind == "fraction" else value
-        if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        if kind in ("number", "rps") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                 math.isfinite(value) and value >= 0)):
             raise fail(f"{name} = {shorten(value)} is not a number of 0 or more", "e.g. at_most = 0.1", key)
         return float(number)

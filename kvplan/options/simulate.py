@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kvplan.errors import InputError
-from kvplan.inputs.options import optional, parse_float, parse_plain_seconds, parse_seconds
+from kvplan.inputs.options import optional, parse_float, parse_plain_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.simulate import SimOptions
+    from kvplan.calc.slo import SloTargets
     from kvplan.inputs.workload import Workload
     from kvplan.scenario import Scenario
 
@@ -50,6 +51,7 @@ class SimulateRequest:
     max_recompute_rate: float | None = None
     ttft_slo: float | None = None        # --ttft-slo's seconds, at ttft_percentile
     ttft_percentile: int = 99
+    slo: SloTargets | None = None        # a sweep's SLO targets (kvplan.calc.slo), parsed once from the options
     variants: tuple[tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions], ...] | None = None
     plot: Path | None = None
 
@@ -66,13 +68,15 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      shared_prefix: Any = None, compare: str | None = None, sweep_rate: str | None = None,
                      tpot_slo: Any = None, max_recompute_rate: Any = None,
                      plot: str | Path | None = None, trace_format: str | None = None, trace_speed: Any = None,
-                     trace_rate: Any = None, ttft_slo: Any = None) -> SimulateRequest:
+                     trace_rate: Any = None, ttft_slo: Any = None, slo_percentile: Any = None,
+                     slo_attainment: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
     import dataclasses
 
-    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep, parse_ttft_slo
+    from kvplan.calc.simulate import SimOptions, parse_compare, parse_sweep
+    from kvplan.calc.slo import parse_targets
     from kvplan.inputs import workload as wl
     from kvplan.inputs.traces import check_format
     from kvplan.inputs.units import parse_tokens
@@ -100,9 +104,10 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     if base.decode_tokens == 0 and output_dist is None and workload is None:
         raise InputError("simulate needs at least one output token per request", "give --decode 1 or more, or "
                          "--output-dist")
-    if sweep_rate is None and (tpot_slo is not None or max_recompute_rate is not None or ttft_slo is not None):
-        raise InputError("--tpot-slo, --ttft-slo and --max-recompute-rate are the targets of a --sweep-rate",
-                         "give --sweep-rate FROM:TO:POINTS, or drop the targets")
+    if sweep_rate is None and any(v is not None for v in (tpot_slo, max_recompute_rate, ttft_slo, slo_percentile,
+                                                           slo_attainment)):
+        raise InputError("--tpot-slo, --ttft-slo, --slo-percentile, --slo-attainment and --max-recompute-rate are "
+                         "the targets of a --sweep-rate", "give --sweep-rate FROM:TO:POINTS, or drop the targets")
     if sweep_rate is not None:
         for flag, value in (("--rate", rate), ("--users", users), ("--compare", compare), ("--trace", trace)):
             if value is not None:
@@ -130,8 +135,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         raise InputError("--think is the closed loop's pause between a user's requests; with --rate or a timed "
                          "--trace arrivals do not wait on completions", "drop --think, or give --users instead")
     sweep_rates = parse_sweep(sweep_rate) if sweep_rate is not None else None
-    slo_v = optional(parse_seconds, tpot_slo, "tpot-slo")
-    ttft_v, ttft_q = parse_ttft_slo(_text(ttft_slo)) if ttft_slo is not None else (None, 99)
+    slo = parse_targets(ttft=ttft_slo, tpot=tpot_slo, percentile=slo_percentile, attainment=slo_attainment)
     mrr_v = optional(parse_float, max_recompute_rate, "--max-recompute-rate", "0.05")
     if mrr_v is not None and not 0 <= mrr_v <= 100:
         raise InputError(f"--max-recompute-rate {max_recompute_rate!r} is not in [0, 100]",
@@ -181,8 +185,9 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),
                           seed=seed_v, rate=rate_v, think_s=think_v, duration_s=duration_v, given=given, plot=plot)
     if sweep_rates is not None:
-        return dataclasses.replace(run, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates), tpot_slo=slo_v,
-                                   max_recompute_rate=mrr_v, ttft_slo=ttft_v, ttft_percentile=ttft_q)
+        return dataclasses.replace(run, rate=None, sweep=tuple((r, make(r)) for r in sweep_rates),
+                                   tpot_slo=slo.tpot, max_recompute_rate=mrr_v, ttft_slo=slo.ttft,
+                                   ttft_percentile=slo.ttft_percentile, slo=slo)
     if compare is not None:
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))

@@ -258,40 +258,53 @@ SWEEP_COLUMNS = (("TPOT p50", "tpot_seconds_p50"), ("TPOT p99", "tpot_seconds_p9
 
 
 def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
-    """``--sweep-rate``: one row per arrival rate, whether it meets the targets, and the capacity (the highest rate
-    at which it and every lower rate meet them)."""
+    """``--sweep-rate``: one row per arrival rate, its SLO attainment, whether it meets the targets (and, when not,
+    the figure that decided: ``sweep_verdict``), and the goodput (the highest rate at which it and every lower rate
+    meet them: ``kvplan.calc.slo.goodput``) in requests/s and output tokens/s."""
     rates, capacity, tgt = sweep.rate_values, sweep.capacity_value, sweep.targets
     first, last = rates[0], rates[-1]
-    words = []
-    if "tpot_seconds_p99_at_most" in tgt:
-        words.append(note("TPOT p99 <= {slo:ms:g} ms", slo=tgt["tpot_seconds_p99_at_most"]))
+    slo = sweep.slo
+    words = slo.notes() if slo is not None else []     # the SLO model's targets in words (TPOT p99 <= 50 ms)
+    tq = slo.tpot_percentile if slo is not None else 99
     q = sweep.ttft_percentile
-    if f"ttft_seconds_p{q}_at_most" in tgt:
-        words.append(note("TTFT p{q:d} <= {slo:ms:g} ms", q=Count(q, given("--ttft-slo")),
-                          slo=tgt[f"ttft_seconds_p{q}_at_most"]))
     if "recompute_rate_at_most" in tgt:
         words.append(note("recompute rate <= {cap:g}", cap=tgt["recompute_rate_at_most"]))
     targets = Note.join(" and ", words)
+    if "slo_attainment_at_least" in tgt:
+        targets = targets + note(" with at least {a:.0%} of requests meeting the latency targets",
+                                 a=tgt["slo_attainment_at_least"])
     columns: tuple[tuple[str, str], ...] = SWEEP_COLUMNS
+    if tq != 99 and f"tpot_seconds_p{tq}_at_most" in tgt:   # the target's percentile beside p50 and p99
+        columns = (*columns[:2], (f"TPOT p{tq}", f"tpot_seconds_p{tq}"), *columns[2:])
     if sweep.ttft_slo is not None and q != 99:    # the target's percentile beside the p99 the table always shows
-        columns = (*SWEEP_COLUMNS[:-1], (f"TTFT p{q}", ttft_key(q)), SWEEP_COLUMNS[-1])
-    rows = tuple((rate, *(m[name] for _, name in columns), "yes" if ok else ("no (overload)" if over else "no"))
-                 for rate, m, ok, over in zip(rates, sweep.points, sweep.meets, sweep.overloaded, strict=True))
+        columns = (*columns[:-1], (f"TTFT p{q}", ttft_key(q)), columns[-1])
+    if all("slo_attainment" in m for m in sweep.points) and "slo_attainment_at_least" in tgt:
+        columns = (*columns, ("SLO attainment", "slo_attainment"))
+    decided = sweep.decided_by or tuple("" if ok else ("overload" if over else "")
+                                        for ok, over in zip(sweep.meets, sweep.overloaded, strict=True))
+    rows = tuple((rate, *(m[name] for _, name in columns), "yes" if ok else (f"no ({why})" if why else "no"))
+                 for rate, m, ok, why in zip(rates, sweep.points, sweep.meets, decided, strict=True))
     table = Table(f"Poisson arrivals at each rate: {options.policy}, victim {options.victim}",
                   ("requests/s", *(label for label, _ in columns), "meets"), rows, primary=True)
-    points = [{"rate_requests_per_second": rate, "meets_targets": ok, "overloaded": over, **m}
-              for rate, m, ok, over in zip(rates, sweep.points, sweep.meets, sweep.overloaded, strict=True)]
+    points = [{"rate_requests_per_second": rate, "meets_targets": ok, "decided_by": why or None, "overloaded": over,
+               **m}
+              for rate, m, ok, why, over in zip(rates, sweep.points, sweep.meets, decided, sweep.overloaded,
+                                                strict=True)]
+    good = sweep.goodput
+    tokens = good.tokens_per_second if good is not None else Number(None)
     data = {**scenario_data(s), "workload": work.describe, "policy": options.policy, "victim": options.victim,
             "inputs": inputs, "targets": tgt, "capacity_requests_per_second": capacity,
+            "goodput_requests_per_second": capacity, "goodput_tokens_per_second": tokens,
             "sweep_processes": sweep.processes, "sweep": points}
     if capacity.value is None:
-        verdict = note("No swept rate meets {targets}: the capacity is below {first:g} requests/s.", targets=targets,
+        verdict = note("No swept rate meets {targets}: the goodput is below {first:g} requests/s.", targets=targets,
                        first=first)
     elif capacity.value == last.value:
-        verdict = note("Every swept rate meets {targets}: the capacity is at least {last:g} requests/s "
-                       "(sweep higher).", targets=targets, last=last)
+        verdict = note("Every swept rate meets {targets}: the goodput is at least {last:g} requests/s "
+                       "({tok:,.0f} output tokens/s; sweep higher).", targets=targets, last=last, tok=tokens)
     else:
-        verdict = note("Capacity: {cap:g} requests/s meets {targets}; the next rate does not.", cap=capacity,
+        verdict = note("Goodput: {cap:g} requests/s ({tok:,.0f} output tokens/s at the workload's mean output) meets "
+                       "{targets}; the next rate does not (a swept rate, not interpolated).", cap=capacity, tok=tokens,
                        targets=targets)
     share, least = OVERLOAD
     notes: list[str | Note] = [verdict, note(
@@ -315,8 +328,8 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     # the headline is text (Result.headline), so its figures are put in here
     return Result("simulate", s.headline(work.lengths) + dp_head
                   + f"; rate sweep {first.number():g} .. {last.number():g} requests/s",
-                  data, (table,), tuple(notes), assumptions, (), (("capacity requests/s", capacity),),
-                  tuple(warnings))
+                  data, (table,), tuple(notes), assumptions, (),
+                  (("goodput requests/s", capacity), ("goodput output tokens/s", tokens)), tuple(warnings))
 
 
 def _workload_notes(work: Workload) -> list[str | Note]:
