@@ -45,8 +45,10 @@ from typing import Any
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import (
+    MARKS_KEPT,
     TIMELINE_BUCKETS,
     Timeline,
+    fold_marks,
     request_arrays,
     run_metrics,
     timeline_arrays,
@@ -287,14 +289,18 @@ class _EventLoop:
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
+        marks, kept = r.tally.marks, 5 * MARKS_KEPT
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         steps_itself = sched.steps_itself
         events = 0
         while r.done < n:
             events += 1
-            if progress is not None and not events & 4095:
-                progress(r.done, n)
+            if not events & 4095:
+                if progress is not None:
+                    progress(r.done, n)
+                if len(marks) > kept:
+                    fold_marks(marks)            # the timeline stays bounded (a few MiB)
             if events > MAX_EVENTS:
                 raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                                   "lower the arrival rate or --max-batch, or enlarge the pool")

@@ -22,13 +22,14 @@ import bisect
 import heapq
 import itertools
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 
 class Tally:
-    """What the events record: per request (Python lists, numpy arrays at the end) and in all. The scheduler's
+    """What the events record: per request (typed arrays, numpy arrays at the end) and in all. The scheduler's
     decisions and the state's mechanics write it; ``kvplan.calc.sim.metrics`` turns it into the run's figures."""
 
     __slots__ = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins",
@@ -37,18 +38,21 @@ class Tally:
                  "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks")
 
     def __init__(self, n: int) -> None:
-        nan = math.nan
-        self.arrival, self.admitted, self.first_token, self.finish = [nan] * n, [nan] * n, [nan] * n, [nan] * n
-        self.preemptions, self.swap_outs, self.swap_ins, self.recomputed = [0] * n, [0] * n, [0] * n, [0] * n
-        self.offloads = [0] * n
-        self.prefix_hits = [0] * n          # prompt tokens found in the prefix cache at the first prefill
-        self.recompute_hits = [0] * n       # a resumed victim's tokens found in the prefix cache (its own blocks)
+        # typed arrays, 8 bytes an entry (a list of Python floats costs ~32): a million requests' tally is ~90 MB
+        times, counts = array("d", [math.nan]) * n, array("q", [0]) * n
+        self.arrival, self.admitted, self.first_token, self.finish = times, times[:], times[:], times[:]
+        self.preemptions, self.swap_outs, self.swap_ins, self.recomputed = counts, counts[:], counts[:], counts[:]
+        self.offloads = counts[:]
+        self.prefix_hits = counts[:]        # prompt tokens found in the prefix cache at the first prefill
+        self.recompute_hits = counts[:]     # a resumed victim's tokens found in the prefix cache (its own blocks)
         self.mixed_steps = self.mixed_tokens = 0   # steps that ran prefill chunks, and the chunks' tokens
         self.swapped_out_bytes = self.swapped_in_bytes = 0
         self.peak_used = self.peak_dram = self.peak_running = 0
         self.stall_prefill = self.stall_swap = 0.0   # the batch standing still for prefills, and for swap-outs
         self.events = 0
-        self.marks: list[float] = []       # the timeline, five numbers a mark (kvplan.calc.sim.metrics)
+        # the timeline, five numbers a mark, flat; bounded: past MARKS_KEPT marks the event loop folds it into
+        # cells of time (kvplan.calc.sim.metrics.fold_marks)
+        self.marks = array("d")
 
 
 class ReplicaState:
