@@ -229,7 +229,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
-    arrivals = None if workload.arrivals is None else [float(t) for t in np.asarray(workload.arrivals, dtype=float)]
+    arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
                      total_blocks=u.total_blocks, prefix_blocks=u.prefix_blocks, prefix_hit=u.hit, dram_cap=dram_cap,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
@@ -264,7 +264,8 @@ def event_state(r: ReplicaState) -> dict:
             "in_dram": np.array(r.in_dram, dtype=np.int64), "dram_used": r.dram_used,
             "finish": np.array(r.tally.finish), "running": tuple(r.running), "waiting": tuple(r.waiting),
             "swapped": tuple(r.swapped), "landing": tuple(i for _, i in r.landing),
-            "not_arrived": tuple(i for _, i in r.arrivals), "leaving": tuple(i for _, i in r.leaving),
+            "not_arrived": (*(i for _, i in r.arrivals), *range(r.open_next, r.n if r.times else 0)),
+            "leaving": tuple(i for _, i in r.leaving),
             "prefilling": r.partial[:1], "prefilled_tokens": r.partial[1:],
             "prefix_blocks": r.prefix_blocks, "swapped_out_bytes": r.tally.swapped_out_bytes,
             "swapped_in_bytes": r.tally.swapped_in_bytes}

@@ -62,8 +62,8 @@ class ReplicaState:
                  "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
-                 "landing", "leaving", "arrivals", "next_id", "done", "out_free", "in_free", "dram_used",
-                 "prefix_cached", "preempted", "freed", "partial")
+                 "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
+                 "dram_used", "prefix_cached", "preempted", "freed", "partial")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -100,8 +100,14 @@ class ReplicaState:
         self.landing: list[tuple[float, int]] = []   # swap-ins in flight: (lands at, request), a heap
         self.leaving: list[tuple[float, int]] = []   # proactive offloads in flight: (lands in DRAM at, request)
         self.closed, self.think_s, self.duration_s = arrivals is None, think_s, duration_s
+        # the arrivals not yet due, a heap: open arrivals (sorted) hold only their next one there, the rest waits in
+        # ``times`` from ``open_next`` on (one heap entry, not a million tuples)
+        self.times: list[float] = []
+        self.open_next = 0
         if arrivals is not None:
-            self.arrivals = [(t, i) for i, t in enumerate(arrivals)]   # already sorted: a valid heap
+            self.times = arrivals
+            self.arrivals = [(arrivals[0], 0)] if n else []
+            self.open_next = 1
             self.next_id = n
         else:
             self.next_id = min(users, n)
@@ -249,10 +255,23 @@ class ReplicaState:
         join the swapped queue, swap-ins that landed join the batch."""
         arrivals, waiting, leaving, landing = self.arrivals, self.waiting, self.leaving, self.landing
         now, heappop = self.now, heapq.heappop
-        while arrivals and arrivals[0][0] <= now:
-            t, i = heappop(arrivals)
-            self.tally.arrival[i] = t
-            waiting.append(i)
+        if self.closed:
+            while arrivals and arrivals[0][0] <= now:
+                t, i = heappop(arrivals)
+                self.tally.arrival[i] = t
+                waiting.append(i)
+        elif arrivals and arrivals[0][0] <= now:
+            times, j, n, arrival = self.times, self.open_next, self.n, self.tally.arrival
+            while arrivals and arrivals[0][0] <= now:
+                t, i = arrivals[0]
+                if j < n:
+                    arrivals[0] = (times[j], j)     # the next open arrival takes the heap's one place
+                    j += 1
+                else:
+                    arrivals.pop()
+                arrival[i] = t
+                waiting.append(i)
+            self.open_next = j
         while leaving and leaving[0][0] <= now:
             _, i = heappop(leaving)
             self.leaving_blocks -= self.held[i]
