@@ -247,7 +247,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   per["preemptions"], per["swap_outs"], per["swap_ins"], per["recomputed"],
                   bytes_at[-(-(P + L - 1) // u.block)], r.now, t.swapped_out_bytes, t.swapped_in_bytes, r.steps,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
-                  thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=sched.engine_rules,
+                  thr, per["prefix_hits"], timeline_arrays(t.timeline), scheduler=sched.engine_rules,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
                   mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
@@ -290,7 +290,7 @@ class _EventLoop:
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
-        marks, kept = r.tally.marks, 5 * MARKS_KEPT
+        marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         steps_itself = sched.steps_itself
@@ -300,8 +300,10 @@ class _EventLoop:
             if not events & 4095:
                 if progress is not None:
                     progress(r.done, n)
-                if len(marks) > kept:
-                    fold_marks(marks)            # the timeline stays bounded (a few MiB)
+                timeline.fromlist(marks)
+                marks.clear()
+                if len(timeline) > kept:
+                    fold_marks(timeline)         # the timeline stays bounded (a few MiB)
             if events > MAX_EVENTS:
                 raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                                   "lower the arrival rate or --max-batch, or enlarge the pool")
@@ -323,6 +325,8 @@ class _EventLoop:
                 break
             self.decode(out)
         r.tally.events = events
+        timeline.fromlist(marks)
+        marks.clear()
 
     def decode(self, out: int) -> None:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the

@@ -35,7 +35,7 @@ class Tally:
     __slots__ = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins",
                  "recomputed", "offloads", "prefix_hits", "recompute_hits", "mixed_steps", "mixed_tokens",
                  "swapped_out_bytes", "swapped_in_bytes", "peak_used",
-                 "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks")
+                 "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks", "timeline")
 
     def __init__(self, n: int) -> None:
         # typed arrays, 8 bytes an entry (a list of Python floats costs ~32): a million requests' tally is ~90 MB
@@ -50,9 +50,11 @@ class Tally:
         self.peak_used = self.peak_dram = self.peak_running = 0
         self.stall_prefill = self.stall_swap = 0.0   # the batch standing still for prefills, and for swap-outs
         self.events = 0
-        # the timeline, five numbers a mark, flat; bounded: past MARKS_KEPT marks the event loop folds it into
-        # cells of time (kvplan.calc.sim.metrics.fold_marks)
-        self.marks = array("d")
+        # the timeline, five numbers a mark, flat: the latest marks in a list (its extend is ~8x an array's), moved
+        # into ``timeline`` by the event loop every 4,096 events, which past MARKS_KEPT marks it folds into cells
+        # of time (kvplan.calc.sim.metrics.fold_marks): bounded
+        self.marks: list[float] = []
+        self.timeline = array("d")
 
 
 class ReplicaState:
