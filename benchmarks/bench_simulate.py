@@ -88,7 +88,10 @@ their sorted times). 1M r1-production at 3/s: 1.91M events, 20 - 23 s CPU before
 peak RSS 1,280 -> 532 MB. 1M long-cot-bench at 0.1/s: 15.4M events (4.25M preemptions: the pool thrashes), 87 s
 CPU (5.7 us an event), 573 MB (before: 100K took 9.8 s and 499 MB, so ~5 GB at 1M). The 10K runs are unchanged
 within the noise (neutral 0.64 - 0.91 s, sglang 0.64 s, vllm V1 1.9 - 2.0 s; chat 0.2 s); the 20-rate sweep
-15 s in 2 processes, 24 s in order, at that load. events_per_cpu_second over the two 1M runs: ~160K. What the
+15 s in 2 processes, 24 s in order, at that load. The whole script once the load fell (02:07 UTC): 10K neutral
+0.52 s, sglang 0.44 s, vllm V1 1.35 s (chat 0.13 s), the sweep 7.6 s in 2 processes (8.8 s in order), 1M
+r1-production 17.3 s and 531 MB, 1M long-cot-bench 80.1 s and 574 MB, events_per_cpu_second 177,571,
+speedup_vs_step_reference 1,441. What the
 CPU targets would take: r1-production's ~2 events a request (the arrival that cuts a run, its prefill stalling
 the batch, the completion) are the rule book's minimum, so 10 s is 5 us an event, half today's Python per event
 (the closed-form price, admission, the marks); long-cot-bench's ~15 events a request come from the thrash cycle
