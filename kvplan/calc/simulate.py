@@ -45,9 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.sim.metrics import (
+    MARKS_KEPT,
     TIMELINE_BUCKETS,
     Timeline,
     client_ttft,
+    fold_marks,
     request_arrays,
     run_metrics,
     timeline_arrays,
@@ -229,7 +231,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
     fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
-    arrivals = None if workload.arrivals is None else [float(t) for t in np.asarray(workload.arrivals, dtype=float)]
+    arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
                      total_blocks=u.total_blocks, prefix_blocks=u.prefix_blocks, prefix_hit=u.hit, dram_cap=dram_cap,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
@@ -247,7 +249,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   per["preemptions"], per["swap_outs"], per["swap_ins"], per["recomputed"],
                   bytes_at[-(-(P + L - 1) // u.block)], r.now, t.swapped_out_bytes, t.swapped_in_bytes, r.steps,
                   t.events, t.peak_used, t.peak_dram, t.peak_running, t.stall_prefill, t.stall_swap, per["offloads"],
-                  thr, per["prefix_hits"], timeline_arrays(t.marks), scheduler=sched.engine_rules,
+                  thr, per["prefix_hits"], timeline_arrays(t.timeline), scheduler=sched.engine_rules,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
                   mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
@@ -264,7 +266,8 @@ def event_state(r: ReplicaState) -> dict:
             "in_dram": np.array(r.in_dram, dtype=np.int64), "dram_used": r.dram_used,
             "finish": np.array(r.tally.finish), "running": tuple(r.running), "waiting": tuple(r.waiting),
             "swapped": tuple(r.swapped), "landing": tuple(i for _, i in r.landing),
-            "not_arrived": tuple(i for _, i in r.arrivals), "leaving": tuple(i for _, i in r.leaving),
+            "not_arrived": (*(i for _, i in r.arrivals), *range(r.open_next, r.n if r.times else 0)),
+            "leaving": tuple(i for _, i in r.leaving),
             "prefilling": r.partial[:1], "prefilled_tokens": r.partial[1:],
             "prefix_blocks": r.prefix_blocks, "swapped_out_bytes": r.tally.swapped_out_bytes,
             "swapped_in_bytes": r.tally.swapped_in_bytes}
@@ -289,14 +292,20 @@ class _EventLoop:
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
+        marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         steps_itself = sched.steps_itself
         events = 0
         while r.done < n:
             events += 1
-            if progress is not None and not events & 4095:
-                progress(r.done, n)
+            if not events & 4095:
+                if progress is not None:
+                    progress(r.done, n)
+                timeline.fromlist(marks)
+                marks.clear()
+                if len(timeline) > kept:
+                    fold_marks(timeline)         # the timeline stays bounded (a few MiB)
             if events > MAX_EVENTS:
                 raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
                                   "lower the arrival rate or --max-batch, or enlarge the pool")
@@ -318,6 +327,8 @@ class _EventLoop:
                 break
             self.decode(out)
         r.tally.events = events
+        timeline.fromlist(marks)
+        marks.clear()
 
     def decode(self, out: int) -> None:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the

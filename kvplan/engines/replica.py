@@ -22,33 +22,39 @@ import bisect
 import heapq
 import itertools
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 
 class Tally:
-    """What the events record: per request (Python lists, numpy arrays at the end) and in all. The scheduler's
+    """What the events record: per request (typed arrays, numpy arrays at the end) and in all. The scheduler's
     decisions and the state's mechanics write it; ``kvplan.calc.sim.metrics`` turns it into the run's figures."""
 
     __slots__ = ("arrival", "admitted", "first_token", "finish", "preemptions", "swap_outs", "swap_ins",
                  "recomputed", "offloads", "prefix_hits", "recompute_hits", "mixed_steps", "mixed_tokens",
                  "swapped_out_bytes", "swapped_in_bytes", "peak_used",
-                 "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks")
+                 "peak_dram", "peak_running", "stall_prefill", "stall_swap", "events", "marks", "timeline")
 
     def __init__(self, n: int) -> None:
-        nan = math.nan
-        self.arrival, self.admitted, self.first_token, self.finish = [nan] * n, [nan] * n, [nan] * n, [nan] * n
-        self.preemptions, self.swap_outs, self.swap_ins, self.recomputed = [0] * n, [0] * n, [0] * n, [0] * n
-        self.offloads = [0] * n
-        self.prefix_hits = [0] * n          # prompt tokens found in the prefix cache at the first prefill
-        self.recompute_hits = [0] * n       # a resumed victim's tokens found in the prefix cache (its own blocks)
+        # typed arrays, 8 bytes an entry (a list of Python floats costs ~32): a million requests' tally is ~90 MB
+        times, counts = array("d", [math.nan]) * n, array("q", [0]) * n
+        self.arrival, self.admitted, self.first_token, self.finish = times, times[:], times[:], times[:]
+        self.preemptions, self.swap_outs, self.swap_ins, self.recomputed = counts, counts[:], counts[:], counts[:]
+        self.offloads = counts[:]
+        self.prefix_hits = counts[:]        # prompt tokens found in the prefix cache at the first prefill
+        self.recompute_hits = counts[:]     # a resumed victim's tokens found in the prefix cache (its own blocks)
         self.mixed_steps = self.mixed_tokens = 0   # steps that ran prefill chunks, and the chunks' tokens
         self.swapped_out_bytes = self.swapped_in_bytes = 0
         self.peak_used = self.peak_dram = self.peak_running = 0
         self.stall_prefill = self.stall_swap = 0.0   # the batch standing still for prefills, and for swap-outs
         self.events = 0
-        self.marks: list[float] = []       # the timeline, five numbers a mark (kvplan.calc.sim.metrics)
+        # the timeline, five numbers a mark, flat: the latest marks in a list (its extend is ~8x an array's), moved
+        # into ``timeline`` by the event loop every 4,096 events, which past MARKS_KEPT marks it folds into cells
+        # of time (kvplan.calc.sim.metrics.fold_marks): bounded
+        self.marks: list[float] = []
+        self.timeline = array("d")
 
 
 class ReplicaState:
@@ -58,8 +64,8 @@ class ReplicaState:
                  "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
-                 "landing", "leaving", "arrivals", "next_id", "done", "out_free", "in_free", "dram_used",
-                 "prefix_cached", "preempted", "freed", "partial")
+                 "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
+                 "dram_used", "prefix_cached", "preempted", "freed", "partial")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -96,8 +102,14 @@ class ReplicaState:
         self.landing: list[tuple[float, int]] = []   # swap-ins in flight: (lands at, request), a heap
         self.leaving: list[tuple[float, int]] = []   # proactive offloads in flight: (lands in DRAM at, request)
         self.closed, self.think_s, self.duration_s = arrivals is None, think_s, duration_s
+        # the arrivals not yet due, a heap: open arrivals (sorted) hold only their next one there, the rest waits in
+        # ``times`` from ``open_next`` on (one heap entry, not a million tuples)
+        self.times: list[float] = []
+        self.open_next = 0
         if arrivals is not None:
-            self.arrivals = [(t, i) for i, t in enumerate(arrivals)]   # already sorted: a valid heap
+            self.times = arrivals
+            self.arrivals = [(arrivals[0], 0)] if n else []
+            self.open_next = 1
             self.next_id = n
         else:
             self.next_id = min(users, n)
@@ -245,10 +257,23 @@ class ReplicaState:
         join the swapped queue, swap-ins that landed join the batch."""
         arrivals, waiting, leaving, landing = self.arrivals, self.waiting, self.leaving, self.landing
         now, heappop = self.now, heapq.heappop
-        while arrivals and arrivals[0][0] <= now:
-            t, i = heappop(arrivals)
-            self.tally.arrival[i] = t
-            waiting.append(i)
+        if self.closed:
+            while arrivals and arrivals[0][0] <= now:
+                t, i = heappop(arrivals)
+                self.tally.arrival[i] = t
+                waiting.append(i)
+        elif arrivals and arrivals[0][0] <= now:
+            times, j, n, arrival = self.times, self.open_next, self.n, self.tally.arrival
+            while arrivals and arrivals[0][0] <= now:
+                t, i = arrivals[0]
+                if j < n:
+                    arrivals[0] = (times[j], j)     # the next open arrival takes the heap's one place
+                    j += 1
+                else:
+                    arrivals.pop()
+                arrival[i] = t
+                waiting.append(i)
+            self.open_next = j
         while leaving and leaving[0][0] <= now:
             _, i = heappop(leaving)
             self.leaving_blocks -= self.held[i]

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import MutableSequence
 from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.scheduling import DEFAULT_VICTIM, DEFAULT_WATERMARK, RuleBook, Scheduler
@@ -166,7 +167,7 @@ class _Batch:
         self.sum_l -= output
         self.gen[i] = -1
 
-    def catch_up(self, steps: int, Pl: list[int], Ll: list[int], finish: list[float]) -> None:
+    def catch_up(self, steps: int, Pl: list[int], Ll: list[int], finish: MutableSequence[float]) -> None:
         """Far members within clip of done move near; near members done by ``steps`` leave (``finish``: the
         requests' finish times)."""
         far, near, gen, clip = self.far, self.near, self.gen, self.clip
