@@ -57,10 +57,17 @@ there without ``ignore_eos``.
   decode step whose new pages do not fit the free ones, requests are retracted in order of fewest output tokens,
   then longest input (ties: the later in the batch), at least one per call and until the step fits, always
   keeping one. A retracted request frees its KV and goes to the back of the waiting queue
-  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again. The radix
-  cache may keep its prompt's KV (``release_kv_cache`` frees only what lies past the prefix it locked, the rest
-  is evictable LRU); kvplan re-prefills all of it past the shared prefix, an upper bound. Retractions are
-  counted as preemptions (cause: retract).
+  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again. The tree cache
+  may keep part of it: ``release_kv_cache(checkpoint=False)`` (``mem_cache/common.py`` @v0.5.23) frees only the
+  tokens past ``cache_protected_len`` (what its last prefill checkpointed into the tree: its prompt, and for a
+  request retracted before, the outputs it re-prefilled) and unlocks the rest, which stays evictable; each
+  victim is followed by an eviction of up to (requests kept) x 20 tokens (``release_req``,
+  ``managers/schedule_batch.py`` @v0.5.23), and a finished request's whole KV stays in the tree too
+  (``checkpoint=True``), all evicted by leaf in LRU order as allocations need pages. SGLang's default tree cache
+  is ``UnifiedRadixCache`` (``mem_cache/registry.py`` @v0.5.23 ``default_radix_cache_factory``) on the Rust
+  TreeCore (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`` "rust", ``environ.py``), whose eviction source is not in
+  the wheel. kvplan does not model the tree: it re-prefills all of a victim's tokens past the shared prefix, an
+  upper bound. Retractions are counted as preemptions (cause: retract).
 * **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
   cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
   ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
