@@ -132,3 +132,13 @@ def test_an_ep_group_is_never_split_over_prefill_and_decode_instances(run_cli):
     d = pd_json(run_cli, "-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "8", "--ep", "8", "--nodes", "2",
                 "--prompt", "4k", "--decode", "300")
     assert d["prefill_instances"] == 1 and d["decode_instances"] == 1
+
+
+def test_the_ratio_table_judges_its_rows_as_the_headline_does(run_cli):
+    # 3,000 + 300 tokens is the table's 10:1 row: the same simulated search gives the same colocated goodput and the
+    # same verdict (the table used the closed form on the mean before, so the two could disagree).
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "3000", "--decode", "300")
+    row = next(r for r in d["by_ratio"] if r["prompt_tokens"] == 3000)
+    assert row["colocated_tokens_per_second"] == pytest.approx(d["colocated_tokens_per_second"], rel=1e-12)
+    assert row["disaggregated_tokens_per_second"] == pytest.approx(d["disaggregated_tokens_per_second"], rel=1e-12)
+    assert row["disaggregation_wins"] == d["recommend_disaggregation"]

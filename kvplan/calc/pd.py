@@ -116,12 +116,13 @@ class RatioRow:
     @property
     def colocated(self) -> Number:
         return Number(self.colocated_tokens_per_second if self.fits else None,
-                      derived("instances x B / mean TPOT at this prompt", f"{self.colocated_tokens_per_second:,.0f}"))
+                      derived("simulated: instances x the output tokens/s of the largest batch meeting the "
+                              "targets at this prompt", f"{self.colocated_tokens_per_second:,.0f}"))
 
     @property
     def disaggregated(self) -> Number:
         return Number(self.disaggregated_tokens_per_second if self.fits else None,
-                      derived("the best split's requests/s x output tokens",
+                      derived("closed form: the best split's requests/s x output tokens",
                               f"{self.disaggregated_tokens_per_second:,.0f}"))
 
     @property
@@ -218,6 +219,10 @@ class _Model:
         rps = b / (d * mean[i] + t_pf) if d else 1 / t_pf
         return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
 
+    def ceiling(self, p: int, d: int) -> int:
+        """No colocated batch above pure decode's (prefills only add to a step) or the KV pool's meets."""
+        return min(max(self.decode_only(p, d).batch, 1), self.fit(p + d), len(self.batches))
+
     def decode_only(self, p: int, d: int) -> Side:
         import numpy as np
 
@@ -231,35 +236,53 @@ class _Model:
         b = int(self.batches[i])
         return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
 
-    def colocated_simulated(self, p: int, d: int, ceiling: int
+    def colocated_simulated(self, scenario: Scenario, start: int, ceiling: int
                             ) -> tuple[int, SimulatedBatch, SimulatedBatch | None]:
         """The largest colocated batch in 1..``ceiling`` whose simulated run (``simulate.simulated_batch``: a closed
-        loop of equal requests whose prefill chunks run among the decode steps as the engine schedules them) meets
-        the targets at their percentile, by bisection (the figures grow with the batch): (batch, its run, the
-        first batch above it that misses, or None when the ceiling meets). Batch 0 when batch 1 misses."""
+        loop of ``scenario``'s equal requests whose prefill chunks run among the decode steps as the engine schedules
+        them) meets the targets at their percentile: galloping from ``start`` (the closed form's batch, near the
+        answer) to a bracket, then bisection (the figures grow with the batch). Returns (batch, its run, the first
+        batch above it, which misses, or None when the ceiling meets); batch 0 when batch 1 misses."""
         from kvplan.calc.simulate import simulated_batch
 
         runs: dict[int, SimulatedBatch] = {}
         targets = self.o.targets
         assert targets is not None
 
-        def run(b: int) -> SimulatedBatch:
+        def meets(b: int) -> bool:
             if b not in runs:
-                runs[b] = simulated_batch(self.s, b, targets)
-            return runs[b]
+                runs[b] = simulated_batch(scenario, b, targets)
+            return runs[b].verdict.meets
 
-        if ceiling < 1 or not run(1).verdict.meets:
-            return 0, run(1), run(1)
-        lo, hi = 1, ceiling          # lo meets; the answer is in lo..hi
-        if run(hi).verdict.meets:
-            return hi, run(hi), None
-        while hi - lo > 1:           # hi misses
+        ceiling = max(ceiling, 1)
+        b, step = min(max(start, 1), ceiling), 1
+        if meets(b):                 # gallop up to the first batch that misses
+            lo = b
+            while True:
+                nxt = min(lo + step, ceiling)
+                if not meets(nxt):
+                    hi = nxt
+                    break
+                if nxt == ceiling:
+                    return ceiling, runs[ceiling], None
+                lo, step = nxt, step * 2
+        else:                        # gallop down to a batch that meets
+            hi = b
+            while True:
+                nxt = max(hi - step, 1)
+                if meets(nxt):
+                    lo = nxt
+                    break
+                if nxt == 1:
+                    return 0, runs[1], runs[1]
+                hi, step = nxt, step * 2
+        while hi - lo > 1:           # lo meets, hi misses
             mid = (lo + hi) // 2
-            if run(mid).verdict.meets:
+            if meets(mid):
                 lo = mid
             else:
                 hi = mid
-        return lo, run(lo), run(hi)
+        return lo, runs[lo], runs[hi]
 
     def split(self, p: int, d: int, instances: int, forced: int | None):
         """(best n_p, requests/s, decode side, T_pf, idle share) over integer splits."""
@@ -359,9 +382,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           "shorten --prompt/--decode, use a smaller --kv-dtype, or larger instances (--tp)")
     targets = o.targets
     assert targets is not None      # PdOptions fills it in
-    t_pf = m.prefill(p)
-    pure = m.decode_only(p, d)      # prefills only add to a step: no colocated batch above pure decode's meets
-    b_sim, sim, miss = m.colocated_simulated(p, d, min(max(pure.batch, 1), m.fit(p + d), len(m.batches)))
+    mean_col, _, t_pf = m.colocated(p, d)       # the closed form on the mean: where the search starts
+    b_sim, sim, miss = m.colocated_simulated(s, mean_col.batch, m.ceiling(p, d))
     if b_sim == 0:
         label = sim.verdict.decided_by
         key = _figure_key(label)
@@ -417,9 +439,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         c, _, _ = m.colocated(pr, d)
+        cb, crun, _ = m.colocated_simulated(s.with_(prompt_tokens=pr, decode_tokens=d), c.batch, m.ceiling(pr, d))
+        c_tps = float(crun.tokens_per_second.value or 0.0) * instances if cb else 0.0
         n, rr, _, _, _ = m.split(pr, d, instances, None)
-        rows.append(RatioRow(pr, r, float(c.tokens_per_second * instances), float(rr * d), n,
-                             bool(rr * d > c.tokens_per_second * instances * WIN_MARGIN), True))
+        rows.append(RatioRow(pr, r, c_tps, float(rr * d), n, bool(rr * d > c_tps * WIN_MARGIN), True))
     wins = [row for row in sorted(rows, key=lambda x: x.ratio) if row.fits and row.disaggregation_wins]
     breakeven = wins[0].ratio if wins else None
 

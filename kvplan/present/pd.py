@@ -84,7 +84,7 @@ def present(plan: PdPlan) -> Result:
     assumptions = (
         "Identical requests saturate every instance. Colocated: the simulator serves a closed loop of the batch's "
         "users (the engine schedules the prefill chunks among the decode steps) and the batch is judged on the TTFT "
-        "and TPOT at the targets' percentile; the batch ratio table uses the closed form on the mean TPOT. "
+        "and TPOT at the targets' percentile (in the ratio table too). "
         "Disaggregated: closed form (a steady decode batch; TTFT without prefill queueing).",
         "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
