@@ -142,3 +142,25 @@ def test_the_ratio_table_judges_its_rows_as_the_headline_does(run_cli):
     assert row["colocated_tokens_per_second"] == pytest.approx(d["colocated_tokens_per_second"], rel=1e-12)
     assert row["disaggregated_tokens_per_second"] == pytest.approx(d["disaggregated_tokens_per_second"], rel=1e-12)
     assert row["disaggregation_wins"] == d["recommend_disaggregation"]
+
+
+def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
+    # Equal requests, pure decode: requests/s = min(n_p / T_pf, n_d x B / (D x TPOT)); goodput = that x D.
+    # Chat case: 1 prefill instance serves 1 / 48.86 ms = 20.47 requests/s; 1 decode instance at B = 194 and its TPOT
+    # ~50 ms serves 194 / (300 x 0.050) = 12.9 requests/s: decode-bound, 12.9 x 300 = 3,881 output tokens/s.
+    d = pd_json(run_cli, *CHAT)
+    n_p, n_d, b, t = d["prefill_instances"], d["decode_instances"], d["decode_batch"], d["tpot_seconds_decode"]
+    rps = min(n_p / d["prefill_seconds"], n_d * b / (300 * t))
+    assert d["disaggregated_tokens_per_second"] == pytest.approx(rps * 300, rel=1e-12)
+    assert t <= 0.05 and (n_p, n_d) == (1, 1)
+    assert d["disaggregated_tokens_per_second"] == pytest.approx(3881, abs=1)
+
+
+def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligible(run_cli):
+    # 1K + 30K: prefill is 0.1% of a replica's time, so the simulated closed loop serves B / TPOT(B) output tokens/s
+    # per instance (Little's law on a steady batch): 2 x 45 / 33.31 ms = 2,702; the simulator's run, with its first
+    # wave of prefills and its drain, gives within 1% of it.
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
+    closed = 2 * d["colocated_batch"] / d["tpot_seconds_plain"]
+    assert d["colocated_tokens_per_second"] == pytest.approx(closed, rel=0.01)
+    assert d["colocated_batch"] == 45

@@ -156,6 +156,7 @@ class PdPlan:
     prefill_instances: Count
     decode_instances: Count
     decode_batch: Count
+    tpot_decode: Seconds              # closed form: the decode instances' steady TPOT at their batch
     disaggregated_tokens_per_second: Number
     idle_share: Fraction
     recommend: bool
@@ -505,6 +506,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                            f"{n_p} of {instances}")),
         Count(instances - n_p, derived("instances - prefill instances", f"{instances} - {n_p}")),
         Count(dec.batch, derived("the decode batch with the most tokens/s meeting the SLO", f"B = {dec.batch}")),
+        dec_tpot_v,
         dis_tps_v, idle_v, recommend, reasons, tuple(rows),
         Number(breakeven, derived("the smallest prompt:output ratio of the table at which disaggregation wins by 5%",
                                   f"{breakeven:g}" if breakeven else "none in 10:1 .. 1:100")),

@@ -39,7 +39,8 @@ def present(plan: PdPlan) -> Result:
         ("KV transfer", plan.transfer), ("exposed after the prefill", plan.transfer_exposed),
         ("TTFT (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
         ("prefill instances", plan.prefill_instances), ("decode instances", plan.decode_instances),
-        ("decode batch under the SLO", plan.decode_batch), ("idle share of the larger pool", plan.idle_share),
+        ("decode batch under the SLO", plan.decode_batch),
+        ("decode TPOT (closed form)", plan.tpot_decode), ("idle share of the larger pool", plan.idle_share),
         ("goodput, output tokens/s", plan.disaggregated_tokens_per_second)))
     rows: list[tuple] = []
     for r in plan.ratios:
@@ -70,7 +71,8 @@ def present(plan: PdPlan) -> Result:
         "kv_transfer_bytes_per_gpu": plan.transfer_bytes_per_gpu, "kv_transfer_seconds": plan.transfer,
         "kv_transfer_exposed_seconds": plan.transfer_exposed, "ttft_seconds_disaggregated": plan.ttft_disaggregated,
         "nic_bytes_per_second": plan.nic, "prefill_instances": plan.prefill_instances,
-        "decode_instances": plan.decode_instances, "decode_batch": plan.decode_batch, "idle_share": plan.idle_share,
+        "decode_instances": plan.decode_instances, "decode_batch": plan.decode_batch,
+        "tpot_seconds_decode": plan.tpot_decode, "idle_share": plan.idle_share,
         "disaggregated_tokens_per_second": plan.disaggregated_tokens_per_second,
         "breakeven_prompt_over_output": plan.breakeven_ratio,
         "recommend_disaggregation": plan.recommend, "disaggregated_over_colocated": plan.margin,
