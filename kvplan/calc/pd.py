@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvplan.calc import capacity, costs
+from kvplan.calc.slo import SloTargets, steady_batch
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.values import (
@@ -43,6 +45,9 @@ from kvplan.specs.values import (
     note,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.calc.simulate import SimulatedBatch
+
 DEFAULT_TPOT_SLO = 0.05
 TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "
                    "(github.com/deepseek-ai/open-infra-index, Day 6 inference system overview)")
@@ -54,14 +59,25 @@ WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be rec
 
 @dataclass(frozen=True)
 class PdOptions:
+    """``targets``: the SLO model's TTFT and TPOT targets at a percentile (default: ``tpot_slo`` at p99, no TTFT
+    target); given, its TPOT target (or the default 50 ms when it has none) replaces ``tpot_slo``."""
+
     tpot_slo: float = DEFAULT_TPOT_SLO
     nic_gbps: float | None = None
     prefill_gpus: int | None = None
     handover_seconds: float = DEFAULT_HANDOVER_SECONDS
     chunked: bool = True
     factors: dict | None = None
+    targets: SloTargets | None = None
 
     def __post_init__(self) -> None:
+        from dataclasses import replace
+
+        t = self.targets if self.targets is not None else SloTargets(tpot=self.tpot_slo)
+        if t.tpot is None:
+            t = replace(t, tpot=self.tpot_slo)
+        object.__setattr__(self, "targets", t)
+        object.__setattr__(self, "tpot_slo", t.tpot)
         slo = self.tpot_slo
         if not (isinstance(slo, (int, float)) and math.isfinite(slo) and 1e-4 <= slo <= 10):
             raise KvplanError(f"--tpot-slo {self.tpot_slo!r} s is outside 0.1 ms .. 10 s", "give it like 50ms")
@@ -100,12 +116,13 @@ class RatioRow:
     @property
     def colocated(self) -> Number:
         return Number(self.colocated_tokens_per_second if self.fits else None,
-                      derived("instances x B / mean TPOT at this prompt", f"{self.colocated_tokens_per_second:,.0f}"))
+                      derived("simulated: instances x the output tokens/s of the largest batch meeting the "
+                              "targets at this prompt", f"{self.colocated_tokens_per_second:,.0f}"))
 
     @property
     def disaggregated(self) -> Number:
         return Number(self.disaggregated_tokens_per_second if self.fits else None,
-                      derived("the best split's requests/s x output tokens",
+                      derived("closed form: the best split's requests/s x output tokens",
                               f"{self.disaggregated_tokens_per_second:,.0f}"))
 
     @property
@@ -128,7 +145,8 @@ class PdPlan:
     colocated_batch: Count
     tpot_plain: Seconds
     tpot_colocated_mean: Seconds
-    tpot_colocated_p99: Seconds
+    tpot_colocated_at: Seconds        # simulated, at the TPOT target's percentile
+    ttft_colocated_at: Seconds        # simulated, at the TTFT target's percentile
     tpot_inflation: Ratio
     colocated_tokens_per_second: Number
     transfer_bytes_per_gpu: Bytes
@@ -138,6 +156,7 @@ class PdPlan:
     prefill_instances: Count
     decode_instances: Count
     decode_batch: Count
+    tpot_decode: Seconds              # closed form: the decode instances' steady TPOT at their batch
     disaggregated_tokens_per_second: Number
     idle_share: Fraction
     recommend: bool
@@ -145,6 +164,9 @@ class PdPlan:
     ratios: tuple[RatioRow, ...]
     breakeven_ratio: Number
     nic: Rate
+    margin: Ratio                     # disaggregated / colocated goodput
+    disaggregated_meets: bool         # the disaggregated TTFT and TPOT meet the targets
+    decided: tuple[Note, ...]         # the figures that decided each side's batch, with their margins
 
 
 def ratio_label(ratio: Number) -> Note:
@@ -198,6 +220,10 @@ class _Model:
         rps = b / (d * mean[i] + t_pf) if d else 1 / t_pf
         return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
 
+    def ceiling(self, p: int, d: int) -> int:
+        """No colocated batch above pure decode's (prefills only add to a step) or the KV pool's meets."""
+        return min(max(self.decode_only(p, d).batch, 1), self.fit(p + d), len(self.batches))
+
     def decode_only(self, p: int, d: int) -> Side:
         import numpy as np
 
@@ -210,6 +236,54 @@ class _Model:
         i = ok[int(np.argmax(tps))]
         b = int(self.batches[i])
         return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
+
+    def colocated_simulated(self, scenario: Scenario, start: int, ceiling: int
+                            ) -> tuple[int, SimulatedBatch, SimulatedBatch | None]:
+        """The largest colocated batch in 1..``ceiling`` whose simulated run (``simulate.simulated_batch``: a closed
+        loop of ``scenario``'s equal requests whose prefill chunks run among the decode steps as the engine schedules
+        them) meets the targets at their percentile: galloping from ``start`` (the closed form's batch, near the
+        answer) to a bracket, then bisection (the figures grow with the batch). Returns (batch, its run, the first
+        batch above it, which misses, or None when the ceiling meets); batch 0 when batch 1 misses."""
+        from kvplan.calc.simulate import simulated_batch
+
+        runs: dict[int, SimulatedBatch] = {}
+        targets = self.o.targets
+        assert targets is not None
+
+        def meets(b: int) -> bool:
+            if b not in runs:
+                runs[b] = simulated_batch(scenario, b, targets)
+            return runs[b].verdict.meets
+
+        ceiling = max(ceiling, 1)
+        b, step = min(max(start, 1), ceiling), 1
+        if meets(b):                 # gallop up to the first batch that misses
+            lo = b
+            while True:
+                nxt = min(lo + step, ceiling)
+                if not meets(nxt):
+                    hi = nxt
+                    break
+                if nxt == ceiling:
+                    return ceiling, runs[ceiling], None
+                lo, step = nxt, step * 2
+        else:                        # gallop down to a batch that meets
+            hi = b
+            while True:
+                nxt = max(hi - step, 1)
+                if meets(nxt):
+                    lo = nxt
+                    break
+                if nxt == 1:
+                    return 0, runs[1], runs[1]
+                hi, step = nxt, step * 2
+        while hi - lo > 1:           # lo meets, hi misses
+            mid = (lo + hi) // 2
+            if meets(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, runs[lo], runs[hi]
 
     def split(self, p: int, d: int, instances: int, forced: int | None):
         """(best n_p, requests/s, decode side, T_pf, idle share) over integer splits."""
@@ -228,6 +302,41 @@ class _Model:
             if best is None or rps > best[1]:
                 best = (n_p, rps, dec, t_pf, idle)
         return best
+
+
+def _figure_key(label: str) -> str:
+    """The figure a verdict's ``decided_by`` names: "TPOT p99" -> tpot_seconds_p99, "attainment" -> slo_attainment."""
+    if label == "attainment":
+        return "slo_attainment"
+    name, q = label.split()
+    return f"{name.lower()}_seconds_{q}"
+
+
+def _decided(targets: SloTargets, b: int, miss, tpot_q: Seconds, ttft_q: Seconds, b_dec: int,
+             dec_tpot: Seconds, ttft: Seconds, dis_meets: bool) -> tuple[Note, ...]:
+    """The figures that decided each side's batch, with their margins to the targets, as notes."""
+    tq, fq = targets.tpot_percentile, targets.ttft_percentile
+    tpot_slo = Seconds(targets.tpot, given(targets.tpot_origin))
+    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=tpot_q,
+               slo=tpot_slo)
+    if targets.ttft is not None:
+        col = col + note(f", TTFT p{fq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=ttft_q,
+                         slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    if miss is not None:
+        label = miss.verdict.decided_by
+        key = _figure_key(label)
+        fig = miss.figures[key]
+        col = col + note(f"; batch {miss.users.value} misses on its {label} " + (
+            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=fig)
+    else:
+        col = col + note("; no larger batch: pure decode's TPOT or the KV pool stops it there")
+    dis = note(f"disaggregated decode batch {b_dec}: TPOT " + "{v:ms:,.1f} ms (closed form: equal requests, no "
+               "prefills) against {slo:ms:g} ms; TTFT {t:ms:,.1f} ms (closed form, no prefill queueing)", v=dec_tpot,
+               slo=tpot_slo, t=ttft)
+    if targets.ttft is not None:
+        dis = dis + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed, so no goodput"),
+                         slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    return col, dis
 
 
 def _two_instances(s: Scenario, g: int) -> str:
@@ -255,6 +364,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if instances < 2:
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of TP x PP = {g}: disaggregation needs two",
                           f"plan two instances ({_two_instances(s, g)}), or a smaller --tp")
+    ep = par.ep or 1
+    if ep > g:      # the EP group spans instances: a prefill or decode instance alone would miss experts
+        raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
+                          f"instance holds {g} of the {ep} expert shards, not every expert",
+                          f"give --tp {ep} so each instance holds the whole EP group, or --ep {g}")
     if o.prefill_gpus is not None:
         if o.prefill_gpus % g or not 0 < o.prefill_gpus < instances * g:
             raise KvplanError(f"--prefill-gpus {o.prefill_gpus} is not a whole number of {g}-GPU instances below "
@@ -267,18 +381,31 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if m.fit(p + d) < 1:
         raise KvplanError(f"one request of {p + d:,} tokens does not fit in an instance's KV pool",
                           "shorten --prompt/--decode, use a smaller --kv-dtype, or larger instances (--tp)")
-    slo = o.tpot_slo
-
-    col, plain, t_pf = m.colocated(p, d)
-    if col.batch == 0:
-        fastest = float(m.tpot_by_batch(p, d)[0]) + t_pf / d
-        raise KvplanError(f"no colocated batch meets the {o.tpot_slo * 1e3:g} ms TPOT SLO: even one request takes "
-                          f"{fastest * 1e3:,.1f} ms per token with its prefill",
-                          f"give --tpot-slo {math.ceil(fastest * 1e3 * 1.1)}ms or more")
+    targets = o.targets
+    assert targets is not None      # PdOptions fills it in
+    mean_col, _, t_pf = m.colocated(p, d)       # the closed form on the mean: where the search starts
+    b_sim, sim, miss = m.colocated_simulated(s, mean_col.batch, m.ceiling(p, d))
+    if b_sim == 0:
+        label = sim.verdict.decided_by
+        key = _figure_key(label)
+        v = sim.figures[key].value
+        flag = "--ttft-slo" if label.startswith("TTFT") else "--tpot-slo"
+        fix = (f"give {flag} {math.ceil(v * 1e3 * 1.1)}ms or more" if v is not None and key != "slo_attainment"
+               else "give a lower --slo-attainment")
+        raise KvplanError(f"no colocated batch meets the {o.tpot_slo * 1e3:g} ms TPOT SLO"
+                          + (f" and the {targets.ttft * 1e3:g} ms TTFT SLO" if targets.ttft is not None else "")
+                          + f": even one request misses on its {label}"
+                          + (f", {v * 1e3:,.1f} ms (simulated)" if v is not None and key != "slo_attainment" else ""),
+                          fix)
+    plain = float(m.tpot_by_batch(p, d)[b_sim - 1])
+    mean_b = float(costs.colocated_tpot(plain, t_pf, b_sim, d))
+    sim_tps = float(sim.tokens_per_second.value or 0.0)
+    col = Side(b_sim, mean_b, sim_tps / d, sim_tps)
     chunks = max(1, math.ceil(p / m.chunk)) if o.chunked else 1
     share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
     dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
-    p99 = col.tpot + (t_pf / chunks if col.batch * chunks / max(d, 1) >= 0.01 else 0.0)
+    tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
+    ttft_q = sim.figures[f"ttft_seconds_p{targets.ttft_percentile}"]
 
     # the KV of the prompt, moved to the decode side: each receiving GPU gets its shard at P tokens
     nbytes = capacity.request_bytes(s, p)
@@ -298,7 +425,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
 
     forced = o.prefill_gpus // g if o.prefill_gpus else None
     n_p, rps, dec, _, idle = m.split(p, d, instances, forced)
-    dis_tps = rps * d
+    # disaggregated decode is a steady batch of equal requests: closed form, TTFT without prefill queueing
+    steady = steady_batch(dec.batch, ttft, dec.tpot, d, targets) if dec.batch else None
+    dis_meets = steady is not None and steady.verdict.meets
+    dis_tps = rps * d if dis_meets else 0.0
     col_tps = col.tokens_per_second * instances
 
     recommend = bool(dis_tps > col_tps * WIN_MARGIN)
@@ -310,9 +440,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         c, _, _ = m.colocated(pr, d)
+        cb, crun, _ = m.colocated_simulated(s.with_(prompt_tokens=pr, decode_tokens=d), c.batch, m.ceiling(pr, d))
+        c_tps = float(crun.tokens_per_second.value or 0.0) * instances if cb else 0.0
         n, rr, _, _, _ = m.split(pr, d, instances, None)
-        rows.append(RatioRow(pr, r, float(c.tokens_per_second * instances), float(rr * d), n,
-                             bool(rr * d > c.tokens_per_second * instances * WIN_MARGIN), True))
+        rows.append(RatioRow(pr, r, c_tps, float(rr * d), n, bool(rr * d > c_tps * WIN_MARGIN), True))
     wins = [row for row in sorted(rows, key=lambda x: x.ratio) if row.fits and row.disaggregation_wins]
     breakeven = wins[0].ratio if wins else None
 
@@ -323,28 +454,37 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                  f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms")
     share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
                                       f"{col.tpot:.6g} / {col.batch})"))
-    col_tpot_v = sec(col.tpot, "TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
-    col_tps_v = Number(col_tps, derived("instances x B / mean TPOT (output tokens/s)",
-                                        f"{instances} x {col.batch} / {col.tpot:.6g}"))
+    col_tpot_v = sec(col.tpot, "closed form: TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
+    col_tps_v = Number(col_tps, derived("simulated: instances x the batch's output tokens / simulated time",
+                                        f"{instances} x {sim_tps:.6g}"))
     nbytes_v = Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B"))
     transfer_v = sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
                      f"{nbytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})")
     exposed_v = sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
                     f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})")
-    dis_tps_v = Number(dis_tps, derived("min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s)",
-                                        f"{rps:.6g} x {d:,}"))
+    dis_tps_v = Number(dis_tps, derived("closed form: min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s); "
+                                        "0 when the TTFT misses its target",
+                                        f"{rps:.6g} x {d:,}" if dis_meets else "the targets are missed"))
     idle_v = Fraction(idle, derived("1 - throughput / the larger pool's capacity", f"{idle:.4f}"))
     reasons = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=col_tpot_v),
-        note(f"colocated: {{tps:,.0f}} output tokens/s on {instances} instances at batch {col.batch} (mean TPOT "
-             "{tpot:ms:,.1f} ms, SLO {slo:ms:g} ms)", tps=col_tps_v, tpot=col_tpot_v, slo=Seconds(slo)),
+        note(f"colocated: {{tps:,.0f}} output tokens/s on {instances} instances at batch {col.batch} (TPOT "
+             f"p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean {{tpot:ms:,.1f}} ms in "
+             "closed form)", tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo), tpot=col_tpot_v),
         note(f"disaggregated: {{tps:,.0f}} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) at "
              f"batch {dec.batch}; the rounding leaves {{idle:.0%}} of the larger pool idle", tps=dis_tps_v,
              idle=idle_v),
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
+    ttft_v = sec(ttft, "closed form: T_pf + exposed transfer + handover (no prefill queueing)",
+                 f"{t_pf:.6g} + {exposed:.6g} + {o.handover_seconds:g}")
+    dec_tpot_v = sec(dec.tpot, "closed form: the steady TPOT of the pure decode batch", f"B = {dec.batch}")
+    margin = dis_tps / col_tps if col_tps else math.inf
+    margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (closed form / simulated)",
+                                     f"{dis_tps:.6g} / {col_tps:.6g}"))
+    decided = _decided(targets, col.batch, miss, tpot_q, ttft_q, dec.batch, dec_tpot_v, ttft_v, dis_meets)
     return PdPlan(
         s, o, Count(instances, derived("DP replicas: instances of TP x PP GPUs", f"{instances}")),
         Count(g, derived("TP x PP", f"{par.tp} x {par.pp}")),
@@ -353,20 +493,21 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         share_v,
         Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
                                    f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
-        Count(col.batch, derived("the batch with the most tokens/s whose mean TPOT with interference meets the SLO",
-                                 f"B = {col.batch}")),
+        Count(col.batch, derived("simulated: the largest batch whose run meets the targets at their percentile "
+                                 "(bisection)", f"B = {col.batch}")),
         sec(plain, "TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"),
         col_tpot_v,
-        sec(p99, "the mean plus one prefill chunk when 1% or more of steps carry one", f"{p99 * 1e3:.3f} ms"),
+        tpot_q, ttft_q,
         Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",
                                                           f"{col.tpot:.6g} / {plain:.6g}")),
         col_tps_v, nbytes_v, transfer_v, exposed_v,
-        sec(ttft, "T_pf + exposed transfer + handover", f"{t_pf:.6g} + {exposed:.6g} + {o.handover_seconds:g}"),
+        ttft_v,
         Count(n_p, derived("the integer split with the most requests/s" if not forced else "given with --prefill-gpus",
                            f"{n_p} of {instances}")),
         Count(instances - n_p, derived("instances - prefill instances", f"{instances} - {n_p}")),
         Count(dec.batch, derived("the decode batch with the most tokens/s meeting the SLO", f"B = {dec.batch}")),
+        dec_tpot_v,
         dis_tps_v, idle_v, recommend, reasons, tuple(rows),
         Number(breakeven, derived("the smallest prompt:output ratio of the table at which disaggregation wins by 5%",
                                   f"{breakeven:g}" if breakeven else "none in 10:1 .. 1:100")),
-        nic_v)
+        nic_v, margin_v, dis_meets, decided)

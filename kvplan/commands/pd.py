@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import TpotSloOpt, scenario_command
+from kvplan.commands.common import SloAttainmentOpt, SloPercentileOpt, TpotSloOpt, TtftSloOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -13,6 +13,9 @@ def pd(
     scenario_args: dict,
     output: dict,
     tpot_slo: TpotSloOpt = "50ms",
+    ttft_slo: TtftSloOpt = None,
+    slo_percentile: SloPercentileOpt = None,
+    slo_attainment: SloAttainmentOpt = None,
     nic_gbps: Annotated[str | None, typer.Option("--nic-gbps", metavar="GB/S", help="NIC per GPU per direction for "
                                                  "the KV transfer (default: the GPU preset's).")] = None,
     prefill_gpus: Annotated[str | None, typer.Option("--prefill-gpus", metavar="N", help="GPUs for prefill "
@@ -34,7 +37,9 @@ def pd(
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     scenario = build_scenario(**scenario_args)
-    options = pd_options(tpot_slo=tpot_slo, nic_gbps=nic_gbps, prefill_gpus=prefill_gpus, handover_ms=handover_ms,
+    options = pd_options(tpot_slo=tpot_slo, ttft_slo=ttft_slo, slo_percentile=slo_percentile,
+                         slo_attainment=slo_attainment, nic_gbps=nic_gbps, prefill_gpus=prefill_gpus,
+                         handover_ms=handover_ms,
                          chunked=not no_chunked, hbm_efficiency=hbm_efficiency, mfu=mfu)
     emit(present(plan_pd(scenario, options)), fmt, output["explain"], output["units"], output["brief"])
 

@@ -100,17 +100,22 @@ def concurrency_options(*, batch: Any = "8", tpot: Any = None, dram: Any = None,
 
 
 # --- tpot ------------------------------------------------------------------------------------------------------
-def pd_options(*, tpot_slo: Any = "50ms", nic_gbps: Any = None, prefill_gpus: Any = None, handover_ms: Any = None,
-               chunked: bool = True, hbm_efficiency: Any = None, mfu: Any = None) -> PdOptions:
-    """``kvplan pd``'s options."""
+def pd_options(*, tpot_slo: Any = "50ms", ttft_slo: Any = None, slo_percentile: Any = None, slo_attainment: Any = None,
+               nic_gbps: Any = None, prefill_gpus: Any = None, handover_ms: Any = None, chunked: bool = True,
+               hbm_efficiency: Any = None, mfu: Any = None) -> PdOptions:
+    """``kvplan pd``'s options: the SLO model's targets (``--tpot-slo`` and ``--ttft-slo`` at ``--slo-percentile``,
+    ``--slo-attainment``; kvplan.calc.slo) and the disaggregation's own."""
     from kvplan.calc.pd import PdOptions
+    from kvplan.calc.slo import parse_targets
 
     handover = parse_float(handover_ms, "--handover-ms", "2") / 1000 if handover_ms is not None else None
     if handover is not None and not 0 <= handover <= 3600:
         raise InputError(f"--handover-ms {handover_ms!r} is not a time in [0, 3,600,000] ms",
                          "give --handover-ms as the per-request handover in milliseconds, e.g. 2")
+    targets = parse_targets(ttft=ttft_slo, tpot=tpot_slo, percentile=slo_percentile, attainment=slo_attainment)
     return PdOptions(
-        tpot_slo=parse_seconds(tpot_slo, "tpot-slo"), nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"),
+        tpot_slo=parse_seconds(tpot_slo, "tpot-slo") if targets.tpot is None else targets.tpot, targets=targets,
+        nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"),
         prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=chunked,
         factors={k: v for k, v in {"hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
                                    "mfu": optional(parse_fraction, mfu, "mfu")}.items() if v is not None},
