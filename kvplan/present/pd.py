@@ -99,4 +99,4 @@ def present(plan: PdPlan) -> Result:
              ("disaggregated tokens/s", plan.disaggregated_tokens_per_second))
     return Result("pd", s.headline() + f"; TPOT SLO {o.tpot_slo * 1e3:g} ms at p{tq}", data,
                   (colocated, disaggregated, sweep), tuple(notes), assumptions, (), brief,
-                  warnings=(verdict, *plan.decided), warnings_first=True)
+                  lead=(verdict, *plan.decided))

@@ -552,7 +552,9 @@ def print_brief(result: Result, file=None, units: str = "iec") -> None:
     from kvplan.render.textlayout import text_lines
 
     out = file or sys.stdout
-    out.write("\n".join(text_lines(result.headline, output_width(out))) + "\n")
+    width = output_width(out)
+    out.write("\n".join(text_lines(result.headline, width)) + "\n")
+    out.writelines(line + "\n" for lead in result.lead for line in text_lines(note_text(lead, units), width))
     warnings = [f"warning: {note_text(warning, units)}\n" for warning in result.warnings]
     if result.warnings_first:
         out.writelines(warnings)

@@ -87,20 +87,23 @@ class Result:
     # the warnings printed right after the headline, before the tables (explain-log: the GPU the log does not
     # state was assumed, which every figure below depends on); else first among the notes
     warnings_first: bool = False
+    # the answer's own lines, printed right after the headline and before the tables, and by --brief after the
+    # headline (pd's verdict and the figure that decided each side): first among the notes in JSON, no warnings
+    lead: tuple[str | Note, ...] = ()
     # printed after the tables and charts, before the notes
     verbatim: tuple[Verbatim, ...] = ()
 
     def lead_notes(self) -> tuple[str | Note, ...]:
-        """The warnings printed before the tables (none unless ``warnings_first``)."""
-        return self.warnings if self.warnings_first else ()
+        """The lines printed before the tables: the lead, then the warnings when ``warnings_first``."""
+        return self.lead + (self.warnings if self.warnings_first else ())
 
     def tail_notes(self) -> tuple[str | Note, ...]:
         """The notes printed under the tables: the warnings (unless printed first), then the notes."""
-        return self.notes if self.warnings_first else self.all_notes()
+        return self.notes if self.warnings_first else self.warnings + self.notes
 
     def all_notes(self) -> tuple[str | Note, ...]:
-        """The warnings, then the notes: what every format prints under the tables."""
-        return self.warnings + self.notes
+        """The lead, the warnings, then the notes: every note a format without a place before the tables prints."""
+        return self.lead + self.warnings + self.notes
 
     def primary_table(self) -> Table:
         for table in self.tables:
