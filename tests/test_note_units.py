@@ -140,6 +140,6 @@ def test_explain_log_does_not_fit_warning_follows_units(run_cli):
         assert r.code == 0, r.err
         return next(w for w in json.loads(r.out)["warnings"] if "leaves no KV pool" in w)
 
-    assert "left of h200's 140.40 GiB x mem_fraction_static 0.911" in warning()
+    assert "left of h200's 140.40 GiB x mem_fraction_static 0.907" in warning()
     si = warning("--units", "si")
-    assert "left of h200's 150.75 GB x mem_fraction_static 0.911" in si and "GiB" not in si
+    assert "left of h200's 150.75 GB x mem_fraction_static 0.907" in si and "GiB" not in si
