@@ -107,7 +107,8 @@ def sglang_scenario(entry: dict):
     line gives it)."""
     from kvplan.scenario import Scenario
 
-    return Scenario(model=entry["model"], hardware=entry["gpu"], tp=entry["tp"], pp=1, dp=1, nodes=1,
+    return Scenario(model=entry["model"], hardware=entry["gpu"], tp=entry["tp"], pp=1, dp=entry.get("dp", 1),
+                    ep=entry.get("ep"), nodes=1,
                     engine=f"sglang=={entry['release']}", weight_dtype=entry.get("weight_dtype"),
                     mem_fraction_static=entry.get("mem_fraction_static"), prompt=1000, decode=1000)
 

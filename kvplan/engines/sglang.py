@@ -134,12 +134,22 @@ CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 
                        (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (math.inf, 16384, 512, 512))
 
 
-def reserved_mb(gpu_mb: float, tp: int, pp: int) -> float:
-    """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE)."""
+def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1) -> float:
+    """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
+    (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
+    max_bs of 300), after the 10 GB floor as reserve_for_graph_mb is added before it."""
     chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
     max_bs = bs_small if tp < 4 else bs_large
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + max_bs * 2
+    graphs = max_bs * 2
+    if attn_dp > 1:
+        graphs += max_bs * attn_dp * 3 + (max_bs * attn_dp * 1.5 if max_bs > 300 else 0)
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
     return max(reserved, 10 * 1024) if gpu_mb > 60 * 1024 else reserved
+
+
+def dp_attention(par: Parallelism) -> bool:
+    """SGLang's DP attention: experts over the DP ranks (the layout launch_command emits --enable-dp-attention for)."""
+    return par.dp > 1 and bool(par.ep) and par.ep > par.tp
 
 
 # profile_max_num_token: rest = free memory after the weights - (free memory before them) x (1 - mem_fraction_static),
@@ -285,11 +295,13 @@ class SglangEngine(Engine):
                               "use a larger GPU, or give --mem-fraction-static")
         if self.since((0, 5, 3)):
             mb = gib * 1024
-            res_mb = reserved_mb(mb, par.tp, par.pp)
+            attn_dp = par.dp if dp_attention(par) else 1
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp)
             value = round((mb - res_mb) / mb, 3)
             return Number(value, derived(
                 "round((GPU MB - reserved) / GPU MB, 3), reserved = 512 + chunked prefill x 1.5 + TP x PP / 8 x 1024 "
-                "+ decode CUDA-graph max_bs x 2 (at least 10,240 above 60 GB)",
+                "+ decode CUDA-graph max_bs x 2 (at least 10,240 above 60 GB; + DP attention's max_bs x DP x 3, "
+                "x 4.5 above 300)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}", NEW_FRACTION_SOURCE, RESERVE_SOURCE))
         formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
         return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
@@ -316,7 +328,8 @@ class SglangEngine(Engine):
             return b
         hw = scenario.hardware
         driver, driver_src = self.pre_load_memory(hw)
-        init = INIT_GIB[0] if par.tp * par.pp == 1 else INIT_GIB[1]
+        ranks = par.tp * par.pp * (par.dp if dp_attention(par) else 1)   # one process group spans them
+        init = INIT_GIB[0] if ranks == 1 else INIT_GIB[1]
         hidden = int((driver + init) * 2**30)
         visible = Bytes(hw.hbm_bytes - hidden, derived(
             "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)",
@@ -461,8 +474,8 @@ class SglangEngine(Engine):
         length and host tier (HiCache). Each flag names the first release that has it as printed."""
         s, par = plan.scenario, plan.scenario.parallelism
         flags: list[Flag] = [Flag("--model-path", hub_model_id(s.model), "the model")]
-        dp_attention = par.dp > 1 and bool(par.ep) and par.ep > par.tp
-        if dp_attention:   # experts over the DP ranks: SGLang's DP attention, its --tp-size spans every rank
+        dp_attn = dp_attention(par)
+        if dp_attn:   # experts over the DP ranks: SGLang's DP attention, its --tp-size spans every rank
             flags.append(Flag("--tp-size", str(par.tp * par.dp), f"SGLang's DP attention: --tp-size is every rank "
                               f"(attention TP {par.tp} x DP {par.dp})"))
         elif par.tp > 1:
@@ -471,8 +484,8 @@ class SglangEngine(Engine):
             flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", PP_SIZE_SINCE, PP_SIZE_SOURCE))
         if par.dp > 1:
             flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
-                              if dp_attention else f"{par.dp} replicas, each with its own pool"))
-        if dp_attention:
+                              if dp_attn else f"{par.dp} replicas, each with its own pool"))
+        if dp_attn:
             flags.append(Flag("--enable-dp-attention", None, f"attention data-parallel over {par.dp} ranks while "
                               f"the experts span EP {par.ep}"))
         if par.ep and par.ep > 1:
@@ -482,7 +495,7 @@ class SglangEngine(Engine):
                                   "2025-08-01) switch EP on with it"))
         sizing = self.sizing_flags(plan, "SGLang", self.kv_flags(), "--max-running-requests", "--mem-fraction-static",
                                    "--context-length", "--page-size")
-        if dp_attention:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
+        if dp_attn:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
             sizing = [replace(f, value=str(plan.batch.value * par.dp),
                               reason=f"{plan.batch.value} per attention-DP rank x {par.dp} ranks: SGLang gives each "
                               f"rank max_running_requests // dp_size", source=DP_RUNNING_SOURCE)
@@ -506,7 +519,7 @@ class SglangEngine(Engine):
             else:
                 notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
                              "must be: no HiCache flags")
-        if dp_attention:
+        if dp_attn:
             notes.append(f"--max-running-requests is the whole server's under DP attention: SGLang gives each of the "
                          f"{par.dp} ranks max_running_requests // dp_size, here {plan.batch.value} (every release: "
                          "v0.4.6 managers/tp_worker.py .. v0.5.23 mem_cache/kv_cache_configurator.py "
