@@ -137,10 +137,10 @@ CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 
 def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1) -> float:
     """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
     (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
-    max_bs of 300), after the 10 GB floor as reserve_for_graph_mb is added before it."""
+    max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor."""
     chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
     max_bs = bs_small if tp < 4 else bs_large
-    graphs = max_bs * 2
+    graphs: float = max_bs * 2
     if attn_dp > 1:
         graphs += max_bs * attn_dp * 3 + (max_bs * attn_dp * 1.5 if max_bs > 300 else 0)
     reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
@@ -149,7 +149,7 @@ def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1) -> float:
 
 def dp_attention(par: Parallelism) -> bool:
     """SGLang's DP attention: experts over the DP ranks (the layout launch_command emits --enable-dp-attention for)."""
-    return par.dp > 1 and bool(par.ep) and par.ep > par.tp
+    return par.dp > 1 and par.ep is not None and par.ep > par.tp
 
 
 # profile_max_num_token: rest = free memory after the weights - (free memory before them) x (1 - mem_fraction_static),
