@@ -313,7 +313,7 @@ class SglangEngine(Engine):
         return Bytes(0, default("SGLang reserves nothing below its fraction: CUDA graphs and activations live in "
                                 "1 - mem_fraction_static", SOURCE))
 
-    def pre_load_memory(self, hw) -> tuple[float, str]:
+    def driver_reserve_gib(self, hw) -> tuple[float, str]:
         """(GiB, source) the CUDA driver keeps below the preset's HBM (vLLM's driver-reserve rule; none on AMD); the
         budget also takes off the context and distributed set-up (INIT_GIB) to get the pre-load free memory."""
         from kvplan.engines.vllm import DRIVER_RESERVE_GIB, DRIVER_RESERVE_SOURCE, UNKNOWN_DRIVER_RESERVE_GIB
@@ -327,7 +327,7 @@ class SglangEngine(Engine):
         if b.given_pool:
             return b
         hw = scenario.hardware
-        driver, driver_src = self.pre_load_memory(hw)
+        driver, driver_src = self.driver_reserve_gib(hw)
         ranks = par.tp * par.pp * (par.dp if dp_attention(par) else 1)   # one process group spans them
         init = INIT_GIB[0] if ranks == 1 else INIT_GIB[1]
         hidden = int((driver + init) * 2**30)
