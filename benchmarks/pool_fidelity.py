@@ -93,6 +93,54 @@ def table(rs: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def load_sglang_index(data: Path = DATA) -> list[dict]:
+    """The [[sglang_log]] entries of the same index (SGLang start-up logs)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads((data / "index.toml").read_text())["sglang_log"]
+
+
+def sglang_scenario(entry: dict):
+    """The deployment as the user told SGLang (no pool, no reserve given; the fraction only when the log's command
+    line gives it)."""
+    from kvplan.scenario import Scenario
+
+    return Scenario(model=entry["model"], hardware=entry["gpu"], tp=entry["tp"], pp=1, dp=entry.get("dp", 1),
+                    ep=entry.get("ep"), nodes=1,
+                    engine=f"sglang=={entry['release']}", weight_dtype=entry.get("weight_dtype"),
+                    mem_fraction_static=entry.get("mem_fraction_static"), prompt=1000, decode=1000)
+
+
+def sglang_budget(entry: dict):
+    s = sglang_scenario(entry)
+    return s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+
+
+def sglang_errors(entry: dict) -> dict[str, float]:
+    """(predicted - logged) / logged for each figure the log prints (pre-load memory, weights, fraction, pool)."""
+    b = sglang_budget(entry)
+    mine = {"pre_load_gib": b.visible.number() / GIB if b.visible else 0.0, "weights_gib": b.weights.number() / GIB,
+            "fraction": b.fraction.value, "pool_gib": b.kv_pool_bytes / GIB}
+    return {k: (mine[k] - v) / v for k, v in entry["logged"].items()}
+
+
+def sglang_table(entries: list[dict]) -> str:
+    lines = ["| SGLang log | split | kind | TP | fraction (kvplan / logged) | logged pool | kvplan pool | error |",
+             "|---|---|---|---|---|---:|---:|---:|"]
+    for e in entries:
+        b = sglang_budget(e)
+        logged = e["logged"]
+        frac = f"{b.fraction.value:g} / {logged.get('fraction', e.get('mem_fraction_static', '?'))}"
+        pool = logged.get("pool_gib")
+        err = "" if pool is None else f"{(b.kv_pool_bytes / GIB - pool) / pool:+.1%}"
+        logged_pool = "-" if pool is None else f"{pool:.2f} GiB"
+        lines.append(f"| {e['id']} | {e['split']} | {e['kind']} | {e['tp']} | {frac} | {logged_pool} | "
+                     f"{b.kv_pool_bytes / GIB:.2f} GiB | {err} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     rs = rows()
     print(table(rs))
@@ -100,6 +148,15 @@ def main() -> None:
     for split in ("fit", "held-out", None):
         med, worst, n = summary(rs, split)
         print(f"{split or 'all'}: {n} logs, median |error| {med:.1%}, worst optimistic {worst:+.1%}")
+    sg = load_sglang_index()
+    print()
+    print(sglang_table(sg))
+    print()
+    for split in ("fit", "held-out"):
+        errs = [sglang_errors(e).get("pool_gib") for e in sg if e["split"] == split]
+        pools = [x for x in errs if x is not None]
+        print(f"sglang {split}: {len(pools)} pools, worst |error| {max(abs(x) for x in pools):.1%}, worst "
+              f"optimistic {max([0.0, *pools]):+.1%}")
     med, worst, _ = summary(rs, "held-out")
     print(f"held_out_median_error: {med * 100:.1f}%")
     print(f"held_out_worst_optimistic: {worst * 100:.1f}%")

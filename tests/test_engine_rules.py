@@ -75,7 +75,7 @@ def concurrency_json(run_cli, *args: str) -> dict:
 
 
 # --- SGLang's default mem_fraction_static -----------------------------------------------------------------
-# SGLang (server_args.py) reserves memory by GPU size, in GiB, with ps = tp x pp:
+# SGLang v0.4.8-v0.5.2 (server_args.py) reserves memory by GPU size, in GiB, with ps = tp x pp (pinned 0.5.2):
 #   < 35: 2.8 + ps/10;  < 90: 9.5 + ps/2;  < 160: 12 + ps/2;  else 32;  fraction = round((mem - reserved) / mem, 3).
 # Each boundary is tested just below and at the threshold, with ps = 1:
 @pytest.mark.parametrize("hbm_gib, expected", [
@@ -88,7 +88,7 @@ def concurrency_json(run_cli, *args: str) -> dict:
 ])
 def test_sglang_default_mem_fraction_on_both_sides_of_each_bucket(run_cli, tmp_path, hbm_gib, expected):
     d = concurrency_json(run_cli, "-m", write_model(tmp_path, TINY), "-g", write_hardware(tmp_path, hbm_gib),
-                         "--tp", "1", "--engine", "sglang")
+                         "--tp", "1", "--engine", "sglang==0.5.2")
     assert d["mem_fraction_static"] == pytest.approx(expected, abs=1e-9)
     assert d["budget"]["utilization"] == pytest.approx(expected, abs=1e-9)
 
@@ -96,13 +96,15 @@ def test_sglang_default_mem_fraction_on_both_sides_of_each_bucket(run_cli, tmp_p
 def test_sglang_fraction_counts_the_parallel_size_and_sets_the_pool(run_cli, tmp_path):
     # 79.65 GiB at TP 8: reserved 9.5 + 8/2 = 13.5;  (79.65 - 13.5) / 79.65 = 0.830508 -> 0.831.
     d = concurrency_json(run_cli, "-m", "llama-3.1-8b", "-g", write_hardware(tmp_path, 79.65), "--tp", "8",
-                         "--engine", "sglang")
+                         "--engine", "sglang==0.5.2")
     assert d["mem_fraction_static"] == pytest.approx(0.831, abs=1e-9)
-    # 160 GiB at TP 1: fraction 0.8 (above). rest = 160 GiB x 0.8 - weights - runtime reserve
-    #   = 137,438,953,472 - 200,000,000 - 1,073,741,824 = 136,165,211,648 B (no activation term for SGLang).
+    # 160 GiB at TP 1: fraction 0.8 (above). rest = pre-load free memory x 0.8 - weights (profile_max_num_token),
+    # the pre-load memory 160 GiB - 0.70 GiB (driver reserve of an unmeasured GPU) - 0.79 GiB (context at TP1)
+    #   = 171,798,691,840 - 1,599,875,317 = 170,198,816,523 B; x 0.8 = 136,159,053,218; - 200,000,000 weights
+    #   = 135,959,053,218 B (no activation or runtime term for SGLang).
     d = concurrency_json(run_cli, "-m", write_model(tmp_path, TINY), "-g", write_hardware(tmp_path, 160.0),
-                         "--tp", "1", "--engine", "sglang")
-    assert d["kv_pool_bytes_per_gpu"] == 136_165_211_648
+                         "--tp", "1", "--engine", "sglang==0.5.2")
+    assert d["kv_pool_bytes_per_gpu"] == 135_959_053_218
 
 
 # --- SGLang page size -------------------------------------------------------------------------------------
@@ -287,7 +289,7 @@ def test_sglang_parallel_size_is_tp_times_pp(run_cli, tmp_path):
     # 100 GiB (the < 160 GiB bucket) at TP 1 x PP 2: ps = 2, reserved 12 + 2/2 = 13; (100 - 13) / 100 = 0.87
     # (ps = TP alone: 12.5 -> 0.875).
     d = concurrency_json(run_cli, "-m", write_model(tmp_path, TINY), "-g", write_hardware(tmp_path, 100.0),
-                         "--tp", "1", "--pp", "2", "--engine", "sglang")
+                         "--tp", "1", "--pp", "2", "--engine", "sglang==0.5.2")
     assert d["mem_fraction_static"] == pytest.approx(0.87, abs=1e-9)
 
 

@@ -43,6 +43,9 @@ class Budget:
     # (CUDA runtime, NCCL and custom all-reduce buffers) and the CUDA-graph memory subtracted from the budget.
     non_torch: Bytes | None = None
     cuda_graphs: Bytes | None = None
+    # The row that takes the HBM down to ``visible``: vLLM's driver reserve; SGLang's also counts the CUDA context and
+    # the distributed set-up before the weights load (its pre-load free memory).
+    hidden_label: str = "- memory the CUDA driver does not report"
 
     @property
     def kv_pool_bytes(self) -> int:
@@ -64,7 +67,7 @@ class Budget:
                                                      "hardware preset hbm_capacity_gib"),)
         if self.visible is not None and self.visible.number() != self.hbm.number():
             hidden = Bytes(self.visible.number() - self.hbm.number(), self.visible.why)
-            head += (("- memory the CUDA driver does not report", hidden, _why(self.visible)),)
+            head += ((self.hidden_label, hidden, _why(self.visible)),)
         if self.non_torch is not None and self.cuda_graphs is not None:
             runtime: tuple[tuple[str, Bytes, str], ...] = (
                 ("- non-torch memory (CUDA, NCCL, all-reduce)", neg(self.non_torch), _why(self.non_torch)),

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import cast
 
+from kvplan.engines import budget as budget_mod
 from kvplan.engines.base import (
     GPU_GENERATION_RULE,
     Engine,
@@ -118,6 +119,50 @@ POOL_DIM_SOURCE = tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py", "c
 SSM_DTYPE_SOURCE = (tag_source("v0.5.8", "server_args.py", "--mamba-ssm-dtype default float32") + "; "
                     + tag_source("v0.5.23", "configs/mamba_utils.py", "mamba2_state_dtype: the config's "
                                  "mamba_ssm_dtype, else float32; conv state bfloat16"))
+
+
+# From v0.5.3 (PR #10975) the default reserve is built, in MB, from the chunked-prefill size and the decode CUDA-graph
+# batch sizes SGLang picks by GPU memory and TP (arg_groups/memory_hook.py _handle_gpu_memory_settings, read in the
+# v0.5.23 wheel): reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + TP x PP / 8 x 1024 + decode max_bs x 2,
+# at least 10,240 MB on a GPU above 60 GB; mem_fraction_static = round((GPU MB - reserved) / GPU MB, 3). Checked:
+# 0.911 on MI355X TP1 (PR #18263's printed value; 16,384 chunk, max_bs 512). Prefill CUDA graphs (len(bs) x 8 MB)
+# are off by default and not counted; DP attention's extra padding (max_bs x dp x 3) is not modelled.
+RESERVE_SOURCE = tag_source("v0.5.23", "arg_groups/memory_hook.py", "_handle_gpu_memory_settings, "
+                            "reserve_for_graph_mb")
+# (GPU memory below, MB: (chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)) by the same function's buckets
+CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
+                       (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (math.inf, 16384, 512, 512))
+
+
+def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1) -> float:
+    """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
+    (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
+    max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor."""
+    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
+    max_bs = bs_small if tp < 4 else bs_large
+    graphs: float = max_bs * 2
+    if attn_dp > 1:
+        graphs += max_bs * attn_dp * 3 + (max_bs * attn_dp * 1.5 if max_bs > 300 else 0)
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
+    return max(reserved, 10 * 1024) if gpu_mb > 60 * 1024 else reserved
+
+
+def dp_attention(par: Parallelism) -> bool:
+    """SGLang's DP attention: experts over the DP ranks (the layout launch_command emits --enable-dp-attention for)."""
+    return par.dp > 1 and par.ep is not None and par.ep > par.tp
+
+
+# profile_max_num_token: rest = free memory after the weights - (free memory before them) x (1 - mem_fraction_static),
+# i.e. pre-load free memory x mem_fraction_static - the weights' memory (mem_cache/kv_cache_configurator.py
+# _profile_available_bytes @v0.5.23; model_runner.py @v0.4.6-v0.5.2). The pre-load free memory ("Load weight begin.
+# avail mem=") is the CUDA-visible total less the CUDA context and torch.distributed / NCCL / custom all-reduce
+# set-up: fitted on the 'fit' logs of tests/data/memory_profiles (SGLang): 0.79 GiB at TP1 (MI355X, Qwen3-30B-A3B:
+# 287.97 - (230.20 + 56.98)) and 2.65 GiB at TP >= 2 (H100 TP4, Qwen3-235B-A22B-FP8: 79.19 - (16.46 + 54.72) / 0.93);
+# the held-out H200 TP8 log prints 137.29 GiB against 140.40 - 0.46 - 2.65 = 137.29.
+INIT_GIB = (0.79, 2.65)
+INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries (Load weight begin / "
+               "end avail mem); " + tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py",
+                                               "_profile_available_bytes"))
 
 
 def reserved_gib(gpu_mem_gib: float, parallel_size: int) -> float:
@@ -248,13 +293,51 @@ class SglangEngine(Engine):
             raise KvplanError(f"{scenario.model.id} does not fit on {hw.id} with SGLang: its default reserve of "
                               f"{reserved:g} GiB leaves nothing of the {gib:g} GiB GPU",
                               "use a larger GPU, or give --mem-fraction-static")
-        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
-        sources = (FRACTION_SOURCE,)
         if self.since((0, 5, 3)):
-            formula += (" (kvplan keeps them: from v0.5.3 SGLang builds the reserve from chunked prefill, CUDA-graph "
-                        "batch sizes and TP x PP, which kvplan does not model; give --mem-fraction-static)")
-            sources += (NEW_FRACTION_SOURCE,)
-        return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}", *sources))
+            mb = gib * 1024
+            attn_dp = par.dp if dp_attention(par) else 1
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp)
+            value = round((mb - res_mb) / mb, 3)
+            return Number(value, derived(
+                "round((GPU MB - reserved) / GPU MB, 3), reserved = 512 + chunked prefill x 1.5 + TP x PP / 8 x 1024 "
+                "+ decode CUDA-graph max_bs x 2 (at least 10,240 above 60 GB; + DP attention's max_bs x DP x 3, "
+                "x 4.5 above 300)",
+                f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}", NEW_FRACTION_SOURCE, RESERVE_SOURCE))
+        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
+        return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
+                                     FRACTION_SOURCE))
+
+    def runtime_reserve(self, scenario):
+        if scenario.runtime_reserve_bytes is not None:
+            return Bytes(scenario.runtime_reserve_bytes, given("--runtime-reserve"))
+        return Bytes(0, default("SGLang reserves nothing below its fraction: CUDA graphs and activations live in "
+                                "1 - mem_fraction_static", SOURCE))
+
+    def driver_reserve_gib(self, hw) -> tuple[float, str]:
+        """(GiB, source) the CUDA driver keeps below the preset's HBM (vLLM's driver-reserve rule; none on AMD); the
+        budget also takes off the context and distributed set-up (INIT_GIB) to get the pre-load free memory."""
+        from kvplan.engines.vllm import DRIVER_RESERVE_GIB, DRIVER_RESERVE_SOURCE, UNKNOWN_DRIVER_RESERVE_GIB
+
+        amd = "amd" in hw.name.lower()
+        driver = 0.0 if amd else DRIVER_RESERVE_GIB.get(hw.id.lower(), UNKNOWN_DRIVER_RESERVE_GIB)
+        return driver, DRIVER_RESERVE_SOURCE
+
+    def budget(self, scenario, model, par):
+        b = super().budget(scenario, model, par)
+        if b.given_pool:
+            return b
+        hw = scenario.hardware
+        driver, driver_src = self.driver_reserve_gib(hw)
+        ranks = par.tp * par.pp * (par.dp if dp_attention(par) else 1)   # one process group spans them
+        init = INIT_GIB[0] if ranks == 1 else INIT_GIB[1]
+        hidden = int((driver + init) * 2**30)
+        visible = Bytes(hw.hbm_bytes - hidden, derived(
+            "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)",
+            f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
+            driver_src, INIT_SOURCE))
+        out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, b.weights, b.activation, b.runtime,
+                                   visible=visible)
+        return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
 
     def activation_reserve(self, scenario, model, par):
         return Bytes(0, default("inside SGLang's 1 - mem_fraction_static headroom", FRACTION_SOURCE))
@@ -379,8 +462,9 @@ class SglangEngine(Engine):
                          "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
                          "model's state dtype.")
         if scenario.mem_fraction_static is None and scenario.kv_pool_bytes is None and self.since((0, 5, 3)):
-            notes.append("The default mem_fraction_static follows SGLang v0.4.8-v0.5.2's reserve buckets; this "
-                         "release computes it otherwise (not modelled): give --mem-fraction-static from its log.")
+            notes.append("The default mem_fraction_static follows v0.5.23's reserve (chunked prefill, decode CUDA "
+                         "graphs, TP x PP); DP attention's extra padding and prefill CUDA graphs are not counted, so "
+                         "with those on, give --mem-fraction-static from the server log.")
         return EngineReport(f"SGLang accounting ({self.release})", tuple(rows), data, tuple(notes))
 
 
@@ -390,8 +474,8 @@ class SglangEngine(Engine):
         length and host tier (HiCache). Each flag names the first release that has it as printed."""
         s, par = plan.scenario, plan.scenario.parallelism
         flags: list[Flag] = [Flag("--model-path", hub_model_id(s.model), "the model")]
-        dp_attention = par.dp > 1 and bool(par.ep) and par.ep > par.tp
-        if dp_attention:   # experts over the DP ranks: SGLang's DP attention, its --tp-size spans every rank
+        dp_attn = dp_attention(par)
+        if dp_attn:   # experts over the DP ranks: SGLang's DP attention, its --tp-size spans every rank
             flags.append(Flag("--tp-size", str(par.tp * par.dp), f"SGLang's DP attention: --tp-size is every rank "
                               f"(attention TP {par.tp} x DP {par.dp})"))
         elif par.tp > 1:
@@ -400,8 +484,8 @@ class SglangEngine(Engine):
             flags.append(Flag("--pp-size", str(par.pp), "the layout's PP degree", PP_SIZE_SINCE, PP_SIZE_SOURCE))
         if par.dp > 1:
             flags.append(Flag("--dp-size", str(par.dp), f"{par.dp} attention DP ranks, each with its own pool"
-                              if dp_attention else f"{par.dp} replicas, each with its own pool"))
-        if dp_attention:
+                              if dp_attn else f"{par.dp} replicas, each with its own pool"))
+        if dp_attn:
             flags.append(Flag("--enable-dp-attention", None, f"attention data-parallel over {par.dp} ranks while "
                               f"the experts span EP {par.ep}"))
         if par.ep and par.ep > 1:
@@ -411,7 +495,7 @@ class SglangEngine(Engine):
                                   "2025-08-01) switch EP on with it"))
         sizing = self.sizing_flags(plan, "SGLang", self.kv_flags(), "--max-running-requests", "--mem-fraction-static",
                                    "--context-length", "--page-size")
-        if dp_attention:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
+        if dp_attn:   # SGLang splits the flag over the attention-DP ranks: give it the whole server's batch
             sizing = [replace(f, value=str(plan.batch.value * par.dp),
                               reason=f"{plan.batch.value} per attention-DP rank x {par.dp} ranks: SGLang gives each "
                               f"rank max_running_requests // dp_size", source=DP_RUNNING_SOURCE)
@@ -435,7 +519,7 @@ class SglangEngine(Engine):
             else:
                 notes.append("the host DRAM per GPU is not larger than the device pool, and HiCache's host pool "
                              "must be: no HiCache flags")
-        if dp_attention:
+        if dp_attn:
             notes.append(f"--max-running-requests is the whole server's under DP attention: SGLang gives each of the "
                          f"{par.dp} ranks max_running_requests // dp_size, here {plan.batch.value} (every release: "
                          "v0.4.6 managers/tp_worker.py .. v0.5.23 mem_cache/kv_cache_configurator.py "
