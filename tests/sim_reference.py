@@ -129,6 +129,20 @@ class RefRun:
         return [getattr(r, name) for r in self.reqs]
 
 
+def _first_arrivals(workload, n: int) -> tuple[list[tuple[float, int]], int]:
+    """The heap of (arrival time, request id) a run starts with, and how many requests it submitted: every request at
+    its arrival time, or a closed loop's first request per user at 0 s."""
+    pending: list[tuple[float, int]] = []
+    if workload.arrivals is not None:
+        for i, t in enumerate(workload.arrivals):
+            heapq.heappush(pending, (float(t), i))
+        return pending, n
+    submitted = min(int(workload.users), n)
+    for i in range(submitted):
+        heapq.heappush(pending, (0.0, i))
+    return pending, submitted
+
+
 def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,
         watermark: float = 0.01, dram_bytes_per_node: int | None = None,
         offload_threshold: float | None = None) -> RefRun:
@@ -185,15 +199,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     swapped: list[Req] = []
     landing: list[Req] = []
     leaving: list[Req] = []          # offloads copying out (lands_at: when the copy lands)
-    pending: list[tuple[float, int]] = []     # (arrival time, request id)
-    if workload.arrivals is not None:
-        for i, t in enumerate(workload.arrivals):
-            heapq.heappush(pending, (float(t), i))
-        submitted = len(reqs)
-    else:
-        submitted = min(int(workload.users), len(reqs))
-        for i in range(submitted):
-            heapq.heappush(pending, (0.0, i))
+    pending, submitted = _first_arrivals(workload, len(reqs))     # (arrival time, request id)
     d2h_free = h2d_free = 0.0        # when each direction of the host link is next idle
     dram_used = 0
     may_admit = True
@@ -475,15 +481,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None) 
     now = 0.0
     running: list[Req] = []
     waiting: list[Req] = []
-    pending: list[tuple[float, int]] = []
-    if workload.arrivals is not None:
-        for i, t in enumerate(workload.arrivals):
-            heapq.heappush(pending, (float(t), i))
-        submitted = len(reqs)
-    else:
-        submitted = min(int(workload.users), len(reqs))
-        for i in range(submitted):
-            heapq.heappush(pending, (0.0, i))
+    pending, submitted = _first_arrivals(workload, len(reqs))
     prefix_warm = False
 
     def tokens(r: Req) -> int:
