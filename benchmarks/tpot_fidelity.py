@@ -39,6 +39,11 @@ V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_
           "vllm-openai-rocm nightly (triton 3.8), TP8, random 1024/1024, --ignore-eos; TPOT = concurrency / output "
           "tok/s (an upper bound: it includes TTFT, which the PR does not publish)")
 
+# InferenceX's H100 gpt-oss script exports VLLM_MXFP4_USE_MARLIN=1 (SemiAnalysisAI/InferenceX@34bc7c4
+# benchmarks/single_node/gptoss_fp4_h100.sh): Marlin's W4A16 MoE, not the triton_kernels matmul_ogs path vLLM picks
+# on Hopper by default, whose fixed latency per MoE layer the H100 preset's upcast_moe_us prices; so --upcast-moe-us 0
+MARLIN = (("upcast_moe_us", 0.0),)
+
 
 def clean_tpot_ms(concurrency: int, output_tok_s: float, ttft_ms: float, output_tokens: int) -> float:
     """TPOT (ms) of a closed-loop benchmark that publishes only its output throughput and mean TTFT: each of the
@@ -73,6 +78,7 @@ class PublishedPoint:
     note: str = ""
     weight_dtype: str | None = None     # when the checkpoint differs from the model preset's
     engine: str = ""                    # engine and release as the source states them
+    factors: tuple[tuple[str, float], ...] = ()   # step-model factors the run's own launch settings fix
 
 
 POINTS = (
@@ -106,7 +112,7 @@ POINTS = (
     PublishedPoint("B10", "gpt-oss-120b", "mi300x", (("tp", 8),), "bf16", 1, 1024, 1024, 4.0, IX1092,
                    "TP8, batch 1 (~249 tok/s per user)"),
     *(PublishedPoint(f"B15{x}", "gpt-oss-120b", "h100-sxm", (("tp", 8),), "bf16", c, 1024, 1024, t, IX828,
-                     f"MXFP4 MoE, TP8, concurrency {c}")
+                     f"MXFP4 MoE, TP8, concurrency {c}", factors=MARLIN)
       for x, c, t in (("a", 4, 3.72), ("b", 8, 4.05), ("c", 16, 4.83), ("d", 32, 5.82), ("e", 64, 7.36))),
     *(PublishedPoint(f"B16{x}", "gpt-oss-120b", "mi300x", (("tp", 8),), "bf16", c, 1024, 1024,
                      round(c / tps * 1e3, 2), V55934, f"TP8, concurrency {c}: {tps:,} output tok/s")
@@ -181,7 +187,7 @@ def predict(point: PublishedPoint) -> float:
     s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
                  prompt_tokens=point.prompt, decode_tokens=point.decode, weight_dtype=point.weight_dtype,
                  **dict(point.parallel))
-    return plan_tpot(s, TpotOptions(batch=point.batch)).tpot_mean.value * 1e3
+    return plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors))).tpot_mean.value * 1e3
 
 
 def fit_ids() -> set[str]:

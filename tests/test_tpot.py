@@ -359,3 +359,34 @@ def test_decode_mean_is_the_trapezoid_rule():
     # steps of 1, 3 and 2 s at t = 0, 1 and 3: area (1 + 3) / 2 x 1 + (3 + 2) / 2 x 2 = 2 + 5 = 7 over 3 steps
     assert _mean_over([1.0, 3.0, 2.0], [0.0, 1.0, 3.0], 3) == pytest.approx(7 / 3, rel=1e-15)
     assert _mean_over([4.0], [0.0], 0) == 4.0   # no decode: the one step
+
+
+def test_upcast_moe_latency_is_priced_per_moe_layer_only_for_upcast_experts():
+    # gpt-oss-20b (24 MoE layers, MXFP4 experts) on one H100, which has no FP4 matrix cores: vLLM's default MXFP4
+    # path there (triton_kernels matmul_ogs) adds the preset's upcast_moe_us, 79 us, per MoE layer:
+    # 24 x 79 us = 1.896 ms per step, whatever the batch; --upcast-moe-us 0 (Marlin) takes it out.
+    def step(model, gpu, **factors):
+        s = Scenario(model=load_model(model), hardware=load_hardware(gpu), tp=1, dp=1)
+        return costs.step_model(s, costs.step_factors(s.hardware, **factors))
+
+    default, marlin = step("gpt-oss-20b", "h100-sxm"), step("gpt-oss-20b", "h100-sxm", upcast_moe_us=0.0)
+    assert default.moe_latency_s == pytest.approx(24 * 79e-6)
+    assert marlin.moe_latency_s == 0.0
+    for b in (1, 8):
+        with_it, without = default.step(b, 0.0, 0.0), marlin.step(b, 0.0, 0.0)
+        assert with_it["moe"] - without["moe"] == pytest.approx(1.896e-3)
+        assert with_it["total"] - without["total"] == pytest.approx(1.896e-3)
+    assert default.step(0, 0.0, 0.0)["moe"] == 0.0          # no token, no MoE kernel
+    # B200 multiplies MXFP4 natively: no upcast, no latency, even if one is given
+    assert step("gpt-oss-20b", "b200", upcast_moe_us=79.0).moe_latency_s == 0.0
+    # a dense model has no MoE layer: 0 x 79 us
+    assert step("llama-3.1-8b", "h100-sxm").moe_latency_s == 0.0
+
+
+def test_upcast_moe_us_flag_reaches_the_step(run_cli):
+    base = ("-m", "gpt-oss-20b", "-g", "h100-sxm", "--tp", "1", "--batch", "1", "--prompt", "1000",
+            "--decode", "0", "--shape", "cohort")
+    moe = tpot_json(run_cli, *base)["step_breakdown"]["start"]["moe_seconds"]
+    off = tpot_json(run_cli, *base, "--upcast-moe-us", "0")["step_breakdown"]["start"]["moe_seconds"]
+    ten = tpot_json(run_cli, *base, "--upcast-moe-us", "10")["step_breakdown"]["start"]["moe_seconds"]
+    assert moe - off == pytest.approx(24 * 79e-6) and ten - off == pytest.approx(24 * 10e-6)

@@ -19,9 +19,10 @@ fidelity = importlib.util.module_from_spec(spec)
 sys.modules["tpot_fidelity"] = fidelity
 spec.loader.exec_module(fidelity)
 BY_ID = {p.id: p for p in fidelity.POINTS}
-# today 8.9% (15.1% before A100's overhead_us_per_layer was fitted on B23b/d) and B19a (gpt-oss-20b, 1 x H100,
-# batch 1, -40.0%): the targets (8%, 30%) are not met yet
-HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.10, 0.41
+# today 8.5% (8.9% before H100's upcast_moe_us was fitted on B19b/B22b, 15.1% before A100's overhead_us_per_layer
+# was fitted on B23b/d) and B16b (gpt-oss-120b TP8 on MI300X, concurrency 8, -24.5%; B19a was -40.0% before
+# upcast_moe_us): every held-out point is within 30%, the 8% median is not met yet
+HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.09, 0.26
 
 
 @pytest.mark.parametrize("point_id, tolerance", [
@@ -42,8 +43,9 @@ HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.10, 0.41
     # more than of the fit)
     ("B23a", 0.06), ("B23c", 0.04), ("B23e", 0.05),
     ("B20a", 0.23), ("B20c", 0.23),     # gpt-oss-20b on one B200, batch 1, BF16 1K and FP8 KV 125K (-15%, -15%)
-    ("B22a", 0.30),                     # gpt-oss-20b on one H100, batch 8 at 20K (-23%)
-    ("B19a", 0.45),                     # gpt-oss-20b on one H100, batch 1 (-40%): the worst, a TP1 MoE intercept
+    # gpt-oss-20b on one H100 on vLLM's default MXFP4 path (matmul_ogs): batch 8 at 20K (+1%) and batch 1 (+7%);
+    # -23% and -40% before upcast_moe_us (79 us per MoE layer, fitted on B19b and B22b)
+    ("B22a", 0.03), ("B19a", 0.10),
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]

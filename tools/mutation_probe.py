@@ -328,6 +328,12 @@ MUTANTS: tuple[Mutant, ...] = (
     M("kv-stage-bound-inclusive", "kvplan/calc/kv.py", "if stage.start <= i < stage.stop",
       "if stage.start <= i <= stage.stop"),
     # --- the decode step model, tpot and pd (kvplan/calc/costs.py, tpot.py, pd.py) ---------------------------
+    M("upcast-moe-latency-off", COSTS, 'moe_latency = moe_layers * f.value("upcast_moe_us") * 1e-6 if upcast_experts',
+      'moe_latency = 0 * f.value("upcast_moe_us") * 1e-6 if upcast_experts'),
+    M("upcast-moe-latency-every-moe", COSTS, "1e-6 if upcast_experts else 0.0", "1e-6 if is_moe else 0.0"),
+    M("upcast-moe-latency-per-layer", COSTS, 'moe_latency = moe_layers * f.value("upcast_moe_us")',
+      'moe_latency = model.num_layers * f.value("upcast_moe_us")'),
+    M("upcast-moe-latency-at-batch-0", COSTS, "self.moe_latency_s * (tokens > 0)", "self.moe_latency_s"),
     M("step-moe-coverage-k", COSTS, "(1 - (1 - self.top_k / self.num_experts) ** t)",
       "(1 - (1 - (self.top_k + 1) / self.num_experts) ** t)"),
     M("step-attention-bf16-peak", COSTS, "compute_peak(hw, \"bf16\") * f.value(\"mfu\")", "peak * f.value(\"mfu\")"),

@@ -36,6 +36,9 @@ def tpot(
                                                         "per MoE layer per step (routing, permutation).")] = None,
     gemm_floor_us: Annotated[str | None, typer.Option("--gemm-floor-us", metavar="US", help="The least one "
                                                       "decode GEMM takes (default: the GPU preset's).")] = None,
+    upcast_moe_us: Annotated[str | None, typer.Option("--upcast-moe-us", metavar="US", help="Fixed latency per "
+                                                      "MoE layer of experts upcast in-kernel (MXFP4 on Hopper: "
+                                                      "the GPU preset's; 0 for vLLM's Marlin path).")] = None,
     request_overhead_us: Annotated[str | None, typer.Option("--request-overhead-us", metavar="US", help="Overhead "
                                                             "per request per step (scheduling, sampling, outputs)."
                                                             )] = None,
@@ -67,7 +70,7 @@ def tpot(
     factors = {"hbm": hbm_efficiency, "mfu": mfu, "prefill_mfu": prefill_mfu, "overhead_us_per_layer": overhead_us,
                "overhead_us_per_step": step_overhead_us, "overhead_us_per_moe_layer": moe_overhead_us,
                "overhead_us_per_request": request_overhead_us, "gemm_floor_us": gemm_floor_us,
-               "allreduce_latency_us": allreduce_latency_us}
+               "allreduce_latency_us": allreduce_latency_us, "upcast_moe_us": upcast_moe_us}
     request = tpot_request(scenario_args, batch=batch, shape=shape, batches=batches, contexts=contexts,
                            factors=factors, spec_tokens=spec_tokens, draft_model=draft_model, accept=accept,
                            measured=measured, save_calibration=save_calibration)

@@ -37,6 +37,7 @@ FACTOR_FLAGS = {   # TpotOptions.factors key -> the flag, and whether it is a fr
     "overhead_us_per_layer": ("--overhead-us", False), "overhead_us_per_step": ("--step-overhead-us", False),
     "overhead_us_per_moe_layer": ("--moe-overhead-us", False),
     "overhead_us_per_request": ("--request-overhead-us", False), "gemm_floor_us": ("--gemm-floor-us", False),
+    "upcast_moe_us": ("--upcast-moe-us", False),
     "allreduce_latency_us": ("--allreduce-latency-us", False),
 }
 
