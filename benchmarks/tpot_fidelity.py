@@ -170,7 +170,7 @@ NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # model change above, written here before any of their predictions was computed, and never used to fit or tune a
 # factor. Reported apart from the held-out set (never_seen_errors); kept out of POINTS so the held-out figure
 # stays comparable across passes. Both sources publish more than one sweep; every row found is kept, outliers
-# included (N8 below).
+# included (N9 below).
 IX828_ALL = ("github.com/SemiAnalysisAI/InferenceX/issues/828, the sweep's tables 'sorted by TPOT' (1K/1K, 1K/8K, "
              "8K/1K; TPOT as published, 2 decimals) and its 'Power Cost of Interactivity' list (TPOT to 1 decimal, "
              "used where the table row was not found); vLLM, gptoss-fp4-h100 config: VLLM_MXFP4_USE_MARLIN=1 "
@@ -187,7 +187,7 @@ NEVER_SEEN = (
           (4, 64, 1024, 1024, 9.89), (2, 64, 1024, 1024, 15.21),
           (8, 4, 1024, 8192, 3.68), (8, 8, 1024, 8192, 4.00), (8, 16, 1024, 8192, 4.5), (8, 32, 1024, 8192, 5.6),
           (4, 64, 1024, 8192, 9.6), (2, 64, 1024, 8192, 14.6),
-          (8, 64, 1024, 8192, 16.0),     # N8: slower than TP4 at the same concurrency, as published
+          (8, 64, 1024, 8192, 16.0),     # N9: slower than TP4 and TP2 at the same concurrency, as published
           (8, 4, 8192, 1024, 3.9), (8, 8, 8192, 1024, 4.6), (4, 4, 8192, 1024, 4.5), (4, 8, 8192, 1024, 5.6),
           (4, 16, 8192, 1024, 7.5), (4, 64, 8192, 1024, 17.2), (2, 64, 8192, 1024, 27.2)), start=1)),
     *(PublishedPoint(f"N{i}", "deepseek-r1", "mi355x", (("tp", 8),), "bf16", c, isl, osl, t, ATOM409,
