@@ -381,6 +381,10 @@ def test_upcast_moe_latency_is_priced_per_moe_layer_only_for_upcast_experts():
     assert step("gpt-oss-20b", "b200", upcast_moe_us=79.0).moe_latency_s == 0.0
     # a dense model has no MoE layer: 0 x 79 us
     assert step("llama-3.1-8b", "h100-sxm").moe_latency_s == 0.0
+    # only MoE layers count: DeepSeek-R1 (61 layers, the first 3 dense) with MXFP4 experts at TP8 on H100:
+    # 58 x 79 us = 4.582 ms (61 x 79 us would be 4.819)
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h100-sxm"), tp=8, weight_dtype="mxfp4")
+    assert costs.step_model(s).moe_latency_s == pytest.approx(58 * 79e-6)
 
 
 def test_upcast_moe_us_flag_reaches_the_step(run_cli):
