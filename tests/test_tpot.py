@@ -394,3 +394,41 @@ def test_upcast_moe_us_flag_reaches_the_step(run_cli):
     off = tpot_json(run_cli, *base, "--upcast-moe-us", "0")["step_breakdown"]["start"]["moe_seconds"]
     ten = tpot_json(run_cli, *base, "--upcast-moe-us", "10")["step_breakdown"]["start"]["moe_seconds"]
     assert moe - off == pytest.approx(24 * 79e-6) and ten - off == pytest.approx(24 * 10e-6)
+
+
+def test_speculative_mtp_takes_the_published_acceptance_lengths():
+    from kvplan.calc.tpot import parse_speculative
+
+    # DeepSeek's MTP module: "80% to 90%" acceptance of the second token (ISCA'25 section 2.3.3): 1 + 0.85 = 1.85;
+    # SGLang's MTP blog (lmsys.org/blog/2025-07-17-mtp): accept length 2.18 with 3 draft tokens, 2.44 with 4
+    assert parse_speculative("mtp")[:2] == (1, 1.85)
+    assert parse_speculative("MTP:3")[:2] == (3, 2.18)
+    assert parse_speculative("mtp:4")[:2] == (4, 2.44)
+    for bad in ("eagle", "mtp:2", "mtp:x"):
+        with pytest.raises(KvplanError):
+            parse_speculative(bad)
+
+
+def test_speculative_mtp_gain_on_deepseek_r1_matches_the_published_speedups(run_cli):
+    # DeepSeek-R1 with one MTP draft token at batch 1: published TPOT speedups 1.63x (vLLM PR #12755, QPS 1, 81-82%
+    # acceptance), 1.76x (SGLang PR #3582, batch 1) and "1.8x" (DeepSeek, ISCA'25 section 2.3.3). kvplan: the verify
+    # step at 2 tokens plus one MTP layer's step, over 1.85 accepted tokens
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                  "--decode", "1000", "--speculative", "mtp")
+    sp = d["speculative"]
+    assert sp["spec_tokens"] == 1 and sp["accept_start"] == 1.85 == sp["accept_end"]
+    assert 1.55 <= sp["gain_mean"] <= 1.85
+    # the user's --accept wins over the published figure; K stays the method's
+    mine = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                     "--decode", "1000", "--speculative", "mtp:3", "--accept", "2.6-0.00001/token")["speculative"]
+    assert mine["spec_tokens"] == 3 and mine["accept_start"] == pytest.approx(2.6 - 0.00001 * 1000)
+
+
+def test_speculative_refusals_are_one_line(run_cli):
+    cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--spec-tokens", "1"),
+              "--speculative and --spec-tokens both given"))
+    for args, words in cases:
+        r = run_cli("tpot", *args)
+        assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err

@@ -328,6 +328,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("kv-stage-bound-inclusive", "kvplan/calc/kv.py", "if stage.start <= i < stage.stop",
       "if stage.start <= i <= stage.stop"),
     # --- the decode step model, tpot and pd (kvplan/calc/costs.py, tpot.py, pd.py) ---------------------------
+    M("speculative-mtp1-accept", TPOT, "    1: (1.85, ", "    1: (1.9, "),
+    M("speculative-any-mtp-model", "kvplan/options/tpot.py",
+      'if not built.model.mtp_layers or not built.model.id.startswith("deepseek-"):', "if not built.model.mtp_layers:"),
+    M("speculative-user-accept-ignored", "kvplan/options/tpot.py", "        if accept is None:\n            accept = f",
+      "        if True:\n            accept = f"),
     M("upcast-moe-latency-off", COSTS, 'moe_latency = moe_layers * f.value("upcast_moe_us") * 1e-6 if upcast_experts',
       'moe_latency = 0 * f.value("upcast_moe_us") * 1e-6 if upcast_experts'),
     M("upcast-moe-latency-every-moe", COSTS, "1e-6 if upcast_experts else 0.0", "1e-6 if is_moe else 0.0"),

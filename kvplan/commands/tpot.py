@@ -49,6 +49,10 @@ def tpot(
                                                     "(with --mtp-layers or --draft-model).")] = None,
     draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="ID|FILE",
                                                     help="A draft model for speculative decoding.")] = None,
+    speculative: Annotated[str | None, typer.Option("--speculative", metavar="mtp[:K]", help="Speculative decoding "
+                                                    "with DeepSeek's MTP head and K draft tokens (1, 3 or 4), at "
+                                                    "its published acceptance length unless --accept is given.")
+                           ] = None,
     accept: Annotated[str | None, typer.Option("--accept", metavar="LEN", help="Tokens accepted per verify step, "
                                                "bonus included: 2.4, or 2.4-0.00002/token (falling with context).")
                       ] = None,
@@ -73,7 +77,7 @@ def tpot(
                "allreduce_latency_us": allreduce_latency_us, "upcast_moe_us": upcast_moe_us}
     request = tpot_request(scenario_args, batch=batch, shape=shape, batches=batches, contexts=contexts,
                            factors=factors, spec_tokens=spec_tokens, draft_model=draft_model, accept=accept,
-                           measured=measured, save_calibration=save_calibration)
+                           measured=measured, save_calibration=save_calibration, speculative=speculative)
     scenario, calibration = request.scenario, request.calibration
     plan = plan_tpot(scenario, request.options)
     result = present(plan, _calibration_view(calibration) if calibration else None)
