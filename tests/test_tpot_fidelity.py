@@ -1,9 +1,10 @@
 """kvplan's TPOT against published decode measurements (benchmarks/tpot_fidelity.py holds the points and their
 sources). Factors fitted to points (fidelity.IN_SAMPLE): the H100 and B200 per-layer and per-step overheads (B1a,
 B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100; the MoE-layer one re-fitted
-to 13 us with the per-GEMM floor priced), MI300X's upcast_hbm (B9a-c), A100's per-layer overhead (B23b, B23d) and H100's upcast_moe_us (B19b, B22b:
-vLLM's default MXFP4 MoE path on Hopper). The per-GEMM floor (10.3 us) is sourced from microbenchmarks (sglang PR
-#5820), not fitted. The never-seen set (fidelity.NEVER_SEEN) is pinned apart, as ceilings.
+to 13 us with the per-GEMM floor priced), MI300X's upcast_hbm (B9a-c), A100's per-layer overhead (B23b, B23d)
+and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper). The per-GEMM floor (10.3 us)
+is sourced from microbenchmarks (sglang PR #5820), not fitted. The never-seen set (fidelity.NEVER_SEEN) is pinned
+apart, as ceilings.
 The pins below are all out of sample; their tolerances are about 1.5 x today's error, so a rule changed by a step
 shows. B17's TPOTs are derived from published throughput and mean TTFT (fidelity.clean_tpot_ms), pinned by hand."""
 
