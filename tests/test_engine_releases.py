@@ -373,11 +373,15 @@ def test_sglang_counts_the_ssm_state_in_fp32():
 # --- SGLang default mem_fraction_static (server_args.py @v0.5.2, PR #7054; replaced in v0.5.3, PR #10975) ------
 def test_sglang_fraction_buckets_by_release(run_cli):
     # H200 140.40 GiB at TP 8: reserved 12 + 8/2 = 16 GiB; round((140.40 - 16) / 140.40, 3) = round(0.88604, 3)
-    # = 0.886 from v0.4.8. v0.4.6-v0.4.7 used per-TP constants the document does not give: refused.
+    # = 0.886 from v0.4.8. v0.4.6-v0.4.7 (server_args.py in those wheels) had no reserve: above 81,920 MiB v0.4.6
+    # keeps 13 GiB, (143,770 - 13,312) / 143,770 = 0.907408; v0.4.7 above 96 GiB takes min(0.88 + 49,152 x 0.12 /
+    # 143,770, (143,770 - 18,432) / 143,770) = min(0.92103, 0.871795) = 0.871795.
     args = ("-m", "llama-3.1-8b", "-g", "h200", "--tp", "8")
     assert concurrency(run_cli, *args, "--engine", "sglang==0.4.8")["mem_fraction_static"] == 0.886
-    r = run_cli("concurrency", *args, "--engine", "sglang==0.4.7", "-f", "json")
-    assert r.code == 2 and "--mem-fraction-static" in r.err
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.7")["mem_fraction_static"] == pytest.approx(
+        0.871795, abs=5e-6)
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.6")["mem_fraction_static"] == pytest.approx(
+        0.907408, abs=5e-6)
     assert concurrency(run_cli, *args, "--engine", "sglang==0.4.7", "--mem-fraction-static", "0.8")[
         "mem_fraction_static"] == 0.8
     # From v0.5.3 the reserve is built in MB (arg_groups/memory_hook.py @v0.5.23): 512 + 8,192 x 1.5 + 8 / 8 x
@@ -387,6 +391,48 @@ def test_sglang_fraction_buckets_by_release(run_cli):
     assert old["mem_fraction_static"] == 0.886 and new["mem_fraction_static"] == 0.897
     assert not any("v0.5.23's reserve" in n for n in old["notes"])
     assert any("v0.5.23's reserve" in n for n in new["notes"])
+
+
+def test_sglang_v0_4_6_and_v0_4_7_fixed_fractions():
+    # server_args.py @v0.4.6 / @v0.4.7: up to 81,920 MiB the fraction is fixed by parallel size, 0.88 / 0.87 / 0.85 /
+    # 0.81 at 1 / 2 / 4 / 8; v0.4.7 counts TP x PP. H100 (81,559 MiB) is below the line.
+    from kvplan.scenario import Scenario
+
+    def frac(engine, **kw):
+        s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine, **kw)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert [frac("sglang==0.4.6", tp=t) for t in (1, 2, 4, 8)] == [0.88, 0.87, 0.85, 0.81]
+    assert frac("sglang==0.4.7", tp=2, pp=2) == 0.85   # TP x PP 4 (v0.4.6 has no PP)
+    # v0.4.7 with speculative decoding on a GPU up to 96 GiB: x 0.95 (0.88 x 0.95 = 0.836)
+    assert frac("sglang==0.4.7", tp=1, spec_tokens=3) == pytest.approx(0.836)
+    assert frac("sglang==0.4.6", tp=1, spec_tokens=3) == 0.88
+    # v0.4.7 on a CUDA GPU above 180,000 MiB (B200, 183,357 MiB): 0.79; on MI300X (AMD, 191.98 GiB = 196,587.52 MiB)
+    # the 96 GiB rule: min(0.88 + 49,152 x 0.12 / 196,587.52, (196,587.52 - 18,432) / 196,587.52)
+    # = min(0.91000, 0.906240) = 0.906240
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("b200"), engine="sglang==0.4.7", tp=1)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.79
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("mi300x"), engine="sglang==0.4.7", tp=1)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == pytest.approx(0.906240, abs=5e-7)
+
+
+def test_sglang_v0_4_8_reserve_extras_for_speculative_and_dp_attention():
+    # server_args.py @v0.4.8-v0.5.2: reserved += 2 GiB with a speculative algorithm, += 4 GiB with DP attention.
+    # H100 79.65 GiB TP1: reserved 9.5 + 0.5 = 10 GiB -> round(69.65 / 79.65, 3) = 0.874; with speculative decoding
+    # 12 GiB -> round(67.65 / 79.65, 3) = 0.849. v0.5.3+'s reserve has no speculative term: 0.835 either way.
+    from kvplan.scenario import Scenario
+
+    def frac(engine, **kw):
+        s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine, tp=1, **kw)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert frac("sglang==0.5.2") == 0.874 and frac("sglang==0.5.2", spec_tokens=3) == 0.849
+    assert frac("sglang") == frac("sglang", spec_tokens=3) == 0.835
+    # DP attention (SGLang --tp 8 --dp 8 --enable-dp-attention; kvplan's TP 1 x DP 8, EP 8) on H200: kvplan's v0.4.8
+    # bucket takes its TP x PP, 1: reserved = 12 + 1/2 + 4 = 16.5 GiB -> round((140.40 - 16.5) / 140.40, 3) = 0.882
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), engine="sglang==0.5.2", tp=1, dp=8,
+                 ep=8, weight_dtype="fp8")
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.882
 
 
 def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
@@ -414,7 +460,7 @@ def sglang_launch(engine: str, **kw):
 
     base = dict(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
                 kv_pool_bytes=64 * GIB, prompt_tokens=1000, decode_tokens=30_000, engine=engine,
-                mem_fraction_static=0.85)   # v0.4.6-v0.4.7 defaults are not modelled
+                mem_fraction_static=0.85)   # a fraction given, as the old tests did
     base.update(kw)
     s = Scenario(**base)
     plan = plan_recommend(s)

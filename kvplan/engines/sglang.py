@@ -82,14 +82,31 @@ SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model
 FRACTION_SOURCE = ("sgl-project/sglang @v0.5.2 python/sglang/srt/server_args.py (PR #7054, v0.4.8-v0.5.2): default "
                    "mem_fraction_static = round((GPU memory - reserved) / GPU memory, 3), reserved bucketed by GPU "
                    "size: < 35 GiB 2.8 + ps/10, < 90 GiB 9.5 + ps/2, < 160 GiB 12 + ps/2, else 32 (ps = TP x PP)")
+# v0.4.8-v0.5.2 add to that reserve 2 GiB with speculative decoding ("draft model and larger cuda graph buffers"; 6 GiB
+# for v0.5.2's STANDALONE algorithm, a separate draft LM) and 4 GiB with DP attention (server_args.py __post_init__,
+# read in the v0.4.8 and v0.5.2 wheels).
+SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 4.0
+RESERVE_EXTRAS_SOURCE = ("sgl-project/sglang @v0.4.8 and @v0.5.2 python/sglang/srt/server_args.py (reserved_mem += "
+                         "2 GiB with a speculative algorithm, += 4 GiB with --enable-dp-attention)")
+# v0.4.6 and v0.4.7 had no reserve: fixed fractions by parallel size on GPUs up to 81,920 MiB (nvidia-smi's total),
+# 0.79 / 0.81 / 0.85 / 0.87 / 0.88 at >= 16 / >= 8 / >= 4 / >= 2 / 1 (v0.4.6: TP, it has no PP; v0.4.7: TP x PP). Above 81,920 MiB
+# v0.4.6 keeps 13 GiB free, (GPU - 13 GiB) / GPU, unrounded; v0.4.7 starts from 0.88 and takes 0.79 on a CUDA GPU
+# above 180,000 MiB, else above 96 GiB min(f + 48 GiB x (1 - f) / GPU, (GPU - 18 GiB) / GPU) (20 GiB with
+# speculative decoding), and x 0.95 at or below 96 GiB with speculative decoding (read in the v0.4.6 and v0.4.7 wheels).
+FIXED_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+FIXED_FRACTION_SOURCE = ("sgl-project/sglang @v0.4.6 and @v0.4.7 python/sglang/srt/server_args.py (__post_init__: "
+                         "mem_fraction_static by tensor (v0.4.7: tensor x pipeline) parallel size up to 81,920 MiB; "
+                         "the large-GPU branch)")
 
 # --- releases ----------------------------------------------------------------------------------------------------
 OLDEST, NEWEST = (0, 4, 6), (0, 5, 23)
 RELEASES = (OLDEST, NEWEST)
-# Releases where a rule kvplan models changes: 0.4.8 the reserve buckets; 0.5.3 those buckets replaced, V3.2 cell
+# Releases where a rule kvplan models changes: 0.4.7 the fixed fractions by TP x PP and the large-GPU rule; 0.4.8
+# the reserve buckets; 0.5.3 those buckets replaced, V3.2 cell
 # without the indexer; 0.5.4 trtllm_mla pages on Blackwell, the indexer in the cell; 0.5.7 trtllm_mha pages on
 # Blackwell; 0.5.17 the V3.2 cell at the pool's 656 B; 0.5.23 trtllm_mha also keeps 128-token pages.
-BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 17), (0, 5, 23))
+BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 17),
+                                   (0, 5, 23))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:
@@ -281,10 +298,9 @@ class SglangEngine(Engine):
         if scenario.mem_fraction_static is not None:
             return Number(scenario.mem_fraction_static, given("--mem-fraction-static"))
         hw = scenario.hardware
+        speculative = bool(scenario.spec_tokens or scenario.mtp_layers or scenario.draft is not None)
         if not self.since((0, 4, 8)):
-            raise KvplanError(f"SGLang {release_text(self.version)}'s default mem_fraction_static (fixed per-TP "
-                              "constants of v0.4.6-v0.4.7) is not modelled",
-                              "give --mem-fraction-static from the server log, or --kv-pool")
+            return self._fixed_fraction(hw, par, speculative)
         gib = hw.hbm_capacity_gib.value
         ps = par.tp * par.pp
         reserved = reserved_gib(gib, ps)
@@ -303,9 +319,46 @@ class SglangEngine(Engine):
                 "+ decode CUDA-graph max_bs x 2 (at least 10,240 above 60 GB; + DP attention's max_bs x DP x 3, "
                 "x 4.5 above 300)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}", NEW_FRACTION_SOURCE, RESERVE_SOURCE))
-        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
+        extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
+        if dp_attention(par):
+            extras.append((DP_ATTENTION_RESERVE_GIB, "DP attention"))
+        if extras:
+            reserved += sum(g for g, _ in extras)
+            value = round((gib - reserved) / gib, 3)
+        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2" + "".join(
+            f" + {g:g} GiB with {what}" for g, what in extras)
         return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
-                                     FRACTION_SOURCE))
+                                     FRACTION_SOURCE, *((RESERVE_EXTRAS_SOURCE,) if extras else ())))
+
+    def _fixed_fraction(self, hw, par: Parallelism, speculative: bool) -> Number:
+        """v0.4.6-v0.4.7's default mem_fraction_static (FIXED_FRACTION_SOURCE): no reserve, fixed fractions by
+        parallel size on GPUs up to 81,920 MiB, a large-GPU rule above."""
+        mib = hw.hbm_capacity_gib.value * 1024
+        v047 = self.since((0, 4, 7))
+        ps = par.tp * par.pp   # v0.4.6 reads TP alone, and has no PP
+        fixed = next(f for size, f in FIXED_FRACTIONS if ps >= size)
+        if not v047:
+            if mib <= 81920:
+                return Number(fixed, derived("v0.4.6: fixed by TP up to 81,920 MiB (0.88 / 0.87 / 0.85 / 0.81 / "
+                                             "0.79 from TP 1 / 2 / 4 / 8 / 16)", f"TP {ps}: {fixed:g}",
+                                             FIXED_FRACTION_SOURCE))
+            value = (mib - 13 * 1024) / mib
+            return Number(value, derived("v0.4.6 above 81,920 MiB: (GPU MiB - 13 GiB) / GPU MiB",
+                                         f"({mib:,.0f} - 13,312) / {mib:,.0f} = {value:.4f}", FIXED_FRACTION_SOURCE))
+        value = fixed if mib <= 81920 else 0.88
+        amd = "amd" in hw.name.lower()
+        if mib > 180_000 and not amd:
+            value, why = 0.79, "0.79 on a CUDA GPU above 180,000 MiB"
+        elif mib > 96 * 1024:
+            keep = 20 if speculative else 18
+            value = min(value + 48 * 1024 * (1 - value) / mib, (mib - keep * 1024) / mib)
+            why = f"min(0.88 + 48 GiB x 0.12 / GPU, (GPU - {keep} GiB) / GPU) above 96 GiB"
+        else:
+            why = f"fixed by TP x PP {ps} up to 81,920 MiB" if mib <= 81920 else "0.88 from 81,920 MiB to 96 GiB"
+            if speculative:
+                value, why = value * 0.95, why + ", x 0.95 with speculative decoding"
+        return Number(value, derived("v0.4.7's default mem_fraction_static", f"{why}: {value:.4f}",
+                                     FIXED_FRACTION_SOURCE))
 
     def runtime_reserve(self, scenario):
         if scenario.runtime_reserve_bytes is not None:
