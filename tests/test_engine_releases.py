@@ -433,6 +433,11 @@ def test_sglang_v0_4_8_reserve_extras_for_speculative_and_dp_attention():
         return s.engine_adapter.memory_fraction(s, s.parallelism).value
 
     assert frac("sglang==0.5.2") == 0.874 and frac("sglang==0.5.2", spec_tokens=3) == 0.849
+    # the bucket's parallel size is TP x PP: TP 2 x PP 2 reserves 9.5 + 4/2 = 11.5 GiB -> round(68.15 / 79.65, 3)
+    # = 0.856 (TP alone would give 10.5 GiB, 0.868)
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine="sglang==0.5.2", tp=2,
+                 pp=2)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.856
     assert frac("sglang==0.5.9") == 0.835 and frac("sglang==0.5.9", spec_tokens=3) == 0.810
     assert frac("sglang==0.5.13") == 0.830 and frac("sglang==0.5.13", spec_tokens=3) == 0.779
     assert frac("sglang==0.5.14", mtp_layers=1) == frac("sglang") == frac("sglang", spec_tokens=3) == 0.830

@@ -89,10 +89,11 @@ SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 4.0
 RESERVE_EXTRAS_SOURCE = ("sgl-project/sglang @v0.4.8 and @v0.5.2 python/sglang/srt/server_args.py (reserved_mem += "
                          "2 GiB with a speculative algorithm, += 4 GiB with --enable-dp-attention)")
 # v0.4.6 and v0.4.7 had no reserve: fixed fractions by parallel size on GPUs up to 81,920 MiB (nvidia-smi's total),
-# 0.79 / 0.81 / 0.85 / 0.87 / 0.88 at >= 16 / >= 8 / >= 4 / >= 2 / 1 (v0.4.6: TP, it has no PP; v0.4.7: TP x PP). Above 81,920 MiB
-# v0.4.6 keeps 13 GiB free, (GPU - 13 GiB) / GPU, unrounded; v0.4.7 starts from 0.88 and takes 0.79 on a CUDA GPU
-# above 180,000 MiB, else above 96 GiB min(f + 48 GiB x (1 - f) / GPU, (GPU - 18 GiB) / GPU) (20 GiB with
-# speculative decoding), and x 0.95 at or below 96 GiB with speculative decoding (read in the v0.4.6 and v0.4.7 wheels).
+# 0.79 / 0.81 / 0.85 / 0.87 / 0.88 at >= 16 / >= 8 / >= 4 / >= 2 / 1 (v0.4.6: TP, it has no PP; v0.4.7: TP x PP).
+# Above 81,920 MiB v0.4.6 keeps 13 GiB free, (GPU - 13 GiB) / GPU, unrounded; v0.4.7 starts from 0.88 and takes
+# 0.79 on a CUDA GPU above 180,000 MiB, else above 96 GiB min(f + 48 GiB x (1 - f) / GPU, (GPU - 18 GiB) / GPU)
+# (20 GiB with speculative decoding), and x 0.95 at or below 96 GiB with speculative decoding (read in the v0.4.6
+# and v0.4.7 wheels).
 FIXED_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 FIXED_FRACTION_SOURCE = ("sgl-project/sglang @v0.4.6 and @v0.4.7 python/sglang/srt/server_args.py (__post_init__: "
                          "mem_fraction_static by tensor (v0.4.7: tensor x pipeline) parallel size up to 81,920 MiB; "
@@ -400,12 +401,12 @@ class SglangEngine(Engine):
         parallel size on GPUs up to 81,920 MiB, a large-GPU rule above."""
         mib = hw.hbm_capacity_gib.value * 1024
         v047 = self.since((0, 4, 7))
-        ps = par.tp * par.pp   # v0.4.6 reads TP alone, and has no PP
-        fixed = next(f for size, f in FIXED_FRACTIONS if ps >= size)
+        size = par.tp * par.pp   # v0.4.6 reads TP alone, and has no PP
+        fixed = next(f for least, f in FIXED_FRACTIONS if size >= least)
         if not v047:
             if mib <= 81920:
                 return Number(fixed, derived("v0.4.6: fixed by TP up to 81,920 MiB (0.88 / 0.87 / 0.85 / 0.81 / "
-                                             "0.79 from TP 1 / 2 / 4 / 8 / 16)", f"TP {ps}: {fixed:g}",
+                                             "0.79 from TP 1 / 2 / 4 / 8 / 16)", f"TP {size}: {fixed:g}",
                                              FIXED_FRACTION_SOURCE))
             value = (mib - 13 * 1024) / mib
             return Number(value, derived("v0.4.6 above 81,920 MiB: (GPU MiB - 13 GiB) / GPU MiB",
@@ -419,7 +420,7 @@ class SglangEngine(Engine):
             value = min(value + 48 * 1024 * (1 - value) / mib, (mib - keep * 1024) / mib)
             why = f"min(0.88 + 48 GiB x 0.12 / GPU, (GPU - {keep} GiB) / GPU) above 96 GiB"
         else:
-            why = f"fixed by TP x PP {ps} up to 81,920 MiB" if mib <= 81920 else "0.88 from 81,920 MiB to 96 GiB"
+            why = f"fixed by TP x PP {size} up to 81,920 MiB" if mib <= 81920 else "0.88 from 81,920 MiB to 96 GiB"
             if speculative:
                 value, why = value * 0.95, why + ", x 0.95 with speculative decoding"
         return Number(value, derived("v0.4.7's default mem_fraction_static", f"{why}: {value:.4f}",
