@@ -143,10 +143,9 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
     if hw_id != cal.hardware:
         raise InputError(f"--calibration {shorten(cal.path)} was fitted on {cal.hardware}, not {hw_id}",
                          f"give -g {cal.hardware}, or calibrate on {hw_id} with its own runs")
-    from kvplan import engines
-
     engine_text = typed.get("engine") or "neutral"
-    engine_id = engines.get(engine_text).id
+    engine_id = getattr(engine_text, "id", None) or str(engine_text).partition("==")[0].strip().lower()   # an
+    # adapter's id, or kvplan.engines.get's key as it reads a name
     if engine_id != cal.engine.split("==")[0].strip().lower():
         # refused, as another model or GPU is: the reserve was fitted in that engine's budget and the step factors
         # to that engine's measured steps
