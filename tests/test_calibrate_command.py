@@ -389,7 +389,7 @@ def test_a_prefill_fit_at_its_bound_says_so(run_cli, tmp_path):
     bench.write_text(json.dumps(quick) + "\n")
     doc = run_json(run_cli, *LLAMA, str(bench))
     assert doc["fitted"]["prefill_mfu"] == 1.0
-    assert any("prefill fit stopped at a bound (prefill_mfu 1)" in n for n in doc["notes"])
+    assert any("prefill fit stopped at a bound (prefill_mfu 1.0)" in n for n in doc["notes"])
 
 
 def test_sglang_scrape_with_its_run(run_cli, tmp_path):

@@ -605,14 +605,14 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
     if prefill is not None:
         fitted_values["prefill_mfu"], light = prefill
         if prefill[0] in (0.01, 1.0):
-            notes.append(f"The prefill fit stopped at a bound (prefill_mfu {prefill[0]:g}): the light runs' TTFT is "
-                         "outside what kvplan's prefill reaches (at 1.0, more than a prefill at the full dense peak: "
-                         "queueing or a slower frontend; at 0.01, less).")
-        notes.append(f"prefill_mfu is fitted to the mean TTFT of {len(light)} light run(s) (at most {LIGHT_BATCH:g} "
+            notes.append(f"The prefill fit stopped at a bound (prefill_mfu {round(prefill[0], 4)}): the light runs' "
+                         "TTFT is outside what kvplan's prefill reaches (at 1.0, more than a prefill at the full "
+                         "dense peak: queueing or a slower frontend; at 0.01, less).")
+        notes.append(f"prefill_mfu is fitted to the mean TTFT of {len(light)} light run(s) (at most {LIGHT_BATCH} "
                      "requests in flight per replica), taken as one prefill on an idle replica plus the engine's "
                      "frontend latency; heavier runs' TTFT is compared as a lower bound.")
     elif loads:
-        notes.append(f"No run is light (at most {LIGHT_BATCH:g} requests in flight per replica) with a mean TTFT: "
+        notes.append(f"No run is light (at most {LIGHT_BATCH} requests in flight per replica) with a mean TTFT: "
                      "prefill_mfu is not fitted.")
     fitted_f = costs.step_factors(scenario.hardware, **fitted_values)
     fitted_step = costs.step_model(scenario, fitted_f)
