@@ -102,15 +102,20 @@ def load_sglang_index(data: Path = DATA) -> list[dict]:
     return tomllib.loads((data / "index.toml").read_text())["sglang_log"]
 
 
-def sglang_scenario(entry: dict):
+def sglang_scenario(entry: dict, data: Path = DATA):
     """The deployment as the user told SGLang (no pool, no reserve given; the fraction only when the log's command
-    line gives it)."""
+    line gives it). A model with a '/' is a config folder under ``data``; a GPU the built-in presets lack is a
+    preset file in ``data``/presets."""
     from kvplan.scenario import Scenario
 
-    return Scenario(model=entry["model"], hardware=entry["gpu"], tp=entry["tp"], pp=1, dp=entry.get("dp", 1),
+    model = entry["model"]
+    if "/" in model:
+        model = str(data / model)
+    return Scenario(model=model, hardware=entry["gpu"], tp=entry["tp"], pp=1, dp=entry.get("dp", 1),
                     ep=entry.get("ep"), nodes=1,
                     engine=f"sglang=={entry['release']}", weight_dtype=entry.get("weight_dtype"),
-                    mem_fraction_static=entry.get("mem_fraction_static"), prompt=1000, decode=1000)
+                    mem_fraction_static=entry.get("mem_fraction_static"), prompt=1000, decode=1000,
+                    presets_dir=data / "presets")
 
 
 def sglang_budget(entry: dict):

@@ -73,6 +73,13 @@ and scenario dataclasses it makes (~2 ms, dataclasses' own processing), typer bu
 hand-written slotted spec classes (would lose `fields()`, `replace()` and the pydantic boundary), our own
 renderer on a terminal (rich stays the terminal's renderer), rich with fixed column widths on a terminal
 (measured: ~1 ms of its ~6 ms layout, and not the same text).
+
+2026-12-06 (pool20, issue 20 part 3, a reported 1.21x on `size`): `python -X importtime -m kvplan size -f json`
+loads no SLO, calibration, simulate or SGLang module, nor numpy; kvplan's own imports, the least of 7 runs per
+module, take 21.3 ms against 20.1 ms at a564202 (the Result's new fields, the scenario's rules), and built-in
+presets still import tomllib (~1.2 ms) and parse two files (~0.7 ms). Side by side on the loaded machine (11 pairs,
+floor 118-160 ms): a564202 1.13 / 1.07, this tree 1.12 / 1.16 (`size` / `size -f json`); alone, 1.11 / 1.10 and,
+at a 197 ms floor, 1.06 / 1.04: within the run-to-run spread, so nothing was changed.
 """
 
 from __future__ import annotations

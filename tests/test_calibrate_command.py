@@ -142,7 +142,7 @@ def test_scrape_without_a_run_is_not_comparable_but_shown(run_cli):
 
 
 # --- the round trip: a synthetic run from known factors ----------------------------------------------------------
-TRUTH = {"hbm": 0.62, "mfu": 0.40, "overhead_us_per_step": 700.0}
+TRUTH = {"hbm": 0.62, "mfu": 0.40, "overhead_us_per_step": 700.0, "prefill_mfu": 0.30}
 BATCHES = (1, 8, 64, 256, 512)
 
 
@@ -157,16 +157,21 @@ def synthetic_runs(path: Path, prompt: int = 512, output: int = 256) -> list[flo
 
     s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", gpus="1", engine="vllm")
     step = costs.step_model(s, costs.step_factors(s.hardware, **TRUTH))
+    # the client's TTFT of one prompt on an idle replica: its prefill at TRUTH's prefill_mfu (one chunk of 512) +
+    # vLLM's 19 ms frontend latency; the B = 1 run is the light one prefill_mfu is fitted to (the others' TTFT, 50 ms,
+    # is only a lower bound for kvplan and is not fitted)
+    ttft = step.prefill_seconds(prompt, 0, 8192) + s.engine_adapter.frontend_latency[0]
     lines, tpots = [], []
     for b in BATCHES:
         t = float(step.steady_tpot(prompt, output, b))
         tpots.append(t)
+        first_ms = ttft * 1e3 if b == 1 else 50.0
         n = 2 * b
         lines.append(json.dumps({
             "endpoint_type": "vllm", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
             "num_prompts": n, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": b, "duration": 100.0,
             "completed": n, "failed": 0, "total_input_tokens": prompt * n, "total_output_tokens": output * n,
-            "request_throughput": n / 100, "mean_ttft_ms": 50.0, "median_ttft_ms": 50.0, "p99_ttft_ms": 90.0,
+            "request_throughput": n / 100, "mean_ttft_ms": first_ms, "median_ttft_ms": first_ms, "p99_ttft_ms": 90.0,
             "mean_tpot_ms": t * 1e3, "median_tpot_ms": t * 1e3, "p99_tpot_ms": t * 1.2e3}))
     path.write_text("\n".join(lines) + "\n")
     return tpots
@@ -185,6 +190,11 @@ def test_round_trip_recovers_the_factors_and_the_error_drops(run_cli, tmp_path):
         assert abs(c["error_before"]) > 0.2     # -25.8% .. -29.6% with the preset's factors
         assert abs(c["error_after"]) < 1e-9 and abs(c["error_after"]) < abs(c["error_before"])
     assert doc["step_fit"]["rms_relative_error"] < 1e-9
+    # TTFT: the light run's mean, prefill_mfu 0.30 recovered; at the preset's 0.65 kvplan's prefill of 512 tokens
+    # (2 x 8.03 G x 512 = 8.2 TFLOP at 989 TFLOP/s: 12.8 ms at 0.65, 27.7 ms at 0.30, compute-bound over the 7.7 ms
+    # weight read) is far short of it
+    (light,) = [c for c in doc["compared"] if c["figure"] == "TTFT mean" and c["status"] == "fitted"]
+    assert light["error_before"] < -0.2 and abs(light["error_after"]) < 1e-9
     # the file: the fitted values, the residual of each figure, the inputs
     from kvplan.inputs.calibration_file import read_calibration
 
@@ -201,7 +211,7 @@ def test_round_trip_with_one_load_fits_hbm_only(run_cli, tmp_path):
     synthetic_runs(bench)
     bench.write_text(bench.read_text().splitlines()[2] + "\n")    # the B = 64 run alone: memory-bound
     doc = run_json(run_cli, *LLAMA, str(bench))
-    assert set(doc["fitted"]) == {"hbm"}
+    assert set(doc["fitted"]) == {"hbm"}   # B = 64: no light run, so no prefill_mfu either
     (c,) = [c for c in doc["compared"] if c["figure"] == "TPOT mean"]
     assert abs(c["error_after"]) < 1e-9 < abs(c["error_before"])
 
@@ -365,8 +375,21 @@ def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
     fast["mean_tpot_ms"] = 1.0      # 1 ms a step: faster than reading llama-3.1-8b's 16 GB at the full 3.35 TB/s
     bench.write_text(json.dumps(fast) + "\n")
     doc = run_json(run_cli, *LLAMA, str(bench))
-    assert doc["fitted"] == {"hbm": 1.0}
+    assert doc["fitted"]["hbm"] == 1.0 and set(doc["fitted"]) == {"hbm", "prefill_mfu"}   # B = 1: a light run
     assert any("stopped at a bound (hbm 1.0)" in n for n in doc["notes"])
+
+
+def test_a_prefill_fit_at_its_bound_says_so(run_cli, tmp_path):
+    # a light run whose TTFT (5 ms) is below one chunk's weight read (16.06 GB at the hbm fitted to its TPOT, 0.62:
+    # 7.7 ms), which no prefill_mfu shortens: the fit stops at 1.0 and says so
+    bench = tmp_path / "quick.json"
+    synthetic_runs(bench)
+    quick = json.loads(bench.read_text().splitlines()[0])
+    quick["mean_ttft_ms"] = 5.0
+    bench.write_text(json.dumps(quick) + "\n")
+    doc = run_json(run_cli, *LLAMA, str(bench))
+    assert doc["fitted"]["prefill_mfu"] == 1.0
+    assert any("prefill fit stopped at a bound (prefill_mfu 1.0)" in n for n in doc["notes"])
 
 
 def test_sglang_scrape_with_its_run(run_cli, tmp_path):
@@ -387,3 +410,73 @@ def test_sglang_scrape_with_its_run(run_cli, tmp_path):
     pool = run_cli("concurrency", *LLAMA, "-f", "json").json()["kv_pool_bytes_per_gpu"]
     assert f["KV cache usage"]["kvplan_before"] == pytest.approx(8 * 1536 * 131072 / pool, rel=1e-12)
     assert f["TTFT mean (/metrics)"]["measured"] == pytest.approx(0.048)
+
+
+# --- the engine a calibration was fitted with; plan files naming one (kvplan check) ----------------------------------
+def test_a_calibration_fitted_with_another_engine_is_refused(run_cli, tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    synthetic_runs(bench)
+    cal = tmp_path / "cal.toml"
+    assert run_cli("calibrate", *LLAMA, "--engine", "vllm", str(bench), "--save", str(cal)).code == 0
+    assert 'engine = "vllm"' in cal.read_text()
+    args = ("tpot", *LLAMA, "--batch", "8", "-f", "json", "--calibration", str(cal))
+    assert run_cli(*args, "--engine", "vllm==0.11.0").code == 0      # the same engine at a pinned release
+    r = run_cli(*args, "--engine", "sglang")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "was fitted with --engine vllm, not sglang" in r.err and "Traceback" not in r.err
+    r = run_cli(*args)   # no --engine: kvplan's neutral engine, not the one the runs measured
+    assert r.code == 2 and "was fitted with --engine vllm, not neutral" in r.err
+
+
+PLAN = """[deployment]
+model = "llama-3.1-8b"
+hardware = "h100-sxm"
+tp = 1
+gpus = 1
+{calibration}
+[[assert]]
+metric = "tpot_seconds"
+batch = 8
+at_most = "{bound}"
+"""
+
+
+def test_a_plan_file_names_its_calibration(run_cli, tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    synthetic_runs(bench)
+    cal = tmp_path / "cal.toml"
+    assert run_cli("calibrate", *LLAMA, str(bench), "--save", str(cal)).code == 0
+    # TPOT at batch 8 of the default request: the preset's factors and the calibrated ones, by the tpot command
+    args = ("tpot", *LLAMA, "--batch", "8", "-f", "json")
+    plain = run_cli(*args).json()["tpot_seconds_mean"]
+    fitted = run_cli(*args, "--calibration", str(cal)).json()["tpot_seconds_mean"]
+    assert fitted > 1.2 * plain
+    bound = f"{(plain + fitted) / 2 * 1e3:.3f}ms"   # met by the preset's factors, missed by the calibrated ones
+    plain_plan = tmp_path / "plain.toml"
+    plain_plan.write_text(PLAN.format(calibration="", bound=bound))
+    assert run_cli("check", str(plain_plan)).code == 0
+    # the plan names the file, relative to itself
+    (tmp_path / "plans").mkdir()
+    cal_plan = tmp_path / "plans" / "cal.toml"
+    cal_plan.write_text(PLAN.format(calibration='calibration = "../cal.toml"', bound=bound))
+    r = run_cli("check", str(cal_plan), "-f", "json")
+    assert r.code == 1
+    # kvplan check --calibration FILE applies it to a plan that names none
+    assert run_cli("check", str(plain_plan), "--calibration", str(cal)).code == 1
+
+
+def test_a_plan_files_bad_calibration_is_one_line(run_cli, tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(calibration='calibration = "missing.toml"', bound="1s"))
+    r = run_cli("check", str(plan))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert "missing.toml" in r.err and "plan.toml" in r.err
+    bad = tmp_path / "bad.toml"
+    bad.write_text('type = "calibration"\nversion = 1\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\n'
+                   'engine = "neutral"\ntp = 1\n[step]\nprefill_mfu = 1.5\n')
+    plan.write_text(PLAN.format(calibration='calibration = "bad.toml"', bound="1s"))
+    r = run_cli("check", str(plan))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "prefill_mfu = 1.5 is out of range" in r.err
+    r = run_cli("check", str(tmp_path / "plan.toml"), "--calibration", str(tmp_path / "nope.toml"))
+    assert r.code == 2 and "nope.toml" in r.err and len(r.err.strip().splitlines()) == 1

@@ -373,20 +373,79 @@ def test_sglang_counts_the_ssm_state_in_fp32():
 # --- SGLang default mem_fraction_static (server_args.py @v0.5.2, PR #7054; replaced in v0.5.3, PR #10975) ------
 def test_sglang_fraction_buckets_by_release(run_cli):
     # H200 140.40 GiB at TP 8: reserved 12 + 8/2 = 16 GiB; round((140.40 - 16) / 140.40, 3) = round(0.88604, 3)
-    # = 0.886 from v0.4.8. v0.4.6-v0.4.7 used per-TP constants the document does not give: refused.
+    # = 0.886 from v0.4.8. v0.4.6-v0.4.7 (server_args.py in those wheels) had no reserve: above 81,920 MiB v0.4.6
+    # keeps 13 GiB, (143,770 - 13,312) / 143,770 = 0.907408; v0.4.7 above 96 GiB takes min(0.88 + 49,152 x 0.12 /
+    # 143,770, (143,770 - 18,432) / 143,770) = min(0.92103, 0.871795) = 0.871795.
     args = ("-m", "llama-3.1-8b", "-g", "h200", "--tp", "8")
     assert concurrency(run_cli, *args, "--engine", "sglang==0.4.8")["mem_fraction_static"] == 0.886
-    r = run_cli("concurrency", *args, "--engine", "sglang==0.4.7", "-f", "json")
-    assert r.code == 2 and "--mem-fraction-static" in r.err
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.7")["mem_fraction_static"] == pytest.approx(
+        0.871795, abs=5e-6)
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.4.6")["mem_fraction_static"] == pytest.approx(
+        0.907408, abs=5e-6)
     assert concurrency(run_cli, *args, "--engine", "sglang==0.4.7", "--mem-fraction-static", "0.8")[
         "mem_fraction_static"] == 0.8
-    # From v0.5.3 the reserve is built in MB (arg_groups/memory_hook.py @v0.5.23): 512 + 8,192 x 1.5 + 8 / 8 x
-    # 1,024 + 512 x 2 = 14,848 MB; round((143,770 - 14,848) / 143,770, 3) = 0.897; the output says what it omits.
+    # From v0.5.3 the reserve is built in MB (server_args.py @v0.5.3): 512 + 8,192 x 1.5 + 8 / 8 x 1,024 + 512 x 2
+    # = 14,848 MB; round((143,770 - 14,848) / 143,770, 3) = 0.897. v0.5.23 (arg_groups/memory_hook.py) adds the
+    # prefill CUDA graphs it captures by default on CUDA: 58 sizes up to the 8,192-token chunk x 8 MB = 464 MB,
+    # round((143,769.6 - 15,312) / 143,769.6, 3) = round(0.89350, 3) = 0.893. The output says what it omits.
     old = concurrency(run_cli, *args, "--engine", "sglang==0.5.2")
+    assert concurrency(run_cli, *args, "--engine", "sglang==0.5.3")["mem_fraction_static"] == 0.897
     new = concurrency(run_cli, *args, "--engine", "sglang")
-    assert old["mem_fraction_static"] == 0.886 and new["mem_fraction_static"] == 0.897
+    assert old["mem_fraction_static"] == 0.886 and new["mem_fraction_static"] == 0.893
     assert not any("v0.5.23's reserve" in n for n in old["notes"])
     assert any("v0.5.23's reserve" in n for n in new["notes"])
+
+
+def test_sglang_v0_4_6_and_v0_4_7_fixed_fractions():
+    # server_args.py @v0.4.6 / @v0.4.7: up to 81,920 MiB the fraction is fixed by parallel size, 0.88 / 0.87 / 0.85 /
+    # 0.81 at 1 / 2 / 4 / 8; v0.4.7 counts TP x PP. H100 (81,559 MiB) is below the line.
+    from kvplan.scenario import Scenario
+
+    def frac(engine, **kw):
+        s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine, **kw)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert [frac("sglang==0.4.6", tp=t) for t in (1, 2, 4, 8)] == [0.88, 0.87, 0.85, 0.81]
+    assert frac("sglang==0.4.7", tp=2, pp=2) == 0.85   # TP x PP 4 (v0.4.6 has no PP)
+    # v0.4.7 with speculative decoding on a GPU up to 96 GiB: x 0.95 (0.88 x 0.95 = 0.836)
+    assert frac("sglang==0.4.7", tp=1, spec_tokens=3) == pytest.approx(0.836)
+    assert frac("sglang==0.4.6", tp=1, spec_tokens=3) == 0.88
+    # v0.4.7 on a CUDA GPU above 180,000 MiB (B200, 183,357 MiB): 0.79; on MI300X (AMD, 191.98 GiB = 196,587.52 MiB)
+    # the 96 GiB rule: min(0.88 + 49,152 x 0.12 / 196,587.52, (196,587.52 - 18,432) / 196,587.52)
+    # = min(0.91000, 0.906240) = 0.906240
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("b200"), engine="sglang==0.4.7", tp=1)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.79
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("mi300x"), engine="sglang==0.4.7", tp=1)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == pytest.approx(0.906240, abs=5e-7)
+
+
+def test_sglang_v0_4_8_reserve_extras_for_speculative_and_dp_attention():
+    # server_args.py @v0.4.8-v0.5.2: reserved += 2 GiB with a speculative algorithm, += 4 GiB with DP attention.
+    # H100 79.65 GiB TP1: reserved 9.5 + 0.5 = 10 GiB -> round(69.65 / 79.65, 3) = 0.874; with speculative decoding
+    # 12 GiB -> round(67.65 / 79.65, 3) = 0.849. From v0.5.3 (H100 81,559 MB, TP1: 13,440 MB before any prefill
+    # graph) speculative decoding adds, after the 10 GB floor, 2,048 MB in v0.5.3-v0.5.9: round((81,559 - 15,488) /
+    # 81,559, 3) = 0.810; 4,096 MB in v0.5.10-v0.5.13, which also hold 58 prefill graphs x 8 = 464 MB: 18,000 ->
+    # 0.779; nothing from v0.5.14: 13,904 -> 0.830 either way (0.835 without the graphs, v0.5.9).
+    from kvplan.scenario import Scenario
+
+    def frac(engine, **kw):
+        s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine=engine, tp=1, **kw)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert frac("sglang==0.5.2") == 0.874 and frac("sglang==0.5.2", spec_tokens=3) == 0.849
+    # the bucket's parallel size is TP x PP: TP 2 x PP 2 reserves 9.5 + 4/2 = 11.5 GiB -> round(68.15 / 79.65, 3)
+    # = 0.856 (TP alone would give 10.5 GiB, 0.868)
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), engine="sglang==0.5.2", tp=2,
+                 pp=2)
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.856
+    assert frac("sglang==0.5.9") == 0.835 and frac("sglang==0.5.9", spec_tokens=3) == 0.810
+    assert frac("sglang==0.5.13") == 0.830 and frac("sglang==0.5.13", spec_tokens=3) == 0.779
+    assert frac("sglang==0.5.14", mtp_layers=1) == frac("sglang") == frac("sglang", spec_tokens=3) == 0.830
+    # DP attention (SGLang --tp 8 --dp 8 --enable-dp-attention; kvplan's TP 1 x DP 8, EP 8) on H200: kvplan's v0.4.8
+    # bucket takes its TP x PP, 1: reserved = 12 + 1/2 + 4 = 16.5 GiB -> round((140.40 - 16.5) / 140.40, 3) = 0.882
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), engine="sglang==0.5.2", tp=1, dp=8,
+                 ep=8, weight_dtype="fp8")
+    assert s.engine_adapter.memory_fraction(s, s.parallelism).value == 0.882
 
 
 def test_a_pinned_release_refuses_a_kv_dtype_it_predates(monkeypatch):
@@ -414,7 +473,7 @@ def sglang_launch(engine: str, **kw):
 
     base = dict(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
                 kv_pool_bytes=64 * GIB, prompt_tokens=1000, decode_tokens=30_000, engine=engine,
-                mem_fraction_static=0.85)   # v0.4.6-v0.4.7 defaults are not modelled
+                mem_fraction_static=0.85)   # a fraction given, as the old tests did
     base.update(kw)
     s = Scenario(**base)
     plan = plan_recommend(s)
@@ -728,3 +787,37 @@ def test_the_dram_tier_note_says_when_a_pinned_vllm_cannot_offload(run_cli, engi
         assert enabled_by.startswith("vLLM: --kv-offloading-size with --kv-offloading-backend native")
     else:
         assert enabled_by.startswith("vllm==0.13 has no working native offloading") and "from 0.14" in enabled_by
+
+
+def test_sglang_prefill_graph_reserve_by_release():
+    # PREFILL_GRAPH_SOURCE (server_args.py in the v0.5.9..v0.5.18 wheels): captured sizes 4..32 by 4 (8), 48..256 by
+    # 16 (14), 288..512 by 32 (8), 576..1,024 by 64 (8), 1,280..4,096 by 256 (12), then by 512: 50 up to 4,096, 58 up
+    # to 8,192 (+ 4,608..8,192: 8), 74 up to 16,384 (+ 24)
+    from kvplan.engines.sglang import prefill_graph_sizes
+    from kvplan.scenario import Scenario
+
+    assert [prefill_graph_sizes(n) for n in (2048, 4096, 8192, 16384)] == [42, 50, 58, 74]
+
+    def mb(engine, model, gpu, **kw):
+        s = Scenario(model=load_model(model), hardware=load_hardware(gpu), engine=engine, **kw)
+        return s.engine_adapter.prefill_graph_mb(s.sized_model, s.hardware, s.parallelism,
+                                                 s.hardware.hbm_capacity_gib.value * 1024)[0]
+
+    r1 = dict(tp=8, weight_dtype="fp8")
+    # DeepSeek-R1 (MLA, DeepSeek-V3 architecture): none before v0.5.10; 1.5 GiB with the piecewise graphs of
+    # v0.5.10-v0.5.14; none in v0.5.15-v0.5.17 (the breakable graph is off for MLA without DSA); 1.5 GiB from v0.5.18
+    # on Hopper, none on Blackwell (trtllm_mla turns it off)
+    assert [mb(f"sglang=={v}", "deepseek-r1", "h200", **r1) for v in ("0.5.9", "0.5.10", "0.5.14", "0.5.15",
+                                                                      "0.5.17", "0.5.18")] == [0, 1536, 1536, 0, 0,
+                                                                                               1536]
+    assert mb("sglang==0.5.10", "deepseek-r1", "b200", **r1) == 1536 and mb("sglang", "deepseek-r1", "b200", **r1) == 0
+    # DSA (DeepSeek-V3.2) keeps the breakable graph from v0.5.17
+    assert mb("sglang==0.5.15", "deepseek-v3.2-exp", "h200", **r1) == 0
+    assert mb("sglang==0.5.17", "deepseek-v3.2-exp", "h200", **r1) == 1536
+    # a dense model on H200 (chunk 8,192): 58 x 8 = 464 MB from v0.5.10; none with PP > 1 or on AMD
+    assert mb("sglang==0.5.9", "llama-3.1-8b", "h200", tp=1) == 0
+    assert mb("sglang==0.5.10", "llama-3.1-8b", "h200", tp=1) == mb("sglang", "llama-3.1-8b", "h200", tp=1) == 464
+    assert mb("sglang", "llama-3.1-8b", "h200", tp=1, pp=2) == 0 and mb("sglang", "llama-3.1-8b", "mi300x", tp=1) == 0
+    # DP attention (TP 1 x DP 4, EP 4): off with it until v0.5.17
+    dp = dict(tp=1, dp=4, ep=4)
+    assert [mb(f"sglang=={v}", "qwen3-30b-a3b", "h200", **dp) for v in ("0.5.10", "0.5.15", "0.5.17")] == [0, 0, 464]

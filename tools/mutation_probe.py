@@ -607,6 +607,45 @@ MUTANTS: tuple[Mutant, ...] = (
       "return float(self.weight_read_seconds + compute + self.overhead_s + extra), alone"),
     M("vllm-v0-release-runs-v1", VLLM, "if not self.since(V1_SINCE):\n            return None",
       "if False:\n            return None"),
+    # --- SGLang's default fraction by release (pool20: v0.4.6-v0.4.7 fixed fractions, v0.4.8-v0.5.2 extras, v0.5.3+
+    # prefill CUDA graphs and speculative reserve) ------------------------------------------------------------------
+    M("sglang-fixed-fraction-tp8", SGL, "((16, 0.79), (8, 0.81)", "((16, 0.79), (8, 0.83)"),
+    M("sglang-fixed-fraction-tp1", SGL, "(2, 0.87), (1, 0.88))", "(2, 0.87), (1, 0.87))"),
+    M("sglang-v046-large-gpu-keeps-13", SGL, "(mib - 13 * 1024) / mib", "(mib - 12 * 1024) / mib"),
+    M("sglang-v047-large-cuda-gpu", SGL, "if mib > 180_000 and not amd:", "if mib > 180_000:"),
+    M("sglang-v047-keeps-18", SGL, "keep = 20 if speculative else 18", "keep = 20 if speculative else 17"),
+    M("sglang-v047-spec-x095", SGL, "value, why = value * 0.95", "value, why = value * 0.96"),
+    M("sglang-v048-no-spec-reserve", SGL, "SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 4.0",
+      "SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 0.0, 4.0"),
+    M("sglang-v048-no-dp-reserve", SGL, "SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 4.0",
+      "SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 0.0"),
+    M("sglang-prefill-graphs-from-v059", SGL, "PREFILL_GRAPHS_SINCE, PREFILL_BCG_SINCE, BCG_DP_SINCE, BCG_MLA_SINCE = "
+      "(0, 5, 10)", "PREFILL_GRAPHS_SINCE, PREFILL_BCG_SINCE, BCG_DP_SINCE, BCG_MLA_SINCE = (0, 5, 9)"),
+    M("sglang-prefill-graph-4mb", SGL, "return n * 8.0,", "return n * 4.0,"),
+    M("sglang-prefill-graph-mla-1gib", SGL, 'return 1536.0, "1.5 GiB', 'return 1024.0, "1.5 GiB'),
+    M("sglang-prefill-graph-on-amd", SGL, 'or par.pp > 1 or "amd" in hw.name.lower():', "or par.pp > 1:"),
+    M("sglang-prefill-graph-with-pp", SGL, 'or par.pp > 1 or "amd" in hw.name.lower():',
+      'or "amd" in hw.name.lower():'),
+    M("sglang-prefill-graph-trtllm-mla-kept", SGL, 'if not dsa and gpu_generation(hw) == "blackwell":', "if False:"),
+    M("sglang-prefill-graph-dp-always", SGL, "if dp and not self.since(BCG_DP_SINCE):", "if False:"),
+    M("sglang-prefill-graph-mla-bcg-always", SGL, "if mla and self.since(PREFILL_BCG_SINCE):", "if False:"),
+    M("sglang-prefill-graph-last-size", SGL, "*range(4608, max_tokens + 1, 512)]", "*range(4608, max_tokens, 512)]"),
+    # (speculative decoding's reserve before the 10 GB floor instead of after it is an equivalent mutant for kvplan:
+    # every v0.5.3+ default reserve above 60 GB already exceeds the floor, 512 + 8,192 x 1.5 = 12,800 MB)
+    M("sglang-spec-4gib-era", SGL, "((0, 5, 10), 4096.0)", "((0, 5, 10), 2048.0)"),
+    M("sglang-spec-gone-in-v0514", SGL, "(((0, 5, 14), 0.0),", "(((0, 5, 15), 0.0),"),
+    # --- calibrate: prefill_mfu from light runs' TTFT; the engine a calibration was fitted with; plan files naming
+    # one (pool20) -------------------------------------------------------------------------------------------------
+    M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),
+    M("calibrate-ttft-without-frontend", CALIB, "return step.prefill_seconds(load.prompt, 0, chunk) + "
+      "step.scenario.engine_adapter.frontend_latency[0]", "return step.prefill_seconds(load.prompt, 0, chunk)"),
+    # (dropping the early return at prefill_mfu's upper bound is equivalent: the bisection then converges to 1.0)
+    M("calibration-engine-unchecked", "kvplan/inputs/calibration_file.py",
+      'if engine_id != cal.engine.split("==")[0].strip().lower():', "if False:"),
+    M("plan-calibration-not-relative", PLAN, "            value = str(path.parent / value)",
+      "            value = str(value)"),
+    M("check-cli-calibration-ignored", "kvplan/commands/check.py", "    if calibration is not None:   # --calibration",
+      "    if False:   # --calibration"),
 )
 
 

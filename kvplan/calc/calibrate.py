@@ -132,6 +132,43 @@ def read_points(path: Path) -> tuple[Point, ...]:
 
 
 FREE = ("hbm", "mfu", "overhead_us_per_step")
+FACTORS = FREE + ("prefill_mfu",)   # every factor calibrate reports: the step fit's three and the prefill one
+# A run with at most this many requests in flight per replica is taken as light: its TTFT is one prefill on an idle
+# replica plus the engine's frontend latency (no queueing, no decode steps sharing the chunks). Only such runs fit
+# prefill_mfu; a heavier run's TTFT is a lower bound and is compared, not fitted.
+LIGHT_BATCH = 1.5
+
+
+def client_ttft(step, load: Load, chunk: int) -> float:
+    """kvplan's TTFT of a light run's mean request: its prefill in chunks (costs.StepModel.prefill_seconds) plus
+    the engine's frontend latency (the client's TTFT, as the SLO model prices it)."""
+    return step.prefill_seconds(load.prompt, 0, chunk) + step.scenario.engine_adapter.frontend_latency[0]
+
+
+def fit_prefill_mfu(scenario: Scenario, loads: tuple[Load, ...], factors: dict[str, float], chunk: int
+                    ) -> tuple[float, tuple[Load, ...]] | None:
+    """prefill_mfu that zeroes the mean relative error of the light runs' mean TTFT (client_ttft), by bisection
+    over 0.01..1 (each run's TTFT falls as prefill_mfu grows, so their mean error does); the other factors at
+    ``factors``. None when no run is light and gives a mean TTFT. A bound is returned when the runs lie past it
+    (e.g. every chunk bound by its weight read, where prefill_mfu changes nothing)."""
+    light = tuple(ld for ld in loads if ld.batch <= LIGHT_BATCH and "mean" in ld.run.ttft_s)
+    if not light:
+        return None
+
+    def error(pm: float) -> float:
+        step = costs.step_model(scenario, costs.step_factors(scenario.hardware, **{**factors, "prefill_mfu": pm}))
+        return sum((client_ttft(step, ld, chunk) - ld.run.ttft_s["mean"]) / ld.run.ttft_s["mean"]
+                   for ld in light) / len(light)
+
+    lo, hi = 0.01, 1.0
+    if error(hi) >= 0:
+        return hi, light
+    if error(lo) <= 0:
+        return lo, light
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if error(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2, light
 
 
 def _caches(step, points: tuple[Point, ...]):
@@ -357,7 +394,7 @@ def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
 
     run, b, p, d = load.run, load.batch, load.prompt, load.decode
     tpot = [float(st.steady_tpot(p, d, b)) for st in steps]
-    ttft = [st.prefill_seconds(p, 0, chunk) for st in steps]
+    ttft = [client_ttft(st, load, chunk) for st in steps]
     how = f"steady batch of {round(b, 4)} requests over {p} + {d} tokens"
     out = []
     for metric, stats, label in (("tpot", run.tpot_s, "TPOT"), ("itl", run.itl_s, "ITL")):
@@ -387,12 +424,16 @@ def _step_figures(load: Load, steps: tuple, chunk: int) -> list[Compared]:
                                 "kvplan prices one prefill, not the queueing tail"))
             continue
         before, after = (_seconds(t, derived("one prefill in chunks of max_num_batched_tokens (costs.StepModel."
-                                             "prefill_seconds)", f"{p:,} tokens, chunk {chunk:,}")) for t in ttft)
-        alone = b <= 1.5
+                                             "prefill_seconds) + the engine's frontend latency",
+                                             f"{p:,} tokens, chunk {chunk:,}")) for t in ttft)
+        alone = b <= LIGHT_BATCH
+        fitted = alone and stat == "mean"
         out.append(Compared(f"TTFT {stat}", run.source, measured, before, after, _rel(ttft[0],
                                                                                     run.ttft_s[stat]),
-                            _rel(ttft[1], run.ttft_s[stat]), "compared" if alone else "lower bound",
-                            "one prefill on an idle replica" if alone else
+                            _rel(ttft[1], run.ttft_s[stat]), "fitted" if fitted else
+                            "compared" if alone else "lower bound",
+                            "one prefill on an idle replica (prefill_mfu is fitted to the light runs' mean)" if fitted
+                            else "one prefill on an idle replica" if alone else
                             f"one prefill on an idle replica; at {round(b, 3)} requests in flight the measured TTFT "
                             "also waits in the queue and shares steps with decodes"))
     return out
@@ -560,20 +601,35 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
     fitted_values = ({"hbm": step_fit.hbm, "mfu": step_fit.mfu, "overhead_us_per_step": step_fit.overhead_us_per_step}
                      if step_fit else {})
     fitted_values = {k: v for k, v in fitted_values.items() if k in free}
+    mnbt, _ = scenario.engine_adapter.batch_limits_for(scenario)
+    chunk = mnbt.number()
+    prefill = fit_prefill_mfu(scenario, loads, fitted_values, chunk)
+    if prefill is not None:
+        fitted_values["prefill_mfu"], light = prefill
+        if prefill[0] in (0.01, 1.0):
+            notes.append(f"The prefill fit stopped at a bound (prefill_mfu {round(prefill[0], 4)}): the light runs' "
+                         "TTFT is outside what kvplan's prefill reaches (at 1.0, more than a prefill at the full "
+                         "dense peak: queueing or a slower frontend; at 0.01, less).")
+        notes.append(f"prefill_mfu is fitted to the mean TTFT of {len(light)} light run(s) (at most {LIGHT_BATCH} "
+                     "requests in flight per replica), taken as one prefill on an idle replica plus the engine's "
+                     "frontend latency; heavier runs' TTFT is compared as a lower bound.")
+    elif loads:
+        notes.append(f"No run is light (at most {LIGHT_BATCH} requests in flight per replica) with a mean TTFT: "
+                     "prefill_mfu is not fitted.")
     fitted_f = costs.step_factors(scenario.hardware, **fitted_values)
     fitted_step = costs.step_model(scenario, fitted_f)
     steps = (prior_step, fitted_step)
-    mnbt, _ = scenario.engine_adapter.batch_limits_for(scenario)
-    chunk = mnbt.number()
     compared, reserve, pool = _pool_and_reserve(scenario, log)
     for ld in loads:
         compared += _step_figures(ld, steps, chunk)
     for sc in scrapes:
         compared += _scrape_figures(scenario, sc, loads, pool, steps, chunk)
-    prior = {k: prior_f.__getattribute__(k) for k in FREE}
-    fitted = {k: (Number(fitted_values[k], derived("least squares over the runs' mean TPOT (relative error)",
-                                                   f"{fitted_values[k]:.6g}", *(ld.run.source for ld in loads)))
-                  if k in fitted_values else prior[k]) for k in FREE}
+    prior = {k: prior_f.__getattribute__(k) for k in FACTORS}
+    how = {k: "least squares over the runs' mean TPOT (relative error)" for k in FREE}
+    how["prefill_mfu"] = "the mean relative error of the light runs' mean TTFT set to zero (bisection)"
+    fitted = {k: (Number(fitted_values[k], derived(how[k], f"{fitted_values[k]:.6g}",
+                                                   *(ld.run.source for ld in loads)))
+                  if k in fitted_values else prior[k]) for k in FACTORS}
     sources = tuple(dict.fromkeys(([log.path] if log is not None else []) + [r.source.rsplit(":", 1)[0]
                                   if r.source.rsplit(":", 1)[-1].isdigit() else r.source for r in runs]
                                   + [s.path for s in scrapes]))
@@ -593,5 +649,5 @@ def plan_calibrate(scenario: Scenario, log: StartupLog | None = None, runs: tupl
                       "decode_tokens": Tokens(p.decode, why), "measured_tpot_seconds": Seconds(p.tpot_seconds, why),
                       "fitted_tpot_seconds": Seconds(pred, why)}
                      for p, pred in zip(step_fit.points, step_fit.predicted, strict=True))
-    return CalibratePlan(scenario, loads, tuple(compared), step_fit, tuple(k for k in FREE if k in fitted_values),
+    return CalibratePlan(scenario, loads, tuple(compared), step_fit, tuple(k for k in FACTORS if k in fitted_values),
                          prior, fitted, reserve, sources, tuple(notes), rms, rows)

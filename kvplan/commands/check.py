@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvplan.commands.common import BriefOpt, FormatOpt, PresetsDirOpt, UnitsOpt
+from kvplan.commands.common import BriefOpt, CalibrationOpt, FormatOpt, PresetsDirOpt, UnitsOpt
 
 
 def check(
@@ -21,6 +21,7 @@ def check(
     units: UnitsOpt = "iec",
     brief: BriefOpt = False,
     presets_dir: PresetsDirOpt = None,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """Check deployment plans: each assertion's measured value, bound, pass/fail and margin."""
     from kvplan.commands.output import check_output_options, emit
@@ -33,7 +34,7 @@ def check(
     checked = []
     for path in plans:
         try:
-            checked.append(_check_one(path, presets_dir, update_baseline))
+            checked.append(_check_one(path, presets_dir, update_baseline, calibration))
         except KvplanError as err:
             if junit is not None:   # CI still gets a report, naming the plan that could not be checked
                 from kvplan.render.output import junit_error
@@ -50,13 +51,17 @@ def check(
         raise SystemExit(1)
 
 
-def _check_one(path: Path, presets_dir, update_baseline: bool):
+def _check_one(path: Path, presets_dir, update_baseline: bool, calibration=None):
+    from dataclasses import replace
+
     from kvplan.calc.check import plan_check
     from kvplan.errors import KvplanError
     from kvplan.inputs.plan_file import load, plan_keys
     from kvplan.options.scenarios import deployment_scenario
 
     spec = load(path)
+    if calibration is not None:   # --calibration FILE: every plan's, over its own [deployment] calibration
+        spec = replace(spec, deployment={**spec.deployment, "calibration": str(calibration)})
     scenario = deployment_scenario(spec, presets_dir)
     try:
         assertions = _with_baselines(spec, path, update_baseline, scenario)

@@ -69,7 +69,7 @@ HostLinkOpt = Annotated[str | None, typer.Option(
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", metavar="FILE.toml",
     help="A calibration written by kvplan calibrate --save: its fitted step factors and memory reserve (for the model "
-         "and GPU it was fitted for).")]
+         "GPU and engine it was fitted for).")]
 
 # --- memory settings (commands that size the pool) -------------------------------------------------------------
 GpuMemUtilOpt = Annotated[str | None, typer.Option(

@@ -82,14 +82,34 @@ SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model
 FRACTION_SOURCE = ("sgl-project/sglang @v0.5.2 python/sglang/srt/server_args.py (PR #7054, v0.4.8-v0.5.2): default "
                    "mem_fraction_static = round((GPU memory - reserved) / GPU memory, 3), reserved bucketed by GPU "
                    "size: < 35 GiB 2.8 + ps/10, < 90 GiB 9.5 + ps/2, < 160 GiB 12 + ps/2, else 32 (ps = TP x PP)")
+# v0.4.8-v0.5.2 add to that reserve 2 GiB with speculative decoding ("draft model and larger cuda graph buffers"; 6 GiB
+# for v0.5.2's STANDALONE algorithm, a separate draft LM) and 4 GiB with DP attention (server_args.py __post_init__,
+# read in the v0.4.8 and v0.5.2 wheels).
+SPEC_RESERVE_GIB, DP_ATTENTION_RESERVE_GIB = 2.0, 4.0
+RESERVE_EXTRAS_SOURCE = ("sgl-project/sglang @v0.4.8 and @v0.5.2 python/sglang/srt/server_args.py (reserved_mem += "
+                         "2 GiB with a speculative algorithm, += 4 GiB with --enable-dp-attention)")
+# v0.4.6 and v0.4.7 had no reserve: fixed fractions by parallel size on GPUs up to 81,920 MiB (nvidia-smi's total),
+# 0.79 / 0.81 / 0.85 / 0.87 / 0.88 at >= 16 / >= 8 / >= 4 / >= 2 / 1 (v0.4.6: TP, it has no PP; v0.4.7: TP x PP).
+# Above 81,920 MiB v0.4.6 keeps 13 GiB free, (GPU - 13 GiB) / GPU, unrounded; v0.4.7 starts from 0.88 and takes
+# 0.79 on a CUDA GPU above 180,000 MiB, else above 96 GiB min(f + 48 GiB x (1 - f) / GPU, (GPU - 18 GiB) / GPU)
+# (20 GiB with speculative decoding), and x 0.95 at or below 96 GiB with speculative decoding (read in the v0.4.6
+# and v0.4.7 wheels).
+FIXED_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+FIXED_FRACTION_SOURCE = ("sgl-project/sglang @v0.4.6 and @v0.4.7 python/sglang/srt/server_args.py (__post_init__: "
+                         "mem_fraction_static by tensor (v0.4.7: tensor x pipeline) parallel size up to 81,920 MiB; "
+                         "the large-GPU branch)")
 
 # --- releases ----------------------------------------------------------------------------------------------------
 OLDEST, NEWEST = (0, 4, 6), (0, 5, 23)
 RELEASES = (OLDEST, NEWEST)
-# Releases where a rule kvplan models changes: 0.4.8 the reserve buckets; 0.5.3 those buckets replaced, V3.2 cell
+# Releases where a rule kvplan models changes: 0.4.7 the fixed fractions by TP x PP and the large-GPU rule; 0.4.8
+# the reserve buckets; 0.5.3 those buckets replaced, V3.2 cell
 # without the indexer; 0.5.4 trtllm_mla pages on Blackwell, the indexer in the cell; 0.5.7 trtllm_mha pages on
-# Blackwell; 0.5.17 the V3.2 cell at the pool's 656 B; 0.5.23 trtllm_mha also keeps 128-token pages.
-BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 17), (0, 5, 23))
+# Blackwell; 0.5.10 prefill CUDA graphs by default and a 4 GiB speculative reserve; 0.5.14 no speculative reserve;
+# 0.5.15 breakable prefill graphs; 0.5.17 the V3.2 cell at the pool's 656 B, prefill graphs under DP attention and
+# DSA; 0.5.18 prefill graphs for MLA; 0.5.23 trtllm_mha also keeps 128-token pages.
+BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 10),
+                                   (0, 5, 14), (0, 5, 15), (0, 5, 17), (0, 5, 18), (0, 5, 23))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:
@@ -125,8 +145,9 @@ SSM_DTYPE_SOURCE = (tag_source("v0.5.8", "server_args.py", "--mamba-ssm-dtype de
 # batch sizes SGLang picks by GPU memory and TP (arg_groups/memory_hook.py _handle_gpu_memory_settings, read in the
 # v0.5.23 wheel): reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + TP x PP / 8 x 1024 + decode max_bs x 2,
 # at least 10,240 MB on a GPU above 60 GB; mem_fraction_static = round((GPU MB - reserved) / GPU MB, 3). Checked:
-# 0.911 on MI355X TP1 (PR #18263's printed value; 16,384 chunk, max_bs 512). Prefill CUDA graphs (len(bs) x 8 MB)
-# are off by default and not counted; DP attention's extra padding (max_bs x dp x 3) is not modelled.
+# 0.911 on MI355X TP1 (PR #18263's printed value; 16,384 chunk, max_bs 512; AMD captures no prefill graphs). The
+# prefill CUDA graphs and speculative decoding's reserve change by release (PREFILL_GRAPH_SOURCE, SPEC_RESERVE_MB);
+# DeepEP's 2 GiB (v0.5.15+, --moe-a2a-backend deepep) is not modelled: kvplan has no all-to-all backend option.
 RESERVE_SOURCE = tag_source("v0.5.23", "arg_groups/memory_hook.py", "_handle_gpu_memory_settings, "
                             "reserve_for_graph_mb")
 # (GPU memory below, MB: (chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)) by the same function's buckets
@@ -134,17 +155,54 @@ CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 
                        (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (math.inf, 16384, 512, 512))
 
 
-def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1) -> float:
+def chunked_prefill_mb(gpu_mb: float) -> int:
+    """The default chunked_prefill_size SGLang v0.5.3+ picks by GPU memory (CAPACITY_BUCKETS_MB)."""
+    return next(c for top, c, _, _ in CAPACITY_BUCKETS_MB if gpu_mb < top)
+
+
+def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1, prefill_graphs_mb: float = 0.0,
+                after_floor_mb: float = 0.0) -> float:
     """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
     (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
-    max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor."""
+    max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor, as the prefill CUDA graphs'
+    ``prefill_graphs_mb`` does (prefill_graph_mb); ``after_floor_mb`` (speculative decoding's, by release) is added
+    after the floor."""
     chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
     max_bs = bs_small if tp < 4 else bs_large
     graphs: float = max_bs * 2
     if attn_dp > 1:
         graphs += max_bs * attn_dp * 3 + (max_bs * attn_dp * 1.5 if max_bs > 300 else 0)
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
-    return max(reserved, 10 * 1024) if gpu_mb > 60 * 1024 else reserved
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs + prefill_graphs_mb
+    return (max(reserved, 10 * 1024) if gpu_mb > 60 * 1024 else reserved) + after_floor_mb
+
+
+# Prefill CUDA graphs in the default reserve, by release (each read in that release's wheel, server_args.py, from
+# v0.5.18 also arg_groups/memory_hook.py): none by default in v0.5.3-v0.5.9 (--enable-piecewise-cuda-graph is
+# opt-in); v0.5.10-v0.5.14 capture torch-compile piecewise graphs by default, off under DP attention, PP > 1 or on a
+# non-CUDA GPU; v0.5.15 makes the breakable graph (BCG) the CUDA default, off under DP attention and for MLA;
+# v0.5.17 keeps it for DP attention and for DeepSeek's DSA, v0.5.18 for every MLA model, but the DeepSeek-V3
+# architecture on trtllm_mla (Blackwell, v0.5.4+), which v0.5.16+ turn off. The reserve: 8 MB per captured size
+# (4..32 by 4, 48..256 by 16, 288..512 by 32, 576..1,024 by 64, 1,280..4,096 by 256, then by 512 up to the chunked
+# prefill size: 58 sizes at 8,192 tokens), or 1.5 GiB flat with an MLA backend; before the 10 GB floor.
+PREFILL_GRAPHS_SINCE, PREFILL_BCG_SINCE, BCG_DP_SINCE, BCG_MLA_SINCE = (0, 5, 10), (0, 5, 15), (0, 5, 17), (0, 5, 18)
+PREFILL_GRAPH_SOURCE = ("sgl-project/sglang @v0.5.9, @v0.5.10, @v0.5.14, @v0.5.15, @v0.5.16, @v0.5.17, @v0.5.18 "
+                        "python/sglang/srt/server_args.py (piecewise / prefill CUDA graph default, its "
+                        "incompatibility rules, len(bs) x 8 MB or 1.5 GiB with MLA in the reserve); @v0.5.23 "
+                        "arg_groups/memory_hook.py reserve_for_graph_mb, arg_groups/cuda_graph_hook.py")
+# Speculative decoding in the v0.5.3+ reserve, after the 10 GB floor: + 2 GiB (EAGLE / MTP drafts; 6 GiB for
+# STANDALONE, 0 for NGRAM) in v0.5.3-v0.5.9, + 4 GiB in v0.5.10-v0.5.13, none from v0.5.14 (server_args.py read in
+# the v0.5.3, v0.5.8, v0.5.9, v0.5.10, v0.5.13 and v0.5.14 wheels).
+SPEC_RESERVE_MB = (((0, 5, 14), 0.0), ((0, 5, 10), 4096.0), ((0, 5, 3), 2048.0))
+SPEC_RESERVE_SOURCE = ("sgl-project/sglang @v0.5.3..@v0.5.14 python/sglang/srt/server_args.py (reserved_mem += 2 "
+                       "GiB, from v0.5.10 4 GiB, for a speculative algorithm other than STANDALONE / NGRAM; removed "
+                       "in v0.5.14)")
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill graphs SGLang captures up to ``max_tokens`` (PREFILL_GRAPH_SOURCE's list)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
+    return sum(1 for x in sizes if x <= max_tokens)
 
 
 def dp_attention(par: Parallelism) -> bool:
@@ -281,10 +339,9 @@ class SglangEngine(Engine):
         if scenario.mem_fraction_static is not None:
             return Number(scenario.mem_fraction_static, given("--mem-fraction-static"))
         hw = scenario.hardware
+        speculative = bool(scenario.spec_tokens or scenario.mtp_layers or scenario.draft is not None)
         if not self.since((0, 4, 8)):
-            raise KvplanError(f"SGLang {release_text(self.version)}'s default mem_fraction_static (fixed per-TP "
-                              "constants of v0.4.6-v0.4.7) is not modelled",
-                              "give --mem-fraction-static from the server log, or --kv-pool")
+            return self._fixed_fraction(hw, par, speculative)
         gib = hw.hbm_capacity_gib.value
         ps = par.tp * par.pp
         reserved = reserved_gib(gib, ps)
@@ -296,16 +353,78 @@ class SglangEngine(Engine):
         if self.since((0, 5, 3)):
             mb = gib * 1024
             attn_dp = par.dp if dp_attention(par) else 1
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp)
+            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb)
+            spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec)
             value = round((mb - res_mb) / mb, 3)
+            extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
+                f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "")
             return Number(value, derived(
                 "round((GPU MB - reserved) / GPU MB, 3), reserved = 512 + chunked prefill x 1.5 + TP x PP / 8 x 1024 "
-                "+ decode CUDA-graph max_bs x 2 (at least 10,240 above 60 GB; + DP attention's max_bs x DP x 3, "
-                "x 4.5 above 300)",
-                f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}", NEW_FRACTION_SOURCE, RESERVE_SOURCE))
-        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2"
+                "+ decode CUDA-graph max_bs x 2 + prefill CUDA graphs (by release) (at least 10,240 above 60 GB; + "
+                "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's, by release)",
+                f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}{extra}", NEW_FRACTION_SOURCE,
+                RESERVE_SOURCE, *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
+                *((SPEC_RESERVE_SOURCE,) if spec else ())))
+        extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
+        if dp_attention(par):
+            extras.append((DP_ATTENTION_RESERVE_GIB, "DP attention"))
+        if extras:
+            reserved += sum(g for g, _ in extras)
+            value = round((gib - reserved) / gib, 3)
+        formula = "round((GPU memory - reserved) / GPU memory, 3), reserve buckets of v0.4.8-v0.5.2" + "".join(
+            f" + {g:g} GiB with {what}" for g, what in extras)
         return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
-                                     FRACTION_SOURCE))
+                                     FRACTION_SOURCE, *((RESERVE_EXTRAS_SOURCE,) if extras else ())))
+
+    def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
+        """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE); why is
+        empty when the release captures none for this deployment by default."""
+        if not self.since(PREFILL_GRAPHS_SINCE) or par.pp > 1 or "amd" in hw.name.lower():
+            return 0.0, ""
+        kinds = self.kinds(model)
+        mla, dsa, dp = MLA in kinds, sparse_attention(kinds), dp_attention(par)
+        if dp and not self.since(BCG_DP_SINCE):
+            return 0.0, ""
+        if mla and self.since(PREFILL_BCG_SINCE):
+            if not self.since(BCG_DP_SINCE) or not (dsa or self.since(BCG_MLA_SINCE)):
+                return 0.0, ""
+            if not dsa and gpu_generation(hw) == "blackwell":   # the DeepSeek-V3 architecture on trtllm_mla
+                return 0.0, ""
+        if mla:
+            return 1536.0, "1.5 GiB with an MLA backend"
+        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb))
+        return n * 8.0, f"{n} sizes x 8 MB"
+
+    def _fixed_fraction(self, hw, par: Parallelism, speculative: bool) -> Number:
+        """v0.4.6-v0.4.7's default mem_fraction_static (FIXED_FRACTION_SOURCE): no reserve, fixed fractions by
+        parallel size on GPUs up to 81,920 MiB, a large-GPU rule above."""
+        mib = hw.hbm_capacity_gib.value * 1024
+        v047 = self.since((0, 4, 7))
+        size = par.tp * par.pp   # v0.4.6 reads TP alone, and has no PP
+        fixed = next(f for least, f in FIXED_FRACTIONS if size >= least)
+        if not v047:
+            if mib <= 81920:
+                return Number(fixed, derived("v0.4.6: fixed by TP up to 81,920 MiB (0.88 / 0.87 / 0.85 / 0.81 / "
+                                             "0.79 from TP 1 / 2 / 4 / 8 / 16)", f"TP {size}: {fixed:g}",
+                                             FIXED_FRACTION_SOURCE))
+            value = (mib - 13 * 1024) / mib
+            return Number(value, derived("v0.4.6 above 81,920 MiB: (GPU MiB - 13 GiB) / GPU MiB",
+                                         f"({mib:,.0f} - 13,312) / {mib:,.0f} = {value:.4f}", FIXED_FRACTION_SOURCE))
+        value = fixed if mib <= 81920 else 0.88
+        amd = "amd" in hw.name.lower()
+        if mib > 180_000 and not amd:
+            value, why = 0.79, "0.79 on a CUDA GPU above 180,000 MiB"
+        elif mib > 96 * 1024:
+            keep = 20 if speculative else 18
+            value = min(value + 48 * 1024 * (1 - value) / mib, (mib - keep * 1024) / mib)
+            why = f"min(0.88 + 48 GiB x 0.12 / GPU, (GPU - {keep} GiB) / GPU) above 96 GiB"
+        else:
+            why = f"fixed by TP x PP {size} up to 81,920 MiB" if mib <= 81920 else "0.88 from 81,920 MiB to 96 GiB"
+            if speculative:
+                value, why = value * 0.95, why + ", x 0.95 with speculative decoding"
+        return Number(value, derived("v0.4.7's default mem_fraction_static", f"{why}: {value:.4f}",
+                                     FIXED_FRACTION_SOURCE))
 
     def runtime_reserve(self, scenario):
         if scenario.runtime_reserve_bytes is not None:

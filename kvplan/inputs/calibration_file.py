@@ -15,6 +15,7 @@ GPU, with their residuals and the files they were fitted to.
     [step]                        # kvplan.calc.costs factors; those not fitted are absent (the preset's apply)
     hbm = 0.61
     overhead_us_per_step = 880.0
+    prefill_mfu = 0.58            # from light runs' mean TTFT (see kvplan.calc.calibrate.fit_prefill)
     points = 5
     rms_relative_error = 0.004
 
@@ -42,7 +43,8 @@ from kvplan.errors import InputError, shorten
 
 WHAT = "calibration file"
 FIX = "give a file written by kvplan calibrate --save FILE.toml"
-STEP_FACTORS = {"hbm": (0.0, 1.0, False), "mfu": (0.0, 1.0, False), "overhead_us_per_step": (0.0, 1e6, True)}
+STEP_FACTORS = {"hbm": (0.0, 1.0, False), "mfu": (0.0, 1.0, False), "overhead_us_per_step": (0.0, 1e6, True),
+                "prefill_mfu": (0.0, 1.0, False)}
 MAX_RESERVE_BYTES = 2**44        # 16 TiB: no GPU holds more
 CALIBRATED = "calibration "      # how a fitted factor's source starts (kvplan.calc.costs.step_factors names it so)
 _TOP = {"type", "version", "model", "hardware", "engine", "tp", "sources", "step", "memory", "residuals"}
@@ -129,7 +131,7 @@ def read_calibration(path: str | Path) -> CalibrationFile:
 def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
     """The scenario fields ``typed`` (``kvplan.inputs.request.resolve``'s output) with the calibration applied: the
     GPU preset's efficiency factors replaced by the fitted ones, and the runtime reserve when none was given.
-    Refused for another model or GPU than it was fitted for."""
+    Refused for another model, GPU or engine (vllm, sglang, neutral) than it was fitted for."""
     from kvplan.inputs.request import SEED_HARDWARE, SEED_MODEL
     from kvplan.specs.model import Sourced
 
@@ -141,6 +143,14 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
     if hw_id != cal.hardware:
         raise InputError(f"--calibration {shorten(cal.path)} was fitted on {cal.hardware}, not {hw_id}",
                          f"give -g {cal.hardware}, or calibrate on {hw_id} with its own runs")
+    engine_text = typed.get("engine") or "neutral"
+    engine_id = getattr(engine_text, "id", None) or str(engine_text).partition("==")[0].strip().lower()   # an
+    # adapter's id, or kvplan.engines.get's key as it reads a name
+    if engine_id != cal.engine.split("==")[0].strip().lower():
+        # refused, as another model or GPU is: the reserve was fitted in that engine's budget and the step factors
+        # to that engine's measured steps
+        raise InputError(f"--calibration {shorten(cal.path)} was fitted with --engine {cal.engine}, not "
+                         f"{engine_text}", f"give --engine {cal.engine}, or calibrate with --engine {engine_id}")
     out = dict(typed)
     if hw is not None and cal.factors:
         why = f"{CALIBRATED}{cal.path} (fitted by kvplan calibrate to " + ", ".join(cal.sources or ("runs",)) + ")"

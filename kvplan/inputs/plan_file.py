@@ -30,6 +30,8 @@ DEPLOYMENT_KEYS: dict[str, tuple[type, ...]] = {
     # memory settings
     "gpu_memory_utilization": (int, float), "mem_fraction_static": (int, float), "kv_pool": _TEXT,
     "max_num_batched_tokens": _TOKENS, "max_num_seqs": _TOKENS, "activation_reserve": _TEXT, "runtime_reserve": _TEXT,
+    # a file of kvplan calibrate --save, relative to the plan (kvplan check --calibration FILE overrides it)
+    "calibration": _TEXT,
 }
 SCENARIO_KEYS = tuple(SCENARIO_DEFAULTS)
 # the command line's defaults for the keys that have one
@@ -319,6 +321,8 @@ def _deployment_given(table, where: _Where, path: Path) -> dict:
                               f"e.g. {_EXAMPLES.get(key, key + ' = ...')}", "deployment", key)
         if key == "model" and isinstance(value, str):
             value = _relative(value, path)
+        if key == "calibration" and isinstance(value, str) and not Path(value).is_absolute():
+            value = str(path.parent / value)
         out[key] = str(value)
     return out
 
@@ -326,7 +330,8 @@ def _deployment_given(table, where: _Where, path: Path) -> dict:
 _EXAMPLES = {"model": 'model = "deepseek-r1"', "hardware": 'hardware = "h200"', "tp": "tp = 8", "gpus": "gpus = 8",
              "nodes": "nodes = 1", "pp": "pp = 1", "dp": "dp = 1", "ep": "ep = 8", "kv_dtype": 'kv_dtype = "fp8"',
              "engine": 'engine = "vllm"', "prompt": 'prompt = "1k"', "decode": 'decode = "30k"',
-             "kv_pool": 'kv_pool = "40GiB"', "gpu_memory_utilization": "gpu_memory_utilization = 0.9"}
+             "kv_pool": 'kv_pool = "40GiB"', "gpu_memory_utilization": "gpu_memory_utilization = 0.9",
+             "calibration": 'calibration = "cal.toml"'}
 
 
 def _relative(ref: str, plan_path: Path) -> str:

@@ -9,7 +9,8 @@ from kvplan.render.result import Result, Table
 from kvplan.specs.values import Tokens, Value, default, note
 
 FACTOR_LABELS = {"hbm": "hbm (fraction of HBM bandwidth)", "mfu": "mfu (fraction of the dense peak)",
-                 "overhead_us_per_step": "per-step overhead (us)"}
+                 "overhead_us_per_step": "per-step overhead (us)",
+                 "prefill_mfu": "prefill_mfu (fraction of the dense peak in prefill)"}
 
 
 def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_warnings: tuple[str, ...] = ()
