@@ -187,6 +187,7 @@ class PdPlan:
     decode_tp: Count
     role_layouts: Count
     fluid_margin: Ratio               # fluid / colocated goodput
+    colocated_tp: Count
 
 
 def ratio_label(ratio: Number) -> Note:
@@ -311,6 +312,7 @@ PREFILL_QUEUE_REQUESTS = 4000   # Poisson arrivals simulated through the prefill
 PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
 
 
 @dataclass(frozen=True)
@@ -579,8 +581,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           "shorten --prompt/--decode, use a smaller --kv-dtype, or larger instances (--tp)")
     targets = o.targets
     assert targets is not None      # PdOptions fills it in
-    mean_col, _, t_pf = m.colocated(p, d)       # the closed form on the mean: where the search starts
-    b_sim, sim, miss = m.colocated_simulated(s, mean_col.batch, m.ceiling(p, d))
+    total = par.gpus
+    roles = role_layouts(s, o)
+    own = (RoleLayout(par.tp, par.pp, par.ep), m)
+    col_lay, cm, instances, (b_sim, sim, miss) = _colocated_layout(roles, own, instances, p, d, total)
+    g = col_lay.gpus
+    _, _, t_pf = cm.colocated(p, d)
     if b_sim == 0:
         label = sim.verdict.decided_by
         key = _figure_key(label)
@@ -593,11 +599,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           + f": even one request misses on its {label}"
                           + (f", {v * 1e3:,.1f} ms (simulated)" if v is not None and key != "slo_attainment" else ""),
                           fix)
-    plain = float(m.tpot_by_batch(p, d)[b_sim - 1])
+    plain = float(cm.tpot_by_batch(p, d)[b_sim - 1])
     mean_b = float(costs.colocated_tpot(plain, t_pf, b_sim, d))
     sim_tps = float(sim.tokens_per_second.value or 0.0)
     col = Side(b_sim, mean_b, sim_tps / d, sim_tps)
-    chunks = max(1, math.ceil(p / m.chunk)) if o.chunked else 1
+    chunks = max(1, math.ceil(p / cm.chunk)) if o.chunked else 1
     share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
     dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
     tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
@@ -613,8 +619,6 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
                           "give --nic-gbps (GB/s per GPU per direction)")
     link_eff = m.factors.value("link")
-    total = par.gpus
-    roles = role_layouts(s, o)
     dis = search_disaggregated(s, o, roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus)
     if dis is None:
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
@@ -633,13 +637,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     rows = []
     for r in RATIOS:
         pr = max(1, int(round(r * d)))
-        fits = bool(not s.over_limit(pr + d) and m.fit(pr + d) >= 1)
+        fits = bool(not s.over_limit(pr + d) and any(rm.fit(pr + d) >= 1 for _, rm in (own, *roles)))
         if not fits:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
-        c, _, _ = m.colocated(pr, d)
-        cb, crun, _ = m.colocated_simulated(s.with_(prompt_tokens=pr, decode_tokens=d), c.batch, m.ceiling(pr, d))
-        c_tps = float(crun.tokens_per_second.value or 0.0) * instances if cb else 0.0
+        _, _, n, (cb, crun, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
+        c_tps = float(crun.tokens_per_second.value or 0.0) * n if cb else 0.0
         rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
@@ -726,8 +729,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     decided = _decided(targets, col.batch, miss, tpot_q, ttft_q, dis, dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v)
     return PdPlan(
-        s, o, Count(instances, derived("DP replicas: instances of TP x PP GPUs", f"{instances}")),
-        Count(g, derived("TP x PP", f"{par.tp} x {par.pp}")),
+        s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
+                                       "goodput", f"{total} // {g}")),
+        Count(g, derived("TP x PP of the colocated layout", col_lay.label)),
         t_pf_v, Count(chunks, derived("ceil(P / chunk)", "")),
         sec(t_pf * g, "prefill seconds x the instance's GPUs (GPU-seconds per request)", f"{t_pf:.6g} x {g}"),
         share_v,
@@ -753,8 +757,39 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         dis, col_rps_v, dis_rps_v, cap_v, fluid_v, split_eff_v, ttft_at_v, wait_v,
         Count(dis.prefill.tp, derived("the prefill role's TP (searched)", dis.prefill.label)),
         Count(dis.decode.tp, derived("the decode role's TP (searched)", dis.decode.label)),
-        Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v)
+        Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
+        Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)))
 
+
+def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
+    """The colocated layout for P = ``p``, D = ``d``: among the scenario's own (``own_instances`` instances) and the
+    role layouts (N // G instances each) that hold a request, the best ``COLOCATED_TRIED`` by the closed form on
+    the mean, the one whose simulated closed loop
+    (``_Model.colocated_simulated``, from the closed form's batch) serves the most requests/s x instances, the
+    scenario's own first among equals, so colocated serving gets the same layout freedom as each role: (layout,
+    model, instances, (batch, run, the first batch that misses)); the scenario's own when none holds a request."""
+    held = []
+    for i, (lay, rm) in enumerate((own, *roles)):
+        n = own_instances if i == 0 else total // lay.gpus
+        if n < 1 or rm.fit(p + d) < 1:
+            continue
+        side, _, _ = rm.colocated(p, d)
+        held.append((i, -side.tokens_per_second * n, lay, rm, n, side))
+    # the scenario's own and the two best others by the closed form on the mean are simulated
+    held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
+    best = None
+    for _, _, lay, rm, n, side in held:
+        b, run, miss = rm.colocated_simulated(rm.s.with_(prompt_tokens=p, decode_tokens=d), side.batch,
+                                              rm.ceiling(p, d))
+        v = float(run.tokens_per_second.value or 0.0) * n if b else 0.0
+        if best is None or v > best[0]:
+            best = (v, lay, rm, n, (b, run, miss))
+    if best is None:
+        lay, rm = own
+        side, _, _ = rm.colocated(p, d)
+        return lay, rm, own_instances, rm.colocated_simulated(rm.s.with_(prompt_tokens=p, decode_tokens=d),
+                                                              side.batch, rm.ceiling(p, d))
+    return best[1], best[2], best[3], best[4]
 
 def _split_text(dis: Disaggregated, short: bool = False) -> str:
     """The split as words: ``1 x TP2 prefill + 1 x TP1 decode``, or short: ``1 TP2 : 1 TP1``."""
