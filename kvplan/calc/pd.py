@@ -258,6 +258,49 @@ class _Model:
         b = int(self.batches[i])
         return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
 
+    def colocated_goodput(self, scenario: Scenario, top: float, users: int):
+        """Colocated goodput of one instance: the highest Poisson rate of ``scenario``'s equal requests whose
+        simulated run (``simulate.simulated_rate``: a ``--sweep-rate`` point, judged by overload and the one SLO
+        model) meets the targets, by bisection to ``COLOCATED_TOLERANCE`` from ``top`` (the closed loop's rate at
+        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets, else down by halves to
+        a rate that meets. Returns (rate, its point, the first rate above it that misses or None); rate 0 when even
+        ``top`` / 64 misses."""
+        from kvplan.calc.simulate import simulated_rate
+
+        targets = self.o.targets
+        assert targets is not None
+        n = min(max(COLOCATED_REQUESTS[0], 4 * users), COLOCATED_REQUESTS[1])
+        points: dict = {}
+
+        def meets(r: float) -> bool:
+            if r not in points:
+                points[r] = simulated_rate(scenario, r, targets, n)
+            return points[r].verdict.meets
+
+        hi = top
+        if meets(hi):
+            lo = hi
+            for _ in range(4):
+                hi = lo * 1.25
+                if not meets(hi):
+                    break
+                lo = hi
+            else:
+                return lo, points[lo], None
+        else:
+            lo = hi / 2
+            while not meets(lo):
+                hi, lo = lo, lo / 2
+                if lo < top / 64:
+                    return 0.0, points[hi], points[hi]
+        while hi - lo > COLOCATED_TOLERANCE * hi:
+            mid = (lo + hi) / 2
+            if meets(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, points[lo], points[hi]
+
     def colocated_simulated(self, scenario: Scenario, start: int, ceiling: int
                             ) -> tuple[int, SimulatedBatch, SimulatedBatch | None]:
         """The largest colocated batch in 1..``ceiling`` whose simulated run (``simulate.simulated_batch``: a closed
@@ -265,15 +308,18 @@ class _Model:
         them) meets the targets at their percentile: galloping from ``start`` (the closed form's batch, near the
         answer) to a bracket, then bisection (the figures grow with the batch). Returns (batch, its run, the first
         batch above it, which misses, or None when the ceiling meets); batch 0 when batch 1 misses."""
+        from dataclasses import replace
+
         from kvplan.calc.simulate import simulated_batch
 
         runs: dict[int, SimulatedBatch] = {}
         targets = self.o.targets
         assert targets is not None
+        tpot_only = replace(targets, ttft=None)   # a closed loop's TTFT is its users' lockstep, not a queue's
 
         def meets(b: int) -> bool:
             if b not in runs:
-                runs[b] = simulated_batch(scenario, b, targets)
+                runs[b] = simulated_batch(scenario, b, tpot_only)
             return runs[b].verdict.meets
 
         ceiling = max(ceiling, 1)
@@ -313,6 +359,8 @@ PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
+COLOCATED_REQUESTS = (300, 3000)  # Poisson requests per colocated rate tried: 4 x the batch, within these
+COLOCATED_TOLERANCE = 0.01      # the colocated goodput's bisection stops within 1% of the rate
 
 
 @dataclass(frozen=True)
@@ -505,25 +553,38 @@ def _figure_key(label: str) -> str:
     return f"{name.lower()}_seconds_{q}"
 
 
-def _decided(targets: SloTargets, b: int, miss, tpot_q: Seconds, ttft_q: Seconds, dis: Disaggregated,
+def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis: Disaggregated,
              dec_tpot: Seconds, ttft: Seconds, wait: Seconds, dis_meets: bool, eff: Fraction,
              fluid: Number, fluid_margin: Ratio) -> tuple[Note, ...]:
-    """The figures that decided each side's batch, with their margins to the targets, as notes."""
+    """The figures that decided each side, with their margins to the targets, as notes: the colocated closed loop's
+    batch (TPOT) and its goodput rate (TTFT and TPOT at the percentile under Poisson arrivals), the disaggregated
+    split."""
     tq, fq = targets.tpot_percentile, targets.ttft_percentile
     tpot_slo = Seconds(targets.tpot, given(targets.tpot_origin))
-    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=tpot_q,
-               slo=tpot_slo)
-    if targets.ttft is not None:
-        col = col + note(f", TTFT p{fq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=ttft_q,
-                         slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    rate, tpot_q, ttft_q, rate_miss = good
+    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated closed loop) against {slo:ms:g} ms",
+               v=closed_tpot, slo=tpot_slo)
     if miss is not None:
         label = miss.verdict.decided_by
         key = _figure_key(label)
-        fig = miss.figures[key]
         col = col + note(f"; batch {miss.users.value} misses on its {label} " + (
-            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=fig)
+            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=miss.figures[key])
     else:
         col = col + note("; no larger batch: pure decode's TPOT or the KV pool stops it there")
+    col = col + note("; goodput {r:,.3g} requests/s per instance under Poisson arrivals: TPOT " + f"p{tq} "
+                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms (simulated)",
+                     r=Number(rate, derived("the highest rate meeting the targets (bisection)", f"{rate:.6g}")),
+                     t=tpot_q, f=ttft_q)
+    if targets.ttft is not None:
+        col = col + note(" against {slo:ms:g} ms", slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    if rate_miss is not None:
+        label = rate_miss.verdict.decided_by
+        key = "" if label == "overload" else _figure_key(label)
+        col = col + note("; {r:,.3g} requests/s misses on its " + label + (
+            "" if not key else " {v:.1%}" if key == "slo_attainment" else " {v:ms:,.1f} ms"),
+            r=Number(rate_miss.rate, derived("the first rate tried above the goodput that misses",
+                                             f"{rate_miss.rate:.6g}")),
+            **({"v": rate_miss.figures[key]} if key else {}))
     q = targets.ttft_percentile
     out = note(f"disaggregated {_split_text(dis)}: decode batch {dis.decode_batch}, TPOT " + "{v:ms:,.1f} ms "
                "(closed form: equal requests, no prefills) against {slo:ms:g} ms; " + f"TTFT p{q} "
@@ -533,7 +594,7 @@ def _decided(targets: SloTargets, b: int, miss, tpot_q: Seconds, ttft_q: Seconds
         out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
                          slo=Seconds(targets.ttft, given(targets.ttft_origin)))
     out = out + note(f"; held by {dis.limited_by}; the integer split reaches " + "{eff:.0%} of a fractional split's "
-                     "{fluid:,.2f} requests/s ({fm:.2f}x colocated: the rounding moves the margin as the prompt "
+                     "{fluid:,.3g} requests/s ({fm:.2f}x colocated: the rounding moves the margin as the prompt "
                      "grows)", eff=eff, fluid=fluid, fm=fluid_margin)
     return col, out
 
@@ -584,7 +645,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     total = par.gpus
     roles = role_layouts(s, o)
     own = (RoleLayout(par.tp, par.pp, par.ep), m)
-    col_lay, cm, instances, (b_sim, sim, miss) = _colocated_layout(roles, own, instances, p, d, total)
+    col_lay, cm, instances, (b_sim, sim, miss), (good_rate, good_pt, good_miss) = _colocated_layout(
+        roles, own, instances, p, d, total)
     g = col_lay.gpus
     _, _, t_pf = cm.colocated(p, d)
     if b_sim == 0:
@@ -606,8 +668,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     chunks = max(1, math.ceil(p / cm.chunk)) if o.chunked else 1
     share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
     dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
-    tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
-    ttft_q = sim.figures[f"ttft_seconds_p{targets.ttft_percentile}"]
+    closed_tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
+    figs = good_pt.figures if good_pt is not None else sim.figures    # at the goodput rate (Poisson), simulated
+    tpot_q = figs[f"tpot_seconds_p{targets.tpot_percentile}"]
+    ttft_q = figs[f"ttft_seconds_p{targets.ttft_percentile}"]
 
     # the disaggregated side: every pair of role layouts and split, the prefill queue and the KV transfer
     nic = hw.node.nic_gb_s_per_direction_per_gpu
@@ -626,7 +690,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                                          else ""),
                           "give more GPUs (--nodes/--gpus)" + (", or another --prefill-gpus" if o.prefill_gpus
                                                                else ""))
-    col_rps = col.requests_per_second * instances
+    col_rps = good_rate * instances
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
     dis_tps = dis_rps * d
@@ -641,8 +705,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         if not fits:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
-        _, _, n, (cb, crun, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
-        c_tps = float(crun.tokens_per_second.value or 0.0) * n if cb else 0.0
+        _, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
+        c_tps = c_rate * n * d
         rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
@@ -660,11 +724,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
                                       f"{col.tpot:.6g} / {col.batch})"))
     col_tpot_v = sec(col.tpot, "closed form: TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
-    col_rps_v = Number(col_rps, derived("simulated: instances x the closed loop's requests/s at the largest batch "
-                                        "meeting the targets (its output tokens/s / D)",
-                                        f"{instances} x {sim_tps:.6g} / {d:,}"))
-    col_tps_v = Number(col_tps, derived("simulated: instances x the batch's output tokens / simulated time",
-                                        f"{instances} x {sim_tps:.6g}"))
+    col_rps_v = Number(col_rps, derived(
+        "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
+        "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 1%)",
+        f"{instances} x {good_rate:.6g}"))
+    col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
     nbytes_v = Bytes(dis.transfer_bytes, derived(
         "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
         f"{dis.transfer_bytes:,} B"))
@@ -707,13 +771,13 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=col_tpot_v),
-        note(f"colocated: {{rps:,.2f}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances at batch "
+        note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances at batch "
              f"{col.batch} (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
              tpot=col_tpot_v),
-        note("disaggregated: {rps:,.2f} requests/s ({tps:,.0f} output tokens/s) on " + _split_text(dis)
+        note("disaggregated: {rps:,.3g} requests/s ({tps:,.0f} output tokens/s) on " + _split_text(dis)
              + f" at decode batch {dis.decode_batch}; the rate is held by {dis.limited_by}; the integer split reaches "
-             "{eff:.0%} of a fractional one's {fluid:,.2f} requests/s", rps=dis_rps_v, tps=dis_tps_v, eff=split_eff_v,
+             "{eff:.0%} of a fractional one's {fluid:,.3g} requests/s", rps=dis_rps_v, tps=dis_tps_v, eff=split_eff_v,
              fluid=fluid_v),
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
@@ -726,7 +790,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     fluid_margin_v = Ratio(dis.fluid / col_rps if col_rps else math.inf, derived(
         "the fractional split's requests/s / colocated goodput: the margin without the integer split's rounding",
         f"{dis.fluid:.6g} / {col_rps:.6g}"))
-    decided = _decided(targets, col.batch, miss, tpot_q, ttft_q, dis, dec_tpot_v, ttft_at_v, wait_v, dis_meets,
+    decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
+                       dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v)
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
@@ -762,12 +827,14 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
-    """The colocated layout for P = ``p``, D = ``d``: among the scenario's own (``own_instances`` instances) and the
-    role layouts (N // G instances each) that hold a request, the best ``COLOCATED_TRIED`` by the closed form on
-    the mean, the one whose simulated closed loop
-    (``_Model.colocated_simulated``, from the closed form's batch) serves the most requests/s x instances, the
-    scenario's own first among equals, so colocated serving gets the same layout freedom as each role: (layout,
-    model, instances, (batch, run, the first batch that misses)); the scenario's own when none holds a request."""
+    """The colocated layout for P = ``p``, D = ``d`` and its goodput: among the scenario's own (``own_instances``
+    instances) and the role layouts (N // G instances each) that hold a request, the best ``COLOCATED_TRIED`` by the
+    closed form on the mean and the scenario's own are simulated as a closed loop (``_Model.colocated_simulated``:
+    the largest batch meeting the TPOT target); the one serving the most requests/s x instances is kept (the
+    scenario's own first among equals), so colocated serving gets the same layout freedom as each role; its goodput
+    is then searched over Poisson rates (``_Model.colocated_goodput``). Returns (layout, model, instances, (batch,
+    its closed-loop run, the first batch that misses), (goodput requests/s per instance, its point, the first rate
+    that misses))."""
     held = []
     for i, (lay, rm) in enumerate((own, *roles)):
         n = own_instances if i == 0 else total // lay.gpus
@@ -777,19 +844,22 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         held.append((i, -side.tokens_per_second * n, lay, rm, n, side))
     # the scenario's own and the two best others by the closed form on the mean are simulated
     held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
+    if not held:
+        lay, rm = own
+        held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
     best = None
-    for _, _, lay, rm, n, side in held:
-        b, run, miss = rm.colocated_simulated(rm.s.with_(prompt_tokens=p, decode_tokens=d), side.batch,
-                                              rm.ceiling(p, d))
+    for i, _, lay, rm, n, side in held:
+        one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        b, run, miss = rm.colocated_simulated(one, side.batch, rm.ceiling(p, d))
         v = float(run.tokens_per_second.value or 0.0) * n if b else 0.0
         if best is None or v > best[0]:
-            best = (v, lay, rm, n, (b, run, miss))
-    if best is None:
-        lay, rm = own
-        side, _, _ = rm.colocated(p, d)
-        return lay, rm, own_instances, rm.colocated_simulated(rm.s.with_(prompt_tokens=p, decode_tokens=d),
-                                                              side.batch, rm.ceiling(p, d))
-    return best[1], best[2], best[3], best[4]
+            best = (v, lay, rm, n, (b, run, miss), one)
+    assert best is not None
+    _, lay, rm, n, closed, one = best
+    top = float(closed[1].tokens_per_second.value or 0.0) / d
+    good = rm.colocated_goodput(one, top, max(closed[0], 1)) if closed[0] else (0.0, None, None)
+    return lay, rm, n, closed, good
+
 
 def _split_text(dis: Disaggregated, short: bool = False) -> str:
     """The split as words: ``1 x TP2 prefill + 1 x TP1 decode``, or short: ``1 TP2 : 1 TP1``."""

@@ -22,7 +22,7 @@ def present(plan: PdPlan) -> Result:
                  + note(" ({decode} output tokens)", decode=decode_v)) if be else note(
         "no break-even from 1:100 to 50:1 at {decode} output tokens", decode=decode_v)
     verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + note(
-        ": goodput {dis:,.2f} vs {col:,.2f} requests/s colocated ({dtps:,.0f} vs {ctps:,.0f} output tokens/s; "
+        ": goodput {dis:,.3g} vs {col:,.3g} requests/s colocated ({dtps:,.0f} vs {ctps:,.0f} output tokens/s; "
         "{margin:.2f}x, disaggregation must reach 1.05x; ", dis=plan.disaggregated_requests_per_second,
         col=plan.colocated_requests_per_second, dtps=plan.disaggregated_tokens_per_second,
         ctps=plan.colocated_tokens_per_second, margin=plan.margin) + breakeven + ") under " + under + "."
