@@ -208,8 +208,9 @@ class _Model:
         self.factors = costs.step_factors(s.hardware, **(o.factors or {}))
         self.step = costs.step_model(s, self.factors)
         self.pool = capacity.kv_pool(s).kv_pool_bytes
-        mnbt, _ = s.engine_adapter.batch_limits_for(s)
+        mnbt, seqs = s.engine_adapter.batch_limits_for(s)
         self.chunk = mnbt.number()
+        self.max_seqs = int(seqs.number())
         self.batches = np.arange(1, 4097, dtype=float)
 
     def fit(self, context: int) -> int:
@@ -242,13 +243,17 @@ class _Model:
         return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
 
     def ceiling(self, p: int, d: int) -> int:
-        """No colocated batch above pure decode's (prefills only add to a step) or the KV pool's meets."""
+        """No colocated closed-loop batch above pure decode's (prefills only add to a step) or the KV pool's at the
+        full context (the loop's requests run in lockstep) meets."""
         return min(max(self.decode_only(p, d).batch, 1), self.fit(p + d), len(self.batches))
 
     def decode_only(self, p: int, d: int) -> Side:
+        """Pure decode of equal requests arriving one after another: contexts spread evenly over p..p+d (the step
+        model's steady batch), so the pool holds requests at the mean context p + d/2, up to the engine's
+        max_num_seqs; the largest batch whose TPOT meets the target, its TPOT and rates."""
         import numpy as np
 
-        limit = min(self.fit(p + d), len(self.batches))
+        limit = min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))
         plain = self.tpot_by_batch(p, d)[:limit]
         ok = np.nonzero(plain <= self.o.tpot_slo)[0]
         if not len(ok):
