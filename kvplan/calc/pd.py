@@ -111,6 +111,8 @@ class RatioRow:
     disaggregation_wins: bool
     fits: bool
     split: str = ""        # the disaggregated split found, in words
+    colocated_layout: str = ""
+    margin: float = 0.0    # disaggregated / colocated goodput
 
     @property
     def prompt(self) -> Tokens:
@@ -363,9 +365,9 @@ PREFILL_QUEUE_REQUESTS = 4000   # Poisson arrivals simulated through the prefill
 PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
-COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
-COLOCATED_REQUESTS = (300, 3000)  # Poisson requests per colocated rate tried: 4 x the batch, within these
-COLOCATED_TOLERANCE = 0.01      # the colocated goodput's bisection stops within 1% of the rate
+COLOCATED_TRIED = 1             # colocated layouts simulated besides the scenario's own (best by the closed form)
+COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
+COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
 
 
 @dataclass(frozen=True)
@@ -650,8 +652,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     total = par.gpus
     roles = role_layouts(s, o)
     own = (RoleLayout(par.tp, par.pp, par.ep), m)
-    col_lay, cm, instances, (b_sim, sim, miss), (good_rate, good_pt, good_miss) = _colocated_layout(
-        roles, own, instances, p, d, total)
+    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(roles, own, instances, p, d,
+                                                                                       total)
+    mean_col, _, _ = cm.colocated(p, d)       # the closed form on the mean: where the closed loop's search starts
+    b_sim, sim, miss = cm.colocated_simulated(one, mean_col.batch, cm.ceiling(p, d))
     g = col_lay.gpus
     _, _, t_pf = cm.colocated(p, d)
     if b_sim == 0:
@@ -710,38 +714,39 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         if not fits:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
-        _, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
+        c_lay, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
         c_tps = c_rate * n * d
         rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
                              bool(r_tps > c_tps * WIN_MARGIN), True,
-                             _split_text(rd, short=True) if rd is not None else "no split holds the model"))
+                             _split_text(rd, short=True) if rd is not None else "no split holds the model",
+                             f"{n} {c_lay.label}", r_tps / c_tps if c_tps else math.inf))
+    flips_note = _flips(rows, s.engine_adapter.id == "neutral")
     # the break-even: the smallest prompt:output among the table's rows and this request where disaggregation wins
     wins = sorted([row.ratio for row in rows if row.fits and row.disaggregation_wins] + ([p / d] if recommend else []))
     breakeven = wins[0] if wins else None
 
-    def sec(v, formula, numbers):
-        return Seconds(v, derived(formula, numbers))
-
-    t_pf_v = sec(t_pf, "prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
-                 f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms")
+    t_pf_v = Seconds(t_pf, derived("prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
+                 f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"))
     share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
                                       f"{col.tpot:.6g} / {col.batch})"))
-    col_tpot_v = sec(col.tpot, "closed form: TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
+    col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x B / D",
+                                           f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}"))
     col_rps_v = Number(col_rps, derived(
         "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
-        "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 1%)",
+        "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%)",
         f"{instances} x {good_rate:.6g}"))
     col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
     nbytes_v = Bytes(dis.transfer_bytes, derived(
         "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
         f"{dis.transfer_bytes:,} B"))
-    transfer_v = sec(dis.transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
-                     f"{dis.transfer_bytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})")
-    exposed_v = sec(dis.exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the "
+    transfer_v = Seconds(dis.transfer, derived("bytes per GPU / (NIC per GPU x link efficiency)",
+                     f"{dis.transfer_bytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})"))
+    exposed_v = Seconds(dis.exposed, derived("max(transfer / layers, transfer - T_pf): overlapped layer by layer "
+                                             "with the "
                     "prefill", f"max({dis.transfer:.6g} / {s.sized_model.num_layers}, {dis.transfer:.6g} - "
-                    f"{dis.prefill_seconds:.6g})")
+                    f"{dis.prefill_seconds:.6g})"))
     q = targets.ttft_percentile
     dis_rps_v = Number(dis_rps, derived(
         "the highest Poisson rate under the split's capacity whose simulated prefill-queue TTFT meets the targets "
@@ -762,16 +767,18 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     cap_p, cap_d = n_p / max(dis.prefill_seconds, dis.transfer), n_d * dis.decode_batch / (d * dis.decode_tpot)
     idle = 1 - min(cap_p, cap_d) / max(cap_p, cap_d)
     idle_v = Fraction(idle, derived("1 - the smaller pool's capacity / the larger's", f"{idle:.4f}"))
-    ttft_v = sec(dis.ttft_unloaded, "closed form: T_pf + exposed transfer + handover + frontend latency (no queue)",
+    ttft_v = Seconds(dis.ttft_unloaded, derived("closed form: T_pf + exposed transfer + handover + frontend latency "
+                                                "(no queue)",
                  f"{dis.prefill_seconds:.6g} + {dis.exposed:.6g} + {o.handover_seconds:g} + "
-                 f"{dis.ttft_unloaded - dis.prefill_seconds - dis.exposed - o.handover_seconds:.6g}")
-    ttft_at_v = sec(dis.ttft_at, f"simulated: p{q} of the prefill queue's wait (FCFS over n_p instances, M/D/c, "
+                 f"{dis.ttft_unloaded - dis.prefill_seconds - dis.exposed - o.handover_seconds:.6g}"))
+    ttft_at_v = Seconds(dis.ttft_at, derived(f"simulated: p{q} of the prefill queue's wait (FCFS over n_p "
+                                             "instances, M/D/c, "
                     f"{PREFILL_QUEUE_REQUESTS:,} Poisson arrivals) + the TTFT without a queue, at the goodput rate",
-                    f"{dis.wait_at:.6g} + {dis.ttft_unloaded:.6g}")
-    wait_v = sec(dis.wait_at, f"simulated: p{q} of the prefill queue's wait at the goodput rate",
-                 f"{dis.wait_at:.6g} at {dis_rps:.6g} requests/s on {n_p} instance(s)")
-    dec_tpot_v = sec(dis.decode_tpot, "closed form: the steady TPOT of the pure decode batch",
-                     f"B = {dis.decode_batch}")
+                    f"{dis.wait_at:.6g} + {dis.ttft_unloaded:.6g}"))
+    wait_v = Seconds(dis.wait_at, derived(f"simulated: p{q} of the prefill queue's wait at the goodput rate",
+                 f"{dis.wait_at:.6g} at {dis_rps:.6g} requests/s on {n_p} instance(s)"))
+    dec_tpot_v = Seconds(dis.decode_tpot, derived("closed form: the steady TPOT of the pure decode batch",
+                     f"B = {dis.decode_batch}"))
     reasons = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
@@ -785,7 +792,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              "{eff:.0%} of a fractional one's {fluid:,.3g} requests/s", rps=dis_rps_v, tps=dis_tps_v, eff=split_eff_v,
              fluid=fluid_v),
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
-             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
+             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
+        *((flips_note,) if flips_note is not None else ()))
     margin = dis_rps / col_rps if col_rps else math.inf
     margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (requests/s meeting the targets)",
                                      f"{dis_rps:.6g} / {col_rps:.6g}"))
@@ -803,13 +811,14 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                        "goodput", f"{total} // {g}")),
         Count(g, derived("TP x PP of the colocated layout", col_lay.label)),
         t_pf_v, Count(chunks, derived("ceil(P / chunk)", "")),
-        sec(t_pf * g, "prefill seconds x the instance's GPUs (GPU-seconds per request)", f"{t_pf:.6g} x {g}"),
+        Seconds(t_pf * g, derived("prefill seconds x the instance's GPUs (GPU-seconds per request)",
+                                  f"{t_pf:.6g} x {g}")),
         share_v,
         Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
                                    f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
         Count(col.batch, derived("simulated: the largest batch whose run meets the targets at their percentile "
                                  "(bisection)", f"B = {col.batch}")),
-        sec(plain, "TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"),
+        Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms")),
         col_tpot_v,
         tpot_q, ttft_q,
         Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",
@@ -833,21 +842,19 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
     """The colocated layout for P = ``p``, D = ``d`` and its goodput: among the scenario's own (``own_instances``
-    instances) and the role layouts (N // G instances each) that hold a request, the best ``COLOCATED_TRIED`` by the
-    closed form on the mean and the scenario's own are simulated as a closed loop (``_Model.colocated_simulated``:
-    the largest batch meeting the TPOT target); the one serving the most requests/s x instances is kept (the
-    scenario's own first among equals), so colocated serving gets the same layout freedom as each role; its goodput
-    is then searched over Poisson rates (``_Model.colocated_goodput``). Returns (layout, model, instances, (batch,
-    its closed-loop run, the first batch that misses), (goodput requests/s per instance, its point, the first rate
-    that misses))."""
+    instances) and the role layouts (N // G instances each) that hold a request, the scenario's own and the best
+    ``COLOCATED_TRIED`` by the closed form on the mean are searched for their goodput under Poisson arrivals
+    (``_Model.colocated_goodput``, from the closed form's rate); the one serving the most requests/s x instances is
+    kept (the scenario's own first among equals), so colocated serving gets the same layout freedom as each role.
+    Returns (layout, model, instances, the one-instance scenario, (goodput requests/s per instance, its point, the
+    first rate that misses))."""
     held = []
     for i, (lay, rm) in enumerate((own, *roles)):
         n = own_instances if i == 0 else total // lay.gpus
         if n < 1 or rm.fit(p + d) < 1:
             continue
         side, _, _ = rm.colocated(p, d)
-        held.append((i, -side.tokens_per_second * n, lay, rm, n, side))
-    # the scenario's own and the two best others by the closed form on the mean are simulated
+        held.append((i, -side.requests_per_second * n, lay, rm, n, side))
     held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
     if not held:
         lay, rm = own
@@ -855,15 +862,37 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
     best = None
     for i, _, lay, rm, n, side in held:
         one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
-        b, run, miss = rm.colocated_simulated(one, side.batch, rm.ceiling(p, d))
-        v = float(run.tokens_per_second.value or 0.0) * n if b else 0.0
-        if best is None or v > best[0]:
-            best = (v, lay, rm, n, (b, run, miss), one)
+        dec = rm.decode_only(p, d)
+        top = float(side.requests_per_second) if side.batch else float(dec.requests_per_second) / 2
+        good = rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1)) if top > 0 else (0.0, None, None)
+        if best is None or good[0] * n > best[0]:
+            best = (good[0] * n, lay, rm, n, one, good)
     assert best is not None
-    _, lay, rm, n, closed, one = best
-    top = float(closed[1].tokens_per_second.value or 0.0) / d
-    good = rm.colocated_goodput(one, top, max(closed[0], 1)) if closed[0] else (0.0, None, None)
-    return lay, rm, n, closed, good
+    return best[1:]
+
+
+def _flips(rows, neutral: bool) -> Note | None:
+    """When the table's verdict changes more than once as the prompt grows, a note naming where and why: the rows'
+    colocated layouts and disaggregated splits (each row is searched on its own, and whole instances round
+    differently at each length), the largest distance of a flipping row's margin from the 1.05x bar, and, on the
+    neutral engine, its prefills that run as steps of their own (a whole weight pass per prompt, which a short prompt
+    pays in full colocated; vLLM's and SGLang's schedulers mix prefill chunks into decode steps). None when the
+    verdict changes at most once."""
+    fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
+    at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
+    if len(at) < 2:
+        return None
+    near = max(abs(r.margin / WIN_MARGIN - 1) for r in at)
+    where = ", ".join(f"{r.prompt_tokens:,} ({r.colocated_layout} colocated, {r.split} split)" for r in at)
+    text = (f"The verdict changes {len(at)} times as the prompt grows (at {where}); each row's layouts and split are "
+            "searched on their own and whole instances round differently at each length; the flipping rows' margins "
+            "lie within {near:.0%} of the 1.05x bar")
+    if neutral:
+        text += ("; on the neutral engine each colocated prefill is a step of its own (a whole weight pass per "
+                 "prompt, paid in full at short prompts), where vLLM and SGLang mix prefill chunks into decode steps "
+                 "(--engine vllm)")
+    return note(text + ".", near=Fraction(near, derived("max |margin / 1.05 - 1| over the rows where the verdict "
+                                                         "changes", f"{near:.4f}")))
 
 
 def _split_text(dis: Disaggregated, short: bool = False) -> str:

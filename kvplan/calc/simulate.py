@@ -1077,7 +1077,7 @@ def simulated_batch(s: Scenario, batch: int, targets: SloTargets, requests: int 
 @dataclass(frozen=True)
 class SimulatedRate:
     """One replica fed Poisson arrivals of equal requests at one rate, simulated, judged as a ``--sweep-rate`` point
-    is (``sweep_verdict``: overload, then the SLO model)."""
+    is (``sweep_verdict``'s order: overload, then the SLO model)."""
 
     rate: float
     figures: dict                 # the run's metrics and its SLO figures (typed)
@@ -1095,7 +1095,10 @@ def simulated_rate(s: Scenario, rate: float, targets: SloTargets, requests: int,
     work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
                     output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
                     max_len=s.context_limit or wl.MAX_TOKENS, rate=rate)
-    plan = plan_simulate(s, work, SimOptions())
-    m = {**plan.metrics}
-    m.update(slo.run_figures(plan.run, targets, m))
-    return SimulatedRate(rate, m, sweep_verdict(m, targets, None))
+    run = simulate(s, work, SimOptions())
+    m = {**overload_values(overload_verdict(run)),
+         "requests_finished": Count(len(run.finish), derived("simulated: requests run to their last token",
+                                                             f"{len(run.finish):,}")),
+         **slo.run_figures(run, targets)}
+    # sweep_verdict's order without its recompute cap: overload first, then the SLO model
+    return SimulatedRate(rate, m, slo.Verdict(False, "overload") if overloaded(m) else slo.judge(m, targets))

@@ -106,7 +106,8 @@ def present(plan: PdPlan) -> Result:
         "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
                       "colocated_tokens_per_second": r.colocated,
                       "disaggregated_tokens_per_second": r.disaggregated,
-                      "disaggregation_wins": r.disaggregation_wins, "fits": r.fits, "split": r.split}
+                      "disaggregation_wins": r.disaggregation_wins, "fits": r.fits, "split": r.split,
+                      "colocated_layout": r.colocated_layout}
                      for r in plan.ratios],
     }
     assumptions = (
