@@ -168,10 +168,11 @@ def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
 def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligible(run_cli):
     # 1K + 30K: prefill is 0.1% of a replica's time, so an instance's goodput under Poisson arrivals is pure decode's
     # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
-    # over their 30K tokens (at 16K on average), fit the pool; 2 instances. The simulated rate (bisection to 1%)
-    # lands within 2% of it, and the disaggregated split, 1 + 1 instances, serves half of it.
+    # over their 30K tokens (at 16K on average), fit the pool; 2 instances. The simulated rate (bisection to 2% over
+    # 200 Poisson requests, whose TPOT p99 sees the arrivals' bursts) lands at most 4% below it, and the
+    # disaggregated split, 1 + 1 instances, serves half of it.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
     little = 2 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert d["colocated_requests_per_second"] == pytest.approx(little, rel=0.02)
+    assert 0.96 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False

@@ -75,6 +75,7 @@ class PdOptions:
     chunked: bool = True
     factors: dict | None = None
     targets: SloTargets | None = None
+    table: bool = True       # the ratio table (False: the verdict at this request alone, e.g. for recommend's row)
 
     def __post_init__(self) -> None:
         from dataclasses import replace
@@ -708,7 +709,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     recommend = bool(dis_rps > col_rps * WIN_MARGIN)
 
     rows = []
-    for r in RATIOS:
+    for r in RATIOS if o.table else ():
         pr = max(1, int(round(r * d)))
         fits = bool(not s.over_limit(pr + d) and any(rm.fit(pr + d) >= 1 for _, rm in (own, *roles)))
         if not fits:
