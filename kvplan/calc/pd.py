@@ -570,7 +570,7 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     tq, fq = targets.tpot_percentile, targets.ttft_percentile
     tpot_slo = Seconds(targets.tpot, given(targets.tpot_origin))
     rate, tpot_q, ttft_q, rate_miss = good
-    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated closed loop) against {slo:ms:g} ms",
+    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms",
                v=closed_tpot, slo=tpot_slo)
     if miss is not None:
         label = miss.verdict.decided_by
@@ -578,9 +578,9 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
         col = col + note(f"; batch {miss.users.value} misses on its {label} " + (
             "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=miss.figures[key])
     else:
-        col = col + note("; no larger batch: pure decode's TPOT or the KV pool stops it there")
-    col = col + note("; goodput {r:,.3g} requests/s per instance under Poisson arrivals: TPOT " + f"p{tq} "
-                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms (simulated)",
+        col = col + note("; the KV pool or pure decode's TPOT caps it")
+    col = col + note("; goodput {r:,.3g} requests/s per instance (Poisson): TPOT " + f"p{tq} "
+                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",
                      r=Number(rate, derived("the highest rate meeting the targets (bisection)", f"{rate:.6g}")),
                      t=tpot_q, f=ttft_q)
     if targets.ttft is not None:
@@ -595,15 +595,14 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
             **({"v": rate_miss.figures[key]} if key else {}))
     q = targets.ttft_percentile
     out = note(f"disaggregated {_split_text(dis)}: decode batch {dis.decode_batch}, TPOT " + "{v:ms:,.1f} ms "
-               "(closed form: equal requests, no prefills) against {slo:ms:g} ms; " + f"TTFT p{q} "
-               + "{t:ms:,.1f} ms at the goodput rate (simulated prefill queue, wait {w:ms:,.1f} ms, + prefill, "
-               "exposed KV transfer and handover)", v=dec_tpot, slo=tpot_slo, t=ttft, w=wait)
+               "(closed form) against {slo:ms:g} ms; " + f"TTFT p{q} "
+               + "{t:ms:,.1f} ms at the goodput rate (simulated prefill queue: wait {w:ms:,.1f} ms)", v=dec_tpot,
+               slo=tpot_slo, t=ttft, w=wait)
     if targets.ttft is not None:
         out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
                          slo=Seconds(targets.ttft, given(targets.ttft_origin)))
-    out = out + note(f"; held by {dis.limited_by}; the integer split reaches " + "{eff:.0%} of a fractional split's "
-                     "{fluid:,.3g} requests/s ({fm:.2f}x colocated: the rounding moves the margin as the prompt "
-                     "grows)", eff=eff, fluid=fluid, fm=fluid_margin)
+    out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
+                     "{fluid:,.3g} requests/s ({fm:.2f}x colocated)", eff=eff, fluid=fluid, fm=fluid_margin)
     return col, out
 
 
