@@ -191,6 +191,7 @@ class PdPlan:
     role_layouts: Count
     fluid_margin: Ratio               # fluid / colocated goodput
     colocated_tp: Count
+    prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
 
 
 def ratio_label(ratio: Number) -> Note:
@@ -837,7 +838,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(dis.prefill.tp, derived("the prefill role's TP (searched)", dis.prefill.label)),
         Count(dis.decode.tp, derived("the decode role's TP (searched)", dis.decode.label)),
         Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
-        Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)))
+        Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)),
+        Seconds(dis.prefill_seconds, derived("prefill of P tokens on the prefill role's layout (the step model's "
+                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")))
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):

@@ -43,6 +43,7 @@ def present(plan: PdPlan) -> Result:
     disaggregated = Table("Disaggregated", ("figure", "value"), (
         ("KV transfer per GPU", plan.transfer_bytes_per_gpu), ("NIC per GPU per direction", plan.nic),
         ("KV transfer", plan.transfer), ("exposed after the prefill", plan.transfer_exposed),
+        ("prefill (T_pf) on the prefill layout", plan.prefill_disaggregated),
         ("TTFT unloaded (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
         ("role layouts that hold the model", plan.role_layouts),
         ("prefill TP", plan.prefill_tp), ("prefill instances", plan.prefill_instances),
@@ -100,6 +101,7 @@ def present(plan: PdPlan) -> Result:
         f"ttft_seconds_disaggregated_p{fq}": plan.ttft_disaggregated_at,
         f"prefill_wait_seconds_p{fq}": plan.prefill_wait_at,
         "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
+        "prefill_seconds_disaggregated": plan.prefill_disaggregated,
         "prefill_ep": plan.disaggregated.prefill.ep, "decode_ep": plan.disaggregated.decode.ep,
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
         "reasons": list(plan.reasons),
