@@ -100,3 +100,12 @@ def test_the_margin_wobble_is_the_integer_split(run_cli):
         verdicts.append(d["recommend_disaggregation"])
     assert max(fluid) - min(fluid) < max(margins) - min(margins)
     assert verdicts in (sorted(verdicts), sorted(verdicts, reverse=True))
+
+
+def test_a_role_layout_leaves_the_other_role_an_instance(run_cli):
+    # Llama-3.1-8B on 8 H100s: TP 1, 2, 4 and 8 divide its 8 KV heads, but TP8 takes all 8 GPUs and leaves the other
+    # role none, so the search has 3 layouts; every split fits in the 8 GPUs.
+    d = pd_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4k",
+                "--decode", "300")
+    assert d["role_layouts"] == 3
+    assert d["prefill_instances"] * d["prefill_tp"] + d["decode_instances"] * d["decode_tp"] <= 8
