@@ -73,6 +73,10 @@ def test_one_instance_cannot_be_split(run_cli):
     (("--nodes", "2", "--slo-percentile", "95"), "--slo-percentile '95' is not one of 50, 90, 99"),
     (("--nodes", "2", "--handover-ms", "-1000000"), "--handover-ms '-1000000' is not a time"),   # TTFT went negative
     (("--nodes", "2", "--nic-gbps", "0"), "--nic-gbps '0' must be a positive"),   # named --host-link-gbs before
+    # DeepSeek-R1 holds only at TP8 on H200: 3 prefill GPUs are no whole number of instances
+    (("--nodes", "2", "--prefill-gpus", "3"), "no split of 16 GPUs has 3 prefill GPUs: the layouts that hold the model "
+                                              "take 8 GPU(s) an instance"),
+    (("--nodes", "2", "--prefill-gpus", "16"), "--prefill-gpus 16 leaves no GPU for decode"),
 ])
 def test_pd_refuses_what_it_cannot_answer(run_cli, args, needle):
     r = run_cli("pd", *args)

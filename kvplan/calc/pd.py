@@ -694,12 +694,15 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           "give --nic-gbps (GB/s per GPU per direction)")
     link_eff = m.factors.value("link")
     dis = search_disaggregated(s, o, roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+    if dis is None and o.prefill_gpus is not None:
+        sizes = sorted({lay.gpus for lay, _ in roles})
+        raise KvplanError(f"no split of {total} GPUs has {o.prefill_gpus} prefill GPUs: the layouts that hold the "
+                          "model take " + ", ".join(str(x) for x in sizes) + " GPU(s) an instance",
+                          f"give --prefill-gpus as a multiple of {sizes[0]} below {total}" if sizes else
+                          "drop --prefill-gpus")
     if dis is None:
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
-                          f"{p + d:,}-token request" + (f" with {o.prefill_gpus} prefill GPUs" if o.prefill_gpus
-                                                         else ""),
-                          "give more GPUs (--nodes/--gpus)" + (", or another --prefill-gpus" if o.prefill_gpus
-                                                               else ""))
+                          f"{p + d:,}-token request", "give more GPUs (--nodes/--gpus)")
     col_rps = good_rate * instances
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
