@@ -851,7 +851,8 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
     instances) and the role layouts (N // G instances each) that hold a request, the scenario's own and the best
     ``COLOCATED_TRIED`` by the closed form on the mean are searched for their goodput under Poisson arrivals
     (``_Model.colocated_goodput``, from the closed form's rate); the one serving the most requests/s x instances is
-    kept (the scenario's own first among equals), so colocated serving gets the same layout freedom as each role.
+    kept (the scenario's own first among equals; one whose pure decode rate cannot beat the best found is not
+    searched), so colocated serving gets the same layout freedom as each role.
     Returns (layout, model, instances, the one-instance scenario, (goodput requests/s per instance, its point, the
     first rate that misses))."""
     held = []
@@ -866,9 +867,11 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         lay, rm = own
         held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
     best = None
-    for i, _, lay, rm, n, side in held:
-        one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+    for i, _, lay, rm, n, side in sorted(held, key=lambda h: (h[1], h[0])):
         dec = rm.decode_only(p, d)
+        if best is not None and float(dec.requests_per_second) * n <= best[0]:
+            continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
+        one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
         top = float(side.requests_per_second) if side.batch else float(dec.requests_per_second) / 2
         good = rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1)) if top > 0 else (0.0, None, None)
         if best is None or good[0] * n > best[0]:
