@@ -109,3 +109,23 @@ def test_a_role_layout_leaves_the_other_role_an_instance(run_cli):
                 "--decode", "300")
     assert d["role_layouts"] == 3
     assert d["prefill_instances"] * d["prefill_tp"] + d["decode_instances"] * d["decode_tp"] <= 8
+
+
+def test_pd_and_a_sweep_agree_on_the_colocated_goodput(run_cli):
+    # One SLO model: pd's colocated goodput per instance is a --sweep-rate point. The same requests (fixed 4K + 300,
+    # Poisson, seed 0, the count pd simulated) swept at that rate and at the first rate pd found missing give the
+    # same TPOT and TTFT p99, meet at the goodput and miss above it, so the sweep's goodput is pd's rate.
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4k", "--decode",
+            "300")
+    d = pd_json(run_cli, *args)
+    rate = d["colocated_requests_per_second"] / d["instances"]
+    above = float(d["decided_by"][0].split("; ")[-1].split(" requests/s misses")[0])
+    r = run_cli("simulate", *args, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
+                "--sweep-rate", f"{rate!r}:{above * 1.001!r}:2", "--tpot-slo", "50ms", "-f", "json")
+    assert r.code == 0, r.err
+    s = r.json()
+    assert s["goodput_requests_per_second"] == pytest.approx(rate, rel=1e-12)
+    at = s["sweep"][0]
+    assert at["tpot_seconds_p99"] == pytest.approx(d["tpot_seconds_colocated_p99"], rel=1e-9)
+    assert at["ttft_seconds_p99"] == pytest.approx(d["ttft_seconds_colocated_p99"], rel=1e-9)
+    assert s["sweep"][1]["decided_by"] is not None

@@ -192,6 +192,7 @@ class PdPlan:
     fluid_margin: Ratio               # fluid / colocated goodput
     colocated_tp: Count
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
+    colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
 
 
 def ratio_label(ratio: Number) -> Note:
@@ -843,7 +844,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
         Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)),
         Seconds(dis.prefill_seconds, derived("prefill of P tokens on the prefill role's layout (the step model's "
-                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")))
+                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")),
+        Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
+              derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
+                      + "; seed 0", "")))
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):

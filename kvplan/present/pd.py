@@ -102,6 +102,7 @@ def present(plan: PdPlan) -> Result:
         f"prefill_wait_seconds_p{fq}": plan.prefill_wait_at,
         "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
         "prefill_seconds_disaggregated": plan.prefill_disaggregated,
+        "colocated_requests_per_rate": plan.colocated_rate_requests,
         "prefill_ep": plan.disaggregated.prefill.ep, "decode_ep": plan.disaggregated.decode.ep,
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
         "reasons": list(plan.reasons),
