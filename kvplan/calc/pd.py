@@ -847,7 +847,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                              "prefill)", f"{p:,} tokens on {dis.prefill.label}")),
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
-                      + "; seed 0", "")))
+                      + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
+                      else "no rate simulated")))
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
