@@ -339,20 +339,23 @@ PD_ARGS = ("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "2", "--prompt"
 
 
 def test_pd_ttft_adds_the_handover(run_cli):
-    # pd-ttft-no-handover: TTFT disaggregated = prefill + exposed transfer + the 2 ms handover
-    # (DEFAULT_HANDOVER_SECONDS, kvplan's stated assumption).
+    # pd-ttft-no-handover: TTFT disaggregated, without a queue = the prefill role's prefill + exposed transfer + the
+    # 2 ms handover (DEFAULT_HANDOVER_SECONDS, kvplan's stated assumption); the neutral engine has no frontend latency.
     d = json_of(run_cli, *PD_ARGS)
     assert d["ttft_seconds_disaggregated"] == pytest.approx(
-        d["prefill_seconds"] + d["kv_transfer_exposed_seconds"] + 0.002, rel=1e-12)
+        d["prefill_seconds_disaggregated"] + d["kv_transfer_exposed_seconds"] + 0.002, rel=1e-12)
 
 
 def test_pd_nic_option_is_gigabytes_per_second(run_cli):
-    # pd-nic-gib: --nic-gbps 25 is 25 x 10^9 B/s (GB, not GiB). The transfer of 524,288,000 B per receiving GPU
-    # (Llama-3.1-8B at TP2: 32 x 4 KV heads x 256 x 2 B = 65,536 B per token x 8,000) takes
-    # 524,288,000 / (25e9 x 0.82, the h100-sxm preset's link efficiency) = 25.575 ms.
+    # pd-nic-gib: --nic-gbps 25 is 25 x 10^9 B/s (GB, not GiB). The busiest NIC carries the larger shard of the two
+    # roles' layouts (Llama-3.1-8B: 32 layers x 8 KV heads x 256 x 2 B = 131,072 B per token on one GPU, halved per
+    # TP doubling) x 8,000 tokens: at TP1 1,048,576,000 B / (25e9 x 0.82, the h100-sxm preset's link efficiency) =
+    # 51.15 ms (at TP2 on both sides, half of that).
     d = json_of(run_cli, *PD_ARGS, "--nic-gbps", "25")
     assert d["nic_bytes_per_second"] == 25e9
-    assert d["kv_transfer_seconds"] == pytest.approx(524_288_000 / (25e9 * 0.82), rel=1e-12)
+    nbytes = 131_072 // min(d["prefill_tp"], d["decode_tp"]) * 8000
+    assert d["kv_transfer_bytes_per_gpu"] == nbytes
+    assert d["kv_transfer_seconds"] == pytest.approx(nbytes / (25e9 * 0.82), rel=1e-12)
 
 
 # --- recommend -----------------------------------------------------------------------------------------------------

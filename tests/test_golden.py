@@ -25,6 +25,8 @@ COMMANDS = {
     "compare-preemption": ("compare-preemption", "--kv-dtype", "fp8"),
     "tpot": ("tpot", "--kv-dtype", "fp8"),
     "pd": ("pd", "--nodes", "2", "--kv-dtype", "fp8"),
+    # the README's chat case (issue 21): 4K + 300 under a 2 s TTFT p99 and the 50 ms TPOT p99
+    "pd-chat": ("pd", "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s"),
     "simulate": ("simulate", "--kv-dtype", "fp8", "--workload", "long-cot-bench", "--rate", "0.1", "--requests",
                  "200", "--seed", "1"),
     "simulate-compare": ("simulate", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate", "8", "--requests",
@@ -64,6 +66,7 @@ SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
         ("simulate-compare", "csv")}   # csv is one run's per-request table
 # docs/traces.md shows the three sample traces at 80 columns only
 SKIP |= {("simulate-engines", f) for f in FORMATS if f not in ("table-80", "json")}
+SKIP |= {("pd-chat", f) for f in FORMATS if f not in ("brief", "json")}
 SKIP |= {(c, f) for c in COMMANDS if c.startswith("simulate-trace-") for f in FORMATS if f != "table-80"}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 # Bad input: the README's error examples, each pinned as what it prints to stderr (tests/golden/error.<name>.txt)
@@ -198,8 +201,9 @@ def test_the_readme_has_one_short_example_per_command():
     """The README is what a newcomer needs: one example per command, the long sections on the site."""
     readme = (ROOT / "README.md").read_text()
     examples = re.findall(r"```\n\$ kvplan ([a-z-]+)", readme)
-    assert examples == ["size", "concurrency", "compare-preemption", "tpot", "pd", "simulate", "check", "recommend",
-                        "explain-log", "calibrate", "presets"], examples
+    # pd and recommend show two workloads each (issue 21): reasoning, which does not disaggregate, and chat
+    assert examples == ["size", "concurrency", "compare-preemption", "tpot", "pd", "pd", "simulate", "check",
+                        "recommend", "recommend", "explain-log", "calibrate", "presets"], examples
     assert len(readme.splitlines()) <= 400
 
 

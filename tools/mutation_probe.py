@@ -483,15 +483,25 @@ MUTANTS: tuple[Mutant, ...] = (
     M("tpot-kv-bound-ignores-moe", TPOT, 'split["attention"] > split["weights"] + split["moe"]',
       'split["attention"] > split["weights"]'),
     # --- pd: disaggregated against colocated (kvplan/calc/pd.py) ---------------------------------------------------
-    M("pd-ttft-no-handover", PD, "ttft = t_pf + exposed + o.handover_seconds", "ttft = t_pf + exposed"),
-    M("pd-transfer-line-rate", PD, "transfer = nbytes / (nic_v.number() * link_eff)",
-      "transfer = nbytes / nic_v.number()"),
-    M("pd-colocated-one-instance", PD, "col_tps = col.tokens_per_second * instances",
-      "col_tps = col.tokens_per_second"),
-    M("pd-split-max-capacity", PD, "rps = min(cap_p, cap_d)", "rps = max(cap_p, cap_d)"),
+    M("pd-ttft-no-handover", PD, "fixed = t_pf + exposed + o.handover_seconds + front",
+      "fixed = t_pf + exposed + front"),
+    M("pd-transfer-line-rate", PD, "transfer = nbytes / (nic * link_eff)", "transfer = nbytes / nic"),
+    M("pd-colocated-one-instance", PD, "col_rps = good_rate * instances", "col_rps = good_rate"),
+    M("pd-split-max-capacity", PD, "bound = min(n_p * c_p, n_d * c_d)", "bound = max(n_p * c_p, n_d * c_d)"),
     M("pd-nic-gib", PD, "Rate(o.nic_gbps * 1e9,", "Rate(o.nic_gbps * 2**30,"),
     M("pd-share-unshared-decode", PD, "share = t_pf / (t_pf + d * col.tpot / col.batch)",
       "share = t_pf / (t_pf + d * col.tpot)"),
+    # the prefill queue (M/D/c) and the TTFT the SLO model judges there
+    M("pd-queue-one-server", PD, "free = start[i - servers] + service", "free = start[i - 1] + service"),
+    M("pd-queue-ttft-without-prefill", PD, "ok = wait_q + fixed <= targets.ttft", "ok = wait_q <= targets.ttft"),
+    # the decode role's pool holds requests at the mean context, as its steady TPOT prices them
+    M("pd-decode-pool-at-full-context", PD, "limit = min(self.fit(p + -(-d // 2)), self.max_seqs,",
+      "limit = min(self.fit(p + d), self.max_seqs,"),
+    # a role layout must leave one instance of the other role
+    M("pd-role-takes-every-gpu", PD, "if t * par.pp + par.pp > total:", "if t * par.pp > total:"),
+    # the split's prefill GPUs count its TP
+    M("pd-split-counts-instances-not-gpus", PD, "n_d = (total - n_p * lp.gpus) // ld.gpus",
+      "n_d = (total - n_p) // ld.gpus"),
     # --- recommend (further rules; the first four are above) --------------------------------------------------------
     M("recommend-small-batch-strict", REC, "agrees = batch <= SMALL_BATCH", "agrees = batch < SMALL_BATCH"),
     M("recommend-share-decode-unshared", REC, "replica_seconds = t_pf + s.decode_tokens * tpot_b / batch",

@@ -8,15 +8,21 @@ average B / D prefills: mean TPOT = TPOT(B) + T_pf x B / D. Without chunking the
 stalls for all of T_pf; chunked, each step carries at most one chunk (T_pf / chunks). Goodput: the largest B the
 pool holds whose mean TPOT meets the SLO; tokens/s per replica = B / mean TPOT.
 
-Disaggregated: n_p prefill instances and n_d = N / G - n_p decode instances. The KV of P tokens moves from the
-prefill side to the decode side over each GPU's NIC (every receiving rank gets its own shard; an MLA latent,
-whole on every TP rank, is sent once per receiving rank), overlapped layer by layer with the prefill (the last
-layer's share is always exposed), plus a per-request handover. Decode instances run pure decode at the largest B
-meeting the SLO. Requests/s = min(prefill capacity n_p / T_pf, decode capacity n_d x B / (D x TPOT)); the best
-integer split maximises it; the idle share of the pool that is not the bottleneck is what the rounding costs.
+Disaggregated: each role gets its own layout (TP, with EP inside the TP group for a MoE model; PP as the
+scenario's), searched separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode
+instances of G_d, n_p G_p + n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never
+used. A prefill instance serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
+each GPU's NIC (each decode GPU receives its shard and each prefill GPU sends its own; an MLA latent, whole on
+every TP rank, goes to every rank), overlapped layer by layer with the prefill (the last layer's share is always
+exposed), plus a per-request handover. Decode instances run pure decode at the largest B meeting the TPOT target
+(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p / max(T_pf,
+transfer), n_d x B / (D x TPOT)); with a TTFT target, its goodput is the highest Poisson rate under that bound whose
+TTFT (the prefill queue's wait, simulated FCFS over n_p servers of equal service: M/D/c, + T_pf + the exposed
+transfer + the handover + the frontend latency) meets the target at its percentile and attainment.
 
-The verdict compares goodput (output tokens/s under the SLO); the break-even is the first prompt:output ratio
-(at the given output length, prompts growing) where disaggregation wins.
+The verdict compares goodput (requests/s meeting both targets; x D output tokens/s): the colocated side's is the
+simulated closed loop's rate at its largest batch that meets the targets. The break-even is the first
+prompt:output ratio (at the given output length, prompts growing) where disaggregation wins.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.calc import capacity, costs
-from kvplan.calc.slo import SloTargets, steady_batch
+from kvplan.calc.slo import SloTargets
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.values import (
@@ -53,7 +59,7 @@ TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode s
                    "(github.com/deepseek-ai/open-infra-index, Day 6 inference system overview)")
 DEFAULT_HANDOVER_SECONDS = 0.002
 HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
-RATIOS = (10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
+RATIOS = (50, 20, 10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
 WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be recommended
 
 
@@ -69,6 +75,7 @@ class PdOptions:
     chunked: bool = True
     factors: dict | None = None
     targets: SloTargets | None = None
+    table: bool = True       # the ratio table (False: the verdict at this request alone, e.g. for recommend's row)
 
     def __post_init__(self) -> None:
         from dataclasses import replace
@@ -104,6 +111,9 @@ class RatioRow:
     prefill_instances: int
     disaggregation_wins: bool
     fits: bool
+    split: str = ""        # the disaggregated split found, in words
+    colocated_layout: str = ""
+    margin: float = 0.0    # disaggregated / colocated goodput
 
     @property
     def prompt(self) -> Tokens:
@@ -122,7 +132,8 @@ class RatioRow:
     @property
     def disaggregated(self) -> Number:
         return Number(self.disaggregated_tokens_per_second if self.fits else None,
-                      derived("closed form: the best split's requests/s x output tokens",
+                      derived("the best split's goodput (simulated prefill queue, closed-form decode) x output "
+                              "tokens",
                               f"{self.disaggregated_tokens_per_second:,.0f}"))
 
     @property
@@ -167,6 +178,21 @@ class PdPlan:
     margin: Ratio                     # disaggregated / colocated goodput
     disaggregated_meets: bool         # the disaggregated TTFT and TPOT meet the targets
     decided: tuple[Note, ...]         # the figures that decided each side's batch, with their margins
+    disaggregated: Disaggregated      # the best split: layouts, instances and figures
+    colocated_requests_per_second: Number
+    disaggregated_requests_per_second: Number
+    disaggregated_capacity: Number    # the split's capacity bound, requests/s
+    fluid_requests_per_second: Number  # the same layouts in fractions of an instance
+    split_efficiency: Fraction        # capacity / fluid: what the integer split costs
+    ttft_disaggregated_at: Seconds    # simulated prefill queue, at the TTFT target's percentile, at the goodput rate
+    prefill_wait_at: Seconds
+    prefill_tp: Count
+    decode_tp: Count
+    role_layouts: Count
+    fluid_margin: Ratio               # fluid / colocated goodput
+    colocated_tp: Count
+    prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
+    colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
 
 
 def ratio_label(ratio: Number) -> Note:
@@ -187,8 +213,9 @@ class _Model:
         self.factors = costs.step_factors(s.hardware, **(o.factors or {}))
         self.step = costs.step_model(s, self.factors)
         self.pool = capacity.kv_pool(s).kv_pool_bytes
-        mnbt, _ = s.engine_adapter.batch_limits_for(s)
+        mnbt, seqs = s.engine_adapter.batch_limits_for(s)
         self.chunk = mnbt.number()
+        self.max_seqs = int(seqs.number())
         self.batches = np.arange(1, 4097, dtype=float)
 
     def fit(self, context: int) -> int:
@@ -221,13 +248,17 @@ class _Model:
         return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
 
     def ceiling(self, p: int, d: int) -> int:
-        """No colocated batch above pure decode's (prefills only add to a step) or the KV pool's meets."""
+        """No colocated closed-loop batch above pure decode's (prefills only add to a step) or the KV pool's at the
+        full context (the loop's requests run in lockstep) meets."""
         return min(max(self.decode_only(p, d).batch, 1), self.fit(p + d), len(self.batches))
 
     def decode_only(self, p: int, d: int) -> Side:
+        """Pure decode of equal requests arriving one after another: contexts spread evenly over p..p+d (the step
+        model's steady batch), so the pool holds requests at the mean context p + d/2, up to the engine's
+        max_num_seqs; the largest batch whose TPOT meets the target, its TPOT and rates."""
         import numpy as np
 
-        limit = min(self.fit(p + d), len(self.batches))
+        limit = min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))
         plain = self.tpot_by_batch(p, d)[:limit]
         ok = np.nonzero(plain <= self.o.tpot_slo)[0]
         if not len(ok):
@@ -237,6 +268,49 @@ class _Model:
         b = int(self.batches[i])
         return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
 
+    def colocated_goodput(self, scenario: Scenario, top: float, users: int):
+        """Colocated goodput of one instance: the highest Poisson rate of ``scenario``'s equal requests whose
+        simulated run (``simulate.simulated_rate``: a ``--sweep-rate`` point, judged by overload and the one SLO
+        model) meets the targets, by bisection to ``COLOCATED_TOLERANCE`` from ``top`` (the closed loop's rate at
+        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets, else down by halves to
+        a rate that meets. Returns (rate, its point, the first rate above it that misses or None); rate 0 when even
+        ``top`` / 64 misses."""
+        from kvplan.calc.simulate import simulated_rate
+
+        targets = self.o.targets
+        assert targets is not None
+        n = min(max(COLOCATED_REQUESTS[0], 4 * users), COLOCATED_REQUESTS[1])
+        points: dict = {}
+
+        def meets(r: float) -> bool:
+            if r not in points:
+                points[r] = simulated_rate(scenario, r, targets, n)
+            return points[r].verdict.meets
+
+        hi = top
+        if meets(hi):
+            lo = hi
+            for _ in range(4):
+                hi = lo * 1.25
+                if not meets(hi):
+                    break
+                lo = hi
+            else:
+                return lo, points[lo], None
+        else:
+            lo = hi / 2
+            while not meets(lo):
+                hi, lo = lo, lo / 2
+                if lo < top / 64:
+                    return 0.0, points[hi], points[hi]
+        while hi - lo > COLOCATED_TOLERANCE * hi:
+            mid = (lo + hi) / 2
+            if meets(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, points[lo], points[hi]
+
     def colocated_simulated(self, scenario: Scenario, start: int, ceiling: int
                             ) -> tuple[int, SimulatedBatch, SimulatedBatch | None]:
         """The largest colocated batch in 1..``ceiling`` whose simulated run (``simulate.simulated_batch``: a closed
@@ -244,15 +318,18 @@ class _Model:
         them) meets the targets at their percentile: galloping from ``start`` (the closed form's batch, near the
         answer) to a bracket, then bisection (the figures grow with the batch). Returns (batch, its run, the first
         batch above it, which misses, or None when the ceiling meets); batch 0 when batch 1 misses."""
+        from dataclasses import replace
+
         from kvplan.calc.simulate import simulated_batch
 
         runs: dict[int, SimulatedBatch] = {}
         targets = self.o.targets
         assert targets is not None
+        tpot_only = replace(targets, ttft=None)   # a closed loop's TTFT is its users' lockstep, not a queue's
 
         def meets(b: int) -> bool:
             if b not in runs:
-                runs[b] = simulated_batch(scenario, b, targets)
+                runs[b] = simulated_batch(scenario, b, tpot_only)
             return runs[b].verdict.meets
 
         ceiling = max(ceiling, 1)
@@ -285,23 +362,197 @@ class _Model:
                 hi = mid
         return lo, runs[lo], runs[hi]
 
-    def split(self, p: int, d: int, instances: int, forced: int | None):
-        """(best n_p, requests/s, decode side, T_pf, idle share) over integer splits."""
-        t_pf = self.prefill(p)
-        dec = self.decode_only(p, d)
-        best = None
-        choices = [forced] if forced else range(1, instances)
-        for n_p in choices:
-            n_d = instances - n_p
-            if n_d < 1:
+
+# --- the disaggregated side: per-role layouts, the prefill queue and the KV transfer -----------------------------
+PREFILL_QUEUE_REQUESTS = 4000   # Poisson arrivals simulated through the prefill queue at each rate tried
+PREFILL_QUEUE_SEED = 0
+RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+COLOCATED_TRIED = 1             # colocated layouts simulated besides the scenario's own (best by the closed form)
+COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
+COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
+
+
+@dataclass(frozen=True)
+class RoleLayout:
+    """One role's instance: TP x PP GPUs, with EP inside the TP group (``ep`` = tp) or none."""
+
+    tp: int
+    pp: int = 1
+    ep: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def label(self) -> str:
+        return f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep else "")
+
+
+def role_layouts(s: Scenario, o: PdOptions) -> tuple[tuple[RoleLayout, _Model], ...]:
+    """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
+    4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
+    smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
+    scenario gives --ep). A layout the model's rules refuse or whose weights leave no KV pool is left out."""
+    par, hw = s.parallelism, s.hardware
+    total = par.gpus
+    tps = sorted({t for t in TP_DEGREES if t <= hw.node.gpus_per_node} | {par.tp})
+    moe = s.sized_model.params_expert is not None
+    out = []
+    for t in tps:
+        if t * par.pp + par.pp > total:
+            continue
+        eps: tuple[int | None, ...] = (None,)
+        if moe and t > 1:
+            eps = (t,) if par.ep else (None, t)
+        for e in eps:
+            try:
+                rs = s.with_(tp=t, pp=par.pp, dp=1, ep=e)
+                m = _Model(rs, o)
+            except KvplanError:
                 continue
-            cap_p = n_p / t_pf
-            cap_d = n_d * dec.requests_per_second
-            rps = min(cap_p, cap_d)
-            idle = 1 - rps / max(cap_p, cap_d) if max(cap_p, cap_d) > 0 else 0.0
-            if best is None or rps > best[1]:
-                best = (n_p, rps, dec, t_pf, idle)
-        return best
+            out.append((RoleLayout(t, par.pp, e), m))
+    return tuple(out)
+
+
+def prefill_queue_waits(rate: float, servers: int, service: float, requests: int = PREFILL_QUEUE_REQUESTS,
+                        seed: int = PREFILL_QUEUE_SEED):
+    """The waits (start - arrival) of ``requests`` Poisson arrivals at ``rate``/s through ``servers`` prefill
+    instances serving first come, first served, each request for ``service`` s (M/D/c). With equal service times the
+    server that frees first is the one that took the request ``servers`` places earlier, so start_i = max(arrival_i,
+    start_(i - servers) + service): the queue in one pass. The same seeded draws at every rate (arrivals = unit
+    exponential gaps / rate), so the waits grow with the rate."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0, requests)) / rate
+    start = arrivals.tolist()
+    for i in range(servers, requests):
+        free = start[i - servers] + service
+        if free > start[i]:
+            start[i] = free
+    return np.asarray(start) - arrivals
+
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """The best disaggregated deployment found for one request length: its layouts and split, its figures, and its
+    goodput (requests/s meeting the targets; 0 when no rate does)."""
+
+    prefill: RoleLayout
+    decode: RoleLayout
+    prefill_instances: int
+    decode_instances: int
+    prefill_seconds: float
+    decode_batch: int
+    decode_tpot: float
+    transfer_bytes: int          # on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)
+    transfer: float
+    exposed: float
+    ttft_unloaded: float         # T_pf + exposed + handover + frontend: no queue
+    capacity: float              # min(n_p / max(T_pf, transfer), n_d x B / (D x TPOT)), requests/s
+    fluid: float                 # the same layouts split in fractions of an instance: N / (G_p / c_p + G_d / c_d)
+    requests_per_second: float   # goodput
+    ttft_at: float               # TTFT at the TTFT target's percentile at the goodput rate (simulated queue)
+    wait_at: float               # the prefill queue's wait at that percentile
+    limited_by: str              # what stops the rate: "TTFT p99", "prefill capacity", "decode capacity"
+    layouts: int                 # role layouts that hold the model
+    splits: int                  # (prefill layout, decode layout, n_p) splits priced
+
+
+def _prefill_ttft(rate: float, n_p: int, service: float, fixed: float, targets: SloTargets):
+    """(TTFT at the target's percentile, its queue wait there, whether the targets hold) at ``rate``: the
+    simulated prefill queue's waits + ``fixed`` (T_pf + exposed transfer + handover + frontend), judged by the one
+    SLO model (percentile form, then attainment; the decode TPOT meets by construction)."""
+    import numpy as np
+
+    from kvplan.calc.slo import attainment
+
+    waits = prefill_queue_waits(rate, n_p, service)
+    q = targets.ttft_percentile
+    wait_q = float(np.percentile(waits, q))
+    ttft = waits + fixed
+    ok = True
+    if targets.ttft is not None:
+        share = attainment(ttft, np.full(len(ttft), np.nan), targets)
+        ok = wait_q + fixed <= targets.ttft and share is not None and share >= targets.attainment
+    return wait_q + fixed, wait_q, ok
+
+
+def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total: int, nic: float, link_eff: float,
+                         forced_prefill_gpus: int | None) -> Disaggregated | None:
+    """The disaggregated deployment with the highest goodput for P = ``p``, D = ``d`` on ``total`` GPUs over every
+    pair of ``roles`` (``role_layouts``) and every prefill instance count (``forced_prefill_gpus``: only splits with
+    that many prefill GPUs): the splits priced in order of their capacity bound, the prefill queue simulated only for
+    a split whose bound beats the best goodput so far. None when no split serves a request."""
+    from kvplan.calc.costs import frontend_seconds
+
+    targets = o.targets
+    assert targets is not None
+    front = frontend_seconds(s).number()
+    pre, dec = [], []
+    for lay, m in roles:
+        if m.fit(p + 1) >= 1:
+            pre.append((lay, m, m.prefill(p), capacity.request_bytes(m.s, p)))
+        side = m.decode_only(p, d)
+        if side.batch:
+            dec.append((lay, m, side, capacity.request_bytes(m.s, p)))
+    layers = s.sized_model.num_layers
+    cands = []
+    for lp, _, t_pf, send in pre:
+        for ld, _, side, recv in dec:
+            nbytes = max(send, recv)
+            transfer = nbytes / (nic * link_eff)
+            exposed = max(transfer / layers, transfer - t_pf)
+            service = max(t_pf, transfer)        # a prefill GPU's NIC sends one request's KV at a time
+            c_p, c_d = 1 / service, side.requests_per_second
+            fluid = total / (lp.gpus / c_p + ld.gpus / c_d)
+            n_p = 0
+            while True:
+                n_p += 1
+                n_d = (total - n_p * lp.gpus) // ld.gpus
+                if n_d < 1:
+                    break
+                if forced_prefill_gpus is not None and n_p * lp.gpus != forced_prefill_gpus:
+                    continue
+                bound = min(n_p * c_p, n_d * c_d)
+                used = n_p * lp.gpus + n_d * ld.gpus
+                cands.append((bound, -used, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid))
+    if not cands:
+        return None
+    cands.sort(key=lambda c: (-c[0], -c[1]))
+    best: Disaggregated | None = None
+    for bound, _, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid in cands:
+        if best is not None and bound <= best.requests_per_second:
+            break
+        fixed = t_pf + exposed + o.handover_seconds + front
+        limited = "prefill capacity" if n_p / service <= n_d * side.requests_per_second else "decode capacity"
+        ttft_top, wait_top, ok_top = _prefill_ttft(bound, n_p, service, fixed, targets)
+        if ok_top:
+            rate, ttft_at, wait_at = bound, ttft_top, wait_top
+        else:
+            # only a TTFT target fails here (the decode TPOT meets by construction)
+            assert targets.ttft is not None
+            limited = f"TTFT p{targets.ttft_percentile}" if ttft_top > targets.ttft else "TTFT attainment"
+            lo, hi = 0.0, bound
+            if not _prefill_ttft(bound * RATE_TOLERANCE, n_p, service, fixed, targets)[2]:
+                rate = 0.0
+            else:
+                lo = bound * RATE_TOLERANCE
+                while hi - lo > RATE_TOLERANCE * hi:
+                    mid = (lo + hi) / 2
+                    if _prefill_ttft(mid, n_p, service, fixed, targets)[2]:
+                        lo = mid
+                    else:
+                        hi = mid
+                rate = lo
+            ttft_at, wait_at, _ = _prefill_ttft(rate, n_p, service, fixed, targets) if rate else (fixed, 0.0, False)
+        if best is None or rate > best.requests_per_second:
+            best = Disaggregated(lp, ld, n_p, n_d, float(t_pf), side.batch, float(side.tpot), nbytes,
+                                 float(transfer), float(exposed), float(fixed), float(bound), float(fluid),
+                                 float(rate), float(ttft_at), float(wait_at), limited, len(roles), len(cands))
+    return best
 
 
 def _figure_key(label: str) -> str:
@@ -312,31 +563,49 @@ def _figure_key(label: str) -> str:
     return f"{name.lower()}_seconds_{q}"
 
 
-def _decided(targets: SloTargets, b: int, miss, tpot_q: Seconds, ttft_q: Seconds, b_dec: int,
-             dec_tpot: Seconds, ttft: Seconds, dis_meets: bool) -> tuple[Note, ...]:
-    """The figures that decided each side's batch, with their margins to the targets, as notes."""
+def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis: Disaggregated,
+             dec_tpot: Seconds, ttft: Seconds, wait: Seconds, dis_meets: bool, eff: Fraction,
+             fluid: Number, fluid_margin: Ratio) -> tuple[Note, ...]:
+    """The figures that decided each side, with their margins to the targets, as notes: the colocated closed loop's
+    batch (TPOT) and its goodput rate (TTFT and TPOT at the percentile under Poisson arrivals), the disaggregated
+    split."""
     tq, fq = targets.tpot_percentile, targets.ttft_percentile
     tpot_slo = Seconds(targets.tpot, given(targets.tpot_origin))
-    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=tpot_q,
-               slo=tpot_slo)
-    if targets.ttft is not None:
-        col = col + note(f", TTFT p{fq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms", v=ttft_q,
-                         slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    rate, tpot_q, ttft_q, rate_miss = good
+    col = note(f"colocated batch {b}: TPOT p{tq} " + "{v:ms:,.1f} ms (simulated) against {slo:ms:g} ms",
+               v=closed_tpot, slo=tpot_slo)
     if miss is not None:
         label = miss.verdict.decided_by
         key = _figure_key(label)
-        fig = miss.figures[key]
         col = col + note(f"; batch {miss.users.value} misses on its {label} " + (
-            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=fig)
+            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=miss.figures[key])
     else:
-        col = col + note("; no larger batch: pure decode's TPOT or the KV pool stops it there")
-    dis = note(f"disaggregated decode batch {b_dec}: TPOT " + "{v:ms:,.1f} ms (closed form: equal requests, no "
-               "prefills) against {slo:ms:g} ms; TTFT {t:ms:,.1f} ms (closed form, no prefill queueing)", v=dec_tpot,
-               slo=tpot_slo, t=ttft)
+        col = col + note("; the KV pool or pure decode's TPOT caps it")
+    col = col + note("; goodput {r:,.3g} requests/s per instance (Poisson): TPOT " + f"p{tq} "
+                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",
+                     r=Number(rate, derived("the highest rate meeting the targets (bisection)", f"{rate:.6g}")),
+                     t=tpot_q, f=ttft_q)
     if targets.ttft is not None:
-        dis = dis + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed, so no goodput"),
+        col = col + note(" against {slo:ms:g} ms", slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    if rate_miss is not None:
+        label = rate_miss.verdict.decided_by
+        key = "" if label == "overload" else _figure_key(label)
+        col = col + note("; {r:,.3g} requests/s misses on its " + label + (
+            "" if not key else " {v:.1%}" if key == "slo_attainment" else " {v:ms:,.1f} ms"),
+            r=Number(rate_miss.rate, derived("the first rate tried above the goodput that misses",
+                                             f"{rate_miss.rate:.6g}")),
+            **({"v": rate_miss.figures[key]} if key else {}))
+    q = targets.ttft_percentile
+    out = note(f"disaggregated {_split_text(dis)}: decode batch {dis.decode_batch}, TPOT " + "{v:ms:,.1f} ms "
+               "(closed form) against {slo:ms:g} ms; " + f"TTFT p{q} "
+               + "{t:ms:,.1f} ms at the goodput rate (simulated prefill queue: wait {w:ms:,.1f} ms)", v=dec_tpot,
+               slo=tpot_slo, t=ttft, w=wait)
+    if targets.ttft is not None:
+        out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
                          slo=Seconds(targets.ttft, given(targets.ttft_origin)))
-    return col, dis
+    out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
+                     "{fluid:,.3g} requests/s ({fm:.2f}x colocated)", eff=eff, fluid=fluid, fm=fluid_margin)
+    return col, out
 
 
 def _two_instances(s: Scenario, g: int) -> str:
@@ -369,10 +638,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
                           f"instance holds {g} of the {ep} expert shards, not every expert",
                           f"give --tp {ep} so each instance holds the whole EP group, or --ep {g}")
-    if o.prefill_gpus is not None:
-        if o.prefill_gpus % g or not 0 < o.prefill_gpus < instances * g:
-            raise KvplanError(f"--prefill-gpus {o.prefill_gpus} is not a whole number of {g}-GPU instances below "
-                              f"{instances * g}", f"give a multiple of {g} between {g} and {(instances - 1) * g}")
+    if o.prefill_gpus is not None and not 0 < o.prefill_gpus < par.gpus:
+        raise KvplanError(f"--prefill-gpus {o.prefill_gpus} leaves no GPU for decode or prefill of the {par.gpus}",
+                          f"give a number of GPUs between 1 and {par.gpus - 1}")
     m = _Model(s, o)
     p, d = s.prompt_tokens, s.decode_tokens
     if p < 1 or d < 1:
@@ -383,8 +651,15 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           "shorten --prompt/--decode, use a smaller --kv-dtype, or larger instances (--tp)")
     targets = o.targets
     assert targets is not None      # PdOptions fills it in
-    mean_col, _, t_pf = m.colocated(p, d)       # the closed form on the mean: where the search starts
-    b_sim, sim, miss = m.colocated_simulated(s, mean_col.batch, m.ceiling(p, d))
+    total = par.gpus
+    roles = role_layouts(s, o)
+    own = (RoleLayout(par.tp, par.pp, par.ep), m)
+    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(roles, own, instances, p, d,
+                                                                                       total)
+    mean_col, _, _ = cm.colocated(p, d)       # the closed form on the mean: where the closed loop's search starts
+    b_sim, sim, miss = cm.colocated_simulated(one, mean_col.batch, cm.ceiling(p, d))
+    g = col_lay.gpus
+    _, _, t_pf = cm.colocated(p, d)
     if b_sim == 0:
         label = sim.verdict.decided_by
         key = _figure_key(label)
@@ -397,18 +672,19 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           + f": even one request misses on its {label}"
                           + (f", {v * 1e3:,.1f} ms (simulated)" if v is not None and key != "slo_attainment" else ""),
                           fix)
-    plain = float(m.tpot_by_batch(p, d)[b_sim - 1])
+    plain = float(cm.tpot_by_batch(p, d)[b_sim - 1])
     mean_b = float(costs.colocated_tpot(plain, t_pf, b_sim, d))
     sim_tps = float(sim.tokens_per_second.value or 0.0)
     col = Side(b_sim, mean_b, sim_tps / d, sim_tps)
-    chunks = max(1, math.ceil(p / m.chunk)) if o.chunked else 1
+    chunks = max(1, math.ceil(p / cm.chunk)) if o.chunked else 1
     share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
     dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
-    tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
-    ttft_q = sim.figures[f"ttft_seconds_p{targets.ttft_percentile}"]
+    closed_tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
+    figs = good_pt.figures if good_pt is not None else sim.figures    # at the goodput rate (Poisson), simulated
+    tpot_q = figs[f"tpot_seconds_p{targets.tpot_percentile}"]
+    ttft_q = figs[f"ttft_seconds_p{targets.ttft_percentile}"]
 
-    # the KV of the prompt, moved to the decode side: each receiving GPU gets its shard at P tokens
-    nbytes = capacity.request_bytes(s, p)
+    # the disaggregated side: every pair of role layouts and split, the prefill queue and the KV transfer
     nic = hw.node.nic_gb_s_per_direction_per_gpu
     if o.nic_gbps is not None:
         nic_v = Rate(o.nic_gbps * 1e9, given("--nic-gbps"))
@@ -418,96 +694,224 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
                           "give --nic-gbps (GB/s per GPU per direction)")
     link_eff = m.factors.value("link")
-    transfer = nbytes / (nic_v.number() * link_eff)
-    layers = s.sized_model.num_layers
-    exposed = max(transfer / layers, transfer - t_pf)
-    ttft = t_pf + exposed + o.handover_seconds
+    dis = search_disaggregated(s, o, roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+    if dis is None and o.prefill_gpus is not None:
+        sizes = sorted({lay.gpus for lay, _ in roles})
+        raise KvplanError(f"no split of {total} GPUs has {o.prefill_gpus} prefill GPUs: the layouts that hold the "
+                          "model take " + ", ".join(str(x) for x in sizes) + " GPU(s) an instance",
+                          f"give --prefill-gpus as a multiple of {sizes[0]} below {total}" if sizes else
+                          "drop --prefill-gpus")
+    if dis is None:
+        raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
+                          f"{p + d:,}-token request", "give more GPUs (--nodes/--gpus)")
+    col_rps = good_rate * instances
+    col_tps = col_rps * d
+    dis_rps = float(dis.requests_per_second)
+    dis_tps = dis_rps * d
+    dis_meets = bool(dis_rps > 0)
+    n_p, n_d = dis.prefill_instances, dis.decode_instances
+    recommend = bool(dis_rps > col_rps * WIN_MARGIN)
 
-    forced = o.prefill_gpus // g if o.prefill_gpus else None
-    n_p, rps, dec, _, idle = m.split(p, d, instances, forced)
-    # disaggregated decode is a steady batch of equal requests: closed form, TTFT without prefill queueing
-    steady = steady_batch(dec.batch, ttft, dec.tpot, d, targets) if dec.batch else None
-    dis_meets = steady is not None and steady.verdict.meets
-    dis_tps = rps * d if dis_meets else 0.0
-    col_tps = col.tokens_per_second * instances
-
-    recommend = bool(dis_tps > col_tps * WIN_MARGIN)
     rows = []
-    for r in RATIOS:
+    for r in RATIOS if o.table else ():
         pr = max(1, int(round(r * d)))
-        fits = bool(not s.over_limit(pr + d) and m.fit(pr + d) >= 1)
+        fits = bool(not s.over_limit(pr + d) and any(rm.fit(pr + d) >= 1 for _, rm in (own, *roles)))
         if not fits:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
-        c, _, _ = m.colocated(pr, d)
-        cb, crun, _ = m.colocated_simulated(s.with_(prompt_tokens=pr, decode_tokens=d), c.batch, m.ceiling(pr, d))
-        c_tps = float(crun.tokens_per_second.value or 0.0) * instances if cb else 0.0
-        n, rr, _, _, _ = m.split(pr, d, instances, None)
-        rows.append(RatioRow(pr, r, c_tps, float(rr * d), n, bool(rr * d > c_tps * WIN_MARGIN), True))
-    wins = [row for row in sorted(rows, key=lambda x: x.ratio) if row.fits and row.disaggregation_wins]
-    breakeven = wins[0].ratio if wins else None
+        c_lay, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
+        c_tps = c_rate * n * d
+        rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+        r_tps = rd.requests_per_second * d if rd is not None else 0.0
+        rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
+                             bool(r_tps > c_tps * WIN_MARGIN), True,
+                             _split_text(rd, short=True) if rd is not None else "no split holds the model",
+                             f"{n} {c_lay.label}", r_tps / c_tps if c_tps else math.inf))
+    flips_note = _flips(rows, s.engine_adapter.id == "neutral")
+    # the break-even: the smallest prompt:output among the table's rows and this request where disaggregation wins
+    wins = sorted([row.ratio for row in rows if row.fits and row.disaggregation_wins] + ([p / d] if recommend else []))
+    breakeven = wins[0] if wins else None
 
-    def sec(v, formula, numbers):
-        return Seconds(v, derived(formula, numbers))
-
-    t_pf_v = sec(t_pf, "prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
-                 f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms")
+    t_pf_v = Seconds(t_pf, derived("prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
+                 f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"))
     share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
                                       f"{col.tpot:.6g} / {col.batch})"))
-    col_tpot_v = sec(col.tpot, "closed form: TPOT(B) + T_pf x B / D", f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}")
-    col_tps_v = Number(col_tps, derived("simulated: instances x the batch's output tokens / simulated time",
-                                        f"{instances} x {sim_tps:.6g}"))
-    nbytes_v = Bytes(nbytes, derived("the request's KV at P tokens on one receiving GPU", f"{nbytes:,} B"))
-    transfer_v = sec(transfer, "bytes per GPU / (NIC per GPU x link efficiency)",
-                     f"{nbytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})")
-    exposed_v = sec(exposed, "max(transfer / layers, transfer - T_pf): overlapped layer by layer with the prefill",
-                    f"max({transfer:.6g} / {layers}, {transfer:.6g} - {t_pf:.6g})")
-    dis_tps_v = Number(dis_tps, derived("closed form: min(n_p / T_pf, n_d x B / (D x TPOT)) x D (output tokens/s); "
-                                        "0 when the TTFT misses its target",
-                                        f"{rps:.6g} x {d:,}" if dis_meets else "the targets are missed"))
-    idle_v = Fraction(idle, derived("1 - throughput / the larger pool's capacity", f"{idle:.4f}"))
+    col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x B / D",
+                                           f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}"))
+    col_rps_v = Number(col_rps, derived(
+        "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
+        "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%)",
+        f"{instances} x {good_rate:.6g}"))
+    col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
+    nbytes_v = Bytes(dis.transfer_bytes, derived(
+        "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
+        f"{dis.transfer_bytes:,} B"))
+    transfer_v = Seconds(dis.transfer, derived("bytes per GPU / (NIC per GPU x link efficiency)",
+                     f"{dis.transfer_bytes:,} / ({nic_v.number() / 1e9:g} GB/s x {link_eff:g})"))
+    exposed_v = Seconds(dis.exposed, derived("max(transfer / layers, transfer - T_pf): overlapped layer by layer "
+                                             "with the "
+                    "prefill", f"max({dis.transfer:.6g} / {s.sized_model.num_layers}, {dis.transfer:.6g} - "
+                    f"{dis.prefill_seconds:.6g})"))
+    q = targets.ttft_percentile
+    dis_rps_v = Number(dis_rps, derived(
+        "the highest Poisson rate under the split's capacity whose simulated prefill-queue TTFT meets the targets "
+        "(bisection to 0.1%; the capacity itself when no TTFT target is given or it holds there)",
+        f"{dis_rps:.6g} requests/s ({dis.limited_by})"))
+    dis_tps_v = Number(dis_tps, derived("goodput requests/s x D output tokens; 0 when no rate meets the targets",
+                                        f"{dis_rps:.6g} x {d:,}"))
+    cap_v = Number(dis.capacity, derived("closed form: min(n_p / max(T_pf, transfer), n_d x B / (D x TPOT))",
+                                         f"min({n_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x "
+                                         f"{dis.decode_batch} / ({d:,} x {dis.decode_tpot:.6g}))"))
+    fluid_v = Number(dis.fluid, derived("closed form: the same layouts split in fractions of an instance: N / (G_p x "
+                                        "max(T_pf, transfer) + G_d x D x TPOT / B)",
+                                        f"{total} / ({dis.prefill.gpus} x {max(dis.prefill_seconds, dis.transfer):.6g}"
+                                        f" + {dis.decode.gpus} x {d:,} x {dis.decode_tpot:.6g} / {dis.decode_batch})"))
+    split_eff = dis.capacity / dis.fluid if dis.fluid else 1.0
+    split_eff_v = Fraction(split_eff, derived("the integer split's capacity / the fractional split's",
+                                              f"{dis.capacity:.6g} / {dis.fluid:.6g}"))
+    cap_p, cap_d = n_p / max(dis.prefill_seconds, dis.transfer), n_d * dis.decode_batch / (d * dis.decode_tpot)
+    idle = 1 - min(cap_p, cap_d) / max(cap_p, cap_d)
+    idle_v = Fraction(idle, derived("1 - the smaller pool's capacity / the larger's", f"{idle:.4f}"))
+    ttft_v = Seconds(dis.ttft_unloaded, derived("closed form: T_pf + exposed transfer + handover + frontend latency "
+                                                "(no queue)",
+                 f"{dis.prefill_seconds:.6g} + {dis.exposed:.6g} + {o.handover_seconds:g} + "
+                 f"{dis.ttft_unloaded - dis.prefill_seconds - dis.exposed - o.handover_seconds:.6g}"))
+    ttft_at_v = Seconds(dis.ttft_at, derived(f"simulated: p{q} of the prefill queue's wait (FCFS over n_p "
+                                             "instances, M/D/c, "
+                    f"{PREFILL_QUEUE_REQUESTS:,} Poisson arrivals) + the TTFT without a queue, at the goodput rate",
+                    f"{dis.wait_at:.6g} + {dis.ttft_unloaded:.6g}"))
+    wait_v = Seconds(dis.wait_at, derived(f"simulated: p{q} of the prefill queue's wait at the goodput rate",
+                 f"{dis.wait_at:.6g} at {dis_rps:.6g} requests/s on {n_p} instance(s)"))
+    dec_tpot_v = Seconds(dis.decode_tpot, derived("closed form: the steady TPOT of the pure decode batch",
+                     f"B = {dis.decode_batch}"))
     reasons = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=col_tpot_v),
-        note(f"colocated: {{tps:,.0f}} output tokens/s on {instances} instances at batch {col.batch} (TPOT "
-             f"p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean {{tpot:ms:,.1f}} ms in "
-             "closed form)", tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo), tpot=col_tpot_v),
-        note(f"disaggregated: {{tps:,.0f}} tokens/s with {n_p} prefill and {instances - n_p} decode instance(s) at "
-             f"batch {dec.batch}; the rounding leaves {{idle:.0%}} of the larger pool idle", tps=dis_tps_v,
-             idle=idle_v),
+        note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances at batch "
+             f"{col.batch} (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
+             "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
+             tpot=col_tpot_v),
+        note("disaggregated: {rps:,.3g} requests/s ({tps:,.0f} output tokens/s) on " + _split_text(dis)
+             + f" at decode batch {dis.decode_batch}; the rate is held by {dis.limited_by}; the integer split reaches "
+             "{eff:.0%} of a fractional one's {fluid:,.3g} requests/s", rps=dis_rps_v, tps=dis_tps_v, eff=split_eff_v,
+             fluid=fluid_v),
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
-             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
-    ttft_v = sec(ttft, "closed form: T_pf + exposed transfer + handover (no prefill queueing)",
-                 f"{t_pf:.6g} + {exposed:.6g} + {o.handover_seconds:g}")
-    dec_tpot_v = sec(dec.tpot, "closed form: the steady TPOT of the pure decode batch", f"B = {dec.batch}")
-    margin = dis_tps / col_tps if col_tps else math.inf
-    margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (closed form / simulated)",
-                                     f"{dis_tps:.6g} / {col_tps:.6g}"))
-    decided = _decided(targets, col.batch, miss, tpot_q, ttft_q, dec.batch, dec_tpot_v, ttft_v, dis_meets)
+             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
+        *((flips_note,) if flips_note is not None else ()))
+    margin = dis_rps / col_rps if col_rps else math.inf
+    margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (requests/s meeting the targets)",
+                                     f"{dis_rps:.6g} / {col_rps:.6g}"))
+    breakeven_v = Number(breakeven, derived("the smallest prompt:output ratio, of the table's and this request's, at "
+                                            "which disaggregation wins by 5%",
+                                            f"{breakeven:g}" if breakeven else "none in 50:1 .. 1:100"))
+    fluid_margin_v = Ratio(dis.fluid / col_rps if col_rps else math.inf, derived(
+        "the fractional split's requests/s / colocated goodput: the margin without the integer split's rounding",
+        f"{dis.fluid:.6g} / {col_rps:.6g}"))
+    decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
+                       dec_tpot_v, ttft_at_v, wait_v, dis_meets,
+                       split_eff_v, fluid_v, fluid_margin_v)
     return PdPlan(
-        s, o, Count(instances, derived("DP replicas: instances of TP x PP GPUs", f"{instances}")),
-        Count(g, derived("TP x PP", f"{par.tp} x {par.pp}")),
+        s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
+                                       "goodput", f"{total} // {g}")),
+        Count(g, derived("TP x PP of the colocated layout", col_lay.label)),
         t_pf_v, Count(chunks, derived("ceil(P / chunk)", "")),
-        sec(t_pf * g, "prefill seconds x the instance's GPUs (GPU-seconds per request)", f"{t_pf:.6g} x {g}"),
+        Seconds(t_pf * g, derived("prefill seconds x the instance's GPUs (GPU-seconds per request)",
+                                  f"{t_pf:.6g} x {g}")),
         share_v,
         Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
                                    f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
         Count(col.batch, derived("simulated: the largest batch whose run meets the targets at their percentile "
                                  "(bisection)", f"B = {col.batch}")),
-        sec(plain, "TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"),
+        Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms")),
         col_tpot_v,
         tpot_q, ttft_q,
         Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",
                                                           f"{col.tpot:.6g} / {plain:.6g}")),
         col_tps_v, nbytes_v, transfer_v, exposed_v,
         ttft_v,
-        Count(n_p, derived("the integer split with the most requests/s" if not forced else "given with --prefill-gpus",
-                           f"{n_p} of {instances}")),
-        Count(instances - n_p, derived("instances - prefill instances", f"{instances} - {n_p}")),
-        Count(dec.batch, derived("the decode batch with the most tokens/s meeting the SLO", f"B = {dec.batch}")),
+        Count(n_p, derived("the split with the most goodput" if not o.prefill_gpus else "given with --prefill-gpus",
+                           f"{n_p} instance(s) of {dis.prefill.label}")),
+        Count(n_d, derived("(N - n_p x G_p) // G_d", f"({total} - {n_p} x {dis.prefill.gpus}) // {dis.decode.gpus}")),
+        Count(dis.decode_batch, derived("the decode batch with the most tokens/s meeting the SLO",
+                                        f"B = {dis.decode_batch}")),
         dec_tpot_v,
-        dis_tps_v, idle_v, recommend, reasons, tuple(rows),
-        Number(breakeven, derived("the smallest prompt:output ratio of the table at which disaggregation wins by 5%",
-                                  f"{breakeven:g}" if breakeven else "none in 10:1 .. 1:100")),
-        nic_v, margin_v, dis_meets, decided)
+        dis_tps_v, idle_v, recommend, reasons, tuple(rows), breakeven_v,
+        nic_v, margin_v, dis_meets, decided,
+        dis, col_rps_v, dis_rps_v, cap_v, fluid_v, split_eff_v, ttft_at_v, wait_v,
+        Count(dis.prefill.tp, derived("the prefill role's TP (searched)", dis.prefill.label)),
+        Count(dis.decode.tp, derived("the decode role's TP (searched)", dis.decode.label)),
+        Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
+        Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)),
+        Seconds(dis.prefill_seconds, derived("prefill of P tokens on the prefill role's layout (the step model's "
+                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")),
+        Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
+              derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
+                      + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
+                      else "no rate simulated")))
+
+
+def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
+    """The colocated layout for P = ``p``, D = ``d`` and its goodput: among the scenario's own (``own_instances``
+    instances) and the role layouts (N // G instances each) that hold a request, the scenario's own and the best
+    ``COLOCATED_TRIED`` by the closed form on the mean are searched for their goodput under Poisson arrivals
+    (``_Model.colocated_goodput``, from the closed form's rate); the one serving the most requests/s x instances is
+    kept (the scenario's own first among equals; one whose pure decode rate cannot beat the best found is not
+    searched), so colocated serving gets the same layout freedom as each role.
+    Returns (layout, model, instances, the one-instance scenario, (goodput requests/s per instance, its point, the
+    first rate that misses))."""
+    held = []
+    for i, (lay, rm) in enumerate((own, *roles)):
+        n = own_instances if i == 0 else total // lay.gpus
+        if n < 1 or rm.fit(p + d) < 1:
+            continue
+        side, _, _ = rm.colocated(p, d)
+        held.append((i, -side.requests_per_second * n, lay, rm, n, side))
+    held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
+    if not held:
+        lay, rm = own
+        held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
+    best = None
+    for i, _, lay, rm, n, side in sorted(held, key=lambda h: (h[1], h[0])):
+        dec = rm.decode_only(p, d)
+        if best is not None and float(dec.requests_per_second) * n <= best[0]:
+            continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
+        one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        top = float(side.requests_per_second) if side.batch else float(dec.requests_per_second) / 2
+        good = rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1)) if top > 0 else (0.0, None, None)
+        if best is None or good[0] * n > best[0]:
+            best = (good[0] * n, lay, rm, n, one, good)
+    assert best is not None
+    return best[1:]
+
+
+def _flips(rows, neutral: bool) -> Note | None:
+    """When the table's verdict changes more than once as the prompt grows, a note naming where and why: the rows'
+    colocated layouts and disaggregated splits (each row is searched on its own, and whole instances round
+    differently at each length), the largest distance of a flipping row's margin from the 1.05x bar, and, on the
+    neutral engine, its prefills that run as steps of their own (a whole weight pass per prompt, which a short prompt
+    pays in full colocated; vLLM's and SGLang's schedulers mix prefill chunks into decode steps). None when the
+    verdict changes at most once."""
+    fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
+    at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
+    if len(at) < 2:
+        return None
+    near = max(abs(r.margin / WIN_MARGIN - 1) for r in at)
+    where = ", ".join(f"{r.prompt_tokens:,} ({r.colocated_layout} colocated, {r.split} split)" for r in at)
+    text = (f"The verdict changes {len(at)} times as the prompt grows (at {where}); each row's layouts and split are "
+            "searched on their own and whole instances round differently at each length; the flipping rows' margins "
+            "lie within {near:.0%} of the 1.05x bar")
+    if neutral:
+        text += ("; on the neutral engine each colocated prefill is a step of its own (a whole weight pass per "
+                 "prompt, paid in full at short prompts), where vLLM and SGLang mix prefill chunks into decode steps "
+                 "(--engine vllm)")
+    return note(text + ".", near=Fraction(near, derived("max |margin / 1.05 - 1| over the rows where the verdict "
+                                                         "changes", f"{near:.4f}")))
+
+
+def _split_text(dis: Disaggregated, short: bool = False) -> str:
+    """The split as words: ``1 x TP2 prefill + 1 x TP1 decode``, or short: ``1 TP2 : 1 TP1``."""
+    if short:
+        return f"{dis.prefill_instances} {dis.prefill.label} : {dis.decode_instances} {dis.decode.label}"
+    return (f"{dis.prefill_instances} x {dis.prefill.label} prefill + {dis.decode_instances} x {dis.decode.label} "
+            "decode")

@@ -266,7 +266,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         doubled = (f"One instance of {s.planned_gpus} GPU{plural} has nothing to split; at two instances "
                    f"({pd_s.planned_gpus} GPUs): ")
     try:
-        pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps))
+        pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps, table=False))
     except KvplanError as err:   # e.g. a GPU preset without a NIC figure: the row says what is missing
         pd = None
         rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", f"kvplan pd cannot price the split: {err.message}"
@@ -277,7 +277,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                         doubled + Note.join(" ", pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
                         "" if not pd.recommend else
                         note("this workload's prompts are long enough against its outputs that a prefill pool pays "
-                             "(break-even prompt:output {be:g})", be=pd.breakeven_ratio)))
+                             "(disaggregated / colocated goodput {m:.2f}x under the TPOT SLO; kvplan pd gives the "
+                             "break-even)", m=pd.margin)))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0

@@ -1072,3 +1072,33 @@ def simulated_batch(s: Scenario, batch: int, targets: SloTargets, requests: int 
                           figures, judge(figures, targets),
                           Number(gen / T if T else None, derived("simulated: output tokens / simulated time",
                                                                  f"{gen:,} / {T:.6g} s")))
+
+
+@dataclass(frozen=True)
+class SimulatedRate:
+    """One replica fed Poisson arrivals of equal requests at one rate, simulated, judged as a ``--sweep-rate`` point
+    is (``sweep_verdict``'s order: overload, then the SLO model)."""
+
+    rate: float
+    figures: dict                 # the run's metrics and its SLO figures (typed)
+    verdict: Verdict
+
+
+def simulated_rate(s: Scenario, rate: float, targets: SloTargets, requests: int, seed: int = 0) -> SimulatedRate:
+    """The scenario's replica (one instance) serving ``requests`` equal requests of its prompt + decode arriving as
+    a Poisson stream at ``rate``/s, through the simulator and its engine's scheduler, judged by ``sweep_verdict``: a
+    point of ``simulate --sweep-rate`` on that workload. For ``pd``'s colocated goodput (the highest rate that meets,
+    the same judgement as the disaggregated side's Poisson prefill queue)."""
+    from kvplan.calc import slo
+    from kvplan.inputs import workload as wl
+
+    work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
+                    output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
+                    max_len=s.context_limit or wl.MAX_TOKENS, rate=rate)
+    run = simulate(s, work, SimOptions())
+    m = {**overload_values(overload_verdict(run)),
+         "requests_finished": Count(len(run.finish), derived("simulated: requests run to their last token",
+                                                             f"{len(run.finish):,}")),
+         **slo.run_figures(run, targets)}
+    # sweep_verdict's order without its recompute cap: overload first, then the SLO model
+    return SimulatedRate(rate, m, slo.Verdict(False, "overload") if overloaded(m) else slo.judge(m, targets))

@@ -105,7 +105,7 @@ def pd_options(*, tpot_slo: Any = "50ms", ttft_slo: Any = None, slo_percentile: 
                hbm_efficiency: Any = None, mfu: Any = None) -> PdOptions:
     """``kvplan pd``'s options: the SLO model's targets (``--tpot-slo`` and ``--ttft-slo`` at ``--slo-percentile``,
     ``--slo-attainment``; kvplan.calc.slo) and the disaggregation's own."""
-    from kvplan.calc.pd import PdOptions
+    from kvplan.calc.pd import DEFAULT_HANDOVER_SECONDS, PdOptions
     from kvplan.calc.slo import parse_targets
 
     handover = parse_float(handover_ms, "--handover-ms", "2") / 1000 if handover_ms is not None else None
@@ -119,7 +119,7 @@ def pd_options(*, tpot_slo: Any = "50ms", ttft_slo: Any = None, slo_percentile: 
         prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=chunked,
         factors={k: v for k, v in {"hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
                                    "mfu": optional(parse_fraction, mfu, "mfu")}.items() if v is not None},
-        **({"handover_seconds": handover} if handover is not None else {}))
+        handover_seconds=handover if handover is not None else DEFAULT_HANDOVER_SECONDS)
 
 
 # --- recommend -------------------------------------------------------------------------------------------------

@@ -17,10 +17,15 @@ def present(plan: PdPlan) -> Result:
     under = targets[0]
     for extra in targets[1:]:
         under = under + " and " + extra
+    be = plan.breakeven_ratio.value
+    breakeven = (note("break-even at prompt:output ") + ratio_label(plan.breakeven_ratio)
+                 + note(" ({decode} output tokens)", decode=decode_v)) if be else note(
+        "no break-even from 1:100 to 50:1 at {decode} output tokens", decode=decode_v)
     verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + note(
-        ": {dis:,.0f} vs {col:,.0f} output tokens/s colocated ({margin:.2f}x; disaggregation must reach 1.05x) "
-        "under ", dis=plan.disaggregated_tokens_per_second, col=plan.colocated_tokens_per_second,
-        margin=plan.margin) + under + "."
+        ": goodput {dis:,.3g} vs {col:,.3g} requests/s colocated ({dtps:,.0f} vs {ctps:,.0f} output tokens/s; "
+        "{margin:.2f}x, the bar is 1.05x; ", dis=plan.disaggregated_requests_per_second,
+        col=plan.colocated_requests_per_second, dtps=plan.disaggregated_tokens_per_second,
+        ctps=plan.colocated_tokens_per_second, margin=plan.margin) + breakeven + ") under " + under + "."
     tq, fq = t.tpot_percentile, t.ttft_percentile
     colocated = Table(note(f"Colocated: {plan.instances.value} instance(s) of {plan.gpus_per_instance.value} GPU(s), "
                            "{prompt} prompt + {decode} output tokens", prompt=Tokens(s.prompt_tokens), decode=decode_v),
@@ -33,29 +38,39 @@ def present(plan: PdPlan) -> Result:
         ("TPOT with prefills, mean (closed form)", plan.tpot_colocated_mean),
         (f"TPOT with prefills, p{tq} (simulated)", plan.tpot_colocated_at),
         (f"TTFT, p{fq} (simulated)", plan.ttft_colocated_at),
-        ("TPOT inflation", plan.tpot_inflation), ("goodput, output tokens/s", plan.colocated_tokens_per_second)))
+        ("TPOT inflation", plan.tpot_inflation), ("goodput, requests/s", plan.colocated_requests_per_second),
+        ("goodput, output tokens/s", plan.colocated_tokens_per_second)))
     disaggregated = Table("Disaggregated", ("figure", "value"), (
         ("KV transfer per GPU", plan.transfer_bytes_per_gpu), ("NIC per GPU per direction", plan.nic),
         ("KV transfer", plan.transfer), ("exposed after the prefill", plan.transfer_exposed),
-        ("TTFT (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
-        ("prefill instances", plan.prefill_instances), ("decode instances", plan.decode_instances),
+        ("prefill (T_pf) on the prefill layout", plan.prefill_disaggregated),
+        ("TTFT unloaded (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
+        ("role layouts that hold the model", plan.role_layouts),
+        ("prefill TP", plan.prefill_tp), ("prefill instances", plan.prefill_instances),
+        ("decode TP", plan.decode_tp), ("decode instances", plan.decode_instances),
         ("decode batch under the SLO", plan.decode_batch),
         ("decode TPOT (closed form)", plan.tpot_decode), ("idle share of the larger pool", plan.idle_share),
+        ("capacity of the split, requests/s", plan.disaggregated_capacity),
+        ("fractional split, requests/s", plan.fluid_requests_per_second),
+        ("integer / fractional split", plan.split_efficiency),
+        (f"prefill queue wait, p{fq} (simulated)", plan.prefill_wait_at),
+        (f"TTFT at the goodput rate, p{fq} (simulated)", plan.ttft_disaggregated_at),
+        ("goodput, requests/s", plan.disaggregated_requests_per_second),
         ("goodput, output tokens/s", plan.disaggregated_tokens_per_second)))
     rows: list[tuple] = []
     for r in plan.ratios:
         if not r.fits:
             rows.append((r.label, r.prompt, None, None, None, "does not fit"))
             continue
-        rows.append((r.label, r.prompt, r.colocated, r.disaggregated, r.prefill_instances,
+        rows.append((r.label, r.prompt, r.colocated, r.disaggregated, r.split,
                      "disaggregate" if r.disaggregation_wins else "colocate"))
     sweep = Table(note("By prompt:output ratio at {decode} output tokens", decode=decode_v), ("prompt:output",
                   "prompt tokens",
-                  "colocated tok/s", "disaggregated tok/s", "prefill instances", "better"), tuple(rows), primary=True)
-    be = plan.breakeven_ratio.value
+                  "colocated tok/s", "disaggregated tok/s", "split prefill : decode", "better"), tuple(rows),
+                  primary=True)
     notes = list(plan.reasons) + [
         ("Break-even: disaggregation first wins at prompt:output " + ratio_label(plan.breakeven_ratio) + ".") if be else
-        "Break-even: disaggregation wins at no prompt:output ratio from 1:100 to 10:1."]
+        "Break-even: disaggregation wins at no prompt:output ratio from 1:100 to 50:1."]
     data = {
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
@@ -67,6 +82,7 @@ def present(plan: PdPlan) -> Result:
         "tpot_seconds_colocated_mean": plan.tpot_colocated_mean,
         f"tpot_seconds_colocated_p{tq}": plan.tpot_colocated_at,
         f"ttft_seconds_colocated_p{fq}": plan.ttft_colocated_at,
+        "colocated_tp": plan.colocated_tp,
         "tpot_inflation": plan.tpot_inflation, "colocated_tokens_per_second": plan.colocated_tokens_per_second,
         "kv_transfer_bytes_per_gpu": plan.transfer_bytes_per_gpu, "kv_transfer_seconds": plan.transfer,
         "kv_transfer_exposed_seconds": plan.transfer_exposed, "ttft_seconds_disaggregated": plan.ttft_disaggregated,
@@ -77,26 +93,43 @@ def present(plan: PdPlan) -> Result:
         "breakeven_prompt_over_output": plan.breakeven_ratio,
         "recommend_disaggregation": plan.recommend, "disaggregated_over_colocated": plan.margin,
         "disaggregated_meets_slo": plan.disaggregated_meets, "decided_by": list(plan.decided),
+        "colocated_requests_per_second": plan.colocated_requests_per_second,
+        "disaggregated_requests_per_second": plan.disaggregated_requests_per_second,
+        "disaggregated_capacity_requests_per_second": plan.disaggregated_capacity,
+        "fluid_requests_per_second": plan.fluid_requests_per_second, "split_efficiency": plan.split_efficiency,
+        "fluid_over_colocated": plan.fluid_margin,
+        f"ttft_seconds_disaggregated_p{fq}": plan.ttft_disaggregated_at,
+        f"prefill_wait_seconds_p{fq}": plan.prefill_wait_at,
+        "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
+        "prefill_seconds_disaggregated": plan.prefill_disaggregated,
+        "colocated_requests_per_rate": plan.colocated_rate_requests,
+        "prefill_ep": plan.disaggregated.prefill.ep, "decode_ep": plan.disaggregated.decode.ep,
+        "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
         "reasons": list(plan.reasons),
         "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
                       "colocated_tokens_per_second": r.colocated,
                       "disaggregated_tokens_per_second": r.disaggregated,
-                      "disaggregation_wins": r.disaggregation_wins, "fits": r.fits} for r in plan.ratios],
+                      "disaggregation_wins": r.disaggregation_wins, "fits": r.fits, "split": r.split,
+                      "colocated_layout": r.colocated_layout}
+                     for r in plan.ratios],
     }
     assumptions = (
         "Identical requests saturate every instance. Colocated: the simulator serves a closed loop of the batch's "
         "users (the engine schedules the prefill chunks among the decode steps) and the batch is judged on the TTFT "
         "and TPOT at the targets' percentile (in the ratio table too). "
-        "Disaggregated: closed form (a steady decode batch; TTFT without prefill queueing).",
+        "Disaggregated: each role's layout (TP, EP inside the TP group) and the split searched over the GPUs; decode "
+        "in closed form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (M/D/c, Poisson "
+        "arrivals) plus the exposed KV transfer and the handover. Attention DP and EP across instances are not "
+        "searched.",
         "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
-        "Prefill and decode instances have the same TP x PP and the same GPUs.",
+        "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill instance "
+        "serves one prompt at a time.",
         "The KV transfer runs at the NIC rate times the preset's link efficiency.",
     ) + spec_notes(s)
-    brief = ( ("prefill share", plan.prefill_share),
-             ("colocated tokens/s", plan.colocated_tokens_per_second),
-             ("disaggregated tokens/s", plan.disaggregated_tokens_per_second))
+    brief = (("colocated requests/s", plan.colocated_requests_per_second),
+             ("disaggregated requests/s", plan.disaggregated_requests_per_second))
     return Result("pd", s.headline() + f"; TPOT SLO {o.tpot_slo * 1e3:g} ms at p{tq}", data,
                   (colocated, disaggregated, sweep), tuple(notes), assumptions, (), brief,
                   lead=(verdict, *plan.decided))

@@ -1,0 +1,131 @@
+"""`kvplan pd`'s goodput: the prefill queue against queueing theory, the closed form of a constant-length batch, and
+the per-role layout search on a case worked by hand."""
+
+import pytest
+
+from kvplan.calc.pd import PdOptions, _prefill_ttft, prefill_queue_waits
+from kvplan.calc.slo import SloTargets, steady_batch
+
+
+def pd_json(run_cli, *args):
+    r = run_cli("pd", *args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5, 0.8])
+def test_one_prefill_instance_waits_as_pollaczek_khinchine_says(rho):
+    # M/D/1: Poisson arrivals at rate l, one server of fixed service T, rho = l T. The Pollaczek-Khinchine mean wait
+    # is rho T / (2 (1 - rho)) (Kleinrock, Queueing Systems vol. 1, eq. 5.105 with a deterministic service's second
+    # moment T^2): T = 0.1 s gives 21.4 ms at 0.3, 50 ms at 0.5, 200 ms at 0.8.
+    t = 0.1
+    waits = prefill_queue_waits(rho / t, 1, t, requests=200_000)
+    assert waits.mean() == pytest.approx(rho * t / (2 * (1 - rho)), rel=0.05)
+
+
+def test_more_prefill_instances_split_the_queue():
+    # c servers: start_i = max(arrival_i, start_(i-c) + T). Arrivals 1 ms apart on average against T = 10 ms: one
+    # server is overloaded (rho = 10), but 20 servers (rho = 0.5 each) leave almost nobody waiting; M/D/c at
+    # rho 0.5 with c = 20 waits on average far below one service time.
+    t = 0.01
+    assert prefill_queue_waits(1000.0, 1, t, requests=2000).mean() > 1.0
+    assert prefill_queue_waits(1000.0, 20, t, requests=20_000).mean() < 0.1 * t
+
+
+def test_a_constant_length_batch_has_its_goodput_in_closed_form():
+    # 10 equal requests of 101 output tokens, TTFT 0.5 s, TPOT 20 ms: each spends 0.5 + 100 x 0.02 = 2.5 s in the
+    # system, so Little's law serves 10 / 2.5 = 4 requests/s = 404 output tokens/s, all meeting TTFT 1 s and
+    # TPOT 25 ms; a 0.4 s TTFT target fails every request alike: attainment 0, goodput 0.
+    ok = steady_batch(10, 0.5, 0.02, 101, SloTargets(ttft=1.0, tpot=0.025))
+    assert ok.requests_per_second.value == pytest.approx(4.0)
+    assert ok.tokens_per_second.value == pytest.approx(404.0)
+    assert ok.attainment.value == 1.0 and ok.verdict.meets
+    miss = steady_batch(10, 0.5, 0.02, 101, SloTargets(ttft=0.4, tpot=0.025))
+    assert miss.attainment.value == 0.0 and miss.verdict.decided_by == "TTFT p99"
+    assert miss.tokens_per_second.value == 0.0
+
+
+def test_a_ttft_target_holds_the_disaggregated_rate_at_the_queue():
+    # The goodput rate is the highest at which the simulated p99 TTFT meets the target: just above it (0.5% more,
+    # past the 0.1% bisection) the same queue misses.
+    t_pf, fixed, n_p = 0.1, 0.12, 1
+    targets = PdOptions(targets=SloTargets(ttft=0.5, tpot=0.05)).targets
+    lo = 0.1
+    hi = 1 / t_pf
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _prefill_ttft(mid, n_p, t_pf, fixed, targets)[2] else (lo, mid)
+    ttft, wait, ok = _prefill_ttft(lo, n_p, t_pf, fixed, targets)
+    assert ok and ttft <= 0.5 and ttft == pytest.approx(wait + fixed)
+    assert not _prefill_ttft(lo * 1.005, n_p, t_pf, fixed, targets)[2]
+
+
+LLAMA_16K = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "3", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "16k",
+             "--decode", "300", "--ttft-slo", "400ms")
+
+
+def test_only_tp2_prefill_and_tp1_decode_meet_the_ttft_target(run_cli):
+    # Llama-3.1-8B, a 16,000-token prompt: 2 x 6.98e9 matmul params x 16,000 = 2.23e14 FLOPs plus causal attention
+    # 4 x 32 layers x 4,096 x 16,000^2 / 2 = 6.7e13, 2.9e14 in all, at 0.65 x 989 TFLOP/s (H100 bf16 dense) = 0.45 s
+    # on one GPU, ~0.23 s on two. With a 400 ms p99 TTFT on 3 GPUs: a TP1 prefill misses even unloaded; TP2 + TP2
+    # needs 4 GPUs; so the one split that serves anything is 1 x TP2 prefill + 1 x TP1 decode.
+    d = pd_json(run_cli, *LLAMA_16K)
+    assert (d["prefill_tp"], d["prefill_instances"], d["decode_tp"], d["decode_instances"]) == (2, 1, 1, 1)
+    assert 0.2 < d["ttft_seconds_disaggregated"] < 0.3          # unloaded: T_pf(TP2) + transfer + 2 ms handover
+    assert d["disaggregated_requests_per_second"] > 0 and d["ttft_seconds_disaggregated_p99"] <= 0.4
+    assert d["disaggregated_limited_by"] == "TTFT p99"
+    # pinning the prefill to one GPU leaves only TP1 prefill: unloaded TTFT ~0.48 s, no rate meets 400 ms
+    pinned = pd_json(run_cli, *LLAMA_16K, "--prefill-gpus", "1")
+    assert pinned["prefill_tp"] == 1 and pinned["ttft_seconds_disaggregated"] > 0.4
+    assert pinned["disaggregated_requests_per_second"] == 0 and pinned["disaggregated_meets_slo"] is False
+
+
+def test_the_margin_wobble_is_the_integer_split(run_cli):
+    # Llama-3.1-8B / H100 / TP1 / fp8 / 300 out on 8 GPUs: the goodput ratio over 2K, 4K, 8K, 16K prompts moved
+    # 0.99, 0.95, 1.01, 1.06 because 8 one-GPU instances split only in whole instances (5 + 3 at 4K leaves 12% of
+    # the fractional split's rate unserved). With no TTFT target the margin is exactly (integer / fractional split)
+    # x (fractional split / colocated), both in the output; the fractional margins spread less than the integer
+    # ones, and the verdict does not flip back and forth.
+    margins, fluid, verdicts = [], [], []
+    for prompt in ("2k", "4k", "8k", "16k"):
+        d = pd_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt",
+                    prompt, "--decode", "300")
+        assert d["split_efficiency"] <= 1.0
+        assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(
+            d["split_efficiency"] * d["fluid_requests_per_second"])
+        assert d["disaggregated_over_colocated"] == pytest.approx(d["split_efficiency"] * d["fluid_over_colocated"])
+        assert "fractional split" in d["decided_by"][1]
+        margins.append(d["disaggregated_over_colocated"])
+        fluid.append(d["fluid_over_colocated"])
+        verdicts.append(d["recommend_disaggregation"])
+    assert max(fluid) - min(fluid) < max(margins) - min(margins)
+    assert verdicts in (sorted(verdicts), sorted(verdicts, reverse=True))
+
+
+def test_a_role_layout_leaves_the_other_role_an_instance(run_cli):
+    # Llama-3.1-8B on 8 H100s: TP 1, 2, 4 and 8 divide its 8 KV heads, but TP8 takes all 8 GPUs and leaves the other
+    # role none, so the search has 3 layouts; every split fits in the 8 GPUs.
+    d = pd_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4k",
+                "--decode", "300")
+    assert d["role_layouts"] == 3
+    assert d["prefill_instances"] * d["prefill_tp"] + d["decode_instances"] * d["decode_tp"] <= 8
+
+
+def test_pd_and_a_sweep_agree_on_the_colocated_goodput(run_cli):
+    # One SLO model: pd's colocated goodput per instance is a --sweep-rate point. The same requests (fixed 4K + 300,
+    # Poisson, seed 0, the count pd simulated) swept at that rate and at the first rate pd found missing give the
+    # same TPOT and TTFT p99, meet at the goodput and miss above it, so the sweep's goodput is pd's rate.
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4k", "--decode",
+            "300")
+    d = pd_json(run_cli, *args)
+    rate = d["colocated_requests_per_second"] / d["instances"]
+    above = float(d["decided_by"][0].split("; ")[-1].split(" requests/s misses")[0])
+    r = run_cli("simulate", *args, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
+                "--sweep-rate", f"{rate!r}:{above * 1.001!r}:2", "--tpot-slo", "50ms", "-f", "json")
+    assert r.code == 0, r.err
+    s = r.json()
+    assert s["goodput_requests_per_second"] == pytest.approx(rate, rel=1e-12)
+    at = s["sweep"][0]
+    assert at["tpot_seconds_p99"] == pytest.approx(d["tpot_seconds_colocated_p99"], rel=1e-9)
+    assert at["ttft_seconds_p99"] == pytest.approx(d["ttft_seconds_colocated_p99"], rel=1e-9)
+    assert s["sweep"][1]["decided_by"] is not None
