@@ -218,8 +218,9 @@ def test_every_request_and_block_is_accounted_for_at_every_event():
 MIXTRAL_CONFIG = ('{"architectures": ["MixtralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, '
                   '"intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral", '
                   '"num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, '
-                  '"num_key_value_heads": 8, "num_local_experts": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, '
-                  '"sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 32000}')
+                  '"num_key_value_heads": 8, "num_local_experts": 8, "rms_norm_eps": 1e-05, '
+                  '"rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, '
+                  '"torch_dtype": "bfloat16", "vocab_size": 32000}')
 
 
 def mixtral_tp2(tmp_path):
