@@ -597,6 +597,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("mixed-step-may-undercut-the-decode-step", COSTS,
       "return float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone)), alone",
       "return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone"),
+    M("fidelity-tpot-compared-with-the-sources-itl", "tools/fidelity_report.py",
+      'if metric == "tpot" and run.get("tpot_from") == "e2e":', "if False:"),
     M("moe-expert-width-without-intermediate-size", COSTS,
       "(model.moe_intermediate_size or model.intermediate_size or 0)", "(model.moe_intermediate_size or 0)"),
     M("vllm-v0-release-runs-v1", VLLM, "if not self.since(V1_SINCE):\n            return None",
