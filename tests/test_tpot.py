@@ -359,3 +359,76 @@ def test_decode_mean_is_the_trapezoid_rule():
     # steps of 1, 3 and 2 s at t = 0, 1 and 3: area (1 + 3) / 2 x 1 + (3 + 2) / 2 x 2 = 2 + 5 = 7 over 3 steps
     assert _mean_over([1.0, 3.0, 2.0], [0.0, 1.0, 3.0], 3) == pytest.approx(7 / 3, rel=1e-15)
     assert _mean_over([4.0], [0.0], 0) == 4.0   # no decode: the one step
+
+
+def test_upcast_moe_latency_is_priced_per_moe_layer_only_for_upcast_experts():
+    # gpt-oss-20b (24 MoE layers, MXFP4 experts) on one H100, which has no FP4 matrix cores: vLLM's default MXFP4
+    # path there (triton_kernels matmul_ogs) adds the preset's upcast_moe_us, 79 us, per MoE layer:
+    # 24 x 79 us = 1.896 ms per step, whatever the batch; --upcast-moe-us 0 (Marlin) takes it out.
+    def step(model, gpu, **factors):
+        s = Scenario(model=load_model(model), hardware=load_hardware(gpu), tp=1, dp=1)
+        return costs.step_model(s, costs.step_factors(s.hardware, **factors))
+
+    default, marlin = step("gpt-oss-20b", "h100-sxm"), step("gpt-oss-20b", "h100-sxm", upcast_moe_us=0.0)
+    assert default.moe_latency_s == pytest.approx(24 * 79e-6)
+    assert marlin.moe_latency_s == 0.0
+    for b in (1, 8):
+        with_it, without = default.step(b, 0.0, 0.0), marlin.step(b, 0.0, 0.0)
+        assert with_it["moe"] - without["moe"] == pytest.approx(1.896e-3)
+        assert with_it["total"] - without["total"] == pytest.approx(1.896e-3)
+    assert default.step(0, 0.0, 0.0)["moe"] == 0.0          # no token, no MoE kernel
+    # B200 multiplies MXFP4 natively: no upcast, no latency, even if one is given
+    assert step("gpt-oss-20b", "b200", upcast_moe_us=79.0).moe_latency_s == 0.0
+    # a dense model has no MoE layer: 0 x 79 us
+    assert step("llama-3.1-8b", "h100-sxm").moe_latency_s == 0.0
+    # only MoE layers count: DeepSeek-R1 (61 layers, the first 3 dense) with MXFP4 experts at TP8 on H100:
+    # 58 x 79 us = 4.582 ms (61 x 79 us would be 4.819)
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h100-sxm"), tp=8, weight_dtype="mxfp4")
+    assert costs.step_model(s).moe_latency_s == pytest.approx(58 * 79e-6)
+
+
+def test_upcast_moe_us_flag_reaches_the_step(run_cli):
+    base = ("-m", "gpt-oss-20b", "-g", "h100-sxm", "--tp", "1", "--batch", "1", "--prompt", "1000",
+            "--decode", "0", "--shape", "cohort")
+    moe = tpot_json(run_cli, *base)["step_breakdown"]["start"]["moe_seconds"]
+    off = tpot_json(run_cli, *base, "--upcast-moe-us", "0")["step_breakdown"]["start"]["moe_seconds"]
+    ten = tpot_json(run_cli, *base, "--upcast-moe-us", "10")["step_breakdown"]["start"]["moe_seconds"]
+    assert moe - off == pytest.approx(24 * 79e-6) and ten - off == pytest.approx(24 * 10e-6)
+
+
+def test_speculative_mtp_takes_the_published_acceptance_lengths():
+    from kvplan.calc.tpot import parse_speculative
+
+    # DeepSeek's MTP module: "80% to 90%" acceptance of the second token (ISCA'25 section 2.3.3): 1 + 0.85 = 1.85;
+    # SGLang's MTP blog (lmsys.org/blog/2025-07-17-mtp): accept length 2.18 with 3 draft tokens, 2.44 with 4
+    assert parse_speculative("mtp")[:2] == (1, 1.85)
+    assert parse_speculative("MTP:3")[:2] == (3, 2.18)
+    assert parse_speculative("mtp:4")[:2] == (4, 2.44)
+    for bad in ("eagle", "mtp:2", "mtp:x"):
+        with pytest.raises(KvplanError):
+            parse_speculative(bad)
+
+
+def test_speculative_mtp_gain_on_deepseek_r1_matches_the_published_speedups(run_cli):
+    # DeepSeek-R1 with one MTP draft token at batch 1: published TPOT speedups 1.63x (vLLM PR #12755, QPS 1, 81-82%
+    # acceptance), 1.76x (SGLang PR #3582, batch 1) and "1.8x" (DeepSeek, ISCA'25 section 2.3.3). kvplan: the verify
+    # step at 2 tokens plus one MTP layer's step, over 1.85 accepted tokens
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                  "--decode", "1000", "--speculative", "mtp")
+    sp = d["speculative"]
+    assert sp["spec_tokens"] == 1 and sp["accept_start"] == 1.85 == sp["accept_end"]
+    assert 1.55 <= sp["gain_mean"] <= 1.85
+    # the user's --accept wins over the published figure; K stays the method's
+    mine = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                     "--decode", "1000", "--speculative", "mtp:3", "--accept", "2.6-0.00001/token")["speculative"]
+    assert mine["spec_tokens"] == 3 and mine["accept_start"] == pytest.approx(2.6 - 0.00001 * 1000)
+
+
+def test_speculative_refusals_are_one_line(run_cli):
+    cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--spec-tokens", "1"),
+              "--speculative and --spec-tokens both given"))
+    for args, words in cases:
+        r = run_cli("tpot", *args)
+        assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err

@@ -175,7 +175,9 @@ def fit(scenario, points: tuple[Point, ...], source: str, factors: costs.StepFac
         mem_cols = sum(np.where(mem, m1, 0.0) for mem, m1, c1 in split.values())
         cmp_cols = sum(np.where(mem, 0.0, c1) for mem, m1, c1 in split.values())
         fixed = model.step(b, b * nbytes, b * nflops)
-        rest = fixed["comm"] + (fixed["overhead"] - per_step) + _floor_bound_seconds(model, b)
+        # the upcast MoE path's latency (costs.StepModel.moe_latency_s) is a constant like the floors
+        rest = (fixed["comm"] + (fixed["overhead"] - per_step) + _floor_bound_seconds(model, b)
+                + model.moe_latency_s * (b > 0))
         cols = [mem_cols, cmp_cols, np.ones_like(t)]
         keep = [i for i, c in enumerate(cols) if np.any(c > 0) and FREE[i] in free]
         held = (1 / hbm, 1 / mfu, per_step)   # the factors not fitted, at their value: moved to the known part

@@ -200,6 +200,8 @@ GENERIC_FACTORS = {
                             "5820); Triton block-FP8 N = 2,112, K = 7,168 on H100, 1.30 TFLOP/s at M = 1 = 23 us for "
                             "15 MB (github.com/vllm-project/vllm/pull/23280): the smallest, 10.3 us, is the floor"),
     "upcast_hbm": (None, "generic: as hbm (weights in a dtype the GPU has no matrix cores for stream like any)"),
+    "upcast_moe_us": (0.0, "generic: no fixed latency beyond the experts' bytes for experts upcast in-kernel (a GPU "
+                           "preset sets it where its default MoE path for such experts is latency-bound at decode)"),
 }
 
 # Weight dtypes a GPU multiplies natively only if its preset lists that dense peak; otherwise the GEMM kernels
@@ -245,6 +247,7 @@ class StepFactors:
     overhead_us_per_request: object
     upcast_hbm: object
     gemm_floor_us: object
+    upcast_moe_us: object
 
     def value(self, name: str) -> float:
         return float(getattr(self, name).value)
@@ -261,7 +264,8 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
              "overhead_us_per_layer": "--overhead-us", "overhead_us_per_step": "--step-overhead-us",
              "overhead_us_per_moe_layer": "--moe-overhead-us", "allreduce_latency_us": "--allreduce-latency-us",
              "allreduce_link": "an override of allreduce_link", "overhead_us_per_request": "--request-overhead-us",
-             "upcast_hbm": "an override of upcast_hbm", "gemm_floor_us": "--gemm-floor-us"}
+             "upcast_hbm": "an override of upcast_hbm", "gemm_floor_us": "--gemm-floor-us",
+             "upcast_moe_us": "--upcast-moe-us"}
     out = {}
     for name, (generic, source) in GENERIC_FACTORS.items():
         given_value = overrides.get(name)
@@ -309,6 +313,7 @@ class StepModel:
     request_overhead_s: float      # per request per step
     gemms: int                     # GEMM kernels of one step (every layer's projections and MLP, the LM head)
     gemm_floor_s: float            # the least one GEMM takes (efficiency.gemm_floor_us)
+    moe_latency_s: float           # per step: MoE layers x upcast_moe_us when the experts are upcast, else 0
     notes: tuple[str | Note, ...]
 
     def request_cache(self, contexts, dtype=None):
@@ -347,7 +352,7 @@ class StepModel:
             t = tokens * self.tokens_per_rank_to_ep
             touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
             moe = maximum(touched * self.expert_bytes_each / (self.bw * self.expert_bw_scale),
-                          self.moe_flops_per_token * tokens / self.flops)
+                          self.moe_flops_per_token * tokens / self.flops) + self.moe_latency_s * (tokens > 0)
         else:
             moe = tokens * 0.0
         kv = as_float(cache_bytes) / self.bw
@@ -590,18 +595,30 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None) -> StepMo
                                                          f"{gemms} x {f.value('gemm_floor_us'):g} us")),
                           read=Seconds(read_s, derived("dense weight bytes / HBM rate",
                                                        f"{dense_bytes:,.0f} / {bw:,.0f}"))))
-    scale = f.value("upcast_hbm") / f.value("hbm") if is_moe and upcast(expert_dtype, hw) else 1.0
+    upcast_experts = bool(is_moe and upcast(expert_dtype, hw))
+    scale = f.value("upcast_hbm") / f.value("hbm") if upcast_experts else 1.0
     if scale != 1.0:
         notes.append(note("{hw} has no " f"{NATIVE_KEY[expert_dtype]} matrix cores: the {expert_dtype} experts are "
                           "upcast in-kernel and stream at {upcast:g} of peak HBM (efficiency.upcast_hbm)",
                           hw=hw.id, upcast=Number(f.value("upcast_hbm"))))
+    # The upcast MoE path's fixed latency per MoE layer (efficiency.upcast_moe_us): on Hopper vLLM runs MXFP4
+    # experts through triton_kernels' matmul_ogs by default, latency-bound at a few tokens per expert; Marlin
+    # (VLLM_MXFP4_USE_MARLIN=1) is not, and --upcast-moe-us 0 says so.
+    moe_latency = moe_layers * f.value("upcast_moe_us") * 1e-6 if upcast_experts else 0.0
+    if moe_latency:
+        notes.append(note("the {layers} MoE layers' upcast {dtype} experts add {us:g} us each whatever their bytes: "
+                          "{total:ms:.2f} ms per step (efficiency.upcast_moe_us; --upcast-moe-us 0 for a MoE path "
+                          "without it, such as vLLM's Marlin, VLLM_MXFP4_USE_MARLIN=1)",
+                          layers=Count(moe_layers), dtype=expert_dtype, us=Number(f.value("upcast_moe_us")),
+                          total=Seconds(moe_latency, derived("MoE layers x upcast_moe_us",
+                                                             f"{moe_layers} x {f.value('upcast_moe_us'):g} us"))))
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * routed_active / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
-                     tuple(notes))
+                     moe_latency, tuple(notes))
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int) -> int:

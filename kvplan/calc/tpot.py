@@ -28,6 +28,38 @@ COMPONENTS = ("weights", "moe", "kv", "attention_compute", "comm", "overhead")
 SPEC_PAYS_MIN_ACCEPT = 1.05
 
 
+# Published mean acceptance lengths (tokens per verify step, the bonus token included) of DeepSeek-V3/R1's native
+# MTP head, by draft tokens per step: what ``--speculative mtp:K`` uses when --accept is not given. None of these
+# sources gives the same head's acceptance at two context lengths, so the profile is flat; a falling one is
+# --accept A-SLOPE/token.
+MTP_ACCEPT = {
+    1: (1.85, "DeepSeek's MTP module: 'acceptance rate of 80% to 90% for predicting the second subsequent token' "
+              "(DeepSeek-V3 at ISCA'25, arXiv 2505.09343 section 2.3.3): 1 + 0.85; vLLM measured 81-82.3% on R1 "
+              "(github.com/vllm-project/vllm/pull/12755)"),
+    3: (2.18, "SGLang MTP blog (lmsys.org/blog/2025-07-17-mtp): DeepSeek on H200, 3 draft tokens, accept length 2.18 "
+              "at ISL 65,536 / OSL 4,096 (a long-context figure: at short context the head accepts as much or more)"),
+    4: (2.44, "SGLang MTP blog (lmsys.org/blog/2025-07-17-mtp): the same run with 4 draft tokens, accept length 2.44"),
+}
+SPECULATIVE_METHODS = ("mtp",)
+
+
+def parse_speculative(text: str) -> tuple[int, float, str]:
+    """``mtp`` or ``mtp:K`` (K draft tokens per verify step, 1 by default): (K, the published acceptance length,
+    its source), from ``MTP_ACCEPT``."""
+    m = re.fullmatch(r"\s*([a-z0-9]+)\s*(?::\s*(\d+))?\s*", text.strip().lower())
+    if not m or m.group(1) not in SPECULATIVE_METHODS:
+        raise KvplanError(f"--speculative {text!r} is not a method kvplan has published acceptance for",
+                          "give --speculative mtp or mtp:K (K in " + ", ".join(map(str, sorted(MTP_ACCEPT)))
+                          + "), or --spec-tokens K with --accept A")
+    k = int(m.group(2) or 1)
+    if k not in MTP_ACCEPT:
+        raise KvplanError(f"--speculative mtp:{k}: no published acceptance length for {k} draft tokens",
+                          "give mtp:" + ", mtp:".join(map(str, sorted(MTP_ACCEPT)))
+                          + f", or --spec-tokens {k} --mtp-layers 1 --accept A")
+    accept, source = MTP_ACCEPT[k]
+    return k, accept, source
+
+
 def parse_accept(text: str) -> tuple[float, float]:
     """``2.4`` (tokens accepted per verify step, bonus token included) or ``2.4-0.00002/token`` (falling with
     context): (intercept, slope per token)."""
@@ -50,6 +82,7 @@ class TpotOptions:
     spec_tokens: int = 0              # draft tokens per verify step (with MTP layers or a draft model)
     accept: tuple[float, float] | None = None
     factors: dict | None = None       # efficiency overrides (hbm, mfu, overhead_us_per_layer, ...)
+    accept_source: str | None = None  # where a published acceptance length came from (--speculative)
 
     def __post_init__(self) -> None:
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or not 1 <= self.batch <= 100_000:
@@ -289,7 +322,8 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
     mean_plain = _mean_over(plain, ts, d)
     return SpecPlan(
         Count(k, given("--spec-tokens")),
-        Number(float(accept[0]), derived("max(1, a0 - slope x S) at the start", f"{a0:g} - {slope:g} x {p:,}")),
+        Number(float(accept[0]), derived("max(1, a0 - slope x S) at the start", f"{a0:g} - {slope:g} x {p:,}",
+                                         o.accept_source or "")),
         Number(float(accept[-1]), derived("the same at the end", f"{a0:g} - {slope:g} x {p + d:,}")),
         Seconds(float(plain[0]), derived("plain decode step of the same batch at the start (cohort)",
                                          f"{plain[0]:.6g} s")),

@@ -36,6 +36,9 @@ def tpot(
                                                         "per MoE layer per step (routing, permutation).")] = None,
     gemm_floor_us: Annotated[str | None, typer.Option("--gemm-floor-us", metavar="US", help="The least one "
                                                       "decode GEMM takes (default: the GPU preset's).")] = None,
+    upcast_moe_us: Annotated[str | None, typer.Option("--upcast-moe-us", metavar="US", help="Fixed latency per "
+                                                      "MoE layer of experts upcast in-kernel (MXFP4 on Hopper: "
+                                                      "the GPU preset's; 0 for vLLM's Marlin path).")] = None,
     request_overhead_us: Annotated[str | None, typer.Option("--request-overhead-us", metavar="US", help="Overhead "
                                                             "per request per step (scheduling, sampling, outputs)."
                                                             )] = None,
@@ -46,6 +49,10 @@ def tpot(
                                                     "(with --mtp-layers or --draft-model).")] = None,
     draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="ID|FILE",
                                                     help="A draft model for speculative decoding.")] = None,
+    speculative: Annotated[str | None, typer.Option("--speculative", metavar="mtp[:K]", help="Speculative decoding "
+                                                    "with DeepSeek's MTP head and K draft tokens (1, 3 or 4), at "
+                                                    "its published acceptance length unless --accept is given.")
+                           ] = None,
     accept: Annotated[str | None, typer.Option("--accept", metavar="LEN", help="Tokens accepted per verify step, "
                                                "bonus included: 2.4, or 2.4-0.00002/token (falling with context).")
                       ] = None,
@@ -67,10 +74,10 @@ def tpot(
     factors = {"hbm": hbm_efficiency, "mfu": mfu, "prefill_mfu": prefill_mfu, "overhead_us_per_layer": overhead_us,
                "overhead_us_per_step": step_overhead_us, "overhead_us_per_moe_layer": moe_overhead_us,
                "overhead_us_per_request": request_overhead_us, "gemm_floor_us": gemm_floor_us,
-               "allreduce_latency_us": allreduce_latency_us}
+               "allreduce_latency_us": allreduce_latency_us, "upcast_moe_us": upcast_moe_us}
     request = tpot_request(scenario_args, batch=batch, shape=shape, batches=batches, contexts=contexts,
                            factors=factors, spec_tokens=spec_tokens, draft_model=draft_model, accept=accept,
-                           measured=measured, save_calibration=save_calibration)
+                           measured=measured, save_calibration=save_calibration, speculative=speculative)
     scenario, calibration = request.scenario, request.calibration
     plan = plan_tpot(scenario, request.options)
     result = present(plan, _calibration_view(calibration) if calibration else None)

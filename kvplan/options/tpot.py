@@ -37,6 +37,7 @@ FACTOR_FLAGS = {   # TpotOptions.factors key -> the flag, and whether it is a fr
     "overhead_us_per_layer": ("--overhead-us", False), "overhead_us_per_step": ("--step-overhead-us", False),
     "overhead_us_per_moe_layer": ("--moe-overhead-us", False),
     "overhead_us_per_request": ("--request-overhead-us", False), "gemm_floor_us": ("--gemm-floor-us", False),
+    "upcast_moe_us": ("--upcast-moe-us", False),
     "allreduce_latency_us": ("--allreduce-latency-us", False),
 }
 
@@ -44,10 +45,11 @@ FACTOR_FLAGS = {   # TpotOptions.factors key -> the flag, and whether it is a fr
 def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape: str = "steady",
                  batches: Any = None, contexts: Any = DEFAULT_CONTEXTS_TEXT, factors: dict[str, Any] | None = None,
                  spec_tokens: Any = None, draft_model: Any = None, accept: str | None = None,
-                 measured: str | Path | None = None, save_calibration: str | Path | None = None) -> TpotRequest:
+                 measured: str | Path | None = None, save_calibration: str | Path | None = None,
+                 speculative: str | None = None) -> TpotRequest:
     """``kvplan tpot``'s options: ``factors`` by ``FACTOR_FLAGS`` key (hbm, mfu, overhead_us_per_layer, ...; text
     or numbers); with ``measured`` points, the factors not given are fitted to them (``kvplan.calc.calibrate``)."""
-    from kvplan.calc.tpot import TpotOptions, parse_accept
+    from kvplan.calc.tpot import TpotOptions, parse_accept, parse_speculative
     from kvplan.inputs.units import parse_tokens
 
     if save_calibration is not None and measured is None:
@@ -60,6 +62,22 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
     parsed = {key: optional(parse_fraction if fraction else parse_microseconds, given.get(key), flag)
               for key, (flag, fraction) in FACTOR_FLAGS.items()}
     k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
+    accept_source = None
+    if speculative is not None:   # a method with published acceptance: its draft tokens, its acceptance, MTP layers
+        if spec_tokens is not None:
+            raise InputError("--speculative and --spec-tokens both given",
+                             "give --speculative mtp:K, or --spec-tokens K with --accept A")
+        k, published, accept_source = parse_speculative(speculative)
+        if not built.model.mtp_layers or not built.model.id.startswith("deepseek-"):
+            raise InputError(f"--speculative mtp: the published acceptance lengths are DeepSeek-V3/R1's MTP head, "
+                             f"and {built.model.id} is not a DeepSeek model with MTP layers",
+                             f"give --spec-tokens {k} with --mtp-layers 1 (or --draft-model ID) and --accept A")
+        if accept is None:
+            accept = f"{published:g}"
+        else:
+            accept_source = None   # the user's --accept, not the published figure
+        if not built.mtp_layers and not built.draft:
+            built = built.with_(mtp_layers=built.model.mtp_layers)
     if k > MAX_SPEC_VERIFY:
         raise InputError(f"--spec-tokens {k} is more draft tokens than engines verify (1-8)", "give 1 to 8")
     if k and not (built.mtp_layers or built.draft):
@@ -78,7 +96,7 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
         batch=parse_tokens(batch, "--batch"), shape=shape.strip().lower(),
         batches=optional(parse_list, batches, tokens_parser("--batches"), "batches") or TpotOptions.batches,
         contexts=parse_contexts(contexts), spec_tokens=k, accept=parse_accept(accept) if accept is not None else None,
-        factors={k_: v for k_, v in parsed.items() if v is not None})
+        factors={k_: v for k_, v in parsed.items() if v is not None}, accept_source=accept_source)
     return TpotRequest(built, options, calibration)
 
 

@@ -10,7 +10,7 @@ from kvplan.specs.values import Count, Tokens, Value, default, note
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",
            "overhead_us_per_step", "overhead_us_per_moe_layer", "overhead_us_per_request", "upcast_hbm",
-           "gemm_floor_us")
+           "gemm_floor_us", "upcast_moe_us")
 LABELS = {"weights": "weights (HBM)", "moe": "MoE experts (HBM)", "kv": "KV reads (HBM)",
           "attention_compute": "attention compute", "comm": "communication", "overhead": "fixed overhead"}
 

@@ -113,6 +113,7 @@ class Efficiency:
     overhead_us_per_request: Sourced | None = None  # per request per step (scheduling, sampling, outputs)
     upcast_hbm: Sourced | None = None            # HBM fraction of weights upcast in-kernel (no matrix cores)
     gemm_floor_us: Sourced | None = None         # the least one decode GEMM kernel takes, whatever its bytes
+    upcast_moe_us: Sourced | None = None         # fixed latency per MoE layer of experts upcast in-kernel
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -121,7 +122,8 @@ class Efficiency:
             if value is not None and not 0 < value.value <= 1:
                 raise ValueError(f"efficiency.{name} is a fraction in (0, 1], got {value.value}")
         for name in ("link_latency_us", "overhead_us_per_layer", "overhead_us_per_step", "overhead_us_per_moe_layer",
-                     "allreduce_latency_us", "overhead_us_per_request", "gemm_floor_us"):
+                     "allreduce_latency_us", "overhead_us_per_request", "gemm_floor_us",
+                     "upcast_moe_us"):
             value = getattr(self, name)
             if value is not None and not 0 <= value.value <= 1e6:
                 raise ValueError(f"efficiency.{name} is a time in microseconds in 0 .. 1,000,000, got {value.value}")
