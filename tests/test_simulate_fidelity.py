@@ -143,25 +143,26 @@ def test_held_out_subset_stays_within_the_measured_ceiling(tool, data):
     assert all(res["capacity_rps"] is not None and 0 < res["capacity_rps"] < 20 for res in over)
 
 
+def _within_ceiling(tool, data, split, ceiling, false_overloads):
+    """Every run of ``split`` simulated: its median |error| per metric at most ``ceiling``, its false overloads at
+    most ``false_overloads``; the split's runs returned."""
+    runs = [r for r in tool.check(data) if r["split"] == split]
+    m = tool.median_errors(runs, _errors(tool, data, runs), split)
+    for metric, most in ceiling.items():
+        assert m[metric] <= most, (metric, m[metric])
+    assert m["false_overload"] <= false_overloads
+    return runs
+
+
 @pytest.mark.skipif(not os.environ.get("KVPLAN_FIDELITY_ALL"), reason="the whole set: KVPLAN_FIDELITY_ALL=1")
 def test_every_held_out_run_stays_within_the_measured_ceiling(tool, data):
-    runs = [r for r in tool.check(data) if r["split"] == "held_out"]
-    results = _errors(tool, data, runs)
-    m = tool.median_errors(runs, results, "held_out")
-    for metric, ceiling in HELD_OUT_CEILING.items():
-        assert m[metric] <= ceiling, (metric, m[metric])
-    assert m["false_overload"] <= HELD_OUT_FALSE_OVERLOADS
+    _within_ceiling(tool, data, "held_out", HELD_OUT_CEILING, HELD_OUT_FALSE_OVERLOADS)
 
 
 def test_every_never_seen_run_stays_within_the_measured_ceiling(tool, data):
     # 13 runs, about 20 s of CPU: the out-of-sample set (new models, TP8, A100 and L40S)
-    runs = [r for r in tool.check(data) if r["split"] == "never_seen"]
+    runs = _within_ceiling(tool, data, "never_seen", NEVER_SEEN_CEILING, NEVER_SEEN_FALSE_OVERLOADS)
     assert len(runs) == 13 and {r["gpu"] for r in runs} == {"h100-sxm", "a100-80gb", "l40s"}
-    results = _errors(tool, data, runs)
-    m = tool.median_errors(runs, results, "never_seen")
-    for metric, ceiling in NEVER_SEEN_CEILING.items():
-        assert m[metric] <= ceiling, (metric, m[metric])
-    assert m["false_overload"] <= NEVER_SEEN_FALSE_OVERLOADS
 
 
 def test_tpot_from_e2e_is_the_decode_time_per_generated_token(tool, data):
