@@ -138,7 +138,7 @@ def build(run: dict, models: dict, tmp: Path):
                 "tp": str(run["tp"]), "engine": run["engine"], "prompt": str(round(run["prompt_tokens"])),
                 "decode": str(round(run["output_tokens"])), "max_model_len": str(run["max_model_len"])}
     # a limit given as "engine default" is left to kvplan's engine adapter
-    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static"):
         if isinstance(run.get(key), (int, float)):
             scenario[key] = str(run[key])
     prefix = run.get("system_prompt_tokens") or None
