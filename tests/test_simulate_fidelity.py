@@ -8,7 +8,7 @@ This file checks that every run carries its source, settings and figures, that t
 as the data says, that it reports a run kvplan refuses instead of hiding it, and, on a fast subset of held-out runs
 (< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
 today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 9.0%, TTFT 27.5%, E2E 9.5%, no false
-overload in 22 runs; never seen, 13 runs: 26.8%, 77.2%, 31.8%, 2 false overloads); the ceilings are tightened as the
+overload in 22 runs; never seen, 17 runs: 31.1%, 59.7%, 31.0%, 2 false overloads); the ceilings are tightened as the
 errors fall. The whole set runs
 in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
 """
@@ -47,10 +47,11 @@ SUBSET_FALSE_OVERLOADS = 0
 # latency: 17.7%, 31.4%, 21.7%; the rule book before: 11.4%, 38.6%, 36.9%, 4 false overloads)
 HELD_OUT_CEILING = {"tpot": 0.095, "ttft": 0.28, "e2e": 0.10}
 HELD_OUT_FALSE_OVERLOADS = 0
-# the never-seen runs (split never_seen: 13 runs written into the data file before kvplan ran on any of them, no
-# factor fitted or changed after seeing them), measured once: TPOT 26.8%, TTFT 77.2%, E2E 31.8%, 2 false overloads
-# (Llama-2-70B TP4 on A100-80GB and Qwen3-14B on L40S). The out-of-sample figure; a ceiling so that it may only fall
-NEVER_SEEN_CEILING = {"tpot": 0.27, "ttft": 0.78, "e2e": 0.32}
+# the never-seen runs (split never_seen: 17 runs written into the data file, in three batches, each before kvplan
+# ran on any of its runs; no factor fitted or changed after seeing them), measured once: TPOT 31.1%, TTFT 59.7%, E2E
+# 31.0%, 2 false overloads (Llama-2-70B TP4 on A100-80GB and Qwen3-14B on L40S). The first 13 alone: 26.8%, 77.2%,
+# 31.8%. The out-of-sample figure; a ceiling so that it may only fall
+NEVER_SEEN_CEILING = {"tpot": 0.32, "ttft": 0.60, "e2e": 0.32}
 NEVER_SEEN_FALSE_OVERLOADS = 2
 
 
@@ -160,9 +161,9 @@ def test_every_held_out_run_stays_within_the_measured_ceiling(tool, data):
 
 
 def test_every_never_seen_run_stays_within_the_measured_ceiling(tool, data):
-    # 13 runs, about 20 s of CPU: the out-of-sample set (new models, TP8, A100 and L40S)
+    # 17 runs, about 20 s of CPU: the out-of-sample set (new models, TP8, A100, L40S, SGLang's 405B on H200)
     runs = _within_ceiling(tool, data, "never_seen", NEVER_SEEN_CEILING, NEVER_SEEN_FALSE_OVERLOADS)
-    assert len(runs) == 13 and {r["gpu"] for r in runs} == {"h100-sxm", "a100-80gb", "l40s"}
+    assert len(runs) == 17 and {r["gpu"] for r in runs} == {"h100-sxm", "a100-80gb", "l40s", "h200"}
 
 
 def test_tpot_from_e2e_is_the_decode_time_per_generated_token(tool, data):
