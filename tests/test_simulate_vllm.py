@@ -211,3 +211,47 @@ def test_every_request_and_block_is_accounted_for_at_every_event():
     run = sim.simulate(s, work, sim.SimOptions(max_batch=32, on_event=check))
     assert run.preemptions.sum() > 0 and run.recompute_hit_tokens.sum() > 0 and seen_partial
     assert np.isfinite(run.finish).all()
+
+
+# Mixtral-8x7B's published config.json (huggingface.co/mistralai/Mixtral-8x7B-v0.1): MixtralConfig names each
+# expert's width intermediate_size and has no moe_intermediate_size (nor any dense MLP)
+MIXTRAL_CONFIG = ('{"architectures": ["MixtralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, '
+                  '"intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral", '
+                  '"num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, '
+                  '"num_key_value_heads": 8, "num_local_experts": 8, "rms_norm_eps": 1e-05, '
+                  '"rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, '
+                  '"torch_dtype": "bfloat16", "vocab_size": 32000}')
+
+
+def mixtral_tp2(tmp_path):
+    path = tmp_path / "mixtral" / "config.json"
+    path.parent.mkdir()
+    path.write_text(MIXTRAL_CONFIG, encoding="utf-8")
+    return build_scenario(**{**LLAMA, "model": str(path), "gpus": "2", "tp": "2", "block_size": None,
+                             "max_model_len": "4096"}, engine="vllm")
+
+
+def test_mixtral_experts_are_intermediate_size_wide(tmp_path):
+    # an expert's gate, up and down: 3 x 4,096 x 14,336 = 176,160,768 parameters; 2 routed per token in each of 32
+    # layers: 11,274,289,152 parameters a token; 2 FLOPs each, over TP 2: 11,274,289,152 FLOPs per GPU. Every layer
+    # is a MoE layer. (Before, the width was read from moe_intermediate_size alone: 0 routed FLOPs, 0 MoE layers.)
+    sm = costs.step_model(mixtral_tp2(tmp_path))
+    assert sm.moe_flops_per_token == 11_274_289_152
+    assert sm.moe_layers == 32 and sm.num_experts == 8 and sm.top_k == 2
+
+
+def test_a_chunk_never_makes_the_decode_step_shorter(tmp_path):
+    # Mixtral-8x7B at TP 2, 128 decoders at 700 tokens (64 KiB of KV per token per GPU: 2 x 32 layers x 8 heads x 128
+    # x 2 B / 2) and a 447-token chunk after a 100-token prefix: the chunk's pass reads every weight once
+    # (weight_read_seconds) against (447 + 128) tokens x ~12.7 GFLOP at the prefill rate, under the weights; the
+    # decode step alone pays its GEMM floor and the experts it touches on top, so the formula alone prices the pass
+    # with the chunk below the pass without it. The pass with the chunk is at least the decode step
+    sm = costs.step_model(mixtral_tp2(tmp_path))
+    b, cache = 128, 128 * 700 * 65536.0
+    alone = float(sm.step(b, cache, 0.0)["total"])
+    mixed, without = sm.mixed_parts(b, cache, 0.0, [(100, 547)])
+    assert without == alone and mixed == alone
+    # a chunk whose compute outweighs the weights still adds its time: 2,048 tokens x ~12.7 GFLOP / (989.4 TFLOP/s x
+    # 0.65) = 40 ms, more than the decode step's ~25 ms
+    big, _ = sm.mixed_parts(b, cache, 0.0, [(0, 2048)])
+    assert big > alone + 0.01

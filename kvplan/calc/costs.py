@@ -444,7 +444,8 @@ class StepModel:
           figure that covers a prefill's own), and their per-request overhead.
 
         So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
-        tokens' own weight and expert reads are not paid twice."""
+        tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
+        step without the chunks (``step(...)["total"]``): adding tokens to a forward pass cannot make it shorter."""
         return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
 
     def mixed_parts(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> tuple[float, float]:
@@ -467,7 +468,10 @@ class StepModel:
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = (decode["attention"] + decode["comm"] - comm0 + self.request_overhead_s * batch
                  if decode is not None else 0.0)
-        return float(max(self.weight_read_seconds, compute) + self.overhead_s + extra), alone
+        # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
+        # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
+        # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
+        return float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone)), alone
 
     @cached_property
     def _chunk_attention(self) -> dict[tuple[int, int], float]:
@@ -527,7 +531,10 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None) -> StepMo
         # is_moe: params_expert and params_total are set, so expert_share answers (by them at the latest)
         assert share is not None and model.params_expert is not None
         expert_bytes_total = total_bytes * share[0]
-        per_expert_params = 3 * (model.hidden_size or 0) * (model.moe_intermediate_size or 0)
+        # an expert's width: moe_intermediate_size, or intermediate_size where the config has no other (Mixtral's
+        # MixtralConfig names the expert width intermediate_size and has no dense MLP), as kvplan.inputs.hf_params
+        # and the vLLM adapter's activation peak read it
+        per_expert_params = 3 * (model.hidden_size or 0) * (model.moe_intermediate_size or model.intermediate_size or 0)
         moe_layers = round(model.params_expert.value / (E * per_expert_params)) if E and per_expert_params else 0
         routed_active = k * per_expert_params * moe_layers
         if par.ep:
