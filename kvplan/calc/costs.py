@@ -369,6 +369,19 @@ class StepModel:
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
                 "comm": comm, "overhead": full(total, 0.0) + overhead, "total": total}
 
+    def speculative_step(self, batch, cache_bytes, attention_flops, k: int, mtp: int):
+        """One speculative step of ``batch`` requests with an MTP drafter (DeepSeek's): the target's verify step
+        over k + 1 tokens per request (``step``'s ``tokens_per_request``) plus k draft steps of ``mtp`` MTP layers,
+        each layer at the plain step's time per layer (its weights, attention and communication; the step's fixed
+        overhead once, the per-layer overhead for each). Returns plain, verify, draft and total (seconds; arrays
+        broadcast). The one price ``tpot --speculative`` and ``simulate --speculative`` divide by the accepted
+        tokens."""
+        plain = self.step(batch, cache_bytes, attention_flops)["total"]
+        verify = self.step(batch, cache_bytes, attention_flops, tokens_per_request=k + 1)["total"]
+        per_layer = (plain - self.overhead_s) / self.layers + self.factors.value("overhead_us_per_layer") * 1e-6
+        draft = k * mtp * per_layer
+        return {"plain": plain, "verify": verify, "draft": draft, "total": verify + draft}
+
     def steady_cache(self, prompt: int, decode: int):
         """(cache bytes, attention FLOPs) of the mean request of a steady batch, whose contexts are spread evenly
         over prompt..prompt+decode (``steady_contexts``): multiply by the batch for the step. The one steady

@@ -229,8 +229,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           total_blocks=u.total_blocks, block=u.block, chunk=u.chunk, reuse=reuse,
                           prefix_blocks=hb)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
-    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
-    fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
+    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
+    fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
                      total_blocks=u.total_blocks, prefix_blocks=u.prefix_blocks, prefix_hit=u.hit, dram_cap=dram_cap,

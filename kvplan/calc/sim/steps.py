@@ -177,7 +177,7 @@ class Prices:
     ``step_model``, ``swap_copies``, ``swap_seconds``) and the block table's bytes."""
 
     def __init__(self, s: Scenario, sm: costs.StepModel, block: int, chunk: int, bytes_at: Any, link: float,
-                 reference: bool) -> None:
+                 reference: bool, speculative: tuple[int, float, float] | None = None) -> None:
         self.sm = sm
         self.model, self.block, self.chunk, self.bytes_at, self.link = s.sized_model, block, chunk, bytes_at, link
         self.settings = costs.CostSettings()
@@ -187,13 +187,43 @@ class Prices:
         self.bw, self.afs = sm.bw, sm.attention_flops_s
         self.seg = _affine_pieces(sm, self.caps)
         self.one = tuple(float(v[0]) for v in self.seg)    # no caps: the one piece
+        # Speculative decoding (``SimOptions.speculative``): a loop step is one accepted token of every running
+        # request, priced StepModel.speculative_step / the mean acceptance length (the verify step over K + 1
+        # tokens and the MTP draft's K steps, per accepted token). That price is base + max(u, (K+1) v) + cd x
+        # max(u, v) over a (u, v: the batch's cache-read and attention times; cd = K x MTP layers / layers), so
+        # a flat acceptance keeps the closed-form sums; one falling with context is priced step by step.
+        self.spec = speculative
+        self.spec_k, self.mtp, self.a0, self.slope, self.cd = 0, 0, 1.0, 0.0, 0.0
+        if speculative is not None:
+            self.spec_k, self.a0, self.slope = speculative
+            self.mtp = s.mtp_layers or 1
+            self.cd = self.spec_k * self.mtp / sm.layers
+            self.reference = reference or self.slope > 0
         # memoized (functools.cache: the hit is one C call): a batch's base step, a prefill of (tokens, cached)
         self.base = functools.cache(self._base)
         self.prefill = functools.cache(self._prefill)
 
     def _base(self, b: int) -> float:
         """The step at batch b without cache reads (weights, communication, overhead)."""
+        if self.spec is not None:
+            return float(self.sm.speculative_step(b, 0, 0, self.spec_k, self.mtp)["total"]) / self.a0
         return float(self.sm.step(b, 0, 0)["total"])
+
+    def accepted(self, x) -> float:
+        """The batch's mean acceptance length at its contexts ``x``: mean of max(1, a0 - slope x)."""
+        if not self.slope:
+            return self.a0
+        import numpy as np
+
+        return float(np.mean(np.maximum(1.0, self.a0 - self.slope * np.asarray(x, dtype=float))))
+
+    def step(self, b: int, cache_bytes: float, attention_flops: float, x=None) -> float:
+        """One loop step of b requests reading ``cache_bytes`` with ``attention_flops`` at contexts ``x``:
+        ``StepModel.step``, or with speculative decoding its ``speculative_step`` per accepted token."""
+        if self.spec is None:
+            return float(self.sm.step(b, cache_bytes, attention_flops)["total"])
+        total = self.sm.speculative_step(b, cache_bytes, attention_flops, self.spec_k, self.mtp)["total"]
+        return float(total) / self.accepted(x)
 
     def _prefill(self, tokens: int, cached: int = 0) -> float:
         return self.sm.prefill_seconds(tokens, cached, self.chunk)
@@ -206,15 +236,22 @@ class Prices:
         b = len(r.running)
         if not b:
             return self.sm.mixed_parts(0, 0.0, 0.0, chunks)
+        x = None
         if self.has_caps or self.reference:
             import numpy as np
 
             x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps
             cb, cf = self.sm.request_cache(x.astype(float))
-            return self.sm.mixed_parts(b, float(np.sum(cb)), float(np.sum(cf)), chunks)
-        one_b0, one_b1, one_f0, one_f1 = self.one
-        sx = float(r.sum_xo + b * r.steps)
-        return self.sm.mixed_parts(b, b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1, chunks)
+            cache, att = float(np.sum(cb)), float(np.sum(cf))
+        else:
+            one_b0, one_b1, one_f0, one_f1 = self.one
+            sx = float(r.sum_xo + b * r.steps)
+            cache, att = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
+        mixed, alone = self.sm.mixed_parts(b, cache, att, chunks)
+        if self.spec is None:
+            return mixed, alone
+        decode = self.step(b, cache, att, x)   # the decode part priced speculatively, per accepted token
+        return mixed - alone + decode, decode
 
     def swap_cost(self, cache: int) -> tuple[int, float]:
         """(bytes per GPU, seconds) of one direction of a swap of a cache of ``cache`` tokens."""
@@ -256,7 +293,7 @@ class Prices:
             import numpy as np
 
             cb, cf = self.sm.request_cache(x.astype(float))
-            return k, float(self.sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"]), False
+            return k, self.step(b, float(np.sum(cb)), float(np.sum(cf)), x), False
         bw, afs = self.bw, self.afs
         if self.has_caps:
             u0, u1, v0, v1 = self._with_caps(x, nxt)
@@ -265,6 +302,10 @@ class Prices:
             sx = float(sum_x)
             u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
         step0 = self.base(b)
+        if self.spec is not None:
+            if not self.has_caps:
+                u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+            return self._spec_run(step0, u0, u1, v0, v1, k, now, upcoming)
         if k == 1:                # one step: the larger of the two at its start (as the sum has it)
             return 1, step0 + (u0 if u0 >= v0 else v0), False
         if not self.has_caps:
@@ -274,3 +315,27 @@ class Prices:
             k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
             return k, run_time, True
         return k, run_time, False
+
+    def _spec_run(self, step0, u0, u1, v0, v1, k, now, upcoming) -> tuple[int, float, bool]:
+        """``run`` with a flat acceptance a0: sum_t [base + max(u_t, (K+1) v_t) + cd max(u_t, v_t)] / a0 (``step0``
+        is base / a0), cut by bisection at the step during which ``upcoming`` falls."""
+        w, cd, a0 = self.spec_k + 1, self.cd, self.a0
+
+        def elapsed(j: int) -> float:
+            if j == 1:
+                return step0 + ((u0 if u0 >= w * v0 else w * v0) + cd * (u0 if u0 >= v0 else v0)) / a0
+            return j * step0 + (_affine_max_sum(u0, u1, w * v0, w * v1, j)
+                                + cd * _affine_max_sum(u0, u1, v0, v1, j)) / a0
+
+        run_time = elapsed(k)
+        if k == 1 or now + run_time <= upcoming:
+            return k, run_time, False
+        lo, hi, at_hi, target = 0, k, run_time, upcoming - now
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            t = elapsed(mid)
+            if t >= target:
+                hi, at_hi = mid, t
+            else:
+                lo = mid
+        return hi, at_hi, True
