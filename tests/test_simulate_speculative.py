@@ -11,6 +11,7 @@ from test_sim_reference import BASE, assert_same, assert_same_v1, small_work
 
 from kvplan.calc import costs
 from kvplan.calc import simulate as sim
+from kvplan.inputs import workload as wl
 from kvplan.options.scenarios import build_scenario
 
 R1 = dict(BASE, mtp_layers="1")     # DeepSeek-R1 with its one MTP layer counted (what --speculative sets)
@@ -37,3 +38,78 @@ def test_vllm_v1_equals_the_reference(spec):
     r = ref.run_vllm(s, work, "newest", max_batch=64, speculative=SPECS[spec])
     assert_same_v1(fast, r)
     assert fast.mixed_steps > 0 and fast.preemptions.sum() > 0
+
+
+def test_one_step_by_hand():
+    # One request, prompt 1,000, 2 output tokens: the prefill gives the first, one decode step the second, reading
+    # the 1,001-token cache. With --speculative mtp:3 at a flat 2.18 (SGLang's MTP blog) that step is the verify
+    # step over 3 + 1 tokens plus 3 draft steps of the MTP layer, each the plain step's time per layer (its fixed
+    # overhead once, the per-layer overhead for each), over 2.18 accepted tokens. The three step prices come from
+    # StepModel.step (the one cost model); the sum and the division are written out here.
+    s = build_scenario(**dict(R1, prompt="1000", decode="2", tp="8", dp="1"))
+    sm = costs.step_model(s)
+    cb, cf = (float(v) for v in sm.request_cache(1001.0))
+    plain = float(sm.step(1, cb, cf)["total"])
+    verify = float(sm.step(1, cb, cf, tokens_per_request=4)["total"])
+    opl = sm.factors.value("overhead_us_per_layer") * 1e-6
+    layers = s.sized_model.num_layers
+    assert layers == 62                       # 61 + the MTP layer, counted in the pool and the weights
+    draft = 3 * 1 * ((plain - sm.overhead_s) / layers + opl)
+    want = (verify + draft) / 2.18
+    work = wl.build(requests=1, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                    output=wl.parse_dist("fixed:2", "o"), max_len=2000, users=1)
+    run = sim.simulate(s, work, sim.SimOptions(speculative=(3, 2.18, 0.0)))
+    assert float(run.finish[0] - run.first_token[0]) == pytest.approx(want, rel=1e-12)
+    plain_run = sim.simulate(s, work, sim.SimOptions())
+    assert float(plain_run.finish[0] - plain_run.first_token[0]) == pytest.approx(plain, rel=1e-12)
+    assert want < plain                       # it pays at batch 1
+
+
+def sim_json(run_cli, *args):
+    import json
+
+    r = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "-f", "json", *args)
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_speedup_at_batch_1_matches_the_published_ones(run_cli):
+    # DeepSeek-R1 with one MTP draft token, one user at a time (batch 1): published TPOT speed-ups 1.63x (vLLM PR
+    # #12755, QPS 1, 81-82% acceptance), 1.76x (SGLang PR #3582, batch 1), "1.8x" (DeepSeek, ISCA'25 section 2.3.3)
+    args = ("--users", "1", "--requests", "3", "--prompt", "1000", "--decode", "1000")
+    plain = sim_json(run_cli, *args)
+    spec = sim_json(run_cli, *args, "--speculative", "mtp")
+    gain = plain["tpot_seconds_mean"] / spec["tpot_seconds_mean"]
+    assert 1.55 <= gain <= 1.85
+    # the same price as tpot's: one request decoding alone is tpot's batch 1 over the same contexts (tpot's plain
+    # step keeps the MTP layer counted, so its gain is ~1% above this one against a plain run without it)
+    tp = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                 "--decode", "1000", "--speculative", "mtp", "-f", "json")
+    import json
+
+    assert spec["tpot_seconds_mean"] == pytest.approx(json.loads(tp.out)["speculative"]["tpot_seconds_mean"], rel=1e-3)
+
+
+def test_the_gain_shrinks_with_the_batch_and_the_falling_acceptance(run_cli):
+    # vLLM PR #12755: 1.63x at QPS 1 but 1.18x at QPS 2 - the verify step's K + 1 tokens cost more as the batch
+    # grows; and an acceptance falling with context (--accept A-SLOPE/token) gives less than the flat one
+    args = ("--users", "32", "--requests", "64", "--prompt", "1000", "--decode", "2000")
+    plain = sim_json(run_cli, *args)["tpot_seconds_mean"]
+    flat = sim_json(run_cli, *args, "--speculative", "mtp:3")["tpot_seconds_mean"]
+    falling = sim_json(run_cli, *args, "--speculative", "mtp:3", "--accept",
+                       "2.18-0.0004/token")["tpot_seconds_mean"]
+    one = sim_json(run_cli, "--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "2000")
+    one_spec = sim_json(run_cli, "--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "2000",
+                        "--speculative", "mtp:3")
+    assert 1 < plain / flat < one["tpot_seconds_mean"] / one_spec["tpot_seconds_mean"]
+    assert flat < falling
+
+
+def test_refusals_are_one_line_and_tpots(run_cli):
+    cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
+             (("-m", "deepseek-r1", "-g", "h200", "--accept", "2"), "--accept is the acceptance of --speculative"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--accept", "2.5"), "not in [1, 2]"))
+    for args, words in cases:
+        r = run_cli("simulate", *args, "--requests", "2")
+        assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
