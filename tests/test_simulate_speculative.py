@@ -4,7 +4,6 @@ references (``tests/sim_reference.py``'s rule 8), by hand for one step, and agai
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
 from test_sim_reference import BASE, assert_same, assert_same_v1, small_work
