@@ -29,6 +29,15 @@ def test_neutral_engine_equals_the_reference(policy, spec):
     assert fast.preemptions.sum() > 0
 
 
+def test_fp8_kv_verify_compute_bound_equals_the_reference():
+    # FP8 KV: the verify step's attention over K + 1 tokens outlasts its cache reads, so the closed form's
+    # max(u, (K+1) v) and max(u, v) cross at different steps
+    s = build_scenario(**dict(R1, kv_dtype="fp8"), kv_pool="200MiB")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(speculative=SPECS["flat mtp:3"]))
+    assert_same(fast, ref.run(s, work, speculative=SPECS["flat mtp:3"]))
+
+
 @pytest.mark.parametrize("spec", sorted(SPECS))
 def test_vllm_v1_equals_the_reference(spec):
     s = build_scenario(**dict(R1, engine="vllm"), kv_pool="400MiB", max_num_batched_tokens="128")
@@ -39,15 +48,20 @@ def test_vllm_v1_equals_the_reference(spec):
     assert fast.mixed_steps > 0 and fast.preemptions.sum() > 0
 
 
-def test_one_step_by_hand():
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_one_step_by_hand(kv_dtype):
     # One request, prompt 1,000, 2 output tokens: the prefill gives the first, one decode step the second, reading
     # the 1,001-token cache. With --speculative mtp:3 at a flat 2.18 (SGLang's MTP blog) that step is the verify
     # step over 3 + 1 tokens plus 3 draft steps of the MTP layer, each the plain step's time per layer (its fixed
     # overhead once, the per-layer overhead for each), over 2.18 accepted tokens. The three step prices come from
-    # StepModel.step (the one cost model); the sum and the division are written out here.
-    s = build_scenario(**dict(R1, prompt="1000", decode="2", tp="8", dp="1"))
+    # StepModel.step (the one cost model); the sum and the division are written out here. With FP8 KV the verify
+    # step's attention over 4 tokens outlasts its cache reads (it is compute-bound where one token is not): the
+    # K + 1 tokens show.
+    s = build_scenario(**dict(R1, prompt="1000", decode="2", tp="8", dp="1", kv_dtype=kv_dtype))
     sm = costs.step_model(s)
     cb, cf = (float(v) for v in sm.request_cache(1001.0))
+    if kv_dtype == "fp8":
+        assert 3 * cf / sm.attention_flops_s > cb / sm.bw
     plain = float(sm.step(1, cb, cf)["total"])
     verify = float(sm.step(1, cb, cf, tokens_per_request=4)["total"])
     opl = sm.factors.value("overhead_us_per_layer") * 1e-6
