@@ -46,6 +46,8 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
+from sim_reference import decode_price  # rule 8, speculative decoding: the same rule as the rule book's reference
+
 from kvplan.calc import capacity, costs
 
 MAX_TURNS = 5_000_000
@@ -97,7 +99,7 @@ def default_chunk(hbm_gib: float) -> int:
     return 16384
 
 
-def run(s, workload, max_batch: int | None = None, victim: str | None = None) -> RefRun:
+def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -297,7 +299,8 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
         b = len(running)
         out.peak_running = max(out.peak_running, b)
         reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]
-        dt = float(sm.step(b, sum(float(x[0]) for x in reads), sum(float(x[1]) for x in reads))["total"])
+        dt = decode_price(s, sm, b, sum(float(x[0]) for x in reads), sum(float(x[1]) for x in reads),
+                          [q.prompt + q.generated for q in running], speculative)   # sim_reference's rule 8
         now += dt
         out.decode_steps += 1
         retracted_now = False

@@ -126,3 +126,17 @@ def test_refusals_are_one_line_and_tpots(run_cli):
     for args, words in cases:
         r = run_cli("simulate", *args, "--requests", "2")
         assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+@pytest.mark.parametrize("spec", ["flat mtp:3", "falling"])
+def test_sglang_scheduler_equals_its_reference(spec):
+    # SGLang's own scheduler (DeepSeek-R1 over 8 attention-DP ranks, its retract_decode) with the same rule 8
+    import sim_reference_sglang as ref_sg
+    from test_sim_sglang import R1_DP, work
+    from test_sim_sglang import assert_same as assert_same_sglang
+
+    s = build_scenario(**dict(R1_DP, engine="sglang", mtp_layers="1"), kv_pool="600MiB")
+    w = work(100, "uniform:200,3000", "uniform:600,1500", rate=30)
+    fast = sim.simulate(s, w, sim.SimOptions(speculative=SPECS[spec]))
+    assert_same_sglang(fast, ref_sg.run(s, w, speculative=SPECS[spec]))
+    assert fast.preemptions.sum() > 0
