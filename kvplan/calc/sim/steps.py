@@ -7,7 +7,7 @@ form: a request's cache bytes and attention FLOPs are affine in its context betw
 splits at their crossing (``_affine_max_sum``). The step an event falls in is found by bisection on that sum
 (``_first_step_reaching``); the step that overfills the pool by ``_last_step_that_fits`` (or the replica state's
 phase counts). ``reference=True`` prices each step with ``StepModel.step`` directly: the tests' check on the closed
-forms.
+forms. With speculative decoding a step is priced per accepted token (``Prices.step``, ``Prices._spec_run``).
 """
 
 from __future__ import annotations
