@@ -57,7 +57,8 @@ The rules, as documented by the engine (one replica):
    every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
    cache - H tokens as recomputed.
 8. Speculative decoding (``speculative`` = (K, a0, slope), with the scenario's MTP layers drafting): a decode step
-   still gives each request one token, priced StepModel.speculative_step over the batch's mean acceptance length
+   still gives each request one token, priced StepModel.speculative_step of the target's step model (its MTP layers
+   are the draft's: ``step_model(s, speculative=True)``) over the batch's mean acceptance length
    (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its chunks as without.
 
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
@@ -175,7 +176,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     max_batch = max_batch or int(mns.value)
     link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
     settings = costs.CostSettings()
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
 
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -468,7 +469,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     budget0 = int(mnbt.value)
     max_batch = max_batch or int(mns.value)
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
     reqs = [Req(i, p, o) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]

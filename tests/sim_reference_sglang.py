@@ -118,7 +118,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     init = min(0.7 * (0.3 if attn_dp > 1 else 1.0), 1.0)
     floor = min(init * 0.14, 1.0)
     decay = (init - floor) / 600
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
 
     reqs = [Req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(workload.prompts, workload.outputs, strict=True))]
     out = RefRun(reqs, block, total_blocks, chunk, max_running)

@@ -514,10 +514,14 @@ def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
     return plain + prefill_seconds * batch / max(decode_tokens, 1)
 
 
-def step_model(scenario: Scenario, factors: StepFactors | None = None) -> StepModel:
-    """The decode-step constants for the scenario's replica."""
+def step_model(scenario: Scenario, factors: StepFactors | None = None, speculative: bool = False) -> StepModel:
+    """The decode-step constants for the scenario's replica. ``speculative``: the target model's steps only, its
+    MTP layers left to the drafter (``StepModel.speculative_step`` prices them as the draft's steps), so a verify
+    step does not run them again."""
     from kvplan.engines.budget import expert_share, total_weight_bytes, weights_per_gpu
 
+    if speculative and scenario.mtp_layers:
+        scenario = scenario.with_(mtp_layers=0)
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
     f = factors or step_factors(hw)

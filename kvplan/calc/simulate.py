@@ -209,7 +209,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     o = options or SimOptions()
     u = _replica(s, o)
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=o.speculative is not None)   # the MTP layers are the drafter's
     P, L, table, bytes_at, longest_cache = _requests(s, workload, u)
     host = capacity.host_tier(s, capacity.request_bytes(s, longest_cache), o.dram_bytes_per_node)
     dram_cap = int(host.bytes_per_gpu.value) if host.bytes_per_gpu.value is not None else None

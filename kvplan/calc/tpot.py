@@ -300,6 +300,8 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
     p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
     ts = np.linspace(0, d, SAMPLES)
     ctx = p + ts
+    if s.draft is None and s.mtp_layers:   # the target's steps without its MTP layers: they are the draft
+        step = costs.step_model(s, factors, speculative=True)
     nbytes, nflops = step.request_cache(ctx)
     plain = step.step(b, b * nbytes, b * nflops)["total"]
     verify = step.step(b, b * nbytes, b * nflops, tokens_per_request=k + 1)["total"]
