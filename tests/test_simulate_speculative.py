@@ -141,3 +141,19 @@ def test_sglang_scheduler_equals_its_reference(spec):
     fast = sim.simulate(s, w, sim.SimOptions(speculative=SPECS[spec]))
     assert_same_sglang(fast, ref_sg.run(s, w, speculative=SPECS[spec]))
     assert fast.preemptions.sum() > 0
+
+
+@pytest.mark.parametrize(("alpha", "beta", "t0", "t1"), [(78.0, 0.06, 0, 1000), (72.0, 6e-4, 5, 4000),
+                                                         (5.0, 0.004, 0, 999), (3.0, 0.5, 0, 4)])
+def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0, t1):
+    # sum_t 1 / (alpha - beta t) over a run: the batch's acceptance falling by beta a step. Written out term by term
+    # here (math.fsum); the engine's digamma differences within 1e-12
+    import math
+
+    from kvplan.calc.sim.steps import _inverse_sum, _ratio_sum
+
+    want = math.fsum(1.0 / (alpha - beta * t) for t in range(t0, t1))
+    assert _inverse_sum(alpha, beta, t0, t1) == pytest.approx(want, rel=1e-12)
+    # (p + q t) / (alpha - beta t) for a step time growing q a step
+    want = math.fsum((2.0 + 0.01 * t) / (alpha - beta * t) for t in range(t0, t1))
+    assert _ratio_sum(2.0, 0.01, alpha, beta, t0, t1) == pytest.approx(want, rel=1e-12)
