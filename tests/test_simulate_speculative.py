@@ -14,7 +14,9 @@ from kvplan.inputs import workload as wl
 from kvplan.options.scenarios import build_scenario
 
 R1 = dict(BASE, mtp_layers="1")     # DeepSeek-R1 with its one MTP layer counted (what --speculative sets)
-SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0)}
+# acceptance lengths: flat (SGLang's MTP blog, DeepSeek's ISCA'25 figure) and falling with context, to 1 at 800 and
+# at 160 tokens (steep: most requests decode at 1 in the mixed steps of vLLM V1)
+SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0), "steep": (3, 2.6, 0.01)}
 
 
 @pytest.mark.parametrize("policy", ["recompute", "swap"])
@@ -27,6 +29,14 @@ def test_neutral_engine_equals_the_reference(policy, spec):
     r = ref.run(s, work, policy, "newest", speculative=SPECS[spec])
     assert_same(fast, r)
     assert fast.preemptions.sum() > 0
+
+
+def test_the_step_by_step_mode_equals_the_reference():
+    # SimOptions(reference=True): each step priced by Prices.step (the mean of max(1, a0 - slope x) over the batch)
+    s = build_scenario(**R1, kv_pool="400MiB")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(reference=True, speculative=SPECS["steep"]))
+    assert_same(fast, ref.run(s, work, speculative=SPECS["steep"]))
 
 
 def test_fp8_kv_verify_compute_bound_equals_the_reference():
@@ -144,7 +154,8 @@ def test_sglang_scheduler_equals_its_reference(spec):
 
 
 @pytest.mark.parametrize(("alpha", "beta", "t0", "t1"), [(78.0, 0.06, 0, 1000), (72.0, 6e-4, 5, 4000),
-                                                         (5.0, 0.004, 0, 999), (3.0, 0.5, 0, 4)])
+                                                         (5.0, 0.004, 0, 999), (3.0, 0.5, 0, 4),
+                                                         (40.0, 1.0, 0, 39)])
 def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0, t1):
     # sum_t 1 / (alpha - beta t) over a run: the batch's acceptance falling by beta a step. Written out term by term
     # here (math.fsum); the engine's digamma differences within 1e-12

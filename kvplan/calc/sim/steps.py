@@ -241,12 +241,9 @@ class Prices:
             self.mtp = s.mtp_layers or 1
             self.cd = self.spec_k * self.mtp / sm.layers
             if self.slope > 0:            # contexts up to clamp accept a0 - slope x >= 1, above it 1
-                import numpy as np
-
                 self.clamp = math.floor((self.a0 - 1) / self.slope)
-                caps = np.union1d(caps, np.array([self.clamp], dtype=np.int64))
         self.caps = caps
-        self.has_caps = bool(self.caps.size)
+        self.has_caps = bool(self.caps.size) or self.slope > 0   # a falling acceptance reads every context
         self.bw, self.afs = sm.bw, sm.attention_flops_s
         self.seg = _affine_pieces(sm, self.caps)
         self.one = tuple(float(v[0]) for v in self.seg)    # no caps: the one piece
@@ -369,17 +366,22 @@ class Prices:
 
     def _spec_run(self, b, step0, u0, u1, v0, v1, k, x, now, upcoming) -> tuple[int, float, bool]:
         """``run`` with speculative decoding: sum_t [base + max(u_t, (K+1) v_t) + cd max(u_t, v_t)] / A_t with A_t
-        the batch's mean acceptance (``step0`` is base / a0). Flat: A_t = a0. Falling: the run stays on one side of
-        every request's ``clamp`` (a cap), so b A_t = alpha - beta t, alpha = sum over the requests still above 1
-        of (a0 - slope x_i) plus one per request at 1, beta = slope x those above 1; the sums of affine / affine
-        terms are closed form (``_affine_max_ratio_sum``). Cut by bisection at the step during which ``upcoming``
-        falls."""
+        the batch's mean acceptance (``step0`` is base / a0). Flat: A_t = a0. Falling: the run is cut so that it
+        stays on one side of every request's ``clamp`` (a request at it runs one step), so b A_t = alpha - beta t,
+        alpha = sum over the requests still above 1 of (a0 - slope x_i) plus one per request at 1, beta = slope x
+        those above 1; the sums of affine / affine terms are closed form (``_affine_max_ratio_sum``). Cut by
+        bisection at the step during which ``upcoming`` falls."""
         w, cd, a0 = self.spec_k + 1, self.cd, self.a0
+        clamped = False
         if self.slope:
             import numpy as np
 
             above = x <= self.clamp
             n_above = int(np.count_nonzero(above))
+            if n_above:                   # the step after a request's last above 1 starts a new run
+                last = int((self.clamp - x[above]).min()) + 1
+                if last < k:
+                    k, clamped = last, True
             alpha = n_above * a0 - self.slope * float(np.sum(x[above])) + (b - n_above)
             beta = self.slope * n_above
             base = step0 * a0
@@ -397,7 +399,7 @@ class Prices:
 
         run_time = elapsed(k)
         if k == 1 or now + run_time <= upcoming:
-            return k, run_time, False
+            return k, run_time, clamped      # cut (the caller counts the blocks of the shorter run) when clamped
         lo, hi, at_hi, target = 0, k, run_time, upcoming - now
         while hi - lo > 1:
             mid = (lo + hi) // 2
