@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_sim_reference import BASE, assert_same, assert_same_v1, small_work
 
 from kvplan.calc import costs
@@ -168,3 +170,19 @@ def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0
     # (p + q t) / (alpha - beta t) for a step time growing q a step
     want = math.fsum((2.0 + 0.01 * t) / (alpha - beta * t) for t in range(t0, t1))
     assert _ratio_sum(2.0, 0.01, alpha, beta, t0, t1) == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), requests=st.integers(1, 20), rate=st.sampled_from([2.0, 20.0, 200.0]),
+       spec=st.sampled_from(sorted(SPECS)), policy=st.sampled_from(["recompute", "swap"]),
+       pool=st.sampled_from(["150MiB", "400MiB"]), engine=st.sampled_from(["neutral", "vllm"]))
+def test_random_small_traces_equal_the_references(seed, requests, rate, spec, policy, pool, engine):
+    if engine == "vllm" and policy == "swap":
+        policy = "recompute"             # vLLM V1 recomputes only
+    s = build_scenario(**dict(R1, engine=engine), kv_pool=pool)
+    work = small_work(seed=seed, requests=requests, rate=rate)
+    fast = sim.simulate(s, work, sim.SimOptions(policy=policy, speculative=SPECS[spec]))
+    if engine == "vllm":
+        assert_same_v1(fast, ref.run_vllm(s, work, "newest", speculative=SPECS[spec]))
+    else:
+        assert_same(fast, ref.run(s, work, policy, "newest", speculative=SPECS[spec]))
