@@ -56,6 +56,10 @@ The rules, as documented by the engine (one replica):
    prefix (``request_bytes`` of the scenario with the prefix). The first prompt ever prefilled computes all of it;
    every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
    cache - H tokens as recomputed.
+8. Speculative decoding (``speculative`` = (K, a0, slope), with the scenario's MTP layers drafting): a decode step
+   still gives each request one token, priced StepModel.speculative_step of the target's step model (its MTP layers
+   are the draft's: ``step_model(s, speculative=True)``) over the batch's mean acceptance length
+   (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its chunks as without.
 
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
 (``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
@@ -143,9 +147,21 @@ def _first_arrivals(workload, n: int) -> tuple[list[tuple[float, int]], int]:
     return pending, submitted
 
 
+def decode_price(s, sm, b: int, cache_bytes: float, att_flops: float, contexts, speculative=None) -> float:
+    """Rule 8, speculative decoding (``simulate --speculative``: K draft tokens, acceptance a0 falling by slope a
+    token): a decode step gives each request one token at StepModel.speculative_step (the verify step over K + 1
+    tokens and the MTP draft's K steps) over the batch's mean acceptance length, the mean of max(1, a0 - slope x
+    context) over its requests; without it, StepModel.step."""
+    if speculative is None:
+        return float(sm.step(b, cache_bytes, att_flops)["total"])
+    k, a0, slope = speculative
+    total = float(sm.speculative_step(b, cache_bytes, att_flops, k, s.mtp_layers or 1)["total"])
+    return total / (sum(max(1.0, a0 - slope * c) for c in contexts) / len(contexts))
+
+
 def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,
         watermark: float = 0.01, dram_bytes_per_node: int | None = None,
-        offload_threshold: float | None = None) -> RefRun:
+        offload_threshold: float | None = None, speculative=None) -> RefRun:
     # --- the replica's constants -----------------------------------------------------------------------------
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)         # one block of every layer, no prefix taken off
@@ -160,7 +176,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
     max_batch = max_batch or int(mns.value)
     link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
     settings = costs.CostSettings()
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
 
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -400,7 +416,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
         out.peak_running = max(out.peak_running, b)
         cache_bytes = sum(reads(r.prompt + r.generated)[0] for r in running)
         att_flops = sum(reads(r.prompt + r.generated)[1] for r in running)
-        dt = float(sm.step(b, cache_bytes, att_flops)["total"])
+        dt = decode_price(s, sm, b, cache_bytes, att_flops, [r.prompt + r.generated for r in running], speculative)
         now += dt
         out.decode_steps += 1
         out.steps.append((b, dt))
@@ -442,7 +458,7 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 DECODE, PREFILL = "decode", "prefill"
 
 
-def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None) -> RefRun:
+def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, speculative=None) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -453,7 +469,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None) 
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     budget0 = int(mnbt.value)
     max_batch = max_batch or int(mns.value)
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
     reqs = [Req(i, p, o) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]
@@ -624,6 +640,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None) 
             out.prefill_seconds += dt - (sm.mixed_step(b, cb, cf, ()) if b else 0.0)
             out.mixed_steps += 1
             out.mixed_prefill_tokens += sum(e - a for a, e in spans)
+        if b and speculative is not None:    # rule 8: the decode tokens' part priced speculatively
+            dt += decode_price(s, sm, b, cb, cf, [tokens(r) for r in decoders], speculative) - sm.mixed_step(
+                b, cb, cf, ())
         for q, a, e in chunks:
             q.recomputed += max(0, min(e, high[q.id]) - a)
         out.peak_running = max(out.peak_running, b + len(chunks))

@@ -46,6 +46,8 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
+from sim_reference import decode_price  # rule 8, speculative decoding: the same rule as the rule book's reference
+
 from kvplan.calc import capacity, costs
 
 MAX_TURNS = 5_000_000
@@ -97,7 +99,7 @@ def default_chunk(hbm_gib: float) -> int:
     return 16384
 
 
-def run(s, workload, max_batch: int | None = None, victim: str | None = None) -> RefRun:
+def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -116,7 +118,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
     init = min(0.7 * (0.3 if attn_dp > 1 else 1.0), 1.0)
     floor = min(init * 0.14, 1.0)
     decay = (init - floor) / 600
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
 
     reqs = [Req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(workload.prompts, workload.outputs, strict=True))]
     out = RefRun(reqs, block, total_blocks, chunk, max_running)
@@ -297,7 +299,8 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
         b = len(running)
         out.peak_running = max(out.peak_running, b)
         reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]
-        dt = float(sm.step(b, sum(float(x[0]) for x in reads), sum(float(x[1]) for x in reads))["total"])
+        dt = decode_price(s, sm, b, sum(float(x[0]) for x in reads), sum(float(x[1]) for x in reads),
+                          [q.prompt + q.generated for q in running], speculative)   # sim_reference's rule 8
         now += dt
         out.decode_steps += 1
         retracted_now = False

@@ -303,21 +303,22 @@ def test_a_batch_the_pool_holds_exactly_is_accepted(run_cli):
 
 def test_mtp_drafting_costs_k_draft_layers():
     # tpot-mtp-one-draft-step. With every overhead 0, one MTP draft step is one decoder layer: plain step / layers, the
-    # layers of the model as sized (DeepSeek-R1's 61 plus its 1 MTP layer = 62). With k = 2 draft tokens the draft costs
-    # 2 x 1 MTP layer x plain / 62, and the effective TPOT at the start is (verify step of k + 1 = 3 tokens + draft) /
-    # accepted tokens (2.5, no slope); one draft step only (the mutant) would be (verify + plain / 62) / 2.5.
+    # target's layers (DeepSeek-R1's 61: its 1 MTP layer, counted in the pool, is the drafter's and runs only in the
+    # draft steps, not in the verify or plain step). With k = 2 draft tokens the draft costs 2 x 1 MTP layer x
+    # plain / 61, and the effective TPOT at the start is (verify step of k + 1 = 3 tokens + draft) / accepted tokens
+    # (2.5, no slope); one draft step only (the mutant) would be (verify + plain / 61) / 2.5.
     import numpy as np
 
     s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), kv_dtype_request="fp8", tp=8, dp=1,
                  mtp_layers=1, prompt_tokens=1000, decode_tokens=3000)
     plan = plan_tpot(s, TpotOptions(batch=4, spec_tokens=2, accept=(2.5, 0.0), factors=IDEAL))
-    step = costs.step_model(s, costs.step_factors(s.hardware, **IDEAL))
+    step = costs.step_model(s.with_(mtp_layers=0), costs.step_factors(s.hardware, **IDEAL))
     nbytes, nflops = step.request_cache(np.array([1000.0]))
     plain = float(step.step(4, 4 * nbytes, 4 * nflops)["total"][0])
     verify = float(step.step(4, 4 * nbytes, 4 * nflops, tokens_per_request=3)["total"][0])
     assert plan.spec.plain_start.value == pytest.approx(plain, rel=1e-12)
-    assert s.sized_model.num_layers == 61 + 1
-    assert plan.spec.tpot_start.value == pytest.approx((verify + 2 * plain / 62) / 2.5, rel=1e-9)
+    assert s.sized_model.num_layers == 61 + 1 and step.layers == 61
+    assert plan.spec.tpot_start.value == pytest.approx((verify + 2 * plain / 61) / 2.5, rel=1e-9)
 
 
 def test_kv_bound_context_counts_the_experts_with_the_weights():

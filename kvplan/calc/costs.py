@@ -369,6 +369,19 @@ class StepModel:
         return {"weights": dense, "moe": moe, "kv": kv, "attention_compute": att, "attention": attention,
                 "comm": comm, "overhead": full(total, 0.0) + overhead, "total": total}
 
+    def speculative_step(self, batch, cache_bytes, attention_flops, k: int, mtp: int):
+        """One speculative step of ``batch`` requests with an MTP drafter (DeepSeek's): the target's verify step
+        over k + 1 tokens per request (``step``'s ``tokens_per_request``) plus k draft steps of ``mtp`` MTP layers,
+        each layer at the plain step's time per layer (its weights, attention and communication; the step's fixed
+        overhead once, the per-layer overhead for each). Returns plain, verify, draft and total (seconds; arrays
+        broadcast). The one price ``tpot --speculative`` and ``simulate --speculative`` divide by the accepted
+        tokens."""
+        plain = self.step(batch, cache_bytes, attention_flops)["total"]
+        verify = self.step(batch, cache_bytes, attention_flops, tokens_per_request=k + 1)["total"]
+        per_layer = (plain - self.overhead_s) / self.layers + self.factors.value("overhead_us_per_layer") * 1e-6
+        draft = k * mtp * per_layer
+        return {"plain": plain, "verify": verify, "draft": draft, "total": verify + draft}
+
     def steady_cache(self, prompt: int, decode: int):
         """(cache bytes, attention FLOPs) of the mean request of a steady batch, whose contexts are spread evenly
         over prompt..prompt+decode (``steady_contexts``): multiply by the batch for the step. The one steady
@@ -505,10 +518,14 @@ def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
     return plain + prefill_seconds * batch / max(decode_tokens, 1)
 
 
-def step_model(scenario: Scenario, factors: StepFactors | None = None) -> StepModel:
-    """The decode-step constants for the scenario's replica."""
+def step_model(scenario: Scenario, factors: StepFactors | None = None, speculative: bool = False) -> StepModel:
+    """The decode-step constants for the scenario's replica. ``speculative``: the target model's steps only, its
+    MTP layers left to the drafter (``StepModel.speculative_step`` prices them as the draft's steps), so a verify
+    step does not run them again."""
     from kvplan.engines.budget import expert_share, total_weight_bytes, weights_per_gpu
 
+    if speculative and scenario.mtp_layers:
+        scenario = scenario.with_(mtp_layers=0)
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
     f = factors or step_factors(hw)

@@ -209,7 +209,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
 
     o = options or SimOptions()
     u = _replica(s, o)
-    sm = costs.step_model(s)
+    sm = costs.step_model(s, speculative=o.speculative is not None)   # the MTP layers are the drafter's
     P, L, table, bytes_at, longest_cache = _requests(s, workload, u)
     host = capacity.host_tier(s, capacity.request_bytes(s, longest_cache), o.dram_bytes_per_node)
     dram_cap = int(host.bytes_per_gpu.value) if host.bytes_per_gpu.value is not None else None
@@ -229,8 +229,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           total_blocks=u.total_blocks, block=u.block, chunk=u.chunk, reuse=reuse,
                           prefix_blocks=hb)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
-    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference)
-    fast = unit_steps and not prices.has_caps and not o.reference   # the O(1) path: no windows, no caps
+    prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
+    fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
                      total_blocks=u.total_blocks, prefix_blocks=u.prefix_blocks, prefix_hit=u.hit, dram_cap=dram_cap,
@@ -626,6 +626,16 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         notes.append(note("--victim {victim} is a what-if: vLLM V1 without request priorities preempts the newest "
                           "running request (self.running.pop() in vllm/v1/core/sched/scheduler.py).",
                           victim=o.victim))
+    if o.speculative is not None:
+        k, a0, slope = o.speculative
+        accept = Number(a0, derived("tokens accepted per verify step, the bonus token included",
+                                    f"{a0:g}" + (f" - {slope:g} x context" if slope else ""),
+                                    o.accept_source or "--accept"))
+        notes.append(note("Speculative decoding: {k} MTP draft token(s) per step, {accept:g} accepted"
+                          + (" less {slope:g} per token of context" if slope else "") + "; each decode step costs "
+                          "the verify step over K + 1 tokens and the K draft steps, over the batch's mean "
+                          "acceptance (the draft slots engines reserve beyond the context are not counted).",
+                          k=Count(k), accept=accept, slope=Number(slope)))
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",

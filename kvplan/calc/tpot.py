@@ -300,22 +300,22 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
     p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
     ts = np.linspace(0, d, SAMPLES)
     ctx = p + ts
+    if s.draft is None and s.mtp_layers:   # the target's steps without its MTP layers: they are the draft
+        step = costs.step_model(s, factors, speculative=True)
     nbytes, nflops = step.request_cache(ctx)
     plain = step.step(b, b * nbytes, b * nflops)["total"]
     verify = step.step(b, b * nbytes, b * nflops, tokens_per_request=k + 1)["total"]
-    if s.draft is not None:
+    if s.draft is None:   # the MTP head: the one speculative price (costs.StepModel.speculative_step)
+        mtp = s.mtp_layers or 1
+        draft = step.speculative_step(b, b * nbytes, b * nflops, k, mtp)["draft"]
+        draft_kv = (kv.kv_bytes_at_context(s.model.with_mtp_layers(mtp), s.kv_dtype, s.context_tokens)
+                    - kv.kv_bytes_at_context(s.model, s.kv_dtype, s.context_tokens))
+    else:
         draft_s = s.with_(model=s.draft, draft=None, mtp_layers=0)
         dstep = costs.step_model(draft_s, factors)
         db, df = dstep.request_cache(ctx)
         draft = k * dstep.step(b, b * db, b * df)["total"]
         draft_kv = kv.kv_bytes_at_context(s.draft, s.kv_dtype, s.context_tokens)
-    else:
-        layers = s.sized_model.num_layers
-        mtp = s.mtp_layers or 1
-        per_layer = (plain - step.overhead_s) / layers + factors.value("overhead_us_per_layer") * 1e-6
-        draft = k * mtp * per_layer
-        draft_kv = (kv.kv_bytes_at_context(s.model.with_mtp_layers(mtp), s.kv_dtype, s.context_tokens)
-                    - kv.kv_bytes_at_context(s.model, s.kv_dtype, s.context_tokens))
     accept = np.maximum(1.0, a0 - slope * ctx)
     eff = (verify + draft) / accept
     mean_eff = _mean_over(eff, ts, d)

@@ -54,6 +54,12 @@ DecodeOpt = Annotated[str | None, typer.Option(
                                        "--max-model-len (the first line says so).")]
 MtpLayersOpt = Annotated[str | None, typer.Option(
     "--mtp-layers", metavar="N", help="MTP draft layers counted in the same pool (DeepSeek-R1 ships 1; default 0).")]
+SpeculativeOpt = Annotated[str | None, typer.Option(   # tpot and simulate
+    "--speculative", metavar="mtp[:K]", help="Speculative decoding with DeepSeek's MTP head and K draft tokens (1, 3 "
+    "or 4), at its published acceptance length unless --accept is given.")]
+AcceptOpt = Annotated[str | None, typer.Option(
+    "--accept", metavar="LEN", help="Tokens accepted per verify step, bonus included: 2.4, or 2.4-0.00002/token "
+    "(falling with context).")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(
     "--max-model-len", "--context-length", metavar="TOKENS",
     help="The engine's longest request (vLLM --max-model-len, SGLang --context-length); default: the model's "

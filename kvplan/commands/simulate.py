@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import DramOpt, SloAttainmentOpt, SloPercentileOpt, TtftSloOpt, scenario_command
+from kvplan.commands.common import (
+    AcceptOpt,
+    DramOpt,
+    SloAttainmentOpt,
+    SloPercentileOpt,
+    SpeculativeOpt,
+    TtftSloOpt,
+    scenario_command,
+)
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -80,6 +88,8 @@ def simulate(
     ttft_slo: TtftSloOpt = None,
     slo_percentile: SloPercentileOpt = None,
     slo_attainment: SloAttainmentOpt = None,
+    speculative: SpeculativeOpt = None,
+    accept: AcceptOpt = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -95,7 +105,8 @@ def simulate(
         max_batch=max_batch, policy=policy, victim=victim, seed=seed, dram=dram, offload_threshold=offload_threshold,
         shared_prefix=shared_prefix, compare=compare, sweep_rate=sweep_rate, tpot_slo=tpot_slo,
         max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
-        trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment)
+        trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
+        speculative=speculative, accept=accept)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import scenario_command
+from kvplan.commands.common import AcceptOpt, SpeculativeOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -49,13 +49,8 @@ def tpot(
                                                     "(with --mtp-layers or --draft-model).")] = None,
     draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="ID|FILE",
                                                     help="A draft model for speculative decoding.")] = None,
-    speculative: Annotated[str | None, typer.Option("--speculative", metavar="mtp[:K]", help="Speculative decoding "
-                                                    "with DeepSeek's MTP head and K draft tokens (1, 3 or 4), at "
-                                                    "its published acceptance length unless --accept is given.")
-                           ] = None,
-    accept: Annotated[str | None, typer.Option("--accept", metavar="LEN", help="Tokens accepted per verify step, "
-                                               "bonus included: 2.4, or 2.4-0.00002/token (falling with context).")
-                      ] = None,
+    speculative: SpeculativeOpt = None,
+    accept: AcceptOpt = None,
     measured: Annotated[Path | None, typer.Option("--measured", metavar="FILE", help="CSV or JSON of measured "
                                                   "points (batch, context, tpot_ms or itl_ms): fit the factors.")
                         ] = None,

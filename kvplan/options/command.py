@@ -51,6 +51,28 @@ def tokens_parser(flag: str, allow_zero: bool = False):
     return lambda value: parse_tokens(value, flag, allow_zero)
 
 
+def speculative(built: Scenario, speculative: str, accept: str | None,
+                spec_tokens: Any = None) -> tuple[Scenario, int, str, str | None]:
+    """``--speculative mtp[:K]`` with an optional ``--accept`` (``tpot`` and ``simulate`` share it): (the scenario
+    with the model's MTP layers counted, K, the acceptance text, its published source; None when ``--accept`` was
+    given), refused for a model without DeepSeek's MTP head or with ``--spec-tokens``."""
+    from kvplan.calc.tpot import parse_speculative
+
+    if spec_tokens is not None:
+        raise InputError("--speculative and --spec-tokens both given",
+                         "give --speculative mtp:K, or --spec-tokens K with --accept A")
+    k, published, source = parse_speculative(speculative)
+    if not built.model.mtp_layers or not built.model.id.startswith("deepseek-"):
+        raise InputError(f"--speculative mtp: the published acceptance lengths are DeepSeek-V3/R1's MTP head, "
+                         f"and {built.model.id} is not a DeepSeek model with MTP layers",
+                         f"give --spec-tokens {k} with --mtp-layers 1 (or --draft-model ID) and --accept A")
+    if not built.mtp_layers and not built.draft:
+        built = built.with_(mtp_layers=built.model.mtp_layers)
+    if accept is None:
+        return built, k, f"{published:g}", source
+    return built, k, accept, None   # the user's --accept, not the published figure
+
+
 def size_bytes(value: Any, flag: str) -> int:
     from kvplan.inputs.units import parse_size
 

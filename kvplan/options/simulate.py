@@ -69,7 +69,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      tpot_slo: Any = None, max_recompute_rate: Any = None,
                      plot: str | Path | None = None, trace_format: str | None = None, trace_speed: Any = None,
                      trace_rate: Any = None, ttft_slo: Any = None, slo_percentile: Any = None,
-                     slo_attainment: Any = None) -> SimulateRequest:
+                     slo_attainment: Any = None, speculative: str | None = None,
+                     accept: str | None = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -96,6 +97,18 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         base = build_scenario(**args)
     else:
         base = scenario if shared_prefix is None else scenario.with_(shared_prefix_tokens=shared_prefix)
+    spec = None
+    if speculative is not None:   # tpot's option, parsed by the same function: K, the acceptance, the MTP layers
+        from kvplan.calc.tpot import parse_accept
+        from kvplan.options.command import speculative as speculative_option
+
+        base, k, accept_text, accept_source = speculative_option(base, speculative, accept)
+        a0, slope = parse_accept(accept_text)
+        spec = (k, a0, slope, accept_source)
+        if args is not None:      # --compare rebuilds a variant's scenario from these: with the MTP layers
+            args = {**args, "mtp_layers": str(base.mtp_layers)}
+    elif accept is not None:
+        raise InputError("--accept is the acceptance of --speculative", "add --speculative mtp:K, or drop --accept")
     if rate is not None and users is not None:
         raise InputError("--rate and --users are two ways to make arrivals", "give one of them")
     if workload is not None and (prompt_dist or output_dist):
@@ -179,7 +192,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=optional(parse_tokens, max_batch, "--max-batch"),
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
-                         offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"))
+                         offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
+                         speculative=spec[:3] if spec else None, accept_source=spec[3] if spec else None)
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),

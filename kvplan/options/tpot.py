@@ -17,6 +17,7 @@ from kvplan.inputs.options import (
     parse_microseconds,
 )
 from kvplan.options.command import as_scenario, tokens_parser
+from kvplan.options.command import speculative as speculative_option
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.calc.calibrate import Calibration
@@ -49,7 +50,7 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
                  speculative: str | None = None) -> TpotRequest:
     """``kvplan tpot``'s options: ``factors`` by ``FACTOR_FLAGS`` key (hbm, mfu, overhead_us_per_layer, ...; text
     or numbers); with ``measured`` points, the factors not given are fitted to them (``kvplan.calc.calibrate``)."""
-    from kvplan.calc.tpot import TpotOptions, parse_accept, parse_speculative
+    from kvplan.calc.tpot import TpotOptions, parse_accept
     from kvplan.inputs.units import parse_tokens
 
     if save_calibration is not None and measured is None:
@@ -64,20 +65,7 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
     k = parse_tokens(spec_tokens, "--spec-tokens", allow_zero=True) if spec_tokens is not None else 0
     accept_source = None
     if speculative is not None:   # a method with published acceptance: its draft tokens, its acceptance, MTP layers
-        if spec_tokens is not None:
-            raise InputError("--speculative and --spec-tokens both given",
-                             "give --speculative mtp:K, or --spec-tokens K with --accept A")
-        k, published, accept_source = parse_speculative(speculative)
-        if not built.model.mtp_layers or not built.model.id.startswith("deepseek-"):
-            raise InputError(f"--speculative mtp: the published acceptance lengths are DeepSeek-V3/R1's MTP head, "
-                             f"and {built.model.id} is not a DeepSeek model with MTP layers",
-                             f"give --spec-tokens {k} with --mtp-layers 1 (or --draft-model ID) and --accept A")
-        if accept is None:
-            accept = f"{published:g}"
-        else:
-            accept_source = None   # the user's --accept, not the published figure
-        if not built.mtp_layers and not built.draft:
-            built = built.with_(mtp_layers=built.model.mtp_layers)
+        built, k, accept, accept_source = speculative_option(built, speculative, accept, spec_tokens)
     if k > MAX_SPEC_VERIFY:
         raise InputError(f"--spec-tokens {k} is more draft tokens than engines verify (1-8)", "give 1 to 8")
     if k and not (built.mtp_layers or built.draft):

@@ -25,6 +25,10 @@ class SimOptions:
     dram_bytes_per_node: int | None = None
     offload_threshold: float | None = None  # proactive offload above this share of the pool's blocks (None: off)
     reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
+    # --speculative: (K draft tokens per verify step, acceptance length a0, its fall per token of context) with the
+    # scenario's MTP layers drafting; each decode step is priced StepModel.speculative_step / mean acceptance
+    speculative: tuple[int, float, float] | None = None
+    accept_source: str | None = None      # the published acceptance length's source (None: --accept given)
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
@@ -40,6 +44,11 @@ class SimOptions:
         if self.offload_threshold is not None and not 0 < self.offload_threshold < 1:
             raise KvplanError(f"--offload-threshold {self.offload_threshold!r} is not in (0, 1)",
                               "give the pool occupancy to offload above, e.g. --offload-threshold 0.7")
+        if self.speculative is not None:
+            k, a0, slope = self.speculative
+            if not 1 <= a0 <= k + 1 or slope < 0:
+                raise KvplanError(f"--accept {a0:g} is not in [1, {k + 1}], the tokens a verify step with {k} draft "
+                                  "token(s) can accept", f"give --accept {k + 1} or less")
         if not 0 <= self.watermark < 0.5:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 

@@ -7,7 +7,8 @@ form: a request's cache bytes and attention FLOPs are affine in its context betw
 splits at their crossing (``_affine_max_sum``). The step an event falls in is found by bisection on that sum
 (``_first_step_reaching``); the step that overfills the pool by ``_last_step_that_fits`` (or the replica state's
 phase counts). ``reference=True`` prices each step with ``StepModel.step`` directly: the tests' check on the closed
-forms.
+forms. With speculative decoding a step is priced per accepted token (``Prices.step``, ``Prices._spec_run``: an
+acceptance falling with context is affine over a run, and affine / affine sums are digamma differences).
 """
 
 from __future__ import annotations
@@ -109,21 +110,65 @@ def _lin(p0, p1, t0, t1):
     return n * p0 + p1 * n * (t0 + t1 - 1) / 2 if n > 0 else 0.0
 
 
+def _max_split(u0, u1, v0, v1, k):
+    """max(u0 + u1 t, v0 + v1 t) for t in [0, k) as (m, a0, a1, b0, b1): series a wins on [0, m), b on [m, k)."""
+    d0, d1 = u0 - v0, u1 - v1
+    if d1 == 0:                  # parallel: one wins throughout
+        return (k if d0 >= 0 else 0), u0, u1, v0, v1
+    if d1 > 0:                   # u wins from the crossing on
+        return min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+    return min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+
+
 def _affine_max_sum(u0, u1, v0, v1, k):
     """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t), in closed form: series a wins on [0, m), b on [m, k) (the same
     arithmetic as ``_lin`` on each side; a side with no terms is left out rather than added as 0.0)."""
-    d0, d1 = u0 - v0, u1 - v1
-    if d1 == 0:                  # parallel: one wins throughout
-        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
-    elif d1 > 0:                 # u wins from the crossing on
-        m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
-    else:
-        m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+    m, a0, a1, b0, b1 = _max_split(u0, u1, v0, v1, k)
     if m >= k:
         return k * a0 + a1 * k * (k - 1) / 2
     if m <= 0:
         return k * b0 + b1 * k * (k - 1) / 2
     return m * a0 + a1 * m * (m - 1) / 2 + _lin(b0, b1, m, k)
+
+
+def _digamma(x: float) -> float:
+    """psi(x) for x > 0: the recurrence up to 10, then the asymptotic series (error below 1e-16 there)."""
+    acc = 0.0
+    while x < 10.0:
+        acc -= 1.0 / x
+        x += 1.0
+    inv = 1.0 / (x * x)
+    return acc + math.log(x) - 0.5 / x - inv * (1 / 12 - inv * (1 / 120 - inv * (1 / 252 - inv * (1 / 240
+                                                                                                  - inv / 132))))
+
+
+def _inverse_sum(alpha: float, beta: float, t0: int, t1: int) -> float:
+    """sum_{t=t0}^{t1-1} 1 / (alpha - beta t) (every term positive): written out for a few terms, else (psi(z - t0
+    + 1) - psi(z - t1 + 1)) / beta with z = alpha / beta."""
+    if t1 <= t0:
+        return 0.0
+    if beta == 0:
+        return (t1 - t0) / alpha
+    if t1 - t0 <= 32:
+        return math.fsum(1.0 / (alpha - beta * t) for t in range(t0, t1))
+    z = alpha / beta
+    return (_digamma(z - t0 + 1) - _digamma(z - t1 + 1)) / beta
+
+
+def _ratio_sum(p, q, alpha, beta, t0, t1):
+    """sum_{t=t0}^{t1-1} (p + q t) / (alpha - beta t): (p + q t) = -q / beta (alpha - beta t) + (p + q alpha / beta)
+    when beta > 0."""
+    if t1 <= t0:
+        return 0.0
+    if beta == 0:
+        return _lin(p, q, t0, t1) / alpha
+    return -q / beta * (t1 - t0) + (p + q * alpha / beta) * _inverse_sum(alpha, beta, t0, t1)
+
+
+def _affine_max_ratio_sum(u0, u1, v0, v1, k, alpha, beta):
+    """sum_{t=0}^{k-1} max(u0 + u1 t, v0 + v1 t) / (alpha - beta t), split where the two series cross."""
+    m, a0, a1, b0, b1 = _max_split(u0, u1, v0, v1, k)
+    return _ratio_sum(a0, a1, alpha, beta, 0, min(m, k)) + _ratio_sum(b0, b1, alpha, beta, max(m, 0), k)
 
 
 def _first_step_reaching(step0, u0, u1, v0, v1, k, target, elapsed_k):
@@ -177,13 +222,28 @@ class Prices:
     ``step_model``, ``swap_copies``, ``swap_seconds``) and the block table's bytes."""
 
     def __init__(self, s: Scenario, sm: costs.StepModel, block: int, chunk: int, bytes_at: Any, link: float,
-                 reference: bool) -> None:
+                 reference: bool, speculative: tuple[int, float, float] | None = None) -> None:
         self.sm = sm
         self.model, self.block, self.chunk, self.bytes_at, self.link = s.sized_model, block, chunk, bytes_at, link
         self.settings = costs.CostSettings()
         self.reference = reference
-        self.caps = _caps(s)
-        self.has_caps = bool(self.caps.size)
+        # Speculative decoding (``SimOptions.speculative``): a loop step is one accepted token of every running
+        # request, priced StepModel.speculative_step / the mean acceptance length (the verify step over K + 1
+        # tokens and the MTP draft's K steps, per accepted token). That price is base + max(u, (K+1) v) + cd x
+        # max(u, v) over a (u, v: the batch's cache-read and attention times; cd = K x MTP layers / layers), the
+        # batch's acceptance sum_i max(1, a0 - slope x_i) affine in the step between the contexts where a request's
+        # acceptance reaches 1 (a cap, ``clamp``), so the sums stay closed form (``_spec_run``).
+        self.spec = speculative
+        self.spec_k, self.mtp, self.a0, self.slope, self.cd, self.clamp = 0, 0, 1.0, 0.0, 0.0, 0
+        caps = _caps(s)
+        if speculative is not None:
+            self.spec_k, self.a0, self.slope = speculative
+            self.mtp = s.mtp_layers or 1
+            self.cd = self.spec_k * self.mtp / sm.layers
+            if self.slope > 0:            # contexts up to clamp accept a0 - slope x >= 1, above it 1
+                self.clamp = math.floor((self.a0 - 1) / self.slope)
+        self.caps = caps
+        self.has_caps = bool(self.caps.size) or self.slope > 0   # a falling acceptance reads every context
         self.bw, self.afs = sm.bw, sm.attention_flops_s
         self.seg = _affine_pieces(sm, self.caps)
         self.one = tuple(float(v[0]) for v in self.seg)    # no caps: the one piece
@@ -193,7 +253,25 @@ class Prices:
 
     def _base(self, b: int) -> float:
         """The step at batch b without cache reads (weights, communication, overhead)."""
+        if self.spec is not None:
+            return float(self.sm.speculative_step(b, 0, 0, self.spec_k, self.mtp)["total"]) / self.a0
         return float(self.sm.step(b, 0, 0)["total"])
+
+    def accepted(self, x) -> float:
+        """The batch's mean acceptance length at its contexts ``x``: mean of max(1, a0 - slope x)."""
+        if not self.slope:
+            return self.a0
+        import numpy as np
+
+        return float(np.mean(np.maximum(1.0, self.a0 - self.slope * np.asarray(x, dtype=float))))
+
+    def step(self, b: int, cache_bytes: float, attention_flops: float, x=None) -> float:
+        """One loop step of b requests reading ``cache_bytes`` with ``attention_flops`` at contexts ``x``:
+        ``StepModel.step``, or with speculative decoding its ``speculative_step`` per accepted token."""
+        if self.spec is None:
+            return float(self.sm.step(b, cache_bytes, attention_flops)["total"])
+        total = self.sm.speculative_step(b, cache_bytes, attention_flops, self.spec_k, self.mtp)["total"]
+        return float(total) / self.accepted(x)
 
     def _prefill(self, tokens: int, cached: int = 0) -> float:
         return self.sm.prefill_seconds(tokens, cached, self.chunk)
@@ -206,15 +284,22 @@ class Prices:
         b = len(r.running)
         if not b:
             return self.sm.mixed_parts(0, 0.0, 0.0, chunks)
+        x = None
         if self.has_caps or self.reference:
             import numpy as np
 
             x = r.xo[np.array(r.running, dtype=np.int64)] + r.steps
             cb, cf = self.sm.request_cache(x.astype(float))
-            return self.sm.mixed_parts(b, float(np.sum(cb)), float(np.sum(cf)), chunks)
-        one_b0, one_b1, one_f0, one_f1 = self.one
-        sx = float(r.sum_xo + b * r.steps)
-        return self.sm.mixed_parts(b, b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1, chunks)
+            cache, att = float(np.sum(cb)), float(np.sum(cf))
+        else:
+            one_b0, one_b1, one_f0, one_f1 = self.one
+            sx = float(r.sum_xo + b * r.steps)
+            cache, att = b * one_b0 + sx * one_b1, b * one_f0 + sx * one_f1
+        mixed, alone = self.sm.mixed_parts(b, cache, att, chunks)
+        if self.spec is None:
+            return mixed, alone
+        decode = self.step(b, cache, att, x)   # the decode part priced speculatively, per accepted token
+        return mixed - alone + decode, decode
 
     def swap_cost(self, cache: int) -> tuple[int, float]:
         """(bytes per GPU, seconds) of one direction of a swap of a cache of ``cache`` tokens."""
@@ -256,7 +341,7 @@ class Prices:
             import numpy as np
 
             cb, cf = self.sm.request_cache(x.astype(float))
-            return k, float(self.sm.step(b, float(np.sum(cb)), float(np.sum(cf)))["total"]), False
+            return k, self.step(b, float(np.sum(cb)), float(np.sum(cf)), x), False
         bw, afs = self.bw, self.afs
         if self.has_caps:
             u0, u1, v0, v1 = self._with_caps(x, nxt)
@@ -265,6 +350,10 @@ class Prices:
             sx = float(sum_x)
             u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
         step0 = self.base(b)
+        if self.spec is not None:
+            if not self.has_caps:
+                u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+            return self._spec_run(b, step0, u0, u1, v0, v1, k, x, now, upcoming)
         if k == 1:                # one step: the larger of the two at its start (as the sum has it)
             return 1, step0 + (u0 if u0 >= v0 else v0), False
         if not self.has_caps:
@@ -274,3 +363,49 @@ class Prices:
             k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
             return k, run_time, True
         return k, run_time, False
+
+    def _spec_run(self, b, step0, u0, u1, v0, v1, k, x, now, upcoming) -> tuple[int, float, bool]:
+        """``run`` with speculative decoding: sum_t [base + max(u_t, (K+1) v_t) + cd max(u_t, v_t)] / A_t with A_t
+        the batch's mean acceptance (``step0`` is base / a0). Flat: A_t = a0. Falling: the run is cut so that it
+        stays on one side of every request's ``clamp`` (a request at it runs one step), so b A_t = alpha - beta t,
+        alpha = sum over the requests still above 1 of (a0 - slope x_i) plus one per request at 1, beta = slope x
+        those above 1; the sums of affine / affine terms are closed form (``_affine_max_ratio_sum``). Cut by
+        bisection at the step during which ``upcoming`` falls."""
+        w, cd, a0 = self.spec_k + 1, self.cd, self.a0
+        clamped = False
+        if self.slope:
+            import numpy as np
+
+            above = x <= self.clamp
+            n_above = int(np.count_nonzero(above))
+            if n_above:                   # the step after a request's last above 1 starts a new run
+                last = int((self.clamp - x[above]).min()) + 1
+                if last < k:
+                    k, clamped = last, True
+            alpha = n_above * a0 - self.slope * float(np.sum(x[above])) + (b - n_above)
+            beta = self.slope * n_above
+            base = step0 * a0
+
+            def elapsed(j: int) -> float:
+                return b * (base * _inverse_sum(alpha, beta, 0, j)
+                            + _affine_max_ratio_sum(u0, u1, w * v0, w * v1, j, alpha, beta)
+                            + cd * _affine_max_ratio_sum(u0, u1, v0, v1, j, alpha, beta))
+        else:
+            def elapsed(j: int) -> float:
+                if j == 1:
+                    return step0 + ((u0 if u0 >= w * v0 else w * v0) + cd * (u0 if u0 >= v0 else v0)) / a0
+                return j * step0 + (_affine_max_sum(u0, u1, w * v0, w * v1, j)
+                                    + cd * _affine_max_sum(u0, u1, v0, v1, j)) / a0
+
+        run_time = elapsed(k)
+        if k == 1 or now + run_time <= upcoming:
+            return k, run_time, clamped      # cut (the caller counts the blocks of the shorter run) when clamped
+        lo, hi, at_hi, target = 0, k, run_time, upcoming - now
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            t = elapsed(mid)
+            if t >= target:
+                hi, at_hi = mid, t
+            else:
+                lo = mid
+        return hi, at_hi, True

@@ -1,0 +1,188 @@
+"""``kvplan simulate --speculative mtp[:K]``: every decode step priced by the one speculative price
+(``costs.StepModel.speculative_step``, tpot's) over the batch's mean acceptance length, against the token-by-token
+references (``tests/sim_reference.py``'s rule 8), by hand for one step, and against published speed-ups."""
+
+from __future__ import annotations
+
+import pytest
+import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_sim_reference import BASE, assert_same, assert_same_v1, small_work
+
+from kvplan.calc import costs
+from kvplan.calc import simulate as sim
+from kvplan.inputs import workload as wl
+from kvplan.options.scenarios import build_scenario
+
+R1 = dict(BASE, mtp_layers="1")     # DeepSeek-R1 with its one MTP layer counted (what --speculative sets)
+# acceptance lengths: flat (SGLang's MTP blog, DeepSeek's ISCA'25 figure) and falling with context, to 1 at 800 and
+# at 160 tokens (steep: most requests decode at 1 in the mixed steps of vLLM V1)
+SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0), "steep": (3, 2.6, 0.01)}
+
+
+@pytest.mark.parametrize("policy", ["recompute", "swap"])
+@pytest.mark.parametrize("spec", sorted(SPECS))
+def test_neutral_engine_equals_the_reference(policy, spec):
+    s = build_scenario(**R1, kv_pool="400MiB")
+    work = small_work()
+    o = sim.SimOptions(policy=policy, speculative=SPECS[spec])
+    fast = sim.simulate(s, work, o)
+    r = ref.run(s, work, policy, "newest", speculative=SPECS[spec])
+    assert_same(fast, r)
+    assert fast.preemptions.sum() > 0
+
+
+def test_the_step_by_step_mode_equals_the_reference():
+    # SimOptions(reference=True): each step priced by Prices.step (the mean of max(1, a0 - slope x) over the batch)
+    s = build_scenario(**R1, kv_pool="400MiB")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(reference=True, speculative=SPECS["steep"]))
+    assert_same(fast, ref.run(s, work, speculative=SPECS["steep"]))
+
+
+def test_fp8_kv_verify_compute_bound_equals_the_reference():
+    # FP8 KV: the verify step's attention over K + 1 tokens outlasts its cache reads, so the closed form's
+    # max(u, (K+1) v) and max(u, v) cross at different steps
+    s = build_scenario(**dict(R1, kv_dtype="fp8"), kv_pool="200MiB")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(speculative=SPECS["flat mtp:3"]))
+    assert_same(fast, ref.run(s, work, speculative=SPECS["flat mtp:3"]))
+
+
+@pytest.mark.parametrize("spec", sorted(SPECS))
+def test_vllm_v1_equals_the_reference(spec):
+    s = build_scenario(**dict(R1, engine="vllm"), kv_pool="400MiB", max_num_batched_tokens="128")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(max_batch=64, speculative=SPECS[spec]))
+    r = ref.run_vllm(s, work, "newest", max_batch=64, speculative=SPECS[spec])
+    assert_same_v1(fast, r)
+    assert fast.mixed_steps > 0 and fast.preemptions.sum() > 0
+
+
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_one_step_by_hand(kv_dtype):
+    # One request, prompt 1,000, 2 output tokens: the prefill gives the first, one decode step the second, reading
+    # the 1,001-token cache. With --speculative mtp:3 at a flat 2.18 (SGLang's MTP blog) that step is the target's
+    # verify step (its 61 layers) over 3 + 1 tokens plus 3 draft steps of the MTP layer, each the plain step's time
+    # per layer (its fixed overhead once, the per-layer overhead for each), over 2.18 accepted tokens. The three
+    # step prices come from StepModel.step (the one cost model); the sum and the division are written out here. With
+    # FP8 KV the verify step's attention over 4 tokens outlasts its cache reads (it is compute-bound where one token
+    # is not): the K + 1 tokens show.
+    s = build_scenario(**dict(R1, prompt="1000", decode="2", tp="8", dp="1", kv_dtype=kv_dtype))
+    sm = costs.step_model(s, speculative=True)    # the target's 61 layers: the MTP layer is the drafter
+    cb, cf = (float(v) for v in sm.request_cache(1001.0))
+    if kv_dtype == "fp8":
+        assert 3 * cf / sm.attention_flops_s > cb / sm.bw
+    plain = float(sm.step(1, cb, cf)["total"])
+    verify = float(sm.step(1, cb, cf, tokens_per_request=4)["total"])
+    opl = sm.factors.value("overhead_us_per_layer") * 1e-6
+    layers = sm.layers
+    assert layers == 61 and s.sized_model.num_layers == 62   # the MTP layer's KV is in the pool, not in the verify
+    draft = 3 * 1 * ((plain - sm.overhead_s) / layers + opl)
+    want = (verify + draft) / 2.18
+    work = wl.build(requests=1, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                    output=wl.parse_dist("fixed:2", "o"), max_len=2000, users=1)
+    run = sim.simulate(s, work, sim.SimOptions(speculative=(3, 2.18, 0.0)))
+    assert float(run.finish[0] - run.first_token[0]) == pytest.approx(want, rel=1e-12)
+    plain_run = sim.simulate(s.with_(mtp_layers=0), work, sim.SimOptions())
+    assert float(plain_run.finish[0] - plain_run.first_token[0]) == pytest.approx(plain, rel=1e-12)
+    assert want < plain                       # it pays at batch 1
+
+
+def sim_json(run_cli, *args):
+    import json
+
+    r = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "-f", "json", *args)
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_speedup_at_batch_1_matches_the_published_ones(run_cli):
+    # DeepSeek-R1 with one MTP draft token, one user at a time (batch 1): published TPOT speed-ups 1.63x (vLLM PR
+    # #12755, QPS 1, 81-82% acceptance), 1.76x (SGLang PR #3582, batch 1), "1.8x" (DeepSeek, ISCA'25 section 2.3.3)
+    args = ("--users", "1", "--requests", "3", "--prompt", "1000", "--decode", "1000")
+    plain = sim_json(run_cli, *args)
+    spec = sim_json(run_cli, *args, "--speculative", "mtp")
+    gain = plain["tpot_seconds_mean"] / spec["tpot_seconds_mean"]
+    assert 1.55 <= gain <= 1.85
+    # the same price as tpot's: one request decoding alone is tpot's batch 1 over the same contexts
+    tp = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", "--batch", "1", "--prompt", "1000",
+                 "--decode", "1000", "--speculative", "mtp", "-f", "json")
+    import json
+
+    tpot_spec = json.loads(tp.out)["speculative"]
+    assert spec["tpot_seconds_mean"] == pytest.approx(tpot_spec["tpot_seconds_mean"], rel=1e-3)
+    assert gain == pytest.approx(tpot_spec["gain_mean"], rel=1e-3)
+
+
+def test_the_gain_shrinks_with_the_batch_and_the_falling_acceptance(run_cli):
+    # vLLM PR #12755: 1.63x at QPS 1 but 1.18x at QPS 2 - the verify step's K + 1 tokens cost more as the batch
+    # grows; and an acceptance falling with context (--accept A-SLOPE/token) gives less than the flat one
+    args = ("--users", "32", "--requests", "64", "--prompt", "1000", "--decode", "2000")
+    plain = sim_json(run_cli, *args)["tpot_seconds_mean"]
+    flat = sim_json(run_cli, *args, "--speculative", "mtp:3")["tpot_seconds_mean"]
+    falling = sim_json(run_cli, *args, "--speculative", "mtp:3", "--accept",
+                       "2.18-0.0004/token")["tpot_seconds_mean"]
+    one = sim_json(run_cli, "--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "2000")
+    one_spec = sim_json(run_cli, "--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "2000",
+                        "--speculative", "mtp:3")
+    assert 1 < plain / flat < one["tpot_seconds_mean"] / one_spec["tpot_seconds_mean"]
+    assert flat < falling
+
+
+def test_refusals_are_one_line_and_tpots(run_cli):
+    cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
+             (("-m", "deepseek-r1", "-g", "h200", "--accept", "2"), "--accept is the acceptance of --speculative"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--accept", "2.5"), "not in [1, 2]"))
+    for args, words in cases:
+        r = run_cli("simulate", *args, "--requests", "2")
+        assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+@pytest.mark.parametrize("spec", ["flat mtp:3", "falling"])
+def test_sglang_scheduler_equals_its_reference(spec):
+    # SGLang's own scheduler (DeepSeek-R1 over 8 attention-DP ranks, its retract_decode) with the same rule 8
+    import sim_reference_sglang as ref_sg
+    from test_sim_sglang import R1_DP, work
+    from test_sim_sglang import assert_same as assert_same_sglang
+
+    s = build_scenario(**dict(R1_DP, engine="sglang", mtp_layers="1"), kv_pool="600MiB")
+    w = work(100, "uniform:200,3000", "uniform:600,1500", rate=30)
+    fast = sim.simulate(s, w, sim.SimOptions(speculative=SPECS[spec]))
+    assert_same_sglang(fast, ref_sg.run(s, w, speculative=SPECS[spec]))
+    assert fast.preemptions.sum() > 0
+
+
+@pytest.mark.parametrize(("alpha", "beta", "t0", "t1"), [(78.0, 0.06, 0, 1000), (72.0, 6e-4, 5, 4000),
+                                                         (5.0, 0.004, 0, 999), (3.0, 0.5, 0, 4),
+                                                         (40.0, 1.0, 0, 39)])
+def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0, t1):
+    # sum_t 1 / (alpha - beta t) over a run: the batch's acceptance falling by beta a step. Written out term by term
+    # here (math.fsum); the engine's digamma differences within 1e-12
+    import math
+
+    from kvplan.calc.sim.steps import _inverse_sum, _ratio_sum
+
+    want = math.fsum(1.0 / (alpha - beta * t) for t in range(t0, t1))
+    assert _inverse_sum(alpha, beta, t0, t1) == pytest.approx(want, rel=1e-12)
+    # (p + q t) / (alpha - beta t) for a step time growing q a step
+    want = math.fsum((2.0 + 0.01 * t) / (alpha - beta * t) for t in range(t0, t1))
+    assert _ratio_sum(2.0, 0.01, alpha, beta, t0, t1) == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), requests=st.integers(1, 20), rate=st.sampled_from([2.0, 20.0, 200.0]),
+       spec=st.sampled_from(sorted(SPECS)), policy=st.sampled_from(["recompute", "swap"]),
+       pool=st.sampled_from(["150MiB", "400MiB"]), engine=st.sampled_from(["neutral", "vllm"]))
+def test_random_small_traces_equal_the_references(seed, requests, rate, spec, policy, pool, engine):
+    if engine == "vllm" and policy == "swap":
+        policy = "recompute"             # vLLM V1 recomputes only
+    s = build_scenario(**dict(R1, engine=engine), kv_pool=pool)
+    work = small_work(seed=seed, requests=requests, rate=rate)
+    fast = sim.simulate(s, work, sim.SimOptions(policy=policy, speculative=SPECS[spec]))
+    if engine == "vllm":
+        assert_same_v1(fast, ref.run_vllm(s, work, "newest", speculative=SPECS[spec]))
+    else:
+        assert_same(fast, ref.run(s, work, policy, "newest", speculative=SPECS[spec]))
