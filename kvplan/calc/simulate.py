@@ -352,6 +352,8 @@ class _EventLoop:
         one_b0, one_b1, one_f0, one_f1 = prices.one
         bw, afs, base = prices.bw, prices.afs, prices.base
         room_free, admit, preempt = self.room_free, sched.admit, sched.preempt
+        g, btl, Pl = r.g, r.btl, r.Pl
+        max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
         heappop, inf = heapq.heappop, math.inf
         events = 0
         while r.done < n:
@@ -371,14 +373,22 @@ class _EventLoop:
                     landing and landing[0][0] <= now):
                 r.take_due()
             free = r.free
-            # RuleBook.admit's first checks written out: none in the instant of a preemption, and none while the
-            # queue's head it stopped at is as it was (no more free blocks, no fewer holders, the same offloads)
-            if (waiting or swapped) and not r.preempted and not (
-                    free <= sched._free and len(running) + len(landing) + len(leaving) >= sched._hold
-                    and r.leaving_blocks == sched._leaving and (swapped[0] if swapped else ~waiting[0]) == sched._head):
-                if admit(r):
-                    continue      # prefills took time: take what arrived meanwhile first
-                free = r.free
+            # RuleBook.admit's first checks written out: none in the instant of a preemption, none while the queue's
+            # head it stopped at is as it was (no more free blocks, no fewer holders, the same offloads), and none
+            # when the waiting head (nothing swapped) still does not fit (its one-request check, recorded as a stop)
+            if (waiting or swapped) and not r.preempted:
+                holders = len(running) + len(landing) + len(leaving)
+                head = swapped[0] if swapped else ~waiting[0]
+                if not (free <= sched._free and holders >= sched._hold and r.leaving_blocks == sched._leaving
+                        and head == sched._head):
+                    i = ~head
+                    if swapped or thr is not None or not 0 < holders < max_batch or (
+                            free - btl[Pl[i] + (g[i] - 1 if g[i] else 0)] >= wm):
+                        if admit(r):
+                            continue      # prefills took time: take what arrived meanwhile first
+                        free = r.free
+                    else:                 # the waiting head does not fit: admission stops at it
+                        sched._head, sched._free, sched._leaving, sched._hold = head, free, r.leaving_blocks, holders
             out = len(swapped) + len(leaving)
             mark((r.now, total - free, len(running), out, r.dram_used))   # a run starts
             if not running:
