@@ -343,6 +343,7 @@ class _EventLoop:
         blocks (``ReplicaState.crossings``) written out, the same arithmetic in the same order, so the same events,
         runs, times and marks (the equality tests against the references run it)."""
         r, sched = self.r, self.sched
+        assert isinstance(sched, RuleBook)
         mark = self.mark
         marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
         running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
