@@ -391,8 +391,9 @@ class _EventLoop:
                     else:                 # the waiting head does not fit: admission stops at it
                         sched._head, sched._free, sched._leaving, sched._hold = head, free, r.leaving_blocks, holders
             out = len(swapped) + len(leaving)
-            mark((r.now, total - free, len(running), out, r.dram_used))   # a run starts
-            if not running:
+            b = len(running)
+            mark((r.now, total - free, b, out, r.dram_used))   # a run starts
+            if not b:
                 if r.idle():
                     continue
                 break
@@ -406,7 +407,6 @@ class _EventLoop:
             limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
             if limit is None:
                 continue
-            b = len(running)
             top = heap[0]
             while not in_run[top[1]] or done_at[top[1]] != top[0]:
                 heappop(heap)                     # a request that left the batch since
@@ -435,8 +435,11 @@ class _EventLoop:
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
                 else:
-                    upcoming = min(arrivals[0][0] if arrivals else inf, landing[0][0] if landing else inf,
-                                   leaving[0][0] if leaving else inf)
+                    upcoming = arrivals[0][0] if arrivals else inf    # the next arrival or copy landing
+                    if landing and landing[0][0] < upcoming:
+                        upcoming = landing[0][0]
+                    if leaving and leaving[0][0] < upcoming:
+                        upcoming = leaving[0][0]
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
                     run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
