@@ -274,6 +274,21 @@ def event_state(r: ReplicaState) -> dict:
             "swapped_in_bytes": r.tally.swapped_in_bytes}
 
 
+def _every_4096(r: ReplicaState, events: int, progress) -> None:
+    """The event loop's book-keeping every 4,096 events: progress, the latest marks moved into the timeline (folded
+    past ``MARKS_KEPT`` marks: bounded, a few MiB); and its stop past ``MAX_EVENTS``."""
+    if events > MAX_EVENTS:
+        raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
+                          "lower the arrival rate or --max-batch, or enlarge the pool")
+    if progress is not None:
+        progress(r.done, r.n)
+    timeline, marks = r.tally.timeline, r.tally.marks
+    timeline.fromlist(marks)
+    marks.clear()
+    if len(timeline) > 5 * MARKS_KEPT:
+        fold_marks(timeline)
+
+
 class _EventLoop:
     """The event loop of one replica: at each event what is due joins (``ReplicaState.take_due``), the scheduler
     admits, then the running batch decodes a run of steps to the next event, summed in closed form
@@ -297,7 +312,7 @@ class _EventLoop:
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
-        marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
+        marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         steps_itself = sched.steps_itself
@@ -306,16 +321,8 @@ class _EventLoop:
         events = 0
         while r.done < n:
             events += 1
-            if not events & 4095:
-                if progress is not None:
-                    progress(r.done, n)
-                timeline.fromlist(marks)
-                marks.clear()
-                if len(timeline) > kept:
-                    fold_marks(timeline)         # the timeline stays bounded (a few MiB)
-            if events > MAX_EVENTS:
-                raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
-                                  "lower the arrival rate or --max-batch, or enlarge the pool")
+            if not events & 4095 or events > MAX_EVENTS:
+                _every_4096(r, events, progress)
             now = r.now
             if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
                     landing and landing[0][0] <= now):
@@ -345,7 +352,7 @@ class _EventLoop:
         r, sched = self.r, self.sched
         assert isinstance(sched, RuleBook)
         mark = self.mark
-        marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
+        marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
         arrivals, landing, leaving, waiting, swapped = r.arrivals, r.landing, r.leaving, r.waiting, r.swapped
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
@@ -359,16 +366,8 @@ class _EventLoop:
         events = 0
         while r.done < n:
             events += 1
-            if not events & 4095:
-                if progress is not None:
-                    progress(r.done, n)
-                timeline.fromlist(marks)
-                marks.clear()
-                if len(timeline) > kept:
-                    fold_marks(timeline)         # the timeline stays bounded (a few MiB)
-            if events > MAX_EVENTS:
-                raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
-                                  "lower the arrival rate or --max-batch, or enlarge the pool")
+            if not events & 4095 or events > MAX_EVENTS:
+                _every_4096(r, events, progress)
             now = r.now
             if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
                     landing and landing[0][0] <= now):
