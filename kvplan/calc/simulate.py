@@ -359,7 +359,7 @@ class _EventLoop:
         prices, tally = self.prices, r.tally
         one_b0, one_b1, one_f0, one_f1 = prices.one
         bw, afs, base = prices.bw, prices.afs, prices.base
-        room_free, admit, preempt = self.room_free, sched.admit, sched.preempt
+        room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
         heappop, inf = heapq.heappop, math.inf
@@ -382,9 +382,14 @@ class _EventLoop:
                 if not (free <= sched._free and holders >= sched._hold and r.leaving_blocks == sched._leaving
                         and head == sched._head):
                     i = ~head
-                    if swapped or thr is not None or not 0 < holders < max_batch or (
-                            free - btl[Pl[i] + (g[i] - 1 if g[i] else 0)] >= wm):
+                    if swapped or thr is not None or not 0 < holders < max_batch:
                         if admit(r):
+                            continue      # prefills took time: take what arrived meanwhile first
+                        free = r.free
+                    elif free - btl[Pl[i] + (g[i] - 1 if g[i] else 0)] >= wm:   # the head fits: nothing swapped to
+                        before = r.now    # resume, so admit's next step, the waiting queue in order
+                        admit_waiting(r)
+                        if r.now > before:
                             continue      # prefills took time: take what arrived meanwhile first
                         free = r.free
                     else:                 # the waiting head does not fit: admission stops at it
