@@ -100,6 +100,25 @@ completion frees blocks), and 10 s is 0.65 us an event, beyond a Python loop: it
 (the victims and their times between two completions follow from the phase counts and the free blocks), which
 must stay bit-identical to the one-step rule the references check. vLLM V1's 10K run is likewise its 113K
 events (66K preemptions) at ~17 us each.
+speed19, 2026-12-06 (CPU seconds; every run's arrays, timeline and counts hashed equal to the tree before's, and 15
+option sets - policies, victims, threshold, max batch, watermark, shared prefix, closed loop, another model, the
+three engines - compared field by field): profiled, the rule book's long-cot-bench thrash is ~3.6 events a
+preemption (the step that preempts, the one-step run after it, the run to the next overflow), each ~3 us of Python
+spread over the loop, admission's checks, the run's price and the marks; no call dominates. The rule book on the
+O(1) path now runs in one function (``_EventLoop.run_book``: the run's price and blocks written out,
+``RuleBook.admit``'s skip check and its check of the waiting head inline, so the ~4 failed admissions a request make
+no call, and a head that fits goes to ``_admit_waiting`` directly); ``preempt`` asks no swap price under recompute.
+The whole script on a quiet machine, the tree before then this one: 10K neutral 0.447 -> 0.384 s median; sglang
+0.397 / 0.400 s and vLLM V1 1.264 / 1.261 s (untouched); the sweep 2.7 -> 2.4 s in 2 processes (4.9 -> 4.3 s in
+order); 1M r1-production 11.7 -> 9.8 s, 531 / 530 MB; 1M long-cot-bench 46.9 -> 39.5 s, 573 MB both;
+events_per_cpu_second 294,849 -> 350,556; speedup_vs_step_reference 942 / 934 (the 200-request run is not the rule
+book's hot path). Side by side, one process per core at once: 1M r1-production 11.3 -> 10.2 s and 11.1 -> 10.3 s,
+1M long-cot-bench 52.5 -> 43.5 s and 51.3 -> 44.0 s. Tried and dropped: a raised GC threshold (no gain: the state
+is lists of ints). What 10 s on long-cot-bench would take: its 4.25M preemptions each cost two priced runs and four
+marks, so identical results need ~8.5M closed-form prices and 31M marks, ~2.6 us an event now and ~0.65 us
+needed: the cycle priced in numpy batches between two completions (the victims and run lengths are integer
+dynamics of the phase counts and the free blocks; the clock a cumulative sum, cut at the first arrival), or a
+coarser timeline (which changes the output). vLLM V1's 10K run is half its scheduler's ``step``, not the loop.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

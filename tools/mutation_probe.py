@@ -549,12 +549,18 @@ MUTANTS: tuple[Mutant, ...] = (
       "kvplan/engines/scheduling.py", "free_[np.argsort(-ctx, kind=\"stable\")[: b // 2]]",
       "free_[np.argsort(-ctx, kind=\"stable\")[: (b + 1) // 2]]"),
     M("simulate-admit-watermark-strict",
-      "kvplan/engines/scheduling.py", "if not (free - need >= wm and", "if not (free - need > wm and"),
+      "kvplan/engines/scheduling.py", "if not (free - need >= wm and", "if not (free - need > wm and",
+      ("kvplan/engines/scheduling.py", "if not (free - need >= self.wm_blocks and (thr",
+       "if not (free - need > self.wm_blocks and (thr"),      # admit's check of the waiting head alone
+      ("kvplan/calc/simulate.py", "(g[i] - 1 if g[i] else 0)] >= wm:",          # run_book's
+       "(g[i] - 1 if g[i] else 0)] > wm:")),
     M("simulate-resume-watermark-strict", "kvplan/engines/scheduling.py", "return r.free - need >= self.wm_blocks",
       "return r.free - need > self.wm_blocks"),
     M("simulate-admit-in-the-preemption-instant",
       "kvplan/engines/scheduling.py", "if r.preempted or not (r.waiting or r.swapped):",
-      "if not (r.waiting or r.swapped):"),
+      "if not (r.waiting or r.swapped):",
+      ("kvplan/calc/simulate.py", "if (waiting or swapped) and not r.preempted:",   # run_book's copy of the rule
+       "if waiting or swapped:")),
     M("simulate-recompute-to-the-back",
       "kvplan/engines/scheduling.py", "r.waiting.appendleft(i)   # recompute", "r.waiting.append(i)   # recompute"),
     M("simulate-offload-keeps-two", "kvplan/engines/scheduling.py", "while moved < excess and len(running) > 1:",

@@ -69,6 +69,7 @@ from kvplan.engines.scheduling import (
     VICTIM_SOURCE,
     VICTIMS,
     WATERMARK_SOURCE,
+    RuleBook,
     Scheduler,
 )
 from kvplan.errors import KvplanError
@@ -273,6 +274,21 @@ def event_state(r: ReplicaState) -> dict:
             "swapped_in_bytes": r.tally.swapped_in_bytes}
 
 
+def _every_4096(r: ReplicaState, events: int, progress) -> None:
+    """The event loop's book-keeping every 4,096 events: progress, the latest marks moved into the timeline (folded
+    past ``MARKS_KEPT`` marks: bounded, a few MiB); and its stop past ``MAX_EVENTS``."""
+    if events > MAX_EVENTS:
+        raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
+                          "lower the arrival rate or --max-batch, or enlarge the pool")
+    if progress is not None:
+        progress(r.done, r.n)
+    timeline, marks = r.tally.timeline, r.tally.marks
+    timeline.fromlist(marks)
+    marks.clear()
+    if len(timeline) > 5 * MARKS_KEPT:
+        fold_marks(timeline)
+
+
 class _EventLoop:
     """The event loop of one replica: at each event what is due joins (``ReplicaState.take_due``), the scheduler
     admits, then the running batch decodes a run of steps to the next event, summed in closed form
@@ -285,6 +301,10 @@ class _EventLoop:
         self.r, self.sched, self.prices, self.bt, self.fast, self.unit_steps = r, sched, prices, bt, fast, unit_steps
         self.mark = r.tally.marks.extend        # the timeline: the state as a run starts and as it ends, flat
         self.steps_itself = sched.steps_itself
+        # the rule book without a threshold: the run may add every free block (``room_for_run`` is r.free)
+        self.room_free = type(sched) is RuleBook and sched.thr is None
+        # the rule book on the O(1) path: its own loop (``run_book``)
+        self.book = type(sched) is RuleBook and fast
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
@@ -292,23 +312,17 @@ class _EventLoop:
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
-        marks, timeline, kept = r.tally.marks, r.tally.timeline, 5 * MARKS_KEPT
+        marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total = r.running, r.n, r.total_blocks
         arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
         steps_itself = sched.steps_itself
+        if self.book and on_event is None:
+            return self.run_book(progress)
         events = 0
         while r.done < n:
             events += 1
-            if not events & 4095:
-                if progress is not None:
-                    progress(r.done, n)
-                timeline.fromlist(marks)
-                marks.clear()
-                if len(timeline) > kept:
-                    fold_marks(timeline)         # the timeline stays bounded (a few MiB)
-            if events > MAX_EVENTS:
-                raise KvplanError(f"the simulation passed {MAX_EVENTS:,} events (the pool thrashes)",
-                                  "lower the arrival rate or --max-batch, or enlarge the pool")
+            if not events & 4095 or events > MAX_EVENTS:
+                _every_4096(r, events, progress)
             now = r.now
             if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
                     landing and landing[0][0] <= now):
@@ -327,6 +341,127 @@ class _EventLoop:
                 break
             self.decode(out)
         r.tally.events = events
+        timeline.fromlist(marks)
+        marks.clear()
+
+    def run_book(self, progress) -> None:
+        """``run`` and ``decode`` for the rule book on the O(1) path (``fast``: no caps, no windows, not
+        ``reference``) with no observer, in one function: the run's price (``Prices.run`` without caps) and its
+        blocks (``ReplicaState.crossings``) written out, the same arithmetic in the same order, so the same events,
+        runs, times and marks (the equality tests against the references run it)."""
+        r, sched = self.r, self.sched
+        assert isinstance(sched, RuleBook)
+        mark = self.mark
+        marks, timeline = r.tally.marks, r.tally.timeline
+        running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
+        arrivals, landing, leaving, waiting, swapped = r.arrivals, r.landing, r.leaving, r.waiting, r.swapped
+        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
+        prices, tally = self.prices, r.tally
+        one_b0, one_b1, one_f0, one_f1 = prices.one
+        bw, afs, base = prices.bw, prices.afs, prices.base
+        room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
+        g, btl, Pl = r.g, r.btl, r.Pl
+        max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
+        heappop, inf = heapq.heappop, math.inf
+        events = 0
+        while r.done < n:
+            events += 1
+            if not events & 4095 or events > MAX_EVENTS:
+                _every_4096(r, events, progress)
+            now = r.now
+            if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
+                    landing and landing[0][0] <= now):
+                r.take_due()
+            free = r.free
+            # RuleBook.admit's first checks written out: none in the instant of a preemption, none while the queue's
+            # head it stopped at is as it was (no more free blocks, no fewer holders, the same offloads), and none
+            # when the waiting head (nothing swapped) still does not fit (its one-request check, recorded as a stop)
+            if (waiting or swapped) and not r.preempted:
+                holders = len(running) + len(landing) + len(leaving)
+                head = swapped[0] if swapped else ~waiting[0]
+                if not (free <= sched._free and holders >= sched._hold and r.leaving_blocks == sched._leaving
+                        and head == sched._head):
+                    i = ~head
+                    if swapped or thr is not None or not 0 < holders < max_batch:
+                        if admit(r):
+                            continue      # prefills took time: take what arrived meanwhile first
+                        free = r.free
+                    elif free - btl[Pl[i] + (g[i] - 1 if g[i] else 0)] >= wm:   # the head fits: nothing swapped to
+                        before = r.now    # resume, so admit's next step, the waiting queue in order
+                        admit_waiting(r)
+                        if r.now > before:
+                            continue      # prefills took time: take what arrived meanwhile first
+                        free = r.free
+                    else:                 # the waiting head does not fit: admission stops at it
+                        sched._head, sched._free, sched._leaving, sched._hold = head, free, r.leaving_blocks, holders
+            out = len(swapped) + len(leaving)
+            b = len(running)
+            mark((r.now, total - free, b, out, r.dram_used))   # a run starts
+            if not b:
+                if r.idle():
+                    continue
+                break
+            # decode: the running batch's next run of steps, unless its first step needs more blocks than are free
+            steps = r.steps
+            s0 = (steps - 1) % block              # the phase whose next token starts a block
+            need1 = phase[s0]                     # blocks the next step adds
+            if need1 > free:
+                preempt(r, need1)                 # the rule book looks at its queues again first
+                continue
+            limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
+            if limit is None:
+                continue
+            top = heap[0]
+            while not in_run[top[1]] or done_at[top[1]] != top[0]:
+                heappop(heap)                     # a request that left the batch since
+                top = heap[0]
+            k = k_done = top[0] - steps           # steps until the first completion
+            sx = float(r.sum_xo + b * steps)
+            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
+            step0 = base(b)
+            if b > tally.peak_running:            # the batch of a step that runs
+                tally.peak_running = b
+            now = r.now
+            if k == 1 or r.preempted:             # after a preemption, admission is looked at again in one step
+                k = 1                             # one step: the larger of the two at its start
+                now += step0 + (u0 if u0 >= v0 else v0)
+                added = need1
+            else:
+                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
+                    k, added = r.last_step_that_fits(limit, s0, b)
+                else:
+                    q, m = divmod(k, block)       # ReplicaState.crossings
+                    end = s0 + m
+                    added = b * q + (sum(phase[s0:end]) if end <= block else
+                                     sum(phase[s0:]) + sum(phase[:end - block]))
+                    if added > limit:
+                        k, added = r.last_step_that_fits(limit, s0, b)
+                if k == 1:
+                    now += step0 + (u0 if u0 >= v0 else v0)
+                else:
+                    upcoming = arrivals[0][0] if arrivals else inf    # the next arrival or copy landing
+                    if landing and landing[0][0] < upcoming:
+                        upcoming = landing[0][0]
+                    if leaving and leaving[0][0] < upcoming:
+                        upcoming = leaving[0][0]
+                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    if now + run_time > upcoming:     # stop at the step during which the next event falls
+                        k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                        added = need1 if k == 1 else r.crossings(k, s0, b)
+                    now += run_time
+            r.now = now
+            r.steps = steps + k
+            r.free = free = free - added
+            used = total - free
+            if used > tally.peak_used:
+                tally.peak_used = used
+            # the run's end, before completions free their blocks
+            mark((now, used, b, out, r.dram_used))
+            r.preempted = False
+            if k == k_done:                       # the first completion is at the run's end
+                r.complete()
+        tally.events = events
         timeline.fromlist(marks)
         marks.clear()
 

@@ -186,12 +186,12 @@ class ReplicaState:
 
     def complete(self) -> None:
         """The requests done at this step leave the batch (in batch order) and finish."""
-        heap, steps = self.done_heap, self.steps
-        gone = set()
+        heap, steps, in_run, done_at = self.done_heap, self.steps, self.in_run, self.done_at
+        gone: list[int] = []
         while heap and heap[0][0] == steps:
             _, i = heapq.heappop(heap)
-            if self.in_run[i] and self.done_at[i] == steps:
-                gone.add(i)
+            if in_run[i] and done_at[i] == steps and i not in gone:
+                gone.append(i)
         for i in sorted(gone, key=self.running.index) if len(gone) > 1 else gone:
             self.running.remove(i)
             self.leave(i)

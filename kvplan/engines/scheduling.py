@@ -145,6 +145,19 @@ class RuleBook(Scheduler):
         if (r.free <= self._free and len(r.running) + len(r.landing) + len(r.leaving) >= self._hold
                 and r.leaving_blocks == self._leaving and (r.swapped[0] if r.swapped else ~r.waiting[0]) == self._head):
             return False
+        if not r.swapped:         # the waiting queue's head alone, inline: most often it still does not fit
+            holders = len(r.running) + len(r.landing) + len(r.leaving)
+            if holders >= self.max_batch:
+                self._stopped(r)
+                return False
+            i = r.waiting[0]
+            gi = r.g[i]
+            need = r.btl[r.Pl[i] + (gi - 1 if gi else 0)]
+            free, thr = r.free, self.thr
+            if not (free - need >= self.wm_blocks and (thr is None or r.total_blocks - free - r.leaving_blocks + need
+                                                       <= thr) if holders else need <= free):
+                self._head, self._free, self._leaving, self._hold = ~i, free, r.leaving_blocks, holders
+                return False
         before = r.now
         if self._resume(r):
             self._admit_waiting(r)
@@ -234,14 +247,14 @@ class RuleBook(Scheduler):
         """Victims out until the next step's blocks (``need`` beyond what the batch holds) fit; the step waits for
         the swap-outs' copies, and no admission follows in the same instant."""
         wait_until = r.now
-        running = r.running
+        running, btl, preemptions, recompute = r.running, r.btl, r.tally.preemptions, self.policy == "recompute"
         while need > r.free:
             i = running.pop() if self.newest else running.pop(self.victim(r))
             r.leave(i)
             cache = r.Pl[i] + r.g[i] - 1
-            need -= r.btl[cache + 1] - r.btl[cache]
-            r.tally.preemptions[i] += 1
-            landed = self._swap_out(r, i, cache)
+            need -= btl[cache + 1] - btl[cache]
+            preemptions[i] += 1
+            landed = None if recompute else self._swap_out(r, i, cache)
             if landed is None:
                 r.waiting.appendleft(i)   # recompute: to the front of the waiting queue (vLLM V1 prepends)
             else:
