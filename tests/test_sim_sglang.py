@@ -140,8 +140,11 @@ def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_befo
     # The step at batch 1 is ~6 ms (the weights) and A's cache reads move it by < 1%: S lands within a few steps.
     # Admitted at S (A holding 100 + S tokens, B 100: 800 - S free), the two add 2 tokens a step, so after
     # m = (800 - S) // 2 steps fewer than 2 are free: retract_decode takes B (1 + m output tokens, fewer than A's),
-    # which then needs 100 + (1 + m) + (300 - 1 - m) + 1 = 401 tokens against A's 374-odd free: it waits for A
-    # and re-prefills its 100 + 1 + m tokens.
+    # which then needs 100 + (1 + m) + (300 - 1 - m) + 1 = 401 tokens against A's 374-odd free: it waits for A.
+    # The radix tree keeps B's prompt (checkpointed at its prefill; release_kv_cache frees only its 1 + m outputs'
+    # tokens, and release_req's eviction of 1 x 20 tokens finds them free). A grows to at most 100 + 799 = 899
+    # tokens, and 899 + B's 100 <= 1,000, so nothing evicts B's prompt: B's match finds its 100 tokens, and it
+    # re-prefills only its 1 + m outputs.
     s = scenario(LLAMA, "128000KiB")
     sm = costs.step_model(s)
     step = float(sm.step(1, 0.0, 0.0)["total"])
@@ -153,7 +156,8 @@ def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_befo
         assert r.admitted[1] - r.arrival[1] < 2 * step
         joined = seen[0] - 1                                        # A's decode steps when B joined
         assert abs(joined - steps_before) <= 3
-        assert list(r.preemptions) == [0, 1] and r.recomputed[1] == 100 + 1 + (800 - joined) // 2
+        assert list(r.preemptions) == [0, 1] and r.recomputed[1] == 1 + (800 - joined) // 2
+        assert list(r.recompute_hit_tokens) == [0, 100]
         assert r.finish[1] > r.finish[0]
     else:
         assert r.admitted[1] == r.finish[0] and r.preemptions.sum() == 0

@@ -20,7 +20,7 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 
-        return for_scenario(s, o, total_blocks, block)
+        return for_scenario(s, o, total_blocks, block, reuse)
     if engine.id == "vllm":
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks)

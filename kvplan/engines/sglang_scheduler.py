@@ -210,6 +210,73 @@ class _Batch:
                 return i
 
 
+class _Tree:
+    """The radix tree as far as the pool needs it (module docstring, "Radix cache"): each request's path below the
+    shared prefix, as the page-aligned token counts its checkpoints ended at (``bounds``, absolute; the last is
+    what a match finds), its access stamp, and whether a running request locks it. Unlocked paths are evictable:
+    ``evictable`` blocks in all, evicted from the leaf (the last segment) of the least recently used path first.
+    ``ReplicaState.free`` counts free and evictable blocks alike (SGLang's available + evictable), so only the
+    eviction order is kept here: a path is evicted when the blocks it holds are no longer among the free ones."""
+
+    def __init__(self, btl: list[int], block: int) -> None:
+        self.btl, self.block = btl, block
+        self.bounds: dict[int, list[int]] = {}
+        self.stamp: dict[int, int] = {}
+        self.locked: set[int] = set()
+        self.lru: list[tuple[int, int]] = []     # (stamp, request) of unlocked paths; stale entries skipped
+        self.clock = 0
+        self.evictable = 0
+
+    def settle(self, free: int, margin: int = 0) -> None:
+        """Evict least recently used leaves until ``margin`` blocks of the ``free`` ones hold nothing cached (an
+        allocation evicts its shortfall: ``evict_to_free_tokens``)."""
+        lru, bounds, stamp, btl = self.lru, self.bounds, self.stamp, self.btl
+        while self.evictable > free - margin and lru:
+            st, i = lru[0]
+            b = bounds.get(i)
+            if b is None or stamp[i] != st or i in self.locked:
+                heapq.heappop(lru)
+                continue
+            last = b.pop()
+            self.evictable -= btl[last] - (btl[b[-1]] if b else 0)
+            if not b:
+                heapq.heappop(lru)
+                del bounds[i], stamp[i]
+
+    def touch(self, i: int) -> None:
+        """Request i's path matched or inserted now: the most recently used (a locked one stays out of the LRU)."""
+        if i in self.bounds:
+            self.clock += 1
+            self.stamp[i] = self.clock
+            if i not in self.locked:
+                heapq.heappush(self.lru, (self.clock, i))
+
+    def cached(self, i: int) -> int:
+        """The tokens a match of request i finds on its own path (0: none)."""
+        b = self.bounds.get(i)
+        return b[-1] if b else 0
+
+    def lock(self, i: int) -> None:
+        if i in self.bounds and i not in self.locked:
+            self.evictable -= self.btl[self.bounds[i][-1]]
+        self.locked.add(i)
+
+    def unlock(self, i: int) -> None:
+        self.locked.discard(i)
+        b = self.bounds.get(i)
+        if b:
+            self.evictable += self.btl[b[-1]]
+            heapq.heappush(self.lru, (self.stamp[i], i))
+
+    def checkpoint(self, i: int, tokens: int) -> None:
+        """Locked request i's first ``tokens`` (page-aligned down) inserted: its path ends there, touched now."""
+        end = tokens // self.block * self.block
+        b = self.bounds.setdefault(i, [])
+        if not b or end > b[-1]:
+            b.append(end)
+        self.touch(i)
+
+
 class SglangScheduler(Scheduler):
     """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
     prefill rounds of ``chunk`` tokens (and ``max_prefill`` tokens), at most ``max_batch`` running requests; the
@@ -220,7 +287,7 @@ class SglangScheduler(Scheduler):
     preemption_cause = "retract"
 
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
-                 max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None,
+                 max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
                  notes: tuple[str, ...] = ()) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
@@ -235,6 +302,11 @@ class SglangScheduler(Scheduler):
         self.full_mark = (0, 0)           # (requests done, retractions) when it was set
         self.retractions = 0
         self.batch: _Batch | None = None
+        self.radix = radix                # the radix tree keeps what requests computed (module docstring)
+        self.tree: _Tree | None = None
+        self.in_round = False             # a prefill round is being formed: finishes wait for its allocation
+        self.round_done: list[tuple[int, int]] = []   # (request, blocks it held) finished in the round
+        self.r: ReplicaState | None = None
 
     def replica_limits(self) -> dict[str, int]:
         return {"chunk": self.chunk, "max_batch": self.max_batch, "watermark_blocks": 0}
@@ -242,7 +314,31 @@ class SglangScheduler(Scheduler):
     def _batch(self, r: ReplicaState) -> _Batch:
         if self.batch is None:
             self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
+            if self.radix:
+                self.tree, self.r = _Tree(r.btl, r.block), r
+                r.on_finish = self._finished
         return self.batch
+
+    # --- the radix tree -----------------------------------------------------------------------------------------
+    def _finished(self, i: int) -> None:
+        """Request i finishes (its blocks not yet freed): its whole cache goes into the tree, page-aligned, touched
+        now (``release_kv_cache(checkpoint=True)``); one finished at its prefill waits for the round's allocation."""
+        r, tree = self.r, self.tree
+        assert r is not None and tree is not None
+        if self.in_round:
+            self.round_done.append((i, r.held[i]))
+            return
+        tree.settle(r.free)
+        tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+        tree.unlock(i)
+
+    def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
+        """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
+        t = r.prefill(fill, cached)
+        r.now += t
+        r.tally.recomputed[i] += fill - cached
+        r.tally.recompute_hits[i] += cached - r.hit
+        r.tally.stall_prefill += t
 
     # --- the new-token ratio ------------------------------------------------------------------------------------
     def ratio(self, steps: int) -> float:
@@ -272,6 +368,26 @@ class SglangScheduler(Scheduler):
                 return False
             self.full = False
         mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
+        tree = self.tree
+        if tree is not None:
+            tree.settle(r.free)                      # what the decode steps since allocated
+            self.in_round = True
+        try:
+            return self._round(r, batch, mark)
+        finally:
+            if tree is not None:                     # the round's allocation evicts, then its finished go in
+                self.in_round = False
+                done, self.round_done = self.round_done, []
+                tree.settle(r.free - sum(h for _, h in done))
+                for i, _ in done:
+                    tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+                    tree.unlock(i)
+
+    def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
+        """The prefill round of ``admit``."""
+        waiting, running, steps, block = r.waiting, r.running, r.steps, r.block
+        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        tree = self.tree
         ratio = self.ratio(steps)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
@@ -285,12 +401,19 @@ class SglangScheduler(Scheduler):
             gi = g[i]
             fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
             ext = fill - (r.hit if r.prefix_cached else 0)
+            cached = fill - ext                       # what the prefill skips: the shared prefix, or its own path
+            if tree is not None:
+                tree.touch(i)                         # matched (init_next_round_input)
+                cached = max(cached, tree.cached(i))
+            # the check is on the extension past the shared prefix: its own path's blocks, locked, leave the
+            # evictable ones as the extension shrinks by them
             free = r.free
             if not (ext + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < free * block - reserved - taken) and (
                     running or admitted):
                 self.full, self.full_mark = True, mark
                 break
-            ext_p = -(-ext // block) * block
+            run = fill - cached                       # the tokens it computes
+            ext_p = -(-run // block) * block
             first = rem_chunk // block * block        # what the round's chunk budget takes of it
             if ext_p > rem_chunk and first <= 0:
                 break                                 # no page left in this round: the next one takes it
@@ -300,11 +423,15 @@ class SglangScheduler(Scheduler):
             r.free = free - need
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
+            if tree is not None:
+                tree.lock(i)
             if gi == 0:
                 r.prefill_prompt(i)
             else:
-                r.prefill_again(i, fill)
+                self._prefill_again(r, i, fill, cached)
                 g[i] = gi + 1                         # the re-prefill gives the next token
+            if tree is not None:
+                tree.checkpoint(i, fill)              # checkpoint_kv_cache after the prefill
             finished = g[i] >= Ll[i]
             admitted = True
             charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + (need * block if finished else 0)
@@ -315,7 +442,7 @@ class SglangScheduler(Scheduler):
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
             if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
-                rest = ext - first                    # then chunks of chunked_prefill_size; the last:
+                rest = run - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
                 rem_chunk, rem_input = self.chunk - last, self.max_prefill - last
                 own = 0 if finished else min(r.done_at[i] - steps, CLIP_MAX_NEW_TOKENS)
@@ -336,9 +463,12 @@ class SglangScheduler(Scheduler):
     def preempt(self, r: ReplicaState, need: int) -> None:
         """retract_decode: victims out (at least one, one kept) until the next step's ``need`` blocks fit; each
         goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
-        running, steps, Pl, Ll, xo_l, btl = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl
+        running, steps, Pl, Ll, xo_l, btl, block = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl, r.block
         batch = self._batch(r)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        tree = self.tree
+        if tree is not None:
+            tree.settle(r.free, need)                # check_decode_mem evicts what the step is short of
         victims: list[int] = []
         while len(running) > 1 and (not victims or need > r.free):
             if self.whatif is None:
@@ -352,6 +482,9 @@ class SglangScheduler(Scheduler):
             r.leave(i)
             r.release(i)
             batch.drop(i, Pl[i], Ll[i])
+            if tree is not None:                     # its path up to its last checkpoint stays, evictable; then
+                tree.unlock(i)                       # release_req evicts (kept x 20 tokens), the check the step's
+                tree.settle(r.free, max(-(-len(running) * RETRACT_DECODE_STEPS // block), need))
         for i in victims:
             r.tally.preemptions[i] += 1
             r.waiting.append(i)
@@ -366,7 +499,7 @@ class SglangScheduler(Scheduler):
         return r.free
 
 
-def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangScheduler:
+def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = False) -> SglangScheduler:
     """The scheduler of ``s`` (an SGLang scenario) with simulate's options ``o``: refuses what SGLang does not do
     (swapping preempted requests, proactive offload), and notes what departs from its rules."""
     if o.policy != "recompute" or o.offload_threshold is not None:
@@ -404,4 +537,4 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangSchedul
     if o.watermark != DEFAULT_WATERMARK:
         notes.append("SGLang has no admission watermark: the watermark option is not used.")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           victim=victim, notes=tuple(notes))
+                           victim=victim, radix=reuse, notes=tuple(notes))
