@@ -38,6 +38,17 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    decay, floor). Then the step runs for the batch as it is.
 5. Ratio: init = 0.7 (x 0.3 under DP attention), floor = init x 0.14, decay = (init - floor) / 600; reset to init
    when an iteration has nothing to run (idle).
+6. Radix tree (where every page past the shared prefix is one block: no windows or state layers): a request's
+   path holds its tokens up to its last insert, whole pages: its prompt after its first prefill, its prompt and
+   outputs after a re-prefill, all its cache (prompt + output - 1 tokens) when it finishes. A running request's
+   path is locked; every other path is evictable and its blocks count as free. Free tokens that no path holds are
+   "unused"; when an allocation (a decode step's, a prefill round's after the round) finds fewer unused than it
+   needs, the least recently used path (matched or inserted longest ago) loses its last segment, and so on until
+   they suffice. A decode step short of free blocks first evicts all it can, then retracts; a victim's path (to
+   its last insert) stays, and after each victim evictions make unused at least max(20 x kept requests, the
+   step's need). A waiting request looked at by a round is matched (its path used now); taken, its path is
+   locked and its extension is fill - max(shared prefix, its path); the admission check is on that extension
+   against free tokens less its locked path.
 """
 
 from __future__ import annotations
@@ -69,6 +80,10 @@ class Req:
     prefix_hit_tokens: int = 0
     blocks_charged: int = 0         # tokens of blocks its last prefill took (a round charges them till it ends)
     done: bool = False
+    recompute_hit_tokens: int = 0   # tokens its re-prefills found on its own path in the radix tree
+    path: list = field(default_factory=list)   # its radix-tree path: the token counts its inserts ended at
+    used: int = 0                   # when its path was last matched or inserted (a counter)
+    running: bool = False           # admitted and not finished or retracted: its path is locked
 
 
 @dataclass
@@ -133,6 +148,34 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
     def paged(t: int) -> int:
         return -(-t // block) * block
 
+    # the radix tree is modelled where each page above the shared prefix is one more block
+    longest = max(int(p) + int(o) for p, o in zip(workload.prompts, workload.outputs, strict=True))
+    k = (longest - hit) // block
+    tree = k <= 0 or blocks_for(hit + k * block) == k
+    clock = [0]
+
+    def touch(r: Req) -> None:
+        clock[0] += 1
+        r.used = clock[0]
+
+    def insert(r: Req, tokens: int) -> None:
+        end = tokens // block * block
+        if not r.path or end > r.path[-1]:
+            r.path.append(end)
+        touch(r)
+
+    def evictable() -> list:
+        return [q for q in reqs if q.path and not q.running]
+
+    def unused() -> int:
+        return free - sum(blocks_for(q.path[-1]) for q in evictable())
+
+    def evict(blocks: int) -> None:
+        """Least recently used leaves out until ``blocks`` free blocks hold no path."""
+        while tree and unused() < blocks and evictable():
+            q = min(evictable(), key=lambda q: q.used)
+            q.path.pop()
+
     now = 0.0
     free = total_blocks
     running: list[Req] = []
@@ -151,9 +194,12 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
     retracted_now = False
     warm = False
 
-    def finish(r: Req) -> None:
+    def finish(r: Req, later: bool = False) -> None:
         nonlocal free, submitted
         r.done, r.finish = True, now
+        if tree and not later:
+            insert(r, r.prompt + r.output - 1)
+            r.running = False
         free += r.blocks
         r.blocks = 0
         if workload.arrivals is None and submitted < len(reqs):
@@ -172,16 +218,24 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
         members: list[Req] = []              # taken in this round (and still charged in it)
         budget = [chunk, 16384]
         took = shrank = False
+        ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         while waiting:
             if len(running) >= max_running:
                 full = True
                 break
             r = waiting[0]
             fill = r.prompt + r.generated
-            ext = fill - (hit if warm else 0)
+            shared = hit if warm else 0
+            mine = 0                         # tokens of its own path
+            if tree and r.path:
+                touch(r)
+                mine = r.path[-1]
+            cached = max(shared, mine)
+            ext = fill - cached
+            locked = blocks_for(mine) * block if mine else 0
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not ext + remaining(r) + block < free * block - reserved:
+            if not ext + remaining(r) + block < free * block - locked - reserved:
                 if running or took:
                     full = True
                     break
@@ -192,6 +246,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             took = True
             k = blocks_for(fill)
             r.blocks, free = k, free - k
+            r.running = True
             out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
             if r.generated == 0:
                 r.admitted = now
@@ -201,15 +256,19 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
                 now += t
                 r.first_token = now
             else:
-                t = sm.prefill_seconds(fill, hit, chunk)
+                t = sm.prefill_seconds(fill, cached, chunk)
                 now += t
-                r.recomputed += fill - hit
+                r.recomputed += fill - cached
+                r.recompute_hit_tokens += cached - hit
+            if tree:
+                insert(r, fill)
             out.prefill_seconds += t
             r.generated += 1
             r.peak_bytes = max(r.peak_bytes, nbytes(fill))
             r.blocks_charged = k * block
             if r.generated >= r.output:
-                finish(r)
+                ended.append((r, r.blocks))
+                finish(r, later=True)
                 shrank = True
             else:
                 running.append(r)
@@ -231,6 +290,11 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
                 break
             if budget[0] <= 0 or budget[1] <= 0:
                 break
+        if tree:                             # the round's allocation (those that ended still held their blocks)
+            evict(sum(k for _, k in ended))
+            for r, _ in ended:
+                insert(r, r.prompt + r.output - 1)
+                r.running = False
         if shrank:
             full = False
         return took
@@ -279,13 +343,16 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             now = max(now, pending[0][0])
             continue
         if short() > 0:
+            evict(short() + free)            # check_decode_mem: all it can
             victims = []
             while len(running) > 1 and (not victims or short() > 0):
                 q = running.pop(pick(running))
                 victims.append(q)
                 free += q.blocks
                 q.blocks = 0
+                q.running = False
                 q.preemptions += 1
+                evict(max(-(-20 * len(running) // block), short() + free))
             waiting.extend(victims)
             ratio = min(1.0, (sum(q.generated for q in running) + 20 * len(running))
                         / (sum(q.output for q in running) + 1))
@@ -294,6 +361,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             retracted_now = True
         else:
             ratio = max(ratio - decay, floor)
+        evict(short() + free)                # the step's blocks come from unused ones
         b = len(running)
         out.peak_running = max(out.peak_running, b)
         reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]

@@ -57,17 +57,38 @@ there without ``ignore_eos``.
   decode step whose new pages do not fit the free ones, requests are retracted in order of fewest output tokens,
   then longest input (ties: the later in the batch), at least one per call and until the step fits, always
   keeping one. A retracted request frees its KV and goes to the back of the waiting queue
-  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again. The tree cache
-  may keep part of it: ``release_kv_cache(checkpoint=False)`` (``mem_cache/common.py`` @v0.5.23) frees only the
-  tokens past ``cache_protected_len`` (what its last prefill checkpointed into the tree: its prompt, and for a
-  request retracted before, the outputs it re-prefilled) and unlocks the rest, which stays evictable; each
-  victim is followed by an eviction of up to (requests kept) x 20 tokens (``release_req``,
-  ``managers/schedule_batch.py`` @v0.5.23), and a finished request's whole KV stays in the tree too
-  (``checkpoint=True``), all evicted by leaf in LRU order as allocations need pages. SGLang's default tree cache
-  is ``UnifiedRadixCache`` (``mem_cache/registry.py`` @v0.5.23 ``default_radix_cache_factory``) on the Rust
-  TreeCore (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`` "rust", ``environ.py``), whose eviction source is not in
-  the wheel. kvplan does not model the tree: it re-prefills all of a victim's tokens past the shared prefix, an
-  upper bound. Retractions are counted as preemptions (cause: retract).
+  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again, past what the
+  radix tree still holds of it (below). Retractions are counted as preemptions (cause: retract).
+* **Radix cache** (``mem_cache/common.py`` @v0.5.23 ``release_kv_cache``, ``checkpoint_kv_cache``,
+  ``match_kv_cache``; ``mem_cache/unified_radix_cache.py`` ``checkpoint_into_tree``; ``mem_cache/radix_cache.py``
+  ``evict``, ``inc_lock_ref``/``dec_lock_ref``; ``mem_cache/allocator/base.py`` ``evict_to_free_tokens``;
+  ``managers/schedule_batch.py`` ``release_req``; ``managers/schedule_policy.py`` ``add_one_req``,
+  ``_commit_prefill_admission``). SGLang's default tree cache is ``UnifiedRadixCache`` with the ``"lru"``
+  eviction policy (``mem_cache/registry.py`` ``default_radix_cache_factory``). After a request's prefill its
+  page-aligned tokens are inserted into the tree (``checkpoint_kv_cache``: ``cache_protected_len`` becomes them):
+  its prompt, and for a re-prefill its prompt and outputs so far. A finished request's whole cache (prompt +
+  output - 1 tokens, page-aligned) is inserted (``release_kv_cache(checkpoint=True)``; the leaf split at the
+  prompt). A retracted request's ``release_kv_cache(checkpoint=False)`` frees only its tokens past
+  ``cache_protected_len`` and unlocks its path, which stays in the tree. A path in the tree locked by a running
+  request is not evictable; every other path is, and counts as free (SGLang's admission and ``check_decode_mem``
+  read available + evictable, which is kvplan's free blocks). An allocation short of unused pages evicts its
+  shortfall: the least recently used leaf first (its ``last_access_time``, set when the path was inserted or
+  matched), whole nodes, then the leaf its parent becomes. ``retract_decode`` first evicts all it can (the
+  failed ``check_decode_mem``), and after each victim ``release_req`` evicts until (requests kept) x 20 tokens
+  are unused and the check until the step's pages are. A request a prefill round looks at is matched
+  (``init_next_round_input``: its path used now); taken, its path is locked (``_commit_prefill_admission``) and
+  its extension is its fill less the longest of the shared prefix and its own path; the admission check runs
+  with its path locked, so its own cached blocks leave the free ones as they leave the extension (the check is
+  the one above). A round's allocation evicts after its requests are locked (a request finished at its prefill
+  enters the tree after that). So a victim's prompt is a prefix hit on resume only if what ran since did not
+  need its pages: release_req's (kept x 20)-token eviction alone takes any victim whose freed outputs fall short
+  of it, and a victim's path (last used at its prefill) is evicted before the caches of requests that finished
+  after it. kvplan's tree is one path per request below the shared prefix (requests share nothing else: no
+  hash_ids), each node a segment between two inserts; modelled where every page above the shared prefix is one
+  block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
+  bound). Not modelled: ``calc_priority``'s match of every waiting request each round (the Rust tree core's fast
+  match; whether it refreshes access times is not in the wheel's Python), and SGLang's eviction of the 20 x kept
+  tokens against a shortfall of pages as one step of whole nodes.
 * **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
   cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
   ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
@@ -524,8 +545,12 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
              "the requests with the fewest output tokens (then the longest input), which re-prefill later; "
              f"at most {max_batch:,} running ({cap_from}).",
              "SGLang's max_new_tokens per request is taken as its output length (a benchmark client's max_tokens), "
-             "without ignore_eos; a retracted request re-prefills its whole input and output past the shared "
-             "prefix (SGLang's radix cache may still hold part of its prompt)."]
+             "without ignore_eos; "
+             + ("a retracted request re-prefills past what SGLang's radix tree still holds of it (its prompt and "
+                "the outputs of an earlier re-prefill, until LRU eviction takes them)." if reuse else
+                "a retracted request re-prefills its whole input and output past the shared prefix (the radix "
+                "tree's reuse is modelled only where every page is one block: no sliding windows or state layers; "
+                "an upper bound).")]
     version = getattr(adapter, "version", None)
     if version is not None and tuple(version) != (0, 5, 23):
         notes.append(f"{adapter.display_name}: the scheduler follows SGLang {RELEASE}'s rules; this release's own "
