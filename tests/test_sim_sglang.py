@@ -301,3 +301,45 @@ def test_swap_and_offload_are_refused_naming_hicache(run_cli, flag):
         sim.simulate(scenario(LLAMA, "1250MiB"), work(5, "fixed:50", "fixed:50", rate=1),
                      sim.SimOptions(**({"policy": flag[1]} if flag[0] == "--policy" else
                                        {"offload_threshold": float(flag[1])})))
+
+
+# --- the radix tree: what a retracted request keeps ---------------------------------------------------------------
+def test_release_req_evicts_a_victim_whose_freed_outputs_fall_short_of_kept_x_20():
+    # A 1,000-token pool. A (100 + 515) runs alone; B (380 + 12) arrives 500 decode steps in: A holds ~600 tokens
+    # with 14 to go, the ratio is 0.7 - 500 x 0.602 / 600 = 0.198, so B's 380 + 12 + 1 = 393 < 400 - 14 x 0.198 =
+    # 397.2 gets it in. The two fill the ~20 free tokens at 2 a step: ~10 steps later retract_decode takes B (10-odd
+    # outputs, fewer than A's). release_kv_cache frees B's outputs past its checkpointed 380-token prompt (~10
+    # tokens, with the pool's last free one ~11 unused), and release_req then evicts until 1 kept x 20 = 20 tokens
+    # are unused: B's prompt, the only evictable path, goes. A finishes ~5 steps later and B re-prefills all
+    # 380 + 11 = 391 tokens with no hit. (Without that eviction A's last 5 tokens fit in the 11 unused, B's prompt
+    # would survive, and B would re-prefill only its 11 outputs.)
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    w = hand_work([100, 380], [515, 12], [0.0, sm.prefill_seconds(100, 0, 8192) + 500 * step])
+    r = sim.simulate(s, w)
+    assert list(r.preemptions) == [0, 1] and r.admitted[1] - r.arrival[1] < 2 * step
+    assert list(r.recompute_hit_tokens) == [0, 0] and r.recomputed[1] == 391
+    assert r.admitted[1] < r.finish[0] < r.finish[1]
+    assert_same(r, ref.run(s, w))
+
+
+# workloads on a 1,000-token pool where one radix-tree rule decides a resume's hit (found by trying the rule's
+# mutant, tools/mutation_probe.py, against many small workloads): the reference implements each rule on its own
+RADIX_HAND = {
+    # a waiting victim looked at by a round (and not taken) is matched: its path becomes the most recently used
+    "head-matched": ([217, 81, 54, 95, 288, 323, 118, 480], [612, 452, 2, 3, 3, 1, 578, 1],
+                     [0.817, 1.0803, 1.4242, 1.7618, 2.0806, 2.3312, 2.6737, 2.9144]),
+    # a failed check_decode_mem evicts all it can before the first victim is chosen
+    "evict-before-retracting": ([359, 36, 51, 334, 24, 90, 22, 466], [555, 360, 288, 357, 3, 356, 10, 2],
+                                [0.9405, 1.1734, 1.5167, 1.616, 1.8336, 2.1879, 2.4562, 2.9504]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RADIX_HAND))
+def test_the_radix_tree_rules_equal_the_reference(case):
+    s = scenario(LLAMA, "128000KiB")
+    w = hand_work(*RADIX_HAND[case])
+    fast = sim.simulate(s, w)
+    assert fast.preemptions.sum() > 0
+    assert_same(fast, ref.run(s, w))
