@@ -376,8 +376,7 @@ class SglangScheduler(Scheduler):
         waiting = r.waiting
         if r.preempted or not waiting:
             return False
-        running, steps, block = r.running, r.steps, r.block
-        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        running, steps, Pl, Ll = r.running, r.steps, r.Pl, r.Ll
         batch = self._batch(r)
         if not running:
             self.full = False
