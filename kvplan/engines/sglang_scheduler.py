@@ -232,70 +232,150 @@ class _Batch:
 
 
 class _Tree:
-    """The radix tree as far as the pool needs it (module docstring, "Radix cache"): each request's path below the
-    shared prefix, as the page-aligned token counts its checkpoints ended at (``bounds``, absolute; the last is
-    what a match finds), its access stamp, and whether a running request locks it. Unlocked paths are evictable:
-    ``evictable`` blocks in all, evicted from the leaf (the last segment) of the least recently used path first.
-    ``ReplicaState.free`` counts free and evictable blocks alike (SGLang's available + evictable), so only the
-    eviction order is kept here: a path is evicted when the blocks it holds are no longer among the free ones."""
+    """The radix tree as far as the pool needs it (module docstring, "Radix cache"). Nodes: Mooncake hash blocks
+    (key: the hash id; a request's prompt is a chain of them) and each request's own segments (key: (request,
+    end)), one per insert, below its prompt's chain (or the shared prefix). Each node holds the blocks of its
+    tokens, page-aligned (``start`` .. ``end``, absolute, priced by the block table). A running request locks the
+    nodes of its path (``path``: its keys from the root); a node no request locks is evictable and its blocks are
+    free (SGLang's available + evictable is kvplan's ``ReplicaState.free``), so locking a node takes its blocks
+    from the free ones and unlocking gives them back. A running request's ``held`` blocks are those of its cache
+    not in the tree. Eviction: the least recently used leaf first (``stamp``: when its path was last matched or
+    inserted), whole nodes, its parent then a leaf in turn."""
 
-    def __init__(self, btl: list[int], block: int) -> None:
-        self.btl, self.block = btl, block
-        self.bounds: dict[int, list[int]] = {}
-        self.stamp: dict[int, int] = {}
-        self.locked: set[int] = set()
-        self.lru: list[tuple[int, int]] = []     # (stamp, request) of unlocked paths; stale entries skipped
+    def __init__(self, r: ReplicaState, hashes: Any = None, chunk: int = 512) -> None:
+        self.r, self.btl, self.block = r, r.btl, r.block
+        self.hashes, self.chunk = hashes, chunk      # per request its hash ids (PrefixBlocks), or None
+        self.parent: dict[Any, Any] = {}
+        self.kids: dict[Any, int] = {}
+        self.lock: dict[Any, int] = {}
+        self.stamp: dict[Any, int] = {}
+        self.blocks: dict[Any, int] = {}
+        self.end: dict[Any, int] = {}
+        self.own: dict[int, list[Any]] = {}          # a request's own segments still in the tree, root first
+        self.path: dict[int, list[Any]] = {}         # a running request's locked nodes, root first
+        self.in_tree: dict[int, int] = {}            # their blocks
+        self.lru: list[tuple[int, int, Any]] = []    # (stamp, push order, key) of evictable leaves, stale skipped
+        self.pushes = 0
         self.clock = 0
         self.evictable = 0
+
+    def _ids(self, i: int) -> list[int]:
+        h = self.hashes
+        if h is None:
+            return []
+        return h.ids[int(h.offsets[i]):int(h.offsets[i + 1])].tolist()
+
+    def _push(self, key: Any) -> None:
+        self.pushes += 1
+        heapq.heappush(self.lru, (self.stamp[key], self.pushes, key))
 
     def settle(self, free: int, margin: int = 0) -> None:
         """Evict least recently used leaves until ``margin`` blocks of the ``free`` ones hold nothing cached (an
         allocation evicts its shortfall: ``evict_to_free_tokens``)."""
-        lru, bounds, stamp, btl = self.lru, self.bounds, self.stamp, self.btl
+        lru, stamp, lock, kids, parent = self.lru, self.stamp, self.lock, self.kids, self.parent
         while self.evictable > free - margin and lru:
-            st, i = lru[0]
-            b = bounds.get(i)
-            if b is None or stamp[i] != st or i in self.locked:
-                heapq.heappop(lru)
+            st, _, key = heapq.heappop(lru)
+            if stamp.get(key) != st or lock[key] or kids[key]:
                 continue
-            last = b.pop()
-            self.evictable -= btl[last] - (btl[b[-1]] if b else 0)
-            if not b:
-                heapq.heappop(lru)
-                del bounds[i], stamp[i]
+            self.evictable -= self.blocks[key]
+            up = parent.pop(key)
+            for d in (stamp, lock, kids, self.blocks, self.end):
+                del d[key]
+            if type(key) is tuple:
+                self.own[key[0]].pop()
+            if up is not None:
+                kids[up] -= 1
+                if not kids[up] and not lock[up]:
+                    self._push(up)
 
-    def touch(self, i: int) -> None:
-        """Request i's path matched or inserted now: the most recently used (a locked one stays out of the LRU)."""
-        if i in self.bounds:
+    def match(self, i: int, fill: int) -> tuple[list[Any], int]:
+        """Request i's path in the tree now, root first, and the tokens it covers (at most fill - 1, page-aligned):
+        its prompt's hash chain while the ids are there, then its own segments (only past a whole chain)."""
+        ids = self._ids(i)
+        nodes: list[Any] = []
+        for h in ids:
+            if h not in self.lock:
+                break
+            nodes.append(h)
+        if len(nodes) == len(ids):
+            nodes += self.own.get(i, [])
+        end = self.end[nodes[-1]] if nodes else 0
+        return nodes, min(end, (fill - 1) // self.block * self.block)
+
+    def touch(self, nodes: list[Any]) -> None:
+        """A path matched or inserted now: its nodes the most recently used."""
+        if nodes:
             self.clock += 1
-            self.stamp[i] = self.clock
-            if i not in self.locked:
-                heapq.heappush(self.lru, (self.clock, i))
+            for key in nodes:
+                self.stamp[key] = self.clock
+            last = nodes[-1]
+            if not self.lock[last] and not self.kids[last]:
+                self._push(last)
 
-    def cached(self, i: int) -> int:
-        """The tokens a match of request i finds on its own path (0: none)."""
-        b = self.bounds.get(i)
-        return b[-1] if b else 0
+    def take(self, i: int, nodes: list[Any]) -> int:
+        """Request i locks its matched ``nodes``; returns the blocks that were evictable (now taken from the free
+        ones by the caller)."""
+        newly = 0
+        for key in nodes:
+            if not self.lock[key]:
+                newly += self.blocks[key]
+            self.lock[key] += 1
+        self.evictable -= newly
+        self.path[i] = list(nodes)
+        self.in_tree[i] = sum(self.blocks[key] for key in nodes)
+        return newly
 
-    def lock(self, i: int) -> None:
-        if i in self.bounds and i not in self.locked:
-            self.evictable -= self.btl[self.bounds[i][-1]]
-        self.locked.add(i)
+    def newly(self, nodes: list[Any]) -> int:
+        """The blocks of ``nodes`` no request locks (what locking them takes from the free ones)."""
+        return sum(self.blocks[key] for key in nodes if not self.lock[key])
 
-    def unlock(self, i: int) -> None:
-        self.locked.discard(i)
-        b = self.bounds.get(i)
-        if b:
-            self.evictable += self.btl[b[-1]]
-            heapq.heappush(self.lru, (self.stamp[i], i))
+    def _add(self, i: int, key: Any, start: int, end: int, own: bool) -> None:
+        """A node of running request i's, locked by it; its blocks leave i's held ones for the tree."""
+        path = self.path[i]
+        up = path[-1] if path else None
+        n = self.btl[end] - self.btl[start]
+        self.parent[key], self.kids[key], self.lock[key], self.blocks[key], self.end[key] = up, 0, 1, n, end
+        self.stamp[key] = 0
+        if up is not None:
+            self.kids[up] += 1
+        path.append(key)
+        self.in_tree[i] += n
+        self.r.held[i] -= n
+        if own:
+            self.own.setdefault(i, []).append(key)
 
     def checkpoint(self, i: int, tokens: int) -> None:
-        """Locked request i's first ``tokens`` (page-aligned down) inserted: its path ends there, touched now."""
-        end = tokens // self.block * self.block
-        b = self.bounds.setdefault(i, [])
-        if not b or end > b[-1]:
-            b.append(end)
-        self.touch(i)
+        """Running request i's first ``tokens`` inserted (page-aligned down): the hash blocks of its prompt not in
+        the tree, then one segment of its own to the end; its path touched now."""
+        block, path = self.block, self.path[i]
+        end = tokens // block * block
+        at = self.end[path[-1]] if path else 0
+        ids = self._ids(i)
+        prompt = self.r.Pl[i]
+        for j in range(len(path), len(ids)):            # its chain past the matched part (the path is that chain)
+            stop = min(prompt, (j + 1) * self.chunk) // block * block
+            if stop > end or ids[j] in self.lock:     # (an id seen below another prefix: not a chain; kept own)
+                break
+            if stop > at:
+                self._add(i, ids[j], at, stop, False)
+                at = stop
+        if end > at and (not ids or len(path) >= len(ids)):
+            self._add(i, (i, end), at, end, True)
+        self.touch(path)
+
+    def release(self, i: int) -> int:
+        """Request i (out of the batch) unlocks its path; returns the blocks that became evictable (given back to
+        the free ones by the caller)."""
+        freed = 0
+        for key in self.path.pop(i, []):
+            self.lock[key] -= 1
+            if not self.lock[key]:
+                freed += self.blocks[key]
+                if not self.kids[key]:
+                    self._push(key)
+        self.in_tree.pop(i, None)
+        self.evictable += freed
+        return freed
 
 
 class SglangScheduler(Scheduler):
@@ -309,7 +389,7 @@ class SglangScheduler(Scheduler):
 
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
                  max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
-                 notes: tuple[str, ...] = ()) -> None:
+                 hashes: Any = None, notes: tuple[str, ...] = ()) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
         self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
@@ -324,6 +404,7 @@ class SglangScheduler(Scheduler):
         self.retractions = 0
         self.batch: _Batch | None = None
         self.radix = radix                # the radix tree keeps what requests computed (module docstring)
+        self.hashes = hashes              # a Mooncake trace's hash ids (PrefixBlocks): prompts share tree nodes
         self.tree: _Tree | None = None
         self.in_round = False             # a prefill round is being formed: finishes wait for its allocation
         self.round_done: list[tuple[int, int]] = []   # (request, blocks it held) finished in the round
@@ -336,7 +417,7 @@ class SglangScheduler(Scheduler):
         if self.batch is None:
             self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
             if self.radix:
-                self.tree, self.r = _Tree(r.btl, r.block), r
+                self.tree, self.r = _Tree(r, self.hashes), r
                 r.on_finish = self._finished
         return self.batch
 
@@ -346,12 +427,27 @@ class SglangScheduler(Scheduler):
         now (``release_kv_cache(checkpoint=True)``); one finished at its prefill waits for the round's allocation."""
         r, tree = self.r, self.tree
         assert r is not None and tree is not None
-        if self.in_round:
+        if self.in_round:                            # (its held blocks are already those not in the tree)
+            tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
             self.round_done.append((i, r.held[i]))
             return
+        r.held[i] -= tree.in_tree[i]                 # (leave() counted its whole cache)
         tree.settle(r.free)
         tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
-        tree.unlock(i)
+        r.free += tree.release(i)
+
+    def _prefill_new(self, r: ReplicaState, i: int, cached: int) -> None:
+        """New request i's prompt past the ``cached`` tokens the tree held (``ReplicaState.prefill_prompt`` with
+        its own hit); the prefill gives its first token."""
+        tally = r.tally
+        tally.admitted[i] = r.now
+        t = r.prefill(r.Pl[i], cached)
+        tally.prefix_hits[i] = cached
+        r.prefix_cached = True
+        r.now += t
+        r.g[i] = 1
+        tally.first_token[i] = r.now
+        tally.stall_prefill += t
 
     def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
         """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
@@ -400,8 +496,7 @@ class SglangScheduler(Scheduler):
                 done, self.round_done = self.round_done, []
                 tree.settle(r.free - sum(h for _, h in done))
                 for i, _ in done:
-                    tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
-                    tree.unlock(i)
+                    r.free += tree.release(i)
 
     def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
         """The prefill round of ``admit``."""
@@ -420,33 +515,40 @@ class SglangScheduler(Scheduler):
             i = waiting[0]
             gi = g[i]
             fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
-            ext = fill - (r.hit if r.prefix_cached else 0)
-            cached = fill - ext                       # what the prefill skips: the shared prefix, or its own path
+            cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
+            locking = 0                               # the blocks its match takes from the evictable ones
             if tree is not None:
-                tree.touch(i)                         # matched (init_next_round_input)
-                cached = max(cached, tree.cached(i))
-            # the check is on the extension past the shared prefix: its own path's blocks, locked, leave the
-            # evictable ones as the extension shrinks by them
+                nodes, on_path = tree.match(i, fill)  # matched (init_next_round_input)
+                tree.touch(nodes)
+                cached = max(cached, on_path)
+                locking = tree.newly(nodes)
+            run = fill - cached                       # the tokens it computes (its extension)
+            # the check runs with its path locked (add_one_req): the extension against the free tokens less those
             free = r.free
-            if not (ext + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < free * block - reserved - taken) and (
-                    running or admitted):
+            if not (run + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < (free - locking) * block - reserved
+                    - taken) and (running or admitted):
                 self.full, self.full_mark = True, mark
                 break
-            run = fill - cached                       # the tokens it computes
             ext_p = -(-run // block) * block
             first = rem_chunk // block * block        # what the round's chunk budget takes of it
             if ext_p > rem_chunk and first <= 0:
                 break                                 # no page left in this round: the next one takes it
             waiting.popleft()
             need = btl[fill]
-            r.held[i] = need
-            r.free = free - need
+            if tree is None:
+                r.held[i] = need
+                r.free = free - need
+            else:                                     # its path locked, the rest of its fill allocated
+                tree.take(i, nodes)
+                r.held[i] = max(0, need - tree.in_tree[i])
+                r.free = free - locking - r.held[i]
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
-            if tree is not None:
-                tree.lock(i)
             if gi == 0:
-                r.prefill_prompt(i)
+                if cached != (r.hit if r.prefix_cached else 0):
+                    self._prefill_new(r, i, cached)
+                else:
+                    r.prefill_prompt(i)
             else:
                 self._prefill_again(r, i, fill, cached)
                 g[i] = gi + 1                         # the re-prefill gives the next token
@@ -500,10 +602,12 @@ class SglangScheduler(Scheduler):
             cache = xo_l[i] + steps - 1
             need -= btl[cache + 1] - btl[cache]
             r.leave(i)
+            if tree is not None:
+                r.held[i] -= tree.in_tree[i]         # (leave() counted its whole cache)
             r.release(i)
             batch.drop(i, Pl[i], Ll[i])
             if tree is not None:                     # its path up to its last checkpoint stays, evictable; then
-                tree.unlock(i)                       # release_req evicts (kept x 20 tokens), the check the step's
+                r.free += tree.release(i)            # release_req evicts (kept x 20 tokens), the check the step's
                 tree.settle(r.free, max(-(-len(running) * RETRACT_DECODE_STEPS // block), need))
         for i in victims:
             r.tally.preemptions[i] += 1
