@@ -84,6 +84,7 @@ class Req:
     path: list = field(default_factory=list)   # its radix-tree path: the token counts its inserts ended at
     used: int = 0                   # when its path was last matched or inserted (a counter)
     running: bool = False           # admitted and not finished or retracted: its path is locked
+    hpath: list = field(default_factory=list)  # the hash ids of its prompt it holds while running
 
 
 @dataclass
@@ -153,28 +154,103 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
     k = (longest - hit) // block
     tree = k <= 0 or blocks_for(hit + k * block) == k
     clock = [0]
+    # a Mooncake trace's hash ids: each request's prompt a chain of 512-token blocks, an id shared being the same
+    # block after the same prefix; the tree's hash nodes are {id: [start, end, parent id, last used]}
+    blocks = getattr(workload, "blocks", None) if tree else None
+    chain = [[] for _ in reqs] if blocks is None else [
+        [int(x) for x in blocks.ids[int(blocks.offsets[i]):int(blocks.offsets[i + 1])]] for i in range(len(reqs))]
+    hnodes: dict[int, list] = {}
 
-    def touch(r: Req) -> None:
+    def node_blocks(h: int) -> int:
+        return blocks_for(hnodes[h][1]) - blocks_for(hnodes[h][0])
+
+    def chain_end(r: Req) -> int:
+        """Where its own segments start: past its whole prompt chain (0 without hash ids)."""
+        return min(r.prompt, 512 * len(chain[r.id])) // block * block if chain[r.id] else 0
+
+    def own_blocks(r: Req) -> int:
+        return blocks_for(r.path[-1]) - blocks_for(chain_end(r)) if r.path else 0
+
+    def matched_chain(r: Req) -> list:
+        ids = []
+        for h in chain[r.id]:
+            if h not in hnodes or hnodes[h][1] > r.prompt:
+                break
+            ids.append(h)
+        return ids
+
+    def lockers() -> list:
+        return [q for q in reqs if q.running]
+
+    def locked_ids() -> set:
+        return {h for q in lockers() for h in q.hpath}
+
+    def real_free() -> int:
+        """free counts each holder's whole cache: a hash node two running requests hold is counted once."""
+        if not tree:
+            return free
+        return free + sum(node_blocks(h) for q in lockers() for h in q.hpath) - sum(
+            node_blocks(h) for h in locked_ids())
+
+    def touch_path(r: Req, ids: list, own: bool) -> None:
         clock[0] += 1
-        r.used = clock[0]
+        for h in ids:
+            hnodes[h][3] = clock[0]
+        if own:
+            r.used = clock[0]
+
+    def match(r: Req, fill: int) -> tuple:
+        """(its matched chain ids, whether its own segments are matched, the tokens they cover, capped)"""
+        ids = matched_chain(r)
+        whole = len(ids) == len(chain[r.id])
+        own = whole and bool(r.path)
+        end = r.path[-1] if own else (hnodes[ids[-1]][1] if ids else 0)
+        return ids, own, min(end, (fill - 1) // block * block)
 
     def insert(r: Req, tokens: int) -> None:
+        """Its first ``tokens`` into the tree (it is running): the chain's missing blocks, then its own segment."""
         end = tokens // block * block
-        if not r.path or end > r.path[-1]:
-            r.path.append(end)
-        touch(r)
+        ids = chain[r.id]
+        at = hnodes[r.hpath[-1]][1] if r.hpath else 0
+        stopped = False
+        for j in range(len(r.hpath), len(ids)):
+            stop = min(r.prompt, 512 * (j + 1)) // block * block
+            if stop > end or ids[j] in hnodes:
+                stopped = True
+                break
+            if stop > at:
+                hnodes[ids[j]] = [at, stop, r.hpath[-1] if r.hpath else None, 0]
+                r.hpath.append(ids[j])
+                at = stop
+        if not stopped and len(r.hpath) == len(ids):
+            if end > (r.path[-1] if r.path else chain_end(r)):
+                r.path.append(end)
+        touch_path(r, r.hpath, True)
 
-    def evictable() -> list:
-        return [q for q in reqs if q.path and not q.running]
+    def leaves() -> list:
+        """(last used, kind, key) of every evictable leaf."""
+        locked = locked_ids()
+        out = [(q.used, "own", q.id) for q in reqs if q.path and not q.running]
+        parents = {v[2] for v in hnodes.values()} | {chain[q.id][-1] for q in reqs if q.path and chain[q.id]}
+        out += [(v[3], "hash", h) for h, v in hnodes.items() if h not in locked and h not in parents]
+        return out
 
     def unused() -> int:
-        return free - sum(blocks_for(q.path[-1]) for q in evictable())
+        locked = locked_ids()
+        return real_free() - sum(own_blocks(q) for q in reqs if q.path and not q.running) - sum(
+            node_blocks(h) for h in hnodes if h not in locked)
 
-    def evict(blocks: int) -> None:
-        """Least recently used leaves out until ``blocks`` free blocks hold no path."""
-        while tree and unused() < blocks and evictable():
-            q = min(evictable(), key=lambda q: q.used)
-            q.path.pop()
+    def evict(want: int) -> None:
+        """Least recently used leaves out until ``want`` free blocks hold nothing cached."""
+        while tree and unused() < want:
+            cands = leaves()
+            if not cands:
+                break
+            _, kind, key = min(cands)
+            if kind == "own":
+                reqs[key].path.pop()
+            else:
+                del hnodes[key]
 
     now = 0.0
     free = total_blocks
@@ -197,11 +273,16 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
     def finish(r: Req, later: bool = False) -> None:
         nonlocal free, submitted
         r.done, r.finish = True, now
-        if tree and not later:
+        if tree:
             insert(r, r.prompt + r.output - 1)
+        keep = 0
+        if tree and later:                   # finished at its prefill: its path stays locked until the round ends
+            keep = sum(node_blocks(h) for h in r.hpath) + own_blocks(r)
+        elif tree:
             r.running = False
-        free += r.blocks
-        r.blocks = 0
+            r.hpath = []
+        free += r.blocks - keep
+        r.blocks = keep
         if workload.arrivals is None and submitted < len(reqs):
             t = now + workload.think_s
             if workload.duration_s is None or t < workload.duration_s:
@@ -226,16 +307,17 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             r = waiting[0]
             fill = r.prompt + r.generated
             shared = hit if warm else 0
-            mine = 0                         # tokens of its own path
-            if tree and r.path:
-                touch(r)
-                mine = r.path[-1]
-            cached = max(shared, mine)
+            cached, locking, ids = shared, 0, []
+            if tree:                         # matched: its chain's blocks in the tree, then its own segments
+                ids, own, on_path = match(r, fill)
+                touch_path(r, ids, own)
+                cached = max(shared, on_path)
+                held = locked_ids()
+                locking = sum(node_blocks(h) for h in ids if h not in held) + (own_blocks(r) if own else 0)
             ext = fill - cached
-            locked = blocks_for(mine) * block if mine else 0
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not ext + remaining(r) + block < free * block - locked - reserved:
+            if not ext + remaining(r) + block < (real_free() - locking) * block - reserved:
                 if running or took:
                     full = True
                     break
@@ -247,10 +329,11 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             k = blocks_for(fill)
             r.blocks, free = k, free - k
             r.running = True
-            out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+            r.hpath = list(ids)
+            out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
             if r.generated == 0:
                 r.admitted = now
-                r.prefix_hit_tokens = hit if warm else 0
+                r.prefix_hit_tokens = cached
                 t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
                 warm = True
                 now += t
@@ -267,8 +350,9 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             r.peak_bytes = max(r.peak_bytes, nbytes(fill))
             r.blocks_charged = k * block
             if r.generated >= r.output:
-                ended.append((r, r.blocks))
+                k = r.blocks
                 finish(r, later=True)
+                ended.append((r, k - r.blocks))
                 shrank = True
             else:
                 running.append(r)
@@ -285,7 +369,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
                 budget = [budget[0] - paged(ext), budget[1] - paged(ext)]
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not free * block - reserved > 0:
+            if not real_free() * block - reserved > 0:
                 full = True
                 break
             if budget[0] <= 0 or budget[1] <= 0:
@@ -293,8 +377,10 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
         if tree:                             # the round's allocation (those that ended still held their blocks)
             evict(sum(k for _, k in ended))
             for r, _ in ended:
-                insert(r, r.prompt + r.output - 1)
+                free += r.blocks
+                r.blocks = 0
                 r.running = False
+                r.hpath = []
         if shrank:
             full = False
         return took
@@ -319,7 +405,10 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
         return max(j for j in range(len(batch)) if j not in protected)
 
     def short() -> int:
-        return sum(blocks_for(q.prompt + q.generated) - q.blocks for q in running) - free
+        return need_step() - real_free()
+
+    def need_step() -> int:
+        return sum(blocks_for(q.prompt + q.generated) - q.blocks for q in running)
 
     turns = 0
     while not all(r.done for r in reqs[:submitted]) or pending:
@@ -343,7 +432,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             now = max(now, pending[0][0])
             continue
         if short() > 0:
-            evict(short() + free)            # check_decode_mem: all it can
+            evict(need_step())               # check_decode_mem: all it can
             victims = []
             while len(running) > 1 and (not victims or short() > 0):
                 q = running.pop(pick(running))
@@ -351,8 +440,9 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
                 free += q.blocks
                 q.blocks = 0
                 q.running = False
+                q.hpath = []
                 q.preemptions += 1
-                evict(max(-(-20 * len(running) // block), short() + free))
+                evict(max(-(-20 * len(running) // block), need_step()))
             waiting.extend(victims)
             ratio = min(1.0, (sum(q.generated for q in running) + 20 * len(running))
                         / (sum(q.output for q in running) + 1))
@@ -361,7 +451,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             retracted_now = True
         else:
             ratio = max(ratio - decay, floor)
-        evict(short() + free)                # the step's blocks come from unused ones
+        evict(need_step())                   # the step's blocks come from unused ones
         b = len(running)
         out.peak_running = max(out.peak_running, b)
         reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]
@@ -375,7 +465,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None) ->
             free -= k - q.blocks
             q.blocks = k
             q.peak_bytes = max(q.peak_bytes, nbytes(q.prompt + q.generated - 1))
-        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
         done = [q for q in running if q.generated >= q.output]
         for q in done:
             running.remove(q)

@@ -15,6 +15,7 @@ from kvplan.engines import sglang_scheduler as sg
 from kvplan.engines.replica import ReplicaState
 from kvplan.errors import KvplanError
 from kvplan.inputs import workload as wl
+from kvplan.inputs.traces import PrefixBlocks
 from kvplan.options.scenarios import build_scenario
 
 BASE = dict(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None, kv_dtype="auto",
@@ -343,3 +344,74 @@ def test_the_radix_tree_rules_equal_the_reference(case):
     fast = sim.simulate(s, w)
     assert fast.preemptions.sum() > 0
     assert_same(fast, ref.run(s, w))
+
+
+# --- prefix reuse from Mooncake hash_ids: prompts share the radix tree's nodes ------------------------------------
+def hash_work(n, seed, rate=None, users=None, families=4):
+    """``n`` requests whose prompts start with 1-3 of a family's 512-token blocks, then 0-2 blocks of their own;
+    the last block is partial (1-512 tokens) and, when it is a family's block, differs in length between requests
+    (a trace that gives one id to two lengths: the longer one is not a hit for the shorter prompt)."""
+    import random
+
+    rng = random.Random(seed)
+    P, L, ids, offsets, fresh = [], [], [], [0], 10_000
+    for _ in range(n):
+        f, shared = rng.randrange(families), rng.randint(1, 3)
+        blocks = shared + rng.randint(0, 2)
+        ids += [f * 100 + j for j in range(shared)] + list(range(fresh, fresh + blocks - shared))
+        fresh += blocks - shared
+        offsets.append(len(ids))
+        P.append(512 * (blocks - 1) + rng.randint(1, 512))
+        L.append(rng.randint(300, 1500))
+    arrivals = None
+    if rate:
+        arrivals = np.cumsum([rng.expovariate(rate) for _ in range(n)])
+    return wl.Workload(np.array(P, dtype=np.int64), np.array(L, dtype=np.int64), arrivals, users,
+                       0.05 if users else 0.0, None, "hash chains",
+                       blocks=PrefixBlocks(np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64)))
+
+
+HASH_CASES = {"open-0": (0, {"rate": 20}), "closed-0": (0, {"users": 8}), "open-2": (2, {"rate": 20}),
+              "closed-2": (2, {"users": 8})}
+
+
+@pytest.mark.parametrize("case", sorted(HASH_CASES))
+def test_prompts_sharing_hash_chains_equal_the_reference(case):
+    seed, kw = HASH_CASES[case]
+    s = scenario(LLAMA, "1250MiB")
+    w = hash_work(50, seed, **kw)
+    fast = sim.simulate(s, w)
+    assert fast.prefix_hit_tokens.sum() > 0 and fast.preemptions.sum() > 0
+    assert fast.recompute_hit_tokens.sum() > 0
+    assert_same(fast, ref.run(s, w))
+
+
+def test_the_mooncake_sample_equals_the_reference():
+    # the first 80 rows of tests/data/traces/mooncake_300.jsonl at 3x their rate on a 3 GiB pool (~24.6K tokens)
+    from pathlib import Path
+
+    trace = wl.read_trace(Path(__file__).parent / "data" / "traces" / "mooncake_300.jsonl")
+    one = wl.parse_dist("fixed:1", "x")
+    w = wl.build(requests=80, seed=0, prompt=one, output=one, max_len=10**6, trace=trace, trace_speed=3)
+    s = scenario(LLAMA, "3GiB")
+    fast = sim.simulate(s, w)
+    assert fast.prefix_hit_tokens.sum() > 0
+    assert any("hash_ids" in n for n in fast.scheduler_notes)
+    assert_same(fast, ref.run(s, w))
+
+
+def test_a_prompt_hits_the_leading_blocks_another_inserted():
+    # A: blocks [1, 2, 3], 1,300 tokens (512 + 512 + 276); B, after A's prefill: [1, 2, 9], 1,200 tokens: its first
+    # two blocks are A's, a hit of 1,024 tokens; C, after A finished: [1, 2, 3] and 1,300 tokens, all of A's prompt
+    # (A's whole cache stays in the tree, nothing evicts it from the 10,000-token pool), capped at 1,300 - 1 = 1,299
+    # tokens (SGLang computes at least the last token). D: [4], 700 tokens: nothing to hit.
+    s = scenario(LLAMA, "1250MiB")
+    blocks = PrefixBlocks(np.array([1, 2, 3, 1, 2, 9, 1, 2, 3, 4]), np.array([0, 3, 6, 9, 10]))
+    w = wl.Workload(np.array([1300, 1200, 1300, 700]), np.array([50, 50, 50, 50]),
+                    np.array([0.0, 1.0, 10.0, 10.5]), None, 0.0, None, "hand", blocks=blocks)
+    r = sim.simulate(s, w)
+    assert r.finish[0] < 10.0
+    assert list(r.prefix_hit_tokens) == [0, 1024, 1299, 0]
+    sm = costs.step_model(s)
+    assert r.first_token[1] - r.admitted[1] == pytest.approx(sm.prefill_seconds(1200, 1024, 8192), rel=1e-12)
+    assert_same(r, ref.run(s, w))

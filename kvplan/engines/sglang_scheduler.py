@@ -293,8 +293,9 @@ class _Tree:
         its prompt's hash chain while the ids are there, then its own segments (only past a whole chain)."""
         ids = self._ids(i)
         nodes: list[Any] = []
+        prompt = self.r.Pl[i]
         for h in ids:
-            if h not in self.lock:
+            if h not in self.lock or self.end[h] > prompt:    # (a block longer than its own: not the same tokens)
                 break
             nodes.append(h)
         if len(nodes) == len(ids):
@@ -623,7 +624,8 @@ class SglangScheduler(Scheduler):
         return r.free
 
 
-def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = False) -> SglangScheduler:
+def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = False,
+                 hashes: Any = None) -> SglangScheduler:
     """The scheduler of ``s`` (an SGLang scenario) with simulate's options ``o``: refuses what SGLang does not do
     (swapping preempted requests, proactive offload), and notes what departs from its rules."""
     if o.policy != "recompute" or o.offload_threshold is not None:
@@ -664,5 +666,15 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
                      "first (then the longest input); this run retracts by kvplan's rule instead.")
     if o.watermark != DEFAULT_WATERMARK:
         notes.append("SGLang has no admission watermark: the watermark option is not used.")
+    if hashes is not None:
+        notes.append(
+            f"Prefix reuse from the trace's hash_ids: SGLang's radix tree holds each prompt as a chain of its "
+            f"{hashes.block_tokens}-token blocks (an id is its block with everything before it), shared by the "
+            "requests whose ids match, locked while they run and evicted least recently used first with the rest "
+            "of the tree; a prompt's hit is its leading blocks in the tree (at most its length less one token), "
+            "and a round's later request hits what an earlier one inserted (kvplan prefills them one by one)."
+            if reuse else
+            "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
+            "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           victim=victim, radix=reuse, notes=tuple(notes))
+                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes))
