@@ -83,10 +83,16 @@ there without ``ignore_eos``.
   enters the tree after that). So a victim's prompt is a prefix hit on resume only if what ran since did not
   need its pages: release_req's (kept x 20)-token eviction alone takes any victim whose freed outputs fall short
   of it, and a victim's path (last used at its prefill) is evicted before the caches of requests that finished
-  after it. kvplan's tree is one path per request below the shared prefix (requests share nothing else: no
-  hash_ids), each node a segment between two inserts; modelled where every page above the shared prefix is one
+  after it. kvplan's tree: below the shared prefix (``--shared-prefix``, outside the pool), each request's own
+  segments, one node per insert; with a Mooncake trace's ``hash_ids`` (``--trace``), a prompt is first a chain of
+  nodes, one per 512-token block (an id stands for its block and every block before it, so a request matches
+  the leading ids present; a node longer than the request's own block is not a match), which requests share:
+  a node is locked while any request holding it runs, and a request's own segments hang below its whole chain.
+  The match of a prompt is capped at its length less one token (SGLang computes the last token; the node stays
+  whole). kvplan prefills a round's requests one after another, so a later one in a round hits the blocks an
+  earlier one inserted (SGLang's batch computes both). Modelled where every page above the shared prefix is one
   block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
-  bound). Not modelled: ``calc_priority``'s match of every waiting request each round (the Rust tree core's fast
+  bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each round (the Rust tree core's fast
   match; whether it refreshes access times is not in the wheel's Python), and SGLang's eviction of the 20 x kept
   tokens against a shortfall of pages as one step of whole nodes.
 * **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
