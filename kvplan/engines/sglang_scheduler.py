@@ -92,9 +92,10 @@ there without ``ignore_eos``.
   whole). kvplan prefills a round's requests one after another, so a later one in a round hits the blocks an
   earlier one inserted (SGLang's batch computes both). Modelled where every page above the shared prefix is one
   block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
-  bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each round (the Rust tree core's fast
-  match; whether it refreshes access times is not in the wheel's Python), and SGLang's eviction of the 20 x kept
-  tokens against a shortfall of pages as one step of whole nodes.
+  bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
+  round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
+  refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node, and
+  HiCache's host tier.
 * **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
   cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
   ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
@@ -106,6 +107,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import MutableSequence
 from typing import TYPE_CHECKING, Any
 
@@ -251,16 +253,15 @@ class _Tree:
     def __init__(self, r: ReplicaState, hashes: Any = None, chunk: int = 512) -> None:
         self.r, self.btl, self.block = r, r.btl, r.block
         self.hashes, self.chunk = hashes, chunk      # per request its hash ids (PrefixBlocks), or None
-        self.parent: dict[Any, Any] = {}
-        self.kids: dict[Any, int] = {}
-        self.lock: dict[Any, int] = {}
-        self.stamp: dict[Any, int] = {}
-        self.blocks: dict[Any, int] = {}
-        self.end: dict[Any, int] = {}
+        # key -> [parent key (None: the root), children, lockers, stamp, blocks, end token]
+        self.nodes: dict[Any, list[Any]] = {}
         self.own: dict[int, list[Any]] = {}          # a request's own segments still in the tree, root first
         self.path: dict[int, list[Any]] = {}         # a running request's locked nodes, root first
         self.in_tree: dict[int, int] = {}            # their blocks
         self.lru: list[tuple[int, int, Any]] = []    # (stamp, push order, key) of evictable leaves, stale skipped
+        # without hash ids nobody matches a finished request's path again: its segments leave the tree for this
+        # queue, in stamp order (a finish is the newest use), as (stamp, blocks of each segment, root first)
+        self.done: deque[tuple[int, list[int]]] = deque()
         self.pushes = 0
         self.clock = 0
         self.evictable = 0
@@ -271,80 +272,104 @@ class _Tree:
             return []
         return h.ids[int(h.offsets[i]):int(h.offsets[i + 1])].tolist()
 
-    def _push(self, key: Any) -> None:
+    def _push(self, key: Any, stamp: int) -> None:
         self.pushes += 1
-        heapq.heappush(self.lru, (self.stamp[key], self.pushes, key))
+        heapq.heappush(self.lru, (stamp, self.pushes, key))
 
     def settle(self, free: int, margin: int = 0) -> None:
         """Evict least recently used leaves until ``margin`` blocks of the ``free`` ones hold nothing cached (an
         allocation evicts its shortfall: ``evict_to_free_tokens``)."""
-        lru, stamp, lock, kids, parent = self.lru, self.stamp, self.lock, self.kids, self.parent
-        while self.evictable > free - margin and lru:
-            st, _, key = heapq.heappop(lru)
-            if stamp.get(key) != st or lock[key] or kids[key]:
+        lru, nodes, done = self.lru, self.nodes, self.done
+        while self.evictable > free - margin:
+            while lru:                               # the heap's top, past stale entries
+                st, _, key = lru[0]
+                node = nodes.get(key)
+                if node is None or node[3] != st or node[2] or node[1]:
+                    heapq.heappop(lru)
+                    continue
+                break
+            if done and (not lru or done[0][0] < lru[0][0]):
+                segs = done[0][1]
+                self.evictable -= segs.pop()
+                if not segs:
+                    done.popleft()
                 continue
-            self.evictable -= self.blocks[key]
-            up = parent.pop(key)
-            for d in (stamp, lock, kids, self.blocks, self.end):
-                del d[key]
+            if not lru:
+                break
+            st, _, key = heapq.heappop(lru)
+            node = nodes[key]
+            self.evictable -= node[4]
+            del nodes[key]
             if type(key) is tuple:
                 self.own[key[0]].pop()
+            up = node[0]
             if up is not None:
-                kids[up] -= 1
-                if not kids[up] and not lock[up]:
-                    self._push(up)
+                parent = nodes[up]
+                parent[1] -= 1
+                if not parent[1] and not parent[2]:
+                    self._push(up, parent[3])
 
     def match(self, i: int, fill: int) -> tuple[list[Any], int]:
         """Request i's path in the tree now, root first, and the tokens it covers (at most fill - 1, page-aligned):
         its prompt's hash chain while the ids are there, then its own segments (only past a whole chain)."""
+        nodes = self.nodes
         ids = self._ids(i)
-        nodes: list[Any] = []
-        prompt = self.r.Pl[i]
-        for h in ids:
-            if h not in self.lock or self.end[h] > prompt:    # (a block longer than its own: not the same tokens)
-                break
-            nodes.append(h)
-        if len(nodes) == len(ids):
-            nodes += self.own.get(i, [])
-        end = self.end[nodes[-1]] if nodes else 0
-        return nodes, min(end, (fill - 1) // self.block * self.block)
+        found: list[Any] = []
+        if ids:
+            prompt = self.r.Pl[i]
+            for h in ids:
+                node = nodes.get(h)
+                if node is None or node[5] > prompt:     # (a block longer than its own: not the same tokens)
+                    break
+                found.append(h)
+        if len(found) == len(ids):
+            found += self.own.get(i, ())
+        end = nodes[found[-1]][5] if found else 0
+        return found, min(end, (fill - 1) // self.block * self.block)
 
-    def touch(self, nodes: list[Any]) -> None:
+    def touch(self, keys: list[Any]) -> None:
         """A path matched or inserted now: its nodes the most recently used."""
-        if nodes:
+        if keys:
             self.clock += 1
-            for key in nodes:
-                self.stamp[key] = self.clock
-            last = nodes[-1]
-            if not self.lock[last] and not self.kids[last]:
-                self._push(last)
+            clock, nodes = self.clock, self.nodes
+            for key in keys:
+                nodes[key][3] = clock
+            last = nodes[keys[-1]]
+            if not last[2] and not last[1]:
+                self._push(keys[-1], clock)
 
-    def take(self, i: int, nodes: list[Any]) -> int:
-        """Request i locks its matched ``nodes``; returns the blocks that were evictable (now taken from the free
-        ones by the caller)."""
-        newly = 0
-        for key in nodes:
-            if not self.lock[key]:
-                newly += self.blocks[key]
-            self.lock[key] += 1
+    def take(self, i: int, keys: list[Any]) -> int:
+        """Request i locks its matched nodes; returns the blocks that were evictable (now taken from the free ones
+        by the caller)."""
+        if not keys:
+            self.path[i], self.in_tree[i] = [], 0
+            return 0
+        newly = held = 0
+        nodes = self.nodes
+        for key in keys:
+            node = nodes[key]
+            if not node[2]:
+                newly += node[4]
+            node[2] += 1
+            held += node[4]
         self.evictable -= newly
-        self.path[i] = list(nodes)
-        self.in_tree[i] = sum(self.blocks[key] for key in nodes)
+        self.path[i] = list(keys)
+        self.in_tree[i] = held
         return newly
 
-    def newly(self, nodes: list[Any]) -> int:
-        """The blocks of ``nodes`` no request locks (what locking them takes from the free ones)."""
-        return sum(self.blocks[key] for key in nodes if not self.lock[key])
+    def newly(self, keys: list[Any]) -> int:
+        """The blocks of the nodes no request locks (what locking them takes from the free ones)."""
+        nodes = self.nodes
+        return sum(nodes[key][4] for key in keys if not nodes[key][2])
 
     def _add(self, i: int, key: Any, start: int, end: int, own: bool) -> None:
         """A node of running request i's, locked by it; its blocks leave i's held ones for the tree."""
         path = self.path[i]
         up = path[-1] if path else None
         n = self.btl[end] - self.btl[start]
-        self.parent[key], self.kids[key], self.lock[key], self.blocks[key], self.end[key] = up, 0, 1, n, end
-        self.stamp[key] = 0
+        self.nodes[key] = [up, 0, 1, 0, n, end]
         if up is not None:
-            self.kids[up] += 1
+            self.nodes[up][1] += 1
         path.append(key)
         self.in_tree[i] += n
         self.r.held[i] -= n
@@ -353,37 +378,68 @@ class _Tree:
 
     def checkpoint(self, i: int, tokens: int) -> None:
         """Running request i's first ``tokens`` inserted (page-aligned down): the hash blocks of its prompt not in
-        the tree, then one segment of its own to the end; its path touched now."""
-        block, path = self.block, self.path[i]
+        the tree, then one segment of its own to the end; its path touched now (it is locked: no LRU entry)."""
+        block, path, nodes = self.block, self.path[i], self.nodes
         end = tokens // block * block
-        at = self.end[path[-1]] if path else 0
-        ids = self._ids(i)
-        prompt = self.r.Pl[i]
-        for j in range(len(path), len(ids)):            # its chain past the matched part (the path is that chain)
-            stop = min(prompt, (j + 1) * self.chunk) // block * block
-            if stop > end or ids[j] in self.lock:     # (an id seen below another prefix: not a chain; kept own)
-                break
-            if stop > at:
-                self._add(i, ids[j], at, stop, False)
-                at = stop
-        if end > at and (not ids or len(path) >= len(ids)):
+        at = nodes[path[-1]][5] if path else 0
+        whole = True
+        if self.hashes is not None:
+            ids = self._ids(i)
+            prompt = self.r.Pl[i]
+            for j in range(len(path), len(ids)):        # its chain past the matched part (the path is that chain)
+                stop = min(prompt, (j + 1) * self.chunk) // block * block
+                if stop > end or ids[j] in nodes:      # (an id seen below another prefix: not a chain; kept own)
+                    break
+                if stop > at:
+                    self._add(i, ids[j], at, stop, False)
+                    at = stop
+            whole = len(path) >= len(ids)
+        if end > at and whole:
             self._add(i, (i, end), at, end, True)
-        self.touch(path)
+        self.clock += 1
+        clock = self.clock
+        for key in path:
+            nodes[key][3] = clock
+
+    def retire(self, i: int, tokens: int | None = None) -> int:
+        """Finished request i, without hash ids: its path (its own segments only) and, with ``tokens``, its cache's
+        last segment to them (page-aligned down, inserted now) leave the tree for ``done``; returns the blocks
+        they hold, now evictable (given back to the free ones by the caller)."""
+        nodes, path = self.nodes, self.path.pop(i, ())
+        self.own.pop(i, None)
+        self.in_tree.pop(i, None)
+        at = nodes[path[-1]][5] if path else 0
+        stamp = nodes[path[-1]][3] if path else 0
+        segs = [nodes.pop(key)[4] for key in path]
+        if tokens is not None:
+            self.clock += 1
+            stamp = self.clock
+            end = tokens // self.block * self.block
+            if end > at:
+                n = self.btl[end] - self.btl[at]
+                segs.append(n)
+                self.r.held[i] -= n
+        total = sum(segs)
+        if total:
+            self.done.append((stamp, segs))
+        self.evictable += total
+        return total
 
     def release(self, i: int) -> int:
         """Request i (out of the batch) unlocks its path; returns the blocks that became evictable (given back to
         the free ones by the caller)."""
         freed = 0
-        for key in self.path.pop(i, []):
-            self.lock[key] -= 1
-            if not self.lock[key]:
-                freed += self.blocks[key]
-                if not self.kids[key]:
-                    self._push(key)
+        nodes = self.nodes
+        for key in self.path.pop(i, ()):
+            node = nodes[key]
+            node[2] -= 1
+            if not node[2]:
+                freed += node[4]
+                if not node[1]:
+                    self._push(key, node[3])
         self.in_tree.pop(i, None)
         self.evictable += freed
         return freed
-
 
 class SglangScheduler(Scheduler):
     """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
@@ -439,9 +495,13 @@ class SglangScheduler(Scheduler):
             self.round_done.append((i, r.held[i]))
             return
         r.held[i] -= tree.in_tree[i]                 # (leave() counted its whole cache)
-        tree.settle(r.free)
-        tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
-        r.free += tree.release(i)
+        if tree.evictable > r.free:
+            tree.settle(r.free)
+        if tree.hashes is None:
+            r.free += tree.retire(i, r.Pl[i] + r.Ll[i] - 1)
+        else:
+            tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+            r.free += tree.release(i)
 
     def _prefill_new(self, r: ReplicaState, i: int, cached: int) -> None:
         """New request i's prompt past the ``cached`` tokens the tree held (``ReplicaState.prefill_prompt`` with
@@ -493,7 +553,8 @@ class SglangScheduler(Scheduler):
         mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
         tree = self.tree
         if tree is not None:
-            tree.settle(r.free)                      # what the decode steps since allocated
+            if tree.evictable > r.free:
+                tree.settle(r.free)                  # what the decode steps since allocated
             self.in_round = True
         try:
             return self._round(r, batch, mark)
@@ -503,7 +564,7 @@ class SglangScheduler(Scheduler):
                 done, self.round_done = self.round_done, []
                 tree.settle(r.free - sum(h for _, h in done))
                 for i, _ in done:
-                    r.free += tree.release(i)
+                    r.free += tree.release(i) if tree.hashes is not None else tree.retire(i)
 
     def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
         """The prefill round of ``admit``."""
@@ -524,7 +585,8 @@ class SglangScheduler(Scheduler):
             fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
             cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
             locking = 0                               # the blocks its match takes from the evictable ones
-            if tree is not None:
+            nodes: list[Any] = []
+            if tree is not None and (tree.hashes is not None or i in tree.own):
                 nodes, on_path = tree.match(i, fill)  # matched (init_next_round_input)
                 tree.touch(nodes)
                 cached = max(cached, on_path)
