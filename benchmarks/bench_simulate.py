@@ -100,6 +100,15 @@ completion frees blocks), and 10 s is 0.65 us an event, beyond a Python loop: it
 (the victims and their times between two completions follow from the phase counts and the free blocks), which
 must stay bit-identical to the one-step rule the references check. vLLM V1's 10K run is likewise its 113K
 events (66K preemptions) at ~17 us each.
+sglang19, 2026-12-06 (issue 19, SGLang's radix tree: a retracted request's path kept, LRU eviction by leaf, a
+finished request's cache in the tree): the 10K sglang run keeps its 65,102 events and 13,768 retractions (under
+SGLang's rules none of its victims' paths survives to its resume: release_req's kept x 20 eviction and the
+decodes take them), but the tree's bookkeeping (a node per insert, a match per looked-at victim, an unlock per
+retraction) costs: 0.60 - 0.67 s CPU against 0.37 - 0.40 s with the tree off, measured side by side in one process
+at load ~3 (min of 5), after a finished request's path leaves the nodes for a queue in stamp order (nobody
+matches it again without hash ids: ~0.05 s) and one dict of lists per node. Over the 0.5 s target by the tree's
+Python per request; what might take it back under: a running request's nodes made only when it is retracted
+(from its last prefill's length and stamp), not at every prefill.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,
