@@ -258,6 +258,8 @@ class _Tree:
         self.own: dict[int, list[Any]] = {}          # a request's own segments still in the tree, root first
         self.path: dict[int, list[Any]] = {}         # a running request's locked nodes, root first
         self.in_tree: dict[int, int] = {}            # their blocks
+        self.pending: dict[int, tuple[int, int]] = {}   # without hash ids: a running request's last insert (end,
+        # stamp), made a node only when it leaves the batch unfinished (retracted)
         self.lru: list[tuple[int, int, Any]] = []    # (stamp, push order, key) of evictable leaves, stale skipped
         # without hash ids nobody matches a finished request's path again: its segments leave the tree for this
         # queue, in stamp order (a finish is the newest use), as (stamp, blocks of each segment, root first)
@@ -301,7 +303,10 @@ class _Tree:
             self.evictable -= node[4]
             del nodes[key]
             if type(key) is tuple:
-                self.own[key[0]].pop()
+                own = self.own[key[0]]
+                own.pop()
+                if not own:
+                    del self.own[key[0]]
             up = node[0]
             if up is not None:
                 parent = nodes[up]
@@ -381,6 +386,10 @@ class _Tree:
         the tree, then one segment of its own to the end; its path touched now (it is locked: no LRU entry)."""
         block, path, nodes = self.block, self.path[i], self.nodes
         end = tokens // block * block
+        self.clock += 1
+        if self.hashes is None:                  # its own segment made only if it is retracted (``materialize``)
+            self.pending[i] = (end, self.clock)
+            return
         at = nodes[path[-1]][5] if path else 0
         whole = True
         if self.hashes is not None:
@@ -396,10 +405,23 @@ class _Tree:
             whole = len(path) >= len(ids)
         if end > at and whole:
             self._add(i, (i, end), at, end, True)
-        self.clock += 1
         clock = self.clock
         for key in path:
             nodes[key][3] = clock
+
+    def materialize(self, i: int) -> None:
+        """Without hash ids, running request i's last insert as a node (its segment past its path, locked by it;
+        its blocks leave its held ones), its path stamped when the insert was: before it leaves the batch."""
+        got = self.pending.pop(i, None)
+        if got is None:
+            return
+        end, stamp = got
+        path, nodes = self.path[i], self.nodes
+        at = nodes[path[-1]][5] if path else 0
+        if end > at:
+            self._add(i, (i, end), at, end, True)
+        for key in path:
+            nodes[key][3] = stamp
 
     def retire(self, i: int, tokens: int | None = None) -> int:
         """Finished request i, without hash ids: its path (its own segments only) and, with ``tokens``, its cache's
@@ -411,6 +433,14 @@ class _Tree:
         at = nodes[path[-1]][5] if path else 0
         stamp = nodes[path[-1]][3] if path else 0
         segs = [nodes.pop(key)[4] for key in path]
+        got = self.pending.pop(i, None)
+        if got is not None:                      # its last insert, not made a node
+            end, stamp = got
+            if end > at:
+                n = self.btl[end] - self.btl[at]
+                segs.append(n)
+                self.r.held[i] -= n
+                at = end
         if tokens is not None:
             self.clock += 1
             stamp = self.clock
@@ -492,6 +522,7 @@ class SglangScheduler(Scheduler):
         assert r is not None and tree is not None
         if self.in_round:                            # (its held blocks are already those not in the tree)
             tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+            tree.materialize(i)
             self.round_done.append((i, r.held[i]))
             return
         r.held[i] -= tree.in_tree[i]                 # (leave() counted its whole cache)
@@ -586,7 +617,7 @@ class SglangScheduler(Scheduler):
             cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
             locking = 0                               # the blocks its match takes from the evictable ones
             nodes: list[Any] = []
-            if tree is not None and (tree.hashes is not None or i in tree.own):
+            if tree is not None and (tree.hashes is not None or i in tree.own):   # (own: nonempty lists)
                 nodes, on_path = tree.match(i, fill)  # matched (init_next_round_input)
                 tree.touch(nodes)
                 cached = max(cached, on_path)
@@ -673,6 +704,7 @@ class SglangScheduler(Scheduler):
             r.leave(i)
             if tree is not None:
                 r.held[i] -= tree.in_tree[i]         # (leave() counted its whole cache)
+                tree.materialize(i)
             r.release(i)
             batch.drop(i, Pl[i], Ll[i])
             if tree is not None:                     # its path up to its last checkpoint stays, evictable; then
