@@ -386,6 +386,19 @@ def test_prompts_sharing_hash_chains_equal_the_reference(case):
     assert_same(fast, ref.run(s, w))
 
 
+@pytest.mark.parametrize("seed, prefix", [(17, None), (10, "150")])
+def test_hash_chains_on_64_token_pages_equal_the_reference(seed, prefix):
+    # DeepSeek-R1 on B200: SGLang's MLA page is 64 tokens (kvplan.engines.sglang page_rule), so the tree holds whole
+    # pages: a prompt's last partial page and a finished request's last partial page are not cached
+    s = scenario(dict(R1, hardware="b200"), "600MiB", prefix)
+    w = hash_work(40, seed, users=6)
+    fast = sim.simulate(s, w)
+    assert fast.setup.block_tokens == 64
+    assert fast.prefix_hit_tokens.sum() > 0 and fast.preemptions.sum() > 0 and fast.recompute_hit_tokens.sum() > 0
+    assert (fast.recompute_hit_tokens % 64 == 0).all()
+    assert_same(fast, ref.run(s, w))
+
+
 def test_the_mooncake_sample_equals_the_reference():
     # the first 80 rows of tests/data/traces/mooncake_300.jsonl at 3x their rate on a 3 GiB pool (~24.6K tokens)
     from pathlib import Path

@@ -572,6 +572,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "r.free += tree.retire(i, r.Pl[i])"),
     M("sgsched-radix-finished-evicted-first", SGS, "if done and (not lru or done[0][0] < lru[0][0]):",
       "if done:"),
+    M("sgsched-radix-insert-not-page-aligned", SGS, "end = tokens // block * block\n        self.clock += 1",
+      "end = tokens\n        self.clock += 1"),
     M("sgsched-hash-ids-ignored", SGS, "hashes=hashes if reuse else None, notes=tuple(notes))",
       "hashes=None, notes=tuple(notes))"),
     M("sgsched-hash-hit-not-capped", SGS, "return found, min(end, (fill - 1) // self.block * self.block)",
