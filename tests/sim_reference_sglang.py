@@ -38,6 +38,17 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    decay, floor). Then the step runs for the batch as it is.
 5. Ratio: init = 0.7 (x 0.3 under DP attention), floor = init x 0.14, decay = (init - floor) / 600; reset to init
    when an iteration has nothing to run (idle).
+6. Radix tree (where every page past the shared prefix is one block: no windows or state layers): a request's
+   path holds its tokens up to its last insert, whole pages: its prompt after its first prefill, its prompt and
+   outputs after a re-prefill, all its cache (prompt + output - 1 tokens) when it finishes. A running request's
+   path is locked; every other path is evictable and its blocks count as free. Free tokens that no path holds are
+   "unused"; when an allocation (a decode step's, a prefill round's after the round) finds fewer unused than it
+   needs, the least recently used path (matched or inserted longest ago) loses its last segment, and so on until
+   they suffice. A decode step short of free blocks first evicts all it can, then retracts; a victim's path (to
+   its last insert) stays, and after each victim evictions make unused at least max(20 x kept requests, the
+   step's need). A waiting request looked at by a round is matched (its path used now); taken, its path is
+   locked and its extension is fill - max(shared prefix, its path); the admission check is on that extension
+   against free tokens less its locked path.
 """
 
 from __future__ import annotations
@@ -71,6 +82,11 @@ class Req:
     prefix_hit_tokens: int = 0
     blocks_charged: int = 0         # tokens of blocks its last prefill took (a round charges them till it ends)
     done: bool = False
+    recompute_hit_tokens: int = 0   # tokens its re-prefills found on its own path in the radix tree
+    path: list = field(default_factory=list)   # its radix-tree path: the token counts its inserts ended at
+    used: int = 0                   # when its path was last matched or inserted (a counter)
+    running: bool = False           # admitted and not finished or retracted: its path is locked
+    hpath: list = field(default_factory=list)  # the hash ids of its prompt it holds while running
 
 
 @dataclass
@@ -135,6 +151,109 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     def paged(t: int) -> int:
         return -(-t // block) * block
 
+    # the radix tree is modelled where each page above the shared prefix is one more block
+    longest = max(int(p) + int(o) for p, o in zip(workload.prompts, workload.outputs, strict=True))
+    k = (longest - hit) // block
+    tree = k <= 0 or blocks_for(hit + k * block) == k
+    clock = [0]
+    # a Mooncake trace's hash ids: each request's prompt a chain of 512-token blocks, an id shared being the same
+    # block after the same prefix; the tree's hash nodes are {id: [start, end, parent id, last used]}
+    blocks = getattr(workload, "blocks", None) if tree else None
+    chain = [[] for _ in reqs] if blocks is None else [
+        [int(x) for x in blocks.ids[int(blocks.offsets[i]):int(blocks.offsets[i + 1])]] for i in range(len(reqs))]
+    hnodes: dict[int, list] = {}
+
+    def node_blocks(h: int) -> int:
+        return blocks_for(hnodes[h][1]) - blocks_for(hnodes[h][0])
+
+    def chain_end(r: Req) -> int:
+        """Where its own segments start: past its whole prompt chain (0 without hash ids)."""
+        return min(r.prompt, 512 * len(chain[r.id])) // block * block if chain[r.id] else 0
+
+    def own_blocks(r: Req) -> int:
+        return blocks_for(r.path[-1]) - blocks_for(chain_end(r)) if r.path else 0
+
+    def matched_chain(r: Req) -> list:
+        ids = []
+        for h in chain[r.id]:
+            if h not in hnodes or hnodes[h][1] > r.prompt:
+                break
+            ids.append(h)
+        return ids
+
+    def lockers() -> list:
+        return [q for q in reqs if q.running]
+
+    def locked_ids() -> set:
+        return {h for q in lockers() for h in q.hpath}
+
+    def real_free() -> int:
+        """free counts each holder's whole cache: a hash node two running requests hold is counted once."""
+        if not tree:
+            return free
+        return free + sum(node_blocks(h) for q in lockers() for h in q.hpath) - sum(
+            node_blocks(h) for h in locked_ids())
+
+    def touch_path(r: Req, ids: list, own: bool) -> None:
+        clock[0] += 1
+        for h in ids:
+            hnodes[h][3] = clock[0]
+        if own:
+            r.used = clock[0]
+
+    def match(r: Req, fill: int) -> tuple:
+        """(its matched chain ids, whether its own segments are matched, the tokens they cover, capped)"""
+        ids = matched_chain(r)
+        whole = len(ids) == len(chain[r.id])
+        own = whole and bool(r.path)
+        end = r.path[-1] if own else (hnodes[ids[-1]][1] if ids else 0)
+        return ids, own, min(end, (fill - 1) // block * block)
+
+    def insert(r: Req, tokens: int) -> None:
+        """Its first ``tokens`` into the tree (it is running): the chain's missing blocks, then its own segment."""
+        end = tokens // block * block
+        ids = chain[r.id]
+        at = hnodes[r.hpath[-1]][1] if r.hpath else 0
+        stopped = False
+        for j in range(len(r.hpath), len(ids)):
+            stop = min(r.prompt, 512 * (j + 1)) // block * block
+            if stop > end or ids[j] in hnodes:
+                stopped = True
+                break
+            if stop > at:
+                hnodes[ids[j]] = [at, stop, r.hpath[-1] if r.hpath else None, 0]
+                r.hpath.append(ids[j])
+                at = stop
+        if not stopped and len(r.hpath) == len(ids):
+            if end > (r.path[-1] if r.path else chain_end(r)):
+                r.path.append(end)
+        touch_path(r, r.hpath, True)
+
+    def leaves() -> list:
+        """(last used, kind, key) of every evictable leaf."""
+        locked = locked_ids()
+        out = [(q.used, "own", q.id) for q in reqs if q.path and not q.running]
+        parents = {v[2] for v in hnodes.values()} | {chain[q.id][-1] for q in reqs if q.path and chain[q.id]}
+        out += [(v[3], "hash", h) for h, v in hnodes.items() if h not in locked and h not in parents]
+        return out
+
+    def unused() -> int:
+        locked = locked_ids()
+        return real_free() - sum(own_blocks(q) for q in reqs if q.path and not q.running) - sum(
+            node_blocks(h) for h in hnodes if h not in locked)
+
+    def evict(want: int) -> None:
+        """Least recently used leaves out until ``want`` free blocks hold nothing cached."""
+        while tree and unused() < want:
+            cands = leaves()
+            if not cands:
+                break
+            _, kind, key = min(cands)
+            if kind == "own":
+                reqs[key].path.pop()
+            else:
+                del hnodes[key]
+
     now = 0.0
     free = total_blocks
     running: list[Req] = []
@@ -153,11 +272,19 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     retracted_now = False
     warm = False
 
-    def finish(r: Req) -> None:
+    def finish(r: Req, later: bool = False) -> None:
         nonlocal free, submitted
         r.done, r.finish = True, now
-        free += r.blocks
-        r.blocks = 0
+        if tree:
+            insert(r, r.prompt + r.output - 1)
+        keep = 0
+        if tree and later:                   # finished at its prefill: its path stays locked until the round ends
+            keep = sum(node_blocks(h) for h in r.hpath) + own_blocks(r)
+        elif tree:
+            r.running = False
+            r.hpath = []
+        free += r.blocks - keep
+        r.blocks = keep
         if workload.arrivals is None and submitted < len(reqs):
             t = now + workload.think_s
             if workload.duration_s is None or t < workload.duration_s:
@@ -174,16 +301,25 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         members: list[Req] = []              # taken in this round (and still charged in it)
         budget = [chunk, 16384]
         took = shrank = False
+        ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         while waiting:
             if len(running) >= max_running:
                 full = True
                 break
             r = waiting[0]
             fill = r.prompt + r.generated
-            ext = fill - (hit if warm else 0)
+            shared = hit if warm else 0
+            cached, locking, ids = shared, 0, []
+            if tree:                         # matched: its chain's blocks in the tree, then its own segments
+                ids, own, on_path = match(r, fill)
+                touch_path(r, ids, own)
+                cached = max(shared, on_path)
+                held = locked_ids()
+                locking = sum(node_blocks(h) for h in ids if h not in held) + (own_blocks(r) if own else 0)
+            ext = fill - cached
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not ext + remaining(r) + block < free * block - reserved:
+            if not ext + remaining(r) + block < (real_free() - locking) * block - reserved:
                 if running or took:
                     full = True
                     break
@@ -194,24 +330,31 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             took = True
             k = blocks_for(fill)
             r.blocks, free = k, free - k
-            out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+            r.running = True
+            r.hpath = list(ids)
+            out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
             if r.generated == 0:
                 r.admitted = now
-                r.prefix_hit_tokens = hit if warm else 0
+                r.prefix_hit_tokens = cached
                 t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
                 warm = True
                 now += t
                 r.first_token = now
             else:
-                t = sm.prefill_seconds(fill, hit, chunk)
+                t = sm.prefill_seconds(fill, cached, chunk)
                 now += t
-                r.recomputed += fill - hit
+                r.recomputed += fill - cached
+                r.recompute_hit_tokens += cached - hit
+            if tree:
+                insert(r, fill)
             out.prefill_seconds += t
             r.generated += 1
             r.peak_bytes = max(r.peak_bytes, nbytes(fill))
             r.blocks_charged = k * block
             if r.generated >= r.output:
-                finish(r)
+                k = r.blocks
+                finish(r, later=True)
+                ended.append((r, k - r.blocks))
                 shrank = True
             else:
                 running.append(r)
@@ -228,11 +371,18 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
                 budget = [budget[0] - paged(ext), budget[1] - paged(ext)]
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not free * block - reserved > 0:
+            if not real_free() * block - reserved > 0:
                 full = True
                 break
             if budget[0] <= 0 or budget[1] <= 0:
                 break
+        if tree:                             # the round's allocation (those that ended still held their blocks)
+            evict(sum(k for _, k in ended))
+            for r, _ in ended:
+                free += r.blocks
+                r.blocks = 0
+                r.running = False
+                r.hpath = []
         if shrank:
             full = False
         return took
@@ -257,7 +407,10 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         return max(j for j in range(len(batch)) if j not in protected)
 
     def short() -> int:
-        return sum(blocks_for(q.prompt + q.generated) - q.blocks for q in running) - free
+        return need_step() - real_free()
+
+    def need_step() -> int:
+        return sum(blocks_for(q.prompt + q.generated) - q.blocks for q in running)
 
     turns = 0
     while not all(r.done for r in reqs[:submitted]) or pending:
@@ -281,13 +434,17 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             now = max(now, pending[0][0])
             continue
         if short() > 0:
+            evict(need_step())               # check_decode_mem: all it can
             victims = []
             while len(running) > 1 and (not victims or short() > 0):
                 q = running.pop(pick(running))
                 victims.append(q)
                 free += q.blocks
                 q.blocks = 0
+                q.running = False
+                q.hpath = []
                 q.preemptions += 1
+                evict(max(-(-20 * len(running) // block), need_step()))
             waiting.extend(victims)
             ratio = min(1.0, (sum(q.generated for q in running) + 20 * len(running))
                         / (sum(q.output for q in running) + 1))
@@ -296,6 +453,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             retracted_now = True
         else:
             ratio = max(ratio - decay, floor)
+        evict(need_step())                   # the step's blocks come from unused ones
         b = len(running)
         out.peak_running = max(out.peak_running, b)
         reads = [sm.request_cache(float(q.prompt + q.generated)) for q in running]
@@ -310,7 +468,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             free -= k - q.blocks
             q.blocks = k
             q.peak_bytes = max(q.peak_bytes, nbytes(q.prompt + q.generated - 1))
-        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - free)
+        out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
         done = [q for q in running if q.generated >= q.output]
         for q in done:
             running.remove(q)

@@ -15,6 +15,7 @@ from kvplan.engines import sglang_scheduler as sg
 from kvplan.engines.replica import ReplicaState
 from kvplan.errors import KvplanError
 from kvplan.inputs import workload as wl
+from kvplan.inputs.traces import PrefixBlocks
 from kvplan.options.scenarios import build_scenario
 
 BASE = dict(model=None, hardware="h200", nodes="1", gpus=None, tp=None, pp="1", dp=None, ep=None, kv_dtype="auto",
@@ -62,12 +63,20 @@ CASES = {
     "long-outputs": (LLAMA, "2GiB", None, {}, lambda: work(16, "uniform:20,100", "uniform:4200,6000", rate=30), True),
     "dp-attention": (R1_DP, "600MiB", None, {}, lambda: work(100, "uniform:200,3000", "uniform:600,1500", rate=30),
                      True),
+    # few requests kept at a retraction (release_req evicts kept x 20 tokens) and victims with long prompts: the
+    # radix tree still holds some victims' paths when they resume (prefix hits on their own tokens)
+    "radix-closed-loop": (LLAMA, "800MiB", None, {}, lambda: work(40, "uniform:500,1500", "uniform:800,1200", users=4,
+                                                                  think=0.05), True),
+    "radix-shared-prefix": (LLAMA, "800MiB", "150", {}, lambda: work(40, "uniform:500,1500", "uniform:800,1200",
+                                                                     users=4, think=0.05), True),
+    "radix-open": (LLAMA, "800MiB", None, {}, lambda: work(60, "uniform:2000,3000", "uniform:600,700", rate=30,
+                                                           seed=1), True),
     "victim-fewest-tokens": (LLAMA, "1250MiB", None, {"victim": "fewest-tokens"},
                              lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
     "victim-longest-first-protected": (LLAMA, "1250MiB", None, {"victim": "longest-first-protected"},
                                        lambda: work(100, "uniform:20,100", "uniform:600,1500", rate=30), True),
 }
-REQUEST_ARRAYS = ("preemptions", "recomputed", "peak_bytes", "prefix_hit_tokens")
+REQUEST_ARRAYS = ("preemptions", "recomputed", "peak_bytes", "prefix_hit_tokens", "recompute_hit_tokens")
 TIME_ARRAYS = ("arrival", "admitted", "first_token", "finish")
 
 
@@ -102,6 +111,9 @@ def test_the_sglang_scheduler_equals_the_token_by_token_reference(case):
     if retracts:      # the case tests retraction: it retracts, and every retraction re-prefills
         assert fast.preemptions.sum() > 0
         assert (fast.recomputed[fast.preemptions > 0] > 0).all()
+    if case.startswith("radix"):  # some resumes found their own path in the tree, and only those that retracted
+        assert fast.recompute_hit_tokens.sum() > 0
+        assert (fast.recompute_hit_tokens[fast.preemptions == 0] == 0).all()
     if case == "chunked":
         assert int(np.max(w.prompts)) > fast.setup.chunk_tokens
     if case == "dp-attention":
@@ -140,8 +152,11 @@ def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_befo
     # The step at batch 1 is ~6 ms (the weights) and A's cache reads move it by < 1%: S lands within a few steps.
     # Admitted at S (A holding 100 + S tokens, B 100: 800 - S free), the two add 2 tokens a step, so after
     # m = (800 - S) // 2 steps fewer than 2 are free: retract_decode takes B (1 + m output tokens, fewer than A's),
-    # which then needs 100 + (1 + m) + (300 - 1 - m) + 1 = 401 tokens against A's 374-odd free: it waits for A
-    # and re-prefills its 100 + 1 + m tokens.
+    # which then needs 100 + (1 + m) + (300 - 1 - m) + 1 = 401 tokens against A's 374-odd free: it waits for A.
+    # The radix tree keeps B's prompt (checkpointed at its prefill; release_kv_cache frees only its 1 + m outputs'
+    # tokens, and release_req's eviction of 1 x 20 tokens finds them free). A grows to at most 100 + 799 = 899
+    # tokens, and 899 + B's 100 <= 1,000, so nothing evicts B's prompt: B's match finds its 100 tokens, and it
+    # re-prefills only its 1 + m outputs.
     s = scenario(LLAMA, "128000KiB")
     sm = costs.step_model(s)
     step = float(sm.step(1, 0.0, 0.0)["total"])
@@ -153,7 +168,8 @@ def test_the_new_token_ratio_decays_per_step_and_admits_in_its_window(steps_befo
         assert r.admitted[1] - r.arrival[1] < 2 * step
         joined = seen[0] - 1                                        # A's decode steps when B joined
         assert abs(joined - steps_before) <= 3
-        assert list(r.preemptions) == [0, 1] and r.recomputed[1] == 100 + 1 + (800 - joined) // 2
+        assert list(r.preemptions) == [0, 1] and r.recomputed[1] == 1 + (800 - joined) // 2
+        assert list(r.recompute_hit_tokens) == [0, 100]
         assert r.finish[1] > r.finish[0]
     else:
         assert r.admitted[1] == r.finish[0] and r.preemptions.sum() == 0
@@ -286,3 +302,129 @@ def test_swap_and_offload_are_refused_naming_hicache(run_cli, flag):
         sim.simulate(scenario(LLAMA, "1250MiB"), work(5, "fixed:50", "fixed:50", rate=1),
                      sim.SimOptions(**({"policy": flag[1]} if flag[0] == "--policy" else
                                        {"offload_threshold": float(flag[1])})))
+
+
+# --- the radix tree: what a retracted request keeps ---------------------------------------------------------------
+def test_release_req_evicts_a_victim_whose_freed_outputs_fall_short_of_kept_x_20():
+    # A 1,000-token pool. A (100 + 515) runs alone; B (380 + 12) arrives 500 decode steps in: A holds ~600 tokens
+    # with 14 to go, the ratio is 0.7 - 500 x 0.602 / 600 = 0.198, so B's 380 + 12 + 1 = 393 < 400 - 14 x 0.198 =
+    # 397.2 gets it in. The two fill the ~20 free tokens at 2 a step: ~10 steps later retract_decode takes B (10-odd
+    # outputs, fewer than A's). release_kv_cache frees B's outputs past its checkpointed 380-token prompt (~10
+    # tokens, with the pool's last free one ~11 unused), and release_req then evicts until 1 kept x 20 = 20 tokens
+    # are unused: B's prompt, the only evictable path, goes. A finishes ~5 steps later and B re-prefills all
+    # 380 + 11 = 391 tokens with no hit. (Without that eviction A's last 5 tokens fit in the 11 unused, B's prompt
+    # would survive, and B would re-prefill only its 11 outputs.)
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    w = hand_work([100, 380], [515, 12], [0.0, sm.prefill_seconds(100, 0, 8192) + 500 * step])
+    r = sim.simulate(s, w)
+    assert list(r.preemptions) == [0, 1] and r.admitted[1] - r.arrival[1] < 2 * step
+    assert list(r.recompute_hit_tokens) == [0, 0] and r.recomputed[1] == 391
+    assert r.admitted[1] < r.finish[0] < r.finish[1]
+    assert_same(r, ref.run(s, w))
+
+
+# workloads on a 1,000-token pool where one radix-tree rule decides a resume's hit (found by trying the rule's
+# mutant, tools/mutation_probe.py, against many small workloads): the reference implements each rule on its own
+RADIX_HAND = {
+    # a waiting victim looked at by a round (and not taken) is matched: its path becomes the most recently used
+    "head-matched": ([217, 81, 54, 95, 288, 323, 118, 480], [612, 452, 2, 3, 3, 1, 578, 1],
+                     [0.817, 1.0803, 1.4242, 1.7618, 2.0806, 2.3312, 2.6737, 2.9144]),
+    # a failed check_decode_mem evicts all it can before the first victim is chosen
+    "evict-before-retracting": ([359, 36, 51, 334, 24, 90, 22, 466], [555, 360, 288, 357, 3, 356, 10, 2],
+                                [0.9405, 1.1734, 1.5167, 1.616, 1.8336, 2.1879, 2.4562, 2.9504]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RADIX_HAND))
+def test_the_radix_tree_rules_equal_the_reference(case):
+    s = scenario(LLAMA, "128000KiB")
+    w = hand_work(*RADIX_HAND[case])
+    fast = sim.simulate(s, w)
+    assert fast.preemptions.sum() > 0
+    assert_same(fast, ref.run(s, w))
+
+
+# --- prefix reuse from Mooncake hash_ids: prompts share the radix tree's nodes ------------------------------------
+def hash_work(n, seed, rate=None, users=None, families=4):
+    """``n`` requests whose prompts start with 1-3 of a family's 512-token blocks, then 0-2 blocks of their own;
+    the last block is partial (1-512 tokens) and, when it is a family's block, differs in length between requests
+    (a trace that gives one id to two lengths: the longer one is not a hit for the shorter prompt)."""
+    import random
+
+    rng = random.Random(seed)
+    P, L, ids, offsets, fresh = [], [], [], [0], 10_000
+    for _ in range(n):
+        f, shared = rng.randrange(families), rng.randint(1, 3)
+        blocks = shared + rng.randint(0, 2)
+        ids += [f * 100 + j for j in range(shared)] + list(range(fresh, fresh + blocks - shared))
+        fresh += blocks - shared
+        offsets.append(len(ids))
+        P.append(512 * (blocks - 1) + rng.randint(1, 512))
+        L.append(rng.randint(300, 1500))
+    arrivals = None
+    if rate:
+        arrivals = np.cumsum([rng.expovariate(rate) for _ in range(n)])
+    return wl.Workload(np.array(P, dtype=np.int64), np.array(L, dtype=np.int64), arrivals, users,
+                       0.05 if users else 0.0, None, "hash chains",
+                       blocks=PrefixBlocks(np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64)))
+
+
+HASH_CASES = {"open-0": (0, {"rate": 20}), "closed-0": (0, {"users": 8}), "open-2": (2, {"rate": 20}),
+              "closed-2": (2, {"users": 8})}
+
+
+@pytest.mark.parametrize("case", sorted(HASH_CASES))
+def test_prompts_sharing_hash_chains_equal_the_reference(case):
+    seed, kw = HASH_CASES[case]
+    s = scenario(LLAMA, "1250MiB")
+    w = hash_work(50, seed, **kw)
+    fast = sim.simulate(s, w)
+    assert fast.prefix_hit_tokens.sum() > 0 and fast.preemptions.sum() > 0
+    assert fast.recompute_hit_tokens.sum() > 0
+    assert_same(fast, ref.run(s, w))
+
+
+@pytest.mark.parametrize("seed, prefix", [(17, None), (10, "150")])
+def test_hash_chains_on_64_token_pages_equal_the_reference(seed, prefix):
+    # DeepSeek-R1 on B200: SGLang's MLA page is 64 tokens (kvplan.engines.sglang page_rule), so the tree holds whole
+    # pages: a prompt's last partial page and a finished request's last partial page are not cached
+    s = scenario(dict(R1, hardware="b200"), "600MiB", prefix)
+    w = hash_work(40, seed, users=6)
+    fast = sim.simulate(s, w)
+    assert fast.setup.block_tokens == 64
+    assert fast.prefix_hit_tokens.sum() > 0 and fast.preemptions.sum() > 0 and fast.recompute_hit_tokens.sum() > 0
+    assert (fast.recompute_hit_tokens % 64 == 0).all()
+    assert_same(fast, ref.run(s, w))
+
+
+def test_the_mooncake_sample_equals_the_reference():
+    # the first 80 rows of tests/data/traces/mooncake_300.jsonl at 3x their rate on a 3 GiB pool (~24.6K tokens)
+    from pathlib import Path
+
+    trace = wl.read_trace(Path(__file__).parent / "data" / "traces" / "mooncake_300.jsonl")
+    one = wl.parse_dist("fixed:1", "x")
+    w = wl.build(requests=80, seed=0, prompt=one, output=one, max_len=10**6, trace=trace, trace_speed=3)
+    s = scenario(LLAMA, "3GiB")
+    fast = sim.simulate(s, w)
+    assert fast.prefix_hit_tokens.sum() > 0
+    assert any("hash_ids" in n for n in fast.scheduler_notes)
+    assert_same(fast, ref.run(s, w))
+
+
+def test_a_prompt_hits_the_leading_blocks_another_inserted():
+    # A: blocks [1, 2, 3], 1,300 tokens (512 + 512 + 276); B, after A's prefill: [1, 2, 9], 1,200 tokens: its first
+    # two blocks are A's, a hit of 1,024 tokens; C, after A finished: [1, 2, 3] and 1,300 tokens, all of A's prompt
+    # (A's whole cache stays in the tree, nothing evicts it from the 10,000-token pool), capped at 1,300 - 1 = 1,299
+    # tokens (SGLang computes at least the last token). D: [4], 700 tokens: nothing to hit.
+    s = scenario(LLAMA, "1250MiB")
+    blocks = PrefixBlocks(np.array([1, 2, 3, 1, 2, 9, 1, 2, 3, 4]), np.array([0, 3, 6, 9, 10]))
+    w = wl.Workload(np.array([1300, 1200, 1300, 700]), np.array([50, 50, 50, 50]),
+                    np.array([0.0, 1.0, 10.0, 10.5]), None, 0.0, None, "hand", blocks=blocks)
+    r = sim.simulate(s, w)
+    assert r.finish[0] < 10.0
+    assert list(r.prefix_hit_tokens) == [0, 1024, 1299, 0]
+    sm = costs.step_model(s)
+    assert r.first_token[1] - r.admitted[1] == pytest.approx(sm.prefill_seconds(1200, 1024, 8192), rel=1e-12)
+    assert_same(r, ref.run(s, w))

@@ -270,7 +270,7 @@ def test_trace_rate_needs_arrivals_that_span_time(tmp_path):
         workload(wl.read_trace(f), trace_rate=1.0)
 
 
-# --- Mooncake's hash_ids: carried, and said not simulated -----------------------------------------------------------
+# --- Mooncake's hash_ids: carried, and said simulated by SGLang's scheduler only -------------------------------------
 def test_the_prefix_hit_share_of_a_tiny_trace(run_cli, tmp_path):
     # A 1000 tokens [1, 2]     nothing before it                                   0
     # B 1000 tokens [1, 2]     both blocks seen: 2 x 512 = 1024, capped at its 1000  1000
@@ -301,7 +301,7 @@ def test_the_prefix_hit_share_of_a_tiny_trace(run_cli, tmp_path):
     said = [n for n in doc["notes"] if "hash_ids" in n]
     assert len(said) == 1
     assert "(5 distinct 512-token blocks, 2 of them in more than one request)" in said[0]
-    assert "prefix reuse across requests is not simulated" in said[0] and "--shared-prefix" in said[0]
+    assert "only --engine sglang simulates prefix reuse across requests" in said[0] and "--shared-prefix" in said[0]
     assert "would serve 36.9% of the prompt tokens (1,512 of 4,100)" in said[0]
     # the first three requests only (--requests 3): 1512 of 3500, 43.2%
     doc = run_cli(*SIM, "--trace", str(f), "--requests", "3", "-f", "json").json()

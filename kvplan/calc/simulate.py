@@ -228,7 +228,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     reuse = bool(np.all(np.diff(table[hb:]) == 1))
     sched = scheduler_for(s, o, max_batch=u.max_batch, watermark_blocks=u.watermark_blocks, threshold_blocks=thr,
                           total_blocks=u.total_blocks, block=u.block, chunk=u.chunk, reuse=reuse,
-                          prefix_blocks=hb)      # the engine's own, or the rule book
+                          prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
@@ -599,8 +599,9 @@ def route(workload: Workload, replicas: int) -> list[tuple[object, Workload]]:
     for r in range(active):
         idx = np.arange(r, n, active)
         arr = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float)[idx]
+        blocks = None if workload.blocks is None else workload.blocks.take(idx)
         out.append((idx, dataclasses.replace(workload, prompts=P[idx], outputs=L[idx], arrivals=arr,
-                                             users=None if users is None else users[r])))
+                                             users=None if users is None else users[r], blocks=blocks)))
     return out
 
 

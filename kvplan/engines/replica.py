@@ -65,7 +65,7 @@ class ReplicaState:
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
-                 "dram_used", "prefix_cached", "preempted", "freed", "partial")
+                 "dram_used", "prefix_cached", "preempted", "freed", "partial", "on_finish")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -121,6 +121,9 @@ class ReplicaState:
         self.preempted = False                   # a preemption happened and no step has run since
         self.freed = total_blocks                # blocks ever put on the free queue (the pool's own first)
         self.partial: tuple[int, int] | tuple[()] = ()   # a request part-way through its prefill, its tokens done
+        # a scheduler that keeps a finished request's cache (SGLang's radix tree) hears of each finish, before its
+        # blocks are freed
+        self.on_finish: Callable[[int], None] | None = None
 
     # --- the pool -----------------------------------------------------------------------------------------------
     def holders(self) -> int:
@@ -175,6 +178,8 @@ class ReplicaState:
     def finished(self, i: int) -> None:
         """Request i is done now: its blocks are freed, and a closed loop's user submits its next request after
         thinking (while requests and the duration last)."""
+        if self.on_finish is not None:
+            self.on_finish(i)
         self.tally.finish[i] = self.now
         self.release(i)
         self.done += 1

@@ -9,18 +9,20 @@ from kvplan.engines.scheduling import RuleBook, Scheduler
 
 
 def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, threshold_blocks: int | None,
-                  total_blocks: int, block: int, chunk: int, reuse: bool, prefix_blocks: int) -> Scheduler:
+                  total_blocks: int, block: int, chunk: int, reuse: bool, prefix_blocks: int,
+                  hashes: Any = None) -> Scheduler:
     """The scheduler of the scenario's engine, with simulate's options ``o`` (``SimOptions``): SGLang's for
     ``--engine sglang``; vLLM V1's for ``--engine vllm`` from the release V1 starts (the adapter's
     ``simulation_scheduler``: ``chunk`` its token budget, ``reuse`` whether a victim's own blocks can be hits on
     resume, ``prefix_blocks`` the shared prefix's); else the rule book (``max_batch``, ``watermark_blocks``,
     ``threshold_blocks`` its limits), which a pinned pre-V1 vLLM runs as V0's rules. ``total_blocks`` of
-    ``block`` tokens: the replica's pool."""
+    ``block`` tokens: the replica's pool; ``hashes``: a Mooncake trace's prompt blocks (``PrefixBlocks``), which
+    SGLang's radix tree shares across requests."""
     engine = s.engine_adapter
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 
-        return for_scenario(s, o, total_blocks, block)
+        return for_scenario(s, o, total_blocks, block, reuse, hashes)
     if engine.id == "vllm":
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks)

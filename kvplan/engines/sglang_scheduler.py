@@ -57,17 +57,45 @@ there without ``ignore_eos``.
   decode step whose new pages do not fit the free ones, requests are retracted in order of fewest output tokens,
   then longest input (ties: the later in the batch), at least one per call and until the step fits, always
   keeping one. A retracted request frees its KV and goes to the back of the waiting queue
-  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again. The tree cache
-  may keep part of it: ``release_kv_cache(checkpoint=False)`` (``mem_cache/common.py`` @v0.5.23) frees only the
-  tokens past ``cache_protected_len`` (what its last prefill checkpointed into the tree: its prompt, and for a
-  request retracted before, the outputs it re-prefilled) and unlocks the rest, which stays evictable; each
-  victim is followed by an eviction of up to (requests kept) x 20 tokens (``release_req``,
-  ``managers/schedule_batch.py`` @v0.5.23), and a finished request's whole KV stays in the tree too
-  (``checkpoint=True``), all evicted by leaf in LRU order as allocations need pages. SGLang's default tree cache
-  is ``UnifiedRadixCache`` (``mem_cache/registry.py`` @v0.5.23 ``default_radix_cache_factory``) on the Rust
-  TreeCore (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`` "rust", ``environ.py``), whose eviction source is not in
-  the wheel. kvplan does not model the tree: it re-prefills all of a victim's tokens past the shared prefix, an
-  upper bound. Retractions are counted as preemptions (cause: retract).
+  (``Scheduler._add_request_to_queue``); it re-prefills its input and outputs when admitted again, past what the
+  radix tree still holds of it (below). Retractions are counted as preemptions (cause: retract).
+* **Radix cache** (``mem_cache/common.py`` @v0.5.23 ``release_kv_cache``, ``checkpoint_kv_cache``,
+  ``match_kv_cache``; ``mem_cache/unified_radix_cache.py`` ``checkpoint_into_tree``; ``mem_cache/radix_cache.py``
+  ``evict``, ``inc_lock_ref``/``dec_lock_ref``; ``mem_cache/allocator/base.py`` ``evict_to_free_tokens``;
+  ``managers/schedule_batch.py`` ``release_req``; ``managers/schedule_policy.py`` ``add_one_req``,
+  ``_commit_prefill_admission``). SGLang's default tree cache is ``UnifiedRadixCache`` with the ``"lru"``
+  eviction policy (``mem_cache/registry.py`` ``default_radix_cache_factory``). After a request's prefill its
+  page-aligned tokens are inserted into the tree (``checkpoint_kv_cache``: ``cache_protected_len`` becomes them):
+  its prompt, and for a re-prefill its prompt and outputs so far. A finished request's whole cache (prompt +
+  output - 1 tokens, page-aligned) is inserted (``release_kv_cache(checkpoint=True)``; the leaf split at the
+  prompt). A retracted request's ``release_kv_cache(checkpoint=False)`` frees only its tokens past
+  ``cache_protected_len`` and unlocks its path, which stays in the tree. A path in the tree locked by a running
+  request is not evictable; every other path is, and counts as free (SGLang's admission and ``check_decode_mem``
+  read available + evictable, which is kvplan's free blocks). An allocation short of unused pages evicts its
+  shortfall: the least recently used leaf first (its ``last_access_time``, set when the path was inserted or
+  matched), whole nodes, then the leaf its parent becomes. ``retract_decode`` first evicts all it can (the
+  failed ``check_decode_mem``), and after each victim ``release_req`` evicts until (requests kept) x 20 tokens
+  are unused and the check until the step's pages are. A request a prefill round looks at is matched
+  (``init_next_round_input``: its path used now); taken, its path is locked (``_commit_prefill_admission``) and
+  its extension is its fill less the longest of the shared prefix and its own path; the admission check runs
+  with its path locked, so its own cached blocks leave the free ones as they leave the extension (the check is
+  the one above). A round's allocation evicts after its requests are locked (a request finished at its prefill
+  enters the tree after that). So a victim's prompt is a prefix hit on resume only if what ran since did not
+  need its pages: release_req's (kept x 20)-token eviction alone takes any victim whose freed outputs fall short
+  of it, and a victim's path (last used at its prefill) is evicted before the caches of requests that finished
+  after it. kvplan's tree: below the shared prefix (``--shared-prefix``, outside the pool), each request's own
+  segments, one node per insert; with a Mooncake trace's ``hash_ids`` (``--trace``), a prompt is first a chain of
+  nodes, one per 512-token block (an id stands for its block and every block before it, so a request matches
+  the leading ids present; a node longer than the request's own block is not a match), which requests share:
+  a node is locked while any request holding it runs, and a request's own segments hang below its whole chain.
+  The match of a prompt is capped at its length less one token (SGLang computes the last token; the node stays
+  whole). kvplan prefills a round's requests one after another, so a later one in a round hits the blocks an
+  earlier one inserted (SGLang's batch computes both). Modelled where every page above the shared prefix is one
+  block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
+  bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
+  round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
+  refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node, and
+  HiCache's host tier.
 * **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
   cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
   ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
@@ -79,6 +107,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import MutableSequence
 from typing import TYPE_CHECKING, Any
 
@@ -210,6 +239,238 @@ class _Batch:
                 return i
 
 
+class _Tree:
+    """The radix tree as far as the pool needs it (module docstring, "Radix cache"). Nodes: Mooncake hash blocks
+    (key: the hash id; a request's prompt is a chain of them) and each request's own segments (key: (request,
+    end)), one per insert, below its prompt's chain (or the shared prefix). Each node holds the blocks of its
+    tokens, page-aligned (``start`` .. ``end``, absolute, priced by the block table). A running request locks the
+    nodes of its path (``path``: its keys from the root); a node no request locks is evictable and its blocks are
+    free (SGLang's available + evictable is kvplan's ``ReplicaState.free``), so locking a node takes its blocks
+    from the free ones and unlocking gives them back. A running request's ``held`` blocks are those of its cache
+    not in the tree. Eviction: the least recently used leaf first (``stamp``: when its path was last matched or
+    inserted), whole nodes, its parent then a leaf in turn."""
+
+    def __init__(self, r: ReplicaState, hashes: Any = None, chunk: int = 512) -> None:
+        self.r, self.btl, self.block = r, r.btl, r.block
+        self.hashes, self.chunk = hashes, chunk      # per request its hash ids (PrefixBlocks), or None
+        # key -> [parent key (None: the root), children, lockers, stamp, blocks, end token]
+        self.nodes: dict[Any, list[Any]] = {}
+        self.own: dict[int, list[Any]] = {}          # a request's own segments still in the tree, root first
+        self.path: dict[int, list[Any]] = {}         # a running request's locked nodes, root first
+        self.in_tree: dict[int, int] = {}            # their blocks
+        self.pending: dict[int, tuple[int, int]] = {}   # without hash ids: a running request's last insert (end,
+        # stamp), made a node only when it leaves the batch unfinished (retracted)
+        self.lru: list[tuple[int, int, Any]] = []    # (stamp, push order, key) of evictable leaves, stale skipped
+        # without hash ids nobody matches a finished request's path again: its segments leave the tree for this
+        # queue, in stamp order (a finish is the newest use), as (stamp, blocks of each segment, root first)
+        self.done: deque[tuple[int, list[int]]] = deque()
+        self.pushes = 0
+        self.clock = 0
+        self.evictable = 0
+
+    def _ids(self, i: int) -> list[int]:
+        h = self.hashes
+        if h is None:
+            return []
+        return h.ids[int(h.offsets[i]):int(h.offsets[i + 1])].tolist()
+
+    def _push(self, key: Any, stamp: int) -> None:
+        self.pushes += 1
+        heapq.heappush(self.lru, (stamp, self.pushes, key))
+
+    def settle(self, free: int, margin: int = 0) -> None:
+        """Evict least recently used leaves until ``margin`` blocks of the ``free`` ones hold nothing cached (an
+        allocation evicts its shortfall: ``evict_to_free_tokens``)."""
+        lru, nodes, done = self.lru, self.nodes, self.done
+        while self.evictable > free - margin:
+            while lru:                               # the heap's top, past stale entries
+                st, _, key = lru[0]
+                node = nodes.get(key)
+                if node is None or node[3] != st or node[2] or node[1]:
+                    heapq.heappop(lru)
+                    continue
+                break
+            if done and (not lru or done[0][0] < lru[0][0]):
+                segs = done[0][1]
+                self.evictable -= segs.pop()
+                if not segs:
+                    done.popleft()
+                continue
+            if not lru:
+                break
+            st, _, key = heapq.heappop(lru)
+            node = nodes[key]
+            self.evictable -= node[4]
+            del nodes[key]
+            if type(key) is tuple:
+                own = self.own[key[0]]
+                own.pop()
+                if not own:
+                    del self.own[key[0]]
+            up = node[0]
+            if up is not None:
+                parent = nodes[up]
+                parent[1] -= 1
+                if not parent[1] and not parent[2]:
+                    self._push(up, parent[3])
+
+    def match(self, i: int, fill: int) -> tuple[list[Any], int]:
+        """Request i's path in the tree now, root first, and the tokens it covers (at most fill - 1, page-aligned):
+        its prompt's hash chain while the ids are there, then its own segments (only past a whole chain)."""
+        nodes = self.nodes
+        ids = self._ids(i)
+        found: list[Any] = []
+        if ids:
+            prompt = self.r.Pl[i]
+            for h in ids:
+                node = nodes.get(h)
+                if node is None or node[5] > prompt:     # (a block longer than its own: not the same tokens)
+                    break
+                found.append(h)
+        if len(found) == len(ids):
+            found += self.own.get(i, ())
+        end = nodes[found[-1]][5] if found else 0
+        return found, min(end, (fill - 1) // self.block * self.block)
+
+    def touch(self, keys: list[Any]) -> None:
+        """A path matched or inserted now: its nodes the most recently used."""
+        if keys:
+            self.clock += 1
+            clock, nodes = self.clock, self.nodes
+            for key in keys:
+                nodes[key][3] = clock
+            last = nodes[keys[-1]]
+            if not last[2] and not last[1]:
+                self._push(keys[-1], clock)
+
+    def take(self, i: int, keys: list[Any]) -> int:
+        """Request i locks its matched nodes; returns the blocks that were evictable (now taken from the free ones
+        by the caller)."""
+        if not keys:
+            self.path[i], self.in_tree[i] = [], 0
+            return 0
+        newly = held = 0
+        nodes = self.nodes
+        for key in keys:
+            node = nodes[key]
+            if not node[2]:
+                newly += node[4]
+            node[2] += 1
+            held += node[4]
+        self.evictable -= newly
+        self.path[i] = list(keys)
+        self.in_tree[i] = held
+        return newly
+
+    def newly(self, keys: list[Any]) -> int:
+        """The blocks of the nodes no request locks (what locking them takes from the free ones)."""
+        nodes = self.nodes
+        return sum(nodes[key][4] for key in keys if not nodes[key][2])
+
+    def _add(self, i: int, key: Any, start: int, end: int, own: bool) -> None:
+        """A node of running request i's, locked by it; its blocks leave i's held ones for the tree."""
+        path = self.path[i]
+        up = path[-1] if path else None
+        n = self.btl[end] - self.btl[start]
+        self.nodes[key] = [up, 0, 1, 0, n, end]
+        if up is not None:
+            self.nodes[up][1] += 1
+        path.append(key)
+        self.in_tree[i] += n
+        self.r.held[i] -= n
+        if own:
+            self.own.setdefault(i, []).append(key)
+
+    def checkpoint(self, i: int, tokens: int) -> None:
+        """Running request i's first ``tokens`` inserted (page-aligned down): the hash blocks of its prompt not in
+        the tree, then one segment of its own to the end; its path touched now (it is locked: no LRU entry)."""
+        block, path, nodes = self.block, self.path[i], self.nodes
+        end = tokens // block * block
+        self.clock += 1
+        if self.hashes is None:                  # its own segment made only if it is retracted (``materialize``)
+            self.pending[i] = (end, self.clock)
+            return
+        at = nodes[path[-1]][5] if path else 0
+        whole = True
+        if self.hashes is not None:
+            ids = self._ids(i)
+            prompt = self.r.Pl[i]
+            for j in range(len(path), len(ids)):        # its chain past the matched part (the path is that chain)
+                stop = min(prompt, (j + 1) * self.chunk) // block * block
+                if stop > end or ids[j] in nodes:      # (an id seen below another prefix: not a chain; kept own)
+                    break
+                if stop > at:
+                    self._add(i, ids[j], at, stop, False)
+                    at = stop
+            whole = len(path) >= len(ids)
+        if end > at and whole:
+            self._add(i, (i, end), at, end, True)
+        clock = self.clock
+        for key in path:
+            nodes[key][3] = clock
+
+    def materialize(self, i: int) -> None:
+        """Without hash ids, running request i's last insert as a node (its segment past its path, locked by it;
+        its blocks leave its held ones), its path stamped when the insert was: before it leaves the batch."""
+        got = self.pending.pop(i, None)
+        if got is None:
+            return
+        end, stamp = got
+        path, nodes = self.path[i], self.nodes
+        at = nodes[path[-1]][5] if path else 0
+        if end > at:
+            self._add(i, (i, end), at, end, True)
+        for key in path:
+            nodes[key][3] = stamp
+
+    def retire(self, i: int, tokens: int | None = None) -> int:
+        """Finished request i, without hash ids: its path (its own segments only) and, with ``tokens``, its cache's
+        last segment to them (page-aligned down, inserted now) leave the tree for ``done``; returns the blocks
+        they hold, now evictable (given back to the free ones by the caller)."""
+        nodes, path = self.nodes, self.path.pop(i, ())
+        self.own.pop(i, None)
+        self.in_tree.pop(i, None)
+        at = nodes[path[-1]][5] if path else 0
+        stamp = nodes[path[-1]][3] if path else 0
+        segs = [nodes.pop(key)[4] for key in path]
+        got = self.pending.pop(i, None)
+        if got is not None:                      # its last insert, not made a node
+            end, stamp = got
+            if end > at:
+                n = self.btl[end] - self.btl[at]
+                segs.append(n)
+                self.r.held[i] -= n
+                at = end
+        if tokens is not None:
+            self.clock += 1
+            stamp = self.clock
+            end = tokens // self.block * self.block
+            if end > at:
+                n = self.btl[end] - self.btl[at]
+                segs.append(n)
+                self.r.held[i] -= n
+        total = sum(segs)
+        if total:
+            self.done.append((stamp, segs))
+        self.evictable += total
+        return total
+
+    def release(self, i: int) -> int:
+        """Request i (out of the batch) unlocks its path; returns the blocks that became evictable (given back to
+        the free ones by the caller)."""
+        freed = 0
+        nodes = self.nodes
+        for key in self.path.pop(i, ()):
+            node = nodes[key]
+            node[2] -= 1
+            if not node[2]:
+                freed += node[4]
+                if not node[1]:
+                    self._push(key, node[3])
+        self.in_tree.pop(i, None)
+        self.evictable += freed
+        return freed
+
 class SglangScheduler(Scheduler):
     """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
     prefill rounds of ``chunk`` tokens (and ``max_prefill`` tokens), at most ``max_batch`` running requests; the
@@ -220,8 +481,8 @@ class SglangScheduler(Scheduler):
     preemption_cause = "retract"
 
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
-                 max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None,
-                 notes: tuple[str, ...] = ()) -> None:
+                 max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
+                 hashes: Any = None, notes: tuple[str, ...] = ()) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
         self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
@@ -235,6 +496,12 @@ class SglangScheduler(Scheduler):
         self.full_mark = (0, 0)           # (requests done, retractions) when it was set
         self.retractions = 0
         self.batch: _Batch | None = None
+        self.radix = radix                # the radix tree keeps what requests computed (module docstring)
+        self.hashes = hashes              # a Mooncake trace's hash ids (PrefixBlocks): prompts share tree nodes
+        self.tree: _Tree | None = None
+        self.in_round = False             # a prefill round is being formed: finishes wait for its allocation
+        self.round_done: list[tuple[int, int]] = []   # (request, blocks it held) finished in the round
+        self.r: ReplicaState | None = None
 
     def replica_limits(self) -> dict[str, int]:
         return {"chunk": self.chunk, "max_batch": self.max_batch, "watermark_blocks": 0}
@@ -242,7 +509,51 @@ class SglangScheduler(Scheduler):
     def _batch(self, r: ReplicaState) -> _Batch:
         if self.batch is None:
             self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
+            if self.radix:
+                self.tree, self.r = _Tree(r, self.hashes), r
+                r.on_finish = self._finished
         return self.batch
+
+    # --- the radix tree -----------------------------------------------------------------------------------------
+    def _finished(self, i: int) -> None:
+        """Request i finishes (its blocks not yet freed): its whole cache goes into the tree, page-aligned, touched
+        now (``release_kv_cache(checkpoint=True)``); one finished at its prefill waits for the round's allocation."""
+        r, tree = self.r, self.tree
+        assert r is not None and tree is not None
+        if self.in_round:                            # (its held blocks are already those not in the tree)
+            tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+            tree.materialize(i)
+            self.round_done.append((i, r.held[i]))
+            return
+        r.held[i] -= tree.in_tree[i]                 # (leave() counted its whole cache)
+        if tree.evictable > r.free:
+            tree.settle(r.free)
+        if tree.hashes is None:
+            r.free += tree.retire(i, r.Pl[i] + r.Ll[i] - 1)
+        else:
+            tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+            r.free += tree.release(i)
+
+    def _prefill_new(self, r: ReplicaState, i: int, cached: int) -> None:
+        """New request i's prompt past the ``cached`` tokens the tree held (``ReplicaState.prefill_prompt`` with
+        its own hit); the prefill gives its first token."""
+        tally = r.tally
+        tally.admitted[i] = r.now
+        t = r.prefill(r.Pl[i], cached)
+        tally.prefix_hits[i] = cached
+        r.prefix_cached = True
+        r.now += t
+        r.g[i] = 1
+        tally.first_token[i] = r.now
+        tally.stall_prefill += t
+
+    def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
+        """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
+        t = r.prefill(fill, cached)
+        r.now += t
+        r.tally.recomputed[i] += fill - cached
+        r.tally.recompute_hits[i] += cached - r.hit
+        r.tally.stall_prefill += t
 
     # --- the new-token ratio ------------------------------------------------------------------------------------
     def ratio(self, steps: int) -> float:
@@ -259,8 +570,7 @@ class SglangScheduler(Scheduler):
         waiting = r.waiting
         if r.preempted or not waiting:
             return False
-        running, steps, block = r.running, r.steps, r.block
-        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        running, steps, Pl, Ll = r.running, r.steps, r.Pl, r.Ll
         batch = self._batch(r)
         if not running:
             self.full = False
@@ -272,6 +582,26 @@ class SglangScheduler(Scheduler):
                 return False
             self.full = False
         mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
+        tree = self.tree
+        if tree is not None:
+            if tree.evictable > r.free:
+                tree.settle(r.free)                  # what the decode steps since allocated
+            self.in_round = True
+        try:
+            return self._round(r, batch, mark)
+        finally:
+            if tree is not None:                     # the round's allocation evicts, then its finished go in
+                self.in_round = False
+                done, self.round_done = self.round_done, []
+                tree.settle(r.free - sum(h for _, h in done))
+                for i, _ in done:
+                    r.free += tree.release(i) if tree.hashes is not None else tree.retire(i)
+
+    def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
+        """The prefill round of ``admit``."""
+        waiting, running, steps, block = r.waiting, r.running, r.steps, r.block
+        Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
+        tree = self.tree
         ratio = self.ratio(steps)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
@@ -284,27 +614,46 @@ class SglangScheduler(Scheduler):
             i = waiting[0]
             gi = g[i]
             fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
-            ext = fill - (r.hit if r.prefix_cached else 0)
+            cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
+            locking = 0                               # the blocks its match takes from the evictable ones
+            nodes: list[Any] = []
+            if tree is not None and (tree.hashes is not None or i in tree.own):   # (own: nonempty lists)
+                nodes, on_path = tree.match(i, fill)  # matched (init_next_round_input)
+                tree.touch(nodes)
+                cached = max(cached, on_path)
+                locking = tree.newly(nodes)
+            run = fill - cached                       # the tokens it computes (its extension)
+            # the check runs with its path locked (add_one_req): the extension against the free tokens less those
             free = r.free
-            if not (ext + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < free * block - reserved - taken) and (
-                    running or admitted):
+            if not (run + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < (free - locking) * block - reserved
+                    - taken) and (running or admitted):
                 self.full, self.full_mark = True, mark
                 break
-            ext_p = -(-ext // block) * block
+            ext_p = -(-run // block) * block
             first = rem_chunk // block * block        # what the round's chunk budget takes of it
             if ext_p > rem_chunk and first <= 0:
                 break                                 # no page left in this round: the next one takes it
             waiting.popleft()
             need = btl[fill]
-            r.held[i] = need
-            r.free = free - need
+            if tree is None:
+                r.held[i] = need
+                r.free = free - need
+            else:                                     # its path locked, the rest of its fill allocated
+                tree.take(i, nodes)
+                r.held[i] = max(0, need - tree.in_tree[i])
+                r.free = free - locking - r.held[i]
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
             if gi == 0:
-                r.prefill_prompt(i)
+                if cached != (r.hit if r.prefix_cached else 0):
+                    self._prefill_new(r, i, cached)
+                else:
+                    r.prefill_prompt(i)
             else:
-                r.prefill_again(i, fill)
+                self._prefill_again(r, i, fill, cached)
                 g[i] = gi + 1                         # the re-prefill gives the next token
+            if tree is not None:
+                tree.checkpoint(i, fill)              # checkpoint_kv_cache after the prefill
             finished = g[i] >= Ll[i]
             admitted = True
             charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + (need * block if finished else 0)
@@ -315,7 +664,7 @@ class SglangScheduler(Scheduler):
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
             if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
-                rest = ext - first                    # then chunks of chunked_prefill_size; the last:
+                rest = run - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
                 rem_chunk, rem_input = self.chunk - last, self.max_prefill - last
                 own = 0 if finished else min(r.done_at[i] - steps, CLIP_MAX_NEW_TOKENS)
@@ -336,9 +685,12 @@ class SglangScheduler(Scheduler):
     def preempt(self, r: ReplicaState, need: int) -> None:
         """retract_decode: victims out (at least one, one kept) until the next step's ``need`` blocks fit; each
         goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
-        running, steps, Pl, Ll, xo_l, btl = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl
+        running, steps, Pl, Ll, xo_l, btl, block = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl, r.block
         batch = self._batch(r)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        tree = self.tree
+        if tree is not None:
+            tree.settle(r.free, need)                # check_decode_mem evicts what the step is short of
         victims: list[int] = []
         while len(running) > 1 and (not victims or need > r.free):
             if self.whatif is None:
@@ -350,8 +702,14 @@ class SglangScheduler(Scheduler):
             cache = xo_l[i] + steps - 1
             need -= btl[cache + 1] - btl[cache]
             r.leave(i)
+            if tree is not None:
+                r.held[i] -= tree.in_tree[i]         # (leave() counted its whole cache)
+                tree.materialize(i)
             r.release(i)
             batch.drop(i, Pl[i], Ll[i])
+            if tree is not None:                     # its path up to its last checkpoint stays, evictable; then
+                r.free += tree.release(i)            # release_req evicts (kept x 20 tokens), the check the step's
+                tree.settle(r.free, max(-(-len(running) * RETRACT_DECODE_STEPS // block), need))
         for i in victims:
             r.tally.preemptions[i] += 1
             r.waiting.append(i)
@@ -366,7 +724,8 @@ class SglangScheduler(Scheduler):
         return r.free
 
 
-def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangScheduler:
+def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = False,
+                 hashes: Any = None) -> SglangScheduler:
     """The scheduler of ``s`` (an SGLang scenario) with simulate's options ``o``: refuses what SGLang does not do
     (swapping preempted requests, proactive offload), and notes what departs from its rules."""
     if o.policy != "recompute" or o.offload_threshold is not None:
@@ -391,8 +750,12 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangSchedul
              "the requests with the fewest output tokens (then the longest input), which re-prefill later; "
              f"at most {max_batch:,} running ({cap_from}).",
              "SGLang's max_new_tokens per request is taken as its output length (a benchmark client's max_tokens), "
-             "without ignore_eos; a retracted request re-prefills its whole input and output past the shared "
-             "prefix (SGLang's radix cache may still hold part of its prompt)."]
+             "without ignore_eos; "
+             + ("a retracted request re-prefills past what SGLang's radix tree still holds of it (its prompt and "
+                "the outputs of an earlier re-prefill, until LRU eviction takes them)." if reuse else
+                "a retracted request re-prefills its whole input and output past the shared prefix (the radix "
+                "tree's reuse is modelled only where every page is one block: no sliding windows or state layers; "
+                "an upper bound).")]
     version = getattr(adapter, "version", None)
     if version is not None and tuple(version) != (0, 5, 23):
         notes.append(f"{adapter.display_name}: the scheduler follows SGLang {RELEASE}'s rules; this release's own "
@@ -403,5 +766,15 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int) -> SglangSchedul
                      "first (then the longest input); this run retracts by kvplan's rule instead.")
     if o.watermark != DEFAULT_WATERMARK:
         notes.append("SGLang has no admission watermark: the watermark option is not used.")
+    if hashes is not None:
+        notes.append(
+            f"Prefix reuse from the trace's hash_ids: SGLang's radix tree holds each prompt as a chain of its "
+            f"{hashes.block_tokens}-token blocks (an id is its block with everything before it), shared by the "
+            "requests whose ids match, locked while they run and evicted least recently used first with the rest "
+            "of the tree; a prompt's hit is its leading blocks in the tree (at most its length less one token), "
+            "and a round's later request hits what an earlier one inserted (kvplan prefills them one by one)."
+            if reuse else
+            "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
+            "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           victim=victim, notes=tuple(notes))
+                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes))

@@ -133,8 +133,8 @@ def check_columns(fmt: str, names: list[str], where: str, is_json: bool) -> None
 @dataclass(frozen=True)
 class PrefixBlocks:
     """Mooncake's ``hash_ids``: request i's prompt blocks are ``ids[offsets[i]:offsets[i + 1]]`` in prompt order,
-    each ``block_tokens`` tokens (its last block partial); an id in two requests is a prefix they share. Kept for a
-    scheduler that models prefix reuse across requests (the simulator does not yet)."""
+    each ``block_tokens`` tokens (its last block partial); an id in two requests is a prefix they share. SGLang's
+    scheduler (``kvplan.engines.sglang_scheduler``) reuses them in its radix tree."""
 
     ids: Any                    # int64 array, every request's ids one after the other
     offsets: Any                # int64 array of n + 1 offsets
@@ -374,7 +374,8 @@ def _blocks(per_request: list[list[int]]) -> PrefixBlocks:
 
 
 def prefix_note(blocks: PrefixBlocks, prompts) -> Note:
-    """What the run says of Mooncake's hash_ids: read, not simulated, and the share an infinite cache would hit."""
+    """What the run says of Mooncake's hash_ids: read, simulated by SGLang's scheduler only, and the share an
+    infinite cache would hit."""
     import numpy as np
 
     from kvplan.specs.values import Count, Fraction, Tokens, derived, note
@@ -384,9 +385,9 @@ def prefix_note(blocks: PrefixBlocks, prompts) -> Note:
     why = derived("leading blocks seen in an earlier request, each 512 tokens (the last its own), over the "
                   "prompt tokens")
     return note("The trace's hash_ids ({distinct} distinct {size}-token blocks, {shared} of them in more than one "
-                "request) are read, but prefix reuse across requests is not simulated: an infinite prefix cache "
-                "would serve {share:.1%} of the prompt tokens ({hit} of {total}); --shared-prefix models one "
-                "shared system prompt.",
+                "request) are read; only --engine sglang simulates prefix reuse across requests from them (its "
+                "radix tree), the other engines do not: an infinite prefix cache would serve {share:.1%} of the "
+                "prompt tokens ({hit} of {total}); --shared-prefix models one shared system prompt.",
                 distinct=Count(blocks.distinct_blocks()), size=Tokens(blocks.block_tokens),
                 shared=Count(blocks.shared_blocks()), share=Fraction(hit / total if total else 0.0, why),
                 hit=Tokens(hit), total=Tokens(total))

@@ -348,7 +348,7 @@ class Workload:
     sources: tuple[str, ...] = ()
     lengths: str = ""          # the request lengths, for the headline ("1,000 + 30,000 tokens", "prompts ..., ...")
     cut: Note | None = None    # how many drawn lengths the engine's limit cut, if any
-    blocks: PrefixBlocks | None = None   # a Mooncake trace's prompt blocks (prefix reuse is not simulated yet)
+    blocks: PrefixBlocks | None = None   # a Mooncake trace's prompt blocks (SGLang's scheduler reuses them)
     notes: tuple[Note, ...] = ()         # what the run says of the trace (rows skipped or sorted, hash_ids)
 
 

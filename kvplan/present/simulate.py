@@ -336,7 +336,7 @@ def _workload_notes(work: Workload) -> list[str | Note]:
     """What the workload adds to the notes: the lengths its limit cut, a trace's facts, and where its figures come
     from."""
     notes: list[str | Note] = [work.cut] if work.cut is not None else []
-    notes += work.notes   # a trace's facts: rows skipped or sorted, Mooncake's hash_ids read but not simulated
+    notes += work.notes   # a trace's facts: rows skipped or sorted, Mooncake's hash_ids (SGLang reuses them)
     if work.sources:
         notes.append("Workload sources: " + "; ".join(work.sources) + ".")
     return notes

@@ -205,29 +205,42 @@ def run_metrics(r: SimRun, dp: int, o: SimOptions) -> dict:
     """The run's metrics, name -> typed value (JSON keys with their units), in the order the outputs show them."""
     f = _Figures(r, dp)
     out = {**_sizes(f), **_preemption(f, o), **_latency(f), **_peaks(f)}
+    if r.mixed_prefill or r.preemption_cause == "retract":    # vLLM V1, SGLang: recompute reuses cached prefixes
+        out.update(_recompute_hits(f))
     if r.mixed_prefill:
         out.update(_mixed(f))
     return out
 
 
-def _mixed(f: _Figures) -> dict:
-    """A scheduler that runs prefill chunks inside steps (vLLM V1): what its recomputes found in the prefix cache,
-    its mixed steps, and the figures whose meaning it changes (recomputed tokens, the prefill stall)."""
-    from kvplan.specs.values import Count, Number, Seconds, Tokens, derived
+def _recompute_hits(f: _Figures) -> dict:
+    """A scheduler whose resumed requests find their own cached tokens (vLLM V1's free queue, SGLang's radix tree):
+    recomputed tokens with and without those prefix-cache hits."""
+    from kvplan.specs.values import Tokens, derived
 
-    r, many, recomputed = f.r, f.many, f.recomputed
+    r, recomputed = f.r, f.recomputed
     hits = int(r.recompute_hit_tokens.sum())
-    steps, tokens = r.mixed_steps, r.mixed_prefill_tokens
+    where = ("not yet evicted from the free queue" if r.mixed_prefill else
+             "its radix-tree path not yet evicted (LRU)")
     return {
         "recomputed_tokens": Tokens(recomputed, derived(
             "tokens a preempted request computed again on resume, past what the prefix cache still held of its own "
             "blocks", f"{recomputed:,} tokens")),
         "recompute_prefix_hit_tokens": Tokens(hits, derived(
-            "tokens a resumed request found in the prefix cache: its own blocks not yet evicted from the free queue",
-            f"{hits:,} tokens")),
+            f"tokens a resumed request found in the prefix cache: its own blocks {where}", f"{hits:,} tokens")),
         "recomputed_tokens_without_prefix_hits": Tokens(recomputed + hits, derived(
             "recomputed tokens + the prefix-cache hits of the resumes: what recompute would cost without them",
             f"{recomputed:,} + {hits:,} = {recomputed + hits:,} tokens")),
+    }
+
+
+def _mixed(f: _Figures) -> dict:
+    """A scheduler that runs prefill chunks inside steps (vLLM V1): its mixed steps, and the figure whose meaning
+    it changes (the prefill stall)."""
+    from kvplan.specs.values import Count, Number, Seconds, derived
+
+    r, many = f.r, f.many
+    steps, tokens = r.mixed_steps, r.mixed_prefill_tokens
+    return {
         "mixed_steps": Count(steps, derived("steps that ran prefill chunks with the decode batch"
                                             + many(", summed over the replicas"), f"{steps:,}")),
         "prefill_tokens_per_mixed_step": Number(tokens / steps if steps else None, derived(
