@@ -303,8 +303,9 @@ class _EventLoop:
         self.steps_itself = sched.steps_itself
         # the rule book without a threshold: the run may add every free block (``room_for_run`` is r.free)
         self.room_free = type(sched) is RuleBook and sched.thr is None
-        # the rule book on the O(1) path: its own loop (``run_book``)
-        self.book = type(sched) is RuleBook and fast
+        # the rule book on the O(1) path: its own loop (``run_book``), which writes out the plain run's price (so
+        # not with speculative decoding, whose price per accepted token only ``Prices.run`` knows)
+        self.book = type(sched) is RuleBook and fast and prices.spec is None
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
