@@ -8,7 +8,8 @@ This file checks that every run carries its source, settings and figures, that t
 as the data says, that it reports a run kvplan refuses instead of hiding it, and, on a fast subset of held-out runs
 (< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
 today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 9.0%, TTFT 27.5%, E2E 9.5%, no false
-overload in 22 runs; never seen, 17 runs: 31.1%, 59.7%, 31.0%, 2 false overloads); the ceilings are tightened as the
+overload in 22 runs; never seen, 17 runs: 15.6%, 36.5%, 16.3%, 1 false overload; 31.1%, 59.7%, 31.0% and 2 before the
+A100 preset's fix); the ceilings are tightened as the
 errors fall. The whole set runs
 in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
 """
@@ -50,9 +51,12 @@ HELD_OUT_FALSE_OVERLOADS = 0
 # the never-seen runs (split never_seen: 17 runs written into the data file, in three batches, each before kvplan
 # ran on any of its runs; no factor fitted or changed after seeing them), measured once: TPOT 31.1%, TTFT 59.7%, E2E
 # 31.0%, 2 false overloads (Llama-2-70B TP4 on A100-80GB and Qwen3-14B on L40S). The first 13 alone: 26.8%, 77.2%,
-# 31.8%. The out-of-sample figure; a ceiling so that it may only fall
-NEVER_SEEN_CEILING = {"tpot": 0.32, "ttft": 0.60, "e2e": 0.32}
-NEVER_SEEN_FALSE_OVERLOADS = 2
+# 31.8%. Then (fid19r) two A100 preset terms found wrong on them and fixed from other sources (presets/hardware/
+# a100-80gb.toml: the fitted 97 us per layer priced per MoE layer, prefill_mfu 0.68 from the H100's fitted share of
+# its GEMM rate): 15.6%, 36.5%, 16.3%, 1 false overload (L40S Qwen3-14B). The A100 runs were used to diagnose, so
+# this is no longer a clean out-of-sample figure for those terms; a ceiling so that it may only fall
+NEVER_SEEN_CEILING = {"tpot": 0.16, "ttft": 0.37, "e2e": 0.17}
+NEVER_SEEN_FALSE_OVERLOADS = 1
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +220,24 @@ def test_ttft_and_e2e_carry_the_engines_frontend_latency(tool, data, tmp_path):
     multi = r.outputs > 1
     tpot = (r.finish - r.first_token)[multi] / (r.outputs[multi] - 1)
     assert res["tpot"] == pytest.approx(float(tpot.mean()) * 1e3)
+
+
+def test_a100_prices_its_fitted_moe_latency_per_moe_layer_not_per_dense_layer():
+    # presets/hardware/a100-80gb.toml: the 97 us per layer fitted on Qwen3-30B-A3B (48 layers, every one MoE) is the
+    # fused-MoE kernel's latency, so it is priced per MoE layer: the generic 15 us per layer plus the preset's 95 per
+    # MoE layer (in place of the generic 13) make 110 us per MoE layer, the 97 + 13 it paid before, so the MoE model's
+    # fixed overhead is unchanged: 48 x 110 + 450 = 5,730 us. A dense
+    # model pays the generic 15 us per layer: Llama-3.1-8B, 32 x 15 + 450 = 930 us (it paid 32 x 97 + 450 = 3,554).
+    # prefill_mfu 0.68: the H100's fitted 0.65 over its BF16 large-GEMM share 0.78, times the A100's measured
+    # 256.5 / 312 = 0.822: 0.685, rounded down to 0.68
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    dense = costs.step_model(Scenario(model="llama-3.1-8b", hardware="a100-80gb", gpus="1", engine="vllm"))
+    moe = costs.step_model(Scenario(model="qwen3-30b-a3b", hardware="a100-80gb", gpus="1", engine="vllm"))
+    assert moe.moe_layers == 48 and moe.layers == 48
+    assert moe.overhead_s == pytest.approx(5730e-6)
+    assert dense.overhead_s == pytest.approx(930e-6)
+    assert dense.factors.value("prefill_mfu") == 0.68
+    assert dense.prefill_flops_s == pytest.approx(312e12 * 0.68)
+    assert 0.65 / 0.78 * 256.5 / 312 == pytest.approx(0.685, abs=0.001)
