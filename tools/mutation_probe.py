@@ -722,8 +722,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("check-cli-calibration-ignored", "kvplan/commands/check.py", "    if calibration is not None:   # --calibration",
       "    if False:   # --calibration"),
     # --- fid19r: the A100 preset's MoE latency per MoE layer, its prefill_mfu (tests/test_simulate_fidelity.py) -----
-    M("fid19r-a100-moe-latency-per-layer", "presets/hardware/a100-80gb.toml", "overhead_us_per_moe_layer = { value = 95.0",
-      "overhead_us_per_layer = { value = 95.0"),
+    M("fid19r-a100-moe-latency-per-layer", "presets/hardware/a100-80gb.toml",
+      "overhead_us_per_moe_layer = { value = 95.0", "overhead_us_per_layer = { value = 95.0"),
     M("fid19r-a100-prefill-mfu-generic", "presets/hardware/a100-80gb.toml", "prefill_mfu = { value = 0.68",
       "prefill_mfu = { value = 0.45"),
 )
