@@ -147,7 +147,7 @@ SSM_DTYPE_SOURCE = (tag_source("v0.5.8", "server_args.py", "--mamba-ssm-dtype de
 # at least 10,240 MB on a GPU above 60 GB; mem_fraction_static = round((GPU MB - reserved) / GPU MB, 3). Checked:
 # 0.911 on MI355X TP1 (PR #18263's printed value; 16,384 chunk, max_bs 512; AMD captures no prefill graphs). The
 # prefill CUDA graphs and speculative decoding's reserve change by release (PREFILL_GRAPH_SOURCE, SPEC_RESERVE_MB);
-# DeepEP's 2 GiB (v0.5.15+, --moe-a2a-backend deepep) is not modelled: kvplan has no all-to-all backend option.
+# DeepEP's 2 GiB (v0.5.15+, --moe-a2a-backend deepep): deepep_buffer below; kvplan has no all-to-all backend option.
 RESERVE_SOURCE = tag_source("v0.5.23", "arg_groups/memory_hook.py", "_handle_gpu_memory_settings, "
                             "reserve_for_graph_mb")
 # (GPU memory below, MB: (chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)) by the same function's buckets
@@ -196,6 +196,54 @@ SPEC_RESERVE_MB = (((0, 5, 14), 0.0), ((0, 5, 10), 4096.0), ((0, 5, 3), 2048.0))
 SPEC_RESERVE_SOURCE = ("sgl-project/sglang @v0.5.3..@v0.5.14 python/sglang/srt/server_args.py (reserved_mem += 2 "
                        "GiB, from v0.5.10 4 GiB, for a speculative algorithm other than STANDALONE / NGRAM; removed "
                        "in v0.5.14)")
+
+
+# DeepEP (--moe-a2a-backend deepep): its expert-parallel all-to-all buffers are allocated on the first MoE forward
+# (the warm-up / decode CUDA-graph capture), after the KV pool, so they come out of the 1 - mem_fraction_static
+# headroom, not the pool. SGLang sizes the Buffer (layers/moe/token_dispatcher/deepep.py DeepEPBuffer.get_deepep_buffer,
+# read in the v0.5.10 wheel) from DeepEP's own hints: in low-latency mode (decode; 'auto' runs both) num_rdma_bytes =
+# Buffer.get_low_latency_rdma_size_hint(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128, hidden, ranks, routed
+# experts). DeepEP's LowLatencyLayout (deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp): a dispatch message is 16 B +
+# max(2 x hidden, hidden + 4 x hidden / 128), a combine message 4 x hidden / 128 + 2 x hidden; two (odd/even) send
+# buffers of max(tokens x dispatch msg, experts x tokens x combine msg), two receive buffers of experts x tokens x the
+# larger message, two signalling buffers of experts x 4 B rounded up to 128; the total rounded up past a 128-B
+# boundary. Independent of the rank count. From v0.5.15 SGLang's default reserve adds a flat 2 GiB for it when the
+# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23): enough for DeepSeek-V3's
+# 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). kvplan has no all-to-all backend option, so this row is what a
+# DeepEP deployment would add, shown beside the budget, not subtracted from the pool.
+DEEPEP_TOKENS_PER_RANK = 128
+DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 15)
+DEEPEP_SOURCE = ("deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp (LowLatencyLayout, get_low_latency_rdma_size_hint); "
+                 "sgl-project/sglang @v0.5.10 python/sglang/srt/layers/moe/token_dispatcher/deepep.py "
+                 "(DeepEPBuffer.get_deepep_buffer), environ.py (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128); "
+                 + tag_source("v0.5.23", "arg_groups/memory_hook.py", "reserve_for_deepep_a2a_mb: 2 * 1024 MB"))
+
+
+def deepep_low_latency_bytes(hidden: int, experts: int, tokens: int = DEEPEP_TOKENS_PER_RANK) -> int:
+    """DeepEP's low-latency RDMA buffer (bytes per GPU) for a model's hidden size and routed experts (DEEPEP_SOURCE)."""
+    scales = hidden // 128
+    dispatch_msg = 16 + max(2 * hidden, hidden + 4 * scales)
+    combine_msg = 4 * scales + 2 * hidden
+    send = max(tokens * dispatch_msg, experts * tokens * combine_msg)
+    recv = experts * tokens * max(dispatch_msg, combine_msg)
+    signal = -(-experts * 4 // 128) * 128
+    total = 2 * (send + recv + signal)
+    return (total + 128) // 128 * 128
+
+
+def deepep_buffer(model: ModelSpec, version: Release = NEWEST) -> Bytes | None:
+    """The DeepEP buffer a --moe-a2a-backend deepep deployment of ``model`` allocates per GPU, with SGLang's reserve
+    for it by release in the derivation; None for a dense model or one without a hidden size."""
+    if not model.num_experts or not model.hidden_size:
+        return None
+    hidden, experts = int(model.hidden_size.value), int(model.num_experts.value)
+    size = deepep_low_latency_bytes(hidden, experts)
+    reserve = DEEPEP_RESERVE_MB * 2**20 if version >= DEEPEP_RESERVE_SINCE else 0.0
+    cover = ("covered by" if size <= reserve else "more than") + f" SGLang's {reserve / 2**30:g} GiB reserve for it"
+    return Bytes(size, derived(
+        "2 x (send + receive + signalling) of DeepEP's low-latency layout, 128 tokens per rank; outside the KV pool, "
+        "inside 1 - mem_fraction_static",
+        f"hidden {hidden}, {experts} experts: {size / 2**30:.2f} GiB ({cover})", DEEPEP_SOURCE))
 
 
 def prefill_graph_sizes(max_tokens: int) -> int:
