@@ -312,3 +312,36 @@ def test_sglang_pool_is_pre_load_times_fraction_minus_weights():
     assert b.runtime.number() == 0
     assert b.kv_pool_bytes == int(b.visible.number() * 0.93) - b.weights.number()
     assert b.visible.number() / GIB == pytest.approx(79.65 - 0.46 - 2.65, abs=1e-6)
+
+
+def test_deepep_low_latency_buffer_by_hand():
+    # DeepEP v1.2.1 LowLatencyLayout, DeepSeek-V3 (hidden 7,168, 256 routed experts), 128 tokens per rank:
+    # 56 scales; dispatch msg 16 + max(14,336, 7,168 + 224) = 14,352 B; combine msg 224 + 14,336 = 14,560 B;
+    # send max(128 x 14,352, 256 x 128 x 14,560 = 477,102,080); receive 256 x 128 x 14,560 = 477,102,080;
+    # signalling 256 x 4 = 1,024 B; 2 x (477,102,080 + 477,102,080 + 1,024) = 1,908,410,368, + 128 then floored
+    # to 128 B: 1,908,410,496 B = 1.78 GiB, below SGLang's 2 GiB reserve for it
+    from kvplan.engines.sglang import deepep_low_latency_bytes
+
+    assert deepep_low_latency_bytes(7168, 256) == 1_908_410_496
+    # Kimi-K2's 384 experts: 2 x (2 x 384 x 128 x 14,560 + 1,536) = 2,862,615,552, + 128: 2.67 GiB, above 2 GiB
+    assert deepep_low_latency_bytes(7168, 384) == 2_862_615_680
+    # a small model where the dispatch send buffer is not the larger: hidden 2,048, 1 expert, 128 tokens:
+    # dispatch 16 + 4,096 = 4,112; combine 64 + 4,096 = 4,160; send max(526,336, 532,480) = 532,480;
+    # receive 1 x 128 x 4,160 = 532,480; signalling 4 -> 128; 2 x 1,065,088 = 2,130,176, + 128 -> 2,130,304
+    assert deepep_low_latency_bytes(2048, 1) == 2_130_304
+    # hidden 256 (2 scales): dispatch 16 + max(512, 256 + 8) = 528 wins the send buffer at 1 expert over combine
+    # 8 + 512 = 520: send 128 x 528 = 67,584; receive 128 x 528 = 67,584; 2 x (135,168 + 128) + 128 = 270,720
+    assert deepep_low_latency_bytes(256, 1) == 270_720
+
+
+def test_deepep_row_against_sglang_reserve_by_release():
+    from kvplan.engines.sglang import deepep_buffer
+    from kvplan.inputs.presets import load_model
+
+    v3 = load_model("deepseek-v3.1")
+    row = deepep_buffer(v3, (0, 5, 23))
+    assert row is not None and row.number() == 1_908_410_496
+    assert "covered by SGLang's 2 GiB reserve" in row.why.substituted
+    assert "more than SGLang's 0 GiB" in deepep_buffer(v3, (0, 5, 14)).why.substituted
+    assert "more than SGLang's 2 GiB" in deepep_buffer(load_model("kimi-k2"), (0, 5, 23)).why.substituted
+    assert deepep_buffer(load_model("llama-3.1-8b")) is None

@@ -709,6 +709,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # every v0.5.3+ default reserve above 60 GB already exceeds the floor, 512 + 8,192 x 1.5 = 12,800 MB)
     M("sglang-spec-4gib-era", SGL, "((0, 5, 10), 4096.0)", "((0, 5, 10), 2048.0)"),
     M("sglang-spec-gone-in-v0514", SGL, "(((0, 5, 14), 0.0),", "(((0, 5, 15), 0.0),"),
+    # --- DeepEP's low-latency buffer and SGLang's reserve for it (pool20r) ------------------------------------------
+    M("pool-sglang-deepep-dispatch-header", SGL, "dispatch_msg = 16 + 2 * hidden", "dispatch_msg = 2 * hidden"),
+    M("pool-sglang-deepep-combine-scales", SGL, "combine_msg = 4 * scales + 2 * hidden", "combine_msg = 2 * hidden"),
+    M("pool-sglang-deepep-send-dispatch", SGL, "send = max(tokens * dispatch_msg, ", "send = max(0, "),
+    M("pool-sglang-deepep-recv-combine", SGL, "recv = experts * tokens * max(dispatch_msg, combine_msg)",
+      "recv = experts * tokens * dispatch_msg"),
+    M("pool-sglang-deepep-signal-align", SGL, "signal = -(-experts * 4 // 128) * 128", "signal = experts * 4"),
+    M("pool-sglang-deepep-one-buffer", SGL, "total = 2 * (send + recv + signal)", "total = send + recv + signal"),
+    M("pool-sglang-deepep-round", SGL, "return (total + 128) // 128 * 128", "return total"),
+    M("pool-sglang-deepep-tokens", SGL, "DEEPEP_TOKENS_PER_RANK = 128", "DEEPEP_TOKENS_PER_RANK = 256"),
+    M("pool-sglang-deepep-reserve-since", SGL, "DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 15)",
+      "DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 14)"),
+    M("pool-sglang-deepep-reserve-size", SGL, "DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0,",
+      "DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 3072.0,"),
     # --- calibrate: prefill_mfu from light runs' TTFT; the engine a calibration was fitted with; plan files naming
     # one (pool20) -------------------------------------------------------------------------------------------------
     M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),

@@ -222,7 +222,7 @@ DEEPEP_SOURCE = ("deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp (LowLatencyLayout, 
 def deepep_low_latency_bytes(hidden: int, experts: int, tokens: int = DEEPEP_TOKENS_PER_RANK) -> int:
     """DeepEP's low-latency RDMA buffer (bytes per GPU) for a model's hidden size and routed experts (DEEPEP_SOURCE)."""
     scales = hidden // 128
-    dispatch_msg = 16 + max(2 * hidden, hidden + 4 * scales)
+    dispatch_msg = 16 + 2 * hidden   # DeepEP's max(2 x hidden, hidden + 4 x scales): it asserts 4 x scales <= hidden
     combine_msg = 4 * scales + 2 * hidden
     send = max(tokens * dispatch_msg, experts * tokens * combine_msg)
     recv = experts * tokens * max(dispatch_msg, combine_msg)
@@ -236,7 +236,7 @@ def deepep_buffer(model: ModelSpec, version: Release = NEWEST) -> Bytes | None:
     for it by release in the derivation; None for a dense model or one without a hidden size."""
     if not model.num_experts or not model.hidden_size:
         return None
-    hidden, experts = int(model.hidden_size.value), int(model.num_experts.value)
+    hidden, experts = model.hidden_size, model.num_experts
     size = deepep_low_latency_bytes(hidden, experts)
     reserve = DEEPEP_RESERVE_MB * 2**20 if version >= DEEPEP_RESERVE_SINCE else 0.0
     cover = ("covered by" if size <= reserve else "more than") + f" SGLang's {reserve / 2**30:g} GiB reserve for it"
