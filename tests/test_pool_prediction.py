@@ -345,3 +345,20 @@ def test_deepep_row_against_sglang_reserve_by_release():
     assert "more than SGLang's 0 GiB" in deepep_buffer(v3, (0, 5, 14)).why.substituted
     assert "more than SGLang's 2 GiB" in deepep_buffer(load_model("kimi-k2"), (0, 5, 23)).why.substituted
     assert deepep_buffer(load_model("llama-3.1-8b")) is None
+
+
+def test_sglang_report_shows_the_deepep_row_under_expert_parallelism():
+    # DeepSeek-V3.2-Exp (hidden 7,168, 256 experts) with --ep 8 on SGLang v0.5.3: 1,908,410,496 B (hand arithmetic in
+    # test_deepep_low_latency_buffer_by_hand), and v0.5.3 reserves nothing for it (2 GiB from v0.5.15): a note
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
+    s = fidelity.sglang_scenario(entry)
+    b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+    rep = s.engine_adapter.report(s, s.sized_model, s.parallelism, b.kv_pool_bytes, None)
+    assert rep.data["sglang_deepep_buffer_bytes"].number() == 1_908_410_496
+    assert any("DeepEP's buffer exceeds" in n for n in rep.notes)
+    # TP only (no EP): no row
+    tp_only = next(e for e in SG_LOGS if e["id"] == "sglang-qwen3-235b-a22b-fp8-tp4")
+    s2 = fidelity.sglang_scenario(tp_only)
+    b2 = s2.engine_adapter.budget(s2, s2.sized_model, s2.parallelism)
+    rep2 = s2.engine_adapter.report(s2, s2.sized_model, s2.parallelism, b2.kv_pool_bytes, None)
+    assert "sglang_deepep_buffer_bytes" not in rep2.data

@@ -723,6 +723,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 14)"),
     M("pool-sglang-deepep-reserve-size", SGL, "DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0,",
       "DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 3072.0,"),
+    M("pool-sglang-deepep-row-without-ep", SGL, "if par.ep is not None and par.ep > 1 else None",
+      "if par.ep is not None and par.ep > 8 else None"),
+    M("pool-sglang-deepep-note-reserve-always", SGL,
+      "if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):",
+      "if deepep.number() > DEEPEP_RESERVE_MB * 2**20:"),
     # --- calibrate: prefill_mfu from light runs' TTFT; the engine a calibration was fitted with; plan files naming
     # one (pool20) -------------------------------------------------------------------------------------------------
     M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),

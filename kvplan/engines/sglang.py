@@ -628,6 +628,13 @@ class SglangEngine(Engine):
             notes.append("SGLang keeps linear-attention / SSM state in a separate mamba pool, SSM state in fp32 by "
                          "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
                          "model's state dtype.")
+        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 else None
+        if deepep is not None:
+            rows.append(("DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
+            data["sglang_deepep_buffer_bytes"] = deepep
+            if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):
+                notes.append("With --moe-a2a-backend deepep, DeepEP's buffer exceeds what this release reserves for "
+                             "it below mem_fraction_static: lower --mem-fraction-static by the difference.")
         if scenario.mem_fraction_static is None and scenario.kv_pool_bytes is None and self.since((0, 5, 3)):
             notes.append("The default mem_fraction_static follows v0.5.23's reserve (chunked prefill, decode CUDA "
                          "graphs, TP x PP); DP attention's extra padding and prefill CUDA graphs are not counted, so "
