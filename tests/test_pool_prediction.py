@@ -362,3 +362,43 @@ def test_sglang_report_shows_the_deepep_row_under_expert_parallelism():
     b2 = s2.engine_adapter.budget(s2, s2.sized_model, s2.parallelism)
     rep2 = s2.engine_adapter.report(s2, s2.sized_model, s2.parallelism, b2.kv_pool_bytes, None)
     assert "sglang_deepep_buffer_bytes" not in rep2.data
+
+
+def test_sglang_small_gpu_bucket_by_release():
+    # a 24 GB GPU (24,576 MB), TP1, read in the wheels (SMALL_GPU_BUCKETS): v0.5.3-v0.5.4 512 + 2,048 x 1.5 + 128
+    # + 16 x 2 = 3,744 MB; v0.5.5-v0.5.19 max_bs 24: 3,760; v0.5.20+ 4,096 x 1.5 and 48: 6,880. TP4 on v0.5.10:
+    # 512 + 3,072 + 512 + 80 x 2 = 4,256 MB
+    from kvplan.engines.sglang import chunked_prefill_mb, reserved_mb
+
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 3)) == 3_744
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 4)) == 3_744
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 5)) == 3_760
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 19)) == 3_760
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 20)) == 6_880
+    assert reserved_mb(24 * 1024, 4, 1, version=(0, 5, 10)) == 4_256
+    assert chunked_prefill_mb(24 * 1024, (0, 5, 19)) == 2048
+    assert chunked_prefill_mb(24 * 1024, (0, 5, 20)) == 4096
+    # the other buckets do not move: H100 TP1 on v0.5.3 as on v0.5.23 (13,440 MB)
+    assert reserved_mb(81_559, 1, 1, version=(0, 5, 3)) == 13_440
+
+
+def test_sglang_default_fraction_on_a_24_gib_card_by_release(tmp_path):
+    # Llama-3.1-8B, TP1, on a 24 GiB card (24,576 MB): v0.5.8 (no prefill graphs, 20-35 GB bucket 2,048 / 24):
+    # 512 + 3,072 + 128 + 48 = 3,760 MB -> round(20,816 / 24,576, 3) = 0.847. v0.5.19 adds breakable prefill graphs
+    # over its 2,048-token chunk: 4..32 by 4 (8) + 48..256 by 16 (14) + 288..512 by 32 (8) + 576..1,024 by 64 (8)
+    # + 1,280..2,048 by 256 (4) = 42 sizes x 8 MB = 336 -> 4,096 MB -> 0.833. v0.5.20's 4,096 chunk adds 1,280..4,096
+    # (12 instead of 4: 50 sizes, 400 MB) and max_bs 48: 512 + 6,144 + 128 + 96 + 400 = 7,280 -> 0.704
+    from kvplan.scenario import Scenario
+
+    src = (DATA / "presets" / "gpu-48gib.toml").read_text()
+    (tmp_path / "gpu-24gib.toml").write_text(src.replace('id = "gpu-48gib"', 'id = "gpu-24gib"').replace(
+        "value = 47.99,", "value = 24.0,"))
+
+    def frac(release):
+        s = Scenario(model="llama-3.1-8b", hardware="gpu-24gib", tp=1, pp=1, dp=1, nodes=1,
+                     engine=f"sglang=={release}", prompt=1000, decode=1000, presets_dir=tmp_path)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert frac("0.5.8") == 0.847
+    assert frac("0.5.19") == 0.833
+    assert frac("0.5.20") == 0.704

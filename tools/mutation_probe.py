@@ -728,6 +728,16 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pool-sglang-deepep-note-reserve-always", SGL,
       "if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):",
       "if deepep.number() > DEEPEP_RESERVE_MB * 2**20:"),
+    # --- the 20-35 GB bucket by release (pool20r) -------------------------------------------------------------------
+    M("pool-sglang-small-gpu-v0520", SGL, "(((0, 5, 20), (35 * 1024, 4096, 48, 160))", "(((0, 5, 21), (35 * 1024, 4096, 48, 160))"),
+    M("pool-sglang-small-gpu-v055", SGL, "((0, 5, 5), (35 * 1024, 2048, 24, 80))", "((0, 5, 4), (35 * 1024, 2048, 24, 80))"),
+    M("pool-sglang-small-gpu-v053-bs", SGL, "((0, 5, 3), (35 * 1024, 2048, 16, 80)))", "((0, 5, 3), (35 * 1024, 2048, 24, 80)))"),
+    M("pool-sglang-small-gpu-large-tp", SGL, "((0, 5, 5), (35 * 1024, 2048, 24, 80))", "((0, 5, 5), (35 * 1024, 2048, 24, 160))"),
+    M("pool-sglang-small-gpu-ignored", SGL, "    return tuple(small if top == 35 * 1024 else",
+      "    return tuple((top, c, a, b) if top == 35 * 1024 else"),
+    M("pool-sglang-small-gpu-chunk-unversioned", SGL, "prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))",
+      "prefill_graph_sizes(chunked_prefill_mb(gpu_mb))"),
+    M("pool-sglang-small-gpu-reserve-unversioned", SGL, "attn_dp, prefill, spec, self.version)", "attn_dp, prefill, spec)"),
     # --- calibrate: prefill_mfu from light runs' TTFT; the engine a calibration was fitted with; plan files naming
     # one (pool20) -------------------------------------------------------------------------------------------------
     M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),

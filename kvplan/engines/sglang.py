@@ -153,21 +153,36 @@ RESERVE_SOURCE = tag_source("v0.5.23", "arg_groups/memory_hook.py", "_handle_gpu
 # (GPU memory below, MB: (chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)) by the same function's buckets
 CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
                        (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (math.inf, 16384, 512, 512))
+# The 20-35 GB bucket (A10, RTX 4090 / 5090) by release, read in the wheels (server_args.py _handle_gpu_memory_settings,
+# from v0.5.20 arg_groups/memory_hook.py): chunked prefill 2,048 and max_bs 16 / 80 in v0.5.3-v0.5.4, max_bs 24 / 80
+# in v0.5.5-v0.5.19 (read in v0.5.5, v0.5.8, v0.5.10, v0.5.14, v0.5.15, v0.5.18, v0.5.19), 4,096 and 48 / 160 from
+# v0.5.20 (v0.5.20, v0.5.22, v0.5.23). The other buckets are the same in every wheel read from v0.5.3.
+SMALL_GPU_BUCKETS = (((0, 5, 20), (35 * 1024, 4096, 48, 160)), ((0, 5, 5), (35 * 1024, 2048, 24, 80)),
+                     ((0, 5, 3), (35 * 1024, 2048, 16, 80)))
+SMALL_GPU_SOURCE = ("sgl-project/sglang @v0.5.3, @v0.5.4, @v0.5.5, @v0.5.19, @v0.5.20 python/sglang/srt/"
+                    "server_args.py / arg_groups/memory_hook.py (_handle_gpu_memory_settings, gpu_mem < 35 * 1024)")
 
 
-def chunked_prefill_mb(gpu_mb: float) -> int:
-    """The default chunked_prefill_size SGLang v0.5.3+ picks by GPU memory (CAPACITY_BUCKETS_MB)."""
-    return next(c for top, c, _, _ in CAPACITY_BUCKETS_MB if gpu_mb < top)
+def capacity_buckets(version: tuple[int, ...] = (0, 5, 23)) -> tuple[tuple[float, int, int, int], ...]:
+    """CAPACITY_BUCKETS_MB with the 20-35 GB bucket of ``version`` (SMALL_GPU_BUCKETS)."""
+    small = next(b for since, b in SMALL_GPU_BUCKETS if version >= since) if version >= (0, 5, 3) else \
+        SMALL_GPU_BUCKETS[-1][1]
+    return tuple(small if top == 35 * 1024 else (top, c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB)
+
+
+def chunked_prefill_mb(gpu_mb: float, version: tuple[int, ...] = (0, 5, 23)) -> int:
+    """The default chunked_prefill_size SGLang v0.5.3+ picks by GPU memory (CAPACITY_BUCKETS_MB, by release)."""
+    return next(c for top, c, _, _ in capacity_buckets(version) if gpu_mb < top)
 
 
 def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1, prefill_graphs_mb: float = 0.0,
-                after_floor_mb: float = 0.0) -> float:
+                after_floor_mb: float = 0.0, version: tuple[int, ...] = (0, 5, 23)) -> float:
     """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
     (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
     max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor, as the prefill CUDA graphs'
     ``prefill_graphs_mb`` does (prefill_graph_mb); ``after_floor_mb`` (speculative decoding's, by release) is added
     after the floor."""
-    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
+    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in capacity_buckets(version) if gpu_mb < top)
     max_bs = bs_small if tp < 4 else bs_large
     graphs: float = max_bs * 2
     if attn_dp > 1:
@@ -403,7 +418,7 @@ class SglangEngine(Engine):
             attn_dp = par.dp if dp_attention(par) else 1
             prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb)
             spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec)
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec, self.version)
             value = round((mb - res_mb) / mb, 3)
             extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
                 f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "")
@@ -412,7 +427,8 @@ class SglangEngine(Engine):
                 "+ decode CUDA-graph max_bs x 2 + prefill CUDA graphs (by release) (at least 10,240 above 60 GB; + "
                 "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's, by release)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}{extra}", NEW_FRACTION_SOURCE,
-                RESERVE_SOURCE, *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
+                RESERVE_SOURCE, *((SMALL_GPU_SOURCE,) if 20 * 1024 <= mb < 35 * 1024 else ()),
+                *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
                 *((SPEC_RESERVE_SOURCE,) if spec else ())))
         extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
         if dp_attention(par):
@@ -441,7 +457,7 @@ class SglangEngine(Engine):
                 return 0.0, ""
         if mla:
             return 1536.0, "1.5 GiB with an MLA backend"
-        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb))
+        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))
         return n * 8.0, f"{n} sizes x 8 MB"
 
     def _fixed_fraction(self, hw, par: Parallelism, speculative: bool) -> Number:
