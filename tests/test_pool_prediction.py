@@ -312,3 +312,93 @@ def test_sglang_pool_is_pre_load_times_fraction_minus_weights():
     assert b.runtime.number() == 0
     assert b.kv_pool_bytes == int(b.visible.number() * 0.93) - b.weights.number()
     assert b.visible.number() / GIB == pytest.approx(79.65 - 0.46 - 2.65, abs=1e-6)
+
+
+def test_deepep_low_latency_buffer_by_hand():
+    # DeepEP v1.2.1 LowLatencyLayout, DeepSeek-V3 (hidden 7,168, 256 routed experts), 128 tokens per rank:
+    # 56 scales; dispatch msg 16 + max(14,336, 7,168 + 224) = 14,352 B; combine msg 224 + 14,336 = 14,560 B;
+    # send max(128 x 14,352, 256 x 128 x 14,560 = 477,102,080); receive 256 x 128 x 14,560 = 477,102,080;
+    # signalling 256 x 4 = 1,024 B; 2 x (477,102,080 + 477,102,080 + 1,024) = 1,908,410,368, + 128 then floored
+    # to 128 B: 1,908,410,496 B = 1.78 GiB, below SGLang's 2 GiB reserve for it
+    from kvplan.engines.sglang import deepep_low_latency_bytes
+
+    assert deepep_low_latency_bytes(7168, 256) == 1_908_410_496
+    # Kimi-K2's 384 experts: 2 x (2 x 384 x 128 x 14,560 + 1,536) = 2,862,615,552, + 128: 2.67 GiB, above 2 GiB
+    assert deepep_low_latency_bytes(7168, 384) == 2_862_615_680
+    # a small model where the dispatch send buffer is not the larger: hidden 2,048, 1 expert, 128 tokens:
+    # dispatch 16 + 4,096 = 4,112; combine 64 + 4,096 = 4,160; send max(526,336, 532,480) = 532,480;
+    # receive 1 x 128 x 4,160 = 532,480; signalling 4 -> 128; 2 x 1,065,088 = 2,130,176, + 128 -> 2,130,304
+    assert deepep_low_latency_bytes(2048, 1) == 2_130_304
+    # hidden 256 (2 scales): dispatch 16 + max(512, 256 + 8) = 528 wins the send buffer at 1 expert over combine
+    # 8 + 512 = 520: send 128 x 528 = 67,584; receive 128 x 528 = 67,584; 2 x (135,168 + 128) + 128 = 270,720
+    assert deepep_low_latency_bytes(256, 1) == 270_720
+
+
+def test_deepep_row_against_sglang_reserve_by_release():
+    from kvplan.engines.sglang import deepep_buffer
+    from kvplan.inputs.presets import load_model
+
+    v3 = load_model("deepseek-v3.1")
+    row = deepep_buffer(v3, (0, 5, 23))
+    assert row is not None and row.number() == 1_908_410_496
+    assert "covered by SGLang's 2 GiB reserve" in row.why.substituted
+    assert "more than SGLang's 0 GiB" in deepep_buffer(v3, (0, 5, 14)).why.substituted
+    assert "more than SGLang's 2 GiB" in deepep_buffer(load_model("kimi-k2"), (0, 5, 23)).why.substituted
+    assert deepep_buffer(load_model("llama-3.1-8b")) is None
+
+
+def test_sglang_report_shows_the_deepep_row_under_expert_parallelism():
+    # DeepSeek-V3.2-Exp (hidden 7,168, 256 experts) with --ep 8 on SGLang v0.5.3: 1,908,410,496 B (hand arithmetic in
+    # test_deepep_low_latency_buffer_by_hand), and v0.5.3 reserves nothing for it (2 GiB from v0.5.15): a note
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
+    s = fidelity.sglang_scenario(entry)
+    b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+    rep = s.engine_adapter.report(s, s.sized_model, s.parallelism, b.kv_pool_bytes, None)
+    assert rep.data["sglang_deepep_buffer_bytes"].number() == 1_908_410_496
+    assert any("DeepEP's buffer exceeds" in n for n in rep.notes)
+    # TP only (no EP): no row
+    tp_only = next(e for e in SG_LOGS if e["id"] == "sglang-qwen3-235b-a22b-fp8-tp4")
+    s2 = fidelity.sglang_scenario(tp_only)
+    b2 = s2.engine_adapter.budget(s2, s2.sized_model, s2.parallelism)
+    rep2 = s2.engine_adapter.report(s2, s2.sized_model, s2.parallelism, b2.kv_pool_bytes, None)
+    assert "sglang_deepep_buffer_bytes" not in rep2.data
+
+
+def test_sglang_small_gpu_bucket_by_release():
+    # a 24 GB GPU (24,576 MB), TP1, read in the wheels (SMALL_GPU_BUCKETS): v0.5.3-v0.5.4 512 + 2,048 x 1.5 + 128
+    # + 16 x 2 = 3,744 MB; v0.5.5-v0.5.19 max_bs 24: 3,760; v0.5.20+ 4,096 x 1.5 and 48: 6,880. TP4 on v0.5.10:
+    # 512 + 3,072 + 512 + 80 x 2 = 4,256 MB
+    from kvplan.engines.sglang import chunked_prefill_mb, reserved_mb
+
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 3)) == 3_744
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 4)) == 3_744
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 5)) == 3_760
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 19)) == 3_760
+    assert reserved_mb(24 * 1024, 1, 1, version=(0, 5, 20)) == 6_880
+    assert reserved_mb(24 * 1024, 4, 1, version=(0, 5, 10)) == 4_256
+    assert chunked_prefill_mb(24 * 1024, (0, 5, 19)) == 2048
+    assert chunked_prefill_mb(24 * 1024, (0, 5, 20)) == 4096
+    # the other buckets do not move: H100 TP1 on v0.5.3 as on v0.5.23 (13,440 MB)
+    assert reserved_mb(81_559, 1, 1, version=(0, 5, 3)) == 13_440
+
+
+def test_sglang_default_fraction_on_a_24_gib_card_by_release(tmp_path):
+    # Llama-3.1-8B, TP1, on a 24 GiB card (24,576 MB): v0.5.8 (no prefill graphs, 20-35 GB bucket 2,048 / 24):
+    # 512 + 3,072 + 128 + 48 = 3,760 MB -> round(20,816 / 24,576, 3) = 0.847. v0.5.19 adds breakable prefill graphs
+    # over its 2,048-token chunk: 4..32 by 4 (8) + 48..256 by 16 (14) + 288..512 by 32 (8) + 576..1,024 by 64 (8)
+    # + 1,280..2,048 by 256 (4) = 42 sizes x 8 MB = 336 -> 4,096 MB -> 0.833. v0.5.20's 4,096 chunk adds 1,280..4,096
+    # (12 instead of 4: 50 sizes, 400 MB) and max_bs 48: 512 + 6,144 + 128 + 96 + 400 = 7,280 -> 0.704
+    from kvplan.scenario import Scenario
+
+    src = (DATA / "presets" / "gpu-48gib.toml").read_text()
+    (tmp_path / "gpu-24gib.toml").write_text(src.replace('id = "gpu-48gib"', 'id = "gpu-24gib"').replace(
+        "value = 47.99,", "value = 24.0,"))
+
+    def frac(release):
+        s = Scenario(model="llama-3.1-8b", hardware="gpu-24gib", tp=1, pp=1, dp=1, nodes=1,
+                     engine=f"sglang=={release}", prompt=1000, decode=1000, presets_dir=tmp_path)
+        return s.engine_adapter.memory_fraction(s, s.parallelism).value
+
+    assert frac("0.5.8") == 0.847
+    assert frac("0.5.19") == 0.833
+    assert frac("0.5.20") == 0.704

@@ -147,27 +147,42 @@ SSM_DTYPE_SOURCE = (tag_source("v0.5.8", "server_args.py", "--mamba-ssm-dtype de
 # at least 10,240 MB on a GPU above 60 GB; mem_fraction_static = round((GPU MB - reserved) / GPU MB, 3). Checked:
 # 0.911 on MI355X TP1 (PR #18263's printed value; 16,384 chunk, max_bs 512; AMD captures no prefill graphs). The
 # prefill CUDA graphs and speculative decoding's reserve change by release (PREFILL_GRAPH_SOURCE, SPEC_RESERVE_MB);
-# DeepEP's 2 GiB (v0.5.15+, --moe-a2a-backend deepep) is not modelled: kvplan has no all-to-all backend option.
+# DeepEP's 2 GiB (v0.5.15+, --moe-a2a-backend deepep): deepep_buffer below; kvplan has no all-to-all backend option.
 RESERVE_SOURCE = tag_source("v0.5.23", "arg_groups/memory_hook.py", "_handle_gpu_memory_settings, "
                             "reserve_for_graph_mb")
 # (GPU memory below, MB: (chunked_prefill_size, decode max_bs at TP < 4, at TP >= 4)) by the same function's buckets
 CAPACITY_BUCKETS_MB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
                        (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (math.inf, 16384, 512, 512))
+# The 20-35 GB bucket (A10, RTX 4090 / 5090) by release, read in the wheels (server_args.py _handle_gpu_memory_settings,
+# from v0.5.20 arg_groups/memory_hook.py): chunked prefill 2,048 and max_bs 16 / 80 in v0.5.3-v0.5.4, max_bs 24 / 80
+# in v0.5.5-v0.5.19 (read in v0.5.5, v0.5.8, v0.5.10, v0.5.14, v0.5.15, v0.5.18, v0.5.19), 4,096 and 48 / 160 from
+# v0.5.20 (v0.5.20, v0.5.22, v0.5.23). The other buckets are the same in every wheel read from v0.5.3.
+SMALL_GPU_BUCKETS = (((0, 5, 20), (35 * 1024, 4096, 48, 160)), ((0, 5, 5), (35 * 1024, 2048, 24, 80)),
+                     ((0, 5, 3), (35 * 1024, 2048, 16, 80)))
+SMALL_GPU_SOURCE = ("sgl-project/sglang @v0.5.3, @v0.5.4, @v0.5.5, @v0.5.19, @v0.5.20 python/sglang/srt/"
+                    "server_args.py / arg_groups/memory_hook.py (_handle_gpu_memory_settings, gpu_mem < 35 * 1024)")
 
 
-def chunked_prefill_mb(gpu_mb: float) -> int:
-    """The default chunked_prefill_size SGLang v0.5.3+ picks by GPU memory (CAPACITY_BUCKETS_MB)."""
-    return next(c for top, c, _, _ in CAPACITY_BUCKETS_MB if gpu_mb < top)
+def capacity_buckets(version: tuple[int, ...] = (0, 5, 23)) -> tuple[tuple[float, int, int, int], ...]:
+    """CAPACITY_BUCKETS_MB with the 20-35 GB bucket of ``version`` (SMALL_GPU_BUCKETS)."""
+    small = next(b for since, b in SMALL_GPU_BUCKETS if version >= since) if version >= (0, 5, 3) else \
+        SMALL_GPU_BUCKETS[-1][1]
+    return tuple(small if top == 35 * 1024 else (top, c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB)
+
+
+def chunked_prefill_mb(gpu_mb: float, version: tuple[int, ...] = (0, 5, 23)) -> int:
+    """The default chunked_prefill_size SGLang v0.5.3+ picks by GPU memory (CAPACITY_BUCKETS_MB, by release)."""
+    return next(c for top, c, _, _ in capacity_buckets(version) if gpu_mb < top)
 
 
 def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1, prefill_graphs_mb: float = 0.0,
-                after_floor_mb: float = 0.0) -> float:
+                after_floor_mb: float = 0.0, version: tuple[int, ...] = (0, 5, 23)) -> float:
     """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
     (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
     max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor, as the prefill CUDA graphs'
     ``prefill_graphs_mb`` does (prefill_graph_mb); ``after_floor_mb`` (speculative decoding's, by release) is added
     after the floor."""
-    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in CAPACITY_BUCKETS_MB if gpu_mb < top)
+    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in capacity_buckets(version) if gpu_mb < top)
     max_bs = bs_small if tp < 4 else bs_large
     graphs: float = max_bs * 2
     if attn_dp > 1:
@@ -196,6 +211,54 @@ SPEC_RESERVE_MB = (((0, 5, 14), 0.0), ((0, 5, 10), 4096.0), ((0, 5, 3), 2048.0))
 SPEC_RESERVE_SOURCE = ("sgl-project/sglang @v0.5.3..@v0.5.14 python/sglang/srt/server_args.py (reserved_mem += 2 "
                        "GiB, from v0.5.10 4 GiB, for a speculative algorithm other than STANDALONE / NGRAM; removed "
                        "in v0.5.14)")
+
+
+# DeepEP (--moe-a2a-backend deepep): its expert-parallel all-to-all buffers are allocated on the first MoE forward
+# (the warm-up / decode CUDA-graph capture), after the KV pool, so they come out of the 1 - mem_fraction_static
+# headroom, not the pool. SGLang sizes the Buffer (layers/moe/token_dispatcher/deepep.py DeepEPBuffer.get_deepep_buffer,
+# read in the v0.5.10 wheel) from DeepEP's own hints: in low-latency mode (decode; 'auto' runs both) num_rdma_bytes =
+# Buffer.get_low_latency_rdma_size_hint(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128, hidden, ranks, routed
+# experts). DeepEP's LowLatencyLayout (deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp): a dispatch message is 16 B +
+# max(2 x hidden, hidden + 4 x hidden / 128), a combine message 4 x hidden / 128 + 2 x hidden; two (odd/even) send
+# buffers of max(tokens x dispatch msg, experts x tokens x combine msg), two receive buffers of experts x tokens x the
+# larger message, two signalling buffers of experts x 4 B rounded up to 128; the total rounded up past a 128-B
+# boundary. Independent of the rank count. From v0.5.15 SGLang's default reserve adds a flat 2 GiB for it when the
+# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23): enough for DeepSeek-V3's
+# 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). kvplan has no all-to-all backend option, so this row is what a
+# DeepEP deployment would add, shown beside the budget, not subtracted from the pool.
+DEEPEP_TOKENS_PER_RANK = 128
+DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 15)
+DEEPEP_SOURCE = ("deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp (LowLatencyLayout, get_low_latency_rdma_size_hint); "
+                 "sgl-project/sglang @v0.5.10 python/sglang/srt/layers/moe/token_dispatcher/deepep.py "
+                 "(DeepEPBuffer.get_deepep_buffer), environ.py (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128); "
+                 + tag_source("v0.5.23", "arg_groups/memory_hook.py", "reserve_for_deepep_a2a_mb: 2 * 1024 MB"))
+
+
+def deepep_low_latency_bytes(hidden: int, experts: int, tokens: int = DEEPEP_TOKENS_PER_RANK) -> int:
+    """DeepEP's low-latency RDMA buffer (bytes per GPU) for a model's hidden size and routed experts (DEEPEP_SOURCE)."""
+    scales = hidden // 128
+    dispatch_msg = 16 + 2 * hidden   # DeepEP's max(2 x hidden, hidden + 4 x scales): it asserts 4 x scales <= hidden
+    combine_msg = 4 * scales + 2 * hidden
+    send = max(tokens * dispatch_msg, experts * tokens * combine_msg)
+    recv = experts * tokens * max(dispatch_msg, combine_msg)
+    signal = -(-experts * 4 // 128) * 128
+    total = 2 * (send + recv + signal)
+    return (total + 128) // 128 * 128
+
+
+def deepep_buffer(model: ModelSpec, version: Release = NEWEST) -> Bytes | None:
+    """The DeepEP buffer a --moe-a2a-backend deepep deployment of ``model`` allocates per GPU, with SGLang's reserve
+    for it by release in the derivation; None for a dense model or one without a hidden size."""
+    if not model.num_experts or not model.hidden_size:
+        return None
+    hidden, experts = model.hidden_size, model.num_experts
+    size = deepep_low_latency_bytes(hidden, experts)
+    reserve = DEEPEP_RESERVE_MB * 2**20 if version >= DEEPEP_RESERVE_SINCE else 0.0
+    cover = ("covered by" if size <= reserve else "more than") + f" SGLang's {reserve / 2**30:g} GiB reserve for it"
+    return Bytes(size, derived(
+        "2 x (send + receive + signalling) of DeepEP's low-latency layout, 128 tokens per rank; outside the KV pool, "
+        "inside 1 - mem_fraction_static",
+        f"hidden {hidden}, {experts} experts: {size / 2**30:.2f} GiB ({cover})", DEEPEP_SOURCE))
 
 
 def prefill_graph_sizes(max_tokens: int) -> int:
@@ -355,7 +418,7 @@ class SglangEngine(Engine):
             attn_dp = par.dp if dp_attention(par) else 1
             prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb)
             spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec)
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec, self.version)
             value = round((mb - res_mb) / mb, 3)
             extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
                 f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "")
@@ -364,7 +427,8 @@ class SglangEngine(Engine):
                 "+ decode CUDA-graph max_bs x 2 + prefill CUDA graphs (by release) (at least 10,240 above 60 GB; + "
                 "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's, by release)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}{extra}", NEW_FRACTION_SOURCE,
-                RESERVE_SOURCE, *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
+                RESERVE_SOURCE, *((SMALL_GPU_SOURCE,) if 20 * 1024 <= mb < 35 * 1024 else ()),
+                *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
                 *((SPEC_RESERVE_SOURCE,) if spec else ())))
         extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
         if dp_attention(par):
@@ -393,7 +457,7 @@ class SglangEngine(Engine):
                 return 0.0, ""
         if mla:
             return 1536.0, "1.5 GiB with an MLA backend"
-        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb))
+        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))
         return n * 8.0, f"{n} sizes x 8 MB"
 
     def _fixed_fraction(self, hw, par: Parallelism, speculative: bool) -> Number:
@@ -580,6 +644,13 @@ class SglangEngine(Engine):
             notes.append("SGLang keeps linear-attention / SSM state in a separate mamba pool, SSM state in fp32 by "
                          "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
                          "model's state dtype.")
+        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 else None
+        if deepep is not None:
+            rows.append(("DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
+            data["sglang_deepep_buffer_bytes"] = deepep
+            if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):
+                notes.append("With --moe-a2a-backend deepep, DeepEP's buffer exceeds what this release reserves for "
+                             "it below mem_fraction_static: lower --mem-fraction-static by the difference.")
         if scenario.mem_fraction_static is None and scenario.kv_pool_bytes is None and self.since((0, 5, 3)):
             notes.append("The default mem_fraction_static follows v0.5.23's reserve (chunked prefill, decode CUDA "
                          "graphs, TP x PP); DP attention's extra padding and prefill CUDA graphs are not counted, so "
