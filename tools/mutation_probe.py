@@ -719,6 +719,11 @@ MUTANTS: tuple[Mutant, ...] = (
       'if engine_id != cal.engine.split("==")[0].strip().lower():', "if False:"),
     M("plan-calibration-not-relative", PLAN, "            value = str(path.parent / value)",
       "            value = str(value)"),
+    # --- tpot fidelity: a closed-loop run's TPOT takes in the other requests' prefills (tpot20r) ------------------
+    M("tpot-serving-own-prefill-too", "benchmarks/tpot_fidelity.py", "max(concurrency - 1, 0)", "concurrency"),
+    M("tpot-serving-no-prefill", "benchmarks/tpot_fidelity.py", "return costs.colocated_tpot(decode_step_s, prefill_s,",
+      "return costs.colocated_tpot(decode_step_s, 0.0,"),
+    M("tpot-median-itl-ignored", "benchmarks/tpot_fidelity.py", "    if point.median_itl:   # the median", "    if False:   # the median"),
     M("check-cli-calibration-ignored", "kvplan/commands/check.py", "    if calibration is not None:   # --calibration",
       "    if False:   # --calibration"),
 )
