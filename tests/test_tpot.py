@@ -432,3 +432,33 @@ def test_speculative_refusals_are_one_line(run_cli):
     for args, words in cases:
         r = run_cli("tpot", *args)
         assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_speculative_eagle3_takes_the_published_chain_acceptance():
+    from kvplan.calc.tpot import parse_speculative
+
+    # vllm-project/vllm#26191 (Llama-3.1-8B-Instruct + yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, chain of 7, MT-bench,
+    # temperature 0): acceptance at token 0..6 = 0.74 0.54 0.41 0.31 0.23 0.17 0.13; a greedy chain of K accepts
+    # 1 + the first K: K=1 1.74, K=3 1 + 0.74 + 0.54 + 0.41 = 2.69, K=7 3.53 = the mean acceptance length
+    # (1 + 12,208 accepted / 4,816 drafts = 3.535)
+    assert parse_speculative("eagle3")[:2] == (1, 1.74)
+    assert parse_speculative("EAGLE3:3")[:2] == (3, 2.69)
+    assert parse_speculative("eagle3:7")[:2] == (7, 3.53)
+    assert parse_speculative("eagle3:2")[3] == "eagle3" and parse_speculative("mtp")[3] == "mtp"
+    for bad in ("eagle3:8", "eagle3:0", "eagle"):
+        with pytest.raises(KvplanError):
+            parse_speculative(bad)
+
+
+def test_speculative_eagle3_is_one_draft_layer_at_the_published_acceptance(run_cli):
+    # the EAGLE-3 head is one Llama decoder layer (its config: 1 layer, hidden 4,096, 32 / 8 heads): kvplan prices
+    # --speculative eagle3:3 exactly as --spec-tokens 3 --mtp-layers 1 --accept 2.69
+    base = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--batch", "4", "--prompt", "1000", "--decode", "1000")
+    eagle = tpot_json(run_cli, *base, "--speculative", "eagle3:3")["speculative"]
+    by_hand = tpot_json(run_cli, *base, "--spec-tokens", "3", "--mtp-layers", "1", "--accept", "2.69")["speculative"]
+    assert eagle["spec_tokens"] == 3 and eagle["accept_start"] == 2.69 == eagle["accept_end"]
+    assert eagle["tpot_seconds_mean"] == pytest.approx(by_hand["tpot_seconds_mean"])
+    # one layer's KV per request for the draft: 2 x 8 KV heads x 128 x 2 B x 2,000 tokens = 8,192,000 B
+    assert eagle["draft_kv_bytes_per_request"] == 8_192_000
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "eagle3:3")
+    assert r.code == 2 and "EAGLE-3 head" in r.err and len(r.err.strip().splitlines()) == 1, r.err
