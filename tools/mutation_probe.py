@@ -728,7 +728,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("tpot-eagle3-any-model", "kvplan/options/command.py", "if built.model.id not in EAGLE3_TARGETS:", "if False:"),
     M("tpot-eagle3-no-draft-layer", "kvplan/options/command.py", "            built = built.with_(mtp_layers=1)",
       "            pass"),
-    M("tpot-median-itl-ignored", "benchmarks/tpot_fidelity.py", "    if point.median_itl:   # the median", "    if False:   # the median"),
+    M("tpot-median-itl-ignored", "benchmarks/tpot_fidelity.py", "    if point.median_itl:   # the median",
+      "    if False:   # the median"),
     M("check-cli-calibration-ignored", "kvplan/commands/check.py", "    if calibration is not None:   # --calibration",
       "    if False:   # --calibration"),
 )

@@ -66,8 +66,9 @@ def speculative(built: Scenario, speculative: str, accept: str | None,
         from kvplan.calc.tpot import EAGLE3_TARGETS
 
         if built.model.id not in EAGLE3_TARGETS:
-            raise InputError(f"--speculative eagle3: the published acceptance lengths are {', '.join(EAGLE3_TARGETS)}'s "
-                             f"EAGLE-3 head, not {built.model.id}'s",
+            targets = ", ".join(EAGLE3_TARGETS)
+            raise InputError(f"--speculative eagle3: the published acceptance lengths are {targets}'s EAGLE-3 head, "
+                             f"not {built.model.id}'s",
                              f"give --spec-tokens {k} with --mtp-layers 1 (or --draft-model ID) and --accept A")
         # the EAGLE-3 head is one decoder layer of the target's shape (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config:
         # 1 layer, hidden 4,096, 32 / 8 heads, intermediate 14,336): priced and pooled as one MTP layer
