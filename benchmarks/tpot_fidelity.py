@@ -3,7 +3,10 @@
 
 Each point: a published decode measurement at a fixed batch, no speculative decoding, with its source; the
 prediction is `kvplan tpot` with the GPU preset's default factors, batch shape steady (continuous batching) over
-the benchmark's input..input+output contexts. Weight dtype and KV dtype as published (bf16 where not stated).
+the benchmark's input..input+output contexts, plus the other requests' prefills that fall in a request's decode in
+a closed-loop run (``serving_tpot``: (batch - 1) prefills per output length; none at batch 1) when the figure is a
+per-request TPOT (mean or median over requests); a median ITL (B4, B22) is the plain step. Weight dtype and KV dtype
+as published (bf16 where not stated).
 
 Out-of-sample rule (issue 20 section 2), fixed before any prediction was computed for the new points: B1-B17 keep
 their split (IN_SAMPLE below: the points a default factor was already fitted to). Points B18 onwards were numbered
@@ -20,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this tree's kvplan, not an installed copy
+
+from kvplan.calc import costs  # noqa: E402  (after the path above)
 
 FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md"
 IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
@@ -79,6 +84,7 @@ class PublishedPoint:
     weight_dtype: str | None = None     # when the checkpoint differs from the model preset's
     engine: str = ""                    # engine and release as the source states them
     factors: tuple[tuple[str, float], ...] = ()   # step-model factors the run's own launch settings fix
+    median_itl: bool = False            # the figure is a median inter-token latency, not a per-request TPOT
 
 
 POINTS = (
@@ -95,9 +101,9 @@ POINTS = (
     PublishedPoint("B3b", "llama-3.1-8b", "b200", (("tp", 1), ("dp", 1)), "bf16", 1, 125000, 128, 6.18,
                    FP8KV + " line ~184", "batch 1, 125K"),
     PublishedPoint("B4a", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 8, 20000, 2000, 15.18,
-                   FP8KV + ", Throughput under Load, Table 4: median ITL", "batch 8, 20K"),
+                   FP8KV + ", Throughput under Load, Table 4: median ITL", "batch 8, 20K", median_itl=True),
     PublishedPoint("B4b", "llama-3.1-8b", "h100-sxm", (("tp", 1), ("dp", 1)), "fp8", 8, 20000, 2000, 12.93,
-                   FP8KV + ", Table 4: median ITL, FP8 KV", "batch 8, 20K, FP8 KV"),
+                   FP8KV + ", Table 4: median ITL, FP8 KV", "batch 8, 20K, FP8 KV", median_itl=True),
     PublishedPoint("B7a", "deepseek-r1", "h200", (("tp", 8),), "fp8", 8, 1024, 1024, 12.8, IX870,
                    "MoE, batch 8"),
     PublishedPoint("B7b", "deepseek-r1", "h200", (("tp", 8),), "fp8", 16, 1024, 1024, 17.2, IX870, "MoE, batch 16"),
@@ -154,10 +160,10 @@ NEW_POINTS = (
     # 8 (held out), 9 (fit): gpt-oss-20b on one H100, 150 requests at concurrency 8, ~20K in / ~2K out (+-15%)
     PublishedPoint("B22a", "gpt-oss-20b", "h100-sxm", (("tp", 1), ("dp", 1)), "bf16", 8, 20000, 2000, 8.09,
                    FP8KV + ", Throughput under Load, Table 5: median ITL, BF16 KV", "batch 8, 20K",
-                   engine="vllm v0.19.1"),
+                   engine="vllm v0.19.1", median_itl=True),
     PublishedPoint("B22b", "gpt-oss-20b", "h100-sxm", (("tp", 1), ("dp", 1)), "fp8", 8, 20000, 2000, 7.90,
                    FP8KV + ", Table 5: median ITL, FP8 KV on every layer (not the skip-SW variant)",
-                   "batch 8, 20K, FP8 KV", engine="vllm v0.19.1"),
+                   "batch 8, 20K, FP8 KV", engine="vllm v0.19.1", median_itl=True),
     # 10-14: Qwen3-30B-A3B on one A100, batch 1, 128 output tokens; held out, fit, held out, fit, held out
     *(PublishedPoint(f"B23{x}", "qwen3-30b-a3b", "a100-80gb", (("tp", 1), ("dp", 1)), "bf16", 1, isl, 128, t, TT340,
                      f"MoE, batch 1, {isl:,}/128",
@@ -214,6 +220,7 @@ IN_SAMPLE = {"B1a", "B3a", "B9a", "B9b", "B9c", "B15a", "B15b", "B15c", "B15d", 
 
 def predict(point: PublishedPoint) -> float:
     """kvplan's mean TPOT (ms) for the point's setup."""
+    from kvplan.calc.costs import frontend_seconds
     from kvplan.calc.tpot import TpotOptions, plan_tpot
     from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
@@ -221,7 +228,23 @@ def predict(point: PublishedPoint) -> float:
     s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
                  prompt_tokens=point.prompt, decode_tokens=point.decode, weight_dtype=point.weight_dtype,
                  **dict(point.parallel))
-    return plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors))).tpot_mean.value * 1e3
+    plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors)))
+    if point.median_itl:   # the median gap between two tokens is a plain decode step: a stalled step is a rare one
+        return plan.tpot_mean.value * 1e3
+    prefill_s = plan.ttft.value - frontend_seconds(s).number()
+    return serving_tpot(plan.tpot_mean.value, prefill_s, point.batch, point.decode) * 1e3
+
+
+def serving_tpot(decode_step_s: float, prefill_s: float, concurrency: int, output_tokens: int) -> float:
+    """Mean TPOT (s) of a closed-loop serving benchmark at ``concurrency``: the decode step plus the other
+    requests' prefills that run while a request decodes. The engines' TPOT is (E2E - TTFT) / (output - 1) per
+    request (vLLM's benchmark: vllm-project/vllm@v0.19.1 vllm/benchmarks/serve.py calculate_metrics; SGLang's
+    bench_serving the same), so a prefill that shares or stalls the batch's steps after a request's first token is
+    in it. In steady state each of the ``concurrency`` slots starts one request per ``output_tokens`` steps; one of
+    them is the request's own prefill (before its first token: TTFT, not TPOT), so (concurrency - 1) prefills fall
+    in its decode: TPOT = step + prefill x (concurrency - 1) / output_tokens. At concurrency 1 it is the step
+    alone (the FP8 KV-cache blog's batch-1 ITLs)."""
+    return costs.colocated_tpot(decode_step_s, prefill_s, max(concurrency - 1, 0), output_tokens)
 
 
 def fit_ids() -> set[str]:

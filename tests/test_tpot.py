@@ -103,16 +103,16 @@ def test_tp_all_reduce_and_overheads(run_cli):
 
 
 def test_experts_in_a_dtype_without_matrix_cores_stream_at_upcast_hbm():
-    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.33
+    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.36
     # (preset) instead of hbm 0.78; at batch 1 on TP1 the step touches 36 layers x 4 experts. B200 lists an FP4
-    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.33 exactly (memory-bound at batch 1).
+    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.36 exactly (memory-bound at batch 1).
     s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("mi300x"), tp=1, dp=1,
                  prompt_tokens=1000, decode_tokens=0)
     step = costs.step_model(s)
-    assert step.expert_bw_scale == pytest.approx(0.33 / 0.78)
+    assert step.expert_bw_scale == pytest.approx(0.36 / 0.78)
     slow = step.step(1, 0.0, 0.0)["moe"]
     native = costs.step_model(s, costs.step_factors(s.hardware, upcast_hbm=0.78)).step(1, 0.0, 0.0)["moe"]
-    assert slow / native == pytest.approx(0.78 / 0.33)
+    assert slow / native == pytest.approx(0.78 / 0.36)
     assert costs.upcast("mxfp4", load_hardware("mi300x")) and not costs.upcast("mxfp4", load_hardware("b200"))
     assert costs.upcast("fp8", load_hardware("a100-80gb")) and not costs.upcast("bf16", load_hardware("a100-80gb"))
     assert costs.step_model(s.with_(hardware=load_hardware("b200"))).expert_bw_scale == 1.0
@@ -432,3 +432,33 @@ def test_speculative_refusals_are_one_line(run_cli):
     for args, words in cases:
         r = run_cli("tpot", *args)
         assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_speculative_eagle3_takes_the_published_chain_acceptance():
+    from kvplan.calc.tpot import parse_speculative
+
+    # vllm-project/vllm#26191 (Llama-3.1-8B-Instruct + yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, chain of 7, MT-bench,
+    # temperature 0): acceptance at token 0..6 = 0.74 0.54 0.41 0.31 0.23 0.17 0.13; a greedy chain of K accepts
+    # 1 + the first K: K=1 1.74, K=3 1 + 0.74 + 0.54 + 0.41 = 2.69, K=7 3.53 = the mean acceptance length
+    # (1 + 12,208 accepted / 4,816 drafts = 3.535)
+    assert parse_speculative("eagle3")[:2] == (1, 1.74)
+    assert parse_speculative("EAGLE3:3")[:2] == (3, 2.69)
+    assert parse_speculative("eagle3:7")[:2] == (7, 3.53)
+    assert parse_speculative("eagle3:2")[3] == "eagle3" and parse_speculative("mtp")[3] == "mtp"
+    for bad in ("eagle3:8", "eagle3:0", "eagle"):
+        with pytest.raises(KvplanError):
+            parse_speculative(bad)
+
+
+def test_speculative_eagle3_is_one_draft_layer_at_the_published_acceptance(run_cli):
+    # the EAGLE-3 head is one Llama decoder layer (its config: 1 layer, hidden 4,096, 32 / 8 heads): kvplan prices
+    # --speculative eagle3:3 exactly as --spec-tokens 3 --mtp-layers 1 --accept 2.69
+    base = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--batch", "4", "--prompt", "1000", "--decode", "1000")
+    eagle = tpot_json(run_cli, *base, "--speculative", "eagle3:3")["speculative"]
+    by_hand = tpot_json(run_cli, *base, "--spec-tokens", "3", "--mtp-layers", "1", "--accept", "2.69")["speculative"]
+    assert eagle["spec_tokens"] == 3 and eagle["accept_start"] == 2.69 == eagle["accept_end"]
+    assert eagle["tpot_seconds_mean"] == pytest.approx(by_hand["tpot_seconds_mean"])
+    # one layer's KV per request for the draft: 2 x 8 KV heads x 128 x 2 B x 2,000 tokens = 8,192,000 B
+    assert eagle["draft_kv_bytes_per_request"] == 8_192_000
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "eagle3:3")
+    assert r.code == 2 and "EAGLE-3 head" in r.err and len(r.err.strip().splitlines()) == 1, r.err

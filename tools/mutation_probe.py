@@ -753,6 +753,17 @@ MUTANTS: tuple[Mutant, ...] = (
       'if engine_id != cal.engine.split("==")[0].strip().lower():', "if False:"),
     M("plan-calibration-not-relative", PLAN, "            value = str(path.parent / value)",
       "            value = str(value)"),
+    # --- tpot fidelity: a closed-loop run's TPOT takes in the other requests' prefills (tpot20r) ------------------
+    M("tpot-serving-own-prefill-too", "benchmarks/tpot_fidelity.py", "max(concurrency - 1, 0)", "concurrency"),
+    M("tpot-serving-no-prefill", "benchmarks/tpot_fidelity.py", "return costs.colocated_tpot(decode_step_s, prefill_s,",
+      "return costs.colocated_tpot(decode_step_s, 0.0,"),
+    M("tpot-eagle3-rates-shifted", "kvplan/calc/tpot.py", "round(1 + sum(EAGLE3_RATES[:k]), 2)",
+      "round(1 + sum(EAGLE3_RATES[:k - 1]), 2)"),
+    M("tpot-eagle3-any-model", "kvplan/options/command.py", "if built.model.id not in EAGLE3_TARGETS:", "if False:"),
+    M("tpot-eagle3-no-draft-layer", "kvplan/options/command.py", "            built = built.with_(mtp_layers=1)",
+      "            pass"),
+    M("tpot-median-itl-ignored", "benchmarks/tpot_fidelity.py", "    if point.median_itl:   # the median",
+      "    if False:   # the median"),
     M("check-cli-calibration-ignored", "kvplan/commands/check.py", "    if calibration is not None:   # --calibration",
       "    if False:   # --calibration"),
     # --- fid19r: the A100 preset's MoE latency per MoE layer, its prefill_mfu (tests/test_simulate_fidelity.py) -----

@@ -55,8 +55,9 @@ DecodeOpt = Annotated[str | None, typer.Option(
 MtpLayersOpt = Annotated[str | None, typer.Option(
     "--mtp-layers", metavar="N", help="MTP draft layers counted in the same pool (DeepSeek-R1 ships 1; default 0).")]
 SpeculativeOpt = Annotated[str | None, typer.Option(   # tpot and simulate
-    "--speculative", metavar="mtp[:K]", help="Speculative decoding with DeepSeek's MTP head and K draft tokens (1, 3 "
-    "or 4), at its published acceptance length unless --accept is given.")]
+    "--speculative", metavar="mtp[:K]|eagle3[:K]", help="Speculative decoding with DeepSeek's MTP head and K draft "
+    "tokens (1, 3 or 4), or Llama-3.1-8B's EAGLE-3 head in a chain (K 1-7), at its published acceptance length "
+    "unless --accept is given.")]
 AcceptOpt = Annotated[str | None, typer.Option(
     "--accept", metavar="LEN", help="Tokens accepted per verify step, bonus included: 2.4, or 2.4-0.00002/token "
     "(falling with context).")]

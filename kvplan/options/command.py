@@ -61,7 +61,20 @@ def speculative(built: Scenario, speculative: str, accept: str | None,
     if spec_tokens is not None:
         raise InputError("--speculative and --spec-tokens both given",
                          "give --speculative mtp:K, or --spec-tokens K with --accept A")
-    k, published, source = parse_speculative(speculative)
+    k, published, source, method = parse_speculative(speculative)
+    if method == "eagle3":
+        from kvplan.calc.tpot import EAGLE3_TARGETS
+
+        if built.model.id not in EAGLE3_TARGETS:
+            targets = ", ".join(EAGLE3_TARGETS)
+            raise InputError(f"--speculative eagle3: the published acceptance lengths are {targets}'s EAGLE-3 head, "
+                             f"not {built.model.id}'s",
+                             f"give --spec-tokens {k} with --mtp-layers 1 (or --draft-model ID) and --accept A")
+        # the EAGLE-3 head is one decoder layer of the target's shape (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config:
+        # 1 layer, hidden 4,096, 32 / 8 heads, intermediate 14,336): priced and pooled as one MTP layer
+        if not built.mtp_layers and not built.draft:
+            built = built.with_(mtp_layers=1)
+        return (built, k, f"{published:g}", source) if accept is None else (built, k, accept, None)
     if not built.model.mtp_layers or not built.model.id.startswith("deepseek-"):
         raise InputError(f"--speculative mtp: the published acceptance lengths are DeepSeek-V3/R1's MTP head, "
                          f"and {built.model.id} is not a DeepSeek model with MTP layers",
