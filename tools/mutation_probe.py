@@ -363,8 +363,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("scenario-default-tp-divides", SCEN, "if divides is None or divides % tp == 0:", "if True:"),
     M("scenario-ep-dense", SCEN, "if self.ep is not None and model.params_expert is None:", "if False:"),
     # --- kvplan recommend, its --target search and --emit flags ---------------------------------------------
-    M("recommend-slo-batch-off-by-one", REC, "return (int(ok[-1]) + 1 if len(ok) else 0), tpot",
-      "return (int(ok[-1]) if len(ok) else 0), tpot"),
+    M("recommend-slo-batch-off-by-one", "kvplan/calc/slo.py", "            lo = mid\n        else:\n            hi = mid\n"
+      "    return lo, hi\n", "            lo = mid\n        else:\n            hi = mid\n    return lo - 1, hi\n"),
     M("recommend-tier-not-capped", REC, "tier_gpu = min(tier_gpu, int(dram_gpu.value))",
       "tier_gpu = max(tier_gpu, int(dram_gpu.value))"),
     M("recommend-prefix-share-rule", REC, "agrees = share.number() < PREFILL_SHARE_SMALL",
@@ -537,7 +537,17 @@ MUTANTS: tuple[Mutant, ...] = (
     M("recommend-victim-young-max", REC, "young = min(VICTIM_SHORT_TOKENS, s.decode_tokens)",
       "young = max(VICTIM_SHORT_TOKENS, s.decode_tokens)"),
     M("recommend-tier-replica-ignores-pp", REC, "    tp_ranks = par.tp * par.pp\n", "    tp_ranks = par.tp\n"),
-    M("recommend-batch-ignores-engine-cap", REC, "batch = slo_b or min(cap, engine_cap)", "batch = slo_b or cap"),
+    M("recommend-batch-ignores-engine-cap", REC, "ceiling = max(min(cap, engine_cap, MAX_BATCH), 1)",
+      "ceiling = max(min(cap, MAX_BATCH), 1)"),
+    # --- the batch row from the SLO model (issue 21): simulated, searched, and the --target search's best ------------
+    M("advice-batch-closed-form", REC, "batch = meeting or ceiling", "batch = closed or ceiling"),
+    M("advice-bisection-stops-early", "kvplan/calc/slo.py", "    while hi - lo > 1:           # lo meets, hi misses",
+      "    while hi - lo > 2:           # lo meets, hi misses"),
+    M("advice-search-not-rejudged", SIZING, "found[j] = _rejudge(c, scen[id(c)], targets, slo)", "found[j] = c"),
+    M("advice-rejudge-ignores-need", SIZING, "batch = sb.meeting if sb.meeting >= need else 0",
+      "batch = sb.meeting"),
+    M("advice-rejudge-rate-at-closed-batch", SIZING, "rate = par.dp * sb.batch / seconds",
+      "rate = par.dp * c.batch / seconds"),
     # --- the Hub: the cache's absent files are not asked for ----------------------------------------------------
     M("hub-known-absent", "kvplan/inputs/hub.py", "        known_absent = found is not None and path is None",
       "        known_absent = False"),
