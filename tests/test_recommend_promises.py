@@ -298,3 +298,37 @@ def test_the_percentile_and_attainment_reach_the_batch_row(run_cli):
     assert "TPOT p50" in next(x for x in p50["recommendations"] if x["key"] == "batch")["reason"]
     r = run_cli(*base, "--slo-percentile", "75")
     assert r.code == 2 and "--slo-percentile" in r.err and r.err.count("\n") == 1
+
+
+def test_largest_meeting_by_hand():
+    # meets(b) = b <= 37 within 1..100: 37 is the largest, 38 the first miss, from any start
+    from kvplan.calc.slo import largest_meeting
+
+    for start in (1, 2, 36, 37, 38, 40, 64, 100, 500):
+        assert largest_meeting(lambda b: b <= 37, start, 100) == (37, 38)
+    assert largest_meeting(lambda b: b <= 100, 5, 100) == (100, None)     # the ceiling meets
+    assert largest_meeting(lambda b: False, 50, 100) == (0, 1)             # batch 1 misses
+
+
+def test_the_search_rejudges_a_layout_at_the_batch_the_concurrency_target_needs():
+    # the 24 GiB pool above, a 9 ms SLO: batches 1..6 meet when simulated (6.8 .. 8.7 ms at p99), 7 misses (9.07 ms)
+    from dataclasses import replace
+
+    from kvplan.calc import costs
+    from kvplan.calc.sizing import Candidate, _rejudge
+    from kvplan.calc.slo import SloTargets
+
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
+                 kv_pool_bytes=24 * GIB, prompt_tokens=1000, decode_tokens=30_000, kv_dtype_request="fp8")
+    c = Candidate("h100-sxm", 1, 1, 1, 1, 1, None, "fp8", 12, 12, 0.008, 1.0, None, ())
+    slo = SloTargets(tpot=0.009)
+    ok = _rejudge(c, s, (parse_target("concurrency>=6"), parse_target("tpot<=9ms")), slo)
+    short = _rejudge(c, s, (parse_target("concurrency>=7"), parse_target("tpot<=9ms")), slo)
+    assert (ok.batch, ok.meets, ok.basis) == (6, True, "simulated")
+    assert short.batch == 0 and not short.meets and "6 < 7 needed" in short.failed[0]
+    # the rate at the simulated batch 6 (not the closed form's 12): 6 / (T_pf + D x (TPOT(6) + T_pf x 6 / D))
+    step = costs.step_model(s)
+    t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
+    mean = float(step.steady_tpot(1000, 30_000, 6)) + t_pf * 6 / 30_000
+    assert ok.requests_per_second == pytest.approx(6 / (t_pf + 30_000 * mean))
+    assert replace(ok, basis="closed form").figures()["batch"].why.formula.startswith("closed form")
