@@ -269,7 +269,8 @@ def test_the_emitted_batch_is_the_largest_the_simulator_passes(run_cli):
 
 
 def test_the_batch_search_equals_a_brute_force_over_every_batch():
-    # a pool of 12 requests of 31K tokens and a 9 ms SLO (batch 1's simulated p99 is 6.8 ms, batch 12's 10.9 ms): every batch
+    # a pool of 12 requests of 31K tokens and a 9 ms SLO (batch 1's simulated p99 is 6.8 ms, batch 12's 10.9 ms):
+    # every batch
     # 1..12 simulated, the largest that meets is the row's batch (the gallop from the closed form's batch and the
     # bisection may skip none)
     from kvplan.calc.simulate import simulated_batch

@@ -363,8 +363,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("scenario-default-tp-divides", SCEN, "if divides is None or divides % tp == 0:", "if True:"),
     M("scenario-ep-dense", SCEN, "if self.ep is not None and model.params_expert is None:", "if False:"),
     # --- kvplan recommend, its --target search and --emit flags ---------------------------------------------
-    M("recommend-slo-batch-off-by-one", "kvplan/calc/slo.py", "            lo = mid\n        else:\n            hi = mid\n"
-      "    return lo, hi\n", "            lo = mid\n        else:\n            hi = mid\n    return lo - 1, hi\n"),
+    M("recommend-slo-batch-off-by-one", "kvplan/calc/slo.py",
+      "            lo = mid\n        else:\n            hi = mid\n    return lo, hi\n",
+      "            lo = mid\n        else:\n            hi = mid\n    return lo - 1, hi\n"),
     M("recommend-tier-not-capped", REC, "tier_gpu = min(tier_gpu, int(dram_gpu.value))",
       "tier_gpu = max(tier_gpu, int(dram_gpu.value))"),
     M("recommend-prefix-share-rule", REC, "agrees = share.number() < PREFILL_SHARE_SMALL",

@@ -43,8 +43,9 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, given(o.slo_origin) if o.slo_origin else default("50 ms")),
         "tpot_slo_basis": (f"simulated (the SLO model): TPOT at p{slo.tpot_percentile} of a closed loop of batch "
-                           "users of equal requests on one replica, the engine scheduling their prefills among the decode "
-                           "steps, with the attainment target; the closed form's mean is where the search starts"),
+                           "users of equal requests on one replica, the engine scheduling their prefills among the "
+                           "decode steps, with the attainment target; the closed form's mean is where the search "
+                           "starts"),
         **slo.values(),
         "recommendations": [{"key": r.key, "setting": r.setting, "value": r.value, "reason": r.reason,
                              "document": r.document, "agrees_with_document": r.agrees,
