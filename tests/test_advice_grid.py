@@ -57,7 +57,7 @@ def test_the_advice_commands_answer_and_keep_their_promises(run_cli, workload, m
     r = run_cli("recommend", "-m", model, "--prompt", prompt, "--decode", decode, "--target", target,
                 "--candidates", gpu, "--emit", "vllm", "-f", "json")
     assert r.code == 0, r.err
-    assert check_targets(r.json(), target) == []
+    assert check_targets(r.json(), target, run_cli) == []
 
     rate = d["colocated_requests_per_second"] / (8 if model != "deepseek-r1" else 2)   # one instance's goodput
     r = run_cli("simulate", *base, "--tp", "1" if model != "deepseek-r1" else "8", "--dp", "1", "--requests", "200",

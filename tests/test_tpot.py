@@ -300,8 +300,8 @@ def test_one_steady_tpot_for_a_batch_in_tpot_pd_and_recommend():
     two_b, _ = step.request_cache(np.array([125.0, 175.0]))
     assert mean_b != pytest.approx(float(two_b.mean()), rel=1e-4)     # the test discriminates the sample set
     assert _Model(s, PdOptions()).tpot_by_batch(100, 100)[1] == pytest.approx(tpot, rel=1e-12)
-    batch, by_batch = recommend._slo_batch(step, s, 2, 1.0, 0.0)   # no prefills
-    assert batch == 2 and by_batch[1] == pytest.approx(tpot, rel=1e-12)
+    sb = recommend.slo_batch(s.with_(max_num_seqs=2), recommend.SloTargets(tpot=1.0), step)
+    assert sb.batch == 2 and sb.decode_only == pytest.approx(tpot, rel=1e-12)   # the decode step alone at batch 2
 
 
 def test_decode_gemms_are_counted_from_the_layer_kinds_and_the_moe_structure():

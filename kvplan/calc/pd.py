@@ -321,6 +321,7 @@ class _Model:
         from dataclasses import replace
 
         from kvplan.calc.simulate import simulated_batch
+        from kvplan.calc.slo import largest_meeting
 
         runs: dict[int, SimulatedBatch] = {}
         targets = self.o.targets
@@ -332,35 +333,10 @@ class _Model:
                 runs[b] = simulated_batch(scenario, b, tpot_only)
             return runs[b].verdict.meets
 
-        ceiling = max(ceiling, 1)
-        b, step = min(max(start, 1), ceiling), 1
-        if meets(b):                 # gallop up to the first batch that misses
-            lo = b
-            while True:
-                nxt = min(lo + step, ceiling)
-                if not meets(nxt):
-                    hi = nxt
-                    break
-                if nxt == ceiling:
-                    return ceiling, runs[ceiling], None
-                lo, step = nxt, step * 2
-        else:                        # gallop down to a batch that meets
-            hi = b
-            while True:
-                nxt = max(hi - step, 1)
-                if meets(nxt):
-                    lo = nxt
-                    break
-                if nxt == 1:
-                    return 0, runs[1], runs[1]
-                hi, step = nxt, step * 2
-        while hi - lo > 1:           # lo meets, hi misses
-            mid = (lo + hi) // 2
-            if meets(mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo, runs[lo], runs[hi]
+        b, hi = largest_meeting(meets, start, ceiling)
+        if b == 0:
+            return 0, runs[1], runs[1]
+        return b, runs[b], runs[hi] if hi is not None else None
 
 
 # --- the disaggregated side: per-role layouts, the prefill queue and the KV transfer -----------------------------

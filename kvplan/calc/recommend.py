@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs
+from kvplan.calc.slo import SloTargets
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
@@ -53,8 +54,14 @@ class RecommendOptions:
     nic_gbps: float | None = None           # GB/s per GPU per direction for the PD transfer (None: the GPU preset's)
     slo_origin: str = ""                    # who set tpot_slo: "" (the 50 ms default), --tpot-slo, --target tpot<=T
     targets: tuple = ()                     # the --target ones (kvplan.calc.sizing.Target), each judged on the plan
+    slo: SloTargets | None = None           # the SLO model's targets (None: tpot_slo at p99); its TPOT is tpot_slo
 
     def __post_init__(self) -> None:
+        from dataclasses import replace
+
+        t = self.slo if self.slo is not None else SloTargets(tpot=self.tpot_slo, tpot_origin=self.slo_origin
+                                                             or "the 50 ms default")
+        object.__setattr__(self, "slo", replace(t, tpot=self.tpot_slo))
         slo = self.tpot_slo
         target = self.slo_origin.startswith("--target")   # a target's bound: the search says when none meets it
         if not (isinstance(slo, (int, float)) and math.isfinite(slo) and (slo > 0 if target else slo >= 1e-4)
@@ -128,6 +135,8 @@ class RecommendPlan:
     prefill_share: Fraction
     kv_pool_bytes: Bytes
     targets: tuple[TargetVerdict, ...] = ()
+    tpot_mean_at_batch: Seconds = Seconds(None)    # closed form: the mean with the prefills in between
+    batch_closed_form: Count = Count(None)         # closed form's batch: where the simulated search starts
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -162,15 +171,78 @@ def _choose_dtype(s: Scenario, pool_of) -> tuple[KVDtype, tuple[DtypeOption, ...
     return s.kv_dtype, options, "default"
 
 
-def _slo_batch(step, s: Scenario, limit: int, slo: float, t_pf: float):
-    """(the largest batch <= limit whose steady mean TPOT, with the batch's own prefills run in between as kvplan
-    pd prices a colocated replica, meets the SLO (0 when none does); that TPOT for batches 1..limit)."""
+MAX_BATCH = 4096   # the largest batch searched (the sizing search's too)
+
+
+@dataclass(frozen=True)
+class SloBatch:
+    """The batch row's answer from the one SLO model (``kvplan.calc.slo``): the largest closed-loop batch of the
+    scenario's equal requests whose simulated run (the engine's scheduler putting the prefills among the decode
+    steps) meets the TPOT target at its percentile and attainment; the closed form on the mean is where the search
+    starts and is shown beside it."""
+
+    batch: int                 # the batch planned: ``meeting``, or the ceiling when no batch meets
+    meeting: int               # the largest batch whose simulated run meets the TPOT target (0: none)
+    ceiling: int               # min(the pool's requests, the engine's max_num_seqs, MAX_BATCH)
+    capacity: int              # the pool's requests at prompt + decode
+    engine_cap: int
+    closed: int                # the closed form's batch: largest whose mean TPOT (prefills in between) meets
+    tpot: float                # simulated TPOT at the target's percentile at ``batch``
+    tpot_mean: float           # closed form: the mean TPOT at ``batch`` with its prefills in between
+    decode_only: float         # closed form: the decode step alone at ``batch`` (kvplan tpot --batch)
+    prefill: float             # T_pf of the prompt in max_num_batched_tokens chunks
+    miss: int | None           # the first batch above ``meeting`` tried, which misses (None: the ceiling meets)
+    miss_tpot: float | None    # its simulated TPOT at the percentile
+    runs: int                  # closed loops simulated
+    figures: dict              # the simulated run at ``batch``: its SLO figures (typed)
+    tokens_per_second: float   # the simulated run at ``batch``: output tokens / simulated time
+
+
+def slo_batch(s: Scenario, targets: SloTargets, step=None) -> SloBatch:
+    """The batch row's batch for ``s`` under ``targets``' TPOT (``SloBatch``): ``slo.largest_meeting`` over
+    ``simulate.simulated_batch`` (a closed loop of B users, 3 requests each, on one replica), from the closed form's
+    batch. ``recommend`` and the ``--target`` search both call it, so the search's batch is the one the launch
+    command sets."""
+    from dataclasses import replace
+
     import numpy as np
 
-    b = np.arange(1, max(limit, 1) + 1, dtype=float)
-    tpot = costs.colocated_tpot(step.steady_tpot(s.prompt_tokens, s.decode_tokens, b), t_pf, b, s.decode_tokens)
-    ok = np.nonzero(tpot <= slo)[0]
-    return (int(ok[-1]) + 1 if len(ok) else 0), tpot
+    from kvplan.calc.simulate import simulated_batch
+    from kvplan.calc.slo import largest_meeting
+
+    step = step or costs.step_model(s)
+    pool = int(capacity.kv_pool(s).kv_pool_bytes)
+    block = capacity.block_tokens(s).number()
+    cap = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens, block=block),
+                       capacity.shared_prefix_copy_bytes(s, block=block))
+    mnbt, seqs = s.engine_adapter.batch_limits_for(s)
+    engine_cap = int(seqs.number())
+    ceiling = max(min(cap, engine_cap, MAX_BATCH), 1)
+    t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
+    b = np.arange(1, ceiling + 1, dtype=float)
+    plain = step.steady_tpot(s.prompt_tokens, s.decode_tokens, b)
+    mean = costs.colocated_tpot(plain, t_pf, b, s.decode_tokens)
+    assert targets.tpot is not None
+    ok = np.nonzero(mean <= targets.tpot)[0]
+    closed = int(ok[-1]) + 1 if len(ok) else 0
+    tpot_only = replace(targets, ttft=None)    # a closed loop's TTFT is its users' lockstep, not a queue's
+    runs: dict = {}
+
+    def meets(n: int) -> bool:
+        if n not in runs:
+            runs[n] = simulated_batch(s, n, tpot_only)
+        return runs[n].verdict.meets
+
+    meeting, hi = largest_meeting(meets, closed or 1, ceiling)
+    batch = meeting or ceiling
+    meets(batch)     # the planned batch's run (the ceiling's when none meets)
+    key = f"tpot_seconds_p{targets.tpot_percentile}"
+    run = runs[batch]
+    miss = None if meeting == 0 else hi
+    return SloBatch(batch, meeting, ceiling, cap, engine_cap, closed, float(run.figures[key].value),
+                    float(mean[batch - 1]), float(plain[batch - 1]), float(t_pf), miss,
+                    float(runs[miss].figures[key].value) if miss is not None else None, len(runs), run.figures,
+                    float(run.tokens_per_second.value or 0.0))
 
 
 def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
@@ -202,27 +274,33 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
 
     # --- batch -----------------------------------------------------------------------------------------------
     step = costs.step_model(s)
-    mnbt, engine_seqs = s.engine_adapter.batch_limits_for(s)
-    engine_cap = engine_seqs.number()
-    t_pf = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number())
-    slo_b, tpot_by_batch = _slo_batch(step, s, min(cap, engine_cap), o.tpot_slo, t_pf)
-    batch = slo_b or min(cap, engine_cap)     # the SLO batch is searched within min(cap, engine_cap) already
-    tpot_b = float(tpot_by_batch[batch - 1])
-    decode_only = float(step.steady_tpot(s.prompt_tokens, s.decode_tokens, batch))
+    slo = o.slo
+    assert slo is not None     # RecommendOptions fills it in
+    sb = slo_batch(s, slo, step)
+    engine_cap, slo_b, batch, t_pf = sb.engine_cap, sb.meeting, sb.batch, sb.prefill
+    q = slo.tpot_percentile
     next_step = capacity.first_full_step(s, cap + 1, pool, shared)
     cap_v = Count(cap, derived("floor((pool - shared prefix copy) / per-request bytes at prompt + decode)",
                                f"floor(({pool:,} - {shared:,}) / {per_req:,}) = {cap}"))
-    slo_v = Count(slo_b, derived("largest batch whose steady mean TPOT (contexts spread over prompt..prompt+decode, "
-                                 "the batch's prefills in between, as kvplan pd) meets the SLO; a mean, not a "
-                                 "percentile", f"SLO {o.tpot_slo * 1e3:g} ms{_origin(o)} -> {slo_b}"))
-    batch_v = Count(batch, derived("min(HBM capacity, TPOT-SLO batch, engine max_num_seqs)",
+    slo_v = Count(slo_b, derived(
+        f"simulated: the largest batch whose closed loop of equal requests (the engine scheduling their prefills "
+        f"among the decode steps) meets TPOT p{q} <= the SLO with {slo.attainment:.0%} attainment (slo.largest_meeting"
+        f" from the closed form's batch, {sb.runs} runs)",
+        f"SLO {o.tpot_slo * 1e3:g} ms{_origin(o)} -> {slo_b}" + (
+            f"; batch {sb.miss} misses at {sb.miss_tpot * 1e3:.2f} ms" if sb.miss is not None and sb.miss_tpot
+            is not None else "; the ceiling meets" if slo_b else "; batch 1 misses")))
+    batch_v = Count(batch, derived("min(HBM capacity, engine max_num_seqs) when no batch meets the SLO, else the "
+                                   "largest simulated batch meeting it (within both)",
                                    f"min({cap}, {slo_b if slo_b else 'none'}, {engine_cap}) = {batch}"))
     next_v = Count(next_step, derived("first decode step at which one more request (cap + 1) fills the pool",
                                       f"batch {cap + 1}: step {next_step}"))
-    tpot_v = Seconds(tpot_b, derived("steady mean TPOT at the batch, prefills included (the step model)",
-                                     f"batch {batch}: {tpot_b * 1e3:.2f} ms"))
-    rows.append(_batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o, pool, per_req, decode_only))
-    verdicts = _verdicts(s, o, batch, tpot_b, t_pf, cap)
+    tpot_v = sb.figures[f"tpot_seconds_p{q}"]
+    mean_v = Seconds(sb.tpot_mean, derived("closed form: steady mean TPOT at the batch with its prefills in between "
+                                           "(TPOT(B) + T_pf x B / D)", f"batch {batch}: {sb.tpot_mean * 1e3:.3f} ms"))
+    closed_v = Count(sb.closed, derived("closed form: the largest batch whose mean TPOT with the prefills in between "
+                                        "meets the SLO (where the simulated search starts)", f"{sb.closed}"))
+    rows.append(_batch_row(s, sb, o, pool, per_req, next_step))
+    verdicts = _verdicts(s, o, sb, cap)
 
     # --- preemption and offload ------------------------------------------------------------------------------
     young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
@@ -266,7 +344,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         doubled = (f"One instance of {s.planned_gpus} GPU{plural} has nothing to split; at two instances "
                    f"({pd_s.planned_gpus} GPUs): ")
     try:
-        pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps, table=False))
+        pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps, table=False, targets=o.slo))
     except KvplanError as err:   # e.g. a GPU preset without a NIC figure: the row says what is missing
         pd = None
         rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", f"kvplan pd cannot price the split: {err.message}"
@@ -280,6 +358,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                              "(disaggregated / colocated goodput {m:.2f}x under the TPOT SLO; kvplan pd gives the "
                              "break-even)", m=pd.margin)))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
+    tpot_b = sb.tpot_mean
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
     pf_v = Seconds(t_pf, derived("prefill of the prompt in max_num_batched_tokens chunks (the cost model)",
@@ -292,27 +371,32 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
 
     return RecommendPlan(
         s, o, tuple(rows), dtype, dtype_options, batch_v, cap_v, slo_v,
-        Count(engine_cap, engine_seqs.why), next_v, tpot_v,
+        Count(engine_cap, s.engine_adapter.batch_limits_for(s)[1].why), next_v, tpot_v,
         Count(admitted, derived("what an engine admits on prompt cost: min(max_num_seqs, usable pool // prompt "
                                 "bytes)", f"{admitted}")), admitted_run.decode_steps_until_full,
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else (rows[-1].reason,),
-        True, pf_v, share_v, budget.kv_pool, verdicts)
+        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v)
 
 
-def _verdicts(s: Scenario, o: RecommendOptions, batch: int, tpot: float, t_pf: float, cap: int):
+def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int):
     """Each --target judged on this plan at its batch per replica (what --max-num-seqs sets) and DP replicas; TPOT
-    as the batch row judges it (a steady mean with the prefills in between, not a percentile)."""
-    dp = s.parallelism.dp
+    as the batch row judges it (the simulated closed loop at the SLO's percentile); the rate in closed form (Little's
+    law at the batch, with the mean TPOT)."""
+    dp, batch = s.parallelism.dp, sb.batch
+    slo = o.slo
+    assert slo is not None
+    q = slo.tpot_percentile
     out = []
-    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), dp=Count(dp), tpot=Seconds(tpot),
-                                               prefill=Seconds(t_pf), decode=Tokens(s.decode_tokens))
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), dp=Count(dp), tpot=sb.figures[f"tpot_seconds_p{q}"],
+                                               mean=Seconds(sb.tpot_mean), prefill=Seconds(sb.prefill),
+                                               decode=Tokens(s.decode_tokens))
     for t in o.targets:
         if t.metric == "tpot":
-            out.append(TargetVerdict(t.text, tpot <= t.bound, note(
-                "mean TPOT {tpot:ms:,.2f} ms at batch {batch} (the steady mean with the batch's prefills in between; "
-                "not a percentile)", **figs)))
+            out.append(TargetVerdict(t.text, sb.tpot <= t.bound and sb.meeting > 0, note(
+                f"TPOT p{q} " + "{tpot:ms:,.2f} ms at batch {batch} (simulated: a closed loop of {batch} users of "
+                "equal requests, the prefills among the decode steps)", **figs)))
         elif t.metric == "concurrency":
             ctx = t.context or s.context_tokens
             held = capacity.fit(int(capacity.kv_pool(s).kv_pool_bytes), capacity.request_bytes(s, ctx),
@@ -321,10 +405,10 @@ def _verdicts(s: Scenario, o: RecommendOptions, batch: int, tpot: float, t_pf: f
                 "{batch} running per replica x {dp} replica(s) = {running}; the pools hold {held} requests of {ctx} "
                 "tokens", running=Count(batch * dp), held=Count(held * dp), ctx=Tokens(ctx), **figs)))
         else:
-            seconds = t_pf + s.decode_tokens * tpot
+            seconds = sb.prefill + s.decode_tokens * sb.tpot_mean
             rate = dp * batch / seconds if seconds > 0 else 0.0
             out.append(TargetVerdict(t.text, rate >= t.bound, note(
-                "{dp} x {batch} / ({prefill:.4g} + {decode} x {tpot:.4g}) s = {rate:.3g} requests/s",
+                "closed form: {dp} x {batch} / ({prefill:.4g} + {decode} x {mean:.4g}) s = {rate:.3g} requests/s",
                 rate=Number(rate), **figs)))
     return tuple(out)
 
@@ -366,31 +450,40 @@ def _origin(o: RecommendOptions) -> str:
     return f" ({o.slo_origin})" if o.slo_origin else ""
 
 
-def _batch_row(s, cap, slo_b, engine_cap, batch, next_step, tpot_b, o, pool, per_req, decode_only) -> Row:
-    slo_text = note("the TPOT SLO {slo:ms:g} ms" + _origin(o), slo=Seconds(o.tpot_slo))
-    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), tpot=Seconds(tpot_b), slo=slo_text,
+def _batch_row(s, sb: SloBatch, o: RecommendOptions, pool, per_req, next_step) -> Row:
+    slo = o.slo
+    assert slo is not None
+    q = slo.tpot_percentile
+    cap, slo_b, engine_cap, batch = sb.capacity, sb.meeting, sb.engine_cap, sb.batch
+    slo_text = note(f"the TPOT SLO p{q} " + "{slo:ms:g} ms" + _origin(o), slo=Seconds(o.tpot_slo))
+    figs: dict[str, Value | str | Note] = dict(batch=Count(batch), tpot=Seconds(sb.tpot), slo=slo_text,
                                                cap=Count(engine_cap))
     # the first clause says what set the batch (the launch command's --max-num-seqs quotes it: the plan's
     # batch_reason)
-    if slo_b and slo_b < min(cap, engine_cap):
-        first = note("batch {batch}, the largest meeting {slo}: it decodes at {tpot:ms:,.1f} ms", **figs)
+    at = f"TPOT p{q} " + "{tpot:ms:,.1f} ms (simulated)"
+    if slo_b and slo_b < min(cap, engine_cap, MAX_BATCH):
+        first = note("batch {batch}, the largest meeting {slo}: " + at, **figs)
     elif not slo_b:
         first = note("batch {batch}: no batch meets {slo} (batch 1 already exceeds it), so the batch is the capacity "
-                     "limit; it decodes at {tpot:ms:,.1f} ms", **figs)
+                     "limit; " + at, **figs)
     elif engine_cap < cap:
-        first = note("batch {batch}, the engine's max_num_seqs {cap}: it decodes at {tpot:ms:,.1f} ms, within {slo}",
-                     **figs)
+        first = note("batch {batch}, the engine's max_num_seqs {cap}: " + at + ", within {slo}", **figs)
     else:
-        first = note("batch {batch}, the most the pool holds: it decodes at {tpot:ms:,.1f} ms, within {slo}", **figs)
+        first = note("batch {batch}, the most the pool holds: " + at + ", within {slo}", **figs)
     parts = [first, note("max batch {cap} per replica at {L} tokens: the {pool:GiB:,.1f} pool holds {cap} requests of "
                          "{per_req:MiB:,.1f} per GPU", cap=Count(cap), L=Tokens(s.context_tokens), pool=Bytes(pool),
                          per_req=Bytes(per_req))]
     if next_step is not None:
         parts.append(note(f"a {_ordinal(cap + 1)} request overflows HBM at decode step {{step}}",
                           step=Count(next_step)))
-    parts.append(note("TPOT judged as the steady mean over the decode with the batch's prefills in between (as kvplan "
-                      "pd prices a colocated replica), not a percentile; the decode step alone (kvplan tpot --batch "
-                      "{batch}) is {alone:ms:,.1f} ms", batch=Count(batch), alone=Seconds(decode_only)))
+    judged = ("TPOT judged by the SLO model: the simulated closed loop of {batch} users of equal requests, the engine "
+              f"scheduling their prefills among the decode steps, at p{q} with " "{att:.0%} attainment; ")
+    miss = (note("batch {miss} misses at {miss_tpot:ms:,.1f} ms; ", miss=Count(sb.miss),
+                 miss_tpot=Seconds(sb.miss_tpot)) if sb.miss is not None and sb.miss_tpot is not None else "")
+    parts.append(note(judged, batch=Count(batch), att=Fraction(slo.attainment)) + miss + note(
+        "the closed form's mean with the prefills in between is {mean:ms:,.1f} ms (batch {closed} by it), the decode "
+        "step alone (kvplan tpot --batch {batch}) {alone:ms:,.1f} ms", batch=Count(batch), mean=Seconds(sb.tpot_mean),
+        closed=Count(sb.closed), alone=Seconds(sb.decode_only)))
     agrees = batch <= SMALL_BATCH
     differs = "" if agrees else (
         note("the document's 2-8 comes from one card with ~37 GB left for a 3.75 GB request; this replica's pool is "

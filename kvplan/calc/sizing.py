@@ -4,9 +4,11 @@ deployments that meet the targets, ranked by GPUs used, then by price per hour w
 Targets:
 - ``concurrency>=N@C``: requests of C tokens (default: the scenario's prompt + decode) that fit in the KV pools of
   every replica together (``capacity.fit`` per replica x DP).
-- ``tpot<=T``: some batch of the scenario's requests decodes at a steady mean TPOT <= T (the one cost model, with the
-  batch's prefills run in between as ``recommend`` and ``pd`` price a colocated replica; a mean, not a percentile);
-  with a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
+- ``tpot<=T``: first in closed form, some batch of the scenario's requests decodes at a steady mean TPOT <= T (the one
+  cost model, with the batch's prefills run in between); then the passing layouts, best first, are judged by the SLO
+  model as ``recommend``'s batch row is (``recommend.slo_batch``: the simulated closed loop's TPOT at the SLO's
+  percentile, p99 by default) until one meets: that one is the best, and its batch the one the launch command sets.
+  With a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
 - ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
   largest within capacity and max_num_seqs that meets the TPOT target).
 Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
@@ -92,6 +94,7 @@ class Candidate:
     requests_per_second: float
     usd_per_hour: float | None  # GPUs x the preset's price per GPU-hour, when it has one
     failed: tuple[str, ...]     # the targets it misses, each with its number
+    basis: str = "closed form"  # how its batch and TPOT were judged: "closed form" or "simulated" (the SLO model)
 
     @property
     def meets(self) -> bool:
@@ -105,15 +108,19 @@ class Candidate:
         """The candidate's figures as typed values, each with its derivation (the JSON and the table's cells)."""
         from kvplan.specs.values import Count, Number, Seconds, default, derived
 
+        sim = self.basis == "simulated"
         return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")), "nodes": self.nodes,
                 "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep, "kv_dtype": self.kv_dtype,
                 "concurrency": Count(self.concurrency, derived("requests that fit per replica x DP",
                                                                str(self.concurrency), SEARCH)),
-                "batch": Count(self.batch, derived("largest batch within capacity meeting the TPOT target",
-                                                   str(self.batch))),
-                "tpot_seconds": Seconds(self.tpot_seconds, derived("steady mean TPOT at the batch, its prefills "
-                                                                   "included (a mean, not a percentile)",
-                                                                   f"{self.tpot_seconds:.4g}")),
+                "batch": Count(self.batch, derived(
+                    "simulated: the largest closed-loop batch within capacity whose TPOT at the SLO's percentile "
+                    "meets the target (recommend's batch row)" if sim else "closed form: the largest batch within "
+                    "capacity whose steady mean TPOT, its prefills included, meets the TPOT target", str(self.batch))),
+                "tpot_seconds": Seconds(self.tpot_seconds, derived(
+                    "simulated: TPOT at the SLO's percentile at the batch" if sim else "closed form: steady mean TPOT "
+                    "at the batch, its prefills included (a mean, not a percentile)", f"{self.tpot_seconds:.4g}")),
+                "basis": self.basis,
                 "requests_per_second": Number(self.requests_per_second, derived(
                     "DP x batch / (prefill + decode x TPOT)", f"{self.requests_per_second:.4g}")),
                 "usd_per_hour": Number(self.usd_per_hour, derived("GPUs x the preset's price per GPU-hour",
@@ -152,6 +159,14 @@ def _layouts(model, gpn: int):
                     yield nodes, gpus, tp, pp
 
 
+def _miss(what: str, tpot: float, tail: str = "") -> str:
+    return f"{what}: {tpot * 1e3:.1f} ms{tail}"
+
+
+def _rate_miss(what: str, rate: float) -> str:
+    return f"{what}: {rate:.3g} rps"
+
+
 def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
     import numpy as np
 
@@ -188,23 +203,51 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
         run = batch or (i + 1)
         rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
     if tpot_t and (batch == 0 or tpot > tpot_t.bound):
-        failed.append(f"{tpot_t.text}: {tpot * 1e3:.1f} ms" + (f" at batch {need}" if conc_t else ""))
+        failed.append(_miss(tpot_t.text, tpot, f" at batch {need}" if conc_t else ""))
     if rate_t and rate < rate_t.bound:
-        failed.append(f"{rate_t.text}: {rate:.3g} rps")
+        failed.append(_rate_miss(rate_t.text, rate))
     price = _price(s.hardware)
     return Candidate(s.hardware.id, par.gpus, s.nodes, par.tp, par.pp, par.dp, par.ep, s.kv_dtype.value,
                      concurrency, batch, tpot, rate, None if price is None else price * par.gpus, tuple(failed))
 
 
+def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Candidate:
+    """``c`` judged again with recommend's batch row (``recommend.slo_batch``: the simulated closed loop at the
+    SLO's percentile), so the best layout's batch is the one recommend plans and the launch command sets."""
+    from dataclasses import replace
+
+    from kvplan.calc.recommend import slo_batch
+
+    sb = slo_batch(s, slo)
+    par = s.parallelism
+    conc_t = next((t for t in targets if t.metric == "concurrency"), None)
+    rate_t = next((t for t in targets if t.metric == "rate"), None)
+    need = math.ceil(conc_t.bound / par.dp) if conc_t else 1
+    batch = sb.meeting if sb.meeting >= need else 0
+    seconds = sb.prefill + s.decode_tokens * sb.tpot_mean
+    rate = par.dp * sb.batch / seconds if seconds > 0 else 0.0
+    failed = []      # c met every target in closed form (its concurrency stays: the pool is no simulation's)
+    if batch == 0:
+        failed.append(_miss(f"{slo.tpot_origin}: TPOT p{slo.tpot_percentile}", sb.tpot, f" simulated at batch "
+                            f"{sb.batch}" + (f", {sb.meeting} < {need} needed" if sb.meeting else "")))
+    if rate_t and rate < rate_t.bound:
+        failed.append(_rate_miss(rate_t.text, rate))
+    return replace(c, batch=batch, tpot_seconds=sb.tpot, requests_per_second=rate, failed=tuple(failed),
+                   basis="simulated")
+
+
 def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes: tuple | None = None,
-           top: int = 8) -> SizingPlan:
+           top: int = 8, slo=None) -> SizingPlan:
     """Every layout of ``base``'s model and request on each GPU preset in ``hardware``, evaluated against
-    ``targets``."""
+    ``targets`` in closed form; then the passing layouts, best first, judged again by the SLO model's simulation
+    (``slo``: ``kvplan.calc.slo.SloTargets``, default the tpot target at p99) until one meets: that one is the
+    best."""
     from kvplan.calc.concurrency import default_dtypes
 
     if not targets:
         raise KvplanError("no --target to search for", "give --target concurrency>=64@31k (or tpot<=, rate>=)")
     found, considered, skipped = [], 0, 0
+    scen: dict[int, Scenario] = {}
     moe = bool(base.model.num_experts)
     for hw in hardware:
         for nodes, gpus, tp, pp in _layouts(base.model, hw.node.gpus_per_node):
@@ -216,6 +259,7 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
                     if moe and s.parallelism.tp * s.parallelism.dp > 1:
                         s = s.with_(ep=s.parallelism.tp * s.parallelism.dp)
                     found.append(_evaluate(s, targets))
+                    scen[id(found[-1])] = s
                 except KvplanError:
                     skipped += 1
 
@@ -227,6 +271,19 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
     passing = sorted((c for c in found if c.meets),
                      key=lambda c: (c.gpus, price_key(c), c.kv_dtype == "nvfp4", -round(c.requests_per_second, 9),
                                     -c.concurrency))
+    tpot_t = next((t for t in targets if t.metric == "tpot"), None)
+    if tpot_t is not None:
+        from kvplan.calc.slo import SloTargets
+
+        slo = slo if slo is not None else SloTargets(tpot=tpot_t.bound, tpot_origin=tpot_t.text)
+        for c in passing:      # best first, until one meets under the simulation
+            j = found.index(c)
+            found[j] = _rejudge(c, scen[id(c)], targets, slo)
+            if found[j].meets:
+                break
+        passing = [c for c in found if c.meets and c.basis == "simulated"][:1] + sorted(
+            (c for c in found if c.meets and c.basis != "simulated"), key=lambda c: (
+                c.gpus, price_key(c), c.kv_dtype == "nvfp4", -round(c.requests_per_second, 9), -c.concurrency))
     best = passing[0] if passing else None
     # shown: each GPU type's best layout first (so one GPU type's variants do not hide another that also meets the
     # targets), then the next best layouts overall

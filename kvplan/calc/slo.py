@@ -315,3 +315,41 @@ def steady_batch(batch: int, ttft: float, tpot: float, output_tokens: int, targe
     tokens = Number(tok, derived("closed form: requests/s x output tokens when the targets are met, else 0",
                                  f"{rate:.6g} x {output_tokens:,} = {tok:.6g}" if verdict.meets else "targets missed"))
     return SteadyBatch(att, verdict, rps, tokens)
+
+
+# --- the largest batch meeting the targets ---------------------------------------------------------------------
+def largest_meeting(meets, start: int, ceiling: int) -> tuple[int, int | None]:
+    """The largest batch in 1..``ceiling`` for which ``meets(batch)`` holds, for figures that grow with the batch
+    (a simulated run's TPOT): galloping from ``start`` (a closed form's batch, near the answer) to a bracket, then
+    bisection. Returns (batch, the first batch above it, which misses, or None when the ceiling meets); (0, 1) when
+    batch 1 misses. ``pd``'s colocated side and ``recommend``'s batch row search with it, so one batch answers
+    both."""
+    ceiling = max(ceiling, 1)
+    b, step = min(max(start, 1), ceiling), 1
+    if meets(b):                 # gallop up to the first batch that misses
+        lo = b
+        while True:
+            nxt = min(lo + step, ceiling)
+            if nxt == lo:
+                return lo, None
+            if not meets(nxt):
+                hi = nxt
+                break
+            lo, step = nxt, step * 2
+    else:                        # gallop down to a batch that meets
+        hi = b
+        while True:
+            nxt = max(hi - step, 1)
+            if nxt == hi:
+                return 0, 1
+            if meets(nxt):
+                lo = nxt
+                break
+            hi, step = nxt, step * 2
+    while hi - lo > 1:           # lo meets, hi misses
+        mid = (lo + hi) // 2
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi

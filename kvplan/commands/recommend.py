@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.commands.common import scenario_command
+from kvplan.commands.common import SloAttainmentOpt, SloPercentileOpt, TtftSloOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
@@ -26,6 +26,9 @@ def recommend(
                                                "rate>=2rps', then recommend for the best.")] = None,
     candidates: Annotated[str | None, typer.Option("--candidates", metavar="GPU,GPU", help="GPU presets the "
                                                    "--target search tries (default: every GPU preset).")] = None,
+    ttft_slo: TtftSloOpt = None,
+    slo_percentile: SloPercentileOpt = None,
+    slo_attainment: SloAttainmentOpt = None,
     emit_engine: Annotated[str | None, typer.Option("--emit", metavar="ENGINE", help="Also print the launch "
                                                     "command that realises the plan: vllm or sglang (a release "
                                                     "with --engine vllm==X.Y).")] = None,
@@ -37,7 +40,8 @@ def recommend(
 
     fmt = check_output_options(output["fmt"], output["units"], output["brief"])
     r = recommend_request(scenario_args, tpot_slo=tpot_slo, dram=dram, nic_gbps=nic_gbps, target=target,
-                          candidates=candidates, emit=emit_engine, presets_dir=output["presets_dir"])
+                          candidates=candidates, emit=emit_engine, presets_dir=output["presets_dir"],
+                          ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment)
     scenario, options, sizing = r.scenario, r.options, None
     if r.targets is not None:
         import dataclasses
@@ -55,7 +59,7 @@ def _search(r):
     from kvplan.calc.sizing import search
     from kvplan.errors import KvplanError
 
-    plan = search(r.scenario, r.targets, r.candidates)
+    plan = search(r.scenario, r.targets, r.candidates, slo=r.options.slo)
     if plan.best is None:
         misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
                            for c in plan.near_misses[:2])

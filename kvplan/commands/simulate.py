@@ -18,7 +18,8 @@ from kvplan.commands.common import (
 from kvplan.commands.output import check_output_options, emit
 
 
-@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
+                          "max_num_seqs"))
 def simulate(
     scenario_args: dict,
     output: dict,

@@ -36,10 +36,13 @@ class RecommendRequest:
 
 def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: Any = None, nic_gbps: Any = None,
                       target: str | None = None, candidates: str | None = None, emit: str | None = None,
-                      presets_dir: str | Path | None = None) -> RecommendRequest:
+                      presets_dir: str | Path | None = None, ttft_slo: Any = None, slo_percentile: Any = None,
+                      slo_attainment: Any = None) -> RecommendRequest:
     """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
     (said in a note); with another engine it is refused. The TPOT SLO the batch is planned on: a ``tpot<=T`` target's
-    T (the tighter of the two when ``--tpot-slo`` is also given), else ``--tpot-slo``, else 50 ms."""
+    T (the tighter of the two when ``--tpot-slo`` is also given), else ``--tpot-slo``, else 50 ms; it is judged at
+    ``--slo-percentile`` (default p99) with ``--slo-attainment`` (kvplan.calc.slo), and ``--ttft-slo`` reaches the PD
+    row (a closed loop's TTFT is its users' lockstep, so the batch row holds the TPOT target only)."""
     from kvplan.calc.recommend import RecommendOptions
     from kvplan.options.scenarios import build_scenario
 
@@ -78,7 +81,13 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
         targets += (parse_target(f"tpot<={slo * 1e3:g}ms"),)
         notes += (f"the search also holds the TPOT SLO {slo * 1e3:g} ms ({origin or 'the default'}) the batch is "
                   "planned on, so the batch it finds is the one the launch command sets",)
-    options = RecommendOptions(tpot_slo=slo, dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
+    from dataclasses import replace
+
+    from kvplan.calc.slo import parse_targets
+
+    slo_targets = replace(parse_targets(ttft=ttft_slo, percentile=slo_percentile, attainment=slo_attainment),
+                          tpot=slo, tpot_origin=origin or "the 50 ms default")
+    options = RecommendOptions(tpot_slo=slo, slo=slo_targets, dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                                nic_gbps=optional(parse_link_gbs, nic_gbps, "--nic-gbps"), slo_origin=origin,
                                targets=targets)
     if target is None:

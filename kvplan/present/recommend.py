@@ -23,6 +23,8 @@ def _sizing_table(sizing, typed: list[dict]) -> Table:
 
 def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
     s, o = plan.scenario, plan.options
+    slo = o.slo
+    assert slo is not None      # RecommendOptions fills it in
     rows = tuple((r.setting, r.value, r.reason, r.document, "yes" if r.agrees else "no") for r in plan.rows)
     title = note("Recommended configuration for {prompt} + {decode}-token requests", prompt=Tokens(s.prompt_tokens),
                  decode=Tokens(s.decode_tokens))
@@ -40,7 +42,11 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     data = {
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, given(o.slo_origin) if o.slo_origin else default("50 ms")),
-        "tpot_slo_basis": "steady mean TPOT with the batch's prefills in between (not a percentile)",
+        "tpot_slo_basis": (f"simulated (the SLO model): TPOT at p{slo.tpot_percentile} of a closed loop of batch "
+                           "users of equal requests on one replica, the engine scheduling their prefills among the "
+                           "decode steps, with the attainment target; the closed form's mean is where the search "
+                           "starts"),
+        **slo.values(),
         "recommendations": [{"key": r.key, "setting": r.setting, "value": r.value, "reason": r.reason,
                              "document": r.document, "agrees_with_document": r.agrees,
                              "why_differs": r.why_differs} for r in plan.rows],
@@ -50,6 +56,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         "batch": plan.batch, "batch_capacity": plan.batch_capacity, "batch_tpot_slo": plan.batch_slo,
         "batch_engine_limit": plan.batch_engine_limit,
         "next_request_overflow_step": plan.next_request_overflow_step, "tpot_seconds_at_batch": plan.tpot_at_batch,
+        "tpot_seconds_mean_at_batch": plan.tpot_mean_at_batch, "batch_closed_form": plan.batch_closed_form,
         "admitted_on_prompt_cost": plan.admitted_on_prompt_cost, "admitted_overflow_step": plan.admitted_overflow_step,
         "kv_offload": plan.offload, "offload_bytes_per_gpu": plan.offload_bytes_per_gpu,
         "offload_bytes_per_replica": plan.offload_bytes_per_replica,
@@ -77,8 +84,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                         f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
                         f"{b.kv_dtype} KV.")
         if plan.targets:
-            tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT a steady mean, "
-                                   "not a percentile)", ("target", "this deployment", "met"),
+            tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT simulated at "
+                                   f"p{slo.tpot_percentile})", ("target", "this deployment", "met"),
                                    tuple((v.target, v.figure, "yes" if v.met else "NO") for v in plan.targets)))
             notes += [f"Target {v.target} is not met at the recommended batch: " + v.figure + "."
                       for v in plan.targets if not v.met]
