@@ -231,6 +231,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
+    bind = getattr(sched, "bind_link", None)
+    if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
+        bind(u.block_bytes, u.total_blocks + u.prefix_blocks, *_link_costs(u.block_bytes, u.link))
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
@@ -253,7 +256,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   thr, per["prefix_hits"], timeline_arrays(t.timeline), scheduler=sched.engine_rules,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
-                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
+                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself,
+                  hicache=sched.hicache_stats() if bind is not None else None)
+
+
+def _link_costs(block_bytes: int, link: float):
+    """Seconds to load n blocks back from host memory, and to write n through to it (each block one copy, the
+    link shared by both directions): ``costs.swap_seconds``."""
+    settings = costs.CostSettings()
+
+    def move(n: int) -> float:
+        return costs.swap_seconds(n * block_bytes, n, link, settings, shared_link=True)
+    return move, move
 
 
 def event_state(r: ReplicaState) -> dict:
