@@ -93,7 +93,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
 # (engine: the variant runs that engine's memory rules and scheduler on the same requests)
-COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold")  # threshold: F/off
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold",  # threshold: F/off
+                "hicache")    # SGLang's HiCache: on, off or a write policy
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -677,7 +678,22 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         peak_running=max(run.peak_running for run in runs),
         prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
         timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order],
-        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"))
+        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"),
+        hicache=_merged_hicache([run.hicache for run in runs], order))
+
+
+def _merged_hicache(stats: list, order) -> dict | None:
+    """SGLang's HiCache figures of the replicas as one: per-request loads in the workload's order, blocks and
+    seconds summed, the host pool and its peak the busiest replica's (each replica has its own)."""
+    import numpy as np
+
+    if stats[0] is None:
+        return None
+    hits = np.concatenate([np.asarray(st["host_hit_tokens"], dtype=np.int64) for st in stats])[order]
+    summed = {k: sum(st[k] for st in stats) for k in ("written_blocks", "write_seconds", "loaded_blocks",
+                                                        "load_seconds")}
+    return {**stats[0], **summed, "host_hit_tokens": hits.tolist(),
+            "peak_host_blocks": max(st["peak_host_blocks"] for st in stats)}
 
 
 def routing_note(replicas: Count, serving: Count, requests: Count) -> Note:

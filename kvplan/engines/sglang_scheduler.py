@@ -759,7 +759,8 @@ class SglangScheduler(Scheduler):
             return None
         tree = self.tree
         written = tree.written if isinstance(tree, _HiTree) else 0
-        return {"host_hit_tokens": list(self.host_hits), "written_blocks": written,
+        n = self.r.next_id if self.r is not None else 0
+        return {"host_hit_tokens": self.host_hits[:n], "written_blocks": written,
                 "write_seconds": self.write_cost(written) if written else 0.0, "loaded_blocks": self.loaded_blocks,
                 "load_seconds": self.load_seconds, "host_blocks": self.host_blocks,
                 "peak_host_blocks": tree.peak_host if isinstance(tree, _HiTree) else 0,
