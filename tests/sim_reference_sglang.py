@@ -166,8 +166,8 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     tree = k <= 0 or blocks_for(hit + k * block) == k
     clock = [0]
     # rule 7, HiCache: the host pool in whole pages (a ratio of the device pool's tokens, or GB / bytes per token)
-    write_through = bool(hicache) and hicache.get("policy", "write_through") == "write_through"
-    if hicache:
+    write_through = hicache is not None and hicache.get("policy", "write_through") == "write_through"
+    if hicache is not None:
         if hicache.get("size_gb"):
             host_tokens = int(hicache["size_gb"] * 1e9 // (block_bytes / block))
         else:
