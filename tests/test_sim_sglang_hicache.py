@@ -149,21 +149,24 @@ def test_a_prefix_demoted_to_host_memory_is_loaded_back():
     both(s, w, HiCache(), {})
 
 
-def test_a_host_hit_under_10_tokens_is_recomputed():
+@pytest.mark.parametrize("prompt_a, hit, loaded", [(520, 512, 0), (522, 522, 10)])
+def test_a_host_hit_under_10_tokens_is_recomputed(prompt_a, hit, loaded):
     # A: blocks [1, 2], 520 tokens + 50: the tree holds node 1 (0..512), node 2 (512..520) and its own segment
     # (520..569), all written through. B: 19 blocks of its own, 9,485 tokens + 1 (done at its prefill): its
     # allocation leaves 10,000 - 9,485 = 515 blocks for A's 569, a shortfall of 54: A's own segment (49) then
     # node 2 (8) are demoted to host memory, node 1 stays on the device. C: blocks [1, 2], 600 tokens: node 1 on
     # the device (512 tokens), node 2 on host: a host hit of 8 tokens, under load_back_threshold's 10, so it is
-    # computed again (into node 2): C's hit is 512 tokens, nothing loaded, as without HiCache.
+    # computed again (into node 2): C's hit is 512 tokens, nothing loaded, as without HiCache. With A at 522
+    # tokens (its cache 571, the shortfall 56 takes its segment's 49 and node 2's 10), the host hit is 10 tokens:
+    # loaded back, a hit of 522.
     ids = [1, 2] + list(range(7, 26)) + [1, 2]
     blocks = PrefixBlocks(np.array(ids), np.array([0, 2, 21, 23]))
-    w = hand_work([520, 9485, 600], [50, 1, 5], [0.0, 5.0, 10.0], blocks)
+    w = hand_work([prompt_a, 9485, 600], [50, 1, 5], [0.0, 5.0, 10.0], blocks)
     s = scenario(LLAMA, "1250MiB")
     on = sim.simulate(s, w, sim.SimOptions(hicache=HiCache()))
     off = sim.simulate(s, w)
-    assert list(on.prefix_hit_tokens) == [0, 0, 512] == list(off.prefix_hit_tokens)
-    assert on.hicache["loaded_blocks"] == 0 and on.hicache["host_hit_tokens"] == [0, 0, 0]
+    assert list(on.prefix_hit_tokens) == [0, 0, hit] and list(off.prefix_hit_tokens) == [0, 0, 512]
+    assert on.hicache["loaded_blocks"] == loaded and on.hicache["host_hit_tokens"] == [0, 0, hit - 512]
     both(s, w, HiCache(), {})
 
 
