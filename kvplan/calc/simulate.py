@@ -258,7 +258,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
                   mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself,
-                  hicache=sched.hicache_stats() if bind is not None else None)
+                  hicache=stats() if (stats := getattr(sched, "hicache_stats", None)) is not None else None)
 
 
 def _link_costs(block_bytes: int, link: float):

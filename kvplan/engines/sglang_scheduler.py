@@ -319,6 +319,8 @@ class _Tree:
         self.clock = 0
         self.evictable = 0
         self.lazy = hashes is None                   # no hash ids: pending inserts, finished paths to ``done``
+        self.dev_end = 0                             # (HiCache, ``_HiTree``: the last match's device part)
+        self.loaded_now = 0                          # (HiCache: the blocks the last take brought back)
 
     def _ids(self, i: int) -> list[int]:
         h = self.hashes
@@ -790,7 +792,7 @@ class SglangScheduler(Scheduler):
             self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
             if self.radix:
                 if self.hicache is not None:
-                    threshold = WRITE_THROUGH_THRESHOLD[self.hicache.write_policy]
+                    threshold = WRITE_THROUGH_THRESHOLD[self.hicache.write_policy or "write_through"]
                     self.tree = _HiTree(r, self.hashes, self.host_blocks, threshold)
                     self.host_hits = [0] * r.n
                 else:
