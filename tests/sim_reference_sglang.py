@@ -87,6 +87,9 @@ class Req:
     used: int = 0                   # when its path was last matched or inserted (a counter)
     running: bool = False           # admitted and not finished or retracted: its path is locked
     hpath: list = field(default_factory=list)  # the hash ids of its prompt it holds while running
+    dev: list = field(default_factory=list)    # HiCache: per segment of its path, whether it is on the device
+    backed: list = field(default_factory=list)  # HiCache: per segment, whether host memory holds a copy
+    host_hit_tokens: int = 0        # HiCache: tokens its prefills loaded back from host memory
 
 
 @dataclass
@@ -102,6 +105,9 @@ class RefRun:
     peak_running: int = 0
     prefill_seconds: float = 0.0
     ratios: list = field(default_factory=list)     # (step count, ratio) after every retraction
+    host_blocks: int = 0                           # HiCache: the host pool
+    written_blocks: int = 0                        # HiCache: blocks written through
+    peak_host_blocks: int = 0
 
     def column(self, name: str) -> list:
         return [getattr(r, name) for r in self.reqs]
@@ -115,7 +121,10 @@ def default_chunk(hbm_gib: float) -> int:
     return 16384
 
 
-def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None) -> RefRun:
+def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None,
+        hicache: dict | None = None) -> RefRun:
+    """``hicache``: SGLang's HiCache (rule 7), {"policy": write_through | write_through_selective, "ratio": R,
+    "size_gb": G} (None: off)."""
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -156,6 +165,19 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     k = (longest - hit) // block
     tree = k <= 0 or blocks_for(hit + k * block) == k
     clock = [0]
+    # rule 7, HiCache: the host pool in whole pages (a ratio of the device pool's tokens, or GB / bytes per token)
+    write_through = hicache is not None and hicache.get("policy", "write_through") == "write_through"
+    if hicache is not None:
+        if hicache.get("size_gb"):
+            host_tokens = int(hicache["size_gb"] * 1e9 // (block_bytes / block))
+        else:
+            host_tokens = int((total_blocks + copy_blocks) * block * hicache.get("ratio", 2.0))
+        out.host_blocks = host_tokens // block
+    link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
+
+    def load_seconds(n: int) -> float:
+        """n blocks over the host link, a copy each, the link shared by both directions."""
+        return costs.swap_seconds(n * block_bytes, n, link, costs.CostSettings(), shared_link=True)
     # a Mooncake trace's hash ids: each request's prompt a chain of 512-token blocks, an id shared being the same
     # block after the same prefix; the tree's hash nodes are {id: [start, end, parent id, last used]}
     blocks = getattr(workload, "blocks", None) if tree else None
@@ -167,11 +189,19 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         return blocks_for(hnodes[h][1]) - blocks_for(hnodes[h][0])
 
     def chain_end(r: Req) -> int:
-        """Where its own segments start: past its whole prompt chain (0 without hash ids)."""
+        """Where its own segments start: past its whole prompt chain as the tree holds it (0 without hash ids); a
+        block another request inserted from a shorter prompt ends where that prompt did."""
+        if chain[r.id] and chain[r.id][-1] in hnodes:
+            return hnodes[chain[r.id][-1]][1]
         return min(r.prompt, 512 * len(chain[r.id])) // block * block if chain[r.id] else 0
 
     def own_blocks(r: Req) -> int:
-        return blocks_for(r.path[-1]) - blocks_for(chain_end(r)) if r.path else 0
+        """The blocks of its own segments on the device (a top part of its path)."""
+        ends = [e for e, d in zip(r.path, r.dev, strict=True) if d]
+        return blocks_for(ends[-1]) - blocks_for(chain_end(r)) if ends else 0
+
+    def seg_blocks(r: Req, j: int) -> int:
+        return blocks_for(r.path[j]) - blocks_for(r.path[j - 1] if j else chain_end(r))
 
     def matched_chain(r: Req) -> list:
         ids = []
@@ -202,12 +232,22 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             r.used = clock[0]
 
     def match(r: Req, fill: int) -> tuple:
-        """(its matched chain ids, whether its own segments are matched, the tokens they cover, capped)"""
+        """(its matched chain ids, whether its own segments are matched, the tokens they cover, capped, the tokens
+        of its leading nodes on the device, capped)"""
         ids = matched_chain(r)
         whole = len(ids) == len(chain[r.id])
         own = whole and bool(r.path)
         end = r.path[-1] if own else (hnodes[ids[-1]][1] if ids else 0)
-        return ids, own, min(end, (fill - 1) // block * block)
+        cap = (fill - 1) // block * block
+        on_device = 0
+        for h in ids:
+            if not hnodes[h][4]:
+                break
+            on_device = hnodes[h][1]
+        else:
+            if own:
+                on_device = max([on_device] + [e for e, d in zip(r.path, r.dev, strict=True) if d])
+        return ids, own, min(end, cap), min(on_device, cap)
 
     def insert(r: Req, tokens: int) -> None:
         """Its first ``tokens`` into the tree (it is running): the chain's missing blocks, then its own segment."""
@@ -221,38 +261,122 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
                 stopped = True
                 break
             if stop > at:
-                hnodes[ids[j]] = [at, stop, r.hpath[-1] if r.hpath else None, 0]
+                hnodes[ids[j]] = [at, stop, r.hpath[-1] if r.hpath else None, 0, True, False]
                 r.hpath.append(ids[j])
                 at = stop
+                if write_through:
+                    back_up(("hash", ids[j]))
         if not stopped and len(r.hpath) == len(ids):
             if end > (r.path[-1] if r.path else chain_end(r)):
                 r.path.append(end)
+                r.dev.append(True)
+                r.backed.append(False)
+                if write_through:
+                    back_up(("own", r.id, len(r.path) - 1))
         touch_path(r, r.hpath, True)
 
+    def parents(on_device: bool) -> set:
+        """The hash nodes with a child (on the device, with ``on_device``)."""
+        out = {v[2] for v in hnodes.values() if v[4] or not on_device}
+        return out | {chain[q.id][-1] for q in reqs if q.path and chain[q.id] and (q.dev[0] or not on_device)}
+
     def leaves() -> list:
-        """(last used, kind, key) of every evictable leaf."""
+        """(last used, kind, key) of every evictable device leaf: nothing below it on the device."""
         locked = locked_ids()
-        out = [(q.used, "own", q.id) for q in reqs if q.path and not q.running]
-        parents = {v[2] for v in hnodes.values()} | {chain[q.id][-1] for q in reqs if q.path and chain[q.id]}
-        out += [(v[3], "hash", h) for h, v in hnodes.items() if h not in locked and h not in parents]
+        out = [(q.used, "own", q.id) for q in reqs if q.path and q.dev[0] and not q.running]
+        below = parents(True)
+        out += [(v[3], "hash", h) for h, v in hnodes.items() if v[4] and h not in locked and h not in below]
+        return out
+
+    def host_leaves() -> list:
+        """(last used, kind, key) of every host leaf: on host only, nothing below it."""
+        out = [(q.used, "own", q.id) for q in reqs if q.path and not q.dev[-1] and not q.running]
+        below = parents(False)
+        out += [(v[3], "hash", h) for h, v in hnodes.items() if not v[4] and h not in below]
         return out
 
     def unused() -> int:
         locked = locked_ids()
         return real_free() - sum(own_blocks(q) for q in reqs if q.path and not q.running) - sum(
-            node_blocks(h) for h in hnodes if h not in locked)
+            node_blocks(h) for h in hnodes if h not in locked and hnodes[h][4])
 
     def evict(want: int) -> None:
-        """Least recently used leaves out until ``want`` free blocks hold nothing cached."""
+        """Least recently used device leaves out until ``want`` free blocks hold nothing cached: a backed one
+        stays on host only, another leaves the tree."""
         while tree and unused() < want:
             cands = leaves()
             if not cands:
                 break
             _, kind, key = min(cands)
             if kind == "own":
-                reqs[key].path.pop()
+                q = reqs[key]
+                j = max(k for k in range(len(q.path)) if q.dev[k])
+                if q.backed[j]:
+                    q.dev[j] = False
+                else:
+                    assert j == len(q.path) - 1
+                    q.path.pop()
+                    q.dev.pop()
+                    q.backed.pop()
+            elif hnodes[key][5]:
+                hnodes[key][4] = False
             else:
                 del hnodes[key]
+
+    host = {"used": 0}
+
+    def evict_host(need: int) -> int:
+        freed = 0
+        while freed < need:
+            cands = host_leaves()
+            if not cands:
+                break
+            _, kind, key = min(cands)
+            if kind == "own":
+                q = reqs[key]
+                n = seg_blocks(q, len(q.path) - 1)
+                q.path.pop()
+                q.dev.pop()
+                q.backed.pop()
+            else:
+                n = node_blocks(key)
+                del hnodes[key]
+            freed += n
+            host["used"] -= n
+        return freed
+
+    def up_of(ref: tuple):
+        if ref[0] == "own":
+            q = reqs[ref[1]]
+            if ref[2]:
+                return ("own", q.id, ref[2] - 1)
+            return ("hash", chain[q.id][-1]) if chain[q.id] else None
+        p = hnodes[ref[1]][2]
+        return None if p is None else ("hash", p)
+
+    def is_backed(ref: tuple) -> bool:
+        return reqs[ref[1]].backed[ref[2]] if ref[0] == "own" else hnodes[ref[1]][5]
+
+    def back_up(ref: tuple) -> None:
+        """Rule 7's write-through: its unbacked ancestors first, then it; each makes room by host eviction and the
+        first that finds none ends the backup."""
+        todo = [ref]
+        up = up_of(ref)
+        while up is not None and not is_backed(up):
+            todo.append(up)
+            up = up_of(up)
+        for x in reversed(todo):
+            n = seg_blocks(reqs[x[1]], x[2]) if x[0] == "own" else node_blocks(x[1])
+            short = n - (out.host_blocks - host["used"])
+            if short > 0 and evict_host(short) < short:
+                return
+            if x[0] == "own":
+                reqs[x[1]].backed[x[2]] = True
+            else:
+                hnodes[x[1]][5] = True
+            host["used"] += n
+            out.written_blocks += n
+            out.peak_host_blocks = max(out.peak_host_blocks, host["used"])
 
     now = 0.0
     free = total_blocks
@@ -309,17 +433,21 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             r = waiting[0]
             fill = r.prompt + r.generated
             shared = hit if warm else 0
-            cached, locking, ids = shared, 0, []
+            cached, locking, ids, on_device, own = shared, 0, [], shared, False
             if tree:                         # matched: its chain's blocks in the tree, then its own segments
-                ids, own, on_path = match(r, fill)
+                ids, own, on_path, dev_path = match(r, fill)
                 touch_path(r, ids, own)
                 cached = max(shared, on_path)
+                on_device = max(shared, dev_path)
+                if cached - on_device < 10:  # rule 7: a host hit under 10 tokens is recomputed
+                    cached = on_device
                 held = locked_ids()
-                locking = sum(node_blocks(h) for h in ids if h not in held) + (own_blocks(r) if own else 0)
+                locking = sum(node_blocks(h) for h in ids if h not in held and hnodes[h][4]) + (
+                    own_blocks(r) if own else 0)
             ext = fill - cached
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
-            if not ext + remaining(r) + block < (real_free() - locking) * block - reserved:
+            if not fill - on_device + remaining(r) + block < (real_free() - locking) * block - reserved:
                 if running or took:
                     full = True
                     break
@@ -332,16 +460,28 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             r.blocks, free = k, free - k
             r.running = True
             r.hpath = list(ids)
+            back = 0                         # its host nodes come back to the device: loaded, or recomputed
+            for h in ids:
+                if not hnodes[h][4]:
+                    hnodes[h][4] = True
+                    back += node_blocks(h)
+            if own:
+                for j in range(len(r.path)):
+                    if not r.dev[j]:
+                        r.dev[j] = True
+                        back += seg_blocks(r, j)
+            load = load_seconds(back) if back and cached > on_device else 0.0
+            r.host_hit_tokens += cached - on_device
             out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
             if r.generated == 0:
                 r.admitted = now
                 r.prefix_hit_tokens = cached
-                t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
+                t = max(sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk), load)
                 warm = True
                 now += t
                 r.first_token = now
             else:
-                t = sm.prefill_seconds(fill, cached, chunk)
+                t = max(sm.prefill_seconds(fill, cached, chunk), load)
                 now += t
                 r.recomputed += fill - cached
                 r.recompute_hit_tokens += cached - hit

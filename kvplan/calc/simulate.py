@@ -93,7 +93,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
 # (engine: the variant runs that engine's memory rules and scheduler on the same requests)
-COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold")  # threshold: F/off
+COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold",  # threshold: F/off
+                "hicache")    # SGLang's HiCache: on, off or a write policy
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -231,6 +232,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
+    bind = getattr(sched, "bind_link", None)
+    if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
+        bind(u.block_bytes, u.total_blocks + u.prefix_blocks, *_link_costs(u.block_bytes, u.link))
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
@@ -253,7 +257,18 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   thr, per["prefix_hits"], timeline_arrays(t.timeline), scheduler=sched.engine_rules,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
-                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself)
+                  mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself,
+                  hicache=stats() if (stats := getattr(sched, "hicache_stats", None)) is not None else None)
+
+
+def _link_costs(block_bytes: int, link: float):
+    """Seconds to load n blocks back from host memory, and to write n through to it (each block one copy, the
+    link shared by both directions): ``costs.swap_seconds``."""
+    settings = costs.CostSettings()
+
+    def move(n: int) -> float:
+        return costs.swap_seconds(n * block_bytes, n, link, settings, shared_link=True)
+    return move, move
 
 
 def event_state(r: ReplicaState) -> dict:
@@ -663,7 +678,22 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         peak_running=max(run.peak_running for run in runs),
         prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
         timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order],
-        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"))
+        mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"),
+        hicache=_merged_hicache([run.hicache for run in runs], order))
+
+
+def _merged_hicache(stats: list, order) -> dict | None:
+    """SGLang's HiCache figures of the replicas as one: per-request loads in the workload's order, blocks and
+    seconds summed, the host pool and its peak the busiest replica's (each replica has its own)."""
+    import numpy as np
+
+    if stats[0] is None:
+        return None
+    hits = np.concatenate([np.asarray(st["host_hit_tokens"], dtype=np.int64) for st in stats])[order]
+    summed = {k: sum(st[k] for st in stats) for k in ("written_blocks", "write_seconds", "loaded_blocks",
+                                                        "load_seconds")}
+    return {**stats[0], **summed, "host_hit_tokens": hits.tolist(),
+            "peak_host_blocks": max(st["peak_host_blocks"] for st in stats)}
 
 
 def routing_note(replicas: Count, serving: Count, requests: Count) -> Note:

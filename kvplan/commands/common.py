@@ -100,6 +100,15 @@ RuntimeOpt = Annotated[str | None, typer.Option("--runtime-reserve", metavar="SI
 DramOpt = Annotated[str | None, typer.Option("--dram", metavar="SIZE",
                                                 help="Host DRAM per node for offloaded KV, e.g. 1TB (default: the "
                                                      "node's DRAM).")]
+# --- SGLang's HiCache (simulate --engine sglang; flags as SGLang spells them) ----------------------------------------
+HiCacheOpt = Annotated[bool, typer.Option("--enable-hierarchical-cache", "--enable-hicache", help="SGLang's HiCache: "
+                                          "the radix tree's host-memory tier (--engine sglang).")]
+HiCacheRatioOpt = Annotated[str | None, typer.Option("--hicache-ratio", metavar="R", help="HiCache's host pool over "
+                                                     "the device pool (default 2).")]
+HiCacheSizeOpt = Annotated[str | None, typer.Option("--hicache-size", metavar="GB", help="HiCache's host pool per "
+                                                    "GPU in GB (overrides --hicache-ratio).")]
+HiCacheWriteOpt = Annotated[str | None, typer.Option("--hicache-write-policy", metavar="POLICY", help="write_through "
+                                                     "(default from SGLang v0.5.2) or write_through_selective.")]
 
 # --- output ----------------------------------------------------------------------------------------------------
 FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table, json, csv or markdown.")]

@@ -9,6 +9,10 @@ import typer
 from kvplan.commands.common import (
     AcceptOpt,
     DramOpt,
+    HiCacheOpt,
+    HiCacheRatioOpt,
+    HiCacheSizeOpt,
+    HiCacheWriteOpt,
     SloAttainmentOpt,
     SloPercentileOpt,
     SpeculativeOpt,
@@ -73,7 +77,7 @@ def simulate(
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
                                                 "(policy, victim, kv-dtype, engine, max-batch, dram, "
-                                                "offload-threshold; join keys with +), "
+                                                "offload-threshold, hicache; join keys with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
                                                    "arrivals at each of POINTS rates from FROM to TO requests/s: "
@@ -91,6 +95,10 @@ def simulate(
     slo_attainment: SloAttainmentOpt = None,
     speculative: SpeculativeOpt = None,
     accept: AcceptOpt = None,
+    hicache: HiCacheOpt = False,
+    hicache_ratio: HiCacheRatioOpt = None,
+    hicache_size: HiCacheSizeOpt = None,
+    hicache_write_policy: HiCacheWriteOpt = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -107,7 +115,8 @@ def simulate(
         shared_prefix=shared_prefix, compare=compare, sweep_rate=sweep_rate, tpot_slo=tpot_slo,
         max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
-        speculative=speculative, accept=accept)
+        speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
+        hicache_size=hicache_size, hicache_write_policy=hicache_write_policy)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

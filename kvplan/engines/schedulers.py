@@ -19,6 +19,11 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
     ``block`` tokens: the replica's pool; ``hashes``: a Mooncake trace's prompt blocks (``PrefixBlocks``), which
     SGLang's radix tree shares across requests."""
     engine = s.engine_adapter
+    if getattr(o, "hicache", None) is not None and engine.id != "sglang":
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--enable-hierarchical-cache is SGLang's host tier (HiCache), not {engine.display_name}'s",
+                          "use --engine sglang, or drop --enable-hierarchical-cache")
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 

@@ -94,11 +94,27 @@ there without ``ignore_eos``.
   block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
   bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
   round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
-  refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node, and
-  HiCache's host tier.
-* **Host tier**: SGLang keeps KV in host DRAM only through HiCache (``--enable-hierarchical-cache``), a radix
-  cache tier, not by swapping preempted requests; it is not modelled, so ``--policy swap`` /
-  ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
+  refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node.
+* **HiCache** (``--enable-hierarchical-cache``; ``HICACHE_SOURCE``): the radix tree's host-memory tier, in
+  ``_HiTree``. The host pool is ``--hicache-size`` GB per GPU / the bytes per token, else ``--hicache-ratio`` (2)
+  x the device pool's tokens, in whole pages (``pool_host/base.py``). A node the tree inserts counts one insert
+  and is written through when that reaches the write policy's threshold (``_inc_hit_count_and_check``: 1 for
+  write_through, the default from v0.5.2, 2 for write_through_selective, the default before; kvplan's tree inserts
+  each node once, so write_through_selective writes nothing), its unbacked ancestors first
+  (``_build_backup_kv_action``), each making room by host eviction (the least recently used host leaf: host only,
+  no child, ``_is_host_leaf``) and the first that finds none ending the backup (``_execute_kv_backup``). Device
+  eviction of a backed leaf demotes it (its device pages freed, the node kept on host: ``_demote``); an unbacked
+  one is deleted. A match walks device and host nodes; its host part (capped as above) of 10 tokens or more
+  (``load_back_threshold``) is loaded back (``load_back``), the nodes locked on the device again and their pages
+  allocated with the round's (evicted after it, as the rest), priced by ``costs.swap_seconds`` for their bytes
+  with a copy per page over the host link shared by both directions; the prefill of that request takes the
+  longer of its compute and the load (the forward waits layer by layer, ``LayerDoneCounter``). A smaller host hit
+  is computed again into the same nodes (``_unevict_node_on_insert``). The admission check counts the host hit
+  in the extension (``add_one_req``: ``fill - prefix_len`` on the device); the round's chunk budget does not.
+  Write-through copies run on the write stream: their bytes and link time are reported, not put on the critical
+  path, and a node whose write is in flight is not locked (SGLang locks it until the ack). write_back (backup at
+  eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap preempted requests:
+  ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
@@ -108,7 +124,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import MutableSequence
+from collections.abc import Callable, MutableSequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.scheduling import DEFAULT_VICTIM, DEFAULT_WATERMARK, RuleBook, Scheduler
@@ -135,6 +152,40 @@ RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_re
 # --chunked-prefill-size by GPU memory (GiB, exclusive upper bounds); the last applies above them all
 CHUNK_BY_GPU_GIB = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
 CHUNK_LARGEST_GPU = 16384
+# HiCache (module docstring, "HiCache")
+HICACHE_SINCE = (0, 4, 6)             # --enable-hierarchical-cache, --hicache-ratio/-size/-write-policy
+HICACHE_FLAGS_SOURCE = "sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py (--enable-hierarchical-cache)"
+HICACHE_RATIO = 2.0                   # --hicache-ratio in cache mode (arg_groups/hicache_hook.py)
+WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+WRITE_THROUGH_SINCE = (0, 5, 2)       # the default policy: write_through_selective before (server_args.py @v0.5.1)
+WRITE_THROUGH_THRESHOLD = {"write_through": 1, "write_through_selective": 2}   # unified_radix_cache.init_hicache
+LOAD_BACK_THRESHOLD = 10              # tokens: a smaller host hit is recomputed (init_hicache load_back_threshold)
+HICACHE_SOURCE = WHERE + ("mem_cache/unified_radix_cache.py (init_hicache, load_back, _execute_kv_backup), "
+                          "mem_cache/unified_cache/unified_tree_core.py (evict_device_leaf, _demote, "
+                          "_inc_hit_count_and_check, _is_host_leaf), mem_cache/pool_host/base.py, "
+                          "managers/schedule_policy.py (add_one_req: needs_host_load_back)")
+
+
+@dataclass(frozen=True)
+class HiCache:
+    """SGLang's HiCache settings (``--enable-hierarchical-cache``): the write policy (None: the release's
+    default), the host pool as a ratio of the device pool (None: 2) or a size in GB (``--hicache-size``, which
+    overrides the ratio)."""
+
+    write_policy: str | None = None
+    ratio: float | None = None
+    size_gb: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.write_policy is not None and self.write_policy not in WRITE_POLICIES:
+            raise KvplanError(f"--hicache-write-policy {self.write_policy!r} is not SGLang's",
+                              "choose " + ", ".join(WRITE_POLICIES))
+        if self.ratio is not None and not 0 < self.ratio <= 1000:
+            raise KvplanError(f"--hicache-ratio {self.ratio:g} is not in (0, 1000]",
+                              "give the host pool's size over the device pool's, e.g. --hicache-ratio 2")
+        if self.size_gb is not None and not 0 < self.size_gb <= 1_000_000:
+            raise KvplanError(f"--hicache-size {self.size_gb:g} GB is not in (0, 1,000,000]",
+                              "give the host pool per GPU in GB, e.g. --hicache-size 100")
 
 
 def chunked_prefill_size(hbm_gib: float, attn_dp: int = 1) -> int:
@@ -267,6 +318,9 @@ class _Tree:
         self.pushes = 0
         self.clock = 0
         self.evictable = 0
+        self.lazy = hashes is None                   # no hash ids: pending inserts, finished paths to ``done``
+        self.dev_end = 0                             # (HiCache, ``_HiTree``: the last match's device part)
+        self.loaded_now = 0                          # (HiCache: the blocks the last take brought back)
 
     def _ids(self, i: int) -> list[int]:
         h = self.hashes
@@ -387,7 +441,7 @@ class _Tree:
         block, path, nodes = self.block, self.path[i], self.nodes
         end = tokens // block * block
         self.clock += 1
-        if self.hashes is None:                  # its own segment made only if it is retracted (``materialize``)
+        if self.lazy:                            # its own segment made only if it is retracted (``materialize``)
             self.pending[i] = (end, self.clock)
             return
         at = nodes[path[-1]][5] if path else 0
@@ -471,6 +525,194 @@ class _Tree:
         self.evictable += freed
         return freed
 
+class _HiTree(_Tree):
+    """The radix tree with HiCache's host tier (module docstring, "HiCache"). A node is also on the device or not
+    (host only) and backed up to host memory or not: [parent, device children, lockers, stamp, blocks, end,
+    on device, backed, children, inserts]. Device eviction takes the least recently used device leaf (no child on
+    the device): a backed one is demoted (its blocks freed, the node kept on host), another deleted; host eviction
+    (to make room for a backup) takes the least recently used host leaf (host only, no child). Write-through backs
+    a node up when its inserts reach the policy's threshold (1 write_through, 2 write_through_selective), with its
+    unbacked ancestors first, stopping at the first the host pool cannot hold. Paths are kept as nodes throughout
+    (no ``pending`` inserts, no ``done`` queue): a finished request's backups hold host memory until evicted."""
+
+    def __init__(self, r: ReplicaState, hashes: Any, host_blocks: int, threshold: int) -> None:
+        super().__init__(r, hashes)
+        self.lazy = False
+        self.host_blocks, self.threshold = host_blocks, threshold
+        self.host_used = self.peak_host = 0
+        self.written = 0                              # blocks written to host memory
+        self.hlru: list[tuple[int, int, Any]] = []   # (stamp, push order, key) of host leaves, stale skipped
+        self.dev_end = 0                              # the last match's tokens on the device (capped)
+        self.loaded_now = 0                           # the blocks the last take brought back to the device
+
+    def _hpush(self, key: Any, stamp: int) -> None:
+        self.pushes += 1
+        heapq.heappush(self.hlru, (stamp, self.pushes, key))
+
+    def _add(self, i: int, key: Any, start: int, end: int, own: bool) -> None:
+        """A node of running request i's (inserted once: its first hit), backed up when that reaches the
+        write-through threshold (``_inc_hit_count_and_check``)."""
+        path, nodes = self.path[i], self.nodes
+        up = path[-1] if path else None
+        n = self.btl[end] - self.btl[start]
+        nodes[key] = [up, 0, 1, 0, n, end, True, False, 0, 1]
+        if up is not None:
+            parent = nodes[up]
+            parent[1] += 1
+            parent[8] += 1
+        path.append(key)
+        self.in_tree[i] += n
+        self.r.held[i] -= n
+        if own:
+            self.own.setdefault(i, []).append(key)
+        if 1 >= self.threshold:
+            self.back_up(key)
+
+    def back_up(self, key: Any) -> None:
+        """Write-through: the node's unbacked ancestors, then it, to host memory (``_build_backup_kv_action``),
+        each making room by host eviction; stops at the first the pool cannot hold (``_execute_kv_backup``)."""
+        nodes = self.nodes
+        chain = [key]
+        up = nodes[key][0]
+        while up is not None and not nodes[up][7]:
+            chain.append(up)
+            up = nodes[up][0]
+        for k in reversed(chain):
+            node = nodes[k]
+            n = node[4]
+            short = n - (self.host_blocks - self.host_used)
+            if short > 0 and self.evict_host(short) < short:
+                return
+            node[7] = True
+            self.host_used += n
+            self.written += n
+            if self.host_used > self.peak_host:
+                self.peak_host = self.host_used
+
+    def evict_host(self, need: int) -> int:
+        """Host leaves out, least recently used first, until ``need`` blocks of host memory are freed (or none is
+        left); returns the blocks freed (``drive_host_eviction``)."""
+        hlru, nodes = self.hlru, self.nodes
+        freed = 0
+        while freed < need:
+            while hlru:
+                st, _, key = hlru[0]
+                node = nodes.get(key)
+                if node is None or node[3] != st or node[6] or node[8] or node[2]:
+                    heapq.heappop(hlru)
+                    continue
+                break
+            if not hlru:
+                break
+            _, _, key = heapq.heappop(hlru)
+            node = nodes.pop(key)
+            freed += node[4]
+            self.host_used -= node[4]
+            self._unlink(key)
+            up = node[0]
+            if up is not None:
+                parent = nodes[up]
+                parent[8] -= 1
+                if not parent[8] and not parent[6] and not parent[2]:
+                    self._hpush(up, parent[3])
+        return freed
+
+    def _unlink(self, key: Any) -> None:
+        if type(key) is tuple:                       # a request's own segment: the last of its list
+            own = self.own[key[0]]
+            own.pop()
+            if not own:
+                del self.own[key[0]]
+
+    def settle(self, free: int, margin: int = 0) -> None:
+        """Device eviction until ``margin`` blocks of the ``free`` ones hold nothing cached: the least recently used
+        device leaf demoted to host when backed (``_demote``), else deleted (``_delete_unbacked_device_leaf``)."""
+        lru, nodes = self.lru, self.nodes
+        while self.evictable > free - margin:
+            while lru:
+                st, _, key = lru[0]
+                node = nodes.get(key)
+                if node is None or node[3] != st or node[2] or node[1] or not node[6]:
+                    heapq.heappop(lru)
+                    continue
+                break
+            if not lru:
+                break
+            st, _, key = heapq.heappop(lru)
+            node = nodes[key]
+            self.evictable -= node[4]
+            up = node[0]
+            if node[7]:                              # demoted: the node stays, host only
+                node[6] = False
+                if not node[8]:
+                    self._hpush(key, st)
+            else:                                    # (no child: a backed child's ancestors are backed)
+                del nodes[key]
+                self._unlink(key)
+                if up is not None:
+                    nodes[up][8] -= 1
+            if up is not None:                       # (a device node's parent is on the device)
+                parent = nodes[up]
+                parent[1] -= 1
+                if not parent[1] and not parent[2]:
+                    self._push(up, parent[3])
+
+    def match(self, i: int, fill: int) -> tuple[list[Any], int]:
+        """``_Tree.match`` over device and host nodes; ``dev_end``: the tokens of its leading device nodes."""
+        found, on_path = super().match(i, fill)
+        nodes = self.nodes
+        end = 0
+        for key in found:
+            node = nodes[key]
+            if not node[6]:
+                break
+            end = node[5]
+        self.dev_end = min(end, on_path)
+        return found, on_path
+
+    def touch(self, keys: list[Any]) -> None:
+        if keys:
+            self.clock += 1
+            clock, nodes = self.clock, self.nodes
+            for key in keys:
+                node = nodes[key]
+                node[3] = clock
+                if not node[2]:                      # a leaf of either tier gets its new stamp in its heap
+                    if node[6]:
+                        if not node[1]:
+                            self._push(key, clock)
+                    elif not node[8]:
+                        self._hpush(key, clock)
+
+    def newly(self, keys: list[Any]) -> int:
+        nodes = self.nodes
+        return sum(nodes[key][4] for key in keys if not nodes[key][2] and nodes[key][6])
+
+    def take(self, i: int, keys: list[Any]) -> int:
+        """``_Tree.take``; its host-only nodes come back to the device, locked (loaded back, or recomputed into
+        them: ``_unevict_node_on_insert``): returns their blocks, which the caller allocates."""
+        nodes = self.nodes
+        newly = self.newly(keys)
+        loaded = 0
+        for key in keys:
+            node = nodes[key]
+            if not node[6]:
+                node[6] = True
+                loaded += node[4]
+                if node[0] is not None:
+                    nodes[node[0]][1] += 1
+        held = 0
+        for key in keys:
+            node = nodes[key]
+            node[2] += 1
+            held += node[4]
+        self.evictable -= newly
+        self.path[i] = list(keys)
+        self.in_tree[i] = held
+        self.loaded_now = loaded
+        return newly
+
+
 class SglangScheduler(Scheduler):
     """SGLang v0.5.23's rules (module docstring) on one replica of ``n`` requests, blocks of ``block`` tokens:
     prefill rounds of ``chunk`` tokens (and ``max_prefill`` tokens), at most ``max_batch`` running requests; the
@@ -482,7 +724,7 @@ class SglangScheduler(Scheduler):
 
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
                  max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
-                 hashes: Any = None, notes: tuple[str, ...] = ()) -> None:
+                 hashes: Any = None, notes: tuple[str, ...] = (), hicache: HiCache | None = None) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
         self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
@@ -502,6 +744,45 @@ class SglangScheduler(Scheduler):
         self.in_round = False             # a prefill round is being formed: finishes wait for its allocation
         self.round_done: list[tuple[int, int]] = []   # (request, blocks it held) finished in the round
         self.r: ReplicaState | None = None
+        self.hicache = hicache            # HiCache's host tier (None: off)
+        self.host_blocks = 0              # its host pool, in blocks (``bind_link``)
+        self.load_cost: Callable[[int], float] = lambda blocks: 0.0   # seconds to load blocks back (``bind_link``)
+        self.write_cost: Callable[[int], float] = lambda blocks: 0.0  # seconds to write blocks through
+        self.load_t = 0.0                 # the load-back the next prefill overlaps
+        self.host_hits: list[int] = []    # per request: tokens loaded back from host memory
+        self.loaded_blocks = 0
+        self.load_seconds = 0.0
+
+    def bind_link(self, block_bytes: int, pool_blocks: int, load_cost: Callable[[int], float],
+                  write_cost: Callable[[int], float]) -> None:
+        """The replica's prices for HiCache (from ``kvplan.calc.costs`` through the event loop): a block's bytes,
+        the device pool's blocks (the shared prefix's copy included), and the seconds to move n blocks each way
+        over the host link. The host pool: --hicache-size GB / bytes per token, else --hicache-ratio x the device
+        pool's tokens (``pool_host/base.py`` @v0.5.23 ``HostKVCache.__init__``), in whole pages."""
+        hc = self.hicache
+        if hc is None:
+            return
+        if hc.size_gb:
+            tokens = int(hc.size_gb * 1e9 // (block_bytes / self.block))
+        else:
+            tokens = int(pool_blocks * self.block * (hc.ratio if hc.ratio is not None else HICACHE_RATIO))
+        self.host_blocks = tokens // self.block
+        self.load_cost, self.write_cost = load_cost, write_cost
+
+    def hicache_stats(self) -> dict[str, Any] | None:
+        """What the host tier did (None when HiCache is off): per request the tokens loaded back, the blocks
+        written through and loaded back, the seconds the loads took (overlapped with their prefills), the host
+        pool and its peak, in blocks."""
+        if self.hicache is None:
+            return None
+        tree = self.tree
+        written = tree.written if isinstance(tree, _HiTree) else 0
+        n = self.r.next_id if self.r is not None else 0
+        return {"host_hit_tokens": self.host_hits[:n], "written_blocks": written,
+                "write_seconds": self.write_cost(written) if written else 0.0, "loaded_blocks": self.loaded_blocks,
+                "load_seconds": self.load_seconds, "host_blocks": self.host_blocks,
+                "peak_host_blocks": tree.peak_host if isinstance(tree, _HiTree) else 0,
+                "write_policy": self.hicache.write_policy}
 
     def replica_limits(self) -> dict[str, int]:
         return {"chunk": self.chunk, "max_batch": self.max_batch, "watermark_blocks": 0}
@@ -510,7 +791,13 @@ class SglangScheduler(Scheduler):
         if self.batch is None:
             self.batch = _Batch(r.n, CLIP_MAX_NEW_TOKENS)
             if self.radix:
-                self.tree, self.r = _Tree(r, self.hashes), r
+                if self.hicache is not None:
+                    threshold = WRITE_THROUGH_THRESHOLD[self.hicache.write_policy or "write_through"]
+                    self.tree = _HiTree(r, self.hashes, self.host_blocks, threshold)
+                    self.host_hits = [0] * r.n
+                else:
+                    self.tree = _Tree(r, self.hashes)
+                self.r = r
                 r.on_finish = self._finished
         return self.batch
 
@@ -528,7 +815,7 @@ class SglangScheduler(Scheduler):
         r.held[i] -= tree.in_tree[i]                 # (leave() counted its whole cache)
         if tree.evictable > r.free:
             tree.settle(r.free)
-        if tree.hashes is None:
+        if tree.lazy:
             r.free += tree.retire(i, r.Pl[i] + r.Ll[i] - 1)
         else:
             tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
@@ -539,7 +826,8 @@ class SglangScheduler(Scheduler):
         its own hit); the prefill gives its first token."""
         tally = r.tally
         tally.admitted[i] = r.now
-        t = r.prefill(r.Pl[i], cached)
+        t = max(r.prefill(r.Pl[i], cached), self.load_t)   # HiCache: its forward waits layer by layer for the load
+        self.load_t = 0.0
         tally.prefix_hits[i] = cached
         r.prefix_cached = True
         r.now += t
@@ -549,7 +837,8 @@ class SglangScheduler(Scheduler):
 
     def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
         """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
-        t = r.prefill(fill, cached)
+        t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits layer by layer for the load
+        self.load_t = 0.0
         r.now += t
         r.tally.recomputed[i] += fill - cached
         r.tally.recompute_hits[i] += cached - r.hit
@@ -595,13 +884,14 @@ class SglangScheduler(Scheduler):
                 done, self.round_done = self.round_done, []
                 tree.settle(r.free - sum(h for _, h in done))
                 for i, _ in done:
-                    r.free += tree.release(i) if tree.hashes is not None else tree.retire(i)
+                    r.free += tree.retire(i) if tree.lazy else tree.release(i)
 
     def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
         """The prefill round of ``admit``."""
         waiting, running, steps, block = r.waiting, r.running, r.steps, r.block
         Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
         tree = self.tree
+        hi = isinstance(tree, _HiTree)
         ratio = self.ratio(steps)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
@@ -617,16 +907,24 @@ class SglangScheduler(Scheduler):
             cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
             locking = 0                               # the blocks its match takes from the evictable ones
             nodes: list[Any] = []
+            on_device = cached                        # its prefix on the device (HiCache: the rest is on host)
             if tree is not None and (tree.hashes is not None or i in tree.own):   # (own: nonempty lists)
                 nodes, on_path = tree.match(i, fill)  # matched (init_next_round_input)
                 tree.touch(nodes)
-                cached = max(cached, on_path)
+                if hi:                                # a host hit of 10 tokens or more is loaded back
+                    on_device = max(cached, tree.dev_end)
+                    cached = max(cached, on_path)
+                    if cached - on_device < LOAD_BACK_THRESHOLD:
+                        cached = on_device
+                else:
+                    cached = on_device = max(cached, on_path)
                 locking = tree.newly(nodes)
             run = fill - cached                       # the tokens it computes (its extension)
-            # the check runs with its path locked (add_one_req): the extension against the free tokens less those
+            # the check runs with its path locked (add_one_req): the extension past its device prefix against the
+            # free tokens less those
             free = r.free
-            if not (run + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < (free - locking) * block - reserved
-                    - taken) and (running or admitted):
+            if not (fill - on_device + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < (free - locking) * block
+                    - reserved - taken) and (running or admitted):
                 self.full, self.full_mark = True, mark
                 break
             ext_p = -(-run // block) * block
@@ -642,6 +940,13 @@ class SglangScheduler(Scheduler):
                 tree.take(i, nodes)
                 r.held[i] = max(0, need - tree.in_tree[i])
                 r.free = free - locking - r.held[i]
+                if hi and tree.loaded_now:            # host nodes back on the device: loaded, or recomputed
+                    r.free -= tree.loaded_now
+                    if cached > on_device:
+                        self.load_t = self.load_cost(tree.loaded_now)
+                        self.load_seconds += self.load_t
+                        self.loaded_blocks += tree.loaded_now
+                        self.host_hits[i] += cached - on_device
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
             if gi == 0:
@@ -731,8 +1036,13 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
     if o.policy != "recompute" or o.offload_threshold is not None:
         what = "--offload-threshold" if o.offload_threshold is not None else f"--policy {o.policy}"
         raise KvplanError(f"{what}: SGLang does not swap or offload running requests to host DRAM; its host tier "
-                          "is HiCache (--enable-hierarchical-cache), which simulate does not model",
-                          "drop it: --engine sglang retracts and recomputes (retract_decode)")
+                          "is HiCache, a radix-cache tier",
+                          "drop it, and give --enable-hierarchical-cache for SGLang's host tier")
+    hicache = getattr(o, "hicache", None)
+    adapter = s.engine_adapter
+    version = getattr(adapter, "version", None)
+    if hicache is not None:
+        hicache = _hicache_for(hicache, version, reuse, adapter)
     par = s.parallelism
     attn_dp = par.dp if dp_attention(par) else 1
     chunk = chunked_prefill_size(s.hardware.hbm_capacity_gib.value, attn_dp)
@@ -741,7 +1051,6 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
     else:
         max_batch, cap_from = max_running_requests(total_blocks * block, s.context_limit), "SGLang's default"
     conservativeness = CONSERVATIVENESS * (DP_ATTENTION_CONSERVATIVENESS if attn_dp > 1 else 1.0)
-    adapter = s.engine_adapter
     notes = [f"Scheduler: SGLang {RELEASE}'s rules (kvplan.engines.sglang_scheduler): admission reserves each "
              "running request's remaining max_new_tokens (at most 4096) x a new-token ratio that starts at "
              f"{min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0):g} and decays per decode step to "
@@ -756,7 +1065,8 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
                 "a retracted request re-prefills its whole input and output past the shared prefix (the radix "
                 "tree's reuse is modelled only where every page is one block: no sliding windows or state layers; "
                 "an upper bound).")]
-    version = getattr(adapter, "version", None)
+    if hicache is not None:
+        notes.append(_hicache_note(hicache))
     if version is not None and tuple(version) != (0, 5, 23):
         notes.append(f"{adapter.display_name}: the scheduler follows SGLang {RELEASE}'s rules; this release's own "
                      "scheduler is not read.")
@@ -777,4 +1087,44 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
             "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes))
+                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes),
+                           hicache=hicache)
+
+
+def _hicache_for(hc: HiCache, version: Any, reuse: bool, adapter: Any) -> HiCache:
+    """The HiCache settings a run models: the release's default write policy filled in; refused where the
+    release lacks HiCache, for write_back (not modelled) and where the radix tree is not modelled."""
+    import dataclasses
+
+    if version is not None and tuple(version) < HICACHE_SINCE:
+        raise KvplanError(f"--enable-hierarchical-cache: {adapter.display_name} has no HiCache (first in "
+                          f"v{'.'.join(map(str, HICACHE_SINCE))}: {HICACHE_FLAGS_SOURCE})",
+                          f"pin sglang=={'.'.join(map(str, HICACHE_SINCE))} or newer, or drop it")
+    policy = hc.write_policy
+    if policy is None:
+        policy = "write_through" if version is None or tuple(version) >= WRITE_THROUGH_SINCE else \
+            "write_through_selective"
+    if policy == "write_back":
+        raise KvplanError("--hicache-write-policy write_back: simulate does not model it (its backup at eviction "
+                          "and its reclaim of host duplicates)", "give write_through (the default) or "
+                          "write_through_selective")
+    if not reuse:
+        raise KvplanError("--enable-hierarchical-cache: simulate models SGLang's radix tree, and so HiCache, only "
+                          "where every page is one block (this model has sliding windows or state layers)",
+                          "drop --enable-hierarchical-cache for this model")
+    return dataclasses.replace(hc, write_policy=policy)
+
+
+def _hicache_note(hc: HiCache) -> str:
+    pool = (f"{hc.size_gb:g} GB per GPU (--hicache-size)" if hc.size_gb else
+            f"{hc.ratio if hc.ratio is not None else HICACHE_RATIO:g} x the device pool (--hicache-ratio)")
+    writes = ("every node the tree inserts is written through to host memory (its unbacked ancestors first)"
+              if hc.write_policy == "write_through" else
+              "a node is written to host memory at its second insert, which kvplan's tree never makes (each node "
+              "is inserted once), so nothing is written and HiCache keeps nothing")
+    return (f"HiCache ({hc.write_policy}): a host pool of {pool}; {writes}; a device eviction demotes a backed node "
+            "to host memory (deleting an unbacked one), host eviction takes the least recently used host leaf, and "
+            f"a prefix hit of {LOAD_BACK_THRESHOLD} tokens or more on host nodes is loaded back over the host link "
+            "(its prefill waits for the load, layer by layer: the longer of the two), so a retracted request's "
+            "path, demoted rather than lost, is a load-back instead of a recompute. Write-through copies run on "
+            "their own stream (not on the critical path).")

@@ -70,7 +70,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      plot: str | Path | None = None, trace_format: str | None = None, trace_speed: Any = None,
                      trace_rate: Any = None, ttft_slo: Any = None, slo_percentile: Any = None,
                      slo_attainment: Any = None, speculative: str | None = None,
-                     accept: str | None = None) -> SimulateRequest:
+                     accept: str | None = None, hicache: Any = False, hicache_ratio: Any = None,
+                     hicache_size: Any = None, hicache_write_policy: str | None = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -193,7 +194,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          max_batch=optional(parse_tokens, max_batch, "--max-batch"),
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
-                         speculative=spec[:3] if spec else None, accept_source=spec[3] if spec else None)
+                         speculative=spec[:3] if spec else None, accept_source=spec[3] if spec else None,
+                         hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),
@@ -206,6 +208,23 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))
     return run
+
+
+def hicache_option(enable: Any, ratio: Any = None, size: Any = None, policy: str | None = None) -> Any:
+    """SGLang's HiCache settings from the options (``kvplan.engines.sglang_scheduler.HiCache``; None: off); its
+    settings without ``--enable-hierarchical-cache`` are refused."""
+    from kvplan.engines.sglang_scheduler import HiCache
+
+    given = [flag for flag, v in (("--hicache-ratio", ratio), ("--hicache-size", size),
+                                  ("--hicache-write-policy", policy)) if v is not None]
+    if not enable:
+        if given:
+            raise InputError(f"{given[0]} sets up HiCache, which is off", "add --enable-hierarchical-cache, or drop "
+                                                                           f"{given[0]}")
+        return None
+    return HiCache(write_policy=policy.strip().lower() if policy is not None else None,
+                   ratio=optional(parse_float, ratio, "--hicache-ratio", "2"),
+                   size_gb=optional(parse_float, size, "--hicache-size", "100"))
 
 
 def _check_trace_options(scenario: Scenario | dict[str, Any], trace: Any, trace_format: Any, workload: Any,
@@ -248,6 +267,9 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
             changes["max_batch"] = parse_tokens(value, "--compare max-batch")
         elif key == "dram":
             changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
+        elif key == "hicache":              # on, off, or a write policy (on: the release's default)
+            low = value.lower()
+            changes["hicache"] = None if low == "off" else hicache_option(True, policy=None if low == "on" else low)
         elif key == "offload-threshold":
             changes["offload_threshold"] = (None if value.lower() == "off"
                                             else parse_float(value, "--compare offload-threshold", "0.7"))

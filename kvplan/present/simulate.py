@@ -41,6 +41,13 @@ MIXED_METRICS = (
     ("steps with prefill chunks", "mixed_steps"),
     ("prefill tokens per such step, mean", "prefill_tokens_per_mixed_step"),
 )
+# SGLang's HiCache adds these
+HICACHE_METRICS = (
+    ("prefix tokens loaded back from HiCache", "hicache_loaded_tokens"),
+    ("HiCache loads per GPU", "hicache_loaded_bytes"), ("HiCache load time", "hicache_load_seconds"),
+    ("HiCache writes per GPU", "hicache_written_bytes"), ("HiCache host pool per GPU", "hicache_host_pool_bytes"),
+    ("HiCache host memory used, peak", "hicache_peak_host_bytes"),
+)
 SERVICE = (
     ("requests finished", "requests_finished"), ("generated tokens", "generated_tokens"),
     ("simulated time", "simulated_seconds"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
@@ -107,7 +114,7 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     s, o = r.scenario, r.options
     rules = r.scheduler or f"{o.policy}, victim {o.victim}"     # the engine's own scheduler, or the rule book's
     key = Table(f"The workload document's key metrics: {rules}", ("metric", "value"),
-                tuple((label, m[name]) for label, name in KEY_METRICS + MIXED_METRICS if name in m),
+                tuple((label, m[name]) for label, name in KEY_METRICS + MIXED_METRICS + HICACHE_METRICS if name in m),
                 primary=not per_request)
     extra = (("DP replicas", "replicas"), ("replicas given requests", "replicas_serving")) if "replicas" in m else ()
     service = Table("Service", ("figure", "value"), tuple(

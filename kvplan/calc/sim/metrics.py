@@ -209,7 +209,38 @@ def run_metrics(r: SimRun, dp: int, o: SimOptions) -> dict:
         out.update(_recompute_hits(f))
     if r.mixed_prefill:
         out.update(_mixed(f))
+    if r.hicache is not None:
+        out.update(_hicache(f))
     return out
+
+
+def _hicache(f: _Figures) -> dict:
+    """SGLang's HiCache (``SimRun.hicache``): the tokens loaded back from host memory, the bytes moved each way
+    and the load time, the host pool and its peak per GPU."""
+    from kvplan.specs.values import Bytes, Seconds, Tokens, derived
+
+    h, bb, many = f.r.hicache, f.r.setup.block_bytes, f.many
+    hits = int(sum(h["host_hit_tokens"]))
+    return {
+        "hicache_loaded_tokens": Tokens(hits, derived(
+            "prefix-hit tokens prefills loaded back from HiCache's host memory instead of computing (their prompts' "
+            "and resumed requests' own)" + many(", summed over the replicas"), f"{hits:,} tokens")),
+        "hicache_loaded_bytes": Bytes(h["loaded_blocks"] * bb, derived(
+            "blocks loaded back x one block's bytes per GPU", f"{h['loaded_blocks']:,} x {bb:,} B")),
+        "hicache_load_seconds": Seconds(h["load_seconds"], derived(
+            "the loads over the host link (costs.swap_seconds), each overlapped with its prefill"
+            + many(", summed over the replicas"), f"{h['load_seconds']:.6g} s")),
+        "hicache_written_bytes": Bytes(h["written_blocks"] * bb, derived(
+            "blocks written through to host memory x one block's bytes per GPU (on the write stream, not the "
+            "critical path)", f"{h['written_blocks']:,} x {bb:,} B")),
+        "hicache_write_seconds": Seconds(h["write_seconds"], derived(
+            "the write-through copies over the host link (costs.swap_seconds)", f"{h['write_seconds']:.6g} s")),
+        "hicache_host_pool_bytes": Bytes(h["host_blocks"] * bb, derived(
+            "HiCache's host pool per GPU: --hicache-size, else --hicache-ratio x the device pool, in blocks x "
+            "their bytes", f"{h['host_blocks']:,} x {bb:,} B")),
+        "hicache_peak_host_bytes": Bytes(h["peak_host_blocks"] * bb, derived(
+            "most host memory the backups held per GPU", f"{h['peak_host_blocks']:,} x {bb:,} B")),
+    }
 
 
 def _recompute_hits(f: _Figures) -> dict:

@@ -29,6 +29,7 @@ class SimOptions:
     # scenario's MTP layers drafting; each decode step is priced StepModel.speculative_step / mean acceptance
     speculative: tuple[int, float, float] | None = None
     accept_source: str | None = None      # the published acceptance length's source (None: --accept given)
+    hicache: Any = None                   # SGLang's HiCache (kvplan.engines.sglang_scheduler.HiCache; None: off)
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
@@ -114,3 +115,4 @@ class SimRun:
     mixed_steps: int = 0        # steps that ran prefill chunks with the decode batch (vLLM V1)
     mixed_prefill_tokens: int = 0      # the prefill tokens those steps ran
     mixed_prefill: bool = False        # the scheduler ran prefills inside steps (vLLM V1), not alone
+    hicache: Any = None         # SGLang's HiCache: what its host tier did (SglangScheduler.hicache_stats; None: off)
