@@ -364,6 +364,9 @@ class _EventLoop:
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
         heappop, inf = heapq.heappop, math.inf
+        # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
+        fused = sched.newest and sched.policy == "recompute" and thr is None
+        xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
         events = 0
         while r.done < n:
             events += 1
@@ -407,8 +410,31 @@ class _EventLoop:
             s0 = (steps - 1) % block              # the phase whose next token starts a block
             need1 = phase[s0]                     # blocks the next step adds
             if need1 > free:
-                preempt(r, need1)                 # the rule book looks at its queues again first
-                continue
+                if not fused:
+                    preempt(r, need1)             # the rule book looks at its queues again first
+                    continue
+                # RuleBook.preempt written out for the newest victim under recompute (no swap price, no wait):
+                # the newest leave (ReplicaState.leave and release) until the next step's blocks fit, each to the
+                # front of the waiting queue
+                while need1 > free:
+                    i = running.pop()
+                    v = xo_l[i]
+                    r.sum_xo -= v
+                    phase[-v % block] -= 1
+                    in_run[i] = False
+                    cache = v + steps - 1
+                    g[i] = cache + 1 - Pl[i]
+                    need1 -= btl[cache + 1] - btl[cache]
+                    preemptions[i] += 1
+                    waiting.appendleft(i)
+                    h = btl[cache]
+                    free += h
+                    r.freed += h
+                    held[i] = 0
+                r.free = free
+                tally.stall_swap += 0.0           # RuleBook.preempt's wait (none under recompute)
+                r.preempted = True
+                continue                          # the rule book looks at its queues again first
             limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
             if limit is None:
                 continue
