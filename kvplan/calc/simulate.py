@@ -39,8 +39,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from kvplan.calc import capacity, costs
@@ -363,7 +365,7 @@ class _EventLoop:
         room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
-        heappop, inf = heapq.heappop, math.inf
+        heappop, inf, ceil, floor = heapq.heappop, math.inf, math.ceil, math.floor
         # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
         fused = sched.newest and sched.policy == "recompute" and thr is None
         xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
@@ -398,7 +400,7 @@ class _EventLoop:
                         free = r.free
                     else:                 # the waiting head does not fit: admission stops at it
                         sched._head, sched._free, sched._leaving, sched._hold = head, free, r.leaving_blocks, holders
-            out = len(swapped) + len(leaving)
+            out = len(swapped) + len(leaving) if swapped or leaving else 0
             b = len(running)
             mark((r.now, total - free, b, out, r.dram_used))   # a run starts
             if not b:
@@ -454,15 +456,23 @@ class _EventLoop:
                 now += step0 + (u0 if u0 >= v0 else v0)
                 added = need1
             else:
-                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
-                    k, added = r.last_step_that_fits(limit, s0, b)
-                else:
+                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
+                if not over:
                     q, m = divmod(k, block)       # ReplicaState.crossings
                     end = s0 + m
                     added = b * q + (sum(phase[s0:end]) if end <= block else
                                      sum(phase[s0:]) + sum(phase[:end - block]))
-                    if added > limit:
-                        k, added = r.last_step_that_fits(limit, s0, b)
+                    over = added > limit
+                if over:                          # ReplicaState.last_step_that_fits written out
+                    q, rest = divmod(limit, b)
+                    acc = list(accumulate(phase[s0:]))
+                    if acc[-1] <= rest:           # past the phases from s0 on: those before s0, from where they end
+                        acc = list(accumulate(phase[:s0], initial=acc[-1]))
+                        m = bisect_right(acc, rest, 1)
+                        k, added = q * block + block - s0 + m - 1, q * b + acc[m - 1]
+                    else:
+                        m = bisect_right(acc, rest)
+                        k, added = q * block + m, q * b + (acc[m - 1] if m else 0)
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
                 else:
@@ -472,7 +482,21 @@ class _EventLoop:
                     if leaving and leaving[0][0] < upcoming:
                         upcoming = leaving[0][0]
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    # steps._affine_max_sum (and _max_split, _lin) written out, the same arithmetic in the same order
+                    d0, d1 = u0 - v0, u1 - v1
+                    if d1 == 0:                   # parallel: one wins throughout
+                        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+                    elif d1 > 0:                  # u wins from the crossing on
+                        m, a0, a1, b0, b1 = min(max(ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+                    else:
+                        m, a0, a1, b0, b1 = min(max(floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+                    if m >= k:
+                        run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
+                    elif m <= 0:
+                        run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
+                    else:
+                        run_time = k * step0 + (m * a0 + a1 * m * (m - 1) / 2 + (
+                            (k - m) * b0 + b1 * (k - m) * (m + k - 1) / 2))
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
                         k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
                         added = need1 if k == 1 else r.crossings(k, s0, b)
