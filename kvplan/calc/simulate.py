@@ -436,7 +436,16 @@ class _EventLoop:
                 r.free = free
                 tally.stall_swap += 0.0           # RuleBook.preempt's wait (none under recompute)
                 r.preempted = True
-                continue                          # the rule book looks at its queues again first
+                b = len(running)
+                if not b:
+                    continue                      # the rule book looks at its queues again first
+                # the next event, in the same instant: nothing more is due (this event took what is due now), no
+                # admission (RuleBook.admit's first check: none in the instant of a preemption); a run starts, its
+                # first step's blocks (the victims' phases taken off need1) now free
+                events += 1
+                if not events & 4095 or events > MAX_EVENTS:
+                    _every_4096(r, events, progress)
+                mark((r.now, total - free, b, out, r.dram_used))
             limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
             if limit is None:
                 continue
