@@ -589,8 +589,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed-run-price-crossing-rounded-down", "kvplan/calc/simulate.py",
       "m, a0, a1, b0, b1 = min(max(ceil(-d0 / d1), 0), k), v0, v1, u0, u1",
       "m, a0, a1, b0, b1 = min(max(floor(-d0 / d1), 0), k), v0, v1, u0, u1"),
-    M("speed-run-price-second-side-from-zero", "kvplan/calc/simulate.py",
-      "(k - m) * b0 + b1 * (k - m) * (m + k - 1) / 2))", "(k - m) * b0 + b1 * (k - m) * (k - m - 1) / 2))"),
     M("speed-run-price-one-side-only", "kvplan/calc/simulate.py",
       "run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)",
       "run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)"),

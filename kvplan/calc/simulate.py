@@ -503,9 +503,8 @@ class _EventLoop:
                         run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
                     elif m <= 0:
                         run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
-                    else:
-                        run_time = k * step0 + (m * a0 + a1 * m * (m - 1) / 2 + (
-                            (k - m) * b0 + b1 * (k - m) * (m + k - 1) / 2))
+                    else:                         # the two series cross inside the run (no test workload): as is
+                        run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
                         k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
                         added = need1 if k == 1 else r.crossings(k, s0, b)
