@@ -424,3 +424,21 @@ def test_vllm_v1_random_small_traces(case, victim, seed, requests, rate, budget,
                                                                   duration_s=users[2])))
     fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch))
     assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_rule_books_own_loop_counts_the_events_an_observer_sees(case):
+    """The rule book's own loop (``run_book``, taken when nothing observes the run) writes its preemptions and the
+    one-step run after them out; the observed loop (``run``) calls the observer once per event and once at the end.
+    Both see the same events, the same timeline and the same times."""
+    base, pool, _ = CASES[case]
+    s = build_scenario(**base, kv_pool=pool)
+    work = small_work(rate=40.0)
+    calls: list[int] = []
+    seen = sim.simulate(s, work, sim.SimOptions(on_event=lambda st: calls.append(1)))
+    own = sim.simulate(s, work, sim.SimOptions())
+    assert own.preemptions.sum() > 0
+    assert len(calls) == seen.events + 1 == own.events + 1
+    for a, b in zip(seen.timeline, own.timeline, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(seen.finish, own.finish)

@@ -39,8 +39,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from kvplan.calc import capacity, costs
@@ -378,7 +380,10 @@ class _EventLoop:
         room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
-        heappop, inf = heapq.heappop, math.inf
+        heappop, inf, ceil, floor = heapq.heappop, math.inf, math.ceil, math.floor
+        # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
+        fused = sched.newest and sched.policy == "recompute" and thr is None
+        xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
         events = 0
         while r.done < n:
             events += 1
@@ -410,7 +415,7 @@ class _EventLoop:
                         free = r.free
                     else:                 # the waiting head does not fit: admission stops at it
                         sched._head, sched._free, sched._leaving, sched._hold = head, free, r.leaving_blocks, holders
-            out = len(swapped) + len(leaving)
+            out = len(swapped) + len(leaving) if swapped or leaving else 0
             b = len(running)
             mark((r.now, total - free, b, out, r.dram_used))   # a run starts
             if not b:
@@ -422,8 +427,40 @@ class _EventLoop:
             s0 = (steps - 1) % block              # the phase whose next token starts a block
             need1 = phase[s0]                     # blocks the next step adds
             if need1 > free:
-                preempt(r, need1)                 # the rule book looks at its queues again first
-                continue
+                if not fused:
+                    preempt(r, need1)             # the rule book looks at its queues again first
+                    continue
+                # RuleBook.preempt written out for the newest victim under recompute (no swap price, no wait):
+                # the newest leave (ReplicaState.leave and release) until the next step's blocks fit, each to the
+                # front of the waiting queue
+                while need1 > free:
+                    i = running.pop()
+                    v = xo_l[i]
+                    r.sum_xo -= v
+                    phase[-v % block] -= 1
+                    in_run[i] = False
+                    cache = v + steps - 1
+                    g[i] = cache + 1 - Pl[i]
+                    need1 -= btl[cache + 1] - btl[cache]
+                    preemptions[i] += 1
+                    waiting.appendleft(i)
+                    h = btl[cache]
+                    free += h
+                    r.freed += h
+                    held[i] = 0
+                r.free = free
+                tally.stall_swap += 0.0           # RuleBook.preempt's wait (none under recompute)
+                r.preempted = True
+                b = len(running)
+                if not b:
+                    continue                      # the rule book looks at its queues again first
+                # the next event, in the same instant: nothing more is due (this event took what is due now), no
+                # admission (RuleBook.admit's first check: none in the instant of a preemption); a run starts, its
+                # first step's blocks (the victims' phases taken off need1) now free
+                events += 1
+                if not events & 4095 or events > MAX_EVENTS:
+                    _every_4096(r, events, progress)
+                mark((r.now, total - free, b, out, r.dram_used))
             limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
             if limit is None:
                 continue
@@ -443,15 +480,23 @@ class _EventLoop:
                 now += step0 + (u0 if u0 >= v0 else v0)
                 added = need1
             else:
-                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
-                    k, added = r.last_step_that_fits(limit, s0, b)
-                else:
+                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
+                if not over:
                     q, m = divmod(k, block)       # ReplicaState.crossings
                     end = s0 + m
                     added = b * q + (sum(phase[s0:end]) if end <= block else
                                      sum(phase[s0:]) + sum(phase[:end - block]))
-                    if added > limit:
-                        k, added = r.last_step_that_fits(limit, s0, b)
+                    over = added > limit
+                if over:                          # ReplicaState.last_step_that_fits written out
+                    q, rest = divmod(limit, b)
+                    acc = list(accumulate(phase[s0:]))
+                    if acc[-1] <= rest:           # past the phases from s0 on: those before s0, from where they end
+                        acc = list(accumulate(phase[:s0], initial=acc[-1]))
+                        m = bisect_right(acc, rest, 1)
+                        k, added = q * block + block - s0 + m - 1, q * b + acc[m - 1]
+                    else:
+                        m = bisect_right(acc, rest)
+                        k, added = q * block + m, q * b + (acc[m - 1] if m else 0)
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
                 else:
@@ -461,7 +506,20 @@ class _EventLoop:
                     if leaving and leaving[0][0] < upcoming:
                         upcoming = leaving[0][0]
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    # steps._affine_max_sum (and _max_split, _lin) written out, the same arithmetic in the same order
+                    d0, d1 = u0 - v0, u1 - v1
+                    if d1 == 0:                   # parallel: one wins throughout
+                        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+                    elif d1 > 0:                  # u wins from the crossing on
+                        m, a0, a1, b0, b1 = min(max(ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+                    else:
+                        m, a0, a1, b0, b1 = min(max(floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+                    if m >= k:
+                        run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
+                    elif m <= 0:
+                        run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
+                    else:                         # the two series cross inside the run (no test workload): as is
+                        run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
                         k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
                         added = need1 if k == 1 else r.crossings(k, s0, b)
