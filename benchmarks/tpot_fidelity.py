@@ -244,7 +244,7 @@ def serving_tpot(decode_step_s: float, prefill_s: float, concurrency: int, outpu
     them is the request's own prefill (before its first token: TTFT, not TPOT), so (concurrency - 1) prefills fall
     in its decode: TPOT = step + prefill x (concurrency - 1) / output_tokens. At concurrency 1 it is the step
     alone (the FP8 KV-cache blog's batch-1 ITLs)."""
-    return costs.colocated_tpot(decode_step_s, prefill_s, max(concurrency - 1, 0), output_tokens)
+    return costs.colocated_tpot(decode_step_s, prefill_s, concurrency, output_tokens)
 
 
 def fit_ids() -> set[str]:

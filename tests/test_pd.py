@@ -34,10 +34,12 @@ def test_gqa_transfer_is_sharded_over_tp(run_cli):
 def test_colocated_interference_by_hand(run_cli):
     d = pd_json(run_cli, "--nodes", "2")
     b, t_pf, plain, dec = (d["colocated_batch"], d["prefill_seconds"], d["tpot_seconds_plain"], d["decode_tokens"])
-    # mean TPOT with prefills = TPOT(B) + T_pf x B / D; prefill share = T_pf / (T_pf + D x TPOT / B)
-    assert d["tpot_seconds_colocated_mean"] == pytest.approx(plain + t_pf * b / dec)
-    mean = d["tpot_seconds_colocated_mean"]
-    assert d["prefill_share"] == pytest.approx(t_pf / (t_pf + dec * mean / b))
+    # mean TPOT with the other B - 1 requests' prefills = TPOT(B) + T_pf x (B - 1) / D (a request's own prefill is
+    # its TTFT); prefill share of a request's GPU time = T_pf / (T_pf + D x TPOT(B) / B), the plain step's share (the
+    # mean TPOT holds the other requests' prefills, which the share would count twice)
+    assert d["tpot_seconds_colocated_mean"] == pytest.approx(plain + t_pf * (b - 1) / dec)
+    assert d["prefill_share"] == pytest.approx(t_pf / (t_pf + dec * plain / b))
+    assert d["decode_over_prefill"] == pytest.approx(dec * plain / b / t_pf)
     assert d["interference_gpu_seconds_per_request"] == pytest.approx(t_pf * 8)   # 8 GPUs per instance
 
 
@@ -180,3 +182,38 @@ def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligibl
     assert 0.96 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False
+
+
+def test_a_request_sees_the_other_requests_prefills_not_its_own():
+    # 5 closed-loop requests of 100 output tokens, a 20 ms plain step and a 100 ms prefill each: while one request
+    # decodes its 100 tokens the other 4 each start one request, so 4 prefills fall among its steps: TPOT = 20 + 100 x
+    # 4 / 100 = 24 ms (its own prefill came before its first token: its TTFT). Alone (1 request) nothing interferes:
+    # the plain 20 ms. A slot's cycle is its prefill + 100 x 24 ms = 2.5 s, which holds all 5 prefills (100 x 20 ms +
+    # 5 x 100 ms = 2.5 s): 5 / 2.5 = 2 requests/s.
+    import numpy as np
+
+    from kvplan.calc import costs
+
+    assert costs.colocated_tpot(0.020, 0.100, 5, 100) == pytest.approx(0.024)
+    assert costs.colocated_tpot(0.020, 0.100, 1, 100) == pytest.approx(0.020)
+    assert costs.colocated_tpot(0.020, 0.100, 0, 100) == pytest.approx(0.020)     # no request: no negative prefills
+    assert costs.colocated_tpot(0.020, 0.100, np.array([1.0, 2.0, 5.0]), 100) == pytest.approx([0.020, 0.021, 0.024])
+    assert 5 / (0.100 + 100 * costs.colocated_tpot(0.020, 0.100, 5, 100)) == pytest.approx(2.0)
+
+
+def test_one_closed_loop_user_decodes_at_the_plain_step():
+    # One user on the neutral engine, 4,000 + 300 tokens: its requests run one after another, no other prefill ever
+    # lands among its decode steps, so the simulator's TPOT of every request is the plain batch-1 step, which the
+    # closed form at concurrency 1 gives (the old T_pf x B / D rule added a whole 100 ms prefill / 300 = 0.34 ms).
+    from kvplan.calc import costs
+    from kvplan.calc.simulate import simulated_batch
+    from kvplan.calc.slo import SloTargets
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, prompt_tokens=4000, decode_tokens=300)
+    step = costs.step_model(s)
+    t_pf = step.prefill_seconds(4000, 0, s.engine_adapter.batch_limits_for(s)[0].number())
+    plain = float(step.steady_tpot(4000, 300, 1))
+    run = simulated_batch(s, 1, SloTargets(tpot=1.0, tpot_percentile=50), requests=5)
+    assert run.figures["tpot_seconds_p50"].value == pytest.approx(costs.colocated_tpot(plain, t_pf, 1, 300), rel=1e-3)
+    assert run.figures["tpot_seconds_p50"].value < plain + 0.5 * t_pf / 300

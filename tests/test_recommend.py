@@ -57,8 +57,8 @@ def test_batch_is_the_largest_meeting_the_slo():
 
     t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
 
-    def tpot(b):   # the decode step plus the batch's prefills spread over its 30,000 steps (kvplan pd's rule)
-        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * b / 30_000
+    def tpot(b):   # the decode step plus the other b - 1 requests' prefills spread over its 30,000 steps (its own
+        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * (b - 1) / 30_000   # is its TTFT)
 
     b = tight.batch.value
     assert tpot(b) <= 0.009 < tpot(b + 1)               # the largest batch under the SLO, not one less or more
@@ -240,8 +240,9 @@ def test_search_rate_is_replicas_times_batch_over_request_time():
     step = costs.step_model(s)
     t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
     assert c.tpot_seconds <= 0.030 and c.basis == "simulated"     # the best is judged by the SLO model
-    # the rate in closed form: the mean TPOT with the batch's prefills in between, TPOT(B) + T_pf x B / D
-    mean = float(step.steady_tpot(1000, 30_000, c.batch)) + t_pf * c.batch / 30_000
+    # the rate in closed form: the mean TPOT with the other requests' prefills in between, TPOT(B) + T_pf x (B - 1) /
+    # D; a slot's cycle D x TPOT + T_pf then holds all B prefills
+    mean = float(step.steady_tpot(1000, 30_000, c.batch)) + t_pf * (c.batch - 1) / 30_000
     assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * mean))
 
 
@@ -284,8 +285,8 @@ def test_a_flag_is_printed_from_its_first_release_on():
 
 def test_the_slo_batch_counts_the_prefills_of_a_chat_batch():
     """4K prompts and 300-token outputs: each request's 4K prefill lands in the batch's time once per 300 steps, so
-    the mean TPOT at batch b is step(b) + prefill x b / 300 (kvplan pd's rule) and the SLO binds well below the
-    243 that fit."""
+    the mean TPOT at batch b is step(b) + prefill x (b - 1) / 300 (the other requests' prefills; its own is its
+    TTFT) and the SLO binds well below the 243 that fit."""
     from kvplan.calc import costs
 
     chat = plan_recommend(llama(prompt_tokens=4000, decode_tokens=300))
@@ -295,13 +296,18 @@ def test_the_slo_batch_counts_the_prefills_of_a_chat_batch():
     t_pf = step.prefill_seconds(4000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
 
     def tpot(b):
-        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * b / 300
+        return float(step.step(b, b * mean_b, b * mean_f)["total"]) + t_pf * (b - 1) / 300
 
     # the closed form (where the SLO model's simulated search starts, and the mean shown beside it)
     b = chat.batch_closed_form.value
     assert b < chat.batch_capacity.value == 243
     assert tpot(b) <= 0.05 < tpot(b + 1)
     assert chat.tpot_mean_at_batch.value == pytest.approx(tpot(chat.batch.value))
+    # the prefill's share of the replica time a request costs: its prefill against its share of the batch's plain
+    # decode steps (the mean TPOT's prefills are the other requests', which would count prefill twice)
+    n = chat.batch.value
+    plain = float(step.step(n, n * mean_b, n * mean_f)["total"])
+    assert chat.prefill_share.value == pytest.approx(t_pf / (t_pf + 300 * plain / n))
 
 
 def test_search_tpot_is_judged_at_the_batch_the_concurrency_target_needs():

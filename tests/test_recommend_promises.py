@@ -327,9 +327,10 @@ def test_the_search_rejudges_a_layout_at_the_batch_the_concurrency_target_needs(
     short = _rejudge(c, s, (parse_target("concurrency>=7"), parse_target("tpot<=9ms")), slo)
     assert (ok.batch, ok.meets, ok.basis) == (6, True, "simulated")
     assert short.batch == 0 and not short.meets and "6 < 7 needed" in short.failed[0]
-    # the rate at the simulated batch 6 (not the closed form's 12): 6 / (T_pf + D x (TPOT(6) + T_pf x 6 / D))
+    # the rate at the simulated batch 6 (not the closed form's 12): 6 / (T_pf + D x (TPOT(6) + T_pf x 5 / D)): the
+    # cycle of a slot, its own prefill and the other five's
     step = costs.step_model(s)
     t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
-    mean = float(step.steady_tpot(1000, 30_000, 6)) + t_pf * 6 / 30_000
+    mean = float(step.steady_tpot(1000, 30_000, 6)) + t_pf * 5 / 30_000
     assert ok.requests_per_second == pytest.approx(6 / (t_pf + 30_000 * mean))
     assert replace(ok, basis="closed form").figures()["batch"].why.formula.startswith("closed form")

@@ -518,8 +518,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd-colocated-one-instance", PD, "col_rps = good_rate * instances", "col_rps = good_rate"),
     M("pd-split-max-capacity", PD, "bound = min(n_p * c_p, n_d * c_d)", "bound = max(n_p * c_p, n_d * c_d)"),
     M("pd-nic-gib", PD, "Rate(o.nic_gbps * 1e9,", "Rate(o.nic_gbps * 2**30,"),
-    M("pd-share-unshared-decode", PD, "share = t_pf / (t_pf + d * col.tpot / col.batch)",
-      "share = t_pf / (t_pf + d * col.tpot)"),
+    M("pd-share-unshared-decode", PD, "share = t_pf / (t_pf + d * plain / col.batch)",
+      "share = t_pf / (t_pf + d * plain)"),
     # the prefill queue (M/D/c) and the TTFT the SLO model judges there
     M("pd-queue-one-server", PD, "free = start[i - servers] + service", "free = start[i - 1] + service"),
     M("pd-queue-ttft-without-prefill", PD, "ok = wait_q + fixed <= targets.ttft", "ok = wait_q <= targets.ttft"),

@@ -511,11 +511,17 @@ def frontend_seconds(scenario: Scenario) -> Seconds:
     return Seconds(value, default(f"{engine.id} frontend latency per request", source))
 
 
-def colocated_tpot(plain, prefill_seconds: float, batch, decode_tokens: int):
-    """Mean TPOT of a colocated replica whose batch also runs its requests' prefills: each of the ``batch``
-    requests brings one prefill per ``decode_tokens`` steps, so the decode steps stretch by batch x prefill /
-    decode on average (chunked or not, the same GPU time). ``plain`` and ``batch`` may be numpy arrays."""
-    return plain + prefill_seconds * batch / max(decode_tokens, 1)
+def colocated_tpot(plain, prefill_seconds: float, concurrency, decode_tokens: int):
+    """Mean TPOT of a request in a colocated replica whose ``concurrency`` requests each bring one prefill per
+    ``decode_tokens`` steps (steady state: a slot starts a request as its last one finishes). A request's own prefill
+    runs before its first token (its TTFT), so the prefills that fall among its decode steps are the OTHER
+    requests': (concurrency - 1) of them over its ``decode_tokens`` steps, TPOT = plain + prefill x (concurrency - 1)
+    / decode (chunked or not, the same GPU time); at concurrency 1, the plain step. The replica's cycle, D x TPOT +
+    T_pf = D x plain + concurrency x T_pf, holds every prefill: requests/s = concurrency / (D x TPOT + T_pf).
+    ``plain`` and ``concurrency`` may be numpy arrays."""
+    others = concurrency - 1
+    others = others * (others > 0)      # none below one request (numpy arrays too)
+    return plain + prefill_seconds * others / max(decode_tokens, 1)
 
 
 def step_model(scenario: Scenario, factors: StepFactors | None = None, speculative: bool = False) -> StepModel:

@@ -4,9 +4,11 @@ For N GPUs in replicas (instances) of G = TP x PP GPUs serving requests of P pro
 
 Colocated: every replica prefills its own arrivals. A prefill of P tokens takes T_pf of the replica (chunked by
 max_num_batched_tokens); with B requests decoding, a request finishes every D / B steps, so each step carries on
-average B / D prefills: mean TPOT = TPOT(B) + T_pf x B / D. Without chunking the step that carries a prefill
-stalls for all of T_pf; chunked, each step carries at most one chunk (T_pf / chunks). Goodput: the largest B the
-pool holds whose mean TPOT meets the SLO; tokens/s per replica = B / mean TPOT.
+average B / D prefills, of which a request sees the other B - 1 (its own is its TTFT): mean TPOT = TPOT(B) +
+T_pf x (B - 1) / D (``costs.colocated_tpot``). Without chunking the step that carries a prefill stalls for all of
+T_pf; chunked, each step carries at most one chunk (T_pf / chunks). The closed form's batch: the largest B the pool
+holds whose mean TPOT meets the SLO; requests/s per replica = B / (D x TPOT + T_pf), the cycle holding all B
+prefills.
 
 Disaggregated: each role gets its own layout (TP, with EP inside the TP group for a MoE model; PP as the
 scenario's), searched separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode
@@ -240,12 +242,13 @@ class _Model:
         if not len(ok):
             worst = float(mean[0]) if limit else math.inf
             return Side(0, worst, 0.0, 0.0), float(plain[0]) if limit else math.inf, t_pf
-        # among batches meeting the SLO, the one with the most tokens/s
-        tps = self.batches[:limit][ok] / mean[ok]
-        i = ok[int(np.argmax(tps))]
+        # among batches meeting the SLO, the one with the most requests/s: B / (D x TPOT + T_pf), a slot's cycle
+        # holding its own prefill and the other B - 1 (d >= 1: plan_pd refuses an empty output)
+        rps = self.batches[:limit][ok] / (d * mean[ok] + t_pf)
+        j = int(np.argmax(rps))
+        i = ok[j]
         b = int(self.batches[i])
-        rps = b / (d * mean[i] + t_pf) if d else 1 / t_pf
-        return Side(b, float(mean[i]), rps, float(b / mean[i])), float(plain[i]), t_pf
+        return Side(b, float(mean[i]), float(rps[j]), float(rps[j] * d)), float(plain[i]), t_pf
 
     def ceiling(self, p: int, d: int) -> int:
         """No colocated closed-loop batch above pure decode's (prefills only add to a step) or the KV pool's at the
@@ -653,8 +656,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     sim_tps = float(sim.tokens_per_second.value or 0.0)
     col = Side(b_sim, mean_b, sim_tps / d, sim_tps)
     chunks = max(1, math.ceil(p / cm.chunk)) if o.chunked else 1
-    share = t_pf / (t_pf + d * col.tpot / col.batch) if col.batch else 1.0
-    dec_over_pf = (d * col.tpot / col.batch) / t_pf if col.batch and t_pf else math.inf
+    # a request's GPU time: its prefill and its share of D plain decode steps (the mean TPOT holds the other
+    # requests' prefills, which are theirs)
+    share = t_pf / (t_pf + d * plain / col.batch) if col.batch else 1.0
+    dec_over_pf = (d * plain / col.batch) / t_pf if col.batch and t_pf else math.inf
     closed_tpot_q = sim.figures[f"tpot_seconds_p{targets.tpot_percentile}"]
     figs = good_pt.figures if good_pt is not None else sim.figures    # at the goodput rate (Poisson), simulated
     tpot_q = figs[f"tpot_seconds_p{targets.tpot_percentile}"]
@@ -710,10 +715,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
 
     t_pf_v = Seconds(t_pf, derived("prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
                  f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"))
-    share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT / B)", f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x "
-                                      f"{col.tpot:.6g} / {col.batch})"))
-    col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x B / D",
-                                           f"{plain:.6g} + {t_pf:.6g} x {col.batch} / {d:,}"))
+    share_v = Fraction(share, derived("T_pf / (T_pf + D x TPOT(B) / B), TPOT(B) without prefills",
+                                      f"{t_pf:.6g} / ({t_pf:.6g} + {d:,} x {plain:.6g} / {col.batch})"))
+    plain_v = Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"))
+    col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x (B - 1) / D",
+                                           f"{plain:.6g} + {t_pf:.6g} x ({col.batch} - 1) / {d:,}"))
     col_rps_v = Number(col_rps, derived(
         "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
         "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%)",
@@ -763,7 +769,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     reasons = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
-             d=Tokens(d), tpot=col_tpot_v),
+             d=Tokens(d), tpot=plain_v),
         note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances at batch "
              f"{col.batch} (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
@@ -795,11 +801,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Seconds(t_pf * g, derived("prefill seconds x the instance's GPUs (GPU-seconds per request)",
                                   f"{t_pf:.6g} x {g}")),
         share_v,
-        Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request",
-                                   f"({d:,} x {col.tpot:.6g} / {col.batch}) / {t_pf:.6g}")),
+        Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request: (D x TPOT(B) / B) / "
+                                   "T_pf, TPOT(B) without prefills",
+                                   f"({d:,} x {plain:.6g} / {col.batch}) / {t_pf:.6g}")),
         Count(col.batch, derived("simulated: the largest batch whose run meets the targets at their percentile "
                                  "(bisection)", f"B = {col.batch}")),
-        Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms")),
+        plain_v,
         col_tpot_v,
         tpot_q, ttft_q,
         Ratio(col.tpot / plain if plain else 1.0, derived("mean colocated TPOT / plain TPOT",

@@ -296,7 +296,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                                       f"batch {cap + 1}: step {next_step}"))
     tpot_v = sb.figures[f"tpot_seconds_p{q}"]
     mean_v = Seconds(sb.tpot_mean, derived("closed form: steady mean TPOT at the batch with its prefills in between "
-                                           "(TPOT(B) + T_pf x B / D)", f"batch {batch}: {sb.tpot_mean * 1e3:.3f} ms"))
+                                           "(TPOT(B) + T_pf x (B - 1) / D: the other requests' prefills)", f"batch {batch}: {sb.tpot_mean * 1e3:.3f} ms"))
     closed_v = Count(sb.closed, derived("closed form: the largest batch whose mean TPOT with the prefills in between "
                                         "meets the SLO (where the simulated search starts)", f"{sb.closed}"))
     rows.append(_batch_row(s, sb, o, pool, per_req, next_step))
@@ -357,14 +357,15 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                         note("this workload's prompts are long enough against its outputs that a prefill pool pays "
                              "(disaggregated / colocated goodput {m:.2f}x under the TPOT SLO; kvplan pd gives the "
                              "break-even)", m=pd.margin)))
-    # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch
-    tpot_b = sb.tpot_mean
+    # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch (the plain
+    # step: the mean TPOT holds the other requests' prefills, which are theirs, not this request's)
+    tpot_b = sb.decode_only
     replica_seconds = t_pf + s.decode_tokens * tpot_b / batch
     share = t_pf / replica_seconds if replica_seconds > 0 else 0.0
     pf_v = Seconds(t_pf, derived("prefill of the prompt in max_num_batched_tokens chunks (the cost model)",
                                  f"{s.prompt_tokens:,} tokens: {t_pf * 1e3:.2f} ms"))
-    share_v = Fraction(share, derived("prefill / (prefill + decode x TPOT at the batch / batch): the prefill's share "
-                                      "of the replica time one request costs",
+    share_v = Fraction(share, derived("prefill / (prefill + decode x the decode step at the batch / batch): the "
+                                      "prefill's share of the replica time one request costs",
                                       f"{t_pf:.4g} / ({t_pf:.4g} + {s.decode_tokens:,} x {tpot_b:.4g} / {batch}) = "
                                       f"{share:.4f}"))
     rows.append(_prefix_row(s, pf_v, share_v))
