@@ -40,7 +40,8 @@ def test_colocated_interference_by_hand(run_cli):
     assert d["tpot_seconds_colocated_mean"] == pytest.approx(plain + t_pf * (b - 1) / dec)
     assert d["prefill_share"] == pytest.approx(t_pf / (t_pf + dec * plain / b))
     assert d["decode_over_prefill"] == pytest.approx(dec * plain / b / t_pf)
-    assert d["interference_gpu_seconds_per_request"] == pytest.approx(t_pf * 8)   # 8 GPUs per instance
+    # a prefill runs on the GPUs of one replica: TP x PP of an instance, or of one attention-DP rank (PP 1 here)
+    assert d["interference_gpu_seconds_per_request"] == pytest.approx(t_pf * d["colocated_tp"])
 
 
 def test_the_workload_documents_case_is_not_worth_disaggregating(run_cli):
@@ -144,9 +145,11 @@ def test_an_ep_group_is_never_split_over_prefill_and_decode_instances(run_cli):
     # an EP group inside each instance (TP8 x EP8 on 2 nodes) splits fine
     d = pd_json(run_cli, "-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "8", "--ep", "8", "--nodes", "2",
                 "--prompt", "4k", "--decode", "300")
-    # the per-role search keeps every EP group inside one instance (EP = the role's TP, or none) on the 16 GPUs
-    assert d["prefill_ep"] in (None, d["prefill_tp"]) and d["decode_ep"] in (None, d["decode_tp"])
-    assert d["prefill_instances"] * d["prefill_tp"] + d["decode_instances"] * d["decode_tp"] <= 16
+    # the per-role search keeps every EP group inside one instance (EP = the role's TP x its attention-DP ranks, or
+    # none) on the 16 GPUs
+    r_p, r_d = d["prefill_attention_dp"], d["decode_attention_dp"]
+    assert d["prefill_ep"] in (None, d["prefill_tp"] * r_p) and d["decode_ep"] in (None, d["decode_tp"] * r_d)
+    assert d["prefill_instances"] * d["prefill_tp"] * r_p + d["decode_instances"] * d["decode_tp"] * r_d <= 16
 
 
 def test_the_ratio_table_judges_its_rows_as_the_headline_does(run_cli):
@@ -160,26 +163,29 @@ def test_the_ratio_table_judges_its_rows_as_the_headline_does(run_cli):
 
 
 def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
-    # Equal requests, pure decode: requests/s = min(n_p / T_pf, n_d x B / (D x TPOT)); goodput = that x D.
-    # Chat case: 1 prefill instance serves 1 / 48.86 ms = 20.47 requests/s; 1 decode instance at B = 194 and its TPOT
-    # ~50 ms serves 194 / (300 x 0.050) = 12.9 requests/s: decode-bound, 12.9 x 300 = 3,881 output tokens/s.
+    # Equal requests, pure decode, no TTFT target: requests/s = min(n_p x R_p / max(T_pf, transfer), n_d x R_d x B /
+    # (D x TPOT)), R an instance's attention-DP ranks (1 without); goodput = that x D. Chat case on DeepSeek-R1 (MLA +
+    # MoE): both roles take attention DP over 8 GPUs (EP8), 1 + 1 instances.
     d = pd_json(run_cli, *CHAT)
     n_p, n_d, b, t = d["prefill_instances"], d["decode_instances"], d["decode_batch"], d["tpot_seconds_decode"]
-    rps = min(n_p / d["prefill_seconds"], n_d * b / (300 * t))
+    r_p, r_d = d["prefill_attention_dp"], d["decode_attention_dp"]
+    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
+    rps = min(n_p * r_p / service, n_d * r_d * b / (300 * t))
     assert d["disaggregated_tokens_per_second"] == pytest.approx(rps * 300, rel=1e-12)
-    assert t <= 0.05 and (n_p, n_d) == (1, 1)
-    assert d["disaggregated_tokens_per_second"] == pytest.approx(3881, abs=1)
+    assert t <= 0.05 and (n_p, n_d) == (1, 1) and r_p * d["prefill_tp"] == r_d * d["decode_tp"] == 8
 
 
 def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligible(run_cli):
     # 1K + 30K: prefill is 0.1% of a replica's time, so an instance's goodput under Poisson arrivals is pure decode's
     # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
-    # over their 30K tokens (at 16K on average), fit the pool; 2 instances. The simulated rate (bisection to 2% over
-    # 200 Poisson requests, whose TPOT p99 sees the arrivals' bursts) lands at most 4% below it, and the
-    # disaggregated split, 1 + 1 instances, serves half of it.
+    # over their 30K tokens (at 16K on average), fit the pool; 2 instances of TP1 DP8 EP8, 8 attention-DP ranks each
+    # (the layout both sides take here). The simulated rate (bisection to 2% over 200 Poisson requests, whose TPOT
+    # p99 sees the arrivals' bursts) lands at most 6% below it, and the disaggregated split, 1 + 1 instances, serves
+    # half of it.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
-    little = 2 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert 0.96 * little <= d["colocated_requests_per_second"] <= little
+    assert d["decode_attention_dp"] == 8 and d["decode_tp"] == d["colocated_tp"] == 1
+    little = 2 * 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
+    assert 0.94 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False
 

@@ -129,3 +129,44 @@ def test_pd_and_a_sweep_agree_on_the_colocated_goodput(run_cli):
     assert at["tpot_seconds_p99"] == pytest.approx(d["tpot_seconds_colocated_p99"], rel=1e-9)
     assert at["ttft_seconds_p99"] == pytest.approx(d["ttft_seconds_colocated_p99"], rel=1e-9)
     assert s["sweep"][1]["decided_by"] is not None
+
+
+def test_attention_dp_layouts_hold_the_model_or_are_left_out():
+    # DeepSeek-R1 on 16 H200 (141 GB each), fp8: 58 MoE layers x 256 routed experts x 3 x 7,168 x 2,048 = 653.9e9
+    # expert parameters of its ~671e9, the rest (~17e9: attention, dense layers, embeddings) on every rank. Attention
+    # DP spreads the experts over EP = TP x DP GPUs: EP8 holds 653.9 / 8 = 81.7 GB + the rest (/ TP) < 141 GB; EP4
+    # needs 163.5 GB of experts alone, more than the GPU: TP1 DP4 EP4 and TP2 DP2 EP4 are left out, TP1 DP8 EP8 and
+    # TP2 DP4 EP8 and TP4 DP2 EP8 kept; TP1 with no EP (671 GB on one GPU) never. A role leaves the other role an
+    # instance: no layout of 16 GPUs.
+    from kvplan.calc.pd import PdOptions, RoleLayout, role_layouts
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300)
+    lays = {lay for lay, _ in role_layouts(s, PdOptions())}
+    assert {RoleLayout(1, 1, 8, 8), RoleLayout(2, 1, 8, 4), RoleLayout(4, 1, 8, 2)} <= lays
+    assert not {RoleLayout(1, 1, 4, 4), RoleLayout(2, 1, 4, 2), RoleLayout(1), RoleLayout(1, 1, 16, 16)} & lays
+    assert RoleLayout(1, 1, 8, 8).gpus == 8 and RoleLayout(1, 1, 8, 8).label == "TP1 DP8 EP8"
+    assert all(lay.gpus <= 15 for lay in lays)
+
+
+def test_an_attention_dp_instance_serves_every_rank(run_cli):
+    # The 4K + 300 chat case on 16 H200 (DeepSeek-R1, fp8 KV, TTFT p99 2 s): an attention-DP instance's ranks each
+    # prefill their own prompt and decode their own batch, so a split's capacity is min(n_p x R_p / max(T_pf,
+    # transfer), n_d x R_d x B / (D x TPOT)), R the ranks; its prefill queue has n_p x R_p servers. Colocated on an
+    # attention-DP layout serves (16 / 8 instances) x 8 ranks x the rate of one rank.
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300",
+                "--ttft-slo", "2s")
+    r_p, r_d = d["prefill_attention_dp"], d["decode_attention_dp"]
+    assert r_p > 1 or r_d > 1                 # attention DP is what the search found for MLA + MoE here
+    assert d["prefill_ep"] == d["prefill_tp"] * r_p and d["decode_ep"] == d["decode_tp"] * r_d
+    used = d["prefill_instances"] * d["prefill_tp"] * r_p + d["decode_instances"] * d["decode_tp"] * r_d
+    assert used <= 16
+    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
+    cap = min(d["prefill_instances"] * r_p / service,
+              d["decode_instances"] * r_d * d["decode_batch"] / (300 * d["tpot_seconds_decode"]))
+    assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(cap)
+    # colocated: TP1 DP8 EP8 instances (2 of 8 GPUs), 8 ranks each serving at the rate the verdict names per rank
+    assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 1)
+    per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per rank of")[0])
+    assert d["colocated_requests_per_second"] == pytest.approx(2 * 8 * per, rel=1e-3)

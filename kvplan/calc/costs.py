@@ -416,18 +416,22 @@ class StepModel:
         """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
         return (self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
-    def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None) -> float:
+    def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
+                        expert_gpus: int | None = None) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
         plus the step's fixed overhead. prefill_mfu is an end-to-end figure (communication included), so the
-        chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption."""
+        chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption.
+        ``expert_gpus``: the GPUs the prompt's routed-expert FLOPs spread over (default the EP group, a prompt
+        prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
+        them (``pd``'s saturated prefill role)."""
         s = self.scenario
         model, tp = s.sized_model, s.parallelism.tp
         chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
         total, start = 0.0, prefix_tokens
         # dense matmuls split over TP; the routed experts' over the EP group (each expert where it lives)
         routed = self.moe_flops_per_token * tp / 2
-        ep = s.parallelism.ep or tp
+        ep = expert_gpus or s.parallelism.ep or tp
         params, weights = flops.matmul_params(model).value, self.weight_read_seconds   # the same for every chunk
         while start < prompt_tokens:
             end = min(prompt_tokens, start + chunk)

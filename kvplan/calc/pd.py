@@ -228,7 +228,12 @@ class _Model:
         return self.step.steady_tpot(p, d, self.batches)
 
     def prefill(self, p: int) -> float:
-        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None)
+        """T_pf of a prompt of ``p`` tokens. Under attention DP (EP over the ranks) a saturated instance has every
+        rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not the whole EP group
+        (which only a prompt alone on an idle instance gets)."""
+        par = self.s.parallelism
+        spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
+        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
 
     def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
         """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
@@ -347,6 +352,7 @@ PREFILL_QUEUE_REQUESTS = 4000   # Poisson arrivals simulated through the prefill
 PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+ATTENTION_DP_DEGREES = (2, 4, 8, 16, 32)   # attention-DP ranks per instance tried for a MoE model (EP = TP x DP)
 COLOCATED_TRIED = 1             # colocated layouts simulated besides the scenario's own (best by the closed form)
 COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
 COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
@@ -354,26 +360,35 @@ COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within
 
 @dataclass(frozen=True)
 class RoleLayout:
-    """One role's instance: TP x PP GPUs, with EP inside the TP group (``ep`` = tp) or none."""
+    """One role's instance: TP x PP GPUs, with EP inside the TP group (``ep`` = tp) or none; or, for a MoE model,
+    ``dp`` attention data-parallel ranks of TP x PP GPUs each, the experts spread over all of them (``ep`` = tp x
+    dp: SGLang's --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel): each rank runs
+    attention on its own requests with its own KV pool (an MLA latent is no longer copied on every GPU of the
+    instance), the ranks exchange tokens for the experts (the step model's EP all-to-all)."""
 
     tp: int
     pp: int = 1
     ep: int | None = None
+    dp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
     @property
     def label(self) -> str:
-        return f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep else "")
+        return (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" DP{self.dp}" if self.dp > 1 else "")
+                + (f" EP{self.ep}" if self.ep else ""))
 
 
 def role_layouts(s: Scenario, o: PdOptions) -> tuple[tuple[RoleLayout, _Model], ...]:
     """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
     4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
     smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
-    scenario gives --ep). A layout the model's rules refuse or whose weights leave no KV pool is left out."""
+    scenario gives --ep), and attention DP: ``ATTENTION_DP_DEGREES`` ranks of each TP with EP over all of them
+    (TP x DP). A layout the model's or the engine's rules refuse (experts that do not fit, EP that does not divide)
+    or whose weights leave no KV pool is left out, so no role holds part of the model. A layout's ``_Model`` is one
+    rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them."""
     par, hw = s.parallelism, s.hardware
     total = par.gpus
     tps = sorted({t for t in TP_DEGREES if t <= hw.node.gpus_per_node} | {par.tp})
@@ -385,13 +400,16 @@ def role_layouts(s: Scenario, o: PdOptions) -> tuple[tuple[RoleLayout, _Model], 
         eps: tuple[int | None, ...] = (None,)
         if moe and t > 1:
             eps = (t,) if par.ep else (None, t)
-        for e in eps:
+        lays = [RoleLayout(t, par.pp, e) for e in eps]
+        if moe:     # attention DP: EP over every rank of the instance
+            lays += [RoleLayout(t, par.pp, t * a, a) for a in ATTENTION_DP_DEGREES if t * a * par.pp + par.pp <= total]
+        for lay in lays:
             try:
-                rs = s.with_(tp=t, pp=par.pp, dp=1, ep=e)
+                rs = s.with_(tp=t, pp=par.pp, dp=lay.dp, ep=lay.ep)
                 m = _Model(rs, o)
             except KvplanError:
                 continue
-            out.append((RoleLayout(t, par.pp, e), m))
+            out.append((lay, m))
     return tuple(out)
 
 
@@ -485,7 +503,8 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
             transfer = nbytes / (nic * link_eff)
             exposed = max(transfer / layers, transfer - t_pf)
             service = max(t_pf, transfer)        # a prefill GPU's NIC sends one request's KV at a time
-            c_p, c_d = 1 / service, side.requests_per_second
+            # an instance's capacities: each attention-DP rank prefills one prompt at a time and decodes its own batch
+            c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second
             fluid = total / (lp.gpus / c_p + ld.gpus / c_d)
             n_p = 0
             while True:
@@ -506,8 +525,10 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
         if best is not None and bound <= best.requests_per_second:
             break
         fixed = t_pf + exposed + o.handover_seconds + front
-        limited = "prefill capacity" if n_p / service <= n_d * side.requests_per_second else "decode capacity"
-        ttft_top, wait_top, ok_top = _prefill_ttft(bound, n_p, service, fixed, targets)
+        servers = n_p * lp.dp      # prefill servers: every attention-DP rank of every prefill instance
+        limited = ("prefill capacity" if servers / service <= n_d * ld.dp * side.requests_per_second
+                   else "decode capacity")
+        ttft_top, wait_top, ok_top = _prefill_ttft(bound, servers, service, fixed, targets)
         if ok_top:
             rate, ttft_at, wait_at = bound, ttft_top, wait_top
         else:
@@ -515,18 +536,19 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
             assert targets.ttft is not None
             limited = f"TTFT p{targets.ttft_percentile}" if ttft_top > targets.ttft else "TTFT attainment"
             lo, hi = 0.0, bound
-            if not _prefill_ttft(bound * RATE_TOLERANCE, n_p, service, fixed, targets)[2]:
+            if not _prefill_ttft(bound * RATE_TOLERANCE, servers, service, fixed, targets)[2]:
                 rate = 0.0
             else:
                 lo = bound * RATE_TOLERANCE
                 while hi - lo > RATE_TOLERANCE * hi:
                     mid = (lo + hi) / 2
-                    if _prefill_ttft(mid, n_p, service, fixed, targets)[2]:
+                    if _prefill_ttft(mid, servers, service, fixed, targets)[2]:
                         lo = mid
                     else:
                         hi = mid
                 rate = lo
-            ttft_at, wait_at, _ = _prefill_ttft(rate, n_p, service, fixed, targets) if rate else (fixed, 0.0, False)
+            ttft_at, wait_at, _ = (_prefill_ttft(rate, servers, service, fixed, targets) if rate
+                                   else (fixed, 0.0, False))
         if best is None or rate > best.requests_per_second:
             best = Disaggregated(lp, ld, n_p, n_d, float(t_pf), side.batch, float(side.tpot), nbytes,
                                  float(transfer), float(exposed), float(fixed), float(bound), float(fluid),
@@ -544,7 +566,7 @@ def _figure_key(label: str) -> str:
 
 def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis: Disaggregated,
              dec_tpot: Seconds, ttft: Seconds, wait: Seconds, dis_meets: bool, eff: Fraction,
-             fluid: Number, fluid_margin: Ratio) -> tuple[Note, ...]:
+             fluid: Number, fluid_margin: Ratio, per: str = "instance") -> tuple[Note, ...]:
     """The figures that decided each side, with their margins to the targets, as notes: the colocated closed loop's
     batch (TPOT) and its goodput rate (TTFT and TPOT at the percentile under Poisson arrivals), the disaggregated
     split."""
@@ -560,7 +582,7 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
             "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=miss.figures[key])
     else:
         col = col + note("; the KV pool or pure decode's TPOT caps it")
-    col = col + note("; goodput {r:,.3g} requests/s per instance (Poisson): TPOT " + f"p{tq} "
+    col = col + note("; goodput {r:,.3g} requests/s per " + per + " (Poisson): TPOT " + f"p{tq} "
                      + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",
                      r=Number(rate, derived("the highest rate meeting the targets (bisection)", f"{rate:.6g}")),
                      t=tpot_q, f=ttft_q)
@@ -685,7 +707,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if dis is None:
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
                           f"{p + d:,}-token request", "give more GPUs (--nodes/--gpus)")
-    col_rps = good_rate * instances
+    col_rps = good_rate * instances * col_lay.dp      # per replica (an attention-DP rank) x replicas
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
     dis_tps = dis_rps * d
@@ -701,7 +723,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         c_lay, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
-        c_tps = c_rate * n * d
+        c_tps = c_rate * n * c_lay.dp * d
         rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
@@ -723,7 +745,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     col_rps_v = Number(col_rps, derived(
         "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
         "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%)",
-        f"{instances} x {good_rate:.6g}"))
+        f"{instances} x {good_rate:.6g}" + (f" x {col_lay.dp} attention-DP ranks" if col_lay.dp > 1 else "")))
     col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
     nbytes_v = Bytes(dis.transfer_bytes, derived(
         "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
@@ -741,17 +763,28 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         f"{dis_rps:.6g} requests/s ({dis.limited_by})"))
     dis_tps_v = Number(dis_tps, derived("goodput requests/s x D output tokens; 0 when no rate meets the targets",
                                         f"{dis_rps:.6g} x {d:,}"))
-    cap_v = Number(dis.capacity, derived("closed form: min(n_p / max(T_pf, transfer), n_d x B / (D x TPOT))",
-                                         f"min({n_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x "
-                                         f"{dis.decode_batch} / ({d:,} x {dis.decode_tpot:.6g}))"))
+    r_p, r_d = dis.prefill.dp, dis.decode.dp       # attention-DP ranks of an instance (1: none)
+    if r_p == r_d == 1:
+        cap_v = Number(dis.capacity, derived("closed form: min(n_p / max(T_pf, transfer), n_d x B / (D x TPOT))",
+                                             f"min({n_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x "
+                                             f"{dis.decode_batch} / ({d:,} x {dis.decode_tpot:.6g}))"))
+    else:
+        cap_v = Number(dis.capacity, derived(
+            "closed form: min(n_p x R_p / max(T_pf, transfer), n_d x R_d x B / (D x TPOT)), R an instance's "
+            "attention-DP ranks (each prefills its own prompt and decodes its own batch of B)",
+            f"min({n_p} x {r_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x {r_d} x {dis.decode_batch} "
+            f"/ ({d:,} x {dis.decode_tpot:.6g}))"))
     fluid_v = Number(dis.fluid, derived("closed form: the same layouts split in fractions of an instance: N / (G_p x "
-                                        "max(T_pf, transfer) + G_d x D x TPOT / B)",
-                                        f"{total} / ({dis.prefill.gpus} x {max(dis.prefill_seconds, dis.transfer):.6g}"
-                                        f" + {dis.decode.gpus} x {d:,} x {dis.decode_tpot:.6g} / {dis.decode_batch})"))
+                                        "max(T_pf, transfer) + G_d x D x TPOT / B)" + (
+                                            "" if r_p == r_d == 1 else ", G the GPUs of one attention-DP rank"),
+                                        f"{total} / ({dis.prefill.gpus // r_p} x "
+                                        f"{max(dis.prefill_seconds, dis.transfer):.6g} + {dis.decode.gpus // r_d} x "
+                                        f"{d:,} x {dis.decode_tpot:.6g} / {dis.decode_batch})"))
     split_eff = dis.capacity / dis.fluid if dis.fluid else 1.0
     split_eff_v = Fraction(split_eff, derived("the integer split's capacity / the fractional split's",
                                               f"{dis.capacity:.6g} / {dis.fluid:.6g}"))
-    cap_p, cap_d = n_p / max(dis.prefill_seconds, dis.transfer), n_d * dis.decode_batch / (d * dis.decode_tpot)
+    cap_p = n_p * r_p / max(dis.prefill_seconds, dis.transfer)
+    cap_d = n_d * r_d * dis.decode_batch / (d * dis.decode_tpot)
     idle = 1 - min(cap_p, cap_d) / max(cap_p, cap_d)
     idle_v = Fraction(idle, derived("1 - the smaller pool's capacity / the larger's", f"{idle:.4f}"))
     ttft_v = Seconds(dis.ttft_unloaded, derived("closed form: T_pf + exposed transfer + handover + frontend latency "
@@ -763,15 +796,17 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                     f"{PREFILL_QUEUE_REQUESTS:,} Poisson arrivals) + the TTFT without a queue, at the goodput rate",
                     f"{dis.wait_at:.6g} + {dis.ttft_unloaded:.6g}"))
     wait_v = Seconds(dis.wait_at, derived(f"simulated: p{q} of the prefill queue's wait at the goodput rate",
-                 f"{dis.wait_at:.6g} at {dis_rps:.6g} requests/s on {n_p} instance(s)"))
+                 f"{dis.wait_at:.6g} at {dis_rps:.6g} requests/s on {n_p} instance(s)"
+                 + (f" of {r_p} attention-DP ranks" if r_p > 1 else "")))
     dec_tpot_v = Seconds(dis.decode_tpot, derived("closed form: the steady TPOT of the pure decode batch",
                      f"B = {dis.decode_batch}"))
     reasons = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=plain_v),
-        note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances at batch "
-             f"{col.batch} (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
+        note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances"
+             + (f" of {col_lay.label}" if col_lay.dp > 1 else "") + f" at batch {col.batch}"
+             + (" per attention-DP rank" if col_lay.dp > 1 else "") + f" (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
              tpot=col_tpot_v),
         note("disaggregated: {rps:,.3g} requests/s ({tps:,.0f} output tokens/s) on " + _split_text(dis)
@@ -792,14 +827,16 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         f"{dis.fluid:.6g} / {col_rps:.6g}"))
     decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
-                       split_eff_v, fluid_v, fluid_margin_v)
+                       split_eff_v, fluid_v, fluid_margin_v,
+                       "instance" if col_lay.dp == 1 else f"rank of {col_lay.label}")
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
         Count(g, derived("TP x PP of the colocated layout", col_lay.label)),
         t_pf_v, Count(chunks, derived("ceil(P / chunk)", "")),
-        Seconds(t_pf * g, derived("prefill seconds x the instance's GPUs (GPU-seconds per request)",
-                                  f"{t_pf:.6g} x {g}")),
+        Seconds(t_pf * (g // col_lay.dp), derived("prefill seconds x the GPUs that run it: the instance's, or an "
+                                                   "attention-DP rank's (GPU-seconds per request)",
+                                                   f"{t_pf:.6g} x {g // col_lay.dp}")),
         share_v,
         Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request: (D x TPOT(B) / B) / "
                                    "T_pf, TPOT(B) without prefills",
@@ -848,8 +885,8 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         n = own_instances if i == 0 else total // lay.gpus
         if n < 1 or rm.fit(p + d) < 1:
             continue
-        side, _, _ = rm.colocated(p, d)
-        held.append((i, -side.requests_per_second * n, lay, rm, n, side))
+        side, _, _ = rm.colocated(p, d)      # one rank's: an attention-DP instance serves lay.dp of them
+        held.append((i, -side.requests_per_second * n * lay.dp, lay, rm, n, side))
     held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
     if not held:
         lay, rm = own
@@ -857,13 +894,16 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
     best = None
     for i, _, lay, rm, n, side in sorted(held, key=lambda h: (h[1], h[0])):
         dec = rm.decode_only(p, d)
-        if best is not None and float(dec.requests_per_second) * n <= best[0]:
+        ranks = n * lay.dp
+        if best is not None and float(dec.requests_per_second) * ranks <= best[0]:
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
+        # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
+        # step model prices its EP all-to-all; the ranks' requests are not coupled further, as simulate's DP note says)
         one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
         top = float(side.requests_per_second) if side.batch else float(dec.requests_per_second) / 2
         good = rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1)) if top > 0 else (0.0, None, None)
-        if best is None or good[0] * n > best[0]:
-            best = (good[0] * n, lay, rm, n, one, good)
+        if best is None or good[0] * ranks > best[0]:
+            best = (good[0] * ranks, lay, rm, n, one, good)
     assert best is not None
     return best[1:]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.pd import PdPlan, ratio_label
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Number, Tokens, default, given, note
+from kvplan.specs.values import Count, Number, Tokens, default, derived, given, note
 
 
 def present(plan: PdPlan) -> Result:
@@ -103,7 +103,9 @@ def present(plan: PdPlan) -> Result:
         "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
         "prefill_seconds_disaggregated": plan.prefill_disaggregated,
         "colocated_requests_per_rate": plan.colocated_rate_requests,
-        "prefill_ep": plan.disaggregated.prefill.ep, "decode_ep": plan.disaggregated.decode.ep,
+        **{f"{role}_{key}": Count(getattr(lay, attr), derived(f"the {role} role's {what} (searched)", lay.label))
+           for role, lay in (("prefill", plan.disaggregated.prefill), ("decode", plan.disaggregated.decode))
+           for key, attr, what in (("ep", "ep", "EP"), ("attention_dp", "dp", "attention-DP ranks"))},
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
         "reasons": list(plan.reasons),
         "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
@@ -117,10 +119,10 @@ def present(plan: PdPlan) -> Result:
         "Identical requests saturate every instance. Colocated: the simulator serves a closed loop of the batch's "
         "users (the engine schedules the prefill chunks among the decode steps) and the batch is judged on the TTFT "
         "and TPOT at the targets' percentile (in the ratio table too). "
-        "Disaggregated: each role's layout (TP, EP inside the TP group) and the split searched over the GPUs; decode "
-        "in closed form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (M/D/c, Poisson "
-        "arrivals) plus the exposed KV transfer and the handover. Attention DP and EP across instances are not "
-        "searched.",
+        "Disaggregated: each role's layout (TP, EP inside the TP group, or for a MoE model attention DP with EP over "
+        "its ranks) and the split searched over the GPUs (colocated too, among the role layouts); decode in closed "
+        "form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (M/D/c, Poisson arrivals, "
+        "each attention-DP rank a server) plus the exposed KV transfer and the handover. EP never spans instances.",
         "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
