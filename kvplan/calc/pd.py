@@ -10,16 +10,18 @@ T_pf; chunked, each step carries at most one chunk (T_pf / chunks). The closed f
 holds whose mean TPOT meets the SLO; requests/s per replica = B / (D x TPOT + T_pf), the cycle holding all B
 prefills.
 
-Disaggregated: each role gets its own layout (TP, with EP inside the TP group for a MoE model; PP as the
-scenario's), searched separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode
+Disaggregated: each role gets its own layout (TP, with EP inside the TP group for a MoE model, or attention DP: R
+ranks of TP GPUs with EP = TP x R over them, each rank its own requests and pool; PP as the scenario's), searched
+separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode
 instances of G_d, n_p G_p + n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never
-used. A prefill instance serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
+used. A prefill instance (each attention-DP rank of one) serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
 each GPU's NIC (each decode GPU receives its shard and each prefill GPU sends its own; an MLA latent, whole on
 every TP rank, goes to every rank), overlapped layer by layer with the prefill (the last layer's share is always
 exposed), plus a per-request handover. Decode instances run pure decode at the largest B meeting the TPOT target
-(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p / max(T_pf,
-transfer), n_d x B / (D x TPOT)); with a TTFT target, its goodput is the highest Poisson rate under that bound whose
-TTFT (the prefill queue's wait, simulated FCFS over n_p servers of equal service: M/D/c, + T_pf + the exposed
+(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p R_p / max(T_pf,
+transfer), n_d R_d x B / (D x TPOT)) (R = 1 without attention DP); with a TTFT target, its goodput is the highest
+Poisson rate under that bound whose TTFT (the prefill queue's wait, simulated FCFS over n_p R_p servers of equal
+service: M/D/c, + T_pf + the exposed
 transfer + the handover + the frontend latency) meets the target at its percentile and attainment.
 
 The verdict compares goodput (requests/s meeting both targets; x D output tokens/s): the colocated side's is the
