@@ -278,13 +278,15 @@ class _Model:
         b = int(self.batches[i])
         return Side(b, float(plain[i]), b / (d * plain[i]) if d else math.inf, float(b / plain[i]))
 
-    def colocated_goodput(self, scenario: Scenario, top: float, users: int):
+    def colocated_goodput(self, scenario: Scenario, top: float, users: int, beat: float = 0.0):
         """Colocated goodput of one instance: the highest Poisson rate of ``scenario``'s equal requests whose
         simulated run (``simulate.simulated_rate``: a ``--sweep-rate`` point, judged by overload and the one SLO
         model) meets the targets, by bisection to ``COLOCATED_TOLERANCE`` from ``top`` (the closed loop's rate at
         its largest batch meeting the TPOT target, near the answer): up while ``top`` meets, else down by halves to
         a rate that meets. Returns (rate, its point, the first rate above it that misses or None); rate 0 when even
-        ``top`` / 64 misses."""
+        ``top`` / 64 misses. ``beat``: a rate the caller needs beaten (another layout's); None as soon as the search
+        cannot end above it (the answer is at most top x 1.25^4, and below every rate that missed), so the runs it
+        would still take are saved and every answer that can beat it is the same."""
         from kvplan.calc.simulate import simulated_rate
 
         targets = self.o.targets
@@ -297,6 +299,8 @@ class _Model:
                 points[r] = simulated_rate(scenario, r, targets, n)
             return points[r].verdict.meets
 
+        if top * 1.25 ** 4 <= beat:
+            return None
         hi = top
         if meets(hi):
             lo = hi
@@ -308,9 +312,13 @@ class _Model:
             else:
                 return lo, points[lo], None
         else:
+            if hi <= beat:
+                return None
             lo = hi / 2
             while not meets(lo):
                 hi, lo = lo, lo / 2
+                if hi <= beat:
+                    return None
                 if lo < top / 64:
                     return 0.0, points[hi], points[hi]
         while hi - lo > COLOCATED_TOLERANCE * hi:
@@ -319,6 +327,8 @@ class _Model:
                 lo = mid
             else:
                 hi = mid
+                if hi <= beat:
+                    return None
         return lo, points[lo], points[hi]
 
     def colocated_simulated(self, scenario: Scenario, start: int, ceiling: int
@@ -538,6 +548,7 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
             assert targets.ttft is not None
             limited = f"TTFT p{targets.ttft_percentile}" if ttft_top > targets.ttft else "TTFT attainment"
             lo, hi = 0.0, bound
+            floor = best.requests_per_second if best is not None else -1.0
             if not _prefill_ttft(bound * RATE_TOLERANCE, servers, service, fixed, targets)[2]:
                 rate = 0.0
             else:
@@ -548,7 +559,11 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
                         lo = mid
                     else:
                         hi = mid
+                        if hi <= floor:
+                            break     # its rate ends below hi, so not above the best found: the rest is saved
                 rate = lo
+            if hi <= floor:
+                continue
             ttft_at, wait_at, _ = (_prefill_ttft(rate, servers, service, fixed, targets) if rate
                                    else (fixed, 0.0, False))
         if best is None or rate > best.requests_per_second:
@@ -894,6 +909,7 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         lay, rm = own
         held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
     best = None
+    tried = []
     for i, _, lay, rm, n, side in sorted(held, key=lambda h: (h[1], h[0])):
         dec = rm.decode_only(p, d)
         ranks = n * lay.dp
@@ -902,8 +918,15 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
         # step model prices its EP all-to-all; the ranks' requests are not coupled further, as simulate's DP note says)
         one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        if any(one == o and ranks == r for o, r in tried):
+            continue      # the same replica and count as one searched already (the scenario's own among the roles)
+        tried.append((one, ranks))
         top = float(side.requests_per_second) if side.batch else float(dec.requests_per_second) / 2
-        good = rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1)) if top > 0 else (0.0, None, None)
+        beat = best[0] / ranks if best is not None else 0.0
+        good = (rm.colocated_goodput(one, top, max(side.batch, dec.batch, 1), beat) if top > 0
+                else (0.0, None, None))
+        if good is None:
+            continue      # it could not end above the best found
         if best is None or good[0] * ranks > best[0]:
             best = (good[0] * ranks, lay, rm, n, one, good)
     assert best is not None
