@@ -739,9 +739,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         if not fits:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
-        c_lay, _, n, _, (c_rate, _, _) = _colocated_layout(roles, own, par.dp, pr, d, total)
+        # the row at this request's own prompt is the request's search, already done (the same layouts and SLO)
+        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(roles, own, par.dp, pr, d, total) if pr != p else
+                                          (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
-        rd = search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+        rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
+              else dis)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
                              bool(r_tps > c_tps * WIN_MARGIN), True,
