@@ -12,9 +12,9 @@ prefills.
 
 Disaggregated: each role gets its own layout (TP, with EP inside the TP group for a MoE model, or attention DP: R
 ranks of TP GPUs with EP = TP x R over them, each rank its own requests and pool; PP as the scenario's), searched
-separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode
-instances of G_d, n_p G_p + n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never
-used. A prefill instance (each attention-DP rank of one) serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
+separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode instances of G_d, n_p G_p
++ n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never used. A prefill instance (each
+attention-DP rank of one) serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
 each GPU's NIC (each decode GPU receives its shard and each prefill GPU sends its own; an MLA latent, whole on
 every TP rank, goes to every rank), overlapped layer by layer with the prefill (the last layer's share is always
 exposed), plus a per-request handover. Decode instances run pure decode at the largest B meeting the TPOT target
@@ -826,7 +826,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              d=Tokens(d), tpot=plain_v),
         note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances"
              + (f" of {col_lay.label}" if col_lay.dp > 1 else "") + f" at batch {col.batch}"
-             + (" per attention-DP rank" if col_lay.dp > 1 else "") + f" (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
+             + (" per attention-DP rank" if col_lay.dp > 1 else "")
+             + f" (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
              tpot=col_tpot_v),
         note("disaggregated: {rps:,.3g} requests/s ({tps:,.0f} output tokens/s) on " + _split_text(dis)
@@ -912,7 +913,7 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         lay, rm = own
         held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
     best = None
-    tried = []
+    tried: list[tuple[Scenario, int]] = []
     for i, _, lay, rm, n, side in sorted(held, key=lambda h: (h[1], h[0])):
         dec = rm.decode_only(p, d)
         ranks = n * lay.dp

@@ -296,7 +296,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                                       f"batch {cap + 1}: step {next_step}"))
     tpot_v = sb.figures[f"tpot_seconds_p{q}"]
     mean_v = Seconds(sb.tpot_mean, derived("closed form: steady mean TPOT at the batch with its prefills in between "
-                                           "(TPOT(B) + T_pf x (B - 1) / D: the other requests' prefills)", f"batch {batch}: {sb.tpot_mean * 1e3:.3f} ms"))
+                                           "(TPOT(B) + T_pf x (B - 1) / D: the other requests' prefills)",
+                                           f"batch {batch}: {sb.tpot_mean * 1e3:.3f} ms"))
     closed_v = Count(sb.closed, derived("closed form: the largest batch whose mean TPOT with the prefills in between "
                                         "meets the SLO (where the simulated search starts)", f"{sb.closed}"))
     rows.append(_batch_row(s, sb, o, pool, per_req, next_step))
