@@ -223,3 +223,27 @@ def test_one_closed_loop_user_decodes_at_the_plain_step():
     run = simulated_batch(s, 1, SloTargets(tpot=1.0, tpot_percentile=50), requests=5)
     assert run.figures["tpot_seconds_p50"].value == pytest.approx(costs.colocated_tpot(plain, t_pf, 1, 300), rel=1e-3)
     assert run.figures["tpot_seconds_p50"].value < plain + 0.5 * t_pf / 300
+
+
+def test_the_closed_form_batch_serves_the_most_requests_per_cycle():
+    # Llama-3.1-8B TP1, 4,000 + 300: the closed form's batch is the one with the most requests/s among those whose
+    # mean TPOT (the other B - 1 prefills in it) meets 50 ms: B / (D x TPOT + T_pf), a slot's cycle holding its own
+    # prefill; tokens/s = that x D.
+    from kvplan.calc import costs
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300)
+    m = _Model(s, PdOptions())
+    side, plain, t_pf = m.colocated(4000, 300)
+    b = side.batch
+    assert side.tpot == pytest.approx(plain + t_pf * (b - 1) / 300) and side.tpot <= 0.05
+    assert side.requests_per_second == pytest.approx(b / (300 * side.tpot + t_pf))
+    assert side.tokens_per_second == pytest.approx(side.requests_per_second * 300)
+
+    def rps(n):
+        tpot = costs.colocated_tpot(float(m.tpot_by_batch(4000, 300)[n - 1]), t_pf, n, 300)
+        return n / (300 * tpot + t_pf) if tpot <= 0.05 else 0.0
+
+    assert all(rps(n) <= side.requests_per_second * (1 + 1e-12) for n in range(1, min(m.fit(4300), 4096) + 1))

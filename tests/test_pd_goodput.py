@@ -170,3 +170,81 @@ def test_an_attention_dp_instance_serves_every_rank(run_cli):
     assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 1)
     per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per rank of")[0])
     assert d["colocated_requests_per_second"] == pytest.approx(2 * 8 * per, rel=1e-3)
+
+
+def test_an_attention_dp_prefill_role_queues_over_every_rank(run_cli):
+    # The split's TTFT p99 is the simulated M/D/c queue over n_p x R_p servers (each attention-DP rank prefills its
+    # own prompt) at the goodput rate, each serving max(T_pf, transfer), + the unloaded TTFT: recomputed here from
+    # the output's own figures.
+    import numpy as np
+
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s")
+    servers = d["prefill_instances"] * d["prefill_attention_dp"]
+    assert servers > d["prefill_instances"]
+    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
+    waits = prefill_queue_waits(d["disaggregated_requests_per_second"], servers, service)
+    assert d["prefill_wait_seconds_p99"] == pytest.approx(float(np.percentile(waits, 99)), rel=1e-9)
+    assert d["ttft_seconds_disaggregated_p99"] == pytest.approx(d["prefill_wait_seconds_p99"]
+                                                                + d["ttft_seconds_disaggregated"], rel=1e-9)
+
+
+def test_a_saturated_attention_dp_prefill_shares_the_experts():
+    # DeepSeek-R1 routes each token to 8 of its 256 experts (3 x 7,168 x 2,048 parameters each) in 58 MoE layers:
+    # 2 x 8 x 3 x 7,168 x 2,048 x 58 = 40.9e9 routed FLOPs a token. Prefilled alone, a rank of TP1 DP8 EP8 spreads
+    # them over the 8 GPUs that hold the experts; with all 8 ranks prefilling at once (pd's saturated prefill role)
+    # each GPU also runs the other ranks' tokens, so a rank's prompt has EP / DP = 1 GPU's worth: the compute-bound
+    # 4,000-token prompt (one chunk) takes 40.9e9 x 4,000 x (1 - 1/8) FLOPs more, at the step's prefill rate.
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300)
+    m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions(chunked=False))
+    routed = 2 * 8 * 3 * 7168 * 2048 * 58
+    assert m.step.moe_flops_per_token == pytest.approx(routed, rel=1e-3)
+    alone = m.step.prefill_seconds(4000)
+    assert m.step.prefill_seconds(4000, expert_gpus=8) == alone            # the EP group is the default
+    assert m.prefill(4000) - alone == pytest.approx(routed * 4000 * (1 - 1 / 8) / m.step.prefill_flops_s, rel=1e-3)
+    # a plain TP8 instance (no attention DP) keeps its EP group's spread
+    plain = _Model(s.with_(tp=8, dp=1, ep=8), PdOptions(chunked=False))
+    assert plain.prefill(4000) == plain.step.prefill_seconds(4000)
+
+
+def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
+    # colocated_goodput(beat=...) returns None only where its answer could not end above ``beat``, and the same
+    # answer as without it otherwise. Llama-3.1-8B TP1, 600 + 300: the rate meets at the closed form's top and the
+    # search gallops up, so the answer lies above top.
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, gpus=1, kv_dtype_request="fp8", prompt_tokens=600,
+                 decode_tokens=300)
+    m = _Model(s, PdOptions())
+    side, _, _ = m.colocated(600, 300)
+    top = side.requests_per_second
+    rate, point, miss = m.colocated_goodput(s, top, side.batch)
+    assert rate > top and miss is not None
+    again = m.colocated_goodput(s, top, side.batch, beat=rate * 0.999)
+    assert again is not None and again[0] == rate
+    assert m.colocated_goodput(s, top, side.batch, beat=top * 1.25 ** 4) is None
+    assert m.colocated_goodput(s, top, side.batch, beat=miss.rate) is None
+
+
+def test_no_colocated_rate_is_simulated_twice(monkeypatch):
+    # Llama-3.1-8B TP1 on 8 GPUs: the scenario's own layout is also the TP1 role layout; each (replica, rate) is
+    # simulated once per prompt length (it was twice, every row of the table).
+    import kvplan.calc.simulate as sim
+    from kvplan.calc.pd import plan_pd
+    from kvplan.scenario import Scenario
+
+    seen = []
+    real = sim.simulated_rate
+
+    def counted(scenario, rate, *a, **k):
+        seen.append((scenario, rate))
+        return real(scenario, rate, *a, **k)
+
+    monkeypatch.setattr(sim, "simulated_rate", counted)
+    plan_pd(Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, kv_dtype_request="fp8", prompt_tokens=4000,
+                     decode_tokens=300))
+    assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))

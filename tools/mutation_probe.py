@@ -858,6 +858,27 @@ MUTANTS: tuple[Mutant, ...] = (
       "overhead_us_per_moe_layer = { value = 95.0", "overhead_us_per_layer = { value = 95.0"),
     M("fid19r-a100-prefill-mfu-generic", "presets/hardware/a100-80gb.toml", "prefill_mfu = { value = 0.68",
       "prefill_mfu = { value = 0.45"),
+    # --- pd21: a request's TPOT holds the OTHER requests' prefills; attention DP per role; pd's pruned searches -----
+    M("pd21-own-prefill-in-tpot", COSTS, "    others = concurrency - 1\n", "    others = concurrency\n"),
+    M("pd21-cycle-without-own-prefill", PD, "rps = self.batches[:limit][ok] / (d * mean[ok] + t_pf)",
+      "rps = self.batches[:limit][ok] / (d * mean[ok])"),
+    M("pd21-share-counts-prefills-twice", PD, "share = t_pf / (t_pf + d * plain / col.batch)",
+      "share = t_pf / (t_pf + d * col.tpot / col.batch)"),
+    M("pd21-recommend-share-on-mean", REC, "    tpot_b = sb.decode_only\n", "    tpot_b = sb.tpot_mean\n"),
+    M("pd21-adp-gpus-one-rank", PD, "return self.tp * self.pp * self.dp", "return self.tp * self.pp"),
+    M("pd21-adp-not-searched", PD, "        if moe:     # attention DP", "        if False:     # attention DP"),
+    M("pd21-adp-prefill-one-rank", PD, "c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second",
+      "c_p, c_d = 1 / service, ld.dp * side.requests_per_second"),
+    M("pd21-adp-decode-one-rank", PD, "c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second",
+      "c_p, c_d = lp.dp / service, side.requests_per_second"),
+    M("pd21-adp-queue-one-server-per-instance", PD, "servers = n_p * lp.dp ", "servers = n_p "),
+    M("pd21-adp-colocated-one-rank", PD, "col_rps = good_rate * instances * col_lay.dp",
+      "col_rps = good_rate * instances"),
+    M("pd21-adp-prefill-whole-ep", PD, "spread = par.ep // par.dp if", "spread = None if"),
+    M("pd21-prune-below-the-gallop-cap", PD, "if top * 1.25 ** 4 <= beat:", "if top <= beat:"),
+    M("pd21-prune-keeps-searching", PD, "                if hi <= beat:\n                    return None\n        return lo",
+      "                pass\n        return lo"),
+    M("pd21-own-layout-twice", PD, "if any(one == o and ranks == r for o, r in tried):", "if False:"),
 )
 
 
