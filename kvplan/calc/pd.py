@@ -198,6 +198,14 @@ class PdPlan:
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
 
+    @property
+    def role_degrees(self) -> dict[str, Count]:
+        """The split's EP and attention-DP ranks per role: ``prefill_ep``, ``prefill_attention_dp``, ``decode_ep``,
+        ``decode_attention_dp``."""
+        return {f"{role}_{key}": Count(getattr(lay, attr), derived(f"the {role} role's {what} (searched)", lay.label))
+                for role, lay in (("prefill", self.disaggregated.prefill), ("decode", self.disaggregated.decode))
+                for key, attr, what in (("ep", "ep", "EP"), ("attention_dp", "dp", "attention-DP ranks"))}
+
 
 def ratio_label(ratio: Number) -> Note:
     """A prompt:output ratio as text: ``4:1`` at or above one, ``1:10`` below."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.pd import PdPlan, ratio_label
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Result, Table
-from kvplan.specs.values import Count, Number, Tokens, default, derived, given, note
+from kvplan.specs.values import Number, Tokens, default, given, note
 
 
 def present(plan: PdPlan) -> Result:
@@ -103,9 +103,7 @@ def present(plan: PdPlan) -> Result:
         "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
         "prefill_seconds_disaggregated": plan.prefill_disaggregated,
         "colocated_requests_per_rate": plan.colocated_rate_requests,
-        **{f"{role}_{key}": Count(getattr(lay, attr), derived(f"the {role} role's {what} (searched)", lay.label))
-           for role, lay in (("prefill", plan.disaggregated.prefill), ("decode", plan.disaggregated.decode))
-           for key, attr, what in (("ep", "ep", "EP"), ("attention_dp", "dp", "attention-DP ranks"))},
+        **plan.role_degrees,
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
         "reasons": list(plan.reasons),
         "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
