@@ -877,7 +877,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "col_rps = good_rate * instances"),
     M("pd21-adp-prefill-whole-ep", PD, "spread = par.ep // par.dp if", "spread = None if"),
     M("pd21-prune-below-the-gallop-cap", PD, "if top * 1.25 ** 4 <= beat:", "if top <= beat:"),
-    M("pd21-prune-keeps-searching", PD, "                if hi <= beat:\n                    return None\n        return lo",
+    M("pd21-prune-keeps-searching", PD,
+      "                if hi <= beat:\n                    return None\n        return lo",
       "                pass\n        return lo"),
     M("pd21-own-layout-twice", PD, "if any(one == o and ranks == r for o, r in tried):", "if False:"),
 )
