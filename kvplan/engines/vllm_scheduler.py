@@ -94,13 +94,27 @@ class V1Scheduler(Scheduler):
     steps_itself = True
     describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: prefill "
                 "chunks mixed into decode steps, no watermark, recompute reusing the victim's cached blocks)")
+    rules: tuple[str, ...] = ()              # the release's rules that differ from the commit read, with sources
 
     def replica_limits(self) -> dict[str, int]:
         """No admission watermark in V1 (allocate_slots takes any free block)."""
         return {"watermark_blocks": 0}
 
-    def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int) -> None:
+    def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
+                 full_isl: bool = False, hashless_front: bool = False, release: str = "") -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
+        # the pinned release's rules (module docstring, "By release"): admission needs the blocks of all the
+        # request's tokens (v0.19+); freed blocks without a hash go to the free queue's front (v0.24+)
+        self.full_isl, self.front = full_isl, hashless_front and reuse
+        self.rules = (
+            ("admission needs the blocks of all the request's tokens (scheduler_reserve_full_isl, v0.19+)"
+             if full_isl else "admission needs the first chunk's blocks (before v0.19: no scheduler_reserve_full_isl)"),
+            ("freed blocks without a hash go to the free queue's front (block_pool.free_blocks, v0.24+)"
+             if hashless_front else "every freed block goes to the free queue's tail (block_pool.free_blocks, "
+             "before v0.24)"))
+        self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
+                         "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
+                         f"cached blocks; {release or 'its release'}: " + "; ".join(self.rules) + ")")
         self.reads_contexts = False          # the victim rules read caches from the state's Python lists
         self.max_seqs, self.budget, self.reuse, self.hb = max_seqs, budget, reuse, prefix_blocks
         self.partial = -1                    # the request part-way through its prefill (the newest), or -1
@@ -108,39 +122,71 @@ class V1Scheduler(Scheduler):
         self.redo: dict[int, int] = {}       # a victim's tokens computed before (what its resume computes again)
         # the free queue as labels: every block freed gets the next label (the pool's own blocks 0 .. total - 1
         # first), allocations take the lowest labels still there; survivors taken back on a resume leave gaps
-        self.front = 0                       # the lowest label still in the queue (past the gaps)
-        self.popped = 0                      # blocks taken from the queue's front so far
+        # (with ``front``: a freed block without a hash goes before them all, a stack of ``lifo`` blocks that
+        # allocations take first, and gets no label: the labels are r.freed - fronted)
+        self.head = 0                        # the lowest label still in the queue (past the gaps)
+        self.seen = 0                        # blocks allocated so far, as last brought up to date
         self.removed = 0                     # blocks taken back out of the middle (hits on resume)
+        self.lifo = 0                        # blocks without a hash at the queue's front (``front`` only)
+        self.fronted = 0                     # blocks ever put there
         self.gaps: list[tuple[int, int]] = []     # (first label, past the last) of ranges taken out, a heap
         self.seg: dict[int, tuple[int, int, int]] = {}   # a waiting victim: (first label, blocks, full own blocks)
         self.need1: Callable[[], int] = lambda: 0        # the blocks the running batch's next decode step adds
         # a step's price with its chunks, and without them
         self.mixed: Callable[[list[tuple[int, int]]], tuple[float, float]] = lambda chunks: (0.0, 0.0)
         self._no_room: tuple[int, int, int, int, int] | None = None   # where the waiting head last did not fit
+        self.r: ReplicaState | None = None   # the replica, once a finish must be heard of (``front``)
 
     # --- the free queue -----------------------------------------------------------------------------------------
     def _advance(self, r: ReplicaState) -> None:
-        """Bring the queue's front up to the allocations made so far: popped = freed - removed - free."""
+        """Bring the queue's front up to the allocations made so far (freed - removed - free; a release changes
+        freed and free alike): the blocks at the front without a hash first, then the labels."""
         target = r.freed - self.removed - r.free
-        k = target - self.popped
+        k = target - self.seen
+        self.seen = target
+        if self.lifo:
+            t = min(k, self.lifo)
+            self.lifo -= t
+            k -= t
         gaps = self.gaps
         while k > 0:
-            if gaps and gaps[0][0] < self.front + k:
+            if gaps and gaps[0][0] < self.head + k:
                 start, end = heapq.heappop(gaps)
-                k -= start - self.front
-                self.front = end
+                k -= start - self.head
+                self.head = end
             else:
-                self.front += k
+                self.head += k
                 k = 0
-        self.popped = target
+
+    def _free(self, r: ReplicaState, i: int, cached: int) -> tuple[int, int]:
+        """Request i's blocks are about to be freed with ``cached`` tokens computed (before ``r.release``): its
+        full blocks of those tokens keep their hash, the rest (its partial last block, blocks past its computed
+        tokens) have none. With ``front`` those go to the queue's front (after the allocations so far took what
+        was there). Returns the first label its blocks get and how many get one."""
+        n = r.held[i]
+        if not self.front:
+            return r.freed, n
+        full = min(n, max(0, cached // r.block - self.hb))
+        self._advance(r)
+        start = r.freed - self.fronted
+        self.lifo += n - full
+        self.fronted += n - full
+        return start, full
+
+    def _finished(self, i: int) -> None:
+        """A finished request's blocks (``ReplicaState.on_finish``, before they are freed): the hashless to the
+        front (``front`` only)."""
+        r = self.r
+        assert r is not None
+        self._free(r, i, r.Pl[i] + r.g[i] - 1)
 
     def _out(self, r: ReplicaState, i: int, cached: int) -> None:
         """Victim i out of the batch (the caller took it out of ``running``): its blocks to the queue's tail, tail
         block first, its full blocks of ``cached`` tokens still hashed; to the front of the waiting queue."""
         r.tally.preemptions[i] += 1
-        n = r.held[i]
+        start, n = self._free(r, i, cached)
         if self.reuse:
-            self.seg[i] = (r.freed, n, cached // r.block - self.hb)
+            self.seg[i] = (start, n, cached // r.block - self.hb)
         self.redo[i] = max(self.redo.get(i, 0), cached)
         r.release(i)
         r.waiting.appendleft(i)
@@ -155,7 +201,8 @@ class V1Scheduler(Scheduler):
         own = 0
         if i in self.seg:
             self._advance(r)
-            front = self.front
+            front = self.head
+            pops -= min(pops, self.lifo)      # the blocks without a hash go first
             if pops:                          # where the front would be, past the gaps (nothing is changed)
                 for gs, ge in sorted(self.gaps):
                     if gs >= front + pops:
@@ -204,7 +251,13 @@ class V1Scheduler(Scheduler):
     def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
         """``_peek``, or None when its blocks are not among the ``room`` free ones."""
         head = self._peek(r, left, pops)
-        return head if r.btl[head[1] + head[2]] <= room else None
+        return head if self._need(r, head) <= room else None
+
+    def _need(self, r: ReplicaState, head: tuple[int, int, int]) -> int:
+        """The free blocks the waiting head needs to be admitted: for its hit and first chunk, or (``full_isl``)
+        for all its tokens, its hit blocks among them (they are free blocks it takes out of the queue)."""
+        i, hit, c = head
+        return r.btl[r.Pl[i] + r.g[i]] if self.full_isl else r.btl[hit + c]
 
     def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
         """Right after a preemption (no admission in this step): could the next step admit the waiting head, once
@@ -215,8 +268,7 @@ class V1Scheduler(Scheduler):
         b = len(r.running)
         if not r.waiting or b >= self.max_seqs or b >= self.budget:
             return False
-        i, hit, c = self._peek(r, self.budget - b, pops)
-        return r.free - pops >= r.btl[hit + c]
+        return r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops))
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
@@ -263,6 +315,9 @@ class V1Scheduler(Scheduler):
         """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
         if not self.wants_step(r):
             return False
+        if self.front and r.on_finish is None:   # a finished request's blocks without a hash go to the front
+            self.r = r
+            r.on_finish = self._finished
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         need1 = self.need1() if running else 0
         preempted = False
