@@ -847,7 +847,7 @@ class VllmEngine(Engine):
         from kvplan.engines.vllm_scheduler import V1Scheduler
 
         return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks, full_isl=self.since(FULL_ISL_SINCE),
-                           hashless_front=self.since(HASHLESS_FRONT_SINCE), release=self.release)
+                           hashless_front=self.since(HASHLESS_FRONT_SINCE))
 
     def host_tier_problem(self) -> tuple[str, str] | None:
         """Before OFFLOAD_SINCE vLLM has no working DRAM tier, and its V1 engine (the one kvplan plans) has no swap:

@@ -101,7 +101,7 @@ class V1Scheduler(Scheduler):
         return {"watermark_blocks": 0}
 
     def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
-                 full_isl: bool = False, hashless_front: bool = False, release: str = "") -> None:
+                 full_isl: bool = False, hashless_front: bool = False) -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
         # the pinned release's rules (module docstring, "By release"): admission needs the blocks of all the
         # request's tokens (v0.19+); freed blocks without a hash go to the free queue's front (v0.24+)
@@ -114,7 +114,7 @@ class V1Scheduler(Scheduler):
              "before v0.24)"))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
-                         f"cached blocks; {release or 'its release'}: " + "; ".join(self.rules) + ")")
+                         "cached blocks; by release: " + "; ".join(self.rules) + ")")
         self.reads_contexts = False          # the victim rules read caches from the state's Python lists
         self.max_seqs, self.budget, self.reuse, self.hb = max_seqs, budget, reuse, prefix_blocks
         self.partial = -1                    # the request part-way through its prefill (the newest), or -1
