@@ -3,8 +3,8 @@ default engine) decides each step, on the replica state of ``kvplan.engines.repl
 (``kvplan.engines.scheduling``) stays the ``neutral`` engine's rules (the workload document's model) and a pinned
 pre-V1 vLLM's (V0: watermark, swap space).
 
-Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below have the same shape in every V1
-release): ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``),
+Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below hold in every V1 release but
+where "By release" at the end says otherwise, as read in the wheels of v0.8.0 .. v0.33.0): ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``),
 ``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py``
 (``free_blocks``, ``get_new_blocks``) and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
 rules, each with the code it follows:
@@ -49,6 +49,35 @@ rules, each with the code it follows:
   when it schedules them, so a request admitted after it in the same step hits them too).
 * ``--victim`` other than ``newest`` is a what-if (vLLM without priorities always pops the newest): the victim is
   chosen by that rule among the running requests, the one part-way through its prefill included.
+
+By release (``VllmEngine.simulation_scheduler`` passes the pinned release's rules; the sources are
+``FULL_ISL_SOURCE`` and ``HASHLESS_FRONT_SOURCE`` in ``kvplan.engines.vllm``). Read unchanged through the v0.33.0
+wheel: the newest victim (``self.running.pop()``), the victim to the waiting queue's front
+(``waiting.prepend_request``), no admission in a step that preempted (``if not preempted_reqs``), the hit capped at
+``num_tokens - 1`` (``get_computed_blocks``), a request's blocks freed tail first
+(``free_blocks(reversed(...))``), allocations from the queue's front (``popleft_n``).
+
+* From v0.19.0, admission reserves the whole input (``SchedulerConfig.scheduler_reserve_full_isl = True``;
+  v0.19-v0.21 ``KVCacheManager.can_fit_full_sequence`` before ``allocate_slots``, from v0.22
+  ``allocate_slots(full_sequence_must_fit=True)``, v0.33.0 kv_cache_manager.py l.531-548): a waiting or preempted
+  request is admitted only when the blocks for all its tokens (``request.num_tokens``: its prompt and what it has
+  generated, at most ``max_model_len``) are free, its hit blocks in the free queue counted among them (they leave
+  it); before, only the blocks for its hit and first chunk. It applies to the waiting queue only: a running
+  request's next chunk still takes what it needs and preempts for it. v0.18.0 has no such option.
+* From v0.24.0, ``BlockPool.free_blocks`` puts the freed blocks that carry no block hash (a request's partial last
+  block, a block taken for a step it did not run) at the FRONT of the free queue (``prepend_n``, in the order
+  freed) and the hashed ones at its tail (``append_n``); v0.23.0 appends them all. So allocations take the
+  blocks freed without a hash (a finished request's partial block included) before any cached block, and a
+  victim's full blocks last longer in the queue. Modelled where a victim's blocks are reused (``reuse``); where
+  they are not, the queue's order changes nothing kvplan reports.
+* From v0.24.0 V1 has an admission watermark again (``SchedulerConfig.watermark``, ``--watermark``): with it,
+  ``int(watermark x num_blocks)`` blocks stay free when a waiting or preempted request is admitted while any
+  request runs. Its default is 0.0 (no watermark), which is what kvplan models in every V1 release; it is not an
+  option of ``kvplan simulate`` for vLLM.
+* ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
+  ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
+  then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
+  (scheduler.py ``schedule``). kvplan models the default.
 """
 
 from __future__ import annotations
