@@ -268,14 +268,15 @@ def test_reserving_the_whole_input_refuses_an_admission_the_first_chunk_took():
     computed; its 5 full blocks (80 tokens) survive (A's 4th and 5th blocks, at 49 and 65 tokens, take the pool's
     unused block, then B's partial one, the first it freed), and it resumes when A is done: 40 tokens, 7 of them
     (80 .. 87) recomputed.
-    v0.20.0 (scheduler_reserve_full_isl): B needs blocks for all its 120 tokens, 8 > the 7 free after A's 3, and
+    v0.19.0 (scheduler_reserve_full_isl): B needs blocks for all its 120 tokens, 8 > the 7 free after A's 3, and
     never more than 7 while A (at most 40 + 29 = 69 tokens, 5 blocks) holds its blocks: B waits until A is done
     at the end of step 30 (1 prefill step + 29 decode steps), then runs 64 + 56 tokens and 1 decode step."""
     work = at_zero([40, 120], [30, 2])
-    old = sim.simulate(tiny("vllm==0.11.0"), work, sim.SimOptions(max_batch=8))
-    assert list(old.preemptions) == [0, 1] and list(old.admitted) == [0, 0]
-    assert list(old.recompute_hit_tokens) == [0, 80] and list(old.recomputed) == [0, 7]
-    s = tiny("vllm==0.20.0")
+    for release in ("0.11.0", "0.18.0"):        # the last release without the option, and an older one
+        old = sim.simulate(tiny(f"vllm=={release}"), work, sim.SimOptions(max_batch=8))
+        assert list(old.preemptions) == [0, 1] and list(old.admitted) == [0, 0]
+        assert list(old.recompute_hit_tokens) == [0, 80] and list(old.recomputed) == [0, 7]
+    s = tiny("vllm==0.19.0")                    # the first with it
     sm = costs.step_model(s)
     new = sim.simulate(s, work, sim.SimOptions(max_batch=8))
     assert list(new.preemptions) == [0, 0] and list(new.recomputed) == [0, 0]
@@ -295,13 +296,15 @@ def test_blocks_without_a_hash_are_reused_first_so_a_victim_keeps_more():
     20 + s - 3, C 8 + s - 3: C takes a block at s = 11, B at 15, A at 18: 0 free. At s = 27 C (32 computed, both
     its blocks full) needs a 3rd: C, the newest, is preempted; its 2 hashed blocks go to the queue's tail.
     A is done at the end of step 30 with 77 computed: 4 full blocks and a partial 5th.
-    v0.20.0: all 5 go to the tail, behind C's; at step 31 B (49 tokens) takes the front, C's 2nd block: C resumes
+    v0.23.0: all 5 go to the tail, behind C's; at step 31 B (49 tokens) takes the front, C's 2nd block: C resumes
     in the same step with a hit of 1 block (16 tokens) and recomputes 16 .. 32.
-    v0.33.0 (block_pool.free_blocks: no hash -> the front): A's partial block goes to the front and B takes it; C
-    keeps both blocks: a hit of 32 tokens (its 33 less one, in whole blocks: 2) and nothing recomputed."""
+    v0.24.0 and later (block_pool.free_blocks: no hash -> the front): A's partial block goes to the front and B
+    takes it; C keeps both blocks: a hit of 32 tokens (its 33 less one, in whole blocks: 2) and nothing recomputed."""
     work = at_zero([48, 20, 8], [30, 40, 30])
-    old = sim.simulate(tiny("vllm==0.20.0"), work, sim.SimOptions(max_batch=8))
-    new = sim.simulate(tiny("vllm==0.33.0"), work, sim.SimOptions(max_batch=8))
+    old = sim.simulate(tiny("vllm==0.23.0"), work, sim.SimOptions(max_batch=8))   # the last that appends all
+    new = sim.simulate(tiny("vllm==0.24.0"), work, sim.SimOptions(max_batch=8))   # the first that prepends
+    newest = sim.simulate(tiny("vllm==0.33.0"), work, sim.SimOptions(max_batch=8))
+    assert list(newest.recompute_hit_tokens) == [0, 0, 32]
     for run in (old, new):
         assert list(run.preemptions) == [0, 0, 1] and run.decode_steps == 41    # B's 40th token at step 41
     assert list(old.recompute_hit_tokens) == [0, 0, 16] and list(old.recomputed) == [0, 0, 16]

@@ -4,9 +4,10 @@ default engine) decides each step, on the replica state of ``kvplan.engines.repl
 pre-V1 vLLM's (V0: watermark, swap space).
 
 Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below hold in every V1 release but
-where "By release" at the end says otherwise, as read in the wheels of v0.8.0 .. v0.33.0): ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``),
-``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py``
-(``free_blocks``, ``get_new_blocks``) and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
+where "By release" at the end says otherwise, as read in the wheels of v0.8.0 .. v0.33.0):
+``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``), ``vllm/v1/core/kv_cache_manager.py``
+(``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py`` (``free_blocks``, ``get_new_blocks``)
+and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
 rules, each with the code it follows:
 
 * No admission watermark: ``allocate_slots`` returns None only when the blocks it needs exceed
