@@ -142,6 +142,10 @@ class V1Scheduler(Scheduler):
             ("freed blocks without a hash go to the free queue's front (block_pool.free_blocks, v0.24+)"
              if hashless_front else "every freed block goes to the free queue's tail (block_pool.free_blocks, "
              "before v0.24)"))
+        # the output's one-line name of the rules (``engine_rules``)
+        self.short = ("mixed prefill chunks, recompute reusing cached blocks, "
+                      + ("whole-input" if full_isl else "first-chunk") + " admission"
+                      + (", hashless blocks first" if hashless_front else ""))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
                          "cached blocks; by release: " + "; ".join(self.rules) + ")")
