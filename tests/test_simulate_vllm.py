@@ -318,7 +318,13 @@ def test_blocks_without_a_hash_are_reused_first_so_a_victim_keeps_more():
 
 
 def test_the_output_names_the_release_rules():
-    notes = sim.simulate(tiny("vllm==0.11.0"), at_zero([20], [2]), sim.SimOptions(max_batch=8)).scheduler_notes[0]
+    old = sim.simulate(tiny("vllm==0.11.0"), at_zero([20], [2]), sim.SimOptions(max_batch=8))
+    notes = old.scheduler_notes[0]
     assert "admission needs the first chunk's blocks" in notes and "free queue's tail" in notes
-    notes = sim.simulate(tiny(), at_zero([20], [2]), sim.SimOptions(max_batch=8)).scheduler_notes[0]
+    assert old.scheduler.startswith("vLLM V1 scheduler, 0.11-0.11.2 rules (")
+    assert "first-chunk admission" in old.scheduler and "hashless" not in old.scheduler
+    new = sim.simulate(tiny(), at_zero([20], [2]), sim.SimOptions(max_batch=8))
+    notes = new.scheduler_notes[0]
     assert "scheduler_reserve_full_isl, v0.19+" in notes and "without a hash go to the free queue's front" in notes
+    assert new.scheduler.startswith("vLLM V1 scheduler, 0.29+ rules (")
+    assert "whole-input admission, hashless blocks first" in new.scheduler

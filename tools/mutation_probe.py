@@ -784,6 +784,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # lookahead's answer (does the head fit) is the same either way)
     M("vllm33-reference-no-full-isl", "tests/sim_reference.py", "whole_input = release >= (0, 19, 0)",
       "whole_input = False"),
+    M("vllm33-reference-no-front", "tests/sim_reference.py", "hashless_first = release >= (0, 24, 0)",
+      "hashless_first = False"),
+    M("vllm33-output-names-old-rules", V1S, "\"whole-input\" if full_isl else \"first-chunk\"",
+      "\"first-chunk\" if full_isl else \"whole-input\""),
     M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
       "c = r.Pl[p] + r.g[p] - have"),
     M("vllm-v1-weights-read-per-token-kind", COSTS,
