@@ -101,6 +101,10 @@ def present(plan: TpotPlan, calibration=None) -> Result:
         "MoE: uniform top-k routing, E x (1 - (1 - k/E)^T) distinct experts read for T tokens.",
         "Speculative draft of MTP layers costs one decoder layer per draft token; a draft model its own step.",
     ) + spec_notes(s)
+    if plan.spec is not None and o.accept is not None:   # the acceptance against context: flat, or the user's
+        from kvplan.calc.tpot import accept_assumption
+
+        assumptions += (accept_assumption(o.accept, o.accept_source),)
     brief: tuple[tuple[str, Value | str], ...] = (
         ("TPOT mean", plan.tpot_mean), ("TPOT at the end", plan.end.tpot),
         ("tokens/s per GPU", plan.tokens_per_second_per_gpu), ("TTFT", plan.ttft), ("bound at the end", plan.end.bound))
