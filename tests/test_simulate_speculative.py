@@ -21,7 +21,9 @@ R1 = dict(BASE, mtp_layers="1")     # DeepSeek-R1 with its one MTP layer counted
 SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0), "steep": (3, 2.6, 0.01),
          # profiles (--accept A@CONTEXT,...): falling over three points (flat below 200 and past 1,200 tokens, the
          # small traces' contexts run 50 .. 1,500), and rising (a run's batch acceptance grows a step)
-         "profile": (3, ((200.0, 2.6), (600.0, 2.0), (1200.0, 1.3))), "rising": (3, ((100.0, 1.6), (900.0, 2.4)))}
+         "profile": (3, ((200.0, 2.6), (600.0, 2.0), (1200.0, 1.3))), "rising": (3, ((100.0, 1.6), (900.0, 2.4))),
+         # a sharp fall to 1 at a point between two contexts (150.5 tokens): a run must stop before it
+         "kink": (3, ((0.0, 3.5), (150.5, 1.0)))}
 
 
 @pytest.mark.parametrize("policy", ["recompute", "swap"])
