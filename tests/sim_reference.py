@@ -57,9 +57,10 @@ The rules, as documented by the engine (one replica):
    every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
    cache - H tokens as recomputed.
 8. Speculative decoding (``speculative`` = (K, a0, slope) or (K, (context, acceptance) points), with the scenario's
-   MTP layers drafting): a decode step still gives each request one token, priced StepModel.speculative_step of the target's step model (its MTP layers
-   are the draft's: ``step_model(s, speculative=True)``) over the batch's mean acceptance length
-   (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its chunks as without.
+   MTP layers drafting): a decode step still gives each request one token, priced StepModel.speculative_step of the
+   target's step model (its MTP layers are the draft's: ``step_model(s, speculative=True)``) over the batch's mean
+   acceptance length (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its
+   chunks as without.
 
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
 (``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
@@ -167,7 +168,7 @@ def accept_at_context(speculative, c: int) -> float:
     points = speculative[1]
     if c <= points[0][0]:
         return points[0][1]
-    for (c0, a0), (c1, a1) in zip(points, points[1:]):
+    for (c0, a0), (c1, a1) in zip(points, points[1:], strict=False):
         if c <= c1:
             return a0 + (a1 - a0) * (c - c0) / (c1 - c0)
     return points[-1][1]

@@ -284,8 +284,11 @@ def test_tpot_takes_the_acceptance_at_its_contexts():
     assert prof.spec.tpot_start.value == pytest.approx(flat.spec.tpot_start.value, rel=1e-12)
     assert prof.spec.tpot_end.value == pytest.approx(flat.spec.tpot_end.value * 1.85 / 1.25, rel=1e-12)
     assert prof.spec.gain_mean.value < flat.spec.gain_mean.value
-    # the old (a0, slope) tuple reads as its points: 2.5 flat
+    # the old (a0, slope) tuple reads as its points: 2.5 flat; points out of order or below 1 are refused
     assert TpotOptions(spec_tokens=2, accept=(2.5, 0.0)).accept == ((0.0, 2.5),)
+    for bad in (((2000, 2.0), (1000, 2.5)), ((1000, 0.9), (2000, 1.5)), ()):
+        with pytest.raises(KvplanError, match="rising contexts"):
+            TpotOptions(spec_tokens=2, accept=bad)
 
 
 def test_the_flat_acceptance_is_an_explained_assumption(run_cli):

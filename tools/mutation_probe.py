@@ -527,6 +527,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("spec20-mtp-draft-kv-dropped", "kvplan/options/command.py",
       "        built = built.with_(mtp_layers=built.model.mtp_layers)\n    if accept is None:",
       "        pass\n    if accept is None:"),
+    M("spec20-normalize-order-unchecked", TPOT, "rising = all(c1 > c0 for", "rising = True or all(c1 > c0 for"),
     M("spec20-eagle3-draft-kv-dropped", "kvplan/options/command.py", "built = built.with_(mtp_layers=1)",
       "built = built.with_(mtp_layers=0)"),
     M("sim-spec-mixed-plain", "kvplan/calc/sim/steps.py", "return mixed - alone + decode, decode",

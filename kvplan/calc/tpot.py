@@ -180,7 +180,8 @@ def normalize_accept(accept) -> Accept:
     if len(accept) == 2 and all(isinstance(v, (int, float)) for v in accept):
         return slope_accept(float(accept[0]), float(accept[1]))
     points = tuple((float(c), float(a)) for c, a in accept)
-    if not points or any(a < 1 for _, a in points) or any(c1 <= c0 for (c0, _), (c1, _) in zip(points, points[1:])):
+    rising = all(c1 > c0 for (c0, _), (c1, _) in zip(points, points[1:], strict=False))
+    if not points or any(a < 1 for _, a in points) or not rising:
         raise KvplanError(f"acceptance profile {points!r} is not (context, acceptance >= 1) points with rising "
                           "contexts", "give e.g. ((1000, 2.6), (32000, 2.0)), or --accept 2.6@1k,2.0@32k")
     return points
