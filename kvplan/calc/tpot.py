@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs, kv
 from kvplan.errors import DoesNotFit, KvplanError
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given, note
 
 SHAPES = ("steady", "cohort")
 DEFAULT_BATCH = 8
@@ -115,22 +115,38 @@ def accept_is_flat(profile: Accept) -> bool:
 
 
 def describe_accept(profile: Accept) -> str:
-    """``2.18``, or ``2.6 at 1,000 -> 2 at 32,000 tokens``."""
+    """The profile as plain text for a derivation: ``2.18``, or ``2.6 at 1000 -> 2 at 32000 tokens``."""
     if accept_is_flat(profile):
-        return f"{profile[0][1]:g}"
-    return " -> ".join(f"{a:g} at {c:,.0f}" for c, a in profile) + " tokens"
+        return _plain(profile[0][1])
+    return " -> ".join(_plain(a) + " at " + _plain(c) for c, a in profile) + " tokens"
 
 
-def accept_assumption(profile: Accept, source: str | None) -> str:
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def accept_note(profile: Accept) -> Note:
+    """The profile as a note of typed values: ``2.18``, or ``2.6 at 1,000 -> 2 at 32,000 tokens``."""
+    if accept_is_flat(profile):
+        return note("{a:g}", a=Number(profile[0][1]))
+    parts = [note("{a:g} at {c}", a=Number(a), c=Tokens(int(c))) for c, a in profile]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + " -> " + part
+    return out + " tokens"
+
+
+def accept_assumption(profile: Accept, source: str | None) -> str | Note:
     """The --explain assumption row of a speculative run: flat (published at one context, or the user's one
     number) or the user's profile."""
     if not accept_is_flat(profile):
-        return (f"Acceptance against context: {describe_accept(profile)} (--accept), linear between the points and "
-                "flat beyond them; each step takes each request's acceptance at its own context.")
+        return (note("Acceptance against context: ") + accept_note(profile)
+                + " (--accept), linear between the points and flat beyond them; each step takes each request's "
+                "acceptance at its own context.")
     if source:
         return ACCEPT_FLAT_ASSUMPTION
-    return (f"Acceptance {profile[0][1]:g} at every context (--accept); other heads' falls with context ("
-            + ACCEPT_FALLS + "); --accept A@CONTEXT,A@CONTEXT gives a profile.")
+    return (note("Acceptance {a:g} at every context (--accept); other heads' falls with context (",
+                 a=Number(profile[0][1])) + ACCEPT_FALLS + "); --accept A@CONTEXT,A@CONTEXT gives a profile.")
 
 
 _ACCEPT_NUMBER = r"[0-9]*\.?[0-9]+"
