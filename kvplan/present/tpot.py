@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.tpot import COMPONENTS, TpotPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, Tokens, Value, default, note
+from kvplan.specs.values import Count, Note, Tokens, Value, default, note
 
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",
@@ -93,7 +93,7 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                     f"{plan.end.bound} at the end"
                  + (note("; the KV reads overtake the weights from {kv_from} tokens.", kv_from=kv_from)
                     if kv_from.value else "."))
-    assumptions = (
+    assumptions: tuple[str | Note, ...] = (
         "One replica: a TP x PP group (with --ep, one DP rank and the EP group its experts span); PP stages run one "
         "after another for a token and are not overlapped.",
         "Per operator, time = max(bytes / (HBM x hbm), FLOPs / (peak x mfu)); GEMMs at the weights' dtype peak, "
