@@ -252,7 +252,7 @@ class Prices:
             ys = np.array([a for _, a in profile], dtype=float)
             self.a0 = float(ys[0])
             self.varies = bool(np.any(ys != ys[0]))
-            self.edges = xs
+            self.edges, self.upper = xs, np.append(xs, np.inf)   # a piece's upper point (the last piece: none)
             slope = np.diff(ys) / np.diff(xs)                     # piece j (1 .. n-1) lies between points j-1, j
             self.acc1 = np.concatenate(([0.0], slope, [0.0]))
             self.acc0 = np.concatenate(([ys[0]], ys[:-1] - slope * xs[:-1], [ys[-1]]))
@@ -392,15 +392,15 @@ class Prices:
         if self.varies:
             import numpy as np
 
-            xf = np.asarray(x, dtype=float)
-            piece = np.searchsorted(self.edges, xf, side="right")   # 0: below the first point; n: past the last
-            inner = piece < self.edges.size
-            if inner.any():               # steps before the first request reaches its piece's upper point
-                last = int(np.ceil(self.edges[piece[inner]] - xf[inner]).min())
+            piece = np.searchsorted(self.edges, x, side="right")   # 0: below the first point; n: past the last
+            # the steps before the first request reaches its piece's upper point (past the last point: none)
+            gap = float(np.min(self.upper[piece] - x))
+            if gap < k:
+                last = math.ceil(gap)
                 if last < k:
                     k, clamped = last, True
-            acc0, acc1 = self.acc0[piece], self.acc1[piece]
-            alpha = float(np.sum(acc0 + acc1 * xf))
+            acc1 = self.acc1[piece]
+            alpha = float(np.sum(self.acc0[piece])) + float(acc1 @ x)
             beta = -float(np.sum(acc1))
             base = step0 * a0
 
