@@ -301,6 +301,12 @@ def test_the_flat_acceptance_is_an_explained_assumption(run_cli):
                 "--explain")
     assert r.code == 0, r.err
     assert "Acceptance against context: 2.6 at 1,000 -> 2 at 32,000 tokens (--accept)" in r.out
+    # JSON: the profile's points, as given (the published figure: one point at 0, flat)
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", "2.6@1k,2.0@32k")
+    assert d["speculative"]["accept_profile"] == [{"context_tokens": 1000, "accept": 2.6},
+                                                  {"context_tokens": 32000, "accept": 2.0}]
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3")
+    assert d["speculative"]["accept_profile"] == [{"context_tokens": 0, "accept": 2.18}]
 
 
 def test_table_cells_the_pool_cannot_hold_are_empty(run_cli):

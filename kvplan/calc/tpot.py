@@ -257,6 +257,8 @@ class SpecPlan:
     gain_mean: Number
     draft_kv_bytes_per_request: object
     pays: bool
+    # the acceptance profile's points: (context, tokens accepted per verify step), linear between, flat beyond
+    accept_profile: tuple[tuple[Tokens, Number], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -481,4 +483,8 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
                                               f"{mean_plain:.6g} / {mean_eff:.6g}")),
         Bytes(int(draft_kv), derived("the draft's KV per request at the full context, whole model",
                                      f"{int(draft_kv):,} B")),
-        bool(accept[-1] >= SPEC_PAYS_MIN_ACCEPT and eff[-1] < plain[-1]))
+        bool(accept[-1] >= SPEC_PAYS_MIN_ACCEPT and eff[-1] < plain[-1]),
+        tuple((Tokens(int(c), given("--accept") if o.accept_source is None else default("the published figure, "
+                                                                                      "held flat")),
+               Number(a, given("--accept") if o.accept_source is None else default("published", o.accept_source)))
+              for c, a in o.accept))

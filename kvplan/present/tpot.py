@@ -76,7 +76,8 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                                "accept_end": sp.accept_end, "tpot_seconds_start": sp.tpot_start,
                                "tpot_seconds_end": sp.tpot_end, "tpot_seconds_mean": sp.tpot_mean,
                                "gain_mean": sp.gain_mean, "draft_kv_bytes_per_request": sp.draft_kv_bytes_per_request,
-                               "pays": sp.pays}
+                               "pays": sp.pays, "accept_profile": [{"context_tokens": c, "accept": a}
+                                                                   for c, a in sp.accept_profile]}
         if not sp.pays:
             notes.append(note("Speculation no longer pays by the end of the decode: {accept:.2f} tokens accepted per "
                               "verify step do not cover the verify and draft cost.", accept=sp.accept_end))
