@@ -140,6 +140,10 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
         assumptions = assumptions[:1] + MIXED_ASSUMPTIONS[1:] + assumptions[len(ASSUMPTIONS):]
     elif r.scheduler:    # the engine's scheduler: its notes give its rules in place of the rule book's
         assumptions = tuple(a for a in assumptions if a not in ASSUMPTIONS[1:])
+    if o.speculative is not None:   # the acceptance against context: flat, or the user's profile
+        from kvplan.calc.tpot import accept_assumption
+
+        assumptions = (*assumptions, accept_assumption(o.speculative[1], o.accept_source))
     if r.scheduler:
         data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
     # the scheduler's own note (its rules with sources) stands for the plan's short one (what --compare shows)
