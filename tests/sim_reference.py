@@ -56,10 +56,11 @@ The rules, as documented by the engine (one replica):
    prefix (``request_bytes`` of the scenario with the prefix). The first prompt ever prefilled computes all of it;
    every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
    cache - H tokens as recomputed.
-8. Speculative decoding (``speculative`` = (K, a0, slope), with the scenario's MTP layers drafting): a decode step
-   still gives each request one token, priced StepModel.speculative_step of the target's step model (its MTP layers
-   are the draft's: ``step_model(s, speculative=True)``) over the batch's mean acceptance length
-   (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its chunks as without.
+8. Speculative decoding (``speculative`` = (K, a0, slope) or (K, (context, acceptance) points), with the scenario's
+   MTP layers drafting): a decode step still gives each request one token, priced StepModel.speculative_step of the
+   target's step model (its MTP layers are the draft's: ``step_model(s, speculative=True)``) over the batch's mean
+   acceptance length (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its
+   chunks as without.
 
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
 (``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
@@ -154,9 +155,23 @@ def decode_price(s, sm, b: int, cache_bytes: float, att_flops: float, contexts, 
     context) over its requests; without it, StepModel.step."""
     if speculative is None:
         return float(sm.step(b, cache_bytes, att_flops)["total"])
-    k, a0, slope = speculative
-    total = float(sm.speculative_step(b, cache_bytes, att_flops, k, s.mtp_layers or 1)["total"])
-    return total / (sum(max(1.0, a0 - slope * c) for c in contexts) / len(contexts))
+    total = float(sm.speculative_step(b, cache_bytes, att_flops, speculative[0], s.mtp_layers or 1)["total"])
+    return total / (sum(accept_at_context(speculative, c) for c in contexts) / len(contexts))
+
+
+def accept_at_context(speculative, c: int) -> float:
+    """One request's acceptance at context c: (K, a0, slope) is max(1, a0 - slope c); (K, points) the points'
+    line through the two around c ((context, acceptance), contexts rising), the end value beyond them."""
+    if len(speculative) == 3:
+        _, a0, slope = speculative
+        return max(1.0, a0 - slope * c)
+    points = speculative[1]
+    if c <= points[0][0]:
+        return points[0][1]
+    for (c0, a0), (c1, a1) in zip(points, points[1:], strict=False):
+        if c <= c1:
+            return a0 + (a1 - a0) * (c - c0) / (c1 - c0)
+    return points[-1][1]
 
 
 def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,
@@ -455,6 +470,13 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 # 4. The step's price: StepModel.mixed_step(decoders, their reads at prompt + generated, chunks). A decoder gains
 #    a token; a chunk that reaches the request's tokens gives it a token (its first, or the next after a
 #    recompute). A request with all its output is done at the step's end (batch order), its blocks freed.
+# By release (the scenario's pinned vLLM; the wheels read on both sides of each boundary):
+# 5. From v0.19.0 (SchedulerConfig.scheduler_reserve_full_isl = True) rule 3's admission needs blocks for all the
+#    request's tokens (prompt + generated), not for hit + the chunk, among the free ones.
+# 6. From v0.24.0 (BlockPool.free_blocks: blocks without a hash prepended) a freed request's blocks that hold no
+#    full block of its computed tokens (its partial last block, a block just taken for a step it did not run) go
+#    to the FRONT of the free queue, in the order freed (its tail first at the very front); its full blocks go to
+#    the back as before (a finished request's too: they are hashed, though nothing kvplan runs hits them again).
 DECODE, PREFILL = "decode", "prefill"
 
 
@@ -469,6 +491,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     budget0 = int(mnbt.value)
     max_batch = max_batch or int(mns.value)
+    release = s.engine_adapter.version
+    whole_input = release >= (0, 19, 0)            # rule 5
+    hashless_first = release >= (0, 24, 0)         # rule 6
     sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -509,22 +534,27 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
             hashed.pop(bid, None)                # evicted
             owned[r.id].append(bid)
 
-    def free_all(r: Req, cached_tokens: int | None) -> None:
-        """r's blocks to the back of the queue, its last block first; with ``cached_tokens`` (a victim) its full
-        own blocks stay hashed."""
+    def free_all(r: Req, cached_tokens: int, victim: bool) -> None:
+        """r's blocks to the back of the queue, its last block first; a victim's full own blocks of its
+        ``cached_tokens`` stay hashed. Rule 6: its blocks past those full ones go to the queue's front instead."""
         mine = owned[r.id]
-        full = (cached_tokens // block - shared) if cached_tokens is not None and reuse else 0
+        full = (cached_tokens // block - shared) if reuse else 0
+        first: list[int] = []
         for k in range(len(mine) - 1, -1, -1):
+            if hashless_first and reuse and k >= full:
+                first.append(mine[k])
+                continue
             queue.append(mine[k])
-            if k < full:
+            if victim and k < full:
                 hashed[mine[k]] = (r.id, k)
+        queue[:0] = first
         owned[r.id] = []
 
     def preempt(r: Req) -> None:
         running.remove(r)
         r.preemptions += 1
         left_behind[r.id] = list(owned[r.id])
-        free_all(r, computed[r.id])
+        free_all(r, computed[r.id], True)
         computed[r.id] = 0
         status[r.id] = WAITING
         waiting.insert(0, r)
@@ -548,7 +578,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         r.state, r.finish = DONE, now
         r.peak_bytes = capacity.request_bytes(s, r.prompt + r.output - 1)
         running.remove(r)
-        free_all(r, None)
+        free_all(r, computed[r.id], False)
         if workload.arrivals is None and submitted < len(reqs):
             t = now + workload.think_s
             if workload.duration_s is None or t < workload.duration_s:
@@ -603,7 +633,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 own_used = max(0, got - base)
                 hit = got * block
                 c = min(tokens(q) - hit, budget)
-                if blocks_for(hit + c) > len(queue):
+                if blocks_for(tokens(q) if whole_input else hit + c) > len(queue):
                     break
                 waiting.pop(0)
                 for bid in before[:own_used]:     # hits: out of the free queue, back to the request
