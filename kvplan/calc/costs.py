@@ -283,6 +283,25 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     return StepFactors(**out)
 
 
+def engine_factors(f: StepFactors, scenario: Scenario) -> StepFactors:
+    """``f`` with the engine's own decode all-reduce (its adapter's ``decode_allreduce``: a published benchmark of
+    its in-graph kernel) in place of kvplan's generic allreduce_latency_us and allreduce_link; a value the GPU
+    preset, a flag or a calibration gave is kept."""
+    from dataclasses import replace
+
+    fact = scenario.engine_adapter.decode_allreduce
+    if fact is None:
+        return f
+    latency, share, source = fact
+    engine = scenario.engine_adapter.id
+    out = {}
+    for name, value in (("allreduce_latency_us", latency), ("allreduce_link", share)):
+        why = getattr(f, name).why
+        if why is not None and why.formula == f"default: generic {name}":
+            out[name] = Number(value, default(f"{engine}'s decode all-reduce: {name}", source))
+    return replace(f, **out) if out else f
+
+
 @dataclass(frozen=True)
 class StepModel:
     """The per-GPU constants of one replica's decode step (plain floats: the hot path is numpy over batches and
@@ -528,7 +547,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         scenario = scenario.with_(mtp_layers=0)
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
-    f = factors or step_factors(hw)
+    f = engine_factors(factors or step_factors(hw), scenario)
     notes: list[str | Note] = []
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
