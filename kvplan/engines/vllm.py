@@ -262,13 +262,14 @@ FRONTEND_SOURCE = ("kvplan fit: 19 ms per request (API server in: HTTP, chat tem
 
 # The decode step's TP all-reduce as vLLM runs it: in the CUDA graph, on its custom all-reduce (one-stage at decode
 # sizes). vLLM's own benchmark (benchmarks/kernels/benchmark_device_communicators.py, which times CUDA-graph replays)
-# on 4 x H100, hidden 8192, bf16, column ca_1stage: 0.5 MB 10 us, 1 MB 14, 1.5 MB 19, 2 MB 23, 3 MB 30, 4 MB 38
-# (vllm-project/vllm#24532, 2025-09, before v0.15.1). Least squares over the six: 6.45 us + 7.94 us per MB; kvplan's
-# form latency + 2 (TP - 1) / TP x bytes / (link x share) gives at TP 4 on NVLink 4 (450 GB/s per direction)
-# share = 1.5 x 1 MB / (450 GB/s x 7.94 us) = 0.42.
-DECODE_ALLREDUCE = (6.45, 0.42, "vLLM's custom all-reduce in CUDA graphs on 4 x H100 (vllm-project/vllm#24532, its "
-                    "benchmark_device_communicators.py, column ca_1stage: 0.5-4 MB in 10-38 us): least squares "
-                    "6.45 us + 7.94 us per MB, i.e. 0.42 of NVLink 4's 450 GB/s at TP 4")
+# on 4 x H100, hidden 8192, bf16, column ca_1stage: (32, 8192) = 0.5 MiB 10 us, 1 MiB 14, 1.5 MiB 19, 2 MiB 23,
+# 3 MiB 30, 4 MiB 38 (vllm-project/vllm#24532, 2025-09, before v0.15.1). Least squares over the six: 6.45 us + 7.94 us
+# per MiB; kvplan's form, latency + 2 (TP - 1) / TP x bytes / (link x share), at TP 4 on NVLink 4 (450 GB/s per
+# direction): share = 1.5 x 1,048,576 B / (450 GB/s x 7.94 us) = 0.44. The generic figure it replaces (9.3 us +
+# 0.114 of the link: SGLang's PR 2904, measured outside CUDA graphs) prices 1 MiB at TP 4 at 40 us, 2.8x this.
+DECODE_ALLREDUCE = (6.45, 0.44, "vLLM's custom all-reduce in CUDA graphs on 4 x H100 (vllm-project/vllm#24532, its "
+                    "benchmarks/kernels/benchmark_device_communicators.py, column ca_1stage: 0.5-4 MiB in 10-38 us): "
+                    "least squares 6.45 us + 7.94 us per MiB, i.e. 0.44 of NVLink 4's 450 GB/s at TP 4")
 
 
 @dataclass(frozen=True)
