@@ -191,6 +191,14 @@ def test_every_run_of_the_second_never_seen_set_stays_within_the_measured_ceilin
     assert [r.get("dp", 1) for r in runs].count(2) == 2
 
 
+def test_a_data_parallel_run_is_built_as_its_replicas(tool, data, tmp_path):
+    # 32-mixtral-8x7b-tp2-general-2-2: dp 2 (the results file's column) of TP 2 is 4 GPUs, two replicas that the
+    # arrivals are dealt to round-robin; stage 0 at 8/s for 600 s is 4,800 requests in all
+    run = next(r for r in tool.check(data) if r["id"] == "32-mixtral-8x7b-tp2-general-2-2/stage0")
+    s, w, _ = tool.build(run, data.get("models", {}), tmp_path)
+    assert (s.parallelism.tp, s.parallelism.dp) == (2, 2) and len(w.arrivals) == 4800
+
+
 def test_tpot_from_e2e_is_the_decode_time_per_generated_token(tool, data):
     # Llama-2-7B codegen, stage 0 (the validation repo's means): e2e 1,810.3 ms, ttft 25.0 ms, 247 output tokens:
     # (1,810.3 - 25.0) / 246 = 7.26 ms per generated token, where its itl_mean (9.26 ms) divides by the client's

@@ -135,12 +135,10 @@ def build(run: dict, models: dict, tmp: Path):
     from kvplan.inputs.workload import Workload
     from kvplan.options.simulate import simulate_request
 
-    dp = int(run.get("dp", 1))     # data-parallel replicas of TP GPUs each (kvplan deals requests round-robin)
+    dp = int(run.get("dp", 1))     # data-parallel replicas of TP GPUs each: DP = GPUs / TP (requests dealt round-robin)
     scenario = {"model": _model_ref(run, models, tmp), "hardware": run["gpu"], "gpus": str(run["tp"] * dp),
                 "tp": str(run["tp"]), "engine": run["engine"], "prompt": str(round(run["prompt_tokens"])),
                 "decode": str(round(run["output_tokens"])), "max_model_len": str(run["max_model_len"])}
-    if dp > 1:
-        scenario["dp"] = str(dp)
     # a limit given as "engine default" is left to kvplan's engine adapter
     for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static"):
         if isinstance(run.get(key), (int, float)):

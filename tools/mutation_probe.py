@@ -858,6 +858,19 @@ MUTANTS: tuple[Mutant, ...] = (
       "overhead_us_per_moe_layer = { value = 95.0", "overhead_us_per_layer = { value = 95.0"),
     M("fid19r-a100-prefill-mfu-generic", "presets/hardware/a100-80gb.toml", "prefill_mfu = { value = 0.68",
       "prefill_mfu = { value = 0.45"),
+    # fid19s: vLLM's decode all-reduce from its own in-graph kernel benchmark (engines/vllm.py, costs.engine_factors)
+    M("fid19s-vllm-allreduce-dropped", "kvplan/engines/vllm.py", "    decode_allreduce = DECODE_ALLREDUCE\n", ""),
+    M("fid19s-vllm-allreduce-share", "kvplan/engines/vllm.py", "DECODE_ALLREDUCE = (6.45, 0.44,",
+      "DECODE_ALLREDUCE = (6.45, 0.42,"),
+    M("fid19s-vllm-allreduce-latency", "kvplan/engines/vllm.py", "DECODE_ALLREDUCE = (6.45, 0.44,",
+      "DECODE_ALLREDUCE = (9.3, 0.44,"),
+    M("fid19s-engine-factors-ignored", "kvplan/calc/costs.py", "    f = engine_factors(factors or step_factors(hw), scenario)",
+      "    f = factors or step_factors(hw)"),
+    M("fid19s-engine-factors-override-flags", "kvplan/calc/costs.py",
+      'if why is not None and why.formula == f"default: generic {name}":', "if why is not None:"),
+    M("fid19s-engine-factors-one-only", "kvplan/calc/costs.py",
+      '(("allreduce_latency_us", latency), ("allreduce_link", share))', '(("allreduce_link", share),)'),
+    M("fid19s-harness-dp-ignored", "tools/fidelity_report.py", '"gpus": str(run["tp"] * dp)', '"gpus": str(run["tp"])'),
 )
 
 
