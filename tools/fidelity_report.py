@@ -7,7 +7,8 @@ the run had them: evenly spaced at the stage's rate for inference-perf's ``const
 or a closed loop of N users), simulates it with ``kvplan.calc.simulate.plan_simulate`` (whatever scheduler the
 tree has), and prints measured against simulated TPOT, TTFT and E2E (the statistic the source publishes: the mean
 where it gives no p50) and whether kvplan says the run is overloaded; then the median |error| per metric on the
-'fit', 'held_out', 'never_seen' and 'never_seen_2' runs. A run kvplan cannot simulate is listed with its error, never skipped silently.
+'fit', 'held_out', 'never_seen' and 'never_seen_2' runs. A run kvplan cannot simulate is listed with its error,
+never skipped silently.
 
     python tools/fidelity_report.py                  # every run (about a minute on one core)
     python tools/fidelity_report.py --split held_out
