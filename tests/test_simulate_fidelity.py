@@ -7,10 +7,9 @@ publish means, not p50s, so the harness compares kvplan's mean with the measured
 This file checks that every run carries its source, settings and figures, that the harness builds the runs' arrivals
 as the data says, that it reports a run kvplan refuses instead of hiding it, and, on a fast subset of held-out runs
 (< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
-today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 9.0%, TTFT 27.5%, E2E 9.5%, no false
-overload in 22 runs; never seen, 17 runs: 15.6%, 36.5%, 16.3%, 1 false overload; 31.1%, 59.7%, 31.0% and 2 before the
-A100 preset's fix); the ceilings are tightened as the
-errors fall. The whole set runs
+today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 7.4%, TTFT 28.3%, E2E 9.0%, no false
+overload in 22 runs; never seen, 17 runs: 16.0%, 34.9%, 16.0%, 1 false overload; 31.1%, 59.7%, 31.0% and 2 before the
+A100 preset's fix; never seen 2, 8 runs: 5.0%, 17.1%, 4.9%, none); the ceilings are tightened as the errors fall. The whole set runs
 in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
 """
 
