@@ -9,8 +9,9 @@ as the data says, that it reports a run kvplan refuses instead of hiding it, and
 (< 20 s), asserts the errors measured NOW as a regression ceiling: they may only fall. The target is not met
 today (docs/simulate-fidelity.md has the table: held-out median |error| TPOT 7.4%, TTFT 28.3%, E2E 9.0%, no false
 overload in 22 runs; never seen, 17 runs: 16.0%, 34.9%, 16.0%, 1 false overload; 31.1%, 59.7%, 31.0% and 2 before the
-A100 preset's fix; never seen 2, 8 runs: 5.0%, 17.1%, 4.9%, none); the ceilings are tightened as the errors fall. The whole set runs
-in the tool (``python tools/fidelity_report.py``, under a minute), or here with ``KVPLAN_FIDELITY_ALL=1``.
+A100 preset's fix; never seen 2, 8 runs: 5.0%, 17.1%, 4.9%, none); the ceilings are tightened as the errors fall.
+The whole set runs in the tool (``python tools/fidelity_report.py``, under a minute), or here with
+``KVPLAN_FIDELITY_ALL=1``.
 """
 
 from __future__ import annotations
