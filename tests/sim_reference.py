@@ -455,6 +455,13 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 # 4. The step's price: StepModel.mixed_step(decoders, their reads at prompt + generated, chunks). A decoder gains
 #    a token; a chunk that reaches the request's tokens gives it a token (its first, or the next after a
 #    recompute). A request with all its output is done at the step's end (batch order), its blocks freed.
+# By release (the scenario's pinned vLLM; the wheels read on both sides of each boundary):
+# 5. From v0.19.0 (SchedulerConfig.scheduler_reserve_full_isl = True) rule 3's admission needs blocks for all the
+#    request's tokens (prompt + generated), not for hit + the chunk, among the free ones.
+# 6. From v0.24.0 (BlockPool.free_blocks: blocks without a hash prepended) a freed request's blocks that hold no
+#    full block of its computed tokens (its partial last block, a block just taken for a step it did not run) go
+#    to the FRONT of the free queue, in the order freed (its tail first at the very front); its full blocks go to
+#    the back as before (a finished request's too: they are hashed, though nothing kvplan runs hits them again).
 DECODE, PREFILL = "decode", "prefill"
 
 
@@ -469,6 +476,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     mnbt, mns = s.engine_adapter.batch_limits_for(s)
     budget0 = int(mnbt.value)
     max_batch = max_batch or int(mns.value)
+    release = s.engine_adapter.version
+    whole_input = release >= (0, 19, 0)            # rule 5
+    hashless_first = release >= (0, 24, 0)         # rule 6
     sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -509,22 +519,27 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
             hashed.pop(bid, None)                # evicted
             owned[r.id].append(bid)
 
-    def free_all(r: Req, cached_tokens: int | None) -> None:
-        """r's blocks to the back of the queue, its last block first; with ``cached_tokens`` (a victim) its full
-        own blocks stay hashed."""
+    def free_all(r: Req, cached_tokens: int, victim: bool) -> None:
+        """r's blocks to the back of the queue, its last block first; a victim's full own blocks of its
+        ``cached_tokens`` stay hashed. Rule 6: its blocks past those full ones go to the queue's front instead."""
         mine = owned[r.id]
-        full = (cached_tokens // block - shared) if cached_tokens is not None and reuse else 0
+        full = (cached_tokens // block - shared) if reuse else 0
+        first: list[int] = []
         for k in range(len(mine) - 1, -1, -1):
+            if hashless_first and reuse and k >= full:
+                first.append(mine[k])
+                continue
             queue.append(mine[k])
-            if k < full:
+            if victim and k < full:
                 hashed[mine[k]] = (r.id, k)
+        queue[:0] = first
         owned[r.id] = []
 
     def preempt(r: Req) -> None:
         running.remove(r)
         r.preemptions += 1
         left_behind[r.id] = list(owned[r.id])
-        free_all(r, computed[r.id])
+        free_all(r, computed[r.id], True)
         computed[r.id] = 0
         status[r.id] = WAITING
         waiting.insert(0, r)
@@ -548,7 +563,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         r.state, r.finish = DONE, now
         r.peak_bytes = capacity.request_bytes(s, r.prompt + r.output - 1)
         running.remove(r)
-        free_all(r, None)
+        free_all(r, computed[r.id], False)
         if workload.arrivals is None and submitted < len(reqs):
             t = now + workload.think_s
             if workload.duration_s is None or t < workload.duration_s:
@@ -603,7 +618,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 own_used = max(0, got - base)
                 hit = got * block
                 c = min(tokens(q) - hit, budget)
-                if blocks_for(hit + c) > len(queue):
+                if blocks_for(tokens(q) if whole_input else hit + c) > len(queue):
                     break
                 waiting.pop(0)
                 for bid in before[:own_used]:     # hits: out of the free queue, back to the request

@@ -255,3 +255,76 @@ def test_a_chunk_never_makes_the_decode_step_shorter(tmp_path):
     # 0.65) = 40 ms, more than the decode step's ~25 ms
     big, _ = sm.mixed_parts(b, cache, 0.0, [(0, 2048)])
     assert big > alone + 0.01
+
+
+# --- the rules that changed after the commit the scheduler was read at (kvplan/engines/vllm.py FULL_ISL_SINCE,
+# HASHLESS_FRONT_SINCE): each worked by hand on both sides of its release
+
+def test_reserving_the_whole_input_refuses_an_admission_the_first_chunk_took():
+    """A (40 tokens, 30 out) and B (120, 2) at 0 s; 10 blocks of 16; budget 64.
+    v0.11.0 (the first chunk's blocks): step 1 A's 40 (3 blocks) and B's first 24 (the budget left; 2 blocks, 5
+    free). Step 2: A decodes (41 tokens fit its 3 blocks), B's next 63 (87 tokens: 6 blocks, 4 more, 1 free).
+    Step 3: B's last 33 need blocks for 120 = 8, 2 more, 1 free: the newest, B itself, is preempted with 87
+    computed; its 5 full blocks (80 tokens) survive (A's 4th and 5th blocks, at 49 and 65 tokens, take the pool's
+    unused block, then B's partial one, the first it freed), and it resumes when A is done: 40 tokens, 7 of them
+    (80 .. 87) recomputed.
+    v0.19.0 (scheduler_reserve_full_isl): B needs blocks for all its 120 tokens, 8 > the 7 free after A's 3, and
+    never more than 7 while A (at most 40 + 29 = 69 tokens, 5 blocks) holds its blocks: B waits until A is done
+    at the end of step 30 (1 prefill step + 29 decode steps), then runs 64 + 56 tokens and 1 decode step."""
+    work = at_zero([40, 120], [30, 2])
+    for release in ("0.11.0", "0.18.0"):        # the last release without the option, and an older one
+        old = sim.simulate(tiny(f"vllm=={release}"), work, sim.SimOptions(max_batch=8))
+        assert list(old.preemptions) == [0, 1] and list(old.admitted) == [0, 0]
+        assert list(old.recompute_hit_tokens) == [0, 80] and list(old.recomputed) == [0, 7]
+    s = tiny("vllm==0.19.0")                    # the first with it
+    sm = costs.step_model(s)
+    new = sim.simulate(s, work, sim.SimOptions(max_batch=8))
+    assert list(new.preemptions) == [0, 0] and list(new.recomputed) == [0, 0]
+    t1 = sm.mixed_step(0, 0.0, 0.0, [(0, 40)])
+    a_done = t1 + sum(decode(sm, [40 + k - 1]) for k in range(2, 31))     # step k: A reads 40 + k - 1
+    t31, t32 = sm.mixed_step(0, 0.0, 0.0, [(0, 64)]), sm.mixed_step(0, 0.0, 0.0, [(64, 120)])
+    np.testing.assert_allclose(new.admitted, [0, a_done], rtol=1e-12)
+    np.testing.assert_allclose(new.finish, [a_done, a_done + t31 + t32 + decode(sm, [121])], rtol=1e-12)
+    assert new.decode_steps == 33 and new.mixed_steps == 3 and new.mixed_prefill_tokens == 40 + 64 + 56
+
+
+def test_blocks_without_a_hash_are_reused_first_so_a_victim_keeps_more():
+    """A (48 tokens, 30 out), B (20, 40), C (8, 30) at 0 s; 10 blocks of 16; budget 64 (both releases reserve the
+    whole input, each admission here fits it).
+    step 1: A's 48 (3 blocks) and B's first 16 (1 block): 6 free. step 2: A decodes (its 4th block, at 49 tokens),
+    B's last 4 (its 2nd), C's 8 (1 block): 3 free. Then all decode; before step s A has computed 49 + s - 3, B
+    20 + s - 3, C 8 + s - 3: C takes a block at s = 11, B at 15, A at 18: 0 free. At s = 27 C (32 computed, both
+    its blocks full) needs a 3rd: C, the newest, is preempted; its 2 hashed blocks go to the queue's tail.
+    A is done at the end of step 30 with 77 computed: 4 full blocks and a partial 5th.
+    v0.23.0: all 5 go to the tail, behind C's; at step 31 B (49 tokens) takes the front, C's 2nd block: C resumes
+    in the same step with a hit of 1 block (16 tokens) and recomputes 16 .. 32.
+    v0.24.0 and later (block_pool.free_blocks: no hash -> the front): A's partial block goes to the front and B
+    takes it; C keeps both blocks: a hit of 32 tokens (its 33 less one, in whole blocks: 2) and nothing recomputed."""
+    work = at_zero([48, 20, 8], [30, 40, 30])
+    old = sim.simulate(tiny("vllm==0.23.0"), work, sim.SimOptions(max_batch=8))   # the last that appends all
+    new = sim.simulate(tiny("vllm==0.24.0"), work, sim.SimOptions(max_batch=8))   # the first that prepends
+    newest = sim.simulate(tiny("vllm==0.33.0"), work, sim.SimOptions(max_batch=8))
+    assert list(newest.recompute_hit_tokens) == [0, 0, 32]
+    for run in (old, new):
+        assert list(run.preemptions) == [0, 0, 1] and run.decode_steps == 41    # B's 40th token at step 41
+    assert list(old.recompute_hit_tokens) == [0, 0, 16] and list(old.recomputed) == [0, 0, 16]
+    assert list(new.recompute_hit_tokens) == [0, 0, 32] and list(new.recomputed) == [0, 0, 0]
+    sm = costs.step_model(tiny())
+    # step 31: B decodes (reads 20 + 29 = 49); C's chunk: 16 .. 33 before, 32 .. 33 now
+    b49, f49 = (float(v) for v in sm.request_cache(49.0))
+    assert old.mixed_prefill_tokens - new.mixed_prefill_tokens == 17 - 1
+    assert old.prefill_seconds - new.prefill_seconds == pytest.approx(
+        sm.mixed_step(1, b49, f49, [(16, 33)]) - sm.mixed_step(1, b49, f49, [(32, 33)]), rel=1e-9)
+
+
+def test_the_output_names_the_release_rules():
+    old = sim.simulate(tiny("vllm==0.11.0"), at_zero([20], [2]), sim.SimOptions(max_batch=8))
+    notes = old.scheduler_notes[0]
+    assert "admission needs the first chunk's blocks" in notes and "free queue's tail" in notes
+    assert old.scheduler.startswith("vLLM V1 scheduler, 0.11-0.11.2 rules (")
+    assert "first-chunk admission" in old.scheduler and "hashless" not in old.scheduler
+    new = sim.simulate(tiny(), at_zero([20], [2]), sim.SimOptions(max_batch=8))
+    notes = new.scheduler_notes[0]
+    assert "scheduler_reserve_full_isl, v0.19+" in notes and "without a hash go to the free queue's front" in notes
+    assert new.scheduler.startswith("vLLM V1 scheduler, 0.29+ rules (")
+    assert "whole-input admission, hashless blocks first" in new.scheduler

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -130,6 +131,16 @@ def arrivals(run: dict, seed: int = 0):
     return np.concatenate(times)
 
 
+def engine_of(run: dict) -> str:
+    """The run's engine pinned to the release it ran (its rules, scheduler included): ``vllm==0.15.1`` for a run of
+    vLLM v0.15.1 or a fork of it; an engine whose release names no version (SGLang's ``latest`` image) runs
+    kvplan's default release of it."""
+    found = re.search(r"\bv?(\d+\.\d+\.\d+)\b", run.get("release", ""))
+    if run["engine"] == "vllm" and found:
+        return f"vllm=={found.group(1)}"
+    return run["engine"]
+
+
 def build(run: dict, models: dict, tmp: Path):
     """(scenario, workload, options) for the run, through the public API."""
 
@@ -138,7 +149,7 @@ def build(run: dict, models: dict, tmp: Path):
 
     dp = int(run.get("dp", 1))     # data-parallel replicas of TP GPUs each: DP = GPUs / TP (requests dealt round-robin)
     scenario = {"model": _model_ref(run, models, tmp), "hardware": run["gpu"], "gpus": str(run["tp"] * dp),
-                "tp": str(run["tp"]), "engine": run["engine"], "prompt": str(round(run["prompt_tokens"])),
+                "tp": str(run["tp"]), "engine": engine_of(run), "prompt": str(round(run["prompt_tokens"])),
                 "decode": str(round(run["output_tokens"])), "max_model_len": str(run["max_model_len"])}
     # a limit given as "engine default" is left to kvplan's engine adapter
     for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static"):

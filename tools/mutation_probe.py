@@ -735,8 +735,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "cap = (r.Pl[i] + r.g[i]) // block"),
     M("vllm-v1-no-eviction-of-a-victim", V1S, "own = max(0, min(start + n - max(front, start), full))",
       "own = max(0, min(n, full))"),
-    M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (r.freed, n, cached // r.block - self.hb)",
-      "self.seg[i] = (r.freed, n, 0)"),
+    M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (start, n, cached // r.block - self.hb)",
+      "self.seg[i] = (start, n, 0)"),
     M("vllm-v1-budget-ignores-decodes", V1S, "left = self.budget - len(running)", "left = self.budget"),
     M("vllm-v1-prompt-not-chunked", V1S, "return i, hit, min(r.Pl[i] + r.g[i] - hit, left)",
       "return i, hit, r.Pl[i] + r.g[i] - hit"),
@@ -749,12 +749,45 @@ MUTANTS: tuple[Mutant, ...] = (
     # (which labels of a resumed victim's segment leave the queue does not matter: the front crosses the segment
     # after the same pops either way, and the labels are its own; a mutant there lives) but that they leave does
     M("vllm-v1-hits-left-in-the-queue", V1S, "self.removed += own", "self.removed += 0"),
-    M("vllm-v1-head-needs-a-spare-block", V1S, "return head if r.btl[head[1] + head[2]] <= room else None",
-      "return head if r.btl[head[1] + head[2]] < room else None"),
+    M("vllm-v1-head-needs-a-spare-block", V1S, "return head if self._need(r, head) <= room else None",
+      "return head if self._need(r, head) < room else None"),
     # (no mutant on may_admit_soon: after a preemption the head is the last victim, whose blocks for its tokens
     # exceed what its leaving freed, so it cannot fit in the next step unless decodes leave under a block of the
     # budget; nor on wants_step's free - need1: a step it wrongly lets through runs no chunk, priced as the decode
     # step the loop would have run)
+    # the V1 rules by release (kvplan/engines/vllm.py FULL_ISL_SINCE, HASHLESS_FRONT_SINCE; vllm_scheduler.py)
+    M("vllm33-full-isl-release-early", VLLM, "FULL_ISL_SINCE: Release = (0, 19, 0)",
+      "FULL_ISL_SINCE: Release = (0, 18, 0)"),
+    M("vllm33-full-isl-release-late", VLLM, "FULL_ISL_SINCE: Release = (0, 19, 0)",
+      "FULL_ISL_SINCE: Release = (0, 20, 0)"),
+    M("vllm33-front-release-early", VLLM, "HASHLESS_FRONT_SINCE: Release = (0, 24, 0)",
+      "HASHLESS_FRONT_SINCE: Release = (0, 23, 0)"),
+    M("vllm33-front-release-late", VLLM, "HASHLESS_FRONT_SINCE: Release = (0, 24, 0)",
+      "HASHLESS_FRONT_SINCE: Release = (0, 25, 0)"),
+    M("vllm33-full-isl-off", V1S, "return r.btl[r.Pl[i] + r.g[i]] if self.full_isl else r.btl[hit + c]",
+      "return r.btl[hit + c]"),
+    M("vllm33-full-isl-prompt-only", V1S, "return r.btl[r.Pl[i] + r.g[i]] if self.full_isl else r.btl[hit + c]",
+      "return r.btl[r.Pl[i]] if self.full_isl else r.btl[hit + c]"),
+    M("vllm33-full-isl-less-the-hit", V1S, "return r.btl[r.Pl[i] + r.g[i]] if self.full_isl else r.btl[hit + c]",
+      "return r.btl[r.Pl[i] + r.g[i]] - r.btl[hit] if self.full_isl else r.btl[hit + c]"),
+    M("vllm33-front-off", V1S, "self.full_isl, self.front = full_isl, hashless_front and reuse",
+      "self.full_isl, self.front = full_isl, False"),
+    M("vllm33-front-not-taken-first", V1S, "        if self.lifo:\n            t = min(k, self.lifo)",
+      "        if False:\n            t = min(k, self.lifo)"),
+    M("vllm33-finish-not-fronted", V1S, "if self.front and r.on_finish is None:", "if False:"),
+    M("vllm33-victim-all-to-the-tail", V1S, "full = min(n, max(0, cached // r.block - self.hb))", "full = n"),
+    M("vllm33-finish-cache-counts-the-last-token", V1S, "self._free(r, i, r.Pl[i] + r.g[i] - 1)",
+      "self._free(r, i, r.Pl[i] + r.g[i])"),
+    M("vllm33-labels-ignore-the-front", V1S, "start = r.freed - self.fronted", "start = r.freed"),
+    # (no mutant on _hit's lookahead past the front's hashless blocks, pops -= min(pops, self.lifo): every release
+    # that fronts them also reserves the whole input, whose need, btl[tokens], does not depend on the hit, so the
+    # lookahead's answer (does the head fit) is the same either way)
+    M("vllm33-reference-no-full-isl", "tests/sim_reference.py", "whole_input = release >= (0, 19, 0)",
+      "whole_input = False"),
+    M("vllm33-reference-no-front", "tests/sim_reference.py", "hashless_first = release >= (0, 24, 0)",
+      "hashless_first = False"),
+    M("vllm33-output-names-old-rules", V1S, "\"whole-input\" if full_isl else \"first-chunk\"",
+      "\"first-chunk\" if full_isl else \"whole-input\""),
     M("vllm-v1-partial-chunk-ignores-the-budget", V1S, "c = min(r.Pl[p] + r.g[p] - have, left)",
       "c = r.Pl[p] + r.g[p] - have"),
     M("vllm-v1-weights-read-per-token-kind", COSTS,

@@ -32,8 +32,8 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks)
         if v1 is not None:
-            v1.engine_rules = ("vLLM V1 scheduler (prefill chunks mixed into decode steps, recompute reusing cached "
-                               "blocks)")
+            span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
+            v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"
             v1.notes = (f"Scheduler: {v1.describe}; {engine.release}.",)
             return v1
     book = RuleBook(o.policy, o.victim, max_batch, watermark_blocks, threshold_blocks)

@@ -56,7 +56,7 @@ READ_WHEELS: tuple[Release, ...] = ((0, 7, 3), (0, 8, 5), (0, 9, 0), (0, 9, 2), 
                                     (0, 11, 0), (0, 11, 1), (0, 11, 2)) + tuple((0, m, 0) for m in range(12, 34))
 # Releases where a rule kvplan models changes (each named where it is used below).
 BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 9, 0), (0, 10, 1), (0, 11, 0), (0, 12, 0), (0, 14, 0), (0, 15, 0),
-                                   (0, 18, 0), (0, 19, 0), (0, 20, 0), (0, 21, 0), (0, 29, 0))
+                                   (0, 18, 0), (0, 19, 0), (0, 20, 0), (0, 21, 0), (0, 24, 0), (0, 29, 0))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:
@@ -165,6 +165,34 @@ V1_SOURCE = blob("v0.8.0", "vllm/envs.py", "VLLM_USE_V1 defaults to 1: the V1 en
                  "(vllm/v1/core/sched/scheduler.py) serve by default")
 NO_SWAP_SOURCE = ("vLLM V1 preempts by recompute only: no swap space (vllm/v1/core/sched/scheduler.py "
                   "_preempt_request frees the blocks; docs.vllm.ai configuration/optimization 'Preemption')")
+# V1's admission and free-queue rules that changed after the commit kvplan.engines.vllm_scheduler was read at
+# (each read in the wheels of the releases on both sides; docs/engine-rules-by-release.md section 12).
+# From v0.19.0 SchedulerConfig.scheduler_reserve_full_isl defaults to True: a waiting (or preempted) request is
+# admitted only when the blocks of ALL its tokens (request.num_tokens, capped at max_model_len) are free, less its
+# prefix-cache hit's blocks that are not free; v0.18.0 has no such option (only the first chunk's blocks are checked).
+FULL_ISL_SINCE: Release = (0, 19, 0)
+FULL_ISL_SOURCE = blob("v0.19.0", "vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py",
+                       "scheduler_reserve_full_isl: bool = True (vllm/config/scheduler.py); the waiting loop breaks "
+                       "when not can_fit_full_sequence(request): get_num_blocks_to_allocate(num_tokens="
+                       "min(request.num_tokens, max_model_len)) > get_num_free_blocks(); from v0.22 the same check "
+                       "is allocate_slots(full_sequence_must_fit=True), v0.33.0 kv_cache_manager.py l.531-548")
+# From v0.24.0 BlockPool.free_blocks puts the freed blocks that carry no block hash (a request's partial last block,
+# blocks past its computed tokens) at the FRONT of the free queue (prepend_n), the hashed ones at its tail
+# (append_n): the next allocations take the hashless blocks before any cached one. v0.23.0 appends them all (its
+# prepend flag is passed only for a sliding window's or Mamba's scratch blocks). v0.28.0 also fronts every block
+# when prefix caching is off (no change where it is on, as kvplan models it).
+HASHLESS_FRONT_SINCE: Release = (0, 24, 0)
+HASHLESS_FRONT_SOURCE = blob("v0.24.0", "vllm/v1/core/block_pool.py", "free_blocks: blocks_without_hash -> "
+                             "free_block_queue.prepend_n, blocks_with_hash -> append_n (v0.33.0 l.816-847, "
+                             "blocks_to_evict_first / blocks_to_evict_last); v0.23.0 append_n for all")
+# From v0.24.0 V1 has an admission watermark again: SchedulerConfig.watermark (--watermark), default 0.0, keeps
+# int(watermark x num_blocks) blocks free when a waiting or preempted request is admitted while any request runs
+# (allocate_slots: watermark_blocks if has_scheduled_reqs and status WAITING/PREEMPTED). At its default it keeps
+# nothing free, which is what kvplan models in every V1 release.
+V1_WATERMARK_SINCE: Release = (0, 24, 0)
+V1_WATERMARK_SOURCE = blob("v0.24.0", "vllm/config/scheduler.py, vllm/v1/core/kv_cache_manager.py",
+                           "watermark: float = Field(default=0.0, ge=0.0, lt=1.0); watermark_blocks = int(watermark x "
+                           "num_blocks), added to the blocks a waiting/preempted request needs when has_scheduled_reqs")
 # vLLM checks max_num_batched_tokens >= max_num_seqs at start-up (vllm/config/scheduler.py SchedulerConfig verify)
 SEQS_WITHIN_BUDGET_SOURCE = blob("v0.11.0", "vllm/config/scheduler.py", "max_num_batched_tokens must be >= "
                                  "max_num_seqs")
@@ -830,7 +858,8 @@ class VllmEngine(Engine):
                               "refuses at start-up", "lower --max-batch, or raise --max-num-batched-tokens")
         from kvplan.engines.vllm_scheduler import V1Scheduler
 
-        return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks)
+        return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks, full_isl=self.since(FULL_ISL_SINCE),
+                           hashless_front=self.since(HASHLESS_FRONT_SINCE))
 
     def host_tier_problem(self) -> tuple[str, str] | None:
         """Before OFFLOAD_SINCE vLLM has no working DRAM tier, and its V1 engine (the one kvplan plans) has no swap:

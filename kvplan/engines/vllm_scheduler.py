@@ -3,10 +3,11 @@ default engine) decides each step, on the replica state of ``kvplan.engines.repl
 (``kvplan.engines.scheduling``) stays the ``neutral`` engine's rules (the workload document's model) and a pinned
 pre-V1 vLLM's (V0: watermark, swap space).
 
-Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below have the same shape in every V1
-release): ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``),
-``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py``
-(``free_blocks``, ``get_new_blocks``) and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
+Read from vllm-project/vllm at commit 00024d31 (main after v0.11; the rules below hold in every V1 release but
+where "By release" at the end says otherwise, as read in the wheels of v0.8.0 .. v0.33.0):
+``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``_preempt_request``), ``vllm/v1/core/kv_cache_manager.py``
+(``get_computed_blocks``, ``allocate_slots``), ``vllm/v1/core/block_pool.py`` (``free_blocks``, ``get_new_blocks``)
+and ``vllm/v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``). The
 rules, each with the code it follows:
 
 * No admission watermark: ``allocate_slots`` returns None only when the blocks it needs exceed
@@ -49,6 +50,35 @@ rules, each with the code it follows:
   when it schedules them, so a request admitted after it in the same step hits them too).
 * ``--victim`` other than ``newest`` is a what-if (vLLM without priorities always pops the newest): the victim is
   chosen by that rule among the running requests, the one part-way through its prefill included.
+
+By release (``VllmEngine.simulation_scheduler`` passes the pinned release's rules; the sources are
+``FULL_ISL_SOURCE`` and ``HASHLESS_FRONT_SOURCE`` in ``kvplan.engines.vllm``). Read unchanged through the v0.33.0
+wheel: the newest victim (``self.running.pop()``), the victim to the waiting queue's front
+(``waiting.prepend_request``), no admission in a step that preempted (``if not preempted_reqs``), the hit capped at
+``num_tokens - 1`` (``get_computed_blocks``), a request's blocks freed tail first
+(``free_blocks(reversed(...))``), allocations from the queue's front (``popleft_n``).
+
+* From v0.19.0, admission reserves the whole input (``SchedulerConfig.scheduler_reserve_full_isl = True``;
+  v0.19-v0.21 ``KVCacheManager.can_fit_full_sequence`` before ``allocate_slots``, from v0.22
+  ``allocate_slots(full_sequence_must_fit=True)``, v0.33.0 kv_cache_manager.py l.531-548): a waiting or preempted
+  request is admitted only when the blocks for all its tokens (``request.num_tokens``: its prompt and what it has
+  generated, at most ``max_model_len``) are free, its hit blocks in the free queue counted among them (they leave
+  it); before, only the blocks for its hit and first chunk. It applies to the waiting queue only: a running
+  request's next chunk still takes what it needs and preempts for it. v0.18.0 has no such option.
+* From v0.24.0, ``BlockPool.free_blocks`` puts the freed blocks that carry no block hash (a request's partial last
+  block, a block taken for a step it did not run) at the FRONT of the free queue (``prepend_n``, in the order
+  freed) and the hashed ones at its tail (``append_n``); v0.23.0 appends them all. So allocations take the
+  blocks freed without a hash (a finished request's partial block included) before any cached block, and a
+  victim's full blocks last longer in the queue. Modelled where a victim's blocks are reused (``reuse``); where
+  they are not, the queue's order changes nothing kvplan reports.
+* From v0.24.0 V1 has an admission watermark again (``SchedulerConfig.watermark``, ``--watermark``): with it,
+  ``int(watermark x num_blocks)`` blocks stay free when a waiting or preempted request is admitted while any
+  request runs. Its default is 0.0 (no watermark), which is what kvplan models in every V1 release; it is not an
+  option of ``kvplan simulate`` for vLLM.
+* ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
+  ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
+  then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
+  (scheduler.py ``schedule``). kvplan models the default.
 """
 
 from __future__ import annotations
@@ -94,13 +124,31 @@ class V1Scheduler(Scheduler):
     steps_itself = True
     describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: prefill "
                 "chunks mixed into decode steps, no watermark, recompute reusing the victim's cached blocks)")
+    rules: tuple[str, ...] = ()              # the release's rules that differ from the commit read, with sources
 
     def replica_limits(self) -> dict[str, int]:
         """No admission watermark in V1 (allocate_slots takes any free block)."""
         return {"watermark_blocks": 0}
 
-    def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int) -> None:
+    def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
+                 full_isl: bool = False, hashless_front: bool = False) -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
+        # the pinned release's rules (module docstring, "By release"): admission needs the blocks of all the
+        # request's tokens (v0.19+); freed blocks without a hash go to the free queue's front (v0.24+)
+        self.full_isl, self.front = full_isl, hashless_front and reuse
+        self.rules = (
+            ("admission needs the blocks of all the request's tokens (scheduler_reserve_full_isl, v0.19+)"
+             if full_isl else "admission needs the first chunk's blocks (before v0.19: no scheduler_reserve_full_isl)"),
+            ("freed blocks without a hash go to the free queue's front (block_pool.free_blocks, v0.24+)"
+             if hashless_front else "every freed block goes to the free queue's tail (block_pool.free_blocks, "
+             "before v0.24)"))
+        # the output's one-line name of the rules (``engine_rules``)
+        self.short = ("mixed prefill chunks, recompute reusing cached blocks, "
+                      + ("whole-input" if full_isl else "first-chunk") + " admission"
+                      + (", hashless blocks first" if hashless_front else ""))
+        self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
+                         "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
+                         "cached blocks; by release: " + "; ".join(self.rules) + ")")
         self.reads_contexts = False          # the victim rules read caches from the state's Python lists
         self.max_seqs, self.budget, self.reuse, self.hb = max_seqs, budget, reuse, prefix_blocks
         self.partial = -1                    # the request part-way through its prefill (the newest), or -1
@@ -108,39 +156,71 @@ class V1Scheduler(Scheduler):
         self.redo: dict[int, int] = {}       # a victim's tokens computed before (what its resume computes again)
         # the free queue as labels: every block freed gets the next label (the pool's own blocks 0 .. total - 1
         # first), allocations take the lowest labels still there; survivors taken back on a resume leave gaps
-        self.front = 0                       # the lowest label still in the queue (past the gaps)
-        self.popped = 0                      # blocks taken from the queue's front so far
+        # (with ``front``: a freed block without a hash goes before them all, a stack of ``lifo`` blocks that
+        # allocations take first, and gets no label: the labels are r.freed - fronted)
+        self.head = 0                        # the lowest label still in the queue (past the gaps)
+        self.seen = 0                        # blocks allocated so far, as last brought up to date
         self.removed = 0                     # blocks taken back out of the middle (hits on resume)
+        self.lifo = 0                        # blocks without a hash at the queue's front (``front`` only)
+        self.fronted = 0                     # blocks ever put there
         self.gaps: list[tuple[int, int]] = []     # (first label, past the last) of ranges taken out, a heap
         self.seg: dict[int, tuple[int, int, int]] = {}   # a waiting victim: (first label, blocks, full own blocks)
         self.need1: Callable[[], int] = lambda: 0        # the blocks the running batch's next decode step adds
         # a step's price with its chunks, and without them
         self.mixed: Callable[[list[tuple[int, int]]], tuple[float, float]] = lambda chunks: (0.0, 0.0)
         self._no_room: tuple[int, int, int, int, int] | None = None   # where the waiting head last did not fit
+        self.r: ReplicaState | None = None   # the replica, once a finish must be heard of (``front``)
 
     # --- the free queue -----------------------------------------------------------------------------------------
     def _advance(self, r: ReplicaState) -> None:
-        """Bring the queue's front up to the allocations made so far: popped = freed - removed - free."""
+        """Bring the queue's front up to the allocations made so far (freed - removed - free; a release changes
+        freed and free alike): the blocks at the front without a hash first, then the labels."""
         target = r.freed - self.removed - r.free
-        k = target - self.popped
+        k = target - self.seen
+        self.seen = target
+        if self.lifo:
+            t = min(k, self.lifo)
+            self.lifo -= t
+            k -= t
         gaps = self.gaps
         while k > 0:
-            if gaps and gaps[0][0] < self.front + k:
+            if gaps and gaps[0][0] < self.head + k:
                 start, end = heapq.heappop(gaps)
-                k -= start - self.front
-                self.front = end
+                k -= start - self.head
+                self.head = end
             else:
-                self.front += k
+                self.head += k
                 k = 0
-        self.popped = target
+
+    def _free(self, r: ReplicaState, i: int, cached: int) -> tuple[int, int]:
+        """Request i's blocks are about to be freed with ``cached`` tokens computed (before ``r.release``): its
+        full blocks of those tokens keep their hash, the rest (its partial last block, blocks past its computed
+        tokens) have none. With ``front`` those go to the queue's front (after the allocations so far took what
+        was there). Returns the first label its blocks get and how many get one."""
+        n = r.held[i]
+        if not self.front:
+            return r.freed, n
+        full = min(n, max(0, cached // r.block - self.hb))
+        self._advance(r)
+        start = r.freed - self.fronted
+        self.lifo += n - full
+        self.fronted += n - full
+        return start, full
+
+    def _finished(self, i: int) -> None:
+        """A finished request's blocks (``ReplicaState.on_finish``, before they are freed): the hashless to the
+        front (``front`` only)."""
+        r = self.r
+        assert r is not None
+        self._free(r, i, r.Pl[i] + r.g[i] - 1)
 
     def _out(self, r: ReplicaState, i: int, cached: int) -> None:
         """Victim i out of the batch (the caller took it out of ``running``): its blocks to the queue's tail, tail
         block first, its full blocks of ``cached`` tokens still hashed; to the front of the waiting queue."""
         r.tally.preemptions[i] += 1
-        n = r.held[i]
+        start, n = self._free(r, i, cached)
         if self.reuse:
-            self.seg[i] = (r.freed, n, cached // r.block - self.hb)
+            self.seg[i] = (start, n, cached // r.block - self.hb)
         self.redo[i] = max(self.redo.get(i, 0), cached)
         r.release(i)
         r.waiting.appendleft(i)
@@ -155,7 +235,8 @@ class V1Scheduler(Scheduler):
         own = 0
         if i in self.seg:
             self._advance(r)
-            front = self.front
+            front = self.head
+            pops -= min(pops, self.lifo)      # the blocks without a hash go first
             if pops:                          # where the front would be, past the gaps (nothing is changed)
                 for gs, ge in sorted(self.gaps):
                     if gs >= front + pops:
@@ -204,7 +285,13 @@ class V1Scheduler(Scheduler):
     def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
         """``_peek``, or None when its blocks are not among the ``room`` free ones."""
         head = self._peek(r, left, pops)
-        return head if r.btl[head[1] + head[2]] <= room else None
+        return head if self._need(r, head) <= room else None
+
+    def _need(self, r: ReplicaState, head: tuple[int, int, int]) -> int:
+        """The free blocks the waiting head needs to be admitted: for its hit and first chunk, or (``full_isl``)
+        for all its tokens, its hit blocks among them (they are free blocks it takes out of the queue)."""
+        i, hit, c = head
+        return r.btl[r.Pl[i] + r.g[i]] if self.full_isl else r.btl[hit + c]
 
     def may_admit_soon(self, r: ReplicaState, pops: int) -> bool:
         """Right after a preemption (no admission in this step): could the next step admit the waiting head, once
@@ -215,8 +302,7 @@ class V1Scheduler(Scheduler):
         b = len(r.running)
         if not r.waiting or b >= self.max_seqs or b >= self.budget:
             return False
-        i, hit, c = self._peek(r, self.budget - b, pops)
-        return r.free - pops >= r.btl[hit + c]
+        return r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops))
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
@@ -263,6 +349,9 @@ class V1Scheduler(Scheduler):
         """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
         if not self.wants_step(r):
             return False
+        if self.front and r.on_finish is None:   # a finished request's blocks without a hash go to the front
+            self.r = r
+            r.on_finish = self._finished
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         need1 = self.need1() if running else 0
         preempted = False
