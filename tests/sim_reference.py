@@ -56,10 +56,11 @@ The rules, as documented by the engine (one replica):
    prefix (``request_bytes`` of the scenario with the prefix). The first prompt ever prefilled computes all of it;
    every later prompt prefills tokens H .. P (it hits H tokens); a recompute re-prefills H .. cache and counts
    cache - H tokens as recomputed.
-8. Speculative decoding (``speculative`` = (K, a0, slope), with the scenario's MTP layers drafting): a decode step
-   still gives each request one token, priced StepModel.speculative_step of the target's step model (its MTP layers
-   are the draft's: ``step_model(s, speculative=True)``) over the batch's mean acceptance length
-   (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its chunks as without.
+8. Speculative decoding (``speculative`` = (K, a0, slope) or (K, (context, acceptance) points), with the scenario's
+   MTP layers drafting): a decode step still gives each request one token, priced StepModel.speculative_step of the
+   target's step model (its MTP layers are the draft's: ``step_model(s, speculative=True)``) over the batch's mean
+   acceptance length (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its
+   chunks as without.
 
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
 (``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
@@ -154,9 +155,23 @@ def decode_price(s, sm, b: int, cache_bytes: float, att_flops: float, contexts, 
     context) over its requests; without it, StepModel.step."""
     if speculative is None:
         return float(sm.step(b, cache_bytes, att_flops)["total"])
-    k, a0, slope = speculative
-    total = float(sm.speculative_step(b, cache_bytes, att_flops, k, s.mtp_layers or 1)["total"])
-    return total / (sum(max(1.0, a0 - slope * c) for c in contexts) / len(contexts))
+    total = float(sm.speculative_step(b, cache_bytes, att_flops, speculative[0], s.mtp_layers or 1)["total"])
+    return total / (sum(accept_at_context(speculative, c) for c in contexts) / len(contexts))
+
+
+def accept_at_context(speculative, c: int) -> float:
+    """One request's acceptance at context c: (K, a0, slope) is max(1, a0 - slope c); (K, points) the points'
+    line through the two around c ((context, acceptance), contexts rising), the end value beyond them."""
+    if len(speculative) == 3:
+        _, a0, slope = speculative
+        return max(1.0, a0 - slope * c)
+    points = speculative[1]
+    if c <= points[0][0]:
+        return points[0][1]
+    for (c0, a0), (c1, a1) in zip(points, points[1:], strict=False):
+        if c <= c1:
+            return a0 + (a1 - a0) * (c - c0) / (c1 - c0)
+    return points[-1][1]
 
 
 def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batch: int | None = None,

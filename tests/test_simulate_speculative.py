@@ -18,7 +18,12 @@ from kvplan.options.scenarios import build_scenario
 R1 = dict(BASE, mtp_layers="1")     # DeepSeek-R1 with its one MTP layer counted (what --speculative sets)
 # acceptance lengths: flat (SGLang's MTP blog, DeepSeek's ISCA'25 figure) and falling with context, to 1 at 800 and
 # at 160 tokens (steep: most requests decode at 1 in the mixed steps of vLLM V1)
-SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0), "steep": (3, 2.6, 0.01)}
+SPECS = {"flat mtp:3": (3, 2.18, 0.0), "falling": (3, 2.6, 0.002), "mtp:1": (1, 1.85, 0.0), "steep": (3, 2.6, 0.01),
+         # profiles (--accept A@CONTEXT,...): falling over three points (flat below 200 and past 1,200 tokens, the
+         # small traces' contexts run 50 .. 1,500), and rising (a run's batch acceptance grows a step)
+         "profile": (3, ((200.0, 2.6), (600.0, 2.0), (1200.0, 1.3))), "rising": (3, ((100.0, 1.6), (900.0, 2.4))),
+         # a sharp fall to 1 at a point between two contexts (150.5 tokens): a run must stop before it
+         "kink": (3, ((0.0, 3.5), (150.5, 1.0)))}
 
 
 @pytest.mark.parametrize("policy", ["recompute", "swap"])
@@ -135,13 +140,17 @@ def test_refusals_are_one_line_and_tpots(run_cli):
     cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
              (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
              (("-m", "deepseek-r1", "-g", "h200", "--accept", "2"), "--accept is the acceptance of --speculative"),
-             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--accept", "2.5"), "not in [1, 2]"))
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--accept", "2.5"), "not in [1, 2]"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--accept", "1.5@1k,2.5@8k"),
+              "not in [1, 2]"),
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", "2.0@32k,2.6@1k"),
+              "contexts must rise"))
     for args, words in cases:
         r = run_cli("simulate", *args, "--requests", "2")
         assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
-@pytest.mark.parametrize("spec", ["flat mtp:3", "falling"])
+@pytest.mark.parametrize("spec", ["flat mtp:3", "falling", "profile"])
 def test_sglang_scheduler_equals_its_reference(spec):
     # SGLang's own scheduler (DeepSeek-R1 over 8 attention-DP ranks, its retract_decode) with the same rule 8
     import sim_reference_sglang as ref_sg
@@ -157,7 +166,8 @@ def test_sglang_scheduler_equals_its_reference(spec):
 
 @pytest.mark.parametrize(("alpha", "beta", "t0", "t1"), [(78.0, 0.06, 0, 1000), (72.0, 6e-4, 5, 4000),
                                                          (5.0, 0.004, 0, 999), (3.0, 0.5, 0, 4),
-                                                         (40.0, 1.0, 0, 39)])
+                                                         (40.0, 1.0, 0, 39), (10.0, -0.01, 0, 1000),
+                                                         (64.0, -2e-3, 7, 5000)])
 def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0, t1):
     # sum_t 1 / (alpha - beta t) over a run: the batch's acceptance falling by beta a step. Written out term by term
     # here (math.fsum); the engine's digamma differences within 1e-12
@@ -186,3 +196,55 @@ def test_random_small_traces_equal_the_references(seed, requests, rate, spec, po
         assert_same_v1(fast, ref.run_vllm(s, work, "newest", speculative=SPECS[spec]))
     else:
         assert_same(fast, ref.run(s, work, policy, "newest", speculative=SPECS[spec]))
+
+
+def test_one_step_by_hand_at_the_profiles_acceptance():
+    # The one-step run above with --accept 2.6@1k,1.6@2k: the decode step reads the 1,001-token cache, where the
+    # profile accepts 2.6 - (2.6 - 1.6) x 1 / 1,000 = 2.599 tokens a verify step (linear between its points)
+    s = build_scenario(**dict(R1, prompt="1000", decode="2", tp="8", dp="1"))
+    sm = costs.step_model(s, speculative=True)
+    cb, cf = (float(v) for v in sm.request_cache(1001.0))
+    total = float(sm.speculative_step(1, cb, cf, 3, 1)["total"])
+    work = wl.build(requests=1, seed=0, prompt=wl.parse_dist("fixed:1000", "p"),
+                    output=wl.parse_dist("fixed:2", "o"), max_len=2000, users=1)
+    run = sim.simulate(s, work, sim.SimOptions(speculative=(3, ((1000.0, 2.6), (2000.0, 1.6)))))
+    assert float(run.finish[0] - run.first_token[0]) == pytest.approx(total / 2.599, rel=1e-12)
+
+
+def test_a_falling_profile_slows_the_decode_by_its_acceptance(run_cli):
+    # one user, prompt 1,000 + 2,000 decoded: a profile flat at the published 2.18 (mtp:3) equals the flat run; one
+    # falling to 1.09 (half) by 3,000 tokens is slower, and one holding 2.18 to 1,000 then falling is between
+    args = ("--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "2000", "--speculative", "mtp:3")
+    flat = sim_json(run_cli, *args)["tpot_seconds_mean"]
+    same = sim_json(run_cli, *args, "--accept", "2.18@1k,2.18@3k")["tpot_seconds_mean"]
+    half = sim_json(run_cli, *args, "--accept", "2.18@1k,1.09@3k")["tpot_seconds_mean"]
+    late = sim_json(run_cli, *args, "--accept", "2.18@2k,1.09@3k")["tpot_seconds_mean"]
+    assert same == pytest.approx(flat, rel=1e-12)
+    assert flat < late < half
+    # --explain: the published figure held flat is an assumption (with the heads measured falling); a profile too
+    r = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", *args, "--explain")
+    assert r.code == 0 and "Acceptance held flat in context" in r.out and "issues/47602" in r.out, r.err
+    r = run_cli("simulate", "-m", "deepseek-r1", "-g", "h200", "--tp", "8", *args, "--accept", "2.18@2k,1.09@3k",
+                "--explain")
+    assert r.code == 0 and "Acceptance against context: 2.18 at 2,000 -> 1.09 at 3,000 tokens" in r.out, r.err
+
+
+def test_the_draft_layers_kv_shares_the_pool(run_cli):
+    # vLLM V1 allocates the drafter's attention layers in the same KV pool as the target's (v0.23.0
+    # vllm/v1/spec_decode/llm_base_proposer.py load_model: the draft layers are the attention layers the draft
+    # model adds, gpu_model_runner.get_kv_cache_spec gives each a spec): one more layer's bytes per token.
+    # DeepSeek-R1's MTP layer: MLA 576 x 2 B = 1,152 B a token a layer; a 64-token block 64 x 61 x 1,152 = 4,497,408
+    # B plain, 64 x 62 x 1,152 = 4,571,136 B with --speculative
+    args = ("--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "100")
+    assert sim_json(run_cli, *args)["replica"]["block_bytes"] == 4_497_408
+    assert sim_json(run_cli, *args, "--speculative", "mtp:3")["replica"]["block_bytes"] == 4_571_136
+    # Llama-3.1-8B's EAGLE-3 head (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: one decoder layer, 8 KV heads x 128):
+    # 2 x 8 x 128 x 2 B = 4,096 B a token a layer, 32 layers plain and 33 with the head
+    import json
+
+    def llama(*extra):
+        r = run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "-f", "json", *args, *extra)
+        assert r.code == 0, r.err
+        rep = json.loads(r.out)["replica"]
+        return rep["block_bytes"] / rep["block_tokens"]
+    assert llama() == 32 * 4096 and llama("--speculative", "eagle3:3") == 33 * 4096

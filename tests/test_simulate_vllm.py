@@ -328,3 +328,14 @@ def test_the_output_names_the_release_rules():
     assert "scheduler_reserve_full_isl, v0.19+" in notes and "without a hash go to the free queue's front" in notes
     assert new.scheduler.startswith("vLLM V1 scheduler, 0.29+ rules (")
     assert "whole-input admission, hashless blocks first" in new.scheduler
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_run_says_its_scheduler_once(run_cli, engine):
+    """The scheduler's own note (its rules, with sources) stands for the plan's short one: one 'Scheduler:' note."""
+    import json
+
+    out = run_cli("simulate", "--engine", engine, "--requests", "50", "--format", "json")
+    assert out.code == 0, out.err
+    notes = json.loads(out.out)["notes"]
+    assert sum(n.startswith("Scheduler:") for n in notes) == 1, notes

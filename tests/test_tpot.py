@@ -234,12 +234,79 @@ def test_batch_beyond_the_pool_is_refused(run_cli):
 
 
 def test_accept_parsing():
-    assert parse_accept("2.4") == (2.4, 0.0)
-    assert parse_accept("2.4-0.00002/token") == (2.4, 0.00002)
+    # the acceptance against context as (context, acceptance) points: one for a flat one; a0 - slope x to 1 is the
+    # line from (0, a0) to the context where it reaches 1: (2.4 - 1) / 0.00002 = 70,000 tokens
+    assert parse_accept("2.4") == ((0.0, 2.4),)
+    (c0, a0), (c1, a1) = parse_accept("2.4-0.00002/token")
+    assert (c0, a0, a1) == (0.0, 2.4, 1.0) and c1 == pytest.approx(70_000)
+    # a profile: ACCEPT@CONTEXT, contexts in kvplan's token units (1k = 1,000, 32Ki = 32,768; 1,000 with a comma)
+    assert parse_accept("2.6@1k,2.0@32k") == ((1000.0, 2.6), (32000.0, 2.0))
+    assert parse_accept("2.6@1,000, 2.0@32Ki") == ((1000.0, 2.6), (32768.0, 2.0))
+    assert parse_accept("1.9@0") == ((0.0, 1.9),)
     with pytest.raises(KvplanError):
         parse_accept("fast")
     with pytest.raises(KvplanError):
         parse_accept("0.5")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("2.0@32k,2.6@1k", "contexts must rise"),
+    ("2.6@1k,2.0@1k", "contexts must rise"),
+    ("0.5@1k", "is not in [1, 64]"),
+    ("2.6@fast", "not a number of tokens"),
+    ("2.6@1k@2k", "is not ACCEPT@CONTEXT"),
+    ("@1k", "is not ACCEPT@CONTEXT"),
+    ("2.6@1k,4.5@8k", "give --accept 4 or less"),     # 3 draft tokens verify at most 4 tokens, at any context
+])
+def test_bad_accept_profiles_are_one_line_errors(run_cli, text, words):
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", text)
+    assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_accept_at_interpolates_between_points_and_holds_beyond():
+    from kvplan.calc.tpot import accept_at
+
+    prof = parse_accept("2.6@1k,2.0@31k")
+    # hand: at 16,000 tokens, halfway from 1,000 to 31,000: (2.6 + 2.0) / 2 = 2.3; at 11,000 a third of the way:
+    # 2.6 - 0.6 / 3 = 2.4; below 1,000 the first value, past 31,000 the last
+    got = accept_at(prof, [0, 1000, 11_000, 16_000, 31_000, 100_000])
+    assert list(got) == pytest.approx([2.6, 2.6, 2.4, 2.3, 2.0, 2.0], abs=1e-12)
+
+
+def test_tpot_takes_the_acceptance_at_its_contexts():
+    # DeepSeek-R1, one MTP draft token, prompt 1,000 + decode 30,000: a profile of 1.85 at 1,000 and 1.25 at 31,000
+    # accepts 1.85 at the start and 1.25 at the end; the effective TPOT at each end is (verify + draft) / that, so
+    # against the flat 1.85 the end TPOT is 1.85 / 1.25 = 1.48x longer and the start the same
+    s = scenario("deepseek-r1", "h200", mtp_layers=1).with_(tp=8, dp=None, prompt_tokens=1000, decode_tokens=30_000)
+    flat = plan_tpot(s, TpotOptions(batch=4, spec_tokens=1, accept=parse_accept("1.85")))
+    prof = plan_tpot(s, TpotOptions(batch=4, spec_tokens=1, accept=parse_accept("1.85@1k,1.25@31k")))
+    assert prof.spec.accept_start.value == pytest.approx(1.85) and prof.spec.accept_end.value == pytest.approx(1.25)
+    assert prof.spec.tpot_start.value == pytest.approx(flat.spec.tpot_start.value, rel=1e-12)
+    assert prof.spec.tpot_end.value == pytest.approx(flat.spec.tpot_end.value * 1.85 / 1.25, rel=1e-12)
+    assert prof.spec.gain_mean.value < flat.spec.gain_mean.value
+    # the old (a0, slope) tuple reads as its points: 2.5 flat; points out of order or below 1 are refused
+    assert TpotOptions(spec_tokens=2, accept=(2.5, 0.0)).accept == ((0.0, 2.5),)
+    for bad in (((2000, 2.0), (1000, 2.5)), ((1000, 0.9), (2000, 1.5)), ()):
+        with pytest.raises(KvplanError, match="rising contexts"):
+            TpotOptions(spec_tokens=2, accept=bad)
+
+
+def test_the_flat_acceptance_is_an_explained_assumption(run_cli):
+    # no source gives DeepSeek's MTP head (or Llama-3.1-8B's EAGLE-3 head) at two contexts: --explain says the
+    # published figure is held flat and cites heads measured falling with context; a profile says it is the user's
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--explain")
+    assert r.code == 0, r.err
+    assert "Acceptance held flat in context" in r.out and "speculators/pull/684" in r.out
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", "2.6@1k,2.0@32k",
+                "--explain")
+    assert r.code == 0, r.err
+    assert "Acceptance against context: 2.6 at 1,000 -> 2 at 32,000 tokens (--accept)" in r.out
+    # JSON: the profile's points, as given (the published figure: one point at 0, flat)
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", "2.6@1k,2.0@32k")
+    assert d["speculative"]["accept_profile"] == [{"context_tokens": 1000, "accept": 2.6},
+                                                  {"context_tokens": 32000, "accept": 2.0}]
+    d = tpot_json(run_cli, "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3")
+    assert d["speculative"]["accept_profile"] == [{"context_tokens": 0, "accept": 2.18}]
 
 
 def test_table_cells_the_pool_cannot_hold_are_empty(run_cli):

@@ -852,15 +852,17 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
                           "running request (self.running.pop() in vllm/v1/core/sched/scheduler.py).",
                           victim=o.victim))
     if o.speculative is not None:
-        k, a0, slope = o.speculative
-        accept = Number(a0, derived("tokens accepted per verify step, the bonus token included",
-                                    f"{a0:g}" + (f" - {slope:g} x context" if slope else ""),
-                                    o.accept_source or "--accept"))
-        notes.append(note("Speculative decoding: {k} MTP draft token(s) per step, {accept:g} accepted"
-                          + (" less {slope:g} per token of context" if slope else "") + "; each decode step costs "
-                          "the verify step over K + 1 tokens and the K draft steps, over the batch's mean "
-                          "acceptance (the draft slots engines reserve beyond the context are not counted).",
-                          k=Count(k), accept=accept, slope=Number(slope)))
+        from kvplan.calc.tpot import accept_note, describe_accept
+
+        k, profile = o.speculative
+        accept = Number(profile[0][1], derived("tokens accepted per verify step, the bonus token included (at the "
+                                               "profile's first context)", describe_accept(profile),
+                                               o.accept_source or "--accept"))
+        notes.append(note("Speculative decoding: {k} MTP draft token(s) per step, accepting ", k=Count(k))
+                     + (note("{accept:g}", accept=accept) if len(profile) == 1 else accept_note(profile))
+                     + "; each decode step costs the verify step over K + 1 tokens and the K draft steps, over the "
+                     "batch's mean acceptance at its requests' contexts (the draft slots engines reserve beyond the "
+                     "context are not counted; the draft layers' KV is: it shares the pool).")
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",

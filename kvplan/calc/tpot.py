@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kvplan.calc import capacity, costs, kv
 from kvplan.errors import DoesNotFit, KvplanError
 from kvplan.scenario import Scenario
-from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given
+from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given, note
 
 SHAPES = ("steady", "cohort")
 DEFAULT_BATCH = 8
@@ -30,8 +30,8 @@ SPEC_PAYS_MIN_ACCEPT = 1.05
 
 # Published mean acceptance lengths (tokens per verify step, the bonus token included) of DeepSeek-V3/R1's native
 # MTP head, by draft tokens per step: what ``--speculative mtp:K`` uses when --accept is not given. None of these
-# sources gives the same head's acceptance at two context lengths, so the profile is flat; a falling one is
-# --accept A-SLOPE/token.
+# sources gives the same head's acceptance at two context lengths, so the profile is flat (ACCEPT_FLAT_ASSUMPTION
+# says so under --explain); a profile of the user's is --accept A@CONTEXT,A@CONTEXT (``parse_accept``).
 MTP_ACCEPT = {
     1: (1.85, "DeepSeek's MTP module: 'acceptance rate of 80% to 90% for predicting the second subsequent token' "
               "(DeepSeek-V3 at ISCA'25, arXiv 2505.09343 section 2.3.3): 1 + 0.85; vLLM measured 81-82.3% on R1 "
@@ -79,17 +79,138 @@ def parse_speculative(text: str) -> tuple[int, float, str, str]:
     return k, accept, source, method
 
 
-def parse_accept(text: str) -> tuple[float, float]:
-    """``2.4`` (tokens accepted per verify step, bonus token included) or ``2.4-0.00002/token`` (falling with
-    context): (intercept, slope per token)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(?:-\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*/\s*token)?\s*", text)
+# Acceptance against context: (context tokens, tokens accepted per verify step) points, contexts rising, linear
+# between points and flat beyond the first and the last (numpy.interp). A flat acceptance is one point.
+Accept = tuple[tuple[float, float], ...]
+MAX_ACCEPT_POINTS = 64
+# Acceptance measured at several contexts for the same head, none of them a head kvplan ships a figure for: why a
+# flat profile is an assumption, and what a falling one looks like (the workload document: "acceptance rate may
+# fall as context grows").
+ACCEPT_FALLS = ("EAGLE-3 on Qwen3-8B in vLLM, LongBench-v2 cut to each context, temperature 0: accept length 2.295 "
+                "at 2K, 2.040 at 4K, 1.687 at 8K, 1.400 at 10K, 1.090 at 16K, 1.084 at 20K (github.com/vllm-project/"
+                "speculators/pull/684); Qwen3.6-27B's native MTP head in vLLM, 6 draft tokens: position-1 acceptance "
+                "93.5% falling to 72.1% as the context grows (github.com/vllm-project/vllm/issues/47602)")
+ACCEPT_FLAT_ASSUMPTION = ("Acceptance held flat in context: no published source gives this head's acceptance at two "
+                          "context lengths, and other heads' falls with context (" + ACCEPT_FALLS + "); give "
+                          "--accept A@CONTEXT,A@CONTEXT (e.g. 2.3@2k,1.7@8k,1.1@16k) for a profile.")
+
+
+def flat_accept(a: float) -> Accept:
+    """A flat acceptance length: one point."""
+    return ((0.0, float(a)),)
+
+
+def accept_at(profile: Accept, contexts):
+    """Tokens accepted per verify step at ``contexts`` (numpy array or number): linear between the profile's points,
+    flat beyond its ends."""
+    import numpy as np
+
+    xs = np.array([c for c, _ in profile], dtype=float)
+    ys = np.array([a for _, a in profile], dtype=float)
+    return np.interp(np.asarray(contexts, dtype=float), xs, ys)
+
+
+def accept_is_flat(profile: Accept) -> bool:
+    return len({a for _, a in profile}) == 1
+
+
+def describe_accept(profile: Accept) -> str:
+    """The profile as plain text for a derivation: ``2.18``, or ``2.6 at 1000 -> 2 at 32000 tokens``."""
+    if accept_is_flat(profile):
+        return _plain(profile[0][1])
+    return " -> ".join(_plain(a) + " at " + _plain(c) for c, a in profile) + " tokens"
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def accept_note(profile: Accept) -> Note:
+    """The profile as a note of typed values: ``2.18``, or ``2.6 at 1,000 -> 2 at 32,000 tokens``."""
+    if accept_is_flat(profile):
+        return note("{a:g}", a=Number(profile[0][1]))
+    parts = [note("{a:g} at {c}", a=Number(a), c=Tokens(int(c))) for c, a in profile]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + " -> " + part
+    return out + " tokens"
+
+
+def accept_assumption(profile: Accept, source: str | None) -> str | Note:
+    """The --explain assumption row of a speculative run: flat (published at one context, or the user's one
+    number) or the user's profile."""
+    if not accept_is_flat(profile):
+        return (note("Acceptance against context: ") + accept_note(profile)
+                + " (--accept), linear between the points and flat beyond them; each step takes each request's "
+                "acceptance at its own context.")
+    if source:
+        return ACCEPT_FLAT_ASSUMPTION
+    return (note("Acceptance {a:g} at every context (--accept); other heads' falls with context (",
+                 a=Number(profile[0][1])) + ACCEPT_FALLS + "); --accept A@CONTEXT,A@CONTEXT gives a profile.")
+
+
+_ACCEPT_NUMBER = r"[0-9]*\.?[0-9]+"
+
+
+def parse_accept(text: str) -> Accept:
+    """``--accept``: ``2.4`` (tokens accepted per verify step, bonus token included, at every context),
+    ``2.4-0.00002/token`` (falling linearly with context to 1), or a profile ``2.6@1k,2.0@32k`` (A at each
+    context, rising contexts; linear between, flat beyond). Returns the ``Accept`` points."""
+    from kvplan.inputs.units import parse_tokens
+
+    if "@" in text:
+        parts = re.split(r",(?=\s*" + _ACCEPT_NUMBER + r"\s*@)", text)
+        if len(parts) > MAX_ACCEPT_POINTS:
+            raise KvplanError(f"--accept has {len(parts)} points, more than {MAX_ACCEPT_POINTS}",
+                              "give a few points, e.g. 2.6@1k,2.0@32k")
+        points: list[tuple[float, float]] = []
+        for part in parts:
+            m = re.fullmatch(r"\s*(" + _ACCEPT_NUMBER + r")\s*@\s*([^@]+?)\s*", part)
+            if not m:
+                raise KvplanError(f"--accept point {part.strip()!r} is not ACCEPT@CONTEXT",
+                                  "write a profile like 2.6@1k,2.0@32k (tokens per verify step at each context)")
+            a = float(m.group(1))
+            c = parse_tokens(m.group(2), "--accept context", allow_zero=True)
+            if not 1 <= a <= 64:
+                raise KvplanError(f"--accept {a:g} (at {c:,} tokens) is not in [1, 64]",
+                                  "an acceptance length counts the bonus token: >= 1")
+            if points and c <= points[-1][0]:
+                raise KvplanError(f"--accept contexts must rise: {c:,} comes after {points[-1][0]:,.0f}",
+                                  "list the points in order of context, e.g. 2.6@1k,2.0@32k")
+            points.append((float(c), a))
+        return tuple(points)
+    m = re.fullmatch(r"\s*(" + _ACCEPT_NUMBER + r")\s*(?:-\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*/\s*token)?\s*",
+                     text)
     if not m:
         raise KvplanError(f"--accept {text!r} is not an acceptance length",
-                          "write it like 2.4 or 2.4-0.00002/token (tokens per verify step, falling with context)")
+                          "write it like 2.4, 2.4-0.00002/token or 2.6@1k,2.0@32k (tokens per verify step)")
     a0, slope = float(m.group(1)), float(m.group(2) or 0)
     if not 1 <= a0 <= 64:
         raise KvplanError(f"--accept {a0:g} is not in [1, 64]", "an acceptance length counts the bonus token: >= 1")
-    return a0, slope
+    return slope_accept(a0, slope)
+
+
+def normalize_accept(accept) -> Accept:
+    """An ``Accept`` from its points, or from (a0, slope) (max(1, a0 - slope x context), the form before profiles);
+    refused when the contexts do not rise or an acceptance is below 1."""
+    if len(accept) == 2 and all(isinstance(v, (int, float)) for v in accept):
+        return slope_accept(float(accept[0]), float(accept[1]))
+    points = tuple((float(c), float(a)) for c, a in accept)
+    rising = all(c1 > c0 for (c0, _), (c1, _) in zip(points, points[1:], strict=False))
+    if not points or any(a < 1 for _, a in points) or not rising:
+        raise KvplanError(f"acceptance profile {points!r} is not (context, acceptance >= 1) points with rising "
+                          "contexts", "give e.g. ((1000, 2.6), (32000, 2.0)), or --accept 2.6@1k,2.0@32k")
+    return points
+
+
+def slope_accept(a0: float, slope: float) -> Accept:
+    """max(1, a0 - slope x context) as points: a0 at 0, 1 where it reaches 1 (flat when the slope is 0 or a0 is
+    1)."""
+    if slope < 0:
+        raise KvplanError(f"--accept slope {slope:g} is negative", "give a slope >= 0 (the acceptance falls)")
+    if slope == 0 or a0 <= 1:
+        return flat_accept(a0)
+    return ((0.0, float(a0)), ((a0 - 1) / slope, 1.0))
 
 
 @dataclass(frozen=True)
@@ -99,7 +220,7 @@ class TpotOptions:
     batches: tuple[int, ...] = TABLE_BATCHES
     contexts: tuple[int, ...] = TABLE_CONTEXTS
     spec_tokens: int = 0              # draft tokens per verify step (with MTP layers or a draft model)
-    accept: tuple[float, float] | None = None
+    accept: Accept | None = None      # acceptance against context (``parse_accept``)
     factors: dict | None = None       # efficiency overrides (hbm, mfu, overhead_us_per_layer, ...)
     accept_source: str | None = None  # where a published acceptance length came from (--speculative)
 
@@ -108,9 +229,11 @@ class TpotOptions:
             raise KvplanError(f"--batch {self.batch!r} is not in 1 .. 100,000", "give the requests decoding together")
         if self.shape not in SHAPES:
             raise KvplanError(f"unknown batch shape {self.shape!r}", "choose steady or cohort")
+        if self.accept is not None:   # (a0, slope), as before the profiles, reads as its points
+            object.__setattr__(self, "accept", normalize_accept(self.accept))
         if self.spec_tokens and self.accept is None:
             raise KvplanError("--spec-tokens needs --accept (tokens accepted per verify step)",
-                              "add --accept 2.4 (or 2.4-0.00002/token)")
+                              "add --accept 2.4 (or a profile 2.6@1k,2.0@32k)")
 
 
 @dataclass(frozen=True)
@@ -134,6 +257,8 @@ class SpecPlan:
     gain_mean: Number
     draft_kv_bytes_per_request: object
     pays: bool
+    # the acceptance profile's points: (context, tokens accepted per verify step), linear between, flat beyond
+    accept_profile: tuple[tuple[Tokens, Number], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -306,15 +431,15 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
 
 def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
     """Effective TPOT with k draft tokens per verify step: (verify step + k draft steps) / accepted tokens, the
-    acceptance falling with context when a slope is given."""
+    acceptance at each step's context (``accept_at``)."""
     import numpy as np
 
     k = o.spec_tokens
     if o.accept is None:  # pragma: no cover - TpotOptions refuses spec_tokens without accept
         raise AssertionError("spec_tokens without accept")
-    a0, slope = o.accept
-    if a0 > k + 1:
-        raise KvplanError(f"--accept {a0:g} is more than the {k + 1} tokens a verify step with {k} draft token(s) "
+    top = max(a for _, a in o.accept)
+    if top > k + 1:
+        raise KvplanError(f"--accept {top:g} is more than the {k + 1} tokens a verify step with {k} draft token(s) "
                           "can accept", f"give --accept {k + 1} or less")
     p, d, b = s.prompt_tokens, s.decode_tokens, o.batch
     ts = np.linspace(0, d, SAMPLES)
@@ -335,15 +460,16 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
         db, df = dstep.request_cache(ctx)
         draft = k * dstep.step(b, b * db, b * df)["total"]
         draft_kv = kv.kv_bytes_at_context(s.draft, s.kv_dtype, s.context_tokens)
-    accept = np.maximum(1.0, a0 - slope * ctx)
+    accept = accept_at(o.accept, ctx)
     eff = (verify + draft) / accept
     mean_eff = _mean_over(eff, ts, d)
     mean_plain = _mean_over(plain, ts, d)
+    profile = describe_accept(o.accept)
     return SpecPlan(
         Count(k, given("--spec-tokens")),
-        Number(float(accept[0]), derived("max(1, a0 - slope x S) at the start", f"{a0:g} - {slope:g} x {p:,}",
-                                         o.accept_source or "")),
-        Number(float(accept[-1]), derived("the same at the end", f"{a0:g} - {slope:g} x {p + d:,}")),
+        Number(float(accept[0]), derived("acceptance at the context S (linear between the profile's points, flat "
+                                         "beyond)", f"{profile} at S = {p:,}", o.accept_source or "")),
+        Number(float(accept[-1]), derived("the same at the end", f"{profile} at S = {p + d:,}")),
         Seconds(float(plain[0]), derived("plain decode step of the same batch at the start (cohort)",
                                          f"{plain[0]:.6g} s")),
         Seconds(float(plain[-1]), derived("plain decode step of the same batch at the end (cohort)",
@@ -357,4 +483,8 @@ def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:
                                               f"{mean_plain:.6g} / {mean_eff:.6g}")),
         Bytes(int(draft_kv), derived("the draft's KV per request at the full context, whole model",
                                      f"{int(draft_kv):,} B")),
-        bool(accept[-1] >= SPEC_PAYS_MIN_ACCEPT and eff[-1] < plain[-1]))
+        bool(accept[-1] >= SPEC_PAYS_MIN_ACCEPT and eff[-1] < plain[-1]),
+        tuple((Tokens(int(c), given("--accept") if o.accept_source is None else default("the published figure, "
+                                                                                      "held flat")),
+               Number(a, given("--accept") if o.accept_source is None else default("published", o.accept_source)))
+              for c, a in o.accept))

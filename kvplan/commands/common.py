@@ -59,8 +59,8 @@ SpeculativeOpt = Annotated[str | None, typer.Option(   # tpot and simulate
     "tokens (1, 3 or 4), or Llama-3.1-8B's EAGLE-3 head in a chain (K 1-7), at its published acceptance length "
     "unless --accept is given.")]
 AcceptOpt = Annotated[str | None, typer.Option(
-    "--accept", metavar="LEN", help="Tokens accepted per verify step, bonus included: 2.4, or 2.4-0.00002/token "
-    "(falling with context).")]
+    "--accept", metavar="LEN", help="Tokens accepted per verify step, bonus included: 2.4, a profile against "
+    "context 2.6@1k,2.0@32k (linear between, flat beyond), or 2.4-0.00002/token (falling to 1).")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(
     "--max-model-len", "--context-length", metavar="TOKENS",
     help="The engine's longest request (vLLM --max-model-len, SGLang --context-length); default: the model's "

@@ -104,8 +104,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         from kvplan.options.command import speculative as speculative_option
 
         base, k, accept_text, accept_source = speculative_option(base, speculative, accept)
-        a0, slope = parse_accept(accept_text)
-        spec = (k, a0, slope, accept_source)
+        spec = (k, parse_accept(accept_text), accept_source)
         if args is not None:      # --compare rebuilds a variant's scenario from these: with the MTP layers
             args = {**args, "mtp_layers": str(base.mtp_layers)}
     elif accept is not None:
@@ -194,7 +193,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          max_batch=optional(parse_tokens, max_batch, "--max-batch"),
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
-                         speculative=spec[:3] if spec else None, accept_source=spec[3] if spec else None,
+                         speculative=spec[:2] if spec else None, accept_source=spec[2] if spec else None,
                          hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}

@@ -96,6 +96,13 @@ MIXED_ASSUMPTIONS = (
 )
 
 
+def _leading_text(n: str | Note) -> str:
+    """A note's literal text up to its first typed value."""
+    if isinstance(n, str):
+        return n
+    return n.parts[0] if n.parts and isinstance(n.parts[0], str) else ""
+
+
 def _replicas(s, dep: Deployment | None) -> tuple[str, list[Note], tuple[str | Note, ...]]:
     """For a deployment of DP > 1 replicas (the plan's ``Deployment``): the headline's words, its notes (the
     routing) and the assumptions (one replica: nothing added, the assumptions as they are)."""
@@ -133,9 +140,16 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
         assumptions = assumptions[:1] + MIXED_ASSUMPTIONS[1:] + assumptions[len(ASSUMPTIONS):]
     elif r.scheduler:    # the engine's scheduler: its notes give its rules in place of the rule book's
         assumptions = tuple(a for a in assumptions if a not in ASSUMPTIONS[1:])
+    if o.speculative is not None:   # the acceptance against context: flat, or the user's profile
+        from kvplan.calc.tpot import accept_assumption
+
+        assumptions = (*assumptions, accept_assumption(o.speculative[1], o.accept_source))
     if r.scheduler:
         data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
-    notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *r.scheduler_notes, *plan.notes]
+    # the scheduler's own note (its rules with sources) stands for the plan's short one (what --compare shows)
+    said = any(str(n).startswith("Scheduler:") for n in r.scheduler_notes)
+    own = [n for n in plan.notes if not (said and _leading_text(n).startswith("Scheduler:"))]
+    notes: list[str | Note] = [f"Workload: {r.workload.describe}.", *dp_notes, *r.scheduler_notes, *own]
     notes += _workload_notes(r.workload)
     if m["preemptions"].value:
         notes.append(note("{n} preemptions" + (f" ({r.preemption_cause})" if r.scheduler else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.calc.tpot import COMPONENTS, TpotPlan
 from kvplan.present.common import scenario_data, spec_notes
 from kvplan.render.result import Chart, Result, Table
-from kvplan.specs.values import Count, Tokens, Value, default, note
+from kvplan.specs.values import Count, Note, Tokens, Value, default, note
 
 FACTORS = ("hbm", "mfu", "prefill_mfu", "link", "link_latency_us", "allreduce_latency_us", "allreduce_link",
            "overhead_us_per_layer",
@@ -76,7 +76,8 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                                "accept_end": sp.accept_end, "tpot_seconds_start": sp.tpot_start,
                                "tpot_seconds_end": sp.tpot_end, "tpot_seconds_mean": sp.tpot_mean,
                                "gain_mean": sp.gain_mean, "draft_kv_bytes_per_request": sp.draft_kv_bytes_per_request,
-                               "pays": sp.pays}
+                               "pays": sp.pays, "accept_profile": [{"context_tokens": c, "accept": a}
+                                                                   for c, a in sp.accept_profile]}
         if not sp.pays:
             notes.append(note("Speculation no longer pays by the end of the decode: {accept:.2f} tokens accepted per "
                               "verify step do not cover the verify and draft cost.", accept=sp.accept_end))
@@ -93,7 +94,7 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                     f"{plan.end.bound} at the end"
                  + (note("; the KV reads overtake the weights from {kv_from} tokens.", kv_from=kv_from)
                     if kv_from.value else "."))
-    assumptions = (
+    assumptions: tuple[str | Note, ...] = (
         "One replica: a TP x PP group (with --ep, one DP rank and the EP group its experts span); PP stages run one "
         "after another for a token and are not overlapped.",
         "Per operator, time = max(bytes / (HBM x hbm), FLOPs / (peak x mfu)); GEMMs at the weights' dtype peak, "
@@ -101,6 +102,10 @@ def present(plan: TpotPlan, calibration=None) -> Result:
         "MoE: uniform top-k routing, E x (1 - (1 - k/E)^T) distinct experts read for T tokens.",
         "Speculative draft of MTP layers costs one decoder layer per draft token; a draft model its own step.",
     ) + spec_notes(s)
+    if plan.spec is not None and o.accept is not None:   # the acceptance against context: flat, or the user's
+        from kvplan.calc.tpot import accept_assumption
+
+        assumptions += (accept_assumption(o.accept, o.accept_source),)
     brief: tuple[tuple[str, Value | str], ...] = (
         ("TPOT mean", plan.tpot_mean), ("TPOT at the end", plan.end.tpot),
         ("tokens/s per GPU", plan.tokens_per_second_per_gpu), ("TTFT", plan.ttft), ("bound at the end", plan.end.bound))

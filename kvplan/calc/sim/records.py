@@ -25,9 +25,10 @@ class SimOptions:
     dram_bytes_per_node: int | None = None
     offload_threshold: float | None = None  # proactive offload above this share of the pool's blocks (None: off)
     reference: bool = False               # one step at a time, each priced by StepModel.step (for the tests)
-    # --speculative: (K draft tokens per verify step, acceptance length a0, its fall per token of context) with the
-    # scenario's MTP layers drafting; each decode step is priced StepModel.speculative_step / mean acceptance
-    speculative: tuple[int, float, float] | None = None
+    # --speculative: (K draft tokens per verify step, the acceptance against context: ``kvplan.calc.tpot.Accept``
+    # points) with the scenario's MTP layers drafting; each decode step is priced StepModel.speculative_step / the
+    # batch's mean acceptance. (K, a0, slope), max(1, a0 - slope x context), reads as its points.
+    speculative: tuple | None = None
     accept_source: str | None = None      # the published acceptance length's source (None: --accept given)
     hicache: Any = None                   # SGLang's HiCache (kvplan.engines.sglang_scheduler.HiCache; None: off)
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
@@ -46,9 +47,14 @@ class SimOptions:
             raise KvplanError(f"--offload-threshold {self.offload_threshold!r} is not in (0, 1)",
                               "give the pool occupancy to offload above, e.g. --offload-threshold 0.7")
         if self.speculative is not None:
-            k, a0, slope = self.speculative
-            if not 1 <= a0 <= k + 1 or slope < 0:
-                raise KvplanError(f"--accept {a0:g} is not in [1, {k + 1}], the tokens a verify step with {k} draft "
+            from kvplan.calc.tpot import normalize_accept
+
+            k, *accept = self.speculative
+            profile = normalize_accept(accept[0] if len(accept) == 1 else tuple(accept))
+            object.__setattr__(self, "speculative", (k, profile))
+            top = max(a for _, a in profile)
+            if top > k + 1:
+                raise KvplanError(f"--accept {top:g} is not in [1, {k + 1}], the tokens a verify step with {k} draft "
                                   "token(s) can accept", f"give --accept {k + 1} or less")
         if not 0 <= self.watermark < 0.5:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")

@@ -151,13 +151,16 @@ def _inverse_sum(alpha: float, beta: float, t0: int, t1: int) -> float:
         return (t1 - t0) / alpha
     if t1 - t0 <= 32:
         return math.fsum(1.0 / (alpha - beta * t) for t in range(t0, t1))
+    if beta < 0:                  # a rising acceptance: 1 / (|beta| (w + t)), w = alpha / |beta|
+        w = -alpha / beta
+        return (_digamma(w + t1) - _digamma(w + t0)) / -beta
     z = alpha / beta
     return (_digamma(z - t0 + 1) - _digamma(z - t1 + 1)) / beta
 
 
 def _ratio_sum(p, q, alpha, beta, t0, t1):
     """sum_{t=t0}^{t1-1} (p + q t) / (alpha - beta t): (p + q t) = -q / beta (alpha - beta t) + (p + q alpha / beta)
-    when beta > 0."""
+    when beta != 0."""
     if t1 <= t0:
         return 0.0
     if beta == 0:
@@ -222,28 +225,40 @@ class Prices:
     ``step_model``, ``swap_copies``, ``swap_seconds``) and the block table's bytes."""
 
     def __init__(self, s: Scenario, sm: costs.StepModel, block: int, chunk: int, bytes_at: Any, link: float,
-                 reference: bool, speculative: tuple[int, float, float] | None = None) -> None:
+                 reference: bool, speculative: tuple | None = None) -> None:
         self.sm = sm
         self.model, self.block, self.chunk, self.bytes_at, self.link = s.sized_model, block, chunk, bytes_at, link
         self.settings = costs.CostSettings()
         self.reference = reference
-        # Speculative decoding (``SimOptions.speculative``): a loop step is one accepted token of every running
-        # request, priced StepModel.speculative_step / the mean acceptance length (the verify step over K + 1
-        # tokens and the MTP draft's K steps, per accepted token). That price is base + max(u, (K+1) v) + cd x
-        # max(u, v) over a (u, v: the batch's cache-read and attention times; cd = K x MTP layers / layers), the
-        # batch's acceptance sum_i max(1, a0 - slope x_i) affine in the step between the contexts where a request's
-        # acceptance reaches 1 (a cap, ``clamp``), so the sums stay closed form (``_spec_run``).
+        # Speculative decoding (``SimOptions.speculative``: K and the acceptance profile, ``kvplan.calc.tpot.Accept``
+        # points): a loop step is one accepted token of every running request, priced StepModel.speculative_step /
+        # the mean acceptance length (the verify step over K + 1 tokens and the MTP draft's K steps, per accepted
+        # token). That price is base + max(u, (K+1) v) + cd x max(u, v) over A (u, v: the batch's cache-read and
+        # attention times; cd = K x MTP layers / layers). A request's acceptance is affine in its context on each
+        # piece between the profile's points (``edges``; intercept ``acc0``, slope ``acc1`` per piece, flat below
+        # the first and above the last), so the batch's sum is affine in the step while no request crosses a point
+        # (a run is cut there), and the sums stay closed form (``_spec_run``).
         self.spec = speculative
-        self.spec_k, self.mtp, self.a0, self.slope, self.cd, self.clamp = 0, 0, 1.0, 0.0, 0.0, 0
+        self.spec_k, self.mtp, self.a0, self.cd = 0, 0, 1.0, 0.0
+        self.varies = False
         caps = _caps(s)
         if speculative is not None:
-            self.spec_k, self.a0, self.slope = speculative
+            import numpy as np
+
+            self.spec_k, profile = speculative
             self.mtp = s.mtp_layers or 1
             self.cd = self.spec_k * self.mtp / sm.layers
-            if self.slope > 0:            # contexts up to clamp accept a0 - slope x >= 1, above it 1
-                self.clamp = math.floor((self.a0 - 1) / self.slope)
+            xs = np.array([c for c, _ in profile], dtype=float)
+            ys = np.array([a for _, a in profile], dtype=float)
+            self.a0 = float(ys[0])
+            self.varies = bool(np.any(ys != ys[0]))
+            self.edges, self.upper = xs, np.append(xs, np.inf)   # a piece's upper point (the last piece: none)
+            slope = np.diff(ys) / np.diff(xs)                     # piece j (1 .. n-1) lies between points j-1, j
+            self.acc1 = np.concatenate(([0.0], slope, [0.0]))
+            self.acc0 = np.concatenate(([ys[0]], ys[:-1] - slope * xs[:-1], [ys[-1]]))
+            self.xs, self.ys = xs, ys
         self.caps = caps
-        self.has_caps = bool(self.caps.size) or self.slope > 0   # a falling acceptance reads every context
+        self.has_caps = bool(self.caps.size) or self.varies   # an acceptance profile reads every context
         self.bw, self.afs = sm.bw, sm.attention_flops_s
         self.seg = _affine_pieces(sm, self.caps)
         self.one = tuple(float(v[0]) for v in self.seg)    # no caps: the one piece
@@ -258,12 +273,13 @@ class Prices:
         return float(self.sm.step(b, 0, 0)["total"])
 
     def accepted(self, x) -> float:
-        """The batch's mean acceptance length at its contexts ``x``: mean of max(1, a0 - slope x)."""
-        if not self.slope:
+        """The batch's mean acceptance length at its contexts ``x``: the mean of the profile at each (linear between
+        its points, flat beyond)."""
+        if not self.varies:
             return self.a0
         import numpy as np
 
-        return float(np.mean(np.maximum(1.0, self.a0 - self.slope * np.asarray(x, dtype=float))))
+        return float(np.mean(np.interp(np.asarray(x, dtype=float), self.xs, self.ys)))
 
     def step(self, b: int, cache_bytes: float, attention_flops: float, x=None) -> float:
         """One loop step of b requests reading ``cache_bytes`` with ``attention_flops`` at contexts ``x``:
@@ -366,24 +382,26 @@ class Prices:
 
     def _spec_run(self, b, step0, u0, u1, v0, v1, k, x, now, upcoming) -> tuple[int, float, bool]:
         """``run`` with speculative decoding: sum_t [base + max(u_t, (K+1) v_t) + cd max(u_t, v_t)] / A_t with A_t
-        the batch's mean acceptance (``step0`` is base / a0). Flat: A_t = a0. Falling: the run is cut so that it
-        stays on one side of every request's ``clamp`` (a request at it runs one step), so b A_t = alpha - beta t,
-        alpha = sum over the requests still above 1 of (a0 - slope x_i) plus one per request at 1, beta = slope x
-        those above 1; the sums of affine / affine terms are closed form (``_affine_max_ratio_sum``). Cut by
-        bisection at the step during which ``upcoming`` falls."""
+        the batch's mean acceptance (``step0`` is base / a0). Flat: A_t = a0. Otherwise request i on piece p_i of the
+        profile accepts acc0[p_i] + acc1[p_i] (x_i + t); the run is cut at the step a request reaches its piece's
+        upper point (the next run starts on the next piece), so b A_t = alpha - beta t with alpha = sum_i (acc0 +
+        acc1 x_i), beta = -sum_i acc1; the sums of affine / affine terms are closed form
+        (``_affine_max_ratio_sum``). Cut by bisection at the step during which ``upcoming`` falls."""
         w, cd, a0 = self.spec_k + 1, self.cd, self.a0
         clamped = False
-        if self.slope:
+        if self.varies:
             import numpy as np
 
-            above = x <= self.clamp
-            n_above = int(np.count_nonzero(above))
-            if n_above:                   # the step after a request's last above 1 starts a new run
-                last = int((self.clamp - x[above]).min()) + 1
+            piece = np.searchsorted(self.edges, x, side="right")   # 0: below the first point; n: past the last
+            # the steps before the first request reaches its piece's upper point (past the last point: none)
+            gap = float(np.min(self.upper[piece] - x))
+            if gap < k:
+                last = math.ceil(gap)
                 if last < k:
                     k, clamped = last, True
-            alpha = n_above * a0 - self.slope * float(np.sum(x[above])) + (b - n_above)
-            beta = self.slope * n_above
+            acc1 = self.acc1[piece]
+            alpha = float(np.sum(self.acc0[piece])) + float(acc1 @ x)
+            beta = -float(np.sum(acc1))
             base = step0 * a0
 
             def elapsed(j: int) -> float:
