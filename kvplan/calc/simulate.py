@@ -915,10 +915,15 @@ class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.specs.values), JSON keys with their units
     setup: dict                 # the replica's constants as typed values
-    per_request: tuple          # rows of typed values
     notes: tuple[Note, ...]
     deployment: Deployment | None   # DP > 1: the replicas and the notes on them (routing_note)
     timeline: Timeline              # the run's timeline in equal slices
+
+    @cached_property
+    def per_request(self) -> tuple:
+        """Rows of typed values, one per request (``_request_rows``): built when read (--per-request), not for a
+        sweep's points, which read the metrics (a third of a 10K-request point's time went to these rows)."""
+        return _request_rows(self.run)
 
 
 OVERLOAD_SHARE = 0.1   # overloaded: the waiting queue grows by more than this share of the requests (_grows)
@@ -957,7 +962,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",
                           peak=m["peak_dram_bytes_per_gpu"], tier=setup["dram_bytes_per_gpu"]))
-    return SimPlan(r, m, setup, _request_rows(r), tuple(notes),
+    return SimPlan(r, m, setup, tuple(notes),
                    deployment(s, m.get("replicas_serving", Count(1)), m["requests_finished"]), timeline_values(r))
 
 
