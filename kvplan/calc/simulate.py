@@ -336,8 +336,11 @@ class _EventLoop:
         steps_itself = sched.steps_itself
         if self.book and on_event is None:
             return self.run_book(progress)
-        # the O(1) path without speculative decoding: the run's price written out (``decode_fast``)
-        decode = self.decode_fast if self.fast and self.prices.spec is None else self.decode
+        # the engines' schedulers on the O(1) path without speculative decoding: the run's price written out
+        # (``decode_fast``); the rule book observed keeps ``decode`` and ``Prices.run``, against which the tests hold
+        # its own loop (``run_book``)
+        decode = (self.decode_fast if self.fast and self.prices.spec is None and type(sched) is not RuleBook
+                  else self.decode)
         events = 0
         while r.done < n:
             events += 1
@@ -543,7 +546,7 @@ class _EventLoop:
 
     def decode_fast(self, out: int) -> None:
         """``decode`` on the O(1) path (``fast``: no caps, no windows, not ``reference``) without speculative
-        decoding, for every scheduler (the rule book without an observer has ``run_book``): the run's price
+        decoding, for the engines' schedulers (vLLM V1, SGLang; the rule book has ``run_book``): the run's price
         (``Prices.run`` without caps), its blocks (``ReplicaState.crossings``) and its overflow step
         (``ReplicaState.last_step_that_fits``) written out as ``run_book`` writes them, the same arithmetic in the
         same order, so the same runs, times and marks."""
