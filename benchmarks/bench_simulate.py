@@ -129,6 +129,15 @@ request's last insert made a node only if it is retracted (``_Tree.pending``), a
 not matched again: 0.525 / 0.564 s min (0.535 / 0.571 s median) in two runs of this script, against 0.412 s for
 main's tree run just after, at the same load (neutral 0.43 - 0.45 s in all three): ~30% over the tree-less
 scheduler and over the 0.5 s target by ~0.03 - 0.07 s. Left: an unlock, a settle and a match per retraction.
+speed19s, 2026-12-06 (CPU seconds, the tree before and this one run side by side; every change bit-identical: 25
+runs over the three engines, policies, victims, threshold, max batch, shared prefix, closed loop, speculative and
+three models hashed field by field, timeline included, and 13 CLI JSON outputs, equal to the tree before's):
+(a) ``_EventLoop.decode_fast``: the O(1) run written out (price, blocks, overflow step) for the engines' schedulers,
+as ``run_book`` has it for the rule book; (b) ``StepModel.mixed_parts`` with ``step``'s batch-only terms memoized
+per batch (30K mixed steps priced without building ``step``'s dict); (c) a finished request's place in the batch by
+bisection on its join order (``ReplicaState.seq``) instead of ``list.remove``'s scan (~100 comparisons at
+r1-production's batch); (d) ``SimPlan.per_request`` built when read (--format csv), not for every sweep point: it
+was a third of a 10K-request point's time. Measured: SPEED19S_FIGURES
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,
