@@ -129,6 +129,33 @@ request's last insert made a node only if it is retracted (``_Tree.pending``), a
 not matched again: 0.525 / 0.564 s min (0.535 / 0.571 s median) in two runs of this script, against 0.412 s for
 main's tree run just after, at the same load (neutral 0.43 - 0.45 s in all three): ~30% over the tree-less
 scheduler and over the 0.5 s target by ~0.03 - 0.07 s. Left: an unlock, a settle and a match per retraction.
+speed19s, 2026-12-06 (CPU seconds, the tree before and this one run side by side; every change bit-identical: 25
+runs over the three engines, policies, victims, threshold, max batch, shared prefix, closed loop, speculative and
+three models hashed field by field, timeline included, and 13 CLI JSON outputs, equal to the tree before's):
+(a) ``_EventLoop.decode_fast``: the O(1) run written out (price, blocks, overflow step) for the engines' schedulers,
+as ``run_book`` has it for the rule book; (b) ``StepModel.mixed_parts`` with ``step``'s batch-only terms memoized
+per batch (30K mixed steps priced without building ``step``'s dict); (c) a finished request's place in the batch by
+bisection on its join order (``ReplicaState.seq``) instead of ``list.remove``'s scan (~100 comparisons at
+r1-production's batch); (d) ``SimPlan.per_request`` built when read (--format csv), not for every sweep point: it
+was a third of a 10K-request point's time. Measured (load 3 - 4 from other sessions; medians of 5 in
+one process, both trees in turn): vLLM V1 10K 1.229 -> 1.082 s and 1.26 -> 1.09 s (x0.87 - 0.88; chat 0.118 ->
+0.092 s), SGLang 10K 0.561 -> 0.533 s and 0.56 -> 0.51 - 0.53 s (x0.93 - 0.95: at the 0.5 s target's edge, the rest
+is its scheduler's rounds and retractions), the rule book unchanged (0.37 - 0.38 s: ``run_book`` already had (a));
+the sweep 6.5 / 6.1 -> 3.2 / 3.0 s in 2 processes and 5.5 -> 2.3 s in order (2.3 / 2.0 -> 1.0 / 1.1 s and 3.7 -> 1.9 s
+at load ~3); whole script, the two trees at once: 1M r1-production 10.6 -> 9.7 s (r1-production at 200K: 1.94 / 1.96
+-> 1.80 / 1.73 s), 531 -> 539 MB; 1M long-cot-bench 41.5 -> 41.3 s, 574 -> 582 MB (the join order: 8 MB a million).
+What is left, and what it would take: vLLM V1's 10K run is 112K events (65.7K preemptions, each one event: the
+newest out and the run to the next overflow; 27.6K steps with prefill chunks, one each), its minimum under V1's
+rules, at ~9.7 us an event, about half of it the scheduler's own ``step`` and ``_hit``/``_peek`` (the free queue);
+0.5 s is ~4.4 us an event, which needs V1's step, admission and free-queue bookkeeping written out into one loop
+as ``run_book`` does for the rule book (vllm_scheduler.py's structure, not the shared loop's). long-cot-bench:
+4.25M preemptions x ~3.6 events at ~2.7 us; per cycle the loop already does only the work the cycle needs (the
+newest out, the one-step run, admission's check of the new head, the run to the next overflow, five marks), so 10 s
+needs the thrash cycle between two completions priced in numpy batches: request j of the batch (join order) leaves
+at the first step S at which the first j + 1 need more blocks than the pool (monotone in j and S: one pass from the
+newest), the clock a cumulative sum of the runs' prices (``np.cumsum`` adds in order, so the same floats), cut at
+the first arrival, and the marks written as arrays: a second implementation of the rule book's thrash for the
+reference tests to pin.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

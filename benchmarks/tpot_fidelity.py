@@ -227,12 +227,21 @@ def predict(point: PublishedPoint) -> float:
 
     s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
                  prompt_tokens=point.prompt, decode_tokens=point.decode, weight_dtype=point.weight_dtype,
-                 **dict(point.parallel))
+                 engine=engine_of(point), **dict(point.parallel))
     plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors)))
     if point.median_itl:   # the median gap between two tokens is a plain decode step: a stalled step is a rare one
         return plan.tpot_mean.value * 1e3
     prefill_s = plan.ttft.value - frontend_seconds(s).number()
     return serving_tpot(plan.tpot_mean.value, prefill_s, point.batch, point.decode) * 1e3
+
+
+def engine_of(point: PublishedPoint) -> str:
+    """The engine kvplan prices a point with: the one that ran it (vLLM, SGLang: their engine facts, such as vLLM's
+    in-graph all-reduce), kvplan's neutral model for any other (TensorRT-LLM, engines named by a vendor)."""
+    for engine in ("vllm", "sglang"):
+        if point.engine.lower().startswith(engine):
+            return engine
+    return "neutral"
 
 
 def serving_tpot(decode_step_s: float, prefill_s: float, concurrency: int, output_tokens: int) -> float:

@@ -283,6 +283,25 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     return StepFactors(**out)
 
 
+def engine_factors(f: StepFactors, scenario: Scenario) -> StepFactors:
+    """``f`` with the engine's own decode all-reduce (its adapter's ``decode_allreduce``: a published benchmark of
+    its in-graph kernel) in place of kvplan's generic allreduce_latency_us and allreduce_link; a value the GPU
+    preset, a flag or a calibration gave is kept."""
+    from dataclasses import replace
+
+    fact = scenario.engine_adapter.decode_allreduce
+    if fact is None:
+        return f
+    latency, share, source = fact
+    engine = scenario.engine_adapter.id
+    out = {}
+    for name, value in (("allreduce_latency_us", latency), ("allreduce_link", share)):
+        why = getattr(f, name).why
+        if why is not None and why.formula == f"default: generic {name}":
+            out[name] = Number(value, default(f"{engine}'s decode all-reduce: {name}", source))
+    return replace(f, **out) if out else f
+
+
 @dataclass(frozen=True)
 class StepModel:
     """The per-GPU constants of one replica's decode step (plain floats: the hot path is numpy over batches and
@@ -466,11 +485,23 @@ class StepModel:
         return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
 
     def mixed_parts(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> tuple[float, float]:
-        """(``mixed_step``, the same step without its chunks: ``step(...)["total"]``, 0 with no decode token)."""
-        decode = self.step(batch, cache_bytes, attention_flops) if batch else None
-        alone = float(decode["total"]) if decode is not None else 0.0
+        """(``mixed_step``, the same step without its chunks: ``step(...)["total"]``, 0 with no decode token).
+        Plain numbers: ``step``'s terms that depend on the batch alone are computed once per batch
+        (``_batch_terms``), its attention term per call: the same sums in the same order."""
+        read = comm = 0.0             # the decode tokens' attention term (cache reads against FLOPs), communication
+        if batch:
+            terms = self._batch_terms.get(batch)
+            if terms is None:
+                d = self.step(batch, 0.0, 0.0)
+                terms = self._batch_terms[batch] = (d["weights"] + d["moe"], d["comm"], d["overhead"])
+            dense_moe, comm, overhead = terms
+            kv, att = float(cache_bytes) / self.bw, float(attention_flops) / self.attention_flops_s
+            read = kv if kv >= att else att
+            alone = dense_moe + read + comm + overhead          # step's total: the same terms, the same order
+        else:
+            alone = 0.0
         if not chunks:
-            return (alone if decode is not None else float(self.step(0, 0.0, 0.0)["total"])), alone
+            return (alone if batch else float(self.step(0, 0.0, 0.0)["total"])), alone
         per_token, comm0 = self._mixed_constants
         model, tp = self.scenario.sized_model, self.scenario.parallelism.tp
         tokens = batch
@@ -483,12 +514,17 @@ class StepModel:
                 a = memo[start, end] = flops.attention_flops(model, end, start)
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
-        extra = (decode["attention"] + decode["comm"] - comm0 + self.request_overhead_s * batch
-                 if decode is not None else 0.0)
+        extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
         return float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone)), alone
+
+    @cached_property
+    def _batch_terms(self) -> dict[int, tuple[float, float, float]]:
+        """``step``'s terms of a batch that do not depend on its caches: (weights + moe, comm, overhead), memoized
+        by batch (``mixed_parts``)."""
+        return {}
 
     @cached_property
     def _chunk_attention(self) -> dict[tuple[int, int], float]:
@@ -538,7 +574,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         scenario = scenario.with_(mtp_layers=0)
     s, model, hw = scenario, scenario.sized_model, scenario.hardware
     par = s.parallelism
-    f = factors or step_factors(hw)
+    f = engine_factors(factors or step_factors(hw), scenario)
     notes: list[str | Note] = []
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",

@@ -336,6 +336,11 @@ class _EventLoop:
         steps_itself = sched.steps_itself
         if self.book and on_event is None:
             return self.run_book(progress)
+        # the engines' schedulers on the O(1) path without speculative decoding: the run's price written out
+        # (``decode_fast``); the rule book observed keeps ``decode`` and ``Prices.run``, against which the tests hold
+        # its own loop (``run_book``)
+        decode = (self.decode_fast if self.fast and self.prices.spec is None and type(sched) is not RuleBook
+                  else self.decode)
         events = 0
         while r.done < n:
             events += 1
@@ -357,7 +362,7 @@ class _EventLoop:
                 if r.idle():
                     continue
                 break
-            self.decode(out)
+            decode(out)
         r.tally.events = events
         timeline.fromlist(marks)
         marks.clear()
@@ -538,6 +543,96 @@ class _EventLoop:
         tally.events = events
         timeline.fromlist(marks)
         marks.clear()
+
+    def decode_fast(self, out: int) -> None:
+        """``decode`` on the O(1) path (``fast``: no caps, no windows, not ``reference``) without speculative
+        decoding, for the engines' schedulers (vLLM V1, SGLang; the rule book has ``run_book``): the run's price
+        (``Prices.run`` without caps), its blocks (``ReplicaState.crossings``) and its overflow step
+        (``ReplicaState.last_step_that_fits``) written out as ``run_book`` writes them, the same arithmetic in the
+        same order, so the same runs, times and marks."""
+        r, sched = self.r, self.sched
+        phase, block, running = r.phase, r.block, r.running
+        while True:
+            steps, free = r.steps, r.free
+            s0 = (steps - 1) % block              # the phase whose next token starts a block
+            need1 = phase[s0]                     # blocks the next step adds
+            if need1 <= free:
+                break
+            sched.preempt(r, need1)
+            # a scheduler that runs its steps itself (vLLM V1) runs the rest of the batch in the step that
+            # preempted, at once; the rule book looks at its queues again first
+            if not (self.steps_itself and running):
+                return
+        b = len(running)
+        limit = sched.room_for_run(r, need1)      # blocks the run may add
+        if limit is None:
+            return
+        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
+        top = heap[0]
+        while not in_run[top[1]] or done_at[top[1]] != top[0]:
+            heapq.heappop(heap)                   # a request that left the batch since
+            top = heap[0]
+        k = k_done = top[0] - steps               # steps until the first completion
+        if r.preempted and not (self.steps_itself and not sched.may_admit_soon(r, need1 + phase[steps % block])):
+            k = 1                                 # after a preemption, admission is looked at again in one step
+        tally, prices = r.tally, self.prices
+        if b > tally.peak_running:                # the batch of a step that runs (not one a preemption trims)
+            tally.peak_running = b
+        now = r.now
+        one_b0, one_b1, one_f0, one_f1 = prices.one
+        bw, afs = prices.bw, prices.afs
+        sx = float(r.sum_xo + b * steps)
+        u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
+        step0 = prices.base(b)
+        if k == 1:                                # one step: the larger of the two at its start
+            now += step0 + (u0 if u0 >= v0 else v0)
+            added = need1
+        else:
+            if b * (k // block) > limit:          # the full rounds of block steps alone pass it: no phase sum
+                k, added = r.last_step_that_fits(limit, s0, b)
+            else:
+                added = r.crossings(k, s0, b)
+                if added > limit:
+                    k, added = r.last_step_that_fits(limit, s0, b)
+            if k == 1:
+                now += step0 + (u0 if u0 >= v0 else v0)
+            else:
+                arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
+                upcoming = arrivals[0][0] if arrivals else math.inf   # the next arrival or copy landing
+                if landing and landing[0][0] < upcoming:
+                    upcoming = landing[0][0]
+                if leaving and leaving[0][0] < upcoming:
+                    upcoming = leaving[0][0]
+                u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+                # steps._affine_max_sum (and _max_split, _lin) written out, the same arithmetic in the same order
+                d0, d1 = u0 - v0, u1 - v1
+                if d1 == 0:                       # parallel: one wins throughout
+                    m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
+                elif d1 > 0:                      # u wins from the crossing on
+                    m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
+                else:
+                    m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
+                if m >= k:
+                    run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
+                elif m <= 0:
+                    run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
+                else:                             # the two series cross inside the run: as is
+                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                if now + run_time > upcoming:     # stop at the step during which the next event falls
+                    k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                    added = need1 if k == 1 else r.crossings(k, s0, b)
+                now += run_time
+        r.now = now
+        r.steps = steps + k
+        r.free = free = free - added
+        used = r.total_blocks - free
+        if used > tally.peak_used:
+            tally.peak_used = used
+        # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
+        self.mark((now, used, b, out, r.dram_used))
+        r.preempted = False
+        if k == k_done:                           # the first completion is at the run's end
+            r.complete()
 
     def decode(self, out: int) -> None:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the
@@ -823,10 +918,15 @@ class SimPlan:
     run: SimRun
     metrics: dict               # name -> typed value (kvplan.specs.values), JSON keys with their units
     setup: dict                 # the replica's constants as typed values
-    per_request: tuple          # rows of typed values
     notes: tuple[Note, ...]
     deployment: Deployment | None   # DP > 1: the replicas and the notes on them (routing_note)
     timeline: Timeline              # the run's timeline in equal slices
+
+    @cached_property
+    def per_request(self) -> tuple:
+        """Rows of typed values, one per request (``_request_rows``): built when read (--per-request), not for a
+        sweep's points, which read the metrics (a third of a 10K-request point's time went to these rows)."""
+        return _request_rows(self.run)
 
 
 OVERLOAD_SHARE = 0.1   # overloaded: the waiting queue grows by more than this share of the requests (_grows)
@@ -867,7 +967,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",
                           peak=m["peak_dram_bytes_per_gpu"], tier=setup["dram_bytes_per_gpu"]))
-    return SimPlan(r, m, setup, _request_rows(r), tuple(notes),
+    return SimPlan(r, m, setup, tuple(notes),
                    deployment(s, m.get("replicas_serving", Count(1)), m["requests_finished"]), timeline_values(r))
 
 

@@ -188,6 +188,10 @@ class Engine:
     # Per request, outside the engine's steps: the API server's way in (HTTP, tokenization, hand-off to the
     # scheduler) and the first token's way out (detokenize, stream). (seconds, source); none for neutral.
     frontend_latency: ClassVar[tuple[float, str]] = (0.0, "engine-neutral: no API server is modelled")
+    # The engine's own in-graph TP all-reduce of a decode step, where a kernel benchmark of it is published:
+    # (latency us, share of the scale-up link its bytes see, source). It replaces the generic allreduce_latency_us
+    # and allreduce_link (kvplan.calc.costs.engine_factors) unless a GPU preset, a flag or a calibration sets them.
+    decode_allreduce: ClassVar[tuple[float, float, str] | None] = None
 
     def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
                          hardware: HardwareSpec | None = None) -> tuple[str, str] | None:

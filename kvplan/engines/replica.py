@@ -65,7 +65,7 @@ class ReplicaState:
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
-                 "dram_used", "prefix_cached", "preempted", "freed", "partial", "on_finish")
+                 "dram_used", "prefix_cached", "preempted", "freed", "partial", "on_finish", "seq", "joins")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -96,6 +96,11 @@ class ReplicaState:
         self.phase = [0] * block
         self.sum_xo = 0
         self.done_heap: list[tuple[int, int]] = []
+        # each request's place in join order (the joins so far when it last joined): ``running`` is in join order
+        # (only ``join`` appends to it), so a request's place in it is found by bisection on these (a typed array:
+        # a list would keep an int object per request, ~30 MB a million)
+        self.seq = array("q", [0]) * n
+        self.joins = 0
         self.running: list[int] = []             # in the order they (re)joined the batch: the last is the newest
         self.waiting: deque[int] = deque()
         self.swapped: deque[int] = deque()
@@ -154,6 +159,8 @@ class ReplicaState:
         self.in_run[i] = True
         self.done_at[i] = d = self.El[i] - v
         heapq.heappush(self.done_heap, (d, i))
+        self.seq[i] = self.joins
+        self.joins += 1
         self.running.append(i)
 
     def leave(self, i: int) -> None:
@@ -197,8 +204,9 @@ class ReplicaState:
             _, i = heapq.heappop(heap)
             if in_run[i] and done_at[i] == steps and i not in gone:
                 gone.append(i)
-        for i in sorted(gone, key=self.running.index) if len(gone) > 1 else gone:
-            self.running.remove(i)
+        running, seq = self.running, self.seq
+        for i in sorted(gone, key=seq.__getitem__) if len(gone) > 1 else gone:
+            del running[bisect.bisect_left(running, seq[i], key=seq.__getitem__)]   # its place, in log time
             self.leave(i)
             self.finished(i)
 

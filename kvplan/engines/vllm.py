@@ -288,6 +288,17 @@ FRONTEND_SOURCE = ("kvplan fit: 19 ms per request (API server in: HTTP, chat tem
                    "EngineCore; out: detokenize and stream the first token; vllm/v1/engine/async_llm.py), the least "
                    "median TTFT error on the 20 vLLM v0.15.1 H100 'fit' runs of tests/data/serving_runs.toml")
 
+# The decode step's TP all-reduce as vLLM runs it: in the CUDA graph, on its custom all-reduce (one-stage at decode
+# sizes). vLLM's own benchmark (benchmarks/kernels/benchmark_device_communicators.py, which times CUDA-graph replays)
+# on 4 x H100, hidden 8192, bf16, column ca_1stage: (32, 8192) = 0.5 MiB 10 us, 1 MiB 14, 1.5 MiB 19, 2 MiB 23,
+# 3 MiB 30, 4 MiB 38 (vllm-project/vllm#24532, 2025-09, before v0.15.1). Least squares over the six: 6.45 us + 7.94 us
+# per MiB; kvplan's form, latency + 2 (TP - 1) / TP x bytes / (link x share), at TP 4 on NVLink 4 (450 GB/s per
+# direction): share = 1.5 x 1,048,576 B / (450 GB/s x 7.94 us) = 0.44. The generic figure it replaces (9.3 us +
+# 0.114 of the link: SGLang's PR 2904, measured outside CUDA graphs) prices 1 MiB at TP 4 at 40 us, 2.8x this.
+DECODE_ALLREDUCE = (6.45, 0.44, "vLLM's custom all-reduce in CUDA graphs on 4 x H100 (vllm-project/vllm#24532, its "
+                    "benchmarks/kernels/benchmark_device_communicators.py, column ca_1stage: 0.5-4 MiB in 10-38 us): "
+                    "least squares 6.45 us + 7.94 us per MiB, i.e. 0.44 of NVLink 4's 450 GB/s at TP 4")
+
 
 @dataclass(frozen=True)
 class VllmConfig:
@@ -327,6 +338,7 @@ class VllmEngine(Engine):
                           GatedDeltaNet: 16, Mamba2: 16}
     defaults_of = "vLLM"
     frontend_latency = (FRONTEND_LATENCY_S, FRONTEND_SOURCE)
+    decode_allreduce = DECODE_ALLREDUCE
     default_steps_gib = (70.0,)   # get_batch_defaults: >= 70 GiB -> 8192 / 1024
 
     def __init__(self, version: Release = NEWEST, name: str = "") -> None:
