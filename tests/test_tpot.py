@@ -257,6 +257,12 @@ def test_accept_parsing():
     ("2.6@1k@2k", "is not ACCEPT@CONTEXT"),
     ("@1k", "is not ACCEPT@CONTEXT"),
     ("2.6@1k,4.5@8k", "give --accept 4 or less"),     # 3 draft tokens verify at most 4 tokens, at any context
+    # a stray comma leaves a point out: refused, not read as the one point before it (the context's "1k," once
+    # parsed as 1k, the thousands separators being dropped)
+    ("2.6@1k,", "has an empty point"),
+    (",2.6@1k", "has an empty point"),
+    ("2.6@1k,,2.0@32k", "has an empty point"),
+    ("2.6@1k, ", "has an empty point"),
 ])
 def test_bad_accept_profiles_are_one_line_errors(run_cli, text, words):
     r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", text)
