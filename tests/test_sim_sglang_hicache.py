@@ -190,12 +190,24 @@ def test_compare_hicache_on_and_off(run_cli):
     assert res.code == 0, res.err
 
 
+def test_a_compare_hicache_variant_keeps_the_given_host_pool(run_cli):
+    # the base run's --hicache-ratio 4 holds for its variants: a variant changes the policy, not the host pool
+    # (4 x the 10,000-block device pool of 131,072 B blocks, as the run above has 2 x)
+    data = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", "4", "--compare",
+                   "hicache=on,hicache=write_through_selective", "-f", "json").json()
+    assert [r["hicache_host_pool_bytes"] for r in data["compare"]] == [4 * 10_000 * 131072] * 3
+    sized = run_cli(*SMALL, "--enable-hicache", "--hicache-size", "2", "--compare", "hicache=on", "-f", "json").json()
+    assert [r["hicache_host_pool_bytes"] for r in sized["compare"]] == [2e9 // 131072 * 131072] * 2
+
+
 @pytest.mark.parametrize("args, words", [
     (("--hicache-ratio", "3"), "add --enable-hierarchical-cache"),
     (("--enable-hicache", "--hicache-write-policy", "write_back"), "write_back"),
     (("--enable-hicache", "--hicache-write-policy", "lru"), "not SGLang's"),
     (("--enable-hicache", "--hicache-ratio", "0"), "(0, 1000]"),
     (("--enable-hicache", "--hicache-size", "-1"), "--hicache-size"),
+    # a --compare value that is neither on, off nor a policy names the variant and its choices
+    (("--compare", "hicache=maybe"), "--compare hicache value 'maybe' is not on, off or an SGLang write policy"),
 ])
 def test_bad_hicache_options_are_refused_in_one_line(run_cli, args, words):
     res = run_cli(*SMALL, *args)
