@@ -216,6 +216,17 @@ def test_bad_hicache_options_are_refused_in_one_line(run_cli, args, words):
     assert len(lines) == 1 and words in lines[0]
 
 
+def test_a_host_pool_larger_than_the_host_dram_is_refused(run_cli):
+    # SGLang allocates the host pool whole at start-up and does not start without the host memory for it: 2 x the
+    # 10,000-block pool of 131,072 B blocks is 2.44 GiB per GPU; --dram 8GB on 8 GPUs a node leaves 0.93 GiB each
+    res = run_cli(*SMALL, "--enable-hicache", "--dram", "8GB")
+    assert res.code == 2 and not res.out and "Traceback" not in res.err
+    line = res.err.strip()
+    assert len(line.splitlines()) == 1 and "host pool of 2.44 GiB per GPU is more than the 0.93 GiB" in line, line
+    # the same pool within 24 GB a node (2.79 GiB per GPU) runs
+    assert run_cli(*SMALL, "--enable-hicache", "--dram", "24GB").code == 0
+
+
 def test_hicache_is_sglangs_and_needs_the_radix_tree(run_cli):
     args = [a if a != "sglang" else "vllm" for a in SMALL]
     res = run_cli(*args, "--enable-hicache")
