@@ -227,6 +227,15 @@ def test_a_host_pool_larger_than_the_host_dram_is_refused(run_cli):
     assert run_cli(*SMALL, "--enable-hicache", "--dram", "24GB").code == 0
 
 
+@pytest.mark.parametrize("ratio, said", [("1", True), ("0.5", True), ("1.01", False), ("2", False)])
+def test_a_host_pool_no_larger_than_the_device_pool_is_noted(run_cli, ratio, said):
+    # SGLang v0.5.23 warns when the host pool (ratio x the 10,000-block device pool) is not larger than the device
+    # pool; earlier releases assert it: the run says so instead of modelling it silently
+    notes = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", ratio, "-f", "json").json()["notes"]
+    assert any(n.startswith("HiCache's host pool (") and "is not larger than the device pool (10,000)" in n
+               for n in notes) == said
+
+
 def test_hicache_is_sglangs_and_needs_the_radix_tree(run_cli):
     args = [a if a != "sglang" else "vllm" for a in SMALL]
     res = run_cli(*args, "--enable-hicache")
