@@ -249,7 +249,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     bind = getattr(sched, "bind_link", None)
     if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
         bind(u.block_bytes, u.total_blocks + u.prefix_blocks, *_link_costs(u.block_bytes, u.link))
-        _check_host_pool(sched.host_blocks * u.block_bytes, dram_cap)
+        _check_host_pool(getattr(sched, "host_blocks", 0) * u.block_bytes, dram_cap)
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),

@@ -251,7 +251,7 @@ def _hicache_variant(value: str, base: Any) -> Any:
     named, keeping the host pool the base run was given (--hicache-ratio / --hicache-size)."""
     import dataclasses
 
-    from kvplan.engines.sglang_scheduler import WRITE_POLICIES, HiCache
+    from kvplan.engines.sglang_scheduler import WRITE_POLICIES
 
     low = value.strip().lower()
     if low == "off":
