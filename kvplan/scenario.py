@@ -276,7 +276,11 @@ class Scenario:
 
         for name, flag in SETTING_FLAGS.items():
             if getattr(self, name) is not None and name not in adapter.settings:
-                users = [e for e in ("neutral", "vllm", "sglang") if e != adapter.id]
+                from kvplan.engines import NAMES, get
+
+                # the engines whose adapter honours the setting (not merely the others: the neutral count has no
+                # --mem-fraction-static either)
+                users = [e for e in NAMES if e != adapter.id and name in get(e).settings]
                 raise ScenarioError(f"{flag} is not a setting of --engine {adapter.id}",
                                    f"drop {flag}, or use an engine that has it ({', '.join(users)})"
                                    if name != "gpu_memory_utilization" else

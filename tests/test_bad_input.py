@@ -35,6 +35,11 @@ def _one_line_exit_2(r, needle):
     (("tpot", "--request-overhead-us", "-1"), "--request-overhead-us"),
     (("tpot", "--allreduce-latency-us", "1e9"), "--allreduce-latency-us"),
     (("tpot", "--allreduce-latency-us", "fast"), "--allreduce-latency-us"),
+    # a given pool is not sized from the GPU's memory: the options that would size it are refused, not ignored
+    (("concurrency", "--kv-pool", "50GiB", "--gpu-memory-utilization", "0.8"), "--gpu-memory-utilization sizes"),
+    (("simulate", "--engine", "sglang", "--kv-pool", "50GiB", "--mem-fraction-static", "0.8", "--requests", "10"),
+     "--mem-fraction-static sizes the kv pool, which --kv-pool gives"),
+    (("concurrency", "--kv-pool", "50GiB", "--activation-reserve", "2GiB"), "--activation-reserve sizes"),
 ])
 def test_hostile_flags(run_cli, args, needle):
     _one_line_exit_2(run_cli(*args), needle)

@@ -80,6 +80,15 @@ def test_only_tp2_prefill_and_tp1_decode_meet_the_ttft_target(run_cli):
     assert pinned["disaggregated_requests_per_second"] == 0 and pinned["disaggregated_meets_slo"] is False
 
 
+def test_no_goodput_on_either_side_is_said_not_priced_as_an_infinite_ratio(run_cli):
+    # a 1 us TTFT target: a 16,000-token prefill takes ~0.2-0.5 s (above), so neither side serves any rate; 0 / 0
+    # is no ratio, and a split against no colocated goodput is no multiple of it
+    r = run_cli("pd", *LLAMA_16K[:-1], "1us")
+    assert r.code == 0, r.err
+    assert "infx" not in r.out and "inf x" not in r.out
+    assert "neither meets the targets, the bar is 1.05x" in r.out.replace("\n", " ")
+
+
 def test_the_margin_wobble_is_the_integer_split(run_cli):
     # Llama-3.1-8B / H100 / TP1 / fp8 / 300 out on 8 GPUs: the goodput ratio over 2K, 4K, 8K, 16K prompts moved
     # 0.99, 0.95, 1.01, 1.06 because 8 one-GPU instances split only in whole instances (5 + 3 at 4K leaves 12% of

@@ -150,6 +150,15 @@ def test_a_setting_the_engine_ignores_is_refused(run_cli, engine, flag, value):
     assert f"{flag} is not a setting of --engine {engine}" in err
 
 
+@pytest.mark.parametrize("engine, others", [("vllm", "(sglang)"), ("neutral", "(sglang)")])
+def test_the_fix_names_only_engines_that_have_the_setting(run_cli, engine, others):
+    # --mem-fraction-static is SGLang's alone (the neutral count and vLLM size by --gpu-memory-utilization): the fix
+    # must not send a vLLM user to --engine neutral, which refuses it too
+    err = refused(run_cli, "concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", engine,
+                  "--mem-fraction-static", "0.8")
+    assert err.rstrip().endswith(f"use an engine that has it {others})"), err
+
+
 @pytest.mark.parametrize("engine, flag", [
     ("sglang", "--mem-fraction-static"),
     ("vllm", "--gpu-memory-utilization"),

@@ -190,18 +190,50 @@ def test_compare_hicache_on_and_off(run_cli):
     assert res.code == 0, res.err
 
 
+def test_a_compare_hicache_variant_keeps_the_given_host_pool(run_cli):
+    # the base run's --hicache-ratio 4 holds for its variants: a variant changes the policy, not the host pool
+    # (4 x the 10,000-block device pool of 131,072 B blocks, as the run above has 2 x)
+    data = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", "4", "--compare",
+                   "hicache=on,hicache=write_through_selective", "-f", "json").json()
+    assert [r["hicache_host_pool_bytes"] for r in data["compare"]] == [4 * 10_000 * 131072] * 3
+    sized = run_cli(*SMALL, "--enable-hicache", "--hicache-size", "2", "--compare", "hicache=on", "-f", "json").json()
+    assert [r["hicache_host_pool_bytes"] for r in sized["compare"]] == [2e9 // 131072 * 131072] * 2
+
+
 @pytest.mark.parametrize("args, words", [
     (("--hicache-ratio", "3"), "add --enable-hierarchical-cache"),
     (("--enable-hicache", "--hicache-write-policy", "write_back"), "write_back"),
     (("--enable-hicache", "--hicache-write-policy", "lru"), "not SGLang's"),
     (("--enable-hicache", "--hicache-ratio", "0"), "(0, 1000]"),
     (("--enable-hicache", "--hicache-size", "-1"), "--hicache-size"),
+    # a --compare value that is neither on, off nor a policy names the variant and its choices
+    (("--compare", "hicache=maybe"), "--compare hicache value 'maybe' is not on, off or an SGLang write policy"),
 ])
 def test_bad_hicache_options_are_refused_in_one_line(run_cli, args, words):
     res = run_cli(*SMALL, *args)
     assert res.code == 2 and not res.out and "Traceback" not in res.err
     lines = [ln for ln in res.err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and words in lines[0]
+
+
+def test_a_host_pool_larger_than_the_host_dram_is_refused(run_cli):
+    # SGLang allocates the host pool whole at start-up and does not start without the host memory for it: 2 x the
+    # 10,000-block pool of 131,072 B blocks is 2.44 GiB per GPU; --dram 8GB on 8 GPUs a node leaves 0.93 GiB each
+    res = run_cli(*SMALL, "--enable-hicache", "--dram", "8GB")
+    assert res.code == 2 and not res.out and "Traceback" not in res.err
+    line = res.err.strip()
+    assert len(line.splitlines()) == 1 and "host pool of 2.44 GiB per GPU is more than the 0.93 GiB" in line, line
+    # the same pool within 24 GB a node (2.79 GiB per GPU) runs
+    assert run_cli(*SMALL, "--enable-hicache", "--dram", "24GB").code == 0
+
+
+@pytest.mark.parametrize("ratio, said", [("1", True), ("0.5", True), ("1.01", False), ("2", False)])
+def test_a_host_pool_no_larger_than_the_device_pool_is_noted(run_cli, ratio, said):
+    # SGLang v0.5.23 warns when the host pool (ratio x the 10,000-block device pool) is not larger than the device
+    # pool; earlier releases assert it: the run says so instead of modelling it silently
+    notes = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", ratio, "-f", "json").json()["notes"]
+    assert any(n.startswith("HiCache's host pool (") and "is not larger than the device pool (10,000)" in n
+               for n in notes) == said
 
 
 def test_hicache_is_sglangs_and_needs_the_radix_tree(run_cli):

@@ -121,6 +121,19 @@ def test_speedup_at_batch_1_matches_the_published_ones(run_cli):
     assert gain == pytest.approx(tpot_spec["gain_mean"], rel=1e-3)
 
 
+def test_the_json_carries_the_speculative_setting_as_numbers(run_cli):
+    # K and the acceptance profile as given (1.8 at 1,000 tokens, 1.5 at 32,000), not only the notes' words; the
+    # published figure's source when --accept is not given (DeepSeek-R1's MTP head at K = 1: 1.85)
+    args = ("--users", "1", "--requests", "2", "--prompt", "1000", "--decode", "100", "--speculative", "mtp")
+    given = sim_json(run_cli, *args, "--accept", "1.8@1k,1.5@32k")["speculative"]
+    assert given == {"spec_tokens": 1, "accept_source": None,
+                     "accept_profile": [{"context_tokens": 1000, "accept": 1.8},
+                                        {"context_tokens": 32000, "accept": 1.5}]}
+    published = sim_json(run_cli, *args)["speculative"]
+    assert published["accept_profile"] == [{"context_tokens": 0, "accept": 1.85}] and published["accept_source"]
+    assert "speculative" not in sim_json(run_cli, *args[:-2])
+
+
 def test_the_gain_shrinks_with_the_batch_and_the_falling_acceptance(run_cli):
     # vLLM PR #12755: 1.63x at QPS 1 but 1.18x at QPS 2 - the verify step's K + 1 tokens cost more as the batch
     # grows; and an acceptance falling with context (--accept A-SLOPE/token) gives less than the flat one

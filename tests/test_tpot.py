@@ -257,6 +257,12 @@ def test_accept_parsing():
     ("2.6@1k@2k", "is not ACCEPT@CONTEXT"),
     ("@1k", "is not ACCEPT@CONTEXT"),
     ("2.6@1k,4.5@8k", "give --accept 4 or less"),     # 3 draft tokens verify at most 4 tokens, at any context
+    # a stray comma leaves a point out: refused, not read as the one point before it (the context's "1k," once
+    # parsed as 1k, the thousands separators being dropped)
+    ("2.6@1k,", "has an empty point"),
+    (",2.6@1k", "has an empty point"),
+    ("2.6@1k,,2.0@32k", "has an empty point"),
+    ("2.6@1k, ", "has an empty point"),
 ])
 def test_bad_accept_profiles_are_one_line_errors(run_cli, text, words):
     r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:3", "--accept", text)
@@ -495,10 +501,22 @@ def test_speculative_refusals_are_one_line(run_cli):
     cases = ((("-m", "glm-4.5", "--speculative", "mtp"), "not a DeepSeek model with MTP layers"),
              (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp:2"), "no published acceptance length"),
              (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--spec-tokens", "1"),
-              "--speculative and --spec-tokens both given"))
+              "--speculative and --spec-tokens both given"),
+             # another drafter than the head whose acceptance was published: that figure is not its own
+             (("-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--draft-model", "llama-3.1-8b"),
+              "not --draft-model llama-3.1-8b's"),
+             (("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--speculative", "eagle3:3", "--draft-model",
+               "llama-3.1-8b"), "the EAGLE-3 head's, not --draft-model llama-3.1-8b's"))
     for args, words in cases:
         r = run_cli("tpot", *args)
         assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_speculative_with_a_draft_model_takes_the_given_acceptance(run_cli):
+    # with --accept the acceptance is the user's, not the head's published figure: the draft model is priced
+    r = run_cli("tpot", "-m", "deepseek-r1", "-g", "h200", "--speculative", "mtp", "--draft-model", "llama-3.1-8b",
+                "--accept", "1.5", "-f", "json")
+    assert r.code == 0, r.err
 
 
 def test_speculative_eagle3_takes_the_published_chain_acceptance():

@@ -629,8 +629,10 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     if targets.ttft is not None:
         out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
                          slo=Seconds(targets.ttft, given(targets.ttft_origin)))
+    # against no colocated goodput the ratio is no figure (infinite, or 0 / 0): say so instead of "infx"
+    against = "({fm:.2f}x colocated)" if math.isfinite(fluid_margin.number()) else "(colocated: no goodput)"
     out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
-                     "{fluid:,.3g} requests/s ({fm:.2f}x colocated)", eff=eff, fluid=fluid, fm=fluid_margin)
+                     "{fluid:,.3g} requests/s " + against, eff=eff, fluid=fluid, fm=fluid_margin)
     return col, out
 
 

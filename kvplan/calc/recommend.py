@@ -348,9 +348,12 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps, table=False, targets=o.slo))
     except KvplanError as err:   # e.g. a GPU preset without a NIC figure: the row says what is missing
         pd = None
-        rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", f"kvplan pd cannot price the split: {err.message}"
-                        f" ({err.hint})." if err.hint else f"kvplan pd cannot price the split: {err.message}.",
-                        DOCUMENT_ROWS["pd"][0], False, "not priced: " + (err.hint or err.message)))
+        # a TTFT target reaches this row only (the batch's closed loop does not judge TTFT): say it went unjudged
+        unjudged = (" The --ttft-slo target is judged on this row only, so it was not judged."
+                    if o.slo is not None and o.slo.ttft is not None else "")
+        rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", (f"kvplan pd cannot price the split: {err.message}"
+                        f" ({err.hint})." if err.hint else f"kvplan pd cannot price the split: {err.message}.")
+                        + unjudged, DOCUMENT_ROWS["pd"][0], False, "not priced: " + (err.hint or err.message)))
     if pd is not None:
         rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
                         doubled + Note.join(" ", pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
@@ -378,7 +381,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                                 "bytes)", f"{admitted}")), admitted_run.decode_steps_until_full,
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
-        tuple(pd.reasons) if pd is not None else (rows[-1].reason,),
+        tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
         True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v)
 
 

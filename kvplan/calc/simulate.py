@@ -207,6 +207,18 @@ def _requests(s: Scenario, workload: Workload, u: _Replica):
     return P, L, table, bytes_at, longest_cache
 
 
+def _check_host_pool(pool_bytes: int, dram_bytes_per_gpu: int | None) -> None:
+    """HiCache's host pool per GPU must fit the host DRAM per GPU: SGLang allocates it whole at start-up and
+    refuses to start when the host has less free memory (``HostKVCache.__init__``, "Not enough host memory
+    available", every release from v0.4.6; v0.5.23 ``mem_cache/pool_host/base.py``, which also keeps 10 GiB free,
+    not counted here)."""
+    if dram_bytes_per_gpu is not None and pool_bytes > dram_bytes_per_gpu:
+        raise KvplanError(f"HiCache's host pool of {pool_bytes / 2**30:,.2f} GiB per GPU is more than the "
+                          f"{dram_bytes_per_gpu / 2**30:,.2f} GiB of host DRAM per GPU (--dram, else the node's); "
+                          "SGLang would not start (not enough host memory)",
+                          "lower --hicache-ratio or --hicache-size, or give the node's DRAM with --dram")
+
+
 def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None, progress=None) -> SimRun:
     """``progress(done, total)``, when given, is called every 4,096 events with the requests finished."""
     import numpy as np
@@ -237,6 +249,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     bind = getattr(sched, "bind_link", None)
     if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
         bind(u.block_bytes, u.total_blocks + u.prefix_blocks, *_link_costs(u.block_bytes, u.link))
+        _check_host_pool(getattr(sched, "host_blocks", 0) * u.block_bytes, dram_cap)
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),

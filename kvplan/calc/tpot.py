@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.errors import DoesNotFit, KvplanError
+from kvplan.errors import DoesNotFit, KvplanError, shorten
 from kvplan.scenario import Scenario
 from kvplan.specs.values import Bytes, Count, Note, Number, Seconds, Tokens, default, derived, given, note
 
@@ -159,6 +159,9 @@ def parse_accept(text: str) -> Accept:
     from kvplan.inputs.units import parse_tokens
 
     if "@" in text:
+        if re.search(r"(?:^|,)\s*(?:,|$)", text):   # 2.6@1k, / ,2.6@1k / 2.6@1k,,2.0@32k: a point left out
+            raise KvplanError(f"--accept {shorten(text)} has an empty point (a stray comma)",
+                              "give ACCEPT@CONTEXT points separated by single commas, e.g. 2.6@1k,2.0@32k")
         parts = re.split(r",(?=\s*" + _ACCEPT_NUMBER + r"\s*@)", text)
         if len(parts) > MAX_ACCEPT_POINTS:
             raise KvplanError(f"--accept has {len(parts)} points, more than {MAX_ACCEPT_POINTS}",

@@ -768,6 +768,11 @@ class SglangScheduler(Scheduler):
             tokens = int(pool_blocks * self.block * (hc.ratio if hc.ratio is not None else HICACHE_RATIO))
         self.host_blocks = tokens // self.block
         self.load_cost, self.write_cost = load_cost, write_cost
+        if self.host_blocks <= pool_blocks:   # --hicache-ratio <= 1, or a small --hicache-size: said, not silent
+            self.notes = (*self.notes, f"HiCache's host pool ({self.host_blocks:,} blocks) is not larger than the "
+                          f"device pool ({pool_blocks:,}): SGLang v0.5.23 warns that the host tier's hit rate is "
+                          "reduced (mem_cache/pool_host/base.py HostKVCache.__init__); earlier releases assert a "
+                          "larger host pool and do not start")
 
     def hicache_stats(self) -> dict[str, Any] | None:
         """What the host tier did (None when HiCache is off): per request the tokens loaded back, the blocks

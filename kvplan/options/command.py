@@ -62,6 +62,13 @@ def speculative(built: Scenario, speculative: str, accept: str | None,
         raise InputError("--speculative and --spec-tokens both given",
                          "give --speculative mtp:K, or --spec-tokens K with --accept A")
     k, published, source, method = parse_speculative(speculative)
+    if built.draft is not None and accept is None:
+        # the published acceptance lengths are the named head's (DeepSeek's MTP, Llama-3.1-8B's EAGLE-3), not
+        # those of another drafter: applying them to --draft-model's would price a figure nobody measured
+        raise InputError(f"--speculative {speculative.strip()}: its published acceptance is "
+                         f"{'the EAGLE-3 head' if method == 'eagle3' else 'the MTP head'}'s, not --draft-model "
+                         f"{built.draft.id}'s", f"give --accept A measured for {built.draft.id}, or drop "
+                                                "--draft-model")
     if method == "eagle3":
         from kvplan.calc.tpot import EAGLE3_TARGETS
 

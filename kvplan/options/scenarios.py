@@ -41,6 +41,14 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
         raise InputError(f"unknown scenario option {unknown[0]!r}",
                          "give one of " + ", ".join((*SCENARIO_DEFAULTS, *MEMORY_OPTIONS, *POOL_OPTIONS)))
     given = {k: v for k, v in options.items() if v is not None}
+    if "kv_pool" in given:
+        # a given pool is planned on as it is: the options that size it from the GPU's memory would do nothing
+        sizing = [k for k in ("gpu_memory_utilization", "mem_fraction_static", "activation_reserve", "runtime_reserve")
+                  if k in given]
+        if sizing:
+            flag = "--" + sizing[0].replace("_", "-")
+            raise InputError(f"{flag} sizes the KV pool, which --kv-pool gives (it would have no effect)",
+                             f"drop {flag}, or drop --kv-pool to size the pool from it")
     fields = {k: given.pop(k) for k in list(given) if k not in OPTION_FIELDS}
     typed = resolve(fields, given, presets_dir, decode_flag)
     if calibration is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kvplan.errors import InputError
+from kvplan.errors import InputError, shorten
 from kvplan.inputs.options import optional, parse_float, parse_plain_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -246,6 +246,23 @@ def _check_trace_options(scenario: Scenario | dict[str, Any], trace: Any, trace_
                              "with it", f"drop {flag}, or --trace")
 
 
+def _hicache_variant(value: str, base: Any) -> Any:
+    """--compare hicache=on|off|POLICY: off (None), or HiCache with the release's default policy (on) or the one
+    named, keeping the host pool the base run was given (--hicache-ratio / --hicache-size)."""
+    import dataclasses
+
+    from kvplan.engines.sglang_scheduler import WRITE_POLICIES
+
+    low = value.strip().lower()
+    if low == "off":
+        return None
+    if low != "on" and low not in WRITE_POLICIES:
+        raise InputError(f"--compare hicache value {shorten(value)} is not on, off or an SGLang write policy",
+                         "give hicache=on, hicache=off, hicache=write_through or hicache=write_through_selective")
+    chosen = hicache_option(True, policy=None if low == "on" else low)
+    return chosen if base is None else dataclasses.replace(base, write_policy=chosen.write_policy)
+
+
 def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
              pairs: tuple[tuple[str, str], ...]) -> tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions]:
     """One --compare variant: its label, pairs, and the base's scenario and options with its keys replaced."""
@@ -267,8 +284,7 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
         elif key == "dram":
             changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
         elif key == "hicache":              # on, off, or a write policy (on: the release's default)
-            low = value.lower()
-            changes["hicache"] = None if low == "off" else hicache_option(True, policy=None if low == "on" else low)
+            changes["hicache"] = _hicache_variant(value, options.hicache)
         elif key == "offload-threshold":
             changes["offload_threshold"] = (None if value.lower() == "off"
                                             else parse_float(value, "--compare offload-threshold", "0.7"))

@@ -21,9 +21,13 @@ def present(plan: PdPlan) -> Result:
     breakeven = (note("break-even at prompt:output ") + ratio_label(plan.breakeven_ratio)
                  + note(" ({decode} output tokens)", decode=decode_v)) if be else note(
         "no break-even from 1:100 to 50:1 at {decode} output tokens", decode=decode_v)
+    # no colocated goodput leaves the ratio no figure (infinite, or 0 / 0 when neither side meets the targets)
+    ratio = ("{margin:.2f}x" if plan.colocated_requests_per_second.number() else
+             "neither meets the targets" if not plan.disaggregated_requests_per_second.number() else
+             "colocated has no goodput")
     verdict = ("Disaggregate" if plan.recommend else "Do not disaggregate") + note(
         ": goodput {dis:,.3g} vs {col:,.3g} requests/s colocated ({dtps:,.0f} vs {ctps:,.0f} output tokens/s; "
-        "{margin:.2f}x, the bar is 1.05x; ", dis=plan.disaggregated_requests_per_second,
+        + ratio + ", the bar is 1.05x; ", dis=plan.disaggregated_requests_per_second,
         col=plan.colocated_requests_per_second, dtps=plan.disaggregated_tokens_per_second,
         ctps=plan.colocated_tokens_per_second, margin=plan.margin) + breakeven + ") under " + under + "."
     tq, fq = t.tpot_percentile, t.ttft_percentile

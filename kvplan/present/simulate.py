@@ -144,6 +144,10 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
         from kvplan.calc.tpot import accept_assumption
 
         assumptions = (*assumptions, accept_assumption(o.speculative[1], o.accept_source))
+    if o.speculative is not None:   # the setting as numbers (the notes and assumptions say it in words)
+        data["speculative"] = {"spec_tokens": o.speculative[0],
+                               "accept_profile": [{"context_tokens": c, "accept": a} for c, a in o.speculative[1]],
+                               "accept_source": o.accept_source}
     if r.scheduler:
         data.update(scheduler=r.scheduler, preemption_cause=r.preemption_cause)
     # the scheduler's own note (its rules with sources) stands for the plan's short one (what --compare shows)
