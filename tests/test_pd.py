@@ -138,10 +138,16 @@ def test_slo_percentile_moves_the_judged_figures(run_cli):
 
 
 def test_an_ep_group_is_never_split_over_prefill_and_decode_instances(run_cli):
-    # --tp 1 --ep 8 on 8 GPUs: 8 one-GPU instances, each with 1/8 of the experts: no instance can serve alone.
-    r = run_cli("pd", "--tp", "1", "--ep", "8", "--prompt", "4k", "--decode", "300", "--kv-dtype", "fp8")
-    assert r.code == 2 and "--ep 8 spans 8 instances of 1 GPU(s)" in r.err and "--tp 8" in r.err
+    # --tp 4 --ep 6 on 12 GPUs (DP 3): the EP group of 6 is not a whole number of 4-GPU ranks (6 / 4), so no
+    # instance of whole ranks holds exactly the experts: refused.
+    r = run_cli("pd", "--tp", "4", "--ep", "6", "--gpus", "12", "--nodes", "2", "--prompt", "4k", "--decode", "300",
+                "--kv-dtype", "fp8")
+    assert r.code == 2 and "--ep 6 spans 2 instances of 4 GPU(s)" in r.err and "--tp 6" in r.err
     assert r.err.count("\n") == 1
+    # --tp 1 --ep 8 on 8 GPUs is one attention-DP instance of 8 ranks (EP over all of them): one instance, not two
+    r = run_cli("pd", "--tp", "1", "--ep", "8", "--prompt", "4k", "--decode", "300", "--kv-dtype", "fp8")
+    assert r.code == 2 and "1 instance(s) of TP x PP = 1 x 8 attention-DP ranks (EP 8)" in r.err
+    assert "--nodes 2" in r.err and "smaller --tp" not in r.err and r.err.count("\n") == 1
     # an EP group inside each instance (TP8 x EP8 on 2 nodes) splits fine
     d = pd_json(run_cli, "-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "8", "--ep", "8", "--nodes", "2",
                 "--prompt", "4k", "--decode", "300")
@@ -247,3 +253,19 @@ def test_the_closed_form_batch_serves_the_most_requests_per_cycle():
         return n / (300 * tpot + t_pf) if tpot <= 0.05 else 0.0
 
     assert all(rps(n) <= side.requests_per_second * (1 + 1e-12) for n in range(1, min(m.fit(4300), 4096) + 1))
+
+
+def test_an_attention_dp_layout_the_user_gives_is_the_one_pd_searches(run_cli):
+    # --tp 1 --dp 16 --ep 8 on 2 nodes of 8 H200: 16 / (8 / 1) = 2 instances of 8 attention-DP ranks, the layout pd
+    # itself finds best for this reasoning case (TP1 DP8 EP8 on both roles and colocated). Given, it is searched as
+    # that layout, so the colocated goodput is the searched one's: 2 instances x 8 ranks x one rank's rate.
+    given = pd_json(run_cli, "--nodes", "2", "--tp", "1", "--dp", "16", "--ep", "8", "--kv-dtype", "fp8")
+    searched = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
+    assert searched["colocated_tp"] == 1 and searched["prefill_attention_dp"] == 8
+    assert given["instances"] == 2
+    assert given["colocated_requests_per_second"] == pytest.approx(searched["colocated_requests_per_second"],
+                                                                   rel=1e-12)
+    assert given["recommend_disaggregation"] is searched["recommend_disaggregation"] is False
+    # the hint for one instance pastes to two: --dp 16 over the --dp given
+    r = run_cli("pd", "--tp", "1", "--dp", "8", "--ep", "8", "--kv-dtype", "fp8")
+    assert r.code == 2 and "--dp 16 --nodes 2" in r.err

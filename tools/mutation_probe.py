@@ -1023,6 +1023,14 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user26-pd-zero-goodput-ratio", "kvplan/present/pd.py",
       'ratio = ("{margin:.2f}x" if plan.colocated_requests_per_second.number() else',
       'ratio = ("{margin:.2f}x" if True else'),
+    # pd: the scenario's own attention-DP layout (--tp T --dp R --ep T x A) as instances of A ranks
+    M("lead26-pd-own-adp-off", "kvplan/calc/pd.py", "    ranks = ep // g if (ep > g and ep % g == 0",
+      "    ranks = 1 if (ep > g and ep % g == 0"),
+    M("lead26-pd-own-adp-instances", "kvplan/calc/pd.py", "    instances = par.dp // ranks\n",
+      "    instances = par.dp\n"),
+    M("lead26-pd-own-adp-hint-dp", "kvplan/calc/pd.py", 'flags += [f"--dp {2 * ranks}"]', 'flags += [f"--dp {2}"]'),
+    M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
+      "(rm.s if i else rm.s.with_(dp=1))"),
 )
 
 

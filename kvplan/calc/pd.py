@@ -636,13 +636,13 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     return col, out
 
 
-def _two_instances(s: Scenario, g: int) -> str:
+def _two_instances(s: Scenario, g: int, ranks: int = 1) -> str:
     """The options that give the deployment two instances of ``g`` GPUs, each a change from what it has (so the
     hint changes the outcome when pasted): --dp 2 over a --dp the user pinned, --gpus over a --gpus given, and the
     --nodes that hold them; a default TP is pinned (it would grow with the GPUs)."""
-    need, per_node = 2 * g, s.hardware.node.gpus_per_node
+    need, per_node = 2 * g * ranks, s.hardware.node.gpus_per_node
     flags = [f"--tp {s.parallelism.tp}"] if s.tp_defaulted else []
-    flags += ["--dp 2"] if s.dp is not None else []
+    flags += [f"--dp {2 * ranks}"] if s.dp is not None else []     # attention DP: 2 instances of its ranks
     if s.gpus is not None and s.gpus < need:
         flags.append(f"--gpus {need}")
     if need > s.nodes * per_node:
@@ -657,12 +657,17 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     s = scenario
     par, hw = s.parallelism, s.hardware
     g = par.tp * par.pp
-    instances = par.dp
-    if instances < 2:
-        raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of TP x PP = {g}: disaggregation needs two",
-                          f"plan two instances ({_two_instances(s, g)}), or a smaller --tp")
     ep = par.ep or 1
-    if ep > g:      # the EP group spans instances: a prefill or decode instance alone would miss experts
+    # the scenario's own layout with attention DP (--tp T --dp R.. --ep T x A, a MoE model): instances of A ranks of
+    # T GPUs each, the experts over all of them, as the role layouts pd searches (RoleLayout's docstring)
+    ranks = ep // g if (ep > g and ep % g == 0 and s.sized_model.params_expert is not None
+                        and par.dp % (ep // g) == 0) else 1
+    instances = par.dp // ranks
+    if instances < 2:
+        what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
+        raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
+                          f"plan two instances ({_two_instances(s, g, ranks)})" + (", or a smaller --tp" if ranks == 1 else ""))
+    if ep > g * ranks:      # the EP group spans instances: a prefill or decode instance alone would miss experts
         raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
                           f"instance holds {g} of the {ep} expert shards, not every expert",
                           f"give --tp {ep} so each instance holds the whole EP group, or --ep {g}")
@@ -681,7 +686,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     assert targets is not None      # PdOptions fills it in
     total = par.gpus
     roles = role_layouts(s, o)
-    own = (RoleLayout(par.tp, par.pp, par.ep), m)
+    own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
+           (RoleLayout(par.tp, par.pp, par.ep), m))
+    own_instances = instances
     col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(roles, own, instances, p, d,
                                                                                        total)
     mean_col, _, _ = cm.colocated(p, d)       # the closed form on the mean: where the closed loop's search starts
@@ -750,7 +757,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         # the row at this request's own prompt is the request's search, already done (the same layouts and SLO)
-        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(roles, own, par.dp, pr, d, total) if pr != p else
+        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(roles, own, own_instances, pr, d, total) if pr != p else
                                           (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
         rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
@@ -931,7 +938,7 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
         # step model prices its EP all-to-all; the ranks' requests are not coupled further, as simulate's DP note says)
-        one = (rm.s if i else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
         if any(one == o and ranks == r for o, r in tried):
             continue      # the same replica and count as one searched already (the scenario's own among the roles)
         tried.append((one, ranks))
