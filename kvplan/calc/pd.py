@@ -666,7 +666,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if instances < 2:
         what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
-                          f"plan two instances ({_two_instances(s, g, ranks)})" + (", or a smaller --tp" if ranks == 1 else ""))
+                          f"plan two instances ({_two_instances(s, g, ranks)})"
+                          + (", or a smaller --tp" if ranks == 1 else ""))
     if ep > g * ranks:      # the EP group spans instances: a prefill or decode instance alone would miss experts
         raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
                           f"instance holds {g} of the {ep} expert shards, not every expert",
