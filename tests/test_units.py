@@ -13,12 +13,16 @@ from kvplan.inputs.units import format_bytes, parse_rate, parse_size, parse_toke
     ("1.5M", 1_500_000),
     ("128Ki", 131_072),       # 128 x 1024
     ("1,000", 1_000),
+    ("1,000,000", 1_000_000),   # thousands separators in groups of three
+    ("30,000k", 30_000_000),
 ])
 def test_parse_tokens(text, expected):
     assert parse_tokens(text) == expected
 
 
-@pytest.mark.parametrize("text", ["-5", "0", "nan", "inf", "abc", "1.5", "2e9", "12 tokens"])
+@pytest.mark.parametrize("text", ["-5", "0", "nan", "inf", "abc", "1.5", "2e9", "12 tokens",
+                                  # a comma that is not a thousands separator (it read as 100, 1k, 10,000 before)
+                                  "1,00", "1k,", ",1", "1,0000", "10,00,000"])
 def test_parse_tokens_rejects(text):
     with pytest.raises(KvplanError):
         parse_tokens(text)

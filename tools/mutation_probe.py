@@ -1029,6 +1029,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-pd-own-adp-instances", "kvplan/calc/pd.py", "    instances = par.dp // ranks\n",
       "    instances = par.dp\n"),
     M("lead26-pd-own-adp-hint-dp", "kvplan/calc/pd.py", 'flags += [f"--dp {2 * ranks}"]', 'flags += [f"--dp {2}"]'),
+    M("lead26-token-comma-any", "kvplan/inputs/units.py", 'if "," in stripped and not re.fullmatch(',
+      'if False and not re.fullmatch('),
+    M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
 )

@@ -82,7 +82,11 @@ def parse_tokens(text: str | int | float, what: str = "token count", allow_zero:
     if not isinstance(text, str):   # a number from Python or a plan file reads as its text: the same messages
         text = str(text)
     _check_length(text, what, "30000, 30k or 128Ki")
-    raw = text.strip().replace(",", "").replace("_", "")
+    stripped = text.strip()
+    if "," in stripped and not re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?\s*[A-Za-z]*", stripped):
+        raise InputError(f"{what} {text!r} has a comma that is not a thousands separator",
+                         "write thousands as 30,000 (groups of three digits) or 30000")
+    raw = stripped.replace(",", "").replace("_", "")
     parts = _plain_count(raw)
     if parts is None:
         m = re.fullmatch(_TOKENS, raw, flags=re.IGNORECASE)
