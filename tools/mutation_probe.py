@@ -779,7 +779,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # childless (settle's demote, evict_host's parent, touch) with its stamp of that moment; a child is added only
     # by checkpoint's _add, under path[-1], and checkpoint then stamps the whole path with a new clock, so an entry
     # whose stamp still matches is of a node that gained no child since; mut26 checked it with an assertion in
-    # place of the test over test_sim_sglang_hicache.py and test_sim_sglang.py: never reached)
+    # place of the check, over test_sim_sglang_hicache.py and test_sim_sglang.py: never reached)
     M("sglang-hicache-selective-writes", SGS, '"write_through_selective": 2}', '"write_through_selective": 1}'),
     M("sglang-hicache-default-policy-release", SGS, "WRITE_THROUGH_SINCE = (0, 5, 2)",
       "WRITE_THROUGH_SINCE = (0, 5, 1)"),
