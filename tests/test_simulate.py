@@ -169,6 +169,9 @@ def test_the_closed_form_sum_of_a_max_of_two_series():
     assert sim._affine_max_sum(10, -1, 2, 1, 10) == pytest.approx(85)
     # parallel series: the larger one throughout, 3 + 4 + 5 = 12
     assert sim._affine_max_sum(3, 1, 1, 1, 3) == pytest.approx(12)
+    # a rising series that crosses inside the first step (at t = 0.5): max(10 t, 5) over t = 0..2 is 5, 10, 20 = 35
+    # (the constant wins at t = 0 only; starting the rising one at t = 0 would give 0 + 10 + 20 = 30)
+    assert sim._affine_max_sum(0, 10, 5, 0, 3) == pytest.approx(35)
 
 
 def test_the_step_an_event_falls_in():

@@ -626,12 +626,12 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed-overflow-step-one-past", "kvplan/calc/simulate.py",
       "                        m = bisect_right(acc, rest)\n",
       "                        m = bisect_right(acc, rest + 1)\n"),
-    M("speed-run-price-crossing-rounded-down", "kvplan/calc/simulate.py",
-      "m, a0, a1, b0, b1 = min(max(ceil(-d0 / d1), 0), k), v0, v1, u0, u1",
-      "m, a0, a1, b0, b1 = min(max(floor(-d0 / d1), 0), k), v0, v1, u0, u1"),
-    M("speed-run-price-one-side-only", "kvplan/calc/simulate.py",
-      "                        run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)",
-      "                        run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)"),
+    # the run's price: run_book and decode_fast call steps._affine_max_sum (no written-out copy)
+    M("speed-run-price-crossing-rounded-down", "kvplan/calc/sim/steps.py",
+      "return min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1",
+      "return min(max(math.floor(-d0 / d1), 0), k), v0, v1, u0, u1"),
+    M("speed-run-price-one-side-only", "kvplan/calc/sim/steps.py",
+      "        return k * b0 + b1 * k * (k - 1) / 2\n", "        return k * a0 + a1 * k * (k - 1) / 2\n"),
     # --- speed19s: decode_fast (every scheduler's O(1) run written out), mixed_parts' batch terms, the batch's
     # join order, the per-request rows built when read ---
     M("speed19s-decode-fast-one-step-price-smaller", "kvplan/calc/simulate.py",
@@ -648,13 +648,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "            if k == 1:",
       "                if added > limit + 10**9:\n                    k, added = r.last_step_that_fits(limit, s0, b)\n"
       "            if k == 1:"),
-    M("speed19s-decode-fast-blind-to-arrivals", "kvplan/calc/simulate.py",
+    M("speed19s-decode-fast-blind-to-arrivals", "kvplan/engines/replica.py",
       "upcoming = arrivals[0][0] if arrivals else math.inf", "upcoming = math.inf"),
-    # (its crossing step rounded down differs only when the series cross within the run's first step, which no
-    # workload here does: the interior case calls _affine_max_sum, which splits again; no mutant for it)
-    M("speed19s-decode-fast-run-one-side-only", "kvplan/calc/simulate.py",
-      "\n                    run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)",
-      "\n                    run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)"),
     M("speed19s-decode-fast-with-speculative", "kvplan/calc/simulate.py",
       "decode = (self.decode_fast if self.fast and self.prices.spec is None and type(sched)",
       "decode = (self.decode_fast if self.fast and type(sched)"),

@@ -398,7 +398,7 @@ class _EventLoop:
         room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
-        heappop, inf, ceil, floor = heapq.heappop, math.inf, math.ceil, math.floor
+        heappop = heapq.heappop
         # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
         fused = sched.newest and sched.policy == "recompute" and thr is None
         xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
@@ -518,26 +518,9 @@ class _EventLoop:
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
                 else:
-                    upcoming = arrivals[0][0] if arrivals else inf    # the next arrival or copy landing
-                    if landing and landing[0][0] < upcoming:
-                        upcoming = landing[0][0]
-                    if leaving and leaving[0][0] < upcoming:
-                        upcoming = leaving[0][0]
+                    upcoming = r.next_event_at()  # the next arrival or copy landing
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                    # steps._affine_max_sum (and _max_split, _lin) written out, the same arithmetic in the same order
-                    d0, d1 = u0 - v0, u1 - v1
-                    if d1 == 0:                   # parallel: one wins throughout
-                        m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
-                    elif d1 > 0:                  # u wins from the crossing on
-                        m, a0, a1, b0, b1 = min(max(ceil(-d0 / d1), 0), k), v0, v1, u0, u1
-                    else:
-                        m, a0, a1, b0, b1 = min(max(floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
-                    if m >= k:
-                        run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
-                    elif m <= 0:
-                        run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
-                    else:                         # the two series cross inside the run (no test workload): as is
-                        run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
                         k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
                         added = need1 if k == 1 else r.crossings(k, s0, b)
@@ -610,27 +593,9 @@ class _EventLoop:
             if k == 1:
                 now += step0 + (u0 if u0 >= v0 else v0)
             else:
-                arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
-                upcoming = arrivals[0][0] if arrivals else math.inf   # the next arrival or copy landing
-                if landing and landing[0][0] < upcoming:
-                    upcoming = landing[0][0]
-                if leaving and leaving[0][0] < upcoming:
-                    upcoming = leaving[0][0]
+                upcoming = r.next_event_at()      # the next arrival or copy landing
                 u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                # steps._affine_max_sum (and _max_split, _lin) written out, the same arithmetic in the same order
-                d0, d1 = u0 - v0, u1 - v1
-                if d1 == 0:                       # parallel: one wins throughout
-                    m, a0, a1, b0, b1 = (k if d0 >= 0 else 0), u0, u1, v0, v1
-                elif d1 > 0:                      # u wins from the crossing on
-                    m, a0, a1, b0, b1 = min(max(math.ceil(-d0 / d1), 0), k), v0, v1, u0, u1
-                else:
-                    m, a0, a1, b0, b1 = min(max(math.floor(-d0 / d1) + 1, 0), k), u0, u1, v0, v1
-                if m >= k:
-                    run_time = k * step0 + (k * a0 + a1 * k * (k - 1) / 2)
-                elif m <= 0:
-                    run_time = k * step0 + (k * b0 + b1 * k * (k - 1) / 2)
-                else:                             # the two series cross inside the run: as is
-                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                 if now + run_time > upcoming:     # stop at the step during which the next event falls
                     k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
                     added = need1 if k == 1 else r.crossings(k, s0, b)
@@ -697,9 +662,7 @@ class _EventLoop:
                         k, added = r.last_step_that_fits(limit, s0, b)
             else:
                 k = self.fit(k, x, held_sum, need1, limit)
-            arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
-            upcoming = min(arrivals[0][0] if arrivals else math.inf, landing[0][0] if landing else math.inf,
-                           leaving[0][0] if leaving else math.inf)
+            upcoming = r.next_event_at()
         if b > tally.peak_running:                # the batch of a step that runs (not one a preemption trims)
             tally.peak_running = b
         now = r.now

@@ -135,6 +135,17 @@ class ReplicaState:
         """Requests holding blocks: running, landing swap-ins, offloads still copying out."""
         return len(self.running) + len(self.landing) + len(self.leaving)
 
+    def next_event_at(self) -> float:
+        """When the next arrival, swap-in landing or offload landing in DRAM falls (inf when none is due): where a
+        run of decode steps must stop to let it be seen."""
+        arrivals, landing, leaving = self.arrivals, self.landing, self.leaving
+        upcoming = arrivals[0][0] if arrivals else math.inf
+        if landing and landing[0][0] < upcoming:
+            upcoming = landing[0][0]
+        if leaving and leaving[0][0] < upcoming:
+            upcoming = leaving[0][0]
+        return upcoming
+
     def occupancy(self) -> int:
         """Blocks held by the running batch and the landing swap-ins (not by offloads still copying out)."""
         return self.total_blocks - self.free - self.leaving_blocks
