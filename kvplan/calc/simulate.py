@@ -349,7 +349,7 @@ class _EventLoop:
         steps_itself = sched.steps_itself
         if self.book and on_event is None:
             return self.run_book(progress)
-        # the engines' schedulers on the O(1) path without speculative decoding: the run's price written out
+        # the engines' schedulers on the O(1) path without speculative decoding: the run's price inline
         # (``decode_fast``); the rule book observed keeps ``decode`` and ``Prices.run``, against which the tests hold
         # its own loop (``run_book``)
         decode = (self.decode_fast if self.fast and self.prices.spec is None and type(sched) is not RuleBook
@@ -382,9 +382,10 @@ class _EventLoop:
 
     def run_book(self, progress) -> None:
         """``run`` and ``decode`` for the rule book on the O(1) path (``fast``: no caps, no windows, not
-        ``reference``) with no observer, in one function: the run's price (``Prices.run`` without caps) and its
-        blocks (``ReplicaState.crossings``) written out, the same arithmetic in the same order, so the same events,
-        runs, times and marks (the equality tests against the references run it)."""
+        ``reference``) with no observer, in one function: the run's price (``Prices.run`` without caps: its terms
+        here, their sum by ``steps._affine_max_sum``) and its blocks (``ReplicaState.crossings``) written out, the
+        same arithmetic in the same order, so the same events, runs, times and marks (the equality tests against the
+        references run it)."""
         r, sched = self.r, self.sched
         assert isinstance(sched, RuleBook)
         mark = self.mark
@@ -543,9 +544,9 @@ class _EventLoop:
     def decode_fast(self, out: int) -> None:
         """``decode`` on the O(1) path (``fast``: no caps, no windows, not ``reference``) without speculative
         decoding, for the engines' schedulers (vLLM V1, SGLang; the rule book has ``run_book``): the run's price
-        (``Prices.run`` without caps), its blocks (``ReplicaState.crossings``) and its overflow step
-        (``ReplicaState.last_step_that_fits``) written out as ``run_book`` writes them, the same arithmetic in the
-        same order, so the same runs, times and marks."""
+        (``Prices.run`` without caps: its terms here, their sum by ``steps._affine_max_sum``), its blocks
+        (``ReplicaState.crossings``) and its overflow step (``ReplicaState.last_step_that_fits``) as ``run_book``
+        has them, the same arithmetic in the same order, so the same runs, times and marks."""
         r, sched = self.r, self.sched
         phase, block, running = r.phase, r.block, r.running
         while True:
