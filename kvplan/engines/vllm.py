@@ -188,11 +188,10 @@ HASHLESS_FRONT_SOURCE = blob("v0.24.0", "vllm/v1/core/block_pool.py", "free_bloc
 # From v0.24.0 V1 has an admission watermark again: SchedulerConfig.watermark (--watermark), default 0.0, keeps
 # int(watermark x num_blocks) blocks free when a waiting or preempted request is admitted while any request runs
 # (allocate_slots: watermark_blocks if has_scheduled_reqs and status WAITING/PREEMPTED). At its default it keeps
-# nothing free, which is what kvplan models in every V1 release.
-V1_WATERMARK_SINCE: Release = (0, 24, 0)
-V1_WATERMARK_SOURCE = blob("v0.24.0", "vllm/config/scheduler.py, vllm/v1/core/kv_cache_manager.py",
-                           "watermark: float = Field(default=0.0, ge=0.0, lt=1.0); watermark_blocks = int(watermark x "
-                           "num_blocks), added to the blocks a waiting/preempted request needs when has_scheduled_reqs")
+# nothing free, which is what kvplan models in every V1 release (vllm/config/scheduler.py at v0.24.0: watermark:
+# float = Field(default=0.0, ge=0.0, lt=1.0); vllm/v1/core/kv_cache_manager.py: watermark_blocks = int(watermark x
+# num_blocks), added to the blocks a waiting/preempted request needs when has_scheduled_reqs). kvplan takes no
+# --watermark, so none can be given and ignored.
 # vLLM checks max_num_batched_tokens >= max_num_seqs at start-up (vllm/config/scheduler.py SchedulerConfig verify)
 SEQS_WITHIN_BUDGET_SOURCE = blob("v0.11.0", "vllm/config/scheduler.py", "max_num_batched_tokens must be >= "
                                  "max_num_seqs")
