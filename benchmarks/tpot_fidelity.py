@@ -203,6 +203,34 @@ NEVER_SEEN = (
           (64, 1024, 1024, 21.27), (4, 1024, 8192, 11.22), (8, 1024, 8192, 11.86), (16, 1024, 8192, 13.48),
           (32, 1024, 8192, 17.32), (64, 1024, 8192, 20.52)), start=17)),
 )
+# One deployment under three engines (issue 20: "find what the engines' own published benchmarks show"): dstack's
+# DeepSeek-R1 runs on one 8 x H200 node, 3,200 in / 800 out (random, range ratio 1), 500 prompts at each concurrency,
+# SGLang's bench_serving; mean TPOT as published in the run's raw data. Collected after the model of this pass was set
+# (the SGLang shared-expert fusion above), written here before any of their predictions was computed, and never used
+# to fit: reported apart (engine_run_errors), like NEVER_SEEN. The launch lines (the repository's README): vLLM
+# nightly 0.7.4.dev181 (VLLM_ATTENTION_BACKEND=FLASHMLA, --tensor-parallel-size 8); SGLang 0.4.3.post2 with
+# --tp 8 --enable-dp-attention (attention data-parallel over the 8 GPUs, so kvplan's TP1 x DP8 with EP8, each DP rank
+# holding concurrency / 8 requests); TensorRT-LLM 0.17.post1.dev pytorch backend, --tp_size 8 --ep_size 4 (its MoE
+# TP2 x EP4 puts the same expert bytes on a GPU as TP8, so priced as TP8; kvplan has no TensorRT-LLM adapter: the
+# neutral engine). All three releases are from February-March 2025; SGLang 0.4.3 predates the oldest SGLang release
+# kvplan has rules for (0.4.6).
+DSTACK = ("github.com/dstackai/benchmarks @7f37e66 Deepseek-R1/raw_data/online_results.csv (rows h200, random, "
+          "3200/800: mean_tpot_ms), setup in Deepseek-R1/README.md; blog "
+          "dstack.ai/blog/h200-mi300x-deepskeek-benchmark (2025-03-18)")
+_DSTACK_ROWS = (
+    ("vllm 0.7.4.dev181 (FlashMLA)", ((4, 25.73), (8, 31.28), (16, 49.60), (32, 51.67), (64, 65.62), (128, 71.86))),
+    ("sglang 0.4.3.post2 (DP attention)", ((4, 43.58), (8, 43.82), (16, 52.51), (32, 63.64), (64, 80.24),
+                                            (128, 110.75))),
+    ("TensorRT-LLM 0.17.post1.dev (pytorch backend)", ((4, 55.12), (8, 55.92), (16, 57.55), (32, 65.46), (64, 81.65),
+                                                       (128, 100.24))),
+)
+ENGINE_RUNS = tuple(
+    PublishedPoint(f"E{j}{'abcdef'[i]}", "deepseek-r1", "h200",
+                   (("tp", 1), ("dp", 8), ("ep", 8)) if engine.startswith("sglang") else (("tp", 8),), "bf16",
+                   max(1, c // 8) if engine.startswith("sglang") else c, 3200, 800, t, DSTACK,
+                   f"concurrency {c}" + (f" ({max(1, c // 8)} per DP rank)" if engine.startswith("sglang") else ""),
+                   engine=engine)
+    for j, (engine, rows) in enumerate(_DSTACK_ROWS, start=1) for i, (c, t) in enumerate(rows))
 # B1-B17's engines, from their sources above
 _ENGINE = {"B1": "vllm v0.19.1", "B2": "vllm v0.19.1", "B3": "vllm v0.19.1 (assumed)", "B4": "vllm v0.19.1",
            "B7": "sglang v0.5.7", "B9": "vllm v0.17.0 (ROCm)", "B10": "vllm v0.17.0 (ROCm)",
@@ -211,10 +239,11 @@ POINTS = tuple(replace(p, engine=_ENGINE[run_of(p.id)]) for p in POINTS) + NEW_P
 
 # Points a default factor was fitted to (so not a check of it): the H100 and B200 per-layer and per-step overheads
 # (B1a, B3a), the per-request and per-MoE-layer overheads (B15a-e; the MoE-layer one re-fitted to 13 us once the
-# per-GEMM floor was priced), MI300X's upcast_hbm (B9a-c). The per-GEMM floor (costs.GENERIC_FACTORS gemm_floor_us,
+# per-GEMM floor was priced, to 21 us once each point was priced with its engine, vLLM's in-graph all-reduce on B15),
+# MI300X's upcast_hbm (B9a-c; 0.37 under the 21 us). The per-GEMM floor (costs.GENERIC_FACTORS gemm_floor_us,
 # 10.3 us) comes from kernel microbenchmarks, not from these points.
-# Fitted on NEW_FIT points: A100's overhead_us_per_layer (B23b, B23d) and H100's upcast_moe_us (B19b, B22b, the two
-# fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0).
+# Fitted on NEW_FIT points: A100's overhead_us_per_layer (B23b, B23d) and H100's upcast_moe_us (71 us; B19b, B22b,
+# the two fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0).
 IN_SAMPLE = {"B1a", "B3a", "B9a", "B9b", "B9c", "B15a", "B15b", "B15c", "B15d", "B15e"}
 
 
@@ -271,6 +300,11 @@ def never_seen_errors() -> dict[str, float]:
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in NEVER_SEEN}
 
 
+def engine_run_errors() -> dict[str, float]:
+    """Signed relative error of kvplan's TPOT per point of the one deployment run under three engines."""
+    return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in ENGINE_RUNS}
+
+
 def table() -> str:
     lines = ["| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |",
              "|---|---|---|---|---:|---:|---|---:|---:|---:|"]
@@ -289,6 +323,16 @@ def table() -> str:
                  f"(no factor fitted to them): median {statistics.median(held.values()):.1%}, "
                  f"{sum(e <= 0.30 for e in held.values())} within 30%, worst {worst} ({errs[worst]:+.1%}); over the "
                  f"{len(apart)} of them from a run no fit point comes from: median {statistics.median(apart):.1%}.")
+    lines.append("\nOne deployment under three engines (DeepSeek-R1, 8 x H200, 3,200/800; never fitted):\n")
+    lines.append("| id | engine | concurrency | published TPOT | kvplan | error |")
+    lines.append("|---|---|---:|---:|---:|---:|")
+    by_engine = engine_run_errors()
+    for p in ENGINE_RUNS:
+        lines.append(f"| {p.id} | {p.engine} | {p.note} | {p.tpot_ms:.2f} ms | "
+                     f"{p.tpot_ms * (1 + by_engine[p.id]):.2f} ms | {by_engine[p.id]:+.0%} |")
+    lines.append(f"\nengine_runs: {len(by_engine)} points, median |error| "
+                 f"{statistics.median(map(abs, by_engine.values())):.1%}, "
+                 f"{sum(abs(e) <= 0.30 for e in by_engine.values())} within 30%")
     lines.append("\nNever seen (collected after the model was set, no factor fitted or tuned on them):\n")
     lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
     lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")

@@ -154,11 +154,11 @@ def test_a_prefill_spreads_its_expert_flops_over_the_ep_group(run_cli):
     #   dense = N_mm 36,624,596,992 - routed = 16,189,751,296
     #   per GPU: 2 x 16,189,751,296 x 21,000 + 2 x 20,434,845,696 x 21,000 / 8 + attention 4,997,120 x 21,000^2 / 2
     #          = 6.799696e14 + 1.072829e14 + 1.101865e15 = 1.889118e15 FLOP at 0.45 x 1,979e12 = 2.121304 s,
-    # every chunk compute-bound, + 3 chunks x 2.119 ms of fixed overhead (61 x 15 + 58 x 13 + 450 us) = 2.127661 s.
+    # every chunk compute-bound, + 3 chunks x 2.583 ms of fixed overhead (61 x 15 + 58 x 21 + 450 us) = 2.129053 s.
     # (Dividing the experts' FLOPs by TP instead of EP would give 2.70 s.)
     d = run_cli("compare-preemption", "--kv-dtype", "fp8", "--tp", "1", "--ep", "8", "-f", "json").json()
     flops = 2 * 16_189_751_296 * 21_000 + 2 * 20_434_845_696 * 21_000 / 8 + 4_997_120 * 21_000 ** 2 / 2
-    assert d["recompute_seconds"] == pytest.approx(flops / (0.45 * 1979e12) + 3 * 2.119e-3, rel=1e-5)
+    assert d["recompute_seconds"] == pytest.approx(flops / (0.45 * 1979e12) + 3 * 2.583e-3, rel=1e-5)
 
 
 def test_weight_dtype_scales_the_routed_experts_and_the_dense_weights_alike():

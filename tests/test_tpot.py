@@ -103,16 +103,16 @@ def test_tp_all_reduce_and_overheads(run_cli):
 
 
 def test_experts_in_a_dtype_without_matrix_cores_stream_at_upcast_hbm():
-    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.36
+    # gpt-oss-120b's MXFP4 experts: MI300X (bf16/fp8 peaks only) upcasts them, so they stream at upcast_hbm 0.37
     # (preset) instead of hbm 0.78; at batch 1 on TP1 the step touches 36 layers x 4 experts. B200 lists an FP4
-    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.36 exactly (memory-bound at batch 1).
+    # peak, so nothing changes there. Moe time ratio = 0.78 / 0.37 exactly (memory-bound at batch 1).
     s = Scenario(model=load_model("gpt-oss-120b"), hardware=load_hardware("mi300x"), tp=1, dp=1,
                  prompt_tokens=1000, decode_tokens=0)
     step = costs.step_model(s)
-    assert step.expert_bw_scale == pytest.approx(0.36 / 0.78)
+    assert step.expert_bw_scale == pytest.approx(0.37 / 0.78)
     slow = step.step(1, 0.0, 0.0)["moe"]
     native = costs.step_model(s, costs.step_factors(s.hardware, upcast_hbm=0.78)).step(1, 0.0, 0.0)["moe"]
-    assert slow / native == pytest.approx(0.78 / 0.36)
+    assert slow / native == pytest.approx(0.78 / 0.37)
     assert costs.upcast("mxfp4", load_hardware("mi300x")) and not costs.upcast("mxfp4", load_hardware("b200"))
     assert costs.upcast("fp8", load_hardware("a100-80gb")) and not costs.upcast("bf16", load_hardware("a100-80gb"))
     assert costs.step_model(s.with_(hardware=load_hardware("b200"))).expert_bw_scale == 1.0
@@ -436,28 +436,28 @@ def test_decode_mean_is_the_trapezoid_rule():
 
 def test_upcast_moe_latency_is_priced_per_moe_layer_only_for_upcast_experts():
     # gpt-oss-20b (24 MoE layers, MXFP4 experts) on one H100, which has no FP4 matrix cores: vLLM's default MXFP4
-    # path there (triton_kernels matmul_ogs) adds the preset's upcast_moe_us, 79 us, per MoE layer:
-    # 24 x 79 us = 1.896 ms per step, whatever the batch; --upcast-moe-us 0 (Marlin) takes it out.
+    # path there (triton_kernels matmul_ogs) adds the preset's upcast_moe_us, 71 us, per MoE layer:
+    # 24 x 71 us = 1.704 ms per step, whatever the batch; --upcast-moe-us 0 (Marlin) takes it out.
     def step(model, gpu, **factors):
         s = Scenario(model=load_model(model), hardware=load_hardware(gpu), tp=1, dp=1)
         return costs.step_model(s, costs.step_factors(s.hardware, **factors))
 
     default, marlin = step("gpt-oss-20b", "h100-sxm"), step("gpt-oss-20b", "h100-sxm", upcast_moe_us=0.0)
-    assert default.moe_latency_s == pytest.approx(24 * 79e-6)
+    assert default.moe_latency_s == pytest.approx(24 * 71e-6)
     assert marlin.moe_latency_s == 0.0
     for b in (1, 8):
         with_it, without = default.step(b, 0.0, 0.0), marlin.step(b, 0.0, 0.0)
-        assert with_it["moe"] - without["moe"] == pytest.approx(1.896e-3)
-        assert with_it["total"] - without["total"] == pytest.approx(1.896e-3)
+        assert with_it["moe"] - without["moe"] == pytest.approx(1.704e-3)
+        assert with_it["total"] - without["total"] == pytest.approx(1.704e-3)
     assert default.step(0, 0.0, 0.0)["moe"] == 0.0          # no token, no MoE kernel
     # B200 multiplies MXFP4 natively: no upcast, no latency, even if one is given
     assert step("gpt-oss-20b", "b200", upcast_moe_us=79.0).moe_latency_s == 0.0
-    # a dense model has no MoE layer: 0 x 79 us
+    # a dense model has no MoE layer: 0 x 71 us
     assert step("llama-3.1-8b", "h100-sxm").moe_latency_s == 0.0
     # only MoE layers count: DeepSeek-R1 (61 layers, the first 3 dense) with MXFP4 experts at TP8 on H100:
-    # 58 x 79 us = 4.582 ms (61 x 79 us would be 4.819)
+    # 58 x 71 us = 4.118 ms (61 x 71 us would be 4.331)
     s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h100-sxm"), tp=8, weight_dtype="mxfp4")
-    assert costs.step_model(s).moe_latency_s == pytest.approx(58 * 79e-6)
+    assert costs.step_model(s).moe_latency_s == pytest.approx(58 * 71e-6)
 
 
 def test_upcast_moe_us_flag_reaches_the_step(run_cli):
@@ -466,7 +466,7 @@ def test_upcast_moe_us_flag_reaches_the_step(run_cli):
     moe = tpot_json(run_cli, *base)["step_breakdown"]["start"]["moe_seconds"]
     off = tpot_json(run_cli, *base, "--upcast-moe-us", "0")["step_breakdown"]["start"]["moe_seconds"]
     ten = tpot_json(run_cli, *base, "--upcast-moe-us", "10")["step_breakdown"]["start"]["moe_seconds"]
-    assert moe - off == pytest.approx(24 * 79e-6) and ten - off == pytest.approx(24 * 10e-6)
+    assert moe - off == pytest.approx(24 * 71e-6) and ten - off == pytest.approx(24 * 10e-6)
 
 
 def test_speculative_mtp_takes_the_published_acceptance_lengths():

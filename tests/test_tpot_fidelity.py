@@ -1,7 +1,8 @@
 """kvplan's TPOT against published decode measurements (benchmarks/tpot_fidelity.py holds the points and their
 sources). Factors fitted to points (fidelity.IN_SAMPLE): the H100 and B200 per-layer and per-step overheads (B1a,
 B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100; the MoE-layer one re-fitted
-to 13 us with the per-GEMM floor priced), MI300X's upcast_hbm (B9a-c), A100's per-layer overhead (B23b, B23d)
+to 13 us with the per-GEMM floor priced, to 21 us with vLLM's in-graph all-reduce priced), MI300X's upcast_hbm
+(B9a-c), A100's per-layer overhead (B23b, B23d)
 and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper). The per-GEMM floor (10.3 us)
 is sourced from microbenchmarks (sglang PR #5820), not fitted. The never-seen set (fidelity.NEVER_SEEN) is pinned
 apart, as ceilings.
@@ -22,11 +23,13 @@ fidelity = importlib.util.module_from_spec(spec)
 sys.modules["tpot_fidelity"] = fidelity
 spec.loader.exec_module(fidelity)
 BY_ID = {p.id: p for p in fidelity.POINTS}
-# today 7.0% (8.5% before a closed-loop run's TPOT took in the other requests' prefills, serving_tpot; 8.9% before
-# H100's upcast_moe_us was fitted on B19b/B22b, 15.1% before A100's overhead_us_per_layer was fitted on B23b/d) and
-# B16b (gpt-oss-120b TP8 on MI300X, concurrency 8, -25.3%; B19a was -40.0% before upcast_moe_us): issue 20's
-# targets (median <= 8%, every held-out point within 30%) are met
-HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.08, 0.26
+# today 6.8% (7.8% before SGLang's shared-expert fusion on DeepSeek-R1 at TP8 on Hopper, B7; 8.7% with the MoE-layer
+# overhead re-fitted to 21 us on B15 alone, before H100's upcast_moe_us and MI300X's upcast_hbm were re-fitted on their
+# own fit points under it; 7.0% before that re-fit, 8.5% before a closed-loop run's TPOT took in the other requests'
+# prefills, serving_tpot; 8.9% before H100's upcast_moe_us was fitted on B19b/B22b, 15.1% before A100's
+# overhead_us_per_layer was fitted on B23b/d); worst B17a (DeepSeek-R1 NVFP4 on B200, SGLang, c4, +26.4%; B16b -25.3%
+# before the re-fit): issue 20's targets (median <= 8%, every held-out point within 30%) are met
+HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.08, 0.27
 
 
 @pytest.mark.parametrize("point_id, tolerance", [
@@ -34,9 +37,10 @@ HELD_OUT_MEDIAN, HELD_OUT_WORST = 0.08, 0.26
     ("B2", 0.05),                       # the same with FP8 KV (-3%)
     ("B3b", 0.08),                      # B200 at 125K (+4%)
     ("B4a", 0.12),                      # batch 8 at 20K (-7%)
-    # DeepSeek-R1 TP8 on H200 (SGLang), batch 8, 16 and 64: the per-GEMM floor on 486 GEMMs (+6%, +3%, -9%; before
-    # the floor -17%, -14%, -17%)
-    ("B7a", 0.10), ("B7b", 0.06), ("B7d", 0.14),
+    # DeepSeek-R1 TP8 on H200 (SGLang v0.5.7), batch 8, 16 and 64: the per-GEMM floor on 370 GEMMs, SGLang fusing
+    # the shared expert into the MoE kernel (+2%, +1%, -7%; +10%, +8%, -3% on 486 GEMMs with the MoE-layer overhead
+    # at 21 us; before the floor -17%, -14%, -17%)
+    ("B7a", 0.04), ("B7b", 0.04), ("B7d", 0.10),
     ("B10", 0.25),                      # gpt-oss-120b TP8 on MI300X, batch 1 (-19%)
     ("B16d", 0.25),                     # the same at concurrency 64, a later vLLM (-18%)
     # DeepSeek-R1 NVFP4 TP8/EP8 on B200 (SGLang), concurrency 4 and 16 (+20%, +9%; before -19%, -20%): the B200
@@ -63,7 +67,7 @@ def test_the_points_before_this_pass_stay_within_25_percent():
     old = {p.id: abs(fidelity.predict(p) - p.tpot_ms) / p.tpot_ms for p in fidelity.POINTS
            if p not in fidelity.NEW_POINTS}
     assert len(old) == 30
-    assert max(old.values()) <= 0.26   # B16b -25.3% since MI300X upcast_hbm re-fit (0.36)
+    assert max(old.values()) <= 0.27   # B17a +26.4% since the MoE-layer overhead re-fit (21 us)
     assert statistics.median(old.values()) <= 0.10
     assert statistics.median(e for i, e in old.items() if i not in fidelity.IN_SAMPLE) <= 0.12
 
@@ -142,12 +146,12 @@ def test_never_seen_points_are_apart_and_reported_before_the_last_line():
 
 def test_marlin_runs_carry_no_upcast_moe_latency():
     # InferenceX's H100 script exports VLLM_MXFP4_USE_MARLIN=1: B15 is priced with --upcast-moe-us 0, so the H100
-    # preset's 79 us per MoE layer (fitted on B19b, B22b) does not reach it; without the override B15a would gain
-    # 36 MoE layers x 79 us = 2.844 ms
+    # preset's 71 us per MoE layer (fitted on B19b, B22b) does not reach it; without the override B15a would gain
+    # 36 MoE layers x 71 us = 2.556 ms
     b15a = BY_ID["B15a"]
     assert b15a.factors == fidelity.MARLIN
     bare = fidelity.replace(b15a, factors=())
-    assert fidelity.predict(bare) - fidelity.predict(b15a) == pytest.approx(2.844, rel=1e-3)
+    assert fidelity.predict(bare) - fidelity.predict(b15a) == pytest.approx(2.556, rel=1e-3)
 
 
 def test_serving_tpot_adds_the_other_requests_prefills():

@@ -177,8 +177,9 @@ GENERIC_FACTORS = {
     "overhead_us_per_layer": (15.0, "generic, from H100: the vLLM FP8 KV-cache blog's Llama-3.1-8B batch-1 ITL "
                                     "intercept 6.44 ms less the weight read leaves 0.93 ms = 32 x 15 us + 450 us"),
     "overhead_us_per_step": (450.0, "generic, from H100: see overhead_us_per_layer"),
-    "overhead_us_per_moe_layer": (13.0, "generic, fitted (least squares over a 1 us grid, the per-GEMM floor "
-                                        "priced) to one source: gpt-oss-120b MXFP4 on 8 x H100 at TP8, 1K/1K, "
+    "overhead_us_per_moe_layer": (21.0, "generic, fitted (least squares over a 1 us grid, the per-GEMM floor "
+                                        "and vLLM's in-graph all-reduce priced; 13 us under the generic "
+                                        "all-reduce) to one source: gpt-oss-120b MXFP4 on 8 x H100 at TP8, 1K/1K, "
                                         "vLLM, TPOT 3.72-7.36 ms at concurrency 4-64 (github.com/SemiAnalysisAI/"
                                         "InferenceX/issues/828); the routing, permutation and grouped-GEMM launch "
                                         "of each MoE layer beyond its GEMM floors (checked on DeepSeek-R1, SGLang, "
@@ -334,6 +335,7 @@ class StepModel:
     gemm_floor_s: float            # the least one GEMM takes (efficiency.gemm_floor_us)
     moe_latency_s: float           # per step: MoE layers x upcast_moe_us when the experts are upcast, else 0
     notes: tuple[str | Note, ...]
+    fused_experts: float = 0.0     # shared experts the engine runs inside the MoE kernel: read whenever a token runs
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -369,7 +371,8 @@ class StepModel:
                         self.gemms * self.gemm_floor_s + tokens * 0.0)
         if self.num_experts:
             t = tokens * self.tokens_per_rank_to_ep
-            touched = self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
+            touched = (self.experts_on_gpu * (1 - (1 - self.top_k / self.num_experts) ** t)
+                       + self.fused_experts * (t > 0))
             moe = maximum(touched * self.expert_bytes_each / (self.bw * self.expert_bw_scale),
                           self.moe_flops_per_token * tokens / self.flops) + self.moe_latency_s * (tokens > 0)
         else:
@@ -433,7 +436,8 @@ class StepModel:
     @property
     def weight_read_seconds(self) -> float:
         """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
-        return (self.dense_bytes + self.experts_on_gpu * self.expert_bytes_each / self.expert_bw_scale) / self.bw
+        experts = self.experts_on_gpu + self.fused_experts
+        return (self.dense_bytes + experts * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
                         expert_gpus: int | None = None) -> float:
@@ -613,6 +617,16 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     else:
         moe_layers, routed_active, experts_on_gpu, expert_each, tokens_to_ep = 0, 0, 0, 0.0, 1.0
         dense_bytes = float(one_stage.number())
+    # An engine that runs the shared experts inside the fused MoE kernel (SGLang on DeepSeek-V3/R1, Hopper, EP off):
+    # their weights stream there, always touched, each a routed expert's shape split over TP; no GEMMs of their own
+    fused_why = s.engine_adapter.fused_shared_experts(s) if is_moe and E else None
+    fused = float(model.shared_experts or 0) if fused_why else 0.0
+    shared_active = fused * per_expert_params * moe_layers if fused else 0
+    if fused:
+        dense_bytes -= fused * expert_each
+        notes.append(note("{engine} runs the model's shared expert inside the fused MoE kernel: {gemms} fewer dense "
+                          "GEMMs, its weights read with the routed experts' ({why})", engine=s.engine_adapter.id,
+                          gemms=Count(2 * moe_layers), why=fused_why))
     link = hw.scale_up.gb_s_per_direction.value * 1e9 if hw.scale_up and hw.scale_up.gb_s_per_direction else None
     latency = f.value("link_latency_us") * 1e-6
     allreduce_latency = f.value("allreduce_latency_us") * 1e-6
@@ -647,7 +661,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     overhead = (model.num_layers * f.value("overhead_us_per_layer") + moe_layers * f.value("overhead_us_per_moe_layer")
                 + f.value("overhead_us_per_step")) * 1e-6
     expert_dtype = s.weight_dtype or model.weight_dtype
-    gemms = decode_gemms(model, moe_layers if is_moe else 0)
+    gemms = decode_gemms(model, moe_layers if is_moe else 0, fused_shared=bool(fused))
     floor_s, read_s = gemms * f.value("gemm_floor_us") * 1e-6, dense_bytes / bw
     if floor_s > read_s:
         notes.append(note("the step's {gemms} dense GEMMs take at least {gemms} x {gemm_floor:g} us = "
@@ -677,18 +691,20 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                                                              f"{moe_layers} x {f.value('upcast_moe_us'):g} us"))))
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
-                     2 * (n_mm - routed_active) / par.tp, expert_each,
-                     experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * routed_active / par.tp,
+                     2 * (n_mm - routed_active - shared_active) / par.tp, expert_each,
+                     experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * (routed_active + shared_active) / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
-                     moe_latency, tuple(notes))
+                     moe_latency, tuple(notes), fused)
 
 
-def decode_gemms(model: ModelSpec, moe_layers: int) -> int:
+def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:
     """GEMM kernels one decode step runs outside the routed experts (whose grouped GEMM is the MoE operator): each
     layer kind's own projections (``decode_gemms`` of its kind), per dense layer the MLP's gate_up and down, per
     MoE layer the router and, with shared experts, their gate_up and down, and the LM head. Merged projections
-    count once (vLLM and SGLang run gate and up as one MergedColumnParallelLinear)."""
+    count once (vLLM and SGLang run gate and up as one MergedColumnParallelLinear). ``fused_shared``: the engine runs
+    the shared experts inside the routed experts' kernel (``Engine.fused_shared_experts``), so they add none."""
     attention = sum(g.count * g.kind.decode_gemms for g in model.groups)
-    mlp = 2 * (model.num_layers - moe_layers) + moe_layers * (1 + (2 if model.shared_experts else 0))
+    shared = 2 if model.shared_experts and not fused_shared else 0
+    mlp = 2 * (model.num_layers - moe_layers) + moe_layers * (1 + shared)
     return attention + mlp + 1

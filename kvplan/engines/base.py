@@ -193,6 +193,12 @@ class Engine:
     # and allreduce_link (kvplan.calc.costs.engine_factors) unless a GPU preset, a flag or a calibration sets them.
     decode_allreduce: ClassVar[tuple[float, float, str] | None] = None
 
+    def fused_shared_experts(self, scenario) -> str | None:
+        """Why the engine runs the model's shared experts inside the routed experts' fused MoE kernel on this
+        deployment (the source of the rule), or None when it runs them as their own MLP. When fused, a decode step
+        has no shared-expert GEMMs of its own: their weights stream in the MoE kernel (``costs.step_model``)."""
+        return None
+
     def kv_dtype_problem(self, kv_dtype: KVDtype, model: ModelSpec | None = None,
                          hardware: HardwareSpec | None = None) -> tuple[str, str] | None:
         """(problem, fix) when this adapter cannot run ``kv_dtype``: its pinned release predates it, or (engines

@@ -76,6 +76,14 @@ HICACHE_RATIO = 2.0
 HICACHE_SOURCE = ("--enable-hierarchical-cache and --hicache-ratio (host pool / device pool, > 1): "
                   "sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py, and every release to v0.5.23; "
                   "docs.sglang.io/advanced_features/hicache_best_practices.html")
+# DeepSeek-V3/R1's shared expert inside the fused MoE kernel, on by default in every release read:
+# determine_n_share_experts_fusion / determine_num_fused_shared_experts in python/sglang/srt/models/deepseek_v2.py.
+SHARED_FUSION_SOURCE = (
+    "sgl-project/sglang python/sglang/srt/models/deepseek_v2.py: v0.4.6 determine_n_share_experts_fusion (on for "
+    "DeepseekV3ForCausalLM, 256 routed experts, SM90+, without DeepEP), v0.4.7 determine_num_fused_shared_experts "
+    "(on unless --disable-shared-experts-fusion, EP MoE or DeepEP), v0.5.7 and v0.5.23 the same check (NVIDIA SM80+, "
+    "n_shared_experts 1, off under expert parallelism on NVIDIA); v0.5.7 server_args.py sets flashinfer_trtllm MoE "
+    "(and so no fusion) for DeepSeek fp8/fp4 on SM100 (PR #4918 introduced the fusion)")
 COMMIT = "001ccef0"
 SOURCE = (f"sgl-project/sglang @{COMMIT}: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
           "(https://github.com/sgl-project/sglang)")
@@ -339,6 +347,23 @@ class SglangEngine(Engine):
                           Mamba2: 1}
     defaults_of = "SGLang"
     frontend_latency = (FRONTEND_LATENCY_S, FRONTEND_SOURCE)
+
+    def fused_shared_experts(self, scenario) -> str | None:
+        """SGLang runs DeepSeek-V3/R1's one shared expert as a 257th expert of the fused MoE kernel (top-k + 1) unless
+        told not to (--disable-shared-experts-fusion): for DeepseekV3ForCausalLM with 256 routed experts and one shared
+        expert, without expert parallelism on NVIDIA (SM90+ in v0.4.6-v0.4.7, SM80+ from v0.5.x). kvplan applies it
+        on Hopper with EP off, the case every release read agrees on; Blackwell runs DeepSeek fp8/fp4 on the
+        flashinfer_trtllm MoE runner in v0.5.7, which sets --disable-shared-experts-fusion, and AMD's rule changed
+        between releases (off in v0.4.7, on from gfx942 in v0.5.7), so neither is fused here. The model check: an MLA
+        model without DSA's sparse indexer (V3.2 is another architecture), 256 routed experts, one shared."""
+        model, par = scenario.sized_model, scenario.parallelism
+        if (gpu_generation(scenario.hardware) != "hopper" or (par.ep or 1) > 1 or model.num_experts != 256
+                or model.shared_experts != 1):
+            return None
+        kinds = self.kinds(model)
+        if MLA not in kinds or sparse_attention(kinds):
+            return None
+        return SHARED_FUSION_SOURCE
     default_steps_gib = (35.0, 90.0, 160.0)   # the reserved-memory buckets of the default mem_fraction_static
     # fp8 (fp8_e4m3) is a --kv-cache-dtype choice in v0.4.6 already, so only the FP4 cache has a first release: the
     # 4.5-bit FP4 E2M1 cache kvplan counts as nvfp4 arrives as fp4_e2m1 in v0.5.5 (see kv_flags).
