@@ -38,6 +38,15 @@ def test_sglang_fuses_deepseek_shared_expert_on_hopper_without_ep():
     assert vllm.engine_adapter.fused_shared_experts(vllm) is None
     oss = _scenario(model="gpt-oss-120b")  # no shared expert
     assert oss.engine_adapter.fused_shared_experts(oss) is None
+    # the model check: Kimi-K2 (384 routed experts, DeepseekV3ForCausalLM) is not fused in v0.5.7 (256 only; v0.5.23
+    # adds 384 for Quark MXFP4 checkpoints alone); V3.2 (DSA's sparse indexer) is another architecture; two shared
+    # experts are not fused (n_shared_experts != 1)
+    for model in ("kimi-k2", "deepseek-v3.2-exp"):
+        other = _scenario(model=model)
+        assert other.engine_adapter.fused_shared_experts(other) is None, model
+    two = Scenario(model=replace(load_model("deepseek-r1"), shared_experts=2), hardware=load_hardware("h200"),
+                   kv_dtype_request="bf16", prompt_tokens=1024, decode_tokens=1024, engine="sglang", tp=8)
+    assert two.engine_adapter.fused_shared_experts(two) is None
 
 
 def test_fused_shared_expert_moves_its_gemms_into_the_moe_term():
@@ -51,6 +60,12 @@ def test_fused_shared_expert_moves_its_gemms_into_the_moe_term():
     unfused = replace(fused, gemms=486, fused_experts=0.0, dense_bytes=fused.dense_bytes + fused.expert_bytes_each)
     delta = fused.step(1, 0.0, 0.0)["total"] - unfused.step(1, 0.0, 0.0)["total"]
     assert delta == pytest.approx(-116 * 10.3e-6 + 653.9e9 / 256 / 8 / (4.8e12 * 0.84), rel=1e-6)
+    # the shared expert's bytes leave the dense term for the MoE term: the same weights as vLLM's (which runs it as
+    # its own MLP), one expert fewer in the dense bytes, and a prefill chunk still reads every weight once
+    vllm = costs.step_model(_scenario(engine="vllm"))
+    assert vllm.fused_experts == 0 and vllm.gemms == 486
+    assert fused.dense_bytes == pytest.approx(vllm.dense_bytes - 653.9e9 / 256 / 8, rel=1e-9)
+    assert fused.weight_read_seconds == pytest.approx(vllm.weight_read_seconds, rel=1e-12)
     assert costs.decode_gemms(load_model("deepseek-r1"), 58) == 486
     assert costs.decode_gemms(load_model("deepseek-r1"), 58, fused_shared=True) == 370
 

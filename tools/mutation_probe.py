@@ -1031,6 +1031,19 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
+    # tpot20s: SGLang's shared-expert fusion on DeepSeek-V3/R1 (Hopper, EP off) and its price in the step
+    M("tpot20s-fusion-any-gpu", SGL, 'gpu_generation(scenario.hardware) != "hopper" or ', ""),
+    M("tpot20s-fusion-under-ep", SGL, "(par.ep or 1) > 1 or model.num_experts", "model.num_experts"),
+    M("tpot20s-fusion-any-experts", SGL, "model.num_experts != 256\n", "model.num_experts < 1\n"),
+    M("tpot20s-fusion-any-shared", SGL, "or model.shared_experts != 1):", "or not model.shared_experts):"),
+    M("tpot20s-fusion-any-attention", SGL, "if MLA not in kinds or sparse_attention(kinds):", "if False:"),
+    M("tpot20s-fusion-never", SGL, "        return SHARED_FUSION_SOURCE\n", "        return None\n"),
+    M("tpot20s-fused-keeps-gemms", COSTS, "shared = 2 if model.shared_experts and not fused_shared else 0",
+      "shared = 2 if model.shared_experts else 0"),
+    M("tpot20s-fused-not-read", COSTS, "\n                       + self.fused_experts * (t > 0))", ")"),
+    M("tpot20s-fused-read-twice", COSTS, "        dense_bytes -= fused * expert_each\n", ""),
+    M("tpot20s-fused-weight-read", COSTS, "experts = self.experts_on_gpu + self.fused_experts\n",
+      "experts = self.experts_on_gpu\n"),
 )
 
 
