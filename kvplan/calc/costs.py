@@ -622,7 +622,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     fused_why = s.engine_adapter.fused_shared_experts(s) if is_moe and E else None
     fused = float(model.shared_experts or 0) if fused_why else 0.0
     shared_active = fused * per_expert_params * moe_layers if fused else 0
-    if fused:
+    if fused and fused_why:
         dense_bytes -= fused * expert_each
         notes.append(note("{engine} runs the model's shared expert inside the fused MoE kernel: {gemms} fewer dense "
                           "GEMMs, its weights read with the routed experts' ({why})", engine=s.engine_adapter.id,
