@@ -1031,6 +1031,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
+    # sgl20s: SGLang's HiCache host pool pages by release, --moe-a2a-backend's DeepEP reserve
+    M("sgl20s-host-no-padding-page", SGS, "tokens // self.block + (1 if hc.padding_page else 0)",
+      "tokens // self.block"),
+    M("sgl20s-host-padding-every-release", SGS, "tuple(version) >= HOST_PADDING_PAGE_SINCE", "True"),
+    M("sgl20s-host-padding-since-057", SGS, "HOST_PADDING_PAGE_SINCE = (0, 5, 6)", "HOST_PADDING_PAGE_SINCE = (0, 5, 7)"),
 )
 
 
