@@ -1036,6 +1036,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "tokens // self.block"),
     M("sgl20s-host-padding-every-release", SGS, "tuple(version) >= HOST_PADDING_PAGE_SINCE", "True"),
     M("sgl20s-host-padding-since-057", SGS, "HOST_PADDING_PAGE_SINCE = (0, 5, 6)", "HOST_PADDING_PAGE_SINCE = (0, 5, 7)"),
+    M("sgl20s-deepep-reserve-always", SGL, 'if a2a == "deepep" and self.since(DEEPEP_RESERVE_SINCE) else 0.0',
+      'if a2a == "deepep" else 0.0'),
+    M("sgl20s-a2a-graphs-kept-0516", SGL, "BCG_A2A_SINCE, BCG_A2A_BACKENDS = (0, 5, 17)",
+      "BCG_A2A_SINCE, BCG_A2A_BACKENDS = (0, 5, 15)"),
+    M("sgl20s-a2a-graphs-any-backend", SGL, "or a2a not in BCG_A2A_BACKENDS)", ")"),
+    M("sgl20s-deepep-bcg-delta-none", SGL, "return mb + DEEPEP_BCG_RESERVE_MB, why", "return mb, why"),
+    M("sgl20s-a2a-dense-allowed", SGL, "        if not model.num_experts:\n            return (f\"--moe-a2a-backend",
+      "        if False:\n            return (f\"--moe-a2a-backend"),
+    M("sgl20s-a2a-no-ep-allowed", SGL, "if par.ep is None or par.ep <= 1:", "if par.ep is not None and par.ep < 1:"),
 )
 
 

@@ -223,11 +223,29 @@ SPEC_RESERVE_SOURCE = ("sgl-project/sglang @v0.5.3..@v0.5.14 python/sglang/srt/s
 # buffers of max(tokens x dispatch msg, experts x tokens x combine msg), two receive buffers of experts x tokens x the
 # larger message, two signalling buffers of experts x 4 B rounded up to 128; the total rounded up past a 128-B
 # boundary. Independent of the rank count. From v0.5.15 SGLang's default reserve adds a flat 2 GiB for it when the
-# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23): enough for DeepSeek-V3's
-# 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). kvplan has no all-to-all backend option, so this row is what a
-# DeepEP deployment would add, shown beside the budget, not subtracted from the pool.
+# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23), after the 10 GB floor:
+# enough for DeepSeek-V3's 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). With --moe-a2a-backend deepep kvplan
+# subtracts that reserve from the default fraction (memory_fraction); the buffer itself is a report row.
 DEEPEP_TOKENS_PER_RANK = 128
 DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 15)
+# --moe-a2a-backend (PR #8658; v0.5.0rc0's server_args.py has it, v0.4.6-v0.4.10 only --enable-deepep-moe): the
+# choices of v0.5.23 (arg_groups/fields/exec_.py). Any backend but none turns the prefill CUDA graphs off: the
+# piecewise ones (v0.5.10-v0.5.14) and the breakable ones in v0.5.15-v0.5.16 ("MoE A2A backend" in their
+# incompatibility lists); from v0.5.17 breakable graphs stay on for none, deepep, megamoe and flashinfer ("unvalidated
+# a2a backend"), and deepep adds 1 GiB to the graph reserve, before the floor ("Prefill-BCG DeepEP delta";
+# absent from the v0.5.16 wheel). Read in the v0.5.10, v0.5.14, v0.5.15, v0.5.16, v0.5.17, v0.5.18 and v0.5.23 wheels.
+MOE_A2A_BACKENDS = ("none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
+                    "deepep_v2", "ascend_tp", "pplx", "flashinfer_megamoe")
+MOE_A2A_SINCE = (0, 5, 0)
+BCG_A2A_SINCE, BCG_A2A_BACKENDS = (0, 5, 17), ("none", "deepep", "megamoe", "flashinfer")
+DEEPEP_BCG_RESERVE_MB = 1024.0
+MOE_A2A_SOURCE = ("sgl-project/sglang @v0.5.0rc0 python/sglang/srt/server_args.py (--moe-a2a-backend; "
+                  "--enable-deepep-moe before); " + tag_source("v0.5.23", "arg_groups/fields/exec_.py",
+                                                                "moe_a2a_backend choices"))
+A2A_GRAPH_SOURCE = ("sgl-project/sglang @v0.5.10..@v0.5.16 python/sglang/srt/server_args.py (prefill CUDA graphs off "
+                    "for a MoE A2A backend); @v0.5.17 (breakable graphs kept for none, deepep, megamoe, flashinfer; "
+                    "+ 1 GiB Prefill-BCG DeepEP delta); " + tag_source("v0.5.23", "arg_groups/memory_hook.py",
+                                                                        "reserve_for_graph_mb"))
 DEEPEP_SOURCE = ("deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp (LowLatencyLayout, get_low_latency_rdma_size_hint); "
                  "sgl-project/sglang @v0.5.10 python/sglang/srt/layers/moe/token_dispatcher/deepep.py "
                  "(DeepEPBuffer.get_deepep_buffer), environ.py (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128); "
@@ -327,7 +345,7 @@ class SglangEngine(Engine):
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
-                          "runtime_reserve_bytes"})
+                          "runtime_reserve_bytes", "moe_a2a_backend"})
     # What each kind adds to SGLang's per-token cell: attention heads, the MLA latent, the NSA indexer key; a
     # sliding window counts like full attention in the combined cell; linear-attention / SSM state lives in a
     # separate mamba pool and adds nothing to the cell.
@@ -362,6 +380,28 @@ class SglangEngine(Engine):
                     f"stored a byte per value, as fp8 (first in {release_text(FP4_MHA_SINCE)}: {FP4_MHA_SOURCE})",
                     f"pin sglang=={release_text(FP4_MHA_SINCE)} or newer, or choose --kv-dtype fp8")
         return problem
+
+    def moe_a2a_problem(self, backend, model, par) -> tuple[str, str] | None:
+        """--moe-a2a-backend: one of SGLang's choices (MOE_A2A_SOURCE), for an MoE model whose experts the layout
+        spreads over EP ranks (SGLang sets --ep-size to --tp-size for it); before v0.5.0 DeepEP alone, as
+        --enable-deepep-moe."""
+        if backend not in MOE_A2A_BACKENDS:
+            return (f"--moe-a2a-backend {backend!r} is not SGLang's", "choose one of " + ", ".join(MOE_A2A_BACKENDS))
+        if backend == "none":
+            return None
+        if not model.num_experts:
+            return (f"--moe-a2a-backend {backend}: {model.id} is dense, with no routed experts to dispatch",
+                    "drop --moe-a2a-backend for a dense model")
+        if par.ep is None or par.ep <= 1:
+            ranks = par.tp * par.dp if par.dp > 1 and par.tp == 1 else par.tp
+            fix = (f"give --ep {ranks} (SGLang sets --ep-size to --tp-size for an all-to-all backend)" if ranks > 1
+                   else "drop --moe-a2a-backend: one GPU has no all-to-all")
+            return (f"--moe-a2a-backend {backend} dispatches experts over expert-parallel ranks, and this layout "
+                    "has none", fix)
+        if backend != "deepep" and not self.since(MOE_A2A_SINCE):
+            return (f"{self.display_name} has no --moe-a2a-backend {backend} (the flag is first in v0.5.0rc0; before "
+                    "it DeepEP alone, as --enable-deepep-moe)", "pin sglang==0.5.1 or newer, or give deepep")
+        return None
 
     def layout_problem(self, par) -> tuple[str, str] | None:
         if par.pp > 1 and not self.since(PP_SIZE_SINCE):
@@ -416,20 +456,24 @@ class SglangEngine(Engine):
         if self.since((0, 5, 3)):
             mb = gib * 1024
             attn_dp = par.dp if dp_attention(par) else 1
-            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb)
+            a2a = scenario.moe_a2a_backend or "none"
+            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb, a2a)
             spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec, self.version)
+            deepep = DEEPEP_RESERVE_MB if a2a == "deepep" and self.since(DEEPEP_RESERVE_SINCE) else 0.0
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec + deepep, self.version)
             value = round((mb - res_mb) / mb, 3)
             extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
-                f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "")
+                f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "") + (
+                f"; + {deepep:,.0f} MB after the floor for DeepEP's buffers" if deepep else "")
             return Number(value, derived(
                 "round((GPU MB - reserved) / GPU MB, 3), reserved = 512 + chunked prefill x 1.5 + TP x PP / 8 x 1024 "
                 "+ decode CUDA-graph max_bs x 2 + prefill CUDA graphs (by release) (at least 10,240 above 60 GB; + "
-                "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's, by release)",
+                "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's and DeepEP's, by release)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}{extra}", NEW_FRACTION_SOURCE,
                 RESERVE_SOURCE, *((SMALL_GPU_SOURCE,) if 20 * 1024 <= mb < 35 * 1024 else ()),
                 *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
-                *((SPEC_RESERVE_SOURCE,) if spec else ())))
+                *((SPEC_RESERVE_SOURCE,) if spec else ()),
+                *((DEEPEP_SOURCE, A2A_GRAPH_SOURCE) if a2a != "none" else ())))
         extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
         if dp_attention(par):
             extras.append((DP_ATTENTION_RESERVE_GIB, "DP attention"))
@@ -441,11 +485,22 @@ class SglangEngine(Engine):
         return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
                                      FRACTION_SOURCE, *((RESERVE_EXTRAS_SOURCE,) if extras else ())))
 
-    def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
-        """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE); why is
-        empty when the release captures none for this deployment by default."""
+    def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float,
+                         a2a: str = "none") -> tuple[float, str]:
+        """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE), with
+        the MoE all-to-all backend ``a2a`` (A2A_GRAPH_SOURCE); why is empty when the release captures none for this
+        deployment by default."""
         if not self.since(PREFILL_GRAPHS_SINCE) or par.pp > 1 or "amd" in hw.name.lower():
             return 0.0, ""
+        if a2a != "none" and (not self.since(BCG_A2A_SINCE) or a2a not in BCG_A2A_BACKENDS):
+            return 0.0, ""
+        mb, why = self._prefill_graphs(model, hw, par, gpu_mb)
+        if mb and a2a == "deepep":
+            return mb + DEEPEP_BCG_RESERVE_MB, why + " + 1 GiB for DeepEP under breakable graphs"
+        return mb, why
+
+    def _prefill_graphs(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
+        """prefill_graph_mb without an all-to-all backend, past its release, PP and GPU checks."""
         kinds = self.kinds(model)
         mla, dsa, dp = MLA in kinds, sparse_attention(kinds), dp_attention(par)
         if dp and not self.since(BCG_DP_SINCE):
@@ -644,9 +699,12 @@ class SglangEngine(Engine):
             notes.append("SGLang keeps linear-attention / SSM state in a separate mamba pool, SSM state in fp32 by "
                          "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
                          "model's state dtype.")
-        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 else None
+        a2a = scenario.moe_a2a_backend or "none"
+        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 and a2a in (
+            "none", "deepep") else None
         if deepep is not None:
-            rows.append(("DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
+            rows.append(("DeepEP buffer (--moe-a2a-backend deepep; outside the pool)" if a2a == "deepep" else
+                         "DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
             data["sglang_deepep_buffer_bytes"] = deepep
             if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):
                 notes.append("With --moe-a2a-backend deepep, DeepEP's buffer exceeds what this release reserves for "
@@ -678,6 +736,13 @@ class SglangEngine(Engine):
         if dp_attn:
             flags.append(Flag("--enable-dp-attention", None, f"attention data-parallel over {par.dp} ranks while "
                               f"the experts span EP {par.ep}"))
+        a2a = s.moe_a2a_backend or "none"
+        if a2a == "deepep" and self.version < MOE_A2A_SINCE:
+            flags.append(Flag("--enable-deepep-moe", None, "DeepEP's all-to-all (given as --moe-a2a-backend deepep; "
+                              "this release's spelling)", None, MOE_A2A_SOURCE))
+        elif a2a != "none":
+            flags.append(Flag("--moe-a2a-backend", a2a, "the MoE all-to-all backend given", MOE_A2A_SINCE,
+                              MOE_A2A_SOURCE))
         if par.ep and par.ep > 1:
             flags.append(Flag("--ep-size", str(par.ep), f"experts spread over {par.ep} GPUs"))
             if self.version is not None and self.version < (0, 5, 0):
