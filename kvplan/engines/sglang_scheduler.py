@@ -100,8 +100,8 @@ there without ``ignore_eos``.
   x the device pool's tokens, in whole pages plus one padding page from v0.5.6 (``pool_host/base.py``). A node
   the tree inserts counts one insert and is written through when that reaches the write policy's threshold
   (``_inc_hit_count_and_check``: 1 for write_through, the default from v0.5.2, 2 for write_through_selective, the
-  default before; kvplan's tree inserts each node once, so write_through_selective writes nothing), its unbacked ancestors first
-  (``_build_backup_kv_action``), each making room by host eviction (the least recently used host leaf: host only,
+  default before; kvplan's tree inserts each node once, so write_through_selective writes nothing), its unbacked
+  ancestors first (``_build_backup_kv_action``), each making room by host eviction (the least recently used host leaf: host only,
   no child, ``_is_host_leaf``) and the first that finds none ending the backup (``_execute_kv_backup``). Device
   eviction of a backed leaf demotes it (its device pages freed, the node kept on host: ``_demote``); an unbacked
   one is deleted. A match walks device and host nodes; its host part (capped as above) of 10 tokens or more
