@@ -95,26 +95,26 @@ there without ``ignore_eos``.
   bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
   round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
   refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node.
-* **HiCache** (``--enable-hierarchical-cache``; ``HICACHE_SOURCE``): the radix tree's host-memory tier, in
-  ``_HiTree``. The host pool is ``--hicache-size`` GB per GPU / the bytes per token, else ``--hicache-ratio`` (2)
-  x the device pool's tokens, in whole pages plus one padding page from v0.5.6 (``pool_host/base.py``). A node
-  the tree inserts counts one insert and is written through when that reaches the write policy's threshold
-  (``_inc_hit_count_and_check``: 1 for write_through, the default from v0.5.2, 2 for write_through_selective, the
-  default before; kvplan's tree inserts each node once, so write_through_selective writes nothing), its unbacked
-  ancestors first (``_build_backup_kv_action``), each making room by host eviction (the least recently used host leaf: host only,
-  no child, ``_is_host_leaf``) and the first that finds none ending the backup (``_execute_kv_backup``). Device
-  eviction of a backed leaf demotes it (its device pages freed, the node kept on host: ``_demote``); an unbacked
-  one is deleted. A match walks device and host nodes; its host part (capped as above) of 10 tokens or more
-  (``load_back_threshold``) is loaded back (``load_back``), the nodes locked on the device again and their pages
-  allocated with the round's (evicted after it, as the rest), priced by ``costs.swap_seconds`` for their bytes
-  with a copy per page over the host link shared by both directions; the prefill of that request takes the
-  longer of its compute and the load (the forward waits layer by layer, ``LayerDoneCounter``). A smaller host hit
-  is computed again into the same nodes (``_unevict_node_on_insert``). The admission check counts the host hit
-  in the extension (``add_one_req``: ``fill - prefix_len`` on the device); the round's chunk budget does not.
-  Write-through copies run on the write stream: their bytes and link time are reported, not put on the critical
-  path, and a node whose write is in flight is not locked (SGLang locks it until the ack). write_back (backup at
-  eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap preempted requests:
-  ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
+* **HiCache** (``--enable-hierarchical-cache``; ``HICACHE_SOURCE``): the radix tree's host-memory tier, in ``_HiTree``.
+  The host pool is ``--hicache-size`` GB per GPU / the bytes per token, else ``--hicache-ratio`` (2) x the device pool's
+  tokens, in whole pages plus one padding page from v0.5.6 (``pool_host/base.py``). A node the tree inserts counts one
+  insert and is written through when that reaches the write policy's threshold (``_inc_hit_count_and_check``: 1 for
+  write_through, the default from v0.5.2, 2 for write_through_selective, the default before; kvplan's tree inserts each
+  node once, so write_through_selective writes nothing), its unbacked ancestors first (``_build_backup_kv_action``),
+  each making room by host eviction (the least recently used host leaf: host only, no child, ``_is_host_leaf``) and the
+  first that finds none ending the backup (``_execute_kv_backup``). Device eviction of a backed leaf demotes it (its
+  device pages freed, the node kept on host: ``_demote``); an unbacked one is deleted. A match walks device and host
+  nodes; its host part (capped as above) of 10 tokens or more (``load_back_threshold``) is loaded back (``load_back``),
+  the nodes locked on the device again and their pages allocated with the round's (evicted after it, as the rest),
+  priced by ``costs.swap_seconds`` for their bytes with a copy per page over the host link shared by both directions;
+  the prefill of that request takes the longer of its compute and the load (the forward waits layer by layer,
+  ``LayerDoneCounter``). A smaller host hit is computed again into the same nodes (``_unevict_node_on_insert``). The
+  admission check counts the host hit in the extension (``add_one_req``: ``fill - prefix_len`` on the device); the
+  round's chunk budget does not. Write-through copies run on the write stream: their bytes and link time are reported,
+  not put on the critical path, and a node whose write is in flight is not locked (SGLang locks it until the ack).
+  write_back (backup at eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap
+  preempted requests: ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with
+  ``--engine sglang``.
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
