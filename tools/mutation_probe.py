@@ -1046,6 +1046,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sgl20s-a2a-dense-allowed", SGL, "        if not model.num_experts:\n            return (f\"--moe-a2a-backend",
       "        if False:\n            return (f\"--moe-a2a-backend"),
     M("sgl20s-a2a-no-ep-allowed", SGL, "if par.ep is None or par.ep <= 1:", "if par.ep is not None and par.ep < 1:"),
+    M("sgl20s-pcie-init-tp2", SGL, "pcie = tp_group > 2 and", "pcie = tp_group > 1 and"),
+    M("sgl20s-pcie-init-no-nccl", SGL, "INIT_GIB[0] + PCIE_NCCL_GIB if pcie", "INIT_GIB[0] if pcie"),
+    M("sgl20s-pcie-init-any-gpu", SGL, "and hw.scale_up is None and", "and"),
 )
 
 

@@ -299,6 +299,15 @@ def dp_attention(par: Parallelism) -> bool:
 # 287.97 - (230.20 + 56.98)) and 2.65 GiB at TP >= 2 (H100 TP4, Qwen3-235B-A22B-FP8: 79.19 - (16.46 + 54.72) / 0.93);
 # the held-out H200 TP8 log prints 137.29 GiB against 140.40 - 0.46 - 2.65 = 137.29.
 INIT_GIB = (0.79, 2.65)
+# Above two GPUs without a scale-up link (PCIe only: the preset has no [scale_up]), SGLang turns its custom all-reduce
+# off ("Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs":
+# distributed/device_communicators/custom_all_reduce.py, every release read from v0.4.6), so the set-up is the
+# one-rank context plus the NCCL communicator alone: 0.13 GiB ("Init torch distributed ends. mem usage=0.13 GB",
+# the 'fit' log of QwQ-32B on 4 x L4).
+PCIE_NCCL_GIB = 0.13
+PCIE_INIT_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/distributed/device_communicators/"
+                    "custom_all_reduce.py (off above two PCIe-only GPUs); kvplan fit: 0.13 GiB of NCCL set-up, "
+                    "tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4")
 INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries (Load weight begin / "
                "end avail mem); " + tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py",
                                                "_profile_available_bytes"))
@@ -567,12 +576,15 @@ class SglangEngine(Engine):
         hw = scenario.hardware
         driver, driver_src = self.driver_reserve_gib(hw)
         ranks = par.tp * par.pp * (par.dp if dp_attention(par) else 1)   # one process group spans them
-        init = INIT_GIB[0] if ranks == 1 else INIT_GIB[1]
+        tp_group = par.tp * (par.dp if dp_attention(par) else 1)
+        pcie = tp_group > 2 and hw.scale_up is None and "amd" not in hw.name.lower()
+        init = INIT_GIB[0] if ranks == 1 else (INIT_GIB[0] + PCIE_NCCL_GIB if pcie else INIT_GIB[1])
         hidden = int((driver + init) * 2**30)
         visible = Bytes(hw.hbm_bytes - hidden, derived(
-            "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)",
+            "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)" + (
+                "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
-            driver_src, INIT_SOURCE))
+            driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ())))
         out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, b.weights, b.activation, b.runtime,
                                    visible=visible)
         return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
