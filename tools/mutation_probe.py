@@ -1049,6 +1049,14 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sgl20s-pcie-init-tp2", SGL, "pcie = tp_group > 2 and", "pcie = tp_group > 1 and"),
     M("sgl20s-pcie-init-no-nccl", SGL, "INIT_GIB[0] + PCIE_NCCL_GIB if pcie", "INIT_GIB[0] if pcie"),
     M("sgl20s-pcie-init-any-gpu", SGL, "and hw.scale_up is None and", "and"),
+    M("sgl20s-dp-split-off", SGL, "if dp_attention(par) and scenario.weights_bytes is None:",
+      "if False and scenario.weights_bytes is None:"),
+    M("sgl20s-dp-split-no-shared", SGL, "shared = 0 if deepep else moe_layers", "shared = 0 if True else moe_layers"),
+    M("sgl20s-dp-split-shared-with-deepep", SGL, "shared = 0 if deepep else moe_layers",
+      "shared = 0 if False else moe_layers"),
+    M("sgl20s-dp-split-no-dense", SGL, "dense = max(model.num_layers - moe_layers, 0) * 3",
+      "dense = max(model.num_layers - moe_layers, 0) * 0"),
+    M("sgl20s-dp-split-whole", SGL, "* (1 - 1 / group) / par.pp)", "/ par.pp)"),
 )
 
 

@@ -313,6 +313,34 @@ INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log
                                                "_profile_available_bytes"))
 
 
+# Under DP attention SGLang replicates the attention and the input embedding on every rank (attention TP 1:
+# VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())), but splits over the whole --tp-size group the LM
+# head (ParallelLMHead, vocab-parallel unless --enable-dp-lm-head), the dense layers' MLP (unless
+# --moe-dense-tp-size 1) and the shared experts (unless DeepEP, which keeps them whole on each rank):
+# models/deepseek_v2.py and models/qwen3_moe.py read in the v0.5.3 wheel. kvplan's weights split every non-expert
+# weight by the attention TP, so the adapter takes those three parts off (1 - 1 / group) of theirs, priced at the
+# model's mean bytes per parameter; an MoE model's LM head is taken as untied (DeepSeek, Qwen3-MoE, gpt-oss, Kimi).
+DP_SPLIT_SOURCE = tag_source("v0.5.3", "models/deepseek_v2.py", "embed_tokens enable_tp=not is_dp_attention_enabled(); "
+                             "lm_head use_attn_tp_group=enable_dp_lm_head; dense MLP tp unless "
+                             "enable_moe_dense_fully_dp; shared_experts tp_size=1 only with DeepEP")
+
+
+def dp_attention_split_params(model: ModelSpec, deepep: bool = False) -> tuple[float, str]:
+    """(parameters, what) of the weights SGLang splits over the whole TP group under DP attention where kvplan
+    keeps them whole per attention-TP rank: the LM head, the dense layers' MLP, the shared experts (not with
+    DeepEP). Parts whose dims the model does not give count 0."""
+    hidden, vocab = model.hidden_size or 0, model.vocab_size or 0
+    lm_head = vocab * hidden
+    moe_layers = 0
+    if model.params_expert and model.num_experts and model.moe_intermediate_size and hidden:
+        moe_layers = round(model.params_expert.value / (model.num_experts * 3 * hidden * model.moe_intermediate_size))
+    dense = max(model.num_layers - moe_layers, 0) * 3 * hidden * (model.intermediate_size or 0) if moe_layers else 0
+    shared = 0 if deepep else moe_layers * (model.shared_experts or 0) * 3 * hidden * (model.moe_intermediate_size or 0)
+    what = (f"LM head {lm_head:,}" + (f" + {model.num_layers - moe_layers} dense MLPs {dense:,}" if dense else "")
+            + (f" + {moe_layers} layers' shared experts {shared:,}" if shared else ""))
+    return float(lm_head + dense + shared), what
+
+
 def reserved_gib(gpu_mem_gib: float, parallel_size: int) -> float:
     if gpu_mem_gib < 35:
         return 2.8 + parallel_size / 10
@@ -585,9 +613,32 @@ class SglangEngine(Engine):
                 "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
             driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ())))
-        out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, b.weights, b.activation, b.runtime,
+        weights = b.weights
+        if dp_attention(par) and scenario.weights_bytes is None:
+            weights = self._dp_attention_weights(scenario, model, par, weights)
+        out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, weights, b.activation, b.runtime,
                                    visible=visible)
         return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
+
+    def _dp_attention_weights(self, scenario, model, par: Parallelism, weights: Bytes) -> Bytes:
+        """kvplan's weights per GPU less what SGLang's DP attention splits over the whole TP group
+        (dp_attention_split_params, DP_SPLIT_SOURCE), at the model's mean bytes per parameter."""
+        if model.params_total is None:
+            return weights
+        total, _, _ = budget_mod.total_weight_bytes(model, scenario.weight_dtype, None)
+        per_param = total / model.params_total.value
+        params, what = dp_attention_split_params(model, scenario.moe_a2a_backend == "deepep")
+        group = par.tp * par.dp
+        saved = int(params * per_param * (1 - 1 / group) / par.pp)
+        if saved <= 0:
+            return weights
+        value = weights.number() - saved
+        why = weights.why
+        return Bytes(value, derived(
+            (why.formula if why else "weights per GPU") + "; under SGLang's DP attention less the LM head, dense "
+            "MLPs and shared experts split over the whole TP group",
+            f"{weights.number():,} - ({what}) params x {per_param:.3f} B x (1 - 1/{group}) = {value:,} B",
+            *(why.sources if why else ()), DP_SPLIT_SOURCE))
 
     def activation_reserve(self, scenario, model, par):
         return Bytes(0, default("inside SGLang's 1 - mem_fraction_static headroom", FRACTION_SOURCE))
