@@ -336,6 +336,18 @@ def test_sglang_pre_load_memory_without_custom_all_reduce_on_pcie():
     assert fidelity.sglang_budget(nvlink).visible.number() / GIB == pytest.approx(76.54, abs=0.005)
 
 
+def test_sglang_v0_5_3_forces_0_8_for_deepseek_nsa():
+    # server_args.py @v0.5.3: is_deepseek_nsa -> mem_fraction_static = 0.8, over a given value too; v0.5.4 has no
+    # such line, so the reserve rule gives B200 (183,357 MB) --tp 8 --dp 8 with DP attention 45,568 MB reserved
+    # (test_sglang_v0_5_23_default_fraction_by_hand): round(137,789 / 183,357, 3) = 0.751. DeepSeek-V3.1 (MLA
+    # without DSA) keeps the reserve rule on v0.5.3
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3")).fraction.value == 0.8
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3", mem_fraction_static=0.7)).fraction.value == 0.8
+    assert fidelity.sglang_budget(dict(entry, release="0.5.4")).fraction.value == 0.751
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3", model="deepseek-v3.1")).fraction.value == 0.751
+
+
 def test_dp_attention_splits_the_lm_head_dense_mlps_and_shared_experts():
     # DeepSeek-V3.2-Exp: LM head 129,280 x 7,168 = 926,679,040; MoE layers 653.9e9 / (256 x 3 x 7,168 x 2,048) = 58,
     # so 61 - 58 = 3 dense MLPs of 3 x 7,168 x 18,432 = 1,189,085,184 in all; shared experts 58 x 3 x 7,168 x 2,048

@@ -1057,6 +1057,12 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sgl20s-dp-split-no-dense", SGL, "dense = max(model.num_layers - moe_layers, 0) * 3",
       "dense = max(model.num_layers - moe_layers, 0) * 0"),
     M("sgl20s-dp-split-whole", SGL, "* (1 - 1 / group) / par.pp)", "/ par.pp)"),
+    M("sgl20s-nsa-0.8-every-release", SGL, "if (start <= self.version < end and sparse_attention(",
+      "if (start <= self.version and sparse_attention("),
+    M("sgl20s-nsa-0.8-any-model", SGL, "< end and sparse_attention(self.kinds(scenario.sized_model))",
+      "< end and True"),
+    M("sgl20s-nsa-0.8-not-over-given", SGL, 'and "amd" not in scenario.hardware.name.lower()):\n            given_too',
+      'and "amd" not in scenario.hardware.name.lower() and scenario.mem_fraction_static is None):\n            given_too'),
 )
 
 

@@ -341,6 +341,13 @@ def dp_attention_split_params(model: ModelSpec, deepep: bool = False) -> tuple[f
     return float(lm_head + dense + shared), what
 
 
+# v0.5.3 forces mem_fraction_static = 0.8 for DeepSeek's NSA / DSA models (V3.2) on CUDA, a given value included
+# ("Setting mem fraction static to 0.8 for DeepSeek NSA", server_args.py @v0.5.3, with DP attention, page 64 and, on
+# Blackwell, an fp8 cache); PR #11309 (merged 2025-10-07, absent from the v0.5.4 wheel) removed it.
+NSA_FIXED_FRACTION, NSA_FIXED_SPAN = 0.8, ((0, 5, 3), (0, 5, 4))
+NSA_FIXED_SOURCE = tag_source("v0.5.3", "server_args.py", "is_deepseek_nsa: mem_fraction_static = 0.8; gone in v0.5.4")
+
+
 def reserved_gib(gpu_mem_gib: float, parallel_size: int) -> float:
     if gpu_mem_gib < 35:
         return 2.8 + parallel_size / 10
@@ -476,6 +483,13 @@ class SglangEngine(Engine):
         return Tokens(8192, why), Count(1024, why)
 
     def memory_fraction(self, scenario, par):
+        start, end = NSA_FIXED_SPAN
+        if (start <= self.version < end and sparse_attention(self.kinds(scenario.sized_model))
+                and "amd" not in scenario.hardware.name.lower()):
+            given_too = "" if scenario.mem_fraction_static is None else (
+                f" (it overrides the --mem-fraction-static {scenario.mem_fraction_static:g} given)")
+            return Number(NSA_FIXED_FRACTION, derived("v0.5.3 sets 0.8 for DeepSeek NSA / DSA models",
+                                                      f"0.8{given_too}", NSA_FIXED_SOURCE))
         if scenario.mem_fraction_static is not None:
             return Number(scenario.mem_fraction_static, given("--mem-fraction-static"))
         hw = scenario.hardware
