@@ -1062,7 +1062,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sgl20s-nsa-0.8-any-model", SGL, "< end and sparse_attention(self.kinds(scenario.sized_model))",
       "< end and True"),
     M("sgl20s-nsa-0.8-not-over-given", SGL, 'and "amd" not in scenario.hardware.name.lower()):\n            given_too',
-      'and "amd" not in scenario.hardware.name.lower() and scenario.mem_fraction_static is None):\n            given_too'),
+      'and "amd" not in scenario.hardware.name.lower() and scenario.mem_fraction_static is None):\n'
+      '            given_too'),
 )
 
 
