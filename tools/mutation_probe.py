@@ -1064,6 +1064,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sgl20s-nsa-0.8-not-over-given", SGL, 'and "amd" not in scenario.hardware.name.lower()):\n            given_too',
       'and "amd" not in scenario.hardware.name.lower() and scenario.mem_fraction_static is None):\n'
       '            given_too'),
+    M("sgl20s-mxfp4-pad-128", SGL, "MXFP4_PAD, MXFP4_BLOCK = 256, 32", "MXFP4_PAD, MXFP4_BLOCK = 128, 32"),
+    M("sgl20s-mxfp4-pad-any-gpu", SGL, 'if gpu_generation(hw) == "blackwell" and scenario.weights_bytes is None',
+      "if scenario.weights_bytes is None"),
+    M("sgl20s-mxfp4-pad-no-bias", SGL, "+ 2 * inter * 2\n", "\n"),
+    M("sgl20s-mxfp4-pad-tp-ignored", SGL, "    part = inter // tp\n", "    part = inter\n"),
 )
 
 

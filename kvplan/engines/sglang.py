@@ -325,6 +325,41 @@ DP_SPLIT_SOURCE = tag_source("v0.5.3", "models/deepseek_v2.py", "embed_tokens en
                              "enable_moe_dense_fully_dp; shared_experts tp_size=1 only with DeepEP")
 
 
+# MXFP4 experts on Blackwell: SGLang runs gpt-oss's MoE with FlashInfer's MXFP4 kernel there (server_args.py:
+# moe_runner_backend = "flashinfer_mxfp4" on SM100 for an MXFP4 checkpoint) and its Mxfp4MoEMethod.create_weights
+# pads both the per-partition intermediate size and the hidden size up to a multiple of 256 (triton_kernels on
+# Hopper: 32, 2,880 already is): per expert and layer, w13 2 x I x H / 2 B + its scales 2 x I x H / 32 B + a bf16
+# bias 2 x I x 2 B, w2 H x I / 2 B + scales H x I / 32 + bias H x 2 B, with I, H padded (layers/quantization/
+# mxfp4.py and server_args.py read in the v0.5.3 wheel).
+MXFP4_PAD, MXFP4_BLOCK = 256, 32
+MXFP4_PAD_SOURCE = (tag_source("v0.5.3", "layers/quantization/mxfp4.py", "Mxfp4MoEMethod.create_weights: round_up("
+                                "intermediate, 256), round_up(hidden, 256) with flashinfer on SM100") + "; "
+                    + tag_source("v0.5.3", "server_args.py", "GptOssForCausalLM: flashinfer_mxfp4 on SM100"))
+
+
+def mxfp4_expert_bytes(hidden: int, inter: int) -> int:
+    """One MXFP4 expert's bytes in one layer as SGLang allocates it (weights, uint8 block scales, bf16 biases)."""
+    return (2 * inter * hidden // 2 + 2 * inter * hidden // MXFP4_BLOCK + 2 * inter * 2
+            + hidden * inter // 2 + hidden * inter // MXFP4_BLOCK + hidden * 2)
+
+
+def mxfp4_blackwell_padding(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
+    """(bytes per GPU, how) SGLang's FlashInfer MXFP4 layout on Blackwell adds to an MXFP4 MoE checkpoint's experts
+    (MXFP4_PAD_SOURCE); 0 when nothing is padded."""
+    hidden, inter = model.hidden_size, model.moe_intermediate_size
+    if model.weight_dtype != "mxfp4" or not (hidden and inter and model.num_experts and model.params_expert):
+        return 0, ""
+    experts = model.num_experts / (par.ep if par.ep else 1)
+    tp = 1 if par.ep else par.tp      # without EP, each rank holds every expert's 1 / TP slice of the intermediate
+    part = inter // tp
+    layers = round(model.params_expert.value / (model.num_experts * 3 * hidden * inter)) / par.pp
+    pad = lambda n: -(-n // MXFP4_PAD) * MXFP4_PAD  # noqa: E731
+    extra = mxfp4_expert_bytes(pad(hidden), pad(part)) - mxfp4_expert_bytes(hidden, part)
+    total = int(extra * experts * layers)
+    return total, (f"{extra:,} B per expert and layer (hidden {hidden} -> {pad(hidden)}, intermediate {part} -> "
+                   f"{pad(part)}) x {experts:g} experts x {layers:g} layers")
+
+
 def dp_attention_split_params(model: ModelSpec, deepep: bool = False) -> tuple[float, str]:
     """(parameters, what) of the weights SGLang splits over the whole TP group under DP attention where kvplan
     keeps them whole per attention-TP rank: the LM head, the dense layers' MLP, the shared experts (not with
@@ -630,6 +665,14 @@ class SglangEngine(Engine):
         weights = b.weights
         if dp_attention(par) and scenario.weights_bytes is None:
             weights = self._dp_attention_weights(scenario, model, par, weights)
+        if gpu_generation(hw) == "blackwell" and scenario.weights_bytes is None and scenario.weight_dtype is None:
+            extra, how = mxfp4_blackwell_padding(model, par)
+            if extra:
+                why = weights.why
+                weights = Bytes(weights.number() + extra, derived(
+                    (why.formula if why else "weights per GPU") + " + SGLang's MXFP4 expert padding on Blackwell",
+                    f"{weights.number():,} + {how} = {weights.number() + extra:,} B",
+                    *(why.sources if why else ()), MXFP4_PAD_SOURCE))
         out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, weights, b.activation, b.runtime,
                                    visible=visible)
         return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
