@@ -83,6 +83,7 @@ class Scenario:
     block_size: int | None = None
     activation_reserve_bytes: int | None = None
     runtime_reserve_bytes: int | None = None
+    moe_a2a_backend: str | None = None   # SGLang's --moe-a2a-backend (None: not given, "none")
     # what shares the pool
     mtp_layers: int = 0
     spec_tokens: int = 0
@@ -236,6 +237,8 @@ class Scenario:
                                "give an EP degree that divides the GPUs of the TP and DP ranks")
         par = Parallelism(tp=tp, pp=pp, dp=dp, ep=self.ep)
         problem = adapter.layout_problem(par)
+        if problem is None and self.moe_a2a_backend is not None:
+            problem = adapter.moe_a2a_problem(self.moe_a2a_backend, sized, par)
         if problem is not None:
             raise ScenarioError(*problem)
         set_("parallelism", par)

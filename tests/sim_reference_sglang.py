@@ -165,14 +165,16 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     k = (longest - hit) // block
     tree = k <= 0 or blocks_for(hit + k * block) == k
     clock = [0]
-    # rule 7, HiCache: the host pool in whole pages (a ratio of the device pool's tokens, or GB / bytes per token)
+    # rule 7, HiCache: the host pool in whole pages, one padding page more (a ratio of the device pool's tokens, or
+    # GB / bytes per token)
     write_through = hicache is not None and hicache.get("policy", "write_through") == "write_through"
     if hicache is not None:
         if hicache.get("size_gb"):
             host_tokens = int(hicache["size_gb"] * 1e9 // (block_bytes / block))
         else:
             host_tokens = int((total_blocks + copy_blocks) * block * hicache.get("ratio", 2.0))
-        out.host_blocks = host_tokens // block
+        # SGLang v0.5.6+ (pool_host/base.py HostKVCache.__init__): page_num = size // page_size + 1
+        out.host_blocks = host_tokens // block + 1
     link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
 
     def load_seconds(n: int) -> float:

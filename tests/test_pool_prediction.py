@@ -227,7 +227,7 @@ SG_LOGS = fidelity.load_sglang_index(DATA)
 SG_IDS = [e["id"] for e in SG_LOGS]
 _SG_PATTERNS = {
     "pre_load_gib": r"Load weight begin\. avail mem=([\d.]+) GB",
-    "fraction": r"(?:mem_fraction_static|found the value to be) ([\d.]+)",
+    "fraction": r"(?:mem_fraction_static[= ]|found the value to be )([\d.]+)",
 }
 
 
@@ -265,15 +265,23 @@ def test_the_sglang_split_alternates_in_the_order_found():
 def test_each_sglang_component_and_the_pool(entry):
     logged, b = entry["logged"], fidelity.sglang_budget(entry)
     if "pre_load_gib" in logged:
-        # the pre-load free memory: HBM - driver reserve - 0.79 GiB (TP1) or 2.65 GiB (TP >= 2), never more than 0.3
+        # the pre-load free memory: HBM - driver reserve - 0.79 GiB (TP1) or 2.65 GiB (TP >= 2; 0.79 + 0.13 above two
+        # PCIe-only GPUs, without SGLang's custom all-reduce), never more than 0.3
         # GiB above the log; below it by up to 1.3 GiB where the card is inferred (the 48 GB one: the unknown GPU's
         # 0.70 GiB driver estimate) or the ranks are DP-attention ranks (4 x H200: 138.29 logged, 137.05 predicted)
         error = b.visible.number() / GIB - logged["pre_load_gib"]
         assert -1.3 <= error <= 0.3, (entry["id"], error)
     if "weights_gib" in logged:
-        # gpt-oss-20b on B200: SGLang's MXFP4 MoE layout takes 14.53 GiB where kvplan counts the checkpoint's 12.82
-        # (the miss is left open: it would make a default-fraction B200 pool ~1.2% optimistic)
-        rel = 0.12 if entry["id"] == "sglang-gpt-oss-20b-b200-tp1" else 0.01
+        # gpt-oss-20b on B200: SGLang's MXFP4 MoE layout takes 14.53 GiB; the checkpoint is 12.82 and FlashInfer's
+        # padding of its experts to 3,072 x 3,072 adds 1.30 (test_sglang_pads_mxfp4_experts_on_blackwell): 14.12, the
+        # 0.41 GiB left unexplained; QwQ-32B at TP4
+        # loads 15.54 GiB per rank against kvplan's quarter of the checkpoint, 15.13 (2.7% more, unexplained); the
+        # rest within 1.5% (Llama-3.1-8B: 15.02 and 15.11 GiB logged for its 14.96 GiB checkpoint, SGLang's buffers)
+        # Qwen3-30B-A3B under DP attention over 4: SGLang's load takes 16.39 GiB where the checkpoint, its LM head
+        # split over the 4 ranks as models/qwen3_moe.py does, is 15.88 (0.51 GiB more, unexplained; before the split
+        # was modelled kvplan counted 16.31 by replicating the LM head)
+        rel = {"sglang-gpt-oss-20b-b200-tp1": 0.03, "sglang-qwq-32b-4xl4-tp4": 0.03,
+               "sglang-qwen3-30b-a3b-h200-dp4": 0.035}.get(entry["id"], 0.015)
         assert b.weights.number() / GIB == pytest.approx(logged["weights_gib"], rel=rel)
     if "fraction" in logged:
         # by release; Qwen3-32B on H100 (a June 2026 build, v0.5.13's rules: 13,440 MB + 58 prefill graphs x 8 MB =
@@ -282,9 +290,12 @@ def test_each_sglang_component_and_the_pool(entry):
         assert b.fraction.value == pytest.approx(logged["fraction"], abs=0.0025)
     if "pool_gib" in logged:
         error = (b.kv_pool_bytes / GIB - logged["pool_gib"]) / logged["pool_gib"]
-        # never more than 5% optimistic; DeepSeek-V3.2 under DP attention is the one miss, on the safe side (-8.6%:
-        # kvplan's 92.05 GiB of weights per GPU and DP attention's padding reserve are the uncertain terms)
-        low = -0.09 if entry["id"] == "sglang-deepseek-v3.2-exp-b200-dp8" else -0.05
+        # never more than 5% optimistic; one miss, on the safe side: QwQ-32B on 4 x L4 (-8.3%: a pool of 2.84 GiB,
+        # 13% of the card, so that the pre-load memory 0.76 GiB below the log, the unknown GPU's 0.70 GiB driver
+        # estimate on a 24 GB card, weighs 0.65 GiB, and the weights' 0.41 GiB above kvplan's gives back 0.41).
+        # DeepSeek-V3.2 under DP attention was -8.6% until the LM head, dense MLPs and shared experts were split over
+        # the whole TP group as SGLang does
+        low = -0.09 if entry["id"] == "sglang-qwq-32b-4xl4-tp4" else -0.05
         assert low <= error <= 0.05, (entry["id"], error)
 
 
@@ -312,6 +323,74 @@ def test_sglang_pool_is_pre_load_times_fraction_minus_weights():
     assert b.runtime.number() == 0
     assert b.kv_pool_bytes == int(b.visible.number() * 0.93) - b.weights.number()
     assert b.visible.number() / GIB == pytest.approx(79.65 - 0.46 - 2.65, abs=1e-6)
+
+
+def test_sglang_pre_load_memory_without_custom_all_reduce_on_pcie():
+    # QwQ-32B on 4 x L4 (PCIe only, 22.49 GiB): SGLang turns its custom all-reduce off above two PCIe-only GPUs, so
+    # the set-up is 0.79 + 0.13 (NCCL) GiB: 22.49 - 0.70 (unknown GPU's driver estimate) - 0.92 = 20.87 GiB; the
+    # log prints 21.63. At TP 2 on the same card the custom all-reduce runs: 22.49 - 0.70 - 2.65 = 19.14; on 4 x H100
+    # SXM (NVLink) 79.65 - 0.46 - 2.65 = 76.54
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-qwq-32b-4xl4-tp4")
+    assert fidelity.sglang_budget(entry).visible.number() / GIB == pytest.approx(20.87, abs=0.005)
+    assert fidelity.sglang_budget(dict(entry, tp=2)).visible.number() / GIB == pytest.approx(19.14, abs=0.005)
+    nvlink = dict(entry, gpu="h100-sxm", mem_fraction_static=0.9)
+    assert fidelity.sglang_budget(nvlink).visible.number() / GIB == pytest.approx(76.54, abs=0.005)
+
+
+def test_sglang_pads_mxfp4_experts_on_blackwell():
+    # gpt-oss-20b (hidden 2,880, expert intermediate 2,880, 32 experts, 24 layers). One expert-layer as the
+    # checkpoint holds it: w13 2 x 2,880 x 1,440 = 8,294,400 + scales 2 x 2,880 x 90 = 518,400 + bias 11,520; w2
+    # 2,880 x 1,440 = 4,147,200 + scales 259,200 + bias 5,760: 13,236,480 B. Padded to 3,072 x 3,072 (FlashInfer on
+    # SM100): 9,437,184 + 589,824 + 12,288 + 4,718,592 + 294,912 + 6,144 = 15,058,944 B: 1,822,464 more, x 32 x 24
+    # = 1,399,652,352 B on one B200; none on H100 (triton_kernels pads to 32, which 2,880 is)
+    from kvplan.engines.sglang import mxfp4_blackwell_padding, mxfp4_expert_bytes
+    from kvplan.inputs.presets import load_model
+
+    assert mxfp4_expert_bytes(2880, 2880) == 13_236_480
+    assert mxfp4_expert_bytes(3072, 3072) == 15_058_944
+    oss = load_model("gpt-oss-20b")
+    assert mxfp4_blackwell_padding(oss, Parallelism(tp=1, pp=1, dp=1))[0] == 1_399_652_352
+    # TP 2 without EP: each rank holds every expert's 1,440-wide half, padded to 1,536, hidden to 3,072:
+    # (1,536 x 3,072 + 2 x 1,536 x 96 + 2 x 1,536 x 2 + 3,072 x 768 + 3,072 x 48 + 6,144 = 7,532,544) -
+    # (1,440 x 2,880 + 2 x 1,440 x 90 + 2 x 1,440 x 2 + 2,880 x 720 + 2,880 x 45 + 5,760 = 6,621,120)
+    # = 911,424 B x 32 x 24 = 699,973,632
+    assert mxfp4_blackwell_padding(oss, Parallelism(tp=2, pp=1, dp=1))[0] == 699_973_632
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-gpt-oss-20b-b200-tp1")
+    assert fidelity.sglang_budget(entry).weights.number() == 13_761_264_768 + 1_399_652_352
+    hopper = fidelity.sglang_budget(dict(entry, gpu="h200")).weights.number()
+    assert hopper == 13_761_264_768
+    assert mxfp4_blackwell_padding(load_model("qwen3-30b-a3b"), Parallelism(tp=1, pp=1, dp=1))[0] == 0
+
+
+def test_sglang_v0_5_3_forces_0_8_for_deepseek_nsa():
+    # server_args.py @v0.5.3: is_deepseek_nsa -> mem_fraction_static = 0.8, over a given value too; v0.5.4 has no
+    # such line, so the reserve rule gives B200 (183,357 MB) --tp 8 --dp 8 with DP attention 45,568 MB reserved
+    # (test_sglang_v0_5_23_default_fraction_by_hand): round(137,789 / 183,357, 3) = 0.751. DeepSeek-V3.1 (MLA
+    # without DSA) keeps the reserve rule on v0.5.3
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3")).fraction.value == 0.8
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3", mem_fraction_static=0.7)).fraction.value == 0.8
+    assert fidelity.sglang_budget(dict(entry, release="0.5.4")).fraction.value == 0.751
+    assert fidelity.sglang_budget(dict(entry, release="0.5.3", model="deepseek-v3.1")).fraction.value == 0.751
+
+
+def test_dp_attention_splits_the_lm_head_dense_mlps_and_shared_experts():
+    # DeepSeek-V3.2-Exp: LM head 129,280 x 7,168 = 926,679,040; MoE layers 653.9e9 / (256 x 3 x 7,168 x 2,048) = 58,
+    # so 61 - 58 = 3 dense MLPs of 3 x 7,168 x 18,432 = 1,189,085,184 in all; shared experts 58 x 3 x 7,168 x 2,048
+    # = 2,554,331,136; total 4,670,095,360 (DeepEP keeps the shared experts whole: 2,115,764,224)
+    from kvplan.engines.sglang import dp_attention_split_params
+    from kvplan.inputs.presets import load_model
+
+    v32 = load_model("deepseek-v3.2-exp")
+    assert dp_attention_split_params(v32)[0] == 4_670_095_360
+    assert dp_attention_split_params(v32, deepep=True)[0] == 2_115_764_224
+    # kvplan's weights per GPU at --dp 8 --ep 8 (attention TP 1): 653.9e9 x 1 B / 8 + 17.1e9 x 1 B =
+    # 98,837,500,000 B, less 4,670,095,360 x 1 B x (1 - 1/8) = 4,086,333,440: 94,751,166,560 B
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
+    assert fidelity.sglang_budget(entry).weights.number() == 94_751_166_560
+    # without DP attention (TP 8, EP 8) nothing changes: kvplan already splits every non-expert weight by TP 8
+    tp8 = fidelity.sglang_budget(dict(entry, tp=8, dp=1)).weights.number()
+    assert tp8 == round(653.9e9 / 8 + 17.1e9 / 8)
 
 
 def test_deepep_low_latency_buffer_by_hand():

@@ -104,12 +104,29 @@ def test_write_through_selective_writes_nothing_in_kvplans_tree():
 def test_the_host_pool_is_a_ratio_of_the_device_pool_or_a_size_in_gb():
     # Llama-3.1-8B BF16 on H100: 128 KiB per token, 1-token pages; a 1250 MiB pool holds 1250 x 8 = 10,000 blocks.
     # --hicache-ratio 2 (the default): 20,000 tokens of host pool; 0.3: 3,000; --hicache-size 1 (GB):
-    # 1e9 // 131,072 = 7,629 tokens (pool_host/base.py: host_size x 1e9 // size_per_token).
+    # 1e9 // 131,072 = 7,629 tokens (pool_host/base.py: host_size x 1e9 // size_per_token); from v0.5.6 SGLang
+    # allocates size // page_size + 1 pages (pool_host/base.py @v0.5.23 HostKVCache.__init__): one page more each.
     s = scenario(LLAMA, "1250MiB")
     w = hand_work([100], [10], [0.0])
-    for hc, blocks in ((HiCache(), 20_000), (HiCache(ratio=0.3), 3_000), (HiCache(size_gb=1), 7_629),
-                       (HiCache(ratio=3, size_gb=1), 7_629)):
+    for hc, blocks in ((HiCache(), 20_001), (HiCache(ratio=0.3), 3_001), (HiCache(size_gb=1), 7_630),
+                       (HiCache(ratio=3, size_gb=1), 7_630)):
         assert sim.simulate(s, w, sim.SimOptions(hicache=hc)).hicache["host_blocks"] == blocks
+
+
+def test_the_host_pool_rounds_to_pages_and_adds_one_from_v0_5_6():
+    # The same pool in 64-token pages (--block-size 64): 1250 MiB / (64 x 128 KiB) = 156.25 -> 156 pages = 9,984
+    # tokens. Ratio 2: int(9,984 x 2) = 19,968 tokens = 312 pages exactly, + 1 padding page = 313 (v0.5.23);
+    # ratio 1.5: 14,976 = 234 pages, 235. --hicache-size 1: 1e9 // 131,072 = 7,629 tokens -> 7,629 // 64 = 119
+    # pages (7,616 tokens) + 1 = 120 from v0.5.6; v0.5.5 rounds down only (memory_pool_host.py @v0.5.5:
+    # size - size % page_size): 119, and 312 for ratio 2.
+    s = scenario(dict(LLAMA, block_size="64"), "1250MiB")
+    w = hand_work([100], [10], [0.0])
+    for hc, blocks in ((HiCache(), 313), (HiCache(ratio=1.5), 235), (HiCache(size_gb=1), 120)):
+        assert sim.simulate(s, w, sim.SimOptions(hicache=hc)).hicache["host_blocks"] == blocks
+    for release, pad in (("0.5.5", 0), ("0.5.6", 1)):
+        pinned = scenario(dict(LLAMA, block_size="64", engine=f"sglang=={release}"), "1250MiB")
+        for hc, blocks in ((HiCache(), 312), (HiCache(size_gb=1), 119)):
+            assert sim.simulate(pinned, w, sim.SimOptions(hicache=hc)).hicache["host_blocks"] == blocks + pad
 
 
 def hand_work(prompts, outputs, arrivals, blocks=None):
@@ -174,7 +191,7 @@ def test_a_host_hit_under_10_tokens_is_recomputed(prompt_a, hit, loaded):
 def test_the_run_names_hicache_and_its_figures(run_cli):
     data = run_cli(*SMALL, "--enable-hierarchical-cache", "-f", "json").json()
     assert any(n.startswith("HiCache (write_through): a host pool of 2 x the device pool") for n in data["notes"])
-    assert data["hicache_host_pool_bytes"] == 2 * 10_000 * 131072
+    assert data["hicache_host_pool_bytes"] == (2 * 10_000 + 1) * 131072   # + the padding page (v0.5.6+)
     assert data["hicache_written_bytes"] > 0
     # SGLang's default write policy is write_through from v0.5.2, write_through_selective before (server_args.py)
     for release, policy in (("0.5.1", "write_through_selective"), ("0.5.2", "write_through")):
@@ -192,12 +209,12 @@ def test_compare_hicache_on_and_off(run_cli):
 
 def test_a_compare_hicache_variant_keeps_the_given_host_pool(run_cli):
     # the base run's --hicache-ratio 4 holds for its variants: a variant changes the policy, not the host pool
-    # (4 x the 10,000-block device pool of 131,072 B blocks, as the run above has 2 x)
+    # (4 x the 10,000-block device pool of 131,072 B blocks, as the run above has 2 x, + the padding page)
     data = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", "4", "--compare",
                    "hicache=on,hicache=write_through_selective", "-f", "json").json()
-    assert [r["hicache_host_pool_bytes"] for r in data["compare"]] == [4 * 10_000 * 131072] * 3
+    assert [r["hicache_host_pool_bytes"] for r in data["compare"]] == [(4 * 10_000 + 1) * 131072] * 3
     sized = run_cli(*SMALL, "--enable-hicache", "--hicache-size", "2", "--compare", "hicache=on", "-f", "json").json()
-    assert [r["hicache_host_pool_bytes"] for r in sized["compare"]] == [2e9 // 131072 * 131072] * 2
+    assert [r["hicache_host_pool_bytes"] for r in sized["compare"]] == [(2e9 // 131072 + 1) * 131072] * 2
 
 
 @pytest.mark.parametrize("args, words", [
@@ -227,10 +244,12 @@ def test_a_host_pool_larger_than_the_host_dram_is_refused(run_cli):
     assert run_cli(*SMALL, "--enable-hicache", "--dram", "24GB").code == 0
 
 
-@pytest.mark.parametrize("ratio, said", [("1", True), ("0.5", True), ("1.01", False), ("2", False)])
+@pytest.mark.parametrize("ratio, said", [("1", False), ("0.9999", True), ("0.5", True), ("1.01", False),
+                                         ("2", False)])
 def test_a_host_pool_no_larger_than_the_device_pool_is_noted(run_cli, ratio, said):
-    # SGLang v0.5.23 warns when the host pool (ratio x the 10,000-block device pool) is not larger than the device
-    # pool; earlier releases assert it: the run says so instead of modelling it silently
+    # SGLang v0.5.23 warns when the host pool (ratio x the 10,000-block device pool, + its padding page) is not
+    # larger than the device pool; earlier releases assert it: the run says so instead of modelling it silently.
+    # Ratio 1: 10,000 + 1 = 10,001 pages, larger; 0.9999: int(9,999.0) + 1 = 10,000, not larger
     notes = run_cli(*SMALL, "--enable-hicache", "--hicache-ratio", ratio, "-f", "json").json()["notes"]
     assert any(n.startswith("HiCache's host pool (") and "is not larger than the device pool (10,000)" in n
                for n in notes) == said

@@ -97,6 +97,9 @@ ActivationOpt = Annotated[str | None, typer.Option(
     "--activation-reserve", metavar="SIZE", help="Activation reserve per GPU, e.g. 2GiB (default: estimate).")]
 RuntimeOpt = Annotated[str | None, typer.Option("--runtime-reserve", metavar="SIZE",
                                                    help="CUDA-graph and runtime reserve per GPU (default 1GiB).")]
+MoeA2aOpt = Annotated[str | None, typer.Option(
+    "--moe-a2a-backend", metavar="BACKEND", help="SGLang's MoE all-to-all backend: none (default), deepep, ... "
+                                                 "(an MoE model with --ep; deepep's reserve by release).")]
 DramOpt = Annotated[str | None, typer.Option("--dram", metavar="SIZE",
                                                 help="Host DRAM per node for offloaded KV, e.g. 1TB (default: the "
                                                      "node's DRAM).")]
@@ -142,7 +145,7 @@ _ANNOTATIONS = {
 }
 SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], default) for name, default in D.items())
 MEMORY_OPTIONS = dict(zip(MEMORY_KEYS, (GpuMemUtilOpt, MemFractionOpt, KvPoolOpt, MaxBatchedOpt, MaxSeqsOpt,
-                                        ActivationOpt, RuntimeOpt), strict=True))
+                                        ActivationOpt, RuntimeOpt, MoeA2aOpt), strict=True))
 OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("explain", ExplainOpt, False),
                   ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
 

@@ -11,7 +11,7 @@ from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
-                          "max_num_seqs", "activation_reserve", "runtime_reserve"))
+                          "max_num_seqs", "activation_reserve", "runtime_reserve", "moe_a2a_backend"))
 def concurrency(
     scenario_args: dict,
     output: dict,

@@ -13,7 +13,7 @@ GeneratedOpt = Annotated[str | None, typer.Option(
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "activation_reserve",
-                          "runtime_reserve"),
+                          "runtime_reserve", "moe_a2a_backend"),
                   decode=("generated", GeneratedOpt, None))
 def compare_preemption(
     scenario_args: dict,

@@ -45,6 +45,7 @@ SETTING_FLAGS = {
     "block_size": "--block-size",
     "activation_reserve_bytes": "--activation-reserve",
     "runtime_reserve_bytes": "--runtime-reserve",
+    "moe_a2a_backend": "--moe-a2a-backend",
 }
 
 
@@ -231,6 +232,11 @@ class Engine:
 
     def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
         """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
+        return None
+
+    def moe_a2a_problem(self, backend: str, model: ModelSpec, par: Parallelism) -> tuple[str, str] | None:
+        """(problem, fix) when this release cannot run ``model`` on ``par`` with the MoE all-to-all ``backend``
+        (``--moe-a2a-backend``, a setting only an engine that honours it reaches); None if it can."""
         return None
 
     # --- layer kinds -------------------------------------------------------------------------------------------

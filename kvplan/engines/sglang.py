@@ -231,11 +231,29 @@ SPEC_RESERVE_SOURCE = ("sgl-project/sglang @v0.5.3..@v0.5.14 python/sglang/srt/s
 # buffers of max(tokens x dispatch msg, experts x tokens x combine msg), two receive buffers of experts x tokens x the
 # larger message, two signalling buffers of experts x 4 B rounded up to 128; the total rounded up past a 128-B
 # boundary. Independent of the rank count. From v0.5.15 SGLang's default reserve adds a flat 2 GiB for it when the
-# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23): enough for DeepSeek-V3's
-# 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). kvplan has no all-to-all backend option, so this row is what a
-# DeepEP deployment would add, shown beside the budget, not subtracted from the pool.
+# decode CUDA graphs run (arg_groups/memory_hook.py reserve_for_deepep_a2a_mb @v0.5.23), after the 10 GB floor:
+# enough for DeepSeek-V3's 1.78 GiB, not for Kimi-K2's 384 experts (2.67 GiB). With --moe-a2a-backend deepep kvplan
+# subtracts that reserve from the default fraction (memory_fraction); the buffer itself is a report row.
 DEEPEP_TOKENS_PER_RANK = 128
 DEEPEP_RESERVE_MB, DEEPEP_RESERVE_SINCE = 2048.0, (0, 5, 15)
+# --moe-a2a-backend (PR #8658; v0.5.0rc0's server_args.py has it, v0.4.6-v0.4.10 only --enable-deepep-moe): the
+# choices of v0.5.23 (arg_groups/fields/exec_.py). Any backend but none turns the prefill CUDA graphs off: the
+# piecewise ones (v0.5.10-v0.5.14) and the breakable ones in v0.5.15-v0.5.16 ("MoE A2A backend" in their
+# incompatibility lists); from v0.5.17 breakable graphs stay on for none, deepep, megamoe and flashinfer ("unvalidated
+# a2a backend"), and deepep adds 1 GiB to the graph reserve, before the floor ("Prefill-BCG DeepEP delta";
+# absent from the v0.5.16 wheel). Read in the v0.5.10, v0.5.14, v0.5.15, v0.5.16, v0.5.17, v0.5.18 and v0.5.23 wheels.
+MOE_A2A_BACKENDS = ("none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
+                    "deepep_v2", "ascend_tp", "pplx", "flashinfer_megamoe")
+MOE_A2A_SINCE = (0, 5, 0)
+BCG_A2A_SINCE, BCG_A2A_BACKENDS = (0, 5, 17), ("none", "deepep", "megamoe", "flashinfer")
+DEEPEP_BCG_RESERVE_MB = 1024.0
+MOE_A2A_SOURCE = ("sgl-project/sglang @v0.5.0rc0 python/sglang/srt/server_args.py (--moe-a2a-backend; "
+                  "--enable-deepep-moe before); " + tag_source("v0.5.23", "arg_groups/fields/exec_.py",
+                                                                "moe_a2a_backend choices"))
+A2A_GRAPH_SOURCE = ("sgl-project/sglang @v0.5.10..@v0.5.16 python/sglang/srt/server_args.py (prefill CUDA graphs off "
+                    "for a MoE A2A backend); @v0.5.17 (breakable graphs kept for none, deepep, megamoe, flashinfer; "
+                    "+ 1 GiB Prefill-BCG DeepEP delta); " + tag_source("v0.5.23", "arg_groups/memory_hook.py",
+                                                                        "reserve_for_graph_mb"))
 DEEPEP_SOURCE = ("deepseek-ai/DeepEP @v1.2.1 csrc/config.hpp (LowLatencyLayout, get_low_latency_rdma_size_hint); "
                  "sgl-project/sglang @v0.5.10 python/sglang/srt/layers/moe/token_dispatcher/deepep.py "
                  "(DeepEPBuffer.get_deepep_buffer), environ.py (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128); "
@@ -289,9 +307,88 @@ def dp_attention(par: Parallelism) -> bool:
 # 287.97 - (230.20 + 56.98)) and 2.65 GiB at TP >= 2 (H100 TP4, Qwen3-235B-A22B-FP8: 79.19 - (16.46 + 54.72) / 0.93);
 # the held-out H200 TP8 log prints 137.29 GiB against 140.40 - 0.46 - 2.65 = 137.29.
 INIT_GIB = (0.79, 2.65)
+# Above two GPUs without a scale-up link (PCIe only: the preset has no [scale_up]), SGLang turns its custom all-reduce
+# off ("Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs":
+# distributed/device_communicators/custom_all_reduce.py, every release read from v0.4.6), so the set-up is the
+# one-rank context plus the NCCL communicator alone: 0.13 GiB ("Init torch distributed ends. mem usage=0.13 GB",
+# the 'fit' log of QwQ-32B on 4 x L4).
+PCIE_NCCL_GIB = 0.13
+PCIE_INIT_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/distributed/device_communicators/"
+                    "custom_all_reduce.py (off above two PCIe-only GPUs); kvplan fit: 0.13 GiB of NCCL set-up, "
+                    "tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4")
 INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries (Load weight begin / "
                "end avail mem); " + tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py",
                                                "_profile_available_bytes"))
+
+
+# Under DP attention SGLang replicates the attention and the input embedding on every rank (attention TP 1:
+# VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())), but splits over the whole --tp-size group the LM
+# head (ParallelLMHead, vocab-parallel unless --enable-dp-lm-head), the dense layers' MLP (unless
+# --moe-dense-tp-size 1) and the shared experts (unless DeepEP, which keeps them whole on each rank):
+# models/deepseek_v2.py and models/qwen3_moe.py read in the v0.5.3 wheel. kvplan's weights split every non-expert
+# weight by the attention TP, so the adapter takes those three parts off (1 - 1 / group) of theirs, priced at the
+# model's mean bytes per parameter; an MoE model's LM head is taken as untied (DeepSeek, Qwen3-MoE, gpt-oss, Kimi).
+DP_SPLIT_SOURCE = tag_source("v0.5.3", "models/deepseek_v2.py", "embed_tokens enable_tp=not is_dp_attention_enabled(); "
+                             "lm_head use_attn_tp_group=enable_dp_lm_head; dense MLP tp unless "
+                             "enable_moe_dense_fully_dp; shared_experts tp_size=1 only with DeepEP")
+
+
+# MXFP4 experts on Blackwell: SGLang runs gpt-oss's MoE with FlashInfer's MXFP4 kernel there (server_args.py:
+# moe_runner_backend = "flashinfer_mxfp4" on SM100 for an MXFP4 checkpoint) and its Mxfp4MoEMethod.create_weights
+# pads both the per-partition intermediate size and the hidden size up to a multiple of 256 (triton_kernels on
+# Hopper: 32, 2,880 already is): per expert and layer, w13 2 x I x H / 2 B + its scales 2 x I x H / 32 B + a bf16
+# bias 2 x I x 2 B, w2 H x I / 2 B + scales H x I / 32 + bias H x 2 B, with I, H padded (layers/quantization/
+# mxfp4.py and server_args.py read in the v0.5.3 wheel).
+MXFP4_PAD, MXFP4_BLOCK = 256, 32
+MXFP4_PAD_SOURCE = (tag_source("v0.5.3", "layers/quantization/mxfp4.py", "Mxfp4MoEMethod.create_weights: round_up("
+                                "intermediate, 256), round_up(hidden, 256) with flashinfer on SM100") + "; "
+                    + tag_source("v0.5.3", "server_args.py", "GptOssForCausalLM: flashinfer_mxfp4 on SM100"))
+
+
+def mxfp4_expert_bytes(hidden: int, inter: int) -> int:
+    """One MXFP4 expert's bytes in one layer as SGLang allocates it (weights, uint8 block scales, bf16 biases)."""
+    return (2 * inter * hidden // 2 + 2 * inter * hidden // MXFP4_BLOCK + 2 * inter * 2
+            + hidden * inter // 2 + hidden * inter // MXFP4_BLOCK + hidden * 2)
+
+
+def mxfp4_blackwell_padding(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
+    """(bytes per GPU, how) SGLang's FlashInfer MXFP4 layout on Blackwell adds to an MXFP4 MoE checkpoint's experts
+    (MXFP4_PAD_SOURCE); 0 when nothing is padded."""
+    hidden, inter = model.hidden_size, model.moe_intermediate_size
+    if model.weight_dtype != "mxfp4" or not (hidden and inter and model.num_experts and model.params_expert):
+        return 0, ""
+    experts = model.num_experts / (par.ep if par.ep else 1)
+    tp = 1 if par.ep else par.tp      # without EP, each rank holds every expert's 1 / TP slice of the intermediate
+    part = inter // tp
+    layers = round(model.params_expert.value / (model.num_experts * 3 * hidden * inter)) / par.pp
+    pad = lambda n: -(-n // MXFP4_PAD) * MXFP4_PAD  # noqa: E731
+    extra = mxfp4_expert_bytes(pad(hidden), pad(part)) - mxfp4_expert_bytes(hidden, part)
+    total = int(extra * experts * layers)
+    return total, (f"{extra:,} B per expert and layer (hidden {hidden} -> {pad(hidden)}, intermediate {part} -> "
+                   f"{pad(part)}) x {experts:g} experts x {layers:g} layers")
+
+
+def dp_attention_split_params(model: ModelSpec, deepep: bool = False) -> tuple[float, str]:
+    """(parameters, what) of the weights SGLang splits over the whole TP group under DP attention where kvplan
+    keeps them whole per attention-TP rank: the LM head, the dense layers' MLP, the shared experts (not with
+    DeepEP). Parts whose dims the model does not give count 0."""
+    hidden, vocab = model.hidden_size or 0, model.vocab_size or 0
+    lm_head = vocab * hidden
+    moe_layers = 0
+    if model.params_expert and model.num_experts and model.moe_intermediate_size and hidden:
+        moe_layers = round(model.params_expert.value / (model.num_experts * 3 * hidden * model.moe_intermediate_size))
+    dense = max(model.num_layers - moe_layers, 0) * 3 * hidden * (model.intermediate_size or 0) if moe_layers else 0
+    shared = 0 if deepep else moe_layers * (model.shared_experts or 0) * 3 * hidden * (model.moe_intermediate_size or 0)
+    what = (f"LM head {lm_head:,}" + (f" + {model.num_layers - moe_layers} dense MLPs {dense:,}" if dense else "")
+            + (f" + {moe_layers} layers' shared experts {shared:,}" if shared else ""))
+    return float(lm_head + dense + shared), what
+
+
+# v0.5.3 forces mem_fraction_static = 0.8 for DeepSeek's NSA / DSA models (V3.2) on CUDA, a given value included
+# ("Setting mem fraction static to 0.8 for DeepSeek NSA", server_args.py @v0.5.3, with DP attention, page 64 and, on
+# Blackwell, an fp8 cache); PR #11309 (merged 2025-10-07, absent from the v0.5.4 wheel) removed it.
+NSA_FIXED_FRACTION, NSA_FIXED_SPAN = 0.8, ((0, 5, 3), (0, 5, 4))
+NSA_FIXED_SOURCE = tag_source("v0.5.3", "server_args.py", "is_deepseek_nsa: mem_fraction_static = 0.8; gone in v0.5.4")
 
 
 def reserved_gib(gpu_mem_gib: float, parallel_size: int) -> float:
@@ -335,7 +432,7 @@ class SglangEngine(Engine):
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
-                          "runtime_reserve_bytes"})
+                          "runtime_reserve_bytes", "moe_a2a_backend"})
     # What each kind adds to SGLang's per-token cell: attention heads, the MLA latent, the NSA indexer key; a
     # sliding window counts like full attention in the combined cell; linear-attention / SSM state lives in a
     # separate mamba pool and adds nothing to the cell.
@@ -388,6 +485,28 @@ class SglangEngine(Engine):
                     f"pin sglang=={release_text(FP4_MHA_SINCE)} or newer, or choose --kv-dtype fp8")
         return problem
 
+    def moe_a2a_problem(self, backend, model, par) -> tuple[str, str] | None:
+        """--moe-a2a-backend: one of SGLang's choices (MOE_A2A_SOURCE), for an MoE model whose experts the layout
+        spreads over EP ranks (SGLang sets --ep-size to --tp-size for it); before v0.5.0 DeepEP alone, as
+        --enable-deepep-moe."""
+        if backend not in MOE_A2A_BACKENDS:
+            return (f"--moe-a2a-backend {backend!r} is not SGLang's", "choose one of " + ", ".join(MOE_A2A_BACKENDS))
+        if backend == "none":
+            return None
+        if not model.num_experts:
+            return (f"--moe-a2a-backend {backend}: {model.id} is dense, with no routed experts to dispatch",
+                    "drop --moe-a2a-backend for a dense model")
+        if par.ep is None or par.ep <= 1:
+            ranks = par.tp * par.dp if par.dp > 1 and par.tp == 1 else par.tp
+            fix = (f"give --ep {ranks} (SGLang sets --ep-size to --tp-size for an all-to-all backend)" if ranks > 1
+                   else "drop --moe-a2a-backend: one GPU has no all-to-all")
+            return (f"--moe-a2a-backend {backend} dispatches experts over expert-parallel ranks, and this layout "
+                    "has none", fix)
+        if backend != "deepep" and not self.since(MOE_A2A_SINCE):
+            return (f"{self.display_name} has no --moe-a2a-backend {backend} (the flag is first in v0.5.0rc0; before "
+                    "it DeepEP alone, as --enable-deepep-moe)", "pin sglang==0.5.1 or newer, or give deepep")
+        return None
+
     def layout_problem(self, par) -> tuple[str, str] | None:
         if par.pp > 1 and not self.since(PP_SIZE_SINCE):
             return (f"{self.display_name} has no pipeline parallelism (--pp-size first in "
@@ -424,6 +543,13 @@ class SglangEngine(Engine):
         return Tokens(8192, why), Count(1024, why)
 
     def memory_fraction(self, scenario, par):
+        start, end = NSA_FIXED_SPAN
+        if (start <= self.version < end and sparse_attention(self.kinds(scenario.sized_model))
+                and "amd" not in scenario.hardware.name.lower()):
+            given_too = "" if scenario.mem_fraction_static is None else (
+                f" (it overrides the --mem-fraction-static {scenario.mem_fraction_static:g} given)")
+            return Number(NSA_FIXED_FRACTION, derived("v0.5.3 sets 0.8 for DeepSeek NSA / DSA models",
+                                                      f"0.8{given_too}", NSA_FIXED_SOURCE))
         if scenario.mem_fraction_static is not None:
             return Number(scenario.mem_fraction_static, given("--mem-fraction-static"))
         hw = scenario.hardware
@@ -441,20 +567,24 @@ class SglangEngine(Engine):
         if self.since((0, 5, 3)):
             mb = gib * 1024
             attn_dp = par.dp if dp_attention(par) else 1
-            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb)
+            a2a = scenario.moe_a2a_backend or "none"
+            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb, a2a)
             spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec, self.version)
+            deepep = DEEPEP_RESERVE_MB if a2a == "deepep" and self.since(DEEPEP_RESERVE_SINCE) else 0.0
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec + deepep, self.version)
             value = round((mb - res_mb) / mb, 3)
             extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
-                f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "")
+                f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "") + (
+                f"; + {deepep:,.0f} MB after the floor for DeepEP's buffers" if deepep else "")
             return Number(value, derived(
                 "round((GPU MB - reserved) / GPU MB, 3), reserved = 512 + chunked prefill x 1.5 + TP x PP / 8 x 1024 "
                 "+ decode CUDA-graph max_bs x 2 + prefill CUDA graphs (by release) (at least 10,240 above 60 GB; + "
-                "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's, by release)",
+                "DP attention's max_bs x DP x 3, x 4.5 above 300; + speculative decoding's and DeepEP's, by release)",
                 f"round(({mb:,.0f} - {res_mb:,.0f}) / {mb:,.0f}, 3) = {value:g}{extra}", NEW_FRACTION_SOURCE,
                 RESERVE_SOURCE, *((SMALL_GPU_SOURCE,) if 20 * 1024 <= mb < 35 * 1024 else ()),
                 *((PREFILL_GRAPH_SOURCE,) if prefill_why else ()),
-                *((SPEC_RESERVE_SOURCE,) if spec else ())))
+                *((SPEC_RESERVE_SOURCE,) if spec else ()),
+                *((DEEPEP_SOURCE, A2A_GRAPH_SOURCE) if a2a != "none" else ())))
         extras = [(SPEC_RESERVE_GIB, "speculative decoding")] if speculative else []
         if dp_attention(par):
             extras.append((DP_ATTENTION_RESERVE_GIB, "DP attention"))
@@ -466,11 +596,22 @@ class SglangEngine(Engine):
         return Number(value, derived(formula, f"round(({gib:g} - {reserved:g}) / {gib:g}, 3) = {value:g}",
                                      FRACTION_SOURCE, *((RESERVE_EXTRAS_SOURCE,) if extras else ())))
 
-    def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
-        """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE); why is
-        empty when the release captures none for this deployment by default."""
+    def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float,
+                         a2a: str = "none") -> tuple[float, str]:
+        """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE), with
+        the MoE all-to-all backend ``a2a`` (A2A_GRAPH_SOURCE); why is empty when the release captures none for this
+        deployment by default."""
         if not self.since(PREFILL_GRAPHS_SINCE) or par.pp > 1 or "amd" in hw.name.lower():
             return 0.0, ""
+        if a2a != "none" and (not self.since(BCG_A2A_SINCE) or a2a not in BCG_A2A_BACKENDS):
+            return 0.0, ""
+        mb, why = self._prefill_graphs(model, hw, par, gpu_mb)
+        if mb and a2a == "deepep":
+            return mb + DEEPEP_BCG_RESERVE_MB, why + " + 1 GiB for DeepEP under breakable graphs"
+        return mb, why
+
+    def _prefill_graphs(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
+        """prefill_graph_mb without an all-to-all backend, past its release, PP and GPU checks."""
         kinds = self.kinds(model)
         mla, dsa, dp = MLA in kinds, sparse_attention(kinds), dp_attention(par)
         if dp and not self.since(BCG_DP_SINCE):
@@ -537,15 +678,49 @@ class SglangEngine(Engine):
         hw = scenario.hardware
         driver, driver_src = self.driver_reserve_gib(hw)
         ranks = par.tp * par.pp * (par.dp if dp_attention(par) else 1)   # one process group spans them
-        init = INIT_GIB[0] if ranks == 1 else INIT_GIB[1]
+        tp_group = par.tp * (par.dp if dp_attention(par) else 1)
+        pcie = tp_group > 2 and hw.scale_up is None and "amd" not in hw.name.lower()
+        init = INIT_GIB[0] if ranks == 1 else (INIT_GIB[0] + PCIE_NCCL_GIB if pcie else INIT_GIB[1])
         hidden = int((driver + init) * 2**30)
         visible = Bytes(hw.hbm_bytes - hidden, derived(
-            "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)",
+            "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)" + (
+                "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
-            driver_src, INIT_SOURCE))
-        out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, b.weights, b.activation, b.runtime,
+            driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ())))
+        weights = b.weights
+        if dp_attention(par) and scenario.weights_bytes is None:
+            weights = self._dp_attention_weights(scenario, model, par, weights)
+        if gpu_generation(hw) == "blackwell" and scenario.weights_bytes is None and scenario.weight_dtype is None:
+            extra, how = mxfp4_blackwell_padding(model, par)
+            if extra:
+                why = weights.why
+                weights = Bytes(weights.number() + extra, derived(
+                    (why.formula if why else "weights per GPU") + " + SGLang's MXFP4 expert padding on Blackwell",
+                    f"{weights.number():,} + {how} = {weights.number() + extra:,} B",
+                    *(why.sources if why else ()), MXFP4_PAD_SOURCE))
+        out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, weights, b.activation, b.runtime,
                                    visible=visible)
         return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
+
+    def _dp_attention_weights(self, scenario, model, par: Parallelism, weights: Bytes) -> Bytes:
+        """kvplan's weights per GPU less what SGLang's DP attention splits over the whole TP group
+        (dp_attention_split_params, DP_SPLIT_SOURCE), at the model's mean bytes per parameter."""
+        if model.params_total is None:
+            return weights
+        total, _, _ = budget_mod.total_weight_bytes(model, scenario.weight_dtype, None)
+        per_param = total / model.params_total.value
+        params, what = dp_attention_split_params(model, scenario.moe_a2a_backend == "deepep")
+        group = par.tp * par.dp
+        saved = int(params * per_param * (1 - 1 / group) / par.pp)
+        if saved <= 0:
+            return weights
+        value = weights.number() - saved
+        why = weights.why
+        return Bytes(value, derived(
+            (why.formula if why else "weights per GPU") + "; under SGLang's DP attention less the LM head, dense "
+            "MLPs and shared experts split over the whole TP group",
+            f"{weights.number():,} - ({what}) params x {per_param:.3f} B x (1 - 1/{group}) = {value:,} B",
+            *(why.sources if why else ()), DP_SPLIT_SOURCE))
 
     def activation_reserve(self, scenario, model, par):
         return Bytes(0, default("inside SGLang's 1 - mem_fraction_static headroom", FRACTION_SOURCE))
@@ -669,9 +844,12 @@ class SglangEngine(Engine):
             notes.append("SGLang keeps linear-attention / SSM state in a separate mamba pool, SSM state in fp32 by "
                          "default (from v0.5.9 a config's mamba_ssm_dtype wins); kvplan's request figures use the "
                          "model's state dtype.")
-        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 else None
+        a2a = scenario.moe_a2a_backend or "none"
+        deepep = deepep_buffer(model, self.version) if par.ep is not None and par.ep > 1 and a2a in (
+            "none", "deepep") else None
         if deepep is not None:
-            rows.append(("DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
+            rows.append(("DeepEP buffer (--moe-a2a-backend deepep; outside the pool)" if a2a == "deepep" else
+                         "DeepEP buffer, if --moe-a2a-backend deepep (outside the pool)", deepep))
             data["sglang_deepep_buffer_bytes"] = deepep
             if deepep.number() > (DEEPEP_RESERVE_MB * 2**20 if self.since(DEEPEP_RESERVE_SINCE) else 0):
                 notes.append("With --moe-a2a-backend deepep, DeepEP's buffer exceeds what this release reserves for "
@@ -703,6 +881,13 @@ class SglangEngine(Engine):
         if dp_attn:
             flags.append(Flag("--enable-dp-attention", None, f"attention data-parallel over {par.dp} ranks while "
                               f"the experts span EP {par.ep}"))
+        a2a = s.moe_a2a_backend or "none"
+        if a2a == "deepep" and self.version < MOE_A2A_SINCE:
+            flags.append(Flag("--enable-deepep-moe", None, "DeepEP's all-to-all (given as --moe-a2a-backend deepep; "
+                              "this release's spelling)", None, MOE_A2A_SOURCE))
+        elif a2a != "none":
+            flags.append(Flag("--moe-a2a-backend", a2a, "the MoE all-to-all backend given", MOE_A2A_SINCE,
+                              MOE_A2A_SOURCE))
         if par.ep and par.ep > 1:
             flags.append(Flag("--ep-size", str(par.ep), f"experts spread over {par.ep} GPUs"))
             if self.version is not None and self.version < (0, 5, 0):

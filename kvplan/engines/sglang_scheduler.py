@@ -95,26 +95,26 @@ there without ``ignore_eos``.
   bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
   round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
   refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node.
-* **HiCache** (``--enable-hierarchical-cache``; ``HICACHE_SOURCE``): the radix tree's host-memory tier, in
-  ``_HiTree``. The host pool is ``--hicache-size`` GB per GPU / the bytes per token, else ``--hicache-ratio`` (2)
-  x the device pool's tokens, in whole pages (``pool_host/base.py``). A node the tree inserts counts one insert
-  and is written through when that reaches the write policy's threshold (``_inc_hit_count_and_check``: 1 for
-  write_through, the default from v0.5.2, 2 for write_through_selective, the default before; kvplan's tree inserts
-  each node once, so write_through_selective writes nothing), its unbacked ancestors first
-  (``_build_backup_kv_action``), each making room by host eviction (the least recently used host leaf: host only,
-  no child, ``_is_host_leaf``) and the first that finds none ending the backup (``_execute_kv_backup``). Device
-  eviction of a backed leaf demotes it (its device pages freed, the node kept on host: ``_demote``); an unbacked
-  one is deleted. A match walks device and host nodes; its host part (capped as above) of 10 tokens or more
-  (``load_back_threshold``) is loaded back (``load_back``), the nodes locked on the device again and their pages
-  allocated with the round's (evicted after it, as the rest), priced by ``costs.swap_seconds`` for their bytes
-  with a copy per page over the host link shared by both directions; the prefill of that request takes the
-  longer of its compute and the load (the forward waits layer by layer, ``LayerDoneCounter``). A smaller host hit
-  is computed again into the same nodes (``_unevict_node_on_insert``). The admission check counts the host hit
-  in the extension (``add_one_req``: ``fill - prefix_len`` on the device); the round's chunk budget does not.
-  Write-through copies run on the write stream: their bytes and link time are reported, not put on the critical
-  path, and a node whose write is in flight is not locked (SGLang locks it until the ack). write_back (backup at
-  eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap preempted requests:
-  ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with ``--engine sglang``.
+* **HiCache** (``--enable-hierarchical-cache``; ``HICACHE_SOURCE``): the radix tree's host-memory tier, in ``_HiTree``.
+  The host pool is ``--hicache-size`` GB per GPU / the bytes per token, else ``--hicache-ratio`` (2) x the device pool's
+  tokens, in whole pages plus one padding page from v0.5.6 (``pool_host/base.py``). A node the tree inserts counts one
+  insert and is written through when that reaches the write policy's threshold (``_inc_hit_count_and_check``: 1 for
+  write_through, the default from v0.5.2, 2 for write_through_selective, the default before; kvplan's tree inserts each
+  node once, so write_through_selective writes nothing), its unbacked ancestors first (``_build_backup_kv_action``),
+  each making room by host eviction (the least recently used host leaf: host only, no child, ``_is_host_leaf``) and the
+  first that finds none ending the backup (``_execute_kv_backup``). Device eviction of a backed leaf demotes it (its
+  device pages freed, the node kept on host: ``_demote``); an unbacked one is deleted. A match walks device and host
+  nodes; its host part (capped as above) of 10 tokens or more (``load_back_threshold``) is loaded back (``load_back``),
+  the nodes locked on the device again and their pages allocated with the round's (evicted after it, as the rest),
+  priced by ``costs.swap_seconds`` for their bytes with a copy per page over the host link shared by both directions;
+  the prefill of that request takes the longer of its compute and the load (the forward waits layer by layer,
+  ``LayerDoneCounter``). A smaller host hit is computed again into the same nodes (``_unevict_node_on_insert``). The
+  admission check counts the host hit in the extension (``add_one_req``: ``fill - prefix_len`` on the device); the
+  round's chunk budget does not. Write-through copies run on the write stream: their bytes and link time are reported,
+  not put on the critical path, and a node whose write is in flight is not locked (SGLang locks it until the ack).
+  write_back (backup at eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap
+  preempted requests: ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with
+  ``--engine sglang``.
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
@@ -160,6 +160,13 @@ WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 WRITE_THROUGH_SINCE = (0, 5, 2)       # the default policy: write_through_selective before (server_args.py @v0.5.1)
 WRITE_THROUGH_THRESHOLD = {"write_through": 1, "write_through_selective": 2}   # unified_radix_cache.init_hicache
 LOAD_BACK_THRESHOLD = 10              # tokens: a smaller host hit is recomputed (init_hicache load_back_threshold)
+# The host pool's pages: v0.4.6-v0.5.5 round the host tokens down to whole pages (memory_pool.py @v0.4.6,
+# memory_pool_host.py @v0.5.3-v0.5.5: size - size % page_size); from v0.5.6 one padding page more, page_num =
+# size // page_size + 1 (memory_pool_host.py @v0.5.6-v0.5.10, pool_host/base.py @v0.5.23 HostKVCache.__init__).
+HOST_PADDING_PAGE_SINCE = (0, 5, 6)
+HOST_PAGES_SOURCE = ("sgl-project/sglang @v0.5.5 python/sglang/srt/mem_cache/memory_pool_host.py (size - size % "
+                     "page_size) .. @v0.5.6 (page_num = size // page_size + 1) .. @v0.5.23 mem_cache/pool_host/"
+                     "base.py HostKVCache.__init__")
 HICACHE_SOURCE = WHERE + ("mem_cache/unified_radix_cache.py (init_hicache, load_back, _execute_kv_backup), "
                           "mem_cache/unified_cache/unified_tree_core.py (evict_device_leaf, _demote, "
                           "_inc_hit_count_and_check, _is_host_leaf), mem_cache/pool_host/base.py, "
@@ -175,6 +182,7 @@ class HiCache:
     write_policy: str | None = None
     ratio: float | None = None
     size_gb: float | None = None
+    padding_page: bool = True   # the host pool's extra page (HOST_PADDING_PAGE_SINCE; _hicache_for sets it)
 
     def __post_init__(self) -> None:
         if self.write_policy is not None and self.write_policy not in WRITE_POLICIES:
@@ -758,7 +766,7 @@ class SglangScheduler(Scheduler):
         """The replica's prices for HiCache (from ``kvplan.calc.costs`` through the event loop): a block's bytes,
         the device pool's blocks (the shared prefix's copy included), and the seconds to move n blocks each way
         over the host link. The host pool: --hicache-size GB / bytes per token, else --hicache-ratio x the device
-        pool's tokens (``pool_host/base.py`` @v0.5.23 ``HostKVCache.__init__``), in whole pages."""
+        pool's tokens, in whole pages rounded down, plus one padding page from v0.5.6 (HOST_PAGES_SOURCE)."""
         hc = self.hicache
         if hc is None:
             return
@@ -766,7 +774,7 @@ class SglangScheduler(Scheduler):
             tokens = int(hc.size_gb * 1e9 // (block_bytes / self.block))
         else:
             tokens = int(pool_blocks * self.block * (hc.ratio if hc.ratio is not None else HICACHE_RATIO))
-        self.host_blocks = tokens // self.block
+        self.host_blocks = tokens // self.block + (1 if hc.padding_page else 0)
         self.load_cost, self.write_cost = load_cost, write_cost
         if self.host_blocks <= pool_blocks:   # --hicache-ratio <= 1, or a small --hicache-size: said, not silent
             self.notes = (*self.notes, f"HiCache's host pool ({self.host_blocks:,} blocks) is not larger than the "
@@ -1117,7 +1125,8 @@ def _hicache_for(hc: HiCache, version: Any, reuse: bool, adapter: Any) -> HiCach
         raise KvplanError("--enable-hierarchical-cache: simulate models SGLang's radix tree, and so HiCache, only "
                           "where every page is one block (this model has sliding windows or state layers)",
                           "drop --enable-hierarchical-cache for this model")
-    return dataclasses.replace(hc, write_policy=policy)
+    padding = version is None or tuple(version) >= HOST_PADDING_PAGE_SINCE
+    return dataclasses.replace(hc, write_policy=policy, padding_page=padding)
 
 
 def _hicache_note(hc: HiCache) -> str:

@@ -30,6 +30,7 @@ DEPLOYMENT_KEYS: dict[str, tuple[type, ...]] = {
     # memory settings
     "gpu_memory_utilization": (int, float), "mem_fraction_static": (int, float), "kv_pool": _TEXT,
     "max_num_batched_tokens": _TOKENS, "max_num_seqs": _TOKENS, "activation_reserve": _TEXT, "runtime_reserve": _TEXT,
+    "moe_a2a_backend": _TEXT,
     # a file of kvplan calibrate --save, relative to the plan (kvplan check --calibration FILE overrides it)
     "calibration": _TEXT,
 }

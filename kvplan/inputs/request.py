@@ -50,7 +50,7 @@ SCENARIO_DEFAULTS: dict[str, str | None] = {
 }
 # the memory and pool options (each command takes some; None when not given)
 MEMORY_OPTIONS = ("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
-                  "max_num_seqs", "activation_reserve", "runtime_reserve")
+                  "max_num_seqs", "activation_reserve", "runtime_reserve", "moe_a2a_backend")
 # what a command adds to the pool (concurrency, simulate)
 POOL_OPTIONS = ("shared_prefix", "spec_tokens", "draft_model", "token_budget")
 # option name -> Scenario field, where they differ
@@ -122,7 +122,7 @@ def _text(flag: str, what: str) -> Callable:
     return parse
 
 
-_EXAMPLES = {"--engine": "vllm", "--weight-dtype": "fp8", "--kv-dtype": "fp8"}
+_EXAMPLES = {"--engine": "vllm", "--weight-dtype": "fp8", "--kv-dtype": "fp8", "--moe-a2a-backend": "deepep"}
 
 
 def _kv_dtype(value: Any) -> Any:
@@ -140,6 +140,7 @@ FIELDS: dict[str, Callable] = {
     "max_num_seqs": _tokens("--max-num-seqs"),
     "activation_reserve_bytes": _size("--activation-reserve", 0),
     "runtime_reserve_bytes": _size("--runtime-reserve", 0),
+    "moe_a2a_backend": _text("--moe-a2a-backend", "an all-to-all backend"),   # its choices: the engine's
     "shared_prefix_tokens": _tokens("--shared-prefix", allow_zero=True),
     "spec_tokens": _tokens("--spec-tokens", allow_zero=True, most=MAX_SPEC_TOKENS, why="engines use 1-8"),
     "token_budget": _tokens("--token-budget"),
