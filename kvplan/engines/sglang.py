@@ -855,9 +855,11 @@ class SglangEngine(Engine):
                 notes.append("With --moe-a2a-backend deepep, DeepEP's buffer exceeds what this release reserves for "
                              "it below mem_fraction_static: lower --mem-fraction-static by the difference.")
         if scenario.mem_fraction_static is None and scenario.kv_pool_bytes is None and self.since((0, 5, 3)):
-            notes.append("The default mem_fraction_static follows v0.5.23's reserve (chunked prefill, decode CUDA "
-                         "graphs, TP x PP); DP attention's extra padding and prefill CUDA graphs are not counted, so "
-                         "with those on, give --mem-fraction-static from the server log.")
+            notes.append("The default mem_fraction_static follows SGLang "
+                         f"v{'.'.join(map(str, self.version))}'s reserve (chunked prefill, "
+                         "decode and prefill CUDA graphs, TP x PP, DP attention's padding, speculative decoding, "
+                         "DeepEP); multimodal encoders and post-capture sizing are not counted, so with those, give "
+                         "--mem-fraction-static from the server log.")
         return EngineReport(f"SGLang accounting ({self.release})", tuple(rows), data, tuple(notes))
 
 
