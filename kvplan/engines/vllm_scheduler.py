@@ -75,6 +75,34 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   ``int(watermark x num_blocks)`` blocks stay free when a waiting or preempted request is admitted while any
   request runs. Its default is 0.0 (no watermark), which is what kvplan models in every V1 release; it is not an
   option of ``kvplan simulate`` for vLLM.
+* Async scheduling (``--async-scheduling`` / ``--no-async-scheduling``, as vLLM's flag; on by default from v0.14.0,
+  ``ASYNC_SINCE`` in ``kvplan.engines.vllm``; read in the v0.15.1 wheel, the rules the same in v0.12.0-v0.33.0). The
+  engine core keeps two batches in flight (``vllm/v1/engine/core.py`` ``step_with_batch_queue``;
+  ``max_concurrent_batches`` is 2 with async scheduling in ``vllm/v1/executor/multiproc_executor.py`` and
+  ``uniproc_executor.py``): it schedules step N+1 and hands it to the workers, then blocks on step N and runs
+  ``update_from_output`` on it, then takes the new requests from its input queue and schedules step N+2 while N+1
+  runs. The scheduler counts step N's tokens as computed (``AsyncScheduler``'s output placeholders), so decoding
+  and a prompt's chunks go on every step as before. What changes:
+
+  - a step is decided when the step before it starts: a request that arrives while step N runs is first scheduled
+    in step N+2 (one step later than with it off), and the requests that arrived by the start of step N are the
+    ones step N+1 can admit;
+  - a request whose last token comes out of step N is skipped in step N+1 (``schedule``: placeholders that reach
+    ``max_tokens``, from v0.12.0), but it stays in ``self.running`` and holds its blocks until
+    ``update_from_output(N)``, after step N+1 was decided: its max_num_seqs seat and its blocks are free for step N+2;
+    its blocks then go to the free queue after step N+1's allocations (with the v0.24+ rule, its hashless blocks to
+    the front after them);
+  - a decision with nothing to run (every running request finishing, no seen request admitted) is an empty step:
+    the GPU idles and the next decision is made at once when step N ends, with everything known;
+  - the CPU work between steps (``schedule``, ``update_from_output``, the input preparation) overlaps the GPU; the
+    step price is the same in both modes: kvplan's per-step overhead was fitted on vLLM v0.19.1 ITLs, taken with
+    async scheduling on (its default there), and no published figure of the CPU gap with it off was found, so
+    ``--no-async-scheduling`` changes only when requests are seen and freed, not the step's price.
+
+  Modelled at the events: the first call of ``step`` after a step ends decides with the arrivals up to that step's
+  start (``cut``) and with the requests that finished at its end taken back (``_late_out``), and frees them after
+  its allocations (``_late_in``); with nothing new it lets the event loop's closed-form runs go on, in which
+  nothing arrives or finishes before their last step.
 * ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
