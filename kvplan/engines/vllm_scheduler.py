@@ -166,8 +166,7 @@ class V1Scheduler(Scheduler):
         # async scheduling (module docstring, "Async scheduling"): each step decided when the one before it started
         self.asyn = async_scheduling
         self.cut = math.inf                  # the step being decided sees the arrivals up to this time
-        self.call_at = -math.inf             # the time of the last call of ``step`` ...
-        self.steps_at = 0                    # ... and the steps run by then
+        self.call_at = math.inf              # the time of the last call of ``step``
         self.late: list[tuple[int, int, int]] = []   # finished since: (request, blocks, cached tokens), not yet freed
         self.late_blocks = 0                 # their blocks
         # the pinned release's rules (module docstring, "By release"): admission needs the blocks of all the
@@ -422,10 +421,11 @@ class V1Scheduler(Scheduler):
     def step(self, r: ReplicaState) -> bool:
         """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
         if self.asyn:
-            # the step is decided when the one before it started: the arrivals up to then are seen; with no step
-            # run since the last call (the GPU idle, or an empty step) it is decided now, with everything seen
-            self.cut = self.call_at if r.steps != self.steps_at else math.inf
-            self.call_at, self.steps_at = r.now, r.steps
+            # the step is decided when the one before it started (the last call: every step or run of steps starts
+            # at one): the arrivals up to then are seen. After a call that ran nothing (an empty decision, below) the
+            # next is made at once, at the same time, seeing everything; after the GPU idled, the decision sees no
+            # request (all arrived since), runs nothing, and so is made again at once
+            self.cut, self.call_at = self.call_at, r.now
         if (self.front or self.asyn) and r.on_finish is None:   # hear of each finish before its blocks are freed
             self.r = r
             r.on_finish = self._finished
@@ -476,8 +476,8 @@ class V1Scheduler(Scheduler):
         self._late_in(r)                       # the finished requests' blocks, freed after the decision
         b = len(running)
         r.partial = (self.partial, computed[self.partial]) if self.partial >= 0 else ()
-        if not chunks and not b:               # the request part-way preempted itself: nothing runs this step
-            r.preempted = True
+        if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
+            r.preempted = True                 # (async scheduling) an empty decision, made again at once
             return True
         spans = [(a, e) for _, a, e in chunks]
         t, alone = self.mixed(spans)
@@ -513,34 +513,27 @@ class V1Scheduler(Scheduler):
     def _admit(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int) -> None:
         """The waiting queue from its front into the step, while the budget (``left`` tokens) and the batch allow
         and the head's blocks are free; ``late`` seats are still held by requests that finished at the step before
-        (async scheduling), and a request arrived after ``cut`` is not seen yet. With async scheduling, a decision
-        that would run nothing (no batch, no chunk) is an empty step: the GPU idles and the next decision is made at
-        once, with the finished requests' blocks freed and every arrival seen."""
+        (async scheduling), and a request arrived after ``cut`` is not seen yet."""
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         waiting, arrival, cut = r.waiting, tally.arrival, self.cut
-        while True:
-            while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
-                   and arrival[waiting[0]] <= cut):
-                head = self._head(r, left, r.free)
-                if head is None:
-                    break
-                i, hit, c = head
-                waiting.popleft()
-                if i in self.seg:
-                    self._take_back(r, i, hit)
-                    tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-                elif r.g[i] == 0 and i not in self.redo:
-                    tally.admitted[i] = r.now
-                    tally.prefix_hits[i] = hit
-                if self.hb:
-                    r.prefix_cached = True
-                r.held[i] = btl[hit + c]
-                r.free -= r.held[i]
-                chunks.append((i, hit, hit + c))
-                left -= c
-                if hit + c < r.Pl[i] + r.g[i]:
-                    self.partial, computed[i] = i, hit + c
-            if chunks or running or not self.asyn or cut == math.inf:
-                return
-            self._late_in(r)                   # an empty step: decided again at once, with everything known
-            late, cut = 0, math.inf
+        while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
+               and arrival[waiting[0]] <= cut):
+            head = self._head(r, left, r.free)
+            if head is None:
+                break
+            i, hit, c = head
+            waiting.popleft()
+            if i in self.seg:
+                self._take_back(r, i, hit)
+                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+            elif r.g[i] == 0 and i not in self.redo:
+                tally.admitted[i] = r.now
+                tally.prefix_hits[i] = hit
+            if self.hb:
+                r.prefix_cached = True
+            r.held[i] = btl[hit + c]
+            r.free -= r.held[i]
+            chunks.append((i, hit, hit + c))
+            left -= c
+            if hit + c < r.Pl[i] + r.g[i]:
+                self.partial, computed[i] = i, hit + c
