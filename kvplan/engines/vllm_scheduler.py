@@ -375,11 +375,12 @@ class V1Scheduler(Scheduler):
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in. With async
-        scheduling also a step decided from an older view than now: requests finished at the end of the step
-        before (their blocks still held) or arrived during it (not yet seen)."""
+        scheduling also a step decided while requests that finished at the end of the step before still hold their
+        blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here too
+        when it fits, which ``step`` runs without it: it is not seen yet.)"""
         if self.partial >= 0:
             return True
-        if self.asyn and (self.late or (r.waiting and r.tally.arrival[r.waiting[-1]] > self.cut)):
+        if self.late:
             return True
         if not r.waiting or r.preempted:
             return False
