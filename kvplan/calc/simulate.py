@@ -1275,12 +1275,12 @@ def overload_values(v: Overload) -> dict:
         f"{v.completions:,} / ({v.window_end:.6g} - {v.middle:.6g}) s" + (f" = {v.capacity:.6g}/s"
                                                                          if v.capacity is not None else "")
         if v.overloaded else "not overloaded"))
-    looks = ", ".join(f"{q:,}" for q in v.samples)
     rise = Count(v.rise if v.open_arrivals else None, derived(
         "the waiting queue's growth from the first to the last of its looks at the end of each eighth of the arrival "
         "span when it was longer at every look than at the one before, else 0",
-        (f"looks {looks}: " + (f"{v.samples[-1]:,} - {v.samples[0]:,} = {v.rise:,}" if v.rise else
-                               "not longer at every look: 0")) if v.open_arrivals else "a closed loop"))
+        ("looks " + ", ".join(f"{q:,}" for q in v.samples) + ": "
+         + (f"{v.samples[-1]:,} - {v.samples[0]:,} = {v.rise:,}" if v.rise else "not longer at every look: 0"))
+        if v.open_arrivals else "a closed loop"))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
             "waiting_steady_rise": rise,
             "arrival_rate_second_half_requests_per_second": rate, "sustained_requests_per_second": cap}
