@@ -78,8 +78,9 @@ def test_the_flags_from_the_command_line(run_cli):
     bad = run_cli("simulate", "--engine", "vllm==0.11.0", "--requests", "10", "--async-scheduling")
     assert bad.code == 2 and "from 0.12" in bad.err and "Traceback" not in bad.err
     assert len(bad.err.strip().splitlines()) <= 2
-    other = run_cli("simulate", "--engine", "sglang", "--requests", "10", "--async-scheduling")
-    assert other.code == 2 and "vLLM's" in other.err and "Traceback" not in other.err
+    for flag in ("--async-scheduling", "--no-async-scheduling"):     # another engine's: refused, not ignored
+        other = run_cli("simulate", "--engine", "sglang", "--requests", "10", flag)
+        assert other.code == 2 and f"{flag} is vLLM's" in other.err and "Traceback" not in other.err
 
 
 # --- hand-worked ---------------------------------------------------------------------------------------------------

@@ -24,11 +24,11 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         raise KvplanError(f"--enable-hierarchical-cache is SGLang's host tier (HiCache), not {engine.display_name}'s",
                           "use --engine sglang, or drop --enable-hierarchical-cache")
-    if getattr(o, "async_scheduling", None) and engine.id != "vllm":
+    if getattr(o, "async_scheduling", None) is not None and engine.id != "vllm":
         from kvplan.errors import KvplanError
 
-        raise KvplanError(f"--async-scheduling is vLLM's, not {engine.display_name}'s",
-                          "use --engine vllm, or drop --async-scheduling")
+        flag = "--async-scheduling" if o.async_scheduling else "--no-async-scheduling"
+        raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s", f"use --engine vllm, or drop {flag}")
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 
