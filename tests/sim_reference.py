@@ -477,10 +477,21 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 #    full block of its computed tokens (its partial last block, a block just taken for a step it did not run) go
 #    to the FRONT of the free queue, in the order freed (its tail first at the very front); its full blocks go to
 #    the back as before (a finished request's too: they are hashed, though nothing kvplan runs hits them again).
+# 7. Async scheduling (on by default from v0.14.0; ``async_scheduling`` True/False as vLLM's flag): vLLM decides each
+#    step while the step before it runs, so the decision made when a step starts sees only what the engine knew when
+#    the step before it started: a request that arrived after that (during the step just ended) is not seen (the
+#    waiting queue is taken from its front only while its head arrived by then; a victim arrived long before), and
+#    the requests that finished at the end of the step just ended still hold their blocks and count against
+#    max_batch; their blocks are freed once the decision has taken its own, in the order they finished. A decision
+#    that would run nothing (no decoder, no chunk, no victim) is an empty step: at once the finished requests' blocks
+#    are freed and the waiting queue looked at again with every arrival seen. After a turn that ran no step (idle,
+#    or every request preempted), the next decision sees everything.
 DECODE, PREFILL = "decode", "prefill"
+ASYNC_SINCE = (0, 14, 0)
 
 
-def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, speculative=None) -> RefRun:
+def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, speculative=None,
+             async_scheduling: bool | None = None) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -494,6 +505,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     release = s.engine_adapter.version
     whole_input = release >= (0, 19, 0)            # rule 5
     hashless_first = release >= (0, 24, 0)         # rule 6
+    asyn = release >= ASYNC_SINCE if async_scheduling is None else async_scheduling   # rule 7
     sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -524,6 +536,8 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     waiting: list[Req] = []
     pending, submitted = _first_arrivals(workload, len(reqs))
     prefix_warm = False
+    started: float | None = None                 # rule 7: when the last step that ran started (None: no step since)
+    late: list[Req] = []                         # rule 7: finished at the end of the step before, blocks still held
 
     def tokens(r: Req) -> int:
         return r.prompt + r.generated
@@ -578,7 +592,10 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         r.state, r.finish = DONE, now
         r.peak_bytes = capacity.request_bytes(s, r.prompt + r.output - 1)
         running.remove(r)
-        free_all(r, computed[r.id], False)
+        if asyn:
+            late.append(r)                       # rule 7: freed after the next decision
+        else:
+            free_all(r, computed[r.id], False)
         if workload.arrivals is None and submitted < len(reqs):
             t = now + workload.think_s
             if workload.duration_s is None or t < workload.duration_s:
@@ -620,8 +637,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 take_front(p, blocks_for(computed[p.id] + c) - len(owned[p.id]))
                 chunks.append((p, computed[p.id], computed[p.id] + c))
                 budget -= c
-        if not preempted:
-            while waiting and budget > 0 and len(running) < max_batch:
+        seen = started if asyn and started is not None else float("inf")   # rule 7
+        while not preempted:
+            while waiting and budget > 0 and len(running) + len(late) < max_batch and waiting[0].arrival <= seen:
                 q = waiting[0]
                 cap = (tokens(q) - 1) // block
                 own = 0
@@ -653,9 +671,19 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 running.append(q)
                 chunks.append((q, hit, hit + c))
                 budget -= c
+            if decoders or chunks or not asyn or (not late and seen == float("inf")):
+                break
+            for r in late:                       # rule 7: an empty step; decided again at once, seeing everything
+                free_all(r, computed[r.id], False)
+            late.clear()
+            seen = float("inf")
         out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - len(queue))
+        for r in late:                           # rule 7: the finished requests' blocks, after the decision
+            free_all(r, computed[r.id], False)
+        late.clear()
         b = len(decoders)
         if not b and not chunks:
+            started = None
             if preempted:
                 continue
             if pending:
@@ -676,6 +704,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         for q, a, e in chunks:
             q.recomputed += max(0, min(e, high[q.id]) - a)
         out.peak_running = max(out.peak_running, b + len(chunks))
+        started = now
         now += dt
         out.decode_steps += 1
         out.steps.append((b, dt))

@@ -158,7 +158,7 @@ def synthetic_runs(path: Path, prompt: int = 512, output: int = 256) -> list[flo
     s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", gpus="1", engine="vllm")
     step = costs.step_model(s, costs.step_factors(s.hardware, **TRUTH))
     # the client's TTFT of one prompt on an idle replica: its prefill at TRUTH's prefill_mfu (one chunk of 512) +
-    # vLLM's 19 ms frontend latency; the B = 1 run is the light one prefill_mfu is fitted to (the others' TTFT, 50 ms,
+    # vLLM's frontend latency; the B = 1 run is the light one prefill_mfu is fitted to (the others' TTFT, 50 ms,
     # is only a lower bound for kvplan and is not fitted)
     ttft = step.prefill_seconds(prompt, 0, 8192) + s.engine_adapter.frontend_latency[0]
     lines, tpots = [], []

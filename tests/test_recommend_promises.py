@@ -71,10 +71,10 @@ def deployment_from_launch(data: dict) -> tuple[Scenario, int, int]:
     return s, running, dp
 
 
-def simulate_launch(data: dict, run_cli) -> dict:
+def simulate_launch(data: dict, run_cli, args_only: bool = False):
     """``kvplan simulate`` on the emitted deployment (the flags read back, every replica): a closed loop of
     --max-num-seqs users per replica, three equal requests each, at most that batch running per replica: the run the
-    batch row judged. Its JSON."""
+    batch row judged. Its JSON (``args_only``: the command line's arguments)."""
     s, running, dp = deployment_from_launch(data)
     par = s.parallelism
     fraction = (("--gpu-memory-utilization", s.gpu_memory_utilization) if s.gpu_memory_utilization is not None
@@ -86,9 +86,28 @@ def simulate_launch(data: dict, run_cli) -> dict:
             "--prompt", str(data["prompt_tokens"]), "--decode", str(data["decode_tokens"]),
             "--users", str(running * dp), "--requests", str(3 * running * dp), "--max-batch", str(running),
             "-f", "json"]
+    if args_only:
+        return args
     r = run_cli(*args)
     assert r.code == 0, (args, r.err)
     return r.json()
+
+
+def replica_percentile(data: dict, run_cli, q: int) -> float:
+    """The TPOT percentile over one replica's requests (replica 0 of ``simulate_launch``'s run, its per-request
+    table): the DP replicas run the same closed loop, so the deployment's percentile over all of them is that of DP
+    copies of one replica's requests (its p99 is the replica's slowest request), while the batch row judges one
+    replica's own (``simulate.simulated_batch``)."""
+    import csv
+    import io
+
+    import numpy as np
+
+    r = run_cli(*simulate_launch(data, run_cli, args_only=True)[:-2], "-f", "csv")
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(io.StringIO("\n".join(x for x in r.out.splitlines() if not x.startswith("#")))))
+    tpot = [float(x["TPOT (seconds)"]) for x in rows if x["replica"] == "0" and x["TPOT (seconds)"]]
+    return float(np.percentile(tpot, q))
 
 
 def check_targets(data: dict, target: str, run_cli=None) -> list[str]:
@@ -105,8 +124,9 @@ def check_targets(data: dict, target: str, run_cli=None) -> list[str]:
         if t.metric == "tpot" and sim is not None:
             key = next(k for k in data if k.startswith("tpot_seconds_p") and k.endswith("_at_most"))
             q = key.removesuffix("_at_most")
-            if not sim[q] <= t.bound:
-                missed.append(f"{t.text}: kvplan simulate's TPOT {q} = {sim[q] * 1e3:.2f} ms")
+            got = sim[q] if dp == 1 else replica_percentile(data, run_cli, int(q.removeprefix("tpot_seconds_p")))
+            if not got <= t.bound:
+                missed.append(f"{t.text}: kvplan simulate's TPOT {q} = {got * 1e3:.2f} ms")
         elif t.metric == "concurrency":
             ctx = t.context or s.context_tokens
             at = s.with_(decode_tokens=ctx - s.prompt_tokens)

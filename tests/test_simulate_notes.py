@@ -150,5 +150,7 @@ def test_sweep_verdicts_and_warning_as_text(run_cli):
     assert doc["notes"][1].startswith("Workload at each rate: the same 200 requests (seed 0); Poisson gaps scale as "
                                       "1 / rate. A rate also fails when it overloads the deployment: the waiting "
                                       "queue grows, between the middle of the arrivals and the last one, by more "
-                                      "than 10% of the requests (and more than 10).")
+                                      "than 10% of the requests (and more than 10), or it is longer at each of 8 "
+                                      "looks through the arrivals than at the one before and grows by more than 5% "
+                                      "of them.")
     assert doc["headline"].endswith("; rate sweep 2 .. 6 requests/s")

@@ -70,6 +70,105 @@ def test_growth_exactly_at_the_limit_is_not_overload_one_more_is():
     assert not sim.overloaded(m(None, 500))   # a closed loop (no middle queue): never overloaded
 
 
+def _one_server(rate: float, n: int = 400):
+    """n requests arriving every 1 / rate s at one server that takes exactly 1 s each (capacity 1/s, closed form):
+    request i arrives at i / rate and is admitted at max(its arrival, when the one before is done)."""
+    i = np.arange(n)
+    arrival = i / rate
+    admitted = np.maximum(arrival, i) if rate > 1 else arrival   # above 1/s the server never idles: admitted at i
+    return _run(arrival, admitted, admitted + 1.0)
+
+
+def test_arrivals_1_1_times_the_capacity_grow_the_queue_through_the_run():
+    # rate 1.1/s, 400 requests: the last arrives at 399 / 1.1 = 362.73 s; the looks at k x 362.73 / 8 s. Waiting at
+    # t (t before the last arrival): arrived floor(1.1 t) + 1, admitted floor(t) + 1 -> floor(1.1 t) - floor(t):
+    # t = 45.34: 49 - 45 = 4; 90.68: 99 - 90 = 9; 136.02: 149 - 136 = 13; 181.36: 199 - 181 = 18; 226.70: 249 - 226
+    # = 23; 272.05: 299 - 272 = 27; 317.39: 349 - 317 = 32; at the last arrival all 400 arrived, 363 admitted: 37.
+    # Longer at every look: the steady rise is 37 - 4 = 33 > max(5% of 400, 10) = 20: overloaded. The first rule
+    # alone (growth from the middle, 18, to the end, 37: 19 <= max(10% of 400, 10) = 40) misses it: it needs 1.25 x.
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_one_server(1.1))
+    assert v.samples == (4, 9, 13, 18, 23, 27, 32, 37) and v.rise == 33 and v.overloaded
+    assert (v.waiting_mid, v.waiting_end) == (18, 37) and not sim._grows(37, 18, 400)
+    # capacity: finished (at i + 1) between the middle (181.36 s) and the last admission (399 s): i + 1 = 182 .. 399,
+    # 218 of them in 217.64 s -> 1.0017/s, the one server's 1/s
+    assert v.window_end == 399.0 and v.completions == 218
+    assert v.capacity == pytest.approx(218 / (399 - 399 / 1.1 / 2), rel=1e-12)
+    m = sim.overload_values(v)
+    assert m["waiting_steady_rise"].value == 33 and "37 - 4 = 33" in m["waiting_steady_rise"].why.substituted
+
+
+def test_arrivals_1_19_times_the_capacity_the_fidelity_sets_missed_overload():
+    # as the Mixtral-8x7B reasoning run at 4/s (1.19 x what vLLM sustained): looks at k x (399 / 1.19) / 8 =
+    # k x 41.91 s, waiting floor(1.19 t) - floor(t) = 49 - 41 = 8, 16, 24, ..., and 400 - 336 = 64 at the last
+    # arrival (335.29 s): a steady rise of 56 > 20; the middle (167.65 s) has 199 - 167 = 32, so the first rule sees
+    # 64 - 32 = 32 <= 40
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_one_server(1.19))
+    assert v.samples == (8, 16, 24, 32, 40, 48, 56, 64) and v.overloaded
+    assert not sim._grows(v.waiting_end, v.waiting_mid, 400)
+
+
+def test_arrivals_0_95_times_the_capacity_keep_up():
+    # 1 / 0.95 = 1.053 s apart, 1 s each: every request is admitted on arrival and done before the next: no queue
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_one_server(0.95))
+    assert v.samples == (0,) * 8 and v.rise == 0 and not v.overloaded
+    assert sim.overload_values(v)["sustained_requests_per_second"].value is None
+
+
+def test_a_queue_that_rises_but_not_at_every_look_is_no_steady_rise():
+    # 0, 0, 0, 0, 79, 172, 260, 352: it grew only over the second half (a rate raised mid-run), so the steady rise
+    # is 0 and only the first rule (352 - 0 > 10% of the requests) can call it; one look that falls back breaks it
+    from kvplan.calc import simulate as sim
+
+    assert sim.steady_rise((0, 0, 0, 0, 79, 172, 260, 352)) == 0
+    assert sim.steady_rise((70, 159, 248, 337, 426, 515, 604, 693)) == 623
+    assert sim.steady_rise((1, 2, 3, 4, 5, 6, 5, 40)) == 0
+    assert sim.steady_rise((30,) * 8) == 0
+
+
+def test_a_steady_rise_exactly_at_the_limit_is_not_overload_one_more_is():
+    # 400 requests: the limit is max(5% of 400, 10) = 20; 100 requests: max(5, 10) = 10
+    from kvplan.calc import simulate as sim
+    from kvplan.specs.values import Count, given
+
+    def m(rise, n):
+        return {"waiting_at_mid_arrival": Count(0, given("m")), "waiting_at_last_arrival": Count(0, given("e")),
+                "requests_finished": Count(n, given("n")), "waiting_steady_rise": Count(rise, given("r"))}
+
+    assert not sim.overloaded(m(20, 400)) and sim.overloaded(m(21, 400))
+    assert not sim.overloaded(m(10, 100)) and sim.overloaded(m(11, 100))
+
+
+def test_a_simulated_server_just_over_and_just_under_its_capacity():
+    # --max-batch 1 on the neutral engine: each 500 + 50-token request takes the same service time S (its prefill
+    # and 49 decode steps at the same contexts), so the capacity is 1 / S; S is the first request's time alone.
+    # Evenly spaced arrivals at 1.1 / S: overloaded (the queue rises at every look); at 0.95 / S: not.
+    from kvplan.calc import simulate as sim
+    from kvplan.inputs import workload as wl
+    from kvplan.options.scenarios import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1", engine="neutral")
+
+    def work(gaps):
+        return wl.Workload(prompts=np.full(len(gaps), 500), outputs=np.full(len(gaps), 50), arrivals=np.asarray(gaps),
+                           users=None, think_s=0.0, duration_s=None, describe="constant")
+
+    one = sim.simulate(s, work([0.0]), sim.SimOptions(max_batch=1))
+    service = float(one.finish[0])
+    for ratio, over in ((1.1, True), (0.95, False)):
+        run = sim.simulate(s, work(np.arange(300) * service / ratio), sim.SimOptions(max_batch=1))
+        v = sim.overload_verdict(run)
+        assert v.overloaded is over, (ratio, v.samples)
+        if over:
+            assert v.rise > 15 and not sim._grows(v.waiting_end, v.waiting_mid, 300)
+            assert v.capacity == pytest.approx(1 / service, rel=0.02)
+
+
 def test_a_closed_loop_is_never_overloaded():
     from kvplan.calc import simulate as sim
 

@@ -299,11 +299,14 @@ def test_blocks_without_a_hash_are_reused_first_so_a_victim_keeps_more():
     v0.23.0: all 5 go to the tail, behind C's; at step 31 B (49 tokens) takes the front, C's 2nd block: C resumes
     in the same step with a hit of 1 block (16 tokens) and recomputes 16 .. 32.
     v0.24.0 and later (block_pool.free_blocks: no hash -> the front): A's partial block goes to the front and B
-    takes it; C keeps both blocks: a hit of 32 tokens (its 33 less one, in whole blocks: 2) and nothing recomputed."""
+    takes it; C keeps both blocks: a hit of 32 tokens (its 33 less one, in whole blocks: 2) and nothing recomputed.
+    With async scheduling off (--no-async-scheduling): on by default in all three releases, it has step 31 decided
+    before A's blocks are freed, so B takes C's block whatever the release (tests/test_simulate_async.py)."""
     work = at_zero([48, 20, 8], [30, 40, 30])
-    old = sim.simulate(tiny("vllm==0.23.0"), work, sim.SimOptions(max_batch=8))   # the last that appends all
-    new = sim.simulate(tiny("vllm==0.24.0"), work, sim.SimOptions(max_batch=8))   # the first that prepends
-    newest = sim.simulate(tiny("vllm==0.33.0"), work, sim.SimOptions(max_batch=8))
+    sync = sim.SimOptions(max_batch=8, async_scheduling=False)
+    old = sim.simulate(tiny("vllm==0.23.0"), work, sync)     # the last that appends all
+    new = sim.simulate(tiny("vllm==0.24.0"), work, sync)     # the first that prepends
+    newest = sim.simulate(tiny("vllm==0.33.0"), work, sync)
     assert list(newest.recompute_hit_tokens) == [0, 0, 32]
     for run in (old, new):
         assert list(run.preemptions) == [0, 0, 1] and run.decode_steps == 41    # B's 40th token at step 41

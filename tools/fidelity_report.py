@@ -141,8 +141,12 @@ def engine_of(run: dict) -> str:
     return run["engine"]
 
 
+ASYNC_SCHEDULING: bool | None = None    # --no-async-scheduling: False (None: the pinned release's default)
+
+
 def build(run: dict, models: dict, tmp: Path):
-    """(scenario, workload, options) for the run, through the public API."""
+    """(scenario, workload, options) for the run, through the public API (``ASYNC_SCHEDULING`` passed as vLLM's
+    --async-scheduling / --no-async-scheduling to its runs)."""
 
     from kvplan.inputs.workload import Workload
     from kvplan.options.simulate import simulate_request
@@ -159,7 +163,8 @@ def build(run: dict, models: dict, tmp: Path):
     closed = run["arrivals"] == "closed"
     req = simulate_request(scenario, users=str(run["users"]) if closed else None, rate=None if closed else "1",
                            requests=str(run.get("requests", 1)) if closed else "1",
-                           shared_prefix=str(prefix) if prefix else None)
+                           shared_prefix=str(prefix) if prefix else None,
+                           async_scheduling=ASYNC_SCHEDULING if run["engine"] == "vllm" else None)
     if closed:
         return req.scenario, req.workload, req.options
     t = arrivals(run)
@@ -326,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="the table as Markdown (docs/simulate-fidelity.md)")
     ap.add_argument("--json", action="store_true", help="the per-run results as JSON")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--no-async-scheduling", action="store_true", help="the vLLM runs with vLLM's async "
+                    "scheduling off (default: the pinned release's, on in v0.15.1)")
     args = ap.parse_args(argv)
+    global ASYNC_SCHEDULING
+    ASYNC_SCHEDULING = False if args.no_async_scheduling else None
     data = load(args.data)
     runs = check(data)
     if args.split:

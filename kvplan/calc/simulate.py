@@ -90,7 +90,8 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
            "overloaded", "parse_compare", "parse_sweep", "plan_simulate", "plan_sweep", "route", "routing_note",
            "simulate", "simulate_deployment", "timeline_buckets", "timeline_values"]
 # the overload verdict and the TTFT target of --sweep-rate (issue 19)
-__all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key"]
+__all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key",
+            "OVERLOAD_RISE", "OVERLOAD_RISE_SHARE", "OVERLOAD_SAMPLES", "steady_rise", "waiting_samples"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -1157,19 +1158,56 @@ def _sweep_point(job):
 
 
 OVERLOAD_MIN = 10      # ... and more than this many (a burst of a handful of requests is not a growing queue)
-# the two as typed values, for the notes that state the rule
+# the steady rise: the waiting queue, looked at the end of each of OVERLOAD_SAMPLES equal parts of the arrival span,
+# is longer at every look than at the one before, and longer at the last than at the first by more than
+# OVERLOAD_RISE_SHARE of the requests (and OVERLOAD_MIN) (_rises)
+OVERLOAD_SAMPLES = 8
+OVERLOAD_RISE_SHARE = 0.05
+# the rules' figures as typed values, for the notes that state them
 OVERLOAD = (Fraction(OVERLOAD_SHARE, default("kvplan's overload rule: the waiting queue grows by this share of "
                                              "the requests over the second half of the arrivals")),
             Count(OVERLOAD_MIN, default("kvplan's overload rule: and by more than this many")))
+OVERLOAD_RISE = (Count(OVERLOAD_SAMPLES, default("kvplan's overload rule: the waiting queue is looked at the end of "
+                                                 "each of this many equal parts of the arrival span")),
+                 Fraction(OVERLOAD_RISE_SHARE, default("kvplan's overload rule: a queue longer at every look than "
+                                                       "at the one before grows by this share of the requests")))
 TTFT_PERCENTILES = (50, 90, 99)   # the --ttft-slo percentiles (p99 unless the target names another)
 
 
 def _grows(waiting_end: int, waiting_mid: int, requests: int) -> bool:
-    """The overload rule: the waiting queue grew, between the middle of the arrivals and the last one, by more than
-    OVERLOAD_SHARE of the requests and more than OVERLOAD_MIN. A queue that keeps up stays short (its length at
-    the two instants differs by a few requests); one that does not grows by (arrival rate - service rate) x half
-    the arrival span: at arrivals 1.25 x what the deployment sustains, by 10% of the requests."""
+    """The overload rule's first part: the waiting queue grew, between the middle of the arrivals and the last one,
+    by more than OVERLOAD_SHARE of the requests and more than OVERLOAD_MIN. A queue that keeps up stays short (its
+    length at the two instants differs by a few requests); one that does not grows by (arrival rate - service rate)
+    x half the arrival span: at arrivals 1.25 x what the deployment sustains, by 10% of the requests (a strong
+    overload, or one that starts late in the run: a batch that fills the pool first)."""
     return waiting_end - waiting_mid > max(OVERLOAD_SHARE * requests, OVERLOAD_MIN)
+
+
+def _rises(steady_rise: int, requests: int) -> bool:
+    """The second part: the queue grew through the run (``steady_rise``: its growth from the first look to the last
+    when it was longer at every one of the OVERLOAD_SAMPLES looks than at the one before, else 0) by more than
+    OVERLOAD_RISE_SHARE of the requests and more than OVERLOAD_MIN. A queue that keeps up falls back to a few
+    requests between looks; one fed at a steady rate x times what the deployment sustains grows by about (1 - 1 / x)
+    of the arrivals at every look: at 1.06 x, by 5% of the requests over the seven eighths of the span after the
+    first look (the first part needs 1.25 x)."""
+    return steady_rise > max(OVERLOAD_RISE_SHARE * requests, OVERLOAD_MIN)
+
+
+def waiting_samples(arrival, admitted, first: float, last: float) -> tuple[int, ...]:
+    """The waiting queue (arrived and not yet admitted) at the end of each of OVERLOAD_SAMPLES equal parts of the
+    arrival span ``first`` .. ``last`` (the last look at the last arrival)."""
+    import numpy as np
+
+    looks = [first + (last - first) * k / OVERLOAD_SAMPLES for k in range(1, OVERLOAD_SAMPLES)] + [last]
+    return tuple(int(np.count_nonzero((arrival <= t) & (admitted > t))) for t in looks)
+
+
+def steady_rise(samples: tuple[int, ...]) -> int:
+    """The queue's growth from the first look to the last when it is longer at every look than at the one before,
+    else 0 (``_rises``)."""
+    if len(samples) < 2 or any(b <= a for a, b in zip(samples, samples[1:], strict=False)):
+        return 0
+    return samples[-1] - samples[0]
 
 
 @dataclass(frozen=True)
@@ -1186,13 +1224,16 @@ class Overload:
     window_end: float                   # the end of the window the capacity is read over
     completions: int                    # requests that finished in [middle, window_end]
     capacity: float | None              # completions / (window_end - middle): the rate the deployment sustains
+    samples: tuple[int, ...] = ()       # the queue at the end of each eighth of the arrival span (waiting_samples)
+    rise: int = 0                       # its steady rise (steady_rise): last - first when it rose at every look
 
 
 def overload_verdict(r: SimRun) -> Overload:
-    """The run's overload verdict (``_grows`` on the queue at the middle of the arrivals and at the last one) and
-    its capacity estimate: the requests that finished per second from the middle of the arrivals to the last
-    admission (while the queue was never empty, the deployment ran as fast as it can; a run that keeps up is read
-    to the last arrival). A closed loop is never overloaded (each user waits for its answer)."""
+    """The run's overload verdict (``_grows`` on the queue at the middle of the arrivals and at the last one, or
+    ``_rises`` on its steady rise through the arrival span) and its capacity estimate: the requests that finished per
+    second from the middle of the arrivals to the last admission (while the queue was never empty, the deployment
+    ran as fast as it can; a run that keeps up is read to the last arrival). A closed loop is never overloaded (each
+    user waits for its answer)."""
     import numpy as np
 
     arrival, admitted, finish = r.arrival, r.admitted, r.finish
@@ -1207,12 +1248,14 @@ def overload_verdict(r: SimRun) -> Overload:
         return int(np.count_nonzero((arrival <= t) & (admitted > t)))
 
     w_mid, w_end = waiting(middle), waiting(last)
+    samples = waiting_samples(arrival, admitted, first, last)
+    rise = steady_rise(samples)
     rate = float(np.count_nonzero(arrival > middle)) / (last - middle) if last > middle else None
-    over = open_arrivals and _grows(w_end, w_mid, n)
+    over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n))
     end = max(float(admitted.max()), last) if over else last
     done = int(np.count_nonzero((finish >= middle) & (finish <= end)))
     capacity = done / (end - middle) if end > middle else None
-    return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity)
+    return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity, samples, rise)
 
 
 def overload_values(v: Overload) -> dict:
@@ -1232,21 +1275,31 @@ def overload_values(v: Overload) -> dict:
         f"{v.completions:,} / ({v.window_end:.6g} - {v.middle:.6g}) s" + (f" = {v.capacity:.6g}/s"
                                                                          if v.capacity is not None else "")
         if v.overloaded else "not overloaded"))
+    rise = Count(v.rise if v.open_arrivals else None, derived(
+        "the waiting queue's growth from the first to the last of its looks at the end of each eighth of the arrival "
+        "span when it was longer at every look than at the one before, else 0",
+        ("looks " + ", ".join(f"{q:,}" for q in v.samples) + ": "
+         + (f"{v.samples[-1]:,} - {v.samples[0]:,} = {v.rise:,}" if v.rise else "not longer at every look: 0"))
+        if v.open_arrivals else "a closed loop"))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
+            "waiting_steady_rise": rise,
             "arrival_rate_second_half_requests_per_second": rate, "sustained_requests_per_second": cap}
 
 
 def overloaded(metrics: dict) -> bool:
     """The deployment does not keep up with the rate: ``_grows`` on the run's queue at the last arrival and at the
-    middle of the arrivals (``overload_values``; a middle not given counts as an empty queue, one given as None is
-    a closed loop: never overloaded). The same verdict as ``overload_verdict`` on the run."""
+    middle of the arrivals, or ``_rises`` on its steady rise (``overload_values``; a middle not given counts as an
+    empty queue, one given as None is a closed loop: never overloaded). The same verdict as ``overload_verdict`` on
+    the run."""
     if "waiting_at_last_arrival" not in metrics or "requests_finished" not in metrics:
         return False
     mid = metrics.get("waiting_at_mid_arrival")
     if mid is not None and mid.value is None:
         return False
-    return _grows(metrics["waiting_at_last_arrival"].value or 0, mid.value if mid is not None else 0,
-                  metrics["requests_finished"].value or 0)
+    n = metrics["requests_finished"].value or 0
+    rise = metrics.get("waiting_steady_rise")
+    return _grows(metrics["waiting_at_last_arrival"].value or 0, mid.value if mid is not None else 0, n) or (
+        rise is not None and _rises(rise.value or 0, n))
 
 
 def parse_ttft_slo(text: str) -> tuple[float, int]:

@@ -99,6 +99,9 @@ def simulate(
     hicache_ratio: HiCacheRatioOpt = None,
     hicache_size: HiCacheSizeOpt = None,
     hicache_write_policy: HiCacheWriteOpt = None,
+    async_scheduling: Annotated[bool | None, typer.Option(
+        "--async-scheduling/--no-async-scheduling", help="vLLM's async scheduling (each step decided while the one "
+        "before it runs), as vLLM's flag: on by default from v0.14.0, off before; from v0.12.0.")] = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -116,7 +119,7 @@ def simulate(
         max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
         speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
-        hicache_size=hicache_size, hicache_write_policy=hicache_write_policy)
+        hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

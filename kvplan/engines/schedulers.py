@@ -24,13 +24,19 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         raise KvplanError(f"--enable-hierarchical-cache is SGLang's host tier (HiCache), not {engine.display_name}'s",
                           "use --engine sglang, or drop --enable-hierarchical-cache")
+    if getattr(o, "async_scheduling", None) is not None and engine.id != "vllm":
+        from kvplan.errors import KvplanError
+
+        flag = "--async-scheduling" if o.async_scheduling else "--no-async-scheduling"
+        raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s", f"use --engine vllm, or drop {flag}")
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 
         return for_scenario(s, o, total_blocks, block, reuse, hashes)
     if engine.id == "vllm":
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
-                                         prefix_blocks)
+                                         prefix_blocks, async_scheduling=getattr(o, "async_scheduling", None),
+                                         pp=s.parallelism.pp)
         if v1 is not None:
             span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"

@@ -75,6 +75,34 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   ``int(watermark x num_blocks)`` blocks stay free when a waiting or preempted request is admitted while any
   request runs. Its default is 0.0 (no watermark), which is what kvplan models in every V1 release; it is not an
   option of ``kvplan simulate`` for vLLM.
+* Async scheduling (``--async-scheduling`` / ``--no-async-scheduling``, as vLLM's flag; on by default from v0.14.0,
+  ``ASYNC_SINCE`` in ``kvplan.engines.vllm``; read in the v0.15.1 wheel, the rules the same in v0.12.0-v0.33.0). The
+  engine core keeps two batches in flight (``vllm/v1/engine/core.py`` ``step_with_batch_queue``;
+  ``max_concurrent_batches`` is 2 with async scheduling in ``vllm/v1/executor/multiproc_executor.py`` and
+  ``uniproc_executor.py``): it schedules step N+1 and hands it to the workers, then blocks on step N and runs
+  ``update_from_output`` on it, then takes the new requests from its input queue and schedules step N+2 while N+1
+  runs. The scheduler counts step N's tokens as computed (``AsyncScheduler``'s output placeholders), so decoding
+  and a prompt's chunks go on every step as before. What changes:
+
+  - a step is decided when the step before it starts: a request that arrives while step N runs is first scheduled
+    in step N+2 (one step later than with it off), and the requests that arrived by the start of step N are the
+    ones step N+1 can admit;
+  - a request whose last token comes out of step N is skipped in step N+1 (``schedule``: placeholders that reach
+    ``max_tokens``, from v0.12.0), but it stays in ``self.running`` and holds its blocks until
+    ``update_from_output(N)``, after step N+1 was decided: its max_num_seqs seat and its blocks are free for step N+2;
+    its blocks then go to the free queue after step N+1's allocations (with the v0.24+ rule, its hashless blocks to
+    the front after them);
+  - a decision with nothing to run (every running request finishing, no seen request admitted) is an empty step:
+    the GPU idles and the next decision is made at once when step N ends, with everything known;
+  - the CPU work between steps (``schedule``, ``update_from_output``, the input preparation) overlaps the GPU; the
+    step price is the same in both modes: kvplan's per-step overhead was fitted on vLLM v0.19.1 ITLs, taken with
+    async scheduling on (its default there), and no published figure of the CPU gap with it off was found, so
+    ``--no-async-scheduling`` changes only when requests are seen and freed, not the step's price.
+
+  Modelled at the events: the first call of ``step`` after a step ends decides with the arrivals up to that step's
+  start (``cut``) and with the requests that finished at its end taken back (``_late_out``), and frees them after
+  its allocations (``_late_in``); with nothing new it lets the event loop's closed-form runs go on, in which
+  nothing arrives or finishes before their last step.
 * ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
@@ -84,6 +112,7 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
 from kvplan.engines.scheduling import Scheduler
@@ -131,8 +160,15 @@ class V1Scheduler(Scheduler):
         return {"watermark_blocks": 0}
 
     def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
-                 full_isl: bool = False, hashless_front: bool = False) -> None:
+                 full_isl: bool = False, hashless_front: bool = False, async_scheduling: bool = False,
+                 async_why: str = "") -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
+        # async scheduling (module docstring, "Async scheduling"): each step decided when the one before it started
+        self.asyn = async_scheduling
+        self.cut = math.inf                  # the step being decided sees the arrivals up to this time
+        self.call_at = math.inf              # the time of the last call of ``step``
+        self.late: list[tuple[int, int, int]] = []   # finished since: (request, blocks, cached tokens), not yet freed
+        self.late_blocks = 0                 # their blocks
         # the pinned release's rules (module docstring, "By release"): admission needs the blocks of all the
         # request's tokens (v0.19+); freed blocks without a hash go to the free queue's front (v0.24+)
         self.full_isl, self.front = full_isl, hashless_front and reuse
@@ -141,11 +177,15 @@ class V1Scheduler(Scheduler):
              if full_isl else "admission needs the first chunk's blocks (before v0.19: no scheduler_reserve_full_isl)"),
             ("freed blocks without a hash go to the free queue's front (block_pool.free_blocks, v0.24+)"
              if hashless_front else "every freed block goes to the free queue's tail (block_pool.free_blocks, "
-             "before v0.24)"))
+             "before v0.24)"),
+            ("async scheduling " + (async_why or ("on" if async_scheduling else "off"))
+             + (": each step decided while the one before it runs (an arrival first scheduled a step later, a "
+                "finished request's blocks and seat freed a step later)" if async_scheduling else "")))
         # the output's one-line name of the rules (``engine_rules``)
         self.short = ("mixed prefill chunks, recompute reusing cached blocks, "
                       + ("whole-input" if full_isl else "first-chunk") + " admission"
-                      + (", hashless blocks first" if hashless_front else ""))
+                      + (", hashless blocks first" if hashless_front else "")
+                      + (", async scheduling" if async_scheduling else ""))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
                          "cached blocks; by release: " + "; ".join(self.rules) + ")")
@@ -209,10 +249,39 @@ class V1Scheduler(Scheduler):
 
     def _finished(self, i: int) -> None:
         """A finished request's blocks (``ReplicaState.on_finish``, before they are freed): the hashless to the
-        front (``front`` only)."""
+        front (``front`` only). With async scheduling the next step is decided before they are freed: noted
+        (``late``), and ``_late_out`` takes them back until that decision is made."""
         r = self.r
         assert r is not None
+        if self.asyn:
+            n = r.held[i]
+            self.late.append((i, n, r.Pl[i] + r.g[i] - 1))
+            self.late_blocks += n
+            return
         self._free(r, i, r.Pl[i] + r.g[i] - 1)
+
+    def _late_out(self, r: ReplicaState) -> None:
+        """Async scheduling: the requests that finished at the end of the step before still hold their blocks
+        while the next step is decided (update_from_output frees them after schedule): take them out of the free
+        count again (``ReplicaState.release`` counted them already)."""
+        r.free -= self.late_blocks
+        r.freed -= self.late_blocks
+
+    def _late_in(self, r: ReplicaState) -> None:
+        """... and free them once the decision has taken its blocks, in the order they finished (the hashless to
+        the queue's front with ``front``, as ``_free``)."""
+        if not self.late:
+            return
+        for _i, n, cached in self.late:
+            if self.front:
+                full = min(n, max(0, cached // r.block - self.hb))
+                self._advance(r)
+                self.lifo += n - full
+                self.fronted += n - full
+            r.free += n
+            r.freed += n
+        self.late.clear()
+        self.late_blocks = 0
 
     def _out(self, r: ReplicaState, i: int, cached: int) -> None:
         """Victim i out of the batch (the caller took it out of ``running``): its blocks to the queue's tail, tail
@@ -305,8 +374,13 @@ class V1Scheduler(Scheduler):
         return r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops))
 
     def wants_step(self, r: ReplicaState) -> bool:
-        """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in."""
+        """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in. With async
+        scheduling also a step decided while requests that finished at the end of the step before still hold their
+        blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here too
+        when it fits, which ``step`` runs without it: it is not seen yet.)"""
         if self.partial >= 0:
+            return True
+        if self.late:
             return True
         if not r.waiting or r.preempted:
             return False
@@ -347,12 +421,21 @@ class V1Scheduler(Scheduler):
 
     def step(self, r: ReplicaState) -> bool:
         """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
-        if not self.wants_step(r):
-            return False
-        if self.front and r.on_finish is None:   # a finished request's blocks without a hash go to the front
+        if self.asyn:
+            # the step is decided when the one before it started (the last call: every step or run of steps starts
+            # at one): the arrivals up to then are seen. After a call that ran nothing (an empty decision, below) the
+            # next is made at once, at the same time, seeing everything; after the GPU idled, the decision sees no
+            # request (all arrived since), runs nothing, and so is made again at once
+            self.cut, self.call_at = self.call_at, r.now
+        if (self.front or self.asyn) and r.on_finish is None:   # hear of each finish before its blocks are freed
             self.r = r
             r.on_finish = self._finished
+        if not self.wants_step(r):
+            return False
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        late = len(self.late)                  # seats still held by requests finished at the step before
+        if late:
+            self._late_out(r)
         need1 = self.need1() if running else 0
         preempted = False
         p = self.partial
@@ -387,34 +470,15 @@ class V1Scheduler(Scheduler):
                 if have + c == r.Pl[p] + r.g[p]:
                     self.partial = -1
         if not preempted:                      # then the waiting queue, while the budget and the batch allow
-            waiting = r.waiting
-            while waiting and left > 0 and len(running) + len(chunks) < self.max_seqs:
-                head = self._head(r, left, r.free)
-                if head is None:
-                    break
-                i, hit, c = head
-                waiting.popleft()
-                if i in self.seg:
-                    self._take_back(r, i, hit)
-                    tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-                elif r.g[i] == 0 and i not in self.redo:
-                    tally.admitted[i] = r.now
-                    tally.prefix_hits[i] = hit
-                if self.hb:
-                    r.prefix_cached = True
-                r.held[i] = btl[hit + c]
-                r.free -= r.held[i]
-                chunks.append((i, hit, hit + c))
-                left -= c
-                if hit + c < r.Pl[i] + r.g[i]:
-                    self.partial, computed[i] = i, hit + c
+            self._admit(r, left, chunks, late)
         used = r.total_blocks - r.free
         if used > tally.peak_used:
             tally.peak_used = used
+        self._late_in(r)                       # the finished requests' blocks, freed after the decision
         b = len(running)
         r.partial = (self.partial, computed[self.partial]) if self.partial >= 0 else ()
-        if not chunks and not b:               # the request part-way preempted itself: nothing runs this step
-            r.preempted = True
+        if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
+            r.preempted = True                 # (async scheduling) an empty decision, made again at once
             return True
         spans = [(a, e) for _, a, e in chunks]
         t, alone = self.mixed(spans)
@@ -446,3 +510,31 @@ class V1Scheduler(Scheduler):
             else:
                 r.join(i)
         return True
+
+    def _admit(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int) -> None:
+        """The waiting queue from its front into the step, while the budget (``left`` tokens) and the batch allow
+        and the head's blocks are free; ``late`` seats are still held by requests that finished at the step before
+        (async scheduling), and a request arrived after ``cut`` is not seen yet."""
+        running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        waiting, arrival, cut = r.waiting, tally.arrival, self.cut
+        while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
+               and arrival[waiting[0]] <= cut):
+            head = self._head(r, left, r.free)
+            if head is None:
+                break
+            i, hit, c = head
+            waiting.popleft()
+            if i in self.seg:
+                self._take_back(r, i, hit)
+                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+            elif r.g[i] == 0 and i not in self.redo:
+                tally.admitted[i] = r.now
+                tally.prefix_hits[i] = hit
+            if self.hb:
+                r.prefix_cached = True
+            r.held[i] = btl[hit + c]
+            r.free -= r.held[i]
+            chunks.append((i, hit, hit + c))
+            left -= c
+            if hit + c < r.Pl[i] + r.g[i]:
+                self.partial, computed[i] = i, hit + c

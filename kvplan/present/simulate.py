@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.calc.simulate import (
     OVERLOAD,
+    OVERLOAD_RISE,
     POLICY_SOURCE,
     VICTIM_SOURCE,
     Deployment,
@@ -332,11 +333,13 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
                        "{targets}; the next rate does not (a swept rate, not interpolated).", cap=capacity, tok=tokens,
                        targets=targets)
     share, least = OVERLOAD
+    looks, rise = OVERLOAD_RISE
     notes: list[str | Note] = [verdict, note(
         "Workload at each rate: the same {n} requests (seed {seed:d}); Poisson gaps scale as 1 / rate. A rate also "
         "fails when it overloads the deployment: the waiting queue grows, between the middle of the arrivals and "
-        "the last one, by more than {share:.0%} of the requests (and more than {least:d}).", n=sweep.requests,
-        seed=inputs["seed"], share=share, least=least)]
+        "the last one, by more than {share:.0%} of the requests (and more than {least:d}), or it is longer at each of "
+        "{looks:d} looks through the arrivals than at the one before and grows by more than {rise:.0%} of them.",
+        n=sweep.requests, seed=inputs["seed"], share=share, least=least, looks=looks, rise=rise)]
     over = next(((rate, m) for rate, m, o in zip(rates, sweep.points, sweep.overloaded, strict=True) if o), None)
     if over is not None and "sustained_requests_per_second" in over[1]:
         notes.insert(2, note("Overloaded from {rate:g} requests/s: the waiting queue grows there; the deployment "

@@ -31,6 +31,9 @@ class SimOptions:
     speculative: tuple | None = None
     accept_source: str | None = None      # the published acceptance length's source (None: --accept given)
     hicache: Any = None                   # SGLang's HiCache (kvplan.engines.sglang_scheduler.HiCache; None: off)
+    # vLLM's --async-scheduling / --no-async-scheduling (None: the pinned release's default, on from v0.14.0;
+    # kvplan.engines.vllm.VllmEngine.async_scheduling)
+    async_scheduling: bool | None = None
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
