@@ -47,7 +47,8 @@ def recommend(
         import dataclasses
 
         sizing, scenario = _search(r)
-        options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
+        if r.dtypes is None:     # a --kv-dtype given stays the user's (the search tried only it)
+            options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
     plan = plan_recommend(scenario, options)
     launch = scenario.engine_adapter.launch_command(plan) if r.emit is not None else None
     emit(present(plan, launch, sizing, r.notes), fmt, output["explain"], output["units"], output["brief"])
@@ -59,7 +60,7 @@ def _search(r):
     from kvplan.calc.sizing import search
     from kvplan.errors import KvplanError
 
-    plan = search(r.scenario, r.targets, r.candidates, slo=r.options.slo)
+    plan = search(r.scenario, r.targets, r.candidates, dtypes=r.dtypes, slo=r.options.slo)
     if plan.best is None:
         misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
                            for c in plan.near_misses[:2])

@@ -10,7 +10,8 @@ from kvplan.commands.common import AcceptOpt, SpeculativeOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
-@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
+                          "max_num_seqs"))
 def tpot(
     scenario_args: dict,
     output: dict,

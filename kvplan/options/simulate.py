@@ -189,8 +189,14 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                         trace=tr, sources=sources, name=workload_id, trace_speed=speed_v, trace_rate=trace_rate_v)
 
     work = make(rate_v)
+    max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
+    if max_batch_v is not None and base.max_num_seqs is not None and max_batch_v > base.max_num_seqs:
+        # the engine runs at most max_num_seqs requests: a larger cap would simulate a batch it never runs
+        raise InputError(f"--max-batch {max_batch_v:,} is more than --max-num-seqs {base.max_num_seqs:,}, the most "
+                         "requests the engine runs at once", "give one of them, or a --max-batch no larger than "
+                                                             "--max-num-seqs")
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
-                         max_batch=optional(parse_tokens, max_batch, "--max-batch"),
+                         max_batch=max_batch_v,
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
                          speculative=spec[:2] if spec else None, accept_source=spec[2] if spec else None,

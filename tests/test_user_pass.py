@@ -1,0 +1,102 @@
+"""A new user's pass over the command line (reasoning workloads): each defect found, as a test that failed before its
+fix. The rule they hold: nothing the user gave is silently ignored, and a refusal is one line naming the problem and
+a fix (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm")
+
+
+def one_line_refusal(r, *needles: str) -> None:
+    assert r.code == 2, (r.code, r.out[:300], r.err)
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "(fix: " in lines[0], r.err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+# --- --gpus N with an explicit layout on fewer GPUs ------------------------------------------------------------------
+@pytest.mark.parametrize("args, planned", [
+    (("--gpus", "4", "--tp", "1", "--dp", "2"), "TP x PP x DP = 2"),       # 1 x 1 x 2 = 2 of the 4 asked
+    (("--gpus", "2", "--tp", "1", "--dp", "1"), "TP x PP x DP = 1"),
+    (("--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "1"), "TP x PP x DP = 4"),
+])
+def test_gpus_that_the_layout_leaves_unused_are_refused(run_cli, args, planned):
+    """Before: ``--gpus 4 --tp 1 --dp 2`` planned 2 GPUs ("2 x h100-sxm") and dropped the --gpus given."""
+    r = run_cli("concurrency", *LLAMA, *args)
+    one_line_refusal(r, "--gpus " + args[1], planned)
+
+
+def test_gpus_and_a_layout_that_fills_them_still_plan(run_cli):
+    r = run_cli("size", *LLAMA, "--gpus", "4", "--tp", "2", "--dp", "2", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["parallelism"]["dp"] == 2
+    # the fix hint names the DP that uses every GPU: 4 GPUs / (TP 1 x PP 1) = 4
+    assert "--dp 4" in run_cli("size", *LLAMA, "--gpus", "4", "--tp", "1", "--dp", "2").err
+
+
+# --- simulate: a batch cap above the engine's own --------------------------------------------------------------------
+def test_simulate_max_batch_above_max_num_seqs_is_refused(run_cli):
+    """Before: ``--max-batch 16 --max-num-seqs 8`` ran 16 requests at once on an engine told to run at most 8."""
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "24",
+                "--requests", "40", "--max-batch", "16", "--max-num-seqs", "8")
+    one_line_refusal(r, "--max-batch 16", "--max-num-seqs 8")
+
+
+def test_simulate_max_batch_below_max_num_seqs_still_runs(run_cli):
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "8",
+                "--requests", "16", "--max-batch", "4", "--max-num-seqs", "8", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["peak_running_requests"] == 4
+
+
+# --- SGLang's memory fraction where vLLM's is taken -----------------------------------------------------------------
+@pytest.mark.parametrize("command", ["tpot", "pd"])
+def test_sglang_memory_fraction_is_an_option_wherever_vllms_is(run_cli, command):
+    """Before: ``kvplan tpot --engine sglang --mem-fraction-static 0.8`` failed "No such option" while tpot takes
+    vLLM's --gpu-memory-utilization; the fraction sizes the pool that caps tpot's and pd's batch."""
+    base = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "sglang", "--decode", "8k", "-f", "json")
+    if command == "pd":
+        base += ("--gpus", "2")
+    low = run_cli(command, *base, "--mem-fraction-static", "0.6")
+    high = run_cli(command, *base, "--mem-fraction-static", "0.85")
+    assert low.code == 0 and high.code == 0, (low.err, high.err)
+    assert low.json() != high.json()    # the fraction reached the plan
+
+
+# --- recommend --target: the deployment options the search would replace ---------------------------------------------
+TARGET = ("recommend", "-m", "qwq-32b", "--engine", "vllm", "--prompt", "1k", "--decode", "8k",
+          "--target", "concurrency>=32@9k,tpot<=30ms")
+
+
+def test_target_search_keeps_the_kv_dtype_given(run_cli):
+    """Before: ``--kv-dtype bf16 --target ...`` planned fp8 ("chosen by the --target search")."""
+    r = run_cli(*TARGET, "--kv-dtype", "bf16", "--candidates", "h100-sxm", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["kv_dtype"] == "bf16"
+    assert {c["kv_dtype"] for c in d["sizing"]["candidates"]} == {"bf16"}
+
+
+def test_target_search_tries_the_gpu_given(run_cli):
+    """Before: ``-g h100-sxm --target ...`` searched every GPU preset and recommended a B200."""
+    r = run_cli(*TARGET, "-g", "h100-sxm", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["hardware"] == "h100-sxm"
+    assert {c["hardware"] for c in d["sizing"]["candidates"]} == {"h100-sxm"}
+
+
+@pytest.mark.parametrize("flag, value", [("--tp", "2"), ("--dp", "2"), ("--pp", "2"), ("--gpus", "4"),
+                                         ("--nodes", "2")])
+def test_target_search_refuses_a_layout_it_would_replace(run_cli, flag, value):
+    """Before: ``--tp 2 --target ...`` planned TP1 without a word."""
+    r = run_cli(*TARGET, "--candidates", "h100-sxm", flag, value)
+    one_line_refusal(r, flag, "--target")
+
+
+def test_target_search_refuses_a_gpu_and_candidates_together(run_cli):
+    r = run_cli(*TARGET, "-g", "h100-sxm", "--candidates", "h200,b200")
+    one_line_refusal(r, "-g h100-sxm", "--candidates")
