@@ -78,6 +78,8 @@ def test_target_search_keeps_the_kv_dtype_given(run_cli):
     d = r.json()
     assert d["kv_dtype"] == "bf16"
     assert {c["kv_dtype"] for c in d["sizing"]["candidates"]} == {"bf16"}
+    row = {r["key"]: r for r in d["recommendations"]}["kv_dtype"]
+    assert row["reason"].startswith("--kv-dtype bf16 as given;"), row["reason"]
 
 
 def test_target_search_tries_the_gpu_given(run_cli):
@@ -100,3 +102,16 @@ def test_target_search_refuses_a_layout_it_would_replace(run_cli, flag, value):
 def test_target_search_refuses_a_gpu_and_candidates_together(run_cli):
     r = run_cli(*TARGET, "-g", "h100-sxm", "--candidates", "h200,b200")
     one_line_refusal(r, "-g h100-sxm", "--candidates")
+
+
+# --- recommend --gpus N on a full node ---------------------------------------------------------------------------------
+def test_recommend_with_gpus_of_a_full_node_prices_the_pd_row(run_cli):
+    """Before: ``recommend -m deepseek-r1 --gpus 8`` (the default deployment, 8 x H200 = one node, said outright)
+    failed "--gpus 16 is more than 1 node(s) of h200 hold": the PD row's second instance doubled --gpus without the
+    node it needs. The same deployment without --gpus prices it on two nodes; both must give the same row."""
+    given = run_cli("recommend", "-m", "deepseek-r1", "--gpus", "8", "-f", "json")
+    assert given.code == 0, given.err
+    default = run_cli("recommend", "-m", "deepseek-r1", "-f", "json")
+    rows = [{r["key"]: r for r in d.json()["recommendations"]}["pd"] for d in (given, default)]
+    assert rows[0]["value"] == rows[1]["value"] and rows[0]["reason"] == rows[1]["reason"]
+    assert "at two instances (16 GPUs)" in rows[0]["reason"]

@@ -1031,6 +1031,28 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
+    # a new user's pass (tests/test_user_pass.py): nothing given is silently dropped
+    M("user27-gpus-unused-off", "kvplan/options/scenarios.py",
+      "if s.gpus is not None and s.dp is not None and par.gpus < s.gpus:",
+      "if s.gpus is not None and s.dp is not None and par.gpus < s.gpus - 2:"),
+    M("user27-gpus-unused-fill-dp", "kvplan/options/scenarios.py", 'f"give --dp {s.gpus // (par.tp * par.pp)} to',
+      'f"give --dp {s.gpus // par.tp} to'),
+    M("user27-max-batch-above-seqs", "kvplan/options/simulate.py", "and max_batch_v > base.max_num_seqs:",
+      "and max_batch_v > base.max_num_seqs + 8:"),
+    M("user27-max-batch-at-seqs", "kvplan/options/simulate.py", "and max_batch_v > base.max_num_seqs:",
+      "and max_batch_v >= base.max_num_seqs // 2:"),
+    M("user27-target-kv-dtype", "kvplan/options/recommend.py",
+      "dtypes = None if built.kv_dtype_auto else (built.kv_dtype.value,)", "dtypes = None"),
+    M("user27-target-gpu", "kvplan/options/recommend.py", "    if hardware_given is not None:    # -g names",
+      "    if False:    # -g names"),
+    M("user27-target-layout", "kvplan/options/recommend.py", 'for key in ("gpus", "nodes", "tp", "pp", "dp", "ep"):',
+      'for key in ("gpus", "nodes", "pp", "ep"):'),
+    M("user27-target-gpu-and-candidates", "kvplan/options/recommend.py", "    if candidates is not None:\n        raise",
+      "    if False:\n        raise"),
+    M("user27-target-dtype-origin", "kvplan/commands/recommend.py", "        if r.dtypes is None:     # a --kv-dtype",
+      "        if True:     # a --kv-dtype"),
+    M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
+      "nodes=s.nodes"),
 )
 
 
