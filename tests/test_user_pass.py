@@ -18,15 +18,16 @@ def one_line_refusal(r, *needles: str) -> None:
 
 
 # --- --gpus N with an explicit layout on fewer GPUs ------------------------------------------------------------------
-@pytest.mark.parametrize("args, planned", [
-    (("--gpus", "4", "--tp", "1", "--dp", "2"), "TP x PP x DP = 2"),       # 1 x 1 x 2 = 2 of the 4 asked
-    (("--gpus", "2", "--tp", "1", "--dp", "1"), "TP x PP x DP = 1"),
-    (("--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "1"), "TP x PP x DP = 4"),
+@pytest.mark.parametrize("args, planned, fix", [
+    (("--gpus", "4", "--tp", "1", "--dp", "2"), "TP x PP x DP = 2", "--dp 4"),   # 1 x 1 x 2 = 2 of the 4 asked
+    (("--gpus", "2", "--tp", "1", "--dp", "1"), "TP x PP x DP = 1", "--dp 2"),
+    (("--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "1"), "TP x PP x DP = 4", "--dp 2"),   # 8 / (2 x 2) = 2
+    (("--gpus", "6", "--tp", "4", "--dp", "1"), "TP x PP x DP = 4", "(fix: give --gpus 4)"),  # 6 / 4: no whole DP
 ])
-def test_gpus_that_the_layout_leaves_unused_are_refused(run_cli, args, planned):
+def test_gpus_that_the_layout_leaves_unused_are_refused(run_cli, args, planned, fix):
     """Before: ``--gpus 4 --tp 1 --dp 2`` planned 2 GPUs ("2 x h100-sxm") and dropped the --gpus given."""
     r = run_cli("concurrency", *LLAMA, *args)
-    one_line_refusal(r, "--gpus " + args[1], planned)
+    one_line_refusal(r, "--gpus " + args[1], planned, fix)
 
 
 def test_gpus_and_a_layout_that_fills_them_still_plan(run_cli):
