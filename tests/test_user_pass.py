@@ -116,3 +116,17 @@ def test_recommend_with_gpus_of_a_full_node_prices_the_pd_row(run_cli):
     rows = [{r["key"]: r for r in d.json()["recommendations"]}["pd"] for d in (given, default)]
     assert rows[0]["value"] == rows[1]["value"] and rows[0]["reason"] == rows[1]["reason"]
     assert "at two instances (16 GPUs)" in rows[0]["reason"]
+
+
+# --- TP x PP beyond the GPUs: the fix names the GPUs it needs ---------------------------------------------------------
+@pytest.mark.parametrize("args, fix", [
+    (("--tp", "16"), "add --nodes 2"),                           # 16 GPUs at 8 per H200 node
+    (("--tp", "8", "--pp", "61"), "add --nodes 61"),             # 488 GPUs / 8 = 61 nodes
+    (("--gpus", "4", "--tp", "8"), "raise --gpus to 8"),
+])
+def test_tp_x_pp_beyond_the_gpus_asks_for_more_gpus(run_cli, args, fix):
+    """Before: "8 GPUs do not split into TP=16 x PP=1 replicas (fix: give --dp (or --gpus), ...)": no --dp helps a
+    replica larger than the GPUs; the fix is more of them."""
+    r = run_cli("concurrency", "--kv-dtype", "fp8", *args)
+    one_line_refusal(r, fix)
+    assert "give --dp" not in r.err

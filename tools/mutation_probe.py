@@ -1051,6 +1051,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "    if False:\n        raise"),
     M("user27-target-dtype-origin", "kvplan/commands/recommend.py", "        if r.dtypes is None:     # a --kv-dtype",
       "        if True:     # a --kv-dtype"),
+    M("user27-tp-pp-beyond-gpus", "kvplan/scenario.py", "        if self.dp is None and tp * pp <= gpus:",
+      "        if self.dp is None:"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )
