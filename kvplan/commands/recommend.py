@@ -25,7 +25,8 @@ def recommend(
                                                "comma-separated targets, e.g. 'concurrency>=64@31k,tpot<=40ms,"
                                                "rate>=2rps', then recommend for the best.")] = None,
     candidates: Annotated[str | None, typer.Option("--candidates", metavar="GPU,GPU", help="GPU presets the "
-                                                   "--target search tries (default: every GPU preset).")] = None,
+                                                   "--target search tries (default: the -g given, else every GPU "
+                                                   "preset).")] = None,
     ttft_slo: TtftSloOpt = None,
     slo_percentile: SloPercentileOpt = None,
     slo_attainment: SloAttainmentOpt = None,
