@@ -4,6 +4,10 @@ a fix (exit 2)."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 import pytest
 
 LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm")
@@ -130,3 +134,76 @@ def test_tp_x_pp_beyond_the_gpus_asks_for_more_gpus(run_cli, args, fix):
     r = run_cli("concurrency", "--kv-dtype", "fp8", *args)
     one_line_refusal(r, fix)
     assert "give --dp" not in r.err
+
+
+# --- files kvplan writes: a FIFO (or a device) at the path is refused, not opened -----------------------------------
+class Hang(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise Hang("kvplan blocked opening a FIFO to write")
+
+
+PLAN = '''[deployment]
+model = "llama-3.1-8b"
+hardware = "h100-sxm"
+gpus = 1
+decode = "2k"
+
+[[assert]]
+metric = "max_concurrency"
+{bound}
+'''
+
+
+def _fifo_cases(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(bound="at_least = 1"))
+    base = tmp_path / "b.toml"
+    base.write_text(PLAN.format(bound="within_baseline = 0.1"))
+    measured = tmp_path / "m.csv"
+    measured.write_text("batch,context,tpot_ms\n1,1000,7.0\n8,4000,8.0\n")
+    bench = str(root / "tests" / "data" / "calibration" / "vllm-bench-serve-c16.json")
+    llama = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1")
+    return {
+        "check --junit": (("check", str(plan), "--junit", "{fifo}.xml"), "--junit"),
+        "check --update-baseline": (("check", str(base), "--update-baseline"), "the baseline"),
+        "calibrate --save": (("calibrate", *llama, "--engine", "vllm", bench, "--save", "{fifo}.toml"), "--save"),
+        "tpot --save-calibration": (("tpot", *llama, "--measured", str(measured), "--save-calibration",
+                                     "{fifo}.toml"), "--save-calibration"),
+    }
+
+
+@pytest.mark.parametrize("case", ["check --junit", "check --update-baseline", "calibrate --save",
+                                  "tpot --save-calibration"])
+def test_a_fifo_where_kvplan_writes_is_refused_not_opened(run_cli, tmp_path, case):
+    """Before: ``kvplan check plan.toml --junit out.xml`` with out.xml a FIFO (and calibrate --save, tpot
+    --save-calibration, the baseline) blocked for ever opening it to write."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    args, what = _fifo_cases(tmp_path)[case]
+    fifo = tmp_path / "out"
+    if case == "check --update-baseline":
+        os.mkfifo(tmp_path / "b.baseline.json")
+    else:
+        os.mkfifo(str(fifo) + ("." + args[-1].rsplit(".", 1)[1]))
+    args = tuple(a.replace("{fifo}", str(fifo)) for a in args)
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(20)
+    try:
+        r = run_cli(*args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    one_line_refusal(r, what, "is a FIFO (named pipe), not a file")
+
+
+def test_a_plot_to_a_fifo_names_it(run_cli, tmp_path):
+    """Before: "cannot write f.png: None" (matplotlib's error has no strerror)."""
+    pytest.importorskip("matplotlib")
+    fifo = tmp_path / "f.png"
+    os.mkfifo(fifo)
+    r = run_cli("concurrency", *LLAMA, "--gpus", "1", "--plot", str(fifo))
+    one_line_refusal(r, "--plot", "is a FIFO (named pipe), not a file")

@@ -1053,6 +1053,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if True:     # a --kv-dtype"),
     M("user27-tp-pp-beyond-gpus", "kvplan/scenario.py", "        if self.dp is None and tp * pp <= gpus:",
       "        if self.dp is None:"),
+    M("user27-write-fifo", "kvplan/inputs/files.py",
+      '    if kind == "bad":\n        raise KvplanError(f"{what} {path} {why}", "give the name of a regular file to write")',
+      '    if False:\n        raise KvplanError(f"{what} {path} {why}", "give the name of a regular file to write")'),
+    M("user27-junit-fifo", "kvplan/commands/check.py", '        check_writable(junit, "--junit")', "        pass"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )

@@ -126,6 +126,9 @@ def _save_calibration(scenario, cal, path: Path) -> None:
         f"fitted by kvplan tpot --measured {cal.source} ({len(cal.points)} points, rms {cal.rms_relative_error:.1%})")
     if path.suffix != ".toml":
         raise KvplanError(f"--save-calibration {path} is not a .toml file", "give a file name ending in .toml")
+    from kvplan.inputs.files import check_writable
+
+    check_writable(path, "--save-calibration")
     try:
         path.write_text(text)
     except OSError as err:
