@@ -109,7 +109,7 @@ def test_target_search_refuses_a_gpu_and_candidates_together(run_cli):
     one_line_refusal(r, "-g h100-sxm", "--candidates")
 
 
-# --- recommend --gpus N on a full node ---------------------------------------------------------------------------------
+# --- recommend --gpus N on a full node -------------------------------------------------------------------------------
 def test_recommend_with_gpus_of_a_full_node_prices_the_pd_row(run_cli):
     """Before: ``recommend -m deepseek-r1 --gpus 8`` (the default deployment, 8 x H200 = one node, said outright)
     failed "--gpus 16 is more than 1 node(s) of h200 hold": the PD row's second instance doubled --gpus without the
