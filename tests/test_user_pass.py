@@ -50,6 +50,13 @@ def test_simulate_max_batch_above_max_num_seqs_is_refused(run_cli):
     one_line_refusal(r, "--max-batch 16", "--max-num-seqs 8")
 
 
+def test_simulate_compare_max_batch_above_max_num_seqs_is_refused(run_cli):
+    """Before: ``--max-num-seqs 8 --compare max-batch=16`` ran the variant at 16."""
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "24",
+                "--requests", "40", "--max-num-seqs", "8", "--compare", "max-batch=16")
+    one_line_refusal(r, "--compare max-batch=16", "--max-num-seqs 8")
+
+
 def test_simulate_max_batch_below_max_num_seqs_still_runs(run_cli):
     r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "8",
                 "--requests", "16", "--max-batch", "4", "--max-num-seqs", "8", "-f", "json")

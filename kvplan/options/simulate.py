@@ -190,11 +190,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
 
     work = make(rate_v)
     max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
-    if max_batch_v is not None and base.max_num_seqs is not None and max_batch_v > base.max_num_seqs:
-        # the engine runs at most max_num_seqs requests: a larger cap would simulate a batch it never runs
-        raise InputError(f"--max-batch {max_batch_v:,} is more than --max-num-seqs {base.max_num_seqs:,}, the most "
-                         "requests the engine runs at once", "give one of them, or a --max-batch no larger than "
-                                                             "--max-num-seqs")
+    _check_max_batch(max_batch_v, base, "--max-batch")
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
                          max_batch=max_batch_v,
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
@@ -269,6 +265,15 @@ def _hicache_variant(value: str, base: Any) -> Any:
     return chosen if base is None else dataclasses.replace(base, write_policy=chosen.write_policy)
 
 
+def _check_max_batch(max_batch: int | None, scenario: Scenario, flag: str, sep: str = " ") -> None:
+    """A batch cap above a given --max-num-seqs is refused: the engine runs at most max_num_seqs requests, so the
+    run would simulate a batch it never runs."""
+    seqs = scenario.max_num_seqs
+    if max_batch is not None and seqs is not None and max_batch > seqs:
+        raise InputError(f"{flag}{sep}{max_batch} is more than --max-num-seqs {seqs:,}, the most requests the engine "
+                         "runs at once", f"give one of them, or a {flag} no larger than --max-num-seqs")
+
+
 def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
              pairs: tuple[tuple[str, str], ...]) -> tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions]:
     """One --compare variant: its label, pairs, and the base's scenario and options with its keys replaced."""
@@ -300,4 +305,6 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
         else:
             fields = {"kv-dtype": "kv_dtype_request", "engine": "engine"}
             scenario = base.with_(**{fields[k]: v for k, v in rebuilt.items()})
+    if "max_batch" in changes:
+        _check_max_batch(changes["max_batch"], scenario, "--compare max-batch", "=")
     return "+".join(v for _, v in pairs), pairs, scenario, dataclasses.replace(options, **changes)
