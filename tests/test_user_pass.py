@@ -214,3 +214,34 @@ def test_a_plot_to_a_fifo_names_it(run_cli, tmp_path):
     os.mkfifo(fifo)
     r = run_cli("concurrency", *LLAMA, "--gpus", "1", "--plot", str(fifo))
     one_line_refusal(r, "--plot", "is a FIFO (named pipe), not a file")
+
+
+# --- calibrate: a benchmark run of one engine fitted as another -------------------------------------------------------
+CAL = Path(__file__).resolve().parent / "data" / "calibration"
+
+
+@pytest.mark.parametrize("engine, result, backend", [
+    ("sglang", "vllm-bench-serve-c16.json", "vllm"),          # its "backend": "vllm"
+    ("vllm", "sglang-bench-serving.jsonl", "sglang"),         # each line's "backend": "sglang"
+])
+def test_calibrate_refuses_a_run_of_another_engine(run_cli, engine, result, backend):
+    """Before: ``calibrate --engine sglang vllm-bench-serve-c16.json`` fitted SGLang's step factors to vLLM's measured
+    TPOT without a word (and ``--save`` labelled the file sglang), though the run names the server it measured."""
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", engine,
+                str(CAL / result))
+    one_line_refusal(r, f"--engine {engine}", f"backend {backend}")
+
+
+def test_calibrate_takes_a_run_of_its_own_engine(run_cli):
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm==0.11",
+                str(CAL / "vllm-bench-serve-c16.json"), "-f", "json")
+    assert r.code == 0, r.err
+
+
+def test_calibrate_warns_when_the_runs_measured_another_engine_than_the_logs(run_cli):
+    """The engine read from a vLLM start-up log, the runs SGLang's: planned, with a warning naming both."""
+    log = Path(__file__).resolve().parent / "data" / "logs" / "vllm-v0.6.5-llama3-8b-1xh100.log"
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", str(log), str(CAL / "sglang-bench-serving.jsonl"),
+                "--brief")
+    assert r.code == 0, r.err
+    assert "measured backend sglang, not the log's vllm" in r.err

@@ -1059,6 +1059,10 @@ MUTANTS: tuple[Mutant, ...] = (
       '    if kind == "bad":\n        raise KvplanError(f"{what} {path} {why}", "give the name of a regular file',
       '    if False:\n        raise KvplanError(f"{what} {path} {why}", "give the name of a regular file'),
     M("user27-junit-fifo", "kvplan/commands/check.py", '        check_writable(junit, "--junit")', "        pass"),
+    M("user27-calibrate-backend", "kvplan/inputs/bench_results.py",
+      'backend=backend.strip().lower() if isinstance(backend, str) else None)', 'backend=None)'),
+    M("user27-calibrate-backend-warn", "kvplan/options/calibrate.py", "    if other is not None:   # the engine is",
+      "    if False:   # the engine is"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )
