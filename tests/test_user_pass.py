@@ -244,4 +244,4 @@ def test_calibrate_warns_when_the_runs_measured_another_engine_than_the_logs(run
     r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", str(log), str(CAL / "sglang-bench-serving.jsonl"),
                 "--brief")
     assert r.code == 0, r.err
-    assert "measured backend sglang, not the log's vllm" in r.err
+    assert "measured backend sglang, not the log's vllm" in r.out + r.err
