@@ -1050,7 +1050,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27-target-layout", "kvplan/options/recommend.py", 'for key in ("gpus", "nodes", "tp", "pp", "dp", "ep"):',
       'for key in ("gpus", "nodes", "pp", "ep"):'),
     M("user27-target-gpu-and-candidates", "kvplan/options/recommend.py",
-      "    if candidates is not None:\n        raise", "    if False:\n        raise"),
+      "            return None       # -g is one of the candidates", "            pass       # -g is one of"),
     M("user27-target-dtype-origin", "kvplan/commands/recommend.py", "        if r.dtypes is None:     # a --kv-dtype",
       "        if True:     # a --kv-dtype"),
     M("user27-tp-pp-beyond-gpus", "kvplan/scenario.py", "        if self.dp is None and tp * pp <= gpus:",
@@ -1063,6 +1063,8 @@ MUTANTS: tuple[Mutant, ...] = (
       'backend=backend.strip().lower() if isinstance(backend, str) else None)', 'backend=None)'),
     M("user27-calibrate-backend-warn", "kvplan/options/calibrate.py", "    if other is not None:   # the engine is",
       "    if False:   # the engine is"),
+    M("user27-emit-token-budget", "kvplan/engines/base.py",
+      "        if chunk is not None and s.max_num_batched_tokens is not None:", "        if False:"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )

@@ -289,11 +289,11 @@ class Engine:
         raise NotImplementedError
 
     def sizing_flags(self, plan, label: str, kv_flags: dict, batch: str, fraction: str, length: str,
-                     block: str) -> list[Flag]:
+                     block: str, chunk: str | None = None) -> list[Flag]:
         """The flags that size the pool as the plan did, in this engine's names (``kv_flags``: kvplan's KV dtype
         -> the engine's value, None for its "auto"): KV dtype, batch, memory fraction, longest request, and the
-        block size when one was given. A KV dtype the engine cannot name is refused, not dropped: the engine would
-        start in another dtype and hold another number of requests."""
+        block size and token budget per step (``chunk``) when given. A KV dtype the engine cannot name is refused, not
+        dropped: the engine would start in another dtype and hold another number of requests."""
         s = plan.scenario
         kv = kv_flags.get(plan.kv_dtype, "")
         if kv == "":
@@ -307,6 +307,8 @@ class Engine:
                           "prompt + decode: the longest request planned"))
         if s.block_size is not None:
             flags.append(Flag(block, str(s.block_size), "as given"))
+        if chunk is not None and s.max_num_batched_tokens is not None:   # it sized the activation reserve and steps
+            flags.append(Flag(chunk, str(s.max_num_batched_tokens), "as given: the tokens per step the plan priced"))
         return flags
 
     def launch_command(self, plan) -> LaunchCommand:

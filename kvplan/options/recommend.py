@@ -113,8 +113,8 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
 
 def _search_conflicts(scenario: dict[str, Any], candidates: str | None) -> str | None:
     """With --target the search chooses the GPUs and the layout: a layout given too is refused (the search would
-    replace it); a GPU given (-g) is the one GPU the search tries, refused beside --candidates. Returns the -g given,
-    or None."""
+    replace it); a GPU given (-g) is the one GPU the search tries, refused beside --candidates that leave it out.
+    Returns the -g to search alone, or None."""
     from kvplan.inputs.request import SCENARIO_DEFAULTS
 
     for key in ("gpus", "nodes", "tp", "pp", "dp", "ep"):
@@ -126,9 +126,11 @@ def _search_conflicts(scenario: dict[str, Any], candidates: str | None) -> str |
     if hardware is None or str(hardware).strip() == str(SCENARIO_DEFAULTS["hardware"]):
         return None
     if candidates is not None:
-        raise InputError(f"-g {hardware} and --candidates {candidates} both name the GPUs the --target search tries",
-                         f"give the GPUs in --candidates only (e.g. --candidates {hardware},...), or drop "
-                         "--candidates to search -g alone")
+        if str(hardware).strip() in [c.strip() for c in candidates.split(",")]:
+            return None       # -g is one of the candidates: the search tries them all
+        raise InputError(f"-g {hardware} is not among --candidates {candidates}, the GPUs the --target search tries",
+                         f"add it to --candidates (--candidates {hardware},...), or drop --candidates to search -g "
+                         "alone")
     return str(hardware)
 
 
