@@ -250,13 +250,14 @@ def test_calibrate_warns_when_the_runs_measured_another_engine_than_the_logs(run
     assert "measured backend sglang, not the log's vllm" in r.out + r.err
 
 
-# --- recommend --emit: every engine setting the plan was priced with is in the launch command --------------------------
+# --- recommend --emit: every engine setting the plan was priced with is in the launch command ------------------------
 def test_emitted_vllm_command_sets_the_token_budget_the_plan_used(run_cli):
     """Before: ``recommend --engine vllm --max-num-batched-tokens 2048 --emit vllm`` planned 2,048-token prefill
     chunks (the pool's activation reserve, the mixed steps) but printed no --max-num-batched-tokens, so vLLM would run
     its default 8,192 (the H100's: kvplan's own help)."""
     r = run_cli("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
-                "--kv-dtype", "fp8", "--decode", "8k", "--max-num-batched-tokens", "2048", "--emit", "vllm", "-f", "json")
+                "--kv-dtype", "fp8", "--decode", "8k", "--max-num-batched-tokens", "2048", "--emit", "vllm",
+                "-f", "json")
     assert r.code == 0, r.err
     flags = {f["flag"]: f["value"] for f in r.json()["launch"]["flags"]}
     assert flags["--max-num-batched-tokens"] == "2048"
