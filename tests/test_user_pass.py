@@ -264,3 +264,12 @@ def test_emitted_vllm_command_sets_the_token_budget_the_plan_used(run_cli):
     plain = run_cli("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
                     "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
     assert "--max-num-batched-tokens" not in {f["flag"] for f in plain.json()["launch"]["flags"]}   # the default
+
+
+# --- output options that do nothing together ---------------------------------------------------------------------------
+def test_explain_with_csv_is_refused(run_cli):
+    """Before: ``-f csv --explain`` printed the CSV alone, the same bytes as without --explain (CSV is one table of raw
+    numbers: it has no place for the derivations, which JSON, Markdown and the table carry)."""
+    r = run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "csv", "--explain")
+    one_line_refusal(r, "--explain", "csv")
+    assert run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "markdown", "--explain").code == 0
