@@ -266,7 +266,7 @@ def test_emitted_vllm_command_sets_the_token_budget_the_plan_used(run_cli):
     assert "--max-num-batched-tokens" not in {f["flag"] for f in plain.json()["launch"]["flags"]}   # the default
 
 
-# --- output options that do nothing together ---------------------------------------------------------------------------
+# --- output options that do nothing together -------------------------------------------------------------------------
 def test_explain_with_csv_is_refused(run_cli):
     """Before: ``-f csv --explain`` printed the CSV alone, the same bytes as without --explain (CSV is one table of raw
     numbers: it has no place for the derivations, which JSON, Markdown and the table carry)."""
