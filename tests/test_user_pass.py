@@ -273,3 +273,12 @@ def test_explain_with_csv_is_refused(run_cli):
     r = run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "csv", "--explain")
     one_line_refusal(r, "--explain", "csv")
     assert run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "markdown", "--explain").code == 0
+
+
+@pytest.mark.parametrize("flag", ["--prompt", "--decode"])
+def test_calibrate_refuses_request_lengths_it_does_not_use(run_cli, flag):
+    """Before: ``calibrate --prompt 5k`` changed the first line ("5,000 + 30,000 tokens") and nothing else: each run
+    carries its own lengths, which are what kvplan calibrates against."""
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", flag, "5k",
+                str(CAL / "vllm-bench-serve-c16.json"))
+    one_line_refusal(r, flag)

@@ -1066,6 +1066,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27-emit-token-budget", "kvplan/engines/base.py",
       "        if chunk is not None and s.max_num_batched_tokens is not None:", "        if False:"),
     M("user27-explain-csv", "kvplan/commands/output.py", '    if explain and fmt == "csv":', "    if False:"),
+    M("user27-calibrate-lengths", "kvplan/options/calibrate.py", '    for key in ("prompt", "decode"):    # each run',
+      '    for key in ():    # each run'),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )

@@ -52,6 +52,10 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
 
     if not files:
         raise InputError("kvplan calibrate needs at least one file", FIX)
+    for key in ("prompt", "decode"):    # each run's own lengths are what kvplan is compared with
+        if scenario_args.get(key) is not None:
+            raise InputError(f"--{key} {scenario_args[key]}: kvplan calibrate takes each run's prompt and output "
+                             "lengths from its files", f"drop --{key}")
     if len(files) > MAX_FILES:
         raise InputError(f"{len(files)} files given; kvplan calibrate reads at most {MAX_FILES}", "give fewer files")
     logs: list[StartupLog] = []
