@@ -282,3 +282,12 @@ def test_calibrate_refuses_request_lengths_it_does_not_use(run_cli, flag):
     r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", flag, "5k",
                 str(CAL / "vllm-bench-serve-c16.json"))
     one_line_refusal(r, flag)
+
+
+def test_include_mtp_on_a_model_without_mtp_layers_is_refused(run_cli):
+    """Before: ``size -m qwen3-32b --include-mtp`` printed the same figures as without (Qwen3-32B ships no MTP
+    layer), while on DeepSeek-R1 it adds its one: 61 + 1 layers x 1,152 B = 71,424 B per token (bf16 MLA)."""
+    r = run_cli("size", "-m", "qwen3-32b", "--include-mtp")
+    one_line_refusal(r, "--include-mtp", "qwen3-32b")
+    d = run_cli("size", "--include-mtp", "-f", "json")
+    assert d.code == 0 and d.json()["kv_bytes_per_token"] == 62 * 1152

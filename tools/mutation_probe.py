@@ -1068,6 +1068,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27-explain-csv", "kvplan/commands/output.py", '    if explain and fmt == "csv":', "    if False:"),
     M("user27-calibrate-lengths", "kvplan/options/calibrate.py", '    for key in ("prompt", "decode"):    # each run',
       '    for key in ():    # each run'),
+    M("user27-include-mtp-none", "kvplan/options/command.py", "        if not built.model.mtp_layers:   # it would",
+      "        if False:   # it would"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
 )
