@@ -291,3 +291,15 @@ def test_include_mtp_on_a_model_without_mtp_layers_is_refused(run_cli):
     one_line_refusal(r, "--include-mtp", "qwen3-32b")
     d = run_cli("size", "--include-mtp", "-f", "json")
     assert d.code == 0 and d.json()["kv_bytes_per_token"] == 62 * 1152
+
+
+def test_emitted_fraction_does_not_claim_to_size_a_given_pool(run_cli):
+    """Before: with --kv-pool 20GiB the launch command's --gpu-memory-utilization 0.92 said "the fraction kvplan's
+    pool was sized with", though the plan used the 20 GiB given and no fraction sized it."""
+    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+            "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
+    flags = {f["flag"]: f for f in run_cli(*base, "--kv-pool", "20GiB").json()["launch"]["flags"]}
+    why = flags["--gpu-memory-utilization"]["reason"]
+    assert "sized with" not in why and "--kv-pool" in why, why
+    plain = {f["flag"]: f for f in run_cli(*base).json()["launch"]["flags"]}
+    assert plain["--gpu-memory-utilization"]["reason"] == "the fraction kvplan's pool was sized with"

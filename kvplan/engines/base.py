@@ -302,7 +302,9 @@ class Engine:
         flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
         flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").first))   # what set the batch
         flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
-                          "the fraction kvplan's pool was sized with"))
+                          "the fraction kvplan's pool was sized with" if s.kv_pool_bytes is None else
+                          "the engine's default: kvplan planned on the --kv-pool given, which no flag here sets "
+                          "(compare the KV cache memory the engine logs at start-up with it)"))
         flags.append(Flag(length, str(s.max_model_len or s.context_tokens),
                           "prompt + decode: the longest request planned"))
         if s.block_size is not None:
