@@ -211,16 +211,17 @@ class Scenario:
                                f"choose --pp <= {sized.num_layers}")
         if self.draft is not None:
             self.draft.check_tp(tp)
-        if self.dp is None:
+        if self.dp is None and tp * pp <= gpus:
             if gpus % (tp * pp):
                 raise ScenarioError(f"{gpus} GPUs do not split into TP={tp} x PP={pp} replicas",
                                    "give --dp (or --gpus), or a TP x PP that divides the GPU count")
             dp = gpus // (tp * pp)
-        else:
-            dp = self.dp
+        else:   # DP given, or one replica larger than the GPUs: the fix is more GPUs, not a DP
+            dp = self.dp if self.dp is not None else 1
             if tp * pp * dp > gpus:
                 need = tp * pp * dp
-                raise ScenarioError(f"TP x PP x DP = {need} GPUs but {self.nodes} node(s) of {hw.id} "
+                raise ScenarioError(f"TP x PP{' x DP' if self.dp is not None else ''} = {need} GPUs but "
+                                   f"{self.nodes} node(s) of {hw.id} "
                                    f"have {available}" + (f" and --gpus is {gpus}" if self.gpus else ""),
                                    (f"raise --gpus to {need}" + (f" and --nodes to {-(-need // per_node)}"
                                                                   if need > available else "")

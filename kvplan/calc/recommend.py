@@ -339,8 +339,9 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     pd_s, doubled = s, ""
     if par.dp < 2:   # one instance has nothing to split: price the decision at two instances
         pin = {"tp": par.tp, "pp": par.pp, "dp": None}
-        pd_s = (s.with_(gpus=s.planned_gpus * 2, **pin) if s.gpus is not None or s.planned_gpus <
-                s.hardware.node.gpus_per_node else s.with_(nodes=s.nodes * 2, **pin))
+        per_node, two = s.hardware.node.gpus_per_node, s.planned_gpus * 2   # --gpus given: the nodes they need too
+        pd_s = (s.with_(gpus=two, nodes=max(s.nodes, -(-two // per_node)), **pin) if s.gpus is not None or
+                s.planned_gpus < per_node else s.with_(nodes=s.nodes * 2, **pin))
         plural = "s" if s.planned_gpus > 1 else ""
         doubled = (f"One instance of {s.planned_gpus} GPU{plural} has nothing to split; at two instances "
                    f"({pd_s.planned_gpus} GPUs): ")

@@ -31,6 +31,10 @@ def check(
     fmt = check_output_options(fmt, units, brief)
     if junit is not None and junit.suffix.lower() != ".xml":
         raise KvplanError(f"--junit {junit} is not an .xml file", "give a file name ending in .xml")
+    if junit is not None:
+        from kvplan.inputs.files import check_writable
+
+        check_writable(junit, "--junit")     # before any plan runs: a FIFO would block the run at the end
     checked = []
     for path in plans:
         try:
@@ -105,6 +109,9 @@ def _with_baselines(spec, path: Path, update: bool, scenario):
                                            else a for a in spec.assertions), str(path), workload=spec.workload)
         values = {r.name: r.measured.raw() for r in first.assertions if isinstance(r.measured.raw(), (int, float))}
         document = {"plan": path.name, "written_by": "kvplan check --update-baseline", "values": values}
+        from kvplan.inputs.files import check_writable
+
+        check_writable(target, "the baseline")
         if target.is_symlink():   # writing through it would overwrite whatever it points at
             raise KvplanError(f"the baseline {target} is a symbolic link; kvplan check --update-baseline does not "
                               "write through a link", f"remove the link ({target}) and run --update-baseline again")

@@ -39,6 +39,10 @@ def emit(result, fmt: str, explain: bool, units: str, brief: bool) -> None:
 
     if brief and explain:
         raise KvplanError("--brief and --explain both given", "drop one: --brief prints the headline figures only")
+    if explain and fmt == "csv":   # one table of raw numbers: no place for the derivations, so it would be dropped
+        raise KvplanError("--explain prints each figure's derivation, which -f csv (one table of raw numbers) cannot "
+                          "hold", "drop --explain, or give --format table, markdown or json (JSON always carries "
+                              "them)")
     check_brief(fmt, brief)
     try:
         render(result, fmt, explain, units=units, brief=brief)

@@ -8,7 +8,8 @@ from kvplan.commands.common import SloAttainmentOpt, SloPercentileOpt, TpotSloOp
 from kvplan.commands.output import check_output_options, emit
 
 
-@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens"), host_link=False)
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens"),
+                  host_link=False)
 def pd(
     scenario_args: dict,
     output: dict,

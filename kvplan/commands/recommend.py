@@ -25,7 +25,8 @@ def recommend(
                                                "comma-separated targets, e.g. 'concurrency>=64@31k,tpot<=40ms,"
                                                "rate>=2rps', then recommend for the best.")] = None,
     candidates: Annotated[str | None, typer.Option("--candidates", metavar="GPU,GPU", help="GPU presets the "
-                                                   "--target search tries (default: every GPU preset).")] = None,
+                                                   "--target search tries (default: the -g given, else every GPU "
+                                                   "preset).")] = None,
     ttft_slo: TtftSloOpt = None,
     slo_percentile: SloPercentileOpt = None,
     slo_attainment: SloAttainmentOpt = None,
@@ -47,7 +48,8 @@ def recommend(
         import dataclasses
 
         sizing, scenario = _search(r)
-        options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
+        if r.dtypes is None:     # a --kv-dtype given stays the user's (the search tried only it)
+            options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
     plan = plan_recommend(scenario, options)
     launch = scenario.engine_adapter.launch_command(plan) if r.emit is not None else None
     emit(present(plan, launch, sizing, r.notes), fmt, output["explain"], output["units"], output["brief"])
@@ -59,7 +61,7 @@ def _search(r):
     from kvplan.calc.sizing import search
     from kvplan.errors import KvplanError
 
-    plan = search(r.scenario, r.targets, r.candidates, slo=r.options.slo)
+    plan = search(r.scenario, r.targets, r.candidates, dtypes=r.dtypes, slo=r.options.slo)
     if plan.best is None:
         misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
                            for c in plan.near_misses[:2])

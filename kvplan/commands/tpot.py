@@ -10,7 +10,8 @@ from kvplan.commands.common import AcceptOpt, SpeculativeOpt, scenario_command
 from kvplan.commands.output import check_output_options, emit
 
 
-@scenario_command(memory=("gpu_memory_utilization", "kv_pool", "max_num_batched_tokens", "max_num_seqs"))
+@scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
+                          "max_num_seqs"))
 def tpot(
     scenario_args: dict,
     output: dict,
@@ -125,6 +126,9 @@ def _save_calibration(scenario, cal, path: Path) -> None:
         f"fitted by kvplan tpot --measured {cal.source} ({len(cal.points)} points, rms {cal.rms_relative_error:.1%})")
     if path.suffix != ".toml":
         raise KvplanError(f"--save-calibration {path} is not a .toml file", "give a file name ending in .toml")
+    from kvplan.inputs.files import check_writable
+
+    check_writable(path, "--save-calibration")
     try:
         path.write_text(text)
     except OSError as err:

@@ -301,11 +301,11 @@ class Engine:
         raise NotImplementedError
 
     def sizing_flags(self, plan, label: str, kv_flags: dict, batch: str, fraction: str, length: str,
-                     block: str) -> list[Flag]:
+                     block: str, chunk: str | None = None) -> list[Flag]:
         """The flags that size the pool as the plan did, in this engine's names (``kv_flags``: kvplan's KV dtype
         -> the engine's value, None for its "auto"): KV dtype, batch, memory fraction, longest request, and the
-        block size when one was given. A KV dtype the engine cannot name is refused, not dropped: the engine would
-        start in another dtype and hold another number of requests."""
+        block size and token budget per step (``chunk``) when given. A KV dtype the engine cannot name is refused, not
+        dropped: the engine would start in another dtype and hold another number of requests."""
         s = plan.scenario
         kv = kv_flags.get(plan.kv_dtype, "")
         if kv == "":
@@ -314,11 +314,15 @@ class Engine:
         flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
         flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").first))   # what set the batch
         flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
-                          "the fraction kvplan's pool was sized with"))
+                          "the fraction kvplan's pool was sized with" if s.kv_pool_bytes is None else
+                          "the engine's default: kvplan planned on the --kv-pool given, which no flag here sets "
+                          "(compare the KV cache memory the engine logs at start-up with it)"))
         flags.append(Flag(length, str(s.max_model_len or s.context_tokens),
                           "prompt + decode: the longest request planned"))
         if s.block_size is not None:
             flags.append(Flag(block, str(s.block_size), "as given"))
+        if chunk is not None and s.max_num_batched_tokens is not None:   # it sized the activation reserve and steps
+            flags.append(Flag(chunk, str(s.max_num_batched_tokens), "as given: the tokens per step the plan priced"))
         return flags
 
     def launch_command(self, plan) -> LaunchCommand:

@@ -962,7 +962,7 @@ class VllmEngine(Engine):
                 notes.append(f"EP {par.ep} is not TP x DP = {par.tp * par.dp}: vLLM's expert parallelism is always "
                              "TP x DP, so this layout cannot be launched as planned")
         flags += self.sizing_flags(plan, "vLLM", VLLM_KV_FLAGS, "--max-num-seqs", "--gpu-memory-utilization",
-                                   "--max-model-len", "--block-size")
+                                   "--max-model-len", "--block-size", "--max-num-batched-tokens")
         if plan.offload:
             gib = max(1, int(plan.offload_bytes_per_replica.value // 2**30))
             why = ("the DRAM tier, GiB for the whole instance (all TP x PP ranks): preempted requests' blocks are "

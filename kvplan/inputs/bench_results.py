@@ -66,6 +66,7 @@ class BenchRun:
     tpot_s: dict[str, float] = field(default_factory=dict)
     itl_s: dict[str, float] = field(default_factory=dict)
     detailed: bool = False           # per-request lists saved
+    backend: str | None = None       # the server the tool measured (its "backend"), as the file names it
 
 
 def looks_like(text: str) -> bool:
@@ -205,7 +206,7 @@ def _run(doc: dict, where: str) -> BenchRun:
     if e2e is None and "mean" in ttft and "mean" in tpot:
         e2e = ttft["mean"] + tpot["mean"] * (means[1] - 1)
         e2e_from = "mean TTFT + mean TPOT x (mean output tokens - 1)"
-    model = doc.get("model_id")
+    model, backend = doc.get("model_id"), doc.get("backend")
     return BenchRun(
         source=where, tool=tool, model=model if isinstance(model, str) else None, request_rate=rate,
         max_concurrency=int(concurrency) if concurrency is not None else None, completed=n,
@@ -213,7 +214,8 @@ def _run(doc: dict, where: str) -> BenchRun:
             doc, "request_throughput", where, positive=True), mean_input_tokens=means[0],
         mean_output_tokens=means[1], mean_e2e_s=e2e, e2e_from=e2e_from,
         tool_concurrency=_number(doc, "concurrency", where, positive=True, most=MAX_REQUESTS) if tool == SGLANG
-        else None, ttft_s=ttft, tpot_s=tpot, itl_s=itl, detailed=bool(ttfts or itls or inputs))
+        else None, ttft_s=ttft, tpot_s=tpot, itl_s=itl, detailed=bool(ttfts or itls or inputs),
+        backend=backend.strip().lower() if isinstance(backend, str) else None)
 
 
 def parse(text: str, path: str = "<bench>") -> tuple[BenchRun, ...]:

@@ -198,6 +198,9 @@ def write(path: Path, text: str) -> None:
 
     if path.suffix != ".toml":
         raise KvplanError(f"--save {shorten(str(path))} is not a .toml file", "give a file name ending in .toml")
+    from kvplan.inputs.files import check_writable
+
+    check_writable(path, "--save")
     try:
         path.write_text(text)
     except (OSError, ValueError) as err:

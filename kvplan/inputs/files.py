@@ -84,6 +84,16 @@ def open_regular(path: Path, what: str, fix: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def check_writable(path: Path, what: str) -> None:
+    """Refuse, without opening it, a path to write that is not a regular file (or not there yet): a FIFO would
+    block the run until something reads it, a device would swallow the output, a folder cannot be written."""
+    kind, why = probe(Path(path))
+    if kind == "dir":
+        raise KvplanError(f"{what} {path} is a folder, not a file", "give the name of a file to write")
+    if kind == "bad":
+        raise KvplanError(f"{what} {path} {why}", "give the name of a regular file to write")
+
+
 def read_text(path: Path, what: str, fix: str) -> str:
     """The UTF-8 text of the regular file ``path`` (``open_regular``); a file over ``MAX_FILE_BYTES`` is refused."""
     fd, st = open_regular(path, what, fix)

@@ -52,6 +52,10 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
 
     if not files:
         raise InputError("kvplan calibrate needs at least one file", FIX)
+    for key in ("prompt", "decode"):    # each run's own lengths are what kvplan is compared with
+        if scenario_args.get(key) is not None:
+            raise InputError(f"--{key} {scenario_args[key]}: kvplan calibrate takes each run's prompt and output "
+                             "lengths from its files", f"drop --{key}")
     if len(files) > MAX_FILES:
         raise InputError(f"{len(files)} files given; kvplan calibrate reads at most {MAX_FILES}", "give fewer files")
     logs: list[StartupLog] = []
@@ -81,6 +85,17 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
         notes, warnings = tuple(str(x) for x in n), tuple(str(x) for x in w)
     else:
         scenario = build_scenario(**scenario_args)
+    engine = scenario.engine_adapter.id
+    other = next((r for r in runs if r.backend in ("vllm", "sglang") and engine in ("vllm", "sglang")
+                  and r.backend != engine), None)
+    given = scenario_args.get("engine")
+    if other is not None and given is not None and str(given).strip().lower() != "neutral":
+        # its TPOT is the other engine's steps: fitting them as this engine's would mislead
+        raise InputError(f"--engine {given} contradicts {other.source}, which measured backend {other.backend}",
+                         f"give --engine {other.backend}, or the runs of a {engine} server")
+    if other is not None:   # the engine is the log's: said, as the runs of several models are
+        warnings += (f"{other.source} measured backend {other.backend}, not the log's {engine}: kvplan fits "
+                     f"{engine}'s step factors to it.",)
     models = sorted({r.model for r in runs if r.model})
     if len(models) > 1:
         warnings += (f"The runs name {len(models)} models ({', '.join(models[:3])}): kvplan calibrates "

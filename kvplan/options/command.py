@@ -114,6 +114,9 @@ def size_request(scenario: Scenario | dict[str, Any], *, contexts: Any = DEFAULT
         raise InputError("--include-mtp and --mtp-layers both given", "give only --mtp-layers N")
     built = as_scenario(scenario)
     if include_mtp:
+        if not built.model.mtp_layers:   # it would add nothing: said, not ignored
+            raise InputError(f"--include-mtp: {built.model.id} ships no MTP layers",
+                             "drop --include-mtp, or give --mtp-layers N for a what-if")
         built = built.with_(mtp_layers=built.model.mtp_layers)
     default = SEED_COMPARE if args is not None and args.get("model") is None else None
     ref = compare if compare is not None else default

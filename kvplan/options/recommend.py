@@ -30,8 +30,9 @@ class RecommendRequest:
     emit: str | None = None                     # the engine whose launch command to print
     target: str | None = None                   # --target as given, and parsed (for the layout search)
     targets: tuple[Target, ...] | None = None
-    candidates: tuple[HardwareSpec, ...] = ()   # the GPUs the search tries (--candidates, else every GPU preset)
+    candidates: tuple[HardwareSpec, ...] = ()   # the GPUs the search tries (--candidates, else -g, else every preset)
     notes: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None       # the KV dtypes the search tries (--kv-dtype given: that one; None: all)
 
 
 def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: Any = None, nic_gbps: Any = None,
@@ -63,6 +64,9 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
                              "the same engine", f"give --engine {wanted} (or drop --engine)")
     if candidates is not None and target is None:
         raise InputError("--candidates without --target", "give --target to search, or drop --candidates")
+    hardware_given = None
+    if target is not None:
+        hardware_given = _search_conflicts(scenario, candidates)
     built = build_scenario(**scenario)
     targets: tuple[Target, ...] = ()
     if target is not None:
@@ -95,12 +99,39 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
     from kvplan.inputs.presets import discover, load_hardware
 
     dirs = extra_dirs(presets_dir)
-    ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
-           else sorted(discover(dirs)["hardware"]))
-    if not ids:
-        raise InputError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
-    specs = tuple(load_hardware(i, dirs) for i in dict.fromkeys(ids))   # each GPU once
-    return RecommendRequest(built, options, wanted, target, targets, specs, notes)
+    if hardware_given is not None:    # -g names the GPU: the search tries it alone (the scenario's own spec)
+        specs: tuple[HardwareSpec, ...] = (built.hardware,)
+    else:
+        ids = ([c.strip() for c in candidates.split(",") if c.strip()] if candidates is not None
+               else sorted(discover(dirs)["hardware"]))
+        if not ids:
+            raise InputError("--candidates is empty", "give GPU preset ids, e.g. --candidates h100-sxm,h200")
+        specs = tuple(load_hardware(i, dirs) for i in dict.fromkeys(ids))   # each GPU once
+    dtypes = None if built.kv_dtype_auto else (built.kv_dtype.value,)   # --kv-dtype given: the search keeps it
+    return RecommendRequest(built, options, wanted, target, targets, specs, notes, dtypes)
+
+
+def _search_conflicts(scenario: dict[str, Any], candidates: str | None) -> str | None:
+    """With --target the search chooses the GPUs and the layout: a layout given too is refused (the search would
+    replace it); a GPU given (-g) is the one GPU the search tries, refused beside --candidates that leave it out.
+    Returns the -g to search alone, or None."""
+    from kvplan.inputs.request import SCENARIO_DEFAULTS
+
+    for key in ("gpus", "nodes", "tp", "pp", "dp", "ep"):
+        value = scenario.get(key)
+        if value is not None and str(value).strip() != str(SCENARIO_DEFAULTS[key]):
+            raise InputError(f"--{key} {value} with --target: the search chooses the GPU count and the TP x PP x DP "
+                             "(EP) layout itself", f"drop --{key} to search, or drop --target to plan that layout")
+    hardware = scenario.get("hardware")
+    if hardware is None or str(hardware).strip() == str(SCENARIO_DEFAULTS["hardware"]):
+        return None
+    if candidates is not None:
+        if str(hardware).strip() in [c.strip() for c in candidates.split(",")]:
+            return None       # -g is one of the candidates: the search tries them all
+        raise InputError(f"-g {hardware} is not among --candidates {candidates}, the GPUs the --target search tries",
+                         f"add it to --candidates (--candidates {hardware},...), or drop --candidates to search -g "
+                         "alone")
+    return str(hardware)
 
 
 def _slo(tpot_slo: Any, target: Target | None) -> tuple[float, str]:

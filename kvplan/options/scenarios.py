@@ -55,7 +55,15 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
         from kvplan.inputs.calibration_file import apply, read_calibration
 
         typed = apply(read_calibration(calibration), typed)
-    return Scenario(**typed)
+    s = Scenario(**typed)
+    par = s.parallelism
+    if s.gpus is not None and s.dp is not None and par.gpus < s.gpus:
+        # --gpus N says to plan N GPUs; a layout given in full on fewer would drop the rest without a word
+        replica = par.tp * par.pp
+        fill = f"give --dp {s.gpus // replica} to use them all, or " if s.gpus % replica == 0 else ""
+        raise InputError(f"--gpus {s.gpus} but TP x PP x DP = {par.gpus} ({par.tp} x {par.pp} x {par.dp}) plans only "
+                         f"{par.gpus} of them", f"{fill}give --gpus {par.gpus}")
+    return s
 
 
 # --- a start-up log --------------------------------------------------------------------------------------------

@@ -190,8 +190,10 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                         trace=tr, sources=sources, name=workload_id, trace_speed=speed_v, trace_rate=trace_rate_v)
 
     work = make(rate_v)
+    max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
+    _check_max_batch(max_batch_v, base, "--max-batch")
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
-                         max_batch=optional(parse_tokens, max_batch, "--max-batch"),
+                         max_batch=max_batch_v,
                          dram_bytes_per_node=optional(size_bytes, dram, "--dram"),
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
                          speculative=spec[:2] if spec else None, accept_source=spec[2] if spec else None,
@@ -265,6 +267,15 @@ def _hicache_variant(value: str, base: Any) -> Any:
     return chosen if base is None else dataclasses.replace(base, write_policy=chosen.write_policy)
 
 
+def _check_max_batch(max_batch: int | None, scenario: Scenario, flag: str, sep: str = " ") -> None:
+    """A batch cap above a given --max-num-seqs is refused: the engine runs at most max_num_seqs requests, so the
+    run would simulate a batch it never runs."""
+    seqs = scenario.max_num_seqs
+    if max_batch is not None and seqs is not None and max_batch > seqs:
+        raise InputError(f"{flag}{sep}{max_batch} is more than --max-num-seqs {seqs:,}, the most requests the engine "
+                         "runs at once", f"give one of them, or a {flag} no larger than --max-num-seqs")
+
+
 def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
              pairs: tuple[tuple[str, str], ...]) -> tuple[str, tuple[tuple[str, str], ...], Scenario, SimOptions]:
     """One --compare variant: its label, pairs, and the base's scenario and options with its keys replaced."""
@@ -296,4 +307,6 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
         else:
             fields = {"kv-dtype": "kv_dtype_request", "engine": "engine"}
             scenario = base.with_(**{fields[k]: v for k, v in rebuilt.items()})
+    if "max_batch" in changes:
+        _check_max_batch(changes["max_batch"], scenario, "--compare max-batch", "=")
     return "+".join(v for _, v in pairs), pairs, scenario, dataclasses.replace(options, **changes)

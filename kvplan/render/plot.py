@@ -96,7 +96,10 @@ def _lines(plt, chart: Chart):
 
 
 def _save(plt, fig, path: Path) -> None:
+    from kvplan.inputs.files import check_writable
+
     try:
+        check_writable(path, "--plot")
         fig.savefig(path, dpi=120)
     except OSError as err:
         raise KvplanError(f"cannot write {path}: {err.strerror}", "check the folder exists and is writable") from None

@@ -1,0 +1,305 @@
+"""A new user's pass over the command line (reasoning workloads): each defect found, as a test that failed before its
+fix. The rule they hold: nothing the user gave is silently ignored, and a refusal is one line naming the problem and
+a fix (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm")
+
+
+def one_line_refusal(r, *needles: str) -> None:
+    assert r.code == 2, (r.code, r.out[:300], r.err)
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "(fix: " in lines[0], r.err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+# --- --gpus N with an explicit layout on fewer GPUs ------------------------------------------------------------------
+@pytest.mark.parametrize("args, planned, fix", [
+    (("--gpus", "4", "--tp", "1", "--dp", "2"), "TP x PP x DP = 2", "--dp 4"),   # 1 x 1 x 2 = 2 of the 4 asked
+    (("--gpus", "2", "--tp", "1", "--dp", "1"), "TP x PP x DP = 1", "--dp 2"),
+    (("--gpus", "8", "--tp", "2", "--pp", "2", "--dp", "1"), "TP x PP x DP = 4", "--dp 2"),   # 8 / (2 x 2) = 2
+    (("--gpus", "6", "--tp", "4", "--dp", "1"), "TP x PP x DP = 4", "(fix: give --gpus 4)"),  # 6 / 4: no whole DP
+])
+def test_gpus_that_the_layout_leaves_unused_are_refused(run_cli, args, planned, fix):
+    """Before: ``--gpus 4 --tp 1 --dp 2`` planned 2 GPUs ("2 x h100-sxm") and dropped the --gpus given."""
+    r = run_cli("concurrency", *LLAMA, *args)
+    one_line_refusal(r, "--gpus " + args[1], planned, fix)
+
+
+def test_gpus_and_a_layout_that_fills_them_still_plan(run_cli):
+    r = run_cli("size", *LLAMA, "--gpus", "4", "--tp", "2", "--dp", "2", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["parallelism"]["dp"] == 2
+    # the fix hint names the DP that uses every GPU: 4 GPUs / (TP 1 x PP 1) = 4
+    assert "--dp 4" in run_cli("size", *LLAMA, "--gpus", "4", "--tp", "1", "--dp", "2").err
+
+
+# --- simulate: a batch cap above the engine's own --------------------------------------------------------------------
+def test_simulate_max_batch_above_max_num_seqs_is_refused(run_cli):
+    """Before: ``--max-batch 16 --max-num-seqs 8`` ran 16 requests at once on an engine told to run at most 8."""
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "24",
+                "--requests", "40", "--max-batch", "16", "--max-num-seqs", "8")
+    one_line_refusal(r, "--max-batch 16", "--max-num-seqs 8")
+
+
+def test_simulate_compare_max_batch_above_max_num_seqs_is_refused(run_cli):
+    """Before: ``--max-num-seqs 8 --compare max-batch=16`` ran the variant at 16."""
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "24",
+                "--requests", "40", "--max-num-seqs", "8", "--compare", "max-batch=16")
+    one_line_refusal(r, "--compare max-batch=16", "--max-num-seqs 8")
+
+
+def test_simulate_max_batch_below_max_num_seqs_still_runs(run_cli):
+    r = run_cli("simulate", *LLAMA, "--gpus", "1", "--engine", "vllm", "--decode", "2k", "--users", "8",
+                "--requests", "16", "--max-batch", "4", "--max-num-seqs", "8", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["peak_running_requests"] == 4
+
+
+# --- SGLang's memory fraction where vLLM's is taken -----------------------------------------------------------------
+@pytest.mark.parametrize("command", ["tpot", "pd"])
+def test_sglang_memory_fraction_is_an_option_wherever_vllms_is(run_cli, command):
+    """Before: ``kvplan tpot --engine sglang --mem-fraction-static 0.8`` failed "No such option" while tpot takes
+    vLLM's --gpu-memory-utilization; the fraction sizes the pool that caps tpot's and pd's batch."""
+    base = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--engine", "sglang", "--decode", "8k", "-f", "json")
+    if command == "pd":
+        base += ("--gpus", "2")
+    low = run_cli(command, *base, "--mem-fraction-static", "0.6")
+    high = run_cli(command, *base, "--mem-fraction-static", "0.85")
+    assert low.code == 0 and high.code == 0, (low.err, high.err)
+    assert low.json() != high.json()    # the fraction reached the plan
+
+
+# --- recommend --target: the deployment options the search would replace ---------------------------------------------
+TARGET = ("recommend", "-m", "qwq-32b", "--engine", "vllm", "--prompt", "1k", "--decode", "8k",
+          "--target", "concurrency>=32@9k,tpot<=30ms")
+
+
+def test_target_search_keeps_the_kv_dtype_given(run_cli):
+    """Before: ``--kv-dtype bf16 --target ...`` planned fp8 ("chosen by the --target search")."""
+    r = run_cli(*TARGET, "--kv-dtype", "bf16", "--candidates", "h100-sxm", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["kv_dtype"] == "bf16"
+    assert {c["kv_dtype"] for c in d["sizing"]["candidates"]} == {"bf16"}
+    row = {r["key"]: r for r in d["recommendations"]}["kv_dtype"]
+    assert row["reason"].startswith("--kv-dtype bf16 as given;"), row["reason"]
+
+
+def test_target_search_tries_the_gpu_given(run_cli):
+    """Before: ``-g h100-sxm --target ...`` searched every GPU preset and recommended a B200."""
+    r = run_cli(*TARGET, "-g", "h100-sxm", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["hardware"] == "h100-sxm"
+    assert {c["hardware"] for c in d["sizing"]["candidates"]} == {"h100-sxm"}
+
+
+@pytest.mark.parametrize("flag, value", [("--tp", "2"), ("--dp", "2"), ("--pp", "2"), ("--gpus", "4"),
+                                         ("--nodes", "2")])
+def test_target_search_refuses_a_layout_it_would_replace(run_cli, flag, value):
+    """Before: ``--tp 2 --target ...`` planned TP1 without a word."""
+    r = run_cli(*TARGET, "--candidates", "h100-sxm", flag, value)
+    one_line_refusal(r, flag, "--target")
+
+
+def test_target_search_refuses_a_gpu_and_candidates_together(run_cli):
+    r = run_cli(*TARGET, "-g", "h100-sxm", "--candidates", "h200,b200")
+    one_line_refusal(r, "-g h100-sxm", "--candidates")
+    r = run_cli(*TARGET, "-g", "h100-sxm", "--candidates", "h200,h100-sxm", "-f", "json")   # among them: searched
+    assert r.code == 0, r.err
+    assert {c["hardware"] for c in r.json()["sizing"]["candidates"]} <= {"h200", "h100-sxm"}
+
+
+# --- recommend --gpus N on a full node -------------------------------------------------------------------------------
+def test_recommend_with_gpus_of_a_full_node_prices_the_pd_row(run_cli):
+    """Before: ``recommend -m deepseek-r1 --gpus 8`` (the default deployment, 8 x H200 = one node, said outright)
+    failed "--gpus 16 is more than 1 node(s) of h200 hold": the PD row's second instance doubled --gpus without the
+    node it needs. The same deployment without --gpus prices it on two nodes; both must give the same row."""
+    given = run_cli("recommend", "-m", "deepseek-r1", "--gpus", "8", "-f", "json")
+    assert given.code == 0, given.err
+    default = run_cli("recommend", "-m", "deepseek-r1", "-f", "json")
+    rows = [{r["key"]: r for r in d.json()["recommendations"]}["pd"] for d in (given, default)]
+    assert rows[0]["value"] == rows[1]["value"] and rows[0]["reason"] == rows[1]["reason"]
+    assert "at two instances (16 GPUs)" in rows[0]["reason"]
+
+
+# --- TP x PP beyond the GPUs: the fix names the GPUs it needs ---------------------------------------------------------
+@pytest.mark.parametrize("args, fix", [
+    (("--tp", "16"), "add --nodes 2"),                           # 16 GPUs at 8 per H200 node
+    (("--tp", "8", "--pp", "61"), "add --nodes 61"),             # 488 GPUs / 8 = 61 nodes
+    (("--gpus", "4", "--tp", "8"), "raise --gpus to 8"),
+])
+def test_tp_x_pp_beyond_the_gpus_asks_for_more_gpus(run_cli, args, fix):
+    """Before: "8 GPUs do not split into TP=16 x PP=1 replicas (fix: give --dp (or --gpus), ...)": no --dp helps a
+    replica larger than the GPUs; the fix is more of them."""
+    r = run_cli("concurrency", "--kv-dtype", "fp8", *args)
+    one_line_refusal(r, fix)
+    assert "give --dp" not in r.err
+
+
+# --- files kvplan writes: a FIFO (or a device) at the path is refused, not opened -----------------------------------
+class Hang(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise Hang("kvplan blocked opening a FIFO to write")
+
+
+PLAN = '''[deployment]
+model = "llama-3.1-8b"
+hardware = "h100-sxm"
+gpus = 1
+decode = "2k"
+
+[[assert]]
+metric = "max_concurrency"
+{bound}
+'''
+
+
+def _fifo_cases(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(bound="at_least = 1"))
+    base = tmp_path / "b.toml"
+    base.write_text(PLAN.format(bound="within_baseline = 0.1"))
+    measured = tmp_path / "m.csv"
+    measured.write_text("batch,context,tpot_ms\n1,1000,7.0\n8,4000,8.0\n")
+    bench = str(root / "tests" / "data" / "calibration" / "vllm-bench-serve-c16.json")
+    llama = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1")
+    return {
+        "check --junit": (("check", str(plan), "--junit", "{fifo}.xml"), "--junit"),
+        "check --update-baseline": (("check", str(base), "--update-baseline"), "the baseline"),
+        "calibrate --save": (("calibrate", *llama, "--engine", "vllm", bench, "--save", "{fifo}.toml"), "--save"),
+        "tpot --save-calibration": (("tpot", *llama, "--measured", str(measured), "--save-calibration",
+                                     "{fifo}.toml"), "--save-calibration"),
+    }
+
+
+@pytest.mark.parametrize("case", ["check --junit", "check --update-baseline", "calibrate --save",
+                                  "tpot --save-calibration"])
+def test_a_fifo_where_kvplan_writes_is_refused_not_opened(run_cli, tmp_path, case):
+    """Before: ``kvplan check plan.toml --junit out.xml`` with out.xml a FIFO (and calibrate --save, tpot
+    --save-calibration, the baseline) blocked for ever opening it to write."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    args, what = _fifo_cases(tmp_path)[case]
+    fifo = tmp_path / "out"
+    if case == "check --update-baseline":
+        os.mkfifo(tmp_path / "b.baseline.json")
+    else:
+        os.mkfifo(str(fifo) + ("." + args[-1].rsplit(".", 1)[1]))
+    args = tuple(a.replace("{fifo}", str(fifo)) for a in args)
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(20)
+    try:
+        r = run_cli(*args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    one_line_refusal(r, what, "is a FIFO (named pipe), not a file")
+
+
+def test_a_plot_to_a_fifo_names_it(run_cli, tmp_path):
+    """Before: "cannot write f.png: None" (matplotlib's error has no strerror)."""
+    pytest.importorskip("matplotlib")
+    fifo = tmp_path / "f.png"
+    os.mkfifo(fifo)
+    r = run_cli("concurrency", *LLAMA, "--gpus", "1", "--plot", str(fifo))
+    one_line_refusal(r, "--plot", "is a FIFO (named pipe), not a file")
+
+
+# --- calibrate: a benchmark run of one engine fitted as another -------------------------------------------------------
+CAL = Path(__file__).resolve().parent / "data" / "calibration"
+
+
+@pytest.mark.parametrize("engine, result, backend", [
+    ("sglang", "vllm-bench-serve-c16.json", "vllm"),          # its "backend": "vllm"
+    ("vllm", "sglang-bench-serving.jsonl", "sglang"),         # each line's "backend": "sglang"
+])
+def test_calibrate_refuses_a_run_of_another_engine(run_cli, engine, result, backend):
+    """Before: ``calibrate --engine sglang vllm-bench-serve-c16.json`` fitted SGLang's step factors to vLLM's measured
+    TPOT without a word (and ``--save`` labelled the file sglang), though the run names the server it measured."""
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", engine,
+                str(CAL / result))
+    one_line_refusal(r, f"--engine {engine}", f"backend {backend}")
+
+
+def test_calibrate_takes_a_run_of_its_own_engine(run_cli):
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm==0.11",
+                str(CAL / "vllm-bench-serve-c16.json"), "-f", "json")
+    assert r.code == 0, r.err
+
+
+def test_calibrate_warns_when_the_runs_measured_another_engine_than_the_logs(run_cli):
+    """The engine read from a vLLM start-up log, the runs SGLang's: planned, with a warning naming both."""
+    log = Path(__file__).resolve().parent / "data" / "logs" / "vllm-v0.6.5-llama3-8b-1xh100.log"
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", str(log), str(CAL / "sglang-bench-serving.jsonl"),
+                "--brief")
+    assert r.code == 0, r.err
+    assert "measured backend sglang, not the log's vllm" in r.out + r.err
+
+
+# --- recommend --emit: every engine setting the plan was priced with is in the launch command ------------------------
+def test_emitted_vllm_command_sets_the_token_budget_the_plan_used(run_cli):
+    """Before: ``recommend --engine vllm --max-num-batched-tokens 2048 --emit vllm`` planned 2,048-token prefill
+    chunks (the pool's activation reserve, the mixed steps) but printed no --max-num-batched-tokens, so vLLM would run
+    its default 8,192 (the H100's: kvplan's own help)."""
+    r = run_cli("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+                "--kv-dtype", "fp8", "--decode", "8k", "--max-num-batched-tokens", "2048", "--emit", "vllm",
+                "-f", "json")
+    assert r.code == 0, r.err
+    flags = {f["flag"]: f["value"] for f in r.json()["launch"]["flags"]}
+    assert flags["--max-num-batched-tokens"] == "2048"
+    plain = run_cli("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+                    "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
+    assert "--max-num-batched-tokens" not in {f["flag"] for f in plain.json()["launch"]["flags"]}   # the default
+
+
+# --- output options that do nothing together -------------------------------------------------------------------------
+def test_explain_with_csv_is_refused(run_cli):
+    """Before: ``-f csv --explain`` printed the CSV alone, the same bytes as without --explain (CSV is one table of raw
+    numbers: it has no place for the derivations, which JSON, Markdown and the table carry)."""
+    r = run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "csv", "--explain")
+    one_line_refusal(r, "--explain", "csv")
+    assert run_cli("concurrency", *LLAMA, "--gpus", "1", "-f", "markdown", "--explain").code == 0
+
+
+@pytest.mark.parametrize("flag", ["--prompt", "--decode"])
+def test_calibrate_refuses_request_lengths_it_does_not_use(run_cli, flag):
+    """Before: ``calibrate --prompt 5k`` changed the first line ("5,000 + 30,000 tokens") and nothing else: each run
+    carries its own lengths, which are what kvplan calibrates against."""
+    r = run_cli("calibrate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", flag, "5k",
+                str(CAL / "vllm-bench-serve-c16.json"))
+    one_line_refusal(r, flag)
+
+
+def test_include_mtp_on_a_model_without_mtp_layers_is_refused(run_cli):
+    """Before: ``size -m qwen3-32b --include-mtp`` printed the same figures as without (Qwen3-32B ships no MTP
+    layer), while on DeepSeek-R1 it adds its one: 61 + 1 layers x 1,152 B = 71,424 B per token (bf16 MLA)."""
+    r = run_cli("size", "-m", "qwen3-32b", "--include-mtp")
+    one_line_refusal(r, "--include-mtp", "qwen3-32b")
+    d = run_cli("size", "--include-mtp", "-f", "json")
+    assert d.code == 0 and d.json()["kv_bytes_per_token"] == 62 * 1152
+
+
+def test_emitted_fraction_does_not_claim_to_size_a_given_pool(run_cli):
+    """Before: with --kv-pool 20GiB the launch command's --gpu-memory-utilization 0.92 said "the fraction kvplan's
+    pool was sized with", though the plan used the 20 GiB given and no fraction sized it."""
+    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+            "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
+    flags = {f["flag"]: f for f in run_cli(*base, "--kv-pool", "20GiB").json()["launch"]["flags"]}
+    why = flags["--gpu-memory-utilization"]["reason"]
+    assert "sized with" not in why and "--kv-pool" in why, why
+    plain = {f["flag"]: f for f in run_cli(*base).json()["launch"]["flags"]}
+    assert plain["--gpu-memory-utilization"]["reason"] == "the fraction kvplan's pool was sized with"
