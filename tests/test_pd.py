@@ -125,8 +125,8 @@ def test_a_ttft_target_below_the_disaggregated_ttft_leaves_it_no_goodput(run_cli
     # request, while a colocated request alone has TTFT = T_pf = 48.86 ms <= 50 ms (batch 1 only; the second
     # first-wave request waits 2 x 48.86 ms).
     d = pd_json(run_cli, *CHAT, "--ttft-slo", "50ms")
-    assert d["ttft_seconds_disaggregated"] == pytest.approx(d["prefill_seconds"] + d["kv_transfer_exposed_seconds"]
-                                                            + 0.002)
+    assert d["ttft_seconds_disaggregated"] == pytest.approx(d["prefill_seconds_disaggregated"]
+                                                            + d["kv_transfer_exposed_seconds"] + 0.002)
     assert d["ttft_seconds_disaggregated"] > 0.05 and d["disaggregated_meets_slo"] is False
     assert d["disaggregated_tokens_per_second"] == 0 and d["recommend_disaggregation"] is False
 
@@ -186,12 +186,13 @@ def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligibl
     # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
     # over their 30K tokens (at 16K on average), fit the pool; 2 instances of TP1 DP8 EP8, 8 attention-DP ranks each
     # (the layout both sides take here). The simulated rate (bisection to 2% over 200 Poisson requests, whose TPOT
-    # p99 sees the arrivals' bursts) lands at most 6% below it, and the disaggregated split, 1 + 1 instances, serves
-    # half of it.
+    # p99 sees the arrivals' bursts, and the 8 ranks in lockstep: each rank's decode stalls for all 8 ranks' 87 ms
+    # prefills, 8 x 87 ms per 30,000 x 45 ms of decode per request x B / ... ~1.5% of its time) lands at most 10%
+    # below it, and the disaggregated split, 1 + 1 instances, serves half of it.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
     assert d["decode_attention_dp"] == 8 and d["decode_tp"] == d["colocated_tp"] == 1
     little = 2 * 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert 0.94 * little <= d["colocated_requests_per_second"] <= little
+    assert 0.90 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False
 

@@ -175,10 +175,12 @@ def test_an_attention_dp_instance_serves_every_rank(run_cli):
     cap = min(d["prefill_instances"] * r_p / service,
               d["decode_instances"] * r_d * d["decode_batch"] / (300 * d["tpot_seconds_decode"]))
     assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(cap)
-    # colocated: TP1 DP8 EP8 instances (2 of 8 GPUs), 8 ranks each serving at the rate the verdict names per rank
-    assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 1)
-    per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per rank of")[0])
-    assert d["colocated_requests_per_second"] == pytest.approx(2 * 8 * per, rel=1e-3)
+    # colocated: attention-DP ranks step together, so each rank's decode stalls for every rank's 4K prefill (8 x
+    # 215 ms per request on TP1 DP8 EP8, costs.LOCKSTEP_SOURCE); the TP8 instances (2 of 8 GPUs) serve more, each at
+    # the rate the verdict names per instance
+    assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 8)
+    per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per instance")[0])
+    assert d["colocated_requests_per_second"] == pytest.approx(2 * per, rel=1e-2)
 
 
 def test_an_attention_dp_prefill_role_queues_over_every_rank(run_cli):
@@ -257,3 +259,37 @@ def test_no_colocated_rate_is_simulated_twice(monkeypatch):
     plan_pd(Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, kv_dtype_request="fp8", prompt_tokens=4000,
                      decode_tokens=300))
     assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))
+
+
+def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
+    # SGLang all-gathers every rank's batch before each forward and vLLM runs dummy passes on idle ranks
+    # (costs.LOCKSTEP_SOURCE): under attention DP a prefill on one rank holds all R ranks' MoE layers. On a rank's own
+    # timeline each of the R ranks' (alike) prefills costs its pass: R x the pass alone for a prefill step, and for a
+    # step mixing a chunk into the decode batch (vLLM V1), its own pass M plus R - 1 steps lengthened from the decode
+    # step alone A to M: M + (R - 1) x (M - A). Without attention DP (TP8 EP8, EP inside the TP group) R = 1.
+    from dataclasses import replace
+
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", nodes=2, kv_dtype_request="fp8", prompt=4000, decode=300)
+    rank = costs.step_model(s.with_(tp=1, dp=8, ep=8))
+    assert rank.lockstep_ranks == 8
+    assert costs.step_model(s.with_(tp=8, dp=2, ep=8)).lockstep_ranks == 1
+    assert costs.step_model(s.with_(tp=2, dp=4, ep=8)).lockstep_ranks == 4
+    alone = rank.prefill_seconds(4000, 0, 8192)
+    assert rank.prefill_seconds(4000, 0, 8192, lockstep=True) == pytest.approx(8 * alone, rel=1e-12)
+    one = replace(rank, lockstep_ranks=1)
+    assert one.prefill_seconds(4000, 0, 8192, lockstep=True) == pytest.approx(alone, rel=1e-12)
+    cache, att = rank.steady_cache(4000, 300)
+    m1, a1 = one.mixed_parts(22, 22 * cache, 22 * att, ((0, 4000),))
+    m8, a8 = replace(rank, lockstep_ranks=8).mixed_parts(22, 22 * cache, 22 * att, ((0, 4000),))
+    assert a8 == pytest.approx(a1) and m1 > a1
+    assert m8 == pytest.approx(m1 + 7 * (m1 - a1), rel=1e-12)
+    # a pass of a chunk with no decode batch: all R chunks' passes
+    c1, _ = one.mixed_parts(0, 0.0, 0.0, ((0, 4000),))
+    assert replace(rank, lockstep_ranks=8).mixed_parts(0, 0.0, 0.0, ((0, 4000),))[0] == pytest.approx(8 * c1)
+    # the colocated closed form prices the same lockstep prefill
+    from kvplan.calc.pd import PdOptions, _Model
+
+    assert _Model(s.with_(tp=1, dp=8, ep=8), PdOptions()).colocated_prefill(4000) == pytest.approx(8 * alone)

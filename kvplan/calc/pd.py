@@ -245,12 +245,18 @@ class _Model:
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
 
+    def colocated_prefill(self, p: int) -> float:
+        """What a colocated prefill of ``p`` tokens costs a rank's decode, as the simulator prices it: the prefill's
+        pass, and under attention DP (ranks in lockstep, ``costs.LOCKSTEP_SOURCE``) every rank's prefill stalls
+        every rank: R x the pass of a prompt alone on the EP group (``StepModel.prefill_seconds(lockstep=True)``)."""
+        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, lockstep=True)
+
     def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
         """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
         import numpy as np
 
         limit = min(self.fit(p + d), len(self.batches))
-        t_pf = self.prefill(p)
+        t_pf = self.colocated_prefill(p)
         plain = self.tpot_by_batch(p, d)[:limit]
         mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
         ok = np.nonzero(mean <= self.o.tpot_slo)[0]
