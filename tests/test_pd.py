@@ -144,10 +144,23 @@ def test_an_ep_group_is_never_split_over_prefill_and_decode_instances(run_cli):
                 "--kv-dtype", "fp8")
     assert r.code == 2 and "--ep 6 spans 2 instances of 4 GPU(s)" in r.err and "--tp 6" in r.err
     assert r.err.count("\n") == 1
-    # --tp 1 --ep 8 on 8 GPUs is one attention-DP instance of 8 ranks (EP over all of them): one instance, not two
+    # --tp 1 --ep 8 on 8 GPUs is one attention-DP instance of 8 ranks (EP over all of them): the roles' layouts are
+    # searched on its 8 GPUs, each leaving the other role a GPU (at most 7; TP and DP degrees are powers of two, so 4)
+    # and 4 x 141 GB = 564 GB cannot hold DeepSeek-R1's ~671 GB of fp8 weights: refused, naming why
     r = run_cli("pd", "--tp", "1", "--ep", "8", "--prompt", "4k", "--decode", "300", "--kv-dtype", "fp8")
-    assert r.code == 2 and "1 instance(s) of TP x PP = 1 x 8 attention-DP ranks (EP 8)" in r.err
-    assert "--nodes 2" in r.err and "smaller --tp" not in r.err and r.err.count("\n") == 1
+    assert r.code == 2 and "no split of 8 GPUs" in r.err and "no layout of at most 7 GPUs" in r.err
+    assert "--nodes 2" in r.err and r.err.count("\n") == 1
+
+
+def test_one_attention_dp_instance_is_split_by_the_role_search(run_cli):
+    # recommend --target can land on one attention-DP instance (TP1 x DP16 EP16 on 16 GPUs): colocated is that one
+    # instance (or a role layout that serves more), and each role gets its own layout on the 16 GPUs
+    d = pd_json(run_cli, "--tp", "1", "--dp", "16", "--ep", "16", "--nodes", "2", "--prompt", "4k", "--decode",
+                "300", "--kv-dtype", "fp8")
+    used = (d["prefill_instances"] * d["prefill_tp"] * d["prefill_attention_dp"]
+            + d["decode_instances"] * d["decode_tp"] * d["decode_attention_dp"])
+    assert 2 <= d["prefill_instances"] + d["decode_instances"] and used <= 16
+    assert d["disaggregated_requests_per_second"] > 0
     # an EP group inside each instance (TP8 x EP8 on 2 nodes) splits fine
     d = pd_json(run_cli, "-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "8", "--ep", "8", "--nodes", "2",
                 "--prompt", "4k", "--decode", "300")

@@ -669,7 +669,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     ranks = ep // g if (ep > g and ep % g == 0 and s.sized_model.params_expert is not None
                         and par.dp % (ep // g) == 0) else 1
     instances = par.dp // ranks
-    if instances < 2:
+    # one attention-DP instance (--tp 1 --dp 32 --ep 32): colocated is that instance, and the roles' layouts are
+    # searched on its GPUs (each role its own smaller attention-DP or TP layout); refused below only if no split holds
+    # the model. One TP instance keeps the refusal: its hint gives two instances of the user's own layout.
+    if instances < 2 and ranks == 1:
         what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
                           f"plan two instances ({_two_instances(s, g, ranks)})"
@@ -746,8 +749,16 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           f"give --prefill-gpus as a multiple of {sizes[0]} below {total}" if sizes else
                           "drop --prefill-gpus")
     if dis is None:
+        holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})
+        why = (f": the smallest role layout that holds them takes {holds[0]} GPUs, leaving {total - holds[0]} for "
+               "the other role" if holds else f": no layout of at most {total - par.pp} GPUs (one role's share, the "
+               "other role's instance left out) holds them")
+        need = 2 * (holds[0] if holds else max(total, par.tp * par.pp * ranks))
+        per_node = hw.node.gpus_per_node
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
-                          f"{p + d:,}-token request", "give more GPUs (--nodes/--gpus)")
+                          f"{p + d:,}-token request" + why,
+                          f"give {need} GPUs or more (--nodes {-(-need // per_node)})" if need > per_node else
+                          f"give {need} GPUs or more (--gpus {need})")
     col_rps = good_rate * instances * col_lay.dp      # per replica (an attention-DP rank) x replicas
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
