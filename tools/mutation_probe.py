@@ -1031,6 +1031,27 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
+    # --- pd21s: attention-DP ranks in lockstep price every rank's prefill; one attention-DP instance split ---------
+    M("pd21s-lockstep-none", COSTS, "    lockstep = min(par.dp, par.ep // par.tp) if",
+      "    lockstep = 1 if False and"),
+    M("pd21s-lockstep-dp-only", COSTS, "    lockstep = min(par.dp, par.ep // par.tp) if", "    lockstep = par.dp if"),
+    M("pd21s-lockstep-without-ep", COSTS, "if is_moe and par.ep and par.ep > par.tp and par.dp > 1 else 1",
+      "if is_moe and par.dp > 1 else 1"),
+    M("pd21s-prefill-lockstep-ignored", COSTS, "        if lockstep and self.lockstep_ranks > 1:",
+      "        if False:"),
+    M("pd21s-mixed-lockstep-whole-pass", COSTS, "return mixed + (self.lockstep_ranks - 1) * (mixed - alone), alone",
+      "return mixed * self.lockstep_ranks, alone"),
+    M("pd21s-mixed-lockstep-ignored", COSTS, "return mixed + (self.lockstep_ranks - 1) * (mixed - alone), alone",
+      "return mixed, alone"),
+    M("pd21s-sim-prefill-alone", "kvplan/calc/sim/steps.py",
+      "return self.sm.prefill_seconds(tokens, cached, self.chunk, lockstep=True)",
+      "return self.sm.prefill_seconds(tokens, cached, self.chunk)"),
+    M("pd21s-colocated-closed-form-saturated", PD, "        t_pf = self.colocated_prefill(p)\n",
+      "        t_pf = self.prefill(p)\n"),
+    M("pd21s-one-adp-instance-refused", PD, "    if instances < 2 and ranks == 1:", "    if instances < 2:"),
+    M("pd21s-colocated-no-whole-layouts", PD, "    spare = 0 if colocated else par.pp", "    spare = par.pp"),
+    M("pd21s-no-split-why-smallest", PD, "holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})",
+      "holds = sorted({lay.gpus for lay, rm in roles})"),
 )
 
 

@@ -197,6 +197,17 @@ class PdPlan:
     colocated_tp: Count
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
+    colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
+
+    @property
+    def colocated_degrees(self) -> dict[str, Count]:
+        """The colocated layout's EP and attention-DP ranks: ``colocated_ep``, ``colocated_attention_dp``."""
+        lay = self.colocated_layout
+        if lay is None:
+            return {}
+        return {f"colocated_{key}": Count(getattr(lay, attr), derived(f"the colocated layout's {what} (searched)",
+                                                                      lay.label))
+                for key, attr, what in (("ep", "ep", "EP"), ("attention_dp", "dp", "attention-DP ranks"))}
 
     @property
     def role_degrees(self) -> dict[str, Count]:
@@ -407,28 +418,33 @@ class RoleLayout:
                 + (f" EP{self.ep}" if self.ep else ""))
 
 
-def role_layouts(s: Scenario, o: PdOptions) -> tuple[tuple[RoleLayout, _Model], ...]:
+def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tuple[RoleLayout, _Model], ...]:
     """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
     4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
     smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
     scenario gives --ep), and attention DP: ``ATTENTION_DP_DEGREES`` ranks of each TP with EP over all of them
     (TP x DP). A layout the model's or the engine's rules refuse (experts that do not fit, EP that does not divide)
     or whose weights leave no KV pool is left out, so no role holds part of the model. A layout's ``_Model`` is one
-    rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them."""
+    rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them. ``colocated``: the layouts
+    colocated serving may take besides those, which no role can: an instance of every GPU left (the other role's
+    share is not needed; attention DP up to the GPU count, its ranks in lockstep)."""
     par, hw = s.parallelism, s.hardware
     total = par.gpus
+    spare = 0 if colocated else par.pp      # GPUs a layout leaves for the other role
     tps = sorted({t for t in TP_DEGREES if t <= hw.node.gpus_per_node} | {par.tp})
     moe = s.sized_model.params_expert is not None
     out = []
     for t in tps:
-        if t * par.pp + par.pp > total:
+        if t * par.pp + spare > total:
             continue
         eps: tuple[int | None, ...] = (None,)
         if moe and t > 1:
             eps = (t,) if par.ep else (None, t)
         lays = [RoleLayout(t, par.pp, e) for e in eps]
         if moe:     # attention DP: EP over every rank of the instance
-            lays += [RoleLayout(t, par.pp, t * a, a) for a in ATTENTION_DP_DEGREES if t * a * par.pp + par.pp <= total]
+            lays += [RoleLayout(t, par.pp, t * a, a) for a in ATTENTION_DP_DEGREES if t * a * par.pp + spare <= total]
+        if colocated:      # only what the roles' layouts leave out: instances of more than total - PP GPUs
+            lays = [lay for lay in lays if lay.gpus + par.pp > total]
         for lay in lays:
             try:
                 rs = s.with_(tp=t, pp=par.pp, dp=lay.dp, ep=lay.ep)
@@ -699,7 +715,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
            (RoleLayout(par.tp, par.pp, par.ep), m))
     own_instances = instances
-    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(roles, own, instances, p, d,
+    col_roles = roles + role_layouts(s, o, colocated=True)    # colocated may also take an instance of every GPU
+    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(col_roles, own, instances, p, d,
                                                                                        total)
     mean_col, _, _ = cm.colocated(p, d)       # the closed form on the mean: where the closed loop's search starts
     b_sim, sim, miss = cm.colocated_simulated(one, mean_col.batch, cm.ceiling(p, d))
@@ -775,7 +792,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         # the row at this request's own prompt is the request's search, already done (the same layouts and SLO)
-        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(roles, own, own_instances, pr, d, total) if pr != p else
+        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(col_roles, own, own_instances, pr, d, total) if pr != p else
                                           (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
         rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
@@ -860,7 +877,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=plain_v),
         note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances"
-             + (f" of {col_lay.label}" if col_lay.dp > 1 else "") + f" at batch {col.batch}"
+             + f" of {col_lay.label} at batch {col.batch}"
              + (" per attention-DP rank" if col_lay.dp > 1 else "")
              + f" (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
@@ -884,7 +901,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v,
-                       "instance" if col_lay.dp == 1 else f"rank of {col_lay.label}")
+                       f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}")
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -924,7 +941,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
-                      else "no rate simulated")))
+                      else "no rate simulated")), col_lay)
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
