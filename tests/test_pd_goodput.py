@@ -129,7 +129,8 @@ def test_pd_and_a_sweep_agree_on_the_colocated_goodput(run_cli):
     d = pd_json(run_cli, *args)
     rate = d["colocated_requests_per_second"] / d["instances"]
     above = float(d["decided_by"][0].split("; ")[-1].split(" requests/s misses")[0])
-    r = run_cli("simulate", *args, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
+    one = [*args[:4], "--tp", str(d["colocated_tp"]), *args[6:]]      # one instance of the colocated layout found
+    r = run_cli("simulate", *one, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
                 "--sweep-rate", f"{rate!r}:{above * 1.001!r}:2", "--tpot-slo", "50ms", "-f", "json")
     assert r.code == 0, r.err
     s = r.json()

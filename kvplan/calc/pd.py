@@ -390,7 +390,7 @@ PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 ATTENTION_DP_DEGREES = (2, 4, 8, 16, 32)   # attention-DP ranks per instance tried for a MoE model (EP = TP x DP)
-COLOCATED_TRIED = 1             # colocated layouts simulated besides the scenario's own (best by the closed form)
+COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
 COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
 COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
 
@@ -772,10 +772,14 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                "other role's instance left out) holds them")
         need = 2 * (holds[0] if holds else max(total, par.tp * par.pp * ranks))
         per_node = hw.node.gpus_per_node
+        if own_instances < 2:     # one attention-DP instance: two of it (a --dp given doubles with them)
+            hint = f"plan two instances ({_two_instances(s, par.tp * par.pp, ranks)})"
+        elif need > per_node:
+            hint = f"give {need} GPUs or more (--nodes {-(-need // per_node)})"
+        else:
+            hint = f"give {need} GPUs or more (--gpus {need})"
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
-                          f"{p + d:,}-token request" + why,
-                          f"give {need} GPUs or more (--nodes {-(-need // per_node)})" if need > per_node else
-                          f"give {need} GPUs or more (--gpus {need})")
+                          f"{p + d:,}-token request" + why, hint)
     col_rps = good_rate * instances * col_lay.dp      # per replica (an attention-DP rank) x replicas
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
