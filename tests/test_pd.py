@@ -288,3 +288,18 @@ def test_an_attention_dp_layout_the_user_gives_is_the_one_pd_searches(run_cli):
     assert r.code == 2 and "no layout of at most 7 GPUs" in r.err and "--dp 16 --nodes 2" in r.err
     pasted = run_cli("pd", "--tp", "1", "--dp", "16", "--ep", "8", "--nodes", "2", "--kv-dtype", "fp8", "--brief")
     assert pasted.code == 0, pasted.err
+
+
+def test_a_verdict_that_rests_on_whole_instances_says_so(run_cli):
+    # Llama-3.1-8B / H100 / TP1 / fp8 / 300 out on 8 GPUs: at 4K the fractional split beats colocated by more than the
+    # 1.05x bar while whole instances (5 prefill + 3 decode GPUs) round it under: the verdict is the split's rounding,
+    # and the output says so with both ratios; at 16K whole instances win too, and no such line is printed.
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--decode", "300")
+    d = pd_json(run_cli, *args, "--prompt", "4k")
+    assert d["fluid_over_colocated"] > 1.05 >= d["disaggregated_over_colocated"]
+    line = [r for r in d["reasons"] if r.startswith("Whole instances decide this verdict")]
+    assert len(line) == 1 and f"{d['disaggregated_over_colocated']:.2f}x colocated" in line[0]
+    assert f"{d['fluid_over_colocated']:.2f}x" in line[0] and "on 8 GPUs" in line[0]
+    d = pd_json(run_cli, *args, "--prompt", "16k")
+    assert d["disaggregated_over_colocated"] > 1.05
+    assert not any(r.startswith("Whole instances") for r in d["reasons"])

@@ -1050,6 +1050,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "        t_pf = self.prefill(p)\n"),
     M("pd21s-one-adp-instance-refused", PD, "    if instances < 2 and ranks == 1:", "    if instances < 2:"),
     M("pd21s-colocated-no-whole-layouts", PD, "    spare = 0 if colocated else par.pp", "    spare = par.pp"),
+    M("pd21s-rounding-note-never", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+      "    if False:"),
+    M("pd21s-rounding-note-always", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+      "    if col_rps:"),
     M("pd21s-no-split-why-smallest", PD, "holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})",
       "holds = sorted({lay.gpus for lay, rm in roles})"),
 )

@@ -894,6 +894,15 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
     margin = dis_rps / col_rps if col_rps else math.inf
+    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
+        # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
+        reasons += (note(f"Whole instances decide this verdict: on {total} GPUs the split's instances round its "
+                         "rate to {m:.2f}x colocated, under the 1.05x bar, where a fractional split would reach "
+                         "{fm:.2f}x; with more GPUs (or a layout that divides them better) disaggregation can win "
+                         "here", m=Ratio(margin, derived("disaggregated / colocated goodput",
+                                                         f"{dis_rps:.6g} / {col_rps:.6g}")),
+                         fm=Ratio(dis.fluid / col_rps, derived("the fractional split's requests/s / colocated "
+                                                               "goodput", f"{dis.fluid:.6g} / {col_rps:.6g}"))),)
     margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (requests/s meeting the targets)",
                                      f"{dis_rps:.6g} / {col_rps:.6g}"))
     breakeven_v = Number(breakeven, derived("the smallest prompt:output ratio, of the table's and this request's, at "
