@@ -294,3 +294,29 @@ def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
     from kvplan.calc.pd import PdOptions, _Model
 
     assert _Model(s.with_(tp=1, dp=8, ep=8), PdOptions()).colocated_prefill(4000) == pytest.approx(8 * alone)
+
+
+@pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
+def test_a_lockstep_prefill_stalls_the_ranks_after_its_own_first_token(run_cli, engine):
+    # One 4K request on TP1 DP8 EP8 (DeepSeek-R1, fp8 KV, H200): its prompt's own pass is T_pf = 215.4 ms (the cost
+    # model's prefill alone on the EP group), where its first token comes (TTFT = T_pf + the engine's frontend
+    # latency); the rank's clock also pays the 7 other ranks' alike prefills after it (symmetric ranks in lockstep):
+    # the prefill stall is 8 x T_pf.
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", kv_dtype_request="fp8", tp=1, dp=8, ep=8, engine=engine, prompt=4000,
+                 decode=300)
+    chunk = int(s.engine_adapter.batch_limits_for(s)[0].number())
+    own = costs.step_model(s).prefill_seconds(4000, 0, chunk)
+    front = costs.frontend_seconds(s).number()
+    r = run_cli("simulate", "--tp", "1", "--dp", "8", "--ep", "8", "--kv-dtype", "fp8", "--prompt", "4000",
+                "--decode", "300", "--requests", "1", "--rate", "1", "--engine", engine, "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    if engine == "sglang":      # SGLang prefills in its own chunks (its scheduler's): the pass is 1/8 of the stall
+        own = d["prefill_stall_seconds"] / 8
+        assert own == pytest.approx(costs.step_model(s).prefill_seconds(4000, 0, 2048), rel=0.05)
+    else:
+        assert d["prefill_stall_seconds"] == pytest.approx(8 * own, rel=1e-9)
+    assert d["ttft_seconds_p99"] == pytest.approx(own + front, rel=1e-9)

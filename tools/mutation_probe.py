@@ -1054,6 +1054,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "    if False:"),
     M("pd21s-rounding-note-always", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
       "    if col_rps:"),
+    M("pd21s-first-token-after-stall", "kvplan/engines/replica.py",
+      "        return (r - 1) * (t - alone) / r if r > 1 else 0.0", "        return 0.0"),
+    M("pd21s-replica-not-told-lockstep", "kvplan/calc/simulate.py", "    r.lockstep = sm.lockstep_ranks\n", "\n"),
     M("pd21s-no-split-why-smallest", PD, "holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})",
       "holds = sorted({lay.gpus for lay, rm in roles})"),
 )

@@ -257,6 +257,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
                      prefill=prices.prefill, swap_cost=prices.swap_cost, arrivals=arrivals,
                      users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s)
+    r.lockstep = sm.lockstep_ranks
     _EventLoop(r, sched, prices, bt, fast, unit_steps).run(o.on_event, progress)
     if o.on_event is not None:
         o.on_event(event_state(r))
