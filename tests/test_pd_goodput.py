@@ -320,3 +320,19 @@ def test_a_lockstep_prefill_stalls_the_ranks_after_its_own_first_token(run_cli, 
     else:
         assert d["prefill_stall_seconds"] == pytest.approx(8 * own, rel=1e-9)
     assert d["ttft_seconds_p99"] == pytest.approx(own + front, rel=1e-9)
+
+
+def test_colocated_serving_may_take_an_instance_of_every_gpu():
+    # A role must leave the other role a GPU, so on 16 GPUs its layouts take at most 8 (powers of two); colocated
+    # serving needs no other role: it may also take all 16 as one attention-DP instance, EP16 over TP x DP = 16 ranks
+    # (DeepSeek-R1's 653.9e9 fp8 expert bytes / 16 = 40.9 GB a GPU, with the rest / TP, fits a 141 GB H200).
+    from kvplan.calc.pd import PdOptions, role_layouts
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300)
+    roles = [lay.label for lay, _ in role_layouts(s, PdOptions())]
+    whole = [lay.label for lay, _ in role_layouts(s, PdOptions(), colocated=True)]
+    assert max(lay.gpus for lay, _ in role_layouts(s, PdOptions())) == 8
+    assert whole == ["TP1 DP16 EP16", "TP2 DP8 EP16", "TP4 DP4 EP16", "TP8 DP2 EP16"]
+    assert not set(roles) & set(whole)

@@ -1057,8 +1057,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21s-first-token-after-stall", "kvplan/engines/replica.py",
       "        return (r - 1) * (t - alone) / r if r > 1 else 0.0", "        return 0.0"),
     M("pd21s-replica-not-told-lockstep", "kvplan/calc/simulate.py", "    r.lockstep = sm.lockstep_ranks\n", "\n"),
-    M("pd21s-no-split-why-smallest", PD, "holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})",
-      "holds = sorted({lay.gpus for lay, rm in roles})"),
+    M("pd21s-no-split-hint-not-two-instances", PD, "        if own_instances < 2:     # one attention-DP instance",
+      "        if False:     # one attention-DP instance"),
 )
 
 

@@ -766,8 +766,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           f"give --prefill-gpus as a multiple of {sizes[0]} below {total}" if sizes else
                           "drop --prefill-gpus")
     if dis is None:
-        holds = sorted({lay.gpus for lay, rm in roles if rm.fit(p + d) >= 1})
-        why = (f": the smallest role layout that holds them takes {holds[0]} GPUs, leaving {total - holds[0]} for "
+        holds = sorted({lay.gpus for lay, _ in roles})       # role layouts hold the model's weights and a pool
+        why = (f": the smallest role layout that holds the model takes {holds[0]} GPUs, leaving {total - holds[0]} for "
                "the other role" if holds else f": no layout of at most {total - par.pp} GPUs (one role's share, the "
                "other role's instance left out) holds them")
         need = 2 * (holds[0] if holds else max(total, par.tp * par.pp * ranks))
