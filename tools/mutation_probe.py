@@ -1057,6 +1057,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21s-first-token-after-stall", "kvplan/engines/replica.py",
       "        return (r - 1) * (t - alone) / r if r > 1 else 0.0", "        return 0.0"),
     M("pd21s-replica-not-told-lockstep", "kvplan/calc/simulate.py", "    r.lockstep = sm.lockstep_ranks\n", "\n"),
+    M("pd21s-brief-pd-no-margin", REC, '": {m:.2f}x colocated goodput (the bar 1.05x)" if', '"" if'),
+    M("pd21s-brief-pd-no-slo", "kvplan/present/recommend.py", '("PD", plan.pd_verdict or plan.row("pd").value)',
+      '("PD", plan.row("pd").value)'),
     M("pd21s-no-split-hint-not-two-instances", PD, "        if own_instances < 2:     # one attention-DP instance",
       "        if False:     # one attention-DP instance"),
 )
