@@ -293,7 +293,9 @@ def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
     # the colocated closed form prices the same lockstep prefill
     from kvplan.calc.pd import PdOptions, _Model
 
-    assert _Model(s.with_(tp=1, dp=8, ep=8), PdOptions()).colocated_prefill(4000) == pytest.approx(8 * alone)
+    m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions())
+    assert m.colocated_prefill(4000) == pytest.approx(8 * alone)
+    assert m.colocated(4000, 300)[2] == pytest.approx(8 * alone)      # (side, plain TPOT, T_pf)
 
 
 @pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
