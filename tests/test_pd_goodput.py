@@ -278,6 +278,8 @@ def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
     assert rank.lockstep_ranks == 8
     assert costs.step_model(s.with_(tp=8, dp=2, ep=8)).lockstep_ranks == 1
     assert costs.step_model(s.with_(tp=2, dp=4, ep=8)).lockstep_ranks == 4
+    # --dp 16 --ep 8 at TP1: two EP groups of 8 ranks each, each in lockstep on its own
+    assert costs.step_model(s.with_(tp=1, dp=16, ep=8)).lockstep_ranks == 8
     alone = rank.prefill_seconds(4000, 0, 8192)
     assert rank.prefill_seconds(4000, 0, 8192, lockstep=True) == pytest.approx(8 * alone, rel=1e-12)
     one = replace(rank, lockstep_ranks=1)

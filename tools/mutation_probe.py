@@ -1035,8 +1035,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21s-lockstep-none", COSTS, "    lockstep = min(par.dp, par.ep // par.tp) if",
       "    lockstep = 1 if False and"),
     M("pd21s-lockstep-dp-only", COSTS, "    lockstep = min(par.dp, par.ep // par.tp) if", "    lockstep = par.dp if"),
-    M("pd21s-lockstep-without-ep", COSTS, "if is_moe and par.ep and par.ep > par.tp and par.dp > 1 else 1",
-      "if is_moe and par.dp > 1 else 1"),
     M("pd21s-prefill-lockstep-ignored", COSTS, "        if lockstep and self.lockstep_ranks > 1:",
       "        if False:"),
     M("pd21s-mixed-lockstep-whole-pass", COSTS, "return mixed + (self.lockstep_ranks - 1) * (mixed - alone), alone",

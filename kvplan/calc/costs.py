@@ -691,8 +691,8 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                           layers=Count(moe_layers), dtype=expert_dtype, us=Number(f.value("upcast_moe_us")),
                           total=Seconds(moe_latency, derived("MoE layers x upcast_moe_us",
                                                              f"{moe_layers} x {f.value('upcast_moe_us'):g} us"))))
-    # attention-DP ranks in lockstep: the EP group spans them (MoE, EP > TP, DP > 1)
-    lockstep = min(par.dp, par.ep // par.tp) if is_moe and par.ep and par.ep > par.tp and par.dp > 1 else 1
+    # attention-DP ranks in lockstep: the EP group's EP / TP ranks (MoE, DP > 1; EP within TP is one rank)
+    lockstep = min(par.dp, par.ep // par.tp) if is_moe and par.ep and par.dp > 1 else 1
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active) / par.tp, expert_each,
