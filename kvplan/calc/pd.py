@@ -985,7 +985,7 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         if best is not None and float(dec.requests_per_second) * ranks <= best[0]:
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
-        # step model prices its EP all-to-all; the ranks' requests are not coupled further, as simulate's DP note says)
+        # step model prices its EP all-to-all and every rank's prefill in lockstep, as simulate's DP note says)
         one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
         if any(one == o and ranks == r for o, r in tried):
             continue      # the same replica and count as one searched already (the scenario's own among the roles)

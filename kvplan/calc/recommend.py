@@ -18,7 +18,20 @@ from kvplan.calc.slo import SloTargets
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Note, Number, Ratio, Seconds, Tokens, Value, derived, given, note
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Fraction,
+    Note,
+    Number,
+    Ratio,
+    Seconds,
+    Tokens,
+    Value,
+    derived,
+    given,
+    note,
+)
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.

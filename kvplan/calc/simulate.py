@@ -858,9 +858,10 @@ def deployment(s: Scenario, serving: Count, requests: Count) -> Deployment | Non
     notes = [routing_note(replicas, serving, requests)]
     if par.ep and par.ep > par.tp:
         notes.append(note("EP={ep:d} spans the {dp} DP ranks (attention DP): the ranks' MoE layers run each step "
-                          "together, so a rank's step waits for the slowest; simulated here as independent "
-                          "replicas, that coupling is not modelled.", ep=Count(par.ep, default("the deployment's EP")),
-                          dp=replicas))
+                          "together, so a rank's step waits for the slowest; simulated here as replicas alike, each "
+                          "rank's clock pays every rank's prefill passes in its group (its own first token at its "
+                          "own pass's end); other differences between the ranks' steps are not modelled.",
+                          ep=Count(par.ep, default("the deployment's EP")), dp=replicas))
     return Deployment(replicas, tuple(notes))
 
 
