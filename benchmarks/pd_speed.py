@@ -15,6 +15,12 @@ Measured twice each, alternating: 3.31 / 3.49 s -> 2.26 / 2.24 s CPU in all (1.5
 360 (r1-reasoning 58 -> 58, r1-chat 120 -> 102, llama-chat 176 -> 92, llama-16k 188 -> 108), every digest equal.
 main before pd21 (the (B - 1) prefill count and attention DP, which change the answers): 3.92 s, 637 calls.
 
+pd21s, 2026-12-06 (answers change: attention-DP ranks priced in lockstep, colocated's whole-GPU layouts, two
+colocated layouts simulated besides the scenario's own instead of one): main 3.64 s CPU, 361 simulated_rate calls
+-> 6.42 s, 668 calls (1.76x CPU; r1-reasoning 59 -> 119, r1-chat 102 -> 282, llama-chat 92 -> 127, llama-16k
+108 -> 140), one run each, the same machine shared. The second colocated layout is most of it; it is what finds
+two TP1 DP8 EP8 instances on the reasoning case, which the closed form ranks below one TP1 DP16 EP16 instance.
+
 Run: ``python benchmarks/pd_speed.py`` times the tree this file is in; ``--tree DIR`` times the kvplan in DIR
 instead (another worktree: the tree before a change), with the same cases and digests.
 """

@@ -31,6 +31,8 @@ The rules (one replica; tokens = blocks x block, a page = one block):
 3. A taken request gets blocks for its prompt (a retracted one: prompt + generated), and its prefill is priced
    alone in chunks of chunked_prefill_size (``StepModel.prefill_seconds``), one after the other; the prefill
    gives a token (the first, or a retracted request's next). Its recomputed tokens: prompt + generated - prefix.
+   Under attention DP (R = ``StepModel.lockstep_ranks`` > 1: the ranks step together) the rank's clock pays R such
+   passes, its own and the other ranks' alike ones after it; a first token comes at the end of its own pass.
 4. Otherwise a decode step: if the batch's next tokens need more blocks than are free, retract: requests in order
    of fewest generated tokens, then longest prompt (the later in the batch among equals), at least one and until
    it fits, keeping one; each frees its blocks and goes to the back of the waiting queue; the ratio becomes
@@ -478,12 +480,14 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             if r.generated == 0:
                 r.admitted = now
                 r.prefix_hit_tokens = cached
-                t = max(sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk), load)
+                own = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
+                ranks = sm.lockstep_ranks
+                t = max(ranks * own, load)
                 warm = True
+                r.first_token = now + (t - (ranks - 1) * t / ranks)
                 now += t
-                r.first_token = now
             else:
-                t = max(sm.prefill_seconds(fill, cached, chunk), load)
+                t = max(sm.lockstep_ranks * sm.prefill_seconds(fill, cached, chunk), load)
                 now += t
                 r.recomputed += fill - cached
                 r.recompute_hit_tokens += cached - hit

@@ -48,7 +48,9 @@ def test_the_advice_commands_answer_and_keep_their_promises(run_cli, workload, m
     flips = sum(a != b for a, b in zip(rows, rows[1:], strict=False))
     assert flips <= 1 or any("The verdict changes" in x for x in d["reasons"]), (flips, rows)
     if workload.startswith("reasoning"):     # the workload document: decode-dominant, do not disaggregate
-        assert d["recommend_disaggregation"] is False and d["prefill_share"] < 0.01
+        # (a 1K prefill against 30K+ decode steps: under 1% of a replica's time, or a few % where attention-DP ranks
+        # in lockstep each stall for all R ranks' prefills: R x T_pf per request)
+        assert d["recommend_disaggregation"] is False and d["prefill_share"] < 0.05
 
     r = run_cli("recommend", *base, *MODELS[model], "-f", "json")
     assert r.code == 0, r.err
@@ -59,7 +61,13 @@ def test_the_advice_commands_answer_and_keep_their_promises(run_cli, workload, m
     assert r.code == 0, r.err
     assert check_targets(r.json(), target, run_cli) == []
 
-    rate = d["colocated_requests_per_second"] / (8 if model != "deepseek-r1" else 2)   # one instance's goodput
-    r = run_cli("simulate", *base, "--tp", "1" if model != "deepseek-r1" else "8", "--dp", "1", "--requests", "200",
+    # the sweep around one colocated instance's goodput, on the layout pd found for it: TP, or attention DP (R ranks
+    # of TP GPUs with EP over them, one instance of R replicas in simulate's terms)
+    rate = d["colocated_requests_per_second"] / d["instances"]
+    ranks, ep = d["colocated_attention_dp"], d["colocated_ep"]
+    gpus = d["colocated_tp"] * ranks
+    layout = (("--tp", str(d["colocated_tp"]), "--dp", str(ranks), "--nodes", str(-(-gpus // 8)))
+              + (("--ep", str(ep)) if ep else ()))
+    r = run_cli("simulate", *base, *layout, "--requests", "200",
                 "--sweep-rate", f"{rate / 2:.4g}:{rate * 2:.4g}:3", "--tpot-slo", "50ms", "-f", "json")
     assert r.code == 0, r.err

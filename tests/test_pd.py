@@ -46,9 +46,10 @@ def test_colocated_interference_by_hand(run_cli):
 
 def test_the_workload_documents_case_is_not_worth_disaggregating(run_cli):
     # 1K prefill, 30K decode: the prefill is a sliver of the GPU time, and a 1 + 1 split halves the decode pool.
+    # (1.7% where the colocated layout is attention DP: each rank's decode stalls for all 8 ranks' prefills)
     d = pd_json(run_cli, "--nodes", "2")
     assert d["recommend_disaggregation"] is False
-    assert d["prefill_share"] < 0.01
+    assert d["prefill_share"] < 0.02
     assert d["disaggregated_tokens_per_second"] < d["colocated_tokens_per_second"]
     assert any("prefill is" in r for r in d["reasons"])
 
@@ -125,8 +126,8 @@ def test_a_ttft_target_below_the_disaggregated_ttft_leaves_it_no_goodput(run_cli
     # request, while a colocated request alone has TTFT = T_pf = 48.86 ms <= 50 ms (batch 1 only; the second
     # first-wave request waits 2 x 48.86 ms).
     d = pd_json(run_cli, *CHAT, "--ttft-slo", "50ms")
-    assert d["ttft_seconds_disaggregated"] == pytest.approx(d["prefill_seconds"] + d["kv_transfer_exposed_seconds"]
-                                                            + 0.002)
+    assert d["ttft_seconds_disaggregated"] == pytest.approx(d["prefill_seconds_disaggregated"]
+                                                            + d["kv_transfer_exposed_seconds"] + 0.002)
     assert d["ttft_seconds_disaggregated"] > 0.05 and d["disaggregated_meets_slo"] is False
     assert d["disaggregated_tokens_per_second"] == 0 and d["recommend_disaggregation"] is False
 
@@ -144,10 +145,23 @@ def test_an_ep_group_is_never_split_over_prefill_and_decode_instances(run_cli):
                 "--kv-dtype", "fp8")
     assert r.code == 2 and "--ep 6 spans 2 instances of 4 GPU(s)" in r.err and "--tp 6" in r.err
     assert r.err.count("\n") == 1
-    # --tp 1 --ep 8 on 8 GPUs is one attention-DP instance of 8 ranks (EP over all of them): one instance, not two
+    # --tp 1 --ep 8 on 8 GPUs is one attention-DP instance of 8 ranks (EP over all of them): the roles' layouts are
+    # searched on its 8 GPUs, each leaving the other role a GPU (at most 7; TP and DP degrees are powers of two, so 4)
+    # and 4 x 141 GB = 564 GB cannot hold DeepSeek-R1's ~671 GB of fp8 weights: refused, naming why
     r = run_cli("pd", "--tp", "1", "--ep", "8", "--prompt", "4k", "--decode", "300", "--kv-dtype", "fp8")
-    assert r.code == 2 and "1 instance(s) of TP x PP = 1 x 8 attention-DP ranks (EP 8)" in r.err
-    assert "--nodes 2" in r.err and "smaller --tp" not in r.err and r.err.count("\n") == 1
+    assert r.code == 2 and "no split of 8 GPUs" in r.err and "no layout of at most 7 GPUs" in r.err
+    assert "--nodes 2" in r.err and r.err.count("\n") == 1
+
+
+def test_one_attention_dp_instance_is_split_by_the_role_search(run_cli):
+    # recommend --target can land on one attention-DP instance (TP1 x DP16 EP16 on 16 GPUs): colocated is that one
+    # instance (or a role layout that serves more), and each role gets its own layout on the 16 GPUs
+    d = pd_json(run_cli, "--tp", "1", "--dp", "16", "--ep", "16", "--nodes", "2", "--prompt", "4k", "--decode",
+                "300", "--kv-dtype", "fp8")
+    used = (d["prefill_instances"] * d["prefill_tp"] * d["prefill_attention_dp"]
+            + d["decode_instances"] * d["decode_tp"] * d["decode_attention_dp"])
+    assert 2 <= d["prefill_instances"] + d["decode_instances"] and used <= 16
+    assert d["disaggregated_requests_per_second"] > 0
     # an EP group inside each instance (TP8 x EP8 on 2 nodes) splits fine
     d = pd_json(run_cli, "-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "8", "--ep", "8", "--nodes", "2",
                 "--prompt", "4k", "--decode", "300")
@@ -186,12 +200,13 @@ def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligibl
     # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
     # over their 30K tokens (at 16K on average), fit the pool; 2 instances of TP1 DP8 EP8, 8 attention-DP ranks each
     # (the layout both sides take here). The simulated rate (bisection to 2% over 200 Poisson requests, whose TPOT
-    # p99 sees the arrivals' bursts) lands at most 6% below it, and the disaggregated split, 1 + 1 instances, serves
-    # half of it.
+    # p99 sees the arrivals' bursts, and the 8 ranks in lockstep: each rank's decode stalls for all 8 ranks' 87 ms
+    # prefills, 8 x 87 ms per 30,000 x 45 ms of decode per request x B / ... ~1.5% of its time) lands at most 10%
+    # below it, and the disaggregated split, 1 + 1 instances, serves half of it.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
     assert d["decode_attention_dp"] == 8 and d["decode_tp"] == d["colocated_tp"] == 1
     little = 2 * 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert 0.94 * little <= d["colocated_requests_per_second"] <= little
+    assert 0.90 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False
 
@@ -257,7 +272,8 @@ def test_the_closed_form_batch_serves_the_most_requests_per_cycle():
 
 def test_an_attention_dp_layout_the_user_gives_is_the_one_pd_searches(run_cli):
     # --tp 1 --dp 16 --ep 8 on 2 nodes of 8 H200: 16 / (8 / 1) = 2 instances of 8 attention-DP ranks, the layout pd
-    # itself finds best for this reasoning case (TP1 DP8 EP8 on both roles and colocated). Given, it is searched as
+    # itself finds best for this reasoning case (TP1 DP8 EP8 on both roles and colocated, where one instance of all 16
+    # GPUs, TP1 DP16 EP16, stalls each rank for 16 ranks' prefills in lockstep). Given, it is searched as
     # that layout, so the colocated goodput is the searched one's: 2 instances x 8 ranks x one rank's rate.
     given = pd_json(run_cli, "--nodes", "2", "--tp", "1", "--dp", "16", "--ep", "8", "--kv-dtype", "fp8")
     searched = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
@@ -266,6 +282,24 @@ def test_an_attention_dp_layout_the_user_gives_is_the_one_pd_searches(run_cli):
     assert given["colocated_requests_per_second"] == pytest.approx(searched["colocated_requests_per_second"],
                                                                    rel=1e-12)
     assert given["recommend_disaggregation"] is searched["recommend_disaggregation"] is False
-    # the hint for one instance pastes to two: --dp 16 over the --dp given
+    # one instance of 8 GPUs: no role layout of at most 7 GPUs holds the model; the hint pastes to two instances,
+    # --dp 16 over the --dp given
     r = run_cli("pd", "--tp", "1", "--dp", "8", "--ep", "8", "--kv-dtype", "fp8")
-    assert r.code == 2 and "--dp 16 --nodes 2" in r.err
+    assert r.code == 2 and "no layout of at most 7 GPUs" in r.err and "--dp 16 --nodes 2" in r.err
+    pasted = run_cli("pd", "--tp", "1", "--dp", "16", "--ep", "8", "--nodes", "2", "--kv-dtype", "fp8", "--brief")
+    assert pasted.code == 0, pasted.err
+
+
+def test_a_verdict_that_rests_on_whole_instances_says_so(run_cli):
+    # Llama-3.1-8B / H100 / TP1 / fp8 / 300 out on 8 GPUs: at 4K the fractional split beats colocated by more than the
+    # 1.05x bar while whole instances (5 prefill + 3 decode GPUs) round it under: the verdict is the split's rounding,
+    # and the output says so with both ratios; at 16K whole instances win too, and no such line is printed.
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--decode", "300")
+    d = pd_json(run_cli, *args, "--prompt", "4k")
+    assert d["fluid_over_colocated"] > 1.05 >= d["disaggregated_over_colocated"]
+    line = [r for r in d["reasons"] if r.startswith("Whole instances decide this verdict")]
+    assert len(line) == 1 and f"{d['disaggregated_over_colocated']:.2f}x colocated" in line[0]
+    assert f"{d['fluid_over_colocated']:.2f}x" in line[0] and "on 8 GPUs" in line[0]
+    d = pd_json(run_cli, *args, "--prompt", "16k")
+    assert d["disaggregated_over_colocated"] > 1.05
+    assert not any(r.startswith("Whole instances") for r in d["reasons"])

@@ -129,7 +129,8 @@ def test_pd_and_a_sweep_agree_on_the_colocated_goodput(run_cli):
     d = pd_json(run_cli, *args)
     rate = d["colocated_requests_per_second"] / d["instances"]
     above = float(d["decided_by"][0].split("; ")[-1].split(" requests/s misses")[0])
-    r = run_cli("simulate", *args, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
+    one = [*args[:4], "--tp", str(d["colocated_tp"]), *args[6:]]      # one instance of the colocated layout found
+    r = run_cli("simulate", *one, "--dp", "1", "--requests", str(d["colocated_requests_per_rate"]), "--seed", "0",
                 "--sweep-rate", f"{rate!r}:{above * 1.001!r}:2", "--tpot-slo", "50ms", "-f", "json")
     assert r.code == 0, r.err
     s = r.json()
@@ -175,10 +176,12 @@ def test_an_attention_dp_instance_serves_every_rank(run_cli):
     cap = min(d["prefill_instances"] * r_p / service,
               d["decode_instances"] * r_d * d["decode_batch"] / (300 * d["tpot_seconds_decode"]))
     assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(cap)
-    # colocated: TP1 DP8 EP8 instances (2 of 8 GPUs), 8 ranks each serving at the rate the verdict names per rank
-    assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 1)
-    per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per rank of")[0])
-    assert d["colocated_requests_per_second"] == pytest.approx(2 * 8 * per, rel=1e-3)
+    # colocated: attention-DP ranks step together, so each rank's decode stalls for every rank's 4K prefill (8 x
+    # 215 ms per request on TP1 DP8 EP8, costs.LOCKSTEP_SOURCE); the TP8 instances (2 of 8 GPUs) serve more, each at
+    # the rate the verdict names per instance
+    assert (d["instances"], d["gpus_per_instance"], d["colocated_tp"]) == (2, 8, 8)
+    per = float(d["decided_by"][0].split("goodput ")[1].split(" requests/s per instance")[0])
+    assert d["colocated_requests_per_second"] == pytest.approx(2 * per, rel=1e-2)
 
 
 def test_an_attention_dp_prefill_role_queues_over_every_rank(run_cli):
@@ -257,3 +260,83 @@ def test_no_colocated_rate_is_simulated_twice(monkeypatch):
     plan_pd(Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, kv_dtype_request="fp8", prompt_tokens=4000,
                      decode_tokens=300))
     assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))
+
+
+def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
+    # SGLang all-gathers every rank's batch before each forward and vLLM runs dummy passes on idle ranks
+    # (costs.LOCKSTEP_SOURCE): under attention DP a prefill on one rank holds all R ranks' MoE layers. On a rank's own
+    # timeline each of the R ranks' (alike) prefills costs its pass: R x the pass alone for a prefill step, and for a
+    # step mixing a chunk into the decode batch (vLLM V1), its own pass M plus R - 1 steps lengthened from the decode
+    # step alone A to M: M + (R - 1) x (M - A). Without attention DP (TP8 EP8, EP inside the TP group) R = 1.
+    from dataclasses import replace
+
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", nodes=2, kv_dtype_request="fp8", prompt=4000, decode=300)
+    rank = costs.step_model(s.with_(tp=1, dp=8, ep=8))
+    assert rank.lockstep_ranks == 8
+    assert costs.step_model(s.with_(tp=8, dp=2, ep=8)).lockstep_ranks == 1
+    assert costs.step_model(s.with_(tp=2, dp=4, ep=8)).lockstep_ranks == 4
+    # --dp 16 --ep 8 at TP1: two EP groups of 8 ranks each, each in lockstep on its own
+    assert costs.step_model(s.with_(tp=1, dp=16, ep=8)).lockstep_ranks == 8
+    alone = rank.prefill_seconds(4000, 0, 8192)
+    assert rank.prefill_seconds(4000, 0, 8192, lockstep=True) == pytest.approx(8 * alone, rel=1e-12)
+    one = replace(rank, lockstep_ranks=1)
+    assert one.prefill_seconds(4000, 0, 8192, lockstep=True) == pytest.approx(alone, rel=1e-12)
+    cache, att = rank.steady_cache(4000, 300)
+    m1, a1 = one.mixed_parts(22, 22 * cache, 22 * att, ((0, 4000),))
+    m8, a8 = replace(rank, lockstep_ranks=8).mixed_parts(22, 22 * cache, 22 * att, ((0, 4000),))
+    assert a8 == pytest.approx(a1) and m1 > a1
+    assert m8 == pytest.approx(m1 + 7 * (m1 - a1), rel=1e-12)
+    # a pass of a chunk with no decode batch: all R chunks' passes
+    c1, _ = one.mixed_parts(0, 0.0, 0.0, ((0, 4000),))
+    assert replace(rank, lockstep_ranks=8).mixed_parts(0, 0.0, 0.0, ((0, 4000),))[0] == pytest.approx(8 * c1)
+    # the colocated closed form prices the same lockstep prefill
+    from kvplan.calc.pd import PdOptions, _Model
+
+    m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions())
+    assert m.colocated_prefill(4000) == pytest.approx(8 * alone)
+    assert m.colocated(4000, 300)[2] == pytest.approx(8 * alone)      # (side, plain TPOT, T_pf)
+
+
+@pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
+def test_a_lockstep_prefill_stalls_the_ranks_after_its_own_first_token(run_cli, engine):
+    # One 4K request on TP1 DP8 EP8 (DeepSeek-R1, fp8 KV, H200): its prompt's own pass is T_pf = 215.4 ms (the cost
+    # model's prefill alone on the EP group), where its first token comes (TTFT = T_pf + the engine's frontend
+    # latency); the rank's clock also pays the 7 other ranks' alike prefills after it (symmetric ranks in lockstep):
+    # the prefill stall is 8 x T_pf.
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", kv_dtype_request="fp8", tp=1, dp=8, ep=8, engine=engine, prompt=4000,
+                 decode=300)
+    chunk = int(s.engine_adapter.batch_limits_for(s)[0].number())
+    own = costs.step_model(s).prefill_seconds(4000, 0, chunk)
+    front = costs.frontend_seconds(s).number()
+    r = run_cli("simulate", "--tp", "1", "--dp", "8", "--ep", "8", "--kv-dtype", "fp8", "--prompt", "4000",
+                "--decode", "300", "--requests", "1", "--rate", "1", "--engine", engine, "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    if engine == "sglang":      # SGLang prefills in its own chunks (its scheduler's): the pass is 1/8 of the stall
+        own = d["prefill_stall_seconds"] / 8
+        assert own == pytest.approx(costs.step_model(s).prefill_seconds(4000, 0, 2048), rel=0.05)
+    else:
+        assert d["prefill_stall_seconds"] == pytest.approx(8 * own, rel=1e-9)
+    assert d["ttft_seconds_p99"] == pytest.approx(own + front, rel=1e-9)
+
+
+def test_colocated_serving_may_take_an_instance_of_every_gpu():
+    # A role must leave the other role a GPU, so on 16 GPUs its layouts take at most 8 (powers of two); colocated
+    # serving needs no other role: it may also take all 16 as one attention-DP instance, EP16 over TP x DP = 16 ranks
+    # (DeepSeek-R1's 653.9e9 fp8 expert bytes / 16 = 40.9 GB a GPU, with the rest / TP, fits a 141 GB H200).
+    from kvplan.calc.pd import PdOptions, role_layouts
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300)
+    roles = [lay.label for lay, _ in role_layouts(s, PdOptions())]
+    whole = [lay.label for lay, _ in role_layouts(s, PdOptions(), colocated=True)]
+    assert max(lay.gpus for lay, _ in role_layouts(s, PdOptions())) == 8
+    assert whole == ["TP1 DP16 EP16", "TP2 DP8 EP16", "TP4 DP4 EP16", "TP8 DP2 EP16"]
+    assert not set(roles) & set(whole)

@@ -457,3 +457,31 @@ def test_the_kv_dtype_row_says_why_a_dtype_is_not_planned(run_cli):
     refused = [n for n in doc["notes"] if " is not planned: " in n]
     assert [n.split(" ")[0] for n in refused] == ["fp8", "nvfp4"] and all("github.com/vllm-project" in n
                                                                         for n in refused)
+
+
+def test_the_brief_pd_line_names_its_margin_and_the_slo_that_decides_it(run_cli):
+    # recommend's PD row is pd's verdict on the same deployment (8 one-GPU instances here): its brief line carries
+    # pd's goodput ratio against the 1.05x bar and the targets it was judged under (TPOT p99 <= 50 ms by default; a
+    # --ttft-slo joins it)
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4k", "--decode",
+            "300")
+    pd = run_cli("pd", *args, "-f", "json")
+    assert pd.code == 0, pd.err
+    ratio = pd.json()["disaggregated_over_colocated"]
+    r = run_cli("recommend", *args, "--brief")
+    assert r.code == 0, r.err
+    line = next(x for x in r.out.splitlines() if x.startswith("PD: "))
+    verdict = "disaggregate" if ratio > 1.05 else "colocate (do not disaggregate)"
+    assert line == f"PD: {verdict}: {ratio:.2f}x colocated goodput (the bar 1.05x) under TPOT p99 <= 50 ms"
+
+
+def test_the_pd_row_prices_one_attention_dp_instance(run_cli):
+    # recommend --target can land on one attention-DP instance: TP1 x DP32 with EP32 over 4 nodes of 8 H200s. pd
+    # needed two instances of the scenario's own layout; it now splits the 32 GPUs by its role search, so the row is
+    # priced (a verdict with its margin), not "not priced"
+    r = run_cli("recommend", "--nodes", "4", "--tp", "1", "--dp", "32", "--ep", "32", "--kv-dtype", "fp8", "--prompt",
+                "4k", "--decode", "300", "-f", "json")
+    assert r.code == 0, r.err
+    row = next(x for x in r.json()["recommendations"] if x["key"] == "pd")
+    assert row["value"] in ("disaggregate", "colocate (do not disaggregate)"), row
+    assert "cannot price" not in row["reason"]

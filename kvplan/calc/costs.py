@@ -44,6 +44,13 @@ BIDIR_SOURCE = ("vLLM offloading-connector blog (blog.vllm.ai, 2026-01-08): bidi
                 "~50 GB/s single-direction on H100 with 2 MB blocks -> 41.7 / 50 = 0.83 per direction")
 ASYNC_SOURCE = ("vLLM OffloadingConnector stores asynchronously; a preempted request's load back from CPU is on its "
                 "critical path (vllm-project/vllm PR #29870). vLLM V0 swapped inside the engine step.")
+LOCKSTEP_SOURCE = (
+    "attention-DP ranks step together: SGLang all-gathers every rank's batch before each forward "
+    "(prepare_mlp_sync_batch_raw; a rank without requests runs an idle batch; is_extend_in_batch is any rank's), "
+    "sgl-project/sglang@01ac007 python/sglang/srt/managers/scheduler_dp_attn_mixin.py; vLLM: \"forward passes must "
+    "be aligned\" and ranks without requests run dummy forward passes (docs.vllm.ai/en/v0.12.0/serving/"
+    "data_parallel_deployment/). So a prefill on one rank holds every rank's MoE layers: kvplan prices each of the "
+    "R ranks' prefills on every rank's timeline (unaligned; SGLang's optional PrefillDelayer aligns them)")
 LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block across all layers (Llama-3.1-8B 32 KB "
                  "-> 2 MB); the V0 layout copies each layer's K and V blocks separately")
 
@@ -336,6 +343,7 @@ class StepModel:
     moe_latency_s: float           # per step: MoE layers x upcast_moe_us when the experts are upcast, else 0
     notes: tuple[str | Note, ...]
     fused_experts: float = 0.0     # shared experts the engine runs inside the MoE kernel: read whenever a token runs
+    lockstep_ranks: int = 1        # attention-DP ranks that step together (EP over them): LOCKSTEP_SOURCE
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -440,14 +448,19 @@ class StepModel:
         return (self.dense_bytes + experts * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
-                        expert_gpus: int | None = None) -> float:
+                        expert_gpus: int | None = None, lockstep: bool = False) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
         plus the step's fixed overhead. prefill_mfu is an end-to-end figure (communication included), so the
         chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption.
         ``expert_gpus``: the GPUs the prompt's routed-expert FLOPs spread over (default the EP group, a prompt
         prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
-        them (``pd``'s saturated prefill role)."""
+        them (``pd``'s saturated prefill role). ``lockstep``: the time the prefill takes from this rank's own
+        timeline in a serving deployment (the simulator's and ``pd``'s colocated price): under attention DP
+        (``lockstep_ranks`` R > 1) every rank's chunk stalls every rank, so each of the R ranks' prefills costs this
+        rank its pass: R x the pass (``LOCKSTEP_SOURCE``); 1 x without attention DP."""
+        if lockstep and self.lockstep_ranks > 1:
+            return self.lockstep_ranks * self.prefill_seconds(prompt_tokens, prefix_tokens, chunk_tokens, expert_gpus)
         s = self.scenario
         model, tp = s.sized_model, s.parallelism.tp
         chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
@@ -522,7 +535,10 @@ class StepModel:
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
-        return float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone)), alone
+        mixed = float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone))
+        # attention DP in lockstep: each of the other R - 1 ranks' (alike) chunks lengthens one of this rank's steps
+        # from its decode alone to the pass with a chunk (LOCKSTEP_SOURCE)
+        return mixed + (self.lockstep_ranks - 1) * (mixed - alone), alone
 
     @cached_property
     def _batch_terms(self) -> dict[int, tuple[float, float, float]]:
@@ -689,13 +705,15 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                           layers=Count(moe_layers), dtype=expert_dtype, us=Number(f.value("upcast_moe_us")),
                           total=Seconds(moe_latency, derived("MoE layers x upcast_moe_us",
                                                              f"{moe_layers} x {f.value('upcast_moe_us'):g} us"))))
+    # attention-DP ranks in lockstep: the EP group's EP / TP ranks (MoE, DP > 1; EP within TP is one rank)
+    lockstep = min(par.dp, par.ep // par.tp) if is_moe and par.ep and par.dp > 1 else 1
     return StepModel(s, f, bw, scale, peak * f.value("mfu"), compute_peak(hw, "bf16") * f.value("mfu"),
                      peak * f.value("prefill_mfu"), dense_bytes,
                      2 * (n_mm - routed_active - shared_active) / par.tp, expert_each,
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * (routed_active + shared_active) / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
-                     moe_latency, tuple(notes), fused)
+                     moe_latency, tuple(notes), fused, max(lockstep, 1))
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:

@@ -197,6 +197,17 @@ class PdPlan:
     colocated_tp: Count
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
+    colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
+
+    @property
+    def colocated_degrees(self) -> dict[str, Count]:
+        """The colocated layout's EP and attention-DP ranks: ``colocated_ep``, ``colocated_attention_dp``."""
+        lay = self.colocated_layout
+        if lay is None:
+            return {}
+        return {f"colocated_{key}": Count(getattr(lay, attr), derived(f"the colocated layout's {what} (searched)",
+                                                                      lay.label))
+                for key, attr, what in (("ep", "ep", "EP"), ("attention_dp", "dp", "attention-DP ranks"))}
 
     @property
     def role_degrees(self) -> dict[str, Count]:
@@ -245,12 +256,18 @@ class _Model:
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
 
+    def colocated_prefill(self, p: int) -> float:
+        """What a colocated prefill of ``p`` tokens costs a rank's decode, as the simulator prices it: the prefill's
+        pass, and under attention DP (ranks in lockstep, ``costs.LOCKSTEP_SOURCE``) every rank's prefill stalls
+        every rank: R x the pass of a prompt alone on the EP group (``StepModel.prefill_seconds(lockstep=True)``)."""
+        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, lockstep=True)
+
     def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
         """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
         import numpy as np
 
         limit = min(self.fit(p + d), len(self.batches))
-        t_pf = self.prefill(p)
+        t_pf = self.colocated_prefill(p)
         plain = self.tpot_by_batch(p, d)[:limit]
         mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
         ok = np.nonzero(mean <= self.o.tpot_slo)[0]
@@ -373,7 +390,7 @@ PREFILL_QUEUE_SEED = 0
 RATE_TOLERANCE = 1e-3           # the goodput rate's bisection stops within 0.1% of the rate
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 ATTENTION_DP_DEGREES = (2, 4, 8, 16, 32)   # attention-DP ranks per instance tried for a MoE model (EP = TP x DP)
-COLOCATED_TRIED = 1             # colocated layouts simulated besides the scenario's own (best by the closed form)
+COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
 COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
 COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
 
@@ -401,28 +418,33 @@ class RoleLayout:
                 + (f" EP{self.ep}" if self.ep else ""))
 
 
-def role_layouts(s: Scenario, o: PdOptions) -> tuple[tuple[RoleLayout, _Model], ...]:
+def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tuple[RoleLayout, _Model], ...]:
     """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
     4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
     smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
     scenario gives --ep), and attention DP: ``ATTENTION_DP_DEGREES`` ranks of each TP with EP over all of them
     (TP x DP). A layout the model's or the engine's rules refuse (experts that do not fit, EP that does not divide)
     or whose weights leave no KV pool is left out, so no role holds part of the model. A layout's ``_Model`` is one
-    rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them."""
+    rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them. ``colocated``: the layouts
+    colocated serving may take besides those, which no role can: an instance of every GPU left (the other role's
+    share is not needed; attention DP up to the GPU count, its ranks in lockstep)."""
     par, hw = s.parallelism, s.hardware
     total = par.gpus
+    spare = 0 if colocated else par.pp      # GPUs a layout leaves for the other role
     tps = sorted({t for t in TP_DEGREES if t <= hw.node.gpus_per_node} | {par.tp})
     moe = s.sized_model.params_expert is not None
     out = []
     for t in tps:
-        if t * par.pp + par.pp > total:
+        if t * par.pp + spare > total:
             continue
         eps: tuple[int | None, ...] = (None,)
         if moe and t > 1:
             eps = (t,) if par.ep else (None, t)
         lays = [RoleLayout(t, par.pp, e) for e in eps]
         if moe:     # attention DP: EP over every rank of the instance
-            lays += [RoleLayout(t, par.pp, t * a, a) for a in ATTENTION_DP_DEGREES if t * a * par.pp + par.pp <= total]
+            lays += [RoleLayout(t, par.pp, t * a, a) for a in ATTENTION_DP_DEGREES if t * a * par.pp + spare <= total]
+        if colocated:      # only what the roles' layouts leave out: instances of more than total - PP GPUs
+            lays = [lay for lay in lays if lay.gpus + par.pp > total]
         for lay in lays:
             try:
                 rs = s.with_(tp=t, pp=par.pp, dp=lay.dp, ep=lay.ep)
@@ -663,7 +685,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     ranks = ep // g if (ep > g and ep % g == 0 and s.sized_model.params_expert is not None
                         and par.dp % (ep // g) == 0) else 1
     instances = par.dp // ranks
-    if instances < 2:
+    # one attention-DP instance (--tp 1 --dp 32 --ep 32): colocated is that instance, and the roles' layouts are
+    # searched on its GPUs (each role its own smaller attention-DP or TP layout); refused below only if no split holds
+    # the model. One TP instance keeps the refusal: its hint gives two instances of the user's own layout.
+    if instances < 2 and ranks == 1:
         what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
                           f"plan two instances ({_two_instances(s, g, ranks)})"
@@ -690,7 +715,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
            (RoleLayout(par.tp, par.pp, par.ep), m))
     own_instances = instances
-    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(roles, own, instances, p, d,
+    col_roles = roles + role_layouts(s, o, colocated=True)    # colocated may also take an instance of every GPU
+    col_lay, cm, instances, one, (good_rate, good_pt, good_miss) = _colocated_layout(col_roles, own, instances, p, d,
                                                                                        total)
     mean_col, _, _ = cm.colocated(p, d)       # the closed form on the mean: where the closed loop's search starts
     b_sim, sim, miss = cm.colocated_simulated(one, mean_col.batch, cm.ceiling(p, d))
@@ -740,8 +766,20 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                           f"give --prefill-gpus as a multiple of {sizes[0]} below {total}" if sizes else
                           "drop --prefill-gpus")
     if dis is None:
+        holds = sorted({lay.gpus for lay, _ in roles})       # role layouts hold the model's weights and a pool
+        why = (f": the smallest role layout that holds the model takes {holds[0]} GPUs, leaving {total - holds[0]} for "
+               "the other role" if holds else f": no layout of at most {total - par.pp} GPUs (one role's share, the "
+               "other role's instance left out) holds them")
+        need = 2 * (holds[0] if holds else max(total, par.tp * par.pp * ranks))
+        per_node = hw.node.gpus_per_node
+        if own_instances < 2:     # one attention-DP instance: two of it (a --dp given doubles with them)
+            hint = f"plan two instances ({_two_instances(s, par.tp * par.pp, ranks)})"
+        elif need > per_node:
+            hint = f"give {need} GPUs or more (--nodes {-(-need // per_node)})"
+        else:
+            hint = f"give {need} GPUs or more (--gpus {need})"
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
-                          f"{p + d:,}-token request", "give more GPUs (--nodes/--gpus)")
+                          f"{p + d:,}-token request" + why, hint)
     col_rps = good_rate * instances * col_lay.dp      # per replica (an attention-DP rank) x replicas
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
@@ -758,7 +796,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             rows.append(RatioRow(pr, r, 0.0, 0.0, 0, False, False))
             continue
         # the row at this request's own prompt is the request's search, already done (the same layouts and SLO)
-        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(roles, own, own_instances, pr, d, total) if pr != p else
+        c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(col_roles, own, own_instances, pr, d, total) if pr != p else
                                           (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
         rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
@@ -843,7 +881,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=plain_v),
         note(f"colocated: {{rps:,.3g}} requests/s ({{tps:,.0f}} output tokens/s) on {instances} instances"
-             + (f" of {col_lay.label}" if col_lay.dp > 1 else "") + f" at batch {col.batch}"
+             + f" of {col_lay.label} at batch {col.batch}"
              + (" per attention-DP rank" if col_lay.dp > 1 else "")
              + f" (TPOT p{targets.tpot_percentile} {{q:ms:,.1f}} ms simulated, SLO {{slo:ms:g}} ms; mean "
              "{tpot:ms:,.1f} ms in closed form)", rps=col_rps_v, tps=col_tps_v, q=tpot_q, slo=Seconds(o.tpot_slo),
@@ -856,6 +894,15 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
     margin = dis_rps / col_rps if col_rps else math.inf
+    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
+        # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
+        reasons += (note(f"Whole instances decide this verdict: on {total} GPUs the split's instances round its "
+                         "rate to {m:.2f}x colocated, under the 1.05x bar, where a fractional split would reach "
+                         "{fm:.2f}x; with more GPUs (or a layout that divides them better) disaggregation can win "
+                         "here", m=Ratio(margin, derived("disaggregated / colocated goodput",
+                                                         f"{dis_rps:.6g} / {col_rps:.6g}")),
+                         fm=Ratio(dis.fluid / col_rps, derived("the fractional split's requests/s / colocated "
+                                                               "goodput", f"{dis.fluid:.6g} / {col_rps:.6g}"))),)
     margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (requests/s meeting the targets)",
                                      f"{dis_rps:.6g} / {col_rps:.6g}"))
     breakeven_v = Number(breakeven, derived("the smallest prompt:output ratio, of the table's and this request's, at "
@@ -867,7 +914,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v,
-                       "instance" if col_lay.dp == 1 else f"rank of {col_lay.label}")
+                       f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}")
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -907,7 +954,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
-                      else "no rate simulated")))
+                      else "no rate simulated")), col_lay)
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
@@ -938,7 +985,7 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
         if best is not None and float(dec.requests_per_second) * ranks <= best[0]:
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
-        # step model prices its EP all-to-all; the ranks' requests are not coupled further, as simulate's DP note says)
+        # step model prices its EP all-to-all and every rank's prefill in lockstep, as simulate's DP note says)
         one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
         if any(one == o and ranks == r for o, r in tried):
             continue      # the same replica and count as one searched already (the scenario's own among the roles)

@@ -18,7 +18,20 @@ from kvplan.calc.slo import SloTargets
 from kvplan.errors import KvplanError
 from kvplan.scenario import Scenario
 from kvplan.specs.dtypes import KVDtype
-from kvplan.specs.values import Bytes, Count, Fraction, Note, Number, Ratio, Seconds, Tokens, Value, derived, note
+from kvplan.specs.values import (
+    Bytes,
+    Count,
+    Fraction,
+    Note,
+    Number,
+    Ratio,
+    Seconds,
+    Tokens,
+    Value,
+    derived,
+    given,
+    note,
+)
 
 DOCUMENT = "the workload document's engineering configuration table (docs/README: the workload)"
 # The workload document's rows: (setting, recommended, why), in its order.
@@ -137,6 +150,7 @@ class RecommendPlan:
     targets: tuple[TargetVerdict, ...] = ()
     tpot_mean_at_batch: Seconds = Seconds(None)    # closed form: the mean with the prefills in between
     batch_closed_form: Count = Count(None)         # closed form's batch: where the simulated search starts
+    pd_verdict: Note | None = None                 # the PD row's verdict, its margin and the SLO that decides it
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -383,7 +397,25 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
-        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v)
+        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd))
+
+
+def _pd_verdict(pd) -> Note | None:
+    """The PD row's verdict in a line: disaggregate or not, the goodput margin against the 1.05x bar, and the SLO
+    targets that decided it (None when pd did not price the split)."""
+    import math
+
+    if pd is None:
+        return None
+    t = pd.options.targets
+    text = ("disaggregate" if pd.recommend else "colocate (do not disaggregate)") + (
+        ": {m:.2f}x colocated goodput (the bar 1.05x)" if math.isfinite(pd.margin.number())
+        else ": colocated has no goodput") + f" under TPOT p{t.tpot_percentile} <= " + "{tpot:ms:g} ms"
+    values = {"m": pd.margin, "tpot": Seconds(t.tpot, given(t.tpot_origin))}
+    if t.ttft is not None:
+        text += f" and TTFT p{t.ttft_percentile} <= " + "{ttft:ms:g} ms"
+        values["ttft"] = Seconds(t.ttft, given(t.ttft_origin))
+    return note(text, **values)
 
 
 def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int):

@@ -258,6 +258,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
                      prefill=prices.prefill, swap_cost=prices.swap_cost, arrivals=arrivals,
                      users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s)
+    r.lockstep = sm.lockstep_ranks
     _EventLoop(r, sched, prices, bt, fast, unit_steps).run(o.on_event, progress)
     if o.on_event is not None:
         o.on_event(event_state(r))
@@ -858,9 +859,10 @@ def deployment(s: Scenario, serving: Count, requests: Count) -> Deployment | Non
     notes = [routing_note(replicas, serving, requests)]
     if par.ep and par.ep > par.tp:
         notes.append(note("EP={ep:d} spans the {dp} DP ranks (attention DP): the ranks' MoE layers run each step "
-                          "together, so a rank's step waits for the slowest; simulated here as independent "
-                          "replicas, that coupling is not modelled.", ep=Count(par.ep, default("the deployment's EP")),
-                          dp=replicas))
+                          "together, so a rank's step waits for the slowest; simulated here as replicas alike, each "
+                          "rank's clock pays every rank's prefill passes in its group (its own first token at its "
+                          "own pass's end); other differences between the ranks' steps are not modelled.",
+                          ep=Count(par.ep, default("the deployment's EP")), dp=replicas))
     return Deployment(replicas, tuple(notes))
 
 

@@ -60,8 +60,8 @@ class Tally:
 class ReplicaState:
     """One replica: its pool, queues, running batch, host tier and clock (module docstring)."""
 
-    __slots__ = ("n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl", "Ll", "El", "btl", "xo",
-                 "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
+    __slots__ = ("lockstep", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl", "Ll", "El",
+                 "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
@@ -82,6 +82,9 @@ class ReplicaState:
         self.El = [p + q for p, q in zip(prompts, outputs, strict=True)]   # the context at which a request is done
         self.btl, self.xo, self.xo_used = blocks_at, contexts, contexts_used
         self.prefill, self.swap_cost = prefill, swap_cost
+        # attention-DP ranks in lockstep (costs.StepModel.lockstep_ranks): a prefill's price holds the other ranks'
+        # alike prefills after its own pass, which is where its first token comes (first_token_back)
+        self.lockstep = 1
         self.tally = Tally(n)
         self.now = 0.0
         self.steps = 0
@@ -337,9 +340,17 @@ class ReplicaState:
         self.prefix_cached = True
         self.now += t
         self.g[i] = 1
-        tally.first_token[i] = self.now
+        tally.first_token[i] = self.now - self.first_token_back(t)
         tally.stall_prefill += t
         return t
+
+    def first_token_back(self, t: float, alone: float = 0.0) -> float:
+        """How long before the end of a step of ``t`` s (``alone``: its decode part without prefill chunks) a
+        prompt it completes has its first token: 0, or under attention DP in lockstep (R ranks) the other R - 1
+        ranks' part, t = own + (R - 1) x (own - alone) (``costs.StepModel.mixed_parts``, ``prefill_seconds``), so
+        own = (t + (R - 1) x alone) / R and the first token comes t - own = (R - 1) x (t - alone) / R early."""
+        r = self.lockstep
+        return (r - 1) * (t - alone) / r if r > 1 else 0.0
 
     def prefill_again(self, i: int, cache: int) -> float:
         """Recomputed request i's cache again, past the cached prefix. Returns its time."""

@@ -845,7 +845,7 @@ class SglangScheduler(Scheduler):
         r.prefix_cached = True
         r.now += t
         r.g[i] = 1
-        tally.first_token[i] = r.now
+        tally.first_token[i] = r.now - r.first_token_back(t)
         tally.stall_prefill += t
 
     def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:

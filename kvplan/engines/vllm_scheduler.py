@@ -503,7 +503,7 @@ class V1Scheduler(Scheduler):
             computed.pop(i, None)
             redo.pop(i, None)
             if r.g[i] == 0:
-                tally.first_token[i] = r.now
+                tally.first_token[i] = r.now - r.first_token_back(t, alone)
             r.g[i] += 1
             if r.g[i] >= r.Ll[i]:
                 r.finished(i)

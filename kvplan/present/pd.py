@@ -86,7 +86,7 @@ def present(plan: PdPlan) -> Result:
         "tpot_seconds_colocated_mean": plan.tpot_colocated_mean,
         f"tpot_seconds_colocated_p{tq}": plan.tpot_colocated_at,
         f"ttft_seconds_colocated_p{fq}": plan.ttft_colocated_at,
-        "colocated_tp": plan.colocated_tp,
+        "colocated_tp": plan.colocated_tp, **plan.colocated_degrees,
         "tpot_inflation": plan.tpot_inflation, "colocated_tokens_per_second": plan.colocated_tokens_per_second,
         "kv_transfer_bytes_per_gpu": plan.transfer_bytes_per_gpu, "kv_transfer_seconds": plan.transfer,
         "kv_transfer_exposed_seconds": plan.transfer_exposed, "ttft_seconds_disaggregated": plan.ttft_disaggregated,

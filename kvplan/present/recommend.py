@@ -106,7 +106,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
     agree = sum(r.agrees for r in plan.rows)
     brief = (("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
-             ("preemption", plan.preemption_mode), ("PD", plan.row("pd").value))
+             ("preemption", plan.preemption_mode), ("PD", plan.pd_verdict or plan.row("pd").value))
     verbatim = (Verbatim(f"Launch command ({launch.engine}), to paste", launch.text()),) if launch else ()
     return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief, verbatim=verbatim,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "

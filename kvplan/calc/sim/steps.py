@@ -290,7 +290,7 @@ class Prices:
         return float(total) / self.accepted(x)
 
     def _prefill(self, tokens: int, cached: int = 0) -> float:
-        return self.sm.prefill_seconds(tokens, cached, self.chunk)
+        return self.sm.prefill_seconds(tokens, cached, self.chunk, lockstep=True)
 
     def mixed(self, r, chunks) -> tuple[float, float]:
         """One step of replica state ``r``'s running batch (its next step's contexts) with prefill ``chunks``
