@@ -346,13 +346,14 @@ def test_search_rate_counts_every_replica():
 
 
 def test_search_ties_go_to_the_layout_with_more_room():
-    """DeepSeek-R1 on 4 x B300, TP1 x DP4: at the batch the 40 ms target allows (31 per replica) the absorbed-MLA step
-    is not bound by the KV read, so bf16 and fp8 KV give the same TPOT and rate; the tie goes to fp8, which holds
-    about twice the requests."""
+    """DeepSeek-R1 on 4 x B300, TP1 x DP4: at the batch the 42 ms target allows (31 per replica) the absorbed-MLA step
+    is not bound by the KV read, so bf16 and fp8 KV give the same batch and rate; the tie goes to fp8, which holds
+    about twice the requests. (At 40 ms the simulated p99 sits within 0.01 ms of the target at batch 25, so the two
+    dtypes' batches split 24 / 25 on rounding; 42 ms keeps the premise, a tie, away from that edge.)"""
     from kvplan.calc.sizing import parse_target, search
 
     base = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"))
-    plan = search(base, (parse_target("concurrency>=64@31k"), parse_target("tpot<=40ms")), (load_hardware("b300"),))
+    plan = search(base, (parse_target("concurrency>=64@31k"), parse_target("tpot<=42ms")), (load_hardware("b300"),))
     first, second = plan.ranked[:2]
     assert (first.gpus, first.tp, first.dp) == (second.gpus, second.tp, second.dp) == (4, 1, 4)
     assert first.requests_per_second == second.requests_per_second
