@@ -1031,6 +1031,30 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead26-token-comma-group-of-two", "kvplan/inputs/units.py", r'(,\d{3})+(\.\d*)?', r'(,\d{2,3})+(\.\d*)?'),
     M("lead26-pd-own-adp-one-rank", "kvplan/calc/pd.py", "(rm.s if i or lay.dp > 1 else rm.s.with_(dp=1))",
       "(rm.s if i else rm.s.with_(dp=1))"),
+    # --- speed19t: _first_step_reaching's probes written out, run_book's next event inline, complete()'s inline
+    # finish (the tests: test_sim_fast_paths.py's hand cases and its definition, the reference equality tests) ---
+    M("speed19t-first-step-crossing-rounded-down", "kvplan/calc/sim/steps.py",
+      "cross, a0, a1, b0, b1 = max(math.ceil(-d0 / d1), 0), v0, v1, u0, u1",
+      "cross, a0, a1, b0, b1 = max(math.floor(-d0 / d1), 0), v0, v1, u0, u1"),
+    M("speed19t-first-step-parallel-loser", "kvplan/calc/sim/steps.py",
+      "cross, a0, a1, b0, b1 = (math.inf if d0 >= 0 else 0), u0, u1, v0, v1",
+      "cross, a0, a1, b0, b1 = (0 if d0 >= 0 else math.inf), u0, u1, v0, v1"),
+    M("speed19t-first-step-second-side-one-short", "kvplan/calc/sim/steps.py",
+      "(n * b0 + b1 * n * (m + mid - 1) / 2)", "(n * b0 + b1 * n * (m + mid - 2) / 2)"),
+    # (no mutant on the probes' order or on dropping the guess's second probe: the bisection finds the same first
+    # step either way, only later)
+    M("speed19t-run-book-blind-to-arrivals", "kvplan/calc/simulate.py",
+      "upcoming = arrivals[0][0] if arrivals else inf\n", "upcoming = inf\n"),
+    M("speed19t-run-book-blind-to-swap-ins", "kvplan/calc/simulate.py",
+      "if landing and landing[0][0] < upcoming:\n                        upcoming = landing[0][0]",
+      "if False:\n                        upcoming = landing[0][0]"),
+    M("speed19t-complete-inline-phase-kept", "kvplan/engines/replica.py",
+      "            self.phase[-v % self.block] -= 1\n            in_run[i] = False",
+      "            in_run[i] = False"),
+    M("speed19t-complete-inline-blocks-kept", "kvplan/engines/replica.py",
+      "            self.free += held\n            self.freed += held", "            self.freed += held"),
+    M("speed19t-complete-inline-for-closed-loops", "kvplan/engines/replica.py",
+      "plain = self.on_finish is None and not self.closed", "plain = self.on_finish is None"),
 )
 
 
