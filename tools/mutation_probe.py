@@ -1055,6 +1055,17 @@ MUTANTS: tuple[Mutant, ...] = (
       "            self.free += held\n            self.freed += held", "            self.freed += held"),
     M("speed19t-complete-inline-for-closed-loops", "kvplan/engines/replica.py",
       "plain = self.on_finish is None and not self.closed", "plain = self.on_finish is None"),
+    # RuleBook._admit_waiting's written-out prefill_prompt and join
+    M("speed19t-admit-inline-no-prefix-hit", "kvplan/engines/scheduling.py",
+      "hit = r.hit if r.prefix_cached else 0", "hit = 0"),
+    M("speed19t-admit-inline-first-token-at-admission", "kvplan/engines/scheduling.py",
+      "r.now = now = now + t\n", "r.now = now + t\n"),
+    M("speed19t-admit-inline-join-phase", "kvplan/engines/scheduling.py",
+      "phase[-v % block] += 1", "phase[v % block] += 1"),
+    M("speed19t-admit-inline-join-order", "kvplan/engines/scheduling.py",
+      "r.seq[i] = r.joins\n                r.joins += 1", "r.seq[i] = r.joins\n                r.joins += 0"),
+    M("speed19t-admit-inline-done-step", "kvplan/engines/scheduling.py",
+      "r.done_at[i] = d = r.El[i] - v", "r.done_at[i] = d = r.El[i] - v + 1"),
 )
 
 
