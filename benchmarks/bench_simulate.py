@@ -172,10 +172,13 @@ the function before), ``run_book`` reads the next event inline, ``ReplicaState.c
 inline when nobody hears of finishes (no on_finish, open arrivals), and ``_admit_waiting`` writes out
 ``prefill_prompt`` and ``join``: r1-production 200K 2.62 -> 2.44 s (min of 4 pairs, x0.94); in the whole script,
 the two trees at once (load 8 - 9): 10K neutral 0.531 -> 0.509 s median, vLLM V1 1.617 -> 1.460 s (x0.90), SGLang
-0.721 / 0.715 s (its scheduler untouched), 1M r1-production 13.6 -> 13.4 s (x0.99 there; 12.5 -> 12.1 s alone, one
-per core), 541 / 539 MB. Tried and dropped: V1's loop in one function (``run`` + ``decode_fast`` + ``wants_step``'s
-recorded no-room check, as ``run_book`` is for the rule book): 0 - 8% side by side, and vLLM's async scheduling
-(v0.14+, another change under way) makes ``V1Scheduler.step`` record every call, so the loop may not skip it.
+0.721 / 0.715 s (its scheduler untouched), 1M r1-production 13.6 -> 13.4 s, 541 / 539 MB (then, the two trees in
+turn, 12.77 -> 12.41 s min of 2, and at once, one per core, 12.95 -> 12.71 s: x0.97 - 0.98), 1M long-cot-bench 56.8 /
+57.0 s (its thrash runs in run_book's preemption path, untouched), events_per_cpu_second 245,562 / 245,822,
+speedup_vs_step_reference 1,147 / 1,143. Tried and dropped: V1's loop in one function (``run`` + ``decode_fast`` +
+``wants_step``'s recorded no-room check, as ``run_book`` is for the rule book): 0 - 8% side by side, and vLLM's async
+scheduling (v0.14+, another change under way) makes ``V1Scheduler.step`` record every call, so the loop may not skip
+it.
 What each miss would take. vLLM V1 10K (110,975 events: 64,270 preemptions, 27,678 steps with chunks admitting 74K
 requests, 64K of them victims back): the ``step`` calls are ~46% of its CPU (timed inside one run), their pricing
 (``Prices.mixed``) ~13%, most of it ``flops.attention_flops`` for the 32K chunk ranges the memo has not seen (each
