@@ -162,3 +162,26 @@ def test_first_step_reaching_is_its_definition():
         j, at = steps._first_step_reaching(step0, u0, u1, v0, v1, k, target, end)
         assert at == j * step0 + steps._affine_max_sum(u0, u1, v0, v1, j) and at >= target
         assert j == 1 or (j - 1) * step0 + steps._affine_max_sum(u0, u1, v0, v1, j - 1) < target
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm==0.20.0"])
+def test_v1_whole_input_head_never_fits_after_a_preemption(engine, monkeypatch):
+    # V1Scheduler.may_admit_soon answers no under whole-input admission (v0.19+) without looking the head up: the
+    # head is the last victim, which frees its h blocks and takes its d off the step's N blocks that exceeded the
+    # free F; it needs btl[its tokens] = h + d, and F + h - (N - d) - next >= h + d would need F >= N + next. Here the
+    # lookup it skips is made at every such answer of a preempting run and is never a fit
+    from kvplan.engines import vllm_scheduler as vs
+
+    s = build_scenario(**dict(BASE, engine=engine), kv_pool="400MiB")
+    asked: list[bool] = []
+    answer = vs.V1Scheduler.may_admit_soon
+
+    def checked(self, r, pops):
+        b = len(r.running)
+        if self.full_isl and r.waiting and b < self.max_seqs and b < self.budget:
+            asked.append(r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops)))
+        return answer(self, r, pops)
+
+    monkeypatch.setattr(vs.V1Scheduler, "may_admit_soon", checked)
+    run = sim.simulate(s, _work(40.0), sim.SimOptions())
+    assert run.preemptions.sum() > 0 and len(asked) > 20 and not any(asked)

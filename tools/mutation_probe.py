@@ -1066,6 +1066,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "r.seq[i] = r.joins\n                r.joins += 1", "r.seq[i] = r.joins\n                r.joins += 0"),
     M("speed19t-admit-inline-done-step", "kvplan/engines/scheduling.py",
       "r.done_at[i] = d = r.El[i] - v", "r.done_at[i] = d = r.El[i] - v + 1"),
+    # (no mutant on V1Scheduler.may_admit_soon's whole-input shortcut or on the no-room record it leaves: the
+    # shortcut's answer is the lookup's, by the argument in its comment, which test_sim_fast_paths.py's
+    # test_v1_whole_input_head_never_fits_after_a_preemption checks on preempting runs; and the record only skips
+    # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
 )
 
 
