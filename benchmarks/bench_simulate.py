@@ -156,6 +156,42 @@ at the first step S at which the first j + 1 need more blocks than the pool (mon
 newest), the clock a cumulative sum of the runs' prices (``np.cumsum`` adds in order, so the same floats), cut at
 the first arrival, and the marks written as arrays: a second implementation of the rule book's thrash for the
 reference tests to pin.
+speed19t, 2026-12-06 (CPU seconds; this 2-CPU machine at load 6 - 9 from other sessions, so every figure is the tree
+before and this one side by side, and the ratios are what counts; every change bit-identical: 65 library runs - the
+three engines and vLLM's three rule sets, the three victims, the policies, --offload-threshold, --max-batch, a shared
+prefix, a closed loop, chunked prefill at 128 and 2,048 tokens, three models - and 15 CLI JSON outputs - --speculative,
+--enable-hicache, --compare, --sweep-rate, traces - hashed equal to the tree before's; the reference equality tests
+unchanged): (a) vLLM V1's ``may_admit_soon``, asked after each of the 64K preemptions of the 10K run, answers no
+under whole-input admission (v0.19+, the default) with nothing looked up: the head is the last victim, which frees its
+h blocks and takes its d off the step's N blocks that exceeded the free F, and needs btl[its tokens] = h + d, so
+F + h - (N - d) - next >= h + d would need F >= N + next; and it records that head as not fitting for
+``wants_step``, so the next event does not look it up either (172K -> 104K hit lookups): 10K 1.60 -> 1.40 s and
+1.57 -> 1.35 s in two pairs of runs (x0.87). (b) The rule book: ``_first_step_reaching``'s probes price elapsed(j)
+written out with ``_max_split``'s crossing found once (0.79M searches at 1M r1-production; 300K random cases equal to
+the function before), ``run_book`` reads the next event inline, ``ReplicaState.complete`` frees a finished request
+inline when nobody hears of finishes (no on_finish, open arrivals), and ``_admit_waiting`` writes out
+``prefill_prompt`` and ``join``: r1-production 200K 2.62 -> 2.44 s (min of 4 pairs, x0.94); in the whole script,
+the two trees at once (load 8 - 9): 10K neutral 0.531 -> 0.509 s median, vLLM V1 1.617 -> 1.460 s (x0.90), SGLang
+0.721 / 0.715 s (its scheduler untouched), 1M r1-production 13.6 -> 13.4 s, 541 / 539 MB (then, the two trees in
+turn, 12.77 -> 12.41 s min of 2, and at once, one per core, 12.95 -> 12.71 s: x0.97 - 0.98), 1M long-cot-bench 56.8 /
+57.0 s (its thrash runs in run_book's preemption path, untouched), events_per_cpu_second 245,562 / 245,822,
+speedup_vs_step_reference 1,147 / 1,143. Tried and dropped: V1's loop in one function (``run`` + ``decode_fast`` +
+``wants_step``'s recorded no-room check, as ``run_book`` is for the rule book): 0 - 8% side by side, and vLLM's async
+scheduling (v0.14+, another change under way) makes ``V1Scheduler.step`` record every call, so the loop may not skip
+it.
+What each miss would take. vLLM V1 10K (110,975 events: 64,270 preemptions, 27,678 steps with chunks admitting 74K
+requests, 64K of them victims back): the ``step`` calls are ~46% of its CPU (timed inside one run), their pricing
+(``Prices.mixed``) ~13%, most of it ``flops.attention_flops`` for the 32K chunk ranges the memo has not seen (each
+resumed victim's hit..tokens), the preemptions (``_pop``, ``_out``, ``_free``) ~11%, the loop and its runs the rest.
+0.5 s is 4.5 us an event: V1's step written out with its loop (once async scheduling is in: its record of each
+call inside the loop), a closed form per layer kind for a chunk's attention FLOPs, and then still ~2x: the 64K
+victims out at an overflow and back at the next completion are ~5 Python calls each way, so the thrash cycle
+priced in numpy batches (a second implementation of V1's rules for the references to pin). r1-production 1M: ~1.9
+events a request are the rule book's minimum (the arrival's prefill, the run it cuts, the completion), each now
+~5 us quiet, ~7 us at load 8; 10 s is under 5.2 us an event on this machine at that load, so the miss is the load,
+not the code (9.7 s on a quiet machine before this change). SGLang 10K: its scheduler's rounds and retractions
+(``sglang_scheduler.py``, under change by another session) are what is left. long-cot-bench 1M: as above, the
+rule book's thrash cycle in numpy batches.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

@@ -16,6 +16,7 @@ import pytest
 
 from kvplan.calc import costs
 from kvplan.calc import simulate as sim
+from kvplan.calc.sim import steps
 from kvplan.engines.replica import ReplicaState
 from kvplan.inputs import workload as wl
 from kvplan.options.scenarios import build_scenario
@@ -99,3 +100,88 @@ def test_complete_keeps_join_order():
     r.complete()                               # 3 (first in the batch) and 1 (last) leave; 2 stays
     assert r.running == [2] and r.done == 4
     assert r.g[3] == r.g[1] == 9
+
+
+def test_complete_frees_as_leave_and_finished_do():
+    # the same five requests as above: the inline path (nobody hears of a finish, open arrivals) leaves each
+    # finished request's state as ReplicaState.leave and finished leave it. At step 1, 4 and 0 (prompt 10, one
+    # token generated before they joined) finish with 2 tokens each
+    def state(hear: bool):
+        r = ReplicaState(prompts=[10] * 5, outputs=[2, 9, 12, 9, 2], block=4, blocks_at=list(range(100)),
+                         total_blocks=90, prefix_blocks=0, prefix_hit=0, dram_cap=None,
+                         contexts=np.zeros(5, np.int64), contexts_used=False, prefill=lambda t, c: 0.0,
+                         swap_cost=lambda c: (0, 0.0), arrivals=[0.0] * 5, users=0, think_s=0.0, duration_s=None)
+        for i in (3, 1, 4, 0, 2):
+            r.g[i] = 1 if i in (0, 4) else 0
+            r.held[i] = r.btl[10 + r.g[i] - 1]
+            r.free -= r.held[i]
+            r.join(i)
+        if hear:
+            r.on_finish = lambda i: None       # takes the written-out leave() and finished() path
+        r.steps, r.now = 1, 2.5
+        r.complete()
+        return r
+    inline, called = state(False), state(True)
+    for r in (inline, called):
+        assert r.running == [3, 1, 2] and r.done == 2
+        assert [r.g[i] for i in (0, 4)] == [2, 2] and [r.held[i] for i in (0, 4)] == [0, 0]
+        assert [r.tally.finish[i] for i in (0, 4)] == [2.5, 2.5]
+        # the table here is one block a token (btl[t] = t): 90 blocks less the five held at join (10 each for 0 and
+        # 4, btl[10]; 9 each for 1, 2, 3, btl[9]), plus 0's and 4's 11 each back (their cache of 11 tokens after
+        # the step, btl[11])
+        assert r.free == 90 - (10 + 10 + 9 + 9 + 9) + 22 == 65 and r.freed == 90 + 22   # (from the pool)
+    assert (inline.sum_xo, inline.phase, list(inline.in_run)) == (called.sum_xo, called.phase, list(called.in_run))
+
+
+def test_first_step_reaching_by_hand():
+    # step0 = 1 s, the cache-read series u = t (from 0, rising 1 a step), the FLOP series v = 2.5 (flat): v wins on
+    # steps 0, 1, 2 (2.5 > 0, 1, 2), u from step 3 on. elapsed(j) = j + sum_{t<j} max(t, 2.5): 3.5, 7, 10.5, 14.5,
+    # 19.5, ... ; 10 steps: 10 + 7.5 + (3 + ... + 9 = 42) = 59.5. The first step whose elapsed reaches 12 is the 4th.
+    assert steps._first_step_reaching(1.0, 0.0, 1.0, 2.5, 0.0, 10, 12.0, 59.5) == (4, 14.5)
+    assert steps._first_step_reaching(1.0, 0.0, 1.0, 2.5, 0.0, 10, 10.5, 59.5) == (3, 10.5)
+    assert steps._first_step_reaching(1.0, 0.0, 1.0, 2.5, 0.0, 10, 55.0, 59.5) == (10, 59.5)
+    # parallel series (the same slope): the larger at step 0 wins throughout; 3 + 2 t: 3, 8, 15, 24 (+ j)
+    assert steps._first_step_reaching(1.0, 2.0, 2.0, 3.0, 2.0, 6, 16.0, 6 + 3 * 6 + 30.0) == (3, 18.0)
+
+
+def test_first_step_reaching_is_its_definition():
+    # elapsed(j) = j step0 + _affine_max_sum(u0, u1, v0, v1, j), as its docstring defines it; the probes write that
+    # sum out: the same j and the same float, over crossings, parallel series and both orders
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(20_000):
+        step0 = rnd.uniform(1e-3, 5e-2)
+        u0, v0 = rnd.uniform(0, 2e-2), rnd.uniform(0, 2e-2)
+        u1, v1 = rnd.choice([0.0, rnd.uniform(0, 1e-5)]), rnd.choice([0.0, rnd.uniform(0, 1e-5)])
+        if rnd.random() < 0.2:
+            u1 = v1
+        k = rnd.randint(2, 4000)
+        end = k * step0 + steps._affine_max_sum(u0, u1, v0, v1, k)
+        target = rnd.uniform(0, end)
+        j, at = steps._first_step_reaching(step0, u0, u1, v0, v1, k, target, end)
+        assert at == j * step0 + steps._affine_max_sum(u0, u1, v0, v1, j) and at >= target
+        assert j == 1 or (j - 1) * step0 + steps._affine_max_sum(u0, u1, v0, v1, j - 1) < target
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm==0.20.0"])
+def test_v1_whole_input_head_never_fits_after_a_preemption(engine, monkeypatch):
+    # V1Scheduler.may_admit_soon answers no under whole-input admission (v0.19+) without looking the head up: the
+    # head is the last victim, which frees its h blocks and takes its d off the step's N blocks that exceeded the
+    # free F; it needs btl[its tokens] = h + d, and F + h - (N - d) - next >= h + d would need F >= N + next. Here the
+    # lookup it skips is made at every such answer of a preempting run and is never a fit
+    from kvplan.engines import vllm_scheduler as vs
+
+    s = build_scenario(**dict(BASE, engine=engine), kv_pool="400MiB")
+    asked: list[bool] = []
+    answer = vs.V1Scheduler.may_admit_soon
+
+    def checked(self, r, pops):
+        b = len(r.running)
+        if self.full_isl and r.waiting and b < self.max_seqs and b < self.budget:
+            asked.append(r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops)))
+        return answer(self, r, pops)
+
+    monkeypatch.setattr(vs.V1Scheduler, "may_admit_soon", checked)
+    run = sim.simulate(s, _work(40.0), sim.SimOptions())
+    assert run.preemptions.sum() > 0 and len(asked) > 20 and not any(asked)

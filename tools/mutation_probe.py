@@ -1198,6 +1198,45 @@ MUTANTS: tuple[Mutant, ...] = (
       '("PD", plan.row("pd").value)'),
     M("pd21s-no-split-hint-not-two-instances", PD, "        if own_instances < 2:     # one attention-DP instance",
       "        if False:     # one attention-DP instance"),
+    # --- speed19t: _first_step_reaching's probes written out, run_book's next event inline, complete()'s inline
+    # finish (the tests: test_sim_fast_paths.py's hand cases and its definition, the reference equality tests) ---
+    M("speed19t-first-step-crossing-rounded-down", "kvplan/calc/sim/steps.py",
+      "cross, a0, a1, b0, b1 = max(math.ceil(-d0 / d1), 0), v0, v1, u0, u1",
+      "cross, a0, a1, b0, b1 = max(math.floor(-d0 / d1), 0), v0, v1, u0, u1"),
+    M("speed19t-first-step-parallel-loser", "kvplan/calc/sim/steps.py",
+      "cross, a0, a1, b0, b1 = (math.inf if d0 >= 0 else 0), u0, u1, v0, v1",
+      "cross, a0, a1, b0, b1 = (0 if d0 >= 0 else math.inf), u0, u1, v0, v1"),
+    M("speed19t-first-step-second-side-one-short", "kvplan/calc/sim/steps.py",
+      "(n * b0 + b1 * n * (m + mid - 1) / 2)", "(n * b0 + b1 * n * (m + mid - 2) / 2)"),
+    # (no mutant on the probes' order or on dropping the guess's second probe: the bisection finds the same first
+    # step either way, only later)
+    M("speed19t-run-book-blind-to-arrivals", "kvplan/calc/simulate.py",
+      "upcoming = arrivals[0][0] if arrivals else inf\n", "upcoming = inf\n"),
+    M("speed19t-run-book-blind-to-swap-ins", "kvplan/calc/simulate.py",
+      "if landing and landing[0][0] < upcoming:\n                        upcoming = landing[0][0]",
+      "if False:\n                        upcoming = landing[0][0]"),
+    M("speed19t-complete-inline-phase-kept", "kvplan/engines/replica.py",
+      "            self.phase[-v % self.block] -= 1\n            in_run[i] = False",
+      "            in_run[i] = False"),
+    M("speed19t-complete-inline-blocks-kept", "kvplan/engines/replica.py",
+      "            self.free += held\n            self.freed += held", "            self.freed += held"),
+    M("speed19t-complete-inline-for-closed-loops", "kvplan/engines/replica.py",
+      "plain = self.on_finish is None and not self.closed", "plain = self.on_finish is None"),
+    # RuleBook._admit_waiting's written-out prefill_prompt and join
+    M("speed19t-admit-inline-no-prefix-hit", "kvplan/engines/scheduling.py",
+      "hit = r.hit if r.prefix_cached else 0", "hit = 0"),
+    M("speed19t-admit-inline-first-token-at-admission", "kvplan/engines/scheduling.py",
+      "r.now = now = now + t\n", "r.now = now + t\n"),
+    M("speed19t-admit-inline-join-phase", "kvplan/engines/scheduling.py",
+      "phase[-v % block] += 1", "phase[v % block] += 1"),
+    M("speed19t-admit-inline-join-order", "kvplan/engines/scheduling.py",
+      "r.seq[i] = r.joins\n                r.joins += 1", "r.seq[i] = r.joins\n                r.joins += 0"),
+    M("speed19t-admit-inline-done-step", "kvplan/engines/scheduling.py",
+      "r.done_at[i] = d = r.El[i] - v", "r.done_at[i] = d = r.El[i] - v + 1"),
+    # (no mutant on V1Scheduler.may_admit_soon's whole-input shortcut or on the no-room record it leaves: the
+    # shortcut's answer is the lookup's, by the argument in its comment, which test_sim_fast_paths.py's
+    # test_v1_whole_input_head_never_fits_after_a_preemption checks on preempting runs; and the record only skips
+    # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
 )
 
 

@@ -401,7 +401,7 @@ class _EventLoop:
         room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
-        heappop = heapq.heappop
+        heappop, inf = heapq.heappop, math.inf
         # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
         fused = sched.newest and sched.policy == "recompute" and thr is None
         xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
@@ -520,8 +520,12 @@ class _EventLoop:
                         k, added = q * block + m, q * b + (acc[m - 1] if m else 0)
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
-                else:
-                    upcoming = r.next_event_at()  # the next arrival or copy landing
+                else:                             # the next arrival or copy landing (ReplicaState.next_event_at)
+                    upcoming = arrivals[0][0] if arrivals else inf
+                    if landing and landing[0][0] < upcoming:
+                        upcoming = landing[0][0]
+                    if leaving and leaving[0][0] < upcoming:
+                        upcoming = leaving[0][0]
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
                     run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls

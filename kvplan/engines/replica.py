@@ -219,10 +219,25 @@ class ReplicaState:
             if in_run[i] and done_at[i] == steps and i not in gone:
                 gone.append(i)
         running, seq = self.running, self.seq
+        plain = self.on_finish is None and not self.closed   # nobody hears of a finish, no user submits again
         for i in sorted(gone, key=seq.__getitem__) if len(gone) > 1 else gone:
             del running[bisect.bisect_left(running, seq[i], key=seq.__getitem__)]   # its place, in log time
-            self.leave(i)
-            self.finished(i)
+            if not plain:
+                self.leave(i)
+                self.finished(i)
+                continue
+            # leave() and finished() written out: its tokens now, its blocks freed, done
+            v = self.xo_l[i]
+            self.sum_xo -= v
+            self.phase[-v % self.block] -= 1
+            in_run[i] = False
+            self.g[i] = v + steps - self.Pl[i]
+            held = self.btl[v + steps - 1]
+            self.tally.finish[i] = self.now
+            self.free += held
+            self.freed += held
+            self.held[i] = 0
+            self.done += 1
 
     def crossings(self, k: int, s0: int, b: int) -> int:
         """Blocks the running batch adds in its next k steps (each block boundary adds one): each request starts

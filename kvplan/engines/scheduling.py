@@ -53,6 +53,7 @@ The rule book (``RuleBook``), one replica:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,6 +201,7 @@ class RuleBook(Scheduler):
         prefilled alone; a request whose tokens are all there at its prefill is done."""
         waiting, Pl, g, btl, wm, thr = r.waiting, r.Pl, r.g, r.btl, self.wm_blocks, self.thr
         holders = r.holders()     # only a join below adds one
+        tally, prefill, block, phase, Ll = r.tally, r.prefill, r.block, r.phase, r.Ll
         while waiting and holders < self.max_batch:
             i = waiting[0]
             gi = g[i]
@@ -215,14 +217,34 @@ class RuleBook(Scheduler):
             r.free = free = free - need
             if r.total_blocks - free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - free
-            if gi == 0:
-                r.prefill_prompt(i)
+            if gi == 0:               # ReplicaState.prefill_prompt written out: the first prompt computes the
+                tally.admitted[i] = now = r.now   # shared prefix, every later one hits it; the first token
+                hit = r.hit if r.prefix_cached else 0
+                t = prefill(Pl[i], hit)
+                tally.prefix_hits[i] = hit
+                r.prefix_cached = True
+                r.now = now = now + t
+                g[i] = 1
+                tally.first_token[i] = now
+                tally.stall_prefill += t
             else:
                 r.prefill_again(i, cache)
-            if (gi or 1) >= r.Ll[i]:      # its tokens now: the first from the prefill, or as before
+            if (gi or 1) >= Ll[i]:        # its tokens now: the first from the prefill, or as before
                 r.finished(i)
-            else:
+            elif r.xo_used:
                 r.join(i)
+                holders += 1
+            else:                         # ReplicaState.join written out (no numpy copy of the offsets to keep)
+                v = Pl[i] + g[i] - r.steps
+                r.xo_l[i] = v
+                r.sum_xo += v
+                phase[-v % block] += 1
+                r.in_run[i] = True
+                r.done_at[i] = d = r.El[i] - v
+                heappush(r.done_heap, (d, i))
+                r.seq[i] = r.joins
+                r.joins += 1
+                r.running.append(i)
                 holders += 1
         if waiting:
             self._stopped(r)      # the batch is full

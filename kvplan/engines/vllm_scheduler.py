@@ -371,7 +371,15 @@ class V1Scheduler(Scheduler):
         b = len(r.running)
         if not r.waiting or b >= self.max_seqs or b >= self.budget:
             return False
-        return r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops))
+        # whole-input admission (``full_isl``): never, with nothing to look up. The head is the last victim v; before
+        # it left, the step's blocks N exceeded the free F; it frees its h blocks and takes its d of N off, and needs
+        # btl[its tokens] = h + d: F + h - (N - d) - next >= h + d would be F - N - next >= 0, false
+        if self.full_isl or r.free - pops < self._need(r, self._peek(r, self.budget - b, pops)):
+            # as ``wants_step`` records a head that does not fit: the same head, batch, freed and taken-back blocks at
+            # no more than the free blocks after the next step (a run of two or more steps) still cannot fit
+            self._no_room = (r.waiting[0], b, r.freed, self.removed, r.free - pops)
+            return False
+        return True
 
     def wants_step(self, r: ReplicaState) -> bool:
         """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in. With async

@@ -184,17 +184,30 @@ def _first_step_reaching(step0, u0, u1, v0, v1, k, target, elapsed_k):
     lin, quad = step0 + c0 - c1 / 2, c1 / 2
     disc = lin * lin + 4 * quad * target
     guess = math.ceil(2 * target / (lin + math.sqrt(disc))) if lin > 0 and disc >= 0 else k // 2
+    # each probe's elapsed(j) is j step0 + _affine_max_sum(u0, u1, v0, v1, j) written out, the same arithmetic in
+    # the same order: _max_split's crossing does not depend on j (it is clamped to [0, j]), so it is found once
+    d0, d1 = u0 - v0, u1 - v1
+    if d1 == 0:                  # parallel: one wins throughout
+        cross, a0, a1, b0, b1 = (math.inf if d0 >= 0 else 0), u0, u1, v0, v1
+    elif d1 > 0:                 # u wins from the crossing on
+        cross, a0, a1, b0, b1 = max(math.ceil(-d0 / d1), 0), v0, v1, u0, u1
+    else:
+        cross, a0, a1, b0, b1 = max(math.floor(-d0 / d1) + 1, 0), u0, u1, v0, v1
     lo, hi, at_hi = 0, k, elapsed_k
-    for mid in (guess, guess - 1):
-        if lo < mid < hi:
-            t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
-            if t >= target:
-                hi, at_hi = mid, t
-            else:
-                lo = mid
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        t = mid * step0 + _affine_max_sum(u0, u1, v0, v1, mid)
+    probes = [guess - 1, guess]               # popped from the end: guess, guess - 1, then the bisection's
+    while probes or hi - lo > 1:
+        mid = probes.pop() if probes else (lo + hi) // 2
+        if not lo < mid < hi:
+            continue
+        # _affine_max_sum(u0, u1, v0, v1, mid): a wins on [0, m), b on [m, mid) (_lin's sum on b's side)
+        m = cross if cross < mid else mid
+        if m >= mid:
+            t = mid * step0 + (mid * a0 + a1 * mid * (mid - 1) / 2)
+        elif m <= 0:
+            t = mid * step0 + (mid * b0 + b1 * mid * (mid - 1) / 2)
+        else:
+            n = mid - m
+            t = mid * step0 + (m * a0 + a1 * m * (m - 1) / 2 + (n * b0 + b1 * n * (m + mid - 1) / 2))
         if t >= target:
             hi, at_hi = mid, t
         else:
