@@ -1227,6 +1227,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "hit = r.hit if r.prefix_cached else 0", "hit = 0"),
     M("speed19t-admit-inline-first-token-at-admission", "kvplan/engines/scheduling.py",
       "r.now = now = now + t\n", "r.now = now + t\n"),
+    M("lead27-admit-inline-first-token-no-lockstep", "kvplan/engines/scheduling.py",
+      "tally.first_token[i] = now - r.first_token_back(t) if r.lockstep > 1 else now", "tally.first_token[i] = now"),
     M("speed19t-admit-inline-join-phase", "kvplan/engines/scheduling.py",
       "phase[-v % block] += 1", "phase[v % block] += 1"),
     M("speed19t-admit-inline-join-order", "kvplan/engines/scheduling.py",

@@ -225,7 +225,7 @@ class RuleBook(Scheduler):
                 r.prefix_cached = True
                 r.now = now = now + t
                 g[i] = 1
-                tally.first_token[i] = now
+                tally.first_token[i] = now - r.first_token_back(t) if r.lockstep > 1 else now
                 tally.stall_prefill += t
             else:
                 r.prefill_again(i, cache)
