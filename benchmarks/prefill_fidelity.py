@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +43,10 @@ class Point:
 
 
 def load_points(path: Path = DATA) -> list[Point]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:                           # pragma: no cover  (pyproject's tomli below 3.11)
+        import tomli as tomllib
     with path.open("rb") as fh:
         raw = tomllib.load(fh)
     return [Point(**p) for p in raw["point"]]
