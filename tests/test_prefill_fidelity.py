@@ -80,3 +80,14 @@ def test_last_line(capsys):
     pf.main()
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"held_out_median_error: \d+\.\d%", last)
+
+
+def test_rates_are_per_gpu_of_a_tp_rank():
+    # P1's deployment with TP2 attention ranks (DP16 x TP2, EP32): each rank of 2 GPUs prefills its own 4,096-token
+    # prompt, its routed experts over EP / DP = 2 GPUs, so each GPU does half of P1's per-rank FLOPs:
+    # 341,948,292,919,296 / 2 / 1,286.35e12 = 132.914 ms + 2.58 ms overhead; per GPU 4,096 / 0.135494 / 2 = 15,115
+    from dataclasses import replace
+    p = replace(BY_ID["P1"], parallel={"tp": 2, "dp": 16, "ep": 32, "nodes": 4})
+    assert pf.predict(p) == pytest.approx(4096 / (0.132914 + 0.00258) / 2, rel=2e-3)
+    # P3: 16 GPUs (TP16) take 199.7 ms for 4,096 tokens: 341.948e12 / (0.1997 x 16 x 1,979e12) = 0.0541 of peak
+    assert pf.implied_utilisation(BY_ID["P3"]) == pytest.approx(0.0541, abs=5e-4)

@@ -1239,6 +1239,15 @@ MUTANTS: tuple[Mutant, ...] = (
     # shortcut's answer is the lookup's, by the argument in its comment, which test_sim_fast_paths.py's
     # test_v1_whole_input_head_never_fits_after_a_preemption checks on preempting runs; and the record only skips
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
+    # prefill20: benchmarks/prefill_fidelity.py's harness rules (pd's saturated-role spread, per GPU, error sign)
+    M("prefill20-harness-no-spread", "benchmarks/prefill_fidelity.py",
+      "seconds = step.prefill_seconds(p.prompt, 0, None, spread)", "seconds = step.prefill_seconds(p.prompt, 0, None)"),
+    M("prefill20-harness-per-replica", "benchmarks/prefill_fidelity.py",
+      "return p.prompt / seconds / par.tp", "return p.prompt / seconds"),
+    M("prefill20-harness-throughput-error-sign", "benchmarks/prefill_fidelity.py",
+      "return p.measured / predicted - 1", "return predicted / p.measured - 1"),
+    M("prefill20-harness-utilisation-per-gpu", "benchmarks/prefill_fidelity.py",
+      "return f / (p.measured / 1e3 * s.parallelism.tp * peak)", "return f / (p.measured / 1e3 * peak)"),
 )
 
 
