@@ -326,6 +326,15 @@ def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
     one_line_error(run_cli("tpot", *LLAMA, "--calibration", str(tmp_path / "w.toml")), 'type = "calibration"')
 
 
+def test_calibration_fitted_at_another_tp_is_refused(run_cli, tmp_path):
+    cal = _cal(tmp_path, "[step]\nhbm = 0.5\n")          # tp = 1
+    llama = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "vllm", "--calibration", str(cal))
+    one_line_error(run_cli("tpot", *llama, "--tp", "2", "--gpus", "2"), "fitted at TP=1, not TP=2", "--tp 1")
+    # no --tp: the default is the node's 8 H100s (hardware preset h100-sxm), not the calibration's TP
+    one_line_error(run_cli("tpot", *llama), "fitted at TP=1, not TP=8 (the default")
+    assert run_cli("tpot", *llama, "--tp", "1", "--gpus", "1").code == 0
+
+
 def test_save_needs_a_fit_and_a_toml_name(run_cli, tmp_path):
     one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "vllm-metrics.txt"), "--save", str(tmp_path / "c.toml")),
                    "nothing was fitted")

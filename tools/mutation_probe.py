@@ -1239,6 +1239,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # shortcut's answer is the lookup's, by the argument in its comment, which test_sim_fast_paths.py's
     # test_v1_whole_input_head_never_fits_after_a_preemption checks on preempting runs; and the record only skips
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
+    M("user27b-calibration-tp-unchecked", "kvplan/inputs/calibration_file.py",
+      "    if tp != cal.tp:\n        how", "    if False:\n        how"),
 )
 
 
