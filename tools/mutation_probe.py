@@ -1241,6 +1241,12 @@ MUTANTS: tuple[Mutant, ...] = (
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
     M("user27b-calibration-tp-unchecked", "kvplan/inputs/calibration_file.py",
       "    if tp != cal.tp:\n        how", "    if False:\n        how"),
+    M("user27b-log-prose-unchecked", "kvplan/inputs/startup_log.py",
+      "and 2 * len(prose) > lines:", "and False:"),
+    M("user27b-log-prose-threshold", "kvplan/inputs/startup_log.py",
+      "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
+    M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
+      'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
 )
 
 
