@@ -229,8 +229,8 @@ _NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 # TP0]"), a process tag ("(EngineCore pid=107)"), a launch command ("$ vllm serve ...", "  --tp 8 \\"), a traceback
 # line or a progress bar ("100%|####|"). A file most of whose lines are none of these nor a fact line is prose that
 # quotes a log line (a README), not a log.
-_LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b|\d\d:\d\d:\d\d|\(\w+ (?:pid|rank)=|^\s*(?:\$|--)"
-                       r"|\\\s*$|vllm serve|sglang\.launch_server|^\s*(?:File \"|Traceback)|\d%\|")
+_LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b|\d\d:\d\d:\d\d|\(\w+ (?:pid|rank)="
+                       r"|^\s*(?:\$|--)|\\\s*$|vllm serve|sglang\.launch_server|^\s*(?:File \"|Traceback)|\d%\|")
 
 
 def parse(text: str, path: str = "<log>") -> StartupLog:
