@@ -120,9 +120,20 @@ def test_long_decode_is_fast_and_bounded(run_cli):
     (("concurrency", "--engine", "sglang", "--activation-reserve", "2GiB"), "not a setting of --engine sglang"),
     (("size", "--engine", "sglang", "--block-size", "16", "--gpus", "9"), "--gpus 9"),
     (("concurrency", "--engine", "sglang", "--gpu-memory-utilization", "0.5"), "mem-fraction-static"),
+    # tpot and size never move KV over the host link: the rate would change nothing (their output was the same)
+    (("tpot", "--host-link-gbs", "3"), "changes nothing in kvplan tpot: only concurrency"),
+    (("size", "--pcie-gbps", "3"), "changes nothing in kvplan size"),
 ])
 def test_options_that_would_be_ignored_are_refused(run_cli, args, needle):
     _one_line_exit_2(run_cli(*args), needle)
+
+
+def test_host_link_still_counts_where_it_is_used(run_cli):
+    # concurrency's --dram offload crosses the link: a 3 GB/s link moves the same KV slower than the preset's
+    args = ("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--dram", "100GiB", "-f", "json")
+    assert run_cli(*args).out != run_cli(*args, "--host-link-gbs", "3").out
+    assert "--host-link-gbs" in run_cli("concurrency", "--help").out
+    assert "--host-link-gbs" not in run_cli("tpot", "--help").out
 
 
 def test_fix_hint_counts_the_request_at_each_parallelism(run_cli):

@@ -1241,6 +1241,9 @@ MUTANTS: tuple[Mutant, ...] = (
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
     M("user27b-calibration-tp-unchecked", "kvplan/inputs/calibration_file.py",
       "    if tp != cal.tp:\n        how", "    if False:\n        how"),
+    M("user27b-host-link-unused-accepted", "kvplan/commands/common.py",
+      'if host_link == "refuse" and scenario["host_link_gbs"] is not None:',
+      'if False and scenario["host_link_gbs"] is not None:'),
     M("user27b-log-prose-unchecked", "kvplan/inputs/startup_log.py",
       "and 2 * len(prose) > lines:", "and False:"),
     M("user27b-log-prose-threshold", "kvplan/inputs/startup_log.py",
