@@ -73,6 +73,40 @@ def test_hostile_preset_files(run_cli, tmp_path):
     _one_line_exit_2(run_cli("size", "-m", str(hw)), "not a model")
 
 
+@pytest.mark.parametrize("kind, preset, old, new, words", [
+    # the limits kvplan.inputs.presets states: 1e14 parameters (about 100 x the largest model preset, 1.03e12),
+    # 1e15 weight bytes, 1e6 for any hardware figure (about 76 x B300's 13,125 dense fp4 TFLOPS)
+    ("models", "llama-3.1-8b", "params_total = { value = 8.03e9", "params_total = { value = 1e30",
+     "params_total = 1e+30 is past the plausible limit of 1e+14"),
+    ("models", "llama-3.1-8b", "params_total = { value = 8.03e9", "params_total = { value = 1.0001e14",
+     "params_total = 1.0001e+14 is past the plausible limit of 1e+14"),
+    ("models", "gpt-oss-20b", "weight_bytes = { value = ", "weight_bytes = { value = 2e15, was = ",
+     "weight_bytes = 2e+15 is past the plausible limit of 1e+15"),
+    ("hardware", "h100-sxm", "bf16 = { value = 989", "bf16 = { value = 1e9",
+     "dense_tflops.bf16 = 1e+09 is past the plausible limit of 1e+06"),
+    ("hardware", "h100-sxm", "host_dram_gb = { value = 2000", "host_dram_gb = { value = 2e6",
+     "node.host_dram_gb = 2e+06 is past the plausible limit of 1e+06"),
+])
+def test_absurd_preset_figures_are_refused(run_cli, tmp_path, kind, preset, old, new, words):
+    from kvplan.inputs.presets import builtin_dir
+
+    text = (builtin_dir() / kind / f"{preset}.toml").read_text()
+    assert old in text
+    path = tmp_path / f"{preset}.toml"
+    path.write_text(text.replace(old, new, 1))
+    flag = "-m" if kind == "models" else "-g"
+    _one_line_exit_2(run_cli("size", flag, str(path)), words)
+
+
+def test_preset_figures_at_the_limit_are_read(run_cli, tmp_path):
+    from kvplan.inputs.presets import builtin_dir
+
+    text = (builtin_dir() / "hardware" / "h100-sxm.toml").read_text()
+    path = tmp_path / "hw.toml"
+    path.write_text(text.replace("host_dram_gb = { value = 2000", "host_dram_gb = { value = 1e6"))
+    assert run_cli("size", "-g", str(path)).code == 0
+
+
 def open_preset(preset_id):
     from kvplan.inputs.presets import builtin_dir
 
@@ -120,9 +154,20 @@ def test_long_decode_is_fast_and_bounded(run_cli):
     (("concurrency", "--engine", "sglang", "--activation-reserve", "2GiB"), "not a setting of --engine sglang"),
     (("size", "--engine", "sglang", "--block-size", "16", "--gpus", "9"), "--gpus 9"),
     (("concurrency", "--engine", "sglang", "--gpu-memory-utilization", "0.5"), "mem-fraction-static"),
+    # tpot and size never move KV over the host link: the rate would change nothing (their output was the same)
+    (("tpot", "--host-link-gbs", "3"), "changes nothing in kvplan tpot: only concurrency"),
+    (("size", "--pcie-gbps", "3"), "changes nothing in kvplan size"),
 ])
 def test_options_that_would_be_ignored_are_refused(run_cli, args, needle):
     _one_line_exit_2(run_cli(*args), needle)
+
+
+def test_host_link_still_counts_where_it_is_used(run_cli):
+    # concurrency's --dram offload crosses the link: a 3 GB/s link moves the same KV slower than the preset's
+    args = ("concurrency", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--dram", "100GiB", "-f", "json")
+    assert run_cli(*args).out != run_cli(*args, "--host-link-gbs", "3").out
+    assert "--host-link-gbs" in run_cli("concurrency", "--help").out
+    assert "--host-link-gbs" not in run_cli("tpot", "--help").out
 
 
 def test_fix_hint_counts_the_request_at_each_parallelism(run_cli):

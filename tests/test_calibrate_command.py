@@ -326,6 +326,30 @@ def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
     one_line_error(run_cli("tpot", *LLAMA, "--calibration", str(tmp_path / "w.toml")), 'type = "calibration"')
 
 
+def test_prose_quoting_a_log_line_is_no_log(run_cli, tmp_path):
+    # tests/data/calibration/README.md quotes "available_kv_cache_memory 53.29 GiB" in a sentence (its line 15);
+    # its other 24 non-blank lines are Markdown (title, table, list), none log output
+    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "README.md")), "24 of its 25 lines are not log output",
+                   "e.g. line 1")
+    # the same fact in a log's own line, with 2 prose lines of 5 (under half), is still read: 53.29 GiB
+    fact = "INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB"
+    log = tmp_path / "pasted.log"
+    log.write_text(f"my run, pasted:\n{fact}\nINFO 12-13 19:54:19 ok\nthe end\n$ vllm serve llama\n")
+    doc = run_json(run_cli, *LLAMA, str(log))
+    assert figures(doc)["KV pool per GPU"]["measured"] == pytest.approx(53.29 * GIB)
+    log.write_text(f"my run, pasted:\n{fact}\nsome words\nthe end\n")    # 3 prose lines of 4: refused
+    one_line_error(run_cli("calibrate", *LLAMA, str(log)), "3 of its 4 lines are not log output")
+
+
+def test_calibration_fitted_at_another_tp_is_refused(run_cli, tmp_path):
+    cal = _cal(tmp_path, "[step]\nhbm = 0.5\n")          # tp = 1
+    llama = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "vllm", "--calibration", str(cal))
+    one_line_error(run_cli("tpot", *llama, "--tp", "2", "--gpus", "2"), "fitted at TP=1, not TP=2", "--tp 1")
+    # no --tp: the default is the node's 8 H100s (hardware preset h100-sxm), not the calibration's TP
+    one_line_error(run_cli("tpot", *llama), "fitted at TP=1, not TP=8 (the default")
+    assert run_cli("tpot", *llama, "--tp", "1", "--gpus", "1").code == 0
+
+
 def test_save_needs_a_fit_and_a_toml_name(run_cli, tmp_path):
     one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "vllm-metrics.txt"), "--save", str(tmp_path / "c.toml")),
                    "nothing was fitted")

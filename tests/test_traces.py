@@ -395,6 +395,33 @@ def test_what_a_trace_replaces_is_refused_not_ignored(run_cli, args):
     assert f"--trace gives each request's prompt and output lengths, so {args[0]} does not combine" in err
 
 
+def _notes(run_cli, *args) -> list[str]:
+    r = run_cli(*SIM, "--requests", "20", *args, "-f", "json")
+    assert r.code == 0, r.err
+    return [str(n) for n in r.json()["notes"]]
+
+
+def test_run_options_that_replace_or_draw_nothing_are_said(run_cli):
+    # a timed trace (kvplan_300.csv: its arrival_s column) run with --users: its times are dropped, said in a note
+    notes = _notes(run_cli, "--trace", str(OWN), "--users", "4")
+    assert any("arrival times of the trace" in n and "closed loop of 4 users (--users)" in n for n in notes), notes
+    notes = _notes(run_cli, "--trace", str(OWN), "--rate", "2")
+    assert any("arrival times of the trace" in n and "Poisson arrivals at 2/s (--rate)" in n for n in notes), notes
+    assert not any("arrival times" in n for n in _notes(run_cli, "--trace", str(OWN)))
+    # --seed with the trace's lengths and its own times, or fixed lengths in a closed loop: nothing is drawn, so the
+    # run is the seed-0 run's (compared below), and a note says so
+    for args in (("--trace", str(OWN)), ("--prompt", "500", "--decode", "100", "--users", "4")):
+        notes = _notes(run_cli, *args, "--seed", "3")
+        assert any("--seed 3 changes nothing here" in n for n in notes), notes
+        a = run_cli(*SIM, "--requests", "20", *args, "--seed", "3", "-f", "json").json()
+        b = run_cli(*SIM, "--requests", "20", *args, "-f", "json").json()
+        for key in ("simulated_seconds", "generated_tokens", "tpot_seconds_p50", "peak_kv_bytes_per_request_p99"):
+            assert a[key] == b[key], key
+    # where the seed draws (Poisson arrivals; lengths from a distribution), no such note
+    for args in (("--rate", "2"), ("--prompt-dist", "uniform:100,900", "--users", "4")):
+        assert not any("--seed" in n for n in _notes(run_cli, *args, "--seed", "3"))
+
+
 # --- the samples are what the script writes -------------------------------------------------------------------------
 def test_the_sample_traces_are_reproducible():
     script = Path(__file__).resolve().parent.parent / "tools" / "make_trace_samples.py"

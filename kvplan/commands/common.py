@@ -72,6 +72,10 @@ HostLinkOpt = Annotated[str | None, typer.Option(
     "--host-link-gbs", "--pcie-gbps", metavar="GB/S",
     help="Effective host-link rate per direction in GB/s (10^9 B/s), e.g. 50 or 50GB/s (default: the preset's "
          "line rate x large-copy efficiency).")]
+# On the commands whose figures never cross the host link (tpot, size): hidden, and refused when given
+# (scenario_command's host_link="refuse"), so that a rate given there is not taken to count
+HostLinkUnusedOpt = Annotated[str | None, typer.Option("--host-link-gbs", "--pcie-gbps", metavar="GB/S", hidden=True)]
+HOST_LINK_USERS = "concurrency (--dram offload), preemption (swaps), recommend and simulate"
 
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", metavar="FILE.toml",
@@ -150,19 +154,22 @@ OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("exp
                   ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
 
 
-def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool = True, calibration: bool = True):
+def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool | str = True,
+                     calibration: bool = True):
     """Give a command the shared scenario, memory and output options, declared once here.
 
     The command is written as ``def cmd(scenario_args: dict, output: dict, <its own options>)``: ``scenario_args``
     holds the scenario and memory options as text (pass them to ``kvplan.options.scenarios.build_scenario``),
     ``output`` the output options (``fmt, explain, units, brief, presets_dir``). ``decode`` replaces the --decode
     option with another (name, annotation, default), e.g. compare-preemption's --generated; ``host_link`` False
-    leaves it out; ``calibration`` False leaves out --calibration (a file of fitted factors, applied by
-    ``build_scenario``)."""
+    leaves it out, "refuse" hides it and refuses it when given (one line naming the commands that use it);
+    ``calibration`` False leaves out --calibration (a file of fitted factors, applied by ``build_scenario``)."""
     import functools
     import inspect
 
     shared = [o for o in SCENARIO_OPTIONS if host_link or o[0] != "host_link_gbs"]
+    if host_link == "refuse":
+        shared = [(n, HostLinkUnusedOpt, d) if n == "host_link_gbs" else (n, a, d) for n, a, d in shared]
     if decode is not None:
         shared = [decode if name == "decode" else (name, ann, dflt) for name, ann, dflt in shared]
     if calibration:
@@ -191,6 +198,11 @@ def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool 
                 scenario["decode_flag"] = "--" + decode[0].replace("_", "-")
             if not host_link:
                 scenario["host_link_gbs"] = None
+            if host_link == "refuse" and scenario["host_link_gbs"] is not None:
+                from kvplan.errors import InputError
+
+                raise InputError(f"--host-link-gbs changes nothing in kvplan {func.__name__}: only "
+                                 f"{HOST_LINK_USERS} move KV over the host link", "drop --host-link-gbs")
             output = {name: kwargs.pop(name) for name, _, _ in OUTPUT_OPTIONS}
             scenario["presets_dir"] = output["presets_dir"]
             return func(scenario_args=scenario, output=output, **kwargs)

@@ -9,7 +9,7 @@ from kvplan.commands.output import check_output_options, emit
 from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT
 
 
-@scenario_command()
+@scenario_command(host_link="refuse")
 def size(
     scenario_args: dict,
     output: dict,

@@ -9,7 +9,7 @@ GPU, with their residuals and the files they were fitted to.
     model = "llama-3.1-8b"        # the preset id (or config) it was fitted for: another model is refused
     hardware = "h100-sxm"         # the GPU preset id: another GPU is refused
     engine = "vllm"               # the engine whose budget the reserve was fitted in (its release too)
-    tp = 1
+    tp = 1                        # the TP it was fitted at: another TP is refused (check_tp)
     sources = ["bench.json", "startup.log"]
 
     [step]                        # kvplan.calc.costs factors; those not fitted are absent (the preset's apply)
@@ -131,7 +131,8 @@ def read_calibration(path: str | Path) -> CalibrationFile:
 def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
     """The scenario fields ``typed`` (``kvplan.inputs.request.resolve``'s output) with the calibration applied: the
     GPU preset's efficiency factors replaced by the fitted ones, and the runtime reserve when none was given.
-    Refused for another model, GPU or engine (vllm, sglang, neutral) than it was fitted for."""
+    Refused for another model, GPU or engine (vllm, sglang, neutral) than it was fitted for (another TP: ``check_tp``,
+    once the scenario's layout is known)."""
     from kvplan.inputs.request import SEED_HARDWARE, SEED_MODEL
     from kvplan.specs.model import Sourced
 
@@ -159,6 +160,16 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
     if cal.runtime_reserve_bytes is not None and out.get("runtime_reserve_bytes") is None:
         out["runtime_reserve_bytes"] = cal.runtime_reserve_bytes
     return out
+
+
+def check_tp(cal: CalibrationFile, tp: int, defaulted: bool) -> None:
+    """Refuse the calibration at another TP than it was fitted at (its ``tp``), as another model or GPU is: the
+    fitted step overhead holds that TP's all-reduces per step, and the reserve is per GPU at that TP (vLLM's own
+    grows with TP, ``kvplan.engines.vllm``), so neither carries to another TP."""
+    if tp != cal.tp:
+        how = " (the default: every GPU of one node)" if defaulted else ""
+        raise InputError(f"--calibration {shorten(cal.path)} was fitted at TP={cal.tp}, not TP={tp}{how}",
+                         f"give --tp {cal.tp}, or calibrate at TP={tp} with its own runs")
 
 
 def _toml_value(v: Any) -> str:

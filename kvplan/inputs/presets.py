@@ -246,10 +246,25 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _figure_problems(body: dict[str, Any], positive: Any, prefix: tuple = ()) -> list[tuple[tuple, str]]:
+# The plausible limits of a preset's figures: past them a figure is a typo or a unit slip (1e30 parameters), refused
+# before any arithmetic. Parameters: 1e14, about 100 x the largest model preset (Kimi K2, 1.03e12 in total); weight
+# bytes: 1e15 (1e14 parameters at fp64's 8 bytes would be 8e14); any hardware figure (TFLOPS, GB/s, GB, us, USD):
+# 1e6, about 76 x the largest preset figure (B300's dense fp4, 13,125 TFLOPS); hbm_capacity_gib has its own 100,000.
+MAX_PARAMS = 1e14
+MAX_WEIGHT_BYTES = 1e15
+MAX_HARDWARE_FIGURE = 1e6
+
+
+def _model_limit(name: str) -> float:
+    return MAX_WEIGHT_BYTES if name.endswith("weight_bytes") else MAX_PARAMS
+
+
+def _figure_problems(body: dict[str, Any], positive: Any, prefix: tuple = (),
+                     limit: Any = None) -> list[tuple[tuple, str]]:
     """The checks a spec's ``__post_init__`` makes on its sourced figures (``{value, source}`` tables), made on
     the plain data so that they are reported along with pydantic's type errors instead of after them.
-    ``positive(path)`` says whether the figure at that dotted path must be positive."""
+    ``positive(path)`` says whether the figure at that dotted path must be positive; ``limit(path)`` its plausible
+    upper limit (None: no limit)."""
     found = []
     for key, value in body.items():
         loc = prefix + (key,)
@@ -257,12 +272,15 @@ def _figure_problems(body: dict[str, Any], positive: Any, prefix: tuple = ()) ->
             continue
         if "value" in value and "source" in value:
             number, name = value["value"], ".".join(map(str, loc))
+            top = limit(name) if limit is not None else None
             if _is_number(number) and positive(name) and number <= 0:
                 found.append((loc, f"must be positive, got {number}"))
             elif _is_number(number) and name.endswith("efficiency") and number > 1:
                 found.append((loc, f"is a fraction of the line rate, got {number}"))
+            elif _is_number(number) and top is not None and not number <= top:
+                found.append((loc, f"= {number:g} is past the plausible limit of {top:g} (a typo or a unit slip?)"))
         else:
-            found += _figure_problems(value, positive, loc)
+            found += _figure_problems(value, positive, loc, limit)
     return found
 
 
@@ -322,8 +340,9 @@ def build_model(data: dict[str, Any], where: str, trusted: bool = False):
     if isinstance(dtype, str) and dtype not in WEIGHT_BYTES_PER_PARAM:
         own.append((("weight_dtype",), f"= {shorten(dtype)} is not one of {', '.join(WEIGHT_BYTES_PER_PARAM)}"))
     figures = ("params_total", "params_active", "weight_bytes", "params_expert", "params_active_matmul")
-    own += _figure_problems({k: v for k, v in body.items() if k in figures}, lambda name: True)
-    own += _figure_problems({k: v for k, v in body.items() if k == "expert_weight_bytes"}, lambda name: False)
+    own += _figure_problems({k: v for k, v in body.items() if k in figures}, lambda name: True, limit=_model_limit)
+    own += _figure_problems({k: v for k, v in body.items() if k == "expert_weight_bytes"}, lambda name: False,
+                            limit=_model_limit)
     return _report(ModelSpec, body, own, where, trusted)
 
 
@@ -336,7 +355,8 @@ def build_hardware(data: dict[str, Any], where: str, trusted: bool = False):
         raise KvplanError(f"{where} is a {shorten(data.get('type'))} preset, not hardware",
                           "give a hardware preset")
     body = {k: v for k, v in data.items() if k != "type"}
-    own = _figure_problems(body, lambda name: True)
+    own = _figure_problems(body, lambda name: True,
+                           limit=lambda name: None if name == "hbm_capacity_gib" else MAX_HARDWARE_FIGURE)
     tflops = body.get("dense_tflops")
     if isinstance(tflops, dict):
         unknown = sorted(str(k) for k in set(tflops) - set(COMPUTE_DTYPES))

@@ -2,7 +2,8 @@
 
 ``read_log(path)`` returns a ``StartupLog``: the engine (``vllm`` or ``sglang``), its release when the log names
 it, and each recognised fact with the line it came from. Pure and light: no third-party import. Lines the parser
-does not recognise are ignored; a file with none of the recognised lines is an error (exit 2).
+does not recognise are ignored; a file with none of the recognised lines, or most of whose lines are not log output
+(prose quoting a log line: ``_LOG_LINE``), is an error (exit 2).
 
 Formats recognised (each written against the engine source at the release named; the public log excerpts in
 ``tests/data/logs/`` exercise them):
@@ -223,15 +224,26 @@ _ENGINE_FACTS = {"vllm": {"weights_gib", "available_kv_gib", "gpu_blocks", "kv_c
 
 
 _NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+# What marks a line as the engine's output (or the launch command pasted with it) when kvplan reads no fact from it:
+# a level word or a clock time (every vLLM and SGLang logger line: "INFO 12-13 19:54:18", "[2025-10-07 23:17:19
+# TP0]"), a process tag ("(EngineCore pid=107)"), a launch command ("$ vllm serve ...", "  --tp 8 \\"), a traceback
+# line or a progress bar ("100%|####|"). A file most of whose lines are none of these nor a fact line is prose that
+# quotes a log line (a README), not a log.
+_LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b|\d\d:\d\d:\d\d|\(\w+ (?:pid|rank)="
+                       r"|^\s*(?:\$|--)|\\\s*$|vllm serve|sglang\.launch_server|^\s*(?:File \"|Traceback)|\d%\|")
 
 
 def parse(text: str, path: str = "<log>") -> StartupLog:
     """The facts of a start-up log's text (see the module docstring)."""
     found: dict[str, dict[str, list[Fact]]] = {"vllm": {}, "sglang": {}, "any": {}}
+    prose: list[int] = []     # the lines that are neither a fact line nor look like log output (_LOG_LINE)
+    lines = 0
     for number, raw in enumerate(text.splitlines(), 1):
-        if raw.startswith(COMMENT):
+        if raw.startswith(COMMENT) or not raw.strip():
             continue
+        lines += 1
         line = raw[:MAX_LINE_CHARS]
+        facts_before = sum(len(v) for e in found.values() for v in e.values())
         shown = " ".join(line.split())
         if len(shown) > 200:
             shown = shown[:197] + "..."
@@ -251,6 +263,12 @@ def parse(text: str, path: str = "<log>") -> StartupLog:
                                   f"figure (kvplan reads counts and sizes up to {MAX_FIGURE:.0e})",
                                   "give the log as the engine printed it")
             found[engine].setdefault(name, []).append(Fact(name, value, number, shown))
+        if sum(len(v) for e in found.values() for v in e.values()) == facts_before and not _LOG_LINE.search(line):
+            prose.append(number)
+    if any(found[e] for e in _ENGINE_FACTS) and 2 * len(prose) > lines:
+        raise KvplanError(f"{WHAT} {path}: {len(prose)} of its {lines} lines are not log output (no level, time, "
+                          f"launch command nor line kvplan reads; e.g. line {prose[0]}): it reads as prose quoting a "
+                          "log, not a log", "give the log as the engine printed it (the server's own output)")
     score = {e: len(set(found[e]) & _ENGINE_FACTS[e]) for e in _ENGINE_FACTS}
     if not any(score.values()):
         raise KvplanError(f"{WHAT} {path} has none of the lines kvplan reads (e.g. vLLM's 'Available KV cache "

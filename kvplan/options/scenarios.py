@@ -54,9 +54,14 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
     if calibration is not None:
         from kvplan.inputs.calibration_file import apply, read_calibration
 
-        typed = apply(read_calibration(calibration), typed)
+        cal = read_calibration(calibration)
+        typed = apply(cal, typed)
     s = Scenario(**typed)
     par = s.parallelism
+    if calibration is not None:
+        from kvplan.inputs.calibration_file import check_tp
+
+        check_tp(cal, par.tp, s.tp_defaulted)
     if s.gpus is not None and s.dp is not None and par.gpus < s.gpus:
         # --gpus N says to plan N GPUs; a layout given in full on fewer would drop the rest without a word
         replica = par.tp * par.pp

@@ -185,9 +185,12 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                              f"longer than --max-len {cap:,}", "raise --max-len, or lower --prompt / --decode")
 
     def make(rate_r: float | None) -> Workload:
-        return wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
+        made = wl.build(requests=n, seed=seed_v, prompt=prompt_d, output=output_d, max_len=cap, prompt_max=pmax,
                         output_max=omax, rate=rate_r, users=users_v, think_s=think_v, duration_s=duration_v,
                         trace=tr, sources=sources, name=workload_id, trace_speed=speed_v, trace_rate=trace_rate_v)
+        said = _run_notes(tr, rate_r, users_v if users is not None else None, seed_v if _text(seed) != "0" else None,
+                          prompt_d.kind == output_d.kind == "fixed")
+        return dataclasses.replace(made, notes=made.notes + said) if said else made
 
     work = make(rate_v)
     max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
@@ -211,6 +214,26 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         run = dataclasses.replace(run, variants=tuple(_variant(base, args, options, pairs)
                                                       for pairs in parse_compare(compare)))
     return run
+
+
+def _run_notes(tr: Any, rate: float | None, users: int | None, seed: int | None, fixed: bool) -> tuple[Any, ...]:
+    """What the run options change that the workload line alone would hide: a timed trace's arrival times replaced
+    by --users' closed loop or --rate's Poisson arrivals, and a --seed (``seed``: given, not the default) that draws
+    nothing (the lengths fixed or the trace's, the arrivals the trace's or a closed loop's: no random draw)."""
+    from kvplan.specs.values import Note
+
+    out = []
+    if tr is not None and tr.arrivals is not None and (users is not None or rate is not None):
+        how, flag = ((f"a closed loop of {users:,} users", "--users") if users is not None
+                     else (f"Poisson arrivals at {rate:g}/s", "--rate"))
+        out.append(Note((f"The arrival times of the trace {shorten(tr.path)} are not used: {how} ({flag}) submits "
+                         f"its requests instead; drop {flag} to replay the trace's times.",)))
+    if seed is not None and (tr is not None or fixed) and rate is None:
+        lengths = "come from the trace" if tr is not None else "are fixed"
+        out.append(Note((f"--seed {seed} changes nothing here: the lengths {lengths} and the arrivals are not "
+                         "drawn (the seed draws --prompt-dist, --output-dist or --workload lengths and --rate's "
+                         "Poisson arrivals).",)))
+    return tuple(out)
 
 
 def hicache_option(enable: Any, ratio: Any = None, size: Any = None, policy: str | None = None) -> Any:
