@@ -419,6 +419,14 @@ def test_vllm_v1_equals_the_reference(case, victim, prefix, budget, engine):
        users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]), engine=st.sampled_from(V1_RELEASES))
 def test_vllm_v1_random_small_traces(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt,
                                      prefix, users, engine):
+    check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix, users,
+                             engine)
+
+
+def check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix, users,
+                             engine, async_scheduling: bool | None = None):
+    """One hypothesis case of a small V1 trace (shared with test_simulate_async): the event engine and the
+    reference's ``run_vllm`` agree. ``async_scheduling`` None is the release's default, as in both."""
     base, _, _ = CASES[case]
     max_len = 600
     longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
@@ -429,8 +437,8 @@ def test_vllm_v1_random_small_traces(case, victim, seed, requests, rate, budget,
                     output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len,
                     **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
                                                                   duration_s=users[2])))
-    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch))
-    assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch))
+    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=async_scheduling))
+    assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=async_scheduling))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

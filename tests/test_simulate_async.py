@@ -15,10 +15,10 @@ import pytest
 import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_reference import CASES, assert_same_v1, small_work
+from test_sim_reference import CASES, assert_same_v1, check_random_small_trace, small_work
 from test_simulate_vllm import at_zero, decode, tiny
 
-from kvplan.calc import capacity, costs
+from kvplan.calc import costs
 from kvplan.calc import simulate as sim
 from kvplan.engines.vllm import VllmEngine, for_release
 from kvplan.errors import KvplanError
@@ -200,16 +200,6 @@ def test_async_scheduling_equals_the_reference(case, on, victim, prefix, budget,
        on=st.booleans())
 def test_async_scheduling_random_small_traces(case, victim, seed, requests, rate, budget, max_batch, pool_factor,
                                               prompt, prefix, users, engine, on):
-    base, _, _ = CASES[case]
-    max_len = 600
-    longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
-    s = build_scenario(**dict(base, engine=engine), kv_pool=f"{int(pool_factor * longest)}B",
-                       shared_prefix=str(prefix) if prefix else None,
-                       max_num_batched_tokens=str(budget) if budget else None)
-    work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist(prompt, "p"),
-                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len,
-                    **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
-                                                                  duration_s=users[2])))
-    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=on))
-    assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=on))
+    check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix, users,
+                             engine, async_scheduling=on)
 

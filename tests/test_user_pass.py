@@ -5,10 +5,10 @@ a fix (exit 2)."""
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
+from test_fuzz_cli import run as run_with_alarm  # tests/ is on sys.path
 
 LLAMA = ("-m", "llama-3.1-8b", "-g", "h100-sxm")
 
@@ -147,14 +147,6 @@ def test_tp_x_pp_beyond_the_gpus_asks_for_more_gpus(run_cli, args, fix):
 
 
 # --- files kvplan writes: a FIFO (or a device) at the path is refused, not opened -----------------------------------
-class Hang(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise Hang("kvplan blocked opening a FIFO to write")
-
-
 PLAN = '''[deployment]
 model = "llama-3.1-8b"
 hardware = "h100-sxm"
@@ -200,13 +192,7 @@ def test_a_fifo_where_kvplan_writes_is_refused_not_opened(run_cli, tmp_path, cas
     else:
         os.mkfifo(str(fifo) + ("." + args[-1].rsplit(".", 1)[1]))
     args = tuple(a.replace("{fifo}", str(fifo)) for a in args)
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(20)
-    try:
-        r = run_cli(*args)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    r = run_with_alarm(run_cli, *args, seconds=20)
     one_line_refusal(r, what, "is a FIFO (named pipe), not a file")
 
 
