@@ -62,6 +62,10 @@ The rules, as documented by the engine (one replica):
    acceptance length (``decode_price``); in ``run_vllm`` the decode part of a step with chunks is priced so, its
    chunks as without.
 
+9. (``run_vllm``) Speculative decoding's slots: with K draft tokens every allocation of a request (its decode
+   step's, a chunk's, the admission check) is for its tokens + D slots, D = 2K from vLLM v0.9.0 (the K drafts it
+   verifies and K lookahead slots: MTP is ``use_eagle()``), K before (the drafts alone).
+
 Bytes per request are ``request_bytes(cache)`` rounded up to whole blocks of one block of every layer
 (``request_bytes(block) - request_bytes(0)`` with no shared prefix); the pool holds ``floor(pool / block bytes)``
 of them, less the shared prefix's copy.
@@ -506,6 +510,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     whole_input = release >= (0, 19, 0)            # rule 5
     hashless_first = release >= (0, 24, 0)         # rule 6
     asyn = release >= ASYNC_SINCE if async_scheduling is None else async_scheduling   # rule 7
+    # rule 9: a request holds the blocks of its tokens and D slots more (vLLM V1's allocate_slots: the K drafts it
+    # verifies and, from v0.9.0, where MTP is use_eagle(), the K lookahead slots the drafter writes)
+    ahead = 0 if speculative is None else speculative[0] * (2 if release >= (0, 9, 0) else 1)
     sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
     prompts = [int(p) for p in workload.prompts]
     outputs = [int(x) for x in workload.outputs]
@@ -519,6 +526,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         if tokens not in memo:
             memo[tokens] = -(-capacity.request_bytes(s, tokens) // block_bytes)
         return memo[tokens]
+
+    def slots_for(tokens: int) -> int:
+        return blocks_for(tokens + ahead)      # rule 9
 
     # a victim's blocks are found again only where each block above the shared prefix is one block of tokens
     reuse = all(blocks_for(hit_tokens + m * block) - blocks_for(hit_tokens + (m - 1) * block) == 1
@@ -614,19 +624,19 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         budget = budget0
         preempted = False
         chunks: list[tuple[Req, int, int]] = []
-        while sum(blocks_for(computed[r.id] + 1) - len(owned[r.id]) for r in running
+        while sum(slots_for(computed[r.id] + 1) - len(owned[r.id]) for r in running
                   if status[r.id] == DECODE) > len(queue):
             preempt(choose())
             preempted = True
         decoders = [r for r in running if status[r.id] == DECODE]
         for r in decoders:
-            take_front(r, blocks_for(computed[r.id] + 1) - len(owned[r.id]))
+            take_front(r, slots_for(computed[r.id] + 1) - len(owned[r.id]))
         budget -= len(decoders)
         part = [r for r in running if status[r.id] == PREFILL]
         if part and budget > 0:
             p = part[0]
             c = min(tokens(p) - computed[p.id], budget)
-            while blocks_for(computed[p.id] + c) - len(owned[p.id]) > len(queue):
+            while slots_for(computed[p.id] + c) - len(owned[p.id]) > len(queue):
                 v = choose()
                 preempted = True
                 preempt(v)
@@ -634,7 +644,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                     break
                 decoders.remove(v)
             if p in running:
-                take_front(p, blocks_for(computed[p.id] + c) - len(owned[p.id]))
+                take_front(p, slots_for(computed[p.id] + c) - len(owned[p.id]))
                 chunks.append((p, computed[p.id], computed[p.id] + c))
                 budget -= c
         seen = started if asyn and started is not None else float("inf")   # rule 7
@@ -651,7 +661,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 own_used = max(0, got - base)
                 hit = got * block
                 c = min(tokens(q) - hit, budget)
-                if blocks_for(tokens(q) if whole_input else hit + c) > len(queue):
+                if slots_for(tokens(q) if whole_input else hit + c) > len(queue):
                     break
                 waiting.pop(0)
                 for bid in before[:own_used]:     # hits: out of the free queue, back to the request
@@ -665,7 +675,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                     q.admitted, q.prefix_hit_tokens = now, hit
                 if hit_tokens:
                     prefix_warm = True
-                take_front(q, blocks_for(hit + c) - len(owned[q.id]))
+                take_front(q, slots_for(hit + c) - len(owned[q.id]))
                 computed[q.id] = hit
                 status[q.id] = PREFILL
                 running.append(q)

@@ -342,3 +342,47 @@ def test_a_run_says_its_scheduler_once(run_cli, engine):
     assert out.code == 0, out.err
     notes = json.loads(out.out)["notes"]
     assert sum(n.startswith("Scheduler:") for n in notes) == 1, notes
+
+
+def test_speculative_slots_move_the_preemption_earlier_by_hand():
+    """vLLM V1 with --speculative mtp:1: a running request's step schedules its next token and its K = 1 draft
+    (num_tokens_with_spec) and allocate_slots reserves num_lookahead_tokens = K more (MTP is use_eagle() from
+    v0.9.0): blocks for its context + 2 slots; v0.8.5 reserves the draft alone (+ 1). A (64 tokens, 16 out) and
+    B (60, 18) at 0 s; 10 blocks of 16; budget 64.
+    Without speculation: A peaks at 64 + 16 - 1 = 79 tokens (5 blocks), B at 60 + 18 - 1 = 77 (5): 10 fit.
+    v0.8.5 (+ 1): A's last step reads 79, slots to 80 (5 blocks); B's reads 77, to 78 (5): 10 fit, no preemption.
+    v0.9.0 (+ 2): step 1: A's 64 tokens, blocks for 66: 5 (5 free). Step 2: A decodes (reads 65, to 67: 5), B's 60,
+    blocks for 62: 4 (1 free). At step s A reads 64 + s - 1 (to 64 + s + 1) and B 60 + s - 2 (to 60 + s): B takes
+    the last free block at s = 5 (65 slots); A needs a 6th at 64 + s + 1 > 80, s = 16: none free, so the newest,
+    B, is preempted with 60 + 14 - 1 = 73 tokens computed (its first token at step 2, then one a step to 15); A's
+    16th token ends it at that step. Step 17: B finds its 4 full blocks (64 tokens) and computes 64 .. 74: 10
+    tokens, 73 - 64 = 9 of them again."""
+    import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
+
+    work = at_zero([64, 60], [16, 18])
+    spec = (1, 1.8, 0.0)        # K = 1; the acceptance prices the steps only
+    for release, spec_on, preempted in (("0.9.0", None, 0), ("0.8.5", spec, 0), ("0.9.0", spec, 1)):
+        s = tiny(f"vllm=={release}")
+        run = sim.simulate(s, work, sim.SimOptions(max_batch=8, speculative=spec_on))
+        assert list(run.preemptions) == [0, preempted], (release, spec_on)
+        assert run.peak_blocks_used == 10
+        r = ref.run_vllm(s, work, "newest", max_batch=8, speculative=spec_on)
+        assert [q.preemptions for q in r.reqs] == [0, preempted]
+        np.testing.assert_allclose(run.finish, [q.finish for q in r.reqs], rtol=1e-9)
+    assert list(run.recomputed) == [0, 9] and list(run.recompute_hit_tokens) == [0, 64]
+    assert "speculative slots: 2 a request" in run.scheduler
+    # the newest release and v0.19.0 (whole-input admission, async scheduling) preempt B alike
+    for release in ("0.19.0", None):
+        s = tiny("vllm" if release is None else f"vllm=={release}")
+        run = sim.simulate(s, work, sim.SimOptions(max_batch=8, speculative=spec))
+        assert list(run.preemptions) == [0, 1] and list(run.recomputed) == [0, 9]
+
+
+def test_speculative_slots_by_release():
+    # VllmEngine.speculative_slots: 2K from v0.9.0 (drafts + lookahead), K in v0.8.x, none before V1 (v0.8.0)
+    from kvplan.engines import vllm
+
+    assert vllm.for_release((0, 9, 0)).speculative_slots(3)[0] == 6
+    assert vllm.ENGINE.speculative_slots(4)[0] == 8
+    assert vllm.for_release((0, 8, 5)).speculative_slots(3)[0] == 3
+    assert vllm.for_release((0, 7, 3)).speculative_slots(3)[0] == 0

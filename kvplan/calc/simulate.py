@@ -185,9 +185,10 @@ def _known(v: Value) -> int | float:
     return v.value
 
 
-def _requests(s: Scenario, workload: Workload, u: _Replica):
-    """The prompts and outputs (numpy), the block table and its bytes (``_block_table``), refused when a prompt is
-    shorter than the shared prefix or a request could never fit the pool."""
+def _requests(s: Scenario, workload: Workload, u: _Replica, slots: int = 0):
+    """The prompts and outputs (numpy), the block table and its bytes (``_block_table``, ``slots`` tokens past the
+    longest cache: the speculative slots a running request holds), refused when a prompt is shorter than the shared
+    prefix or a request could never fit the pool."""
     import numpy as np
 
     P = np.asarray(workload.prompts, dtype=np.int64)
@@ -198,11 +199,12 @@ def _requests(s: Scenario, workload: Workload, u: _Replica):
                           f"{s.shared_prefix_tokens:,} every prompt starts with",
                           "lower --shared-prefix, or give prompts at least that long (--prompt-dist)")
     longest_cache = int((P + L - 1).max())
-    table, bytes_at = _block_table(s, u.block, u.block_bytes, longest_cache + 1)
-    peak_blocks = table[-(-(P + L - 1) // u.block)]
+    table, bytes_at = _block_table(s, u.block, u.block_bytes, longest_cache + 1 + slots)
+    peak_blocks = table[-(-(P + L - 1 + slots) // u.block)]
     if int(peak_blocks.max()) > u.total_blocks:
         i = int(np.argmax(peak_blocks))
-        raise KvplanError(f"request {i + 1} ({int(P[i]):,} + {int(L[i]):,} tokens) needs {int(peak_blocks[i]):,} "
+        raise KvplanError(f"request {i + 1} ({int(P[i]):,} + {int(L[i]):,} tokens"
+                          + (f" + {slots:,} speculative slots" if slots else "") + f") needs {int(peak_blocks[i]):,} "
                           f"KV blocks, more than the {u.total_blocks:,} the pool holds",
                           "lower --max-len or the output lengths, or give the replica more GPUs")
     return P, L, table, bytes_at, longest_cache
@@ -227,7 +229,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     o = options or SimOptions()
     u = _replica(s, o)
     sm = costs.step_model(s, speculative=o.speculative is not None)   # the MTP layers are the drafter's
-    P, L, table, bytes_at, longest_cache = _requests(s, workload, u)
+    # speculative decoding's slots past each running request's context, where the engine's scheduler reserves them
+    # (vLLM V1: the K drafts and the lookahead, ``VllmEngine.speculative_slots``); 0 elsewhere
+    slots_of = getattr(s.engine_adapter, "speculative_slots", None)
+    slots = slots_of(o.speculative[0])[0] if slots_of is not None and o.speculative is not None else 0
+    P, L, table, bytes_at, longest_cache = _requests(s, workload, u, slots)
     host = capacity.host_tier(s, capacity.request_bytes(s, longest_cache), o.dram_bytes_per_node)
     dram_cap = int(host.bytes_per_gpu.value) if host.bytes_per_gpu.value is not None else None
     if o.policy == "swap-then-recompute" and dram_cap is None:
@@ -235,6 +241,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           "give --dram SIZE per node")
     # blocks_of(c) = bt[c]: the block table indexed by tokens (one lookup instead of a ceiling division and a lookup)
     bt = table[-(-np.arange(len(table) * u.block - u.block + 1) // u.block)]
+    if slots:                # a request of c tokens holds the blocks of c + slots: bt[c] = blocks_of(c + slots)
+        bt = bt[slots:]
     # each block boundary a running request can cross adds exactly one block (no windows; a shared prefix's
     # blocks, where the table is flat, lie below every prompt)
     unit_steps = bool(np.all(np.diff(table[int(P.min()) // u.block:]) == 1))
@@ -259,6 +267,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                      prefill=prices.prefill, swap_cost=prices.swap_cost, arrivals=arrivals,
                      users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s)
     r.lockstep = sm.lockstep_ranks
+    r.shift = slots
     _EventLoop(r, sched, prices, bt, fast, unit_steps).run(o.on_event, progress)
     if o.on_event is not None:
         o.on_event(event_state(r))
@@ -706,7 +715,7 @@ class _EventLoop:
         if self.need_after(x, held_sum, k) <= limit:
             return k
         if self.unit_steps:
-            return _last_step_that_fits(x, self.r.block, limit - need1)
+            return _last_step_that_fits(x + self.r.shift, self.r.block, limit - need1)
         lo, hi = 1, k                             # need_after(lo) <= limit < need_after(hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -939,14 +948,20 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         from kvplan.calc.tpot import accept_note, describe_accept
 
         k, profile = o.speculative
+        slots_of = getattr(s.engine_adapter, "speculative_slots", None)
+        slots, slots_why, slots_source = slots_of(k) if slots_of is not None else (0, "", "")
         accept = Number(profile[0][1], derived("tokens accepted per verify step, the bonus token included (at the "
                                                "profile's first context)", describe_accept(profile),
                                                o.accept_source or "--accept"))
         notes.append(note("Speculative decoding: {k} MTP draft token(s) per step, accepting ", k=Count(k))
                      + (note("{accept:g}", accept=accept) if len(profile) == 1 else accept_note(profile))
                      + "; each decode step costs the verify step over K + 1 tokens and the K draft steps, over the "
-                     "batch's mean acceptance at its requests' contexts (the draft slots engines reserve beyond the "
-                     "context are not counted; the draft layers' KV is: it shares the pool).")
+                     "batch's mean acceptance at its requests' contexts ("
+                     + (note("each running request holds blocks for its context + {slots} slots, the drafts and "
+                             "lookahead vLLM V1's allocate_slots reserves", slots=Count(slots, derived(
+                                 "the engine's speculative slots a running request holds", slots_why, slots_source)))
+                        if slots else "the draft slots engines reserve beyond the context are not counted")
+                     + "; the draft layers' KV is: it shares the pool).")
     if o.policy == "swap" and u.dram_bytes_per_gpu is not None and r.peak_dram_bytes > u.dram_bytes_per_gpu:
         notes.append(note("The swapped-out KV peaked at {peak:GiB:,.1f} per GPU, past the host tier's "
                           "{tier:GiB:,.1f}: --policy swap-then-recompute respects the tier.",

@@ -10,7 +10,7 @@ scenario or a cost model: prices come in as two functions).
 
 The running batch: running request i reads xo[i] + steps tokens in the next step (every one gains a token per
 step, so xo[i] is fixed while it runs); its g and held are brought up to date when it leaves the batch (and by
-``sync``). ``phase`` counts the running requests by (-xo) mod block, which says at which steps each starts a new
+``sync``). ``phase`` counts the running requests by (-xo - shift) mod block, which says at which steps each starts a new
 block; ``done_heap`` holds (steps at which it is done, request), stale entries (a request that left) skipped when
 they surface. Per-request state is kept in Python lists (scalar work per request); numpy only in ``xo``, the
 contexts the vectorized path and the victim rules read (the caller gives the array).
@@ -65,7 +65,7 @@ class ReplicaState:
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
-                 "dram_used", "prefix_cached", "preempted", "freed", "partial", "on_finish", "seq", "joins")
+                 "dram_used", "prefix_cached", "preempted", "freed", "partial", "on_finish", "seq", "joins", "shift")
 
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
@@ -97,6 +97,9 @@ class ReplicaState:
         self.swap_ready = [0.0] * n              # when the swap-out copy has landed
         self.xo_l, self.in_run, self.done_at = [0] * n, [False] * n, [0] * n
         self.phase = [0] * block
+        # slots a running request holds past its cache (speculative decoding's, vLLM V1's; ``blocks_at`` already
+        # counts them): its block boundaries, and so its phase, move by as many tokens
+        self.shift = 0
         self.sum_xo = 0
         self.done_heap: list[tuple[int, int]] = []
         # each request's place in join order (the joins so far when it last joined): ``running`` is in join order
@@ -169,7 +172,7 @@ class ReplicaState:
         if self.xo_used:
             self.xo[i] = v
         self.sum_xo += v
-        self.phase[-v % self.block] += 1
+        self.phase[(-v - self.shift) % self.block] += 1
         self.in_run[i] = True
         self.done_at[i] = d = self.El[i] - v
         heapq.heappush(self.done_heap, (d, i))
@@ -181,7 +184,7 @@ class ReplicaState:
         """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""
         v = self.xo_l[i]
         self.sum_xo -= v
-        self.phase[-v % self.block] -= 1
+        self.phase[(-v - self.shift) % self.block] -= 1
         self.in_run[i] = False
         self.g[i] = v + self.steps - self.Pl[i]
         self.held[i] = self.btl[v + self.steps - 1]
@@ -229,7 +232,7 @@ class ReplicaState:
             # leave() and finished() written out: its tokens now, its blocks freed, done
             v = self.xo_l[i]
             self.sum_xo -= v
-            self.phase[-v % self.block] -= 1
+            self.phase[(-v - self.shift) % self.block] -= 1
             in_run[i] = False
             self.g[i] = v + steps - self.Pl[i]
             held = self.btl[v + steps - 1]

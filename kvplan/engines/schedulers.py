@@ -36,7 +36,7 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
     if engine.id == "vllm":
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks, async_scheduling=getattr(o, "async_scheduling", None),
-                                         pp=s.parallelism.pp)
+                                         pp=s.parallelism.pp, speculative=getattr(o, "speculative", None))
         if v1 is not None:
             span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"

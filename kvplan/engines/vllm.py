@@ -185,6 +185,20 @@ HASHLESS_FRONT_SINCE: Release = (0, 24, 0)
 HASHLESS_FRONT_SOURCE = blob("v0.24.0", "vllm/v1/core/block_pool.py", "free_blocks: blocks_without_hash -> "
                              "free_block_queue.prepend_n, blocks_with_hash -> append_n (v0.33.0 l.816-847, "
                              "blocks_to_evict_first / blocks_to_evict_last); v0.23.0 append_n for all")
+# Speculative decoding's KV slots (kvplan simulate --speculative: K MTP draft tokens per verify step). A running
+# request's step schedules num_new_tokens = num_tokens_with_spec - num_computed_tokens = its next token plus its K
+# draft tokens, and allocate_slots(request, num_new_tokens, num_lookahead_tokens) takes blocks for num_computed +
+# num_new + num_lookahead tokens (vllm/v1/core/kv_cache_manager.py, "< new > | < lookahead >"), where the scheduler's
+# num_lookahead_tokens is num_speculative_tokens when speculative_config.use_eagle() (the drafter writes KV past the
+# verified tokens). use_eagle() takes MTP from v0.9.0 (vllm/config.py: method in ("eagle", "eagle3",
+# "deepseek_mtp"); v0.11.0+ "mtp"; v0.33.0 VllmConfig.num_lookahead_tokens the same for EAGLE/MTP); in v0.8.5 it is
+# ("eagle", "eagle3") only, so an MTP request reserves its K drafts alone. So a decoding request holds the blocks of
+# its context + 2K slots (K before v0.9.0); read in the v0.8.5, v0.9.0, v0.11.0, v0.12.0, v0.19.0 and v0.33.0 wheels.
+SPEC_LOOKAHEAD_SINCE: Release = (0, 9, 0)
+SPEC_SLOTS_SOURCE = blob("v0.19.0", "vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py",
+                         "allocate_slots(request, num_new_tokens (= 1 + the K drafts, num_tokens_with_spec), "
+                         "num_lookahead_tokens=self.num_lookahead_tokens (= num_speculative_tokens when "
+                         "use_eagle(), MTP included from v0.9.0)): num_tokens_need_slot = computed + new + lookahead")
 # From v0.24.0 V1 has an admission watermark again: SchedulerConfig.watermark (--watermark), default 0.0, keeps
 # int(watermark x num_blocks) blocks free when a waiting or preempted request is admitted while any request runs
 # (allocate_slots: watermark_blocks if has_scheduled_reqs and status WAITING/PREEMPTED). At its default it keeps
@@ -896,11 +910,12 @@ class VllmEngine(Engine):
 
     def simulation_scheduler(self, policy: str, victim: str, max_seqs: int, budget: int,
                              offload_threshold: float | None, reuse: bool, prefix_blocks: int, *,
-                             async_scheduling: bool | None = None, pp: int = 1):
+                             async_scheduling: bool | None = None, pp: int = 1, speculative: tuple | None = None):
         """``kvplan simulate``'s scheduler for this release: vLLM V1's (``kvplan.engines.vllm_scheduler``) from
         ``V1_SINCE``, else None (the caller runs the rule book: V0's watermark and swap space). Refuses what V1
         cannot do: swap, and the offloading connector (not modelled). ``async_scheduling``: --async-scheduling /
-        --no-async-scheduling, None for the release's default (``async_scheduling``)."""
+        --no-async-scheduling, None for the release's default (``async_scheduling``). ``speculative``: simulate's
+        --speculative (K, acceptance), whose slots each running request holds (``speculative_slots``)."""
         from kvplan.errors import KvplanError
 
         if not self.since(V1_SINCE):
@@ -922,8 +937,23 @@ class VllmEngine(Engine):
                               "refuses at start-up", "lower --max-batch, or raise --max-num-batched-tokens")
         from kvplan.engines.vllm_scheduler import V1Scheduler
 
+        slots, slots_why, _ = self.speculative_slots(speculative[0]) if speculative is not None else (0, "", "")
         return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks, full_isl=self.since(FULL_ISL_SINCE),
-                           hashless_front=self.since(HASHLESS_FRONT_SINCE), async_scheduling=on, async_why=why)
+                           hashless_front=self.since(HASHLESS_FRONT_SINCE), async_scheduling=on, async_why=why,
+                           spec_slots=slots, spec_why=slots_why)
+
+    def speculative_slots(self, k: int) -> tuple[int, str, str]:
+        """KV slots a decoding request holds past its context with --speculative K (MTP drafting), why, and the
+        source: vLLM
+        V1 allocates its K draft tokens and, from v0.9.0, K lookahead slots more (``SPEC_SLOTS_SOURCE``); a release
+        before V1 reserves none kvplan models."""
+        if not self.since(V1_SINCE):
+            return 0, "", ""
+        if self.since(SPEC_LOOKAHEAD_SINCE):
+            return 2 * k, (f"{k} draft + {k} lookahead slots per running request (allocate_slots, MTP in use_eagle "
+                           f"from {release_text(SPEC_LOOKAHEAD_SINCE)})"), SPEC_SLOTS_SOURCE
+        return k, (f"{k} draft slots per running request (allocate_slots; MTP lookahead slots from "
+                   f"{release_text(SPEC_LOOKAHEAD_SINCE)})"), SPEC_SLOTS_SOURCE
 
     def host_tier_problem(self) -> tuple[str, str] | None:
         """Before OFFLOAD_SINCE vLLM has no working DRAM tier, and its V1 engine (the one kvplan plans) has no swap:

@@ -103,6 +103,16 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   start (``cut``) and with the requests that finished at its end taken back (``_late_out``), and frees them after
   its allocations (``_late_in``); with nothing new it lets the event loop's closed-form runs go on, in which
   nothing arrives or finishes before their last step.
+* Speculative decoding (``--speculative`` K, MTP drafting; ``SPEC_SLOTS_SOURCE`` in ``kvplan.engines.vllm``): a
+  running request's step schedules its next token and its K draft tokens (``num_tokens_with_spec``), and
+  ``allocate_slots`` takes blocks for them and ``num_lookahead_tokens`` more, K where ``use_eagle()`` (MTP from
+  v0.9.0): a decoding request holds the blocks of its context + 2K slots (+ K before v0.9.0), so its block
+  boundaries, and the preemption they cause, come 2K tokens early. kvplan counts the slots in the block table
+  (``VllmEngine.speculative_slots``; the replica's ``shift`` moves each request's block phase by them) from the
+  request's admission on: vLLM's admission check and a waiting request's first chunk take no lookahead (v0.19.0
+  ``effective_lookahead_tokens`` is 0 while ``num_computed_tokens`` is 0; ``can_fit_full_sequence`` counts
+  ``request.num_tokens``), a running chunk K, so kvplan admits at most ceil(2K / block) blocks later than vLLM;
+  nor does it cap the slots at ``max_model_len`` (``num_tokens_need_slot = min(..., max_model_len)``).
 * ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
@@ -161,7 +171,7 @@ class V1Scheduler(Scheduler):
 
     def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
                  full_isl: bool = False, hashless_front: bool = False, async_scheduling: bool = False,
-                 async_why: str = "") -> None:
+                 async_why: str = "", spec_slots: int = 0, spec_why: str = "") -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
         # async scheduling (module docstring, "Async scheduling"): each step decided when the one before it started
         self.asyn = async_scheduling
@@ -180,12 +190,16 @@ class V1Scheduler(Scheduler):
              "before v0.24)"),
             ("async scheduling " + (async_why or ("on" if async_scheduling else "off"))
              + (": each step decided while the one before it runs (an arrival first scheduled a step later, a "
-                "finished request's blocks and seat freed a step later)" if async_scheduling else "")))
+                "finished request's blocks and seat freed a step later)" if async_scheduling else "")),
+            *((f"speculative decoding: each running request holds the blocks of its tokens + {spec_slots} slots: "
+               f"{spec_why}; kvplan reserves them from admission on",) if spec_slots else ()))
+        self.spec_slots = spec_slots         # (the replica's block table and phases count them: ``r.shift``)
         # the output's one-line name of the rules (``engine_rules``)
         self.short = ("mixed prefill chunks, recompute reusing cached blocks, "
                       + ("whole-input" if full_isl else "first-chunk") + " admission"
                       + (", hashless blocks first" if hashless_front else "")
-                      + (", async scheduling" if async_scheduling else ""))
+                      + (", async scheduling" if async_scheduling else "")
+                      + (f", speculative slots: {spec_slots} a request" if spec_slots else ""))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
                          "cached blocks; by release: " + "; ".join(self.rules) + ")")
