@@ -261,3 +261,16 @@ def test_the_draft_layers_kv_shares_the_pool(run_cli):
         rep = json.loads(r.out)["replica"]
         return rep["block_bytes"] / rep["block_tokens"]
     assert llama() == 32 * 4096 and llama("--speculative", "eagle3:3") == 33 * 4096
+
+
+@pytest.mark.parametrize("model, pool", [("deepseek-v3.2-exp", "400MiB"), ("gpt-oss-120b", "30MiB")])
+def test_vllm_v1_speculative_slots_off_the_fast_path_equal_the_reference(model, pool):
+    # vLLM V1 holds blocks for each running request's context + 2K slots (the reference's rule 9): a top-k capped
+    # model (DeepSeek-V3.2's DSA: the closed-form overflow step of the vectorized path) and one with sliding windows
+    # (gpt-oss: the bisection), both preempting
+    s = build_scenario(**dict(BASE, model=model, engine="vllm", mtp_layers="1"), kv_pool=pool,
+                       max_num_batched_tokens="128")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(max_batch=64, speculative=SPECS["flat mtp:3"]))
+    assert_same_v1(fast, ref.run_vllm(s, work, "newest", max_batch=64, speculative=SPECS["flat mtp:3"]))
+    assert fast.preemptions.sum() > 0

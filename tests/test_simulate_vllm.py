@@ -386,3 +386,13 @@ def test_speculative_slots_by_release():
     assert vllm.ENGINE.speculative_slots(4)[0] == 8
     assert vllm.for_release((0, 8, 5)).speculative_slots(3)[0] == 3
     assert vllm.for_release((0, 7, 3)).speculative_slots(3)[0] == 0
+
+
+def test_a_request_whose_speculative_slots_pass_the_pool_is_refused():
+    # 64 + 97 tokens peak at a 160-token cache: 10 blocks of 16, the whole pool; with mtp:1 on vLLM V1 it holds
+    # 2 slots more, 162 tokens: 11 blocks, which no pool of 10 can give
+    work = at_zero([64], [97])
+    s = tiny()
+    assert sim.simulate(s, work, sim.SimOptions(max_batch=8)).peak_blocks_used == 10
+    with pytest.raises(KvplanError, match=r"\(64 \+ 97 tokens \+ 2 speculative slots\) needs 11 KV blocks"):
+        sim.simulate(s, work, sim.SimOptions(max_batch=8, speculative=(1, 1.8, 0.0)))

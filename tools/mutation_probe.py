@@ -1275,6 +1275,22 @@ MUTANTS: tuple[Mutant, ...] = (
       "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
     M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
       'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
+    # vllm19x: vLLM V1's speculative slots (the K drafts and K lookahead slots a running request holds)
+    M("vllm19x-spec-no-lookahead", VLLM, "            return 2 * k, (f\"{k} draft", "            return k, (f\"{k} draft"),
+    M("vllm19x-spec-lookahead-always", VLLM, "        return k, (f\"{k} draft slots per running request",
+      "        return 2 * k, (f\"{k} draft slots per running request"),
+    M("vllm19x-spec-lookahead-release", VLLM, "SPEC_LOOKAHEAD_SINCE: Release = (0, 9, 0)",
+      "SPEC_LOOKAHEAD_SINCE: Release = (0, 9, 1)"),
+    M("vllm19x-spec-slots-before-v1", VLLM, "        if not self.since(V1_SINCE):\n            return 0, \"\", \"\"",
+      "        if False:\n            return 0, \"\", \"\""),
+    M("vllm19x-spec-table-unshifted", "kvplan/calc/simulate.py", "        bt = bt[slots:]", "        bt = bt[0:]"),
+    M("vllm19x-spec-phase-unshifted", "kvplan/engines/replica.py", "        self.phase[(-v - self.shift) % self.block] += 1",
+      "        self.phase[-v % self.block] += 1"),
+    M("vllm19x-spec-fit-unshifted", "kvplan/calc/simulate.py",
+      "_last_step_that_fits(x + self.r.shift, self.r.block", "_last_step_that_fits(x, self.r.block"),
+    M("vllm19x-spec-slots-not-set", "kvplan/calc/simulate.py", "    r.shift = slots\n", "    r.shift = 0\n"),
+    M("vllm19x-spec-peak-check-unshifted", "kvplan/calc/simulate.py",
+      "peak_blocks = table[-(-(P + L - 1 + slots) // u.block)]", "peak_blocks = table[-(-(P + L - 1) // u.block)]"),
 )
 
 
