@@ -194,6 +194,8 @@ HASHLESS_FRONT_SOURCE = blob("v0.24.0", "vllm/v1/core/block_pool.py", "free_bloc
 # "deepseek_mtp"); v0.11.0+ "mtp"; v0.33.0 VllmConfig.num_lookahead_tokens the same for EAGLE/MTP); in v0.8.5 it is
 # ("eagle", "eagle3") only, so an MTP request reserves its K drafts alone. So a decoding request holds the blocks of
 # its context + 2K slots (K before v0.9.0); read in the v0.8.5, v0.9.0, v0.11.0, v0.12.0, v0.19.0 and v0.33.0 wheels.
+# (--speculative eagle3 is use_eagle() in v0.8.5 too, so 2K there; simulate's options carry no method, and kvplan
+# counts K on v0.8.x for both.)
 SPEC_LOOKAHEAD_SINCE: Release = (0, 9, 0)
 SPEC_SLOTS_SOURCE = blob("v0.19.0", "vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py",
                          "allocate_slots(request, num_new_tokens (= 1 + the K drafts, num_tokens_with_spec), "
