@@ -198,14 +198,15 @@ def test_the_closed_form_inverse_sums_equal_the_sums_written_out(alpha, beta, t0
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), requests=st.integers(1, 20), rate=st.sampled_from([2.0, 20.0, 200.0]),
        spec=st.sampled_from(sorted(SPECS)), policy=st.sampled_from(["recompute", "swap"]),
-       pool=st.sampled_from(["150MiB", "400MiB"]), engine=st.sampled_from(["neutral", "vllm"]))
+       pool=st.sampled_from(["150MiB", "400MiB"]), engine=st.sampled_from(["neutral", "vllm", "vllm==0.8.5"]))
 def test_random_small_traces_equal_the_references(seed, requests, rate, spec, policy, pool, engine):
-    if engine == "vllm" and policy == "swap":
+    # (vllm==0.8.5: V1 whose requests hold K speculative slots, not 2K: the reference's rule 9)
+    if engine != "neutral" and policy == "swap":
         policy = "recompute"             # vLLM V1 recomputes only
     s = build_scenario(**dict(R1, engine=engine), kv_pool=pool)
     work = small_work(seed=seed, requests=requests, rate=rate)
     fast = sim.simulate(s, work, sim.SimOptions(policy=policy, speculative=SPECS[spec]))
-    if engine == "vllm":
+    if engine != "neutral":
         assert_same_v1(fast, ref.run_vllm(s, work, "newest", speculative=SPECS[spec]))
     else:
         assert_same(fast, ref.run(s, work, policy, "newest", speculative=SPECS[spec]))

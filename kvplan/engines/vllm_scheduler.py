@@ -112,7 +112,9 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   request's admission on: vLLM's admission check and a waiting request's first chunk take no lookahead (v0.19.0
   ``effective_lookahead_tokens`` is 0 while ``num_computed_tokens`` is 0; ``can_fit_full_sequence`` counts
   ``request.num_tokens``), a running chunk K, so kvplan admits at most ceil(2K / block) blocks later than vLLM;
-  nor does it cap the slots at ``max_model_len`` (``num_tokens_need_slot = min(..., max_model_len)``).
+  nor does it cap the slots at ``max_model_len`` (``num_tokens_need_slot = min(..., max_model_len)``). With async
+  scheduling ``num_new_tokens`` also counts the step before's ``num_output_placeholders``; how many slots that
+  adds past the verified tokens was not worked out: kvplan counts 2K in both modes.
 * ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
