@@ -234,7 +234,7 @@ class RuleBook(Scheduler):
             elif r.xo_used:
                 r.join(i)
                 holders += 1
-            else:                         # ReplicaState.join written out (no numpy copy of the offsets to keep)
+            else:     # ReplicaState.join written out (no numpy copy of the offsets); the rule book runs no V1 release, so r.shift == 0
                 v = Pl[i] + g[i] - r.steps
                 r.xo_l[i] = v
                 r.sum_xo += v
