@@ -1230,7 +1230,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("lead27-admit-inline-first-token-no-lockstep", "kvplan/engines/scheduling.py",
       "tally.first_token[i] = now - r.first_token_back(t) if r.lockstep > 1 else now", "tally.first_token[i] = now"),
     M("speed19t-admit-inline-join-phase", "kvplan/engines/scheduling.py",
-      "phase[(-v - shift) % block] += 1", "phase[(v - shift) % block] += 1"),
+      "phase[-v % block] += 1", "phase[v % block] += 1"),
     M("speed19t-admit-inline-join-order", "kvplan/engines/scheduling.py",
       "r.seq[i] = r.joins\n                r.joins += 1", "r.seq[i] = r.joins\n                r.joins += 0"),
     M("speed19t-admit-inline-done-step", "kvplan/engines/scheduling.py",
@@ -1293,11 +1293,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm19x-spec-slots-not-set", "kvplan/calc/simulate.py", "    r.shift = slots\n", "    r.shift = 0\n"),
     M("vllm19x-spec-peak-check-unshifted", "kvplan/calc/simulate.py",
       "peak_blocks = table[-(-(P + L - 1 + slots) // u.block)]", "peak_blocks = table[-(-(P + L - 1) // u.block)]"),
-    # lead (stop 28): the inline twins of join/leave keep the speculative slots' phase shift (vllm19x's r.shift)
-    M("lead28-admit-inline-join-no-shift", "kvplan/engines/scheduling.py",
-      "phase[(-v - shift) % block] += 1", "phase[-v % block] += 1"),
-    M("lead28-fused-preempt-no-shift", "kvplan/calc/simulate.py",
-      "phase[(-v - r.shift) % block] -= 1", "phase[-v % block] -= 1"),
 )
 
 

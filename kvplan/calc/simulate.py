@@ -467,7 +467,7 @@ class _EventLoop:
                     i = running.pop()
                     v = xo_l[i]
                     r.sum_xo -= v
-                    phase[(-v - r.shift) % block] -= 1
+                    phase[-v % block] -= 1
                     in_run[i] = False
                     cache = v + steps - 1
                     g[i] = cache + 1 - Pl[i]

@@ -201,7 +201,7 @@ class RuleBook(Scheduler):
         prefilled alone; a request whose tokens are all there at its prefill is done."""
         waiting, Pl, g, btl, wm, thr = r.waiting, r.Pl, r.g, r.btl, self.wm_blocks, self.thr
         holders = r.holders()     # only a join below adds one
-        tally, prefill, block, phase, Ll, shift = r.tally, r.prefill, r.block, r.phase, r.Ll, r.shift
+        tally, prefill, block, phase, Ll = r.tally, r.prefill, r.block, r.phase, r.Ll
         while waiting and holders < self.max_batch:
             i = waiting[0]
             gi = g[i]
@@ -234,11 +234,11 @@ class RuleBook(Scheduler):
             elif r.xo_used:
                 r.join(i)
                 holders += 1
-            else:     # ReplicaState.join written out (no numpy copy of the offsets); the rule book runs no V1 release, so r.shift == 0
+            else:     # ReplicaState.join written out (no numpy copy); no V1 release runs here, so r.shift == 0
                 v = Pl[i] + g[i] - r.steps
                 r.xo_l[i] = v
                 r.sum_xo += v
-                phase[(-v - shift) % block] += 1
+                phase[-v % block] += 1
                 r.in_run[i] = True
                 r.done_at[i] = d = r.El[i] - v
                 heappush(r.done_heap, (d, i))
