@@ -383,6 +383,10 @@ def test_sglang_nvfp4_mla_keeps_bf16_parts():
     # = 1,782,004,224 + 106,430,464 x 1.9296875 = 205,377,536 + 1,853,358,080 x 1.4375 / 8 = 333,025,280
     # + 16,777,216 x 61 x 2 / 8 = 255,852,544: 4,461,173,248
     assert nvfp4_mla_bf16_bytes(r1, Parallelism(tp=8, pp=1, dp=1))[0] == 4_461_173_248
+    # DP attention over 8 (attention TP 1): everything whole but the LM head, split over the 8 ranks:
+    # (10,489,954,304 + 923,467,776 + 106,430,464 + 926,679,040) x 1.4375 + 926,679,040 x 1.4375 / 8
+    # + 16,777,216 x 61 x 2 = 17,891,889,152 + 166,512,640 + 2,046,820,352 = 20,105,222,144
+    assert nvfp4_mla_bf16_bytes(r1, Parallelism(tp=1, pp=1, dp=8, ep=8))[0] == 20_105_222_144
     # a GQA model has no MLA projections to keep: nothing added
     assert nvfp4_mla_bf16_bytes(load_model("qwen3-30b-a3b"), Parallelism(tp=1, pp=1, dp=1))[0] == 0
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-r1-fp4-b200-tp4")

@@ -1275,6 +1275,18 @@ MUTANTS: tuple[Mutant, ...] = (
       "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
     M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
       'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
+    # sglpool20: an NVFP4 ModelOpt MLA checkpoint's bf16 parts in SGLang
+    M("sglpool20-nvfp4-no-wkc-copies", SGL, "             + layers * kv_b * 2 / tp)", "             + 0)"),
+    M("sglpool20-nvfp4-qa-split", SGL, "layers * whole * (2 - p / tp)", "layers * whole * (2 - p) / tp"),
+    M("sglpool20-nvfp4-no-router", SGL, "    router = (model.num_experts or 0) * hidden", "    router = 0"),
+    M("sglpool20-nvfp4-head-replicated", SGL, "vocab * hidden * (2 - p) / head_group / par.pp",
+      "vocab * hidden * (2 - p) / par.pp"),
+    M("sglpool20-nvfp4-attn-fp4", SGL, "layers * split * (2 - p) / tp", "0"),
+    M("sglpool20-nvfp4-off", SGL, "        if nvfp4 and scenario.weights_bytes is None:", "        if False:"),
+    M("sglpool20-nvfp4-head-tp-only", SGL, "    head_group = tp * (par.dp if dp_attention(par) else 1)",
+      "    head_group = tp"),
+    M("sglpool20-nvfp4-any-dtype", SGL, '        nvfp4 = scenario.weight_dtype == "nvfp4" or',
+      "        nvfp4 = True or"),
 )
 
 
