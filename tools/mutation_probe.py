@@ -1293,6 +1293,18 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm19x-spec-slots-not-set", "kvplan/calc/simulate.py", "    r.shift = slots\n", "    r.shift = 0\n"),
     M("vllm19x-spec-peak-check-unshifted", "kvplan/calc/simulate.py",
       "peak_blocks = table[-(-(P + L - 1 + slots) // u.block)]", "peak_blocks = table[-(-(P + L - 1) // u.block)]"),
+    # sglpool20: an NVFP4 ModelOpt MLA checkpoint's bf16 parts in SGLang
+    M("sglpool20-nvfp4-no-wkc-copies", SGL, "             + layers * kv_b * 2 / tp)", "             + 0)"),
+    M("sglpool20-nvfp4-qa-split", SGL, "layers * whole * (2 - p / tp)", "layers * whole * (2 - p) / tp"),
+    M("sglpool20-nvfp4-no-router", SGL, "    router = (model.num_experts or 0) * hidden", "    router = 0"),
+    M("sglpool20-nvfp4-head-replicated", SGL, "vocab * hidden * (2 - p) / head_group / par.pp",
+      "vocab * hidden * (2 - p) / par.pp"),
+    M("sglpool20-nvfp4-attn-fp4", SGL, "layers * split * (2 - p) / tp", "0"),
+    M("sglpool20-nvfp4-off", SGL, "        if nvfp4 and scenario.weights_bytes is None:", "        if False:"),
+    M("sglpool20-nvfp4-head-tp-only", SGL, "    head_group = tp * (par.dp if dp_attention(par) else 1)",
+      "    head_group = tp"),
+    M("sglpool20-nvfp4-any-dtype", SGL, '        nvfp4 = scenario.weight_dtype == "nvfp4" or',
+      "        nvfp4 = True or"),
 )
 
 

@@ -31,7 +31,7 @@ from kvplan.engines.base import (
     sparse_attention,
 )
 from kvplan.errors import KvplanError
-from kvplan.specs.dtypes import KVDtype
+from kvplan.specs.dtypes import WEIGHT_BYTES_PER_PARAM, KVDtype
 from kvplan.specs.layers import (
     MLA,
     FullAttention,
@@ -368,6 +368,57 @@ def mxfp4_blackwell_padding(model: ModelSpec, par: Parallelism) -> tuple[int, st
                    f"{pad(part)}) x {experts:g} experts x {layers:g} layers")
 
 
+# An NVFP4 DeepSeek-V3-architecture (MLA) checkpoint as NVIDIA's ModelOpt recipe writes it (nvidia/DeepSeek-R1-FP4 and
+# its kin): the quantizer is switched off for "*attn*" and "*head*" (NVIDIA/TensorRT-Model-Optimizer
+# @1030a221 examples/deepseek/ptq.py, ptq(): mtq_cfg["quant_cfg"]["*attn*"] = {"enable": False} unless mla_quant,
+# "*head*" likewise), and the input embedding and the MoE router are no linears it quantizes, so every MLA projection,
+# the embedding, the LM head and the router stay bf16; SGLang honours the checkpoint's exclude_modules with unquantized
+# linears (layers/quantization/modelopt_quant.py ModelOptFp4Config.get_quant_method @v0.4.10). In SGLang's DeepSeek
+# model the q/kv A-projection is one ReplicatedLinear (fused_qkv_a_proj_with_mqa: hidden x (q_lora_rank +
+# kv_lora_rank + qk_rope_head_dim)) and the router (MoEGate: n_routed_experts x hidden) is whole on every rank, while
+# q_b / kv_b / o_proj split by the attention TP, the embedding and LM head by vocabulary; post_load_weights then keeps
+# contiguous copies of kv_b_proj's bf16 weight as w_kc and w_vc beside it (models/deepseek_v2.py @v0.4.10).
+# kvplan's --weight-dtype nvfp4 prices every parameter at 4.5 bits / TP, so the adapter adds the difference.
+NVFP4_MLA_SOURCE = ("NVIDIA/TensorRT-Model-Optimizer @1030a221 examples/deepseek/ptq.py (\"*attn*\" and \"*head*\" "
+                    "quantizers disabled); " + tag_source("v0.4.10", "models/deepseek_v2.py",
+                                                         "fused_qkv_a_proj_with_mqa ReplicatedLinear, MoEGate, "
+                                                         "post_load_weights w_kc / w_vc copies of kv_b_proj")
+                    + "; " + tag_source("v0.4.10", "layers/quantization/modelopt_quant.py",
+                                        "ModelOptFp4Config exclude_modules"))
+
+
+def nvfp4_mla_bf16_bytes(model: ModelSpec, par: Parallelism) -> tuple[int, str]:
+    """(bytes per GPU, how) an NVFP4 ModelOpt MLA checkpoint holds in SGLang above params x 4.5 bits / TP
+    (NVFP4_MLA_SOURCE): bf16 MLA projections (q_b, kv_b, o split by the attention TP; the fused q/kv A-projection
+    whole), router (whole), embedding and LM head (split by vocabulary), and the w_kc / w_vc copies of kv_b.
+    0 for a model without a q_lora_rank MLA group and its dims."""
+    mla = next((g.kind for g in model.groups if isinstance(g.kind, MLA)), None)
+    hidden, vocab = model.hidden_size, model.vocab_size
+    if mla is None or not (hidden and vocab and mla.q_heads and mla.q_lora_rank and mla.qk_nope_head_dim
+                           and mla.v_head_dim):
+        return 0, ""
+    p = WEIGHT_BYTES_PER_PARAM["nvfp4"]
+    heads, qr, r = mla.q_heads, mla.q_lora_rank, mla.kv_lora_rank
+    nope, rope, v = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim
+    kv_b = r * heads * (nope + v)
+    split = qr * heads * (nope + rope) + kv_b + heads * v * hidden          # q_b + kv_b + o_proj per layer
+    whole = hidden * (qr + r + rope)                                        # fused_qkv_a_proj_with_mqa per layer
+    moe_layers = 0
+    if model.params_expert and model.num_experts and model.moe_intermediate_size:
+        moe_layers = round(model.params_expert.value / (model.num_experts * 3 * hidden * model.moe_intermediate_size))
+    router = (model.num_experts or 0) * hidden
+    tp, layers = par.tp, model.num_layers / par.pp
+    head_group = tp * (par.dp if dp_attention(par) else 1)   # the LM head splits over the whole TP group
+    extra = (layers * split * (2 - p) / tp + layers * whole * (2 - p / tp)
+             + moe_layers / par.pp * router * (2 - p / tp)
+             + vocab * hidden * (2 - p) / tp / par.pp + vocab * hidden * (2 - p) / head_group / par.pp
+             + layers * kv_b * 2 / tp)
+    how = (f"{layers:g} layers x (q_b + kv_b + o_proj {split:,} x (2 - {p:g}) / {tp} + fused q/kv A {whole:,} x "
+           f"(2 - {p:g}/{tp}) + w_kc/w_vc {kv_b:,} x 2 / {tp}) + {moe_layers} routers {router:,} x (2 - {p:g}/{tp}) "
+           f"+ embedding and LM head {vocab:,} x {hidden:,} x (2 - {p:g}) / ({tp}, {head_group})")
+    return int(extra), how
+
+
 def dp_attention_split_params(model: ModelSpec, deepep: bool = False) -> tuple[float, str]:
     """(parameters, what) of the weights SGLang splits over the whole TP group under DP attention where kvplan
     keeps them whole per attention-TP rank: the LM head, the dense layers' MLP, the shared experts (not with
@@ -698,6 +749,17 @@ class SglangEngine(Engine):
                     (why.formula if why else "weights per GPU") + " + SGLang's MXFP4 expert padding on Blackwell",
                     f"{weights.number():,} + {how} = {weights.number() + extra:,} B",
                     *(why.sources if why else ()), MXFP4_PAD_SOURCE))
+        nvfp4 = scenario.weight_dtype == "nvfp4" or (scenario.weight_dtype is None and model.weight_dtype == "nvfp4"
+                                                     and model.weight_bytes is None)
+        if nvfp4 and scenario.weights_bytes is None:
+            extra, how = nvfp4_mla_bf16_bytes(model, par)
+            if extra:
+                why = weights.why
+                weights = Bytes(weights.number() + extra, derived(
+                    (why.formula if why else "weights per GPU") + " + what an NVFP4 (ModelOpt) MLA checkpoint keeps "
+                    "in bf16 in SGLang: attention, router, embedding, LM head, the w_kc / w_vc copies",
+                    f"{weights.number():,} + {how} = {weights.number() + extra:,} B",
+                    *(why.sources if why else ()), NVFP4_MLA_SOURCE))
         out = budget_mod.waterfall(hw, b.fraction, self.fraction_name, weights, b.activation, b.runtime,
                                    visible=visible)
         return replace(out, hidden_label="- driver reserve, CUDA context, NCCL set-up")
