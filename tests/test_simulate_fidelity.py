@@ -118,15 +118,15 @@ def test_every_run_has_a_source_settings_and_figures(tool, data):
     assert {r["load"] for r in runs} == {"chat", "reasoning"}
     assert any(r["moe"] for r in runs) and any(not r["moe"] for r in runs)
     assert len({r["model"] for r in runs}) >= 5 and {r["tp"] for r in runs} >= {1, 2, 4}
-    assert len({rate for r in runs for rate, _ in r["stages"]}) >= 5
+    assert len({rate for r in runs for rate, _ in r.get("stages", [])}) >= 5
     # the split is the file's rule, fixed before any error was computed: odd positions fit, even held out; the runs
     # added later are all never_seen, after the others (written down before kvplan ran on them)
     first = [r["split"] for r in runs if not r["split"].startswith("never_seen")]
     assert first == ["fit" if i % 2 == 0 else "held_out" for i in range(len(first))]
     later = [r["split"] for r in runs[len(first):]]
-    seen = later.count("never_seen")
-    assert later == ["never_seen"] * seen + ["never_seen_2"] * (len(later) - seen)
-    assert seen >= 7 and len(later) - seen >= 8
+    seen, seen2, seen3 = (later.count(f"never_seen{s}") for s in ("", "_2", "_3"))
+    assert later == ["never_seen"] * seen + ["never_seen_2"] * seen2 + ["never_seen_3"] * seen3
+    assert seen >= 7 and seen2 >= 8 and seen3 >= 12
 
 
 @pytest.mark.parametrize("field", ["source", "measured", "max_num_batched_tokens", "assumed"])
@@ -336,3 +336,92 @@ def test_vllm_prices_its_decode_all_reduce_from_its_own_in_graph_kernel():
     assert (f.value("allreduce_latency_us"), f.value("allreduce_link")) == (7.2, 0.24)
     v = costs.step_model(Scenario(model="llama-3.1-70b", hardware="h100-sxm", gpus="4", tp="4", engine="vllm")).factors
     assert "vllm-project/vllm#24532" in v.allreduce_link.why.sources[0]
+
+
+# ---- the third never-seen set (runs19n): SGLang DeepSeek-R1 FP8 TP 8 closed loops measured by InferenceX ----------
+
+def _never_seen_3(tool, data):
+    return [r for r in tool.check(data) if r["split"] == "never_seen_3"]
+
+
+def test_the_third_never_seen_set_is_the_rule_it_names(tool, data):
+    """tests/data/serving_runs.toml's never_seen_3 header: every SGLang DeepSeek-R1 FP8, single-node, no-MTP, TP 8 row
+    of InferenceX's fixture with an image, on H200 (9 rows: 1k/8k at CONC 4-64, 1k/1k and 8k/1k at 4 and 8) and MI300X
+    (15: three shapes at CONC 4-64), plus the B200's two of the H200's 1k/8k campaign; each a closed loop of CONC users
+    sending CONC x 10 requests, its settings pinned to an InferenceX commit."""
+    runs = _never_seen_3(tool, data)
+    assert len(runs) == 26
+    by_gpu = {g: sorted((r["workload"], r["users"]) for r in runs if r["gpu"] == g) for g in ("h200", "mi300x", "b200")}
+    assert sum(len(v) for v in by_gpu.values()) == 26
+    assert [u for w, u in by_gpu["h200"] if w == "random-1k-8k-ratio-0.8"] == [4, 8, 16, 32, 64]
+    assert len(by_gpu["h200"]) == 9 and len(by_gpu["mi300x"]) == 15
+    assert by_gpu["b200"] == [("random-1k-8k-ratio-0.8", 4), ("random-1k-8k-ratio-0.8", 32)]
+    for run in runs:
+        assert (run["engine"], run["model"], run["tp"], run["arrivals"]) == ("sglang", "deepseek-r1", 8, "closed")
+        assert run["requests"] == 10 * run["users"] and run["tpot_from"] == "tpot" and run["statistic"] == "p50"
+        repo, _, rest = run["settings_source"].partition("@")
+        assert repo == "SemiAnalysisAI/InferenceX" and len(rest.split(":")[0]) == 40, run["settings_source"]
+        assert "#run=" in run["source"] and run["measured_overload"] is False
+    # the load the brief prefers: 12 of them reasoning-like (1k prompt, 8k decode)
+    assert sum(r["load"] == "reasoning" for r in runs) == 12
+
+
+def test_the_third_never_seen_sets_lengths_are_the_clients_range_ratio(tool, data):
+    """The client draws each length uniformly from int(0.8 x L)..L (RANDOM_RANGE_RATIO 0.8): 1,024 -> 819..1,024
+    (0.8 x 1,024 = 819.2), 8,192 -> 6,553..8,192 (6,553.6), means 921.5 and 7,372.5. The published means agree with
+    it: E2E = TTFT + TPOT x (output - 1) per request, so e2e_mean ~ ttft_mean + tpot_mean x (7,372.5 - 1). H200 1k/8k
+    at CONC 4: 259.41 + 10.2643 x 7,371.5 = 75,922 ms against 74,791 published, +1.5%; had the outputs been
+    uniform 1..8,192 (ratio 0), the mean would be 4,096.5 and the sum 42,294 ms, -43%. Every run within 2%."""
+    runs = _never_seen_3(tool, data)
+    h = next(r for r in runs if r["id"] == "inferencex-h200-dsr1-fp8-sglang-1k8k/conc4")
+    assert (h["prompt_dist"], h["output_dist"]) == ("uniform:819,1024", "uniform:6553,8192")
+    assert (h["prompt_tokens"], h["output_tokens"]) == (921.5, 7372.5)
+    m = h["measured"]
+    assert m["ttft_mean"] + m["tpot_mean"] * 7371.5 == pytest.approx(75922, abs=1)
+    assert m["e2e_mean"] == pytest.approx(74791.3, abs=0.1)
+    for run in runs:
+        m = run["measured"]
+        lo, hi = (int(x) for x in run["output_dist"].split(":")[1].split(","))
+        assert lo == int(0.8 * hi) and run["output_tokens"] == (lo + hi) / 2
+        lo, hi = (int(x) for x in run["prompt_dist"].split(":")[1].split(","))
+        assert lo == int(0.8 * hi) and run["prompt_tokens"] == (lo + hi) / 2
+        pred = m["ttft_mean"] + m["tpot_mean"] * (run["output_tokens"] - 1)
+        assert pred == pytest.approx(m["e2e_mean"], rel=0.02), run["id"]
+
+
+def test_tpot_from_tpot_compares_the_clients_own_tpot(tool, data):
+    # H200 streams every 10th token (--stream-interval 10): its median ITL, 102.46 ms, is ten tokens apart; the
+    # client's median TPOT, 10.2711 ms, is kvplan's TPOT. tpot_from = "tpot" compares the latter
+    run = next(r for r in _never_seen_3(tool, data) if r["id"] == "inferencex-h200-dsr1-fp8-sglang-1k8k/conc4")
+    m = run["measured"]
+    assert (m["tpot_p50"], m["itl_p50"]) == (10.2711, 102.4603)
+    assert tool.measured_figure(run, "tpot") == 10.2711
+    assert tool.measured_figure(dict(run, tpot_from="itl"), "tpot") == 102.4603
+    assert tool.measured_figure(run, "ttft") == m["ttft_p50"] and tool.measured_figure(run, "e2e") == m["e2e_p50"]
+    broken = copy.deepcopy(data)
+    at = next(i for i, r in enumerate(broken["runs"]) if r["id"] == run["id"])
+    del broken["runs"][at]["measured"]["tpot_p50"]
+    with pytest.raises(ValueError, match=f"run {at + 1} .*measured tpot_p50 missing"):
+        tool.check(broken)
+    broken["runs"][at]["tpot_from"] = "chunk"
+    with pytest.raises(ValueError, match=f"run {at + 1} .*tpot_from 'chunk'"):
+        tool.check(broken)
+
+
+def test_a_closed_loop_run_is_built_with_its_users_drawn_lengths_and_kv_dtype(tool, data, tmp_path):
+    # MI300X 1k/8k at CONC 4: 4 users, 40 requests, no arrival times (the simulator drives the loop), prompts drawn
+    # from 819..1,024 and outputs from 6,553..8,192, the KV cache in fp8 (--kv-cache-dtype fp8_e4m3) and
+    # --mem-fraction-static 0.8; H200 1k/8k keeps the engine's KV dtype (bf16) and --max-running-requests 256
+    import numpy as np
+
+    from kvplan.specs.dtypes import KVDtype
+
+    runs = {r["id"]: r for r in _never_seen_3(tool, data)}
+    s, w, _ = tool.build(runs["inferencex-mi300x-dsr1-fp8-sglang-1k8k/conc4"], data.get("models", {}), tmp_path)
+    assert w.arrivals is None and w.users == 4 and len(w.prompts) == 40
+    assert 819 <= int(np.min(w.prompts)) and int(np.max(w.prompts)) <= 1024
+    assert 6553 <= int(np.min(w.outputs)) and int(np.max(w.outputs)) <= 8192
+    assert len(set(np.asarray(w.outputs).tolist())) > 30          # drawn, not one fixed length
+    assert s.kv_dtype is KVDtype.FP8 and s.mem_fraction_static == 0.8 and s.parallelism.tp == 8
+    s, w, _ = tool.build(runs["inferencex-h200-dsr1-fp8-sglang-1k8k/conc4"], data.get("models", {}), tmp_path)
+    assert s.kv_dtype is KVDtype.BF16 and s.max_num_seqs == 256 and w.users == 4
