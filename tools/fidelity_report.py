@@ -7,8 +7,8 @@ the run had them: evenly spaced at the stage's rate for inference-perf's ``const
 or a closed loop of N users), simulates it with ``kvplan.calc.simulate.plan_simulate`` (whatever scheduler the
 tree has), and prints measured against simulated TPOT, TTFT and E2E (the statistic the source publishes: the mean
 where it gives no p50) and whether kvplan says the run is overloaded; then the median |error| per metric on the
-'fit', 'held_out', 'never_seen' and 'never_seen_2' runs. A run kvplan cannot simulate is listed with its error,
-never skipped silently.
+'fit', 'held_out', 'never_seen', 'never_seen_2' and 'never_seen_3' runs. A run kvplan cannot simulate is listed with
+its error, never skipped silently.
 
     python tools/fidelity_report.py                  # every run (about a minute on one core)
     python tools/fidelity_report.py --split held_out
@@ -41,8 +41,14 @@ REQUIRED = ("id", "split", "source", "settings_source", "engine", "release", "mo
 ARRIVALS = ("constant", "poisson", "closed")
 # fit: a fitted factor may look at these; held_out: fixed with them, never fitted on; never_seen: runs added after the
 # last fit, chosen as a set and written down before kvplan was run on them (their errors are reported apart);
-# never_seen_2: a second such set, written down before the fixes that the first never-seen set's errors led to
-SPLITS = ("fit", "held_out", "never_seen", "never_seen_2")
+# never_seen_2: a second such set, written down before the fixes that the first never-seen set's errors led to;
+# never_seen_3: a third, from another source (SemiAnalysis' InferenceX: SGLang, DeepSeek-R1, closed loops), likewise
+SPLITS = ("fit", "held_out", "never_seen", "never_seen_2", "never_seen_3")
+# where a run's measured TPOT comes from: "itl" the source's ITL as published (the default), "e2e" (e2e - ttft) /
+# (output_tokens - 1) from its means, "tpot" the client's own TPOT per request (vLLM's benchmark_serving: (e2e -
+# ttft) / (output tokens - 1) per request, then its statistic), kvplan's definition, where the ITL is per streamed
+# chunk (SGLang's --stream-interval N puts N tokens between two chunks)
+TPOT_FROM = ("itl", "e2e", "tpot")
 
 if str(ROOT) not in sys.path:       # run from the tree: the kvplan beside this file
     sys.path.insert(0, str(ROOT))
@@ -87,15 +93,21 @@ def check(data: dict) -> list[dict]:
         if run["model"] not in data.get("models", {}) and "/" in run["model"]:
             raise ValueError(f"{where}: model {run['model']!r} is neither a preset nor in [models]")
         stat = run["statistic"]
+        if run.get("tpot_from", "itl") not in TPOT_FROM:
+            raise ValueError(f"{where}: tpot_from {run['tpot_from']!r} is not one of {TPOT_FROM}")
         for metric in METRICS:
-            key = f"{MEASURED_KEY[metric]}_{stat}"
+            key = f"{_measured_name(run, metric)}_{stat}"
             if not isinstance(run["measured"].get(key), (int, float)) or run["measured"][key] <= 0:
                 raise ValueError(f"{where}: measured {key} missing or not positive")
-        if run.get("tpot_from", "itl") not in ("itl", "e2e"):
-            raise ValueError(f"{where}: tpot_from {run['tpot_from']!r} is neither itl nor e2e")
         if run.get("tpot_from") == "e2e" and run["measured"][f"e2e_{stat}"] <= run["measured"][f"ttft_{stat}"]:
             raise ValueError(f"{where}: tpot_from = \"e2e\" needs e2e above ttft")
     return runs
+
+
+def _measured_name(run: dict, metric: str) -> str:
+    """The source's name of the figure kvplan's ``metric`` is compared with: ``tpot`` for a run whose TPOT is the
+    client's own (``tpot_from = "tpot"``), else ``MEASURED_KEY``'s."""
+    return "tpot" if metric == "tpot" and run.get("tpot_from") == "tpot" else MEASURED_KEY[metric]
 
 
 def _model_ref(run: dict, models: dict, tmp: Path) -> str:
@@ -159,11 +171,15 @@ def build(run: dict, models: dict, tmp: Path):
     for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static"):
         if isinstance(run.get(key), (int, float)):
             scenario[key] = str(run[key])
+    if run.get("kv_dtype"):     # the KV cache dtype launched (--kv-cache-dtype); absent: the engine's default
+        scenario["kv_dtype"] = str(run["kv_dtype"])
     prefix = run.get("system_prompt_tokens") or None
     closed = run["arrivals"] == "closed"
+    # a closed loop's lengths: drawn by kvplan's workload builder (seed 0) from prompt_dist / output_dist when given
+    dists = {"prompt_dist": run.get("prompt_dist"), "output_dist": run.get("output_dist")} if closed else {}
     req = simulate_request(scenario, users=str(run["users"]) if closed else None, rate=None if closed else "1",
                            requests=str(run.get("requests", 1)) if closed else "1",
-                           shared_prefix=str(prefix) if prefix else None,
+                           shared_prefix=str(prefix) if prefix else None, **dists,
                            async_scheduling=ASYNC_SCHEDULING if run["engine"] == "vllm" else None)
     if closed:
         return req.scenario, req.workload, req.options
@@ -240,11 +256,12 @@ def measured_figure(run: dict, metric: str) -> float:
     """The run's measured figure (ms) that kvplan's ``metric`` is compared with: the published one in the run's
     statistic; for TPOT with ``tpot_from = "e2e"``, (e2e - ttft) / (output_tokens - 1) from the published means (the
     decode time per generated token: the source's own itl divides by the client's count of output tokens, which can
-    fall short of the tokens generated; tests/data/serving_runs.toml's header)."""
+    fall short of the tokens generated; tests/data/serving_runs.toml's header); with ``tpot_from = "tpot"``, the
+    client's own TPOT in the statistic (``tpot_<stat>``)."""
     stat, m = run["statistic"], run["measured"]
     if metric == "tpot" and run.get("tpot_from") == "e2e":
         return (float(m[f"e2e_{stat}"]) - float(m[f"ttft_{stat}"])) / max(float(run["output_tokens"]) - 1, 1)
-    return float(m[f"{MEASURED_KEY[metric]}_{stat}"])
+    return float(m[f"{_measured_name(run, metric)}_{stat}"])
 
 
 def median_errors(runs: list[dict], results: list[dict], split: str) -> dict:
