@@ -40,6 +40,9 @@ IX1061 = ("github.com/SemiAnalysisAI/InferenceX/pull/1061 (reopen of #1053), 'Re
 TT340 = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025-07-18 'Performance Benchmark Sweeps "
          "for Qwen3-30B-A3B on A100' (the 'gpu' reference backend; engine version and A100 variant not stated, "
          "80 GB assumed; dtype not stated, bf16 assumed): TPOT as published")
+TT340B = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025-07-18 'Performance Benchmark Sweeps "
+          "for Qwen3-14B on A100' (the same 'gpu' reference backend and A100 as TT340; bf16 assumed): TPOT as "
+          "published; the model's config: tests/data/serving_runs.toml [models.\"qwen3-14b\"] (Qwen/Qwen3-14B)")
 V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_triton_mxfp4_bf16 (W4A16), "
           "vllm-openai-rocm nightly (triton 3.8), TP8, random 1024/1024, --ignore-eos; TPOT = concurrency / output "
           "tok/s (an upper bound: it includes TTFT, which the PR does not publish)")
@@ -169,6 +172,15 @@ NEW_POINTS = (
                      f"MoE, batch 1, {isl:,}/128",
                      engine="vllm (tt-inference-server 'gpu' backend, version not stated)")
       for x, isl, t in (("a", 128, 9.6), ("b", 1024, 9.8), ("c", 2048, 9.9), ("d", 4096, 10.3), ("e", 8192, 10.6))),
+    # 15-21 (issue 19/20, decode19b: A100 points, found in this order, written here before any of their predictions):
+    # the same harness's dense Qwen3-14B on A100, every row of its table as the source lists them; fit, held out,
+    # fit, held out, fit, held out, fit. Noisy as the source is (4 or 2 requests a row: 22.8 to 29.1 ms at batch 1)
+    *(PublishedPoint(f"B24{x}", "qwen3-14b", "a100-80gb", (("tp", 1), ("dp", 1)), "bf16", 1, isl, osl, t, TT340B,
+                     f"dense, batch 1, {isl:,}/{osl:,}",
+                     engine="vllm (tt-inference-server 'gpu' backend, version not stated)")
+      for x, isl, osl, t in (("a", 128, 128, 24.3), ("b", 128, 1024, 28.2), ("c", 1024, 128, 28.9),
+                             ("d", 2048, 128, 27.6), ("e", 3072, 128, 29.1), ("f", 4096, 128, 22.8),
+                             ("g", 8192, 128, 28.3))),
 )
 NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 
@@ -254,7 +266,7 @@ def predict(point: PublishedPoint) -> float:
     from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
-    s = Scenario(model=load_model(point.model), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
+    s = Scenario(model=load_model(model_ref(point.model)), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
                  prompt_tokens=point.prompt, decode_tokens=point.decode, weight_dtype=point.weight_dtype,
                  engine=engine_of(point), **dict(point.parallel))
     plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors)))
@@ -262,6 +274,26 @@ def predict(point: PublishedPoint) -> float:
         return plan.tpot_mean.value * 1e3
     prefill_s = plan.ttft.value - frontend_seconds(s).number()
     return serving_tpot(plan.tpot_mean.value, prefill_s, point.batch, point.decode) * 1e3
+
+
+def model_ref(model: str) -> str:
+    """A preset id as it is; a model kvplan has no preset for (qwen3-14b) from its published config.json as
+    tests/data/serving_runs.toml keeps it ([models.<id>], cited there), written once to a temporary folder."""
+    import tempfile
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    data = Path(__file__).resolve().parent.parent / "tests" / "data" / "serving_runs.toml"
+    configs = tomllib.loads(data.read_text(encoding="utf-8")).get("models", {})
+    if model not in configs:
+        return model
+    path = Path(tempfile.gettempdir()) / "kvplan-tpot-fidelity" / model / "config.json"
+    if not path.exists() or path.read_text(encoding="utf-8") != configs[model]["config_json"]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(configs[model]["config_json"], encoding="utf-8")
+    return str(path)
 
 
 def engine_of(point: PublishedPoint) -> str:
