@@ -183,6 +183,14 @@ NEW_POINTS = (
                              ("g", 8192, 128, 28.3))),
 )
 NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
+# Pre-registered before B24's predictions were computed (decode19b): the one factor this pass may fit is a launch
+# property of the tt-inference-server 'gpu' harness (TT340, TT340B), not of the A100: if its dense rows (B24) show the
+# excess its MoE rows (B23) were fitted to (the a100-80gb preset's overhead_us_per_moe_layer, 95 us), that excess is
+# the harness's per layer, dense and MoE alike. Rule R1: the TT340/TT340B points carry overhead_us_per_layer = X as a
+# launch factor of their run (as MARLIN above), the preset's per-MoE-layer overhead returns to the generic one; X by
+# least squares of the relative error over a 1 us grid on the fit points of those runs (B23b, B23d, B24a, B24c,
+# B24e, B24g). Adopted only if the held-out median over every held-out point does not worsen and the held-out B24
+# points (B24b, B24d, B24f) improve; otherwise reported, not adopted.
 
 # Never seen (issue 20: "the same measured on points the project never saw"): collected in one pass after the
 # model change above, written here before any of their predictions was computed, and never used to fit or tune a
