@@ -43,6 +43,10 @@ TT340 = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025
 TT340B = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025-07-18 'Performance Benchmark Sweeps "
           "for Qwen3-14B on A100' (the same 'gpu' reference backend and A100 as TT340; bf16 assumed): TPOT as "
           "published; the model's config: tests/data/serving_runs.toml [models.\"qwen3-14b\"] (Qwen/Qwen3-14B)")
+JM_A100 = ("johnmusgrave.com/p/vllm-throughput-latency-sweep-on ('vLLM throughput-latency sweep on NVIDIA A100'): "
+           "one A100 40GB (Lambda), meta-llama/Llama-3.1-8B-Instruct BF16, vLLM 0.23.0 `vllm serve` defaults, "
+           "`vllm bench serve` random 1,024/128 --ignore-eos at --max-concurrency 1..64: 'decode at one request per "
+           "time runs at about 75 tokens/sec' (only that row is in the text found; the sweep's table was not)")
 V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_triton_mxfp4_bf16 (W4A16), "
           "vllm-openai-rocm nightly (triton 3.8), TP8, random 1024/1024, --ignore-eos; TPOT = concurrency / output "
           "tok/s (an upper bound: it includes TTFT, which the PR does not publish)")
@@ -51,6 +55,9 @@ V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_
 # benchmarks/single_node/gptoss_fp4_h100.sh): Marlin's W4A16 MoE, not the triton_kernels matmul_ogs path vLLM picks
 # on Hopper by default, whose fixed latency per MoE layer the H100 preset's upcast_moe_us prices; so --upcast-moe-us 0
 MARLIN = (("upcast_moe_us", 0.0),)
+# An A100 40GB point priced on the a100-80gb preset: HBM2 at 1,555 GB/s (NVIDIA A100 datasheet, 40GB SXM; via
+# glennklockwood.com/garden/processors/A100) against the preset's 2,039, at the preset's share 0.79 of its datasheet
+A40GB = (("hbm", round(0.79 * 1555 / 2039, 4)),)
 
 
 def clean_tpot_ms(concurrency: int, output_tok_s: float, ttft_ms: float, output_tokens: int) -> float:
@@ -181,6 +188,12 @@ NEW_POINTS = (
       for x, isl, osl, t in (("a", 128, 128, 24.3), ("b", 128, 1024, 28.2), ("c", 1024, 128, 28.9),
                              ("d", 2048, 128, 27.6), ("e", 3072, 128, 29.1), ("f", 4096, 128, 22.8),
                              ("g", 8192, 128, 28.3))),
+    # 22 (held out): Llama-3.1-8B BF16 on one A100 40GB, vLLM 0.23.0 defaults, 1,024/128 at concurrency 1: "about 75
+    # tokens/sec" = 13.3 ms per token. The 40GB card's HBM2 streams 1,555 GB/s where the preset's 80GB has 2,039:
+    # priced on the a100-80gb preset with its hbm share scaled by 1,555 / 2,039 (A40GB below), the same die, the same
+    # share of its datasheet bandwidth assumed. The a100-80gb preset's per-MoE-layer note already cites this figure
+    PublishedPoint("B25", "llama-3.1-8b", "a100-80gb", (("tp", 1), ("dp", 1)), "bf16", 1, 1024, 128, 13.3, JM_A100,
+                   "dense, batch 1, 1,024/128, A100 40GB", engine="vllm 0.23.0", factors=A40GB),
 )
 NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # Pre-registered before B24's predictions were computed (decode19b): the one factor this pass may fit is a launch
