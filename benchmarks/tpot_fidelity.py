@@ -11,7 +11,7 @@ as published (bf16 where not stated).
 Out-of-sample rule (issue 20 section 2), fixed before any prediction was computed for the new points: B1-B17 keep
 their split (IN_SAMPLE below: the points a default factor was already fitted to). Points B18 onwards were numbered
 in the order they were found and split by that position alone: the 1st, 3rd, 5th, ... new point is a fit point
-(NEW_FIT), the 2nd, 4th, ... held out. A factor may be fitted only on IN_SAMPLE | NEW_FIT (17 of 44); the script's
+(NEW_FIT), the 2nd, 4th, ... held out. A factor may be fitted only on IN_SAMPLE | NEW_FIT (21 of 52); the script's
 last line is the median |error| over the held-out rest.
 """
 
@@ -74,8 +74,8 @@ def clean_tpot_ms(concurrency: int, output_tok_s: float, ttft_ms: float, output_
 
 def run_of(point_id: str) -> str:
     """The published run a point comes from: its id without the letter (B23a..e are one sweep; B1a and B1b one fit
-    line). Points of one run share a harness and a server, so a fit on one flatters its siblings."""
-    return point_id.rstrip("abcde")
+    line; B24a..g one table). Points of one run share a harness and a server, so a fit on one flatters its siblings."""
+    return point_id.rstrip("abcdefghijklmnopqrstuvwxyz")
 
 
 @dataclass(frozen=True)
