@@ -287,8 +287,9 @@ def predict(point: PublishedPoint) -> float:
     from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
 
-    s = Scenario(model=load_model(model_ref(point.model)), hardware=load_hardware(point.hardware), kv_dtype_request=point.kv_dtype,
-                 prompt_tokens=point.prompt, decode_tokens=point.decode, weight_dtype=point.weight_dtype,
+    s = Scenario(model=load_model(model_ref(point.model)), hardware=load_hardware(point.hardware),
+                 kv_dtype_request=point.kv_dtype, prompt_tokens=point.prompt, decode_tokens=point.decode,
+                 weight_dtype=point.weight_dtype,
                  engine=engine_of(point), **dict(point.parallel))
     plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors)))
     if point.median_itl:   # the median gap between two tokens is a plain decode step: a stalled step is a rare one

@@ -100,7 +100,8 @@ def test_the_a100_points_of_this_pass_are_priced_by_hand():
     # vocabulary 151,936 untied) = 0.7779 B embedding + 0.7779 B LM head + 40 x (62.9 M attention + 267.4 M MLP) =
     # 14.77 B parameters, 29.53 GB in bf16; one A100 at 2.039 TB/s x 0.79: 18.33 ms; + 40 x 15 + 450 us of overhead
     # + 15 us per request + the KV read of 192 tokens (128..256) x 163,840 B = 0.02 ms: 19.42 ms (published 24.3)
-    assert fidelity.model_ref("qwen3-14b").endswith("config.json") and fidelity.model_ref("llama-3.1-8b") == "llama-3.1-8b"
+    assert fidelity.model_ref("qwen3-14b").endswith("config.json")
+    assert fidelity.model_ref("llama-3.1-8b") == "llama-3.1-8b"
     assert fidelity.predict(BY_ID["B24a"]) == pytest.approx(19.42, rel=0.005)
     # B25: the 40GB card's HBM2 at 1,555 GB/s: the preset's share scaled, 0.79 x 1,555 / 2,039 = 0.6025, so 2.039 TB/s
     # x 0.6025 = 1.2285 TB/s; Llama-3.1-8B's 16.06 GB in 13.07 ms + 32 x 15 + 450 us + 15 us + 1,088 tokens x 131,072 B
