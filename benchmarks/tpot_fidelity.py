@@ -314,7 +314,10 @@ def model_ref(model: str) -> str:
     path = Path(tempfile.gettempdir()) / "kvplan-tpot-fidelity" / model / "config.json"
     if not path.exists() or path.read_text(encoding="utf-8") != configs[model]["config_json"]:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(configs[model]["config_json"], encoding="utf-8")
+        # written beside and renamed into place: a parallel test worker never reads a half-written file
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False) as tmp:
+            tmp.write(configs[model]["config_json"])
+        Path(tmp.name).replace(path)
     return str(path)
 
 
