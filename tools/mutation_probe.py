@@ -1319,6 +1319,18 @@ MUTANTS: tuple[Mutant, ...] = (
       "    head_group = tp"),
     M("sglpool20-nvfp4-any-dtype", SGL, '        nvfp4 = scenario.weight_dtype == "nvfp4" or',
       "        nvfp4 = True or"),
+    # decode19b: the A100 points of benchmarks/tpot_fidelity.py (B24 from serving_runs.toml's config, B25 at the 40GB
+    # card's HBM rate) and the run grouping of a seven-row table
+    M("decode19b-run-of-five-letters", "benchmarks/tpot_fidelity.py",
+      'return point_id.rstrip("abcdefghijklmnopqrstuvwxyz")', 'return point_id.rstrip("abcde")'),
+    M("decode19b-a40gb-unscaled", "benchmarks/tpot_fidelity.py",
+      'A40GB = (("hbm", round(0.79 * 1555 / 2039, 4)),)', 'A40GB = (("hbm", 0.79),)'),
+    M("decode19b-model-ref-presets-only", "benchmarks/tpot_fidelity.py",
+      "    if model not in configs:\n        return model", "    if True:\n        return model"),
+    M("decode19b-b24-row-misread", "benchmarks/tpot_fidelity.py",
+      '("d", 2048, 128, 27.6)', '("d", 2048, 128, 24.3)'),
+    M("decode19b-b25-no-factor", "benchmarks/tpot_fidelity.py",
+      'engine="vllm 0.23.0", factors=A40GB)', 'engine="vllm 0.23.0")'),
 )
 
 
