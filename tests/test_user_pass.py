@@ -289,3 +289,85 @@ def test_emitted_fraction_does_not_claim_to_size_a_given_pool(run_cli):
     assert "sized with" not in why and "--kv-pool" in why, why
     plain = {f["flag"]: f for f in run_cli(*base).json()["launch"]["flags"]}
     assert plain["--gpu-memory-utilization"]["reason"] == "the fraction kvplan's pool was sized with"
+
+
+# --- every shared option of every command changes what it prints, or is refused --------------------------------------
+# The shared scenario, memory and calibration options are spliced into each command (kvplan/commands/common.py); one a
+# command takes but never reads would be a silent ignore. Each command runs on a small deployment (one H100, vLLM,
+# Llama-3.1-8B) with each shared option it accepts set to a value unlike its default: the JSON must differ from the
+# run without it, or the run is refused in one line (the run without it printed a plan, so the option was read).
+DATA = Path(__file__).resolve().parent / "data"
+WALK_LOG = str(DATA / "logs" / "vllm-v0.6.5-llama3-8b-1xh100.log")   # vLLM on one H100, Llama-3-8B
+ONE_GPU = (*LLAMA, "--tp", "1", "--gpus", "1", "--engine", "vllm")
+WALK_BASE = {
+    "size": ONE_GPU, "concurrency": ONE_GPU, "compare-preemption": ONE_GPU, "tpot": ONE_GPU, "recommend": ONE_GPU,
+    "pd": (*LLAMA, "--tp", "1", "--gpus", "2", "--engine", "vllm", "--prompt", "4k", "--decode", "300"),
+    "simulate": (*ONE_GPU, "--requests", "20", "--rate", "2", "--decode", "300"),
+    "explain-log": ("-m", "llama-3.1-8b", WALK_LOG),
+    "calibrate": (*ONE_GPU, WALK_LOG, str(CAL / "vllm-bench-serve-c16.json")),
+}
+WALK_VALUES = {
+    "--model": "gpt-oss-20b", "--hardware": "b200", "--nodes": "2", "--gpus": "2", "--tp": "2", "--pp": "2",
+    "--dp": "2", "--ep": "2", "--kv-dtype": "fp8", "--weight-dtype": "fp8", "--weights": "40GB", "--engine": "sglang",
+    "--prompt": "2k", "--decode": "700", "--generated": "5k", "--mtp-layers": "1", "--max-model-len": "2500",
+    "--block-size": "2048", "--host-link-gbs": "3", "--gpu-memory-utilization": "0.5", "--mem-fraction-static": "0.5",
+    "--kv-pool": "20GiB", "--max-num-batched-tokens": "512", "--max-num-seqs": "4", "--activation-reserve": "9GiB",
+    "--runtime-reserve": "7GiB", "--moe-a2a-backend": "deepep", "--dram": "1GB",
+}
+# compare-preemption prices one request's swap and recompute: the memory settings only decide whether the deployment
+# holds the weights and that request (kvplan.calc.preemption: capacity.kv_pool), so each is given a value that leaves
+# no room, and the run must be refused
+GATES = {"compare-preemption": {"--gpu-memory-utilization": "0.2", "--activation-reserve": "70GiB",
+                                "--runtime-reserve": "70GiB"}}
+
+
+def _shared_flags(command: str) -> list[str]:
+    from kvplan.cli import _build
+    from kvplan.commands.common import MEMORY_OPTIONS, SCENARIO_OPTIONS
+
+    shared = {name for name, _, _ in SCENARIO_OPTIONS} | set(MEMORY_OPTIONS) | {"calibration", "generated"}
+    return [p.opts[0] for p in _build(command).params if p.name in shared]
+
+
+@pytest.mark.parametrize("command", list(WALK_BASE))
+def test_every_shared_option_counts_or_is_refused(run_cli, tmp_path, command):
+    """Before: ``explain-log`` and ``calibrate --host-link-gbs 3``, ``calibrate --block-size 256``, ``size`` with
+    --block-size, --weights, --weight-dtype or --calibration, and ``compare-preemption --kv-pool 20GiB`` printed the
+    same bytes as without the option."""
+    from kvplan.cli import COMMANDS
+
+    assert set(COMMANDS) - set(WALK_BASE) == {"check", "presets"}   # the two without the shared options
+    cal = tmp_path / "cal.toml"   # factors unlike the preset's, for the deployment of ONE_GPU
+    cal.write_text('type = "calibration"\nversion = 1\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\n'
+                   'engine = "vllm"\ntp = 1\n[step]\nhbm = 0.5\n[memory]\nruntime_reserve_bytes = 5000000000\n')
+    gates = GATES.get(command, {})
+    values = {**WALK_VALUES, "--calibration": str(cal), **gates}
+    base = WALK_BASE[command]
+    before = run_cli(command, *base, "-f", "json")
+    assert before.code == 0, before.err
+    ignored = []
+    for flag in _shared_flags(command):
+        if flag in base:
+            continue
+        r = run_cli(command, *base, flag, values[flag], "-f", "json")
+        if flag in gates:
+            one_line_refusal(r, "does not fit")
+        elif r.code == 2:   # the same run without the option printed a plan: the option was read
+            one_line_refusal(r)
+        else:
+            assert r.code == 0, (flag, r.err)
+            if r.out == before.out:
+                ignored.append(flag)
+    assert not ignored, f"kvplan {command} takes {ignored} and prints the same"
+
+
+def test_tpot_stops_at_max_num_seqs(run_cli):
+    """Before: ``tpot --batch 8 --max-num-seqs 4`` priced a batch of 8 and said the replica runs 14 requests of this
+    length, on an engine told to run 4. Llama-3.1-8B on one H100: a 31,008-token request (whole 16-token blocks)
+    holds 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B per token, 4.06 GB; the ~57 GB pool holds over 10."""
+    args = ("tpot", *ONE_GPU, "-f", "json")
+    assert run_cli(*args).json()["max_batch_per_replica"] > 10
+    capped = run_cli(*args, "--max-num-seqs", "10", "--batch", "4").json()
+    assert capped["max_batch_per_replica"] == 10
+    assert "--max-num-seqs" in capped["derivations"]["max_batch_per_replica"]["formula"]
+    one_line_refusal(run_cli(*args, "--max-num-seqs", "10", "--batch", "11"), "--batch 11", "--max-num-seqs 10")

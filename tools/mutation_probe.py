@@ -1251,8 +1251,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27b-calibration-tp-unchecked", "kvplan/inputs/calibration_file.py",
       "    if tp != cal.tp:\n        how", "    if False:\n        how"),
     M("user27b-host-link-unused-accepted", "kvplan/commands/common.py",
-      'if host_link == "refuse" and scenario["host_link_gbs"] is not None:',
-      'if False and scenario["host_link_gbs"] is not None:'),
+      "                if scenario[name] is not None:", "                if False:"),
     M("user27b-trace-times-unsaid", "kvplan/options/simulate.py",
       "if tr is not None and tr.arrivals is not None and (users is not None or rate is not None):",
       "if tr is not None and tr.arrivals is not None and users is None and rate is not None:"),
@@ -1275,6 +1274,23 @@ MUTANTS: tuple[Mutant, ...] = (
       "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
     M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
       'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
+    # user28: shared options a command takes but never reads are refused (kvplan/commands/common.py's unused=...);
+    # tests/test_user_pass.py::test_every_shared_option_counts_or_is_refused walks every command's options
+    M("user28-size-block-size-accepted", "kvplan/commands/size.py",
+      '"host_link_gbs", "block_size", "weights"', '"host_link_gbs", "weights"'),
+    M("user28-size-calibration-accepted", "kvplan/commands/size.py",
+      '"weight_dtype", "calibration"))', '"weight_dtype"))'),
+    M("user28-calibrate-host-link-accepted", "kvplan/commands/calibrate.py",
+      'unused=("host_link_gbs", "block_size")', 'unused=("block_size",)'),
+    M("user28-explain-log-host-link-accepted", "kvplan/commands/explain_log.py",
+      'unused=("host_link_gbs",)', 'unused=()'),
+    M("user28-preemption-kv-pool-accepted", "kvplan/commands/preemption.py",
+      'unused=("kv_pool",)', 'unused=()'),
+    # tpot: --batch above a given --max-num-seqs is refused; the most requests per replica stop at it
+    M("user28-tpot-batch-over-max-num-seqs", "kvplan/options/tpot.py",
+      "if seqs is not None and options.batch > seqs:", "if False:"),
+    M("user28-tpot-max-batch-uncapped", "kvplan/calc/tpot.py",
+      "if s.max_num_seqs is not None and fit > s.max_num_seqs:", "if False:"),
 )
 
 

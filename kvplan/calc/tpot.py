@@ -356,6 +356,10 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens), shared)
     max_batch = Count(fit, derived("requests of prompt + decode tokens the KV pool of one replica holds",
                                    f"{fit} at {s.context_tokens:,} tokens"))
+    if s.max_num_seqs is not None and fit > s.max_num_seqs:   # the engine runs no more than --max-num-seqs
+        max_batch = Count(s.max_num_seqs, derived(
+            "min(requests the KV pool of one replica holds, --max-num-seqs)",
+            f"min({fit}, {s.max_num_seqs}) at {s.context_tokens:,} tokens"))
     notes = list(step.notes)
     if fit < 1:
         raise DoesNotFit(f"one request of {s.context_tokens:,} tokens does not fit in one replica's KV pool",
