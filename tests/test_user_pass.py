@@ -282,13 +282,66 @@ def test_include_mtp_on_a_model_without_mtp_layers_is_refused(run_cli):
 def test_emitted_fraction_does_not_claim_to_size_a_given_pool(run_cli):
     """Before: with --kv-pool 20GiB the launch command's --gpu-memory-utilization 0.92 said "the fraction kvplan's
     pool was sized with", though the plan used the 20 GiB given and no fraction sized it."""
-    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm==0.9.2",
             "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
     flags = {f["flag"]: f for f in run_cli(*base, "--kv-pool", "20GiB").json()["launch"]["flags"]}
     why = flags["--gpu-memory-utilization"]["reason"]
     assert "sized with" not in why and "--kv-pool" in why, why
     plain = {f["flag"]: f for f in run_cli(*base).json()["launch"]["flags"]}
     assert plain["--gpu-memory-utilization"]["reason"] == "the fraction kvplan's pool was sized with"
+
+
+# --- --kv-pool reaches the launch command ----------------------------------------------------------------------------
+QWQ_EMIT = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--kv-dtype", "fp8",
+            "--decode", "8k", "-f", "json")
+
+
+def _launch(run_cli, *args):
+    r = run_cli(*QWQ_EMIT, *args)
+    assert r.code == 0, r.err
+    return {f["flag"]: f for f in r.json()["launch"]["flags"]}
+
+
+def test_kv_pool_is_emitted_as_vllm_kv_cache_memory_bytes(run_cli):
+    """Before: ``recommend --kv-pool 20GiB --emit vllm`` printed no flag that gives vLLM a 20 GiB pool (only its
+    default --gpu-memory-utilization). vLLM from v0.10.2 takes the KV cache per GPU in bytes and then ignores the
+    fraction (CacheConfig.kv_cache_memory_bytes): 20 x 2^30 = 21,474,836,480 B."""
+    flags = _launch(run_cli, "--engine", "vllm", "--emit", "vllm", "--kv-pool", "20GiB")
+    assert flags["--kv-cache-memory-bytes"]["value"] == "21474836480"
+    assert "--gpu-memory-utilization" not in flags
+    assert _launch(run_cli, "--engine", "vllm==0.10.2", "--emit", "vllm", "--kv-pool", "20GiB")[
+        "--kv-cache-memory-bytes"]["value"] == "21474836480"
+
+
+def test_kv_pool_before_vllm_0_10_2_is_the_fraction_that_leaves_it(run_cli):
+    """v0.10.1 has no --kv-cache-memory-bytes: the fraction whose budget leaves the pool. Its waterfall (the plan
+    without --kv-pool at the default 0.9) is pool = visible x 0.9 - rest, so a fraction f leaves 20 GiB when
+    f = (20 GiB + rest) / visible; planning at the printed f (rounded up to 0.001) holds at least 20 GiB, and at
+    f - 0.001 less."""
+    flags = _launch(run_cli, "--engine", "vllm==0.10.1", "--emit", "vllm", "--kv-pool", "20GiB")
+    assert "--kv-cache-memory-bytes" not in flags
+    f = float(flags["--gpu-memory-utilization"]["value"])
+    pool = [run_cli("concurrency", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine",
+                    "vllm==0.10.1", "--kv-dtype", "fp8", "--decode", "8k", "--gpu-memory-utilization", f"{x:.3f}",
+                    "-f", "json").json()["kv_pool_bytes_per_gpu"] for x in (f, f - 0.001)]
+    assert pool[0] >= 20 * 2**30 > pool[1], (f, pool)
+
+
+def test_kv_pool_is_emitted_as_sglang_max_total_tokens(run_cli):
+    """SGLang's token pool is min(what --mem-fraction-static leaves, --max-total-tokens) (model_runner.py). QwQ-32B
+    at TP 2, fp8 KV: 64 layers x 8 KV heads / 2 x 128 x 2 (K and V) x 1 B = 65,536 B per token per GPU, so 20 GiB
+    is 21,474,836,480 // 65,536 = 327,680 tokens (page 1)."""
+    flags = _launch(run_cli, "--engine", "sglang", "--emit", "sglang", "--kv-pool", "20GiB")
+    assert flags["--max-total-tokens"]["value"] == "327680"
+    assert "leaves the --kv-pool" in flags["--mem-fraction-static"]["reason"]
+    assert "--max-total-tokens" not in _launch(run_cli, "--engine", "sglang", "--emit", "sglang")
+
+
+def test_kv_pool_no_fraction_can_leave_is_said(run_cli):
+    """A pool larger than the GPU leaves after the weights (70 GiB of an 80 GB H100 holding 32.5 GB of weights):
+    no fraction up to 1 leaves it, so the default is printed and says so."""
+    flags = _launch(run_cli, "--engine", "vllm==0.10.1", "--emit", "vllm", "--kv-pool", "70GiB")
+    assert "no flag here realises the --kv-pool" in flags["--gpu-memory-utilization"]["reason"]
 
 
 # --- every shared option of every command changes what it prints, or is refused --------------------------------------

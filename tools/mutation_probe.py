@@ -1291,6 +1291,19 @@ MUTANTS: tuple[Mutant, ...] = (
       "if seqs is not None and options.batch > seqs:", "if False:"),
     M("user28-tpot-max-batch-uncapped", "kvplan/calc/tpot.py",
       "if s.max_num_seqs is not None and fit > s.max_num_seqs:", "if False:"),
+    # user28: a --kv-pool given reaches recommend --emit (tests/test_user_pass.py::test_kv_pool_*)
+    M("user28-kv-pool-flag-not-emitted", "kvplan/engines/base.py",
+      "            flags += self.pool_flags(plan, fraction) or [Flag(",
+      "            flags += [] or [Flag("),
+    M("user28-kv-pool-fraction-rounded-down", "kvplan/engines/base.py",
+      "shown = math.ceil(value * 1000) / 1000", "shown = math.floor(value * 1000) / 1000"),
+    M("user28-kv-pool-fraction-over-one", "kvplan/engines/base.py",
+      "        if value > 1:\n            return []", "        if False:\n            return []"),
+    M("user28-vllm-kv-memory-any-release", "kvplan/engines/vllm.py",
+      "if self.version is not None and self.version < KV_MEMORY_SINCE:", "if False:"),
+    M("user28-sglang-max-total-tokens-bytes", "kvplan/engines/sglang.py",
+      'cap = Flag("--max-total-tokens", str(sg.max_total_num_tokens),',
+      'cap = Flag("--max-total-tokens", str(s.kv_pool_bytes),'),
 )
 
 
