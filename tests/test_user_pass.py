@@ -424,3 +424,15 @@ def test_tpot_stops_at_max_num_seqs(run_cli):
     assert capped["max_batch_per_replica"] == 10
     assert "--max-num-seqs" in capped["derivations"]["max_batch_per_replica"]["formula"]
     one_line_refusal(run_cli(*args, "--max-num-seqs", "10", "--batch", "11"), "--batch 11", "--max-num-seqs 10")
+
+
+@pytest.mark.parametrize("text", [
+    '[{"prompt_tokens": 1000, "output_tokens": 300}, {"prompt_tokens": 1000, "output_tokens": 300}]\n',
+    '[\n{"prompt_tokens": 1000, "output_tokens": 300},\n{"prompt_tokens": 1000, "output_tokens": 300}\n]\n',
+])
+def test_a_json_array_trace_is_named_as_such(run_cli, tmp_path, text):
+    """Before: a trace written as one JSON array (json.dump of a list) was read as a CSV whose header is the
+    array: "has a header and no requests" or "line 2: 3 fields, the header has 1"."""
+    trace = tmp_path / "trace.json"
+    trace.write_text(text)
+    one_line_refusal(run_cli("simulate", "-m", "qwq-32b", "--trace", str(trace)), "JSON array", "one JSON object per line")

@@ -1304,6 +1304,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user28-sglang-max-total-tokens-bytes", "kvplan/engines/sglang.py",
       'cap = Flag("--max-total-tokens", str(sg.max_total_num_tokens),',
       'cap = Flag("--max-total-tokens", str(s.kv_pool_bytes),'),
+    # user28: a trace written as one JSON array is named as such (test_user_pass::test_a_json_array_trace_*)
+    M("user28-trace-json-array-unsaid", "kvplan/inputs/workload.py",
+      'if body[0][1].lstrip().startswith("["):', "if False:"),
 )
 
 
