@@ -435,4 +435,5 @@ def test_a_json_array_trace_is_named_as_such(run_cli, tmp_path, text):
     array: "has a header and no requests" or "line 2: 3 fields, the header has 1"."""
     trace = tmp_path / "trace.json"
     trace.write_text(text)
-    one_line_refusal(run_cli("simulate", "-m", "qwq-32b", "--trace", str(trace)), "JSON array", "one JSON object per line")
+    one_line_refusal(run_cli("simulate", "-m", "qwq-32b", "--trace", str(trace)), "JSON array",
+                     "one JSON object per line")
