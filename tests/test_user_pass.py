@@ -437,3 +437,23 @@ def test_a_json_array_trace_is_named_as_such(run_cli, tmp_path, text):
     trace.write_text(text)
     one_line_refusal(run_cli("simulate", "-m", "qwq-32b", "--trace", str(trace)), "JSON array",
                      "one JSON object per line")
+
+
+# --- --hardware h200 typed out is given ------------------------------------------------------------------------------
+def test_hardware_h200_typed_out_is_taken_for_a_log(run_cli):
+    """Before: ``explain-log LOG -g h200`` on a log that names no GPU planned on h100-sxm (the preset nearest its
+    79.22 GiB) and warned "give --hardware with the GPU it ran on": h200 is the default, so typed out it read as not
+    given."""
+    r = run_cli("explain-log", "-m", "llama-3.1-8b", WALK_LOG, "-g", "h200", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["headline"].startswith("llama-3.1-8b on 1 x h200"), r.json()["headline"]
+    assert "give --hardware with the GPU it ran on" not in r.out   # the warning for a GPU not given
+    plain = run_cli("explain-log", "-m", "llama-3.1-8b", WALK_LOG, "-f", "json").json()
+    assert plain["headline"].startswith("llama-3.1-8b on 1 x h100-sxm")
+
+
+def test_hardware_h200_typed_out_is_the_one_gpu_a_target_search_tries(run_cli):
+    """Before: ``recommend --target ... -g h200`` searched every GPU preset, as without -g."""
+    r = run_cli("recommend", "-m", "qwq-32b", "--target", "concurrency>=16", "-g", "h200", "-f", "json")
+    assert r.code == 0, r.err
+    assert " x h200" in r.json()["headline"], r.json()["headline"]

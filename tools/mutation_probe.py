@@ -1307,6 +1307,12 @@ MUTANTS: tuple[Mutant, ...] = (
     # user28: a trace written as one JSON array is named as such (test_user_pass::test_a_json_array_trace_*)
     M("user28-trace-json-array-unsaid", "kvplan/inputs/workload.py",
       'if body[0][1].lstrip().startswith("["):', "if False:"),
+    # user28: -g h200 typed out is given (test_user_pass::test_hardware_h200_typed_out_*)
+    M("user28-log-hardware-h200-not-given", "kvplan/options/scenarios.py",
+      'hardware_given = options.get("hardware") is not None',
+      'hardware_given = options.get("hardware") not in (None, "h200")'),
+    M("user28-target-hardware-h200-not-given", "kvplan/options/recommend.py",
+      "    if hardware is None:   # not given", '    if hardware is None or hardware == "h200":   # not given'),
 )
 
 

@@ -23,7 +23,7 @@ ModelOpt = Annotated[str | None, typer.Option(
     help="Preset id, preset .toml, HF config.json, model directory, or a Hugging Face id org/name[@revision] "
          "(needs kvplan[hub]; the local HF cache first; a path or preset id wins). Default: deepseek-r1, the workload "
          "document's model (reasoning / long chain-of-thought serving: 1K prompt, 30K decode).")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
+HardwareOpt = Annotated[str | None, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
                                           help="GPU preset id or .toml (default h200).")]
 NodesOpt = Annotated[str, typer.Option("--nodes", metavar="N", help="Nodes, each with the preset's GPUs per node.")]
 GpusOpt = Annotated[str | None, typer.Option("--gpus", metavar="N",
@@ -161,7 +161,10 @@ _ANNOTATIONS = {
     "engine": EngineOpt, "prompt": PromptOpt, "decode": DecodeOpt, "mtp_layers": MtpLayersOpt,
     "max_model_len": MaxModelLenOpt, "block_size": BlockSizeOpt, "host_link_gbs": HostLinkOpt,
 }
-SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], default) for name, default in D.items())
+# --hardware's default is None on the command line (build_scenario fills in h200), so that -g h200 typed out is told
+# from one not given where that matters: a start-up log's GPU, the one GPU a recommend --target search tries.
+SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], None if name == "hardware" else default)
+                         for name, default in D.items())
 MEMORY_OPTIONS = dict(zip(MEMORY_KEYS, (GpuMemUtilOpt, MemFractionOpt, KvPoolOpt, MaxBatchedOpt, MaxSeqsOpt,
                                         ActivationOpt, RuntimeOpt, MoeA2aOpt), strict=True))
 OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("explain", ExplainOpt, False),
