@@ -457,3 +457,15 @@ def test_hardware_h200_typed_out_is_the_one_gpu_a_target_search_tries(run_cli):
     r = run_cli("recommend", "-m", "qwq-32b", "--target", "concurrency>=16", "-g", "h200", "-f", "json")
     assert r.code == 0, r.err
     assert " x h200" in r.json()["headline"], r.json()["headline"]
+
+
+def test_tpot_says_which_table_rows_it_leaves_out(run_cli):
+    """Before: ``tpot --batches 1,2,1000000 --contexts 4k,99999999`` printed rows for batches 1, 2, 8 (the batch)
+    and the most the pool holds, and the contexts 4,096 and 31,000, with no word of the 1,000,000 requests (more than
+    the pool holds) or the 99,999,999-token context (over the model's limit) it was asked for."""
+    r = run_cli("tpot", *ONE_GPU, "--batches", "1,2,1000000", "--contexts", "4k,99999999", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert 1_000_000 not in [row["batch"] for row in doc["table"]]
+    said = " ".join(doc["notes"] + doc["warnings"])
+    assert "--batches 1,000,000" in said and "--contexts 99,999,999" in said, said

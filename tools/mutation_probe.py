@@ -1313,6 +1313,10 @@ MUTANTS: tuple[Mutant, ...] = (
       'hardware_given = options.get("hardware") not in (None, "h200")'),
     M("user28-target-hardware-h200-not-given", "kvplan/options/recommend.py",
       "    if hardware is None:   # not given", '    if hardware is None or hardware == "h200":   # not given'),
+    # user28: tpot says which --batches / --contexts rows it leaves out (test_user_pass::test_tpot_says_which_*)
+    M("user28-tpot-batches-dropped-unsaid", "kvplan/calc/tpot.py", "    if over:   # rows asked for", "    if False:"),
+    M("user28-tpot-contexts-dropped-unsaid", "kvplan/calc/tpot.py",
+      "    if beyond and o.contexts != TABLE_CONTEXTS:", "    if False:"),
 )
 
 

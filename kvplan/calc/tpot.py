@@ -415,6 +415,15 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     contexts = tuple(sorted({c for c in o.contexts if s.context_limit is None or c <= s.context_limit}
                             | {s.context_tokens}))
     batches = tuple(x for x in sorted(set(o.batches) | {b, fit}) if 1 <= x <= fit)
+    over = sorted({x for x in o.batches if x > fit}) if o.batches != TABLE_BATCHES else []   # given, not the default
+    if over:   # rows asked for that the table cannot have: said, not dropped silently
+        notes.append(note("--batches {over} left out of the table: one replica's KV pool holds at most {fit} requests "
+                          "of {context} tokens", over=", ".join(format(x, ",") for x in over), fit=Count(fit),
+                          context=Tokens(s.context_tokens)))
+    beyond = sorted({c for c in o.contexts if s.context_limit is not None and c > s.context_limit})
+    if beyond and o.contexts != TABLE_CONTEXTS:
+        notes.append(note("--contexts {beyond} left out of the table: longer than the {limit}-token limit",
+                          beyond=", ".join(format(c, ",") for c in beyond), limit=Tokens(s.context_limit)))
     cb, cf = step.request_cache(np.asarray(contexts, dtype=float))
     bb = np.asarray(batches, dtype=float)[:, None]
     grid_t = step.step(bb, bb * cb[None, :], bb * cf[None, :])["total"]
