@@ -469,3 +469,16 @@ def test_tpot_says_which_table_rows_it_leaves_out(run_cli):
     assert 1_000_000 not in [row["batch"] for row in doc["table"]]
     said = " ".join(doc["notes"] + doc["warnings"])
     assert "--batches 1,000,000" in said and "--contexts 99,999,999" in said, said
+
+
+def test_a_user_preset_named_h200_overrides_the_default_gpu(run_cli, tmp_path):
+    """The default GPU (no -g) is looked up with --presets-dir like a named one: a user h200.toml of 100 GiB
+    replaces the built-in 140.4 GiB, with and without -g h200 (100 x 2^30 = 107,374,182,400 B)."""
+    from conftest import write_hardware
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_hardware(folder, hbm_gib=100.0, hw_id="h200")
+    for args in ((), ("-g", "h200")):
+        doc = run_cli("concurrency", "-m", "qwq-32b", "--presets-dir", str(folder), *args, "-f", "json").json()
+        assert doc["budget"]["hbm_bytes"] == 107_374_182_400, args

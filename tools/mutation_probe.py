@@ -1317,6 +1317,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user28-tpot-batches-dropped-unsaid", "kvplan/calc/tpot.py", "    if over:   # rows asked for", "    if False:"),
     M("user28-tpot-contexts-dropped-unsaid", "kvplan/calc/tpot.py",
       "    if beyond and o.contexts != TABLE_CONTEXTS:", "    if False:"),
+    M("user28-default-gpu-without-presets-dir", "kvplan/options/scenarios.py",
+      'options["hardware"] = SCENARIO_DEFAULTS["hardware"]', 'options.pop("hardware", None)'),
 )
 
 

@@ -36,6 +36,8 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
     --decode option in messages (compare-preemption's --generated). ``calibration``: a file of ``kvplan calibrate
     --save`` (``kvplan.inputs.calibration_file.apply``: its fitted step factors and memory reserve)."""
     calibration = options.pop("calibration", None)
+    if options.get("hardware") is None:   # not given (None from the command line): the default, read with the presets
+        options["hardware"] = SCENARIO_DEFAULTS["hardware"]   # folder like a named GPU (a user h200.toml wins)
     unknown = [k for k in options if k not in SCENARIO_DEFAULTS and k not in MEMORY_OPTIONS and k not in POOL_OPTIONS]
     if unknown:
         raise InputError(f"unknown scenario option {unknown[0]!r}",
