@@ -152,7 +152,7 @@ def test_long_decode_is_fast_and_bounded(run_cli):
 @pytest.mark.parametrize("args,needle", [
     (("concurrency", "--mem-fraction-static", "0.5"), "not a setting of --engine neutral"),
     (("concurrency", "--engine", "sglang", "--activation-reserve", "2GiB"), "not a setting of --engine sglang"),
-    (("size", "--engine", "sglang", "--block-size", "16", "--gpus", "9"), "--gpus 9"),
+    (("concurrency", "--engine", "sglang", "--block-size", "16", "--gpus", "9"), "--gpus 9"),
     (("concurrency", "--engine", "sglang", "--gpu-memory-utilization", "0.5"), "mem-fraction-static"),
     # tpot and size never move KV over the host link: the rate would change nothing (their output was the same)
     (("tpot", "--host-link-gbs", "3"), "changes nothing in kvplan tpot: only concurrency"),

@@ -319,7 +319,7 @@ def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
     cal = _cal(tmp_path, "[step]\nhbm = 0.5\n")
     one_line_error(run_cli("tpot", "-m", "qwen3-32b", "-g", "h100-sxm", "--calibration", str(cal)),
                    "fitted for llama-3.1-8b, not qwen3-32b")
-    one_line_error(run_cli("size", "-m", "llama-3.1-8b", "-g", "h200", "--calibration", str(cal)),
+    one_line_error(run_cli("concurrency", "-m", "llama-3.1-8b", "-g", "h200", "--calibration", str(cal)),
                    "fitted on h100-sxm, not h200")
     one_line_error(run_cli("tpot", "--calibration", str(cal)), "not deepseek-r1")   # the default model
     (tmp_path / "w.toml").write_text('type = "hardware"\n')

@@ -82,11 +82,15 @@ def _python_error(kwargs: dict[str, Any]) -> KvplanError:
     return info.value
 
 
+SIZE_REFUSES = ("--host-link-gbs", "--block-size", "--weights", "--weight-dtype")
+
+
 @pytest.mark.parametrize("args,kwargs,kind,words", REFUSED + [(("concurrency",) + a, k, c, w)
                                                               for a, k, c, w in REFUSED_MEMORY])
 def test_python_and_the_command_line_refuse_alike(run_cli, args, kwargs, kind, words):
-    # size refuses --host-link-gbs whatever its value (it changes nothing there): concurrency reads it
-    command = () if args[0] == "concurrency" else ("concurrency",) if args[0] == "--host-link-gbs" else ("size",)
+    # size refuses --host-link-gbs, --block-size, --weights and --weight-dtype whatever their value (they change
+    # nothing there): concurrency reads them
+    command = () if args[0] == "concurrency" else ("concurrency",) if args[0] in SIZE_REFUSES else ("size",)
     r = run_cli(*command, *args)
     err = _python_error(kwargs)
     assert type(err) is kind

@@ -282,10 +282,203 @@ def test_include_mtp_on_a_model_without_mtp_layers_is_refused(run_cli):
 def test_emitted_fraction_does_not_claim_to_size_a_given_pool(run_cli):
     """Before: with --kv-pool 20GiB the launch command's --gpu-memory-utilization 0.92 said "the fraction kvplan's
     pool was sized with", though the plan used the 20 GiB given and no fraction sized it."""
-    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm",
+    base = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine", "vllm==0.9.2",
             "--kv-dtype", "fp8", "--decode", "8k", "--emit", "vllm", "-f", "json")
     flags = {f["flag"]: f for f in run_cli(*base, "--kv-pool", "20GiB").json()["launch"]["flags"]}
     why = flags["--gpu-memory-utilization"]["reason"]
     assert "sized with" not in why and "--kv-pool" in why, why
     plain = {f["flag"]: f for f in run_cli(*base).json()["launch"]["flags"]}
     assert plain["--gpu-memory-utilization"]["reason"] == "the fraction kvplan's pool was sized with"
+
+
+# --- --kv-pool reaches the launch command ----------------------------------------------------------------------------
+QWQ_EMIT = ("recommend", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--kv-dtype", "fp8",
+            "--decode", "8k", "-f", "json")
+
+
+def _launch(run_cli, *args):
+    r = run_cli(*QWQ_EMIT, *args)
+    assert r.code == 0, r.err
+    return {f["flag"]: f for f in r.json()["launch"]["flags"]}
+
+
+def test_kv_pool_is_emitted_as_vllm_kv_cache_memory_bytes(run_cli):
+    """Before: ``recommend --kv-pool 20GiB --emit vllm`` printed no flag that gives vLLM a 20 GiB pool (only its
+    default --gpu-memory-utilization). vLLM from v0.10.2 takes the KV cache per GPU in bytes and then ignores the
+    fraction (CacheConfig.kv_cache_memory_bytes): 20 x 2^30 = 21,474,836,480 B."""
+    flags = _launch(run_cli, "--engine", "vllm", "--emit", "vllm", "--kv-pool", "20GiB")
+    assert flags["--kv-cache-memory-bytes"]["value"] == "21474836480"
+    assert "--gpu-memory-utilization" not in flags
+    assert _launch(run_cli, "--engine", "vllm==0.10.2", "--emit", "vllm", "--kv-pool", "20GiB")[
+        "--kv-cache-memory-bytes"]["value"] == "21474836480"
+
+
+def test_kv_pool_before_vllm_0_10_2_is_the_fraction_that_leaves_it(run_cli):
+    """v0.10.1 has no --kv-cache-memory-bytes: the fraction whose budget leaves the pool. Its waterfall (the plan
+    without --kv-pool at the default 0.9) is pool = visible x 0.9 - rest, so a fraction f leaves 20 GiB when
+    f = (20 GiB + rest) / visible; planning at the printed f (rounded up to 0.001) holds at least 20 GiB, and at
+    f - 0.001 less."""
+    flags = _launch(run_cli, "--engine", "vllm==0.10.1", "--emit", "vllm", "--kv-pool", "20GiB")
+    assert "--kv-cache-memory-bytes" not in flags
+    f = float(flags["--gpu-memory-utilization"]["value"])
+    pool = [run_cli("concurrency", "-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "2", "--engine",
+                    "vllm==0.10.1", "--kv-dtype", "fp8", "--decode", "8k", "--gpu-memory-utilization", f"{x:.3f}",
+                    "-f", "json").json()["kv_pool_bytes_per_gpu"] for x in (f, f - 0.001)]
+    assert pool[0] >= 20 * 2**30 > pool[1], (f, pool)
+
+
+def test_kv_pool_is_emitted_as_sglang_max_total_tokens(run_cli):
+    """SGLang's token pool is min(what --mem-fraction-static leaves, --max-total-tokens) (model_runner.py). QwQ-32B
+    at TP 2, fp8 KV: 64 layers x 8 KV heads / 2 x 128 x 2 (K and V) x 1 B = 65,536 B per token per GPU, so 20 GiB
+    is 21,474,836,480 // 65,536 = 327,680 tokens (page 1)."""
+    flags = _launch(run_cli, "--engine", "sglang", "--emit", "sglang", "--kv-pool", "20GiB")
+    assert flags["--max-total-tokens"]["value"] == "327680"
+    assert "leaves the --kv-pool" in flags["--mem-fraction-static"]["reason"]
+    assert "--max-total-tokens" not in _launch(run_cli, "--engine", "sglang", "--emit", "sglang")
+
+
+def test_kv_pool_no_fraction_can_leave_is_said(run_cli):
+    """A pool larger than the GPU leaves after the weights (70 GiB of an 80 GB H100 holding 32.5 GB of weights):
+    no fraction up to 1 leaves it, so the default is printed and says so."""
+    flags = _launch(run_cli, "--engine", "vllm==0.10.1", "--emit", "vllm", "--kv-pool", "70GiB")
+    assert "no flag here realises the --kv-pool" in flags["--gpu-memory-utilization"]["reason"]
+
+
+# --- every shared option of every command changes what it prints, or is refused --------------------------------------
+# The shared scenario, memory and calibration options are spliced into each command (kvplan/commands/common.py); one a
+# command takes but never reads would be a silent ignore. Each command runs on a small deployment (one H100, vLLM,
+# Llama-3.1-8B) with each shared option it accepts set to a value unlike its default: the JSON must differ from the
+# run without it, or the run is refused in one line (the run without it printed a plan, so the option was read).
+DATA = Path(__file__).resolve().parent / "data"
+WALK_LOG = str(DATA / "logs" / "vllm-v0.6.5-llama3-8b-1xh100.log")   # vLLM on one H100, Llama-3-8B
+ONE_GPU = (*LLAMA, "--tp", "1", "--gpus", "1", "--engine", "vllm")
+WALK_BASE = {
+    "size": ONE_GPU, "concurrency": ONE_GPU, "compare-preemption": ONE_GPU, "tpot": ONE_GPU, "recommend": ONE_GPU,
+    "pd": (*LLAMA, "--tp", "1", "--gpus", "2", "--engine", "vllm", "--prompt", "4k", "--decode", "300"),
+    "simulate": (*ONE_GPU, "--requests", "20", "--rate", "2", "--decode", "300"),
+    "explain-log": ("-m", "llama-3.1-8b", WALK_LOG),
+    "calibrate": (*ONE_GPU, WALK_LOG, str(CAL / "vllm-bench-serve-c16.json")),
+}
+WALK_VALUES = {
+    "--model": "gpt-oss-20b", "--hardware": "b200", "--nodes": "2", "--gpus": "2", "--tp": "2", "--pp": "2",
+    "--dp": "2", "--ep": "2", "--kv-dtype": "fp8", "--weight-dtype": "fp8", "--weights": "40GB", "--engine": "sglang",
+    "--prompt": "2k", "--decode": "700", "--generated": "5k", "--mtp-layers": "1", "--max-model-len": "2500",
+    "--block-size": "2048", "--host-link-gbs": "3", "--gpu-memory-utilization": "0.5", "--mem-fraction-static": "0.5",
+    "--kv-pool": "20GiB", "--max-num-batched-tokens": "512", "--max-num-seqs": "4", "--activation-reserve": "9GiB",
+    "--runtime-reserve": "7GiB", "--moe-a2a-backend": "deepep", "--dram": "1GB",
+}
+# compare-preemption prices one request's swap and recompute: the memory settings only decide whether the deployment
+# holds the weights and that request (kvplan.calc.preemption: capacity.kv_pool), so each is given a value that leaves
+# no room, and the run must be refused
+GATES = {"compare-preemption": {"--gpu-memory-utilization": "0.2", "--activation-reserve": "70GiB",
+                                "--runtime-reserve": "70GiB"}}
+
+
+def _shared_flags(command: str) -> list[str]:
+    from kvplan.cli import _build
+    from kvplan.commands.common import MEMORY_OPTIONS, SCENARIO_OPTIONS
+
+    shared = {name for name, _, _ in SCENARIO_OPTIONS} | set(MEMORY_OPTIONS) | {"calibration", "generated"}
+    return [p.opts[0] for p in _build(command).params if p.name in shared]
+
+
+@pytest.mark.parametrize("command", list(WALK_BASE))
+def test_every_shared_option_counts_or_is_refused(run_cli, tmp_path, command):
+    """Before: ``explain-log`` and ``calibrate --host-link-gbs 3``, ``calibrate --block-size 256``, ``size`` with
+    --block-size, --weights, --weight-dtype or --calibration, and ``compare-preemption --kv-pool 20GiB`` printed the
+    same bytes as without the option."""
+    from kvplan.cli import COMMANDS
+
+    assert set(COMMANDS) - set(WALK_BASE) == {"check", "presets"}   # the two without the shared options
+    cal = tmp_path / "cal.toml"   # factors unlike the preset's, for the deployment of ONE_GPU
+    cal.write_text('type = "calibration"\nversion = 1\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\n'
+                   'engine = "vllm"\ntp = 1\n[step]\nhbm = 0.5\n[memory]\nruntime_reserve_bytes = 5000000000\n')
+    gates = GATES.get(command, {})
+    values = {**WALK_VALUES, "--calibration": str(cal), **gates}
+    base = WALK_BASE[command]
+    before = run_cli(command, *base, "-f", "json")
+    assert before.code == 0, before.err
+    ignored = []
+    for flag in _shared_flags(command):
+        if flag in base:
+            continue
+        r = run_cli(command, *base, flag, values[flag], "-f", "json")
+        if flag in gates:
+            one_line_refusal(r, "does not fit")
+        elif r.code == 2:   # the same run without the option printed a plan: the option was read
+            one_line_refusal(r)
+        else:
+            assert r.code == 0, (flag, r.err)
+            if r.out == before.out:
+                ignored.append(flag)
+    assert not ignored, f"kvplan {command} takes {ignored} and prints the same"
+
+
+def test_tpot_stops_at_max_num_seqs(run_cli):
+    """Before: ``tpot --batch 8 --max-num-seqs 4`` priced a batch of 8 and said the replica runs 14 requests of this
+    length, on an engine told to run 4. Llama-3.1-8B on one H100: a 31,008-token request (whole 16-token blocks)
+    holds 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B per token, 4.06 GB; the ~57 GB pool holds over 10."""
+    args = ("tpot", *ONE_GPU, "-f", "json")
+    assert run_cli(*args).json()["max_batch_per_replica"] > 10
+    capped = run_cli(*args, "--max-num-seqs", "10", "--batch", "4").json()
+    assert capped["max_batch_per_replica"] == 10
+    assert "--max-num-seqs" in capped["derivations"]["max_batch_per_replica"]["formula"]
+    one_line_refusal(run_cli(*args, "--max-num-seqs", "10", "--batch", "11"), "--batch 11", "--max-num-seqs 10")
+
+
+@pytest.mark.parametrize("text", [
+    '[{"prompt_tokens": 1000, "output_tokens": 300}, {"prompt_tokens": 1000, "output_tokens": 300}]\n',
+    '[\n{"prompt_tokens": 1000, "output_tokens": 300},\n{"prompt_tokens": 1000, "output_tokens": 300}\n]\n',
+])
+def test_a_json_array_trace_is_named_as_such(run_cli, tmp_path, text):
+    """Before: a trace written as one JSON array (json.dump of a list) was read as a CSV whose header is the
+    array: "has a header and no requests" or "line 2: 3 fields, the header has 1"."""
+    trace = tmp_path / "trace.json"
+    trace.write_text(text)
+    one_line_refusal(run_cli("simulate", "-m", "qwq-32b", "--trace", str(trace)), "JSON array",
+                     "one JSON object per line")
+
+
+# --- --hardware h200 typed out is given ------------------------------------------------------------------------------
+def test_hardware_h200_typed_out_is_taken_for_a_log(run_cli):
+    """Before: ``explain-log LOG -g h200`` on a log that names no GPU planned on h100-sxm (the preset nearest its
+    79.22 GiB) and warned "give --hardware with the GPU it ran on": h200 is the default, so typed out it read as not
+    given."""
+    r = run_cli("explain-log", "-m", "llama-3.1-8b", WALK_LOG, "-g", "h200", "-f", "json")
+    assert r.code == 0, r.err
+    assert r.json()["headline"].startswith("llama-3.1-8b on 1 x h200"), r.json()["headline"]
+    assert "give --hardware with the GPU it ran on" not in r.out   # the warning for a GPU not given
+    plain = run_cli("explain-log", "-m", "llama-3.1-8b", WALK_LOG, "-f", "json").json()
+    assert plain["headline"].startswith("llama-3.1-8b on 1 x h100-sxm")
+
+
+def test_hardware_h200_typed_out_is_the_one_gpu_a_target_search_tries(run_cli):
+    """Before: ``recommend --target ... -g h200`` searched every GPU preset, as without -g."""
+    r = run_cli("recommend", "-m", "qwq-32b", "--target", "concurrency>=16", "-g", "h200", "-f", "json")
+    assert r.code == 0, r.err
+    assert " x h200" in r.json()["headline"], r.json()["headline"]
+
+
+def test_tpot_says_which_table_rows_it_leaves_out(run_cli):
+    """Before: ``tpot --batches 1,2,1000000 --contexts 4k,99999999`` printed rows for batches 1, 2, 8 (the batch)
+    and the most the pool holds, and the contexts 4,096 and 31,000, with no word of the 1,000,000 requests (more than
+    the pool holds) or the 99,999,999-token context (over the model's limit) it was asked for."""
+    r = run_cli("tpot", *ONE_GPU, "--batches", "1,2,1000000", "--contexts", "4k,99999999", "-f", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert 1_000_000 not in [row["batch"] for row in doc["table"]]
+    said = " ".join(doc["notes"] + doc["warnings"])
+    assert "--batches 1,000,000" in said and "--contexts 99,999,999" in said, said
+
+
+def test_a_user_preset_named_h200_overrides_the_default_gpu(run_cli, tmp_path):
+    """The default GPU (no -g) is looked up with --presets-dir like a named one: a user h200.toml of 100 GiB
+    replaces the built-in 140.4 GiB, with and without -g h200 (100 x 2^30 = 107,374,182,400 B)."""
+    from conftest import write_hardware
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_hardware(folder, hbm_gib=100.0, hw_id="h200")
+    for args in ((), ("-g", "h200")):
+        doc = run_cli("concurrency", "-m", "qwq-32b", "--presets-dir", str(folder), *args, "-f", "json").json()
+        assert doc["budget"]["hbm_bytes"] == 107_374_182_400, args

@@ -1265,8 +1265,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27b-calibration-tp-unchecked", "kvplan/inputs/calibration_file.py",
       "    if tp != cal.tp:\n        how", "    if False:\n        how"),
     M("user27b-host-link-unused-accepted", "kvplan/commands/common.py",
-      'if host_link == "refuse" and scenario["host_link_gbs"] is not None:',
-      'if False and scenario["host_link_gbs"] is not None:'),
+      "                if scenario[name] is not None:", "                if False:"),
     M("user27b-trace-times-unsaid", "kvplan/options/simulate.py",
       "if tr is not None and tr.arrivals is not None and (users is not None or rate is not None):",
       "if tr is not None and tr.arrivals is not None and users is None and rate is not None:"),
@@ -1331,6 +1330,51 @@ MUTANTS: tuple[Mutant, ...] = (
       '("d", 2048, 128, 27.6)', '("d", 2048, 128, 24.3)'),
     M("decode19b-b25-no-factor", "benchmarks/tpot_fidelity.py",
       'engine="vllm 0.23.0", factors=A40GB)', 'engine="vllm 0.23.0")'),
+    # user28: shared options a command takes but never reads are refused (kvplan/commands/common.py's unused=...);
+    # tests/test_user_pass.py::test_every_shared_option_counts_or_is_refused walks every command's options
+    M("user28-size-block-size-accepted", "kvplan/commands/size.py",
+      '"host_link_gbs", "block_size", "weights"', '"host_link_gbs", "weights"'),
+    M("user28-size-calibration-accepted", "kvplan/commands/size.py",
+      '"weight_dtype", "calibration"))', '"weight_dtype"))'),
+    M("user28-calibrate-host-link-accepted", "kvplan/commands/calibrate.py",
+      'unused=("host_link_gbs", "block_size")', 'unused=("block_size",)'),
+    M("user28-explain-log-host-link-accepted", "kvplan/commands/explain_log.py",
+      'unused=("host_link_gbs",)', 'unused=()'),
+    M("user28-preemption-kv-pool-accepted", "kvplan/commands/preemption.py",
+      'unused=("kv_pool",)', 'unused=()'),
+    # tpot: --batch above a given --max-num-seqs is refused; the most requests per replica stop at it
+    M("user28-tpot-batch-over-max-num-seqs", "kvplan/options/tpot.py",
+      "if seqs is not None and options.batch > seqs:", "if False:"),
+    M("user28-tpot-max-batch-uncapped", "kvplan/calc/tpot.py",
+      "if s.max_num_seqs is not None and fit > s.max_num_seqs:", "if False:"),
+    # user28: a --kv-pool given reaches recommend --emit (tests/test_user_pass.py::test_kv_pool_*)
+    M("user28-kv-pool-flag-not-emitted", "kvplan/engines/base.py",
+      "            flags += self.pool_flags(plan, fraction) or [Flag(",
+      "            flags += [] or [Flag("),
+    M("user28-kv-pool-fraction-rounded-down", "kvplan/engines/base.py",
+      "shown = math.ceil(value * 1000) / 1000", "shown = math.floor(value * 1000) / 1000"),
+    M("user28-kv-pool-fraction-over-one", "kvplan/engines/base.py",
+      "        if value > 1:\n            return []", "        if False:\n            return []"),
+    M("user28-vllm-kv-memory-any-release", "kvplan/engines/vllm.py",
+      "if self.version is not None and self.version < KV_MEMORY_SINCE:", "if False:"),
+    M("user28-sglang-max-total-tokens-bytes", "kvplan/engines/sglang.py",
+      'cap = Flag("--max-total-tokens", str(sg.max_total_num_tokens),',
+      'cap = Flag("--max-total-tokens", str(s.kv_pool_bytes),'),
+    # user28: a trace written as one JSON array is named as such (test_user_pass::test_a_json_array_trace_*)
+    M("user28-trace-json-array-unsaid", "kvplan/inputs/workload.py",
+      'if body[0][1].lstrip().startswith("["):', "if False:"),
+    # user28: -g h200 typed out is given (test_user_pass::test_hardware_h200_typed_out_*)
+    M("user28-log-hardware-h200-not-given", "kvplan/options/scenarios.py",
+      'hardware_given = options.get("hardware") is not None',
+      'hardware_given = options.get("hardware") not in (None, "h200")'),
+    M("user28-target-hardware-h200-not-given", "kvplan/options/recommend.py",
+      "    if hardware is None:   # not given", '    if hardware is None or hardware == "h200":   # not given'),
+    # user28: tpot says which --batches / --contexts rows it leaves out (test_user_pass::test_tpot_says_which_*)
+    M("user28-tpot-batches-dropped-unsaid", "kvplan/calc/tpot.py", "    if over:   # rows asked for", "    if False:"),
+    M("user28-tpot-contexts-dropped-unsaid", "kvplan/calc/tpot.py",
+      "    if beyond and o.contexts != TABLE_CONTEXTS:", "    if False:"),
+    M("user28-default-gpu-without-presets-dir", "kvplan/options/scenarios.py",
+      'options["hardware"] = SCENARIO_DEFAULTS["hardware"]', 'options.pop("hardware", None)'),
 )
 
 

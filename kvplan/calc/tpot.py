@@ -356,6 +356,10 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     fit = capacity.fit(pool, capacity.request_bytes(s, s.context_tokens), shared)
     max_batch = Count(fit, derived("requests of prompt + decode tokens the KV pool of one replica holds",
                                    f"{fit} at {s.context_tokens:,} tokens"))
+    if s.max_num_seqs is not None and fit > s.max_num_seqs:   # the engine runs no more than --max-num-seqs
+        max_batch = Count(s.max_num_seqs, derived(
+            "min(requests the KV pool of one replica holds, --max-num-seqs)",
+            f"min({fit}, {s.max_num_seqs}) at {s.context_tokens:,} tokens"))
     notes = list(step.notes)
     if fit < 1:
         raise DoesNotFit(f"one request of {s.context_tokens:,} tokens does not fit in one replica's KV pool",
@@ -411,6 +415,15 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     contexts = tuple(sorted({c for c in o.contexts if s.context_limit is None or c <= s.context_limit}
                             | {s.context_tokens}))
     batches = tuple(x for x in sorted(set(o.batches) | {b, fit}) if 1 <= x <= fit)
+    over = sorted({x for x in o.batches if x > fit}) if o.batches != TABLE_BATCHES else []   # given, not the default
+    if over:   # rows asked for that the table cannot have: said, not dropped silently
+        notes.append(note("--batches {over} left out of the table: one replica's KV pool holds at most {fit} requests "
+                          "of {context} tokens", over=", ".join(format(x, ",") for x in over), fit=Count(fit),
+                          context=Tokens(s.context_tokens)))
+    beyond = sorted({c for c in o.contexts if s.context_limit is not None and c > s.context_limit})
+    if beyond and o.contexts != TABLE_CONTEXTS:
+        notes.append(note("--contexts {beyond} left out of the table: longer than the {limit}-token limit",
+                          beyond=", ".join(format(c, ",") for c in beyond), limit=Tokens(s.context_limit)))
     cb, cf = step.request_cache(np.asarray(contexts, dtype=float))
     bb = np.asarray(batches, dtype=float)[:, None]
     grid_t = step.step(bb, bb * cb[None, :], bb * cf[None, :])["total"]

@@ -16,7 +16,8 @@ FilesArg = Annotated[list[Path], typer.Argument(
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens", "max_num_seqs",
-                          "activation_reserve", "runtime_reserve"), calibration=False)
+                          "activation_reserve", "runtime_reserve"), calibration=False,
+                  unused=("host_link_gbs", "block_size"))
 def calibrate(
     scenario_args: dict,
     output: dict,

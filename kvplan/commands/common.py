@@ -23,7 +23,7 @@ ModelOpt = Annotated[str | None, typer.Option(
     help="Preset id, preset .toml, HF config.json, model directory, or a Hugging Face id org/name[@revision] "
          "(needs kvplan[hub]; the local HF cache first; a path or preset id wins). Default: deepseek-r1, the workload "
          "document's model (reasoning / long chain-of-thought serving: 1K prompt, 30K decode).")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
+HardwareOpt = Annotated[str | None, typer.Option("--hardware", "-g", "--gpu", metavar="ID|FILE",
                                           help="GPU preset id or .toml (default h200).")]
 NodesOpt = Annotated[str, typer.Option("--nodes", metavar="N", help="Nodes, each with the preset's GPUs per node.")]
 GpusOpt = Annotated[str | None, typer.Option("--gpus", metavar="N",
@@ -72,10 +72,24 @@ HostLinkOpt = Annotated[str | None, typer.Option(
     "--host-link-gbs", "--pcie-gbps", metavar="GB/S",
     help="Effective host-link rate per direction in GB/s (10^9 B/s), e.g. 50 or 50GB/s (default: the preset's "
          "line rate x large-copy efficiency).")]
-# On the commands whose figures never cross the host link (tpot, size): hidden, and refused when given
-# (scenario_command's host_link="refuse"), so that a rate given there is not taken to count
-HostLinkUnusedOpt = Annotated[str | None, typer.Option("--host-link-gbs", "--pcie-gbps", metavar="GB/S", hidden=True)]
-HOST_LINK_USERS = "concurrency (--dram offload), preemption (swaps), recommend and simulate"
+HOST_LINK_USERS = "concurrency (--dram offload), compare-preemption (swaps), recommend and simulate"
+# A shared option a command takes (it is spliced into every command) but whose value changes nothing there:
+# scenario_command(unused=(name, ...)) hides it on that command and refuses it when given, one line saying why and
+# naming the commands that use it, so that a value given there is not taken to count. Name -> why.
+# tests/test_user_pass.py walks every command's options and checks each one changes the output or is refused.
+UNUSED_WHY = {
+    "host_link_gbs": f"only {HOST_LINK_USERS} move KV over the host link",
+    "block_size": "only concurrency, tpot, compare-preemption, pd, simulate, recommend and explain-log round KV up "
+                  "to whole blocks",
+    "weights": "the weights count only where the pool is sized (concurrency, tpot, compare-preemption, pd, "
+               "simulate, recommend, explain-log, calibrate)",
+    "weight_dtype": "the weights count only where the pool is sized (concurrency, tpot, compare-preemption, pd, "
+                    "simulate, recommend, explain-log, calibrate)",
+    "calibration": "it counts KV bytes, which no fitted step factor or reserve changes; concurrency, tpot, "
+                   "compare-preemption, pd, simulate, recommend, explain-log and check take it",
+    "kv_pool": "it prices one request's swap and recompute, whatever the pool; concurrency, tpot, pd, simulate and "
+               "recommend plan on a given pool",
+}
 
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", metavar="FILE.toml",
@@ -147,34 +161,49 @@ _ANNOTATIONS = {
     "engine": EngineOpt, "prompt": PromptOpt, "decode": DecodeOpt, "mtp_layers": MtpLayersOpt,
     "max_model_len": MaxModelLenOpt, "block_size": BlockSizeOpt, "host_link_gbs": HostLinkOpt,
 }
-SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], default) for name, default in D.items())
+# --hardware's default is None on the command line (build_scenario fills in h200), so that -g h200 typed out is told
+# from one not given where that matters: a start-up log's GPU, the one GPU a recommend --target search tries.
+SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], None if name == "hardware" else default)
+                         for name, default in D.items())
 MEMORY_OPTIONS = dict(zip(MEMORY_KEYS, (GpuMemUtilOpt, MemFractionOpt, KvPoolOpt, MaxBatchedOpt, MaxSeqsOpt,
                                         ActivationOpt, RuntimeOpt, MoeA2aOpt), strict=True))
 OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("explain", ExplainOpt, False),
                   ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
 
 
-def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool | str = True,
-                     calibration: bool = True):
+def _hidden(annotation):
+    """The same option (its flags and metavar), hidden from --help and taking text: for a command that refuses it."""
+    import typing
+
+    info = typing.get_args(annotation)[1]   # typer.Option("--flag", "--alias"): the first flag is its `default`
+    return Annotated[str | None, typer.Option(info.default, *info.param_decls, metavar=info.metavar, hidden=True)]
+
+
+def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool = True, calibration: bool = True,
+                     unused: tuple[str, ...] = ()):
     """Give a command the shared scenario, memory and output options, declared once here.
 
     The command is written as ``def cmd(scenario_args: dict, output: dict, <its own options>)``: ``scenario_args``
     holds the scenario and memory options as text (pass them to ``kvplan.options.scenarios.build_scenario``),
     ``output`` the output options (``fmt, explain, units, brief, presets_dir``). ``decode`` replaces the --decode
     option with another (name, annotation, default), e.g. compare-preemption's --generated; ``host_link`` False
-    leaves it out, "refuse" hides it and refuses it when given (one line naming the commands that use it);
-    ``calibration`` False leaves out --calibration (a file of fitted factors, applied by ``build_scenario``)."""
+    leaves it out; ``calibration`` False leaves out --calibration (a file of fitted factors, applied by
+    ``build_scenario``); ``unused`` names shared options the command takes but never uses (``UNUSED_WHY``): hidden
+    there, and refused when given (one line saying why and naming the commands that use it)."""
     import functools
     import inspect
 
     shared = [o for o in SCENARIO_OPTIONS if host_link or o[0] != "host_link_gbs"]
-    if host_link == "refuse":
-        shared = [(n, HostLinkUnusedOpt, d) if n == "host_link_gbs" else (n, a, d) for n, a, d in shared]
     if decode is not None:
         shared = [decode if name == "decode" else (name, ann, dflt) for name, ann, dflt in shared]
     if calibration:
         shared.append(("calibration", CalibrationOpt, None))
     shared += [(name, MEMORY_OPTIONS[name], None) for name in memory]
+    missing = [name for name in unused if name not in UNUSED_WHY or name not in {n for n, _, _ in shared}]
+    if missing:
+        raise ValueError(f"scenario_command(unused=...): {missing} is no shared option of the command with a reason "
+                         "in UNUSED_WHY")
+    shared = [(n, _hidden(a), d) if n in unused else (n, a, d) for n, a, d in shared]
 
     def wrap(func):
         # The annotations as written (evaluated in the command module if they are strings). Not
@@ -198,11 +227,13 @@ def scenario_command(memory: tuple[str, ...] = (), decode=None, host_link: bool 
                 scenario["decode_flag"] = "--" + decode[0].replace("_", "-")
             if not host_link:
                 scenario["host_link_gbs"] = None
-            if host_link == "refuse" and scenario["host_link_gbs"] is not None:
-                from kvplan.errors import InputError
+            for name in unused:
+                if scenario[name] is not None:
+                    from kvplan.errors import InputError
 
-                raise InputError(f"--host-link-gbs changes nothing in kvplan {func.__name__}: only "
-                                 f"{HOST_LINK_USERS} move KV over the host link", "drop --host-link-gbs")
+                    flag = "--" + name.replace("_", "-")
+                    raise InputError(f"{flag} changes nothing in kvplan {func.__name__.replace('_', '-')}: "
+                                     f"{UNUSED_WHY[name]}", f"drop {flag}")
             output = {name: kwargs.pop(name) for name, _, _ in OUTPUT_OPTIONS}
             scenario["presets_dir"] = output["presets_dir"]
             return func(scenario_args=scenario, output=output, **kwargs)

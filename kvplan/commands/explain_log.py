@@ -12,7 +12,8 @@ from kvplan.commands.output import check_output_options, emit
 LogArg = Annotated[Path, typer.Argument(metavar="FILE", help="A vLLM or SGLang start-up log.")]
 
 
-@scenario_command(memory=("max_num_batched_tokens", "max_num_seqs", "activation_reserve", "runtime_reserve"))
+@scenario_command(memory=("max_num_batched_tokens", "max_num_seqs", "activation_reserve", "runtime_reserve"),
+                  unused=("host_link_gbs",))
 def explain_log(scenario_args: dict, output: dict, file: LogArg) -> None:
     """Rebuild a deployment from its start-up log, reproduce the engine's figures and plan the workload on its pool."""
     from kvplan.calc.explain_log import plan_explain_log

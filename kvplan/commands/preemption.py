@@ -14,7 +14,7 @@ GeneratedOpt = Annotated[str | None, typer.Option(
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "activation_reserve",
                           "runtime_reserve", "moe_a2a_backend"),
-                  decode=("generated", GeneratedOpt, None))
+                  decode=("generated", GeneratedOpt, None), unused=("kv_pool",))
 def compare_preemption(
     scenario_args: dict,
     output: dict,

@@ -9,7 +9,7 @@ from kvplan.commands.output import check_output_options, emit
 from kvplan.inputs.options import DEFAULT_CONTEXTS_TEXT
 
 
-@scenario_command(host_link="refuse")
+@scenario_command(unused=("host_link_gbs", "block_size", "weights", "weight_dtype", "calibration"))
 def size(
     scenario_args: dict,
     output: dict,

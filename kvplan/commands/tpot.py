@@ -11,7 +11,7 @@ from kvplan.commands.output import check_output_options, emit
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
-                          "max_num_seqs"), host_link="refuse")
+                          "max_num_seqs"), unused=("host_link_gbs",))
 def tpot(
     scenario_args: dict,
     output: dict,

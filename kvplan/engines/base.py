@@ -313,10 +313,15 @@ class Engine:
                               "plan with --kv-dtype fp8 or bf16, or drop --emit")
         flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
         flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").first))   # what set the batch
-        flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
-                          "the fraction kvplan's pool was sized with" if s.kv_pool_bytes is None else
-                          "the engine's default: kvplan planned on the --kv-pool given, which no flag here sets "
-                          "(compare the KV cache memory the engine logs at start-up with it)"))
+        if s.kv_pool_bytes is None:
+            flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
+                              "the fraction kvplan's pool was sized with"))
+        else:
+            flags += self.pool_flags(plan, fraction) or [Flag(
+                fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
+                "the engine's default: no flag here realises the --kv-pool given (the fraction that would leave it "
+                "passes 1: the weights and reserves kvplan counts leave less); compare the KV cache the engine logs "
+                "at start-up with it")]
         flags.append(Flag(length, str(s.max_model_len or s.context_tokens),
                           "prompt + decode: the longest request planned"))
         if s.block_size is not None:
@@ -324,6 +329,26 @@ class Engine:
         if chunk is not None and s.max_num_batched_tokens is not None:   # it sized the activation reserve and steps
             flags.append(Flag(chunk, str(s.max_num_batched_tokens), "as given: the tokens per step the plan priced"))
         return flags
+
+    def pool_flags(self, plan, fraction: str) -> list[Flag]:
+        """The flags that realise a --kv-pool given (``plan.scenario.kv_pool_bytes`` per GPU). Here, for an engine
+        (or release) with no flag for the pool itself: the memory fraction whose budget leaves that pool, by the
+        engine's own waterfall (``budget.waterfall``: pool = base x fraction - weights - activation - runtime, so
+        fraction = (pool + weights + activation + runtime) / base), rounded up to 0.001; none when it would pass 1.
+        An engine with a pool flag overrides this."""
+        import math
+
+        s = plan.scenario
+        b = self.budget(s.with_(kv_pool_bytes=None), s.sized_model, s.parallelism)
+        base = b.hbm.number() if b.visible is None else b.visible.number()
+        rest = b.weights.number() + b.activation.number() + b.runtime.number()
+        value = (s.kv_pool_bytes + rest) / base
+        if value > 1:
+            return []
+        shown = math.ceil(value * 1000) / 1000
+        return [Flag(fraction, f"{shown:g}", f"the fraction that leaves the --kv-pool given: ({s.kv_pool_bytes:,} "
+                     f"+ weights, activation and runtime {rest:,.0f}) / {base:,.0f} B = {value:.4f}, rounded up; "
+                     "compare the KV cache the engine logs at start-up with the pool")]
 
     def launch_command(self, plan) -> LaunchCommand:
         """The launch command realising a ``kvplan.calc.recommend.RecommendPlan`` (engines that can be launched)."""

@@ -126,6 +126,8 @@ def tag_source(tag: str, path: str, what: str = "") -> str:
 
 NEW_FRACTION_SOURCE = tag_source("v0.5.3", "server_args.py", "PR #10975: reserve from chunked prefill, CUDA-graph "
                                  "batch sizes and TP x PP")
+MAX_TOTAL_TOKENS_SOURCE = tag_source("v0.5.23", "model_executor/model_runner.py", "max_total_num_tokens = "
+                                     "min(the profiled tokens, --max-total-tokens), then whole pages")
 PAGE_SOURCE = tag_source("v0.5.23", "arg_groups/overrides.py", "_mla_backend_page_constraints, _page_size_default")
 BACKEND_SOURCE = tag_source("v0.5.23", "arg_groups/model_override_base.py", "get_default_attn_backend")
 DSA_PAGE_SOURCE = tag_source("v0.5.23", "arg_groups/model_overrides/deepseek_v2.py", "_deepseek_family_overrides: "
@@ -926,6 +928,17 @@ class SglangEngine(Engine):
 
 
     # --- launch flags (kvplan recommend --emit sglang) -----------------------------------------------------------
+    def pool_flags(self, plan, fraction: str) -> list[Flag]:
+        """A --kv-pool given: SGLang's token pool is min(what --mem-fraction-static leaves, --max-total-tokens),
+        in whole pages (``MAX_TOTAL_TOKENS_SOURCE``, every release kvplan models), so the fraction that leaves the
+        pool (``Engine.pool_flags``) and the pool in tokens (``pool``: bytes // cell size, whole pages) as the cap."""
+        s = plan.scenario
+        sg = self.pool(s.sized_model, s.kv_dtype, s.parallelism, s.kv_pool_bytes, s.block_size, s.hardware)
+        cap = Flag("--max-total-tokens", str(sg.max_total_num_tokens), f"the --kv-pool given in tokens: "
+                   f"{s.kv_pool_bytes:,} B // {sg.cell_size_bytes:,} B per token, whole pages of {sg.page_size}; "
+                   "SGLang's pool is at most this", None, MAX_TOTAL_TOKENS_SOURCE)
+        return [*super().pool_flags(plan, fraction), cap]
+
     def launch_command(self, plan) -> LaunchCommand:
         """``python -m sglang.launch_server`` with the recommendation's layout, KV dtype, batch, memory fraction,
         length and host tier (HiCache). Each flag names the first release that has it as printed."""

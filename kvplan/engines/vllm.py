@@ -157,6 +157,14 @@ OFFLOAD_BACKEND_SOURCE = blob("v0.14.0", "vllm/config/cache.py", "kv_offloading_
                               "fails at start-up)")
 
 
+# --kv-cache-memory-bytes (CacheConfig.kv_cache_memory_bytes: the KV cache per GPU in bytes; when set,
+# gpu_memory_utilization is ignored): in the v0.10.2 wheel's vllm/engine/arg_utils.py, not in v0.10.1.1's.
+KV_MEMORY_SINCE: Release = (0, 10, 2)
+KV_MEMORY_SOURCE = blob("v0.10.2", "vllm/config/cache.py", "CacheConfig.kv_cache_memory_bytes: 'Size of KV Cache per "
+                        "GPU in bytes ... (when not-None) ignores gpu_memory_utilization'; the flag in "
+                        "vllm/engine/arg_utils.py (absent from v0.10.1.1)")
+
+
 # --- kvplan simulate's scheduler ----------------------------------------------------------------------------------
 # V1 is the default engine from v0.8.0 (vllm/envs.py: VLLM_USE_V1 defaults to "1"); before it V0's scheduler ran
 # (vllm/core/scheduler.py: watermark, swap space), which is the rule book kvplan's neutral engine follows.
@@ -969,6 +977,15 @@ class VllmEngine(Engine):
                 f"preempted request is recomputed ({POLICY_SOURCE})",
                 f"pin vllm>={release_text(OFFLOAD_SINCE)} for native KV offloading, or use SGLang's "
                 "--enable-hierarchical-cache (HiCache)")
+
+    def pool_flags(self, plan, fraction: str) -> list[Flag]:
+        """A --kv-pool given: --kv-cache-memory-bytes from v0.10.2 (vLLM then ignores --gpu-memory-utilization, so
+        that flag is not printed); before it, the fraction that leaves the pool (``Engine.pool_flags``)."""
+        if self.version is not None and self.version < KV_MEMORY_SINCE:
+            return super().pool_flags(plan, fraction)
+        pool = plan.scenario.kv_pool_bytes
+        return [Flag("--kv-cache-memory-bytes", str(pool), f"the --kv-pool given, {pool:,} B per GPU: vLLM sizes its "
+                     "KV cache to it and ignores --gpu-memory-utilization", KV_MEMORY_SINCE, KV_MEMORY_SOURCE)]
 
     def launch_command(self, plan) -> LaunchCommand:
         """``vllm serve`` with the recommendation's layout, KV dtype, batch, memory fraction, length and DRAM tier.

@@ -404,10 +404,13 @@ def _release_text(version: tuple[int, int, int]) -> str:
     return f"{major}.{minor}" if patch == 0 else f"{major}.{minor}.{patch}"
 
 
-def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list[str]]:
+def _hardware(log: StartupLog, args: dict, hbm_of, hardware_given: bool | None = None
+              ) -> tuple[str, list[str], list[str]]:
     """(the --hardware for the log, notes, warnings): the preset the logged device name stands for, else the preset
-    nearest the logged total memory, else the option as given (a warning when that is kvplan's default)."""
-    given = args.get("hardware", DEFAULT_HARDWARE) != DEFAULT_HARDWARE
+    nearest the logged total memory, else the option as given (a warning when that is kvplan's default).
+    ``hardware_given``: whether the user named the GPU (None: a value other than the default counts as named)."""
+    given = (args.get("hardware", DEFAULT_HARDWARE) != DEFAULT_HARDWARE if hardware_given is None
+             else hardware_given)
     chosen = str(args.get("hardware", DEFAULT_HARDWARE))
     name, total = log.first("gpu_name"), log.least("total_gpu_memory_gib")
     fix = "give --hardware with the GPU it ran on (kvplan presets list --type hardware, or a .toml of your own)"
@@ -442,7 +445,7 @@ def _hardware(log: StartupLog, args: dict, hbm_of) -> tuple[str, list[str], list
     return chosen, [], [f"The log does not state its GPU: planned on {chosen}, kvplan's default; {fix}."]
 
 
-def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releases
+def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releases, hardware_given: bool | None = None
                   ) -> tuple[dict, list[str], list[str]]:
     """``args`` (the scenario options as text, ``kvplan.options.scenarios.build_scenario``'s keywords) with what the
     log states filled in, notes saying where each value came from, and warnings (what the log does not state and
@@ -450,9 +453,10 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releas
     kept. ``per_node(hardware)``: GPUs per node of a hardware option (for --nodes); ``presets``: the model presets
     the logged model name is looked up in; ``hbm_of()``: {GPU preset: (HBM GiB, measured?)}, to match a logged total
     memory; ``releases(engine)``: (oldest, newest) release tuples kvplan has rules for and the newest's name (the
-    engine adapters' facts, which sit above this layer)."""
+    engine adapters' facts, which sit above this layer); ``hardware_given``: whether the user named the GPU (None: a
+    --hardware other than kvplan's default counts as named)."""
     out, notes = dict(args), list[str]()
-    out["hardware"], notes, warnings = _hardware(log, args, hbm_of)
+    out["hardware"], notes, warnings = _hardware(log, args, hbm_of, hardware_given)
     if log.mixed:
         warnings.append(log.mixed)
 

@@ -262,6 +262,9 @@ def read_trace(path: Path, fmt: str | None = None) -> Trace:
     body = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not body:
         raise KvplanError(f"trace {path} is empty", "give one request per line")
+    if body[0][1].lstrip().startswith("["):   # json.dump of a list: no CSV header, and not JSON lines
+        raise KvplanError(f"trace {path} is a JSON array; kvplan reads JSON lines, one JSON object per line",
+                          "write one JSON object per line, e.g. jq -c '.[]' FILE > FILE.jsonl")
     is_json = body[0][1].lstrip().startswith("{")
     if len(body) > MAX_TRACE_ROWS + (0 if is_json else 1):   # a CSV's header is no request
         raise KvplanError(f"trace {path} has {len(body):,} lines, more than the {MAX_TRACE_ROWS:,} requests one run "

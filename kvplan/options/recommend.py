@@ -123,7 +123,7 @@ def _search_conflicts(scenario: dict[str, Any], candidates: str | None) -> str |
             raise InputError(f"--{key} {value} with --target: the search chooses the GPU count and the TP x PP x DP "
                              "(EP) layout itself", f"drop --{key} to search, or drop --target to plan that layout")
     hardware = scenario.get("hardware")
-    if hardware is None or str(hardware).strip() == str(SCENARIO_DEFAULTS["hardware"]):
+    if hardware is None:   # not given (the command line's --hardware is None then; -g h200 typed out is given)
         return None
     if candidates is not None:
         if str(hardware).strip() in [c.strip() for c in candidates.split(",")]:

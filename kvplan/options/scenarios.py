@@ -36,6 +36,8 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
     --decode option in messages (compare-preemption's --generated). ``calibration``: a file of ``kvplan calibrate
     --save`` (``kvplan.inputs.calibration_file.apply``: its fitted step factors and memory reserve)."""
     calibration = options.pop("calibration", None)
+    if options.get("hardware") is None:   # not given (None from the command line): the default, read with the presets
+        options["hardware"] = SCENARIO_DEFAULTS["hardware"]   # folder like a named GPU (a user h200.toml wins)
     unknown = [k for k in options if k not in SCENARIO_DEFAULTS and k not in MEMORY_OPTIONS and k not in POOL_OPTIONS]
     if unknown:
         raise InputError(f"unknown scenario option {unknown[0]!r}",
@@ -103,7 +105,12 @@ def scenario_from_log(log: StartupLog, options: dict[str, Any], **extra: Any) ->
         oldest, newest = importlib.import_module(f"kvplan.engines.{engine}").RELEASES
         return oldest, newest, engines.get(engine).release
 
-    args, notes, warnings = merge(log, {**SCENARIO_DEFAULTS, **options}, per_node, found["model"], hbm_of, releases)
+    # --hardware not given is None from the command line (any GPU named, h200 included, is given); an options dict
+    # without the key (Python) reads as not given too
+    hardware_given = options.get("hardware") is not None
+    merged = {**SCENARIO_DEFAULTS, **{k: v for k, v in options.items() if k != "hardware" or v is not None}}
+    args, notes, warnings = merge(log, merged, per_node, found["model"], hbm_of, releases,
+                                  hardware_given=hardware_given)
     if args.get("max_model_len") is not None and options.get("max_model_len") is None and (
             args.get("prompt") is not None and args.get("decode") is not None):
         # the request the user gave, against the log's limit (a request not given is fitted into it by the scenario)

@@ -85,6 +85,10 @@ def tpot_request(scenario: Scenario | dict[str, Any], *, batch: Any = "8", shape
         batches=optional(parse_list, batches, tokens_parser("--batches"), "batches") or TpotOptions.batches,
         contexts=parse_contexts(contexts), spec_tokens=k, accept=parse_accept(accept) if accept is not None else None,
         factors={k_: v for k_, v in parsed.items() if v is not None}, accept_source=accept_source)
+    seqs = built.max_num_seqs
+    if seqs is not None and options.batch > seqs:   # the engine runs at most max_num_seqs requests at once
+        raise InputError(f"--batch {options.batch:,} is more than --max-num-seqs {seqs:,}, the most requests the "
+                         "engine runs at once", f"give --batch {seqs:,} or less, or a larger --max-num-seqs")
     return TpotRequest(built, options, calibration)
 
 
