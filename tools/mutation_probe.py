@@ -126,8 +126,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user27-include-mtp-none", "kvplan/options/command.py", "        if not built.model.mtp_layers:   # it would",
       "        if False:   # it would"),
     M("user27-emit-fraction-given-pool", "kvplan/engines/base.py",
-      '"the fraction kvplan\'s pool was sized with" if s.kv_pool_bytes is None else',
-      '"the fraction kvplan\'s pool was sized with" if True else'),
+      "        if s.kv_pool_bytes is None:\n            flags.append(Flag(fraction",
+      "        if True:\n            flags.append(Flag(fraction"),
     M("user27-recommend-pd-row-nodes", "kvplan/calc/recommend.py", "nodes=max(s.nodes, -(-two // per_node))",
       "nodes=s.nodes"),
     # --- SGLang's default mem_fraction_static buckets --------------------------------------------------------
