@@ -60,12 +60,13 @@ def test_saturated_ep_prefill_per_gpu_by_hand():
     # Matmul parameters per token 36,624,596,992 (preset, from config.json):
     # linear = 2 x 36,624,596,992 x 4,096 = 300,028,697,358,336
     # MLA prefill attention (SGLang's MHA form): 61 layers x 128 heads x (2 x 192 QK + 2 x 128 PV) = 4,997,120 per
-    #   pair x 4,096^2 / 2 = 8,388,608 pairs = 41,919,595,560,960
-    # compute = 341,948,292,919,296 / (1,979e12 fp8 x 0.65 = 1,286.35e12) = 265.828 ms, + 2.58 ms step overhead
-    # tokens/s per GPU = 4,096 / 0.268408 = 15,260: 2.43x the 6,288 LMSYS measured (50,302 per node / 8)
+    #   pair x 4,096^2 / 2 = 8,388,608 pairs = 41,918,880,808,960, run in BF16 (costs.MLA_BF16_SOURCE)
+    # compute = 300.0287e12 / (1,979e12 fp8 x 0.65 = 1,286.35e12) = 233.241 ms
+    #   + 41.9189e12 / (989e12 bf16 x 0.65 = 642.85e12) = 65.208 ms, + 2.58 ms step overhead
+    # tokens/s per GPU = 4,096 / 0.301029 = 13,607: 2.16x the 6,288 LMSYS measured (50,302 per node / 8)
     p = BY_ID["P1"]
-    assert pf.predict(p) == pytest.approx(4096 / (0.265828 + 0.00258), rel=2e-3)
-    assert pf.error(p, pf.predict(p)) == pytest.approx(6287.75 / 15260 - 1, abs=2e-3)     # -58.8%: kvplan faster
+    assert pf.predict(p) == pytest.approx(4096 / (0.233241 + 0.065208 + 0.00258), rel=2e-3)
+    assert pf.error(p, pf.predict(p)) == pytest.approx(6287.75 / 13607 - 1, abs=2e-3)     # -53.8%: kvplan faster
     assert pf.implied_utilisation(p) == pytest.approx(6287.75 * 341.948e12 / 4096 / 1979e12, rel=2e-3)  # 0.265
 
 
@@ -85,9 +86,9 @@ def test_last_line(capsys):
 def test_rates_are_per_gpu_of_a_tp_rank():
     # P1's deployment with TP2 attention ranks (DP16 x TP2, EP32): each rank of 2 GPUs prefills its own 4,096-token
     # prompt, its routed experts over EP / DP = 2 GPUs, so each GPU does half of P1's per-rank FLOPs:
-    # 341,948,292,919,296 / 2 / 1,286.35e12 = 132.914 ms + 2.58 ms overhead; per GPU 4,096 / 0.135494 / 2 = 15,115
+    # (233.241 + 65.208) / 2 = 149.225 ms + 2.58 ms overhead; per GPU 4,096 / 0.151805 / 2 = 13,491
     from dataclasses import replace
     p = replace(BY_ID["P1"], parallel={"tp": 2, "dp": 16, "ep": 32, "nodes": 4})
-    assert pf.predict(p) == pytest.approx(4096 / (0.132914 + 0.00258) / 2, rel=2e-3)
+    assert pf.predict(p) == pytest.approx(4096 / (0.149225 + 0.00258) / 2, rel=2e-3)
     # P3: 16 GPUs (TP16) take 199.7 ms for 4,096 tokens: 341.948e12 / (0.1997 x 16 x 1,979e12) = 0.0541 of peak
     assert pf.implied_utilisation(BY_ID["P3"]) == pytest.approx(0.0541, abs=5e-4)

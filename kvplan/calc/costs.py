@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.layers import MLA
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.values import Count, Note, Number, Rate, Seconds, default, derived, given, note
 
@@ -120,10 +121,24 @@ def swap_seconds(nbytes: int, copies: int, rate_bytes_s: float, settings: CostSe
     return copies * settings.copy_overhead_us * 1e-6 + nbytes / (rate_bytes_s * factor)
 
 
-def compute_dtype_for(model: ModelSpec, hw: HardwareSpec, requested: str) -> str:
+# Weight dtypes whose GEMMs run at the peak of another dtype than the preset model's (--weight-dtype): FP8
+# checkpoints run W8A8 on the FP8 matrix cores where the GPU has them; int4 (AWQ / GPTQ, W4A16) dequantizes to 16 bit
+# inside the kernel and multiplies at the BF16 peak (vLLM's Marlin / AWQ kernels take fp16/bf16 activations,
+# vllm-project/vllm@2ab31a8 vllm/model_executor/layers/quantization/awq_marlin.py,
+# AWQMarlinLinearMethod); bf16 / fp16 / int8 (weight-only)
+# at the BF16 peak. 4-bit float overrides (nvfp4, mxfp4) keep the preset model's rule: their activation dtype
+# depends on the kernel and GPU and is not settled here.
+FOLLOWS_WEIGHT_DTYPE = ("fp8", "int4", "int8", "bf16", "fp16", "fp32")
+
+
+def compute_dtype_for(model: ModelSpec, hw: HardwareSpec, requested: str, weight_dtype: str | None = None) -> str:
+    """The dtype whose dense peak prices the GEMMs: ``requested`` unless "auto"; then FP8 where the weights are FP8
+    and the GPU has an FP8 peak, else BF16. ``weight_dtype``: the scenario's --weight-dtype, which the sized model
+    does not carry (it keeps the preset's dtype) and which decides when it is one of FOLLOWS_WEIGHT_DTYPE."""
     dtype = requested
     if dtype == "auto":
-        dtype = "fp8" if model.weight_dtype == "fp8" and "fp8" in hw.dense_tflops else "bf16"
+        wd = weight_dtype if weight_dtype in FOLLOWS_WEIGHT_DTYPE else model.weight_dtype
+        dtype = "fp8" if wd == "fp8" and "fp8" in hw.dense_tflops else "bf16"
     if not hw.dense_tflops:
         raise KvplanError(f"{hw.id} has no dense_tflops in its preset, which the recompute price needs",
                           "add [dense_tflops] bf16 = { value = ..., source = \"...\" } to the hardware preset")
@@ -169,6 +184,15 @@ def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, p
 # --moe-a2a-backend none "disables all-to-all for EP. Uses All-Reduce or All-Gather for token dispatch"
 # (sgl-project/sglang@020017c docs/advanced_features/expert_parallelism.md). An explicit all-to-all backend at
 # EP = TP without attention DP (SGLang --moe-a2a-backend deepep) is not modelled.
+
+MLA_BF16_SOURCE = (
+    "MLA's core attention runs in BF16 while the matmuls run in FP8: \"matrix multiplications and dispatch "
+    "transmissions adopt the FP8 format ..., while core MLA computations and combine transmissions use the BF16 "
+    "format\" (DeepSeek's inference-system overview, github.com/deepseek-ai/open-infra-index 202502OpenSourceWeek/"
+    "day_6_one_more_thing_deepseekV3R1_inference_system_overview.md); vLLM's MLA prefill up-projects the latent and "
+    "runs FlashAttention on the model's BF16 activations (vllm-project/vllm@37fa5c0 vllm/v1/attention/backends/mla/"
+    "common.py, the \"compute friendly approach\" for prefill), as SGLang's DeepSeek prefill (MHA mode, "
+    "python/sglang/srt/models/deepseek_v2.py forward_normal)")
 
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
@@ -344,6 +368,10 @@ class StepModel:
     notes: tuple[str | Note, ...]
     fused_experts: float = 0.0     # shared experts the engine runs inside the MoE kernel: read whenever a token runs
     lockstep_ranks: int = 1        # attention-DP ranks that step together (EP over them): LOCKSTEP_SOURCE
+    prefill_mla_flops_s: float | None = None   # achievable FLOP/s of MLA's prefill attention (BF16: MLA_BF16_SOURCE);
+                                               # None: prefill_flops_s
+    prefill_ep_per_moe_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one MoE layer's
+                                                                 # prefill dispatch + combine (DEEPEP_SOURCE)
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -447,12 +475,39 @@ class StepModel:
         experts = self.experts_on_gpu + self.fused_experts
         return (self.dense_bytes + experts * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
+    def prefill_attention(self, end: int, start: int = 0) -> float:
+        """A chunk's attention FLOPs (tokens start..end against a cache of ``start``, all layers, before the TP split)
+        in FLOPs at the prefill rate: MLA layers' FLOPs count prefill_flops_s / prefill_mla_flops_s times, since
+        their core runs in BF16 where the matmuls may run in FP8 (MLA_BF16_SOURCE)."""
+        model = self.scenario.sized_model
+        mla = self.prefill_mla_flops_s
+        if mla is None or mla == self.prefill_flops_s:
+            return flops.attention_flops(model, end, start)
+        scale = self.prefill_flops_s / mla
+        return sum(g.count * g.kind.prefill_attention_flops(end, start) * (scale if isinstance(g.kind, MLA) else 1)
+                   for g in model.groups)
+
+    def prefill_comm(self, tokens: int) -> float:
+        """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
+        read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
+        layer at the decode step's price (``comm_per_layer``, 2 per layer), the EP dispatch and combine of every MoE
+        layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP sends (``pp_send``)."""
+        if tokens <= 0:
+            return 0.0
+        lat, per = self.comm_per_layer
+        comm = self.layers * (lat + per * tokens)
+        lat, per = self.prefill_ep_per_moe_layer
+        comm += self.moe_layers * (lat + per * tokens)
+        lat, per = self.pp_send
+        return comm + lat + per * tokens
+
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
                         expert_gpus: int | None = None, lockstep: bool = False) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
-        (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
-        plus the step's fixed overhead. prefill_mfu is an end-to-end figure (communication included), so the
-        chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption.
+        (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
+        (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication
+        (``prefill_comm``: TP all-reduces, EP dispatch / combine, PP sends; not overlapped), plus the step's fixed
+        overhead. prefill_mfu is a compute-only figure: the communication is priced on its own. The one prefill price of tpot (TTFT), pd and compare-preemption.
         ``expert_gpus``: the GPUs the prompt's routed-expert FLOPs spread over (default the EP group, a prompt
         prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
         them (``pd``'s saturated prefill role). ``lockstep``: the time the prefill takes from this rank's own
@@ -473,7 +528,7 @@ class StepModel:
             end = min(prompt_tokens, start + chunk)
             n = end - start
             linear = 2 * (params - routed) * n / tp + 2 * routed * n / ep
-            attention = flops.attention_flops(model, end, start) / tp
+            attention = self.prefill_attention(end, start) / tp
             compute = (linear + attention) / self.prefill_flops_s
             total += max(weights, compute) + self.overhead_s
             start = end
@@ -528,7 +583,7 @@ class StepModel:
             tokens += end - start
             a = memo.get((start, end))
             if a is None:
-                a = memo[start, end] = flops.attention_flops(model, end, start)
+                a = memo[start, end] = self.prefill_attention(end, start)
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
@@ -600,7 +655,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
     bw = hw.hbm_bandwidth_tb_s.value * 1e12 * f.value("hbm")
-    dtype = compute_dtype_for(model, hw, "auto")
+    dtype = compute_dtype_for(model, hw, "auto", s.weight_dtype)
     peak = compute_peak(hw, dtype)
     # All weights of one TP group (PP stages run one after another for a token, so their layers add up).
     one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype,
@@ -713,7 +768,9 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * (routed_active + shared_active) / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
-                     moe_latency, tuple(notes), fused, max(lockstep, 1))
+                     moe_latency, tuple(notes), fused, max(lockstep, 1),
+                     compute_peak(hw, "bf16") * f.value("prefill_mfu")
+                     if any(isinstance(g.kind, MLA) for g in model.groups) else None)
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:
