@@ -63,10 +63,14 @@ def test_saturated_ep_prefill_per_gpu_by_hand():
     #   pair x 4,096^2 / 2 = 8,388,608 pairs = 41,918,880,808,960, run in BF16 (costs.MLA_BF16_SOURCE)
     # compute = 300.0287e12 / (1,979e12 fp8 x 0.65 = 1,286.35e12) = 233.241 ms
     #   + 41.9189e12 / (989e12 bf16 x 0.65 = 642.85e12) = 65.208 ms, + 2.58 ms step overhead
-    # tokens/s per GPU = 4,096 / 0.301029 = 13,607: 2.16x the 6,288 LMSYS measured (50,302 per node / 8)
+    # + DeepEP internode dispatch / combine (test_prefill_price: 58 MoE layers x (52 us + 4,096 x 1.36963 us))
+    #   = 328.397 ms
+    # tokens/s per GPU = 4,096 / 0.629426 = 6,507.5 against the 6,288 LMSYS measured (50,302 per node / 8)
     p = BY_ID["P1"]
-    assert pf.predict(p) == pytest.approx(4096 / (0.233241 + 0.065208 + 0.00258), rel=2e-3)
-    assert pf.error(p, pf.predict(p)) == pytest.approx(6287.75 / 13607 - 1, abs=2e-3)     # -53.8%: kvplan faster
+    pm = pf.scenario(p).hardware.efficiency.prefill_mfu.value
+    compute = 300_028_697_358_336 / (1979e12 * pm) + 41_918_880_808_960 / (989e12 * pm)
+    assert pf.predict(p) == pytest.approx(4096 / (compute + 0.00258 + 0.328397), rel=2e-3)
+    assert pf.error(p, pf.predict(p)) == pytest.approx(6287.75 * (compute + 0.00258 + 0.328397) / 4096 - 1, abs=2e-3)
     assert pf.implied_utilisation(p) == pytest.approx(6287.75 * 341.948e12 / 4096 / 1979e12, rel=2e-3)  # 0.265
 
 
@@ -89,6 +93,8 @@ def test_rates_are_per_gpu_of_a_tp_rank():
     # (233.241 + 65.208) / 2 = 149.225 ms + 2.58 ms overhead; per GPU 4,096 / 0.151805 / 2 = 13,491
     from dataclasses import replace
     p = replace(BY_ID["P1"], parallel={"tp": 2, "dp": 16, "ep": 32, "nodes": 4})
-    assert pf.predict(p) == pytest.approx(4096 / (0.149225 + 0.00258) / 2, rel=2e-3)
+    pm = pf.scenario(p).hardware.efficiency.prefill_mfu.value
+    compute = (300_028_697_358_336 / (1979e12 * pm) + 41_918_880_808_960 / (989e12 * pm)) / 2
+    assert pf.predict(p) == pytest.approx(4096 / (compute + 0.00258 + 0.140781 + 0.165707) / 2, rel=2e-3)
     # P3: 16 GPUs (TP16) take 199.7 ms for 4,096 tokens: 341.948e12 / (0.1997 x 16 x 1,979e12) = 0.0541 of peak
     assert pf.implied_utilisation(BY_ID["P3"]) == pytest.approx(0.0541, abs=5e-4)

@@ -47,3 +47,62 @@ def test_mla_attention_is_priced_at_the_bf16_peak():
     llama = _step("llama-3.1-8b", tp=1)
     assert llama.prefill_mla_flops_s is None
     assert llama.prefill_attention(4096) == pytest.approx(4_398_046_511_104, rel=1e-9)
+
+
+def test_tp_all_reduce_of_a_prefill_chunk_at_the_decode_price():
+    # DeepSeek-R1 AWQ (int4) on 8 H100 at TP8 under vLLM: 2 all-reduces per layer, each moving 2 x (8 - 1) / 8 x
+    # 7,168 x 2 B = 25,088 B per token at 450 GB/s x vLLM's in-graph share 0.44 = 198 GB/s: 0.12671 us per token,
+    # 0.25341 us per token per layer; latency 2 x 6.45 us per layer (the vllm adapter's decode_allreduce)
+    step = _step(tp=8, weight_dtype="int4", engine="vllm")
+    per_token = 2 * 2 * 7 / 8 * 7168 * 2 / (450e9 * 0.44)
+    assert step.comm_per_layer == pytest.approx((2 * 6.45e-6, per_token))
+    # a 4,096-token chunk: 61 layers x (12.9 us + 4,096 x 0.25341 us) = 61 x 1,050.9 us = 64.10 ms; no EP all-to-all
+    # (EP inside TP), no PP
+    assert step.prefill_ep_per_moe_layer == (0.0, 0.0)
+    assert step.prefill_comm(4096) == pytest.approx(61 * (12.9e-6 + 4096 * per_token), rel=1e-9)
+    assert step.prefill_comm(0) == 0.0
+    # and prefill_seconds adds it to the compute (no overlap): the one chunk of 4,096 (vLLM TP8 chunk is larger)
+    no_comm = step.prefill_seconds(4096) - step.prefill_comm(4096)
+    assert no_comm > 0 and step.prefill_seconds(4096) == pytest.approx(no_comm + 0.064103, abs=2e-6)
+
+
+def test_ep_across_nodes_on_deepep_normal_kernels():
+    # P1 of tests/data/prefill_points.toml: DeepSeek-R1 on 32 H100 (4 nodes), DP32 attention + EP32, SGLang.
+    # 8 of 256 experts (64 per node) touch 4 x (1 - (192 x 191 x ... x 185) / (256 x 255 x ... x 249))
+    #   = 4 x (1 - 0.096446) = 3.614214 nodes, own node included (DeepEP's logical count);
+    # per token per MoE layer: 3.614214 x 7,168 x (1.03125 B FP8 + scale / (58/50 of the 50 GB/s NIC)
+    #   + 2 B BF16 / (57/50 of it)) = 1.36963 us; latency 2 x 26 us (the H100 preset's link_latency_us)
+    step = _step(tp=1, dp=32, ep=32, nodes=4, engine="sglang")
+    assert costs.touched_groups(4, 256, 8) == pytest.approx(3.614214, rel=1e-6)
+    lat, per = step.prefill_ep_per_moe_layer
+    assert lat == pytest.approx(52e-6) and per == pytest.approx(1.36963e-6, rel=1e-5)
+    # a 4,096-token prompt per rank (pd's saturated prefill role: experts over EP / DP = 1 GPU): 58 MoE layers x
+    # (52 us + 4,096 x 1.36963 us) = 0.328397 s of communication, + compute 300.0287e12 / (1,979e12 x pm) +
+    # 41.9189e12 MLA attention / (989e12 x pm) + 2.583 ms overhead
+    pm = _pm()
+    compute = 300_028_697_358_336 / (1979e12 * pm) + 41_918_880_808_960 / (989e12 * pm)
+    assert step.prefill_seconds(4096, 0, None, 1) == pytest.approx(compute + 0.328397 + 0.002583, rel=1e-5)
+
+
+def test_ep_inside_the_nvlink_domain_uses_the_scale_up_link():
+    # GB200 NVL72: EP8 over two 4-GPU trays stays on NVLink (scale_up.domain_gpus = 72). 8 of 256 experts over 8
+    # GPUs of 32: 8 x (1 - (224 x ... x 217) / (256 x ... x 249)) GPUs touched, each sent FP8 at 153/160 and combined
+    # BF16 at 158/160 of 900 GB/s x the GB200's link efficiency
+    step = _step(hw="gb200", tp=1, dp=8, ep=8, nodes=2, engine="sglang")
+    miss = 1.0
+    for i in range(8):
+        miss *= (224 - i) / (256 - i)
+    eff = step.factors.value("link")
+    per = 8 * (1 - miss) * 7168 * (1.03125 / (153 / 160) + 2 / (158 / 160)) / (900e9 * eff)
+    assert step.prefill_ep_per_moe_layer[1] == pytest.approx(per, rel=1e-9)
+    assert per > 0
+    # on H100 (8-GPU nodes, no wider domain) the same EP8 is intranode too, at 450 GB/s x 0.82
+    h100 = _step(tp=1, dp=8, ep=8, engine="sglang")
+    assert h100.prefill_ep_per_moe_layer[1] == pytest.approx(per * 900e9 * eff / (450e9 * 0.82), rel=1e-9)
+    # EP16 on H100 crosses nodes: 2 nodes, at 43/50 of the NIC
+    two = _step(tp=1, dp=16, ep=16, nodes=2, engine="sglang")
+    m2 = 1.0
+    for i in range(8):
+        m2 *= (128 - i) / (256 - i)
+    assert two.prefill_ep_per_moe_layer[1] == pytest.approx(
+        2 * (1 - m2) * 7168 * (1.03125 + 2) / (43 / 50) / 50e9, rel=1e-9)

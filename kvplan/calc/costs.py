@@ -194,6 +194,69 @@ MLA_BF16_SOURCE = (
     "common.py, the \"compute friendly approach\" for prefill), as SGLang's DeepSeek prefill (MHA mode, "
     "python/sglang/srt/models/deepseek_v2.py forward_normal)")
 
+# A prefill's EP dispatch and combine run on DeepEP's normal (high-throughput) kernels (SGLang's --moe-a2a-backend
+# deepep in prefill, as LMSYS's large-EP prefill runs). DeepEP's legacy (V1) README figures, measured on H800 with one
+# CX7 400 Gb/s NIC per GPU (~50 GB/s) and ~160 GB/s NVLink, DeepSeek-V3's setting (4,096 tokens, hidden 7,168,
+# top-4 groups, top-8 experts, FP8 dispatch, BF16 combine): internode bottleneck bandwidth (RDMA) dispatch / combine
+# 43 / 43 GB/s at EP16, 58 / 57 at EP32, 51 / 50 at EP64; intranode (NVLink) 153 / 158 GB/s at EP8
+# (github.com/deepseek-ai/DeepEP@dd758ca docs/legacy.md "Performance"; the README at 77bb07a). Their test counts the
+# logical bytes: one copy of a token per node its experts touch, the token's own node included, FP8 with one 4-byte
+# scale per 128 values (tests/test_internode.py@77bb07a: num_rdma_token_sent x hidden, fp8_factor (1 + 4/128) / 2 of
+# BF16). kvplan takes each figure as a share of the link it ran on (RDMA: of the 50 GB/s NIC; NVLink: of the 160
+# GB/s) and applies it to the preset's link: NIC line rate per GPU across nodes, scale-up line rate x link
+# efficiency inside the scale-up domain.
+DEEPEP_SOURCE = ("DeepEP normal kernels (github.com/deepseek-ai/DeepEP@dd758ca docs/legacy.md, Performance: H800, "
+                 "CX7 400 Gb/s; DeepSeek-V3 setting, FP8 dispatch, BF16 combine): internode dispatch / combine 43 / 43 "
+                 "GB/s at EP16, 58 / 57 at EP32, 51 / 50 at EP64 of a ~50 GB/s NIC; intranode 153 / 158 GB/s of "
+                 "~160 GB/s NVLink; logical bytes = one copy per node (internode) or GPU (intranode) a token's "
+                 "experts touch, own included (tests/test_internode.py@77bb07a); no overlap with compute priced")
+DEEPEP_INTERNODE_SHARE = {16: (43 / 50, 43 / 50), 32: (58 / 50, 57 / 50), 64: (51 / 50, 50 / 50)}
+DEEPEP_INTRANODE_SHARE = (153 / 160, 158 / 160)
+FP8_DISPATCH_BYTES = 1 + 4 / 128     # per hidden value: FP8 plus one FP32 scale per 128 (DeepEP's fp8_factor)
+
+
+def touched_groups(groups: float, experts: int, top_k: int) -> float:
+    """Expected number of ``groups`` equal groups of ``experts`` (nodes or GPUs) that ``top_k`` distinct experts
+    drawn uniformly touch: groups x (1 - C(E - E/groups, k) / C(E, k)). Node-limited routing (DeepSeek-V3's
+    topk_group) caps it at its group limit; kvplan does not cap it (the limit, 4 nodes, is no bound at 4 nodes
+    or fewer)."""
+    if groups <= 1 or not experts or not top_k:
+        return min(groups, 1.0)
+    per = experts / groups
+    miss = 1.0
+    for i in range(top_k):
+        miss *= max(experts - per - i, 0.0) / (experts - i)
+    return groups * (1 - miss)
+
+
+def prefill_ep_price(hw: HardwareSpec, f: StepFactors, ep: int, tp: int, experts: int, top_k: int, hidden: int,
+                     fp8_dispatch: bool) -> tuple[float, float] | None:
+    """(latency s, s per prompt token of one TP rank) of one MoE layer's prefill dispatch + combine over an EP group
+    of ``ep`` GPUs wider than TP, on DeepEP's normal kernels (DEEPEP_SOURCE); None without a link rate. Across nodes
+    (EP beyond the scale-up domain): each token goes once to each node its top-k experts touch, at DeepEP's RDMA
+    share of the NIC for the nearest EP size measured; inside the domain: once to each GPU touched, at its NVLink
+    share of the scale-up link. A TP rank of a token's tokens sends 1 / TP of them."""
+    domain = (hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else None) or hw.node.gpus_per_node
+    dispatch = FP8_DISPATCH_BYTES if fp8_dispatch else 2.0
+    if ep <= domain:
+        link = hw.scale_up.gb_s_per_direction if hw.scale_up else None
+        if link is None:
+            return None
+        rate = link.value * 1e9 * f.value("link")
+        share_d, share_c = DEEPEP_INTRANODE_SHARE
+        copies = touched_groups(ep, experts, top_k)
+    else:
+        nic = hw.node.nic_gb_s_per_direction_per_gpu
+        if nic is None:
+            return None
+        rate = nic.value * 1e9
+        key = min(DEEPEP_INTERNODE_SHARE, key=lambda n: (abs(n - ep), n))
+        share_d, share_c = DEEPEP_INTERNODE_SHARE[key]
+        copies = touched_groups(ep / hw.node.gpus_per_node, experts, top_k)
+    per_token = copies * hidden * (dispatch / share_d + 2.0 / share_c) / rate / tp
+    return 2 * f.value("link_latency_us") * 1e-6, per_token
+
+
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
     "hbm": (0.80, "generic: memory-bound copies reach 0.78-0.87 of peak HBM bandwidth on A100, H100, H200 and MI300X "
@@ -530,7 +593,7 @@ class StepModel:
             linear = 2 * (params - routed) * n / tp + 2 * routed * n / ep
             attention = self.prefill_attention(end, start) / tp
             compute = (linear + attention) / self.prefill_flops_s
-            total += max(weights, compute) + self.overhead_s
+            total += max(weights, compute) + self.prefill_comm(n) + self.overhead_s
             start = end
         return total
 
@@ -547,9 +610,10 @@ class StepModel:
           and the decode tokens together plus the chunks' attention FLOPs, at the prefill rate (``prefill_seconds``'
           per-chunk compute, ``flops.attention_flops`` for each range), the larger of the two;
         * plus the per-step overhead once (``overhead_s``), as a prefill chunk pays it;
+        * plus the chunks' communication (``prefill_comm``, as ``prefill_seconds`` prices it: prefill_mfu is
+          compute-only);
         * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
-          attention FLOPs), their communication beyond the step's fixed latency (prefill_mfu is an end-to-end
-          figure that covers a prefill's own), and their per-request overhead.
+          attention FLOPs), their communication beyond the step's fixed latency, and their per-request overhead.
 
         So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
         tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
@@ -587,6 +651,7 @@ class StepModel:
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
+        extra += self.prefill_comm(tokens - batch)    # the chunks' own communication (prefill_seconds' price)
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
@@ -723,6 +788,14 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         else:
             per_token = k * hidden * act * (par.ep - 1) / par.ep / (rate * f.value("link"))
             ep_layer = (2 * latency, 2 * per_token)
+    prefill_ep = (0.0, 0.0)
+    if par.ep and par.ep > par.tp and hidden and is_moe and E:
+        fp8_dispatch = (s.weight_dtype or model.weight_dtype) == "fp8"
+        price = prefill_ep_price(hw, f, par.ep, par.tp, E, k, hidden, fp8_dispatch)
+        if price is None:
+            notes.append(f"{hw.id} has no link rate for EP={par.ep}: a prefill's dispatch and combine are not priced")
+        else:
+            prefill_ep = price
     pp_send = (0.0, 0.0)
     if par.pp > 1 and hidden:
         nic = hw.node.nic_gb_s_per_direction_per_gpu
@@ -770,7 +843,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
                      moe_latency, tuple(notes), fused, max(lockstep, 1),
                      compute_peak(hw, "bf16") * f.value("prefill_mfu")
-                     if any(isinstance(g.kind, MLA) for g in model.groups) else None)
+                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep)
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:
