@@ -49,21 +49,25 @@ def test_mla_attention_is_priced_at_the_bf16_peak():
     assert llama.prefill_attention(4096) == pytest.approx(4_398_046_511_104, rel=1e-9)
 
 
-def test_tp_all_reduce_of_a_prefill_chunk_at_the_decode_price():
+def test_tp_all_reduce_of_a_prefill_chunk_at_the_large_message_rate():
     # DeepSeek-R1 AWQ (int4) on 8 H100 at TP8 under vLLM: 2 all-reduces per layer, each moving 2 x (8 - 1) / 8 x
-    # 7,168 x 2 B = 25,088 B per token at 450 GB/s x vLLM's in-graph share 0.44 = 198 GB/s: 0.12671 us per token,
-    # 0.25341 us per token per layer; latency 2 x 6.45 us per layer (the vllm adapter's decode_allreduce)
+    # 7,168 x 2 B = 25,088 B per token. A 4,096-token chunk's message is 58.7 MB: NCCL's large-message rate,
+    # 450 GB/s x the H100's link efficiency 0.82 = 369 GB/s -> 0.067989 us per token per all-reduce, 0.135978 us per
+    # token per layer; latency 2 x 6.45 us per layer (vLLM's all-reduce latency). The decode step keeps its own
+    # price (450 GB/s x 0.44 for decode-sized messages).
     step = _step(tp=8, weight_dtype="int4", engine="vllm")
-    per_token = 2 * 2 * 7 / 8 * 7168 * 2 / (450e9 * 0.44)
-    assert step.comm_per_layer == pytest.approx((2 * 6.45e-6, per_token))
-    # a 4,096-token chunk: 61 layers x (12.9 us + 4,096 x 0.25341 us) = 61 x 1,050.9 us = 64.10 ms; no EP all-to-all
-    # (EP inside TP), no PP
+    per_token = 2 * 2 * 7 / 8 * 7168 * 2 / (450e9 * 0.82)
+    assert step.prefill_tp_per_layer == pytest.approx((2 * 6.45e-6, per_token))
+    assert step.comm_per_layer == pytest.approx((2 * 6.45e-6, 2 * 2 * 7 / 8 * 7168 * 2 / (450e9 * 0.44)))
+    # a 4,096-token chunk: 61 layers x (12.9 us + 4,096 x 0.135978 us) = 61 x 569.85 us = 34.761 ms; no EP
+    # all-to-all (EP inside TP), no PP
     assert step.prefill_ep_per_moe_layer == (0.0, 0.0)
     assert step.prefill_comm(4096) == pytest.approx(61 * (12.9e-6 + 4096 * per_token), rel=1e-9)
+    assert step.prefill_comm(4096) == pytest.approx(0.034761, rel=1e-4)
     assert step.prefill_comm(0) == 0.0
-    # and prefill_seconds adds it to the compute (no overlap): the one chunk of 4,096 (vLLM TP8 chunk is larger)
+    # and prefill_seconds adds it to the compute (no overlap): one chunk of 4,096
     no_comm = step.prefill_seconds(4096) - step.prefill_comm(4096)
-    assert no_comm > 0 and step.prefill_seconds(4096) == pytest.approx(no_comm + 0.064103, abs=2e-6)
+    assert no_comm > 0 and step.prefill_seconds(4096) == pytest.approx(no_comm + 0.034761, abs=5e-6)
 
 
 def test_ep_across_nodes_on_deepep_normal_kernels():

@@ -194,6 +194,15 @@ MLA_BF16_SOURCE = (
     "common.py, the \"compute friendly approach\" for prefill), as SGLang's DeepSeek prefill (MHA mode, "
     "python/sglang/srt/models/deepseek_v2.py forward_normal)")
 
+# A prefill chunk's TP all-reduce moves chunk tokens x hidden x 2 B per layer, megabytes (7,168 x 2 B x 4,096
+# tokens = 58.7 MB for DeepSeek), where the decode step's allreduce_link (the custom all-reduce's share of the link
+# at 4 KB - 1 MB, github.com/sgl-project/sglang/pull/2904) does not apply: kvplan prices it at the preset's `link`
+# efficiency, the large-message bus bandwidth of an NCCL all-reduce (H100: ~370 of 450 GB/s,
+# github.com/NVIDIA/nccl-tests/issues/212), with the decode all-reduce's latency per call.
+PREFILL_ALLREDUCE_SOURCE = ("a prefill chunk's TP all-reduce is a large message (chunk x hidden x 2 B): priced at "
+                            "the scale-up link x efficiency.link, NCCL's large-message all-reduce bus bandwidth "
+                            "(github.com/NVIDIA/nccl-tests/issues/212), 2 per layer, not overlapped")
+
 # A prefill's EP dispatch and combine run on DeepEP's normal (high-throughput) kernels (SGLang's --moe-a2a-backend
 # deepep in prefill, as LMSYS's large-EP prefill runs). DeepEP's legacy (V1) README figures, measured on H800 with one
 # CX7 400 Gb/s NIC per GPU (~50 GB/s) and ~160 GB/s NVLink, DeepSeek-V3's setting (4,096 tokens, hidden 7,168,
@@ -435,6 +444,8 @@ class StepModel:
                                                # None: prefill_flops_s
     prefill_ep_per_moe_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one MoE layer's
                                                                  # prefill dispatch + combine (DEEPEP_SOURCE)
+    prefill_tp_per_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one layer's two
+                                                             # TP all-reduces of a prefill chunk (large messages)
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -553,11 +564,11 @@ class StepModel:
     def prefill_comm(self, tokens: int) -> float:
         """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
         read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
-        layer at the decode step's price (``comm_per_layer``, 2 per layer), the EP dispatch and combine of every MoE
+        layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP dispatch and combine of every MoE
         layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP sends (``pp_send``)."""
         if tokens <= 0:
             return 0.0
-        lat, per = self.comm_per_layer
+        lat, per = self.prefill_tp_per_layer
         comm = self.layers * (lat + per * tokens)
         lat, per = self.prefill_ep_per_moe_layer
         comm += self.moe_layers * (lat + per * tokens)
@@ -768,13 +779,16 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     allreduce_latency = f.value("allreduce_latency_us") * 1e-6
     hidden = model.hidden_size or 0
     act = 2  # bf16 activations
-    comm_layer = (0.0, 0.0)
+    comm_layer = prefill_tp = (0.0, 0.0)
     if par.tp > 1 and hidden:
         if link is None:
             notes.append(f"{hw.id} has no scale-up link rate: TP all-reduces are not priced")
         else:
             per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
             comm_layer = (2 * allreduce_latency, 2 * per_token)
+            # a prefill chunk's all-reduce moves chunk x hidden x 2 B (MBs): the large-message rate
+            prefill_tp = (2 * allreduce_latency,
+                          2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link")))
     ep_layer = (0.0, 0.0)
     if par.ep and 1 < par.ep <= par.tp and is_moe:
         notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
@@ -843,7 +857,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
                      moe_latency, tuple(notes), fused, max(lockstep, 1),
                      compute_peak(hw, "bf16") * f.value("prefill_mfu")
-                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep)
+                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep, prefill_tp)
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:
