@@ -61,7 +61,7 @@ HELD_OUT_FALSE_OVERLOADS = 0
 # ran on any of its runs; no factor fitted or changed after seeing them), measured once: TPOT 31.1%, TTFT 59.7%, E2E
 # 31.0%, 2 false overloads (Llama-2-70B TP4 on A100-80GB and Qwen3-14B on L40S). The first 13 alone: 26.8%, 77.2%,
 # 31.8%. Then (fid19r) two A100 preset terms found wrong on them and fixed from other sources (presets/hardware/
-# a100-80gb.toml: the fitted 97 us per layer priced per MoE layer, prefill_mfu 0.68 from the H100's fitted share of
+# a100-80gb.toml: the fitted 97 us per layer priced per MoE layer, prefill_mfu 0.74 from the H100's fitted share of
 # its GEMM rate): 15.6%, 36.5%, 16.3%, 1 false overload (L40S Qwen3-14B). The A100 runs were used to diagnose, so
 # this is no longer a clean out-of-sample figure for those terms.
 # Then (vllm33) every vLLM run pinned to the release it ran (tools/fidelity_report.py engine_of: vllm==0.15.1, whose
@@ -291,8 +291,8 @@ def test_a100_prices_its_fitted_moe_latency_per_moe_layer_not_per_dense_layer():
     # MoE layer (in place of the generic 13) make 110 us per MoE layer, the 97 + 13 it paid before, so the MoE model's
     # fixed overhead is unchanged: 48 x 110 + 450 = 5,730 us. A dense
     # model pays the generic 15 us per layer: Llama-3.1-8B, 32 x 15 + 450 = 930 us (it paid 32 x 97 + 450 = 3,554).
-    # prefill_mfu 0.68: the H100's fitted 0.65 over its BF16 large-GEMM share 0.78, times the A100's measured
-    # 256.5 / 312 = 0.822: 0.685, rounded down to 0.68
+    # prefill_mfu 0.74: the H100's fitted 0.70 (compute-only, prefill20c) over its BF16 large-GEMM share 0.78, times
+    # the A100's measured 256.5 / 312 = 0.822: 0.738, rounded to 0.74
     from kvplan.calc import costs
     from kvplan.scenario import Scenario
 
@@ -301,9 +301,9 @@ def test_a100_prices_its_fitted_moe_latency_per_moe_layer_not_per_dense_layer():
     assert moe.moe_layers == 48 and moe.layers == 48
     assert moe.overhead_s == pytest.approx(5730e-6)
     assert dense.overhead_s == pytest.approx(930e-6)
-    assert dense.factors.value("prefill_mfu") == 0.68
-    assert dense.prefill_flops_s == pytest.approx(312e12 * 0.68)
-    assert 0.65 / 0.78 * 256.5 / 312 == pytest.approx(0.685, abs=0.001)
+    assert dense.factors.value("prefill_mfu") == 0.74
+    assert dense.prefill_flops_s == pytest.approx(312e12 * 0.74)
+    assert 0.70 / 0.78 * 256.5 / 312 == pytest.approx(0.738, abs=0.001)
 
 
 def test_vllm_prices_its_decode_all_reduce_from_its_own_in_graph_kernel():
