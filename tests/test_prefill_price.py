@@ -117,8 +117,8 @@ def test_a_mixed_pass_of_chunks_alone_is_the_prefill_price():
     # one step, communication included: Llama-3.1-70B at TP4 on H100, one 2,048-token chunk. Its all-reduces:
     # 80 layers x (2 x 9.3 us + 2,048 x 2 x 2 x 3/4 x 8,192 x 2 B / (450 GB/s x 0.82)) = 80 x (18.6 + 272.8) us
     step = _step("llama-3.1-70b", tp=4)
-    assert step.prefill_comm(2048) == pytest.approx(80 * (2 * 9.3e-6 + 2048 * 2 * 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.82)),
-                                                    rel=1e-9)
+    per_token = 2 * 2 * 3 / 4 * 8192 * 2 / (450e9 * 0.82)
+    assert step.prefill_comm(2048) == pytest.approx(80 * (2 * 9.3e-6 + 2048 * per_token), rel=1e-9)
     assert step.mixed_step(0, 0.0, 0.0, [(0, 2048)]) == pytest.approx(step.prefill_seconds(2048, 0, 2048), rel=1e-12)
     # and with decode tokens in the pass, the chunk's communication is still paid (on top of the decode tokens')
     with_chunk = step.mixed_step(8, 8 * 1e6, 8 * 1e9, [(0, 2048)])

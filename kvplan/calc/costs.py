@@ -564,8 +564,9 @@ class StepModel:
     def prefill_comm(self, tokens: int) -> float:
         """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
         read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
-        layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP dispatch and combine of every MoE
-        layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP sends (``pp_send``)."""
+        layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP
+        dispatch and combine of every MoE layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP
+        sends (``pp_send``)."""
         if tokens <= 0:
             return 0.0
         lat, per = self.prefill_tp_per_layer
@@ -581,7 +582,8 @@ class StepModel:
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
         (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication
         (``prefill_comm``: TP all-reduces, EP dispatch / combine, PP sends; not overlapped), plus the step's fixed
-        overhead. prefill_mfu is a compute-only figure: the communication is priced on its own. The one prefill price of tpot (TTFT), pd and compare-preemption.
+        overhead. prefill_mfu is a compute-only figure: the communication is priced on its own. The one prefill
+        price of tpot (TTFT), pd and compare-preemption.
         ``expert_gpus``: the GPUs the prompt's routed-expert FLOPs spread over (default the EP group, a prompt
         prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
         them (``pd``'s saturated prefill role). ``lockstep``: the time the prefill takes from this rank's own
@@ -650,7 +652,7 @@ class StepModel:
         if not chunks:
             return (alone if batch else float(self.step(0, 0.0, 0.0)["total"])), alone
         per_token, comm0 = self._mixed_constants
-        model, tp = self.scenario.sized_model, self.scenario.parallelism.tp
+        tp = self.scenario.parallelism.tp
         tokens = batch
         attention = 0.0
         memo = self._chunk_attention
