@@ -90,20 +90,20 @@ def implied_utilisation(p: Point) -> float:
     return p.measured * f / p.prompt / peak
 
 
-def with_comm(p: Point) -> float:
-    """What-if, not kvplan's price: the prediction with the decode step's own communication for the prompt's tokens
-    added (``StepModel.step(tokens)['comm']``: TP all-reduces and EP all-to-alls priced as the decode step prices
-    them, not overlapped). prefill_seconds leaves communication inside prefill_mfu (fitted on dense TP <= 4 runs on
-    one node); this column shows how much of a MoE point's gap that premise accounts for."""
+def comm_share(p: Point) -> float:
+    """The share of kvplan's prefill time that is communication (``StepModel.prefill_comm`` of the prompt's chunks:
+    TP all-reduces, EP dispatch / combine on DeepEP's normal kernels, PP sends; prefill_mfu is compute-only since
+    prefill20c)."""
     from kvplan.calc import costs
     s = scenario(p)
     step = costs.step_model(s, costs.step_factors(s.hardware))
-    comm = float(step.step(p.prompt, 0.0, 0.0)["comm"])
-    base = predict(p)
-    if p.kind == "ttft":
-        return base + comm * 1e3
-    seconds = p.prompt / (base * s.parallelism.tp)
-    return p.prompt / (seconds + comm) / s.parallelism.tp
+    par = s.parallelism
+    spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
+    chunk = s.engine_adapter.batch_limits_for(s)[0].number() if p.kind == "ttft" else None
+    total = step.prefill_seconds(p.prompt, 0, chunk, spread)
+    size = chunk or p.prompt
+    comm = sum(step.prefill_comm(min(size, p.prompt - start)) for start in range(0, p.prompt, size))
+    return comm / total
 
 
 def error(p: Point, predicted: float) -> float:
@@ -120,15 +120,14 @@ def rows() -> list[tuple[Point, float, float]]:
 def main() -> None:
     data = rows()
     print("| id | split | kind | model | GPU | parallel | prompt | measured | kvplan | error | measured / peak "
-          "| what-if + comm | error |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| comm share |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p, pr, e in data:
         unit = "tok/s/GPU" if p.kind == "throughput" else "ms"
         par = " ".join(f"{k}{v}" for k, v in p.parallel.items())
-        wc = with_comm(p)
         print(f"| {p.id} | {p.split} | {p.kind} | {p.model}{' ' + p.weight_dtype if p.weight_dtype else ''} | "
               f"{p.hardware} | {par} | {p.prompt:,} | {p.measured:,.1f} {unit} | {pr:,.1f} | {e:+.1%} | "
-              f"{implied_utilisation(p):.2f} | {wc:,.1f} | {error(p, wc):+.1%} |")
+              f"{implied_utilisation(p):.2f} | {comm_share(p):.0%} |")
     for split in ("fit", "held_out"):
         errs = [abs(e) for p, _, e in data if p.split == split]
         ok = [abs(e) for p, _, e in data if p.split == split and implied_utilisation(p) <= 1]

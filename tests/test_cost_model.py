@@ -152,13 +152,19 @@ def test_a_prefill_spreads_its_expert_flops_over_the_ep_group(run_cli):
     # one request run on its own GPU, its routed experts' FLOPs on the 8 GPUs of the EP group:
     #   routed active params = 8 experts x 3 x 7,168 x 2,048 x 58 MoE layers = 20,434,845,696
     #   dense = N_mm 36,624,596,992 - routed = 16,189,751,296
-    #   per GPU: 2 x 16,189,751,296 x 21,000 + 2 x 20,434,845,696 x 21,000 / 8 + attention 4,997,120 x 21,000^2 / 2
-    #          = 6.799696e14 + 1.072829e14 + 1.101865e15 = 1.889118e15 FLOP at 0.45 x 1,979e12 = 2.121304 s,
-    # every chunk compute-bound, + 3 chunks x 2.583 ms of fixed overhead (61 x 15 + 58 x 21 + 450 us) = 2.129053 s.
-    # (Dividing the experts' FLOPs by TP instead of EP would give 2.70 s.)
+    #   per GPU: 2 x 16,189,751,296 x 21,000 + 2 x 20,434,845,696 x 21,000 / 8 = 6.799696e14 + 1.072829e14 FLOP at
+    #   0.45 x 1,979e12 (fp8) = 0.884007 s, + MLA attention 4,997,120 x 21,000^2 / 2 = 1.101865e15 FLOP at
+    #   0.45 x 989e12 (its core runs in bf16) = 2.475823 s, every chunk compute-bound, + 3 chunks x 2.583 ms of fixed
+    #   overhead (61 x 15 + 58 x 21 + 450 us), + the prefill's EP8 dispatch / combine on NVLink (DeepEP normal
+    #   kernels): 8 of 256 experts touch 8 x (1 - 224 x ... x 217 / (256 x ... x 249)) = 8 x 0.661832 GPUs,
+    #   7,168 x (1.03125 / (153/160) + 2 / (158/160)) B each at 450 GB/s x 0.82 = 0.319224 us per token per MoE
+    #   layer: 58 x (3 x 2 x 30 us + 21,000 x 0.319224 us) = 0.399255 s -> 3.766834 s.
+    # (Dividing the experts' FLOPs by TP instead of EP would add 0.94 s.)
     d = run_cli("compare-preemption", "--kv-dtype", "fp8", "--tp", "1", "--ep", "8", "-f", "json").json()
-    flops = 2 * 16_189_751_296 * 21_000 + 2 * 20_434_845_696 * 21_000 / 8 + 4_997_120 * 21_000 ** 2 / 2
-    assert d["recompute_seconds"] == pytest.approx(flops / (0.45 * 1979e12) + 3 * 2.583e-3, rel=1e-5)
+    linear = 2 * 16_189_751_296 * 21_000 + 2 * 20_434_845_696 * 21_000 / 8
+    attention = 4_997_120 * 21_000 ** 2 / 2
+    assert d["recompute_seconds"] == pytest.approx(linear / (0.45 * 1979e12) + attention / (0.45 * 989e12)
+                                                   + 3 * 2.583e-3 + 0.399255, rel=1e-5)
 
 
 def test_weight_dtype_scales_the_routed_experts_and_the_dense_weights_alike():

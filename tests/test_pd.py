@@ -46,10 +46,11 @@ def test_colocated_interference_by_hand(run_cli):
 
 def test_the_workload_documents_case_is_not_worth_disaggregating(run_cli):
     # 1K prefill, 30K decode: the prefill is a sliver of the GPU time, and a 1 + 1 split halves the decode pool.
-    # (1.7% where the colocated layout is attention DP: each rank's decode stalls for all 8 ranks' prefills)
+    # (4.2% where the colocated layout is attention DP: each rank's decode stalls for all 8 ranks' prefills, each
+    # prefill with its own communication since prefill20c; 1.7% before)
     d = pd_json(run_cli, "--nodes", "2")
     assert d["recommend_disaggregation"] is False
-    assert d["prefill_share"] < 0.02
+    assert d["prefill_share"] < 0.05
     assert d["disaggregated_tokens_per_second"] < d["colocated_tokens_per_second"]
     assert any("prefill is" in r for r in d["reasons"])
 
@@ -200,13 +201,13 @@ def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligibl
     # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
     # over their 30K tokens (at 16K on average), fit the pool; 2 instances of TP1 DP8 EP8, 8 attention-DP ranks each
     # (the layout both sides take here). The simulated rate (bisection to 2% over 200 Poisson requests, whose TPOT
-    # p99 sees the arrivals' bursts, and the 8 ranks in lockstep: each rank's decode stalls for all 8 ranks' 87 ms
-    # prefills, 8 x 87 ms per 30,000 x 45 ms of decode per request x B / ... ~1.5% of its time) lands at most 10%
-    # below it, and the disaggregated split, 1 + 1 instances, serves half of it.
+    # p99 sees the arrivals' bursts, and the 8 ranks in lockstep: each rank's decode stalls for all 8 ranks' prefills,
+    # each with its DeepEP dispatch / combine since prefill20c: prefill_share 4.2%, 1.7% before) lands at most 15%
+    # below it (10.3% in this run), and the disaggregated split, 1 + 1 instances, serves half of it.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
     assert d["decode_attention_dp"] == 8 and d["decode_tp"] == d["colocated_tp"] == 1
     little = 2 * 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert 0.90 * little <= d["colocated_requests_per_second"] <= little
+    assert 0.85 * little <= d["colocated_requests_per_second"] <= little
     assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
     assert d["recommend_disaggregation"] is False
 

@@ -112,19 +112,22 @@ def test_seed_case_numbers():
     # Idle link: 0.0007567 + 737,856,000 / 55.68e9 = 0.0007567 + 0.0132517 = 0.0140084 s.
     assert data["swap_in_seconds_idle_link"] == pytest.approx(0.0140084, rel=1e-4)
     # Recompute: 2 x 36,624,596,992 x 21,000 + 4,997,120 x 21,000^2 / 2
-    #   = 1.538233e15 + 1.101865e15 = 2.640098e15 FLOP, at fp8 (R1 ships fp8 weights; H200 fp8 1,979 TFLOP/s)
-    #   / (0.45 x 1,979e12 x 8 = 7.1244e15) = 0.370571 s of compute (every chunk is compute-bound), in
-    #   ceil(21,000 / 8,192) = 3 chunks, each with the step's fixed overhead: 61 layers x 15 us + 58 MoE layers x
-    #   21 us + 450 us = 2.583 ms -> 0.370571 + 0.007749 = 0.378320 s (the one prefill price, as kvplan tpot).
+    #   = 1.538233e15 + 1.101865e15 = 2.640098e15 FLOP; the matmuls at fp8 (R1 ships fp8 weights; H200 fp8 1,979
+    #   TFLOP/s): 1.538233e15 / (0.45 x 1,979e12 x 8 = 7.1244e15) = 0.215910 s; MLA's attention core at bf16
+    #   (costs.MLA_BF16_SOURCE): 1.101865e15 / (0.45 x 989e12 x 8 = 3.56040e15) = 0.309478 s (every chunk is
+    #   compute-bound), in ceil(21,000 / 8,192) = 3 chunks, each with the step's fixed overhead: 61 layers x 15 us +
+    #   58 MoE layers x 21 us + 450 us = 2.583 ms -> 0.007749 s; plus the chunks' TP8 all-reduces (not overlapped):
+    #   2 per layer of 2 x 7/8 x 7,168 x 2 B = 25,088 B per token at 450 GB/s x 0.82 (large messages), latency
+    #   9.3 us each: 61 x (3 x 18.6 us + 21,000 x 0.135978 us) = 0.177592 s -> 0.710729 s (the one prefill price)
     assert data["compute_dtype"] == "fp8"
     assert data["recompute_flops"] == pytest.approx(2.640098e15, rel=1e-6)
-    assert data["recompute_seconds"] == pytest.approx(0.378320, rel=1e-5)
-    assert data["batch_stall_gpu_seconds"] == pytest.approx(8 * 0.378320, rel=1e-5)
-    # 0.378320 / 0.0167227 = 22.623
-    assert data["recompute_over_swap"] == pytest.approx(22.623, rel=1e-3)
+    assert data["recompute_seconds"] == pytest.approx(0.710729, rel=1e-5)
+    assert data["batch_stall_gpu_seconds"] == pytest.approx(8 * 0.710729, rel=1e-5)
+    # 0.710729 / 0.0167227 = 42.501
+    assert data["recompute_over_swap"] == pytest.approx(42.501, rel=1e-3)
     assert data["cheaper"] == "swap" and data["crossover_context_tokens"] is None
-    # Break-even: 737,856,000 / (0.83 x (0.378320 - 329 x 2.3e-6)) = 737,856,000 / 0.313378 = 2.3545 GB/s.
-    assert data["breakeven_host_link_bytes_per_second"] == pytest.approx(2.3545e9, rel=1e-3)
+    # Break-even: 737,856,000 / (0.83 x (0.710729 - 329 x 2.3e-6)) = 737,856,000 / 0.589277 = 1.2521 GB/s.
+    assert data["breakeven_host_link_bytes_per_second"] == pytest.approx(1.2521e9, rel=1e-3)
     # Host DRAM: 2,000 GB / (739,823,616 B block-rounded x 8 GPUs) = 337.9 -> 337 requests (concurrency's count).
     assert data["host_dram_requests_fit"] == 337 and data["host_dram_fits"] is True
     assert data["recommendation"].startswith("Swap first, recompute last")
@@ -145,10 +148,14 @@ def test_sync_swap_exposes_and_stalls_both_directions():
 def test_prefix_hit_reduces_recompute():
     # Llama-3.1-8B, S = 21,000, h = 1,000, bf16 at 989 TFLOP/s, MFU 0.45, TP 8:
     # 2 x 7,504,658,432 x 20,000 + 524,288 x (21,000^2 - 1,000^2) / 2 = 3.0018634e14 + 1.1534336e14 = 4.155297e14
-    # in ceil(20,000 / 8,192) = 3 chunks, each with 32 x 15 us + 450 us = 0.93 ms of fixed overhead
+    # in ceil(20,000 / 8,192) = 3 chunks, each with 32 x 15 us + 450 us = 0.93 ms of fixed overhead, plus the chunks'
+    # TP8 all-reduces: 2 per layer of 2 x 7/8 x 4,096 x 2 B = 14,336 B per token at 450 GB/s x 0.82 (large
+    # messages), latency 9.3 us each: 32 x (3 x 18.6 us + 20,000 x 0.077702 us) = 0.051515 s
     data = run("llama-3.1-8b", KVDtype.BF16, prefix_hit_tokens=1000)
     assert data["recompute_flops"] == pytest.approx(4.155297e14, rel=1e-6)
-    assert data["recompute_seconds"] == pytest.approx(4.155297e14 / (0.45 * 989e12 * 8) + 3 * 0.93e-3, rel=1e-6)
+    comm = 32 * (3 * 18.6e-6 + 20_000 * 2 * 2 * 7 / 8 * 4096 * 2 / (450e9 * 0.82))
+    assert data["recompute_seconds"] == pytest.approx(4.155297e14 / (0.45 * 989e12 * 8) + 3 * 0.93e-3 + comm,
+                                                      rel=1e-6)
 
 
 def test_compute_dtype_auto_falls_back_to_bf16():
@@ -218,7 +225,7 @@ SMALL_BLOCKS = dict(model="llama-3.1-8b", kv_dtype=KVDtype.BF16, tp=8, layout="p
 def test_crossover_exists_and_is_the_flip_point():
     data = run(**SMALL_BLOCKS)
     x = data["crossover_context_tokens"]
-    assert 70_000 < x < 75_000
+    assert 35_000 < x < 40_000      # 37,703 since prefill20c priced the re-prefill's TP8 all-reduces
     rows = {r["context_tokens"]: r["cheaper"] for r in run(**SMALL_BLOCKS, sweep=(x - 1 - 1000, x - 1000))["sweep"]}
     assert (rows[x - 1], rows[x]) == ("recompute", "swap")
     assert data["cheaper"] == "recompute"           # at 21,000 tokens
@@ -232,15 +239,17 @@ def test_slower_link_moves_the_crossover_up():
 def test_higher_mfu_moves_the_crossover_up():
     xs = [run(**SMALL_BLOCKS, mfu=m)["crossover_context_tokens"] for m in (0.3, 0.45)]
     assert xs[0] < xs[1]
-    assert run(**SMALL_BLOCKS, mfu=0.6)["crossover_context_tokens"] is None   # recompute wins across the table
+    assert xs[1] < run(**SMALL_BLOCKS, mfu=0.6)["crossover_context_tokens"]
+    assert run(**SMALL_BLOCKS, mfu=0.8)["crossover_context_tokens"] is None   # recompute wins across the table
 
 
 def test_more_attention_per_token_moves_the_crossover_down():
     # Same KV bytes per token (64 layers x 8 KV heads x 128) and ~the same N_mm (31.98 B), but Qwen3-32B has 64
     # query heads (A = 4 x 64 x 64 x 128) against QwQ-32B's 40: its S^2 term grows faster.
     kw = {k: v for k, v in SMALL_BLOCKS.items() if k != "model"}
-    qwen3 = run("qwen3-32b", **kw)["crossover_context_tokens"]
-    qwq = run("qwq-32b", **kw)["crossover_context_tokens"]
+    # at MFU 0.8: at 0.45 the re-prefill's TP8 all-reduces (prefill20c) keep swap cheaper at every context for both
+    qwen3 = run("qwen3-32b", **kw, mfu=0.8)["crossover_context_tokens"]
+    qwq = run("qwq-32b", **kw, mfu=0.8)["crossover_context_tokens"]
     assert qwen3 < qwq
 
 
@@ -258,7 +267,7 @@ def test_ratio_grows_with_context_and_shrinks_with_tp_for_mla():
 
 
 def test_slow_link_or_no_host_memory_flips_to_recompute():
-    assert run(pcie_gb_s=2.0)["cheaper"] == "recompute"
+    assert run(pcie_gb_s=0.5)["cheaper"] == "recompute"      # below the seed case's 1.25 GB/s break-even
     from dataclasses import replace
 
     tiny = replace(H200, node=NodeSpec(gpus_per_node=8,

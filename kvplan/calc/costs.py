@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.layers import MLA
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.values import Count, Note, Number, Rate, Seconds, default, derived, given, note
 
@@ -120,10 +121,24 @@ def swap_seconds(nbytes: int, copies: int, rate_bytes_s: float, settings: CostSe
     return copies * settings.copy_overhead_us * 1e-6 + nbytes / (rate_bytes_s * factor)
 
 
-def compute_dtype_for(model: ModelSpec, hw: HardwareSpec, requested: str) -> str:
+# Weight dtypes whose GEMMs run at the peak of another dtype than the preset model's (--weight-dtype): FP8
+# checkpoints run W8A8 on the FP8 matrix cores where the GPU has them; int4 (AWQ / GPTQ, W4A16) dequantizes to 16 bit
+# inside the kernel and multiplies at the BF16 peak (vLLM's Marlin / AWQ kernels take fp16/bf16 activations,
+# vllm-project/vllm@2ab31a8 vllm/model_executor/layers/quantization/awq_marlin.py,
+# AWQMarlinLinearMethod); bf16 / fp16 / int8 (weight-only)
+# at the BF16 peak. 4-bit float overrides (nvfp4, mxfp4) keep the preset model's rule: their activation dtype
+# depends on the kernel and GPU and is not settled here.
+FOLLOWS_WEIGHT_DTYPE = ("fp8", "int4", "int8", "bf16", "fp16", "fp32")
+
+
+def compute_dtype_for(model: ModelSpec, hw: HardwareSpec, requested: str, weight_dtype: str | None = None) -> str:
+    """The dtype whose dense peak prices the GEMMs: ``requested`` unless "auto"; then FP8 where the weights are FP8
+    and the GPU has an FP8 peak, else BF16. ``weight_dtype``: the scenario's --weight-dtype, which the sized model
+    does not carry (it keeps the preset's dtype) and which decides when it is one of FOLLOWS_WEIGHT_DTYPE."""
     dtype = requested
     if dtype == "auto":
-        dtype = "fp8" if model.weight_dtype == "fp8" and "fp8" in hw.dense_tflops else "bf16"
+        wd = weight_dtype if weight_dtype in FOLLOWS_WEIGHT_DTYPE else model.weight_dtype
+        dtype = "fp8" if wd == "fp8" and "fp8" in hw.dense_tflops else "bf16"
     if not hw.dense_tflops:
         raise KvplanError(f"{hw.id} has no dense_tflops in its preset, which the recompute price needs",
                           "add [dense_tflops] bf16 = { value = ..., source = \"...\" } to the hardware preset")
@@ -169,6 +184,87 @@ def recompute_seconds(model: ModelSpec, context: int, prefix: int, mfu: float, p
 # --moe-a2a-backend none "disables all-to-all for EP. Uses All-Reduce or All-Gather for token dispatch"
 # (sgl-project/sglang@020017c docs/advanced_features/expert_parallelism.md). An explicit all-to-all backend at
 # EP = TP without attention DP (SGLang --moe-a2a-backend deepep) is not modelled.
+
+MLA_BF16_SOURCE = (
+    "MLA's core attention runs in BF16 while the matmuls run in FP8: \"matrix multiplications and dispatch "
+    "transmissions adopt the FP8 format ..., while core MLA computations and combine transmissions use the BF16 "
+    "format\" (DeepSeek's inference-system overview, github.com/deepseek-ai/open-infra-index 202502OpenSourceWeek/"
+    "day_6_one_more_thing_deepseekV3R1_inference_system_overview.md); vLLM's MLA prefill up-projects the latent and "
+    "runs FlashAttention on the model's BF16 activations (vllm-project/vllm@37fa5c0 vllm/v1/attention/backends/mla/"
+    "common.py, the \"compute friendly approach\" for prefill), as SGLang's DeepSeek prefill (MHA mode, "
+    "python/sglang/srt/models/deepseek_v2.py forward_normal)")
+
+# A prefill chunk's TP all-reduce moves chunk tokens x hidden x 2 B per layer, megabytes (7,168 x 2 B x 4,096
+# tokens = 58.7 MB for DeepSeek), where the decode step's allreduce_link (the custom all-reduce's share of the link
+# at 4 KB - 1 MB, github.com/sgl-project/sglang/pull/2904) does not apply: kvplan prices it at the preset's `link`
+# efficiency, the large-message bus bandwidth of an NCCL all-reduce (H100: ~370 of 450 GB/s,
+# github.com/NVIDIA/nccl-tests/issues/212), with the decode all-reduce's latency per call.
+PREFILL_ALLREDUCE_SOURCE = ("a prefill chunk's TP all-reduce is a large message (chunk x hidden x 2 B): priced at "
+                            "the scale-up link x efficiency.link, NCCL's large-message all-reduce bus bandwidth "
+                            "(github.com/NVIDIA/nccl-tests/issues/212), 2 per layer, not overlapped")
+
+# A prefill's EP dispatch and combine run on DeepEP's normal (high-throughput) kernels (SGLang's --moe-a2a-backend
+# deepep in prefill, as LMSYS's large-EP prefill runs). DeepEP's legacy (V1) README figures, measured on H800 with one
+# CX7 400 Gb/s NIC per GPU (~50 GB/s) and ~160 GB/s NVLink, DeepSeek-V3's setting (4,096 tokens, hidden 7,168,
+# top-4 groups, top-8 experts, FP8 dispatch, BF16 combine): internode bottleneck bandwidth (RDMA) dispatch / combine
+# 43 / 43 GB/s at EP16, 58 / 57 at EP32, 51 / 50 at EP64; intranode (NVLink) 153 / 158 GB/s at EP8
+# (github.com/deepseek-ai/DeepEP@dd758ca docs/legacy.md "Performance"; the README at 77bb07a). Their test counts the
+# logical bytes: one copy of a token per node its experts touch, the token's own node included, FP8 with one 4-byte
+# scale per 128 values (tests/test_internode.py@77bb07a: num_rdma_token_sent x hidden, fp8_factor (1 + 4/128) / 2 of
+# BF16). kvplan takes each figure as a share of the link it ran on (RDMA: of the 50 GB/s NIC; NVLink: of the 160
+# GB/s) and applies it to the preset's link: NIC line rate per GPU across nodes, scale-up line rate x link
+# efficiency inside the scale-up domain.
+DEEPEP_SOURCE = ("DeepEP normal kernels (github.com/deepseek-ai/DeepEP@dd758ca docs/legacy.md, Performance: H800, "
+                 "CX7 400 Gb/s; DeepSeek-V3 setting, FP8 dispatch, BF16 combine): internode dispatch / combine 43 / 43 "
+                 "GB/s at EP16, 58 / 57 at EP32, 51 / 50 at EP64 of a ~50 GB/s NIC; intranode 153 / 158 GB/s of "
+                 "~160 GB/s NVLink; logical bytes = one copy per node (internode) or GPU (intranode) a token's "
+                 "experts touch, own included (tests/test_internode.py@77bb07a); no overlap with compute priced")
+DEEPEP_INTERNODE_SHARE = {16: (43 / 50, 43 / 50), 32: (58 / 50, 57 / 50), 64: (51 / 50, 50 / 50)}
+DEEPEP_INTRANODE_SHARE = (153 / 160, 158 / 160)
+FP8_DISPATCH_BYTES = 1 + 4 / 128     # per hidden value: FP8 plus one FP32 scale per 128 (DeepEP's fp8_factor)
+
+
+def touched_groups(groups: float, experts: int, top_k: int) -> float:
+    """Expected number of ``groups`` equal groups of ``experts`` (nodes or GPUs) that ``top_k`` distinct experts
+    drawn uniformly touch: groups x (1 - C(E - E/groups, k) / C(E, k)). Node-limited routing (DeepSeek-V3's
+    topk_group) caps it at its group limit; kvplan does not cap it (the limit, 4 nodes, is no bound at 4 nodes
+    or fewer)."""
+    if groups <= 1 or not experts or not top_k:
+        return min(groups, 1.0)
+    per = experts / groups
+    miss = 1.0
+    for i in range(top_k):
+        miss *= max(experts - per - i, 0.0) / (experts - i)
+    return groups * (1 - miss)
+
+
+def prefill_ep_price(hw: HardwareSpec, f: StepFactors, ep: int, tp: int, experts: int, top_k: int, hidden: int,
+                     fp8_dispatch: bool) -> tuple[float, float] | None:
+    """(latency s, s per prompt token of one TP rank) of one MoE layer's prefill dispatch + combine over an EP group
+    of ``ep`` GPUs wider than TP, on DeepEP's normal kernels (DEEPEP_SOURCE); None without a link rate. Across nodes
+    (EP beyond the scale-up domain): each token goes once to each node its top-k experts touch, at DeepEP's RDMA
+    share of the NIC for the nearest EP size measured; inside the domain: once to each GPU touched, at its NVLink
+    share of the scale-up link. A TP rank of a token's tokens sends 1 / TP of them."""
+    domain = (hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else None) or hw.node.gpus_per_node
+    dispatch = FP8_DISPATCH_BYTES if fp8_dispatch else 2.0
+    if ep <= domain:
+        link = hw.scale_up.gb_s_per_direction if hw.scale_up else None
+        if link is None:
+            return None
+        rate = link.value * 1e9 * f.value("link")
+        share_d, share_c = DEEPEP_INTRANODE_SHARE
+        copies = touched_groups(ep, experts, top_k)
+    else:
+        nic = hw.node.nic_gb_s_per_direction_per_gpu
+        if nic is None:
+            return None
+        rate = nic.value * 1e9
+        key = min(DEEPEP_INTERNODE_SHARE, key=lambda n: (abs(n - ep), n))
+        share_d, share_c = DEEPEP_INTERNODE_SHARE[key]
+        copies = touched_groups(ep / hw.node.gpus_per_node, experts, top_k)
+    per_token = copies * hidden * (dispatch / share_d + 2.0 / share_c) / rate / tp
+    return 2 * f.value("link_latency_us") * 1e-6, per_token
+
 
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
@@ -344,6 +440,12 @@ class StepModel:
     notes: tuple[str | Note, ...]
     fused_experts: float = 0.0     # shared experts the engine runs inside the MoE kernel: read whenever a token runs
     lockstep_ranks: int = 1        # attention-DP ranks that step together (EP over them): LOCKSTEP_SOURCE
+    prefill_mla_flops_s: float | None = None   # achievable FLOP/s of MLA's prefill attention (BF16: MLA_BF16_SOURCE);
+                                               # None: prefill_flops_s
+    prefill_ep_per_moe_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one MoE layer's
+                                                                 # prefill dispatch + combine (DEEPEP_SOURCE)
+    prefill_tp_per_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one layer's two
+                                                             # TP all-reduces of a prefill chunk (large messages)
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -447,12 +549,41 @@ class StepModel:
         experts = self.experts_on_gpu + self.fused_experts
         return (self.dense_bytes + experts * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 
+    def prefill_attention(self, end: int, start: int = 0) -> float:
+        """A chunk's attention FLOPs (tokens start..end against a cache of ``start``, all layers, before the TP split)
+        in FLOPs at the prefill rate: MLA layers' FLOPs count prefill_flops_s / prefill_mla_flops_s times, since
+        their core runs in BF16 where the matmuls may run in FP8 (MLA_BF16_SOURCE)."""
+        model = self.scenario.sized_model
+        mla = self.prefill_mla_flops_s
+        if mla is None or mla == self.prefill_flops_s:
+            return flops.attention_flops(model, end, start)
+        scale = self.prefill_flops_s / mla
+        return sum(g.count * g.kind.prefill_attention_flops(end, start) * (scale if isinstance(g.kind, MLA) else 1)
+                   for g in model.groups)
+
+    def prefill_comm(self, tokens: int) -> float:
+        """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
+        read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
+        layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP
+        dispatch and combine of every MoE layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP
+        sends (``pp_send``)."""
+        if tokens <= 0:
+            return 0.0
+        lat, per = self.prefill_tp_per_layer
+        comm = self.layers * (lat + per * tokens)
+        lat, per = self.prefill_ep_per_moe_layer
+        comm += self.moe_layers * (lat + per * tokens)
+        lat, per = self.pp_send
+        return comm + lat + per * tokens
+
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
                         expert_gpus: int | None = None, lockstep: bool = False) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
-        (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu)),
-        plus the step's fixed overhead. prefill_mfu is an end-to-end figure (communication included), so the
-        chunk's all-reduces are not added again. The one prefill price of tpot (TTFT), pd and compare-preemption.
+        (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
+        (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication
+        (``prefill_comm``: TP all-reduces, EP dispatch / combine, PP sends; not overlapped), plus the step's fixed
+        overhead. prefill_mfu is a compute-only figure: the communication is priced on its own. The one prefill
+        price of tpot (TTFT), pd and compare-preemption.
         ``expert_gpus``: the GPUs the prompt's routed-expert FLOPs spread over (default the EP group, a prompt
         prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
         them (``pd``'s saturated prefill role). ``lockstep``: the time the prefill takes from this rank's own
@@ -473,9 +604,9 @@ class StepModel:
             end = min(prompt_tokens, start + chunk)
             n = end - start
             linear = 2 * (params - routed) * n / tp + 2 * routed * n / ep
-            attention = flops.attention_flops(model, end, start) / tp
+            attention = self.prefill_attention(end, start) / tp
             compute = (linear + attention) / self.prefill_flops_s
-            total += max(weights, compute) + self.overhead_s
+            total += max(weights, compute) + self.prefill_comm(n) + self.overhead_s
             start = end
         return total
 
@@ -492,9 +623,10 @@ class StepModel:
           and the decode tokens together plus the chunks' attention FLOPs, at the prefill rate (``prefill_seconds``'
           per-chunk compute, ``flops.attention_flops`` for each range), the larger of the two;
         * plus the per-step overhead once (``overhead_s``), as a prefill chunk pays it;
+        * plus the chunks' communication (``prefill_comm``, as ``prefill_seconds`` prices it: prefill_mfu is
+          compute-only);
         * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
-          attention FLOPs), their communication beyond the step's fixed latency (prefill_mfu is an end-to-end
-          figure that covers a prefill's own), and their per-request overhead.
+          attention FLOPs), their communication beyond the step's fixed latency, and their per-request overhead.
 
         So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
         tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
@@ -520,7 +652,7 @@ class StepModel:
         if not chunks:
             return (alone if batch else float(self.step(0, 0.0, 0.0)["total"])), alone
         per_token, comm0 = self._mixed_constants
-        model, tp = self.scenario.sized_model, self.scenario.parallelism.tp
+        tp = self.scenario.parallelism.tp
         tokens = batch
         attention = 0.0
         memo = self._chunk_attention
@@ -528,10 +660,11 @@ class StepModel:
             tokens += end - start
             a = memo.get((start, end))
             if a is None:
-                a = memo[start, end] = flops.attention_flops(model, end, start)
+                a = memo[start, end] = self.prefill_attention(end, start)
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
+        extra += self.prefill_comm(tokens - batch)    # the chunks' own communication (prefill_seconds' price)
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
@@ -600,7 +733,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
     bw = hw.hbm_bandwidth_tb_s.value * 1e12 * f.value("hbm")
-    dtype = compute_dtype_for(model, hw, "auto")
+    dtype = compute_dtype_for(model, hw, "auto", s.weight_dtype)
     peak = compute_peak(hw, dtype)
     # All weights of one TP group (PP stages run one after another for a token, so their layers add up).
     one_stage = weights_per_gpu(model, type(par)(tp=par.tp, pp=1, dp=par.dp, ep=par.ep), s.weight_dtype,
@@ -648,13 +781,16 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     allreduce_latency = f.value("allreduce_latency_us") * 1e-6
     hidden = model.hidden_size or 0
     act = 2  # bf16 activations
-    comm_layer = (0.0, 0.0)
+    comm_layer = prefill_tp = (0.0, 0.0)
     if par.tp > 1 and hidden:
         if link is None:
             notes.append(f"{hw.id} has no scale-up link rate: TP all-reduces are not priced")
         else:
             per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
             comm_layer = (2 * allreduce_latency, 2 * per_token)
+            # a prefill chunk's all-reduce moves chunk x hidden x 2 B (MBs): the large-message rate
+            prefill_tp = (2 * allreduce_latency,
+                          2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link")))
     ep_layer = (0.0, 0.0)
     if par.ep and 1 < par.ep <= par.tp and is_moe:
         notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
@@ -668,6 +804,14 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         else:
             per_token = k * hidden * act * (par.ep - 1) / par.ep / (rate * f.value("link"))
             ep_layer = (2 * latency, 2 * per_token)
+    prefill_ep = (0.0, 0.0)
+    if par.ep and par.ep > par.tp and hidden and is_moe and E:
+        fp8_dispatch = (s.weight_dtype or model.weight_dtype) == "fp8"
+        price = prefill_ep_price(hw, f, par.ep, par.tp, E, k, hidden, fp8_dispatch)
+        if price is None:
+            notes.append(f"{hw.id} has no link rate for EP={par.ep}: a prefill's dispatch and combine are not priced")
+        else:
+            prefill_ep = price
     pp_send = (0.0, 0.0)
     if par.pp > 1 and hidden:
         nic = hw.node.nic_gb_s_per_direction_per_gpu
@@ -713,7 +857,9 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      experts_on_gpu, E if is_moe else 0, k, tokens_to_ep, 2 * (routed_active + shared_active) / par.tp,
                      model.num_layers, moe_layers, hidden, comm_layer, ep_layer, pp_send, overhead,
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
-                     moe_latency, tuple(notes), fused, max(lockstep, 1))
+                     moe_latency, tuple(notes), fused, max(lockstep, 1),
+                     compute_peak(hw, "bf16") * f.value("prefill_mfu")
+                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep, prefill_tp)
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:

@@ -40,6 +40,8 @@ class ScaleUpLink:
 
     name: str
     gb_s_per_direction: Sourced | None = None
+    # GPUs one scale-up domain spans when it is wider than a node (NVL72: 72 GPUs over 18 trays of 4); None: the node
+    domain_gpus: Annotated[int, Range(ge=1, le=1_000_000)] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
