@@ -340,3 +340,23 @@ def test_colocated_serving_may_take_an_instance_of_every_gpu():
     assert max(lay.gpus for lay, _ in role_layouts(s, PdOptions())) == 8
     assert whole == ["TP1 DP16 EP16", "TP2 DP8 EP16", "TP4 DP4 EP16", "TP8 DP2 EP16"]
     assert not set(roles) & set(whole)
+
+
+def test_both_sides_hold_their_batch_at_the_full_context():
+    # pd21u (1): DeepSeek-R1 1K + 30K on a TP1 DP8 EP8 rank. A request's MLA latent in fp8 is 61 layers x (512 + 64)
+    # bytes = 35,136 B a token, so at its full context of 31,000 tokens it holds 1,089,216,000 B, and at the mean
+    # context 16,000 only 562,176,000 B: a pool holding 31 of the first holds 60 of the second. The decode role used
+    # the mean (41 requests, TPOT-limited) while colocated's closed loop used the full context (31): one rule now,
+    # the full context, so the decode batch is the pool's 31 as colocated's ceiling is.
+    from kvplan.calc import capacity
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=1000,
+                 decode_tokens=30_000)
+    m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions())
+    assert capacity.request_bytes(m.s, 31_000) == pytest.approx(31_000 * 61 * 576, rel=2e-3)   # block rounding
+    full = m.pool // capacity.request_bytes(m.s, 31_000)
+    assert full == 31 and m.pool // capacity.request_bytes(m.s, 16_000) == 60
+    assert m.decode_only(1000, 30_000).batch == full == m.ceiling(1000, 30_000)
+    assert m.colocated(1000, 30_000)[0].batch <= full
