@@ -225,7 +225,7 @@ def test_a_saturated_attention_dp_prefill_shares_the_experts():
 def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     # colocated_goodput(beat=...) returns None only where its answer could not end above ``beat``, and the same
     # answer as without it otherwise. Llama-3.1-8B TP1, 600 + 300: the rate meets at the closed form's top and the
-    # search gallops up, so the answer lies above top.
+    # search gallops up, so the answer lies above top (and at most pure decode's rate).
     from kvplan.calc.pd import PdOptions, _Model
     from kvplan.scenario import Scenario
 
@@ -238,7 +238,8 @@ def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     assert rate > top and miss is not None
     again = m.colocated_goodput(s, top, side.batch, beat=rate * 0.999)
     assert again is not None and again[0] == rate
-    assert m.colocated_goodput(s, top, side.batch, beat=top * 1.25 ** 4) is None
+    upper = m.decode_only(600, 300).requests_per_second      # pure decode's rate: no colocated rate above it
+    assert m.colocated_goodput(s, top, side.batch, beat=upper) is None
     assert m.colocated_goodput(s, top, side.batch, beat=miss.rate) is None
 
 
@@ -360,3 +361,46 @@ def test_both_sides_hold_their_batch_at_the_full_context():
     assert full == 31 and m.pool // capacity.request_bytes(m.s, 16_000) == 60
     assert m.decode_only(1000, 30_000).batch == full == m.ceiling(1000, 30_000)
     assert m.colocated(1000, 30_000)[0].batch <= full
+
+
+def test_the_colocated_climb_goes_on_until_a_rate_misses():
+    # pd21u (3): DeepSeek-R1 300 + 300 on vLLM, a TP1 DP8 EP8 rank. The closed form prices a colocated prompt at 8
+    # lockstep passes, so its rate (top) is far under what the simulated rank serves with vLLM's prefill chunks mixed
+    # into decode steps; the climb stopped at top x 1.25^4 = 2.44 top and reported a rate whose TPOT p99 was 34 ms
+    # against 50. Now it climbs to the first rate that misses (or pure decode's rate, which bounds it): the answer
+    # is bracketed within the 2% bisection tolerance by a rate that misses.
+    from kvplan.calc.pd import COLOCATED_TOLERANCE, PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=300,
+                 decode_tokens=300, engine="vllm").with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    side, _, _ = m.colocated(300, 300)
+    top = side.requests_per_second
+    rate, point, miss = m.colocated_goodput(s.with_(dp=8), top, side.batch)
+    assert rate > top * 1.25 ** 4
+    upper = m.decode_only(300, 300).requests_per_second
+    assert rate <= upper
+    assert miss is not None and miss.rate - rate <= COLOCATED_TOLERANCE * miss.rate
+    assert point.figures["tpot_seconds_p99"].value <= 0.05 < miss.figures["tpot_seconds_p99"].value
+
+
+def test_a_short_prompts_margin_names_the_lockstep_price(run_cli):
+    # pd21u (3): DeepSeek-R1 300 + 300 on 16 H200s, neutral engine. The split wins ~9x because colocated
+    # attention-DP ranks pay every rank's prompt as a pass of its own: 8 ranks x one 300-token pass on TP1 DP8 EP8.
+    # The note gives R x the pass; on vLLM (chunks mixed into decode steps) colocated wins and no such note is given.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300")
+    assert d["recommend_disaggregation"]
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=300,
+                 decode_tokens=300).with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    one = m.step.prefill_seconds(300, 0, m.chunk)
+    text = [r for r in d["reasons"] if "lockstep" in str(r)]
+    assert len(text) == 1
+    assert f"8 x {one * 1e3:,.1f} ms = {8 * one * 1e3:,.1f} ms" in str(text[0])
+    v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
+    assert v["colocated_requests_per_second"] > v["disaggregated_requests_per_second"]
+    assert not [r for r in v["reasons"] if "lockstep" in str(r)]

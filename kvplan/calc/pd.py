@@ -316,35 +316,42 @@ class _Model:
         """Colocated goodput of one instance: the highest Poisson rate of ``scenario``'s equal requests whose
         simulated run (``simulate.simulated_rate``: a ``--sweep-rate`` point, judged by overload and the one SLO
         model) meets the targets, by bisection to ``COLOCATED_TOLERANCE`` from ``top`` (the closed loop's rate at
-        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets, else down by halves to
-        a rate that meets. Returns (rate, its point, the first rate above it that misses or None); rate 0 when even
-        ``top`` / 64 misses. ``beat``: a rate the caller needs beaten (another layout's); None as soon as the search
-        cannot end above it (the answer is at most top x 1.25^4, and below every rate that missed), so the runs it
-        would still take are saved and every answer that can beat it is the same."""
+        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets (x 1.25 four times, then
+        doubling) to the first rate that misses or to pure decode's rate on the same replica (``decode_only``:
+        prefills only add to a step, so no colocated rate above it is priced, the decode role's own bound), else
+        down by halves to a rate that meets. The climb had stopped at top x 1.25^4: where the closed form's
+        lockstep prefill price puts ``top`` far under the answer (short prompts on attention-DP ranks) colocated was
+        reported at a rate whose TPOT p99 was far under its target (DeepSeek-R1 300 + 300, TP1 DP8 EP8 on vLLM:
+        34 ms against 50). Returns (rate, its point, the first rate above it that misses or None); rate 0 when
+        even ``top`` / 64 misses. ``beat``: a rate the caller needs beaten (another layout's); None as soon as the
+        search cannot end above it (the answer is at most pure decode's rate, and below every rate that missed),
+        so the runs it would still take are saved and every answer that can beat it is the same."""
         from kvplan.calc.simulate import simulated_rate
 
         targets = self.o.targets
         assert targets is not None
         n = min(max(COLOCATED_REQUESTS[0], 4 * users), COLOCATED_REQUESTS[1])
         points: dict = {}
+        upper = max(float(self.decode_only(scenario.prompt_tokens, scenario.decode_tokens).requests_per_second), top)
 
         def meets(r: float) -> bool:
             if r not in points:
                 points[r] = simulated_rate(scenario, r, targets, n)
             return points[r].verdict.meets
 
-        if top * 1.25 ** 4 <= beat:
+        if upper <= beat:
             return None
         hi = top
         if meets(hi):
-            lo = hi
-            for _ in range(4):
-                hi = lo * 1.25
+            lo, k = hi, 0
+            while True:
+                if lo >= upper:
+                    return lo, points[lo], None
+                hi = min(lo * (1.25 if k < 4 else 2.0), upper)
+                k += 1
                 if not meets(hi):
                     break
                 lo = hi
-            else:
-                return lo, points[lo], None
         else:
             if hi <= beat:
                 return None
@@ -355,6 +362,8 @@ class _Model:
                     return None
                 if lo < top / 64:
                     return 0.0, points[hi], points[hi]
+        if hi <= beat:
+            return None
         while hi - lo > COLOCATED_TOLERANCE * hi:
             mid = (lo + hi) / 2
             if meets(mid):
@@ -902,6 +911,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
+    if recommend:
+        lock_note = _lockstep_note(roles, dis, p, s.engine_adapter.id)
+        reasons += (lock_note,) if lock_note is not None else ()
     margin = dis_rps / col_rps if col_rps else math.inf
     if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
         # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
@@ -1009,6 +1021,36 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             best = (good[0] * ranks, lay, rm, n, one, good)
     assert best is not None
     return best[1:]
+
+
+def _lockstep_note(roles, dis: Disaggregated, p: int, engine: str) -> Note | None:
+    """When the split wins with attention-DP decode ranks on an engine whose colocated price stalls every rank for
+    every rank's prefill (the neutral engine and SGLang without its PrefillDelayer: ``costs.LOCKSTEP_SOURCE``), a
+    note putting that price in numbers: R x one pass per prompt on every rank of a colocated instance of the decode
+    layout, which the split's decode ranks never pay. At a short prompt it is most of the margin (DeepSeek-R1
+    300 + 300: 8 x 27 ms = 217 ms of every rank's time per prompt, colocated TP1 DP8 EP8 ranks 1.0 requests/s
+    against 19 decoding alone), where vLLM's chunks mixed into decode steps keep colocated ahead. None otherwise."""
+    if dis.decode.dp < 2 or engine == "vllm":
+        return None
+    rm = next((m for lay, m in roles if lay == dis.decode), None)
+    if rm is None:
+        return None
+    lock = rm.colocated_prefill(p)
+    alone = rm.step.prefill_seconds(p, 0, rm.chunk if rm.o.chunked else None)
+    if lock <= alone * 1.5:
+        return None
+    return note(f"Colocated on the decode role's {dis.decode.label} ranks, each prompt would stall every rank "
+                "(ranks in lockstep, each rank's prefill a pass of its own when it arrives): {r:d} x {alone:ms:,.1f} "
+                "ms = {lock:ms:,.1f} ms of every rank's time per prompt, which the split's decode ranks never pay; "
+                "at a short prompt that price, not the prompt's length, is most of this margin. vLLM mixes prefill "
+                "chunks into decode steps (--engine vllm) and SGLang's PrefillDelayer aligns the ranks' prefills, "
+                "either of which takes much of it back.",
+                r=Count(dis.decode.dp, derived("the decode layout's attention-DP ranks", dis.decode.label)),
+                alone=Seconds(alone, derived("the step model's prefill of P tokens alone on the instance",
+                                             f"{p:,} tokens on {dis.decode.label}")),
+                lock=Seconds(lock, derived("R x the pass: every rank's prefill on every rank's timeline "
+                                           "(StepModel.prefill_seconds(lockstep=True), costs.LOCKSTEP_SOURCE)",
+                                           f"{dis.decode.dp} x {alone:.6g}")))
 
 
 def _flips(rows, neutral: bool) -> Note | None:
