@@ -404,3 +404,29 @@ def test_a_short_prompts_margin_names_the_lockstep_price(run_cli):
     v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
     assert v["colocated_requests_per_second"] > v["disaggregated_requests_per_second"]
     assert not [r for r in v["reasons"] if "lockstep" in str(r)]
+
+
+def test_an_attention_dp_prefill_role_runs_its_ranks_prompts_in_one_pass(run_cli):
+    # pd21u (2): SGLang's prefill role runs every attention-DP rank's prefill batch in one synchronised forward
+    # (PREFILL_ROLE_SOURCE), so an instance of R ranks prefills R prompts per pass: the role's T_pf is one pass with
+    # each rank's prompt on EP / R = TP of the expert GPUs, never the colocated side's lockstep R x the pass, and its
+    # capacity is n_p x R / max(T_pf, transfer). DeepSeek-R1 4K + 300 chat on 16 H200s: the split's prefill layout
+    # is TP2 DP4 EP8.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s",
+                "--explain")
+    tp, r = d["prefill_tp"], d["prefill_attention_dp"]
+    assert r > 1
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300).with_(tp=tp, dp=r, ep=tp * r)
+    m = _Model(s, PdOptions())
+    one_pass = m.step.prefill_seconds(4000, 0, m.chunk, tp)
+    assert d["prefill_seconds_disaggregated"] == pytest.approx(one_pass, rel=1e-9)
+    assert d["prefill_seconds_disaggregated"] < m.colocated_prefill(4000) / 2     # not R x the pass
+    service = max(one_pass, d["kv_transfer_seconds"])
+    cap_p = d["prefill_instances"] * r / service
+    cap_d = (d["decode_instances"] * d["decode_attention_dp"] * d["decode_batch"]
+             / (300 * d["tpot_seconds_decode"]))
+    assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(min(cap_p, cap_d), rel=1e-9)

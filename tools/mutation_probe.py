@@ -1275,6 +1275,28 @@ MUTANTS: tuple[Mutant, ...] = (
       "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
     M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
       'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
+    M("pd21u-decode-pool-at-mean", "kvplan/calc/pd.py",
+      "return min(self.fit(p + d), self.max_seqs, len(self.batches))",
+      "return min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))"),
+    M("pd21u-decode-own-limit", "kvplan/calc/pd.py",
+      "        limit = self.batch_limit(p, d)\n        plain = self.tpot_by_batch(p, d)[:limit]\n        ok = np.nonzero(",
+      "        limit = min(self.fit(p + d // 2), len(self.batches))\n        plain = self.tpot_by_batch(p, d)[:limit]\n"
+      "        ok = np.nonzero("),
+    M("pd21u-climb-stops-early", "kvplan/calc/pd.py",
+      "hi = min(lo * (1.25 if k < 4 else 2.0), upper)", "hi = min(lo * 1.25, upper) if k < 4 else upper * 2"),
+    M("pd21u-climb-unbounded", "kvplan/calc/pd.py",
+      "                if lo >= upper:\n                    return lo, points[lo], None\n",
+      "                if k >= 4:\n                    return lo, points[lo], None\n"),
+    M("pd21u-lockstep-note-never", "kvplan/calc/pd.py",
+      '    if dis.decode.dp < 2 or engine == "vllm":', "    if True:"),
+    M("pd21u-lockstep-note-on-vllm", "kvplan/calc/pd.py",
+      '    if dis.decode.dp < 2 or engine == "vllm":', "    if dis.decode.dp < 2:"),
+    M("pd21u-prefill-role-lockstep", "kvplan/calc/pd.py",
+      "            pre.append((lay, m, m.prefill(p), capacity.request_bytes(m.s, p)))",
+      "            pre.append((lay, m, m.colocated_prefill(p), capacity.request_bytes(m.s, p)))"),
+    M("pd21u-prefill-role-one-rank", "kvplan/calc/pd.py",
+      "            c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second",
+      "            c_p, c_d = 1 / service, ld.dp * side.requests_per_second"),
 )
 
 

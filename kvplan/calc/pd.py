@@ -61,6 +61,12 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_TPOT_SLO = 0.05
 TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "
                    "(github.com/deepseek-ai/open-infra-index, Day 6 inference system overview)")
+PREFILL_ROLE_SOURCE = (
+    "a prefill-role rank forms its own prefill batch from its waiting queue (PrefillAdder) and the attention-DP ranks "
+    "then run it in one synchronised forward (ranks without a prompt run an idle batch): get_next_disagg_prefill_"
+    "batch_to_run -> get_new_batch_prefill, dp_attn_adapter.maybe_prepare_mlp_sync_batch, sgl-project/sglang@000c2b9 "
+    "python/sglang/srt/disaggregation/prefill.py (v0.4.6: prepare_dp_attn_batch in event_loop_normal_disagg_prefill)"
+    "; so an instance of R ranks prefills R prompts in one pass, each rank's prompt with EP / R of the expert GPUs")
 DEFAULT_HANDOVER_SECONDS = 0.002
 HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
 RATIOS = (50, 20, 10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
@@ -256,9 +262,12 @@ class _Model:
         return self.step.steady_tpot(p, d, self.batches)
 
     def prefill(self, p: int) -> float:
-        """T_pf of a prompt of ``p`` tokens. Under attention DP (EP over the ranks) a saturated instance has every
-        rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not the whole EP group
-        (which only a prompt alone on an idle instance gets)."""
+        """T_pf of a prompt of ``p`` tokens on the prefill role. Under attention DP (EP over the ranks) a saturated
+        instance has every rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not
+        the whole EP group (which only a prompt alone on an idle instance gets). The ranks' prefills are aligned,
+        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): the prefill role is never priced
+        at the colocated side's lockstep R x the pass (``colocated_prefill``), where each rank's prefill lands among
+        the other ranks' decode steps on its own."""
         par = self.s.parallelism
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
@@ -971,7 +980,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
         Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)),
         Seconds(dis.prefill_seconds, derived("prefill of P tokens on the prefill role's layout (the step model's "
-                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")),
+                                             "prefill" + ("; the attention-DP ranks' prompts in one aligned pass, each "
+                                                          "with EP / R of the expert GPUs)" if dis.prefill.dp > 1
+                                                          else ")"),
+                                             f"{p:,} tokens on {dis.prefill.label}",
+                                             *((PREFILL_ROLE_SOURCE,) if dis.prefill.dp > 1 else ()))),
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
