@@ -1279,7 +1279,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "return min(self.fit(p + d), self.max_seqs, len(self.batches))",
       "return min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))"),
     M("pd21u-decode-own-limit", "kvplan/calc/pd.py",
-      "        limit = self.batch_limit(p, d)\n        plain = self.tpot_by_batch(p, d)[:limit]\n        ok = np.nonzero(",
+      "        limit = self.batch_limit(p, d)\n        plain = self.tpot_by_batch(p, d)[:limit]\n"
+      "        ok = np.nonzero(",
       "        limit = min(self.fit(p + d // 2), len(self.batches))\n        plain = self.tpot_by_batch(p, d)[:limit]\n"
       "        ok = np.nonzero("),
     M("pd21u-climb-stops-early", "kvplan/calc/pd.py",
