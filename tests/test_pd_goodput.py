@@ -430,3 +430,24 @@ def test_an_attention_dp_prefill_role_runs_its_ranks_prompts_in_one_pass(run_cli
     cap_d = (d["decode_instances"] * d["decode_attention_dp"] * d["decode_batch"]
              / (300 * d["tpot_seconds_decode"]))
     assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(min(cap_p, cap_d), rel=1e-9)
+
+
+def test_the_scenarios_own_tp_is_the_role_layouts_replica(monkeypatch):
+    # pd21u (5): DeepSeek-R1 4K + 300 on 16 H200s, TP defaulted to 8. The scenario's own instance and the TP8 role
+    # layout are one replica (the same GPUs, TP and pool); it was simulated twice at the same rates, its TP unset in
+    # one and 8 in the other. Pinned, each (replica, rate) runs once; the answers are the same (benchmarks/pd_speed).
+    import kvplan.calc.simulate as sim
+    from kvplan.calc.pd import plan_pd
+    from kvplan.scenario import Scenario
+
+    seen = []
+    real = sim.simulated_rate
+
+    def counted(scenario, rate, *a, **k):
+        seen.append((scenario.with_(tp=scenario.parallelism.tp), rate))
+        return real(scenario, rate, *a, **k)
+
+    monkeypatch.setattr(sim, "simulated_rate", counted)
+    plan_pd(Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                     decode_tokens=300), PdOptions(table=False))
+    assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))

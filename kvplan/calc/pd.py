@@ -350,7 +350,12 @@ class _Model:
 
         if upper <= beat:
             return None
+        # the rates that miss are those above the answer (the bisection's premise): where ``beat`` lies in the range
+        # still open after ``top`` (above it when it meets, below it when it misses), one run at ``beat`` that misses
+        # ends the search, the answer being below it; one that meets is kept for the search, whose rates are the same
         hi = top
+        if 0 < beat < upper and (beat > hi if meets(hi) else beat < hi) and not meets(beat):
+            return None
         if meets(hi):
             lo, k = hi, 0
             while True:
@@ -1020,7 +1025,9 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
         # step model prices its EP all-to-all and every rank's prefill in lockstep, as simulate's DP note says)
-        one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        # (TP pinned: the scenario's own TP, defaulted, is the same replica as the role layout of that TP, and is
+        # recognised below as one searched already instead of simulated again)
+        one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(tp=lay.tp, prompt_tokens=p, decode_tokens=d)
         if any(one == o and ranks == r for o, r in tried):
             continue      # the same replica and count as one searched already (the scenario's own among the roles)
         tried.append((one, ranks))
