@@ -27,7 +27,7 @@ recognised as searched. And a colocated layout that must beat another's rate run
 the range still open (above a top that meets, below one that misses): a miss there ends its search. On the tree
 after pd21u's answer-changing commits, alternating in one run, 2 CPUs shared: simulated_rate calls 628 -> 550
 (r1-reasoning 88 -> 84, r1-chat 281 -> 214, llama-chat 123 -> 118, llama-16k 136 -> 134), CPU 6.09 -> 5.71 s
-(noisy: another helper's suite ran alongside). main before pd21u (6.26 s, 617 calls here) answers differently.
+(noisy: another helper's suite ran alongside). main before pd21u: 6.26 s, 663 calls (it answers differently).
 
 Run: ``python benchmarks/pd_speed.py`` times the tree this file is in; ``--tree DIR`` times the kvplan in DIR
 instead (another worktree: the tree before a change), with the same cases and digests.

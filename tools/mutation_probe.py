@@ -1298,6 +1298,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21u-prefill-role-one-rank", "kvplan/calc/pd.py",
       "            c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second",
       "            c_p, c_d = 1 / service, ld.dp * side.requests_per_second"),
+    M("pd21u-own-tp-unpinned", "kvplan/calc/pd.py",
+      ".with_(tp=lay.tp, prompt_tokens=p, decode_tokens=d)", ".with_(prompt_tokens=p, decode_tokens=d)"),
+    M("pd21u-beat-probe-inverted", "kvplan/calc/pd.py",
+      "(beat > hi if meets(hi) else beat < hi) and not meets(beat):",
+      "(beat > hi if meets(hi) else beat < hi) and meets(beat):"),
 )
 
 
