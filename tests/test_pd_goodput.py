@@ -404,6 +404,11 @@ def test_a_short_prompts_margin_names_the_lockstep_price(run_cli):
     v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
     assert v["colocated_requests_per_second"] > v["disaggregated_requests_per_second"]
     assert not [r for r in v["reasons"] if "lockstep" in str(r)]
+    # vLLM on the 4K chat case: disaggregation wins with TP1 DP8 EP8 decode ranks, and still no lockstep note (its
+    # steps mix prefill chunks into the decode batch)
+    c = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--engine", "vllm")
+    assert c["recommend_disaggregation"] and c["decode_attention_dp"] > 1
+    assert not [r for r in c["reasons"] if "lockstep" in str(r)]
 
 
 def test_an_attention_dp_prefill_role_runs_its_ranks_prompts_in_one_pass(run_cli):
@@ -451,3 +456,30 @@ def test_the_scenarios_own_tp_is_the_role_layouts_replica(monkeypatch):
     plan_pd(Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
                      decode_tokens=300), PdOptions(table=False))
     assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))
+
+
+def test_each_role_may_run_on_a_gpu_of_its_own(run_cli):
+    # pd21u (4): Llama-3.1-8B fp8, 4,000 + 300 on 8 H100s, decode on H200s (--decode-gpu h200). A request's KV is 32
+    # layers x 8 KV heads x 128 x 2 (K and V) x 1 byte = 65,536 B a token, 281,804,800 B at its full 4,300 tokens;
+    # the decode role's pool is an H200's (141 GB against 80), so its batch is the H200 TP1 replica's, the prefill
+    # role's T_pf the H100's, and the KV crosses the slower NIC of the two (50 GB/s each here).
+    from kvplan.calc import capacity
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8",
+                "--prompt", "4000", "--decode", "300", "--decode-gpu", "h200")
+    base = dict(model="llama-3.1-8b", kv_dtype_request="fp8", prompt_tokens=4000, decode_tokens=300, tp=1)
+    h100 = _Model(Scenario(hardware="h100-sxm", gpus=8, **base), PdOptions())
+    h200 = _Model(Scenario(hardware="h200", gpus=8, **base), PdOptions())
+    assert capacity.request_bytes(h200.s, 4300) == pytest.approx(4300 * 65_536, rel=1e-2)
+    assert d["decode_batch"] == h200.decode_only(4000, 300).batch > h100.decode_only(4000, 300).batch
+    assert d["prefill_seconds_disaggregated"] == pytest.approx(h100.prefill(4000), rel=1e-9)
+    assert d["nic_bytes_per_second"] == pytest.approx(50e9)
+    assert any("on h200 decode" in str(r) for r in d["reasons"])
+    # DeepSeek-R1 on 16 GPUs: a prefill role of H100s would take at most 15 of them, and no layout of those holds it
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "--prefill-gpu", "h100-sxm")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "--prefill-gpu h100-sxm: no layout of at most 15 of its GPUs holds deepseek-r1" in r.err
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "--decode-gpu", "nosuch")
+    assert r.code == 2 and "--decode-gpu nosuch" in r.err

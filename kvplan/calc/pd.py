@@ -86,6 +86,8 @@ class PdOptions:
     factors: dict | None = None
     targets: SloTargets | None = None
     table: bool = True       # the ratio table (False: the verdict at this request alone, e.g. for recommend's row)
+    prefill_hardware: str | None = None   # --prefill-gpu: the prefill role's GPU (None: the scenario's)
+    decode_hardware: str | None = None    # --decode-gpu: the decode role's GPU (None: the scenario's)
 
     def __post_init__(self) -> None:
         from dataclasses import replace
@@ -439,6 +441,7 @@ class RoleLayout:
     pp: int = 1
     ep: int | None = None
     dp: int = 1
+    gpu: str = ""          # the role's GPU when it is not the scenario's (--prefill-gpu, --decode-gpu)
 
     @property
     def gpus(self) -> int:
@@ -447,10 +450,11 @@ class RoleLayout:
     @property
     def label(self) -> str:
         return (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" DP{self.dp}" if self.dp > 1 else "")
-                + (f" EP{self.ep}" if self.ep else ""))
+                + (f" EP{self.ep}" if self.ep else "") + (f" on {self.gpu}" if self.gpu else ""))
 
 
-def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tuple[RoleLayout, _Model], ...]:
+def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False, gpu: str = ""
+                 ) -> tuple[tuple[RoleLayout, _Model], ...]:
     """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
     4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
     smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
@@ -459,7 +463,10 @@ def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tu
     or whose weights leave no KV pool is left out, so no role holds part of the model. A layout's ``_Model`` is one
     rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them. ``colocated``: the layouts
     colocated serving may take besides those, which no role can: an instance of every GPU left (the other role's
-    share is not needed; attention DP up to the GPU count, its ranks in lockstep)."""
+    share is not needed; attention DP up to the GPU count, its ranks in lockstep). ``gpu``: the GPU's name in the
+    layouts' labels, for a role on a GPU of its own (``role_scenario``)."""
+    from dataclasses import replace
+
     par, hw = s.parallelism, s.hardware
     total = par.gpus
     spare = 0 if colocated else par.pp      # GPUs a layout leaves for the other role
@@ -483,7 +490,7 @@ def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tu
                 m = _Model(rs, o)
             except KvplanError:
                 continue
-            out.append((lay, m))
+            out.append((replace(lay, gpu=gpu) if gpu else lay, m))
     return tuple(out)
 
 
@@ -552,11 +559,12 @@ def _prefill_ttft(rate: float, n_p: int, service: float, fixed: float, targets: 
 
 
 def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total: int, nic: float, link_eff: float,
-                         forced_prefill_gpus: int | None) -> Disaggregated | None:
+                         forced_prefill_gpus: int | None, decode_roles=None) -> Disaggregated | None:
     """The disaggregated deployment with the highest goodput for P = ``p``, D = ``d`` on ``total`` GPUs over every
     pair of ``roles`` (``role_layouts``) and every prefill instance count (``forced_prefill_gpus``: only splits with
     that many prefill GPUs): the splits priced in order of their capacity bound, the prefill queue simulated only for
-    a split whose bound beats the best goodput so far. None when no split serves a request."""
+    a split whose bound beats the best goodput so far. None when no split serves a request. ``decode_roles``: the
+    decode role's layouts when it runs on a GPU of its own (``--decode-gpu``; default ``roles``)."""
     from kvplan.calc.costs import frontend_seconds
 
     targets = o.targets
@@ -566,6 +574,7 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
     for lay, m in roles:
         if m.fit(p + 1) >= 1:
             pre.append((lay, m, m.prefill(p), capacity.request_bytes(m.s, p)))
+    for lay, m in (roles if decode_roles is None else decode_roles):
         side = m.decode_only(p, d)
         if side.batch:
             dec.append((lay, m, side, capacity.request_bytes(m.s, p)))
@@ -704,6 +713,28 @@ def _two_instances(s: Scenario, g: int, ranks: int = 1) -> str:
     return " ".join(flags)
 
 
+def role_scenario(s: Scenario, gpu: str | None, flag: str) -> Scenario:
+    """The scenario a role runs on with ``--prefill-gpu`` / ``--decode-gpu``: the same model, engine, settings and
+    GPU count on that GPU preset (or file), over as many of its nodes as the GPUs take; ``s`` itself when not given
+    or the same GPU."""
+    if gpu is None:
+        return s
+    from kvplan.inputs import presets
+
+    try:
+        hw = presets.load_hardware(str(gpu), [])
+    except KvplanError as err:
+        raise KvplanError(f"{flag} {gpu}: {err.message}", err.hint.replace("--hardware", flag) if err.hint else
+                          f"give {flag} as a GPU preset id (kvplan presets list) or a file") from None
+    if hw == s.hardware:
+        return s
+    total = s.parallelism.gpus
+    try:
+        return s.with_(hardware=hw, nodes=-(-total // hw.node.gpus_per_node), gpus=total)
+    except KvplanError as err:
+        raise KvplanError(f"{flag} {hw.id}: {err.message}", err.hint) from None
+
+
 def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     """Prefill/decode disaggregation against colocated serving for ``scenario`` (module docstring): goodput, TPOT
     and TTFT of each, the best prefill:decode split, and the KV transfer between them."""
@@ -744,6 +775,16 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     assert targets is not None      # PdOptions fills it in
     total = par.gpus
     roles = role_layouts(s, o)
+    s_p = role_scenario(s, o.prefill_hardware, "--prefill-gpu")
+    s_d = role_scenario(s, o.decode_hardware, "--decode-gpu")
+    pre_roles = roles if s_p is s else role_layouts(s_p, o, gpu=s_p.hardware.id)
+    dec_roles = roles if s_d is s else role_layouts(s_d, o, gpu=s_d.hardware.id)
+    for flag, rs, rl, what in (("--prefill-gpu", s_p, pre_roles, f"a {p:,}-token prompt"),
+                               ("--decode-gpu", s_d, dec_roles, f"a {p + d:,}-token request")):
+        if rs is not s and not any(rm.fit(p + (d if flag == "--decode-gpu" else 1)) >= 1 for _, rm in rl):
+            raise KvplanError(f"{flag} {rs.hardware.id}: no layout of at most {total - par.pp} of its GPUs holds "
+                              f"{s.model.id} and {what}",
+                              f"give a GPU with more memory ({flag}) or more GPUs (--nodes)")
     own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
            (RoleLayout(par.tp, par.pp, par.ep), m))
     own_instances = instances
@@ -781,16 +822,23 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     ttft_q = figs[f"ttft_seconds_p{targets.ttft_percentile}"]
 
     # the disaggregated side: every pair of role layouts and split, the prefill queue and the KV transfer
-    nic = hw.node.nic_gb_s_per_direction_per_gpu
+    # the KV crosses a prefill GPU's NIC and a decode GPU's: the slower of the two roles' GPUs (one GPU: its own)
+    role_hws = [hw] if s_p is s_d is s else [rs.hardware for rs in (s_p, s_d)]
+    nics = [(h, h.node.nic_gb_s_per_direction_per_gpu) for h in role_hws]
     if o.nic_gbps is not None:
         nic_v = Rate(o.nic_gbps * 1e9, given("--nic-gbps"))
-    elif nic is not None:
-        nic_v = Rate(nic.value * 1e9, default(f"{hw.id} NIC per GPU per direction", nic.cite()))
+    elif all(n is not None for _, n in nics):
+        slow, nic = min(((h, n) for h, n in nics if n is not None), key=lambda hn: hn[1].value)
+        nic_v = Rate(nic.value * 1e9, default(f"{slow.id} NIC per GPU per direction" + (
+            " (the slower of the two roles' GPUs)" if len(nics) > 1 and s_p.hardware.id != s_d.hardware.id else ""),
+            nic.cite()))
     else:
-        raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
-                          "give --nic-gbps (GB/s per GPU per direction)")
-    link_eff = m.factors.value("link")
-    dis = search_disaggregated(s, o, roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+        bare = next(h for h, n in nics if n is None)
+        raise KvplanError(f"{bare.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer "
+                          "needs", "give --nic-gbps (GB/s per GPU per direction)")
+    link_eff = min(m.factors.value("link"), *(costs.step_factors(h, **(o.factors or {})).value("link")
+                                               for h in role_hws))
+    dis = search_disaggregated(s, o, pre_roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus, dec_roles)
     if dis is None and o.prefill_gpus is not None:
         sizes = sorted({lay.gpus for lay, _ in roles})
         raise KvplanError(f"no split of {total} GPUs has {o.prefill_gpus} prefill GPUs: the layouts that hold the "
@@ -831,7 +879,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(col_roles, own, own_instances, pr, d, total) if pr != p else
                                           (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
-        rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
+        rd = (search_disaggregated(s, o, pre_roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus,
+                                   dec_roles) if pr != p
               else dis)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
@@ -926,7 +975,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
     if recommend:
-        lock_note = _lockstep_note(roles, dis, p, s.engine_adapter.id)
+        lock_note = _lockstep_note(dec_roles, dis, p, s.engine_adapter.id)
         reasons += (lock_note,) if lock_note is not None else ()
     margin = dis_rps / col_rps if col_rps else math.inf
     if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
