@@ -483,3 +483,23 @@ def test_each_role_may_run_on_a_gpu_of_its_own(run_cli):
     assert "--prefill-gpu h100-sxm: no layout of at most 15 of its GPUs holds deepseek-r1" in r.err
     r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "--decode-gpu", "nosuch")
     assert r.code == 2 and "--decode-gpu nosuch" in r.err
+
+
+def test_no_colocated_rate_is_priced_above_pure_decode():
+    # pd21u (1, 3): DeepSeek-R1 1K + 30K on a TP1 DP8 EP8 rank. Pure decode at the one batch limit (31 requests, the
+    # pool at their full 31K context) serves 31 / (30,000 x TPOT(31)) requests/s; a colocated rank only adds prefills
+    # to its steps, so its rate is capped there even where the simulated Poisson run, its contexts spread, would still
+    # meet above it: the climb ends at that cap with no rate that misses.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=1000,
+                 decode_tokens=30_000).with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    dec = m.decode_only(1000, 30_000)
+    assert dec.batch == 31
+    upper = 31 / (30_000 * float(m.tpot_by_batch(1000, 30_000)[30]))
+    assert dec.requests_per_second == pytest.approx(upper, rel=1e-12)
+    side, _, _ = m.colocated(1000, 30_000)
+    rate, _, miss = m.colocated_goodput(s, side.requests_per_second, 31)
+    assert rate == pytest.approx(upper, rel=1e-12) and miss is None
