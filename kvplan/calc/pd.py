@@ -779,11 +779,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     s_d = role_scenario(s, o.decode_hardware, "--decode-gpu")
     pre_roles = roles if s_p is s else role_layouts(s_p, o, gpu=s_p.hardware.id)
     dec_roles = roles if s_d is s else role_layouts(s_d, o, gpu=s_d.hardware.id)
-    for flag, rs, rl, what in (("--prefill-gpu", s_p, pre_roles, f"a {p:,}-token prompt"),
-                               ("--decode-gpu", s_d, dec_roles, f"a {p + d:,}-token request")):
-        if rs is not s and not any(rm.fit(p + (d if flag == "--decode-gpu" else 1)) >= 1 for _, rm in rl):
+    for flag, rs, rl, tokens, what in (("--prefill-gpu", s_p, pre_roles, p, "prompt"),
+                                       ("--decode-gpu", s_d, dec_roles, p + d, "request")):
+        if rs is not s and not any(rm.fit(tokens + (what == "prompt")) >= 1 for _, rm in rl):
             raise KvplanError(f"{flag} {rs.hardware.id}: no layout of at most {total - par.pp} of its GPUs holds "
-                              f"{s.model.id} and {what}",
+                              f"{s.model.id} and a {tokens:,}-token {what}",
                               f"give a GPU with more memory ({flag}) or more GPUs (--nodes)")
     own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
            (RoleLayout(par.tp, par.pp, par.ep), m))
