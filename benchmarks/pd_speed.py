@@ -21,6 +21,14 @@ colocated layouts simulated besides the scenario's own instead of one): main 3.6
 108 -> 140), one run each, the same machine shared. The second colocated layout is most of it; it is what finds
 two TP1 DP8 EP8 instances on the reasoning case, which the closed form ranks below one TP1 DP16 EP16 instance.
 
+pd21u, 2026-12-07 (answers the same: every digest equal before and after): the scenario's own instance, its TP
+defaulted, was simulated again as the role layout of that TP (the same replica, TP unset in one); pinned, it is
+recognised as searched. And a colocated layout that must beat another's rate runs that rate first wherever it lies in
+the range still open (above a top that meets, below one that misses): a miss there ends its search. On the tree
+after pd21u's answer-changing commits, alternating in one run, 2 CPUs shared: simulated_rate calls 628 -> 550
+(r1-reasoning 88 -> 84, r1-chat 281 -> 214, llama-chat 123 -> 118, llama-16k 136 -> 134), CPU 6.09 -> 5.71 s
+(noisy: another helper's suite ran alongside). main before pd21u: 6.26 s, 663 calls (it answers differently).
+
 Run: ``python benchmarks/pd_speed.py`` times the tree this file is in; ``--tree DIR`` times the kvplan in DIR
 instead (another worktree: the tree before a change), with the same cases and digests.
 """

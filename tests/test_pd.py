@@ -198,17 +198,26 @@ def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
 
 def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligible(run_cli):
     # 1K + 30K: prefill is 0.1% of a replica's time, so an instance's goodput under Poisson arrivals is pure decode's
-    # by Little's law: B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests, spread
-    # over their 30K tokens (at 16K on average), fit the pool; 2 instances of TP1 DP8 EP8, 8 attention-DP ranks each
-    # (the layout both sides take here). The simulated rate (bisection to 2% over 200 Poisson requests, whose TPOT
-    # p99 sees the arrivals' bursts, and the 8 ranks in lockstep: each rank's decode stalls for all 8 ranks' prefills,
-    # each with its DeepEP dispatch / combine since prefill20c: prefill_share 4.2%, 1.7% before) lands at most 15%
-    # below it (10.3% in this run), and the disaggregated split, 1 + 1 instances, serves half of it.
+    # by Little's law: R x B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests fit
+    # the pool at their full 31K context (the one batch limit both sides have, pd21u). Colocated takes one instance
+    # of all 16 GPUs, TP1 DP16 EP16 (the experts over 16 GPUs leave each rank more pool than a role's 8-GPU layout
+    # can have); the simulated rate (bisection to 2% over Poisson requests, whose TPOT p99 sees the arrivals' bursts,
+    # and the ranks in lockstep, each rank stalling for every rank's 1K prefill, each with its DeepEP dispatch /
+    # combine since prefill20c) lands at most 15% below Little's law and never above it (pure decode's rate bounds it). The split, 1 + 1 instances of TP1 DP8
+    # EP8, serves its one decode instance's Little's law exactly.
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
-    assert d["decode_attention_dp"] == 8 and d["decode_tp"] == d["colocated_tp"] == 1
-    little = 2 * 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
-    assert 0.85 * little <= d["colocated_requests_per_second"] <= little
-    assert d["disaggregated_requests_per_second"] == pytest.approx(little / 2, rel=1e-9)
+    assert d["colocated_tp"] == 1 and d["colocated_attention_dp"] == 16 and d["instances"] == 1
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=1000,
+                 decode_tokens=30_000)
+    dec = _Model(s.with_(tp=1, dp=16, ep=16), PdOptions()).decode_only(1000, 30_000)
+    little = 16 * dec.batch / (30_000 * dec.tpot)
+    assert 0.85 * little <= d["colocated_requests_per_second"] <= little * (1 + 1e-9)
+    assert d["decode_attention_dp"] == 8 and d["decode_tp"] == 1
+    split = 8 * d["decode_batch"] / (30_000 * d["tpot_seconds_decode"])
+    assert d["disaggregated_requests_per_second"] == pytest.approx(split, rel=1e-9)
     assert d["recommend_disaggregation"] is False
 
 
@@ -273,13 +282,14 @@ def test_the_closed_form_batch_serves_the_most_requests_per_cycle():
 
 def test_an_attention_dp_layout_the_user_gives_is_the_one_pd_searches(run_cli):
     # --tp 1 --dp 16 --ep 8 on 2 nodes of 8 H200: 16 / (8 / 1) = 2 instances of 8 attention-DP ranks, the layout pd
-    # itself finds best for this reasoning case (TP1 DP8 EP8 on both roles and colocated, where one instance of all 16
-    # GPUs, TP1 DP16 EP16, stalls each rank for 16 ranks' prefills in lockstep). Given, it is searched as
-    # that layout, so the colocated goodput is the searched one's: 2 instances x 8 ranks x one rank's rate.
+    # itself finds best for both roles of this reasoning case (TP1 DP8 EP8). Given, it is searched as that layout
+    # among the others, so the colocated answer is the searched one's: since both sides hold their batch at the full
+    # context (pd21u), one instance of all 16 GPUs, TP1 DP16 EP16 (the experts over 16 GPUs leave each rank a larger
+    # pool), serves the most.
     given = pd_json(run_cli, "--nodes", "2", "--tp", "1", "--dp", "16", "--ep", "8", "--kv-dtype", "fp8")
     searched = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8")
     assert searched["colocated_tp"] == 1 and searched["prefill_attention_dp"] == 8
-    assert given["instances"] == 2
+    assert given["instances"] == searched["instances"] == 1 and given["colocated_attention_dp"] == 16
     assert given["colocated_requests_per_second"] == pytest.approx(searched["colocated_requests_per_second"],
                                                                    rel=1e-12)
     assert given["recommend_disaggregation"] is searched["recommend_disaggregation"] is False

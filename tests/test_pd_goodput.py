@@ -225,7 +225,7 @@ def test_a_saturated_attention_dp_prefill_shares_the_experts():
 def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     # colocated_goodput(beat=...) returns None only where its answer could not end above ``beat``, and the same
     # answer as without it otherwise. Llama-3.1-8B TP1, 600 + 300: the rate meets at the closed form's top and the
-    # search gallops up, so the answer lies above top.
+    # search gallops up, so the answer lies above top (and at most pure decode's rate).
     from kvplan.calc.pd import PdOptions, _Model
     from kvplan.scenario import Scenario
 
@@ -238,7 +238,8 @@ def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     assert rate > top and miss is not None
     again = m.colocated_goodput(s, top, side.batch, beat=rate * 0.999)
     assert again is not None and again[0] == rate
-    assert m.colocated_goodput(s, top, side.batch, beat=top * 1.25 ** 4) is None
+    upper = m.decode_only(600, 300).requests_per_second      # pure decode's rate: no colocated rate above it
+    assert m.colocated_goodput(s, top, side.batch, beat=upper) is None
     assert m.colocated_goodput(s, top, side.batch, beat=miss.rate) is None
 
 
@@ -340,3 +341,165 @@ def test_colocated_serving_may_take_an_instance_of_every_gpu():
     assert max(lay.gpus for lay, _ in role_layouts(s, PdOptions())) == 8
     assert whole == ["TP1 DP16 EP16", "TP2 DP8 EP16", "TP4 DP4 EP16", "TP8 DP2 EP16"]
     assert not set(roles) & set(whole)
+
+
+def test_both_sides_hold_their_batch_at_the_full_context():
+    # pd21u (1): DeepSeek-R1 1K + 30K on a TP1 DP8 EP8 rank. A request's MLA latent in fp8 is 61 layers x (512 + 64)
+    # bytes = 35,136 B a token, so at its full context of 31,000 tokens it holds 1,089,216,000 B, and at the mean
+    # context 16,000 only 562,176,000 B: a pool holding 31 of the first holds 60 of the second. The decode role used
+    # the mean (41 requests, TPOT-limited) while colocated's closed loop used the full context (31): one rule now,
+    # the full context, so the decode batch is the pool's 31 as colocated's ceiling is.
+    from kvplan.calc import capacity
+    from kvplan.calc.pd import PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=1000,
+                 decode_tokens=30_000)
+    m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions())
+    assert capacity.request_bytes(m.s, 31_000) == pytest.approx(31_000 * 61 * 576, rel=2e-3)   # block rounding
+    full = m.pool // capacity.request_bytes(m.s, 31_000)
+    assert full == 31 and m.pool // capacity.request_bytes(m.s, 16_000) == 60
+    assert m.decode_only(1000, 30_000).batch == full == m.ceiling(1000, 30_000)
+    assert m.colocated(1000, 30_000)[0].batch <= full
+
+
+def test_the_colocated_climb_goes_on_until_a_rate_misses():
+    # pd21u (3): DeepSeek-R1 300 + 300 on vLLM, a TP1 DP8 EP8 rank. The closed form prices a colocated prompt at 8
+    # lockstep passes, so its rate (top) is far under what the simulated rank serves with vLLM's prefill chunks mixed
+    # into decode steps; the climb stopped at top x 1.25^4 = 2.44 top and reported a rate whose TPOT p99 was 34 ms
+    # against 50. Now it climbs to the first rate that misses (or pure decode's rate, which bounds it): the answer
+    # is bracketed within the 2% bisection tolerance by a rate that misses.
+    from kvplan.calc.pd import COLOCATED_TOLERANCE, PdOptions, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=300,
+                 decode_tokens=300, engine="vllm").with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    side, _, _ = m.colocated(300, 300)
+    top = side.requests_per_second
+    rate, point, miss = m.colocated_goodput(s.with_(dp=8), top, side.batch)
+    assert rate > top * 1.25 ** 4
+    upper = m.decode_only(300, 300).requests_per_second
+    assert rate <= upper
+    assert miss is not None and miss.rate - rate <= COLOCATED_TOLERANCE * miss.rate
+    assert point.figures["tpot_seconds_p99"].value <= 0.05 < miss.figures["tpot_seconds_p99"].value
+
+
+def test_a_short_prompts_margin_names_the_lockstep_price(run_cli):
+    # pd21u (3): DeepSeek-R1 300 + 300 on 16 H200s, neutral engine. The split wins ~9x because colocated
+    # attention-DP ranks pay every rank's prompt as a pass of its own: 8 ranks x one 300-token pass on TP1 DP8 EP8.
+    # The note gives R x the pass; on vLLM (chunks mixed into decode steps) colocated wins and no such note is given.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300")
+    assert d["recommend_disaggregation"]
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=300,
+                 decode_tokens=300).with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    one = m.step.prefill_seconds(300, 0, m.chunk)
+    text = [r for r in d["reasons"] if "lockstep" in str(r)]
+    assert len(text) == 1
+    assert f"8 x {one * 1e3:,.1f} ms = {8 * one * 1e3:,.1f} ms" in str(text[0])
+    v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
+    assert v["colocated_requests_per_second"] > v["disaggregated_requests_per_second"]
+    assert not [r for r in v["reasons"] if "lockstep" in str(r)]
+    # vLLM on the 4K chat case: disaggregation wins with TP1 DP8 EP8 decode ranks, and still no lockstep note (its
+    # steps mix prefill chunks into the decode batch)
+    c = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--engine", "vllm")
+    assert c["recommend_disaggregation"] and c["decode_attention_dp"] > 1
+    assert not [r for r in c["reasons"] if "lockstep" in str(r)]
+
+
+def test_an_attention_dp_prefill_role_runs_its_ranks_prompts_in_one_pass(run_cli):
+    # pd21u (2): SGLang's prefill role runs every attention-DP rank's prefill batch in one synchronised forward
+    # (PREFILL_ROLE_SOURCE), so an instance of R ranks prefills R prompts per pass: the role's T_pf is one pass with
+    # each rank's prompt on EP / R = TP of the expert GPUs, never the colocated side's lockstep R x the pass, and its
+    # capacity is n_p x R / max(T_pf, transfer). DeepSeek-R1 4K + 300 chat on 16 H200s: the split's prefill layout
+    # is TP2 DP4 EP8.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s",
+                "--explain")
+    tp, r = d["prefill_tp"], d["prefill_attention_dp"]
+    assert r > 1
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                 decode_tokens=300).with_(tp=tp, dp=r, ep=tp * r)
+    m = _Model(s, PdOptions())
+    one_pass = m.step.prefill_seconds(4000, 0, m.chunk, tp)
+    assert d["prefill_seconds_disaggregated"] == pytest.approx(one_pass, rel=1e-9)
+    assert d["prefill_seconds_disaggregated"] < m.colocated_prefill(4000) / 2     # not R x the pass
+    service = max(one_pass, d["kv_transfer_seconds"])
+    cap_p = d["prefill_instances"] * r / service
+    cap_d = (d["decode_instances"] * d["decode_attention_dp"] * d["decode_batch"]
+             / (300 * d["tpot_seconds_decode"]))
+    assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(min(cap_p, cap_d), rel=1e-9)
+
+
+def test_the_scenarios_own_tp_is_the_role_layouts_replica(monkeypatch):
+    # pd21u (5): DeepSeek-R1 4K + 300 on 16 H200s, TP defaulted to 8. The scenario's own instance and the TP8 role
+    # layout are one replica (the same GPUs, TP and pool); it was simulated twice at the same rates, its TP unset in
+    # one and 8 in the other. Pinned, each (replica, rate) runs once; the answers are the same (benchmarks/pd_speed).
+    import kvplan.calc.simulate as sim
+    from kvplan.calc.pd import plan_pd
+    from kvplan.scenario import Scenario
+
+    seen = []
+    real = sim.simulated_rate
+
+    def counted(scenario, rate, *a, **k):
+        seen.append((scenario.with_(tp=scenario.parallelism.tp), rate))
+        return real(scenario, rate, *a, **k)
+
+    monkeypatch.setattr(sim, "simulated_rate", counted)
+    plan_pd(Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=4000,
+                     decode_tokens=300), PdOptions(table=False))
+    assert seen and all(seen[i] != seen[j] for i in range(len(seen)) for j in range(i))
+
+
+def test_each_role_may_run_on_a_gpu_of_its_own(run_cli):
+    # pd21u (4): Llama-3.1-8B fp8, 4,000 + 300 on 8 H100s, decode on H200s (--decode-gpu h200). A request's KV is 32
+    # layers x 8 KV heads x 128 x 2 (K and V) x 1 byte = 65,536 B a token, 281,804,800 B at its full 4,300 tokens;
+    # the decode role's pool is an H200's (141 GB against 80), so its batch is the H200 TP1 replica's, the prefill
+    # role's T_pf the H100's, and the KV crosses the slower NIC of the two (50 GB/s each here).
+    from kvplan.calc import capacity
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    d = pd_json(run_cli, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8",
+                "--prompt", "4000", "--decode", "300", "--decode-gpu", "h200")
+    base = dict(model="llama-3.1-8b", kv_dtype_request="fp8", prompt_tokens=4000, decode_tokens=300, tp=1)
+    h100 = _Model(Scenario(hardware="h100-sxm", gpus=8, **base), PdOptions())
+    h200 = _Model(Scenario(hardware="h200", gpus=8, **base), PdOptions())
+    assert capacity.request_bytes(h200.s, 4300) == pytest.approx(4300 * 65_536, rel=1e-2)
+    assert d["decode_batch"] == h200.decode_only(4000, 300).batch > h100.decode_only(4000, 300).batch
+    assert d["prefill_seconds_disaggregated"] == pytest.approx(h100.prefill(4000), rel=1e-9)
+    assert d["nic_bytes_per_second"] == pytest.approx(50e9)
+    assert any("on h200 decode" in str(r) for r in d["reasons"])
+    # DeepSeek-R1 on 16 GPUs: a prefill role of H100s would take at most 15 of them, and no layout of those holds it
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "--prefill-gpu", "h100-sxm")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "--prefill-gpu h100-sxm: no layout of at most 15 of its GPUs holds deepseek-r1" in r.err
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "--decode-gpu", "nosuch")
+    assert r.code == 2 and "--decode-gpu nosuch" in r.err
+
+
+def test_no_colocated_rate_is_priced_above_pure_decode():
+    # pd21u (1, 3): DeepSeek-R1 1K + 30K on a TP1 DP8 EP8 rank. Pure decode at the one batch limit (31 requests, the
+    # pool at their full 31K context) serves 31 / (30,000 x TPOT(31)) requests/s; a colocated rank only adds prefills
+    # to its steps, so its rate is capped there even where the simulated Poisson run, its contexts spread, would still
+    # meet above it: the climb ends at that cap with no rate that misses.
+    from kvplan.calc.pd import _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=1000,
+                 decode_tokens=30_000).with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    dec = m.decode_only(1000, 30_000)
+    assert dec.batch == 31
+    upper = 31 / (30_000 * float(m.tpot_by_batch(1000, 30_000)[30]))
+    assert dec.requests_per_second == pytest.approx(upper, rel=1e-12)
+    side, _, _ = m.colocated(1000, 30_000)
+    rate, _, miss = m.colocated_goodput(s, side.requests_per_second, 31)
+    assert rate == pytest.approx(upper, rel=1e-12) and miss is None

@@ -61,6 +61,12 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_TPOT_SLO = 0.05
 TPOT_SLO_SOURCE = ("50 ms per output token: DeepSeek's production V3/R1 decode served 20-22 tokens/s per user "
                    "(github.com/deepseek-ai/open-infra-index, Day 6 inference system overview)")
+PREFILL_ROLE_SOURCE = (
+    "a prefill-role rank forms its own prefill batch from its waiting queue (PrefillAdder) and the attention-DP ranks "
+    "then run it in one synchronised forward (ranks without a prompt run an idle batch): get_next_disagg_prefill_"
+    "batch_to_run -> get_new_batch_prefill, dp_attn_adapter.maybe_prepare_mlp_sync_batch, sgl-project/sglang@000c2b9 "
+    "python/sglang/srt/disaggregation/prefill.py (v0.4.6: prepare_dp_attn_batch in event_loop_normal_disagg_prefill)"
+    "; so an instance of R ranks prefills R prompts in one pass, each rank's prompt with EP / R of the expert GPUs")
 DEFAULT_HANDOVER_SECONDS = 0.002
 HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
 RATIOS = (50, 20, 10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
@@ -80,6 +86,8 @@ class PdOptions:
     factors: dict | None = None
     targets: SloTargets | None = None
     table: bool = True       # the ratio table (False: the verdict at this request alone, e.g. for recommend's row)
+    prefill_hardware: str | None = None   # --prefill-gpu: the prefill role's GPU (None: the scenario's)
+    decode_hardware: str | None = None    # --decode-gpu: the decode role's GPU (None: the scenario's)
 
     def __post_init__(self) -> None:
         from dataclasses import replace
@@ -244,14 +252,24 @@ class _Model:
     def fit(self, context: int) -> int:
         return capacity.fit(self.pool, capacity.request_bytes(self.s, context))
 
+    def batch_limit(self, p: int, d: int) -> int:
+        """The one batch limit both sides are judged at: the KV pool holding every request at its full context p +
+        d (the fullest state of the batch, which the SLO's percentile sees: a colocated closed loop's requests end
+        together there, and a decode instance fed at its capacity has its batch above the mean as often as below),
+        the engine's max_num_seqs, and the table's 4,096."""
+        return min(self.fit(p + d), self.max_seqs, len(self.batches))
+
     def tpot_by_batch(self, p: int, d: int):
         """Steady decode TPOT for batches 1..4096 with contexts spread over p..p+d."""
         return self.step.steady_tpot(p, d, self.batches)
 
     def prefill(self, p: int) -> float:
-        """T_pf of a prompt of ``p`` tokens. Under attention DP (EP over the ranks) a saturated instance has every
-        rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not the whole EP group
-        (which only a prompt alone on an idle instance gets)."""
+        """T_pf of a prompt of ``p`` tokens on the prefill role. Under attention DP (EP over the ranks) a saturated
+        instance has every rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not
+        the whole EP group (which only a prompt alone on an idle instance gets). The ranks' prefills are aligned,
+        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): the prefill role is never priced
+        at the colocated side's lockstep R x the pass (``colocated_prefill``), where each rank's prefill lands among
+        the other ranks' decode steps on its own."""
         par = self.s.parallelism
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
@@ -266,7 +284,7 @@ class _Model:
         """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
         import numpy as np
 
-        limit = min(self.fit(p + d), len(self.batches))
+        limit = self.batch_limit(p, d)
         t_pf = self.colocated_prefill(p)
         plain = self.tpot_by_batch(p, d)[:limit]
         mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
@@ -285,15 +303,17 @@ class _Model:
     def ceiling(self, p: int, d: int) -> int:
         """No colocated closed-loop batch above pure decode's (prefills only add to a step) or the KV pool's at the
         full context (the loop's requests run in lockstep) meets."""
-        return min(max(self.decode_only(p, d).batch, 1), self.fit(p + d), len(self.batches))
+        return min(max(self.decode_only(p, d).batch, 1), self.batch_limit(p, d))
 
     def decode_only(self, p: int, d: int) -> Side:
         """Pure decode of equal requests arriving one after another: contexts spread evenly over p..p+d (the step
-        model's steady batch), so the pool holds requests at the mean context p + d/2, up to the engine's
-        max_num_seqs; the largest batch whose TPOT meets the target, its TPOT and rates."""
+        model's steady batch, so a request's TPOT is the step at the mean context), the batch held to
+        ``batch_limit`` (the pool at the full context p + d, as the colocated side's: pricing the decode pool at the
+        mean context p + d/2 gave the split 41 requests a rank where colocated had 31 on DeepSeek-R1 1K + 30K); the
+        largest batch whose TPOT meets the target, its TPOT and rates."""
         import numpy as np
 
-        limit = min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))
+        limit = self.batch_limit(p, d)
         plain = self.tpot_by_batch(p, d)[:limit]
         ok = np.nonzero(plain <= self.o.tpot_slo)[0]
         if not len(ok):
@@ -307,35 +327,47 @@ class _Model:
         """Colocated goodput of one instance: the highest Poisson rate of ``scenario``'s equal requests whose
         simulated run (``simulate.simulated_rate``: a ``--sweep-rate`` point, judged by overload and the one SLO
         model) meets the targets, by bisection to ``COLOCATED_TOLERANCE`` from ``top`` (the closed loop's rate at
-        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets, else down by halves to
-        a rate that meets. Returns (rate, its point, the first rate above it that misses or None); rate 0 when even
-        ``top`` / 64 misses. ``beat``: a rate the caller needs beaten (another layout's); None as soon as the search
-        cannot end above it (the answer is at most top x 1.25^4, and below every rate that missed), so the runs it
-        would still take are saved and every answer that can beat it is the same."""
+        its largest batch meeting the TPOT target, near the answer): up while ``top`` meets (x 1.25 four times, then
+        doubling) to the first rate that misses or to pure decode's rate on the same replica (``decode_only``:
+        prefills only add to a step, so no colocated rate above it is priced, the decode role's own bound), else
+        down by halves to a rate that meets. The climb had stopped at top x 1.25^4: where the closed form's
+        lockstep prefill price puts ``top`` far under the answer (short prompts on attention-DP ranks) colocated was
+        reported at a rate whose TPOT p99 was far under its target (DeepSeek-R1 300 + 300, TP1 DP8 EP8 on vLLM:
+        34 ms against 50). Returns (rate, its point, the first rate above it that misses or None); rate 0 when
+        even ``top`` / 64 misses. ``beat``: a rate the caller needs beaten (another layout's); None as soon as the
+        search cannot end above it (the answer is at most pure decode's rate, and below every rate that missed),
+        so the runs it would still take are saved and every answer that can beat it is the same."""
         from kvplan.calc.simulate import simulated_rate
 
         targets = self.o.targets
         assert targets is not None
         n = min(max(COLOCATED_REQUESTS[0], 4 * users), COLOCATED_REQUESTS[1])
         points: dict = {}
+        upper = max(float(self.decode_only(scenario.prompt_tokens, scenario.decode_tokens).requests_per_second), top)
 
         def meets(r: float) -> bool:
             if r not in points:
                 points[r] = simulated_rate(scenario, r, targets, n)
             return points[r].verdict.meets
 
-        if top * 1.25 ** 4 <= beat:
+        if upper <= beat:
             return None
+        # the rates that miss are those above the answer (the bisection's premise): where ``beat`` lies in the range
+        # still open after ``top`` (above it when it meets, below it when it misses), one run at ``beat`` that misses
+        # ends the search, the answer being below it; one that meets is kept for the search, whose rates are the same
         hi = top
+        if 0 < beat < upper and (beat > hi if meets(hi) else beat < hi) and not meets(beat):
+            return None
         if meets(hi):
-            lo = hi
-            for _ in range(4):
-                hi = lo * 1.25
+            lo, k = hi, 0
+            while True:
+                if lo >= upper:
+                    return lo, points[lo], None
+                hi = min(lo * (1.25 if k < 4 else 2.0), upper)
+                k += 1
                 if not meets(hi):
                     break
                 lo = hi
-            else:
-                return lo, points[lo], None
         else:
             if hi <= beat:
                 return None
@@ -346,6 +378,8 @@ class _Model:
                     return None
                 if lo < top / 64:
                     return 0.0, points[hi], points[hi]
+        if hi <= beat:
+            return None
         while hi - lo > COLOCATED_TOLERANCE * hi:
             mid = (lo + hi) / 2
             if meets(mid):
@@ -407,6 +441,7 @@ class RoleLayout:
     pp: int = 1
     ep: int | None = None
     dp: int = 1
+    gpu: str = ""          # the role's GPU when it is not the scenario's (--prefill-gpu, --decode-gpu)
 
     @property
     def gpus(self) -> int:
@@ -415,10 +450,11 @@ class RoleLayout:
     @property
     def label(self) -> str:
         return (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" DP{self.dp}" if self.dp > 1 else "")
-                + (f" EP{self.ep}" if self.ep else ""))
+                + (f" EP{self.ep}" if self.ep else "") + (f" on {self.gpu}" if self.gpu else ""))
 
 
-def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tuple[RoleLayout, _Model], ...]:
+def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False, gpu: str = ""
+                 ) -> tuple[tuple[RoleLayout, _Model], ...]:
     """The instance layouts a role may take on the scenario's GPUs, each with its step model and pool: TP of 1, 2,
     4, ... up to a node (the scenario's own TP too), at the scenario's PP, leaving at least one instance of the
     smallest layout for the other role; for a MoE model, with and without EP over the TP group (only with, when the
@@ -427,7 +463,10 @@ def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tu
     or whose weights leave no KV pool is left out, so no role holds part of the model. A layout's ``_Model`` is one
     rank's (its step, pool and batch limits): an attention-DP instance is ``dp`` of them. ``colocated``: the layouts
     colocated serving may take besides those, which no role can: an instance of every GPU left (the other role's
-    share is not needed; attention DP up to the GPU count, its ranks in lockstep)."""
+    share is not needed; attention DP up to the GPU count, its ranks in lockstep). ``gpu``: the GPU's name in the
+    layouts' labels, for a role on a GPU of its own (``role_scenario``)."""
+    from dataclasses import replace
+
     par, hw = s.parallelism, s.hardware
     total = par.gpus
     spare = 0 if colocated else par.pp      # GPUs a layout leaves for the other role
@@ -451,7 +490,7 @@ def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False) -> tuple[tu
                 m = _Model(rs, o)
             except KvplanError:
                 continue
-            out.append((lay, m))
+            out.append((replace(lay, gpu=gpu) if gpu else lay, m))
     return tuple(out)
 
 
@@ -520,11 +559,12 @@ def _prefill_ttft(rate: float, n_p: int, service: float, fixed: float, targets: 
 
 
 def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total: int, nic: float, link_eff: float,
-                         forced_prefill_gpus: int | None) -> Disaggregated | None:
+                         forced_prefill_gpus: int | None, decode_roles=None) -> Disaggregated | None:
     """The disaggregated deployment with the highest goodput for P = ``p``, D = ``d`` on ``total`` GPUs over every
     pair of ``roles`` (``role_layouts``) and every prefill instance count (``forced_prefill_gpus``: only splits with
     that many prefill GPUs): the splits priced in order of their capacity bound, the prefill queue simulated only for
-    a split whose bound beats the best goodput so far. None when no split serves a request."""
+    a split whose bound beats the best goodput so far. None when no split serves a request. ``decode_roles``: the
+    decode role's layouts when it runs on a GPU of its own (``--decode-gpu``; default ``roles``)."""
     from kvplan.calc.costs import frontend_seconds
 
     targets = o.targets
@@ -534,6 +574,7 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
     for lay, m in roles:
         if m.fit(p + 1) >= 1:
             pre.append((lay, m, m.prefill(p), capacity.request_bytes(m.s, p)))
+    for lay, m in (roles if decode_roles is None else decode_roles):
         side = m.decode_only(p, d)
         if side.batch:
             dec.append((lay, m, side, capacity.request_bytes(m.s, p)))
@@ -672,6 +713,28 @@ def _two_instances(s: Scenario, g: int, ranks: int = 1) -> str:
     return " ".join(flags)
 
 
+def role_scenario(s: Scenario, gpu: str | None, flag: str) -> Scenario:
+    """The scenario a role runs on with ``--prefill-gpu`` / ``--decode-gpu``: the same model, engine, settings and
+    GPU count on that GPU preset (or file), over as many of its nodes as the GPUs take; ``s`` itself when not given
+    or the same GPU."""
+    if gpu is None:
+        return s
+    from kvplan.inputs import presets
+
+    try:
+        hw = presets.load_hardware(str(gpu), [])
+    except KvplanError as err:
+        raise KvplanError(f"{flag} {gpu}: {err.message}", err.hint.replace("--hardware", flag) if err.hint else
+                          f"give {flag} as a GPU preset id (kvplan presets list) or a file") from None
+    if hw == s.hardware:
+        return s
+    total = s.parallelism.gpus
+    try:
+        return s.with_(hardware=hw, nodes=-(-total // hw.node.gpus_per_node), gpus=total)
+    except KvplanError as err:
+        raise KvplanError(f"{flag} {hw.id}: {err.message}", err.hint) from None
+
+
 def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     """Prefill/decode disaggregation against colocated serving for ``scenario`` (module docstring): goodput, TPOT
     and TTFT of each, the best prefill:decode split, and the KV transfer between them."""
@@ -712,6 +775,16 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     assert targets is not None      # PdOptions fills it in
     total = par.gpus
     roles = role_layouts(s, o)
+    s_p = role_scenario(s, o.prefill_hardware, "--prefill-gpu")
+    s_d = role_scenario(s, o.decode_hardware, "--decode-gpu")
+    pre_roles = roles if s_p is s else role_layouts(s_p, o, gpu=s_p.hardware.id)
+    dec_roles = roles if s_d is s else role_layouts(s_d, o, gpu=s_d.hardware.id)
+    for flag, rs, rl, tokens, what in (("--prefill-gpu", s_p, pre_roles, p, "prompt"),
+                                       ("--decode-gpu", s_d, dec_roles, p + d, "request")):
+        if rs is not s and not any(rm.fit(tokens + (what == "prompt")) >= 1 for _, rm in rl):
+            raise KvplanError(f"{flag} {rs.hardware.id}: no layout of at most {total - par.pp} of its GPUs holds "
+                              f"{s.model.id} and a {tokens:,}-token {what}",
+                              f"give a GPU with more memory ({flag}) or more GPUs (--nodes)")
     own = ((RoleLayout(par.tp, par.pp, par.ep, ranks), _Model(s.with_(dp=ranks), o)) if ranks > 1 else
            (RoleLayout(par.tp, par.pp, par.ep), m))
     own_instances = instances
@@ -749,16 +822,23 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     ttft_q = figs[f"ttft_seconds_p{targets.ttft_percentile}"]
 
     # the disaggregated side: every pair of role layouts and split, the prefill queue and the KV transfer
-    nic = hw.node.nic_gb_s_per_direction_per_gpu
+    # the KV crosses a prefill GPU's NIC and a decode GPU's: the slower of the two roles' GPUs (one GPU: its own)
+    role_hws = [hw] if s_p is s_d is s else [rs.hardware for rs in (s_p, s_d)]
+    nics = [(h, h.node.nic_gb_s_per_direction_per_gpu) for h in role_hws]
     if o.nic_gbps is not None:
         nic_v = Rate(o.nic_gbps * 1e9, given("--nic-gbps"))
-    elif nic is not None:
-        nic_v = Rate(nic.value * 1e9, default(f"{hw.id} NIC per GPU per direction", nic.cite()))
+    elif all(n is not None for _, n in nics):
+        slow, nic = min(((h, n) for h, n in nics if n is not None), key=lambda hn: hn[1].value)
+        nic_v = Rate(nic.value * 1e9, default(f"{slow.id} NIC per GPU per direction" + (
+            " (the slower of the two roles' GPUs)" if len(nics) > 1 and s_p.hardware.id != s_d.hardware.id else ""),
+            nic.cite()))
     else:
-        raise KvplanError(f"{hw.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer needs",
-                          "give --nic-gbps (GB/s per GPU per direction)")
-    link_eff = m.factors.value("link")
-    dis = search_disaggregated(s, o, roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus)
+        bare = next(h for h, n in nics if n is None)
+        raise KvplanError(f"{bare.id} has no nic_gb_s_per_direction_per_gpu in its preset, which the KV transfer "
+                          "needs", "give --nic-gbps (GB/s per GPU per direction)")
+    link_eff = min(m.factors.value("link"), *(costs.step_factors(h, **(o.factors or {})).value("link")
+                                               for h in role_hws))
+    dis = search_disaggregated(s, o, pre_roles, p, d, total, nic_v.number(), link_eff, o.prefill_gpus, dec_roles)
     if dis is None and o.prefill_gpus is not None:
         sizes = sorted({lay.gpus for lay, _ in roles})
         raise KvplanError(f"no split of {total} GPUs has {o.prefill_gpus} prefill GPUs: the layouts that hold the "
@@ -799,7 +879,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         c_lay, _, n, _, (c_rate, _, _) = (_colocated_layout(col_roles, own, own_instances, pr, d, total) if pr != p else
                                           (col_lay, cm, instances, one, (good_rate, good_pt, good_miss)))
         c_tps = c_rate * n * c_lay.dp * d
-        rd = (search_disaggregated(s, o, roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus) if pr != p
+        rd = (search_disaggregated(s, o, pre_roles, pr, d, total, nic_v.number(), link_eff, o.prefill_gpus,
+                                   dec_roles) if pr != p
               else dis)
         r_tps = rd.requests_per_second * d if rd is not None else 0.0
         rows.append(RatioRow(pr, r, c_tps, r_tps, rd.prefill_instances if rd is not None else 0,
@@ -893,6 +974,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
+    if recommend:
+        lock_note = _lockstep_note(dec_roles, dis, p, s.engine_adapter.id)
+        reasons += (lock_note,) if lock_note is not None else ()
     margin = dis_rps / col_rps if col_rps else math.inf
     if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
         # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
@@ -950,7 +1034,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(dis.layouts, derived("role layouts that hold the model", f"{dis.layouts}")), fluid_margin_v,
         Count(col_lay.tp, derived("the colocated layout's TP (searched)", col_lay.label)),
         Seconds(dis.prefill_seconds, derived("prefill of P tokens on the prefill role's layout (the step model's "
-                                             "prefill)", f"{p:,} tokens on {dis.prefill.label}")),
+                                             "prefill" + ("; the attention-DP ranks' prompts in one aligned pass, each "
+                                                          "with EP / R of the expert GPUs)" if dis.prefill.dp > 1
+                                                          else ")"),
+                                             f"{p:,} tokens on {dis.prefill.label}",
+                                             *((PREFILL_ROLE_SOURCE,) if dis.prefill.dp > 1 else ()))),
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
@@ -986,7 +1074,9 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             continue      # pure decode's rate bounds a colocated one (prefills only add to the steps)
         # one replica simulated: the scenario's own instance, or one rank of a role layout (an attention-DP rank's
         # step model prices its EP all-to-all and every rank's prefill in lockstep, as simulate's DP note says)
-        one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(prompt_tokens=p, decode_tokens=d)
+        # (TP pinned: the scenario's own TP, defaulted, is the same replica as the role layout of that TP, and is
+        # recognised below as one searched already instead of simulated again)
+        one = (rm.s if i or lay.dp > 1 else rm.s.with_(dp=1)).with_(tp=lay.tp, prompt_tokens=p, decode_tokens=d)
         if any(one == o and ranks == r for o, r in tried):
             continue      # the same replica and count as one searched already (the scenario's own among the roles)
         tried.append((one, ranks))
@@ -1000,6 +1090,36 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             best = (good[0] * ranks, lay, rm, n, one, good)
     assert best is not None
     return best[1:]
+
+
+def _lockstep_note(roles, dis: Disaggregated, p: int, engine: str) -> Note | None:
+    """When the split wins with attention-DP decode ranks on an engine whose colocated price stalls every rank for
+    every rank's prefill (the neutral engine and SGLang without its PrefillDelayer: ``costs.LOCKSTEP_SOURCE``), a
+    note putting that price in numbers: R x one pass per prompt on every rank of a colocated instance of the decode
+    layout, which the split's decode ranks never pay. At a short prompt it is most of the margin (DeepSeek-R1
+    300 + 300: 8 x 27 ms = 217 ms of every rank's time per prompt, colocated TP1 DP8 EP8 ranks 1.0 requests/s
+    against 19 decoding alone), where vLLM's chunks mixed into decode steps keep colocated ahead. None otherwise."""
+    if dis.decode.dp < 2 or engine == "vllm":
+        return None
+    rm = next((m for lay, m in roles if lay == dis.decode), None)
+    if rm is None:
+        return None
+    lock = rm.colocated_prefill(p)
+    alone = rm.step.prefill_seconds(p, 0, rm.chunk if rm.o.chunked else None)
+    if lock <= alone * 1.5:
+        return None
+    return note(f"Colocated on the decode role's {dis.decode.label} ranks, each prompt would stall every rank "
+                "(ranks in lockstep, each rank's prefill a pass of its own when it arrives): {r:d} x {alone:ms:,.1f} "
+                "ms = {lock:ms:,.1f} ms of every rank's time per prompt, which the split's decode ranks never pay; "
+                "at a short prompt that price, not the prompt's length, is most of this margin. vLLM mixes prefill "
+                "chunks into decode steps (--engine vllm) and SGLang's PrefillDelayer aligns the ranks' prefills, "
+                "either of which takes much of it back.",
+                r=Count(dis.decode.dp, derived("the decode layout's attention-DP ranks", dis.decode.label)),
+                alone=Seconds(alone, derived("the step model's prefill of P tokens alone on the instance",
+                                             f"{p:,} tokens on {dis.decode.label}")),
+                lock=Seconds(lock, derived("R x the pass: every rank's prefill on every rank's timeline "
+                                           "(StepModel.prefill_seconds(lockstep=True), costs.LOCKSTEP_SOURCE)",
+                                           f"{dis.decode.dp} x {alone:.6g}")))
 
 
 def _flips(rows, neutral: bool) -> Note | None:

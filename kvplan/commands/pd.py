@@ -21,6 +21,10 @@ def pd(
                                                  "the KV transfer (default: the GPU preset's).")] = None,
     prefill_gpus: Annotated[str | None, typer.Option("--prefill-gpus", metavar="N", help="GPUs for prefill "
                                                      "instances (default: the best split).")] = None,
+    prefill_gpu: Annotated[str | None, typer.Option("--prefill-gpu", metavar="ID|FILE", help="GPU preset of the "
+                                                    "prefill instances (default: --gpu's).")] = None,
+    decode_gpu: Annotated[str | None, typer.Option("--decode-gpu", metavar="ID|FILE", help="GPU preset of the "
+                                                   "decode instances (default: --gpu's).")] = None,
     handover_ms: Annotated[str | None, typer.Option("--handover-ms", metavar="MS", help="Per-request handover "
                                                     "overhead of disaggregation (default 2).")] = None,
     no_chunked: Annotated[bool, typer.Option("--no-chunked", help="Colocated prefills stall the decode batch whole "
@@ -40,6 +44,7 @@ def pd(
     scenario = build_scenario(**scenario_args)
     options = pd_options(tpot_slo=tpot_slo, ttft_slo=ttft_slo, slo_percentile=slo_percentile,
                          slo_attainment=slo_attainment, nic_gbps=nic_gbps, prefill_gpus=prefill_gpus,
+                         prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                          handover_ms=handover_ms,
                          chunked=not no_chunked, hbm_efficiency=hbm_efficiency, mfu=mfu)
     emit(present(plan_pd(scenario, options)), fmt, output["explain"], output["units"], output["brief"])

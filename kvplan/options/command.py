@@ -147,7 +147,8 @@ def concurrency_options(*, batch: Any = "8", tpot: Any = None, dram: Any = None,
 # --- tpot ------------------------------------------------------------------------------------------------------
 def pd_options(*, tpot_slo: Any = "50ms", ttft_slo: Any = None, slo_percentile: Any = None, slo_attainment: Any = None,
                nic_gbps: Any = None, prefill_gpus: Any = None, handover_ms: Any = None, chunked: bool = True,
-               hbm_efficiency: Any = None, mfu: Any = None) -> PdOptions:
+               hbm_efficiency: Any = None, mfu: Any = None, prefill_gpu: Any = None,
+               decode_gpu: Any = None) -> PdOptions:
     """``kvplan pd``'s options: the SLO model's targets (``--tpot-slo`` and ``--ttft-slo`` at ``--slo-percentile``,
     ``--slo-attainment``; kvplan.calc.slo) and the disaggregation's own."""
     from kvplan.calc.pd import DEFAULT_HANDOVER_SECONDS, PdOptions
@@ -164,7 +165,9 @@ def pd_options(*, tpot_slo: Any = "50ms", ttft_slo: Any = None, slo_percentile: 
         prefill_gpus=optional(parse_degree, prefill_gpus, "prefill-gpus"), chunked=chunked,
         factors={k: v for k, v in {"hbm": optional(parse_fraction, hbm_efficiency, "hbm-efficiency"),
                                    "mfu": optional(parse_fraction, mfu, "mfu")}.items() if v is not None},
-        handover_seconds=handover if handover is not None else DEFAULT_HANDOVER_SECONDS)
+        handover_seconds=handover if handover is not None else DEFAULT_HANDOVER_SECONDS,
+        prefill_hardware=str(prefill_gpu).strip() or None if prefill_gpu is not None else None,
+        decode_hardware=str(decode_gpu).strip() or None if decode_gpu is not None else None)
 
 
 # --- recommend -------------------------------------------------------------------------------------------------
