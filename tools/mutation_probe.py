@@ -597,8 +597,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd-queue-one-server", PD, "free = start[i - servers] + service", "free = start[i - 1] + service"),
     M("pd-queue-ttft-without-prefill", PD, "ok = wait_q + fixed <= targets.ttft", "ok = wait_q <= targets.ttft"),
     # the decode role's pool holds requests at the mean context, as its steady TPOT prices them
-    M("pd-decode-pool-at-full-context", PD, "limit = min(self.fit(p + -(-d // 2)), self.max_seqs,",
-      "limit = min(self.fit(p + d), self.max_seqs,"),
     # a role layout must leave one instance of the other role
     M("pd-role-takes-every-gpu", PD, "spare = 0 if colocated else par.pp ", "spare = 0 "),
     # the split's prefill GPUs count its TP
@@ -1047,7 +1045,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21-adp-colocated-one-rank", PD, "col_rps = good_rate * instances * col_lay.dp",
       "col_rps = good_rate * instances"),
     M("pd21-adp-prefill-whole-ep", PD, "spread = par.ep // par.dp if", "spread = None if"),
-    M("pd21-prune-below-the-gallop-cap", PD, "if top * 1.25 ** 4 <= beat:", "if top <= beat:"),
     M("pd21-prune-keeps-searching", PD,
       "                if hi <= beat:\n                    return None\n        return lo",
       "                pass\n        return lo"),
