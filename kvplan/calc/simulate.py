@@ -342,6 +342,9 @@ class _EventLoop:
             s: Any = sched
             s.need1 = self.need1
             s.mixed = lambda chunks: prices.mixed(r, chunks)
+        if getattr(sched, "overlap", False):     # SGLang's overlap scheduler asks if the next decode step fits
+            sched_: Any = sched
+            sched_.need1 = self.need1
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
