@@ -428,3 +428,45 @@ def test_a_prompt_hits_the_leading_blocks_another_inserted():
     sm = costs.step_model(s)
     assert r.first_token[1] - r.admitted[1] == pytest.approx(sm.prefill_seconds(1200, 1024, 8192), rel=1e-12)
     assert_same(r, ref.run(s, w))
+
+
+# --- the overlap scheduler (sglang_scheduler "Overlap scheduler"; WIP: off by default) -----------------------------
+def test_overlap_sees_an_arrival_a_batch_later():
+    # A (100 + 50) alone; B (100 + 10) arrives 10.5 decode steps after A's prefill. Without the overlap scheduler B is
+    # taken at the end of the step it arrived in (the 11th); with it, that step's batch was decided when it started,
+    # so B is taken one decode step later (A's context moves the step's price by well under 1%).
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    t_b = sm.prefill_seconds(100, 0, 8192) + 10.5 * step
+    w = hand_work([100, 100], [50, 10], [0.0, t_b])
+    off = sim.simulate(s, w, sim.SimOptions(disable_overlap_schedule=True))
+    on = sim.simulate(s, w, sim.SimOptions(disable_overlap_schedule=False))
+    assert 0 < off.admitted[1] - t_b < 0.6 * step
+    assert on.admitted[1] - off.admitted[1] == pytest.approx(step, rel=0.01)
+    for run, flag in ((off, False), (on, True)):
+        assert ref.run(s, w, overlap=flag).reqs[1].admitted == pytest.approx(run.admitted[1], rel=1e-12)
+
+
+def test_overlap_holds_a_finished_requests_seat_through_the_next_decision():
+    # --max-batch 2: A (100 + 20) and C (100 + 200) run, B (100 + 10) waits for a seat. Without the overlap scheduler
+    # B takes A's seat when A finishes; with it, the decision made as A's last step started still counts A, so C
+    # decodes one step more before B gets in.
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    w = hand_work([100, 100, 100], [20, 200, 10], [0.0, 0.0, 0.001])
+    off = sim.simulate(s, w, sim.SimOptions(max_batch=2, disable_overlap_schedule=True))
+    on = sim.simulate(s, w, sim.SimOptions(max_batch=2, disable_overlap_schedule=False))
+    assert off.admitted[2] == off.finish[0]
+    step = float(sm.step(1, 0.0, 0.0)["total"])
+    assert on.admitted[2] - on.finish[0] == pytest.approx(step, rel=0.02)
+    for run, flag in ((off, False), (on, True)):
+        assert ref.run(s, w, max_batch=2, overlap=flag).reqs[2].admitted == pytest.approx(run.admitted[2], rel=1e-12)
+
+
+def test_disable_overlap_schedule_is_sglangs_and_noted(run_cli):
+    res = run_cli(*SMALL, "--disable-overlap-schedule", "--format", "json")
+    assert res.code == 0 and "Overlap scheduler off: --disable-overlap-schedule" in res.out
+    other = [a if a != "sglang" else "vllm" for a in SMALL]
+    res = run_cli(*other, "--disable-overlap-schedule")
+    assert res.code == 2 and "--disable-overlap-schedule is SGLang's" in res.err and "Traceback" not in res.err

@@ -1193,10 +1193,10 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
     overlap, why = overlap_schedule(par, disable)
     if overlap or disable is not None:
         notes.append(f"Overlap scheduler {why}" + (
-            ": each batch is decided while the one before it runs, so an arrival is first scheduled a batch later and a "
-            "finished request's seat and pages are freed a batch later (its last token and a first token come out at "
-            "their batch's end as without it); kvplan prices no CPU time between batches, so the flag changes when "
-            "requests are seen and freed, not a step's price." if overlap else "."))
+            ": each batch is decided while the one before it runs, so an arrival is first scheduled a batch later "
+            "and a finished request's seat and pages are freed a batch later (its last token and a first token come "
+            "out at their batch's end as without it); kvplan prices no CPU time between batches, so the flag "
+            "changes when requests are seen and freed, not a step's price." if overlap else "."))
     victim = o.victim if o.victim != DEFAULT_VICTIM else None
     if victim:
         notes.append(f"--victim {victim} is a what-if: SGLang retracts the requests with the fewest output tokens "
