@@ -470,3 +470,20 @@ def test_disable_overlap_schedule_is_sglangs_and_noted(run_cli):
     other = [a if a != "sglang" else "vllm" for a in SMALL]
     res = run_cli(*other, "--disable-overlap-schedule")
     assert res.code == 2 and "--disable-overlap-schedule is SGLang's" in res.err and "Traceback" not in res.err
+
+
+def test_overlap_counts_a_finishing_requests_seat_for_an_arrival_seen_then():
+    # --max-batch 2: A (100 + 20) and C (100 + 200) are prefilled at t = 0 (2 x P), then decode; A's 20th token comes
+    # out of decode step 19. B (100 + 10) arrives half-way through step 18. Without the overlap scheduler B is seen
+    # at step 18's end with both seats taken, and takes A's when A finishes. With it, B is first seen by the decision
+    # made as step 19 starts (at step 18's end), when A, finishing in flight, still holds its seat: B waits one step
+    # more (the batch-full flag clears once that decision has dropped A).
+    s = scenario(LLAMA, "128000KiB")
+    sm = costs.step_model(s)
+    pf, step = sm.prefill_seconds(100, 0, 8192), float(sm.step(2, 0.0, 0.0)["total"])
+    w = hand_work([100, 100, 100], [20, 200, 10], [0.0, 0.0, 2 * pf + 17.5 * step])
+    off = sim.simulate(s, w, sim.SimOptions(max_batch=2, disable_overlap_schedule=True))
+    on = sim.simulate(s, w, sim.SimOptions(max_batch=2, disable_overlap_schedule=False))
+    assert off.admitted[2] == off.finish[0]
+    assert on.finish[0] == off.finish[0] and on.admitted[2] - on.finish[0] == pytest.approx(step, rel=0.02)
+    assert ref.run(s, w, max_batch=2, overlap=True).reqs[2].admitted == pytest.approx(on.admitted[2], rel=1e-12)

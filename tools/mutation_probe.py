@@ -1275,6 +1275,20 @@ MUTANTS: tuple[Mutant, ...] = (
       "and 2 * len(prose) > lines:", "and len(prose) > lines:"),
     M("user27b-log-line-no-level", "kvplan/inputs/startup_log.py",
       'r"\\b(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\\b|\\d\\d:\\d\\d:\\d\\d|', 'r"NOLEVEL|'),
+    # --- sglov19: SGLang's overlap scheduler (sglang_scheduler "Overlap scheduler"; WIP, off by default) ----------
+    M("sglov19-overlap-sees-every-arrival", "kvplan/engines/sglang_scheduler.py",
+      "            if arrival[i] > cut:", "            if False:"),
+    M("sglov19-overlap-no-held-seats", "kvplan/engines/sglang_scheduler.py",
+      "            if len(running) + seats >= self.max_batch:", "            if len(running) >= self.max_batch:"),
+    M("sglov19-overlap-no-forced-step", "kvplan/engines/sglang_scheduler.py",
+      "            r.preempted = True                       # the event loop's next run is one step (as after",
+      "            pass                                     # the event loop's next run is one step (as after"),
+    M("sglov19-overlap-cut-is-now", "kvplan/engines/sglang_scheduler.py",
+      "        self.cut = self.call_at if ran and (r.running or self.late) else math.inf",
+      "        self.cut = r.now if ran and (r.running or self.late) else math.inf"),
+    M("sglov19-overlap-flag-not-refused", "kvplan/engines/schedulers.py",
+      'if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":',
+      'if False:'),
 )
 
 
