@@ -51,8 +51,8 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    step's need). A waiting request looked at by a round is matched (its path used now); taken, its path is
    locked and its extension is fill - max(shared prefix, its path); the admission check is on that extension
    against free tokens less its locked path.
-8. Overlap scheduler (``overlap=True``; off with pipeline parallelism; kvplan's default is off while the rules are
-   work in progress, SGLang's is on): each decision
+8. Overlap scheduler (``overlap``: on by default, as SGLang's; off with pipeline parallelism or ``overlap=False``):
+   each decision
    is made while the batch before it runs, so after a batch (a prefill round or a decode step) the next decision
    sees the arrivals up to that batch's start only (the waiting queue is taken from its front while its head arrived
    by then), and the requests that finished at its end (at a decode step, or at their prefill) still hold their
@@ -144,7 +144,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     copy_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes) if hit else 0
     total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes - copy_blocks
     par = s.parallelism
-    overlap = False if overlap is None else overlap and par.pp == 1   # rule 8 (kvplan's default: off for now)
+    overlap = (True if overlap is None else overlap) and par.pp == 1   # rule 8
     attn_dp = par.dp if (par.dp > 1 and par.ep and par.ep > par.tp) else 1
     chunk = default_chunk(s.hardware.hbm_capacity_gib.value) // attn_dp
     tokens = total_blocks * block
@@ -672,8 +672,9 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         for q in done:
             running.remove(q)
             finish(q)
-        if done:
+        if done and not overlap:             # (rule 8: once they are processed)
             full = False
+    release_late()                           # rule 8: the last batch's results
     out.simulated_seconds = now
     out.reqs = reqs[:submitted]
     return out

@@ -98,20 +98,23 @@ def assert_same(fast, r: ref.RefRun) -> None:
         assert getattr(fast, name) == pytest.approx(getattr(r, name), rel=1e-9, abs=0), name
 
 
+@pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_sglang_scheduler_equals_the_token_by_token_reference(case):
+def test_the_sglang_scheduler_equals_the_token_by_token_reference(case, overlap):
     base, pool, prefix, opts, make, retracts = CASES[case]
     s = scenario(base, pool, prefix)
     w = make()
-    fast = sim.simulate(s, w, sim.SimOptions(**opts))
+    fast = sim.simulate(s, w, sim.SimOptions(**opts, disable_overlap_schedule=None if overlap else True))
     victim = opts.get("victim")
-    assert_same(fast, ref.run(s, w, max_batch=opts.get("max_batch"), victim=victim))
+    assert_same(fast, ref.run(s, w, max_batch=opts.get("max_batch"), victim=victim, overlap=overlap))
     assert fast.swap_outs.sum() == 0 and fast.swapped_out_bytes == 0      # SGLang never swaps
     assert fast.scheduler.startswith("SGLang v0.5.23") and fast.preemption_cause == "retract"
     if retracts:      # the case tests retraction: it retracts, and every retraction re-prefills
         assert fast.preemptions.sum() > 0
         assert (fast.recomputed[fast.preemptions > 0] > 0).all()
-    if case.startswith("radix"):  # some resumes found their own path in the tree, and only those that retracted
+    # some resumes found their own path in the tree, and only those that retracted (radix-open's victims, with the
+    # overlap scheduler, are evicted before they resume: 0 hit tokens against 3,237 without it)
+    if case.startswith("radix") and not (overlap and case == "radix-open"):
         assert fast.recompute_hit_tokens.sum() > 0
         assert (fast.recompute_hit_tokens[fast.preemptions == 0] == 0).all()
     if case == "chunked":

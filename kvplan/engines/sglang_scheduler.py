@@ -115,6 +115,35 @@ there without ``ignore_eos``.
   write_back (backup at eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap
   preempted requests: ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with
   ``--engine sglang``.
+* **Overlap scheduler** (``OVERLAP_SOURCE``; on by default, off with ``--disable-overlap-schedule`` and with
+  pipeline parallelism, ``OVERLAP_PP_SOURCE``). ``Scheduler.event_loop_overlap`` launches batch N+1 before it
+  processes batch N's result (``process_batch_result``, which waits for N's forward): the CPU work of one batch runs
+  under the other's forward, and batch N+1 is decided (``get_next_batch_to_run``) while N runs, from what was known
+  when N started. What changes:
+
+  - an arrival during batch N is first scheduled in N+2 (``ingest_requests`` runs before each decision); the
+    requests that arrived by N's start are the ones N+1 can take (kvplan's round is one batch here: a prompt
+    chunked over several SGLang batches is one round);
+  - a request whose last token comes out of batch N is not decoded in N+1 (``_reqs_finishing_inflight``,
+    ``enable_skip_finishing_decode``), but it is not finished yet when N+1 is decided: it holds its running seat,
+    its pages and its locked radix path (N+1's prefill admission counts them) until N's result is processed after
+    that decision (``release_kv_cache``), and the batch-full flag clears once that decision dropped it
+    (``update_running_batch``). A request finished at its prefill (one output token) is held alike;
+  - a decision that would run nothing while finishing requests hold their pages (no prefill, and no decode: every
+    request finishing, or the decode short of pages, which ``update_running_batch`` then skips instead of
+    retracting) is an empty batch: the GPU idles until N ends and the next decision is made with everything known;
+  - a first token (and a last) is streamed when its batch's result is processed, at that batch's end, as without
+    overlap: TTFT moves only by the later admission.
+
+  Modelled at the events: the first ``admit`` after a batch sees the arrivals up to the time of the call before
+  (where that batch started; ``cut``) and the finished requests still holding what they held (``late``, processed
+  after the decision by ``_late_in``); a decision that hid something has the next decode run be one step. kvplan's
+  step price has no CPU term between batches (its per-step overhead is the generic figure fitted on vLLM), so the
+  flag changes when requests are seen and freed, not a step's price. Not modelled: a request retracted while its
+  token is in flight loses that token (``process_batch_result`` skips a retracted request: it re-prefills one
+  token less, and a request retracted in flight after its prefill has its first token again later); the
+  reservation's one in-flight token per running request; hybrid linear-attention models' ``no_buffer`` Mamba
+  radix cache, which turns the overlap off (``arg_groups/overrides.py``: kvplan's tree is not modelled for them).
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
@@ -152,11 +181,7 @@ RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_re
 OVERLAP_SOURCE = WHERE + ("managers/scheduler.py (event_loop_overlap, _reqs_finishing_inflight, "
                           "update_running_batch); arg_groups/fields/schedule.py (disable_overlap_schedule = False)")
 OVERLAP_PP_SOURCE = WHERE + "arg_groups/overrides.py (_pipeline_parallel_overlap_disable)"
-# kvplan's default while the overlap rules are work in progress (sglov19): the event engine and the token-by-token
-# reference (tests/sim_reference_sglang.py rule 8) agree on the plain cases but not yet on chunked prefills, the radix
-# tree's shared chains or HiCache, so the overlap scheduler runs only when asked (SimOptions(disable_overlap_schedule=
-# False)); SGLang's own default is on.
-OVERLAP_DEFAULT = False
+OVERLAP_DEFAULT = True                # SGLang's default (disable_overlap_schedule = False)
 # --chunked-prefill-size by GPU memory (GiB, exclusive upper bounds); the last applies above them all
 CHUNK_BY_GPU_GIB = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
 CHUNK_LARGEST_GPU = 16384
@@ -807,6 +832,8 @@ class SglangScheduler(Scheduler):
         """What the host tier did (None when HiCache is off): per request the tokens loaded back, the blocks
         written through and loaded back, the seconds the loads took (overlapped with their prefills), the host
         pool and its peak, in blocks."""
+        if self.late and self.r is not None:       # (overlap) the last batch's results processed
+            self._late_in(self.r, self._take_late())
         if self.hicache is None:
             return None
         tree = self.tree
