@@ -257,7 +257,7 @@ def test_each_vllm_run_runs_its_own_releases_rules(tool, data, tmp_path):
 
 def test_ttft_and_e2e_carry_the_engines_frontend_latency(tool, data, tmp_path):
     # the per-request latency outside the steps (the API server's way in and the first token's way out): vLLM 1 ms
-    # and SGLang 42 ms, each fitted on the 'fit' runs (engines/vllm.py, engines/sglang.py); none for neutral. It is
+    # and SGLang 27 ms, each fitted on the 'fit' runs (engines/vllm.py, engines/sglang.py); none for neutral. It is
     # on every TTFT and E2E, never on TPOT: a light qwen2.5-7b run, 20 requests at 1/s
     import numpy as np
 
@@ -268,7 +268,7 @@ def test_ttft_and_e2e_carry_the_engines_frontend_latency(tool, data, tmp_path):
     from kvplan.engines.vllm import VllmEngine
 
     assert (VllmEngine.frontend_latency[0], SglangEngine.frontend_latency[0], Neutral.frontend_latency[0]) == \
-        (0.001, 0.042, 0.0)
+        (0.001, 0.027, 0.0)
     run = dict(next(r for r in tool.check(data) if r["id"] == "64-qwen2-5-7b-instruct-tp1-roleplay-1-1/stage0"),
                stages=[[1.0, 20]], stage=0)
     s, w, o = tool.build(run, data.get("models", {}), tmp_path)
