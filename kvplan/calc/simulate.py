@@ -573,6 +573,7 @@ class _EventLoop:
         limit = sched.room_for_run(r, need1)      # blocks the run may add
         if limit is None:
             return
+        free = r.free                             # (SGLang's overlap frees the finished requests there)
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
         top = heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:
@@ -647,6 +648,11 @@ class _EventLoop:
         limit = self.sched.room_for_run(r, need1)   # blocks the run may add
         if limit is None:
             return
+        if r.free != free:                        # (SGLang's overlap frees the finished requests there)
+            free = r.free
+            if not fast:                          # the batch's blocks, and so the step's, without theirs
+                held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks
+                need1 = int(self.bt[x].sum()) - held_sum
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
         top = heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:

@@ -1169,9 +1169,8 @@ class SglangScheduler(Scheduler):
         r.preempted = True
 
     def room_for_run(self, r: ReplicaState, need: int) -> int | None:
-        if self.late:                                # (overlap) the decode is decided: the finished are processed,
-            self._late_in(r, self._take_late())      # and the loop looks again with their blocks free
-            return None
+        if self.late:                                # (overlap) the decode is decided: the finished are processed
+            self._late_in(r, self._take_late())      # (the event loop reads the free blocks again)
         return r.free
 
 
