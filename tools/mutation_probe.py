@@ -1289,6 +1289,17 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-flag-not-refused", "kvplan/engines/schedulers.py",
       'if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":',
       'if False:'),
+    M("sglov19-overlap-no-empty-batch-redo", "kvplan/engines/sglang_scheduler.py",
+      "            if not r.running or self.need1() > r.free:", "            if False:"),
+    M("sglov19-overlap-full-clears-at-finish", "kvplan/engines/sglang_scheduler.py",
+      "            if (r.done - late, self.retractions) == self.full_mark:",
+      "            if (r.done, self.retractions) == self.full_mark:"),
+    M("sglov19-overlap-retracts-while-finishing", "kvplan/engines/sglang_scheduler.py",
+      "        if self.late:                                # (overlap) requests finishing in flight: no retraction; the",
+      "        if False:                                    # (overlap) requests finishing in flight: no retraction; the"),
+    M("sglov19-overlap-round-frees-its-finished", "kvplan/engines/sglang_scheduler.py",
+      "                old, self.late = self.late[:late], self.late[late:]",
+      "                old, self.late = self.late, []"),
 )
 
 
