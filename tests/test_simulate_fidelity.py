@@ -38,10 +38,10 @@ SUBSET = ("65-01-ai-yi-34b-tp2-general-lite-2-1/stage0", "66-qwen2-5-7b-instruct
 # into the decode steps, never priced below the decode step alone) for the vLLM runs and SGLang's for the SGLang run,
 # with the H100's prefill_mfu 0.65 and each engine's frontend latency (vLLM 19 ms, SGLang 42 ms, 27 ms from sglov19;
 # all fitted on the 'fit' runs only), the BLIS runs' TPOT taken as (e2e - ttft) / (output_tokens - 1) (tpot_from =
-# "e2e": the source's itl divides by the client's count of output tokens): TPOT 6.6%, TTFT 29.5%, E2E 8.5%; no false overload
-# (before the TPOT definition and the step floor: 8.3%, 29.5%, 8.9%). Two of its six runs are Mixtral, whose measured
-# TTFT is 4-10x kvplan's (docs/simulate-fidelity.md), so its TTFT median sits on those. Rounded up: a regression
-# ceiling, not the target
+# "e2e": the source's itl divides by the client's count of output tokens): TPOT 6.6%, TTFT 29.5%, E2E 8.5%; no false
+# overload (before the TPOT definition and the step floor: 8.3%, 29.5%, 8.9%). Two of its six runs are Mixtral, whose
+# measured TTFT is 4-10x kvplan's (docs/simulate-fidelity.md), so its TTFT median sits on those. Rounded up: a
+# regression ceiling, not the target
 # With vLLM's decode all-reduce from its own in-graph kernel benchmark (engines/vllm.py DECODE_ALLREDUCE, fid19s):
 # 6.4%, 29.2%, 9.3%
 # With vLLM's async scheduling (async19: kvplan.engines.vllm_scheduler, on by default in v0.15.1) and the frontend
