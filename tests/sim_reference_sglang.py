@@ -459,12 +459,13 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         budget = [chunk, 16384]
         took = shrank = False
         round_done: list[Req] = []           # rule 8: finished at their prefill in this round
+        seats = len(late)                    # rule 8: seats held by the batch before's finished (not this round's)
         ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         while waiting:
             r = waiting[0]
             if r.arrival > cut:              # rule 8: not seen yet
                 break
-            if len(running) + len(late) >= max_running:
+            if len(running) + seats >= max_running:
                 full = True
                 break
             fill = r.prompt + r.generated
@@ -484,7 +485,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
             if not fill - on_device + remaining(r) + block < (real_free() - locking) * block - reserved:
-                if running or took or late:
+                if running or took or seats:
                     full = True
                     break
             first = budget[0] // block * block

@@ -490,3 +490,15 @@ def test_overlap_counts_a_finishing_requests_seat_for_an_arrival_seen_then():
     assert off.admitted[2] == off.finish[0]
     assert on.finish[0] == off.finish[0] and on.admitted[2] - on.finish[0] == pytest.approx(step, rel=0.02)
     assert ref.run(s, w, max_batch=2, overlap=True).reqs[2].admitted == pytest.approx(on.admitted[2], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+@pytest.mark.parametrize("pool, max_batch, rate, output", [("150MiB", None, 8, "uniform:1,40"),
+                                                         ("300MiB", 4, 60, "uniform:1,4"),
+                                                         ("100MiB", None, 3, "uniform:100,400"),
+                                                         ("200MiB", None, 20, "uniform:1,80")])
+def test_overlap_on_small_busy_traces_equals_the_reference(seed, pool, max_batch, rate, output):
+    # tiny pools, one-token outputs (finished at their prefill: held through the next round), a seat cap, retractions
+    s = scenario(LLAMA, pool)
+    w = work(30, "uniform:20,200", output, rate=rate, seed=seed)
+    assert_same(sim.simulate(s, w, sim.SimOptions(max_batch=max_batch)), ref.run(s, w, max_batch=max_batch))
