@@ -1289,9 +1289,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-flag-not-refused", "kvplan/engines/schedulers.py",
       'if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":',
       'if False:'),
-    # the next two SURVIVE tests/test_sim_sglang.py (sglov19 ran out of time for their hand case): both act only when a
-    # decode is short of pages solely because requests finishing in flight still hold theirs (no-empty-batch-redo:
-    # with requests waiting; retracts-while-finishing: with none), which no equality case or random busy trace reached
+    # the next two act only when a decode is short of pages solely because requests finishing in flight still hold
+    # theirs: test_overlap_when_finishing_requests_hold_the_pages_a_decode_needs_equals_the_reference (found by search)
     M("sglov19-overlap-no-empty-batch-redo", "kvplan/engines/sglang_scheduler.py",
       "            if not r.running or self.need1() > r.free:", "            if False:"),
     M("sglov19-overlap-full-clears-at-finish", "kvplan/engines/sglang_scheduler.py",
