@@ -51,6 +51,16 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    step's need). A waiting request looked at by a round is matched (its path used now); taken, its path is
    locked and its extension is fill - max(shared prefix, its path); the admission check is on that extension
    against free tokens less its locked path.
+8. Overlap scheduler (``overlap``: on by default, as SGLang's; off with pipeline parallelism or ``overlap=False``):
+   each decision
+   is made while the batch before it runs, so after a batch (a prefill round or a decode step) the next decision
+   sees the arrivals up to that batch's start only (the waiting queue is taken from its front while its head arrived
+   by then), and the requests that finished at its end (at a decode step, or at their prefill) still hold their
+   blocks, their running seats and their locked paths; they are processed (into the tree, blocks freed, "full"
+   cleared) once the decision is made: after a round's allocation, or before a decode step. A decision that would
+   run nothing while they hold theirs (no request taken, and nothing left running or the step short of blocks) is
+   an empty batch: they are processed and the decision made again at once, seeing every arrival. After a turn that
+   ran no batch (idle), the decision sees everything.
 """
 
 from __future__ import annotations
@@ -124,7 +134,7 @@ def default_chunk(hbm_gib: float) -> int:
 
 
 def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None,
-        hicache: dict | None = None) -> RefRun:
+        hicache: dict | None = None, overlap: bool | None = None) -> RefRun:
     """``hicache``: SGLang's HiCache (rule 7), {"policy": write_through | write_through_selective, "ratio": R,
     "size_gb": G} (None: off)."""
     block = int(capacity.block_tokens(s).value)
@@ -134,6 +144,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     copy_blocks = -(-capacity.shared_prefix_copy_bytes(s, block=block) // block_bytes) if hit else 0
     total_blocks = int(capacity.kv_pool(s).kv_pool_bytes) // block_bytes - copy_blocks
     par = s.parallelism
+    overlap = (True if overlap is None else overlap) and par.pp == 1   # rule 8
     attn_dp = par.dp if (par.dp > 1 and par.ep and par.ep > par.tp) else 1
     chunk = default_chunk(s.hardware.hbm_capacity_gib.value) // attn_dp
     tokens = total_blocks * block
@@ -399,10 +410,33 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     full = False
     retracted_now = False
     warm = False
+    late: list = []                          # rule 8: (request, finished at its prefill) not yet processed
+    cut = float("inf")                       # rule 8: the decision sees the arrivals up to this time
+    started = None                           # rule 8: when the batch of the turn before started (None: none ran)
 
     def finish(r: Req, later: bool = False) -> None:
-        nonlocal free, submitted
+        nonlocal submitted
         r.done, r.finish = True, now
+        if workload.arrivals is None and submitted < len(reqs):
+            t = now + workload.think_s
+            if workload.duration_s is None or t < workload.duration_s:
+                heapq.heappush(pending, (t, submitted))
+                submitted += 1
+        if overlap:
+            late.append(r)                   # rule 8: processed after the next decision
+        else:
+            release(r, later)
+
+    def release_late() -> None:
+        nonlocal full
+        if late:
+            full = False
+        for r in late:
+            release(r)
+        late.clear()
+
+    def release(r: Req, later: bool = False) -> None:
+        nonlocal free
         if tree:
             insert(r, r.prompt + r.output - 1)
         keep = 0
@@ -413,11 +447,6 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             r.hpath = []
         free += r.blocks - keep
         r.blocks = keep
-        if workload.arrivals is None and submitted < len(reqs):
-            t = now + workload.think_s
-            if workload.duration_s is None or t < workload.duration_s:
-                heapq.heappush(pending, (t, submitted))
-                submitted += 1
 
     def remaining(r: Req) -> int:
         return min(r.output - r.generated, CLIP)
@@ -429,12 +458,16 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         members: list[Req] = []              # taken in this round (and still charged in it)
         budget = [chunk, 16384]
         took = shrank = False
+        round_done: list[Req] = []           # rule 8: finished at their prefill in this round
+        seats = len(late)                    # rule 8: seats held by the batch before's finished (not this round's)
         ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         while waiting:
-            if len(running) >= max_running:
+            r = waiting[0]
+            if r.arrival > cut:              # rule 8: not seen yet
+                break
+            if len(running) + seats >= max_running:
                 full = True
                 break
-            r = waiting[0]
             fill = r.prompt + r.generated
             shared = hit if warm else 0
             cached, locking, ids, on_device, own = shared, 0, [], shared, False
@@ -452,7 +485,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             reserved = sum(remaining(q) * ratio for q in base) + sum(
                 block + min(q.output, CLIP) + (q.blocks_charged if q.done else 0) for q in members)
             if not fill - on_device + remaining(r) + block < (real_free() - locking) * block - reserved:
-                if running or took:
+                if running or took or seats:
                     full = True
                     break
             first = budget[0] // block * block
@@ -500,7 +533,10 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             if r.generated >= r.output:
                 k = r.blocks
                 finish(r, later=True)
-                ended.append((r, k - r.blocks))
+                if overlap:
+                    round_done.append(r)
+                else:
+                    ended.append((r, k - r.blocks))
                 shrank = True
             else:
                 running.append(r)
@@ -529,7 +565,14 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
                 r.blocks = 0
                 r.running = False
                 r.hpath = []
-        if shrank:
+        if took and overlap:                 # rule 8: then the batch before's finished are processed; this round's
+            old = [q for q in late if q not in round_done]   # own wait for the next decision
+            late[:] = [q for q in late if q in round_done]
+            for q in old:
+                release(q)
+            if old:
+                full = False
+        elif shrank:
             full = False
         return took
 
@@ -567,11 +610,22 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             t, i = heapq.heappop(pending)
             reqs[i].arrival = t
             waiting.append(reqs[i])
-        if not running:
+        cut = started if overlap and started is not None and (running or late) else float("inf")   # rule 8
+        started = now
+        if not running and not late:
             full = False
         if waiting and not full and not retracted_now and prefill_round():
             continue
+        if late:                             # rule 8
+            if not running or short() > 0:   # an empty batch: decided again at once, seeing everything
+                release_late()
+                cut = float("inf")
+                if waiting and not full and not retracted_now and prefill_round():
+                    continue
+            else:
+                release_late()
         if not running:
+            started = None
             if not pending:
                 if waiting:
                     continue
@@ -619,8 +673,9 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         for q in done:
             running.remove(q)
             finish(q)
-        if done:
+        if done and not overlap:             # (rule 8: once they are processed)
             full = False
+    release_late()                           # rule 8: the last batch's results
     out.simulated_seconds = now
     out.reqs = reqs[:submitted]
     return out

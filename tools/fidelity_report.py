@@ -154,6 +154,7 @@ def engine_of(run: dict) -> str:
 
 
 ASYNC_SCHEDULING: bool | None = None    # --no-async-scheduling: False (None: the pinned release's default)
+DISABLE_OVERLAP: bool | None = None     # --disable-overlap-schedule: True (None: SGLang's default, on)
 
 
 def build(run: dict, models: dict, tmp: Path):
@@ -180,7 +181,8 @@ def build(run: dict, models: dict, tmp: Path):
     req = simulate_request(scenario, users=str(run["users"]) if closed else None, rate=None if closed else "1",
                            requests=str(run.get("requests", 1)) if closed else "1",
                            shared_prefix=str(prefix) if prefix else None, **dists,
-                           async_scheduling=ASYNC_SCHEDULING if run["engine"] == "vllm" else None)
+                           async_scheduling=ASYNC_SCHEDULING if run["engine"] == "vllm" else None,
+                           disable_overlap_schedule=DISABLE_OVERLAP if run["engine"] == "sglang" else None)
     if closed:
         return req.scenario, req.workload, req.options
     t = arrivals(run)
@@ -350,9 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--no-async-scheduling", action="store_true", help="the vLLM runs with vLLM's async "
                     "scheduling off (default: the pinned release's, on in v0.15.1)")
+    ap.add_argument("--disable-overlap-schedule", action="store_true", help="the SGLang runs with SGLang's overlap "
+                    "scheduler off (default: on, as SGLang's)")
     args = ap.parse_args(argv)
-    global ASYNC_SCHEDULING
+    global ASYNC_SCHEDULING, DISABLE_OVERLAP
     ASYNC_SCHEDULING = False if args.no_async_scheduling else None
+    DISABLE_OVERLAP = True if args.disable_overlap_schedule else None
     data = load(args.data)
     runs = check(data)
     if args.split:

@@ -743,8 +743,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "self.s0, self.lag = steps, 0"),
     M("sgsched-no-idle-reset", SGS, "if r.now > batch.last_done:", "if False:"),
     M("sgsched-full-batch-retried", SGS,
-      "if (r.done, self.retractions) == self.full_mark:\n                return False",
-      "if (r.done, self.retractions) == self.full_mark:\n                pass"),
+      "if (r.done - late, self.retractions) == self.full_mark:\n                return False",
+      "if (r.done - late, self.retractions) == self.full_mark:\n                pass"),
     M("sgsched-round-charges-ratio", SGS, "charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + ",
       "charge = block + ratio * min(Ll[i], CLIP_MAX_NEW_TOKENS) + "),
     M("sgsched-check-ignores-outputs-so-far", SGS,
@@ -754,7 +754,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "g[i] = gi                             # the re-prefill"),
     M("sgsched-chunk-round-keeps-its-own-reserve", SGS, "reserved = ratio * (batch.to_go(steps) - own)",
       "reserved = ratio * batch.to_go(steps)"),
-    M("sgsched-running-cap-off-by-one", SGS, "if len(running) >= self.max_batch:", "if len(running) > self.max_batch:"),
+    M("sgsched-running-cap-off-by-one", SGS, "if len(running) + seats >= self.max_batch:", "if len(running) + seats > self.max_batch:"),
     M("sgsched-chunk-b200", SGS, "(90, 8192), (160, 8192))", "(90, 8192), (160, 16384))"),
     # SGLang's radix tree: what a retracted request keeps (sglang_scheduler._Tree)
     M("sgsched-radix-off", SGS, "victim=victim, radix=reuse, hashes=", "victim=victim, radix=False, hashes="),
@@ -1437,6 +1437,33 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd21u-beat-probe-inverted", "kvplan/calc/pd.py",
       "(beat > hi if meets(hi) else beat < hi) and not meets(beat):",
       "(beat > hi if meets(hi) else beat < hi) and meets(beat):"),
+    # --- sglov19: SGLang's overlap scheduler (sglang_scheduler "Overlap scheduler"; WIP, off by default) ----------
+    M("sglov19-overlap-sees-every-arrival", "kvplan/engines/sglang_scheduler.py",
+      "            if arrival[i] > cut:", "            if False:"),
+    M("sglov19-overlap-no-held-seats", "kvplan/engines/sglang_scheduler.py",
+      "            if len(running) + seats >= self.max_batch:", "            if len(running) >= self.max_batch:"),
+    M("sglov19-overlap-no-forced-step", "kvplan/engines/sglang_scheduler.py",
+      "            r.preempted = True                       # the event loop's next run is one step (as after",
+      "            pass                                     # the event loop's next run is one step (as after"),
+    M("sglov19-overlap-cut-is-now", "kvplan/engines/sglang_scheduler.py",
+      "        self.cut = self.call_at if ran and (r.running or self.late) else math.inf",
+      "        self.cut = r.now if ran and (r.running or self.late) else math.inf"),
+    M("sglov19-overlap-flag-not-refused", "kvplan/engines/schedulers.py",
+      'if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":',
+      'if False:'),
+    # the next two act only when a decode is short of pages solely because requests finishing in flight still hold
+    # theirs: test_overlap_when_finishing_requests_hold_the_pages_a_decode_needs_equals_the_reference (found by search)
+    M("sglov19-overlap-no-empty-batch-redo", "kvplan/engines/sglang_scheduler.py",
+      "            if not r.running or self.need1() > r.free:", "            if False:"),
+    M("sglov19-overlap-full-clears-at-finish", "kvplan/engines/sglang_scheduler.py",
+      "            if (r.done - late, self.retractions) == self.full_mark:",
+      "            if (r.done, self.retractions) == self.full_mark:"),
+    M("sglov19-overlap-retracts-while-finishing", "kvplan/engines/sglang_scheduler.py",
+      "        if self.late:                                # (overlap) requests finishing in flight: no",
+      "        if False:                                    # (overlap) requests finishing in flight: no"),
+    M("sglov19-overlap-round-frees-its-finished", "kvplan/engines/sglang_scheduler.py",
+      "                old, self.late = self.late[:late], self.late[late:]",
+      "                old, self.late = self.late, []"),
 )
 
 

@@ -351,6 +351,9 @@ class _EventLoop:
             s: Any = sched
             s.need1 = self.need1
             s.mixed = lambda chunks: prices.mixed(r, chunks)
+        if getattr(sched, "overlap", False):     # SGLang's overlap scheduler asks if the next decode step fits
+            sched_: Any = sched
+            sched_.need1 = self.need1
 
     def run(self, on_event, progress) -> None:
         r, sched, mark = self.r, self.sched, self.mark
@@ -579,6 +582,7 @@ class _EventLoop:
         limit = sched.room_for_run(r, need1)      # blocks the run may add
         if limit is None:
             return
+        free = r.free                             # (SGLang's overlap frees the finished requests there)
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
         top = heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:
@@ -653,6 +657,11 @@ class _EventLoop:
         limit = self.sched.room_for_run(r, need1)   # blocks the run may add
         if limit is None:
             return
+        if r.free != free:                        # (SGLang's overlap frees the finished requests there)
+            free = r.free
+            if not fast:                          # the batch's blocks, and so the step's, without theirs
+                held_sum = r.total_blocks - free - r.landing_blocks - r.leaving_blocks
+                need1 = int(self.bt[x].sum()) - held_sum
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
         top = heap[0]
         while not in_run[top[1]] or done_at[top[1]] != top[0]:

@@ -102,6 +102,9 @@ def simulate(
     async_scheduling: Annotated[bool | None, typer.Option(
         "--async-scheduling/--no-async-scheduling", help="vLLM's async scheduling (each step decided while the one "
         "before it runs), as vLLM's flag: on by default from v0.14.0, off before; from v0.12.0.")] = None,
+    disable_overlap_schedule: Annotated[bool, typer.Option(
+        "--disable-overlap-schedule", help="SGLang's flag: turn off its overlap scheduler (each batch decided while "
+        "the one before it runs; on by default).")] = False,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -119,7 +122,8 @@ def simulate(
         max_recompute_rate=max_recompute_rate, plot=plot, trace_format=trace_format, trace_speed=trace_speed,
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
         speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
-        hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling)
+        hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling,
+        disable_overlap_schedule=disable_overlap_schedule)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

@@ -29,6 +29,11 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         flag = "--async-scheduling" if o.async_scheduling else "--no-async-scheduling"
         raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s", f"use --engine vllm, or drop {flag}")
+    if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--disable-overlap-schedule is SGLang's, not {engine.display_name}'s",
+                          "use --engine sglang, or drop --disable-overlap-schedule")
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 

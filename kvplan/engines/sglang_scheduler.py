@@ -115,6 +115,35 @@ there without ``ignore_eos``.
   write_back (backup at eviction, the reclaim of host duplicates) is refused, not modelled. SGLang does not swap
   preempted requests: ``--policy swap`` / ``swap-then-recompute`` and ``--offload-threshold`` are refused with
   ``--engine sglang``.
+* **Overlap scheduler** (``OVERLAP_SOURCE``; on by default, off with ``--disable-overlap-schedule`` and with
+  pipeline parallelism, ``OVERLAP_PP_SOURCE``). ``Scheduler.event_loop_overlap`` launches batch N+1 before it
+  processes batch N's result (``process_batch_result``, which waits for N's forward): the CPU work of one batch runs
+  under the other's forward, and batch N+1 is decided (``get_next_batch_to_run``) while N runs, from what was known
+  when N started. What changes:
+
+  - an arrival during batch N is first scheduled in N+2 (``ingest_requests`` runs before each decision); the
+    requests that arrived by N's start are the ones N+1 can take (kvplan's round is one batch here: a prompt
+    chunked over several SGLang batches is one round);
+  - a request whose last token comes out of batch N is not decoded in N+1 (``_reqs_finishing_inflight``,
+    ``enable_skip_finishing_decode``), but it is not finished yet when N+1 is decided: it holds its running seat,
+    its pages and its locked radix path (N+1's prefill admission counts them) until N's result is processed after
+    that decision (``release_kv_cache``), and the batch-full flag clears once that decision dropped it
+    (``update_running_batch``). A request finished at its prefill (one output token) is held alike;
+  - a decision that would run nothing while finishing requests hold their pages (no prefill, and no decode: every
+    request finishing, or the decode short of pages, which ``update_running_batch`` then skips instead of
+    retracting) is an empty batch: the GPU idles until N ends and the next decision is made with everything known;
+  - a first token (and a last) is streamed when its batch's result is processed, at that batch's end, as without
+    overlap: TTFT moves only by the later admission.
+
+  Modelled at the events: the first ``admit`` after a batch sees the arrivals up to the time of the call before
+  (where that batch started; ``cut``) and the finished requests still holding what they held (``late``, processed
+  after the decision by ``_late_in``); a decision that hid something has the next decode run be one step. kvplan's
+  step price has no CPU term between batches (its per-step overhead is the generic figure fitted on vLLM), so the
+  flag changes when requests are seen and freed, not a step's price. Not modelled: a request retracted while its
+  token is in flight loses that token (``process_batch_result`` skips a retracted request: it re-prefills one
+  token less, and a request retracted in flight after its prefill has its first token again later); the
+  reservation's one in-flight token per running request; hybrid linear-attention models' ``no_buffer`` Mamba
+  radix cache, which turns the overlap off (``arg_groups/overrides.py``: kvplan's tree is not modelled for them).
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
@@ -149,6 +178,10 @@ RETRACT_SOURCE = WHERE + "managers/schedule_batch.py (retract_decode, _get_decod
 ADMISSION_SOURCE = WHERE + "managers/schedule_policy.py (PrefillAdder); mem_cache/prefill_budget.py"
 CHUNK_SOURCE = WHERE + "arg_groups/memory_hook.py (_handle_gpu_memory_settings)"
 RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_reqs)"
+OVERLAP_SOURCE = WHERE + ("managers/scheduler.py (event_loop_overlap, _reqs_finishing_inflight, "
+                          "update_running_batch); arg_groups/fields/schedule.py (disable_overlap_schedule = False)")
+OVERLAP_PP_SOURCE = WHERE + "arg_groups/overrides.py (_pipeline_parallel_overlap_disable)"
+OVERLAP_DEFAULT = True                # SGLang's default (disable_overlap_schedule = False)
 # --chunked-prefill-size by GPU memory (GiB, exclusive upper bounds); the last applies above them all
 CHUNK_BY_GPU_GIB = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
 CHUNK_LARGEST_GPU = 16384
@@ -732,8 +765,21 @@ class SglangScheduler(Scheduler):
 
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
                  max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
-                 hashes: Any = None, notes: tuple[str, ...] = (), hicache: HiCache | None = None) -> None:
+                 hashes: Any = None, notes: tuple[str, ...] = (), hicache: HiCache | None = None,
+                 overlap: bool = False) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
+        # the overlap scheduler (module docstring, "Overlap scheduler"): each batch decided while the one before runs
+        self.overlap = overlap
+        self.cut = math.inf               # the decision being made sees the arrivals up to this time
+        self.call_at = -math.inf          # the time of the last call of ``admit`` ...
+        self.steps_at = self.rounds_at = -1   # ... and the decode steps and prefill rounds run by then
+        self.rounds = 0
+        # requests finished at the end of the batch just ended, their results not yet processed: (request, blocks
+        # it still holds, finished at its prefill), and when ((time, steps)) that batch ended
+        self.late: list[tuple[int, int, bool]] = []
+        self.late_at: tuple[float, int] = (math.nan, -1)
+        self.held_seats = 0               # the running seats they hold in the round being formed
+        self.need1: Callable[[], int] = lambda: 0   # the blocks the next decode step adds (the event loop's)
         self.init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
         self.floor = min(self.init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
         self.decay = (self.init - self.floor) / NEW_TOKEN_RATIO_DECAY_STEPS
@@ -786,6 +832,8 @@ class SglangScheduler(Scheduler):
         """What the host tier did (None when HiCache is off): per request the tokens loaded back, the blocks
         written through and loaded back, the seconds the loads took (overlapped with their prefills), the host
         pool and its peak, in blocks."""
+        if self.late and self.r is not None:       # (overlap) the last batch's results processed
+            self._late_in(self.r, self._take_late())
         if self.hicache is None:
             return None
         tree = self.tree
@@ -810,6 +858,7 @@ class SglangScheduler(Scheduler):
                     self.host_hits = [0] * r.n
                 else:
                     self.tree = _Tree(r, self.hashes)
+            if self.radix or self.overlap:       # hear of each finish (the tree keeps it; overlap holds it back)
                 self.r = r
                 r.on_finish = self._finished
         return self.batch
@@ -818,6 +867,18 @@ class SglangScheduler(Scheduler):
     def _finished(self, i: int) -> None:
         """Request i finishes (its blocks not yet freed): its whole cache goes into the tree, page-aligned, touched
         now (``release_kv_cache(checkpoint=True)``); one finished at its prefill waits for the round's allocation."""
+        r, tree = self.r, self.tree
+        assert r is not None
+        if self.overlap:                             # its result is processed after the next batch is decided: it
+            self.late.append((i, r.held[i], self.in_round))   # keeps its blocks, seat and locked path until then
+            r.held[i] = 0                            # (ReplicaState.release, which follows, frees nothing now)
+            self.late_at = (r.now, r.steps)
+            return
+        assert tree is not None
+        self._into_tree(i)
+
+    def _into_tree(self, i: int) -> None:
+        """``_finished``'s tree work for request i."""
         r, tree = self.r, self.tree
         assert r is not None and tree is not None
         if self.in_round:                            # (its held blocks are already those not in the tree)
@@ -867,30 +928,87 @@ class SglangScheduler(Scheduler):
         return max(self.r0 - j * self.decay, self.floor)
 
     # --- admission ----------------------------------------------------------------------------------------------
+    # --- the overlap scheduler -----------------------------------------------------------------------------------
+    def _look(self, r: ReplicaState) -> None:
+        """What the decision made now sees (module docstring, "Overlap scheduler"): after a batch that ran up to now,
+        the arrivals up to the start of that batch (``cut``: the time of the call before, where every run and round
+        starts); after the GPU idled (or with no batch run since the last call), everything."""
+        if self.late and self.late_at != (r.now, r.steps):   # processed long since: the replica idled after them
+            self._late_in(r, self._take_late())
+        ran = r.steps != self.steps_at or self.rounds != self.rounds_at
+        self.cut = self.call_at if ran and (r.running or self.late) else math.inf
+        self.call_at, self.steps_at, self.rounds_at = r.now, r.steps, self.rounds
+
+    def _take_late(self) -> list[tuple[int, int, bool]]:
+        late, self.late = self.late, []
+        return late
+
+    def _late_in(self, r: ReplicaState, late: list[tuple[int, int, bool]]) -> None:
+        """The finished requests' results processed (``process_batch_result`` after the next batch was decided):
+        their blocks freed and their caches into the radix tree, in the order they finished."""
+        tree = self.tree
+        for i, held, in_round in late:
+            r.held[i] = held
+            if tree is not None:
+                if in_round:                         # finished at its prefill: as at a round's end
+                    tree.checkpoint(i, r.Pl[i] + r.Ll[i] - 1)
+                    tree.materialize(i)
+                    r.free += tree.retire(i) if tree.lazy else tree.release(i)
+                else:
+                    self._into_tree(i)
+            r.release(i)
+
     def admit(self, r: ReplicaState) -> bool:
-        """One prefill round (module docstring); True when it prefilled (time passed)."""
+        """One prefill round (module docstring); True when it prefilled (time passed). With the overlap scheduler a
+        decision that would run nothing is made again at once with everything known, and one that hid something
+        from the waiting queue (an arrival not seen yet, finished requests still holding their seats and blocks)
+        has the next decode run be one step, so that the next decision comes after it."""
+        if self.overlap:
+            self._look(r)
         waiting = r.waiting
         if r.preempted or not waiting:
             return False
+        took = self._admit(r)
+        if not self.overlap or took:
+            return took
+        if self.late:
+            late = self._take_late()
+            if not r.running or self.need1() > r.free:
+                # an empty batch (update_running_batch skips the decode while finishing requests hold their pages):
+                # the GPU idles until the batch in flight ends, then the next is decided with everything known
+                self._late_in(r, late)
+                self.cut = math.inf
+                return self._admit(r)
+            self._late_in(r, late)                   # a decode step decided: the finished are processed
+            r.preempted = True                       # the event loop's next run is one step (as after a retraction),
+        elif r.tally.arrival[waiting[0]] > self.cut:  # so the next decision, which sees more, comes after it
+            r.preempted = True
+        return False
+
+    def _admit(self, r: ReplicaState) -> bool:
+        """``admit``'s prefill round."""
         running, steps, Pl, Ll = r.running, r.steps, r.Pl, r.Ll
         batch = self._batch(r)
-        if not running:
+        late = self.held_seats = len(self.late)      # (overlap) seats still held by finished requests
+        if not running and not late:
             self.full = False
             batch.catch_up(steps, Pl, Ll, r.tally.finish)
             if r.now > batch.last_done:     # the clock moved on with nothing to run: on_idle reset the ratio
                 self.r0, self.s0, self.lag = self.init, steps, 0
         elif self.full:
-            if (r.done, self.retractions) == self.full_mark:
+            if (r.done - late, self.retractions) == self.full_mark:
                 return False
             self.full = False
-        mark = (r.done, self.retractions)            # a request done in this round shrinks the batch after it
+        mark = (r.done - late, self.retractions)     # a request done in this round shrinks the batch after it
         tree = self.tree
         if tree is not None:
             if tree.evictable > r.free:
                 tree.settle(r.free)                  # what the decode steps since allocated
             self.in_round = True
+        took = False
         try:
-            return self._round(r, batch, mark)
+            took = self._round(r, batch, mark)
+            return took
         finally:
             if tree is not None:                     # the round's allocation evicts, then its finished go in
                 self.in_round = False
@@ -898,6 +1016,12 @@ class SglangScheduler(Scheduler):
                 tree.settle(r.free - sum(h for _, h in done))
                 for i, _ in done:
                     r.free += tree.retire(i) if tree.lazy else tree.release(i)
+            if took and self.overlap:                # (overlap) then the results of the batch before are processed;
+                self.rounds += 1                     # the round's own finished wait for the next decision
+                old, self.late = self.late[:late], self.late[late:]
+                self._late_in(r, old)
+                if self.late:
+                    self.late_at = (r.now, r.steps)
 
     def _round(self, r: ReplicaState, batch: _Batch, mark: tuple[int, int]) -> bool:
         """The prefill round of ``admit``."""
@@ -910,11 +1034,14 @@ class SglangScheduler(Scheduler):
         reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
+        cut, arrival, seats = self.cut, r.tally.arrival, self.held_seats
         while waiting:
-            if len(running) >= self.max_batch:
+            i = waiting[0]
+            if arrival[i] > cut:                      # (overlap) not seen yet: it arrived during the batch in flight
+                break
+            if len(running) + seats >= self.max_batch:
                 self.full, self.full_mark = True, mark
                 break
-            i = waiting[0]
             gi = g[i]
             fill = Pl[i] + gi                         # the prefill's tokens: the input and any outputs
             cached = r.hit if r.prefix_cached else 0  # what the prefill skips: the shared prefix, or its path
@@ -937,7 +1064,7 @@ class SglangScheduler(Scheduler):
             # free tokens less those
             free = r.free
             if not (fill - on_device + min(Ll[i] - gi, CLIP_MAX_NEW_TOKENS) + block < (free - locking) * block
-                    - reserved - taken) and (running or admitted):
+                    - reserved - taken) and (running or admitted or seats):
                 self.full, self.full_mark = True, mark
                 break
             ext_p = -(-run // block) * block
@@ -1003,6 +1130,9 @@ class SglangScheduler(Scheduler):
     def preempt(self, r: ReplicaState, need: int) -> None:
         """retract_decode: victims out (at least one, one kept) until the next step's ``need`` blocks fit; each
         goes to the back of the waiting queue; the ratio is estimated again from the kept requests."""
+        if self.late:                                # (overlap) requests finishing in flight: no retraction; the
+            self._late_in(r, self._take_late())      # decode waits for their pages (update_running_batch)
+            return
         running, steps, Pl, Ll, xo_l, btl, block = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl, r.block
         batch = self._batch(r)
         batch.catch_up(steps, Pl, Ll, r.tally.finish)
@@ -1039,6 +1169,8 @@ class SglangScheduler(Scheduler):
         r.preempted = True
 
     def room_for_run(self, r: ReplicaState, need: int) -> int | None:
+        if self.late:                                # (overlap) the decode is decided: the finished are processed
+            self._late_in(r, self._take_late())      # (the event loop reads the free blocks again)
         return r.free
 
 
@@ -1083,6 +1215,14 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
     if version is not None and tuple(version) != (0, 5, 23):
         notes.append(f"{adapter.display_name}: the scheduler follows SGLang {RELEASE}'s rules; this release's own "
                      "scheduler is not read.")
+    disable = getattr(o, "disable_overlap_schedule", None)
+    overlap, why = overlap_schedule(par, disable)
+    if overlap or disable is not None:
+        notes.append(f"Overlap scheduler {why}" + (
+            ": each batch is decided while the one before it runs, so an arrival is first scheduled a batch later "
+            "and a finished request's seat and pages are freed a batch later (its last token and a first token come "
+            "out at their batch's end as without it); kvplan prices no CPU time between batches, so the flag "
+            "changes when requests are seen and freed, not a step's price." if overlap else "."))
     victim = o.victim if o.victim != DEFAULT_VICTIM else None
     if victim:
         notes.append(f"--victim {victim} is a what-if: SGLang retracts the requests with the fewest output tokens "
@@ -1101,7 +1241,20 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
                            victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes),
-                           hicache=hicache)
+                           hicache=hicache, overlap=overlap)
+
+
+def overlap_schedule(par: Any, disable: bool | None) -> tuple[bool, str]:
+    """Whether SGLang runs its overlap scheduler (``event_loop_overlap``) for a deployment, and why:
+    ``--disable-overlap-schedule`` turns it off, and so does pipeline parallelism (``OVERLAP_PP_SOURCE``); None:
+    kvplan's default (``OVERLAP_DEFAULT``, off while the rules are work in progress), False: on."""
+    if disable:
+        return False, "off: --disable-overlap-schedule"
+    if par.pp > 1:
+        return False, f"off: pipeline parallelism ({OVERLAP_PP_SOURCE})"
+    if disable is None and not OVERLAP_DEFAULT:
+        return False, "off: kvplan's default while its overlap rules are work in progress (SGLang's default is on)"
+    return True, f"on: SGLang's default ({OVERLAP_SOURCE})"
 
 
 def _hicache_for(hc: HiCache, version: Any, reuse: bool, adapter: Any) -> HiCache:

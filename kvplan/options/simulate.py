@@ -72,7 +72,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      slo_attainment: Any = None, speculative: str | None = None,
                      accept: str | None = None, hicache: Any = False, hicache_ratio: Any = None,
                      hicache_size: Any = None, hicache_write_policy: str | None = None,
-                     async_scheduling: bool | None = None) -> SimulateRequest:
+                     async_scheduling: bool | None = None,
+                     disable_overlap_schedule: bool | None = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -201,7 +202,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          offload_threshold=optional(parse_float, offload_threshold, "--offload-threshold", "0.7"),
                          speculative=spec[:2] if spec else None, accept_source=spec[2] if spec else None,
                          hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy),
-                         async_scheduling=async_scheduling)
+                         async_scheduling=async_scheduling,
+                         disable_overlap_schedule=disable_overlap_schedule or None)
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),

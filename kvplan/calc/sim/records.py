@@ -34,6 +34,9 @@ class SimOptions:
     # vLLM's --async-scheduling / --no-async-scheduling (None: the pinned release's default, on from v0.14.0;
     # kvplan.engines.vllm.VllmEngine.async_scheduling)
     async_scheduling: bool | None = None
+    # SGLang's --disable-overlap-schedule: True off, False on, None kvplan's default
+    # (kvplan.engines.sglang_scheduler.overlap_schedule)
+    disable_overlap_schedule: bool | None = None
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
