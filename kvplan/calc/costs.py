@@ -826,12 +826,23 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
             # a prefill chunk's all-reduce moves chunk x hidden x 2 B (MBs): the large-message rate; across nodes
             # NCCL's ring over the node's NICs (CROSS_NODE_ALLREDUCE_SOURCE)
             cross = cross_node_allreduce_rate(hw, f, par.tp)
-            prefill_tp = ((2 * allreduce_latency, 2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link")))
-                          if cross is None else (2 * latency, 2 * 2 * (par.tp - 1) / par.tp * hidden * act / cross))
+            ring_bytes = 2 * 2 * (par.tp - 1) / par.tp * hidden * act     # 2 all-reduces per layer, per token
+            prefill_tp = ((2 * allreduce_latency, ring_bytes / (link * f.value("link"))) if cross is None
+                          else (2 * latency, ring_bytes / cross))
             if cross is not None:
-                notes.append(f"TP={par.tp} spans more than one scale-up domain: a prefill's TP all-reduces run on "
-                             f"NCCL's ring at {cross / 1e9:.0f} GB/s (min(scale-up link, GPUs per node x NIC) x "
-                             f"efficiency.link) and {f.value('link_latency_us'):g} us per call")
+                nic_gpu = hw.node.nic_gb_s_per_direction_per_gpu.value if hw.node.nic_gb_s_per_direction_per_gpu else 0
+                nic_total = hw.node.gpus_per_node * nic_gpu
+                notes.append(note("TP={tp} spans more than one scale-up domain: a prefill's TP all-reduces run on "
+                                  "NCCL's ring at {rate:G:.0f} GB/s and {lat:us:g} us per call, not the custom "
+                                  "all-reduce",
+                                  tp=Count(par.tp),
+                                  rate=Rate(cross, derived(
+                                      "min(scale-up link, GPUs per node x NIC per GPU) x efficiency.link",
+                                      f"min({link / 1e9:g}, {hw.node.gpus_per_node} x "
+                                      f"{nic_gpu:g} = {nic_total:g}) GB/s x "
+                                      f"{f.value('link'):g}", CROSS_NODE_ALLREDUCE_SOURCE)),
+                                  lat=Seconds(latency, derived("efficiency.link_latency_us",
+                                                               f"{f.value('link_latency_us'):g} us"))))
     ep_layer = (0.0, 0.0)
     if par.ep and 1 < par.ep <= par.tp and is_moe:
         notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
