@@ -82,3 +82,25 @@ def test_decode_ep_inside_the_nvl72_domain_is_priced_on_nvlink():
     # and EP8 on one H100 node on NVLink: 8 x 7,168 x 2 x 7/8 = 100,352 B / 369 GB/s
     one = _step(tp=1, dp=8, ep=8, engine="sglang")
     assert one.ep_per_moe_layer[1] == pytest.approx(2 * 100_352 / 369e9, rel=1e-12)
+
+
+def test_compare_preemption_explains_its_recompute_as_compute_plus_communication():
+    # Llama-3.1-8B at TP2 on H100, 1,000 prompt + 1,000 generated = 2,000 tokens re-prefilled in one chunk. Its
+    # communication: 32 layers x 2 all-reduces x (2 - 1) / 2 x 2 x 4,096 x 2 B = 16,384 B per token per layer at
+    # 450 GB/s x 0.82 = 369 GB/s -> 32 x 2,000 x 16,384 / 369e9 = 2.84167 ms, + 32 x 2 x the all-reduce latency.
+    # The explanation names it, and compute + communication + overhead add up to the price.
+    from kvplan.calc.costs import CostSettings
+    from kvplan.calc.preemption import plan_preemption
+
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), prompt_tokens=1000,
+                 decode_tokens=1000, tp=2)
+    plan = plan_preemption(s, CostSettings(), 0, (1000,))
+    step = costs.step_model(s, costs.step_factors(s.hardware, prefill_mfu=CostSettings().mfu))
+    lat = step.factors.value("allreduce_latency_us") * 1e-6
+    comm = 32 * 2000 * 16_384 / 369e9 + 32 * 2 * lat
+    why = plan.this.recompute.why
+    assert why is not None
+    assert "communication (TP all-reduces, EP dispatch / combine, PP sends" in why.formula
+    assert "the MFU is compute-only" in why.formula
+    assert f"communication {comm * 1e3:.3f} ms" in why.substituted
+    assert "1 chunk(s) of" in why.substituted and " x " in why.substituted
