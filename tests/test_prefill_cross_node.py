@@ -104,3 +104,15 @@ def test_compare_preemption_explains_its_recompute_as_compute_plus_communication
     assert "the MFU is compute-only" in why.formula
     assert f"communication {comm * 1e3:.3f} ms" in why.substituted
     assert "1 chunk(s) of" in why.substituted and " x " in why.substituted
+
+
+def test_nvlink_slower_than_the_nodes_nics_bounds_the_ring():
+    # an H100 node with a 100 GB/s NIC per GPU (hypothetical): 8 x 100 = 800 GB/s of NICs against 450 GB/s NVLink,
+    # so the ring's slowest link is NVLink: 450 x 0.82 = 369 GB/s
+    from dataclasses import replace
+
+    from kvplan.specs.model import Sourced
+
+    h100 = load_hardware("h100-sxm")
+    fast = replace(h100, node=replace(h100.node, nic_gb_s_per_direction_per_gpu=Sourced(value=100, source="test")))
+    assert costs.cross_node_allreduce_rate(fast, costs.step_factors(fast), 16) == pytest.approx(369e9)

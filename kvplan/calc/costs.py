@@ -224,13 +224,18 @@ CROSS_NODE_ALLREDUCE_SOURCE = (
     "x efficiency.link, NCCL's latency per call (efficiency.link_latency_us)")
 
 
+def scale_up_domain(hw: HardwareSpec) -> int:
+    """GPUs on one scale-up (NVLink) domain: the preset's scale_up.domain_gpus where it has one (an NVL72 rack of
+    4-GPU trays), else one node."""
+    return hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else hw.node.gpus_per_node
+
+
 def cross_node_allreduce_rate(hw: HardwareSpec, f: StepFactors, tp: int) -> float | None:
     """Bytes/s of a TP all-reduce's bus bandwidth when the TP group of ``tp`` GPUs spans more than one scale-up
     domain (CROSS_NODE_ALLREDUCE_SOURCE): min(scale-up link, GPUs per node x NIC per GPU) x efficiency.link; None
     when TP fits in the domain or the preset has no NIC rate."""
-    domain = (hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else None) or hw.node.gpus_per_node
     nic = hw.node.nic_gb_s_per_direction_per_gpu
-    if tp <= domain or nic is None:
+    if tp <= scale_up_domain(hw) or nic is None:
         return None
     rate = hw.node.gpus_per_node * nic.value * 1e9
     link = hw.scale_up.gb_s_per_direction if hw.scale_up else None
@@ -851,8 +856,7 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     if par.ep and par.ep > par.tp and hidden and is_moe:   # an all-to-all only across attention-DP ranks
         nic = hw.node.nic_gb_s_per_direction_per_gpu
         # inside the scale-up domain (an NVL72 rack: scale_up.domain_gpus) on NVLink, beyond it on the NIC
-        domain = (hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else None) or hw.node.gpus_per_node
-        rate = link if par.ep <= domain else (nic.value * 1e9 if nic else None)
+        rate = link if par.ep <= scale_up_domain(hw) else (nic.value * 1e9 if nic else None)
         if rate is None:
             notes.append(f"{hw.id} has no link rate for EP={par.ep}: dispatch and combine are not priced")
         else:
