@@ -1388,8 +1388,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "total += max(weights, compute) + self.prefill_comm(n) + self.overhead_s",
       "total += max(weights, compute) + self.overhead_s"),
     M("pf20c-tp-decode-share", "kvplan/calc/costs.py",
-      '2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link")))',
-      '2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link")))'),
+      'prefill_tp = ((2 * allreduce_latency, ring_bytes / (link * f.value("link")))',
+      'prefill_tp = ((2 * allreduce_latency, ring_bytes / (link * f.value("allreduce_link")))'),
     M("pf20c-ep-no-own-node", "kvplan/calc/costs.py",
       "copies = touched_groups(ep / hw.node.gpus_per_node, experts, top_k)",
       "copies = touched_groups(ep / hw.node.gpus_per_node, experts, top_k) - 1"),
@@ -1465,6 +1465,27 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-round-frees-its-finished", "kvplan/engines/sglang_scheduler.py",
       "                old, self.late = self.late[:late], self.late[late:]",
       "                old, self.late = self.late, []"),
+    # prefill20d: a prefill TP all-reduce across nodes on NCCL's ring over the node's NICs; the decode step's EP
+    # dispatch / combine inside an NVLink domain wider than a node (tests/test_prefill_cross_node.py)
+    M("pf20d-cross-no-nic-total", "kvplan/calc/costs.py",
+      "rate = hw.node.gpus_per_node * nic.value * 1e9", "rate = nic.value * 1e9"),
+    M("pf20d-cross-no-link-min", "kvplan/calc/costs.py",
+      "rate = min(rate, link.value * 1e9)", "rate = rate"),
+    M("pf20d-cross-no-efficiency", "kvplan/calc/costs.py",
+      '    return rate * f.value("link")\n', "    return rate\n"),
+    M("pf20d-cross-inside-domain", "kvplan/calc/costs.py",
+      "if tp <= scale_up_domain(hw) or nic is None:", "if tp <= hw.node.gpus_per_node // 2 or nic is None:"),
+    M("pf20d-cross-custom-latency", "kvplan/calc/costs.py",
+      "else (2 * latency, ring_bytes / cross))", "else (2 * allreduce_latency, ring_bytes / cross))"),
+    M("pf20d-cross-ignored", "kvplan/calc/costs.py",
+      "cross = cross_node_allreduce_rate(hw, f, par.tp)", "cross = None"),
+    M("pf20d-domain-node-only", "kvplan/calc/costs.py",
+      "return hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else hw.node.gpus_per_node",
+      "return hw.node.gpus_per_node"),
+    M("pf20d-decode-ep-node-only", "kvplan/calc/costs.py",
+      "rate = link if par.ep <= scale_up_domain(hw) else", "rate = link if par.ep <= hw.node.gpus_per_node else"),
+    M("pf20d-preempt-comm-missing", "kvplan/calc/preemption.py",
+      "comm = sum(step.prefill_comm(n) for n in sizes)", "comm = 0.0"),
 )
 
 
