@@ -482,3 +482,17 @@ def test_a_user_preset_named_h200_overrides_the_default_gpu(run_cli, tmp_path):
     for args in ((), ("-g", "h200")):
         doc = run_cli("concurrency", "-m", "qwq-32b", "--presets-dir", str(folder), *args, "-f", "json").json()
         assert doc["budget"]["hbm_bytes"] == 107_374_182_400, args
+
+
+# --- user28b: pd's fix hint names the degree that can shrink -------------------------------------------------------
+@pytest.mark.parametrize("args, smaller", [
+    (("--tp", "1", "--gpus", "2", "--pp", "2"), "or a smaller --pp)"),       # TP is 1 already: only PP can shrink
+    (("--tp", "2", "--gpus", "2"), "or a smaller --tp)"),
+    (("--tp", "2", "--gpus", "4", "--pp", "2"), "or a smaller --tp or --pp)"),
+])
+def test_pd_one_instance_hint_names_the_degree_that_can_shrink(run_cli, args, smaller):
+    """Before: ``pd --tp 1 --gpus 2 --pp 2`` said "or a smaller --tp" (there is none below 1; --pp 2 is the cause)."""
+    r = run_cli("pd", *LLAMA, *args)
+    one_line_refusal(r, "disaggregation needs two", smaller)
+    if args[1] == "1":
+        assert "smaller --tp" not in r.err

@@ -1464,6 +1464,10 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-round-frees-its-finished", "kvplan/engines/sglang_scheduler.py",
       "                old, self.late = self.late[:late], self.late[late:]",
       "                old, self.late = self.late, []"),
+    # user28b: pd's hint for one instance names the degree above one (test_user_pass::test_pd_one_instance_hint_*)
+    M("user28b-pd-hint-smaller-tp-always", "kvplan/calc/pd.py",
+      'for flag, degree in (("--tp", s.parallelism.tp), ("--pp", s.parallelism.pp)) if degree > 1]',
+      'for flag, degree in (("--tp", s.parallelism.tp),) if degree > 0]'),
 )
 
 

@@ -699,6 +699,15 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     return col, out
 
 
+def _smaller_layout(s: Scenario, ranks: int) -> str:
+    """The hint's other way to two instances: a smaller degree of the layout that is above one (--tp 1 --pp 2 on 2
+    GPUs: a smaller --pp, never a smaller --tp than 1); none for an attention-DP instance."""
+    if ranks != 1:
+        return ""
+    smaller = [flag for flag, degree in (("--tp", s.parallelism.tp), ("--pp", s.parallelism.pp)) if degree > 1]
+    return ", or a smaller " + " or ".join(smaller) if smaller else ""
+
+
 def _two_instances(s: Scenario, g: int, ranks: int = 1) -> str:
     """The options that give the deployment two instances of ``g`` GPUs, each a change from what it has (so the
     hint changes the outcome when pasted): --dp 2 over a --dp the user pinned, --gpus over a --gpus given, and the
@@ -754,8 +763,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if instances < 2 and ranks == 1:
         what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
-                          f"plan two instances ({_two_instances(s, g, ranks)})"
-                          + (", or a smaller --tp" if ranks == 1 else ""))
+                          f"plan two instances ({_two_instances(s, g, ranks)})" + _smaller_layout(s, ranks))
     if ep > g * ranks:      # the EP group spans instances: a prefill or decode instance alone would miss experts
         raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
                           f"instance holds {g} of the {ep} expert shards, not every expert",
