@@ -496,3 +496,11 @@ def test_pd_one_instance_hint_names_the_degree_that_can_shrink(run_cli, args, sm
     one_line_refusal(r, "disaggregation needs two", smaller)
     if args[1] == "1":
         assert "smaller --tp" not in r.err
+
+
+# --- user28b: size --compare with the model sized ------------------------------------------------------------------
+def test_size_compare_with_the_model_itself_is_refused(run_cli):
+    """Before: ``size -m qwq-32b --compare qwq-32b`` printed the one model's table beside itself."""
+    one_line_refusal(run_cli("size", "-m", "qwq-32b", "--compare", "qwq-32b"), "--compare qwq-32b",
+                     "compared with itself")
+    assert run_cli("size", "-m", "qwq-32b", "--compare", "qwen3-32b").code == 0    # another model still compares

@@ -1468,6 +1468,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user28b-pd-hint-smaller-tp-always", "kvplan/calc/pd.py",
       'for flag, degree in (("--tp", s.parallelism.tp), ("--pp", s.parallelism.pp)) if degree > 1]',
       'for flag, degree in (("--tp", s.parallelism.tp),) if degree > 0]'),
+    # user28b: size --compare the model itself is refused (test_user_pass::test_size_compare_with_the_model_itself_*)
+    M("user28b-size-compare-itself-accepted", "kvplan/options/command.py",
+      "    if compare is not None and other == built.model:", "    if False:"),
 )
 
 
