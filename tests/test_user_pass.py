@@ -504,3 +504,19 @@ def test_size_compare_with_the_model_itself_is_refused(run_cli):
     one_line_refusal(run_cli("size", "-m", "qwq-32b", "--compare", "qwq-32b"), "--compare qwq-32b",
                      "compared with itself")
     assert run_cli("size", "-m", "qwq-32b", "--compare", "qwen3-32b").code == 0    # another model still compares
+
+
+# --- user28b: presets list names every built-in model ----------------------------------------------------------------
+def test_presets_list_shows_a_name_for_every_built_in_model(run_cli):
+    """Before: gpt-oss, Qwen3, QwQ and the R1 distills had names that were their ids in other capitals
+    ("QwQ-32B"), which the terminal leaves out (present/presets.py), so the name column was blank for them."""
+    r = run_cli("presets", "list", "-t", "model", "-f", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    models = [e for e in (data["presets"] if isinstance(data, dict) else data) if e["type"] == "model"]
+    assert len(models) >= 19
+    blank = [e["id"] for e in models if not e["name"].strip() or e["name"].casefold() == e["id"].casefold()]
+    assert blank == [], blank
+    table = run_cli("presets", "list", "-t", "model").out
+    row = next(line for line in table.splitlines() if line.strip().startswith("qwq-32b"))
+    assert "QwQ-32B (32.5B dense" in row, row     # the model card's 32.5B parameters

@@ -1471,6 +1471,9 @@ MUTANTS: tuple[Mutant, ...] = (
     # user28b: size --compare the model itself is refused (test_user_pass::test_size_compare_with_the_model_itself_*)
     M("user28b-size-compare-itself-accepted", "kvplan/options/command.py",
       "    if compare is not None and other == built.model:", "    if False:"),
+    # user28b: every built-in model has a name beyond its id (test_user_pass::test_presets_list_shows_a_name_*)
+    M("user28b-qwq-name-is-its-id", "presets/models/qwq-32b.toml",
+      'name = "QwQ-32B (32.5B dense reasoning model)"', 'name = "QwQ-32B"'),
 )
 
 
