@@ -520,3 +520,47 @@ def test_presets_list_shows_a_name_for_every_built_in_model(run_cli):
     table = run_cli("presets", "list", "-t", "model").out
     row = next(line for line in table.splitlines() if line.strip().startswith("qwq-32b"))
     assert "QwQ-32B (32.5B dense" in row, row     # the model card's 32.5B parameters
+
+
+# --- user28b: pd's TTFT in units that read, and a long TTFT with no target named -------------------------------------
+QWQ_8 = ("-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "8")
+
+
+def first_screen(out: str) -> str:
+    """The headline and the notes under it: the text before the first table."""
+    return out.split("\nColocated:")[0]
+
+
+def test_time_text_picks_the_unit():
+    from kvplan.render.output import time_text
+
+    # by hand: 537.7648 s stays s below 10 min; 14.5621 s = 14.6 s; 4.3336 s = 4,333.6 ms (below 10 s); 9,000 s = 2.5 h
+    assert [time_text(x) for x in (0.0, 0.0005, 0.0382, 4.3336, 14.5621, 537.7648, 660.0, 9000.0)] == [
+        "0.0 ms", "500.0 us", "38.2 ms", "4,333.6 ms", "14.6 s", "537.8 s", "11.0 min", "2.5 h"]
+
+
+def test_pd_long_ttft_reads_in_seconds_and_is_named_without_a_target(run_cli):
+    """Before: ``pd`` printed "TTFT p99 345,706.8 ms" at the colocated goodput rate of a 30K-prompt workload, and with
+    no --ttft-slo counted it as goodput without a word."""
+    import re
+
+    r = run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k")
+    assert r.code == 0, r.err
+    head = " ".join(first_screen(r.out).split())
+    assert not re.search(r"\d{2},\d{3}\.\d ms", head), head       # no five-digit milliseconds
+    assert "No TTFT target was given: at the goodput rate TTFT p99 is colocated's" in head, head
+    assert "give --ttft-slo" in head
+    # the note's figure is the one the colocated line prints at its goodput rate (one value, one text)
+    ttft = re.search(r"\(Poisson\): TPOT p99 [\d.,]+ ms, TTFT p99 ([\d.,]+ (?:s|min))", head)
+    assert ttft and f"colocated's {ttft.group(1)}" in head, head
+    # a TTFT target given: goodput already counts only the requests meeting it; no note
+    r = run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k", "--ttft-slo", "20s")
+    assert r.code == 0, r.err
+    assert "No TTFT target" not in r.out
+
+
+def test_pd_short_ttft_without_a_target_is_not_flagged(run_cli):
+    r = run_cli("pd", *LLAMA, "--tp", "1", "--gpus", "2", "--prompt", "4k", "--decode", "300")
+    assert r.code == 0, r.err
+    assert "No TTFT target" not in r.out
+
