@@ -564,3 +564,45 @@ def test_pd_short_ttft_without_a_target_is_not_flagged(run_cli):
     assert r.code == 0, r.err
     assert "No TTFT target" not in r.out
 
+
+# --- user28b: pd says it searched the layouts, and which it chose against the --tp given ------------------------------
+def test_pd_names_the_layouts_it_chose_over_the_tp_given(run_cli):
+    """Before: the headline said TP=2 x DP=4 while colocated was priced as 1 instance of TP8 and the split as TP1
+    prefill + TP4 decode, without a word (pd searches each role's layout: issue 21)."""
+    import re
+
+    r = run_cli("pd", *QWQ_8)
+    assert r.code == 0, r.err
+    head = " ".join(first_screen(r.out).split())
+    assert "TP=2 x PP=1 x DP=4" in head
+    m = re.search(r"Layouts searched: .* not only the headline's 4 x TP2 \(--tp 2 given\): colocated (\d+) x TP(\d+), "
+                  r"disaggregated (\d+) x TP(\d+) prefill \+ (\d+) x TP(\d+) decode\.", head)
+    assert m, head
+    # the note names the layouts the tables price: the colocated table's instances x GPUs, the split's TPs
+    n, tp = int(m.group(1)), int(m.group(2))
+    assert f"Colocated: {n} instance(s) of {tp} GPU(s)" in " ".join(r.out.split())
+    data = run_cli("pd", *QWQ_8, "-f", "json").json()
+    assert (data["prefill_tp"], data["decode_tp"]) == (int(m.group(4)), int(m.group(6)))
+    assert (data["prefill_instances"], data["decode_instances"]) == (int(m.group(3)), int(m.group(5)))
+    assert tp != 2 or int(m.group(4)) != 2 or int(m.group(6)) != 2     # a layout other than the one given
+    # colocated keeps the headline's 4 x TP2 at 30K + 1K, the split does not (4 x TP1 + 1 x TP4): still said
+    head = " ".join(first_screen(run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k").out).split())
+    assert "(--tp 2 given): colocated 4 x TP2, disaggregated 4 x TP1 prefill + 1 x TP4 decode." in head, head
+
+
+def test_pd_says_nothing_of_layouts_when_it_kept_the_one_given(run_cli):
+    # llama-3.1-8b, --tp 1 on 2 GPUs, 4K + 300: colocated 2 x TP1 and the split 1 x TP1 + 1 x TP1, the headline's own
+    r = run_cli("pd", *LLAMA, "--tp", "1", "--gpus", "2", "--prompt", "4k", "--decode", "300", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert (d["colocated_tp"], d["prefill_tp"], d["decode_tp"], d["instances"]) == (1, 1, 1, 2)
+    assert d["first_screen_notes"] == []
+
+
+def test_pd_layouts_against_a_default_tp_are_the_first_note(run_cli):
+    # no --tp: the headline's TP8 is kvplan's default (one node), so the layouts chosen lead the notes, not the verdict
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["first_screen_notes"] == []
+    assert d["reasons"][0].startswith("Layouts searched: ") and "(TP8 by default)" in d["reasons"][0]

@@ -1487,6 +1487,16 @@ MUTANTS: tuple[Mutant, ...] = (
       "    if targets.ttft is not None:\n        return None\n    long =", "    long ="),
     M("user28b-pd-long-ttft-always", "kvplan/calc/pd.py",
       "v.value is not None and v.number() >= LONG_TTFT_SECONDS]", "v.value is not None]"),
+    # user28b: pd names the layouts it chose over the --tp given (test_user_pass::test_pd_*layouts*)
+    M("user28b-pd-layout-note-unsaid", "kvplan/calc/pd.py",
+      '    if all(replace(lay, gpu="") == own for lay in chosen):', "    if True:"),
+    M("user28b-pd-layout-note-always", "kvplan/calc/pd.py",
+      '    if all(replace(lay, gpu="") == own for lay in chosen):', "    if False:"),
+    M("user28b-pd-layout-note-colocated-only", "kvplan/calc/pd.py",
+      "    chosen = (col_lay, dis.prefill, dis.decode)", "    chosen = (col_lay,)"),
+    M("user28b-pd-layout-note-given-tp-in-notes", "kvplan/calc/pd.py",
+      "    given_tp = layout if layout is not None and not s.tp_defaulted else None",
+      "    given_tp = None"),
 )
 
 

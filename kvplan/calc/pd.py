@@ -209,7 +209,7 @@ class PdPlan:
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
     colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
-    first_screen: tuple[Note, ...] = ()          # said under the verdict: a long TTFT without a target
+    first_screen: tuple[Note, ...] = ()          # said under the verdict: layouts chosen over the given, a long TTFT
 
     @property
     def colocated_degrees(self) -> dict[str, Count]:
@@ -1011,7 +1011,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v,
                        f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}")
-    first = tuple(n for n in (_long_ttft_note(targets, ttft_q, ttft_at_v),) if n is not None)
+    # the layouts chosen: under the verdict against a --tp the user gave; first among the notes against a default TP
+    layout = _layout_note(s, own[0], own_instances, col_lay, instances, dis)
+    given_tp = layout if layout is not None and not s.tp_defaulted else None
+    if layout is not None and given_tp is None:
+        reasons = (layout,) + reasons
+    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v)) if n is not None)
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -1056,6 +1061,21 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
                       else "no rate simulated")), col_lay, first)
+
+
+def _layout_note(s: Scenario, own: RoleLayout, own_instances: int, col_lay: RoleLayout, instances: int,
+                 dis: Disaggregated) -> Note | None:
+    """Where the layouts pd chose are not the scenario's own (the headline's): that pd searched them and which it
+    chose against the --tp given (or defaulted), so the headline's TP x DP is not read as the layout priced."""
+    from dataclasses import replace
+
+    chosen = (col_lay, dis.prefill, dis.decode)
+    if all(replace(lay, gpu="") == own for lay in chosen):
+        return None
+    tp = f"TP{s.parallelism.tp} by default" if s.tp_defaulted else f"--tp {s.parallelism.tp} given"
+    return note(f"Layouts searched: pd prices each side on the layout that serves it best among those that hold the "
+                f"model on the {s.parallelism.gpus} GPUs, not only the headline's {own_instances} x {own.label} "
+                f"({tp}): colocated {instances} x {col_lay.label}, disaggregated {_split_text(dis)}.")
 
 
 def _long_ttft_note(targets: SloTargets, colocated: Seconds, disaggregated: Seconds) -> Note | None:
