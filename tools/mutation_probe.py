@@ -1474,9 +1474,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # user28b: every built-in model has a name beyond its id (test_user_pass::test_presets_list_shows_a_name_*)
     M("user28b-qwq-name-is-its-id", "presets/models/qwq-32b.toml",
       'name = "QwQ-32B (32.5B dense reasoning model)"', 'name = "QwQ-32B"'),
-    # user28b: pd's TTFT with the unit that reads and a long TTFT without a target named (test_user_pass::test_pd_long_*)
+    # user28b: pd's TTFT with the unit that reads, a long TTFT without a target named (test_user_pass::test_pd_long_*)
     M("user28b-pd-colocated-ttft-in-ms", "kvplan/calc/pd.py",
-      '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:time:,.1f}",', '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",'),
+      '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:time:,.1f}",',
+      '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",'),
     M("user28b-time-text-ms-to-an-hour", "kvplan/render/output.py",
       '(10.0, 1e3, "ms"), (600.0, 1.0, "s")', '(3600.0, 1e3, "ms"), (600.0, 1.0, "s")'),
     M("user28b-time-text-zero-in-us", "kvplan/render/output.py",

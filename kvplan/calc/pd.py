@@ -71,8 +71,8 @@ DEFAULT_HANDOVER_SECONDS = 0.002
 HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
 RATIOS = (50, 20, 10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
 WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be recommended
-# with no TTFT target, a TTFT at the goodput rate from this long up is named under the verdict (it counts as goodput
-# all the same): 10 s, a judgement (no source), five times the 2 s TTFT target AIConfigurator's chat case uses (issue 21)
+# with no TTFT target, a TTFT at the goodput rate from this long up is named under the verdict (it counts as
+# goodput all the same): 10 s, a judgement (no source), 5x the 2 s TTFT target of AIConfigurator's chat case (issue 21)
 LONG_TTFT_SECONDS = 10.0
 
 
