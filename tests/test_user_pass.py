@@ -482,3 +482,127 @@ def test_a_user_preset_named_h200_overrides_the_default_gpu(run_cli, tmp_path):
     for args in ((), ("-g", "h200")):
         doc = run_cli("concurrency", "-m", "qwq-32b", "--presets-dir", str(folder), *args, "-f", "json").json()
         assert doc["budget"]["hbm_bytes"] == 107_374_182_400, args
+
+
+# --- user28b: pd's fix hint names the degree that can shrink -------------------------------------------------------
+@pytest.mark.parametrize("args, smaller", [
+    (("--tp", "1", "--gpus", "2", "--pp", "2"), "or a smaller --pp)"),       # TP is 1 already: only PP can shrink
+    (("--tp", "2", "--gpus", "2"), "or a smaller --tp)"),
+    (("--tp", "2", "--gpus", "4", "--pp", "2"), "or a smaller --tp or --pp)"),
+])
+def test_pd_one_instance_hint_names_the_degree_that_can_shrink(run_cli, args, smaller):
+    """Before: ``pd --tp 1 --gpus 2 --pp 2`` said "or a smaller --tp" (there is none below 1; --pp 2 is the cause)."""
+    r = run_cli("pd", *LLAMA, *args)
+    one_line_refusal(r, "disaggregation needs two", smaller)
+    if args[1] == "1":
+        assert "smaller --tp" not in r.err
+
+
+# --- user28b: size --compare with the model sized ------------------------------------------------------------------
+def test_size_compare_with_the_model_itself_is_refused(run_cli):
+    """Before: ``size -m qwq-32b --compare qwq-32b`` printed the one model's table beside itself."""
+    one_line_refusal(run_cli("size", "-m", "qwq-32b", "--compare", "qwq-32b"), "--compare qwq-32b",
+                     "compared with itself")
+    assert run_cli("size", "-m", "qwq-32b", "--compare", "qwen3-32b").code == 0    # another model still compares
+
+
+# --- user28b: presets list names every built-in model ----------------------------------------------------------------
+def test_presets_list_shows_a_name_for_every_built_in_model(run_cli):
+    """Before: gpt-oss, Qwen3, QwQ and the R1 distills had names that were their ids in other capitals
+    ("QwQ-32B"), which the terminal leaves out (present/presets.py), so the name column was blank for them."""
+    r = run_cli("presets", "list", "-t", "model", "-f", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    models = [e for e in (data["presets"] if isinstance(data, dict) else data) if e["type"] == "model"]
+    assert len(models) >= 19
+    blank = [e["id"] for e in models if not e["name"].strip() or e["name"].casefold() == e["id"].casefold()]
+    assert blank == [], blank
+    table = run_cli("presets", "list", "-t", "model").out
+    row = next(line for line in table.splitlines() if line.strip().startswith("qwq-32b"))
+    assert "QwQ-32B (32.5B dense" in row, row     # the model card's 32.5B parameters
+
+
+# --- user28b: pd's TTFT in units that read, and a long TTFT with no target named -------------------------------------
+QWQ_8 = ("-m", "qwq-32b", "-g", "h100-sxm", "--tp", "2", "--gpus", "8")
+
+
+def first_screen(out: str) -> str:
+    """The headline and the notes under it: the text before the first table."""
+    return out.split("\nColocated:")[0]
+
+
+def test_time_text_picks_the_unit():
+    from kvplan.render.output import time_text
+
+    # by hand: 537.7648 s stays s below 10 min; 14.5621 s = 14.6 s; 4.3336 s = 4,333.6 ms (below 10 s); 9,000 s = 2.5 h
+    assert [time_text(x) for x in (0.0, 0.0005, 0.0382, 4.3336, 14.5621, 537.7648, 660.0, 9000.0)] == [
+        "0.0 ms", "500.0 us", "38.2 ms", "4,333.6 ms", "14.6 s", "537.8 s", "11.0 min", "2.5 h"]
+
+
+def test_pd_long_ttft_reads_in_seconds_and_is_named_without_a_target(run_cli):
+    """Before: ``pd`` printed "TTFT p99 345,706.8 ms" at the colocated goodput rate of a 30K-prompt workload, and with
+    no --ttft-slo counted it as goodput without a word."""
+    import re
+
+    r = run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k")
+    assert r.code == 0, r.err
+    head = " ".join(first_screen(r.out).split())
+    assert not re.search(r"\d{2},\d{3}\.\d ms", head), head       # no five-digit milliseconds
+    assert "No TTFT target was given: at the goodput rate TTFT p99 is colocated's" in head, head
+    assert "give --ttft-slo" in head
+    # the note's figure is the one the colocated line prints at its goodput rate (one value, one text)
+    ttft = re.search(r"\(Poisson\): TPOT p99 [\d.,]+ ms, TTFT p99 ([\d.,]+ (?:s|min))", head)
+    assert ttft and f"colocated's {ttft.group(1)}" in head, head
+    # a TTFT target given: goodput already counts only the requests meeting it; no note
+    r = run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k", "--ttft-slo", "20s")
+    assert r.code == 0, r.err
+    assert "No TTFT target" not in r.out
+
+
+def test_pd_short_ttft_without_a_target_is_not_flagged(run_cli):
+    r = run_cli("pd", *LLAMA, "--tp", "1", "--gpus", "2", "--prompt", "4k", "--decode", "300")
+    assert r.code == 0, r.err
+    assert "No TTFT target" not in r.out
+
+
+# --- user28b: pd says it searched the layouts, and which it chose against the --tp given ------------------------------
+def test_pd_names_the_layouts_it_chose_over_the_tp_given(run_cli):
+    """Before: the headline said TP=2 x DP=4 while colocated was priced as 1 instance of TP8 and the split as TP1
+    prefill + TP4 decode, without a word (pd searches each role's layout: issue 21)."""
+    import re
+
+    r = run_cli("pd", *QWQ_8)
+    assert r.code == 0, r.err
+    head = " ".join(first_screen(r.out).split())
+    assert "TP=2 x PP=1 x DP=4" in head
+    m = re.search(r"Layouts searched: .* not only the headline's 4 x TP2 \(--tp 2 given\): colocated (\d+) x TP(\d+), "
+                  r"disaggregated (\d+) x TP(\d+) prefill \+ (\d+) x TP(\d+) decode\.", head)
+    assert m, head
+    # the note names the layouts the tables price: the colocated table's instances x GPUs, the split's TPs
+    n, tp = int(m.group(1)), int(m.group(2))
+    assert f"Colocated: {n} instance(s) of {tp} GPU(s)" in " ".join(r.out.split())
+    data = run_cli("pd", *QWQ_8, "-f", "json").json()
+    assert (data["prefill_tp"], data["decode_tp"]) == (int(m.group(4)), int(m.group(6)))
+    assert (data["prefill_instances"], data["decode_instances"]) == (int(m.group(3)), int(m.group(5)))
+    assert tp != 2 or int(m.group(4)) != 2 or int(m.group(6)) != 2     # a layout other than the one given
+    # colocated keeps the headline's 4 x TP2 at 30K + 1K, the split does not (4 x TP1 + 1 x TP4): still said
+    head = " ".join(first_screen(run_cli("pd", *QWQ_8, "--prompt", "30k", "--decode", "1k").out).split())
+    assert "(--tp 2 given): colocated 4 x TP2, disaggregated 4 x TP1 prefill + 1 x TP4 decode." in head, head
+
+
+def test_pd_says_nothing_of_layouts_when_it_kept_the_one_given(run_cli):
+    # llama-3.1-8b, --tp 1 on 2 GPUs, 4K + 300: colocated 2 x TP1 and the split 1 x TP1 + 1 x TP1, the headline's own
+    r = run_cli("pd", *LLAMA, "--tp", "1", "--gpus", "2", "--prompt", "4k", "--decode", "300", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert (d["colocated_tp"], d["prefill_tp"], d["decode_tp"], d["instances"]) == (1, 1, 1, 2)
+    assert d["first_screen_notes"] == []
+
+
+def test_pd_layouts_against_a_default_tp_are_the_first_note(run_cli):
+    # no --tp: the headline's TP8 is kvplan's default (one node), so the layouts chosen lead the notes, not the verdict
+    r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["first_screen_notes"] == []
+    assert d["reasons"][0].startswith("Layouts searched: ") and "(TP8 by default)" in d["reasons"][0]

@@ -1486,6 +1486,40 @@ MUTANTS: tuple[Mutant, ...] = (
       "rate = link if par.ep <= scale_up_domain(hw) else", "rate = link if par.ep <= hw.node.gpus_per_node else"),
     M("pf20d-preempt-comm-missing", "kvplan/calc/preemption.py",
       "comm = sum(step.prefill_comm(n) for n in sizes)", "comm = 0.0"),
+    # user28b: pd's hint for one instance names the degree above one (test_user_pass::test_pd_one_instance_hint_*)
+    M("user28b-pd-hint-smaller-tp-always", "kvplan/calc/pd.py",
+      'for flag, degree in (("--tp", s.parallelism.tp), ("--pp", s.parallelism.pp)) if degree > 1]',
+      'for flag, degree in (("--tp", s.parallelism.tp),) if degree > 0]'),
+    # user28b: size --compare the model itself is refused (test_user_pass::test_size_compare_with_the_model_itself_*)
+    M("user28b-size-compare-itself-accepted", "kvplan/options/command.py",
+      "    if compare is not None and other == built.model:", "    if False:"),
+    # user28b: every built-in model has a name beyond its id (test_user_pass::test_presets_list_shows_a_name_*)
+    M("user28b-qwq-name-is-its-id", "presets/models/qwq-32b.toml",
+      'name = "QwQ-32B (32.5B dense reasoning model)"', 'name = "QwQ-32B"'),
+    # user28b: pd's TTFT with the unit that reads, a long TTFT without a target named (test_user_pass::test_pd_long_*)
+    M("user28b-pd-colocated-ttft-in-ms", "kvplan/calc/pd.py",
+      '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:time:,.1f}",',
+      '"{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",'),
+    M("user28b-time-text-ms-to-an-hour", "kvplan/render/output.py",
+      '(10.0, 1e3, "ms"), (600.0, 1.0, "s")', '(3600.0, 1e3, "ms"), (600.0, 1.0, "s")'),
+    M("user28b-time-text-zero-in-us", "kvplan/render/output.py",
+      'if a < below and (a or name == "ms"):', "if a < below:"),
+    M("user28b-pd-long-ttft-unsaid", "kvplan/calc/pd.py",
+      "v.value is not None and v.number() >= LONG_TTFT_SECONDS]", "v.value is not None and v.number() >= math.inf]"),
+    M("user28b-pd-long-ttft-said-with-a-target", "kvplan/calc/pd.py",
+      "    if targets.ttft is not None:\n        return None\n    long =", "    long ="),
+    M("user28b-pd-long-ttft-always", "kvplan/calc/pd.py",
+      "v.value is not None and v.number() >= LONG_TTFT_SECONDS]", "v.value is not None]"),
+    # user28b: pd names the layouts it chose over the --tp given (test_user_pass::test_pd_*layouts*)
+    M("user28b-pd-layout-note-unsaid", "kvplan/calc/pd.py",
+      '    if all(replace(lay, gpu="") == own for lay in chosen):', "    if True:"),
+    M("user28b-pd-layout-note-always", "kvplan/calc/pd.py",
+      '    if all(replace(lay, gpu="") == own for lay in chosen):', "    if False:"),
+    M("user28b-pd-layout-note-colocated-only", "kvplan/calc/pd.py",
+      "    chosen = (col_lay, dis.prefill, dis.decode)", "    chosen = (col_lay,)"),
+    M("user28b-pd-layout-note-given-tp-in-notes", "kvplan/calc/pd.py",
+      "    given_tp = layout if layout is not None and not s.tp_defaulted else None",
+      "    given_tp = None"),
 )
 
 

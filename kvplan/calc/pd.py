@@ -71,6 +71,9 @@ DEFAULT_HANDOVER_SECONDS = 0.002
 HANDOVER_SOURCE = "kvplan's assumption: ~2 ms per request to hand a prefilled request over (scheduling, one RPC)"
 RATIOS = (50, 20, 10, 5, 2, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)   # prompt : output
 WIN_MARGIN = 1.05   # disaggregation must beat colocated goodput by 5% to be recommended
+# with no TTFT target, a TTFT at the goodput rate from this long up is named under the verdict (it counts as
+# goodput all the same): 10 s, a judgement (no source), 5x the 2 s TTFT target of AIConfigurator's chat case (issue 21)
+LONG_TTFT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ class PdPlan:
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
     colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
+    first_screen: tuple[Note, ...] = ()          # said under the verdict: layouts chosen over the given, a long TTFT
 
     @property
     def colocated_degrees(self) -> dict[str, Count]:
@@ -667,11 +671,11 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
         label = miss.verdict.decided_by
         key = _figure_key(label)
         col = col + note(f"; batch {miss.users.value} misses on its {label} " + (
-            "{v:.1%}" if key == "slo_attainment" else "{v:ms:,.1f} ms"), v=miss.figures[key])
+            "{v:.1%}" if key == "slo_attainment" else "{v:time:,.1f}"), v=miss.figures[key])
     else:
         col = col + note("; the KV pool or pure decode's TPOT caps it")
     col = col + note("; goodput {r:,.3g} requests/s per " + per + " (Poisson): TPOT " + f"p{tq} "
-                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:ms:,.1f} ms",
+                     + "{t:ms:,.1f} ms, TTFT " + f"p{fq} " + "{f:time:,.1f}",
                      r=Number(rate, derived("the highest rate meeting the targets (bisection)", f"{rate:.6g}")),
                      t=tpot_q, f=ttft_q)
     if targets.ttft is not None:
@@ -680,14 +684,14 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
         label = rate_miss.verdict.decided_by
         key = "" if label == "overload" else _figure_key(label)
         col = col + note("; {r:,.3g} requests/s misses on its " + label + (
-            "" if not key else " {v:.1%}" if key == "slo_attainment" else " {v:ms:,.1f} ms"),
+            "" if not key else " {v:.1%}" if key == "slo_attainment" else " {v:time:,.1f}"),
             r=Number(rate_miss.rate, derived("the first rate tried above the goodput that misses",
                                              f"{rate_miss.rate:.6g}")),
             **({"v": rate_miss.figures[key]} if key else {}))
     q = targets.ttft_percentile
     out = note(f"disaggregated {_split_text(dis)}: decode batch {dis.decode_batch}, TPOT " + "{v:ms:,.1f} ms "
                "(closed form) against {slo:ms:g} ms; " + f"TTFT p{q} "
-               + "{t:ms:,.1f} ms at the goodput rate (simulated prefill queue: wait {w:ms:,.1f} ms)", v=dec_tpot,
+               + "{t:time:,.1f} at the goodput rate (simulated prefill queue: wait {w:time:,.1f})", v=dec_tpot,
                slo=tpot_slo, t=ttft, w=wait)
     if targets.ttft is not None:
         out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
@@ -697,6 +701,15 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
                      "{fluid:,.3g} requests/s " + against, eff=eff, fluid=fluid, fm=fluid_margin)
     return col, out
+
+
+def _smaller_layout(s: Scenario, ranks: int) -> str:
+    """The hint's other way to two instances: a smaller degree of the layout that is above one (--tp 1 --pp 2 on 2
+    GPUs: a smaller --pp, never a smaller --tp than 1); none for an attention-DP instance."""
+    if ranks != 1:
+        return ""
+    smaller = [flag for flag, degree in (("--tp", s.parallelism.tp), ("--pp", s.parallelism.pp)) if degree > 1]
+    return ", or a smaller " + " or ".join(smaller) if smaller else ""
 
 
 def _two_instances(s: Scenario, g: int, ranks: int = 1) -> str:
@@ -754,8 +767,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if instances < 2 and ranks == 1:
         what = f"TP x PP = {g}" + (f" x {ranks} attention-DP ranks (EP {ep})" if ranks > 1 else "")
         raise KvplanError(f"{par.gpus} GPU(s) make {instances} instance(s) of {what}: disaggregation needs two",
-                          f"plan two instances ({_two_instances(s, g, ranks)})"
-                          + (", or a smaller --tp" if ranks == 1 else ""))
+                          f"plan two instances ({_two_instances(s, g, ranks)})" + _smaller_layout(s, ranks))
     if ep > g * ranks:      # the EP group spans instances: a prefill or decode instance alone would miss experts
         raise KvplanError(f"--ep {ep} spans {-(-ep // g)} instances of {g} GPU(s): split into prefill and decode, an "
                           f"instance holds {g} of the {ep} expert shards, not every expert",
@@ -999,6 +1011,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v,
                        f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}")
+    # the layouts chosen: under the verdict against a --tp the user gave; first among the notes against a default TP
+    layout = _layout_note(s, own[0], own_instances, col_lay, instances, dis)
+    given_tp = layout if layout is not None and not s.tp_defaulted else None
+    if layout is not None and given_tp is None:
+        reasons = (layout,) + reasons
+    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v)) if n is not None)
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -1042,7 +1060,38 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
-                      else "no rate simulated")), col_lay)
+                      else "no rate simulated")), col_lay, first)
+
+
+def _layout_note(s: Scenario, own: RoleLayout, own_instances: int, col_lay: RoleLayout, instances: int,
+                 dis: Disaggregated) -> Note | None:
+    """Where the layouts pd chose are not the scenario's own (the headline's): that pd searched them and which it
+    chose against the --tp given (or defaulted), so the headline's TP x DP is not read as the layout priced."""
+    from dataclasses import replace
+
+    chosen = (col_lay, dis.prefill, dis.decode)
+    if all(replace(lay, gpu="") == own for lay in chosen):
+        return None
+    tp = f"TP{s.parallelism.tp} by default" if s.tp_defaulted else f"--tp {s.parallelism.tp} given"
+    return note(f"Layouts searched: pd prices each side on the layout that serves it best among those that hold the "
+                f"model on the {s.parallelism.gpus} GPUs, not only the headline's {own_instances} x {own.label} "
+                f"({tp}): colocated {instances} x {col_lay.label}, disaggregated {_split_text(dis)}.")
+
+
+def _long_ttft_note(targets: SloTargets, colocated: Seconds, disaggregated: Seconds) -> Note | None:
+    """With no TTFT target, a TTFT at either side's goodput rate of ``LONG_TTFT_SECONDS`` or more, named: goodput then
+    counts requests whatever they waited for their first token."""
+    if targets.ttft is not None:
+        return None
+    long = [(side, v) for side, v in (("colocated", colocated), ("disaggregated", disaggregated))
+            if v.value is not None and v.number() >= LONG_TTFT_SECONDS]
+    if not long:
+        return None
+    q = targets.ttft_percentile
+    parts = [note(f"{side}'s " + "{v:time:,.1f}", v=v) for side, v in long]
+    return (note(f"No TTFT target was given: at the goodput rate TTFT p{q} is ") + Note.join(" and ", parts)
+            + note(", counted as goodput all the same; give --ttft-slo (e.g. 2s) to count only requests that meet "
+                   "one."))
 
 
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):

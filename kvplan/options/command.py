@@ -121,6 +121,9 @@ def size_request(scenario: Scenario | dict[str, Any], *, contexts: Any = DEFAULT
     default = SEED_COMPARE if args is not None and args.get("model") is None else None
     ref = compare if compare is not None else default
     other = load_model(str(ref), extra_dirs(presets_dir)) if ref is not None else None
+    if compare is not None and other == built.model:    # the same spec: a side-by-side table of one model twice
+        raise InputError(f"--compare {compare} is the model sized (--model {built.model.id}): a model compared "
+                         "with itself", "give --compare another model (kvplan presets list), or drop --compare")
     return built, parse_contexts(contexts), other
 
 

@@ -109,7 +109,7 @@ def present(plan: PdPlan) -> Result:
         "colocated_requests_per_rate": plan.colocated_rate_requests,
         **plan.role_degrees,
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
-        "reasons": list(plan.reasons),
+        "reasons": list(plan.reasons), "first_screen_notes": list(plan.first_screen),
         "by_ratio": [{"prompt_over_output": r.prompt_over_output, "prompt_tokens": r.prompt,
                       "colocated_tokens_per_second": r.colocated,
                       "disaggregated_tokens_per_second": r.disaggregated,
@@ -136,4 +136,4 @@ def present(plan: PdPlan) -> Result:
              ("disaggregated requests/s", plan.disaggregated_requests_per_second))
     return Result("pd", s.headline() + f"; TPOT SLO {o.tpot_slo * 1e3:g} ms at p{tq}", data,
                   (colocated, disaggregated, sweep), tuple(notes), assumptions, (), brief,
-                  lead=(verdict, *plan.decided))
+                  lead=(verdict, *plan.decided, *plan.first_screen))

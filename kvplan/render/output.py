@@ -59,6 +59,21 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
+# a time with its unit (a note's ``{t:time:,.1f}``): the unit that keeps the number short; a TTFT of minutes is
+# never printed as hundreds of thousands of milliseconds
+_TIME_UNITS = ((1e-3, 1e6, "us"), (10.0, 1e3, "ms"), (600.0, 1.0, "s"), (7200.0, 1 / 60, "min"))
+
+
+def time_text(seconds: float, number: str = ",.1f") -> str:
+    """Seconds as text with the unit that suits them: us below 1 ms, ms below 10 s, s below 10 min, min below 2 h,
+    else h; each in the format ``number``."""
+    a = abs(seconds)
+    for below, times, name in _TIME_UNITS:
+        if a < below and (a or name == "ms"):      # zero in ms (a wait of none: "0.0 ms")
+            return f"{format(seconds * times, number)} {name}"
+    return f"{format(seconds / 3600, number)} h"
+
+
 def format_flops(flop: float) -> str:
     for scale, name in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
         if abs(flop) >= scale:
@@ -87,6 +102,8 @@ def figure_text(figure: Figure, units: str = "iec") -> str:
         if spec.startswith(".") and spec[1:].isdigit():
             return format_bytes(v, units, int(spec[1:]))
     scale, sep, number = spec.partition(":")
+    if sep and scale == "time":
+        return time_text(v, number)
     if sep and scale in _SCALES:
         times, over = _SCALES[scale]
         return format(v * times / over if over != 1 else v * times, number)

@@ -189,7 +189,9 @@ def note(template: str, **values: Value | str | Note) -> Note:
 
     ``{name}`` prints the value as a table cell does (bytes per ``--units``); ``{name:SPEC}`` with a Python format
     spec prints the plain number (``{ratio:.2f}``); a scale word first prints it scaled: ``{t:ms:.3g}`` (seconds
-    as milliseconds), ``us``, ``k``, ``M``, ``G``, ``T``; for bytes a unit, ``{pool:GiB:,.1f}``, prints
+    as milliseconds), ``us``, ``k``, ``M``, ``G``, ``T``; ``{t:time:,.1f}`` prints seconds with the unit that
+    suits them (``38.2 ms``, ``14.6 s``, ``9.0 min``: the unit is part of the figure); for bytes a unit,
+    ``{pool:GiB:,.1f}``, prints
     ``12.3 GiB`` (``11.4 GB`` with ``--units si``) and ``{pool:.1}`` picks the unit with one decimal. A text value
     is put in as it is; a plain number is refused (give the typed value). ``{{`` and ``}}`` are literal braces."""
     import re
