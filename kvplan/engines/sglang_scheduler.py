@@ -1106,9 +1106,21 @@ class SglangScheduler(Scheduler):
             if finished:
                 r.finished(i)                         # its blocks stay charged until the round ends
                 batch.last_done = r.now
-            else:
+            elif r.xo_used:
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
+            else:                                     # ReplicaState.join written out (no numpy copy)
+                v = Pl[i] + g[i] - steps
+                r.xo_l[i] = v
+                r.sum_xo += v
+                r.phase[(-v - r.shift) % block] += 1
+                r.in_run[i] = True
+                r.done_at[i] = d = r.El[i] - v
+                heapq.heappush(r.done_heap, (d, i))
+                r.seq[i] = r.joins
+                r.joins += 1
+                running.append(i)
+                batch.join(i, d, steps, Pl[i], Ll[i], v)
             if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
                 rest = run - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
@@ -1150,7 +1162,12 @@ class SglangScheduler(Scheduler):
             victims.append(i)
             cache = xo_l[i] + steps - 1
             need -= btl[cache + 1] - btl[cache]
-            r.leave(i)
+            v = xo_l[i]                              # ReplicaState.leave written out: its tokens and blocks now
+            r.sum_xo -= v
+            r.phase[(-v - r.shift) % block] -= 1
+            r.in_run[i] = False
+            r.g[i] = v + steps - Pl[i]
+            r.held[i] = btl[cache]
             if tree is not None:
                 r.held[i] -= tree.in_tree[i]         # (leave() counted its whole cache)
                 tree.materialize(i)
