@@ -62,7 +62,6 @@ from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
 from kvplan.engines.replica import ReplicaState
 from kvplan.engines.schedulers import scheduler_for
-from kvplan.engines.sglang_scheduler import SglangScheduler
 from kvplan.engines.scheduling import (
     DEFAULT_POLICY,
     DEFAULT_VICTIM,
@@ -75,6 +74,7 @@ from kvplan.engines.scheduling import (
     RuleBook,
     Scheduler,
 )
+from kvplan.engines.sglang_scheduler import SglangScheduler
 from kvplan.errors import KvplanError
 from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
@@ -628,17 +628,17 @@ class _EventLoop:
                     k, added = r.last_step_that_fits(limit, s0, b)
                 else:
                     added = r.crossings(k, s0, b)
-                    if added > limit:
+                    if added > limit:             # past the free blocks: the overflow step ends it
                         k, added = r.last_step_that_fits(limit, s0, b)
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
-                else:                             # the next arrival (ReplicaState.next_event_at: no copies)
-                    upcoming = arrivals[0][0] if arrivals else inf
+                else:                             # the next arrival (ReplicaState.next_event_at)
+                    upcoming = arrivals[0][0] if arrivals else inf   # (no copies: SGLang neither swaps nor offloads)
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
                     run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
                         k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
-                        added = need1 if k == 1 else r.crossings(k, s0, b)
+                        added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run
                     now += run_time
             r.now = now
             r.steps = steps + k
