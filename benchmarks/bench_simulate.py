@@ -208,7 +208,8 @@ the still-full batch inline (no ``_look``/``_admit``/``_batch`` calls on the ~27
 round's join and a retraction's leave written out; a victim's place in the batch by bisection on its join order
 (not ``list.remove``); the round's end no longer sums an empty list. Measured (median of 5 runs each, main's tree
 then this one, five pairs at load 2 - 6): 0.777 -> 0.723, 0.768 -> 0.700, 0.728 -> 0.714, 0.712 -> 0.656 and
-0.776 -> 0.707 s: x0.91 - 0.98, ~7% in the median pair. Still over the 0.5 s target. What it would take: the extra one-step run after each finish under the overlap scheduler (9.8K of them) is
+0.776 -> 0.707 s: x0.91 - 0.98, ~7% in the median pair. Still over the 0.5 s target. What it would take: the extra
+one-step run after each finish under the overlap scheduler (9.8K of them) is
 SGLang's rule and counted in the events the output reports, so it cannot be skipped, only made cheap (it is now a
 few lines of admit); the rest is per-admission and per-retraction Python (~7 us an admitted request past its price,
 ~9 us a retraction), which needs the round's admission of a run of victims (the head check, the tree's take and
