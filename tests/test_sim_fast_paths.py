@@ -45,6 +45,46 @@ def _same(a, b) -> None:
             assert x == y, f.name
 
 
+def _generic_loop(self, progress):
+    """``_EventLoop.run`` as it runs every scheduler but the rule book (``decode_fast``), in place of
+    ``run_sglang``."""
+    self.sglang = False
+    return self.run(None, progress)
+
+
+# sglspeed: SGLang's scheduler on the O(1) path runs in its own loop (``_EventLoop.run_sglang``: run and decode_fast
+# with the scheduler's room_for_run and the next arrival written out); the same events, times, marks and counts as
+# the generic loop, with the overlap scheduler on and off, the radix tree (victims' paths kept, finished caches),
+# HiCache, a running cap, and under DP attention (chunked prompts)
+@pytest.mark.parametrize("overlap", [None, True])
+@pytest.mark.parametrize("case", ["tight", "hicache", "max-batch", "dp-attention", "idle"])
+def test_run_sglang_is_the_generic_loop(case, overlap, monkeypatch):
+    from kvplan.engines.sglang_scheduler import HiCache
+
+    kw = dict(BASE, engine="sglang", model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1")
+    opts: dict = {"disable_overlap_schedule": overlap}
+    pool, work = "600MiB", wl.build(requests=300, seed=2, prompt=wl.parse_dist("uniform:20,1500", "p"),
+                                    output=wl.parse_dist("uniform:300,2500", "o"), max_len=4000, rate=40.0)
+    if case == "hicache":
+        opts["hicache"] = HiCache()
+    elif case == "max-batch":
+        opts["max_batch"] = 12
+    elif case == "dp-attention":      # DeepSeek-R1 over 8 attention-DP ranks: 1,024-token chunks
+        kw = dict(BASE, engine="sglang", model="deepseek-r1", tp="1", dp="8", ep="8")
+    elif case == "idle":              # arrivals far apart: the replica idles, runs are cut by arrivals
+        work = _work(0.5, 60)
+    s = build_scenario(**kw, kv_pool=pool)
+    fast = sim.simulate(s, work, sim.SimOptions(**opts))
+    monkeypatch.setattr(sim._EventLoop, "run_sglang", _generic_loop)
+    slow = sim.simulate(s, work, sim.SimOptions(**opts))
+    _same(fast, slow)
+    assert fast.events > 0 and fast.scheduler.startswith("SGLang")
+    if case != "idle":
+        assert fast.preemptions.sum() > 0
+    else:
+        assert fast.preemptions.sum() == 0 and fast.decode_steps > fast.events
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize("rate", [40.0, 0.5])
 @pytest.mark.parametrize("prefix", [None, "40"])
@@ -55,6 +95,7 @@ def test_decode_fast_is_decode(engine, rate, prefix, monkeypatch):
     work = _work(rate)
     fast = sim.simulate(s, work, sim.SimOptions())
     monkeypatch.setattr(sim._EventLoop, "decode_fast", sim._EventLoop.decode)
+    monkeypatch.setattr(sim._EventLoop, "run_sglang", _generic_loop)      # (SGLang's own loop: run + decode)
     slow = sim.simulate(s, work, sim.SimOptions())
     _same(fast, slow)
     if rate > 1:

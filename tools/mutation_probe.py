@@ -743,8 +743,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "self.s0, self.lag = steps, 0"),
     M("sgsched-no-idle-reset", SGS, "if r.now > batch.last_done:", "if False:"),
     M("sgsched-full-batch-retried", SGS,
-      "if (r.done - late, self.retractions) == self.full_mark:\n                return False",
-      "if (r.done - late, self.retractions) == self.full_mark:\n                pass"),
+      "(r.done - late, self.retractions) == self.full_mark:\n            took = False",
+      "(r.done - late, self.retractions) == self.full_mark and False:\n            took = False"),
     M("sgsched-round-charges-ratio", SGS, "charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + ",
       "charge = block + ratio * min(Ll[i], CLIP_MAX_NEW_TOKENS) + "),
     M("sgsched-check-ignores-outputs-so-far", SGS,
@@ -1457,8 +1457,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-no-empty-batch-redo", "kvplan/engines/sglang_scheduler.py",
       "            if not r.running or self.need1() > r.free:", "            if False:"),
     M("sglov19-overlap-full-clears-at-finish", "kvplan/engines/sglang_scheduler.py",
-      "            if (r.done - late, self.retractions) == self.full_mark:",
-      "            if (r.done, self.retractions) == self.full_mark:"),
+      "and (r.done - late, self.retractions) == self.full_mark:",
+      "and (r.done, self.retractions) == self.full_mark:"),
     M("sglov19-overlap-retracts-while-finishing", "kvplan/engines/sglang_scheduler.py",
       "        if self.late:                                # (overlap) requests finishing in flight: no",
       "        if False:                                    # (overlap) requests finishing in flight: no"),
@@ -1520,6 +1520,44 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user28b-pd-layout-note-given-tp-in-notes", "kvplan/calc/pd.py",
       "    given_tp = layout if layout is not None and not s.tp_defaulted else None",
       "    given_tp = None"),
+    # --- sglspeed: SGLang's scheduler in its own loop (simulate._EventLoop.run_sglang) and its written-out steps ---
+    M("sglspeed-loop-on-the-vectorized-path", "kvplan/calc/simulate.py",
+      "self.sglang = type(sched) is SglangScheduler and fast and prices.spec is None",
+      "self.sglang = type(sched) is SglangScheduler and prices.spec is None"),
+    M("sglspeed-loop-blind-to-arrivals", "kvplan/calc/simulate.py",
+      "upcoming = arrivals[0][0] if arrivals else inf   # (no copies", "upcoming = inf   # (no copies"),
+    M("sglspeed-loop-no-one-step-after-retraction", "kvplan/calc/simulate.py",
+      "            if r.preempted:\n                k = 1                             # after a retraction",
+      "            if False:\n                k = 1                             # after a retraction"),
+    M("sglspeed-loop-late-kept-through-the-run", "kvplan/calc/simulate.py",
+      "            if sched.late:                        # (overlap) the decode is decided",
+      "            if False:                             # (overlap) the decode is decided"),
+    M("sglspeed-loop-overflow-ignored", "kvplan/calc/simulate.py",
+      "if added > limit:             # past the free blocks: the overflow step ends it",
+      "if added > limit + 10**9:     # past the free blocks: the overflow step ends it"),
+    M("sglspeed-loop-cut-run-keeps-its-blocks", "kvplan/calc/simulate.py",
+      "added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run",
+      "added = added   # the blocks of the steps run"),
+    M("sglspeed-loop-one-step-price-smaller", "kvplan/calc/simulate.py",
+      "            if k == 1:                            # one step: the larger of the two at its start\n"
+      "                now += step0 + (u0 if u0 >= v0 else v0)",
+      "            if k == 1:                            # one step: the larger of the two at its start\n"
+      "                now += step0 + (v0 if u0 >= v0 else u0)"),
+    M("sglspeed-round-join-phase-not-counted", SGS, "                r.phase[(-v - r.shift) % block] += 1\n",
+      "                r.phase[(-v - r.shift) % block] += 0\n"),
+    M("sglspeed-round-join-done-at-prompt", SGS, "                r.done_at[i] = d = r.El[i] - v\n",
+      "                r.done_at[i] = d = r.El[i] - v + 1\n"),
+    M("sglspeed-retract-leave-next-token-blocks", SGS, "            r.held[i] = btl[cache]\n",
+      "            r.held[i] = btl[cache + 1]\n"),
+    M("sglspeed-retract-leave-phase-kept", SGS, "            r.phase[(-v - r.shift) % block] -= 1\n",
+      "            r.phase[(-v - r.shift) % block] -= 0\n"),
+    M("sglspeed-retract-next-in-line", SGS,
+      "del running[bisect.bisect_left(running, r.seq[i], key=r.seq.__getitem__)]",
+      "del running[min(bisect.bisect_right(running, r.seq[i], key=r.seq.__getitem__), len(running) - 1)]"),
+    # (no mutant on the round end's settle when none of its requests finished, ``elif tree.evictable > r.free``: it is
+    # equivalent. Every later reader of the tree settles first - the next round's start, retract_decode's
+    # check_decode_mem, a finish's _into_tree - and nothing touches, locks or adds a node before it, so the same
+    # leaves go in the same LRU order, a little later; sglspeed's mutant survived test_sim_sglang*.py)
 )
 
 

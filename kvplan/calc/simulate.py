@@ -74,6 +74,7 @@ from kvplan.engines.scheduling import (
     RuleBook,
     Scheduler,
 )
+from kvplan.engines.sglang_scheduler import SglangScheduler
 from kvplan.errors import KvplanError
 from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
@@ -347,6 +348,8 @@ class _EventLoop:
         # the rule book on the O(1) path: its own loop (``run_book``), which writes out the plain run's price (so
         # not with speculative decoding, whose price per accepted token only ``Prices.run`` knows)
         self.book = type(sched) is RuleBook and fast and prices.spec is None
+        # SGLang's scheduler on the O(1) path without speculative decoding: its own loop (``run_sglang``)
+        self.sglang = type(sched) is SglangScheduler and fast and prices.spec is None
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
@@ -363,6 +366,8 @@ class _EventLoop:
         steps_itself = sched.steps_itself
         if self.book and on_event is None:
             return self.run_book(progress)
+        if self.sglang and on_event is None:
+            return self.run_sglang(progress)
         # the engines' schedulers on the O(1) path without speculative decoding: the run's price inline
         # (``decode_fast``); the rule book observed keeps ``decode`` and ``Prices.run``, against which the tests hold
         # its own loop (``run_book``)
@@ -552,6 +557,97 @@ class _EventLoop:
                 tally.peak_used = used
             # the run's end, before completions free their blocks
             mark((now, used, b, out, r.dram_used))
+            r.preempted = False
+            if k == k_done:                       # the first completion is at the run's end
+                r.complete()
+        tally.events = events
+        timeline.fromlist(marks)
+        marks.clear()
+
+    def run_sglang(self, progress) -> None:
+        """``run`` and ``decode_fast`` for SGLang's scheduler (``fast``, no speculative decoding, no observer) in one
+        function: ``SglangScheduler.room_for_run`` and ``ReplicaState.next_event_at`` written out, the same
+        arithmetic in the same order, so the same events, runs, times and marks (the equality tests against the
+        reference run it). SGLang neither swaps nor offloads: nothing is swapped out or leaving."""
+        r, sched = self.r, self.sched
+        assert isinstance(sched, SglangScheduler)
+        mark = self.mark
+        marks, timeline = r.tally.marks, r.tally.timeline
+        running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
+        arrivals, landing, leaving, waiting = r.arrivals, r.landing, r.leaving, r.waiting
+        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
+        prices, tally = self.prices, r.tally
+        one_b0, one_b1, one_f0, one_f1 = prices.one
+        bw, afs, base = prices.bw, prices.afs, prices.base
+        admit, preempt, late_in, take_late = sched.admit, sched.preempt, sched._late_in, sched._take_late
+        heappop, inf = heapq.heappop, math.inf
+        events = 0
+        while r.done < n:
+            events += 1
+            if not events & 4095 or events > MAX_EVENTS:
+                _every_4096(r, events, progress)
+            now = r.now
+            if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
+                    landing and landing[0][0] <= now):
+                r.take_due()
+            if waiting and admit(r):
+                continue          # prefills took time: take what arrived meanwhile first
+            b = len(running)
+            mark((r.now, total - r.free, b, 0, r.dram_used))   # a run starts
+            if not b:
+                if r.idle():
+                    continue
+                break
+            steps = r.steps
+            s0 = (steps - 1) % block              # the phase whose next token starts a block
+            need1 = phase[s0]                     # blocks the next step adds
+            if need1 > r.free:
+                preempt(r, need1)                 # retract_decode; the queues are looked at again first
+                continue
+            if sched.late:                        # (overlap) the decode is decided: the finished are processed
+                late_in(r, take_late())
+            limit = free = r.free                 # blocks the run may add
+            top = heap[0]
+            while not in_run[top[1]] or done_at[top[1]] != top[0]:
+                heappop(heap)                     # a request that left the batch since
+                top = heap[0]
+            k = k_done = top[0] - steps           # steps until the first completion
+            if r.preempted:
+                k = 1                             # after a retraction, admission is looked at again in one step
+            if b > tally.peak_running:            # the batch of a step that runs (not one a retraction trims)
+                tally.peak_running = b
+            now = r.now
+            sx = float(r.sum_xo + b * steps)
+            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
+            step0 = base(b)
+            if k == 1:                            # one step: the larger of the two at its start
+                now += step0 + (u0 if u0 >= v0 else v0)
+                added = need1
+            else:
+                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
+                    k, added = r.last_step_that_fits(limit, s0, b)
+                else:
+                    added = r.crossings(k, s0, b)
+                    if added > limit:             # past the free blocks: the overflow step ends it
+                        k, added = r.last_step_that_fits(limit, s0, b)
+                if k == 1:
+                    now += step0 + (u0 if u0 >= v0 else v0)
+                else:                             # the next arrival (ReplicaState.next_event_at)
+                    upcoming = arrivals[0][0] if arrivals else inf   # (no copies: SGLang neither swaps nor offloads)
+                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    if now + run_time > upcoming:     # stop at the step during which the next event falls
+                        k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                        added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run
+                    now += run_time
+            r.now = now
+            r.steps = steps + k
+            r.free = free = free - added
+            used = total - free
+            if used > tally.peak_used:
+                tally.peak_used = used
+            # the run's end, before completions free their blocks
+            mark((now, used, b, 0, r.dram_used))
             r.preempted = False
             if k == k_done:                       # the first completion is at the run's end
                 r.complete()

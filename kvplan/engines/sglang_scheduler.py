@@ -150,6 +150,7 @@ there without ``ignore_eos``.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -929,16 +930,6 @@ class SglangScheduler(Scheduler):
 
     # --- admission ----------------------------------------------------------------------------------------------
     # --- the overlap scheduler -----------------------------------------------------------------------------------
-    def _look(self, r: ReplicaState) -> None:
-        """What the decision made now sees (module docstring, "Overlap scheduler"): after a batch that ran up to now,
-        the arrivals up to the start of that batch (``cut``: the time of the call before, where every run and round
-        starts); after the GPU idled (or with no batch run since the last call), everything."""
-        if self.late and self.late_at != (r.now, r.steps):   # processed long since: the replica idled after them
-            self._late_in(r, self._take_late())
-        ran = r.steps != self.steps_at or self.rounds != self.rounds_at
-        self.cut = self.call_at if ran and (r.running or self.late) else math.inf
-        self.call_at, self.steps_at, self.rounds_at = r.now, r.steps, self.rounds
-
     def _take_late(self) -> list[tuple[int, int, bool]]:
         late, self.late = self.late, []
         return late
@@ -963,23 +954,34 @@ class SglangScheduler(Scheduler):
         decision that would run nothing is made again at once with everything known, and one that hid something
         from the waiting queue (an arrival not seen yet, finished requests still holding their seats and blocks)
         has the next decode run be one step, so that the next decision comes after it."""
-        if self.overlap:
-            self._look(r)
         waiting = r.waiting
+        if self.overlap:
+            # what the decision made now sees (module docstring, "Overlap scheduler"): after a batch that ran up to
+            # now, the arrivals up to the start of that batch (``cut``: the time of the call before, where every run
+            # and round starts); after the GPU idled (or with no batch run since the last call), everything
+            if self.late and self.late_at != (r.now, r.steps):   # processed long since: the replica idled
+                self._late_in(r, self._take_late())
+            ran = r.steps != self.steps_at or self.rounds != self.rounds_at
+            self.cut = self.call_at if ran and (r.running or self.late) else math.inf
+            self.call_at, self.steps_at, self.rounds_at = r.now, r.steps, self.rounds
         if r.preempted or not waiting:
             return False
-        took = self._admit(r)
+        late = len(self.late)                        # (overlap) seats still held by finished requests
+        if self.full and (r.running or late) and (r.done - late, self.retractions) == self.full_mark:
+            took = False                             # batch_is_full: no admission until the batch shrinks
+        else:
+            took = self._admit(r)
         if not self.overlap or took:
             return took
         if self.late:
-            late = self._take_late()
+            finished = self._take_late()
             if not r.running or self.need1() > r.free:
                 # an empty batch (update_running_batch skips the decode while finishing requests hold their pages):
                 # the GPU idles until the batch in flight ends, then the next is decided with everything known
-                self._late_in(r, late)
+                self._late_in(r, finished)
                 self.cut = math.inf
                 return self._admit(r)
-            self._late_in(r, late)                   # a decode step decided: the finished are processed
+            self._late_in(r, finished)               # a decode step decided: the finished are processed
             r.preempted = True                       # the event loop's next run is one step (as after a retraction),
         elif r.tally.arrival[waiting[0]] > self.cut:  # so the next decision, which sees more, comes after it
             r.preempted = True
@@ -990,15 +992,11 @@ class SglangScheduler(Scheduler):
         running, steps, Pl, Ll = r.running, r.steps, r.Pl, r.Ll
         batch = self._batch(r)
         late = self.held_seats = len(self.late)      # (overlap) seats still held by finished requests
+        self.full = False                            # (admit looked: the batch shrank, or it was not full)
         if not running and not late:
-            self.full = False
             batch.catch_up(steps, Pl, Ll, r.tally.finish)
             if r.now > batch.last_done:     # the clock moved on with nothing to run: on_idle reset the ratio
                 self.r0, self.s0, self.lag = self.init, steps, 0
-        elif self.full:
-            if (r.done - late, self.retractions) == self.full_mark:
-                return False
-            self.full = False
         mark = (r.done - late, self.retractions)     # a request done in this round shrinks the batch after it
         tree = self.tree
         if tree is not None:
@@ -1013,9 +1011,12 @@ class SglangScheduler(Scheduler):
             if tree is not None:                     # the round's allocation evicts, then its finished go in
                 self.in_round = False
                 done, self.round_done = self.round_done, []
-                tree.settle(r.free - sum(h for _, h in done))
-                for i, _ in done:
-                    r.free += tree.retire(i) if tree.lazy else tree.release(i)
+                if done:
+                    tree.settle(r.free - sum(h for _, h in done))
+                    for i, _ in done:
+                        r.free += tree.retire(i) if tree.lazy else tree.release(i)
+                elif tree.evictable > r.free:
+                    tree.settle(r.free)
             if took and self.overlap:                # (overlap) then the results of the batch before are processed;
                 self.rounds += 1                     # the round's own finished wait for the next decision
                 old, self.late = self.late[:late], self.late[late:]
@@ -1105,9 +1106,21 @@ class SglangScheduler(Scheduler):
             if finished:
                 r.finished(i)                         # its blocks stay charged until the round ends
                 batch.last_done = r.now
-            else:
+            elif r.xo_used:
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
+            else:                                     # ReplicaState.join written out (no numpy copy)
+                v = Pl[i] + g[i] - steps
+                r.xo_l[i] = v
+                r.sum_xo += v
+                r.phase[(-v - r.shift) % block] += 1
+                r.in_run[i] = True
+                r.done_at[i] = d = r.El[i] - v
+                heapq.heappush(r.done_heap, (d, i))
+                r.seq[i] = r.joins
+                r.joins += 1
+                running.append(i)
+                batch.join(i, d, steps, Pl[i], Ll[i], v)
             if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
                 rest = run - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
@@ -1143,13 +1156,18 @@ class SglangScheduler(Scheduler):
         while len(running) > 1 and (not victims or need > r.free):
             if self.whatif is None:
                 i = batch.next_victim(r.in_run)
-                running.remove(i)
+                del running[bisect.bisect_left(running, r.seq[i], key=r.seq.__getitem__)]   # (join order)
             else:
                 i = running.pop(self.whatif.victim(r))
             victims.append(i)
             cache = xo_l[i] + steps - 1
             need -= btl[cache + 1] - btl[cache]
-            r.leave(i)
+            v = xo_l[i]                              # ReplicaState.leave written out: its tokens and blocks now
+            r.sum_xo -= v
+            r.phase[(-v - r.shift) % block] -= 1
+            r.in_run[i] = False
+            r.g[i] = v + steps - Pl[i]
+            r.held[i] = btl[cache]
             if tree is not None:
                 r.held[i] -= tree.in_tree[i]         # (leave() counted its whole cache)
                 tree.materialize(i)
