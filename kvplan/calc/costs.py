@@ -266,6 +266,20 @@ def prefill_ep_price(hw: HardwareSpec, f: StepFactors, ep: int, tp: int, experts
     return 2 * f.value("link_latency_us") * 1e-6, per_token
 
 
+# A vLLM step that mixes prefill chunks into the decode batch is one forward pass over the flattened tokens: each MoE
+# layer dispatches and combines once, every token of the step together, through the one all-to-all manager the
+# process built from --all2all-backend (ParallelConfig.all2all_backend, default "allgather_reducescatter": one
+# all_gatherv dispatch over the DP ranks' token counts and one reduce_scatterv combine per layer; "deepep_high_
+# throughput" or "deepep_low_latency" run for every step alike). vllm-project/vllm@v0.11.0 vllm/config/parallel.py
+# (all2all_backend), vllm/distributed/device_communicators/all2all.py (AgRsAll2AllManager.dispatch / combine,
+# DeepEPHTAll2AllManager, DeepEPLLAll2AllManager), read at the stored e04bcc7 / 0014300. So a mixed step pays each
+# dispatch / combine latency once, and its chunk tokens at the rate its decode tokens pay (kvplan's decode price of
+# that backend, ep_per_moe_layer), not DeepEP's normal-kernel rate of a prefill-only step.
+MIXED_STEP_A2A_SOURCE = ("vLLM: one all-to-all backend per process (--all2all-backend, default allgather_reducescatter) "
+                         "and one dispatch / combine per MoE layer for every token of a step, prefill chunks and "
+                         "decode tokens together (vllm-project/vllm vllm/config/parallel.py all2all_backend; "
+                         "vllm/distributed/device_communicators/all2all.py AgRsAll2AllManager.dispatch / combine)")
+
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
     "hbm": (0.80, "generic: memory-bound copies reach 0.78-0.87 of peak HBM bandwidth on A100, H100, H200 and MI300X "
@@ -561,17 +575,22 @@ class StepModel:
         return sum(g.count * g.kind.prefill_attention_flops(end, start) * (scale if isinstance(g.kind, MLA) else 1)
                    for g in model.groups)
 
-    def prefill_comm(self, tokens: int) -> float:
+    def prefill_comm(self, tokens: int, mixed: bool = False) -> float:
         """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
         read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
         layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP
         dispatch and combine of every MoE layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP
-        sends (``pp_send``)."""
+        sends (``pp_send``). ``mixed``: the chunk rides in a step with decode tokens (``mixed_parts``), whose one
+        dispatch / combine per MoE layer carries every token of the step on the engine's one all-to-all backend: the
+        chunk's EP bytes at the decode step's per-token rate (``ep_per_moe_layer``), MIXED_STEP_A2A_SOURCE; the
+        latencies are the step's, each paid once (``mixed_parts`` drops the decode step's own)."""
         if tokens <= 0:
             return 0.0
         lat, per = self.prefill_tp_per_layer
         comm = self.layers * (lat + per * tokens)
         lat, per = self.prefill_ep_per_moe_layer
+        if mixed:
+            per = self.ep_per_moe_layer[1]
         comm += self.moe_layers * (lat + per * tokens)
         lat, per = self.pp_send
         return comm + lat + per * tokens
@@ -623,8 +642,10 @@ class StepModel:
           and the decode tokens together plus the chunks' attention FLOPs, at the prefill rate (``prefill_seconds``'
           per-chunk compute, ``flops.attention_flops`` for each range), the larger of the two;
         * plus the per-step overhead once (``overhead_s``), as a prefill chunk pays it;
-        * plus the chunks' communication (``prefill_comm``, as ``prefill_seconds`` prices it: prefill_mfu is
-          compute-only);
+        * plus the chunks' communication (``prefill_comm``: prefill_mfu is compute-only), in the step's one
+          dispatch / combine per MoE layer and its all-reduces: each latency once for the whole step (the decode
+          tokens' own dropped), the chunks' EP bytes at the decode step's per-token rate, the engine's one all-to-all
+          backend carrying every token of the pass (MIXED_STEP_A2A_SOURCE);
         * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
           attention FLOPs), their communication beyond the step's fixed latency, and their per-request overhead.
 
@@ -664,7 +685,9 @@ class StepModel:
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
-        extra += self.prefill_comm(tokens - batch)    # the chunks' own communication (prefill_seconds' price)
+        # the chunks' own communication: the latencies once for the step (the decode step's comm0 dropped above), the
+        # chunks' EP bytes in the step's one dispatch / combine at its backend's rate (MIXED_STEP_A2A_SOURCE)
+        extra += self.prefill_comm(tokens - batch, mixed=True)
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
