@@ -1404,7 +1404,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pf20c-ep-nearest-size", "kvplan/calc/costs.py",
       "key = min(DEEPEP_INTERNODE_SHARE, key=lambda n: (abs(n - ep), n))", "key = 64"),
     M("pf20c-mixed-no-chunk-comm", "kvplan/calc/costs.py",
-      "extra += self.prefill_comm(tokens - batch)", "extra += 0.0"),
+      "extra += self.prefill_comm(tokens - batch, mixed=True)", "extra += 0.0"),
     M("pd21u-decode-pool-at-mean", "kvplan/calc/pd.py",
       "return min(self.fit(p + d), self.max_seqs, len(self.batches))",
       "return min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))"),
@@ -1464,6 +1464,12 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglov19-overlap-round-frees-its-finished", "kvplan/engines/sglang_scheduler.py",
       "                old, self.late = self.late[:late], self.late[late:]",
       "                old, self.late = self.late, []"),
+    # --- pd300v: a mixed step's chunk in the step's one dispatch / combine, at the decode step's backend rate
+    M("pd300v-mixed-chunk-at-deepep-rate", COSTS,
+      "            per = self.ep_per_moe_layer[1]", "            pass"),
+    M("pd300v-mixed-latency-twice", COSTS,
+      "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
+      "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
 )
 
 
