@@ -401,11 +401,16 @@ def test_a_short_prompts_margin_names_the_lockstep_price(run_cli):
     text = [r for r in d["reasons"] if "lockstep" in str(r)]
     assert len(text) == 1
     assert f"8 x {one * 1e3:,.1f} ms = {8 * one * 1e3:,.1f} ms" in str(text[0])
-    # On vLLM no lockstep note. (pd21u found colocated winning there, 178 vs 155 requests/s; since prefill20c priced
-    # each chunk's DeepEP dispatch / combine, latency included, in every mixed step, the colocated TP1 DP8 EP8 layout
-    # drops and TP8 colocated gives 83: whether a mixed step pays the dispatch latency twice is open, issue 21.)
+    # On vLLM no lockstep note. (pd21u found colocated winning there, 178 vs 155 requests/s, when a mixed step's chunk
+    # was free: the pass floored at the decode step alone. prefill20c priced the chunk's dispatch / combine; pd300v
+    # checked vLLM's source: a mixed step is one dispatch / combine per MoE layer for all its tokens on the process's
+    # one --all2all-backend (default allgather_reducescatter), so the latency is paid once (as it was) and the chunk's
+    # bytes at the decode step's rate (costs.MIXED_STEP_A2A_SOURCE), 58 x 300 x 0.54 us = 9.5 ms a 300-token chunk on
+    # TP1 DP8 EP8, which every lockstep rank waits for. Colocated attention DP loses; TP8 colocated (EP inside TP, no
+    # all-to-all) gives 83 requests/s and the split wins.)
     v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
     assert not [r for r in v["reasons"] if "lockstep" in str(r)]
+    assert v["recommend_disaggregation"] and v["colocated_tp"] == 8 and v["colocated_attention_dp"] == 1
     # vLLM on the 4K chat case: disaggregation wins with TP1 DP8 EP8 decode ranks, and still no lockstep note (its
     # steps mix prefill chunks into the decode batch)
     c = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--engine", "vllm")
