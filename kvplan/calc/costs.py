@@ -270,15 +270,17 @@ def prefill_ep_price(hw: HardwareSpec, f: StepFactors, ep: int, tp: int, experts
 # layer dispatches and combines once, every token of the step together, through the one all-to-all manager the
 # process built from --all2all-backend (ParallelConfig.all2all_backend, default "allgather_reducescatter": one
 # all_gatherv dispatch over the DP ranks' token counts and one reduce_scatterv combine per layer; "deepep_high_
-# throughput" or "deepep_low_latency" run for every step alike). vllm-project/vllm@v0.11.0 vllm/config/parallel.py
-# (all2all_backend), vllm/distributed/device_communicators/all2all.py (AgRsAll2AllManager.dispatch / combine,
-# DeepEPHTAll2AllManager, DeepEPLLAll2AllManager), read at the stored e04bcc7 / 0014300. So a mixed step pays each
+# throughput" or "deepep_low_latency" run for every step alike): vllm-project/vllm vllm/config/parallel.py
+# (all2all_backend) and vllm/distributed/device_communicators/all2all.py (AgRsAll2AllManager.dispatch / combine,
+# DeepEPHTAll2AllManager, DeepEPLLAll2AllManager), read at the stored snapshot 0014300. So a mixed step pays each
 # dispatch / combine latency once, and its chunk tokens at the rate its decode tokens pay (kvplan's decode price of
-# that backend, ep_per_moe_layer), not DeepEP's normal-kernel rate of a prefill-only step.
-MIXED_STEP_A2A_SOURCE = ("vLLM: one all-to-all backend per process (--all2all-backend, default allgather_reducescatter) "
-                         "and one dispatch / combine per MoE layer for every token of a step, prefill chunks and "
-                         "decode tokens together (vllm-project/vllm vllm/config/parallel.py all2all_backend; "
-                         "vllm/distributed/device_communicators/all2all.py AgRsAll2AllManager.dispatch / combine)")
+# that backend, ep_per_moe_layer), not DeepEP's normal-kernel rate of a prefill-only step. (The all-gather's
+# sender sends a token to EP - 1 ranks: at EP8 on H200 NVLink 7 x 7,168 x 2 B x 2 / 369 GB/s = 0.54 us a token,
+# the decode price's 8 experts x 7/8 x 7,168 x 2 B x 2 / 369 GB/s to the same figure.)
+MIXED_STEP_A2A_SOURCE = ("vLLM: one all-to-all backend per process (--all2all-backend, default "
+                         "allgather_reducescatter) and one dispatch / combine per MoE layer for every token of a step, "
+                         "prefill chunks and decode tokens together (vllm-project/vllm vllm/config/parallel.py "
+                         "all2all_backend; vllm/distributed/device_communicators/all2all.py AgRsAll2AllManager)")
 
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
