@@ -1466,7 +1466,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "                old, self.late = self.late, []"),
     # --- pd300v: a mixed step's chunk in the step's one dispatch / combine, at the decode step's backend rate
     M("pd300v-mixed-chunk-at-deepep-rate", COSTS,
-      "            per = self.ep_per_moe_layer[1]", "            pass"),
+      "            per = self.mixed_ep_per_token", "            pass"),
+    M("pd300v-mixed-chunk-at-decode-rate", COSTS,
+      "        return per / (self.top_k * (ep - 1) / ep)", "        return per"),
     M("pd300v-mixed-latency-twice", COSTS,
       "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
       "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
