@@ -1469,6 +1469,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "            per = self.mixed_ep_per_token", "            pass"),
     M("pd300v-mixed-chunk-at-decode-rate", COSTS,
       "        return per / (self.top_k * (ep - 1) / ep)", "        return per"),
+    M("pd300v-colocated-tries-one-replica-twice", "kvplan/calc/pd.py",
+      "        if _replica_key(h[2]) not in seen:", "        if True:"),
     M("pd300v-mixed-latency-twice", COSTS,
       "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
       "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),

@@ -666,8 +666,9 @@ class StepModel:
         * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
           attention FLOPs), their communication beyond the step's fixed latency, and their per-request overhead.
 
-        So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
-        tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
+        So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step but for their
+        EP bytes (at ``mixed_ep_per_token``: vLLM's all-gather, where ``prefill_seconds`` prices DeepEP's normal
+        kernels), and the decode tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
         step without the chunks (``step(...)["total"]``): adding tokens to a forward pass cannot make it shorter."""
         return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
 
