@@ -668,8 +668,9 @@ class StepModel:
 
         So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step but for their
         EP bytes (at ``mixed_ep_per_token``: vLLM's all-gather, where ``prefill_seconds`` prices DeepEP's normal
-        kernels), and the decode tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
-        step without the chunks (``step(...)["total"]``): adding tokens to a forward pass cannot make it shorter."""
+        kernels), and the decode tokens' own weight and expert reads are not paid twice. And the pass is never
+        priced below the decode tokens' step without the chunks (``step(...)["total"]``): adding tokens to a forward
+        pass cannot make it shorter."""
         return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
 
     def mixed_parts(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> tuple[float, float]:
