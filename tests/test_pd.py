@@ -197,14 +197,15 @@ def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
 
 
 def test_simulated_colocated_goodput_is_littles_law_where_prefills_are_negligible(run_cli):
-    # 1K + 30K: prefill is 0.1% of a replica's time, so an instance's goodput under Poisson arrivals is pure decode's
+    # 1K + 30K: prefill is a few % of a replica's time (4.3% with the DeepEP price of prefill20c), so an instance's
+    # goodput under Poisson arrivals is near pure decode's
     # by Little's law: R x B / (D x TPOT(B)), with B the largest batch whose TPOT meets 50 ms and whose requests fit
     # the pool at their full 31K context (the one batch limit both sides have, pd21u). Colocated takes one instance
     # of all 16 GPUs, TP1 DP16 EP16 (the experts over 16 GPUs leave each rank more pool than a role's 8-GPU layout
     # can have); the simulated rate (bisection to 2% over Poisson requests, whose TPOT p99 sees the arrivals' bursts,
     # and the ranks in lockstep, each rank stalling for every rank's 1K prefill, each with its DeepEP dispatch /
-    # combine since prefill20c) lands at most 15% below Little's law and never above it (pure decode's rate bounds it). The split, 1 + 1 instances of TP1 DP8
-    # EP8, serves its one decode instance's Little's law exactly.
+    # combine since prefill20c) lands at most 15% below Little's law and never above it (pure decode's rate bounds
+    # it). The split, 1 + 1 instances of TP1 DP8 EP8, serves its one decode instance's Little's law exactly.
     from kvplan.calc.pd import PdOptions, _Model
     from kvplan.scenario import Scenario
 

@@ -754,7 +754,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "g[i] = gi                             # the re-prefill"),
     M("sgsched-chunk-round-keeps-its-own-reserve", SGS, "reserved = ratio * (batch.to_go(steps) - own)",
       "reserved = ratio * batch.to_go(steps)"),
-    M("sgsched-running-cap-off-by-one", SGS, "if len(running) + seats >= self.max_batch:", "if len(running) + seats > self.max_batch:"),
+    M("sgsched-running-cap-off-by-one", SGS, "if len(running) + seats >= self.max_batch:",
+      "if len(running) + seats > self.max_batch:"),
     M("sgsched-chunk-b200", SGS, "(90, 8192), (160, 8192))", "(90, 8192), (160, 16384))"),
     # SGLang's radix tree: what a retracted request keeps (sglang_scheduler._Tree)
     M("sgsched-radix-off", SGS, "victim=victim, radix=reuse, hashes=", "victim=victim, radix=False, hashes="),
