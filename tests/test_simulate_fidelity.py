@@ -51,7 +51,10 @@ SUBSET = ("65-01-ai-yi-34b-tp2-general-lite-2-1/stage0", "66-qwen2-5-7b-instruct
 # Then (prefill20c) each prefill chunk's TP all-reduces priced outside prefill_mfu and prefill_mfu re-fitted
 # compute-only on the fit runs (0.65 -> 0.70): TTFT 11.2% on this subset, a ceiling that ROSE (from 8.5%) with a
 # structural change: the TP2 / TP4 runs' chunks now carry their all-reduces
-SUBSET_CEILING = {"tpot": 0.07, "ttft": 0.115, "e2e": 0.095}
+# Then (sglov19, merged after prefill20c) SGLang's overlap scheduler and its frontend latency refitted (42 -> 27 ms):
+# the subset's SGLang 70B rate-2 run's TTFT error 15.1% -> 16.2% (its rate-8 one 30.2% -> 9.0%), the vLLM runs
+# unchanged: TTFT 11.7% on this subset, the ceiling rose from 11.5%
+SUBSET_CEILING = {"tpot": 0.07, "ttft": 0.12, "e2e": 0.095}
 SUBSET_FALSE_OVERLOADS = 0
 # the whole held-out set, measured likewise (tools/fidelity_report.py): 9.0%, 27.5%, 9.5%; no false overload (before
 # the TPOT definition and the step floor: 11.7%, 27.5%, 9.5%; V1's scheduler at prefill_mfu 0.45 and no frontend

@@ -203,6 +203,46 @@ PREFILL_ALLREDUCE_SOURCE = ("a prefill chunk's TP all-reduce is a large message 
                             "the scale-up link x efficiency.link, NCCL's large-message all-reduce bus bandwidth "
                             "(github.com/NVIDIA/nccl-tests/issues/212), 2 per layer, not overlapped")
 
+# A TP group wider than the scale-up domain (DeepSeek-R1 at TP16 over two 8-GPU H100 nodes) all-reduces through NCCL,
+# not the engines' custom all-reduce (vLLM's and SGLang's run inside one NVLink domain only). NCCL's ring moves
+# S x 2(n-1)/n bytes per rank (nccl-tests doc/PERFORMANCE.md, "AllReduce": t = (S / B) x 2(n-1)/n, B the rank's
+# bottleneck "NVLink, PCI, QPI, or network"). Across nodes each ring channel leaves a node through one NIC and NCCL
+# runs its channels over all the node's NICs, so the ring's bus bandwidth is the node's total NIC rate: "If we use
+# ring, the busbw is going to reflect exactly what's going through the NICs" (NCCL maintainer,
+# github.com/NVIDIA/nccl-tests/issues/160), a DGX-A100 with 8 x 200 Gb/s NICs measuring 192 GB/s all-reduce busbw
+# (github.com/NVIDIA/nccl/issues/812), 46-48 GB/s per 400 Gb/s NIC (github.com/NVIDIA/nccl-tests/issues/290).
+# kvplan prices it at the slower of the scale-up link x efficiency.link and the node's GPUs x the preset's NIC rate
+# per GPU x efficiency.link (the decode step's NIC efficiency), with NCCL's latency per call (efficiency.
+# link_latency_us, nccl-tests' small all-reduce outside CUDA graphs) in place of the custom all-reduce's. On two
+# nodes NCCL may pick its tree, which moves fewer bytes over the NICs (nccl/issues/812); not priced (the ring is the
+# upper bound of the two).
+CROSS_NODE_ALLREDUCE_SOURCE = (
+    "a TP all-reduce across nodes runs on NCCL's ring: S x 2(n-1)/n bytes per rank over the slowest link "
+    "(github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md), the node's NICs together, one ring channel per NIC ('the busbw "
+    "is going to reflect exactly what's going through the NICs', github.com/NVIDIA/nccl-tests/issues/160; 8 x 200 "
+    "Gb/s NICs -> 192 GB/s busbw, github.com/NVIDIA/nccl/issues/812): min(scale-up link, GPUs per node x NIC per GPU) "
+    "x efficiency.link, NCCL's latency per call (efficiency.link_latency_us)")
+
+
+def scale_up_domain(hw: HardwareSpec) -> int:
+    """GPUs on one scale-up (NVLink) domain: the preset's scale_up.domain_gpus where it has one (an NVL72 rack of
+    4-GPU trays), else one node."""
+    return hw.scale_up.domain_gpus if hw.scale_up and hw.scale_up.domain_gpus else hw.node.gpus_per_node
+
+
+def cross_node_allreduce_rate(hw: HardwareSpec, f: StepFactors, tp: int) -> float | None:
+    """Bytes/s of a TP all-reduce's bus bandwidth when the TP group of ``tp`` GPUs spans more than one scale-up
+    domain (CROSS_NODE_ALLREDUCE_SOURCE): min(scale-up link, GPUs per node x NIC per GPU) x efficiency.link; None
+    when TP fits in the domain or the preset has no NIC rate."""
+    nic = hw.node.nic_gb_s_per_direction_per_gpu
+    if tp <= scale_up_domain(hw) or nic is None:
+        return None
+    rate = hw.node.gpus_per_node * nic.value * 1e9
+    link = hw.scale_up.gb_s_per_direction if hw.scale_up else None
+    if link is not None:
+        rate = min(rate, link.value * 1e9)
+    return rate * f.value("link")
+
 # A prefill's EP dispatch and combine run on DeepEP's normal (high-throughput) kernels (SGLang's --moe-a2a-backend
 # deepep in prefill, as LMSYS's large-EP prefill runs). DeepEP's legacy (V1) README figures, measured on H800 with one
 # CX7 400 Gb/s NIC per GPU (~50 GB/s) and ~160 GB/s NVLink, DeepSeek-V3's setting (4,096 tokens, hidden 7,168,
@@ -830,9 +870,26 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
         else:
             per_token = 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("allreduce_link"))
             comm_layer = (2 * allreduce_latency, 2 * per_token)
-            # a prefill chunk's all-reduce moves chunk x hidden x 2 B (MBs): the large-message rate
-            prefill_tp = (2 * allreduce_latency,
-                          2 * 2 * (par.tp - 1) / par.tp * hidden * act / (link * f.value("link")))
+            # a prefill chunk's all-reduce moves chunk x hidden x 2 B (MBs): the large-message rate; across nodes
+            # NCCL's ring over the node's NICs (CROSS_NODE_ALLREDUCE_SOURCE)
+            cross = cross_node_allreduce_rate(hw, f, par.tp)
+            ring_bytes = 2 * 2 * (par.tp - 1) / par.tp * hidden * act     # 2 all-reduces per layer, per token
+            prefill_tp = ((2 * allreduce_latency, ring_bytes / (link * f.value("link"))) if cross is None
+                          else (2 * latency, ring_bytes / cross))
+            if cross is not None:
+                nic_gpu = hw.node.nic_gb_s_per_direction_per_gpu.value if hw.node.nic_gb_s_per_direction_per_gpu else 0
+                nic_total = hw.node.gpus_per_node * nic_gpu
+                notes.append(note("TP={tp} spans more than one scale-up domain: a prefill's TP all-reduces run on "
+                                  "NCCL's ring at {rate:G:.0f} GB/s and {lat:us:g} us per call, not the custom "
+                                  "all-reduce",
+                                  tp=Count(par.tp),
+                                  rate=Rate(cross, derived(
+                                      "min(scale-up link, GPUs per node x NIC per GPU) x efficiency.link",
+                                      f"min({link / 1e9:g}, {hw.node.gpus_per_node} x "
+                                      f"{nic_gpu:g} = {nic_total:g}) GB/s x "
+                                      f"{f.value('link'):g}", CROSS_NODE_ALLREDUCE_SOURCE)),
+                                  lat=Seconds(latency, derived("efficiency.link_latency_us",
+                                                               f"{f.value('link_latency_us'):g} us"))))
     ep_layer = (0.0, 0.0)
     if par.ep and 1 < par.ep <= par.tp and is_moe:
         notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
@@ -840,7 +897,8 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      f"--moe-a2a-backend none run it")
     if par.ep and par.ep > par.tp and hidden and is_moe:   # an all-to-all only across attention-DP ranks
         nic = hw.node.nic_gb_s_per_direction_per_gpu
-        rate = link if par.ep <= hw.node.gpus_per_node else (nic.value * 1e9 if nic else None)
+        # inside the scale-up domain (an NVL72 rack: scale_up.domain_gpus) on NVLink, beyond it on the NIC
+        rate = link if par.ep <= scale_up_domain(hw) else (nic.value * 1e9 if nic else None)
         if rate is None:
             notes.append(f"{hw.id} has no link rate for EP={par.ep}: dispatch and combine are not priced")
         else:

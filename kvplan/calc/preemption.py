@@ -10,9 +10,12 @@ copy per block across all layers) or ``per-layer`` (old vLLM swap: one copy per 
 Swap-out is asynchronous, swap-in is on the request's critical path: exposed = swap-in (both directions with
 ``sync_swap``, vLLM V0).
 
-Recompute: F = 2 N_mm (S - h) + attention, priced by the one prefill price (kvplan.calc.costs): in chunks of
-max_num_batched_tokens, each max(weight read, F_chunk / (MFU x dense peak x TP GPUs)) + the step's fixed overhead;
-batch_stall_gpu_seconds = T x TP (the GPU time the co-running batch loses on the request's GPUs).
+Recompute: F = 2 N_mm (S - h) + attention, priced by the one prefill price (kvplan.calc.costs.StepModel.
+prefill_seconds): in chunks of max_num_batched_tokens, each max(weight read, F_chunk on this GPU / (MFU x dense peak))
+(dense matmuls and attention over TP, routed experts over EP, MLA's attention core at the BF16 peak; the MFU
+compute-only) + the chunk's communication (TP all-reduces, EP dispatch / combine, PP sends; not overlapped) + the
+step's fixed overhead; batch_stall_gpu_seconds = T x TP (the GPU time the co-running batch loses on the request's
+GPUs).
 
 recompute_over_swap = T / exposed swap time; the crossover is the smallest context in the swept range where
 the cheaper option differs from the one at the range's shortest context.
@@ -126,6 +129,13 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
     step, chunk = prefill
     t_rc = step.prefill_seconds(context, h, chunk)
     chunks = max(1, -(-(context - h) // chunk))
+    # the price's three parts, as prefill_seconds sums them chunk by chunk: communication, fixed overhead, compute
+    sizes = [min(chunk, context - start) for start in range(h, context, chunk)] or [0]
+    comm = sum(step.prefill_comm(n) for n in sizes)
+    fixed = len(sizes) * step.overhead_s if context > h else 0.0
+    compute = t_rc - comm - fixed
+    mla_bf16 = step.prefill_mla_flops_s is not None and step.prefill_mla_flops_s != step.prefill_flops_s
+    ep = s.parallelism.ep or tp
     peak = step.prefill_flops_s / st.mfu
     ratio = t_rc / exposed if exposed > 0 else float("inf")
     srcs = tuple(model.sources)
@@ -161,13 +171,18 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
                              flops.FLOPS_SOURCE)),
         Flops(f_all, derived("matmul + attention FLOPs", f"{f_lin:.4g} + {f_att:.4g} = {f_all:.4g}")),
         Seconds(t_rc, derived(
-            "the one prefill price: chunks of max_num_batched_tokens, each max(weights / (HBM x hbm), FLOPs / (MFU x "
-            "dense peak of the compute dtype)) per GPU + the step's fixed overhead",
-            f"{f_all:.4g} FLOPs / (TP {tp} x {st.mfu:g} x {peak / 1e12:,g} TFLOP/s) = "
-            f"{f_all / (tp * st.mfu * peak) * 1e3:.3f} ms of compute in {chunks} chunk(s) of {chunk:,}, each at least "
-            f"the weight read {step.weight_read_seconds * 1e3:.3f} ms, + {chunks} x {step.overhead_s * 1e3:.3f} ms = "
-            f"{t_rc:.4g} s",
-            costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu")),
+            "the one prefill price (costs.StepModel.prefill_seconds), summed over chunks of max_num_batched_tokens: "
+            "max(weights / (HBM x hbm), the chunk's FLOPs on this GPU / (MFU x dense peak of the compute dtype)) "
+            "(dense matmuls and attention over TP, routed experts over EP, MLA's attention core at the BF16 peak; "
+            "the MFU is compute-only) + the chunk's communication (TP all-reduces, EP dispatch / combine, PP sends; "
+            "not overlapped) + the step's fixed overhead",
+            f"{chunks} chunk(s) of {chunk:,}: compute {compute * 1e3:.3f} ms ({f_all:.4g} FLOPs at {st.mfu:g} x "
+            f"{peak / 1e12:,g} TFLOP/s" + (f", MLA core at {step.prefill_mla_flops_s / st.mfu / 1e12:,g}"
+                                              if mla_bf16 and step.prefill_mla_flops_s else "")
+            + f", over TP {tp} / EP {ep}; each chunk at least the weight read {step.weight_read_seconds * 1e3:.3f} ms)"
+            f" + communication {comm * 1e3:.3f} ms + {chunks} x {step.overhead_s * 1e3:.3f} ms = {t_rc:.4g} s",
+            costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu", costs.PREFILL_ALLREDUCE_SOURCE,
+            *((costs.MLA_BF16_SOURCE,) if mla_bf16 else ()))),
         Seconds(t_rc * tp, derived("recompute seconds x TP GPUs (GPU-seconds)", f"{t_rc:.4g} x {tp}", STALL_SOURCE)),
         Ratio(ratio, derived("recompute seconds / exposed swap seconds", f"{t_rc:.4g} / {exposed:.4g} = {ratio:.4g}")),
         t_rc < exposed, s.over_limit(context))

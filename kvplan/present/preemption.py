@@ -56,7 +56,8 @@ def present(plan: PreemptionPlan) -> Result:
                                            " (both block the engine step)"), this.swap_one_way),
             ("swap time on the request's critical path", this.swap_exposed),
             ("recompute FLOPs", this.flops_total),
-            (note("recompute at MFU {mfu:g}, " f"{plan.compute_dtype} peak x {tp} GPUs", mfu=mfu_v), this.recompute),
+            (note("recompute at MFU {mfu:g}, " f"{plan.compute_dtype} peak x {tp} GPUs, + communication", mfu=mfu_v),
+             this.recompute),
             ("batch stall (recompute), GPU-s", this.batch_stall),
             ("recompute / swap", this.recompute_over_swap),
             ("break-even host link (effective, per direction)",
@@ -139,15 +140,17 @@ def present(plan: PreemptionPlan) -> Result:
         "Swap-out overlaps decode (asynchronous offloading) and stalls no one; swap-in delays only this request."
         if not st.sync_swap else "Synchronous swap (vLLM V0): both directions block the engine step for every request.",
         note("Recompute re-prefills S - h tokens at MFU {mfu:g} of the " f"{plan.compute_dtype} dense peak on all {tp} "
-             "GPUs; causal attention counted as pairs = S^2/2 (keys per query capped by windows / top-k).", mfu=mfu_v),
+             "GPUs (compute only), plus each chunk's communication (TP all-reduces, EP dispatch / combine, PP sends), "
+             "not overlapped; causal attention counted as pairs = S^2/2 (keys per query capped by windows / top-k).",
+             mfu=mfu_v),
         "batch_stall_gpu_seconds = recompute seconds x TP GPUs: the GPU time the co-running batch loses on the "
         "request's GPUs (a whole decode stall for a non-chunked prefill; the same GPU time spread out when chunked).",
         "Host DRAM: the whole node's DRAM (or --dram), nothing kept back for the OS or the engine; a request parks "
         "one shard per GPU it spans on the node.",
     ]
     if plan.compute_dtype == "fp8" and model.uses(MLA):
-        assumptions.append("All FLOPs charged at the fp8 peak; DeepSeek runs the MLA core in BF16, so recompute is "
-                           "optimistic by up to ~1.5x at long S, which only widens a swap win.")
+        assumptions.append("The matmuls at the fp8 peak and MLA's attention core at the BF16 peak, as DeepSeek runs "
+                           "it (the prefill price's MLA rule, costs.MLA_BF16_SOURCE).")
     assumptions.extend(spec_notes(s))
     brief = (("swap bytes per GPU", this.swap_bytes_per_gpu), ("swap-in exposed", this.swap_exposed),
              ("recompute", this.recompute), ("recompute / swap", this.recompute_over_swap), ("cheaper", plan.cheaper))
