@@ -123,3 +123,44 @@ def test_a_mixed_pass_of_chunks_alone_is_the_prefill_price():
     # and with decode tokens in the pass, the chunk's communication is still paid (on top of the decode tokens')
     with_chunk = step.mixed_step(8, 8 * 1e6, 8 * 1e9, [(0, 2048)])
     assert with_chunk > step.prefill_seconds(2048, 0, 2048)
+
+
+def test_a_mixed_steps_chunk_rides_the_steps_one_dispatch_at_its_backend_rate():
+    # pd300v: vLLM runs one all-to-all backend per process (--all2all-backend, default allgather_reducescatter) and a
+    # step that mixes a prefill chunk into the decode batch dispatches and combines once per MoE layer, every token
+    # together (costs.MIXED_STEP_A2A_SOURCE): all_gatherv (grouped NCCL broadcasts, one per root) and reduce_scatterv.
+    # DeepSeek-R1 on 8 x H200, TP1 DP8 EP8, vLLM: 58 MoE layers; the decode step's EP price per MoE layer is 2 x 30 us
+    # latency (h200 link_latency_us) and, per token, dispatch + combine of 8 experts x 7,168 x 2 B x 7/8 off-GPU
+    # over NVLink 450 GB/s x 0.82 (h200 link): 2 x 8 x 7168 x 2 x 0.875 / 369e9 = 0.5439 us. A chunk token in the
+    # mixed step is broadcast once and its output reduced once: 2 x 7168 x 2 / 369e9 = 0.07771 us.
+    from dataclasses import replace
+
+    s = Scenario(model=load_model("deepseek-r1"), hardware=load_hardware("h200"), prompt_tokens=300,
+                 decode_tokens=300, kv_dtype_request="fp8", engine="vllm").with_(tp=1, dp=8, ep=8)
+    sm = replace(costs.step_model(s, costs.step_factors(s.hardware)), lockstep_ranks=1)   # this rank's own pass
+    link = 450e9 * 0.82
+    per = 2 * 8 * 7168 * 2 * 0.875 / link
+    assert sm.ep_per_moe_layer == pytest.approx((60e-6, per), rel=1e-9)
+    chunk_per = 2 * 7168 * 2 / link
+    assert sm.mixed_ep_per_token == pytest.approx(chunk_per, rel=1e-9)
+    assert chunk_per == pytest.approx(0.07771e-6, rel=1e-3)
+    no_ep = replace(sm, ep_per_moe_layer=(0.0, 0.0), prefill_ep_per_moe_layer=(0.0, 0.0))
+    # a 300-token chunk alone: its EP share is 58 x (60 us + 300 x 0.07771 us) = 4.832 ms, neither DeepEP's
+    # normal-kernel rate a prefill-only step pays (prefill_ep_per_moe_layer, 0.32 us a token here: 9.03 ms) nor the
+    # decode price's 0.54 us (12.94 ms)
+    chunk = [(0, 300)]
+    ep_share = sm.mixed_parts(0, 0.0, 0.0, chunk)[0] - no_ep.mixed_parts(0, 0.0, 0.0, chunk)[0]
+    assert ep_share == pytest.approx(58 * (60e-6 + 300 * chunk_per), rel=1e-9)
+    assert ep_share == pytest.approx(4.832e-3, rel=1e-3)
+    # with 64 decode tokens in the same step the dispatch latency is paid once: dropping it from both the decode
+    # and the prefill price lowers the pass by exactly 58 x 60 us = 3.48 ms, not twice that
+    no_lat = replace(sm, ep_per_moe_layer=(0.0, per), prefill_ep_per_moe_layer=(0.0, sm.prefill_ep_per_moe_layer[1]))
+    mb, mf = sm.steady_cache(300, 300)
+    with_lat = sm.mixed_parts(64, 64 * mb, 64 * mf, chunk)
+    without = no_lat.mixed_parts(64, 64 * mb, 64 * mf, chunk)
+    assert with_lat[0] - without[0] == pytest.approx(58 * 60e-6, rel=1e-9)
+    # a prefill-only step (prefill_seconds) keeps DeepEP's normal-kernel rate; a layout without an all-to-all
+    # (EP inside TP) has no mixed rate either
+    assert sm.prefill_comm(300) == pytest.approx(58 * (60e-6 + 300 * sm.prefill_ep_per_moe_layer[1]), rel=1e-9)
+    tp8 = costs.step_model(s.with_(tp=8, dp=1, ep=None))
+    assert tp8.mixed_ep_per_token == 0.0

@@ -1405,7 +1405,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pf20c-ep-nearest-size", "kvplan/calc/costs.py",
       "key = min(DEEPEP_INTERNODE_SHARE, key=lambda n: (abs(n - ep), n))", "key = 64"),
     M("pf20c-mixed-no-chunk-comm", "kvplan/calc/costs.py",
-      "extra += self.prefill_comm(tokens - batch)", "extra += 0.0"),
+      "extra += self.prefill_comm(tokens - batch, mixed=True)", "extra += 0.0"),
     M("pd21u-decode-pool-at-mean", "kvplan/calc/pd.py",
       "return min(self.fit(p + d), self.max_seqs, len(self.batches))",
       "return min(self.fit(p + -(-d // 2)), self.max_seqs, len(self.batches))"),
@@ -1558,6 +1558,16 @@ MUTANTS: tuple[Mutant, ...] = (
     # equivalent. Every later reader of the tree settles first - the next round's start, retract_decode's
     # check_decode_mem, a finish's _into_tree - and nothing touches, locks or adds a node before it, so the same
     # leaves go in the same LRU order, a little later; sglspeed's mutant survived test_sim_sglang*.py)
+    # --- pd300v: a mixed step's chunk in the step's one dispatch / combine, at the decode step's backend rate
+    M("pd300v-mixed-chunk-at-deepep-rate", COSTS,
+      "            per = self.mixed_ep_per_token", "            pass"),
+    M("pd300v-mixed-chunk-at-decode-rate", COSTS,
+      "        return per / (self.top_k * (ep - 1) / ep)", "        return per"),
+    M("pd300v-colocated-tries-one-replica-twice", "kvplan/calc/pd.py",
+      "        if _replica_key(h[2]) not in seen:", "        if True:"),
+    M("pd300v-mixed-latency-twice", COSTS,
+      "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
+      "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
 )
 
 

@@ -306,6 +306,23 @@ def prefill_ep_price(hw: HardwareSpec, f: StepFactors, ep: int, tp: int, experts
     return 2 * f.value("link_latency_us") * 1e-6, per_token
 
 
+# A vLLM step that mixes prefill chunks into the decode batch is one forward pass over the flattened tokens: each MoE
+# layer dispatches and combines once, every token of the step together, through the one all-to-all manager the
+# process built from --all2all-backend (ParallelConfig.all2all_backend, default "allgather_reducescatter"; the
+# DeepEP backends, when chosen, run for every step alike): vllm-project/vllm vllm/config/parallel.py
+# (all2all_backend) and vllm/distributed/device_communicators/all2all.py (AgRsAll2AllManager.dispatch: one
+# all_gatherv of every DP rank's rows by their counts; combine: one reduce_scatterv), read at the stored snapshot
+# 0014300; the NCCL all_gatherv is grouped broadcasts, one per root (device_communicators/pynccl.py). So a mixed
+# step pays each latency once, and a chunk's rows add, on every rank, the time to broadcast them once and to reduce
+# their outputs once: 2 x hidden x 2 B a token at the link, not DeepEP's normal-kernel price of a prefill-only step
+# nor the decode price's top-k x (EP - 1) / EP copies (StepModel.mixed_ep_per_token). At EP8 on H200 NVLink:
+# 2 x 7,168 x 2 B / (450 GB/s x 0.82) = 0.078 us a token (DeepEP normal 0.32 us; the decode price 0.54 us).
+MIXED_STEP_A2A_SOURCE = ("vLLM: one all-to-all backend per process (--all2all-backend, default "
+                         "allgather_reducescatter: all_gatherv dispatch, reduce_scatterv combine) and one dispatch / "
+                         "combine per MoE layer for every token of a step, prefill chunks and decode tokens together "
+                         "(vllm-project/vllm vllm/config/parallel.py all2all_backend; vllm/distributed/"
+                         "device_communicators/all2all.py AgRsAll2AllManager)")
+
 # Generic defaults for a GPU whose preset has no [efficiency] table. Each is a rule of thumb with its source.
 GENERIC_FACTORS = {
     "hbm": (0.80, "generic: memory-bound copies reach 0.78-0.87 of peak HBM bandwidth on A100, H100, H200 and MI300X "
@@ -584,6 +601,20 @@ class StepModel:
         return sum((series[i] + series[i + 1]) / 2 * (ts[i + 1] - ts[i]) for i in range(n)) / steps
 
     @property
+    def mixed_ep_per_token(self) -> float:
+        """Seconds per prefill-chunk token of one MoE layer's dispatch + combine inside a mixed vLLM step, on vLLM's
+        default all-to-all, allgather_reducescatter (MIXED_STEP_A2A_SOURCE): the chunk's tokens reach every other
+        rank once in the all-gather (grouped NCCL broadcasts, each root's rows pipelined once through a link) and
+        their partial outputs come back once in the reduce-scatter: 2 x hidden x 2 B at the link the decode step's
+        all-to-all runs on. That is the decode price (``ep_per_moe_layer``: 2 x top-k x hidden x 2 B x (EP - 1) / EP
+        at that link) without its top-k x (EP - 1) / EP copies. Every lockstep rank waits for it (``mixed_parts``)."""
+        per = self.ep_per_moe_layer[1]
+        ep = self.scenario.parallelism.ep or 1
+        if not per or not self.top_k or ep < 2:
+            return 0.0
+        return per / (self.top_k * (ep - 1) / ep)
+
+    @property
     def weight_read_seconds(self) -> float:
         """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
         experts = self.experts_on_gpu + self.fused_experts
@@ -601,17 +632,22 @@ class StepModel:
         return sum(g.count * g.kind.prefill_attention_flops(end, start) * (scale if isinstance(g.kind, MLA) else 1)
                    for g in model.groups)
 
-    def prefill_comm(self, tokens: int) -> float:
+    def prefill_comm(self, tokens: int, mixed: bool = False) -> float:
         """The communication of a prefill chunk of ``tokens`` tokens on this GPU (no overlap with compute: no source
         read shows a prefill hiding it; SGLang's two-batch overlap is not modelled): the TP all-reduces of every
         layer (``prefill_tp_per_layer``, 2 per layer, at the large-message rate: PREFILL_ALLREDUCE_SOURCE), the EP
         dispatch and combine of every MoE layer at DeepEP's normal-kernel rate (``prefill_ep_per_moe_layer``), the PP
-        sends (``pp_send``)."""
+        sends (``pp_send``). ``mixed``: the chunk rides in a step with decode tokens (``mixed_parts``), whose one
+        dispatch / combine per MoE layer carries every token of the step on vLLM's one all-to-all backend: the
+        chunk's EP bytes at ``mixed_ep_per_token`` (MIXED_STEP_A2A_SOURCE); the latencies are the step's, each paid
+        once (``mixed_parts`` drops the decode step's own)."""
         if tokens <= 0:
             return 0.0
         lat, per = self.prefill_tp_per_layer
         comm = self.layers * (lat + per * tokens)
         lat, per = self.prefill_ep_per_moe_layer
+        if mixed:
+            per = self.mixed_ep_per_token
         comm += self.moe_layers * (lat + per * tokens)
         lat, per = self.pp_send
         return comm + lat + per * tokens
@@ -663,14 +699,18 @@ class StepModel:
           and the decode tokens together plus the chunks' attention FLOPs, at the prefill rate (``prefill_seconds``'
           per-chunk compute, ``flops.attention_flops`` for each range), the larger of the two;
         * plus the per-step overhead once (``overhead_s``), as a prefill chunk pays it;
-        * plus the chunks' communication (``prefill_comm``, as ``prefill_seconds`` prices it: prefill_mfu is
-          compute-only);
+        * plus the chunks' communication (``prefill_comm``: prefill_mfu is compute-only), in the step's one
+          dispatch / combine per MoE layer and its all-reduces: each latency once for the whole step (the decode
+          tokens' own dropped), the chunks' EP bytes on the all-to-all backend that carries every token of the pass,
+          vLLM's default all-gather / reduce-scatter (``mixed_ep_per_token``, MIXED_STEP_A2A_SOURCE);
         * plus what the decode tokens add to that pass in ``step``: their attention term (cache reads against
           attention FLOPs), their communication beyond the step's fixed latency, and their per-request overhead.
 
-        So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step, and the decode
-        tokens' own weight and expert reads are not paid twice. And the pass is never priced below the decode tokens'
-        step without the chunks (``step(...)["total"]``): adding tokens to a forward pass cannot make it shorter."""
+        So a pass of chunks alone (batch 0) is ``prefill_seconds``' price of those chunks as one step but for their
+        EP bytes (at ``mixed_ep_per_token``: vLLM's all-gather, where ``prefill_seconds`` prices DeepEP's normal
+        kernels), and the decode tokens' own weight and expert reads are not paid twice. And the pass is never
+        priced below the decode tokens' step without the chunks (``step(...)["total"]``): adding tokens to a forward
+        pass cannot make it shorter."""
         return self.mixed_parts(batch, cache_bytes, attention_flops, chunks)[0]
 
     def mixed_parts(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> tuple[float, float]:
@@ -704,7 +744,9 @@ class StepModel:
             attention += a
         compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
-        extra += self.prefill_comm(tokens - batch)    # the chunks' own communication (prefill_seconds' price)
+        # the chunks' own communication: the latencies once for the step (the decode step's comm0 dropped above), the
+        # chunks' EP bytes in the step's one dispatch / combine on its backend (mixed_ep_per_token)
+        extra += self.prefill_comm(tokens - batch, mixed=True)
         # never less than the decode tokens' step alone: adding a chunk's tokens to a forward pass cannot shorten it
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)

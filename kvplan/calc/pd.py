@@ -1094,6 +1094,11 @@ def _long_ttft_note(targets: SloTargets, colocated: Seconds, disaggregated: Seco
                    "one."))
 
 
+def _replica_key(lay: RoleLayout) -> tuple:
+    """A layout as the replica the step model prices: EP at or inside TP is no EP (no all-to-all)."""
+    return lay.tp, lay.pp, lay.dp, lay.ep if lay.ep and lay.ep > lay.tp else None, lay.gpu
+
+
 def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int):
     """The colocated layout for P = ``p``, D = ``d`` and its goodput: among the scenario's own (``own_instances``
     instances) and the role layouts (N // G instances each) that hold a request, the scenario's own and the best
@@ -1110,7 +1115,17 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
             continue
         side, _, _ = rm.colocated(p, d)      # one rank's: an attention-DP instance serves lay.dp of them
         held.append((i, -side.requests_per_second * n * lay.dp, lay, rm, n, side))
-    held = [h for h in held if h[0] == 0] + sorted((h for h in held if h[0]), key=lambda h: h[1])[:COLOCATED_TRIED]
+    # the layouts tried besides the scenario's own are distinct replicas: EP inside the TP group runs no all-to-all
+    # (the step model prices TP8 EP8 as TP8), so a role layout that is the same replica as one ranked before it does
+    # not take one of the COLOCATED_TRIED places (on DeepSeek-R1 300 + 300, vLLM, TP8 and TP8 EP8 took both, after
+    # the scenario's own TP8, and TP1 DP8 EP8 was never simulated)
+    seen = {_replica_key(h[2]) for h in held if h[0] == 0}
+    roles_held = []
+    for h in sorted((h for h in held if h[0]), key=lambda h: h[1]):
+        if _replica_key(h[2]) not in seen:
+            seen.add(_replica_key(h[2]))
+            roles_held.append(h)
+    held = [h for h in held if h[0] == 0] + roles_held[:COLOCATED_TRIED]
     if not held:
         lay, rm = own
         held = [(0, 0.0, lay, rm, own_instances, rm.colocated(p, d)[0])]
