@@ -406,7 +406,8 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     fe = frontend.number()   # an engine's API server (none for neutral)
     ttft = Seconds(ttft_s, derived(
         "prefill in chunks of max_num_batched_tokens: per chunk max(weights / (HBM x hbm), FLOPs / (peak x "
-        "prefill_mfu)) + the step's fixed overhead (prefill_mfu is end to end: no communication added)"
+        "prefill_mfu)) + the chunk's communication (TP all-reduces, EP dispatch / combine, PP sends; prefill_mfu is "
+        "compute-only) + the step's fixed overhead"
         + (", + the engine's frontend latency (the API server's way in and out)" if fe else ""),
         f"{p:,} tokens in {chunks} chunk(s): {prefill_s * 1e3:.3f} ms" + (f" + {fe * 1e3:g} ms" if fe else ""),
         *(frontend.why.sources if fe and frontend.why else ())))
