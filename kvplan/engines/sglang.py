@@ -318,6 +318,24 @@ PCIE_NCCL_GIB = 0.13
 PCIE_INIT_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/distributed/device_communicators/"
                     "custom_all_reduce.py (off above two PCIe-only GPUs); kvplan fit: 0.13 GiB of NCCL set-up, "
                     "tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4")
+# On such a PCIe-only multi-GPU host, an NVIDIA GPU without a measured driver reserve (vLLM's DRIVER_RESERVE_GIB;
+# kvplan otherwise takes the largest seen, 0.70 GiB, and the MI355X context, 0.79) hides 0.73 GiB before the
+# distributed set-up: driver reserve and CUDA context together, read from the 'fit' log of QwQ-32B on 4 x L4
+# (22.49 GiB nvidia-smi total - 21.63 free before the load - 0.13 of NCCL set-up). A one-GPU deployment on such a GPU
+# keeps the larger reserve: the 'fit' 24 GB log (Docker Desktop on Windows) hides 1.60 GiB, the display and WSL2
+# holding the rest, and kvplan cannot tell the host; NCCL runs on Linux only, so a TP > 2 PCIe host is a Linux server.
+PCIE_HIDDEN_GIB = 0.73
+PCIE_HIDDEN_SOURCE = ("kvplan fit: 22.49 - 21.63 - 0.13 = 0.73 GiB, tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4 "
+                      "(the held-out 4 x RTX 4090 log checks it: 23.99 - 0.73 - 0.13 = 23.13 GiB against 23.08)")
+# What the weight load adds beyond the parameters' bytes ("Load weight end. ... mem usage" less the checkpoint's
+# bytes per rank): the kernels CUDA loads lazily at the first copies, the rotary caches and, above one rank, the
+# communicator buffers the first collectives allocate. Read from the 'fit' logs that print it, against kvplan's own
+# parameter bytes: one rank 0.11 GiB (mean of Llama-3.1-8B on 24 GB 0.06, Qwen3-0.6B on RTX 5080 0.14, Llama-3.1-8B
+# on H100 0.13); more ranks 0.26 GiB (mean of QwQ-32B TP4 on L4 0.29, Qwen3-32B TP4 on B200 0.23). Every release the
+# logs cover (v0.4.1 .. v0.5.13).
+LOAD_OVERHEAD_GIB = (0.11, 0.26)
+LOAD_OVERHEAD_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries with a "
+                        "logged mem usage (Load weight end) against their parameter bytes")
 INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries (Load weight begin / "
                "end avail mem); " + tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py",
                                                "_profile_available_bytes"))
@@ -727,6 +745,12 @@ class SglangEngine(Engine):
         driver = 0.0 if amd else DRIVER_RESERVE_GIB.get(hw.id.lower(), UNKNOWN_DRIVER_RESERVE_GIB)
         return driver, DRIVER_RESERVE_SOURCE
 
+    def driver_measured(self, hw) -> bool:
+        """Whether the CUDA driver reserve of ``hw`` is measured (vLLM's DRIVER_RESERVE_GIB) or is AMD's (none)."""
+        from kvplan.engines.vllm import DRIVER_RESERVE_GIB
+
+        return "amd" in hw.name.lower() or hw.id.lower() in DRIVER_RESERVE_GIB
+
     def budget(self, scenario, model, par):
         b = super().budget(scenario, model, par)
         if b.given_pool:
@@ -737,13 +761,27 @@ class SglangEngine(Engine):
         tp_group = par.tp * (par.dp if dp_attention(par) else 1)
         pcie = tp_group > 2 and hw.scale_up is None and "amd" not in hw.name.lower()
         init = INIT_GIB[0] if ranks == 1 else (INIT_GIB[0] + PCIE_NCCL_GIB if pcie else INIT_GIB[1])
+        unmeasured = pcie and not self.driver_measured(hw)
+        if unmeasured:   # driver reserve and context read together from a PCIe-only multi-GPU host
+            driver, init = 0.0, PCIE_HIDDEN_GIB + PCIE_NCCL_GIB
         hidden = int((driver + init) * 2**30)
         visible = Bytes(hw.hbm_bytes - hidden, derived(
             "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)" + (
-                "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else ""),
+                "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else "") + (
+                "; an unmeasured GPU on a PCIe-only Linux host: driver reserve and context 0.73 GiB together"
+                if unmeasured else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
-            driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ())))
+            driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ()),
+            *((PCIE_HIDDEN_SOURCE,) if unmeasured else ())))
         weights = b.weights
+        if scenario.weights_bytes is None:
+            load = LOAD_OVERHEAD_GIB[0] if ranks == 1 else LOAD_OVERHEAD_GIB[1]
+            why = weights.why
+            weights = Bytes(weights.number() + int(load * 2**30), derived(
+                (why.formula if why else "weights per GPU") + " + what SGLang's weight load adds beyond the "
+                "parameters (lazily loaded kernels, rotary caches, first collectives' buffers)",
+                f"{weights.number():,} B + {load:g} GiB ({'one rank' if ranks == 1 else f'{ranks} ranks'})",
+                *(why.sources if why else ()), LOAD_OVERHEAD_SOURCE))
         if dp_attention(par) and scenario.weights_bytes is None:
             weights = self._dp_attention_weights(scenario, model, par, weights)
         if gpu_generation(hw) == "blackwell" and scenario.weights_bytes is None and scenario.weight_dtype is None:
