@@ -341,8 +341,7 @@ def test_sglang_pre_load_memory_without_custom_all_reduce_on_pcie():
     # the set-up is the NCCL communicator alone, 0.13 GiB, on top of the unmeasured L4's driver reserve and context,
     # 0.73 GiB together on such a host (PCIE_HIDDEN_GIB): 22.49 - 0.73 - 0.13 = 21.63 GiB, the log's figure (0.70 +
     # 0.79 + 0.13 gave 20.87 before). At TP 2 on the same card the custom all-reduce runs: 22.49 - 0.70 - 2.65 =
-    # 19.14; on 4 x H100 SXM (NVLink) 79.65 - 0.46 - 2.65 = 76.54; on 4 x H100 PCIe (measured driver reserve, no
-    # NVLink in kvplan's preset? then the old rule) see below
+    # 19.14; on 4 x H100 SXM (NVLink) 79.65 - 0.46 - 2.65 = 76.54
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-qwq-32b-4xl4-tp4")
     assert fidelity.sglang_budget(entry).visible.number() / GIB == pytest.approx(21.63, abs=0.005)
     # the held-out 4 x RTX 4090 (23.99 GiB) under the same rule: 23.99 - 0.86 = 23.13 against the logged 23.08
@@ -355,6 +354,12 @@ def test_sglang_pre_load_memory_without_custom_all_reduce_on_pcie():
     assert fidelity.sglang_budget(dict(entry, tp=2)).visible.number() / GIB == pytest.approx(19.14, abs=0.005)
     nvlink = dict(entry, gpu="h100-sxm", mem_fraction_static=0.9)
     assert fidelity.sglang_budget(nvlink).visible.number() / GIB == pytest.approx(76.54, abs=0.005)
+    # 4 x H100 PCIe (no scale-up link in kvplan's preset; a measured driver reserve, 0.46): the measured reserve and
+    # the context stay, 79.65 - 0.46 - 0.79 - 0.13 = 78.27; 4 x L40S (unmeasured, PCIe only): 44.99 - 0.86 = 44.13
+    pcie = dict(entry, gpu="h100-pcie", mem_fraction_static=0.9)
+    assert fidelity.sglang_budget(pcie).visible.number() / GIB == pytest.approx(78.27, abs=0.005)
+    l40s = dict(entry, gpu="l40s", mem_fraction_static=0.9)
+    assert fidelity.sglang_budget(l40s).visible.number() / GIB == pytest.approx(44.13, abs=0.005)
 
 
 def test_sglang_pads_mxfp4_experts_on_blackwell():

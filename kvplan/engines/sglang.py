@@ -777,10 +777,12 @@ class SglangEngine(Engine):
         if scenario.weights_bytes is None:
             load = LOAD_OVERHEAD_GIB[0] if ranks == 1 else LOAD_OVERHEAD_GIB[1]
             why = weights.why
-            weights = Bytes(weights.number() + int(load * 2**30), derived(
+            total = weights.number() + int(load * 2**30)
+            weights = Bytes(total, derived(
                 (why.formula if why else "weights per GPU") + " + what SGLang's weight load adds beyond the "
                 "parameters (lazily loaded kernels, rotary caches, first collectives' buffers)",
-                f"{weights.number():,} B + {load:g} GiB ({'one rank' if ranks == 1 else f'{ranks} ranks'})",
+                (f"{why.substituted} " if why else f"{weights.number():,} B ") + f"+ {load:g} GiB "
+                f"({'one rank' if ranks == 1 else f'{ranks} ranks'}) = {total:,} B",
                 *(why.sources if why else ()), LOAD_OVERHEAD_SOURCE))
         if dp_attention(par) and scenario.weights_bytes is None:
             weights = self._dp_attention_weights(scenario, model, par, weights)
