@@ -328,14 +328,22 @@ PCIE_HIDDEN_GIB = 0.73
 PCIE_HIDDEN_SOURCE = ("kvplan fit: 22.49 - 21.63 - 0.13 = 0.73 GiB, tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4 "
                       "(the held-out 4 x RTX 4090 log checks it: 23.99 - 0.73 - 0.13 = 23.13 GiB against 23.08)")
 # What the weight load adds beyond the parameters' bytes ("Load weight end. ... mem usage" less the checkpoint's
-# bytes per rank): the kernels CUDA loads lazily at the first copies, the rotary caches and, above one rank, the
-# communicator buffers the first collectives allocate. Read from the 'fit' logs that print it, against kvplan's own
-# parameter bytes: one rank 0.11 GiB (mean of Llama-3.1-8B on 24 GB 0.06, Qwen3-0.6B on RTX 5080 0.14, Llama-3.1-8B
-# on H100 0.13); more ranks 0.26 GiB (mean of QwQ-32B TP4 on L4 0.29, Qwen3-32B TP4 on B200 0.23). Every release the
-# logs cover (v0.4.1 .. v0.5.13).
+# bytes per rank; model_runner.py load_model measures it with get_available_gpu_memory, which empties the cache, so
+# only memory still held counts). Read from the 'fit' logs that print it, against kvplan's own parameter bytes: one
+# rank 0.11 GiB (mean of Llama-3.1-8B on 24 GB 0.06, Qwen3-0.6B on RTX 5080 0.14, Llama-3.1-8B on H100 0.13); more
+# ranks 0.26 GiB (mean of QwQ-32B TP4 on L4 0.29, Qwen3-32B TP4 on B200 0.23). Every release the logs cover (v0.4.1
+# .. v0.5.13). What it is, worked out by hand (not fitted): SGLang's rotary cache, kept in fp32 on CUDA and shared by
+# the layers (layers/rotary_embedding.py @v0.4.6: max_position x rotary_dim x 4 B: 0.06 GiB for Llama-3.1's 131,072,
+# 0.02 for Qwen3's 40,960), and PyTorch's caching allocator, which rounds every allocation of 10 MiB or more up to
+# 2 MiB (c10/cuda/CUDACachingAllocator.cpp kRoundLarge) and cannot return a segment a parameter still holds: at TP 1
+# the dense shapes of these models are whole multiples of 2 MiB (no loss), at TP 4 they are not (QwQ-32B's per-rank
+# fused QKV 17.5 MiB, o_proj 12.5, gate_up 135, down 67.5: 3.5 MiB a layer x 64 = 0.22 GiB; Qwen3-32B 0.22; the
+# held-out Qwen3-14B at TP4 0.18 + 0.02 = 0.20 against its logged 0.20). The rest, 0.0-0.1 GiB, is unexplained.
 LOAD_OVERHEAD_GIB = (0.11, 0.26)
 LOAD_OVERHEAD_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries with a "
-                        "logged mem usage (Load weight end) against their parameter bytes")
+                        "logged mem usage (Load weight end) against their parameter bytes; explained by sgl-project/"
+                        "sglang @v0.4.6 python/sglang/srt/layers/rotary_embedding.py (fp32 cos_sin_cache) and "
+                        "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (kRoundLarge = 2 MiB)")
 INIT_SOURCE = ("kvplan fit on tests/data/memory_profiles/index.toml [[sglang_log]] 'fit' entries (Load weight begin / "
                "end avail mem); " + tag_source("v0.5.23", "mem_cache/kv_cache_configurator.py",
                                                "_profile_available_bytes"))
