@@ -1582,6 +1582,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "        unmeasured = not self.driver_measured(hw)"),
     M("sglpool20c-pcie-no-nccl", SGL, "driver, init = 0.0, PCIE_HIDDEN_GIB + PCIE_NCCL_GIB",
       "driver, init = 0.0, PCIE_HIDDEN_GIB"),
+    M("sglpool20c-alone-note-off", SGL, "        alone = ranks == 1 and not self.driver_measured(hw)",
+      "        alone = False"),
 )
 
 

@@ -325,6 +325,9 @@ PCIE_INIT_SOURCE = ("sgl-project/sglang @v0.4.6 python/sglang/srt/distributed/de
 # keeps the larger reserve: the 'fit' 24 GB log (Docker Desktop on Windows) hides 1.60 GiB, the display and WSL2
 # holding the rest, and kvplan cannot tell the host; NCCL runs on Linux only, so a TP > 2 PCIe host is a Linux server.
 PCIE_HIDDEN_GIB = 0.73
+# What the one-GPU 'fit' log under Docker Desktop on Windows hides (23.99 - 22.39 GiB); kvplan's 0.70 + 0.79 for an
+# unmeasured GPU alone stays near it, and the budget row says so.
+WINDOWS_HIDDEN_GIB = 1.60
 PCIE_HIDDEN_SOURCE = ("kvplan fit: 22.49 - 21.63 - 0.13 = 0.73 GiB, tests/data/memory_profiles sglang-qwq-32b-4xl4-tp4 "
                       "(the held-out 4 x RTX 4090 log checks it: 23.99 - 0.73 - 0.13 = 23.13 GiB against 23.08)")
 # What the weight load adds beyond the parameters' bytes ("Load weight end. ... mem usage" less the checkpoint's
@@ -772,12 +775,16 @@ class SglangEngine(Engine):
         unmeasured = pcie and not self.driver_measured(hw)
         if unmeasured:   # driver reserve and context read together from a PCIe-only multi-GPU host
             driver, init = 0.0, PCIE_HIDDEN_GIB + PCIE_NCCL_GIB
+        alone = ranks == 1 and not self.driver_measured(hw)   # the safe side, said in the row (WINDOWS_HIDDEN_GIB)
         hidden = int((driver + init) * 2**30)
         visible = Bytes(hw.hbm_bytes - hidden, derived(
             "HBM - CUDA driver reserve - CUDA context and distributed set-up (SGLang's pre-load free memory)" + (
                 "; no custom all-reduce above two PCIe-only GPUs: the context and NCCL alone" if pcie else "") + (
                 "; an unmeasured GPU on a PCIe-only Linux host: driver reserve and context 0.73 GiB together"
-                if unmeasured else ""),
+                if unmeasured else "") + (
+                f"; an unmeasured GPU alone: the safe side, {WINDOWS_HIDDEN_GIB:g} GiB hidden under Windows / WSL2 "
+                f"was seen, about {PCIE_HIDDEN_GIB:g} on Linux (up to {driver + init - PCIE_HIDDEN_GIB:.2f} GiB more "
+                "pre-load memory)" if alone else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
             driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ()),
             *((PCIE_HIDDEN_SOURCE,) if unmeasured else ())))
