@@ -1568,6 +1568,22 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd300v-mixed-latency-twice", COSTS,
       "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
       "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
+    # sglpool20c: what SGLang's weight load adds beyond the parameters; an unmeasured GPU's reserve on a PCIe host
+    M("sglpool20c-load-off", SGL, "        if scenario.weights_bytes is None:\n            load = ",
+      "        if False:\n            load = "),
+    M("sglpool20c-load-one-rank", SGL, "load = LOAD_OVERHEAD_GIB[0] if ranks == 1 else LOAD_OVERHEAD_GIB[1]",
+      "load = LOAD_OVERHEAD_GIB[0]"),
+    M("sglpool20c-load-tp1-value", SGL, "LOAD_OVERHEAD_GIB = (0.11, 0.26)", "LOAD_OVERHEAD_GIB = (0.0, 0.26)"),
+    M("sglpool20c-pcie-hidden-off", SGL, "        unmeasured = pcie and not self.driver_measured(hw)",
+      "        unmeasured = False"),
+    M("sglpool20c-pcie-hidden-any-gpu", SGL, "        unmeasured = pcie and not self.driver_measured(hw)",
+      "        unmeasured = pcie"),
+    M("sglpool20c-pcie-hidden-tp1-too", SGL, "        unmeasured = pcie and not self.driver_measured(hw)",
+      "        unmeasured = not self.driver_measured(hw)"),
+    M("sglpool20c-pcie-no-nccl", SGL, "driver, init = 0.0, PCIE_HIDDEN_GIB + PCIE_NCCL_GIB",
+      "driver, init = 0.0, PCIE_HIDDEN_GIB"),
+    M("sglpool20c-alone-note-off", SGL, "        alone = ranks == 1 and not self.driver_measured(hw)",
+      "        alone = False"),
 )
 
 
