@@ -30,14 +30,14 @@ FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io 
 IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
 IX1053 = "github.com/SemiAnalysisAI/InferenceX/pull/1053 (vLLM v0.17.0, ROCm)"
 IX1092 = "github.com/SemiAnalysisAI/InferenceX/pull/1092 (vLLM v0.17.0, ROCm)"
-# The issue-828 sweep's launch (tpot20b): the run the issue links (actions run 22537293745) is the branch
+# The issue-828 sweep's launch (tpot20b): the issue's comment of 2026-03-01 that starts the sweep links its branch
 # claude/issue-828-20260301-0603 (SemiAnalysisAI/InferenceX@6913cc829): config gptoss-power-fp4-h100-vllm in
 # .github/configs/nvidia-master.yaml, image vllm/vllm-openai:v0.15.1, and
 # benchmarks/single_node/gptoss-power_fp4_h100.sh: VLLM_MXFP4_USE_MARLIN=1, --max-num-seqs = the concurrency,
 # --gpu-memory-utilization 0.9, max-cudagraph-capture-size 2048, max-num-batched-tokens 8192, max-model-len 10240, no
 # prefix caching, 10 x concurrency prompts
 IX828_LAUNCH = ("vLLM v0.15.1 (image vllm/vllm-openai:v0.15.1, config gptoss-power-fp4-h100-vllm, SemiAnalysisAI/"
-                "InferenceX@6913cc829 branch claude/issue-828-20260301-0603, the run the issue links), "
+                "InferenceX@6913cc829 branch claude/issue-828-20260301-0603, the branch the issue links), "
                 "VLLM_MXFP4_USE_MARLIN=1, --max-num-seqs = concurrency, --gpu-memory-utilization 0.9, "
                 "max-cudagraph-capture-size 2048, max-num-batched-tokens 8192, max-model-len 10240, no prefix caching")
 IX828 = ("github.com/SemiAnalysisAI/InferenceX/issues/828, 1k/1k table (gptoss-fp4-h100 power sweep: " + IX828_LAUNCH
