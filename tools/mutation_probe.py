@@ -1568,6 +1568,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd300v-mixed-latency-twice", COSTS,
       "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
       "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
+    # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)
+    M("tpot20b-ix828-release-dropped", "benchmarks/tpot_fidelity.py",
+      '"B15": "vllm v0.15.1"', '"B15": "vllm (version not stated)"'),
+    M("tpot20b-ix828-never-seen-release-dropped", "benchmarks/tpot_fidelity.py",
+      'engine="vllm v0.15.1 (Marlin MoE)"', 'engine="vllm (Marlin MoE)"'),
 )
 
 
