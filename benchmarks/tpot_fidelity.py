@@ -204,16 +204,16 @@ NEW_POINTS = (
                              ("g", 8192, 128, 28.3))),
     # (tpot20b) What the source shows of B24's -13..-32%. Not the model: the config matches Qwen/Qwen3-14B's (5,120
     # hidden, 17,408 intermediate, 40 layers, 40 / 8 heads of 128, vocab 151,936 untied): 14.77e9 parameters, 29.5 GB
-    # read a step at batch 1 (kvplan prices the input embedding's 1.56 GB as read too, 0.97 ms of 18.34: the error
-    # would grow without it). Not a launch fact: none is published (TT340B). The same post's rows disagree with one
-    # another: TPOT 22.8 to 29.1 ms at batch 1 with no trend in context (kvplan's KV term moves 0.8 ms from 128 to
-    # 8,192 tokens), 2 to 8 requests a row; its 4,096-token TTFT (217 ms) is 2 x 14.77e9 x 4,096 / 0.217 s = 558
-    # TFLOP/s, above the A100's 312 dense BF16 peak (as the 30B-A3B table's 75 ms at 4,096: 2 x 3.3e9 x 4,096 /
-    # 0.075 = 360), so prompts were served from a cache. The issue's Qwen3-0.6B (4.2 ms at 128/128) and Qwen3-1.7B
-    # (4.6 ms) rows on the same 'gpu' backend sit 2.1 and 1.6 ms above kvplan (2.06, 3.03 ms: configs as
-    # Qwen/Qwen3-0.6B, -1.7B), where Llama-3.1-8B under vLLM 0.23.0 on an A100 (B25) decodes at its weight read: the
-    # harness adds a per-step cost kvplan does not price and the source does not size. Left as published; no factor
-    # fitted (decode19b's rule R1 was not adopted and is not repeated)
+    # read a step at batch 1 (kvplan prices the input embedding's 1.56 GB as read too, 0.97 ms of 18.34: the error would
+    # grow without it). Not a launch fact: none is published (TT340B). The same post's rows disagree with one another:
+    # TPOT 22.8 to 29.1 ms at batch 1 with no trend in context (kvplan's KV term moves 0.8 ms from 128 to 8,192 tokens),
+    # 2 to 8 requests a row; its 4,096-token TTFT (217 ms) is 2 x 13.99e9 (the matmul parameters: all but the input
+    # embedding) x 4,096 / 0.217 s = 528 TFLOP/s, above the A100's 312 dense BF16 peak (as the 30B-A3B table's 75.2 ms
+    # at 4,096: 2 x 3.04e9 active x 4,096 / 0.0752 = 331), so prompts were served from a cache. The issue's Qwen3-0.6B
+    # (4.2 ms at 128/128) and Qwen3-1.7B (4.6 ms) rows on the same 'gpu' backend sit 2.1 and 1.6 ms above kvplan (2.06,
+    # 3.03 ms: configs as Qwen/Qwen3-0.6B, -1.7B), where Llama-3.1-8B under vLLM 0.23.0 on an A100 (B25) decodes at its
+    # weight read: the harness adds a per-step cost kvplan does not price and the source does not size. Left as
+    # published; no factor fitted (decode19b's rule R1 was not adopted and is not repeated)
     # 22 (held out): Llama-3.1-8B BF16 on one A100 40GB, vLLM 0.23.0 defaults, 1,024/128 at concurrency 1: "about 75
     # tokens/sec" = 13.3 ms per token. The 40GB card's HBM2 streams 1,555 GB/s where the preset's 80GB has 2,039:
     # priced on the a100-80gb preset with its hbm share scaled by 1,555 / 2,039 (A40GB below), the same die, the same
