@@ -1584,6 +1584,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "driver, init = 0.0, PCIE_HIDDEN_GIB"),
     M("sglpool20c-alone-note-off", SGL, "        alone = ranks == 1 and not self.driver_measured(hw)",
       "        alone = False"),
+    # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)
+    M("tpot20b-ix828-release-dropped", "benchmarks/tpot_fidelity.py",
+      '"B15": "vllm v0.15.1"', '"B15": "vllm (version not stated)"'),
+    M("tpot20b-ix828-never-seen-release-dropped", "benchmarks/tpot_fidelity.py",
+      'engine="vllm v0.15.1 (Marlin MoE)"', 'engine="vllm (Marlin MoE)"'),
 )
 
 
