@@ -278,18 +278,29 @@ class _Model:
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
 
-    def colocated_prefill(self, p: int) -> float:
+    def colocated_prefill(self, p: int, rate: float = 0.0) -> float:
         """What a colocated prefill of ``p`` tokens costs a rank's decode, as the simulator prices it: the prefill's
-        pass, and under attention DP (ranks in lockstep, ``costs.LOCKSTEP_SOURCE``) every rank's prefill stalls
-        every rank: R x the pass of a prompt alone on the EP group (``StepModel.prefill_seconds(lockstep=True)``)."""
-        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, lockstep=True)
+        pass, and under attention DP (every pass holds every rank, ``costs.LOCKSTEP_SOURCE``) R / N passes of N
+        prompts each, N the prompts that share a pass when each rank receives ``rate`` prompts a second
+        (``StepModel.shared_pass_ranks``, ``costs.PASS_SHARING_SOURCE``; rate 0: N = 1, R passes alone)."""
+        chunk = self.chunk if self.o.chunked else None
+        return self.step.with_pass_sharing(rate, p, chunk).prefill_seconds(p, 0, chunk, lockstep=True)
 
     def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
-        """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
+        """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf). Under
+        attention DP the prefill's price depends on the rate (how many ranks' prompts share a pass), so the rate
+        and the price are iterated from pure decode's rate (``COLOCATED_SHARING_ROUNDS`` rounds)."""
+        rate = float(self.decode_only(p, d).requests_per_second) if self.step.lockstep_ranks > 1 else 0.0
+        out = self._colocated_at(p, d, rate)
+        for _ in range(COLOCATED_SHARING_ROUNDS - 1 if self.step.lockstep_ranks > 1 else 0):
+            out = self._colocated_at(p, d, float(out[0].requests_per_second))
+        return out
+
+    def _colocated_at(self, p: int, d: int, rate: float) -> tuple[Side, float, float]:
         import numpy as np
 
         limit = self.batch_limit(p, d)
-        t_pf = self.colocated_prefill(p)
+        t_pf = self.colocated_prefill(p, rate)
         plain = self.tpot_by_batch(p, d)[:limit]
         mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
         ok = np.nonzero(mean <= self.o.tpot_slo)[0]
@@ -431,6 +442,7 @@ ATTENTION_DP_DEGREES = (2, 4, 8, 16, 32)   # attention-DP ranks per instance tri
 COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
 COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
 COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
+COLOCATED_SHARING_ROUNDS = 3    # rounds of rate -> prefill price -> rate of the attention-DP closed form
 
 
 @dataclass(frozen=True)
