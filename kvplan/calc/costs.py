@@ -15,6 +15,7 @@ FLOPs follow DeepSeek-V3's ISCA'25 paper (arXiv 2505.09343 §2.2.1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -64,6 +65,7 @@ PASS_SHARING_SOURCE = (
     "1 - e^(-Lambda T)) and 1 + Lambda T e^(Lambda T) prompts (Wald), N = Lambda T + e^(-Lambda T) prompts a pass, "
     "at most R (one prompt a rank); each rank's timeline then pays R / N passes per prompt of its own, each with the "
     "experts' FLOPs of N prompts (1 pass of R prompts saturated, as pd's prefill role; R passes of 1 prompt alone)")
+PASS_CREDIT_ROUNDS = 8   # Little's law rounds of a rank's decode batch at its rate (``with_pass_sharing``)
 LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block across all layers (Llama-3.1-8B 32 KB "
                  "-> 2 MB); the V0 layout copies each layer's K and V blocks separately")
 
@@ -517,6 +519,8 @@ class StepModel:
                                                              # TP all-reduces of a prefill chunk (large messages)
     pass_ranks: float = 1.0        # N: attention-DP ranks' prompts that share one prefill pass (1 .. lockstep_ranks;
                                    # ``with_pass_sharing``, PASS_SHARING_SOURCE)
+    pass_credit: float | None = None   # this rank's decode step that another rank's pass runs inside it (s; None: the
+                                       # least step, batch 1): ``with_pass_sharing``
 
     def shared_pass_ranks(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None) -> float:
         """N, the prompts one prefill pass of this attention-DP instance holds when each of its R ranks receives
@@ -530,14 +534,28 @@ class StepModel:
         x = r * rate_per_rank * self.prefill_seconds(prompt_tokens, 0, chunk_tokens)
         return float(min(r, max(1.0, x + math.exp(-x))))
 
-    def with_pass_sharing(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None
+    def with_pass_sharing(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None,
+                          decode_tokens: int = 0, batch: float | None = None, max_batch: int | None = None
                           ) -> StepModel:
-        """This step model with ``pass_ranks`` = ``shared_pass_ranks``: the lockstep prices (``prefill_seconds``
-        with lockstep, ``mixed_parts``) of a deployment whose ranks receive ``rate_per_rank`` prompts a second."""
+        """This step model with ``pass_ranks`` = ``shared_pass_ranks`` and ``pass_credit`` = the rank's own decode
+        step at its batch (``steady_tpot``): ``batch`` (a closed loop's users), else by Little's law at the rate, B =
+        rate x D x step(B) (iterated from 1, at most ``max_batch``), else (no output given) the least step: the
+        lockstep prices (``prefill_seconds`` with lockstep, ``mixed_parts``) of a deployment whose ranks receive
+        ``rate_per_rank`` prompts a second."""
         from dataclasses import replace
 
         n = self.shared_pass_ranks(rate_per_rank, prompt_tokens, chunk_tokens)
-        return self if n == self.pass_ranks else replace(self, pass_ranks=n)
+        credit = None
+        if self.lockstep_ranks > 1 and decode_tokens > 0 and (batch or rate_per_rank > 0):
+            cap = float(max_batch) if max_batch else math.inf
+            b = float(batch) if batch else 1.0
+            for _ in range(0 if batch else PASS_CREDIT_ROUNDS):
+                b = min(cap, max(1.0, rate_per_rank * decode_tokens
+                                 * float(self.steady_tpot(prompt_tokens, decode_tokens, b))))
+            credit = float(self.steady_tpot(prompt_tokens, decode_tokens, min(b, cap)))
+        if n == self.pass_ranks and credit == self.pass_credit:
+            return self
+        return replace(self, pass_ranks=n, pass_credit=credit)
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -803,8 +821,10 @@ class StepModel:
 
     @cached_property
     def _least_step(self) -> float:
-        """The least decode step of this rank (batch 1, no cache read): what another rank's prefill pass at least
-        leaves of this rank's own decode step in the same pass (``prefill_seconds`` with lockstep)."""
+        """This rank's decode step that another rank's prefill pass runs inside it (``prefill_seconds`` with
+        lockstep): ``pass_credit``, or the least step (batch 1, no cache read)."""
+        if self.pass_credit is not None:
+            return self.pass_credit
         return float(self.step(1, 0.0, 0.0)["total"])
 
     @cached_property

@@ -276,7 +276,9 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     if sm.lockstep_ranks > 1:      # attention DP: how many ranks' prompts share a prefill pass (PASS_SHARING_SOURCE)
-        sm = sm.with_pass_sharing(_rate_per_rank(s, sm, workload, P, L), int(P.mean()), u.chunk)
+        sm = sm.with_pass_sharing(_rate_per_rank(s, sm, workload, P, L), int(P.mean()), u.chunk,
+                                  max(int(L.mean()), 1), workload.users if workload.arrivals is None else None,
+                                  u.max_batch)
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
     bind = getattr(sched, "bind_link", None)
     if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
