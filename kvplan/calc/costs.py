@@ -706,7 +706,7 @@ class StepModel:
         return comm + lat + per * tokens
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
-                        expert_gpus: int | None = None, lockstep: bool = False) -> float:
+                        expert_gpus: float | None = None, lockstep: bool = False) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
         (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication

@@ -1200,7 +1200,8 @@ def _lockstep_note(roles, dis: Disaggregated, p: int, d: int, engine: str) -> No
                 "instance (one forward for all ranks, as long as the slowest), and the ranks' prompts share a pass "
                 "only when they wait at the same step: at {rate:,.3g} requests/s a rank, {n:,.2f} prompts a pass, "
                 "so each prompt costs every rank {own:ms:,.1f} ms of its own pass + {k:,.2f} other passes x "
-                "({own:ms:,.1f} - its decode step {least:ms:,.1f}) ms = {lock:ms:,.1f} ms, which the split's decode ranks never pay. "
+                "({own:ms:,.1f} - its decode step {least:ms:,.1f}) ms = {lock:ms:,.1f} ms, which the split's decode "
+                "ranks never pay. "
                 "SGLang's --enable-prefill-delayer (off by default) aligns the ranks' prefills and vLLM mixes "
                 "prefill chunks into decode steps (--engine vllm); either takes much of it back.",
                 rate=Number(rate, derived("the colocated closed form's rate on the decode layout, a rank",
@@ -1210,9 +1211,9 @@ def _lockstep_note(roles, dis: Disaggregated, p: int, d: int, engine: str) -> No
                 own=Seconds(own, derived("the step model's prefill of P tokens, the experts' FLOPs of N prompts",
                                          f"{p:,} tokens on {dis.decode.label}")),
                 k=Number(dis.decode.dp / n - 1, derived("R / N - 1", f"{dis.decode.dp} / {n:.6g} - 1")),
-                least=Seconds(float(least), derived("the rank's decode step at its batch by Little's law at the rate, which "
-                                                    "runs inside another rank's pass", f"{least:.6g}")),
-                lock=Seconds(lock, derived("T + (R / N - 1) x (T - the least step) (StepModel.prefill_seconds("
+                least=Seconds(float(least), derived("the rank's decode step at its batch (Little's law at the rate), "
+                                                    "which runs inside another rank's pass", f"{least:.6g}")),
+                lock=Seconds(lock, derived("T + (R / N - 1) x (T - the decode step) (StepModel.prefill_seconds("
                                            "lockstep=True), costs.LOCKSTEP_SOURCE)",
                                            f"{own:.6g} + {dis.decode.dp / n - 1:.6g} x ({own:.6g} - {least:.6g})")))
 

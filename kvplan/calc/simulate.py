@@ -211,7 +211,7 @@ def _requests(s: Scenario, workload: Workload, u: _Replica, slots: int = 0):
     return P, L, table, bytes_at, longest_cache
 
 
-def _rate_per_rank(s: Scenario, sm: costs.StepModel, workload: Workload, P, L) -> float:
+def _rate_per_rank(sm: costs.StepModel, workload: Workload, P, L) -> float:
     """The prompts a second this attention-DP rank receives, which sets how many ranks' prompts share a prefill
     pass (``StepModel.shared_pass_ranks``): open arrivals, (n - 1) / their span; a closed loop of U users, U / (think
     + the mean output x the steady decode step of U + one prompt's pass alone), its requests' cycle without
@@ -276,7 +276,7 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
     if sm.lockstep_ranks > 1:      # attention DP: how many ranks' prompts share a prefill pass (PASS_SHARING_SOURCE)
-        sm = sm.with_pass_sharing(_rate_per_rank(s, sm, workload, P, L), int(P.mean()), u.chunk,
+        sm = sm.with_pass_sharing(_rate_per_rank(sm, workload, P, L), int(P.mean()), u.chunk,
                                   max(int(L.mean()), 1), workload.users if workload.arrivals is None else None,
                                   u.max_batch)
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)

@@ -60,8 +60,8 @@ class Tally:
 class ReplicaState:
     """One replica: its pool, queues, running batch, host tier and clock (module docstring)."""
 
-    __slots__ = ("lockstep", "lockstep_least", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl", "Ll", "El",
-                 "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
+    __slots__ = ("lockstep", "lockstep_least", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl",
+                 "Ll", "El", "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
