@@ -420,7 +420,7 @@ def test_a_short_prompts_margin_is_not_the_lockstep_price(run_cli):
     assert d["colocated_tp"] == 1 and d["colocated_attention_dp"] == 8
     ratio = d["disaggregated_requests_per_second"] / d["colocated_requests_per_second"]
     assert 1.3 < ratio < 2.2
-    assert not [r for r in d["reasons"] + d["first_screen_notes"] if "pass of the whole instance" in str(r)]
+    assert not [r for r in d["reasons"] + d["first_screen_notes"] if "passes of other ranks" in str(r)]
     v = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "300", "--decode", "300", "--engine", "vllm")
     assert not v["recommend_disaggregation"]
     assert v["colocated_tp"] == 1 and v["colocated_attention_dp"] == 8
@@ -443,7 +443,7 @@ def test_the_chat_cases_first_screen_names_the_lockstep_price(run_cli):
                  decode_tokens=300)
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s")
     assert d["recommend_disaggregation"] and d["decode_attention_dp"] == 8
-    text = [str(n) for n in d["first_screen_notes"] if "pass of the whole instance" in str(n)]
+    text = [str(n) for n in d["first_screen_notes"] if "passes of other ranks" in str(n)]
     assert len(text) == 1
     m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions(targets=SloTargets(ttft=2.0, tpot=0.05)))
     rate = m.colocated(4000, 300)[0].requests_per_second
@@ -455,8 +455,8 @@ def test_the_chat_cases_first_screen_names_the_lockstep_price(run_cli):
         b = min(m.batch_limit(4000, 300), max(1.0, rate * 300 * float(m.step.steady_tpot(4000, 300, b))))
     step = float(m.step.steady_tpot(4000, 300, b))
     lock = own + (8 / n - 1) * (own - step)
-    assert f"{n:,.2f} prompts a pass" in text[0]
-    assert f"= {lock * 1e3:,.1f} ms" in text[0]
+    assert f"{8 / n - 1:,.2f} unaligned passes" in text[0]
+    assert f"would pay {lock * 1e3:,.1f} ms a prompt" in text[0]
     assert lock > 4 * own          # at the rate the TPOT target allows, few prompts share a pass
 
 

@@ -271,9 +271,9 @@ class _Model:
         """T_pf of a prompt of ``p`` tokens on the prefill role. Under attention DP (EP over the ranks) a saturated
         instance has every rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not
         the whole EP group (which only a prompt alone on an idle instance gets). The ranks' prefills are aligned,
-        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): the prefill role is never priced
-        at the colocated side's lockstep R x the pass (``colocated_prefill``), where each rank's prefill lands among
-        the other ranks' decode steps on its own."""
+        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): a saturated role's ranks all have
+        a prompt waiting at every step, the N = R end of the colocated side's pass sharing (``colocated_prefill``,
+        ``costs.PASS_SHARING_SOURCE``), where at the rates a TPOT target allows few prompts share a pass."""
         par = self.s.parallelism
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
@@ -1196,21 +1196,14 @@ def _lockstep_note(roles, dis: Disaggregated, p: int, d: int, engine: str) -> No
     if lock <= own * 1.5:
         return None
     least = shared._least_step
-    return note(f"Colocated on the decode role's {dis.decode.label} ranks, every prefill is a pass of the whole "
-                "instance (one forward for all ranks, as long as the slowest), and the ranks' prompts share a pass "
-                "only when they wait at the same step: at {rate:,.3g} requests/s a rank, {n:,.2f} prompts a pass, "
-                "so each prompt costs every rank {own:ms:,.1f} ms of its own pass + {k:,.2f} other passes x "
-                "({own:ms:,.1f} - its decode step {least:ms:,.1f}) ms = {lock:ms:,.1f} ms, which the split's decode "
-                "ranks never pay. "
-                "SGLang's --enable-prefill-delayer (off by default) aligns the ranks' prefills and vLLM mixes "
-                "prefill chunks into decode steps (--engine vllm); either takes much of it back.",
-                rate=Number(rate, derived("the colocated closed form's rate on the decode layout, a rank",
-                                          f"{rate:.6g}")),
-                n=Number(n, derived("Lambda T + e^(-Lambda T), 1 .. R (StepModel.shared_pass_ranks)",
-                                    f"R = {dis.decode.dp}", costs.PASS_SHARING_SOURCE)),
+    return note(f"Colocated {dis.decode.label} ranks would pay {{lock:ms:,.1f}} ms a prompt: its {{own:ms:,.1f}} ms "
+                "pass + {k:,.2f} unaligned passes of other ranks x ({own:ms:,.1f} - {least:ms:,.1f} ms decode step).",
                 own=Seconds(own, derived("the step model's prefill of P tokens, the experts' FLOPs of N prompts",
                                          f"{p:,} tokens on {dis.decode.label}")),
-                k=Number(dis.decode.dp / n - 1, derived("R / N - 1", f"{dis.decode.dp} / {n:.6g} - 1")),
+                k=Number(dis.decode.dp / n - 1, derived(
+                    "R / N - 1, N = Lambda T + e^(-Lambda T) prompts sharing a pass (1 .. R; StepModel.shared_pass_"
+                    "ranks) at the colocated closed form's rate on the decode layout",
+                    f"{dis.decode.dp} / {n:.6g} - 1 at {rate:.6g} requests/s a rank", costs.PASS_SHARING_SOURCE)),
                 least=Seconds(float(least), derived("the rank's decode step at its batch (Little's law at the rate), "
                                                     "which runs inside another rank's pass", f"{least:.6g}")),
                 lock=Seconds(lock, derived("T + (R / N - 1) x (T - the decode step) (StepModel.prefill_seconds("
