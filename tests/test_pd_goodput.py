@@ -302,7 +302,7 @@ def test_attention_dp_ranks_in_lockstep_stall_for_every_ranks_prefill():
 
     m = _Model(s.with_(tp=1, dp=8, ep=8), PdOptions())
     assert m.colocated_prefill(4000) == pytest.approx(alone + 7 * (alone - s1))
-    assert rank.prefill_seconds(4000, 0, 8192, 1) <= m.colocated(4000, 300)[2] <= alone + 7 * (alone - s1)
+    assert rank.prefill_seconds(4000, 0, 8192, 1) <= m.colocated(4000, 300)[2] < alone + 7 * (alone - s1)
 
 
 @pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
@@ -552,3 +552,24 @@ def test_no_colocated_rate_is_priced_above_pure_decode():
     side, _, _ = m.colocated(1000, 30_000)
     rate, _, miss = m.colocated_goodput(s, side.requests_per_second, 31)
     assert rate == pytest.approx(upper, rel=1e-12) and miss is None
+
+
+def test_the_attention_dp_closed_form_comes_down_from_pure_decodes_rate():
+    # Under attention DP the colocated prefill's price falls as the rate rises (more prompts share a pass, the rank's
+    # decode step a pass runs inside grows with its batch), so rate -> price -> rate has more than one fixed point;
+    # the closed form iterates from pure decode's rate (the highest any colocated rate can be) down to the highest,
+    # not up from 0 to the lowest. DeepSeek-R1 300 + 300 on a TP1 DP8 EP8 rank: its rate is near a fixed point
+    # (one more round moves it under 5%) and above where three rounds from 0 get.
+    from kvplan.calc.pd import COLOCATED_SHARING_ROUNDS, _Model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="deepseek-r1", hardware="h200", nodes=2, kv_dtype_request="fp8", prompt_tokens=300,
+                 decode_tokens=300).with_(tp=1, dp=8, ep=8)
+    m = _Model(s, PdOptions())
+    r = m.colocated(300, 300)[0].requests_per_second
+    assert m._colocated_at(300, 300, r)[0].requests_per_second == pytest.approx(r, rel=0.05)
+    up = 0.0
+    for _ in range(COLOCATED_SHARING_ROUNDS):
+        up = m._colocated_at(300, 300, up)[0].requests_per_second
+    assert r > up * 1.05
+    assert r <= m.decode_only(300, 300).requests_per_second

@@ -323,3 +323,31 @@ def test_a_ranks_rate_is_its_arrivals_or_its_closed_loops_cycle():
         b = max(1.0, 2.0 * 100 * float(sm.steady_tpot(2000, 100, b)))
     assert sm.with_pass_sharing(2.0, 2000, None, 100).pass_credit == pytest.approx(
         float(sm.steady_tpot(2000, 100, b)), rel=1e-12)
+
+
+def test_a_mixed_step_shared_by_two_ranks_adds_the_other_chunks_experts():
+    # vLLM's mixed step under attention DP: both ranks' alike 2,000-token chunks in one pass (N = R = 2) add the other
+    # chunk's routed FLOPs on this GPU, 2,000 x 1.811939328 GFLOP / 692.3 TFLOP/s = 5.234549 ms, and no other pass
+    # (R / N - 1 = 0); one rank's chunk alone (N = 1) is its pass plus the other rank's pass, both alike.
+    from dataclasses import replace
+
+    sm = _qwen_rank()
+    alone = replace(sm, lockstep_ranks=1).mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0]
+    both = replace(sm, pass_ranks=2.0).mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0]
+    assert both == pytest.approx(alone + 2000 * 1.811939328e9 / 692.3e12, rel=1e-9)
+    assert sm.mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0] == pytest.approx(2 * alone, rel=1e-12)
+
+
+def test_two_prompts_close_together_on_a_rank_share_their_passes():
+    # One rank of the TP1 DP2 EP2 pair receives two 2,000-token prompts (one output token each) T1 / 2 apart (T1 =
+    # 23.659012 ms): its rate, 1 / (T1 / 2), puts x = 2 x rate x T1 = 4 and N = min(2, 4 + e^-4) = 2, so each
+    # prompt is one pass of both ranks' prompts, T2 = 28.893561 ms, and no other pass (R / N - 1 = 0). The first
+    # prompt's first token at T2; the second waits for it: 2 x T2 - T1 / 2 = 45.957761 ms after its arrival.
+    from kvplan.calc.simulate import simulate
+    from kvplan.scenario import Scenario
+
+    t1, t2 = 0.023659012, 0.028893561
+    s = Scenario(model="qwen3-30b-a3b", hardware="h100-sxm", tp=1, dp=2, ep=2, prompt_tokens=2000, decode_tokens=1)
+    run = simulate(s, _open([2000, 2000], [1, 1], [0.0, t1 / 2]))
+    ttft = np.asarray(run.first_token) - np.asarray(run.arrival)
+    assert ttft == pytest.approx([t2, 2 * t2 - t1 / 2], rel=1e-6)
