@@ -82,8 +82,9 @@ class ReplicaState:
         self.El = [p + q for p, q in zip(prompts, outputs, strict=True)]   # the context at which a request is done
         self.btl, self.xo, self.xo_used = blocks_at, contexts, contexts_used
         self.prefill, self.swap_cost = prefill, swap_cost
-        # attention-DP ranks in lockstep (costs.StepModel.lockstep_ranks): a prefill's price holds the other ranks'
-        # alike prefills after its own pass, which is where its first token comes (first_token_back)
+        # attention-DP ranks in lockstep: R / N passes a prompt (costs.StepModel.lockstep_ranks / pass_ranks); a
+        # prefill's price holds the other passes after its own, which is where its first token comes
+        # (first_token_back), each less the decode step it runs inside (lockstep_least: StepModel.pass_credit)
         self.lockstep = 1.0
         self.lockstep_least = 0.0              # a prefill's price credits each other pass this much (its decode step)
         self.tally = Tally(n)
