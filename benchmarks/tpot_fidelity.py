@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this tree's kvplan, not an installed copy
 
 from kvplan.calc import costs  # noqa: E402  (after the path above)
+from kvplan.engines.vllm import ROCM_TRITON_MLA_US  # noqa: E402
 
 FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md"
 IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
@@ -62,6 +63,11 @@ V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_
 # benchmarks/single_node/gptoss_fp4_h100.sh): Marlin's W4A16 MoE, not the triton_kernels matmul_ogs path vLLM picks
 # on Hopper by default, whose fixed latency per MoE layer the H100 preset's upcast_moe_us prices; so --upcast-moe-us 0
 MARLIN = (("upcast_moe_us", 0.0),)
+# SGLang of early 2025 on ROCm (B26: PR3237) ran the Triton MLA, block-FP8 GEMM and fused-MoE kernels vLLM's ROCm
+# rule prices (kvplan.engines.vllm ROCM_TRITON_MLA_US, fitted on B26a by rule R2 below); kvplan's SGLang adapter starts
+# at 0.4.6, so the rule enters these points as a launch factor: the generic per-layer overhead (the mi300x preset has
+# none) plus the rule's latency per MLA layer (every DeepSeek layer is MLA)
+ROCM_TRITON = (("overhead_us_per_layer", costs.GENERIC_FACTORS["overhead_us_per_layer"][0] + ROCM_TRITON_MLA_US),)
 # An A100 40GB point priced on the a100-80gb preset: HBM2 at 1,555 GB/s (NVIDIA A100 datasheet, 40GB SXM; via
 # glennklockwood.com/garden/processors/A100) against the preset's 2,039, at the preset's share 0.79 of its datasheet
 A40GB = (("hbm", round(0.79 * 1555 / 2039, 4)),)
@@ -209,12 +215,12 @@ NEW_POINTS = (
     PublishedPoint("B26a", "deepseek-r1", "mi300x", (("tp", 8),), "bf16", 4, 2048, 256, 38.50, PR3237,
                    "DeepSeek-V3 (the deepseek-r1 preset: the same architecture and FP8 checkpoint), batch 4, "
                    "2,048/256, Triton MLA decode", engine="sglang 0.4.3 (ROCm, Triton MLA)",
-                   median_itl=True),
+                   factors=ROCM_TRITON, median_itl=True),
     PublishedPoint("B26b", "deepseek-r1", "mi300x", (("tp", 8),), "bf16", 4, 2048, 256, 35.81, PR3237,
                    "the same, fused MLA decode (SGLANG_ROCM_FUSED_DECODE_MLA=1)",
-                   engine="sglang 0.4.3 (ROCm, fused Triton MLA)", median_itl=True),
+                   engine="sglang 0.4.3 (ROCm, fused Triton MLA)", factors=ROCM_TRITON, median_itl=True),
     # B27: DeepSeek-R1-0528 on 16 x H100 (TP16), vLLM and SGLang, 128/128 at concurrency 1 and 32
-    *(PublishedPoint(f"B27{x}", "deepseek-r1", "h100-sxm", (("tp", 16),), "bf16", c, 128, 128, t, TT356,
+    *(PublishedPoint(f"B27{x}", "deepseek-r1", "h100-sxm", (("tp", 16), ("nodes", 2)), "bf16", c, 128, 128, t, TT356,
                      f"MLA MoE, TP16 over two nodes, concurrency {c}", engine=f"{e} (version not stated)")
       for x, e, c, t in (("a", "vllm", 1, 25.9), ("b", "vllm", 32, 44.7), ("c", "sglang", 1, 23.1),
                          ("d", "sglang", 32, 32.5))),
