@@ -32,6 +32,8 @@ def test_the_rule_is_per_platform_model_and_engine():
     assert per_layer(scenario("vllm", hardware="h200")) == pytest.approx(15)
     assert per_layer(scenario("vllm", hardware="mi355x")) == pytest.approx(15)
     assert per_layer(scenario("vllm", model="llama-3.1-8b")) == pytest.approx(15)
+    dense = scenario("vllm", model="llama-3.1-8b")
+    assert dense.engine_adapter.decode_layer_latency(dense) is None
     assert per_layer(scenario("vllm", hardware="mi325x")) == pytest.approx(15 + 448)
 
 
