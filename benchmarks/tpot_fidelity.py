@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this tree's kvplan, not an installed copy
 
 from kvplan.calc import costs  # noqa: E402  (after the path above)
+from kvplan.engines.vllm import ROCM_TRITON_MLA_US  # noqa: E402
 
 FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md"
 IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
@@ -61,6 +62,13 @@ JM_A100 = ("johnmusgrave.com/p/vllm-throughput-latency-sweep-on ('vLLM throughpu
            "one A100 40GB (Lambda), meta-llama/Llama-3.1-8B-Instruct BF16, vLLM 0.23.0 `vllm serve` defaults, "
            "`vllm bench serve` random 1,024/128 --ignore-eos at --max-concurrency 1..64: 'decode at one request per "
            "time runs at about 75 tokens/sec' (only that row is in the text found; the sweep's table was not)")
+PR3237 = ("github.com/sgl-project/sglang/pull/3237, comment of 2025-02-24 (lcskrishna, AMD): DeepSeek-V3, TP8, ROCm "
+          "(the GPU is not named: MI300X assumed, AMD's 8-GPU ROCm node of the time), `sglang.bench_one_batch "
+          "--batch-size 4 --input 2048 --output 256`: 'Decode. median latency' as published (a plain decode step; "
+          "SGLang of early 2025, 0.4.3 era, on its Triton MLA decode, block-FP8 GEMM and fused-MoE kernels: no AITER)")
+TT356 = ("github.com/tenstorrent/tt-inference-server/issues/356, comment 'vLLM TP=16 / SGLang TP=16' tables: "
+         "DeepSeek-R1-0528 on 16 x H100 (two nodes, TP16), ISL/OSL 128/128, TPOT as published; engine releases not "
+         "stated (mid-2025), H100 SXM and BF16 KV assumed")
 V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_triton_mxfp4_bf16 (W4A16), "
           "vllm-openai-rocm nightly (triton 3.8), TP8, random 1024/1024, --ignore-eos; TPOT = concurrency / output "
           "tok/s (an upper bound: it includes TTFT, which the PR does not publish)")
@@ -69,6 +77,11 @@ V55934 = ("github.com/vllm-project/vllm/pull/55934, gfx942 table, backend aiter_
 # benchmarks/single_node/gptoss_fp4_h100.sh): Marlin's W4A16 MoE, not the triton_kernels matmul_ogs path vLLM picks
 # on Hopper by default, whose fixed latency per MoE layer the H100 preset's upcast_moe_us prices; so --upcast-moe-us 0
 MARLIN = (("upcast_moe_us", 0.0),)
+# SGLang of early 2025 on ROCm (B26: PR3237) ran the Triton MLA, block-FP8 GEMM and fused-MoE kernels vLLM's ROCm
+# rule prices (kvplan.engines.vllm ROCM_TRITON_MLA_US, fitted on B26a by rule R2 below); kvplan's SGLang adapter starts
+# at 0.4.6, so the rule enters these points as a launch factor: the generic per-layer overhead (the mi300x preset has
+# none) plus the rule's latency per MLA layer (every DeepSeek layer is MLA)
+ROCM_TRITON = (("overhead_us_per_layer", costs.GENERIC_FACTORS["overhead_us_per_layer"][0] + ROCM_TRITON_MLA_US),)
 # An A100 40GB point priced on the a100-80gb preset: HBM2 at 1,555 GB/s (NVIDIA A100 datasheet, 40GB SXM; via
 # glennklockwood.com/garden/processors/A100) against the preset's 2,039, at the preset's share 0.79 of its datasheet
 A40GB = (("hbm", round(0.79 * 1555 / 2039, 4)),)
@@ -220,6 +233,23 @@ NEW_POINTS = (
     # share of its datasheet bandwidth assumed. The a100-80gb preset's per-MoE-layer note already cites this figure
     PublishedPoint("B25", "llama-3.1-8b", "a100-80gb", (("tp", 1), ("dp", 1)), "bf16", 1, 1024, 128, 13.3, JM_A100,
                    "dense, batch 1, 1,024/128, A100 40GB", engine="vllm 0.23.0", factors=A40GB),
+    # 23-28 (issue 20 section 2, relspeed20: the same deployment under two kernel paths or two engines, found in this
+    # order and written here before any of their predictions was computed): fit, held out, fit, held out, fit, held out.
+    # B26: DeepSeek-V3 on 8 ROCm GPUs, SGLang's Triton path (no AITER), without and with the fused MLA decode kernel
+    # (SGLANG_ROCM_FUSED_DECODE_MLA=1); kvplan's SGLang adapter starts at 0.4.6, so the ROCm Triton-path rule of the
+    # vLLM adapter (the same Triton kernel lineage) is applied to them as a launch factor (ROCM_TRITON below)
+    PublishedPoint("B26a", "deepseek-r1", "mi300x", (("tp", 8),), "bf16", 4, 2048, 256, 38.50, PR3237,
+                   "DeepSeek-V3 (the deepseek-r1 preset: the same architecture and FP8 checkpoint), batch 4, "
+                   "2,048/256, Triton MLA decode", engine="sglang 0.4.3 (ROCm, Triton MLA)",
+                   factors=ROCM_TRITON, median_itl=True),
+    PublishedPoint("B26b", "deepseek-r1", "mi300x", (("tp", 8),), "bf16", 4, 2048, 256, 35.81, PR3237,
+                   "the same, fused MLA decode (SGLANG_ROCM_FUSED_DECODE_MLA=1)",
+                   engine="sglang 0.4.3 (ROCm, fused Triton MLA)", factors=ROCM_TRITON, median_itl=True),
+    # B27: DeepSeek-R1-0528 on 16 x H100 (TP16), vLLM and SGLang, 128/128 at concurrency 1 and 32
+    *(PublishedPoint(f"B27{x}", "deepseek-r1", "h100-sxm", (("tp", 16), ("nodes", 2)), "bf16", c, 128, 128, t, TT356,
+                     f"MLA MoE, TP16 over two nodes, concurrency {c}", engine=f"{e} (version not stated)")
+      for x, e, c, t in (("a", "vllm", 1, 25.9), ("b", "vllm", 32, 44.7), ("c", "sglang", 1, 23.1),
+                         ("d", "sglang", 32, 32.5))),
 )
 NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # Pre-registered before B24's predictions were computed (decode19b): the one factor this pass may fit is a launch
@@ -230,6 +260,14 @@ NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # least squares of the relative error over a 1 us grid on the fit points of those runs (B23b, B23d, B24a, B24c,
 # B24e, B24g). Adopted only if the held-out median over every held-out point does not worsen and the held-out B24
 # points (B24b, B24d, B24f) improve; otherwise reported, not adopted.
+
+# Pre-registered before any prediction of B26-B27 was computed (relspeed20): the one factor this pass may fit is the
+# ROCm Triton path's extra latency per MLA layer, X us (kvplan.engines.vllm ROCM_TRITON_MLA_US): the step of a model
+# with MLA layers on a gfx942 GPU (MI300X, MI325X) through the Triton MLA decode, Triton block-FP8 GEMM and Triton
+# fused-MoE kernels that vLLM runs on ROCm unless VLLM_ROCM_USE_AITER=1. Rule R2: X by least squares of the relative
+# error over a 1 us grid (0..2,000 us) on the fit points that run that path (B26a only; B27a/B27c run no ROCm path and
+# fit nothing), B26b held out. Adopted only if the held-out median over every held-out point does not worsen; the
+# never-seen sets, the engine runs E1-E3 and tools/fidelity_report.py's never_seen_3 are measured after, never fitted.
 
 # Never seen (issue 20: "the same measured on points the project never saw"): collected in one pass after the
 # model change above, written here before any of their predictions was computed, and never used to fit or tune a

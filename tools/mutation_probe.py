@@ -1623,6 +1623,28 @@ MUTANTS: tuple[Mutant, ...] = (
       "        rate = 0.0"),
     M("pd21v-note-always", PD,
       "    if lock <= own * 1.5:", "    if False:"),
+    # relspeed20: the engines' decode-kernel paths (vLLM's ROCm Triton MLA path)
+    M("relspeed20-triton-us-zero", VLLM, "ROCM_TRITON_MLA_US = 448.0", "ROCM_TRITON_MLA_US = 0.0"),
+    M("relspeed20-triton-gpus-hopper", VLLM, 'ROCM_TRITON_GPUS = ("mi300x", "mi325x")',
+      'ROCM_TRITON_GPUS = ("mi300x", "mi325x", "h200")'),
+    M("relspeed20-triton-mi325x-dropped", VLLM, 'ROCM_TRITON_GPUS = ("mi300x", "mi325x")',
+      'ROCM_TRITON_GPUS = ("mi300x",)'),
+    M("relspeed20-triton-any-model", VLLM,
+      "        if MLA not in kinds or sparse_attention(kinds):\n            return None\n"
+      "        return ROCM_TRITON_MLA_US",
+      "        if sparse_attention(kinds):\n            return None\n"
+      "        return ROCM_TRITON_MLA_US"),
+    M("relspeed20-rule-ignores-given", COSTS,
+      'if rule is not None and why is not None and why.formula.startswith("default:")',
+      "if rule is not None and why is not None"),
+    M("relspeed20-rule-replaces-overhead", COSTS, "Number(base_value + per_layer, derived(",
+      "Number(per_layer, derived("),
+    M("relspeed20-rule-per-layer-not-mla", COSTS, "per_layer = extra * mla / layers",
+      "per_layer = extra * mla / (2 * layers)"),
+    M("relspeed20-sglang-gets-rule", BASE,
+      "        rule for this engine, release, GPU and model.\"\"\"\n        return None",
+      "        rule for this engine, release, GPU and model.\"\"\"\n"
+      "        return (448.0, 'x') if 'mi3' in str(scenario.hardware.id) else None"),
 )
 
 

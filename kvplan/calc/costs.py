@@ -464,16 +464,30 @@ def engine_factors(f: StepFactors, scenario: Scenario) -> StepFactors:
     preset, a flag or a calibration gave is kept."""
     from dataclasses import replace
 
-    fact = scenario.engine_adapter.decode_allreduce
-    if fact is None:
-        return f
-    latency, share, source = fact
-    engine = scenario.engine_adapter.id
+    adapter = scenario.engine_adapter
+    engine = adapter.id
     out = {}
-    for name, value in (("allreduce_latency_us", latency), ("allreduce_link", share)):
-        why = getattr(f, name).why
-        if why is not None and why.formula == f"default: generic {name}":
-            out[name] = Number(value, default(f"{engine}'s decode all-reduce: {name}", source))
+    fact = adapter.decode_allreduce
+    if fact is not None:
+        latency, share, source = fact
+        for name, value in (("allreduce_latency_us", latency), ("allreduce_link", share)):
+            why = getattr(f, name).why
+            if why is not None and why.formula == f"default: generic {name}":
+                out[name] = Number(value, default(f"{engine}'s decode all-reduce: {name}", source))
+    # the engine's default decode-kernel path on this deployment (Engine.decode_layer_latency): its extra latency per
+    # MLA layer on top of the per-layer overhead, unless a flag or a calibration gave that overhead
+    rule = adapter.decode_layer_latency(scenario)
+    base_value = f.value("overhead_us_per_layer")
+    why = getattr(f.overhead_us_per_layer, "why", None)
+    if rule is not None and why is not None and why.formula.startswith("default:") \
+            and "(--calibration)" not in why.formula:
+        extra, source = rule
+        mla = sum(g.count for g in scenario.sized_model.groups if isinstance(g.kind, MLA))
+        layers = scenario.sized_model.num_layers or 1
+        per_layer = extra * mla / layers
+        out["overhead_us_per_layer"] = Number(base_value + per_layer, derived(
+            f"overhead_us_per_layer + {engine}'s decode-kernel path: {extra:g} us per MLA layer",
+            f"{base_value:g} + {extra:g} x {mla} / {layers} = {base_value + per_layer:g} us", *why.sources, source))
     return replace(f, **out) if out else f
 
 
@@ -890,6 +904,13 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     par = s.parallelism
     f = engine_factors(factors or step_factors(hw), scenario)
     notes: list[str | Note] = []
+    rule = s.engine_adapter.decode_layer_latency(s)
+    if rule is not None and f.overhead_us_per_layer is not (factors or step_factors(hw)).overhead_us_per_layer:
+        notes.append(note("{engine}'s default decode-kernel path on {hw}: {extra:g} us more per MLA layer, the "
+                          "per-layer overhead {per_layer:g} us ({source})", engine=s.engine_adapter.id, hw=hw.id,
+                          extra=Number(rule[0]), per_layer=Number(f.value("overhead_us_per_layer"),
+                                                                  getattr(f.overhead_us_per_layer, "why", None)),
+                          source=rule[1]))
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")

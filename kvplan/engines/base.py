@@ -194,6 +194,13 @@ class Engine:
     # and allreduce_link (kvplan.calc.costs.engine_factors) unless a GPU preset, a flag or a calibration sets them.
     decode_allreduce: ClassVar[tuple[float, float, str] | None] = None
 
+    def decode_layer_latency(self, scenario) -> tuple[float, str] | None:
+        """(us per MLA layer, source) a decode step of this deployment adds on the engine's default kernel path,
+        where that path is slower than kvplan's roofline per a published benchmark of it (kvplan.calc.costs.
+        engine_factors adds it to overhead_us_per_layer unless a flag or a calibration set that); None: no such
+        rule for this engine, release, GPU and model."""
+        return None
+
     def fused_shared_experts(self, scenario) -> str | None:
         """Why the engine runs the model's shared experts inside the routed experts' fused MoE kernel on this
         deployment (the source of the rule), or None when it runs them as their own MLP. When fused, a decode step

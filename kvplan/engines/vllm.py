@@ -23,6 +23,7 @@ from kvplan.engines.base import (
     Flag,
     LaunchCommand,
     Release,
+    _preset_named,
     gpu_generation,
     hub_model_id,
     keep_flags,
@@ -361,6 +362,25 @@ DECODE_ALLREDUCE = (6.45, 0.44, "vLLM's custom all-reduce in CUDA graphs on 4 x 
                     "benchmarks/kernels/benchmark_device_communicators.py, column ca_1stage: 0.5-4 MiB in 10-38 us): "
                     "least squares 6.45 us + 7.94 us per MiB, i.e. 0.44 of NVLink 4's 450 GB/s at TP 4")
 
+# vLLM on ROCm gfx942 (MI300X, MI325X) runs an MLA model's decode on Triton kernels unless told otherwise: the
+# Triton MLA backend (vllm-project/vllm PR #12662, "use the Triton MLA backend on ROCm to enable DeepSeek", v0.7.2;
+# the AITER MLA backend is taken only with VLLM_ROCM_USE_AITER=1, which vllm/envs.py leaves off: "Disable aiter ops
+# unless specifically enabled"), with the Triton block-FP8 GEMM and fused-MoE kernels tuned for MI300X
+# (ROCm/vllm PR #434). SGLang's ROCm images run AITER instead (docker/rocm.Dockerfile: ENV SGLANG_USE_AITER=1), so the
+# SGLang adapter has no such rule. The one published step of that Triton path: DeepSeek-V3 TP8, batch 4, 2,048 + 256
+# tokens, 38.50 ms a decode step on SGLang's Triton MLA kernel (sgl-project/sglang PR #3237, the kernel vLLM's
+# TritonMLA backend ports); kvplan's roofline prices the step at far less. ROCM_TRITON_MLA_US is that gap per MLA
+# layer, fitted to that point alone (benchmarks/tpot_fidelity.py B26a, rule R2: least squares of the relative error,
+# 1 us grid); B26b (the fused kernel) held out. Every release kvplan models keeps the default (envs.py), so the rule
+# is per platform, not per release.
+ROCM_TRITON_GPUS = ("mi300x", "mi325x")
+ROCM_TRITON_MLA_US = 448.0   # fitted on B26a: 38.50 ms priced at 38.48 ms (1 us grid, 0..2,000 us)
+ROCM_TRITON_SOURCE = (
+    "vLLM on ROCm gfx942 decodes MLA on Triton kernels by default (Triton MLA: vllm-project/vllm PR #12662; AITER "
+    "only with VLLM_ROCM_USE_AITER=1, off in vllm/envs.py); fitted to the one published step of that path, "
+    "DeepSeek-V3 TP8 batch 4 at 2,048 + 256 tokens, 38.50 ms (sgl-project/sglang PR #3237; "
+    "benchmarks/tpot_fidelity.py B26a, B26b held out)")
+
 
 @dataclass(frozen=True)
 class VllmConfig:
@@ -417,6 +437,16 @@ class VllmEngine(Engine):
 
     def since(self, version: Release) -> bool:
         return self.version >= version
+
+    def decode_layer_latency(self, scenario) -> tuple[float, str] | None:
+        """ROCM_TRITON_MLA_US per MLA layer for an MLA model (DSA's sparse models excepted: another backend) on a
+        gfx942 preset (ROCM_TRITON_GPUS), every release (ROCM_TRITON_SOURCE); None elsewhere."""
+        if not ROCM_TRITON_MLA_US or not _preset_named(scenario.hardware, ROCM_TRITON_GPUS):
+            return None
+        kinds = self.kinds(scenario.sized_model)
+        if MLA not in kinds or sparse_attention(kinds):
+            return None
+        return ROCM_TRITON_MLA_US, ROCM_TRITON_SOURCE
 
     kv_dtype_since = KV_DTYPE_SINCE
 
