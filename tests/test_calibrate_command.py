@@ -199,7 +199,11 @@ def test_round_trip_recovers_the_factors_and_the_error_drops(run_cli, tmp_path):
     from kvplan.inputs.calibration_file import read_calibration
 
     cal = read_calibration(out)
-    assert (cal.model, cal.hardware, cal.engine, cal.tp) == ("llama-3.1-8b", "h100-sxm", "vllm", 1)
+    from kvplan.engines import vllm
+
+    # plain --engine vllm follows the newest release kvplan has rules for: the file names it (a reserve's release)
+    newest = "vllm==" + ".".join(str(x) for x in vllm.NEWEST[:2 if vllm.NEWEST[2] == 0 else 3])
+    assert (cal.model, cal.hardware, cal.engine, cal.tp) == ("llama-3.1-8b", "h100-sxm", newest, 1)
     assert cal.factors == pytest.approx(TRUTH, rel=1e-9) and cal.runtime_reserve_bytes is None
     assert cal.sources == (str(bench),)
     text = out.read_text()
@@ -442,14 +446,14 @@ def test_a_calibration_fitted_with_another_engine_is_refused(run_cli, tmp_path):
     synthetic_runs(bench)
     cal = tmp_path / "cal.toml"
     assert run_cli("calibrate", *LLAMA, "--engine", "vllm", str(bench), "--save", str(cal)).code == 0
-    assert 'engine = "vllm"' in cal.read_text()
+    assert 'engine = "vllm==' in cal.read_text()
     args = ("tpot", *LLAMA, "--batch", "8", "-f", "json", "--calibration", str(cal))
     assert run_cli(*args, "--engine", "vllm==0.11.0").code == 0      # the same engine at a pinned release
     r = run_cli(*args, "--engine", "sglang")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
-    assert "was fitted with --engine vllm, not sglang" in r.err and "Traceback" not in r.err
+    assert "was fitted with --engine vllm==" in r.err and ", not sglang" in r.err and "Traceback" not in r.err
     r = run_cli(*args)   # no --engine: kvplan's neutral engine, not the one the runs measured
-    assert r.code == 2 and "was fitted with --engine vllm, not neutral" in r.err
+    assert r.code == 2 and "was fitted with --engine vllm==" in r.err and ", not neutral" in r.err
 
 
 PLAN = """[deployment]
@@ -640,8 +644,41 @@ def test_round_trip_start_up_log(run_cli, tmp_path, engine):
                        f"tp_size=1)\n[2025-06-01 10:00:30 TP0] KV Cache is allocated. #tokens: {tokens}, "
                        f"K size: {half} GB, V size: {half} GB\n")
     doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", f"{engine}=={release}", str(log))
+    # no run, so no request: the headline names none (the scenario's default 1,000 + 30,000 is no run's)
+    assert doc["headline"].endswith(" engine; no benchmark run")
     mem = doc["memory"]
     assert mem["runtime_reserve_bytes"] == pytest.approx(known, abs=0.011 * GIB)
     assert abs(mem["runtime_reserve_bytes_before"] - known) > 2 * GIB
     (pool_fig,) = [c for c in doc["compared"] if c["figure"] == "KV pool per GPU"]
     assert pool_fig["status"] == "fitted" and pool_fig["error_before"] > 0.04 and pool_fig["error_after"] == 0
+
+
+def test_a_reserve_is_refused_under_another_release(run_cli, tmp_path):
+    # Qwen3-14B on one H100 at utilization 0.95: vLLM v0.16.0 logs a 41.94 GiB pool (llm-d-planner's version
+    # sweep, tests/data/memory_profiles/v0.16-qwen3-14b-tp1.log); v0.17 frees 5.64 - 2.23 = 3.41 GiB of the profile
+    # run's activation (the same sweep's logs), so a reserve fitted in v0.16's budget would plan 45.35 GiB under
+    # v0.17's rules, 8% over the log. The file names the release; another release is refused, unless the reserve
+    # is not applied (--runtime-reserve given)
+    model = str(DATA / "memory_profiles" / "models" / "Qwen--Qwen3-14B")
+    log = tmp_path / "startup.log"
+    log.write_text("INFO 02-01 10:00:00 [api_server.py:1] vLLM API server version 0.16.0\n"
+                   "INFO 02-01 10:00:40 [gpu_worker.py:1] Available KV cache memory: 41.94 GiB\n")
+    base = ("-m", model, "-g", "h100-sxm", "--tp", "1", "--gpus", "1", "--gpu-memory-utilization", "0.95",
+            "--max-model-len", "8192")
+    cal = tmp_path / "cal.toml"
+    assert run_cli("calibrate", *base, str(log), "--save", str(cal)).code == 0
+    assert 'engine = "vllm==0.16"' in cal.read_text()
+    pool = "kv_pool_bytes_per_gpu"
+    same = run_cli("concurrency", *base, "--engine", "vllm==0.16", "--calibration", str(cal), "-f", "json")
+    assert same.code == 0 and same.json()[pool] == int(41.94 * GIB)
+    r = run_cli("concurrency", *base, "--engine", "vllm==0.17", "--calibration", str(cal))
+    one_line_error(r, "memory reserve was fitted in vllm==0.16's budget, not vllm==0.17's", "--engine vllm==0.16")
+    one_line_error(run_cli("concurrency", *base, "--engine", "vllm", "--calibration", str(cal)), "vllm==0.16's")
+    flag = run_cli("concurrency", *base, "--engine", "vllm==0.17", "--calibration", str(cal), "--runtime-reserve",
+                   "1GiB", "-f", "json")
+    assert flag.code == 0
+    # a malformed release in a file is refused when it is read
+    bad = tmp_path / "bad.toml"
+    bad.write_text(cal.read_text().replace('engine = "vllm==0.16"', 'engine = "vllm==sixteen"'))
+    one_line_error(run_cli("concurrency", *base, "--engine", "vllm==0.16", "--calibration", str(bad)),
+                   "engine = 'vllm==sixteen' is no engine name and release")
