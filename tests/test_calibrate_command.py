@@ -248,6 +248,10 @@ def test_calibrated_reserve_reaches_the_pool(run_cli, tmp_path):
     flag = run_cli(*args, "--runtime-reserve", f"{reserve}B").json()
     key = "kv_pool_bytes_per_gpu"
     assert with_cal[key] == flag[key] != plain[key]
+    # the budget row cites the calibration file (never "given with --runtime-reserve", which the user did not give)
+    row = with_cal["derivations"]["budget.runtime_bytes"]
+    assert "kvplan calibrate (--calibration)" in row["formula"] and str(cal) in row["sources"][0]
+    assert flag["derivations"]["budget.runtime_bytes"]["formula"] == "given with --runtime-reserve"
     # at the log's own settings (vLLM v0.6.5's gpu_memory_utilization 0.9) the calibrated pool is the logged one
     assert with_cal[key] == int(53.29 * GIB)
     assert with_cal[key] - plain[key] == doc["memory"]["runtime_reserve_bytes_before"] - reserve
@@ -643,7 +647,9 @@ def test_round_trip_start_up_log(run_cli, tmp_path, engine):
         log.write_text(f"[2025-06-01 10:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', "
                        f"tp_size=1)\n[2025-06-01 10:00:30 TP0] KV Cache is allocated. #tokens: {tokens}, "
                        f"K size: {half} GB, V size: {half} GB\n")
-    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", f"{engine}=={release}", str(log))
+    cal = tmp_path / "cal.toml"
+    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", f"{engine}=={release}", str(log),
+                   "--save", str(cal))
     # no run, so no request: the headline names none (the scenario's default 1,000 + 30,000 is no run's)
     assert doc["headline"].endswith(" engine; no benchmark run")
     mem = doc["memory"]
@@ -651,6 +657,11 @@ def test_round_trip_start_up_log(run_cli, tmp_path, engine):
     assert abs(mem["runtime_reserve_bytes_before"] - known) > 2 * GIB
     (pool_fig,) = [c for c in doc["compared"] if c["figure"] == "KV pool per GPU"]
     assert pool_fig["status"] == "fitted" and pool_fig["error_before"] > 0.04 and pool_fig["error_after"] == 0
+    # and through the file: the same release plans the logged pool, its reserve row citing the file
+    planned = run_cli("concurrency", *LLAMA, "--engine", f"{engine}=={release}", "--calibration", str(cal),
+                      "-f", "json").json()
+    assert planned["kv_pool_bytes_per_gpu"] == mem["logged_pool_bytes"]
+    assert str(cal) in planned["derivations"]["budget.runtime_bytes"]["sources"][0]
 
 
 def test_a_reserve_is_refused_under_another_release(run_cli, tmp_path):

@@ -1584,6 +1584,14 @@ MUTANTS: tuple[Mutant, ...] = (
       '    if "==" in engine and pinned_release(engine) is None:', "    if False:"),
     M("audit20-headline-default-request", "kvplan/present/calibrate.py",
       'lengths = "each run\'s own request lengths" if plan.loads else "no benchmark run"', "lengths = None"),
+    M("audit20-reserve-source-not-set", "kvplan/inputs/calibration_file.py",
+      '        out["runtime_reserve_source"] = (', "        _ = ("),
+    M("audit20-given-reserve-always-flag", "kvplan/engines/base.py",
+      "    if source is None:\n        return Bytes(value, given(\"--runtime-reserve\"))",
+      "    if True:\n        return Bytes(value, given(\"--runtime-reserve\"))"),
+    M("audit20-sglang-reserve-flag-only", "kvplan/engines/sglang.py",
+      "            return given_reserve(scenario)", "            return Bytes(scenario.runtime_reserve_bytes, "
+      "given(\"--runtime-reserve\"))"),
 )
 
 

@@ -174,6 +174,8 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
         out["hardware"] = replace(hw, efficiency=eff)
     if cal.runtime_reserve_bytes is not None and out.get("runtime_reserve_bytes") is None:
         out["runtime_reserve_bytes"] = cal.runtime_reserve_bytes
+        out["runtime_reserve_source"] = (f"{CALIBRATED}{cal.path} (fitted by kvplan calibrate to "
+                                         + ", ".join(cal.sources or ("a start-up log",)) + ")")
     return out
 
 
