@@ -92,6 +92,9 @@ class Scenario:
     token_budget: int | None = None
     # the host link, effective GB/s (10^9 B/s) per direction; None: the preset's line rate x large-copy efficiency
     host_link_gbs: float | None = None
+    # where runtime_reserve_bytes came from when no --runtime-reserve gave it: a --calibration file's fitted reserve
+    # (kvplan.inputs.calibration_file.apply), cited by the budget's row; None: given with --runtime-reserve
+    runtime_reserve_source: str | None = None
     # the command line's option names for the fields named otherwise (kvplan.inputs.request.OPTION_FIELDS; not
     # kv_dtype, which is the resolved dtype: give kv_dtype_request), and the folder of the user's presets that model,
     # hardware and draft ids are looked up in first

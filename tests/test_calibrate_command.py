@@ -199,7 +199,11 @@ def test_round_trip_recovers_the_factors_and_the_error_drops(run_cli, tmp_path):
     from kvplan.inputs.calibration_file import read_calibration
 
     cal = read_calibration(out)
-    assert (cal.model, cal.hardware, cal.engine, cal.tp) == ("llama-3.1-8b", "h100-sxm", "vllm", 1)
+    from kvplan.engines import vllm
+
+    # plain --engine vllm follows the newest release kvplan has rules for: the file names it (a reserve's release)
+    newest = "vllm==" + ".".join(str(x) for x in vllm.NEWEST[:2 if vllm.NEWEST[2] == 0 else 3])
+    assert (cal.model, cal.hardware, cal.engine, cal.tp) == ("llama-3.1-8b", "h100-sxm", newest, 1)
     assert cal.factors == pytest.approx(TRUTH, rel=1e-9) and cal.runtime_reserve_bytes is None
     assert cal.sources == (str(bench),)
     text = out.read_text()
@@ -244,6 +248,10 @@ def test_calibrated_reserve_reaches_the_pool(run_cli, tmp_path):
     flag = run_cli(*args, "--runtime-reserve", f"{reserve}B").json()
     key = "kv_pool_bytes_per_gpu"
     assert with_cal[key] == flag[key] != plain[key]
+    # the budget row cites the calibration file (never "given with --runtime-reserve", which the user did not give)
+    row = with_cal["derivations"]["budget.runtime_bytes"]
+    assert "kvplan calibrate (--calibration)" in row["formula"] and str(cal) in row["sources"][0]
+    assert flag["derivations"]["budget.runtime_bytes"]["formula"] == "given with --runtime-reserve"
     # at the log's own settings (vLLM v0.6.5's gpu_memory_utilization 0.9) the calibrated pool is the logged one
     assert with_cal[key] == int(53.29 * GIB)
     assert with_cal[key] - plain[key] == doc["memory"]["runtime_reserve_bytes_before"] - reserve
@@ -442,14 +450,14 @@ def test_a_calibration_fitted_with_another_engine_is_refused(run_cli, tmp_path):
     synthetic_runs(bench)
     cal = tmp_path / "cal.toml"
     assert run_cli("calibrate", *LLAMA, "--engine", "vllm", str(bench), "--save", str(cal)).code == 0
-    assert 'engine = "vllm"' in cal.read_text()
+    assert 'engine = "vllm==' in cal.read_text()
     args = ("tpot", *LLAMA, "--batch", "8", "-f", "json", "--calibration", str(cal))
     assert run_cli(*args, "--engine", "vllm==0.11.0").code == 0      # the same engine at a pinned release
     r = run_cli(*args, "--engine", "sglang")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
-    assert "was fitted with --engine vllm, not sglang" in r.err and "Traceback" not in r.err
+    assert "was fitted with --engine vllm==" in r.err and ", not sglang" in r.err and "Traceback" not in r.err
     r = run_cli(*args)   # no --engine: kvplan's neutral engine, not the one the runs measured
-    assert r.code == 2 and "was fitted with --engine vllm, not neutral" in r.err
+    assert r.code == 2 and "was fitted with --engine vllm==" in r.err and ", not neutral" in r.err
 
 
 PLAN = """[deployment]
@@ -504,3 +512,184 @@ def test_a_plan_files_bad_calibration_is_one_line(run_cli, tmp_path):
     assert "prefill_mfu = 1.5 is out of range" in r.err
     r = run_cli("check", str(tmp_path / "plan.toml"), "--calibration", str(tmp_path / "nope.toml"))
     assert r.code == 2 and "nope.toml" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+# --- every format round-trips (issue 20's "done when"): files written from known factors and a known reserve ------
+# The vLLM bench JSON round trip is test_round_trip_recovers_the_factors_and_the_error_drops; here SGLang's
+# bench_serving JSONL, each engine's /metrics scrape, and each engine's start-up log.
+def _truth(engine: str, truth: dict):
+    """llama-3.1-8b on one H100 under ``engine``: the scenario, its step model at ``truth`` and its prefill chunk."""
+    from kvplan.calc import costs
+    from kvplan.options.scenarios import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", gpus="1", engine=engine)
+    chunk = s.engine_adapter.batch_limits_for(s)[0].number()
+    return s, costs.step_model(s, costs.step_factors(s.hardware, **truth)), chunk
+
+
+def sglang_runs(path: Path, truth: dict, batches=BATCHES, prompt: int = 512, output: int = 256) -> None:
+    """python -m sglang.bench_serving --output-file lines (bench_serving.py's result dict: backend, request_rate
+    Infinity as json.dumps writes float("inf"), max_concurrency, completed, totals, the mean/median latencies and
+    its own `concurrency`) whose mean TPOT is kvplan's SGLang steady step at ``truth``; the B = 1 run's TTFT is one
+    prefill at truth's prefill_mfu plus SGLang's frontend latency (the light run prefill_mfu is fitted to)."""
+    s, step, chunk = _truth("sglang", truth)
+    ttft = step.prefill_seconds(prompt, 0, chunk) + s.engine_adapter.frontend_latency[0]
+    lines = []
+    for b in batches:
+        t = float(step.steady_tpot(prompt, output, b))
+        first = ttft if b == 1 else 0.05
+        n = 2 * b
+        e2e = first + t * (output - 1)
+        lines.append(json.dumps({
+            "backend": "sglang", "dataset_name": "random", "request_rate": float("inf"), "max_concurrency": b,
+            "random_input_len": prompt, "random_output_len": output, "duration": 100.0, "completed": n,
+            "total_input_tokens": prompt * n, "total_output_tokens": output * n, "request_throughput": n / 100,
+            "mean_e2e_latency_ms": e2e * 1e3, "mean_ttft_ms": first * 1e3, "median_ttft_ms": first * 1e3,
+            "mean_tpot_ms": t * 1e3, "median_tpot_ms": t * 1e3, "mean_itl_ms": t * 1e3, "concurrency": float(b),
+            "accept_length": None}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_round_trip_sglang_jsonl(run_cli, tmp_path):
+    # five loads in SGLang's JSONL, its `concurrency` read as the batch: TRUTH comes back, every TPOT error drops
+    # from the preset's (hbm 0.87, mfu 0.7, 450 us: 25-30% short, as in the vLLM round trip) to zero
+    bench = tmp_path / "sglang.jsonl"
+    sglang_runs(bench, TRUTH)
+    out = tmp_path / "cal.toml"
+    doc = run_json(run_cli, *LLAMA, "--engine", "sglang", str(bench), "--save", str(out))
+    assert [ld["batch_per_replica"] for ld in doc["runs"]] == list(BATCHES)
+    assert doc["fitted"] == pytest.approx(TRUTH, rel=1e-9)
+    tpot = [c for c in doc["compared"] if c["figure"] == "TPOT mean"]
+    assert len(tpot) == 5 and all(c["status"] == "fitted" for c in tpot)
+    for c in tpot:
+        assert abs(c["error_before"]) > 0.2 and abs(c["error_after"]) < 1e-9
+    (light,) = [c for c in doc["compared"] if c["figure"] == "TTFT mean" and c["status"] == "fitted"]
+    assert light["error_before"] < -0.2 and abs(light["error_after"]) < 1e-9
+    from kvplan.inputs.calibration_file import read_calibration
+
+    cal = read_calibration(out)
+    assert cal.engine.split("==")[0] == "sglang" and cal.factors == pytest.approx(TRUTH, rel=1e-9)
+
+
+SCRAPE = {
+    # the samples a scrape taken after the run holds (names: kvplan.inputs.prometheus, from each engine's source)
+    "vllm": ("vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total",
+             "vllm:inter_token_latency_seconds", "vllm:time_to_first_token_seconds"),
+    "sglang": ("sglang:num_running_reqs", "sglang:token_usage", "sglang:num_retracted_requests_total",
+               "sglang:inter_token_latency_seconds", "sglang:time_to_first_token_seconds"),
+}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_round_trip_metrics_scrape(run_cli, tmp_path, engine):
+    # one light run (B = 1) and the scrape of the server after it, both made from known factors: hbm 0.62 and
+    # prefill_mfu 0.30, the rest the preset's (one load fits hbm alone; the light run fits prefill_mfu). The
+    # scrape's TPOT histogram mean is the same steady step and its TTFT the server's prefill (no frontend latency):
+    # after the fit both /metrics errors are zero, before it the TPOT is ~29% short (hbm 0.87 against 0.62, the
+    # weights' read 71% of the step) and the TTFT ~57% short (prefill_mfu 0.7 against 0.3)
+    truth = {"hbm": 0.62, "prefill_mfu": 0.30}
+    s, step, chunk = _truth(engine, truth)
+    prompt, output = 512, 256
+    t = float(step.steady_tpot(prompt, output, 1))
+    prefill = step.prefill_seconds(prompt, 0, chunk)
+    bench = tmp_path / "run.json"
+    if engine == "sglang":
+        sglang_runs(bench, truth, batches=(1,))
+    else:
+        synthetic_runs(bench)   # TRUTH's runs; rewritten below at this test's truth
+        first = (prefill + s.engine_adapter.frontend_latency[0]) * 1e3
+        doc = json.loads(bench.read_text().splitlines()[0])
+        doc.update(mean_tpot_ms=t * 1e3, median_tpot_ms=t * 1e3, mean_ttft_ms=first, median_ttft_ms=first)
+        bench.write_text(json.dumps(doc) + "\n")
+    running, usage, preempt, itl, ttft = SCRAPE[engine]
+    n_tok = 2 * (output - 1)    # two requests, each output - 1 inter-token gaps
+    scrape = tmp_path / "metrics.txt"
+    scrape.write_text(
+        f"# TYPE {running} gauge\n{running} 1.0\n# TYPE {usage} gauge\n{usage} 0.01\n"
+        f"# TYPE {preempt} counter\n{preempt} 0.0\n"
+        f"# TYPE {itl} histogram\n{itl}_bucket{{le=\"+Inf\"}} {n_tok}\n{itl}_sum {t * n_tok!r}\n{itl}_count {n_tok}\n"
+        f"# TYPE {ttft} histogram\n{ttft}_bucket{{le=\"+Inf\"}} 2\n{ttft}_sum {2 * prefill!r}\n{ttft}_count 2\n")
+    doc = run_json(run_cli, *LLAMA, "--engine", engine, str(bench), str(scrape))
+    assert doc["fitted"] == pytest.approx(truth, rel=1e-9)
+    f = figures(doc, "metrics.txt")
+    tp, tt = f["TPOT mean (/metrics)"], f["TTFT mean (/metrics)"]
+    assert tp["status"] == tt["status"] == "compared"
+    assert tp["measured"] == pytest.approx(t, rel=1e-12) and tt["measured"] == pytest.approx(prefill, rel=1e-12)
+    assert -0.35 < tp["error_before"] < -0.2 and abs(tp["error_after"]) < 1e-9
+    assert -0.65 < tt["error_before"] < -0.5 and abs(tt["error_after"]) < 1e-9
+    assert f["preemptions"]["status"] == "agrees"
+
+
+GIB_TEXT = "{:.2f}"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_round_trip_start_up_log(run_cli, tmp_path, engine):
+    # a start-up log whose pool is kvplan's budget with a known runtime reserve (3 GiB): calibrate fits that
+    # reserve back (to the 0.01 GiB the log prints: 2 x 0.005 GiB for SGLang's K and V sizes), and the pool error
+    # drops to zero (before: vLLM v0.19's own rows, 0.27 GiB non-torch at TP1, so kvplan is ~2.7 GiB / 55 GiB
+    # optimistic; SGLang reserves nothing below its fraction, ~3 GiB optimistic)
+    from kvplan.options.scenarios import build_scenario
+
+    known = 3 * GIB
+    release = {"vllm": "0.19.0", "sglang": "0.5.10"}[engine]
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", gpus="1", engine=f"{engine}=={release}",
+                       runtime_reserve=f"{known}B")
+    pool = s.engine_adapter.budget(s, s.sized_model, s.parallelism).kv_pool.number()
+    log = tmp_path / "startup.log"
+    if engine == "vllm":
+        log.write_text(f"INFO 06-01 10:00:00 [api_server.py:1] vLLM API server version {release}\n"
+                       f"INFO 06-01 10:00:30 [gpu_worker.py:1] Available KV cache memory: "
+                       f"{GIB_TEXT.format(pool / GIB)} GiB\n")
+    else:
+        tokens = pool // 131072     # 131,072 B a token (32 layers x 8 KV heads x 128 x 2 x 2 B)
+        half = GIB_TEXT.format(pool / 2 / GIB)
+        log.write_text(f"[2025-06-01 10:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', "
+                       f"tp_size=1)\n[2025-06-01 10:00:30 TP0] KV Cache is allocated. #tokens: {tokens}, "
+                       f"K size: {half} GB, V size: {half} GB\n")
+    cal = tmp_path / "cal.toml"
+    doc = run_json(run_cli, "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", f"{engine}=={release}", str(log),
+                   "--save", str(cal))
+    # no run, so no request: the headline names none (the scenario's default 1,000 + 30,000 is no run's)
+    assert doc["headline"].endswith(" engine; no benchmark run")
+    mem = doc["memory"]
+    assert mem["runtime_reserve_bytes"] == pytest.approx(known, abs=0.011 * GIB)
+    assert abs(mem["runtime_reserve_bytes_before"] - known) > 2 * GIB
+    (pool_fig,) = [c for c in doc["compared"] if c["figure"] == "KV pool per GPU"]
+    assert pool_fig["status"] == "fitted" and pool_fig["error_before"] > 0.04 and pool_fig["error_after"] == 0
+    # and through the file: the same release plans the logged pool, its reserve row citing the file
+    planned = run_cli("concurrency", *LLAMA, "--engine", f"{engine}=={release}", "--calibration", str(cal),
+                      "-f", "json").json()
+    assert planned["kv_pool_bytes_per_gpu"] == mem["logged_pool_bytes"]
+    assert str(cal) in planned["derivations"]["budget.runtime_bytes"]["sources"][0]
+
+
+def test_a_reserve_is_refused_under_another_release(run_cli, tmp_path):
+    # Qwen3-14B on one H100 at utilization 0.95: vLLM v0.16.0 logs a 41.94 GiB pool (llm-d-planner's version
+    # sweep, tests/data/memory_profiles/v0.16-qwen3-14b-tp1.log); v0.17 frees 5.64 - 2.23 = 3.41 GiB of the profile
+    # run's activation (the same sweep's logs), so a reserve fitted in v0.16's budget would plan 45.35 GiB under
+    # v0.17's rules, 8% over the log. The file names the release; another release is refused, unless the reserve
+    # is not applied (--runtime-reserve given)
+    model = str(DATA / "memory_profiles" / "models" / "Qwen--Qwen3-14B")
+    log = tmp_path / "startup.log"
+    log.write_text("INFO 02-01 10:00:00 [api_server.py:1] vLLM API server version 0.16.0\n"
+                   "INFO 02-01 10:00:40 [gpu_worker.py:1] Available KV cache memory: 41.94 GiB\n")
+    base = ("-m", model, "-g", "h100-sxm", "--tp", "1", "--gpus", "1", "--gpu-memory-utilization", "0.95",
+            "--max-model-len", "8192")
+    cal = tmp_path / "cal.toml"
+    assert run_cli("calibrate", *base, str(log), "--save", str(cal)).code == 0
+    assert 'engine = "vllm==0.16"' in cal.read_text()
+    pool = "kv_pool_bytes_per_gpu"
+    same = run_cli("concurrency", *base, "--engine", "vllm==0.16", "--calibration", str(cal), "-f", "json")
+    assert same.code == 0 and same.json()[pool] == int(41.94 * GIB)
+    r = run_cli("concurrency", *base, "--engine", "vllm==0.17", "--calibration", str(cal))
+    one_line_error(r, "memory reserve was fitted in vllm==0.16's budget, not vllm==0.17's", "--engine vllm==0.16")
+    one_line_error(run_cli("concurrency", *base, "--engine", "vllm", "--calibration", str(cal)), "vllm==0.16's")
+    flag = run_cli("concurrency", *base, "--engine", "vllm==0.17", "--calibration", str(cal), "--runtime-reserve",
+                   "1GiB", "-f", "json")
+    assert flag.code == 0
+    # a malformed release in a file is refused when it is read
+    bad = tmp_path / "bad.toml"
+    bad.write_text(cal.read_text().replace('engine = "vllm==0.16"', 'engine = "vllm==sixteen"'))
+    one_line_error(run_cli("concurrency", *base, "--engine", "vllm==0.16", "--calibration", str(bad)),
+                   "engine = 'vllm==sixteen' is no engine name and release")

@@ -1645,6 +1645,30 @@ MUTANTS: tuple[Mutant, ...] = (
       "        rule for this engine, release, GPU and model.\"\"\"\n        return None",
       "        rule for this engine, release, GPU and model.\"\"\"\n"
       "        return (448.0, 'x') if 'mi3' in str(scenario.hardware.id) else None"),
+    # --- audit20: a calibration's memory reserve is tied to the release whose budget it was fitted in
+    M("audit20-save-drops-release", "kvplan/options/calibrate.py",
+      '"engine": adapter.id + release,', '"engine": adapter.id,'),
+    M("audit20-release-check-skipped", "kvplan/options/scenarios.py",
+      "        check_release(cal, s.engine_adapter.version, reserve_applied)", "        pass"),
+    M("audit20-release-check-ignores-given-reserve", "kvplan/options/scenarios.py",
+      'reserve_applied = cal.runtime_reserve_bytes is not None and typed.get("runtime_reserve_bytes") is None',
+      "reserve_applied = cal.runtime_reserve_bytes is not None"),
+    M("audit20-release-check-on-step-only-files", "kvplan/inputs/calibration_file.py",
+      "    if not reserve_applied or fitted is None", "    if fitted is None"),
+    M("audit20-release-compare-minor-only", "kvplan/inputs/calibration_file.py",
+      "tuple(version) == fitted:", "tuple(version)[:1] == fitted[:1]:"),
+    M("audit20-malformed-pin-accepted", "kvplan/inputs/calibration_file.py",
+      '    if "==" in engine and pinned_release(engine) is None:', "    if False:"),
+    M("audit20-headline-default-request", "kvplan/present/calibrate.py",
+      'lengths = "each run\'s own request lengths" if plan.loads else "no benchmark run"', "lengths = None"),
+    M("audit20-reserve-source-not-set", "kvplan/inputs/calibration_file.py",
+      '        out["runtime_reserve_source"] = (', "        _ = ("),
+    M("audit20-given-reserve-always-flag", "kvplan/engines/base.py",
+      "    if source is None:\n        return Bytes(value, given(\"--runtime-reserve\"))",
+      "    if True:\n        return Bytes(value, given(\"--runtime-reserve\"))"),
+    M("audit20-sglang-reserve-flag-only", "kvplan/engines/sglang.py",
+      "            return given_reserve(scenario)", "            return Bytes(scenario.runtime_reserve_bytes, "
+      "given(\"--runtime-reserve\"))"),
 )
 
 

@@ -100,6 +100,17 @@ def sparse_attention(kinds: dict[type, LayerKind]) -> bool:
 Release = tuple[int, int, int]
 
 
+def given_reserve(scenario) -> Bytes:
+    """The runtime reserve the user gave: with --runtime-reserve, or the reserve a --calibration file fitted to a
+    start-up log (``scenario.runtime_reserve_source`` names the file)."""
+    value = scenario.runtime_reserve_bytes
+    source = scenario.runtime_reserve_source
+    if source is None:
+        return Bytes(value, given("--runtime-reserve"))
+    return Bytes(value, Derivation("fitted to the logged pool by kvplan calibrate (--calibration)", f"{value:,} B",
+                                   (source,), kind="input"))
+
+
 def pinned(cls, cache: dict, version, oldest, newest, engine: str, label: str):
     """The adapter of ``cls`` for one release within ``oldest`` .. ``newest`` (one instance per release)."""
     if not oldest <= version <= newest:
@@ -380,7 +391,7 @@ class Engine:
 
     def runtime_reserve(self, scenario) -> Bytes:
         if scenario.runtime_reserve_bytes is not None:
-            return Bytes(scenario.runtime_reserve_bytes, given("--runtime-reserve"))
+            return given_reserve(scenario)
         return Bytes(DEFAULT_RUNTIME_RESERVE_BYTES, default("1 GiB runtime reserve", RUNTIME_RESERVE_SOURCE))
 
     def budget(self, scenario, model: ModelSpec, par: Parallelism) -> budget_mod.Budget:

@@ -22,6 +22,7 @@ from kvplan.engines.base import (
     Flag,
     LaunchCommand,
     Release,
+    given_reserve,
     gpu_generation,
     hub_model_id,
     keep_flags,
@@ -743,7 +744,7 @@ class SglangEngine(Engine):
 
     def runtime_reserve(self, scenario):
         if scenario.runtime_reserve_bytes is not None:
-            return Bytes(scenario.runtime_reserve_bytes, given("--runtime-reserve"))
+            return given_reserve(scenario)
         return Bytes(0, default("SGLang reserves nothing below its fraction: CUDA graphs and activations live in "
                                 "1 - mem_fraction_static", SOURCE))
 

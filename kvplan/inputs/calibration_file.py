@@ -8,7 +8,7 @@ GPU, with their residuals and the files they were fitted to.
     version = 1
     model = "llama-3.1-8b"        # the preset id (or config) it was fitted for: another model is refused
     hardware = "h100-sxm"         # the GPU preset id: another GPU is refused
-    engine = "vllm"               # the engine whose budget the reserve was fitted in (its release too)
+    engine = "vllm==0.19"         # the engine whose budget the reserve was fitted in, and its release (neutral: none)
     tp = 1                        # the TP it was fitted at: another TP is refused (check_tp)
     sources = ["bench.json", "startup.log"]
 
@@ -29,7 +29,10 @@ GPU, with their residuals and the files they were fitted to.
 
 Applied by ``apply`` where the scenario is built (``kvplan.options.scenarios.build_scenario``): the fitted factors
 replace the GPU preset's ``[efficiency]`` values (so every command's step model, ``kvplan.calc.costs.step_factors``,
-takes them, citing this file), and the reserve fills ``--runtime-reserve`` when it is not given.
+takes them, citing this file), and the reserve fills ``--runtime-reserve`` when it is not given. A reserve is
+fitted in one release's budget (vLLM's activation, non-torch and CUDA-graph rows move by release:
+docs/pool-prediction.md), so a file with one is refused under another release (``check_release``); the step
+factors alone carry to any release of the engine.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ CALIBRATED = "calibration "      # how a fitted factor's source starts (kvplan.c
 _TOP = {"type", "version", "model", "hardware", "engine", "tp", "sources", "step", "memory", "residuals"}
 _STEP_INFO = {"points", "rms_relative_error"}
 _MEMORY_INFO = {"residual_bytes", "logged_pool_bytes", "predicted_pool_bytes"}
+_PIN = r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?"   # kvplan.engines.get's release text (X.Y means X.Y.0)
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,19 @@ def parse(doc: dict[str, Any], path: Path) -> CalibrationFile:
     sources = doc.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources) or len(sources) > 1000:
         raise _bad(path, "sources must be a list of file names")
+    engine = _text(doc, "engine", path)
+    if "==" in engine and pinned_release(engine) is None:
+        raise _bad(path, f"engine = {shorten(engine)} is no engine name and release (e.g. vllm==0.19)")
     return CalibrationFile(str(path), _text(doc, "model", path), _text(doc, "hardware", path),
-                           _text(doc, "engine", path), tp, factors, reserve, tuple(sources))
+                           engine, tp, factors, reserve, tuple(sources))
+
+
+def pinned_release(engine: str) -> tuple[int, int, int] | None:
+    """The release an engine text pins (``vllm==0.19`` -> (0, 19, 0)); None when it pins none or is malformed."""
+    import re
+
+    match = re.fullmatch(_PIN, engine.partition("==")[2].strip())
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
 
 
 def read_calibration(path: str | Path) -> CalibrationFile:
@@ -159,6 +174,8 @@ def apply(cal: CalibrationFile, typed: dict[str, Any]) -> dict[str, Any]:
         out["hardware"] = replace(hw, efficiency=eff)
     if cal.runtime_reserve_bytes is not None and out.get("runtime_reserve_bytes") is None:
         out["runtime_reserve_bytes"] = cal.runtime_reserve_bytes
+        out["runtime_reserve_source"] = (f"{CALIBRATED}{cal.path} (fitted by kvplan calibrate to "
+                                         + ", ".join(cal.sources or ("a start-up log",)) + ")")
     return out
 
 
@@ -170,6 +187,23 @@ def check_tp(cal: CalibrationFile, tp: int, defaulted: bool) -> None:
         how = " (the default: every GPU of one node)" if defaulted else ""
         raise InputError(f"--calibration {shorten(cal.path)} was fitted at TP={cal.tp}, not TP={tp}{how}",
                          f"give --tp {cal.tp}, or calibrate at TP={tp} with its own runs")
+
+
+def check_release(cal: CalibrationFile, version: tuple[int, int, int] | None, reserve_applied: bool) -> None:
+    """Refuse the calibration's memory reserve under another release of its engine than the one it was fitted in
+    (the file's ``engine = "vllm==X.Y"``; ``version``: the planned adapter's release): the reserve closes the gap
+    between that release's budget and the logged pool, and the budget's other rows move by release (vLLM's sampler
+    bytes per logit 38.4 -> 14.9 at v0.17: Qwen3-14B on one H100 plans 45.35 GiB where its v0.16 log shows 41.94).
+    Nothing is refused when the reserve is not applied (--runtime-reserve given) or the file pins no release."""
+    fitted = pinned_release(cal.engine)
+    if not reserve_applied or fitted is None or version is None or tuple(version) == fitted:
+        return
+    engine = cal.engine.partition("==")[0].strip()
+    text = ".".join(str(x) for x in (version if version[2] else version[:2]))
+    raise InputError(f"--calibration {shorten(cal.path)}: its memory reserve was fitted in {cal.engine}'s budget, "
+                     f"not {engine}=={text}'s",
+                     f"give --engine {cal.engine}, or --runtime-reserve SIZE, or calibrate with {engine}=={text}'s "
+                     "start-up log")
 
 
 def _toml_value(v: Any) -> str:

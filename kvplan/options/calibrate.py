@@ -119,7 +119,11 @@ def save(p: CalibratePlan, path: Path) -> None:
         raise KvplanError("nothing was fitted, so there is no calibration to --save",
                           "give a benchmark run with a mean TPOT, or the deployment's start-up log")
     s = p.scenario
-    head = {"model": s.model.id, "hardware": s.hardware.id, "engine": s.engine_adapter.id, "tp": s.parallelism.tp,
+    adapter = s.engine_adapter
+    # the release the reserve was fitted in (kvplan.inputs.calibration_file.check_release): X.Y as --engine takes it
+    release = "" if adapter.version is None else "==" + ".".join(
+        str(x) for x in (adapter.version if adapter.version[2] else adapter.version[:2]))
+    head = {"model": s.model.id, "hardware": s.hardware.id, "engine": adapter.id + release, "tp": s.parallelism.tp,
             "sources": list(p.sources)}
     step: dict[str, Any] = {k: p.fitted[k].number() for k in p.free}
     if p.step_fit is not None and step:

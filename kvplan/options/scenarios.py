@@ -57,13 +57,15 @@ def build_scenario(*, presets_dir: str | Path | None = None, decode_flag: str = 
         from kvplan.inputs.calibration_file import apply, read_calibration
 
         cal = read_calibration(calibration)
+        reserve_applied = cal.runtime_reserve_bytes is not None and typed.get("runtime_reserve_bytes") is None
         typed = apply(cal, typed)
     s = Scenario(**typed)
     par = s.parallelism
     if calibration is not None:
-        from kvplan.inputs.calibration_file import check_tp
+        from kvplan.inputs.calibration_file import check_release, check_tp
 
         check_tp(cal, par.tp, s.tp_defaulted)
+        check_release(cal, s.engine_adapter.version, reserve_applied)
     if s.gpus is not None and s.dp is not None and par.gpus < s.gpus:
         # --gpus N says to plan N GPUs; a layout given in full on fewer would drop the rest without a word
         replica = par.tp * par.pp

@@ -77,7 +77,9 @@ def present(plan: CalibratePlan, settings_notes: tuple[str, ...] = (), settings_
         "TTFT: one prefill in chunks of max_num_batched_tokens; under load the measured one also queues.",
         "The memory reserve is fitted as the runtime reserve; the fitted factors apply to this model on this GPU.",
     )
-    return Result("calibrate", s.headline(), data, tuple(tables), tuple(notes), assumptions, (), brief,
+    # the scenario's default request is no run's: each run is compared at its own mean prompt and output
+    lengths = "each run's own request lengths" if plan.loads else "no benchmark run"
+    return Result("calibrate", s.headline(lengths), data, tuple(tables), tuple(notes), assumptions, (), brief,
                   tuple(settings_warnings), warnings_first=True)
 
 
