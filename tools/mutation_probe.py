@@ -888,7 +888,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "                full = n"),
     M("vllm33-finish-cache-counts-the-last-token", V1S, "self._free(r, i, r.Pl[i] + r.g[i] - 1)",
       "self._free(r, i, r.Pl[i] + r.g[i])"),
-    M("vllm33-labels-ignore-the-front", V1S, "start = r.freed - self.fronted", "start = r.freed"),
+    M("vllm33-labels-ignore-the-front", V1S, "\n        start = r.freed - self.fronted", "\n        start = r.freed"),
     # (no mutant on _hit's lookahead past the front's hashless blocks, pops -= min(pops, self.lifo): every release
     # that fronts them also reserves the whole input, whose need, btl[tokens], does not depend on the hit, so the
     # lookahead's answer (does the head fit) is the same either way)
@@ -1155,9 +1155,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "len(running) + len(chunks) < self.max_seqs"),
     M("async19-finished-blocks-free", V1S, "r.free -= self.late_blocks\n        r.freed -= self.late_blocks",
       "r.freed -= 0\n        r.freed -= 0"),
-    M("async19-late-hashless-to-the-tail", V1S, "                self.lifo += n - full\n                self.fronted",
-      "                self.lifo += 0\n                self.fronted"),
-    M("async19-late-no-step", V1S, "        if self.late:\n            return True\n", ""),
+    M("async19-late-hashless-to-the-tail", V1S,
+      "                self.lifo += n - full\n                self.fronted += n - full\n            r.free += n",
+      "                self.lifo += 0\n                self.fronted += n - full\n            r.free += n"),
+    M("async19-late-no-step", V1S, "        if self.partial < 0 and not self.late:", "        if self.partial < 0:"),
     M("async19-unseen-head-admitted", V1S, "               and arrival[waiting[0]] <= cut):",
       "               and True):"),
     M("async19-default-from-0-13", VLLM, "ASYNC_SINCE: Release = (0, 14, 0)", "ASYNC_SINCE: Release = (0, 13, 0)"),
@@ -1570,6 +1571,30 @@ MUTANTS: tuple[Mutant, ...] = (
     M("pd300v-mixed-latency-twice", COSTS,
       "extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0",
       "extra = read + comm + self.request_overhead_s * batch if batch else 0.0"),
+    # --- speed19v: one event loop for the engines' schedulers (simulate._EventLoop.run_fast); vLLM V1's newest
+    # victim written out (V1Scheduler.preempt), the step's no-chunk checks inline and its head reused by _admit ---
+    M("speed19v-loop-v1-steps-not-asked", "kvplan/calc/simulate.py",
+      "            if steps_itself:\n                if step(r):", "            if steps_itself:\n                if False:"),
+    M("speed19v-loop-v1-batch-waits-after-preemption", "kvplan/calc/simulate.py",
+      "                if not (steps_itself and running):\n                    continue",
+      "                if True:\n                    continue"),
+    M("speed19v-preempt-victim-to-the-back", V1S, "waiting.appendleft(i)              # to the waiting queue's front",
+      "waiting.append(i)                  # to the waiting queue's front"),
+    M("speed19v-preempt-phase-kept", V1S, "            phase[(-v - shift) % block] -= 1\n",
+      "            phase[(-v - shift) % block] -= 0\n"),
+    M("speed19v-preempt-no-reuse", V1S, "seg[i] = (r.freed, n, cache // block - hb)", "pass"),
+    M("speed19v-preempt-fronted-reuse-all", V1S, "seg[i] = (start, full, cache // block - hb)",
+      "seg[i] = (start, n, cache // block - hb)"),
+    M("speed19v-preempt-labels-ignore-the-front", V1S, "                start = r.freed - self.fronted\n",
+      "                start = r.freed\n"),
+    M("speed19v-preempt-no-redo", V1S, "redo[i] = cache if cache > done else done", "redo[i] = done"),
+    M("speed19v-preempt-victims-step-blocks-kept", V1S, "need -= btl[cache + 1] - n", "need -= btl[cache] - n"),
+    M("speed19v-preempt-victim-tokens-one-more", V1S, "g[i] = cache + 1 - Pl[i]", "g[i] = cache + 2 - Pl[i]"),
+    M("speed19v-step-head-room-without-decodes", V1S,
+      "first = self._head(r, self.budget - b, free - need1, need1)", "first = self._head(r, self.budget - b, free, need1)"),
+    M("speed19v-step-head-checked-past-the-batch", V1S,
+      "            if b >= self.max_seqs or b >= self.budget:\n                return False\n            # the head",
+      "            if b > self.max_seqs or b >= self.budget:\n                return False\n            # the head"),
 )
 
 
