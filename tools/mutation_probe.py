@@ -1574,7 +1574,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- speed19v: one event loop for the engines' schedulers (simulate._EventLoop.run_fast); vLLM V1's newest
     # victim written out (V1Scheduler.preempt), the step's no-chunk checks inline and its head reused by _admit ---
     M("speed19v-loop-v1-steps-not-asked", "kvplan/calc/simulate.py",
-      "            if steps_itself:\n                if step(r):", "            if steps_itself:\n                if False:"),
+      "            if steps_itself:\n                if step(r):",
+      "            if steps_itself:\n                if False:"),
     M("speed19v-loop-v1-batch-waits-after-preemption", "kvplan/calc/simulate.py",
       "                if not (steps_itself and running):\n                    continue",
       "                if True:\n                    continue"),
@@ -1591,7 +1592,8 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed19v-preempt-victims-step-blocks-kept", V1S, "need -= btl[cache + 1] - n", "need -= btl[cache] - n"),
     M("speed19v-preempt-victim-tokens-one-more", V1S, "g[i] = cache + 1 - Pl[i]", "g[i] = cache + 2 - Pl[i]"),
     M("speed19v-step-head-room-without-decodes", V1S,
-      "first = self._head(r, self.budget - b, free - need1, need1)", "first = self._head(r, self.budget - b, free, need1)"),
+      "first = self._head(r, self.budget - b, free - need1, need1)",
+      "first = self._head(r, self.budget - b, free, need1)"),
     M("speed19v-step-head-checked-past-the-batch", V1S,
       "            if b >= self.max_seqs or b >= self.budget:\n                return False\n            # the head",
       "            if b > self.max_seqs or b >= self.budget:\n                return False\n            # the head"),

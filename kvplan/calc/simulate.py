@@ -74,7 +74,6 @@ from kvplan.engines.scheduling import (
     RuleBook,
     Scheduler,
 )
-from kvplan.engines.sglang_scheduler import SglangScheduler
 from kvplan.errors import KvplanError
 from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
@@ -583,7 +582,8 @@ class _EventLoop:
         admit, preempt, room_for_run = sched.admit, sched.preempt, sched.room_for_run
         # a scheduler that runs its steps itself (vLLM V1) admits in its step, and runs the rest of the batch in the
         # step that preempted, at once; one that admits between runs (SGLang) looks at its queues again first
-        steps_itself, step, may_admit_soon = sched.steps_itself, getattr(sched, "step", None), sched.may_admit_soon
+        step: Any = getattr(sched, "step", None)
+        steps_itself, may_admit_soon = sched.steps_itself, sched.may_admit_soon
         heappop, inf = heapq.heappop, math.inf
         events = 0
         while r.done < n:
