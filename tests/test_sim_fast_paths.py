@@ -1,8 +1,9 @@
 """simulate's written-out fast paths against the code they write out (speed19s):
 
-* ``_EventLoop.decode_fast``, the O(1) run (its price, blocks and overflow step inline) that vLLM V1's and SGLang's
-  schedulers run on, against the generic ``decode`` with ``Prices.run`` and ``ReplicaState.crossings``: the same
-  events, times, timeline and counts, under load (preemptions, runs cut by arrivals) and on a chat load;
+* ``_EventLoop.run_fast``, the one loop vLLM V1's and SGLang's schedulers run on (speed19v: it folds speed19s'
+  ``decode_fast`` and sglspeed's ``run_sglang``), its O(1) run (price, blocks and overflow step inline) against the
+  generic ``run`` with ``decode``, ``Prices.run`` and ``ReplicaState.crossings``: the same events, times, timeline
+  and counts, under load (preemptions, runs cut by arrivals) and on a chat load;
 * ``StepModel.mixed_parts``' batch terms memoized per batch against ``StepModel.step``'s total;
 * ``ReplicaState.complete`` finding a request's place by its join order: ``running`` stays in join order.
 The reference equality tests (test_sim_reference.py) hold both paths to the independent simulators as well."""
@@ -46,40 +47,52 @@ def _same(a, b) -> None:
 
 
 def _generic_loop(self, progress):
-    """``_EventLoop.run`` as it runs every scheduler but the rule book (``decode_fast``), in place of
-    ``run_sglang``."""
-    self.sglang = False
+    """``_EventLoop.run`` with ``decode`` (``Prices.run``, ``ReplicaState.crossings``), in place of ``run_fast``."""
+    self.engine_fast = False
     return self.run(None, progress)
 
 
-# sglspeed: SGLang's scheduler on the O(1) path runs in its own loop (``_EventLoop.run_sglang``: run and decode_fast
-# with the scheduler's room_for_run and the next arrival written out); the same events, times, marks and counts as
-# the generic loop, with the overlap scheduler on and off, the radix tree (victims' paths kept, finished caches),
-# HiCache, a running cap, and under DP attention (chunked prompts)
-@pytest.mark.parametrize("overlap", [None, True])
-@pytest.mark.parametrize("case", ["tight", "hicache", "max-batch", "dp-attention", "idle"])
-def test_run_sglang_is_the_generic_loop(case, overlap, monkeypatch):
+# speed19v: the engines' schedulers on the O(1) path run in one loop (``_EventLoop.run_fast``: run and decode in one
+# function, the run's price, blocks, overflow step and next event written out); the same events, times, marks and
+# counts as the generic loop: SGLang with the overlap scheduler on and off, the radix tree (victims' paths kept,
+# finished caches), HiCache, a running cap, DP attention (chunked prompts); vLLM V1 under its release families
+# (first-chunk admission before v0.19, whole-input v0.19+, hashless blocks first v0.24+, async scheduling v0.14+ and
+# off), a what-if victim, a small token budget (prompts in many chunks) and a running cap
+SG_CASES = [(c, {"disable_overlap_schedule": o}) for c in ("tight", "hicache", "max-batch", "dp-attention", "idle")
+            for o in (None, True)]
+V1_CASES = [("vllm", {}), ("vllm", {"async_scheduling": False}), ("vllm==0.11.0", {}), ("vllm==0.20.0", {}),
+            ("vllm==0.23.0", {"victim": "fewest-tokens"}), ("vllm==0.15.1", {"max_batch": 12}),
+            ("vllm-budget", {"max_batch": 64}), ("vllm-idle", {})]
+
+
+@pytest.mark.parametrize("case,opts", SG_CASES + V1_CASES)
+def test_run_fast_is_the_generic_loop(case, opts, monkeypatch):
     from kvplan.engines.sglang_scheduler import HiCache
 
-    kw = dict(BASE, engine="sglang", model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1")
-    opts: dict = {"disable_overlap_schedule": overlap}
+    opts = dict(opts)
     pool, work = "600MiB", wl.build(requests=300, seed=2, prompt=wl.parse_dist("uniform:20,1500", "p"),
                                     output=wl.parse_dist("uniform:300,2500", "o"), max_len=4000, rate=40.0)
+    kw = dict(BASE, engine="sglang", model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1")
+    extra: dict = {}
     if case == "hicache":
         opts["hicache"] = HiCache()
     elif case == "max-batch":
         opts["max_batch"] = 12
     elif case == "dp-attention":      # DeepSeek-R1 over 8 attention-DP ranks: 1,024-token chunks
         kw = dict(BASE, engine="sglang", model="deepseek-r1", tp="1", dp="8", ep="8")
-    elif case == "idle":              # arrivals far apart: the replica idles, runs are cut by arrivals
+    elif case in ("idle", "vllm-idle"):   # arrivals far apart: the replica idles, runs are cut by arrivals
         work = _work(0.5, 60)
-    s = build_scenario(**kw, kv_pool=pool)
+    if case.startswith("vllm"):
+        kw = dict(kw, engine=case if case.startswith("vllm==") else "vllm")
+        if case == "vllm-budget":     # prompts of up to 1,500 tokens in 256-token chunks
+            extra["max_num_batched_tokens"] = "256"
+    s = build_scenario(**kw, kv_pool=pool, **extra)
     fast = sim.simulate(s, work, sim.SimOptions(**opts))
-    monkeypatch.setattr(sim._EventLoop, "run_sglang", _generic_loop)
+    monkeypatch.setattr(sim._EventLoop, "run_fast", _generic_loop)
     slow = sim.simulate(s, work, sim.SimOptions(**opts))
     _same(fast, slow)
-    assert fast.events > 0 and fast.scheduler.startswith("SGLang")
-    if case != "idle":
+    assert fast.events > 0 and fast.scheduler.startswith("SGLang" if kw["engine"] == "sglang" else "vLLM V1")
+    if "idle" not in case:
         assert fast.preemptions.sum() > 0
     else:
         assert fast.preemptions.sum() == 0 and fast.decode_steps > fast.events
@@ -88,14 +101,13 @@ def test_run_sglang_is_the_generic_loop(case, overlap, monkeypatch):
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize("rate", [40.0, 0.5])
 @pytest.mark.parametrize("prefix", [None, "40"])
-def test_decode_fast_is_decode(engine, rate, prefix, monkeypatch):
+def test_run_fast_is_run_with_decode_deepseek(engine, rate, prefix, monkeypatch):
     # a 400 MiB pool of DeepSeek-R1 (the reference tests' deepseek-r1 case) preempts at 40 requests/s; at 0.5/s the
     # batch is small and runs are cut by arrivals
     s = build_scenario(**dict(BASE, engine=engine), kv_pool="400MiB", shared_prefix=prefix)
     work = _work(rate)
     fast = sim.simulate(s, work, sim.SimOptions())
-    monkeypatch.setattr(sim._EventLoop, "decode_fast", sim._EventLoop.decode)
-    monkeypatch.setattr(sim._EventLoop, "run_sglang", _generic_loop)      # (SGLang's own loop: run + decode)
+    monkeypatch.setattr(sim._EventLoop, "run_fast", _generic_loop)
     slow = sim.simulate(s, work, sim.SimOptions())
     _same(fast, slow)
     if rate > 1:

@@ -74,7 +74,6 @@ from kvplan.engines.scheduling import (
     RuleBook,
     Scheduler,
 )
-from kvplan.engines.sglang_scheduler import SglangScheduler
 from kvplan.errors import KvplanError
 from kvplan.inputs.workload import Workload
 from kvplan.scenario import Scenario
@@ -373,8 +372,8 @@ class _EventLoop:
         # the rule book on the O(1) path: its own loop (``run_book``), which writes out the plain run's price (so
         # not with speculative decoding, whose price per accepted token only ``Prices.run`` knows)
         self.book = type(sched) is RuleBook and fast and prices.spec is None
-        # SGLang's scheduler on the O(1) path without speculative decoding: its own loop (``run_sglang``)
-        self.sglang = type(sched) is SglangScheduler and fast and prices.spec is None
+        # the engines' schedulers (vLLM V1, SGLang) on the O(1) path without speculative decoding: ``run_fast``
+        self.engine_fast = type(sched) is not RuleBook and fast and prices.spec is None
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
@@ -391,13 +390,11 @@ class _EventLoop:
         steps_itself = sched.steps_itself
         if self.book and on_event is None:
             return self.run_book(progress)
-        if self.sglang and on_event is None:
-            return self.run_sglang(progress)
-        # the engines' schedulers on the O(1) path without speculative decoding: the run's price inline
-        # (``decode_fast``); the rule book observed keeps ``decode`` and ``Prices.run``, against which the tests hold
-        # its own loop (``run_book``)
-        decode = (self.decode_fast if self.fast and self.prices.spec is None and type(sched) is not RuleBook
-                  else self.decode)
+        if self.engine_fast and on_event is None:
+            return self.run_fast(progress)
+        # observed, speculative, or off the O(1) path: ``decode`` and ``Prices.run``, against which the tests hold
+        # ``run_book`` and ``run_fast``
+        decode = self.decode
         events = 0
         while r.done < n:
             events += 1
@@ -589,22 +586,29 @@ class _EventLoop:
         timeline.fromlist(marks)
         marks.clear()
 
-    def run_sglang(self, progress) -> None:
-        """``run`` and ``decode_fast`` for SGLang's scheduler (``fast``, no speculative decoding, no observer) in one
-        function: ``SglangScheduler.room_for_run`` and ``ReplicaState.next_event_at`` written out, the same
-        arithmetic in the same order, so the same events, runs, times and marks (the equality tests against the
-        reference run it). SGLang neither swaps nor offloads: nothing is swapped out or leaving."""
+    def run_fast(self, progress) -> None:
+        """``run`` and ``decode`` in one function for the engines' schedulers (vLLM V1, SGLang) on the O(1) path
+        (``fast``: no caps, no windows, not ``reference``) without speculative decoding (whose price per accepted
+        token only ``Prices.run`` knows) and without an observer: the run's price (``Prices.run`` without caps: its
+        terms here, their sum by ``steps._affine_max_sum``), its blocks (``ReplicaState.crossings``), its overflow
+        step (``ReplicaState.last_step_that_fits``) and the next event (``ReplicaState.next_event_at``) written out,
+        the same arithmetic in the same order, so the same events, runs, times and marks (the tests hold it to
+        ``run`` with ``decode``; the equality tests against the references run it). One loop for every engine's
+        scheduler; the rule book has ``run_book``."""
         r, sched = self.r, self.sched
-        assert isinstance(sched, SglangScheduler)
         mark = self.mark
         marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
-        arrivals, landing, leaving, waiting = r.arrivals, r.landing, r.leaving, r.waiting
+        arrivals, landing, leaving, waiting, swapped = r.arrivals, r.landing, r.leaving, r.waiting, r.swapped
         heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
         prices, tally = self.prices, r.tally
         one_b0, one_b1, one_f0, one_f1 = prices.one
         bw, afs, base = prices.bw, prices.afs, prices.base
-        admit, preempt, late_in, take_late = sched.admit, sched.preempt, sched._late_in, sched._take_late
+        admit, preempt, room_for_run = sched.admit, sched.preempt, sched.room_for_run
+        # a scheduler that runs its steps itself (vLLM V1) admits in its step, and runs the rest of the batch in the
+        # step that preempted, at once; one that admits between runs (SGLang) looks at its queues again first
+        step: Any = getattr(sched, "step", None)
+        steps_itself, may_admit_soon = sched.steps_itself, sched.may_admit_soon
         heappop, inf = heapq.heappop, math.inf
         events = 0
         while r.done < n:
@@ -615,31 +619,47 @@ class _EventLoop:
             if (arrivals and arrivals[0][0] <= now) or (leaving and leaving[0][0] <= now) or (
                     landing and landing[0][0] <= now):
                 r.take_due()
-            if waiting and admit(r):
+            if steps_itself:
+                if step(r):
+                    continue      # a step with prefill chunks ran (one event)
+            elif (waiting or swapped) and admit(r):
                 continue          # prefills took time: take what arrived meanwhile first
+            out = len(swapped) + len(leaving) if swapped or leaving else 0
             b = len(running)
-            mark((r.now, total - r.free, b, 0, r.dram_used))   # a run starts
+            mark((r.now, total - r.free, b, out, r.dram_used))   # a run starts
             if not b:
                 if r.idle():
                     continue
                 break
+            # decode: the running batch's next run of steps, unless its first step needs more blocks than are free
             steps = r.steps
             s0 = (steps - 1) % block              # the phase whose next token starts a block
             need1 = phase[s0]                     # blocks the next step adds
             if need1 > r.free:
-                preempt(r, need1)                 # retract_decode; the queues are looked at again first
+                while True:
+                    preempt(r, need1)             # the scheduler's victims out until the step fits
+                    if not (steps_itself and running):
+                        break
+                    steps = r.steps
+                    s0 = (steps - 1) % block
+                    need1 = phase[s0]             # (the victims' phases taken off)
+                    if need1 <= r.free:
+                        break
+                if not (steps_itself and running):
+                    continue                      # the queues are looked at again first
+                b = len(running)
+            limit = room_for_run(r, need1)        # blocks the run may add
+            if limit is None:
                 continue
-            if sched.late:                        # (overlap) the decode is decided: the finished are processed
-                late_in(r, take_late())
-            limit = free = r.free                 # blocks the run may add
+            free = r.free                         # (SGLang's overlap frees the finished requests there)
             top = heap[0]
             while not in_run[top[1]] or done_at[top[1]] != top[0]:
                 heappop(heap)                     # a request that left the batch since
                 top = heap[0]
             k = k_done = top[0] - steps           # steps until the first completion
-            if r.preempted:
-                k = 1                             # after a retraction, admission is looked at again in one step
-            if b > tally.peak_running:            # the batch of a step that runs (not one a retraction trims)
+            if r.preempted and not (steps_itself and not may_admit_soon(r, need1 + phase[steps % block])):
+                k = 1                             # after a preemption, admission is looked at again in one step
+            if b > tally.peak_running:            # the batch of a step that runs (not one a preemption trims)
                 tally.peak_running = b
             now = r.now
             sx = float(r.sum_xo + b * steps)
@@ -649,16 +669,23 @@ class _EventLoop:
                 now += step0 + (u0 if u0 >= v0 else v0)
                 added = need1
             else:
-                if b * (k // block) > limit:      # the full rounds of block steps alone pass it: no phase sum
+                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
+                if not over:
+                    q, m = divmod(k, block)       # ReplicaState.crossings
+                    end = s0 + m
+                    added = b * q + (sum(phase[s0:end]) if end <= block else
+                                     sum(phase[s0:]) + sum(phase[:end - block]))
+                    over = added > limit          # past the free blocks: the overflow step ends it
+                if over:
                     k, added = r.last_step_that_fits(limit, s0, b)
-                else:
-                    added = r.crossings(k, s0, b)
-                    if added > limit:             # past the free blocks: the overflow step ends it
-                        k, added = r.last_step_that_fits(limit, s0, b)
                 if k == 1:
                     now += step0 + (u0 if u0 >= v0 else v0)
-                else:                             # the next arrival (ReplicaState.next_event_at)
-                    upcoming = arrivals[0][0] if arrivals else inf   # (no copies: SGLang neither swaps nor offloads)
+                else:                             # the next event (ReplicaState.next_event_at): an arrival,
+                    upcoming = arrivals[0][0] if arrivals else inf   # a swap-in or an offload landing
+                    if landing and landing[0][0] < upcoming:
+                        upcoming = landing[0][0]
+                    if leaving and leaving[0][0] < upcoming:
+                        upcoming = leaving[0][0]
                     u1, v1 = b * one_b1 / bw, b * one_f1 / afs
                     run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
                     if now + run_time > upcoming:     # stop at the step during which the next event falls
@@ -671,87 +698,14 @@ class _EventLoop:
             used = total - free
             if used > tally.peak_used:
                 tally.peak_used = used
-            # the run's end, before completions free their blocks
-            mark((now, used, b, 0, r.dram_used))
+            # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
+            mark((now, used, b, out, r.dram_used))
             r.preempted = False
             if k == k_done:                       # the first completion is at the run's end
                 r.complete()
         tally.events = events
         timeline.fromlist(marks)
         marks.clear()
-
-    def decode_fast(self, out: int) -> None:
-        """``decode`` on the O(1) path (``fast``: no caps, no windows, not ``reference``) without speculative
-        decoding, for the engines' schedulers (vLLM V1, SGLang; the rule book has ``run_book``): the run's price
-        (``Prices.run`` without caps: its terms here, their sum by ``steps._affine_max_sum``), its blocks
-        (``ReplicaState.crossings``) and its overflow step (``ReplicaState.last_step_that_fits``) as ``run_book``
-        has them, the same arithmetic in the same order, so the same runs, times and marks."""
-        r, sched = self.r, self.sched
-        phase, block, running = r.phase, r.block, r.running
-        while True:
-            steps, free = r.steps, r.free
-            s0 = (steps - 1) % block              # the phase whose next token starts a block
-            need1 = phase[s0]                     # blocks the next step adds
-            if need1 <= free:
-                break
-            sched.preempt(r, need1)
-            # a scheduler that runs its steps itself (vLLM V1) runs the rest of the batch in the step that
-            # preempted, at once; the rule book looks at its queues again first
-            if not (self.steps_itself and running):
-                return
-        b = len(running)
-        limit = sched.room_for_run(r, need1)      # blocks the run may add
-        if limit is None:
-            return
-        free = r.free                             # (SGLang's overlap frees the finished requests there)
-        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
-        top = heap[0]
-        while not in_run[top[1]] or done_at[top[1]] != top[0]:
-            heapq.heappop(heap)                   # a request that left the batch since
-            top = heap[0]
-        k = k_done = top[0] - steps               # steps until the first completion
-        if r.preempted and not (self.steps_itself and not sched.may_admit_soon(r, need1 + phase[steps % block])):
-            k = 1                                 # after a preemption, admission is looked at again in one step
-        tally, prices = r.tally, self.prices
-        if b > tally.peak_running:                # the batch of a step that runs (not one a preemption trims)
-            tally.peak_running = b
-        now = r.now
-        one_b0, one_b1, one_f0, one_f1 = prices.one
-        bw, afs = prices.bw, prices.afs
-        sx = float(r.sum_xo + b * steps)
-        u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
-        step0 = prices.base(b)
-        if k == 1:                                # one step: the larger of the two at its start
-            now += step0 + (u0 if u0 >= v0 else v0)
-            added = need1
-        else:
-            if b * (k // block) > limit:          # the full rounds of block steps alone pass it: no phase sum
-                k, added = r.last_step_that_fits(limit, s0, b)
-            else:
-                added = r.crossings(k, s0, b)
-                if added > limit:
-                    k, added = r.last_step_that_fits(limit, s0, b)
-            if k == 1:
-                now += step0 + (u0 if u0 >= v0 else v0)
-            else:
-                upcoming = r.next_event_at()      # the next arrival or copy landing
-                u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
-                if now + run_time > upcoming:     # stop at the step during which the next event falls
-                    k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
-                    added = need1 if k == 1 else r.crossings(k, s0, b)
-                now += run_time
-        r.now = now
-        r.steps = steps + k
-        r.free = free = free - added
-        used = r.total_blocks - free
-        if used > tally.peak_used:
-            tally.peak_used = used
-        # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
-        self.mark((now, used, b, out, r.dram_used))
-        r.preempted = False
-        if k == k_done:                           # the first completion is at the run's end
-            r.complete()
 
     def decode(self, out: int) -> None:
         """The running batch's next run of steps, unless its first step needs more blocks than are free (the

@@ -356,8 +356,44 @@ class V1Scheduler(Scheduler):
     def preempt(self, r: ReplicaState, need: int) -> None:
         """A decode step whose blocks are not free: victims out (the newest, or by the what-if rule) until the
         rest fits; the step runs without admissions."""
+        if not self.newest:
+            while need > r.free:
+                need -= self._pop(r, self._victim(r, -1))
+            r.preempted = True
+            return
+        # the newest (``_victim``) out, ``_pop``, ``ReplicaState.leave``, ``_out``, ``_free`` and
+        # ``ReplicaState.release`` written out (the event loop's one call per preemption): the same state, in order
+        running, btl, Pl, g, held, xo_l, phase = r.running, r.btl, r.Pl, r.g, r.held, r.xo_l, r.phase
+        block, shift, steps, in_run = r.block, r.shift, r.steps, r.in_run
+        preemptions, waiting, seg, redo, hb = r.tally.preemptions, r.waiting, self.seg, self.redo, self.hb
+        front, reuse = self.front, self.reuse
         while need > r.free:
-            need -= self._pop(r, self._victim(r, -1))
+            i = running.pop()
+            v = xo_l[i]                        # leave: its tokens and blocks now
+            r.sum_xo -= v
+            phase[(-v - shift) % block] -= 1
+            in_run[i] = False
+            cache = v + steps - 1              # its cached tokens (prompt + generated - 1)
+            g[i] = cache + 1 - Pl[i]
+            n = btl[cache]                     # its blocks
+            preemptions[i] += 1
+            if front:                          # _free: its hashless blocks to the queue's front
+                full = min(n, max(0, cache // block - hb))
+                self._advance(r)
+                start = r.freed - self.fronted
+                self.lifo += n - full
+                self.fronted += n - full
+                if reuse:
+                    seg[i] = (start, full, cache // block - hb)
+            elif reuse:
+                seg[i] = (r.freed, n, cache // block - hb)
+            done = redo.get(i, 0)
+            redo[i] = cache if cache > done else done
+            r.free += n                        # release
+            r.freed += n
+            held[i] = 0
+            waiting.appendleft(i)              # to the waiting queue's front
+            need -= btl[cache + 1] - n
         r.preempted = True
 
     def _peek(self, r: ReplicaState, left: int, pops: int = 0) -> tuple[int, int, int]:
@@ -391,39 +427,11 @@ class V1Scheduler(Scheduler):
         # it left, the step's blocks N exceeded the free F; it frees its h blocks and takes its d of N off, and needs
         # btl[its tokens] = h + d: F + h - (N - d) - next >= h + d would be F - N - next >= 0, false
         if self.full_isl or r.free - pops < self._need(r, self._peek(r, self.budget - b, pops)):
-            # as ``wants_step`` records a head that does not fit: the same head, batch, freed and taken-back blocks at
+            # as ``step`` records a head that does not fit: the same head, batch, freed and taken-back blocks at
             # no more than the free blocks after the next step (a run of two or more steps) still cannot fit
             self._no_room = (r.waiting[0], b, r.freed, self.removed, r.free - pops)
             return False
         return True
-
-    def wants_step(self, r: ReplicaState) -> bool:
-        """The next step carries a prefill chunk: one is part-way, or the waiting queue's head gets in. With async
-        scheduling also a step decided while requests that finished at the end of the step before still hold their
-        blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here too
-        when it fits, which ``step`` runs without it: it is not seen yet.)"""
-        if self.partial >= 0:
-            return True
-        if self.late:
-            return True
-        if not r.waiting or r.preempted:
-            return False
-        b = len(r.running)
-        if b >= self.max_seqs or b >= self.budget:
-            return False
-        # the head did not fit before and nothing it needs has changed since: the same head and batch, no block
-        # freed or taken back, no more blocks free (pops can shrink a victim's hit, and with it the blocks a chunk
-        # cut by the budget needs, but by one block for each block they take: free - need, both after the step's
-        # decode blocks, never grows; see may_admit_soon)
-        key = (r.waiting[0], b, r.freed, self.removed)
-        if self._no_room is not None and self._no_room[:4] == key and r.free <= self._no_room[4]:
-            return False
-        need1 = self.need1() if b else 0
-        if need1 <= r.free and self._head(r, self.budget - b, r.free - need1, need1) is not None:
-            return True
-        if need1 <= r.free:
-            self._no_room = (*key, r.free)
-        return False
 
     def _victim(self, r: ReplicaState, part: int) -> int:
         """The victim's place in ``running`` (``len(running)``: the request part-way through its prefill, the
@@ -444,7 +452,7 @@ class V1Scheduler(Scheduler):
         return r.btl[cache + 1] - r.btl[cache]
 
     def step(self, r: ReplicaState) -> bool:
-        """One step with prefill chunks (``wants_step``), or False to let the event loop run decode steps."""
+        """One step with prefill chunks, or False to let the event loop run decode steps."""
         if self.asyn:
             # the step is decided when the one before it started (the last call: every step or run of steps starts
             # at one): the arrivals up to then are seen. After a call that ran nothing (an empty decision, below) the
@@ -454,8 +462,35 @@ class V1Scheduler(Scheduler):
         if (self.front or self.asyn) and r.on_finish is None:   # hear of each finish before its blocks are freed
             self.r = r
             r.on_finish = self._finished
-        if not self.wants_step(r):
-            return False
+        # the step carries a prefill chunk: one is part-way, or the waiting queue's head gets in; with async
+        # scheduling also a step decided while requests that finished at the end of the step before still hold
+        # their blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here
+        # too when it fits, which runs without it: it is not seen yet.) Otherwise False: the event loop's run
+        if self.partial < 0 and not self.late:
+            waiting = r.waiting
+            if not waiting or r.preempted:
+                return False
+            b = len(r.running)
+            if b >= self.max_seqs or b >= self.budget:
+                return False
+            # the head did not fit before and nothing it needs has changed since: the same head and batch, no
+            # block freed or taken back, no more blocks free (pops can shrink a victim's hit, and with it the blocks
+            # a chunk cut by the budget needs, but by one block for each block they take: free - need, both after
+            # the step's decode blocks, never grows; see may_admit_soon)
+            head, freed, free = waiting[0], r.freed, r.free
+            nr = self._no_room
+            if (nr is not None and nr[0] == head and nr[1] == b and nr[2] == freed and nr[3] == self.removed
+                    and free <= nr[4]):
+                return False
+            need1 = self.need1() if b else 0
+            if need1 > free:
+                return False
+            first = self._head(r, self.budget - b, free - need1, need1)
+            if first is None:
+                self._no_room = (head, b, freed, self.removed, free)
+                return False
+        else:
+            first = None
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         late = len(self.late)                  # seats still held by requests finished at the step before
         if late:
@@ -494,7 +529,7 @@ class V1Scheduler(Scheduler):
                 if have + c == r.Pl[p] + r.g[p]:
                     self.partial = -1
         if not preempted:                      # then the waiting queue, while the budget and the batch allow
-            self._admit(r, left, chunks, late)
+            self._admit(r, left, chunks, late, first)
         used = r.total_blocks - r.free
         if used > tally.peak_used:
             tally.peak_used = used
@@ -535,7 +570,8 @@ class V1Scheduler(Scheduler):
                 r.join(i)
         return True
 
-    def _admit(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int) -> None:
+    def _admit(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int,
+               first: tuple[int, int, int] | None = None) -> None:
         """The waiting queue from its front into the step, while the budget (``left`` tokens) and the batch allow
         and the head's blocks are free; ``late`` seats are still held by requests that finished at the step before
         (async scheduling), and a request arrived after ``cut`` is not seen yet."""
@@ -543,7 +579,9 @@ class V1Scheduler(Scheduler):
         waiting, arrival, cut = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
                and arrival[waiting[0]] <= cut):
-            head = self._head(r, left, r.free)
+            # the head as the step's check found it (``first``: nothing ran, no chunk, no late seat, the step's
+            # decode blocks taken from the queue's front since, the same budget left), or looked up
+            head, first = (first, None) if first is not None else (self._head(r, left, r.free), None)
             if head is None:
                 break
             i, hit, c = head
