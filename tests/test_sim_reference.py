@@ -457,3 +457,20 @@ def test_the_rule_books_own_loop_counts_the_events_an_observer_sees(case):
     for a, b in zip(seen.timeline, own.timeline, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(seen.finish, own.finish)
+
+
+@pytest.mark.parametrize("engine", V1_RELEASES)
+@pytest.mark.parametrize(("prompts", "outputs"), [([15] * 12, [20] * 12), ([14, 15, 16, 17] * 3, [18, 3, 33, 2] * 3),
+                                                  ([1] * 20, [31] * 20)])
+def test_vllm_v1_one_block_victims_at_a_block_boundary(prompts, outputs, engine):
+    """Victims that hold one or two blocks when the batch crosses a block boundary together: Llama-3.1-8B on 10
+    blocks of 16 tokens (tests/test_simulate_vllm.py's ``tiny``), every request at 0 s. Twelve 15-token prompts take
+    one block each, so at most 10 run; their 16th token needs a second block each, ten at once, against 0 free: the
+    preemption loop pops one-block victims, and how many it pops depends on whether a victim's own next-step block is
+    taken off the shortfall (a victim's many blocks hide that in the larger cases above)."""
+    from test_simulate_vllm import at_zero, tiny
+    s = tiny(engine)
+    work = at_zero(prompts, outputs)
+    fast = sim.simulate(s, work, sim.SimOptions(victim="newest", max_batch=16))
+    assert_same_v1(fast, ref.run_vllm(s, work, "newest", max_batch=16))
+    assert fast.preemptions.sum() > 0
