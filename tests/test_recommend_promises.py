@@ -249,6 +249,35 @@ def test_the_release_with_offloading_keeps_it():
     assert plan.offload and plan.preemption_mode == "swap"
 
 
+def test_vllm_v0_swaps_to_its_swap_space_and_says_so():
+    # vLLM 0.7.3 (V0: VLLM_USE_V1 defaults to 1 only from v0.8.0) has no offloading tier, but its scheduler swaps a
+    # preempted request when started with --preemption-mode swap, to --swap-space GiB per GPU (vllm@v0.7.3
+    # vllm/core/scheduler.py _preempt, vllm/engine/arg_utils.py); kvplan's own simulate says "pin vllm==0.7.3 (V0,
+    # which swaps)". A 31K-token swap is 33x cheaper than its recompute here, so V0 should swap, and the release
+    # must not be told "recompute is the only mode".
+    # Llama-3.1-8B fp8: 32 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 65,536 B per token; 31,000 tokens in
+    # 16-token blocks = 31,008 tokens = 2,032,140,288 B; a 64 GiB pool holds floor(68,719,476,736 / 2,032,140,288)
+    # = 33, the batch at a loose SLO; a swap space parking all 33: 33 x 2,032,140,288 = 67,060,629,504 B = 62.45 GiB
+    # (< 2 TB / 8 GPUs of DRAM), printed as whole GiB: 62
+    plan = plan_recommend(_llama("vllm==0.7.3"),
+                          RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    assert plan.batch.value == 33
+    assert not plan.offload and plan.preemption_mode == "swap"
+    assert plan.offload_bytes_per_gpu.value == 33 * 2_032_140_288
+    pre, offload = plan.row("preemption"), plan.row("kv_offload")
+    assert "--preemption-mode swap" in str(pre.value) and "only mode" not in str(pre.value)
+    assert str(offload.value).startswith("off") and "--preemption-mode swap" in offload.reason
+    flags = {f.flag: f.value for f in _llama("vllm==0.7.3").engine_adapter.launch_command(plan).flags}
+    assert flags["--preemption-mode"] == "swap" and flags["--swap-space"] == "62"
+    assert "--enable-prefix-caching" in flags          # V0's prefix cache is off by default; the row says on
+    assert not any(f.startswith("--kv-offloading") for f in flags)
+    # V1 before 0.14 (0.8.0: the first V1 default) can do neither: no swap flags
+    v1 = plan_recommend(_llama("vllm==0.8.0"), RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    assert v1.preemption_mode == "recompute" and "only mode" in str(v1.row("preemption").value)
+    v1_flags = {f.flag for f in _llama("vllm==0.8.0").engine_adapter.launch_command(v1).flags}
+    assert not v1_flags & {"--preemption-mode", "--swap-space", "--enable-prefix-caching"}
+
+
 def test_sglang_hicache_is_in_every_modelled_release():
     # --enable-hierarchical-cache: sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py, the oldest release
     # kvplan models, and every release to v0.5.23 (engines/sglang.py HICACHE_SOURCE)

@@ -332,12 +332,17 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if dram_gpu.value is not None:
         tier_gpu = min(tier_gpu, int(dram_gpu.value))
     tp_ranks = par.tp * par.pp
-    lacks = s.engine_adapter.host_tier_problem()   # a release with no DRAM tier and no swap: recompute only
-    offload = lacks is None and swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
-    tier_v = Bytes(tier_gpu if offload else 0, derived(
-        "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once",
+    lacks = s.engine_adapter.host_tier_problem()   # a release with no DRAM tier: no offload
+    # ... which may still swap to a space of its own (vLLM V0's --swap-space); otherwise it recomputes only
+    swap_space = s.engine_adapter.swap_space() if lacks else None
+    room = swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
+    offload = lacks is None and room
+    swaps = offload or (swap_space is not None and room)
+    tier_v = Bytes(tier_gpu if swaps else 0, derived(
+        "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once"
+        + ("" if offload else " (the engine's swap space: it has no offloading tier)"),
         f"min({batch} x {per_req:,}, {dram_gpu.value if dram_gpu.value is not None else 'unknown'}) = {tier_gpu:,} B"
-        if offload else "no tier: " + (lacks[0] if lacks else "recompute is cheaper" if not swap_wins else
+        if swaps else "no tier: " + (lacks[0] if lacks else "recompute is cheaper" if not swap_wins else
                                        "the host DRAM is unknown (give --dram)" if dram_gpu.value is None else
                                        "the host DRAM per GPU holds no whole request")))
     tier_replica = Bytes(tier_v.number() * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
@@ -345,9 +350,10 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     threshold = admitted_run.offload_threshold_fraction
     rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
                              threshold, lacks))
-    mode = "swap" if swap_wins and offload else "recompute"
+    mode = "swap" if swaps else "recompute"
     victim = "fewest tokens held (the youngest request)"
-    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks))
+    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload,
+                                lacks if swap_space is None else None, None if offload else swap_space))
 
     # --- PD and prefix cache ---------------------------------------------------------------------------------
     pd_s, doubled = s, ""
@@ -578,7 +584,9 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
                agrees, differs)
 
 
-def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks=None) -> Row:
+def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks=None, swap_space=None) -> Row:
+    """``lacks``: (what the release does, the fix) when it can neither offload nor swap; ``swap_space``: the source
+    when it swaps to a space of its own instead of a DRAM tier (vLLM V0)."""
     g = Tokens(s.decode_tokens)
     reason = note("preempted after {g} generated tokens, recomputing costs {rc:,.3f} s against {swap:ms:,.1f} ms to "
                   "swap ({ratio:,.1f}x)", g=g, rc=this.recompute, swap=this.swap_exposed,
@@ -590,7 +598,8 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks
                        "{rc:,.3f} s for one at {g}, so preempt the youngest and protect long chains",
                        young=Tokens(young), young_rc=young_row.recompute, rc=this.recompute, g=g)
     swap_cheaper = not this.recompute_cheaper
-    value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else
+    value = (f"swap (--preemption-mode swap: {s.engine_adapter.display_name}'s swap space)" if mode == "swap" and
+             swap_space else "swap first (to the DRAM tier), recompute last" if mode == "swap" else
              f"recompute (the only mode {s.engine_adapter.display_name} has)" if lacks else
              "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
     agrees = mode == "swap"
