@@ -19,7 +19,8 @@ from kvplan.scenario import Scenario
 GIB = 2**30
 
 # the engines' own names for kvplan's KV dtypes (vLLM --kv-cache-dtype fp8; SGLang fp8_e4m3), read back
-KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "bfloat16": "bf16", "bf16": "bf16", "auto": "auto"}
+# (nvfp4: vLLM's and SGLang's name alike; the --target search picks it on Blackwell where it holds the most requests)
+KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "bfloat16": "bf16", "bf16": "bf16", "auto": "auto", "nvfp4": "nvfp4"}
 
 
 def _flags(command: str) -> dict[str, str | None]:
