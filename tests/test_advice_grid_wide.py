@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_recommend_promises import check_targets, deployment_from_launch
+from test_recommend_promises import _flags, check_targets, deployment_from_launch
 
 FULL = os.environ.get("KVPLAN_FULL_GRID", "") not in ("", "0")
 WORKLOADS = {"chat": ("4096", "300"), "rag": ("32768", "500"), "reasoning-30k": ("1000", "30000"),
@@ -150,3 +150,36 @@ def test_recommend_on_a_layout_emits_a_launch_that_keeps_its_slo(run_cli, worklo
         return
     assert d["tpot_seconds_at_batch"] <= 0.050
     assert check_targets(d, "tpot<=50ms", run_cli) == []
+
+
+# --- (4) advice follows the pinned release: a --target search's launch re-checked on that release, and no offload /
+# swap advice or flag where the release has none ------------------------------------------------------------------
+RELEASES_ALL = [(w, e) for w in ("chat", "reasoning-30k") for e in ("vllm==0.7.3", "vllm==0.8.5", "vllm==0.11",
+                                                                    "vllm==0.14", "sglang==0.5.10", "sglang==0.5.16")]
+RELEASES = RELEASES_ALL if FULL else [("reasoning-30k", "vllm==0.11"), ("chat", "sglang==0.5.10")]
+
+
+@pytest.mark.parametrize(("workload", "engine"), RELEASES)
+def test_a_pinned_release_gets_advice_and_flags_it_has(run_cli, workload, engine):
+    prompt, decode = WORKLOADS[workload]
+    target = "concurrency>=16,tpot<=50ms"
+    r = run_cli("recommend", "-m", "llama-3.1-8b", "--prompt", prompt, "--decode", decode, "--target", target,
+                "--candidates", "h100-sxm", "--engine", engine, "--emit", engine.split("==")[0], "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["launch"]["engine"] == engine
+    assert check_targets(d, target, run_cli) == []
+    flags = set(_flags(d["launch"]["command"]))
+    rows = {x["key"]: x for x in d["recommendations"]}
+    # vLLM: native offloading from 0.14 (engines/vllm.py OFFLOAD_SINCE); V1 (0.8 ..) never swaps; V0 (0.7.3) swaps
+    # only with --preemption-mode swap
+    version = tuple(int(x) for x in engine.split("==")[1].split("."))
+    if engine.startswith("vllm") and version < (0, 14):
+        assert not any(f.startswith("--kv-offloading") for f in flags)
+        assert rows["kv_offload"]["value"].startswith("off")
+        if version >= (0, 8):
+            assert "swap" not in rows["preemption"]["value"].split(";")[0] and "--swap-space" not in flags
+        else:
+            assert ("--preemption-mode" in flags) == rows["preemption"]["value"].startswith("swap")
+    if engine.startswith("sglang"):       # HiCache in every modelled release (engines/sglang.py HICACHE_SOURCE)
+        assert rows["kv_offload"]["value"].startswith("on") == ("--enable-hierarchical-cache" in flags)

@@ -64,7 +64,7 @@ def deployment_from_launch(data: dict) -> tuple[Scenario, int, int]:
         tp = ranks // dp if dp_attention else ranks
         # under DP attention SGLang gives each rank max_running_requests // dp_size (sglang.py DP_RUNNING_SOURCE)
         running = int(f["--max-running-requests"]) // (dp if dp_attention else 1)
-        s = Scenario(**common, engine="sglang", gpus=tp * pp * dp, tp=tp, pp=pp, dp=dp,
+        s = Scenario(**common, engine=engine if "==" in engine else "sglang", gpus=tp * pp * dp, tp=tp, pp=pp, dp=dp,
                      ep=int(f["--ep-size"]) if "--ep-size" in f else None,
                      kv_dtype_request=KV_NAMES[f.get("--kv-cache-dtype") or "auto"],
                      mem_fraction_static=float(f["--mem-fraction-static"]),
@@ -277,6 +277,26 @@ def test_vllm_v0_swaps_to_its_swap_space_and_says_so():
     assert v1.preemption_mode == "recompute" and "only mode" in str(v1.row("preemption").value)
     v1_flags = {f.flag for f in _llama("vllm==0.8.0").engine_adapter.launch_command(v1).flags}
     assert not v1_flags & {"--preemption-mode", "--swap-space", "--enable-prefix-caching"}
+
+
+def test_the_plan_is_priced_with_the_context_limit_its_launch_command_prints(run_cli):
+    # --emit prints --max-model-len 31000 (prompt + decode); vLLM V0 (0.7.3) then keeps chunked prefill off (it turns
+    # it on only past 32K of context) and profiles one step of 31,000 tokens: the dense MLP's transients
+    # 31,000 x (3 x 14,336 + 2 x 4,096) x 2 B = 3,174,400,000 B, where at the model's 131,072-token limit the
+    # profile was 8,192 tokens and the sampler's 256 x 128,256 x 41.2 + 2.5 x 8,192 x 4,096 = 1,436,627,763 B led.
+    # The plan priced at 131,072 held 28 requests; the launched engine holds 27 (the flags-break-the-plan).
+    d = run_cli("recommend", "-m", "llama-3.1-8b", "--prompt", "1000", "--decode", "30000", "--target",
+                "concurrency>=16,tpot<=50ms", "--candidates", "h100-sxm", "--engine", "vllm==0.7.3", "--emit", "vllm",
+                "-f", "json").json()
+    s, running, _ = deployment_from_launch(d)
+    assert s.max_model_len == 31_000 and d["context_limit_tokens"] == 31_000
+    launched_pool = int(kvplan.plan_concurrency(s).budget.kv_pool.number())
+    assert d["kv_pool_bytes_per_gpu"] == launched_pool
+    unpinned = s.with_(max_model_len=None, max_num_seqs=None)
+    assert int(kvplan.plan_concurrency(unpinned).budget.kv_pool.number()) - launched_pool == (
+        3_174_400_000 - 1_436_627_763)
+    assert running <= kvplan.plan_concurrency(s).max_concurrency_per_replica.number()
+    assert "launch command prints" in d["derivations"]["context_limit_tokens"]["formula"]
 
 
 def test_sglang_hicache_is_in_every_modelled_release():

@@ -151,6 +151,7 @@ class RecommendPlan:
     tpot_mean_at_batch: Seconds = Seconds(None)    # closed form: the mean with the prefills in between
     batch_closed_form: Count = Count(None)         # closed form's batch: where the simulated search starts
     pd_verdict: Note | None = None                 # the PD row's verdict, its margin and the SLO that decides it
+    context_limit_launched: bool = False           # the limit is the launch command's (``launched``), not given
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -259,15 +260,25 @@ def slo_batch(s: Scenario, targets: SloTargets, step=None) -> SloBatch:
                     float(run.tokens_per_second.value or 0.0))
 
 
+def launched(s: Scenario) -> Scenario:
+    """The deployment a launch command starts: it prints --max-model-len / --context-length as the request's context
+    when none was given (``Engine.sizing_flags``), so the plan is priced with that limit set, not the model's. The
+    two differ where the limit sizes memory: vLLM before v0.8 (V0) profiles a step of max(max_model_len, 2048)
+    tokens and keeps chunked prefill off up to 32K tokens of context (``VllmEngine.activation_reserve``), so a pool
+    planned at the model's 131,072-token limit held one request more than the launched engine's."""
+    return s if s.max_model_len is not None else s.with_(max_model_len=s.context_tokens)
+
+
 def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
     """The configuration table for ``scenario`` (module docstring): KV dtype, batch, offload, preemption, PD and
-    prefix cache, each with kvplan's value, the reason in numbers and the document's advice."""
+    prefix cache, each with kvplan's value, the reason in numbers and the document's advice; priced on the deployment
+    its launch command starts (``launched``)."""
     from kvplan.calc.concurrency import overflow_run
     from kvplan.calc.pd import PdOptions, plan_pd
     from kvplan.calc.preemption import plan_preemption
 
     o = options or RecommendOptions()
-    base = scenario
+    base = launched(scenario)
 
     def pool_of(dtype: KVDtype) -> int:
         return int(capacity.kv_pool(base.with_(kv_dtype_request=dtype)).kv_pool_bytes)
@@ -403,7 +414,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
-        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd))
+        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd),
+        scenario.max_model_len is None)
 
 
 def _pd_verdict(pd) -> Note | None:
