@@ -296,6 +296,7 @@ def test_the_plan_is_priced_with_the_context_limit_its_launch_command_prints(run
     assert int(kvplan.plan_concurrency(unpinned).budget.kv_pool.number()) - launched_pool == (
         3_174_400_000 - 1_436_627_763)
     assert running <= kvplan.plan_concurrency(s).max_concurrency_per_replica.number()
+    assert d["sizing"]["candidates"][0]["batch"] == d["batch"] == running    # the search priced it launched too
     assert "launch command prints" in d["derivations"]["context_limit_tokens"]["formula"]
 
 
