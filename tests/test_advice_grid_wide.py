@@ -189,3 +189,27 @@ def test_a_pinned_release_gets_advice_and_flags_it_has(run_cli, workload, engine
             assert ("--preemption-mode" in flags) == rows["preemption"]["value"].startswith("swap")
     if engine.startswith("sglang"):       # HiCache in every modelled release (engines/sglang.py HICACHE_SOURCE)
         assert rows["kv_offload"]["value"].startswith("on") == ("--enable-hierarchical-cache" in flags)
+
+
+# --- (2) the verdict table is the verdict: pd at a table row's prompt says what that row says ---------------------
+TABLE_ALL = [(m, g, e) for m in MODELS for g in ("h200", "h100-sxm") for e in ("neutral", "vllm", "sglang")]
+TABLE = TABLE_ALL if FULL else [("llama-3.1-8b", "h100-sxm", "neutral")]
+
+
+@pytest.mark.parametrize(("model", "gpu", "engine"), TABLE)
+def test_pd_at_a_table_rows_prompt_gives_that_rows_verdict(run_cli, model, gpu, engine):
+    base = ("-m", model, "-g", gpu, *_layout(model, gpu), "--kv-dtype", "fp8", "--engine", engine, "--decode", "300")
+    r = run_cli("pd", *base, "--prompt", "4096", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    rows = sorted((x for x in d["by_ratio"] if x["fits"]), key=lambda x: x["prompt_tokens"])
+    wins = [x["disaggregation_wins"] for x in rows]
+    assert sum(a != b for a, b in zip(wins, wins[1:], strict=False)) <= 1 or any(
+        "The verdict changes" in x for x in d["reasons"]), wins
+    for row in (x for x in rows if x["prompt_tokens"] in (1500, 15000)):
+        one = run_cli("pd", *base, "--prompt", str(row["prompt_tokens"]), "-f", "json")
+        assert one.code == 0, one.err
+        o = one.json()
+        assert o["recommend_disaggregation"] == row["disaggregation_wins"]
+        assert o["colocated_tokens_per_second"] == pytest.approx(row["colocated_tokens_per_second"], rel=1e-9)
+        assert o["disaggregated_tokens_per_second"] == pytest.approx(row["disaggregated_tokens_per_second"], rel=1e-9)
