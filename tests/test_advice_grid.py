@@ -71,3 +71,24 @@ def test_the_advice_commands_answer_and_keep_their_promises(run_cli, workload, m
     r = run_cli("simulate", *base, *layout, "--requests", "200",
                 "--sweep-rate", f"{rate / 2:.4g}:{rate * 2:.4g}:3", "--tpot-slo", "50ms", "-f", "json")
     assert r.code == 0, r.err
+
+
+def test_pd_s_goodput_rate_is_judged_for_overload_as_a_sweep_point_is():
+    # pd's colocated goodput is a --sweep-rate point (simulate.simulated_rate); its overload test had no queue at the
+    # last arrival to read, so every rate kept up: pd called Qwen3-30B-A3B's 7.32 requests/s per H100 (4K + 300, fp8,
+    # neutral) goodput while simulate --sweep-rate on the same requests said overload (sustained 5.6/s, 41 waiting
+    # at the last arrival). Here a rate no H100 serves: 100 prompts/s of 4,096 tokens is 409,600 prefill tokens/s x
+    # 2 x 8.0e9 FLOPs = 6.6 PFLOP/s, 6.6x the GPU's dense bf16 peak (989 TFLOP/s): the queue grows through the run
+    # whatever the TPOT target (1 s here, which the running requests meet), so the verdict is overload, as the
+    # sweep's is.
+    from kvplan.calc.simulate import simulated_rate, sweep_verdict
+    from kvplan.calc.slo import SloTargets
+    from kvplan.inputs.presets import load_hardware, load_model
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), gpus=1, tp=1,
+                 prompt_tokens=4096, decode_tokens=300, kv_dtype_request="fp8")
+    targets = SloTargets(tpot=1.0)
+    r = simulated_rate(s, 100.0, targets, 200)
+    assert (r.verdict.meets, r.verdict.decided_by) == (False, "overload")
+    assert sweep_verdict(r.figures, targets, None) == r.verdict

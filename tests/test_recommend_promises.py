@@ -19,7 +19,8 @@ from kvplan.scenario import Scenario
 GIB = 2**30
 
 # the engines' own names for kvplan's KV dtypes (vLLM --kv-cache-dtype fp8; SGLang fp8_e4m3), read back
-KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "bfloat16": "bf16", "bf16": "bf16", "auto": "auto"}
+# (nvfp4: vLLM's and SGLang's name alike; the --target search picks it on Blackwell where it holds the most requests)
+KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "bfloat16": "bf16", "bf16": "bf16", "auto": "auto", "nvfp4": "nvfp4"}
 
 
 def _flags(command: str) -> dict[str, str | None]:
@@ -63,7 +64,7 @@ def deployment_from_launch(data: dict) -> tuple[Scenario, int, int]:
         tp = ranks // dp if dp_attention else ranks
         # under DP attention SGLang gives each rank max_running_requests // dp_size (sglang.py DP_RUNNING_SOURCE)
         running = int(f["--max-running-requests"]) // (dp if dp_attention else 1)
-        s = Scenario(**common, engine="sglang", gpus=tp * pp * dp, tp=tp, pp=pp, dp=dp,
+        s = Scenario(**common, engine=engine if "==" in engine else "sglang", gpus=tp * pp * dp, tp=tp, pp=pp, dp=dp,
                      ep=int(f["--ep-size"]) if "--ep-size" in f else None,
                      kv_dtype_request=KV_NAMES[f.get("--kv-cache-dtype") or "auto"],
                      mem_fraction_static=float(f["--mem-fraction-static"]),
@@ -247,6 +248,56 @@ def test_a_vllm_release_without_offloading_gets_neither_offload_nor_swap(engine)
 def test_the_release_with_offloading_keeps_it():
     plan = plan_recommend(_llama("vllm==0.14"), RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
     assert plan.offload and plan.preemption_mode == "swap"
+
+
+def test_vllm_v0_swaps_to_its_swap_space_and_says_so():
+    # vLLM 0.7.3 (V0: VLLM_USE_V1 defaults to 1 only from v0.8.0) has no offloading tier, but its scheduler swaps a
+    # preempted request when started with --preemption-mode swap, to --swap-space GiB per GPU (vllm@v0.7.3
+    # vllm/core/scheduler.py _preempt, vllm/engine/arg_utils.py); kvplan's own simulate says "pin vllm==0.7.3 (V0,
+    # which swaps)". A 31K-token swap is 33x cheaper than its recompute here, so V0 should swap, and the release
+    # must not be told "recompute is the only mode".
+    # Llama-3.1-8B fp8: 32 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 65,536 B per token; 31,000 tokens in
+    # 16-token blocks = 31,008 tokens = 2,032,140,288 B; a 64 GiB pool holds floor(68,719,476,736 / 2,032,140,288)
+    # = 33, the batch at a loose SLO; a swap space parking all 33: 33 x 2,032,140,288 = 67,060,629,504 B = 62.45 GiB
+    # (< 2 TB / 8 GPUs of DRAM), printed as whole GiB: 62
+    plan = plan_recommend(_llama("vllm==0.7.3"),
+                          RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    assert plan.batch.value == 33
+    assert not plan.offload and plan.preemption_mode == "swap"
+    assert plan.offload_bytes_per_gpu.value == 33 * 2_032_140_288
+    pre, offload = plan.row("preemption"), plan.row("kv_offload")
+    assert "--preemption-mode swap" in str(pre.value) and "only mode" not in str(pre.value)
+    assert str(offload.value).startswith("off") and "--preemption-mode swap" in offload.reason
+    flags = {f.flag: f.value for f in _llama("vllm==0.7.3").engine_adapter.launch_command(plan).flags}
+    assert flags["--preemption-mode"] == "swap" and flags["--swap-space"] == "62"
+    assert "--enable-prefix-caching" in flags          # V0's prefix cache is off by default; the row says on
+    assert not any(f.startswith("--kv-offloading") for f in flags)
+    # V1 before 0.14 (0.8.0: the first V1 default) can do neither: no swap flags
+    v1 = plan_recommend(_llama("vllm==0.8.0"), RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    assert v1.preemption_mode == "recompute" and "only mode" in str(v1.row("preemption").value)
+    v1_flags = {f.flag for f in _llama("vllm==0.8.0").engine_adapter.launch_command(v1).flags}
+    assert not v1_flags & {"--preemption-mode", "--swap-space", "--enable-prefix-caching"}
+
+
+def test_the_plan_is_priced_with_the_context_limit_its_launch_command_prints(run_cli):
+    # --emit prints --max-model-len 31000 (prompt + decode); vLLM V0 (0.7.3) then keeps chunked prefill off (it turns
+    # it on only past 32K of context) and profiles one step of 31,000 tokens: the dense MLP's transients
+    # 31,000 x (3 x 14,336 + 2 x 4,096) x 2 B = 3,174,400,000 B, where at the model's 131,072-token limit the
+    # profile was 8,192 tokens and the sampler's 256 x 128,256 x 41.2 + 2.5 x 8,192 x 4,096 = 1,436,627,763 B led.
+    # The plan priced at 131,072 held 28 requests; the launched engine holds 27 (the issue's flags-break-the-plan).
+    d = run_cli("recommend", "-m", "llama-3.1-8b", "--prompt", "1000", "--decode", "30000", "--target",
+                "concurrency>=16,tpot<=50ms", "--candidates", "h100-sxm", "--engine", "vllm==0.7.3", "--emit", "vllm",
+                "-f", "json").json()
+    s, running, _ = deployment_from_launch(d)
+    assert s.max_model_len == 31_000 and d["context_limit_tokens"] == 31_000
+    launched_pool = int(kvplan.plan_concurrency(s).budget.kv_pool.number())
+    assert d["kv_pool_bytes_per_gpu"] == launched_pool
+    unpinned = s.with_(max_model_len=None, max_num_seqs=None)
+    assert int(kvplan.plan_concurrency(unpinned).budget.kv_pool.number()) - launched_pool == (
+        3_174_400_000 - 1_436_627_763)
+    assert running <= kvplan.plan_concurrency(s).max_concurrency_per_replica.number()
+    assert d["sizing"]["candidates"][0]["batch"] == d["batch"] == running    # the search priced it launched too
+    assert "launch command prints" in d["derivations"]["context_limit_tokens"]["formula"]
 
 
 def test_sglang_hicache_is_in_every_modelled_release():

@@ -1706,6 +1706,21 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed19v-step-head-checked-past-the-batch", V1S,
       "            if b >= self.max_seqs or b >= self.budget:\n                return False\n            # the head",
       "            if b > self.max_seqs or b >= self.budget:\n                return False\n            # the head"),
+    # --- adv21: vLLM V0 swaps to its --swap-space; plans priced as launched; pd's goodput rate judged for overload
+    M("adv21-v0-has-no-swap-space", "kvplan/engines/vllm.py",
+      "return None if self.since(V1_SINCE) else V0_SWAP_SOURCE", "return None"),
+    M("adv21-v0-swap-flags-dropped", "kvplan/engines/vllm.py",
+      'if plan.preemption_mode == "swap" and not self.since(V1_SINCE):', "if False:"),
+    M("adv21-v0-prefix-flag-dropped", "kvplan/engines/vllm.py",
+      '        if self.since(V1_SINCE):\n            notes.append("prefix caching is on',
+      '        if True:\n            notes.append("prefix caching is on'),
+    M("adv21-recommend-swaps-only-with-offload", "kvplan/calc/recommend.py",
+      "swaps = offload or (swap_space is not None and room)", "swaps = offload"),
+    M("adv21-recommend-not-launched", "kvplan/calc/recommend.py",
+      "return s if s.max_model_len is not None else s.with_(max_model_len=s.context_tokens)", "return s"),
+    M("adv21-search-not-launched", "kvplan/calc/sizing.py", "    base = launched(base)", "    base = base"),
+    M("adv21-rate-overload-blind", "kvplan/calc/simulate.py",
+      ' "waiting_at_last_arrival": waiting_at_last_arrival(run),', ""),
 )
 
 

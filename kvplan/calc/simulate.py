@@ -57,6 +57,7 @@ from kvplan.calc.sim.metrics import (
     timeline_arrays,
     timeline_buckets,
     timeline_values,
+    waiting_at_last_arrival,
 )
 from kvplan.calc.sim.records import Setup, SimOptions, SimRun
 from kvplan.calc.sim.steps import Prices, _affine_max_sum, _block_table, _first_step_reaching, _last_step_that_fits
@@ -1570,7 +1571,9 @@ def simulated_rate(s: Scenario, rate: float, targets: SloTargets, requests: int,
                     output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
                     max_len=s.context_limit or wl.MAX_TOKENS, rate=rate)
     run = simulate(s, work, SimOptions())
-    m = {**overload_values(overload_verdict(run)),
+    # the queue at the last arrival too: ``overloaded`` reads it (without it every rate passed as keeping up, and pd
+    # called a rate goodput whose queue grew through the run, which the same --sweep-rate point calls overload)
+    m = {**overload_values(overload_verdict(run)), "waiting_at_last_arrival": waiting_at_last_arrival(run),
          "requests_finished": Count(len(run.finish), derived("simulated: requests run to their last token",
                                                              f"{len(run.finish):,}")),
          **slo.run_figures(run, targets)}

@@ -243,9 +243,11 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
     (``slo``: ``kvplan.calc.slo.SloTargets``, default the tpot target at p99) until one meets: that one is the
     best."""
     from kvplan.calc.concurrency import default_dtypes
+    from kvplan.calc.recommend import launched
 
     if not targets:
         raise KvplanError("no --target to search for", "give --target concurrency>=64@31k (or tpot<=, rate>=)")
+    base = launched(base)     # the layouts as their launch commands start them (--max-model-len printed)
     found, considered, skipped = [], 0, 0
     scen: dict[int, Scenario] = {}
     moe = bool(base.model.num_experts)

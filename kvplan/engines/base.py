@@ -248,6 +248,12 @@ class Engine:
         it has neither; None when it has them (every engine but an older pinned vLLM)."""
         return None
 
+    def swap_space(self) -> str | None:
+        """The source, when this release swaps a preempted request to a CPU swap space of its own although it has
+        no DRAM offloading tier (``host_tier_problem`` is not None): vLLM V0's --preemption-mode swap with its
+        --swap-space; None otherwise."""
+        return None
+
     def layout_problem(self, par: Parallelism) -> tuple[str, str] | None:
         """(problem, fix) when this adapter's release cannot launch the deployment shape ``par``; None if it can."""
         return None

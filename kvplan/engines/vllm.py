@@ -172,6 +172,12 @@ KV_MEMORY_SOURCE = blob("v0.10.2", "vllm/config/cache.py", "CacheConfig.kv_cache
 V1_SINCE: Release = (0, 8, 0)
 V1_SOURCE = blob("v0.8.0", "vllm/envs.py", "VLLM_USE_V1 defaults to 1: the V1 engine and its scheduler "
                  "(vllm/v1/core/sched/scheduler.py) serve by default")
+V0_SWAP_SOURCE = blob("v0.7.3", "vllm/core/scheduler.py", "_preempt: a single-sequence request is recomputed unless "
+                      "user_specified_preemption_mode is 'swap' (--preemption-mode swap, vllm/engine/arg_utils.py), "
+                      "which swaps its blocks out to the CPU swap space: --swap-space, 'CPU swap space size (GiB) per "
+                      "GPU', default 4")
+V0_PREFIX_SOURCE = blob("v0.7.3", "vllm/engine/arg_utils.py", "EngineArgs.__post_init__: enable_prefix_caching None "
+                        "-> bool(envs.VLLM_USE_V1), off under V0; --enable-prefix-caching turns it on")
 NO_SWAP_SOURCE = ("vLLM V1 preempts by recompute only: no swap space (vllm/v1/core/sched/scheduler.py "
                   "_preempt_request frees the blocks; docs.vllm.ai configuration/optimization 'Preemption')")
 # V1's admission and free-queue rules that changed after the commit kvplan.engines.vllm_scheduler was read at
@@ -1002,11 +1008,22 @@ class VllmEngine(Engine):
             return None
         from kvplan.engines.scheduling import POLICY_SOURCE
 
+        if not self.since(V1_SINCE):   # V0: no offloading tier, but a swap space of its own (``swap_space``)
+            return (f"{self.display_name} has no native KV offloading (--kv-offloading-size with the native backend "
+                    f"starts from {release_text(OFFLOAD_SINCE)}: {OFFLOAD_SIZE_SOURCE}); its V0 engine swaps a "
+                    f"preempted request to the CPU swap space only with --preemption-mode swap ({V0_SWAP_SOURCE})",
+                    f"pin vllm>={release_text(OFFLOAD_SINCE)} for native KV offloading, or use SGLang's "
+                    "--enable-hierarchical-cache (HiCache)")
         return (f"{self.display_name} has no working native KV offloading (--kv-offloading-size with the native "
                 f"backend starts from {release_text(OFFLOAD_SINCE)}: {OFFLOAD_SIZE_SOURCE}) and no swap: a "
                 f"preempted request is recomputed ({POLICY_SOURCE})",
                 f"pin vllm>={release_text(OFFLOAD_SINCE)} for native KV offloading, or use SGLang's "
                 "--enable-hierarchical-cache (HiCache)")
+
+    def swap_space(self) -> str | None:
+        """vLLM V0 (before ``V1_SINCE``) swaps a preempted request when started with --preemption-mode swap, to its
+        --swap-space (GiB per GPU); V1 has no swap (``NO_SWAP_SOURCE``)."""
+        return None if self.since(V1_SINCE) else V0_SWAP_SOURCE
 
     def pool_flags(self, plan, fraction: str) -> list[Flag]:
         """A --kv-pool given: --kv-cache-memory-bytes from v0.10.2 (vLLM then ignores --gpu-memory-utilization, so
@@ -1053,7 +1070,18 @@ class VllmEngine(Engine):
             flags.append(Flag("--kv-offloading-size", str(gib), why, OFFLOAD_SINCE, OFFLOAD_SIZE_SOURCE))
             flags.append(Flag("--kv-offloading-backend", "native", "vLLM's own CPU offloading connector",
                               OFFLOAD_SINCE, OFFLOAD_BACKEND_SOURCE))
-        notes.append("prefix caching is on by default in vLLM V1; no flag is needed")
+        if plan.preemption_mode == "swap" and not self.since(V1_SINCE):
+            # V0's swap space (per GPU), which --preemption-mode swap fills with a preempted request's blocks
+            gib = max(1, int(plan.offload_bytes_per_gpu.value // 2**30))
+            flags.append(Flag("--preemption-mode", "swap", "V0 recomputes a single-sequence request unless told to "
+                              "swap, and a swap is cheaper here (see preemption)", None, V0_SWAP_SOURCE))
+            flags.append(Flag("--swap-space", str(gib), "the CPU swap space per GPU, room to park every running "
+                              "request once (V0's default is 4 GiB)", None, V0_SWAP_SOURCE))
+        if self.since(V1_SINCE):
+            notes.append("prefix caching is on by default in vLLM V1; no flag is needed")
+        else:
+            flags.append(Flag("--enable-prefix-caching", None, "the prefix cache row: on (V0's default is off)", None,
+                              V0_PREFIX_SOURCE))
         kept, omitted = keep_flags(flags, self.version, "vLLM")
         return LaunchCommand("vllm" if self.version is None else self.display_name,
                              f"vllm serve {hub_model_id(s.model)}", kept, omitted, tuple(notes))

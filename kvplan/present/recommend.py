@@ -41,6 +41,9 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     tables = [table, short, why]
     data = {
         **scenario_data(s),
+        **({"context_limit_tokens": Tokens(s.context_limit, default(
+            "prompt + decode: the --max-model-len / --context-length the launch command prints, which the plan is "
+            "priced with"))} if plan.context_limit_launched else {}),
         "tpot_slo_seconds": Number(o.tpot_slo, given(o.slo_origin) if o.slo_origin else default("50 ms")),
         "tpot_slo_basis": (f"simulated (the SLO model): TPOT at p{slo.tpot_percentile} of a closed loop of batch "
                            "users of equal requests on one replica, the engine scheduling their prefills among the "
