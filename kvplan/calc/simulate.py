@@ -262,6 +262,11 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
         _check_host_pool(getattr(sched, "host_blocks", 0) * u.block_bytes, dram_cap)
     bind_off = getattr(sched, "bind_offload", None)
     if bind_off is not None and o.kv_offloading_bytes is not None:   # vLLM's CPU offloading connector
+        if not reuse:
+            raise KvplanError(f"--kv-offloading-size with {s.sized_model.id}: its sliding-window or state layers do not "
+                              "add one block per block of tokens, and kvplan models vLLM's CPU offloading only for "
+                              "full attention and MLA", "drop --kv-offloading-size, or simulate a full-attention or "
+                              "MLA model")
         world = s.parallelism.tp * s.parallelism.pp
         if dram_cap is not None and o.kv_offloading_bytes > dram_cap * world:
             raise KvplanError(f"--kv-offloading-size {o.kv_offloading_bytes / 2**30:g} GiB is more than the "

@@ -102,6 +102,9 @@ def simulate(
     async_scheduling: Annotated[bool | None, typer.Option(
         "--async-scheduling/--no-async-scheduling", help="vLLM's async scheduling (each step decided while the one "
         "before it runs), as vLLM's flag: on by default from v0.14.0, off before; from v0.12.0.")] = None,
+    kv_offloading_size: Annotated[str | None, typer.Option(
+        "--kv-offloading-size", metavar="GiB", help="vLLM's native CPU offloading connector, as vLLM's flag: its CPU "
+        "buffer in GiB for the whole instance (all TP x PP ranks); from v0.14.0.")] = None,
     disable_overlap_schedule: Annotated[bool, typer.Option(
         "--disable-overlap-schedule", help="SGLang's flag: turn off its overlap scheduler (each batch decided while "
         "the one before it runs; on by default).")] = False,
@@ -123,6 +126,7 @@ def simulate(
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
         speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
         hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling,
+        kv_offloading_size=kv_offloading_size,
         disable_overlap_schedule=disable_overlap_schedule)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:

@@ -537,6 +537,7 @@ class V1Scheduler(Scheduler):
                 if r.arrivals and r.arrivals[0][0] < upcoming:
                     upcoming = r.arrivals[0][0]
                 r.now = max(r.now, upcoming)
+                self.call_at = math.inf       # (async) the GPU idled: the next decision sees everything
             return True
         if off is not None and off.flush_at > r.now:   # a victim's stores land before the step runs (the flush)
             off.stats["flush_stall_seconds"] += off.flush_at - r.now
@@ -746,28 +747,30 @@ class CpuPool:
                       "loaded_tokens": 0, "load_seconds": 0.0, "evicted_blocks": 0, "failed_stores": 0,
                       "peak_cpu_blocks": 0, "flush_stall_seconds": 0.0}
 
-    def _evict(self, n: int) -> bool:
+    def _evict(self, n: int, mine: int, start: int, full: int) -> bool:
         """``LRUCachePolicy.evict``: n ready, unpinned blocks from the least recent end (a group's highest index
-        first), or none and False when fewer are evictable."""
-        take: list[tuple[int, int]] = []     # (request, blocks from its ready list's top)
+        first), or none and False when fewer are evictable; request ``mine``'s blocks start .. full - 1 (the ones the
+        store was asked for) are protected."""
+        take: list[tuple[int, int, int, int]] = []     # (request, blocks from its ready list's top, kept range)
         found = 0
         for i, (ready, _busy, pin) in self.groups.items():
             lo, hi = pin if pin else (0, 0)
-            k = sum(1 for b in ready if not lo <= b < hi)
+            plo, phi = (start, full) if i == mine else (0, 0)
+            k = sum(1 for b in ready if not lo <= b < hi and not plo <= b < phi)
             if k:
                 k = min(k, n - found)
-                take.append((i, k))
+                take.append((i, k, plo, phi))
                 found += k
                 if found == n:
                     break
         if found < n:
             return False
-        for i, k in take:
+        for i, k, plo, phi in take:
             ready, busy, pin = self.groups[i]
             lo, hi = pin if pin else (0, 0)
             j = len(ready) - 1
             while k:
-                if not lo <= ready[j] < hi:
+                if not lo <= ready[j] < hi and not plo <= ready[j] < phi:
                     del ready[j]
                     k -= 1
                 j -= 1
@@ -781,19 +784,26 @@ class CpuPool:
         """Request i's blocks up to ``full`` not stored yet (``_get_reqs_to_store``, ``prepare_store``): evicts for
         room, or stores nothing (retried at its next step) when too few are evictable; the group is touched."""
         start = self.nxt.get(i, self.hb)
-        n = full - start
-        if n <= 0:
-            return 0
-        if n > self.cap - self.used and not self._evict(n - (self.cap - self.used)):
-            self.stats["failed_stores"] += 1
+        if full <= start:
             return 0
         g = self.groups.get(i)
+        new = list(range(start, full))
+        if g is not None and ((g[0] and g[0][-1] >= start) or (g[1] and g[1][-1] >= start)):
+            have = set(g[0]) | set(g[1])     # already on the host (past a hole a load stopped at): not again
+            new = [b for b in new if b not in have]
+        n = len(new)
+        if n > self.cap - self.used and not self._evict(n - (self.cap - self.used), i, start, full):
+            self.stats["failed_stores"] += 1
+            return 0
+        self.nxt[i] = full
+        if not n:
+            return 0
+        g = self.groups.get(i)               # (the eviction may have emptied it)
         if g is None:
             g = self.groups[i] = [[], [], None]
-        g[1].extend(range(start, full))
+        g[1].extend(new)
         self.groups.move_to_end(i)
         self.used += n
-        self.nxt[i] = full
         if self.used > self.stats["peak_cpu_blocks"]:
             self.stats["peak_cpu_blocks"] = self.used
         return n
