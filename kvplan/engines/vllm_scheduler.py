@@ -119,6 +119,51 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
   (scheduler.py ``schedule``). kvplan models the default.
+
+KV offloading (``--kv-offloading-size GiB``, the native CPU offloading connector; working from v0.14.0,
+``OFFLOAD_SINCE`` in ``kvplan.engines.vllm``). Read in the v0.19.0 wheel (2a69949bd):
+``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py`` (``OffloadingConnectorScheduler``),
+``.../offloading/worker.py``, ``vllm/v1/kv_offload/cpu/manager.py``, ``cpu/policies/lru.py``, ``cpu/spec.py`` and the
+waiting loop of ``vllm/v1/core/sched/scheduler.py``; v0.14.0 has the same rules in ``offloading_connector.py`` and
+``kv_offload/lru_manager.py``. ``CpuPool`` holds them; with offloading on every step is decided by ``step`` (the
+stores are per step), so no closed-form decode runs are taken.
+
+* The CPU pool: ``cpu_bytes_to_use // (page bytes x KV tensors x world_size)`` blocks (``CPUOffloadingSpec``):
+  --kv-offloading-size x 2^30 over one block of every layer per GPU x TP x PP (the size is the whole instance's;
+  each DP replica has its own). The shared prefix's blocks are one copy taken off it (every store touches them:
+  they never become the least recently used).
+* Store, write-through: after each step is decided, every scheduled request's full blocks of its computed +
+  scheduled tokens not stored yet (``_get_reqs_to_store``, ``_next_stored_block_idx``), in ``yield_req_data``'s
+  order (the requests first scheduled, then the running ones). ``prepare_store`` skips blocks already on the host
+  and evicts for room the least recently used blocks that are ready and not being read; when too few are, nothing
+  is stored and the request tries again at its next step. Then all its stored blocks are touched
+  (``LRUCachePolicy.touch`` moves them to the end in reverse order: its first block is the most recent, so a group
+  is evicted tail first).
+* Timing: the worker defers each store to the start of the next step (``prepare_store_kv``: "so that offloading
+  starts AFTER transfers related to token sampling") and copies it asynchronously: kvplan queues a step's stored
+  blocks as one copy on the device-to-host direction of the host link at the step's end, priced
+  ``costs.swap_seconds`` per block (``calc.simulate._link_costs``), off the critical path. A preemption flushes the
+  victim's stores (``reqs_to_flush``; ``handle_preemptions`` waits for its store jobs before the step runs): the
+  step waits until they have landed (counted as swap stall).
+* Ready: a stored block reads as not ready (``BlockStatus.ref_cnt = -1``: neither loadable nor evictable) until
+  ``complete_store``, which the scheduler calls for a preempted request at once (``build_connector_meta``) and for a
+  finished one when the worker reports it (``finished_sending``); a running request's stores stay pinned.
+* Load instead of recompute: a waiting request looked at by the waiting loop (``request.num_computed_tokens == 0``)
+  is looked up after its GPU prefix hit (``get_num_new_matched_tokens``: its full blocks touched, then the ready
+  blocks in a row from the hit's end, at least one). With a hit the scheduler allocates the blocks of the hit and the
+  loaded tokens now (under the whole-input check from v0.19.0), takes no token budget and no seat, parks it as
+  ``WAITING_FOR_REMOTE_KVS`` and goes on to the next request. The load starts on the host-to-device direction at
+  once (``start_kv_transfers``), pins the blocks it reads, and is seen by the first decision made after it landed
+  (``finished_recving``); then FCFS serves those requests first (``skipped_waiting``), each as a waiting request
+  whose tokens past the loaded ones are scheduled (a load of every token recomputes the last:
+  ``_update_waiting_for_remote_kv``). A request's stores go on after the loaded blocks.
+
+Differences kvplan keeps (not modelled): a finished request's GPU blocks are freed at its finish (vLLM holds them
+until the worker reports its stores done, at least one step later); each request's store is one job in vLLM, one
+copy per step here; a copy is one per block (``swap_seconds``' copy overhead), not per layer; ``store_threshold``
+(v0.19.0 ``reuse_manager.py``, default off) and the ``arc`` policy; sliding-window and state layers (refused), and
+speculative decoding's slots with offloading (refused). New prompts find nothing on the host: kvplan's requests
+share only the shared prefix, which the GPU's prefix cache always holds.
 """
 
 from __future__ import annotations
