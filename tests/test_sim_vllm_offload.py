@@ -102,6 +102,27 @@ def test_offloading_random_small_traces(case, seed, requests, rate, budget, max_
                                            kv_offloading_bytes=cpu_mib * MIB))
 
 
+# (seed, CPU MiB, GPU pool over the longest request, budget, rate, max_batch)
+TOUCH_TRACES = [(0, 32, 1.05, 32, 20.0, 5), (0, 48, 1.05, None, 20.0, 5), (1, 16, 1.5, None, 20.0, 5),
+                (0, 16, 1.5, None, 200.0, 5), (0, 48, 1.05, None, 20.0, 16)]
+
+
+@pytest.mark.parametrize(("seed", "cpu_mib", "pool_factor", "budget", "rate", "max_batch"), TOUCH_TRACES)
+def test_a_tight_cpu_pool_on_traces_where_touches_decide_what_is_evicted(seed, cpu_mib, pool_factor, budget, rate,
+                                                                        max_batch):
+    """A waiting victim looked at (and not admitted), and a request that stores, become the most recently used
+    group: on these traces that decides which group a later store evicts (found by running without either touch)."""
+    base, _, _ = CASES["llama-3.1-8b"]
+    longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), 632)
+    s = build_scenario(**dict(base, engine="vllm"), kv_pool=f"{int(pool_factor * longest)}B",
+                       max_num_batched_tokens=str(budget) if budget else None)
+    work = wl.build(requests=16, seed=seed, prompt=wl.parse_dist("uniform:33,200", "p"),
+                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=600, rate=rate)
+    fast = sim.simulate(s, work, sim.SimOptions(max_batch=max_batch, kv_offloading_bytes=cpu_mib * MIB))
+    assert_same_offload(fast, ref.run_vllm(s, work, max_batch=max_batch, kv_offloading_bytes=cpu_mib * MIB))
+    assert fast.offload["evicted_blocks"] > 0
+
+
 def test_a_preemption_whose_load_is_cheaper_than_its_recompute():
     """Worked by hand. Llama-3.1-8B BF16 on one H100: a 16-token block of every layer is 2 MiB = 2,097,152 B (the
     file's LLAMA). A pool of 130 blocks; A (1,024 + 1,000 tokens) and B (1,024 + 64) arrive at 0; sync scheduling.
