@@ -215,3 +215,11 @@ def test_the_command_prints_loads_and_recomputes(run_cli):
     text = json.dumps(json.loads(res.out))
     for key in ("offload_loads", "offload_loaded_tokens", "offload_loaded_bytes", "recomputed_tokens"):
         assert key in text
+
+
+def test_compare_puts_offloading_off_and_on_side_by_side():
+    run = simulate_request(dict(SMALL, engine="vllm"), rate="20", requests="30", seed="3", prompt_dist="uniform:50,400",
+                           output_dist="lognormal:mean=300,p99=1200", max_len="1500",
+                           compare="kv-offloading-size=off,kv-offloading-size=1")
+    (_, _, _, off), (_, _, _, on) = run.variants
+    assert off.kv_offloading_bytes is None and on.kv_offloading_bytes == GIB

@@ -98,7 +98,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
 # (engine: the variant runs that engine's memory rules and scheduler on the same requests)
 COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold",  # threshold: F/off
-                "hicache")    # SGLang's HiCache: on, off or a write policy
+                "hicache",    # SGLang's HiCache: on, off or a write policy
+                "kv-offloading-size")    # vLLM's CPU offloading connector: GiB or off
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:

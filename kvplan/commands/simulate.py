@@ -77,7 +77,8 @@ def simulate(
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
                                                 "(policy, victim, kv-dtype, engine, max-batch, dram, "
-                                                "offload-threshold, hicache; join keys with +), "
+                                                "offload-threshold, hicache, kv-offloading-size; join keys "
+                                                "with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
                                                    "arrivals at each of POINTS rates from FROM to TO requests/s: "

@@ -336,6 +336,8 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
             changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
         elif key == "hicache":              # on, off, or a write policy (on: the release's default)
             changes["hicache"] = _hicache_variant(value, options.hicache)
+        elif key == "kv-offloading-size":   # GiB for the instance, or off
+            changes["kv_offloading_bytes"] = None if value.strip().lower() == "off" else offloading_bytes(value)
         elif key == "offload-threshold":
             changes["offload_threshold"] = (None if value.lower() == "off"
                                             else parse_float(value, "--compare offload-threshold", "0.7"))
