@@ -264,15 +264,16 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     bind_off = getattr(sched, "bind_offload", None)
     if bind_off is not None and o.kv_offloading_bytes is not None:   # vLLM's CPU offloading connector
         if not reuse:
-            raise KvplanError(f"--kv-offloading-size with {s.sized_model.id}: its sliding-window or state layers do not "
-                              "add one block per block of tokens, and kvplan models vLLM's CPU offloading only for "
+            raise KvplanError(f"--kv-offloading-size with {s.sized_model.id}: its sliding-window or state layers do "
+                              "not add one block per block of tokens, and kvplan models vLLM's CPU offloading only for "
                               "full attention and MLA", "drop --kv-offloading-size, or simulate a full-attention or "
                               "MLA model")
         world = s.parallelism.tp * s.parallelism.pp
         if dram_cap is not None and o.kv_offloading_bytes > dram_cap * world:
             raise KvplanError(f"--kv-offloading-size {o.kv_offloading_bytes / 2**30:g} GiB is more than the "
-                              f"{dram_cap * world / 2**30:,.2f} GiB of host DRAM of the replica's {world} GPUs (--dram, "
-                              "else the node's); vLLM pins that buffer at start-up", "lower --kv-offloading-size, or "
+                              f"{dram_cap * world / 2**30:,.2f} GiB of host DRAM of the replica's {world} GPUs "
+                              "(--dram, else the node's); vLLM pins that buffer at start-up",
+                              "lower --kv-offloading-size, or "
                               "give the node's DRAM with --dram")
         bind_off(u.block_bytes, world, *_link_costs(u.block_bytes, u.link))
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
