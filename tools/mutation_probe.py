@@ -1590,7 +1590,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllmoff19-load-admits-on-first-chunk", "kvplan/engines/vllm_scheduler.py",
       "if (btl[tokens] if self.full_isl else btl[hit + ext]) > r.free:", "if btl[hit + ext] > r.free:"),
     M("vllmoff19-store-one-token-ahead", "kvplan/engines/vllm_scheduler.py",
-      "n = off.store(i, (xo_l[i] + steps - 1) // block)", "n = off.store(i, (xo_l[i] + steps) // block)"),
+      "full = (xo_l[i] + steps - 1) // block", "full = (xo_l[i] + steps) // block"),
     M("vllmoff19-landed-load-seen-late", "kvplan/engines/vllm_scheduler.py",
       "            if lands > seen:\n                k += 1",
       "            if lands > seen + 0.5:\n                k += 1"),

@@ -734,11 +734,14 @@ class V1Scheduler(Scheduler):
                 if n:
                     total += n
                     done.append(i)
-        for i in r.running:
-            n = off.store(i, (xo_l[i] + steps - 1) // block)
-            if n:
-                total += n
-                done.append(i)
+        nxt, hb, store = off.nxt, off.hb, off.store
+        for i in r.running:                  # (a block boundary once every ``block`` steps: looked at inline)
+            full = (xo_l[i] + steps - 1) // block
+            if full > nxt.get(i, hb):
+                n = store(i, full)
+                if n:
+                    total += n
+                    done.append(i)
         for i, _a, e in chunks:
             if i not in fresh:
                 n = off.store(i, e // block)
