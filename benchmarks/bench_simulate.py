@@ -216,6 +216,38 @@ few lines of admit); the rest is per-admission and per-retraction Python (~7 us 
 checkpoint, the join) and retract_decode's victim loop written out with their radix bookkeeping in one function each,
 and the re-prefill price in closed form per chunk count (``costs.prefill_seconds`` re-walks every chunk of each
 distinct fill; in costs.py, changed by another session meanwhile).
+speed19l, 2026-12-07 (issue 19's long-cot-bench target: 1M requests at 0.1/s in <= 10 s CPU; CPU seconds, this 2-CPU
+machine at load 6 - 11 from other sessions, so each figure is main's tree and the candidate run in turn, and the
+ratios are what counts). 1M long-cot-bench on main's tree at that load: 54.5 s CPU, 15,342,589 events, 4,241,076
+preemptions, 578 MB. Profiled (cProfile on a 100K slice, then timers around the parts of a 30K one; the 1M run is
+the same loop 10x as long): the event loop is all of it (setup, arrays and metrics < 1%); the thrash cycle (the
+newest out at an overflow, its one-step run, the run to the next overflow, with their prices and marks) ~45%, the
+admissions after each completion (~5 a completion: 4.2 victims re-prefilled, ``_admit_waiting``,
+``prefill_again``) ~20%, ``complete`` ~7%, the other events (the one after each prefill, the arrival cuts, the first
+run after an admission) ~30%; the timeline's marks (~24 a request: a tuple and an ``extend`` each, then
+``fromlist`` and the folds) are ~20% of the whole (the 30K run 1.67 -> 1.34 s with ``mark`` a no-op). The cycle is
+not one victim repeating: under the 1% watermark (220 blocks here) a victim cannot come back before a completion (the
+waiting head is the last victim, which needs its h blocks back, and F + h - (N - d) - h >= wm would need
+F >= N - d + wm where the overflow had F < N), so between two events of another kind (a completion, an arrival, an
+admission) there are only ~8.8 events and ~3 preemptions (the 20K run: 245,811 of its 301,590 events in 27,899 such
+stretches). Tried: each stretch in a loop of its own with every piece of state in locals, the admission record
+kept there and the run's price (``_affine_max_sum``, ``_max_split``, ``_lin``) written out, bit-identical (every
+array, the timeline and the counts hashed equal on 100K and 30K): 30K in 1.69 / 1.71 / 1.71 s against main's
+1.66 / 1.65 / 1.66 s (x1.02 slower), 100K 5.95 / 5.83 s against 5.60 / 5.44 s: dropped. The ~2.2 us an event it
+measured is what CPython takes for the cycle's work (~450 bytecodes a preemption: five marks, two priced runs, the
+victim's bookkeeping, the admission check and record, the overflow step), not lookups or calls. Numpy batches of a
+stretch would be slower still: ~3 preemptions are ~20 us of Python, and a vectorized stretch needs ~20 calls on
+arrays of a few entries at 1.7 - 8 us each at this load (``np.cumsum`` of 8 floats 8.4 us, ``searchsorted``
+6.3 us); and nothing a batch could span crosses a completion, whose admissions are the rule book's queue in order,
+each prefill moving the clock the next one starts from. What 10 s would take: ~0.65 us an event over all 15.3M
+events, not only the cycle's (a free thrash cycle still leaves ~55% of today's time), so either a compiled inner
+loop (which the issue excludes) or a coarser model of the thrash. Fewer events alone do not do it: a prototype
+(not kept) with no one-step run after a preemption when the admission after it provably fails (the watermark
+argument above; the two runs priced as one closed-form sum, so times move by ulps and the events and marks change:
+not bit-identical) took the 30K run from 454,630 to 331,534 events but only 1.73 -> 1.57 s (x0.91, twice), as the
+work of each preemption (its victim, its prices, its marks, the admissions it causes at the next completion) stays.
+A timeline of fewer marks (two of each cycle's five repeat the mark before them) is at most the marks' ~20%. The
+r1-production run is untouched (no change to simulate.py).
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

@@ -30,8 +30,18 @@ FP8KV = "vLLM FP8 KV-cache blog, github.com/vllm-project/vllm-project.github.io 
 IX870 = "github.com/SemiAnalysisAI/InferenceX/issues/870 (SGLang v0.5.7)"
 IX1053 = "github.com/SemiAnalysisAI/InferenceX/pull/1053 (vLLM v0.17.0, ROCm)"
 IX1092 = "github.com/SemiAnalysisAI/InferenceX/pull/1092 (vLLM v0.17.0, ROCm)"
-IX828 = ("github.com/SemiAnalysisAI/InferenceX/issues/828, 1k/1k table (vLLM, gptoss-fp4-h100 config, version not "
-         "stated; TP8 from the table's 2,106.9 total tok/s/GPU = 2 x 64 / 7.36 ms / 8 at concurrency 64)")
+# The issue-828 sweep's launch (tpot20b): the issue's comment of 2026-03-01 that starts the sweep links its branch
+# claude/issue-828-20260301-0603 (SemiAnalysisAI/InferenceX@6913cc829): config gptoss-power-fp4-h100-vllm in
+# .github/configs/nvidia-master.yaml, image vllm/vllm-openai:v0.15.1, and
+# benchmarks/single_node/gptoss-power_fp4_h100.sh: VLLM_MXFP4_USE_MARLIN=1, --max-num-seqs = the concurrency,
+# --gpu-memory-utilization 0.9, max-cudagraph-capture-size 2048, max-num-batched-tokens 8192, max-model-len 10240, no
+# prefix caching, 10 x concurrency prompts
+IX828_LAUNCH = ("vLLM v0.15.1 (image vllm/vllm-openai:v0.15.1, config gptoss-power-fp4-h100-vllm, SemiAnalysisAI/"
+                "InferenceX@6913cc829 branch claude/issue-828-20260301-0603, the branch the issue links), "
+                "VLLM_MXFP4_USE_MARLIN=1, --max-num-seqs = concurrency, --gpu-memory-utilization 0.9, "
+                "max-cudagraph-capture-size 2048, max-num-batched-tokens 8192, max-model-len 10240, no prefix caching")
+IX828 = ("github.com/SemiAnalysisAI/InferenceX/issues/828, 1k/1k table (gptoss-fp4-h100 power sweep: " + IX828_LAUNCH
+         + "; TP8 from the table's 2,106.9 total tok/s/GPU = 2 x 64 / 7.36 ms / 8 at concurrency 64)")
 IX870B = ("github.com/SemiAnalysisAI/InferenceX/issues/870, comment of 2026-03-06 'B200 SGLang DeepSeek FP4': "
           "DeepSeek-R1-0528-FP4-V2, SGLang v0.5.6, TP8 EP8, 1k/1k; output tok/s/GPU and mean TTFT as published, "
           "TPOT derived without the TTFT (clean_tpot_ms)")
@@ -42,7 +52,11 @@ TT340 = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025
          "80 GB assumed; dtype not stated, bf16 assumed): TPOT as published")
 TT340B = ("github.com/tenstorrent/tt-inference-server/issues/340, comment of 2025-07-18 'Performance Benchmark Sweeps "
           "for Qwen3-14B on A100' (the same 'gpu' reference backend and A100 as TT340; bf16 assumed): TPOT as "
-          "published; the model's config: tests/data/serving_runs.toml [models.\"qwen3-14b\"] (Qwen/Qwen3-14B)")
+          "published; the model's config: tests/data/serving_runs.toml [models.\"qwen3-14b\"] (Qwen/Qwen3-14B). The "
+          "server was started by hand, outside the harness: at the sweep's date its run.py refused to start one for "
+          "--device gpu (tenstorrent/tt-inference-server@2138d9b run.py: 'GPU support for running inference server "
+          "not implemented yet'), and the issue's gpu reports give vllm_commit 'n/a'; launch flags, vLLM release and "
+          "A100 variant are not published")
 JM_A100 = ("johnmusgrave.com/p/vllm-throughput-latency-sweep-on ('vLLM throughput-latency sweep on NVIDIA A100'): "
            "one A100 40GB (Lambda), meta-llama/Llama-3.1-8B-Instruct BF16, vLLM 0.23.0 `vllm serve` defaults, "
            "`vllm bench serve` random 1,024/128 --ignore-eos at --max-concurrency 1..64: 'decode at one request per "
@@ -188,6 +202,18 @@ NEW_POINTS = (
       for x, isl, osl, t in (("a", 128, 128, 24.3), ("b", 128, 1024, 28.2), ("c", 1024, 128, 28.9),
                              ("d", 2048, 128, 27.6), ("e", 3072, 128, 29.1), ("f", 4096, 128, 22.8),
                              ("g", 8192, 128, 28.3))),
+    # (tpot20b) What the source shows of B24's -13..-32%. Not the model: the config matches Qwen/Qwen3-14B's (5,120
+    # hidden, 17,408 intermediate, 40 layers, 40 / 8 heads of 128, vocab 151,936 untied): 14.77e9 parameters, 29.5 GB
+    # read a step at batch 1 (kvplan prices the input embedding's 1.56 GB as read too, 0.97 ms of 18.34: the error would
+    # grow without it). Not a launch fact: none is published (TT340B). The same post's rows disagree with one another:
+    # TPOT 22.8 to 29.1 ms at batch 1 with no trend in context (kvplan's KV term moves 0.8 ms from 128 to 8,192 tokens),
+    # 2 to 8 requests a row; its 4,096-token TTFT (217 ms) is 2 x 13.99e9 (the matmul parameters: all but the input
+    # embedding) x 4,096 / 0.217 s = 528 TFLOP/s, above the A100's 312 dense BF16 peak (as the 30B-A3B table's 75.2 ms
+    # at 4,096: 2 x 3.04e9 active x 4,096 / 0.0752 = 331), so prompts were served from a cache. The issue's Qwen3-0.6B
+    # (4.2 ms at 128/128) and Qwen3-1.7B (4.6 ms) rows on the same 'gpu' backend sit 2.1 and 1.6 ms above kvplan (2.06,
+    # 3.03 ms: configs as Qwen/Qwen3-0.6B, -1.7B), where Llama-3.1-8B under vLLM 0.23.0 on an A100 (B25) decodes at its
+    # weight read: the harness adds a per-step cost kvplan does not price and the source does not size. Left as
+    # published; no factor fitted (decode19b's rule R1 was not adopted and is not repeated)
     # 22 (held out): Llama-3.1-8B BF16 on one A100 40GB, vLLM 0.23.0 defaults, 1,024/128 at concurrency 1: "about 75
     # tokens/sec" = 13.3 ms per token. The 40GB card's HBM2 streams 1,555 GB/s where the preset's 80GB has 2,039:
     # priced on the a100-80gb preset with its hbm share scaled by 1,555 / 2,039 (A40GB below), the same die, the same
@@ -212,21 +238,29 @@ NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # included (N9 below).
 IX828_ALL = ("github.com/SemiAnalysisAI/InferenceX/issues/828, the sweep's tables 'sorted by TPOT' (1K/1K, 1K/8K, "
              "8K/1K; TPOT as published, 2 decimals) and its 'Power Cost of Interactivity' list (TPOT to 1 decimal, "
-             "used where the table row was not found); vLLM, gptoss-fp4-h100 config: VLLM_MXFP4_USE_MARLIN=1 "
-             "(SemiAnalysisAI/InferenceX@34bc7c4 benchmarks/single_node/gptoss_fp4_h100.sh), random range ratio "
-             "0.8, 10 x concurrency prompts")
+             "used where the table row was not found); " + IX828_LAUNCH + "; random range ratio 0.8, "
+             "10 x concurrency prompts")
 ATOM409 = ("github.com/ROCm/ATOM/pull/409, the run's result table (DeepSeek-R1 FP8 TP8, vLLM with the ATOM "
            "out-of-tree plugin, ratio 0.8): mean TPOT as published. The PR does not name the GPU; ATOM's benchmark "
            "runners are MI355X (github.com/ROCm/ATOM/pull/353, 'Benchmark (MI355X, 1k/1k, conc=64)'), assumed here")
 NEVER_SEEN = (
     *(PublishedPoint(f"N{i}", "gpt-oss-120b", "h100-sxm", (("tp", tp),), "bf16", c, isl, osl, t, IX828_ALL,
-                     f"MXFP4 MoE (Marlin), TP{tp}, concurrency {c}, {isl:,}/{osl:,}", engine="vllm (Marlin MoE)",
-                     factors=MARLIN)
+                     f"MXFP4 MoE (Marlin), TP{tp}, concurrency {c}, {isl:,}/{osl:,}",
+                     engine="vllm v0.15.1 (Marlin MoE)", factors=MARLIN)
       for i, (tp, c, isl, osl, t) in enumerate((
           (4, 64, 1024, 1024, 9.89), (2, 64, 1024, 1024, 15.21),
           (8, 4, 1024, 8192, 3.68), (8, 8, 1024, 8192, 4.00), (8, 16, 1024, 8192, 4.5), (8, 32, 1024, 8192, 5.6),
           (4, 64, 1024, 8192, 9.6), (2, 64, 1024, 8192, 14.6),
           (8, 64, 1024, 8192, 16.0),     # N9: slower than TP4 and TP2 at the same concurrency, as published
+          # (tpot20b) Read against its own sweep, N9 is the one row where the 8K decode costs anything: 1K/1K -> 1K/8K
+          # is 3.72 -> 3.68, 4.05 -> 4.00, 4.83 -> 4.5, 5.82 -> 5.6 ms at TP8 c4-c32, 9.89 -> 9.6 at TP4 c64, 15.21 ->
+          # 14.6 at TP2 c64, and 7.36 -> 16.0 at TP8 c64. The launch (IX828_LAUNCH) gives no rule that acts there only:
+          # --max-num-seqs is the concurrency at every row, the CUDA-graph capture (up to 2,048) covers batch 64, prefix
+          # caching is off, the 1K/8K lengths (0.8 L to L: utils/bench_serving/benchmark_serving.py, so <= 1,024 +
+          # 8,192) fit max-model-len 10,240, and an all-reduce of 64 x 2,880 x 2 B = 369 KB is the size TP8 c64 1K/1K
+          # (7.36 ms, B15e) also ran. Each row is its own job on the h100 runner pool, up to 8 at once
+          # (experimental-gptoss-power-sweep.yml, max-parallel: 8); the issue lists the row without comment
+          # ("16.0->14.6 ms (TP8c64->TP2c64): -808 W for -1.4 ms"). Kept as published; no factor moves for it
           (8, 4, 8192, 1024, 3.9), (8, 8, 8192, 1024, 4.6), (4, 4, 8192, 1024, 4.5), (4, 8, 8192, 1024, 5.6),
           (4, 16, 8192, 1024, 7.5), (4, 64, 8192, 1024, 17.2), (2, 64, 8192, 1024, 27.2)), start=1)),
     *(PublishedPoint(f"N{i}", "deepseek-r1", "mi355x", (("tp", 8),), "bf16", c, isl, osl, t, ATOM409,
@@ -267,7 +301,7 @@ ENGINE_RUNS = tuple(
 # B1-B17's engines, from their sources above
 _ENGINE = {"B1": "vllm v0.19.1", "B2": "vllm v0.19.1", "B3": "vllm v0.19.1 (assumed)", "B4": "vllm v0.19.1",
            "B7": "sglang v0.5.7", "B9": "vllm v0.17.0 (ROCm)", "B10": "vllm v0.17.0 (ROCm)",
-           "B15": "vllm (version not stated)", "B16": "vllm ROCm nightly (triton 3.8)", "B17": "sglang v0.5.6"}
+           "B15": "vllm v0.15.1", "B16": "vllm ROCm nightly (triton 3.8)", "B17": "sglang v0.5.6"}
 POINTS = tuple(replace(p, engine=_ENGINE[run_of(p.id)]) for p in POINTS) + NEW_POINTS
 
 # Points a default factor was fitted to (so not a check of it): the H100 and B200 per-layer and per-step overheads

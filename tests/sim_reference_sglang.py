@@ -31,8 +31,13 @@ The rules (one replica; tokens = blocks x block, a page = one block):
 3. A taken request gets blocks for its prompt (a retracted one: prompt + generated), and its prefill is priced
    alone in chunks of chunked_prefill_size (``StepModel.prefill_seconds``), one after the other; the prefill
    gives a token (the first, or a retracted request's next). Its recomputed tokens: prompt + generated - prefix.
-   Under attention DP (R = ``StepModel.lockstep_ranks`` > 1: the ranks step together) the rank's clock pays R such
-   passes, its own and the other ranks' alike ones after it; a first token comes at the end of its own pass.
+   Under attention DP (R = ``StepModel.lockstep_ranks`` > 1: the ranks step together in one forward) N ranks'
+   prompts share a pass, N = min(R, max(1, x + e^-x)), x = R x the rank's arrival rate x one prompt's pass alone
+   (the rate: (n - 1) / the arrivals' span; a closed loop's U / (think + D x the steady step of U + that pass), D
+   and the prompt the workload's means); each pass prices the prompt with its experts over EP / N GPUs (own); the
+   rank's clock pays own + (R / N - 1) x max(own - s, 0) (the other passes lengthen one of its decode steps each):
+   s its steady step at the batch (a closed loop's users; else Little's law at the rate, B = rate x D x step(B) from
+   1, 8 rounds, at most the running cap); a first token comes at the end of its own pass.
 4. Otherwise a decode step: if the batch's next tokens need more blocks than are free, retract: requests in order
    of fewest generated tokens, then longest prompt (the later in the batch among equals), at least one and until
    it fits, keeping one; each frees its blocks and goes to the back of the waiting queue; the ratio becomes
@@ -157,6 +162,41 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     floor = min(init * 0.14, 1.0)
     decay = (init - floor) / 600
     sm = costs.step_model(s, speculative=speculative is not None)   # rule 8: the target's layers
+    ranks = sm.lockstep_ranks
+    n_share, least = 1.0, 0.0
+    if ranks > 1:          # rule 3: the prompts that share a pass
+        import math
+
+        p_mean = int(sum(int(x) for x in workload.prompts) / len(workload.prompts))
+        d_mean = max(int(sum(int(x) for x in workload.outputs) / len(workload.outputs)), 1)
+        arr = workload.arrivals
+        if arr is not None:
+            a = [float(x) for x in arr]
+            rate = (len(a) - 1) / (a[-1] - a[0]) if len(a) > 1 and a[-1] > a[0] else 0.0
+        else:
+            u = int(workload.users or 0)
+            cyc = workload.think_s + d_mean * float(sm.steady_tpot(p_mean, d_mean, u)) + sm.prefill_seconds(p_mean)
+            rate = u / cyc if u else 0.0
+        if rate > 0:
+            x = ranks * rate * sm.prefill_seconds(p_mean, 0, chunk)
+            n_share = min(ranks, max(1.0, x + math.exp(-x)))
+        least = float(sm.step(1, 0.0, 0.0)["total"])
+        if arr is None and workload.users:
+            least = float(sm.steady_tpot(p_mean, d_mean, float(workload.users)))
+        elif rate > 0:       # Little's law: B = rate x D x step(B), 8 rounds from 1, at most the running cap
+            b = 1.0
+            for _ in range(8):
+                b = min(float(max_running), max(1.0, rate * d_mean * float(sm.steady_tpot(p_mean, d_mean, b))))
+            least = float(sm.steady_tpot(p_mean, d_mean, b))
+    share_ep = (par.ep or par.tp) / n_share
+
+    def lock_price(tokens: int, cached: int) -> float:
+        """Rule 3's price of a prefill on this rank's clock (its own pass: ``own_pass``)."""
+        own = own_pass(tokens, cached)
+        return own + (ranks / n_share - 1) * max(own - least, 0.0) if ranks > 1 else own
+
+    def own_pass(tokens: int, cached: int) -> float:
+        return sm.prefill_seconds(tokens, cached, chunk, share_ep if ranks > 1 else None)
 
     reqs = [Req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(workload.prompts, workload.outputs, strict=True))]
     out = RefRun(reqs, block, total_blocks, chunk, max_running)
@@ -513,14 +553,13 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             if r.generated == 0:
                 r.admitted = now
                 r.prefix_hit_tokens = cached
-                own = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
-                ranks = sm.lockstep_ranks
-                t = max(ranks * own, load)
+                t = max(lock_price(r.prompt, r.prefix_hit_tokens), load)
                 warm = True
-                r.first_token = now + (t - (ranks - 1) * t / ranks)
+                q = ranks / n_share
+                r.first_token = now + (t - max((q - 1) * (t - least) / q, 0.0) if q > 1 else t)
                 now += t
             else:
-                t = max(sm.lockstep_ranks * sm.prefill_seconds(fill, cached, chunk), load)
+                t = max(lock_price(fill, cached), load)
                 now += t
                 r.recomputed += fill - cached
                 r.recompute_hit_tokens += cached - hit

@@ -238,6 +238,9 @@ def _sg_quoted(entry: dict) -> dict[str, float]:
     if m:   # the free memory before the weights = after + what they took
         found["pre_load_gib"] = round(float(m.group(1)) + float(m.group(2)), 2)
         found["weights_gib"] = float(m.group(2))
+    elif "pre_load_gib" in found and (m := re.search(r"Load weight end\..*avail mem=([\d.]+) GB\s*$", body, re.M)):
+        # older releases print no mem usage: what the weights took = free before - free after
+        found["weights_gib"] = round(found["pre_load_gib"] - float(m.group(1)), 2)
     m = re.search(r"K size: ([\d.]+) GB, V size: ([\d.]+) GB", body)
     if m:
         found["pool_gib"] = round(float(m.group(1)) + float(m.group(2)), 2)
@@ -247,6 +250,10 @@ def _sg_quoted(entry: dict) -> dict[str, float]:
     m = re.search(r"initial available_bytes \d+ / ([\d.]+) GB", body)
     if m:
         found["pool_gib"] = float(m.group(1))
+    m = re.search(r"max_total_num_tokens=(\d+)", body)
+    if m and "pool_gib" not in found and "cell_bytes" in entry:
+        # releases that print no pool size: the token count x SGLang's cell (the index's cell_bytes, by hand)
+        found["pool_gib"] = round(int(m.group(1)) * entry["cell_bytes"] / GIB, 2)
     return found
 
 
@@ -284,7 +291,11 @@ def test_each_sglang_component_and_the_pool(entry):
         # was modelled kvplan counted 16.31 by replicating the LM head); DeepSeek-R1 NVFP4 at TP4 on B200: 94.50
         # logged, 94.27 with the bf16 attention, router, embedding and LM head (test_sglang_nvfp4_mla_keeps_bf16_parts;
         # 87.88, -7.0%, when every parameter was priced at 4.5 bits)
-        rel = {"sglang-gpt-oss-20b-b200-tp1": 0.03, "sglang-qwq-32b-4xl4-tp4": 0.03,
+        # Since the sglpool20c session the weights carry what the load adds beyond the parameters (0.11 GiB at one
+        # rank, 0.26 above, LOAD_OVERHEAD_GIB): QwQ-32B from its config.json, 32,763,876,352 x 2 / 4 B = 15.26 GiB +
+        # 0.26 = 15.52 against 15.54; Qwen3-0.6B on an RTX 5080 (tied embedding, 596,049,920 x 2 B = 1.11 GiB + 0.11
+        # = 1.22 against 1.25, 2.4% on a small figure)
+        rel = {"sglang-gpt-oss-20b-b200-tp1": 0.03, "sglang-qwen3-0.6b-rtx5080-tp1": 0.03,
                "sglang-qwen3-30b-a3b-h200-dp4": 0.035}.get(entry["id"], 0.015)
         assert b.weights.number() / GIB == pytest.approx(logged["weights_gib"], rel=rel)
     if "fraction" in logged:
@@ -294,12 +305,17 @@ def test_each_sglang_component_and_the_pool(entry):
         assert b.fraction.value == pytest.approx(logged["fraction"], abs=0.0025)
     if "pool_gib" in logged:
         error = (b.kv_pool_bytes / GIB - logged["pool_gib"]) / logged["pool_gib"]
-        # never more than 5% optimistic; one miss, on the safe side: QwQ-32B on 4 x L4 (-8.3%: a pool of 2.84 GiB,
-        # 13% of the card, so that the pre-load memory 0.76 GiB below the log, the unknown GPU's 0.70 GiB driver
-        # estimate on a 24 GB card, weighs 0.65 GiB, and the weights' 0.41 GiB above kvplan's gives back 0.41).
-        # DeepSeek-V3.2 under DP attention was -8.6% until the LM head, dense MLPs and shared experts were split over
-        # the whole TP group as SGLang does
-        low = -0.09 if entry["id"] == "sglang-qwq-32b-4xl4-tp4" else -0.05
+        # within 5% on every log, never more than 5% optimistic. QwQ-32B on 4 x L4 was -8.3% (a pool of 2.84 GiB,
+        # 13% of the card: the pre-load memory 0.76 GiB below the log weighed 0.65 GiB, the weights' 0.41 GiB above
+        # kvplan's gave back 0.41) until the sglpool20c session read the driver reserve and context of an unmeasured
+        # GPU on a PCIe-only host and the load's own memory from the 'fit' logs: (22.49 - 0.86) x 0.85 - 15.52 =
+        # 2.87 GiB, +1.0%. DeepSeek-V3.2 under DP attention was -8.6% until the LM head, dense MLPs and shared
+        # experts were split over the whole TP group as SGLang does
+        # One miss, on the safe side and said in the budget row: Mistral-7B on an unnamed 24 GB card (held-out,
+        # -10.1%): one GPU of an unmeasured kind keeps 0.70 + 0.79 GiB hidden, because the 'fit' 24 GB log under
+        # Docker Desktop on Windows hides 1.60; a Linux host hides about 0.75 (the RTX 5080 and 48 GB logs), and
+        # (23.99 - 0.75) x 0.88 - 13.60 = 6.85 GiB would be -0.7%
+        low = -0.11 if entry["id"] == "sglang-mistral-7b-24gb-tp1" else -0.05
         assert low <= error <= 0.05, (entry["id"], error)
 
 
@@ -331,14 +347,32 @@ def test_sglang_pool_is_pre_load_times_fraction_minus_weights():
 
 def test_sglang_pre_load_memory_without_custom_all_reduce_on_pcie():
     # QwQ-32B on 4 x L4 (PCIe only, 22.49 GiB): SGLang turns its custom all-reduce off above two PCIe-only GPUs, so
-    # the set-up is 0.79 + 0.13 (NCCL) GiB: 22.49 - 0.70 (unknown GPU's driver estimate) - 0.92 = 20.87 GiB; the
-    # log prints 21.63. At TP 2 on the same card the custom all-reduce runs: 22.49 - 0.70 - 2.65 = 19.14; on 4 x H100
-    # SXM (NVLink) 79.65 - 0.46 - 2.65 = 76.54
+    # the set-up is the NCCL communicator alone, 0.13 GiB, on top of the unmeasured L4's driver reserve and context,
+    # 0.73 GiB together on such a host (PCIE_HIDDEN_GIB): 22.49 - 0.73 - 0.13 = 21.63 GiB, the log's figure (0.70 +
+    # 0.79 + 0.13 gave 20.87 before). At TP 2 on the same card the custom all-reduce runs: 22.49 - 0.70 - 2.65 =
+    # 19.14; on 4 x H100 SXM (NVLink) 79.65 - 0.46 - 2.65 = 76.54
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-qwq-32b-4xl4-tp4")
-    assert fidelity.sglang_budget(entry).visible.number() / GIB == pytest.approx(20.87, abs=0.005)
+    assert fidelity.sglang_budget(entry).visible.number() / GIB == pytest.approx(21.63, abs=0.005)
+    # the held-out 4 x RTX 4090 (23.99 GiB) under the same rule: 23.99 - 0.86 = 23.13 against the logged 23.08
+    rtx = next(e for e in SG_LOGS if e["id"] == "sglang-qwen3-14b-4x4090-tp4")
+    assert fidelity.sglang_budget(rtx).visible.number() / GIB == pytest.approx(23.13, abs=0.005)
+    # one GPU of an unmeasured kind keeps the larger reserve (the 24 GB log under Docker Desktop on Windows hides
+    # 1.60 GiB): 23.99 - 0.70 - 0.79 = 22.50
+    one = next(e for e in SG_LOGS if e["id"] == "sglang-llama-3.1-8b-24gb-tp1")
+    visible = fidelity.sglang_budget(one).visible
+    assert visible.number() / GIB == pytest.approx(22.50, abs=0.005)
+    # and the row says it is the safe side: 0.70 + 0.79 - 0.73 = 0.76 GiB more pre-load memory on a Linux host
+    assert visible.why is not None and "up to 0.76 GiB more pre-load memory" in visible.why.formula
+    assert "unmeasured GPU alone" not in (fidelity.sglang_budget(rtx).visible.why.formula or "")
     assert fidelity.sglang_budget(dict(entry, tp=2)).visible.number() / GIB == pytest.approx(19.14, abs=0.005)
     nvlink = dict(entry, gpu="h100-sxm", mem_fraction_static=0.9)
     assert fidelity.sglang_budget(nvlink).visible.number() / GIB == pytest.approx(76.54, abs=0.005)
+    # 4 x H100 PCIe (no scale-up link in kvplan's preset; a measured driver reserve, 0.46): the measured reserve and
+    # the context stay, 79.65 - 0.46 - 0.79 - 0.13 = 78.27; 4 x L40S (unmeasured, PCIe only): 44.99 - 0.86 = 44.13
+    pcie = dict(entry, gpu="h100-pcie", mem_fraction_static=0.9)
+    assert fidelity.sglang_budget(pcie).visible.number() / GIB == pytest.approx(78.27, abs=0.005)
+    l40s = dict(entry, gpu="l40s", mem_fraction_static=0.9)
+    assert fidelity.sglang_budget(l40s).visible.number() / GIB == pytest.approx(44.13, abs=0.005)
 
 
 def test_sglang_pads_mxfp4_experts_on_blackwell():
@@ -360,9 +394,10 @@ def test_sglang_pads_mxfp4_experts_on_blackwell():
     # = 911,424 B x 32 x 24 = 699,973,632
     assert mxfp4_blackwell_padding(oss, Parallelism(tp=2, pp=1, dp=1))[0] == 699_973_632
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-gpt-oss-20b-b200-tp1")
-    assert fidelity.sglang_budget(entry).weights.number() == 13_761_264_768 + 1_399_652_352
+    load = int(0.11 * 2**30)   # what SGLang's load adds at one rank (test_sglang_weight_load_overhead)
+    assert fidelity.sglang_budget(entry).weights.number() == 13_761_264_768 + 1_399_652_352 + load
     hopper = fidelity.sglang_budget(dict(entry, gpu="h200")).weights.number()
-    assert hopper == 13_761_264_768
+    assert hopper == 13_761_264_768 + load
     assert mxfp4_blackwell_padding(load_model("qwen3-30b-a3b"), Parallelism(tp=1, pp=1, dp=1))[0] == 0
 
 
@@ -391,9 +426,10 @@ def test_sglang_nvfp4_mla_keeps_bf16_parts():
     assert nvfp4_mla_bf16_bytes(load_model("qwen3-30b-a3b"), Parallelism(tp=1, pp=1, dp=1))[0] == 0
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-r1-fp4-b200-tp4")
     b = fidelity.sglang_budget(entry)
-    assert b.weights.number() == int(671e9 * 0.5625 / 4) + 6_862_550_016
+    load = int(0.26 * 2**30)   # what SGLang's load adds above one rank (test_sglang_weight_load_overhead)
+    assert b.weights.number() == int(671e9 * 0.5625 / 4) + 6_862_550_016 + load
     # only NVFP4: the same deployment as an FP8 checkpoint is priced at params x 1 B / TP alone
-    assert fidelity.sglang_budget(dict(entry, weight_dtype="fp8")).weights.number() == int(671e9 / 4)
+    assert fidelity.sglang_budget(dict(entry, weight_dtype="fp8")).weights.number() == int(671e9 / 4) + load
 
 
 def test_sglang_v0_5_3_forces_0_8_for_deepseek_nsa():
@@ -421,10 +457,11 @@ def test_dp_attention_splits_the_lm_head_dense_mlps_and_shared_experts():
     # kvplan's weights per GPU at --dp 8 --ep 8 (attention TP 1): 653.9e9 x 1 B / 8 + 17.1e9 x 1 B =
     # 98,837,500,000 B, less 4,670,095,360 x 1 B x (1 - 1/8) = 4,086,333,440: 94,751,166,560 B
     entry = next(e for e in SG_LOGS if e["id"] == "sglang-deepseek-v3.2-exp-b200-dp8")
-    assert fidelity.sglang_budget(entry).weights.number() == 94_751_166_560
+    load = int(0.26 * 2**30)   # what SGLang's load adds above one rank (test_sglang_weight_load_overhead)
+    assert fidelity.sglang_budget(entry).weights.number() == 94_751_166_560 + load
     # without DP attention (TP 8, EP 8) nothing changes: kvplan already splits every non-expert weight by TP 8
     tp8 = fidelity.sglang_budget(dict(entry, tp=8, dp=1)).weights.number()
-    assert tp8 == round(653.9e9 / 8 + 17.1e9 / 8)
+    assert tp8 == round(653.9e9 / 8 + 17.1e9 / 8) + load
 
 
 def test_deepep_low_latency_buffer_by_hand():
@@ -515,3 +552,22 @@ def test_sglang_default_fraction_on_a_24_gib_card_by_release(tmp_path):
     assert frac("0.5.8") == 0.847
     assert frac("0.5.19") == 0.833
     assert frac("0.5.20") == 0.704
+
+
+def test_sglang_weight_load_overhead():
+    # SGLang's "Load weight end ... mem usage" less the checkpoint's bytes per rank, on the 'fit' logs: one rank
+    # Llama-3.1-8B 15.02 - 14.96 = 0.06 (24 GB), 15.09 - 14.96 = 0.13 (H100 docs run), Qwen3-0.6B 1.25 - 1.11 = 0.14
+    # (RTX 5080): mean 0.11 GiB; four ranks QwQ-32B 15.54 - 15.26 = 0.29 (L4), Qwen3-32B 15.50 - 15.27 = 0.23 (B200):
+    # mean 0.26 GiB. Llama-3.1-8B's preset 8.03e9 parameters x 2 B = 16,060,000,000 B, + int(0.11 x 2^30) =
+    # 118,111,600: 16,178,111,600
+    from kvplan.engines.sglang import LOAD_OVERHEAD_GIB
+
+    assert LOAD_OVERHEAD_GIB == (0.11, 0.26)
+    entry = next(e for e in SG_LOGS if e["id"] == "sglang-llama-3.1-8b-h100-docs-tp1")
+    b = fidelity.sglang_budget(entry)
+    assert b.weights.number() == 16_060_000_000 + 118_111_600
+    # the pool takes it off: (79.65 - 0.46 - 0.79) x 0.88 - 15.068 GiB = 53.92 GiB against the logged 54.26 (-0.6%)
+    assert b.kv_pool_bytes / GIB == pytest.approx(53.92, abs=0.005)
+    # above one rank: QwQ-32B's 32,763,876,352 x 2 B / 4 + int(0.26 x 2^30)
+    four = next(e for e in SG_LOGS if e["id"] == "sglang-qwq-32b-4xl4-tp4")
+    assert fidelity.sglang_budget(four).weights.number() == 32_763_876_352 * 2 // 4 + int(0.26 * 2**30)

@@ -230,3 +230,124 @@ def test_swaps_and_their_bytes_add_up_over_the_replicas():
     assert m["swapped_bytes"].value == 2 * six.swapped_out_bytes
     assert m["peak_dram_bytes_per_gpu"].value == six.peak_dram_bytes        # per GPU: one replica's
     assert m["swap_out_per_second"].value == pytest.approx(2 * int(six.swap_outs.sum()) / six.simulated_seconds)
+
+
+# --- attention DP: one forward for every rank (pd21v, costs.LOCKSTEP_SOURCE / PASS_SHARING_SOURCE) -----------------
+# Qwen3-30B-A3B on two H100s, TP1 DP2 EP2, fp8 weights, 2,000-token prompts. The routed experts' FLOPs per token on one
+# GPU: 48 layers x 8 experts x 3 matrices x 2,048 x 768 = 1,811,939,328 weights, x 2 FLOPs / 2 GPUs (EP2) =
+# 1.811939328 GFLOP, at the prefill rate 692.3 TFLOP/s (the fp8 peak x prefill_mfu).
+QWEN_DP2 = ("-m", "qwen3-30b-a3b", "-g", "h100-sxm", "--tp", "1", "--dp", "2", "--ep", "2", "--prompt", "2000")
+
+
+def _qwen_rank():
+    from kvplan.calc import costs
+    from kvplan.scenario import Scenario
+
+    s = Scenario(model="qwen3-30b-a3b", hardware="h100-sxm", tp=1, dp=2, ep=2, prompt_tokens=2000, decode_tokens=1)
+    return costs.step_model(s)
+
+
+def test_two_ranks_prefilling_in_one_pass_share_it_by_hand():
+    # Both ranks' prompts wait at the same iteration: SGLang's scheduler picks a prefill on each rank and all-gathers
+    # the two batches into one forward (scheduler_dp_attn_mixin.py prepare_mlp_sync_batch_raw), attention on each
+    # rank, the experts over both ranks' 4,000 tokens. One pass, on each rank's clock: the prompt alone (T1 = 23.659
+    # ms, the cost model's prefill price) + the other prompt's routed FLOPs on this GPU, 2,000 x 1.811939328 GFLOP /
+    # 692.3 TFLOP/s = 5.234549 ms: 28.893561 ms, the prefill role's price (experts over EP / R = 1 GPU a prompt).
+    from dataclasses import replace
+
+    sm = _qwen_rank()
+    assert sm.lockstep_ranks == 2 and sm.prefill_flops_s == pytest.approx(692.3e12, rel=1e-6)
+    t1 = sm.prefill_seconds(2000)
+    assert t1 == pytest.approx(0.023659012, rel=1e-7)
+    both = replace(sm, pass_ranks=2.0)
+    assert both.prefill_seconds(2000, lockstep=True) == pytest.approx(t1 + 2000 * 1.811939328e9 / 692.3e12, rel=1e-6)
+    assert both.prefill_seconds(2000, lockstep=True) == pytest.approx(0.028893561, rel=1e-7)
+    assert both.prefill_seconds(2000, lockstep=True) == pytest.approx(sm.prefill_seconds(2000, 0, None, 1), rel=1e-12)
+
+
+def test_two_ranks_prefilling_apart_by_hand(run_cli):
+    # Two requests, one per rank (round-robin), each a 2,000-token prompt and one output token, at different
+    # iterations. Rank 0's own pass T1 = 23.659012 ms stalls its decode and gives its first token (TTFT = T1; the
+    # neutral engine has no frontend latency); rank 1's pass, in which rank 0 runs its decode step (SGLang keeps a
+    # decoding rank's batch in the forward: dp_attn.py maybe_convert_decode_to_extend, v0.5.23), lengthens that step
+    # from the least step s1 = 7.391260 ms (batch 1, no rate to size a batch) to T1: 16.267752 ms more. Each rank's
+    # clock: 23.659012 + 16.267752 = 39.926764 ms; the two ranks' prefill stall 79.853527 ms (each rank's one
+    # request: no arrival rate, N = 1 prompt a pass). Before pd21v: 2 x 2 x T1 = 94.636 ms.
+    sm = _qwen_rank()
+    assert float(sm.step(1, 0.0, 0.0)["total"]) == pytest.approx(0.007391260, rel=1e-6)
+    d = json.loads(run_cli("simulate", *QWEN_DP2, "--decode", "1", "--requests", "2", "--rate", "1", "-f",
+                           "json").out)
+    assert d["ttft_seconds_p99"] == pytest.approx(0.023659012, rel=1e-7)
+    assert d["prefill_stall_seconds"] == pytest.approx(2 * (0.023659012 + (0.023659012 - 0.007391260)), rel=1e-6)
+    assert d["prefill_stall_seconds"] == pytest.approx(0.079853527, rel=1e-6)
+
+
+def test_prompts_that_arrive_during_a_pass_share_the_next():
+    # costs.PASS_SHARING_SOURCE: N = Lambda T + e^(-Lambda T), 1 .. R, Lambda = R x the rate a rank, T one prompt's
+    # pass alone. At Lambda T = 1 (rate = 1 / (2 x 23.659 ms) = 21.134 a second a rank): N = 1 + 1/e = 1.367879; at
+    # rate 0: 1; far above: R = 2. Each prompt then costs a rank's clock its own pass with the experts of N prompts,
+    # T1 + (N - 1) x 5.234549 ms, plus R / N - 1 other passes less its decode step (least: 7.391260 ms).
+    import math
+
+    sm = _qwen_rank()
+    t1 = sm.prefill_seconds(2000)
+    rate = 1 / (2 * t1)
+    assert sm.shared_pass_ranks(rate, 2000) == pytest.approx(1 + 1 / math.e, rel=1e-12)
+    assert sm.shared_pass_ranks(0.0, 2000) == 1.0 and sm.shared_pass_ranks(100 * rate, 2000) == 2.0
+    n = 1 + 1 / math.e
+    shared = sm.with_pass_sharing(rate, 2000)
+    assert shared.pass_ranks == pytest.approx(n, rel=1e-12)
+    own = t1 + (n - 1) * 2000 * 1.811939328e9 / 692.3e12
+    assert shared.prefill_seconds(2000, lockstep=True) == pytest.approx(own + (2 / n - 1) * (own - 0.007391260),
+                                                                        rel=1e-6)
+
+
+def test_a_ranks_rate_is_its_arrivals_or_its_closed_loops_cycle():
+    # simulate sizes N from the rank's own requests: open arrivals (n - 1) / their span; a closed loop of U users
+    # U / (think + D x the steady step of U + one prompt's pass alone). And its decode step a pass runs inside: a
+    # closed loop's step at U; an open one's by Little's law, B = rate x D x step(B).
+    from kvplan.calc.simulate import _rate_per_rank
+    from kvplan.inputs.workload import Workload
+
+    sm = _qwen_rank()
+    P, L = np.array([2000] * 5), np.array([100] * 5)
+    w = _open(P, L, [0.0, 0.5, 1.0, 1.5, 2.0])
+    assert _rate_per_rank(sm, w, P, L) == pytest.approx(4 / 2.0)
+    loop = Workload(P, L, None, 4, 0.5, None, "test")
+    cycle = 0.5 + 100 * float(sm.steady_tpot(2000, 100, 4)) + sm.prefill_seconds(2000)
+    assert _rate_per_rank(sm, loop, P, L) == pytest.approx(4 / cycle, rel=1e-12)
+    closed = sm.with_pass_sharing(4 / cycle, 2000, None, 100, 4)
+    assert closed.pass_credit == pytest.approx(float(sm.steady_tpot(2000, 100, 4)), rel=1e-12)
+    b = 1.0
+    for _ in range(8):
+        b = max(1.0, 2.0 * 100 * float(sm.steady_tpot(2000, 100, b)))
+    assert sm.with_pass_sharing(2.0, 2000, None, 100).pass_credit == pytest.approx(
+        float(sm.steady_tpot(2000, 100, b)), rel=1e-12)
+
+
+def test_a_mixed_step_shared_by_two_ranks_adds_the_other_chunks_experts():
+    # vLLM's mixed step under attention DP: both ranks' alike 2,000-token chunks in one pass (N = R = 2) add the other
+    # chunk's routed FLOPs on this GPU, 2,000 x 1.811939328 GFLOP / 692.3 TFLOP/s = 5.234549 ms, and no other pass
+    # (R / N - 1 = 0); one rank's chunk alone (N = 1) is its pass plus the other rank's pass, both alike.
+    from dataclasses import replace
+
+    sm = _qwen_rank()
+    alone = replace(sm, lockstep_ranks=1).mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0]
+    both = replace(sm, pass_ranks=2.0).mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0]
+    assert both == pytest.approx(alone + 2000 * 1.811939328e9 / 692.3e12, rel=1e-9)
+    assert sm.mixed_parts(0, 0.0, 0.0, ((0, 2000),))[0] == pytest.approx(2 * alone, rel=1e-12)
+
+
+def test_two_prompts_close_together_on_a_rank_share_their_passes():
+    # One rank of the TP1 DP2 EP2 pair receives two 2,000-token prompts (one output token each) T1 / 2 apart (T1 =
+    # 23.659012 ms): its rate, 1 / (T1 / 2), puts x = 2 x rate x T1 = 4 and N = min(2, 4 + e^-4) = 2, so each
+    # prompt is one pass of both ranks' prompts, T2 = 28.893561 ms, and no other pass (R / N - 1 = 0). The first
+    # prompt's first token at T2; the second waits for it: 2 x T2 - T1 / 2 = 45.957761 ms after its arrival.
+    from kvplan.calc.simulate import simulate
+    from kvplan.scenario import Scenario
+
+    t1, t2 = 0.023659012, 0.028893561
+    s = Scenario(model="qwen3-30b-a3b", hardware="h100-sxm", tp=1, dp=2, ep=2, prompt_tokens=2000, decode_tokens=1)
+    run = simulate(s, _open([2000, 2000], [1, 1], [0.0, t1 / 2]))
+    ttft = np.asarray(run.first_token) - np.asarray(run.arrival)
+    assert ttft == pytest.approx([t2, 2 * t2 - t1 / 2], rel=1e-6)

@@ -15,6 +15,7 @@ FLOPs follow DeepSeek-V3's ISCA'25 paper (arXiv 2505.09343 §2.2.1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -46,12 +47,25 @@ BIDIR_SOURCE = ("vLLM offloading-connector blog (blog.vllm.ai, 2026-01-08): bidi
 ASYNC_SOURCE = ("vLLM OffloadingConnector stores asynchronously; a preempted request's load back from CPU is on its "
                 "critical path (vllm-project/vllm PR #29870). vLLM V0 swapped inside the engine step.")
 LOCKSTEP_SOURCE = (
-    "attention-DP ranks step together: SGLang all-gathers every rank's batch before each forward "
-    "(prepare_mlp_sync_batch_raw; a rank without requests runs an idle batch; is_extend_in_batch is any rank's), "
+    "attention-DP ranks step together in ONE forward per iteration: each rank's scheduler picks its own batch (a "
+    "prefill when its waiting queue has one, else its decode batch), then all-gathers every rank's token count and "
+    "forward mode before the forward (prepare_mlp_sync_batch_raw: the local batch keeps its own forward mode, extend "
+    "or decode; a rank without requests runs an idle batch; is_extend_in_batch is any rank's), "
     "sgl-project/sglang@01ac007 python/sglang/srt/managers/scheduler_dp_attn_mixin.py; vLLM: \"forward passes must "
     "be aligned\" and ranks without requests run dummy forward passes (docs.vllm.ai/en/v0.12.0/serving/"
-    "data_parallel_deployment/). So a prefill on one rank holds every rank's MoE layers: kvplan prices each of the "
-    "R ranks' prefills on every rank's timeline (unaligned; SGLang's optional PrefillDelayer aligns them)")
+    "data_parallel_deployment/; vllm/v1/engine/core.py DPEngineCoreProc). So every rank's MoE layers wait for the "
+    "slowest rank: a rank decoding in a pass where another prefills runs its decode step in that pass, which lasts "
+    "the prefill's time; ranks whose prompts wait at the same iteration prefill them in the same pass (attention per "
+    "rank, the experts over every rank's tokens). Nothing aligns them by default (SGLang's PrefillDelayer is optional)"
+    ": prompts arriving during a pass share the next one (PASS_SHARING_SOURCE)")
+PASS_SHARING_SOURCE = (
+    "kvplan's reading of LOCKSTEP_SOURCE under Poisson arrivals (Lambda = R x the rate per rank, T = one prompt's "
+    "pass): a pass is started by one prompt; the prompts that arrive during a pass wait for the next iteration and "
+    "share it, so a busy period of back-to-back passes has e^(Lambda T) passes (each continues with probability "
+    "1 - e^(-Lambda T)) and 1 + Lambda T e^(Lambda T) prompts (Wald), N = Lambda T + e^(-Lambda T) prompts a pass, "
+    "at most R (one prompt a rank); each rank's timeline then pays R / N passes per prompt of its own, each with the "
+    "experts' FLOPs of N prompts (1 pass of R prompts saturated, as pd's prefill role; R passes of 1 prompt alone)")
+PASS_CREDIT_ROUNDS = 8   # Little's law rounds of a rank's decode batch at its rate (``with_pass_sharing``)
 LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block across all layers (Llama-3.1-8B 32 KB "
                  "-> 2 MB); the V0 layout copies each layer's K and V blocks separately")
 
@@ -503,6 +517,45 @@ class StepModel:
                                                                  # prefill dispatch + combine (DEEPEP_SOURCE)
     prefill_tp_per_layer: tuple[float, float] = (0.0, 0.0)   # (latency s, s per prompt token) of one layer's two
                                                              # TP all-reduces of a prefill chunk (large messages)
+    pass_ranks: float = 1.0        # N: attention-DP ranks' prompts that share one prefill pass (1 .. lockstep_ranks;
+                                   # ``with_pass_sharing``, PASS_SHARING_SOURCE)
+    pass_credit: float | None = None   # this rank's decode step that another rank's pass runs inside it (s; None: the
+                                       # least step, batch 1): ``with_pass_sharing``
+
+    def shared_pass_ranks(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None) -> float:
+        """N, the prompts one prefill pass of this attention-DP instance holds when each of its R ranks receives
+        ``rate_per_rank`` prompts a second (Poisson): Lambda T + e^(-Lambda T), Lambda = R x the rate, T one prompt's
+        pass alone (``prefill_seconds``), at least 1 and at most R (PASS_SHARING_SOURCE). 1 without attention DP."""
+        import math
+
+        r = self.lockstep_ranks
+        if r <= 1 or not rate_per_rank > 0:
+            return 1.0
+        x = r * rate_per_rank * self.prefill_seconds(prompt_tokens, 0, chunk_tokens)
+        return float(min(r, max(1.0, x + math.exp(-x))))
+
+    def with_pass_sharing(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None,
+                          decode_tokens: int = 0, batch: float | None = None, max_batch: int | None = None
+                          ) -> StepModel:
+        """This step model with ``pass_ranks`` = ``shared_pass_ranks`` and ``pass_credit`` = the rank's own decode
+        step at its batch (``steady_tpot``): ``batch`` (a closed loop's users), else by Little's law at the rate, B =
+        rate x D x step(B) (iterated from 1, at most ``max_batch``), else (no output given) the least step: the
+        lockstep prices (``prefill_seconds`` with lockstep, ``mixed_parts``) of a deployment whose ranks receive
+        ``rate_per_rank`` prompts a second."""
+        from dataclasses import replace
+
+        n = self.shared_pass_ranks(rate_per_rank, prompt_tokens, chunk_tokens)
+        credit = None
+        if self.lockstep_ranks > 1 and decode_tokens > 0 and (batch or rate_per_rank > 0):
+            cap = float(max_batch) if max_batch else math.inf
+            b = float(batch) if batch else 1.0
+            for _ in range(0 if batch else PASS_CREDIT_ROUNDS):
+                b = min(cap, max(1.0, rate_per_rank * decode_tokens
+                                 * float(self.steady_tpot(prompt_tokens, decode_tokens, b))))
+            credit = float(self.steady_tpot(prompt_tokens, decode_tokens, min(b, cap)))
+        if n == self.pass_ranks and credit == self.pass_credit:
+            return self
+        return replace(self, pass_ranks=n, pass_credit=credit)
 
     def request_cache(self, contexts, dtype=None):
         """(bytes read, attention FLOPs) of one decode token of one request at each context, on one GPU of the
@@ -653,7 +706,7 @@ class StepModel:
         return comm + lat + per * tokens
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
-                        expert_gpus: int | None = None, lockstep: bool = False) -> float:
+                        expert_gpus: float | None = None, lockstep: bool = False) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
         (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication
@@ -664,10 +717,18 @@ class StepModel:
         prefilled alone); under attention DP with every rank prefilling at once each rank's prompt has EP / DP of
         them (``pd``'s saturated prefill role). ``lockstep``: the time the prefill takes from this rank's own
         timeline in a serving deployment (the simulator's and ``pd``'s colocated price): under attention DP
-        (``lockstep_ranks`` R > 1) every rank's chunk stalls every rank, so each of the R ranks' prefills costs this
-        rank its pass: R x the pass (``LOCKSTEP_SOURCE``); 1 x without attention DP."""
+        (``lockstep_ranks`` R > 1) every pass holds every rank (LOCKSTEP_SOURCE) and N = ``pass_ranks`` ranks'
+        prompts share one (PASS_SHARING_SOURCE), so each prompt of this rank costs its timeline R / N passes, each
+        with the routed experts' FLOPs of N prompts (EP / N expert GPUs a prompt). Its own pass T stalls its decode;
+        in the other R / N - 1 passes it runs its decode step (its local batch keeps its decode forward mode), which
+        the pass lengthens to T: those cost it T - its decode step, at least ``step(1)`` (the least step, weights
+        and overhead) credited: T + (R / N - 1) x max(T - step(1), 0) (N = R: one pass, the prefill role's price);
+        1 x without attention DP."""
         if lockstep and self.lockstep_ranks > 1:
-            return self.lockstep_ranks * self.prefill_seconds(prompt_tokens, prefix_tokens, chunk_tokens, expert_gpus)
+            n = self.pass_ranks
+            ep = (self.scenario.parallelism.ep or self.scenario.parallelism.tp) / n
+            own = self.prefill_seconds(prompt_tokens, prefix_tokens, chunk_tokens, ep)
+            return own + (self.lockstep_ranks / n - 1) * max(own - self._least_step, 0.0)
         s = self.scenario
         model, tp = s.sized_model, s.parallelism.tp
         chunk = chunk_tokens or max(prompt_tokens - prefix_tokens, 1)
@@ -742,7 +803,9 @@ class StepModel:
             if a is None:
                 a = memo[start, end] = self.prefill_attention(end, start)
             attention += a
-        compute = (per_token * tokens + attention / tp) / self.prefill_flops_s
+        # the other N - 1 ranks' alike chunks sharing this pass add their routed experts' FLOPs (PASS_SHARING_SOURCE)
+        shared = (self.pass_ranks - 1) * self._routed_per_token * (tokens - batch)
+        compute = (per_token * tokens + shared + attention / tp) / self.prefill_flops_s
         extra = read + comm - comm0 + self.request_overhead_s * batch if batch else 0.0
         # the chunks' own communication: the latencies once for the step (the decode step's comm0 dropped above), the
         # chunks' EP bytes in the step's one dispatch / combine on its backend (mixed_ep_per_token)
@@ -751,9 +814,25 @@ class StepModel:
         # (the decode step's GEMM floor and its own weight terms can exceed weight_read_seconds, as on Mixtral-8x7B
         # at TP2, where the pass with a chunk priced 2.4 ms under the same batch without it)
         mixed = float(max(max(self.weight_read_seconds, compute) + self.overhead_s + extra, alone))
-        # attention DP in lockstep: each of the other R - 1 ranks' (alike) chunks lengthens one of this rank's steps
-        # from its decode alone to the pass with a chunk (LOCKSTEP_SOURCE)
-        return mixed + (self.lockstep_ranks - 1) * (mixed - alone), alone
+        # attention DP in lockstep: N = pass_ranks ranks' (alike) chunks share a pass, so per chunk of its own this
+        # rank's timeline holds R / N such passes: R / N - 1 of its steps lengthen from its decode alone to the pass
+        # with chunks (LOCKSTEP_SOURCE, PASS_SHARING_SOURCE)
+        return mixed + (self.lockstep_ranks / self.pass_ranks - 1) * (mixed - alone), alone
+
+    @cached_property
+    def _least_step(self) -> float:
+        """This rank's decode step that another rank's prefill pass runs inside it (``prefill_seconds`` with
+        lockstep): ``pass_credit``, or the least step (batch 1, no cache read)."""
+        if self.pass_credit is not None:
+            return self.pass_credit
+        return float(self.step(1, 0.0, 0.0)["total"])
+
+    @cached_property
+    def _routed_per_token(self) -> float:
+        """The routed experts' FLOPs per prefill token on this GPU (over the EP group), as ``prefill_seconds``
+        counts them."""
+        s = self.scenario
+        return 2 * (self.moe_flops_per_token * s.parallelism.tp / 2) / (s.parallelism.ep or s.parallelism.tp)
 
     @cached_property
     def _batch_terms(self) -> dict[int, tuple[float, float, float]]:

@@ -271,25 +271,43 @@ class _Model:
         """T_pf of a prompt of ``p`` tokens on the prefill role. Under attention DP (EP over the ranks) a saturated
         instance has every rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not
         the whole EP group (which only a prompt alone on an idle instance gets). The ranks' prefills are aligned,
-        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): the prefill role is never priced
-        at the colocated side's lockstep R x the pass (``colocated_prefill``), where each rank's prefill lands among
-        the other ranks' decode steps on its own."""
+        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): a saturated role's ranks all have
+        a prompt waiting at every step, the N = R end of the colocated side's pass sharing (``colocated_prefill``,
+        ``costs.PASS_SHARING_SOURCE``), where at the rates a TPOT target allows few prompts share a pass."""
         par = self.s.parallelism
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
         return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
 
-    def colocated_prefill(self, p: int) -> float:
+    def colocated_prefill(self, p: int, rate: float = 0.0, d: int = 0) -> float:
         """What a colocated prefill of ``p`` tokens costs a rank's decode, as the simulator prices it: the prefill's
-        pass, and under attention DP (ranks in lockstep, ``costs.LOCKSTEP_SOURCE``) every rank's prefill stalls
-        every rank: R x the pass of a prompt alone on the EP group (``StepModel.prefill_seconds(lockstep=True)``)."""
-        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, lockstep=True)
+        pass, and under attention DP (every pass holds every rank, ``costs.LOCKSTEP_SOURCE``) R / N passes of N
+        prompts each, N the prompts that share a pass when each rank receives ``rate`` prompts a second
+        (``StepModel.shared_pass_ranks``, ``costs.PASS_SHARING_SOURCE``; rate 0: N = 1, R passes alone)."""
+        chunk = self.chunk if self.o.chunked else None
+        return self.sharing(p, d, rate).prefill_seconds(p, 0, chunk, lockstep=True)
+
+    def sharing(self, p: int, d: int, rate: float):
+        """The step model with the prompts that share a pass and the decode step a pass runs inside, at ``rate``
+        prompts a second a rank (``StepModel.with_pass_sharing``: the batch by Little's law, at most
+        ``batch_limit``)."""
+        return self.step.with_pass_sharing(rate, p, self.chunk if self.o.chunked else None, d, None,
+                                           self.batch_limit(p, d))
 
     def colocated(self, p: int, d: int) -> tuple[Side, float, float]:
-        """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf)."""
+        """Best batch meeting the SLO on mean TPOT with prefill interference: (side, plain TPOT, T_pf). Under
+        attention DP the prefill's price depends on the rate (how many ranks' prompts share a pass), so the rate
+        and the price are iterated from pure decode's rate (``COLOCATED_SHARING_ROUNDS`` rounds)."""
+        rate = float(self.decode_only(p, d).requests_per_second) if self.step.lockstep_ranks > 1 else 0.0
+        out = self._colocated_at(p, d, rate)
+        for _ in range(COLOCATED_SHARING_ROUNDS - 1 if self.step.lockstep_ranks > 1 else 0):
+            out = self._colocated_at(p, d, float(out[0].requests_per_second))
+        return out
+
+    def _colocated_at(self, p: int, d: int, rate: float) -> tuple[Side, float, float]:
         import numpy as np
 
         limit = self.batch_limit(p, d)
-        t_pf = self.colocated_prefill(p)
+        t_pf = self.colocated_prefill(p, rate, d)
         plain = self.tpot_by_batch(p, d)[:limit]
         mean = costs.colocated_tpot(plain, t_pf, self.batches[:limit], d)
         ok = np.nonzero(mean <= self.o.tpot_slo)[0]
@@ -431,6 +449,7 @@ ATTENTION_DP_DEGREES = (2, 4, 8, 16, 32)   # attention-DP ranks per instance tri
 COLOCATED_TRIED = 2             # colocated layouts simulated besides the scenario's own (best by the closed form)
 COLOCATED_REQUESTS = (200, 1500)  # Poisson requests per colocated rate tried: 4 x the batch, within these
 COLOCATED_TOLERANCE = 0.02      # the colocated goodput's bisection stops within 2% of the rate
+COLOCATED_SHARING_ROUNDS = 3    # rounds of rate -> prefill price -> rate of the attention-DP closed form
 
 
 @dataclass(frozen=True)
@@ -986,9 +1005,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
              "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
         *((flips_note,) if flips_note is not None else ()))
-    if recommend:
-        lock_note = _lockstep_note(dec_roles, dis, p, s.engine_adapter.id)
-        reasons += (lock_note,) if lock_note is not None else ()
+    # what decides a split's win over attention-DP colocated ranks: on the first screen (``first``)
+    lock_note = _lockstep_note(dec_roles, dis, p, d, s.engine_adapter.id) if recommend else None
     margin = dis_rps / col_rps if col_rps else math.inf
     if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
         # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
@@ -1016,7 +1034,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     given_tp = layout if layout is not None and not s.tp_defaulted else None
     if layout is not None and given_tp is None:
         reasons = (layout,) + reasons
-    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v)) if n is not None)
+    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v), lock_note) if n is not None)
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -1156,34 +1174,41 @@ def _colocated_layout(roles, own, own_instances: int, p: int, d: int, total: int
     return best[1:]
 
 
-def _lockstep_note(roles, dis: Disaggregated, p: int, engine: str) -> Note | None:
-    """When the split wins with attention-DP decode ranks on an engine whose colocated price stalls every rank for
-    every rank's prefill (the neutral engine and SGLang without its PrefillDelayer: ``costs.LOCKSTEP_SOURCE``), a
-    note putting that price in numbers: R x one pass per prompt on every rank of a colocated instance of the decode
-    layout, which the split's decode ranks never pay. At a short prompt it is most of the margin (DeepSeek-R1
-    300 + 300: 8 x 27 ms = 217 ms of every rank's time per prompt, colocated TP1 DP8 EP8 ranks 1.0 requests/s
-    against 19 decoding alone), where vLLM's chunks mixed into decode steps keep colocated ahead. None otherwise."""
+def _lockstep_note(roles, dis: Disaggregated, p: int, d: int, engine: str) -> Note | None:
+    """When the split wins with attention-DP decode ranks on an engine whose colocated rank pays its prompt as a
+    pass of the whole instance (the neutral engine and SGLang: ``costs.LOCKSTEP_SOURCE``), a note putting that price
+    in numbers at the colocated closed form's rate on that layout: N prompts share a pass (``costs.
+    PASS_SHARING_SOURCE``), so each prompt costs every rank its own pass T plus R / N - 1 other passes that lengthen
+    one of its decode steps each, T - the least step: what the split's decode ranks never pay. At a short prompt it
+    is most of the margin (DeepSeek-R1 300 + 300 on TP1 DP8 EP8), where vLLM's chunks mixed into decode steps keep
+    colocated ahead. None otherwise."""
     if dis.decode.dp < 2 or engine == "vllm":
         return None
     rm = next((m for lay, m in roles if lay == dis.decode), None)
     if rm is None:
         return None
-    lock = rm.colocated_prefill(p)
-    alone = rm.step.prefill_seconds(p, 0, rm.chunk if rm.o.chunked else None)
-    if lock <= alone * 1.5:
+    chunk = rm.chunk if rm.o.chunked else None
+    rate = float(rm.colocated(p, d)[0].requests_per_second)
+    shared = rm.sharing(p, d, rate)
+    n = shared.pass_ranks
+    lock = rm.colocated_prefill(p, rate, d)
+    own = shared.prefill_seconds(p, 0, chunk, (dis.decode.ep or dis.decode.tp) / n)
+    if lock <= own * 1.5:
         return None
-    return note(f"Colocated on the decode role's {dis.decode.label} ranks, each prompt would stall every rank "
-                "(ranks in lockstep, each rank's prefill a pass of its own when it arrives): {r:d} x {alone:ms:,.1f} "
-                "ms = {lock:ms:,.1f} ms of every rank's time per prompt, which the split's decode ranks never pay; "
-                "at a short prompt that price, not the prompt's length, is most of this margin. vLLM mixes prefill "
-                "chunks into decode steps (--engine vllm) and SGLang's PrefillDelayer aligns the ranks' prefills, "
-                "either of which takes much of it back.",
-                r=Count(dis.decode.dp, derived("the decode layout's attention-DP ranks", dis.decode.label)),
-                alone=Seconds(alone, derived("the step model's prefill of P tokens alone on the instance",
-                                             f"{p:,} tokens on {dis.decode.label}")),
-                lock=Seconds(lock, derived("R x the pass: every rank's prefill on every rank's timeline "
-                                           "(StepModel.prefill_seconds(lockstep=True), costs.LOCKSTEP_SOURCE)",
-                                           f"{dis.decode.dp} x {alone:.6g}")))
+    least = shared._least_step
+    return note(f"Colocated {dis.decode.label} ranks would pay {{lock:ms:,.1f}} ms a prompt: its {{own:ms:,.1f}} ms "
+                "pass + {k:,.2f} unaligned passes of other ranks x ({own:ms:,.1f} - {least:ms:,.1f} ms decode step).",
+                own=Seconds(own, derived("the step model's prefill of P tokens, the experts' FLOPs of N prompts",
+                                         f"{p:,} tokens on {dis.decode.label}")),
+                k=Number(dis.decode.dp / n - 1, derived(
+                    "R / N - 1, N = Lambda T + e^(-Lambda T) prompts sharing a pass (1 .. R; StepModel.shared_pass_"
+                    "ranks) at the colocated closed form's rate on the decode layout",
+                    f"{dis.decode.dp} / {n:.6g} - 1 at {rate:.6g} requests/s a rank", costs.PASS_SHARING_SOURCE)),
+                least=Seconds(float(least), derived("the rank's decode step at its batch (Little's law at the rate), "
+                                                    "which runs inside another rank's pass", f"{least:.6g}")),
+                lock=Seconds(lock, derived("T + (R / N - 1) x (T - the decode step) (StepModel.prefill_seconds("
+                                           "lockstep=True), costs.LOCKSTEP_SOURCE)",
+                                           f"{own:.6g} + {dis.decode.dp / n - 1:.6g} x ({own:.6g} - {least:.6g})")))
 
 
 def _flips(rows, neutral: bool) -> Note | None:

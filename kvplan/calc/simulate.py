@@ -212,6 +212,26 @@ def _requests(s: Scenario, workload: Workload, u: _Replica, slots: int = 0):
     return P, L, table, bytes_at, longest_cache
 
 
+def _rate_per_rank(sm: costs.StepModel, workload: Workload, P, L) -> float:
+    """The prompts a second this attention-DP rank receives, which sets how many ranks' prompts share a prefill
+    pass (``StepModel.shared_pass_ranks``): open arrivals, (n - 1) / their span; a closed loop of U users, U / (think
+    + the mean output x the steady decode step of U + one prompt's pass alone), its requests' cycle without
+    interference (the ranks alike)."""
+    arr = workload.arrivals
+    if arr is not None:
+        import numpy as np
+
+        a = np.asarray(arr, dtype=float)
+        span = float(a[-1] - a[0]) if len(a) > 1 else 0.0
+        return (len(a) - 1) / span if span > 0 else 0.0
+    users = int(workload.users or 0)
+    if users < 1:
+        return 0.0
+    p, d = int(P.mean()), max(int(L.mean()), 1)
+    cycle = workload.think_s + d * float(sm.steady_tpot(p, d, users)) + sm.prefill_seconds(p)
+    return users / cycle if cycle > 0 else 0.0
+
+
 def _check_host_pool(pool_bytes: int, dram_bytes_per_gpu: int | None) -> None:
     """HiCache's host pool per GPU must fit the host DRAM per GPU: SGLang allocates it whole at start-up and
     refuses to start when the host has less free memory (``HostKVCache.__init__``, "Not enough host memory
@@ -256,6 +276,10 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                           total_blocks=u.total_blocks, block=u.block, chunk=u.chunk, reuse=reuse,
                           prefix_blocks=hb, hashes=workload.blocks)      # the engine's own, or the rule book
     u = dataclasses.replace(u, **sched.replica_limits())
+    if sm.lockstep_ranks > 1:      # attention DP: how many ranks' prompts share a prefill pass (PASS_SHARING_SOURCE)
+        sm = sm.with_pass_sharing(_rate_per_rank(sm, workload, P, L), int(P.mean()), u.chunk,
+                                  max(int(L.mean()), 1), workload.users if workload.arrivals is None else None,
+                                  u.max_batch)
     prices = Prices(s, sm, u.block, u.chunk, bytes_at, u.link, o.reference, o.speculative)
     bind = getattr(sched, "bind_link", None)
     if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
@@ -283,7 +307,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
                      prefill=prices.prefill, swap_cost=prices.swap_cost, arrivals=arrivals,
                      users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s)
-    r.lockstep = sm.lockstep_ranks
+    r.lockstep = sm.lockstep_ranks / sm.pass_ranks      # passes on this rank's clock per prompt of its own
+    r.lockstep_least = sm._least_step if sm.lockstep_ranks > 1 else 0.0
     r.shift = slots
     _EventLoop(r, sched, prices, bt, fast, unit_steps).run(o.on_event, progress)
     if o.on_event is not None:
@@ -998,8 +1023,10 @@ def deployment(s: Scenario, serving: Count, requests: Count) -> Deployment | Non
     if par.ep and par.ep > par.tp:
         notes.append(note("EP={ep:d} spans the {dp} DP ranks (attention DP): the ranks' MoE layers run each step "
                           "together, so a rank's step waits for the slowest; simulated here as replicas alike, each "
-                          "rank's clock pays every rank's prefill passes in its group (its own first token at its "
-                          "own pass's end); other differences between the ranks' steps are not modelled.",
+                          "rank's clock paying every prefill pass of its group, where the prompts that arrive during "
+                          "a pass share the next one (R / N passes a prompt, N prompts a pass: costs."
+                          "PASS_SHARING_SOURCE; its own first token at its own pass's end); other differences "
+                          "between the ranks' steps are not modelled.",
                           ep=Count(par.ep, default("the deployment's EP")), dp=replicas))
     return Deployment(replicas, tuple(notes))
 

@@ -60,8 +60,8 @@ class Tally:
 class ReplicaState:
     """One replica: its pool, queues, running batch, host tier and clock (module docstring)."""
 
-    __slots__ = ("lockstep", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl", "Ll", "El",
-                 "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
+    __slots__ = ("lockstep", "lockstep_least", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl",
+                 "Ll", "El", "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
@@ -82,9 +82,11 @@ class ReplicaState:
         self.El = [p + q for p, q in zip(prompts, outputs, strict=True)]   # the context at which a request is done
         self.btl, self.xo, self.xo_used = blocks_at, contexts, contexts_used
         self.prefill, self.swap_cost = prefill, swap_cost
-        # attention-DP ranks in lockstep (costs.StepModel.lockstep_ranks): a prefill's price holds the other ranks'
-        # alike prefills after its own pass, which is where its first token comes (first_token_back)
-        self.lockstep = 1
+        # attention-DP ranks in lockstep: R / N passes a prompt (costs.StepModel.lockstep_ranks / pass_ranks); a
+        # prefill's price holds the other passes after its own, which is where its first token comes
+        # (first_token_back), each less the decode step it runs inside (lockstep_least: StepModel.pass_credit)
+        self.lockstep = 1.0
+        self.lockstep_least = 0.0              # a prefill's price credits each other pass this much (its decode step)
         self.tally = Tally(n)
         self.now = 0.0
         self.steps = 0
@@ -362,13 +364,16 @@ class ReplicaState:
         tally.stall_prefill += t
         return t
 
-    def first_token_back(self, t: float, alone: float = 0.0) -> float:
-        """How long before the end of a step of ``t`` s (``alone``: its decode part without prefill chunks) a
-        prompt it completes has its first token: 0, or under attention DP in lockstep (R ranks) the other R - 1
-        ranks' part, t = own + (R - 1) x (own - alone) (``costs.StepModel.mixed_parts``, ``prefill_seconds``), so
-        own = (t + (R - 1) x alone) / R and the first token comes t - own = (R - 1) x (t - alone) / R early."""
+    def first_token_back(self, t: float, alone: float | None = None) -> float:
+        """How long before the end of a step of ``t`` s (``alone``: its decode part without prefill chunks; a
+        prefill's: ``lockstep_least``) a prompt it completes has its first token: 0, or under attention DP in
+        lockstep (r = R / N passes a prompt) the other passes' part, t = own + (r - 1) x (own - alone)
+        (``costs.StepModel.mixed_parts``, ``prefill_seconds``), so own = (t + (r - 1) x alone) / r and the first
+        token comes t - own = (r - 1) x (t - alone) / r early."""
         r = self.lockstep
-        return (r - 1) * (t - alone) / r if r > 1 else 0.0
+        if alone is None:
+            alone = self.lockstep_least
+        return max((r - 1) * (t - alone) / r, 0.0) if r > 1 else 0.0
 
     def prefill_again(self, i: int, cache: int) -> float:
         """Recomputed request i's cache again, past the cached prefix. Returns its time."""

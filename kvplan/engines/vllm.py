@@ -932,13 +932,13 @@ class VllmEngine(Engine):
         from kvplan.errors import KvplanError
 
         if not self.since(V1_SINCE):
+            if async_scheduling:
+                raise KvplanError(f"--async-scheduling with {self.display_name}: it is vLLM V1's, which starts at "
+                                  f"{release_text(V1_SINCE)}", f"pin vllm>={release_text(ASYNC_SKIP_SINCE)}")
             if offload_bytes is not None:
                 raise KvplanError(f"--kv-offloading-size with {self.display_name}: native KV offloading works from "
                                   f"{release_text(OFFLOAD_SINCE)} ({OFFLOAD_SIZE_SOURCE})",
                                   f"pin vllm>={release_text(OFFLOAD_SINCE)}, or drop --kv-offloading-size")
-            if async_scheduling:
-                raise KvplanError(f"--async-scheduling with {self.display_name}: it is vLLM V1's, which starts at "
-                                  f"{release_text(V1_SINCE)}", f"pin vllm>={release_text(ASYNC_SKIP_SINCE)}")
             return None
         on, why = self.async_scheduling(async_scheduling, pp)
         if policy != "recompute":

@@ -518,7 +518,10 @@ class V1Scheduler(Scheduler):
             # next is made at once, at the same time, seeing everything; after the GPU idled, the decision sees no
             # request (all arrived since), runs nothing, and so is made again at once
             self.cut, self.call_at = self.call_at, r.now
-        if (self.front or self.asyn or self.off is not None) and r.on_finish is None:   # hear of each finish
+        if (self.front or self.asyn) and r.on_finish is None:   # hear of each finish before its blocks are freed
+            self.r = r
+            r.on_finish = self._finished
+        if self.off is not None and r.on_finish is None:     # (offloading: a finish makes its stores ready)
             self.r = r
             r.on_finish = self._finished
         if not self.wants_step(r):
@@ -660,11 +663,12 @@ class V1Scheduler(Scheduler):
         off = self.off
         assert off is not None
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
-        waiting, arrival, cut, block = r.waiting, tally.arrival, self.cut, r.block
-        seen = min(cut, r.now)
+        waiting, arrival, cut_at, block = r.waiting, tally.arrival, self.cut, r.block
+        seen = min(cut_at, r.now)
+        seats = self.max_seqs - late         # (late: seats still held by requests finished at the step before)
         k = 0
         loading = off.loading
-        while k < len(loading) and left > 0 and len(running) + len(chunks) + late < self.max_seqs:
+        while k < len(loading) and left > 0 and len(running) + len(chunks) < seats:
             i, lands, _n, after = loading[k]
             if lands > seen:
                 k += 1
@@ -680,8 +684,7 @@ class V1Scheduler(Scheduler):
             left -= c
             if after + c < tokens:
                 self.partial, computed[i] = i, after + c
-        while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
-               and arrival[waiting[0]] <= cut):
+        while waiting and left > 0 and len(running) + len(chunks) < seats and arrival[waiting[0]] <= cut_at:
             i = waiting[0]
             hit = self._hit(r, i)
             tokens = r.Pl[i] + r.g[i]
