@@ -133,6 +133,7 @@ class RefRun:
     steps: list = field(default_factory=list)    # (batch, seconds) of every decode step
     mixed_steps: int = 0                         # steps that ran prefill chunks (run_vllm)
     mixed_prefill_tokens: int = 0
+    offload: dict | None = None                  # the CPU offloading connector's counts (run_vllm rule 8)
 
     def column(self, name: str) -> list:
         return [getattr(r, name) for r in self.reqs]
@@ -490,12 +491,40 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 #    that would run nothing (no decoder, no chunk, no victim) is an empty step: at once the finished requests' blocks
 #    are freed and the waiting queue looked at again with every arrival seen. After a turn that ran no step (idle,
 #    or every request preempted), the next decision sees everything.
+# 8. vLLM's native CPU offloading connector (``kv_offloading_bytes``, from v0.14.0), one entry per offloaded block
+#    keyed (request, place) in an ordered dict, least recently used first, as vLLM's LRUCachePolicy holds them (the
+#    shared prefix's blocks are one copy outside the CPU pool of C = bytes // (block bytes x TP x PP) - shared
+#    blocks). An entry is -1 (stored while its request runs: neither loadable nor evictable), 0 (ready) or the
+#    loads reading it.
+#    a. Stores, at the end of every step, in this order: the requests first scheduled in the step, the decoders in
+#       batch order, the other chunks: a request's places from where it stopped (``shared`` at first) up to its full
+#       blocks of its computed tokens, those not on the host yet; when fewer than those are free, the first ready
+#       entries of the dict (not its own places asked for) are evicted, or, when too few are, nothing is stored (it
+#       tries again at its next step); the new entries go to the dict's end, then all its places below the new end
+#       are touched (the last place first, so its first ends most recent). All the step's stored blocks are one copy
+#       on the device-to-host direction of the host link (``_link_costs``), queued at the step's end; the request's
+#       stores land when it does.
+#    b. A victim's and a finished request's entries become ready; before the next step that runs, the clock waits
+#       until every victim's stores have landed (counted as swap stall).
+#    c. The waiting queue (after the loads of rule d): each request looked at touches its places below its full
+#       blocks; then from its GPU hit's block on, its ready places in a row (within its full blocks) can load. With
+#       any: it is admitted when blocks for its tokens (rule 5) or else for hit + loaded tokens are free; it takes
+#       blocks for hit + loaded tokens now, no budget and no seat; its places loaded count one reader more; the load
+#       starts now on the host-to-device direction, after the loads before it; its stores go on after the loaded
+#       ones; it leaves the waiting queue. Without: as rule 3.
+#    d. A load is seen by a decision that sees arrivals up to a time it landed by (at once after a turn without a
+#       step); then its readers are taken off, and, in the order the loads started, before the waiting queue, while
+#       the budget lasts and seats are left: a seen one takes min(tokens - loaded, budget) tokens (its computed
+#       tokens are hit + loaded, one less when that is all its tokens) when the blocks for them (and, rule 5, for
+#       all its tokens) are free, else the waiting is over for this step; loads not seen are passed over.
+#    e. A turn with nothing to run but loads in flight moves the clock to the first of them to land (or an arrival
+#       before it).
 DECODE, PREFILL = "decode", "prefill"
 ASYNC_SINCE = (0, 14, 0)
 
 
 def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, speculative=None,
-             async_scheduling: bool | None = None) -> RefRun:
+             async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -548,6 +577,64 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     prefix_warm = False
     started: float | None = None                 # rule 7: when the last step that ran started (None: no step since)
     late: list[Req] = []                         # rule 7: finished at the end of the step before, blocks still held
+    # rule 8: the CPU offloading connector
+    offloading = kv_offloading_bytes is not None
+    world = s.parallelism.tp * s.parallelism.pp
+    cpu_cap = max(0, kv_offloading_bytes // (block_bytes * world) - shared) if offloading else 0
+    link = float(costs.host_link_rate(s.hardware, s.host_link_gbs).value)
+
+    def move(n: int) -> float:
+        return costs.swap_seconds(n * block_bytes, n, link, costs.CostSettings(), shared_link=True)
+
+    cpu: dict[tuple[int, int], int] = {}         # (request, place) -> -1 stored while running, 0 ready, readers
+    stop_at = {r.id: shared for r in reqs}       # the next place to store
+    stores_land = {r.id: 0.0 for r in reqs}
+    loads: list[list] = []                       # [request, lands at, places, tokens once landed], in start order
+    d2h = h2d = 0.0
+    flush_until = 0.0
+    out.offload = {"loads": 0, "loaded_blocks": 0, "loaded_tokens": 0, "stored_blocks": 0, "evicted_blocks": 0,
+                   "failed_stores": 0, "peak_cpu_blocks": 0, "load_seconds": 0.0, "store_seconds": 0.0,
+                   "flush_stall_seconds": 0.0, "cpu_blocks": cpu_cap}
+    LOADING = "loading"
+
+    def touch(rid: int, upto: int) -> None:
+        for k in reversed(range(upto)):
+            if (rid, k) in cpu:
+                cpu[(rid, k)] = cpu.pop((rid, k))   # to the end: most recent
+
+    def store(r: Req, full: int) -> int:
+        start = stop_at[r.id]
+        if full <= start:
+            return 0
+        asked = [(r.id, k) for k in range(start, full)]
+        new = [key for key in asked if key not in cpu]
+        short = len(new) - (cpu_cap - len(cpu))
+        if short > 0:
+            gone = []
+            for key, readers in cpu.items():
+                if readers == 0 and key not in asked:
+                    gone.append(key)
+                    if len(gone) == short:
+                        break
+            if len(gone) < short:
+                out.offload["failed_stores"] += 1
+                return 0
+            for key in gone:
+                del cpu[key]
+            out.offload["evicted_blocks"] += short
+        stop_at[r.id] = full
+        if not new:
+            return 0
+        for key in new:
+            cpu[key] = -1
+        touch(r.id, full)
+        out.offload["peak_cpu_blocks"] = max(out.offload["peak_cpu_blocks"], len(cpu))
+        return len(new)
+
+    def make_ready(rid: int) -> None:
+        for key in cpu:
+            if key[0] == rid and cpu[key] == -1:
+                cpu[key] = 0
 
     def tokens(r: Req) -> int:
         return r.prompt + r.generated
@@ -577,6 +664,10 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     def preempt(r: Req) -> None:
         running.remove(r)
         r.preemptions += 1
+        if offloading:                           # rule 8b
+            nonlocal flush_until
+            make_ready(r.id)
+            flush_until = max(flush_until, stores_land[r.id])
         left_behind[r.id] = list(owned[r.id])
         free_all(r, computed[r.id], True)
         computed[r.id] = 0
@@ -602,6 +693,8 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         r.state, r.finish = DONE, now
         r.peak_bytes = capacity.request_bytes(s, r.prompt + r.output - 1)
         running.remove(r)
+        if offloading:                           # rule 8b
+            make_ready(r.id)
         if asyn:
             late.append(r)                       # rule 7: freed after the next decision
         else:
@@ -648,8 +741,37 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 chunks.append((p, computed[p.id], computed[p.id] + c))
                 budget -= c
         seen = started if asyn and started is not None else float("inf")   # rule 7
+        fresh: list[Req] = []                    # rule 8a: first scheduled in this step
         while not preempted:
-            while waiting and budget > 0 and len(running) + len(late) < max_batch and waiting[0].arrival <= seen:
+            blocked = False
+            if offloading:                       # rule 8d
+                lseen = min(seen, now)
+                for ld in loads:
+                    if ld[1] <= lseen and ld[2] is not None:
+                        for key in ld[2]:
+                            cpu[key] -= 1
+                        ld[2] = None
+                k = 0
+                while k < len(loads) and budget > 0 and len(running) + len(late) < max_batch:
+                    q, lands, _places, after = loads[k]
+                    if lands > lseen:
+                        k += 1
+                        continue
+                    c = min(tokens(q) - after, budget)
+                    if ((whole_input and blocks_for(tokens(q)) - len(owned[q.id]) > len(queue))
+                            or blocks_for(after + c) - len(owned[q.id]) > len(queue)):
+                        blocked = True
+                        break
+                    loads.pop(k)
+                    take_front(q, blocks_for(after + c) - len(owned[q.id]))
+                    computed[q.id] = after
+                    status[q.id] = PREFILL
+                    q.state = RUNNING
+                    running.append(q)
+                    chunks.append((q, after, after + c))
+                    budget -= c
+            while (not blocked and waiting and budget > 0 and len(running) + len(late) < max_batch
+                   and waiting[0].arrival <= seen):
                 q = waiting[0]
                 cap = (tokens(q) - 1) // block
                 own = 0
@@ -661,7 +783,17 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 own_used = max(0, got - base)
                 hit = got * block
                 c = min(tokens(q) - hit, budget)
-                if slots_for(tokens(q) if whole_input else hit + c) > len(queue):
+                ext = 0
+                if offloading:                   # rule 8c: touched, then its ready places in a row after the hit
+                    full = tokens(q) // block
+                    touch(q.id, full)
+                    if full * block - hit >= block:
+                        while got + ext < full and cpu.get((q.id, got + ext), -1) >= 0:
+                            ext += 1
+                if ext:
+                    if blocks_for(tokens(q) if whole_input else hit + ext * block) > len(queue):
+                        break
+                elif slots_for(tokens(q) if whole_input else hit + c) > len(queue):
                     break
                 waiting.pop(0)
                 for bid in before[:own_used]:     # hits: out of the free queue, back to the request
@@ -675,6 +807,25 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                     q.admitted, q.prefix_hit_tokens = now, hit
                 if hit_tokens:
                     prefix_warm = True
+                if ext:                          # rule 8c: the load
+                    places = [(q.id, got + k) for k in range(ext)]
+                    for key in places:
+                        cpu[key] += 1
+                    took = move(ext)
+                    h2d = max(now, h2d) + took
+                    after = hit + ext * block
+                    loads.append([q, h2d, places, after - (after == tokens(q))])
+                    stop_at[q.id] = got + ext
+                    take_front(q, blocks_for(after) - len(owned[q.id]))
+                    status[q.id] = LOADING
+                    q.state = LOADING
+                    out.offload["loads"] += 1
+                    out.offload["loaded_blocks"] += ext
+                    out.offload["loaded_tokens"] += ext * block
+                    out.offload["load_seconds"] += took
+                    continue
+                if not q.preemptions:
+                    fresh.append(q)
                 take_front(q, slots_for(hit + c) - len(owned[q.id]))
                 computed[q.id] = hit
                 status[q.id] = PREFILL
@@ -696,10 +847,18 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
             started = None
             if preempted:
                 continue
+            if loads:                            # rule 8e
+                now = max(now, min(min(ld[1] for ld in loads), pending[0][0] if pending else float("inf")))
+                continue
             if pending:
                 now = max(now, pending[0][0])
                 continue
             break
+        decided = now
+        if offloading and flush_until > now:     # rule 8b: the victims' stores land first
+            out.offload["flush_stall_seconds"] += flush_until - now
+            out.swap_stall_seconds += flush_until - now
+            now = flush_until
         cb = sum(float(sm.request_cache(float(tokens(r)))[0]) for r in decoders)
         cf = sum(float(sm.request_cache(float(tokens(r)))[1]) for r in decoders)
         spans = [(a, e) for _, a, e in chunks]
@@ -714,7 +873,7 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         for q, a, e in chunks:
             q.recomputed += max(0, min(e, high[q.id]) - a)
         out.peak_running = max(out.peak_running, b + len(chunks))
-        started = now
+        started = decided
         now += dt
         out.decode_steps += 1
         out.steps.append((b, dt))
@@ -728,6 +887,23 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                     q.first_token = now
                 q.generated += 1
                 status[q.id] = DECODE
+        if offloading:                           # rule 8a: the step's stores, one copy at its end
+            total = 0
+            storing = []
+            order = ([(q, e) for q, _, e in chunks if q in fresh] + [(r, computed[r.id]) for r in decoders]
+                     + [(q, e) for q, _, e in chunks if q not in fresh])
+            for r, have in order:
+                n = store(r, have // block)
+                if n:
+                    total += n
+                    storing.append(r)
+            if total:
+                took = move(total)
+                d2h = max(now, d2h) + took
+                out.offload["stored_blocks"] += total
+                out.offload["store_seconds"] += took
+                for r in storing:
+                    stores_land[r.id] = d2h
         for r in list(running):
             high[r.id] = max(high[r.id], computed[r.id])
             if status[r.id] == DECODE and r.generated >= r.output:

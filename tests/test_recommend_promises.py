@@ -300,6 +300,29 @@ def test_the_plan_is_priced_with_the_context_limit_its_launch_command_prints(run
     assert "launch command prints" in d["derivations"]["context_limit_tokens"]["formula"]
 
 
+def test_the_emitted_offloading_size_is_what_simulate_models():
+    """The --kv-offloading-size recommend emits for a vLLM >= 0.14 release is the option kvplan simulate takes for
+    vLLM's CPU offloading connector (kvplan.engines.vllm_scheduler.CpuPool): on the same deployment, with a pool small
+    enough to preempt, the victims load their blocks back instead of recomputing them."""
+    import numpy as np
+
+    from kvplan.calc import simulate as sim
+    from kvplan.inputs import workload as wl
+
+    s = _llama("vllm==0.14")
+    plan = plan_recommend(s, RecommendOptions(tpot_slo=1.0, dram_bytes_per_node=2_000_000_000_000))
+    flags = {f.flag: f.value for f in s.engine_adapter.launch_command(plan).flags}
+    gib = float(flags["--kv-offloading-size"])
+    assert flags["--kv-offloading-backend"] == "native" and gib > 0
+    tight = s.with_(kv_pool_bytes=200 * 2**20)          # 100 blocks of 2 MiB: every trace below preempts
+    work = wl.build(requests=30, seed=3, prompt=wl.parse_dist("uniform:50,400", "p"),
+                    output=wl.parse_dist("lognormal:mean=300,p99=1200", "o"), max_len=1500, rate=20.0)
+    off = sim.simulate(tight, work, sim.SimOptions())
+    on = sim.simulate(tight, work, sim.SimOptions(kv_offloading_bytes=int(gib * 2**30)))
+    assert off.preemptions.sum() > 0 and on.offload["loads"] > 0
+    assert int(np.sum(on.recomputed)) < int(np.sum(off.recomputed)) / 4
+
+
 def test_sglang_hicache_is_in_every_modelled_release():
     # --enable-hierarchical-cache: sgl-project/sglang @v0.4.6 python/sglang/srt/server_args.py, the oldest release
     # kvplan models, and every release to v0.5.23 (engines/sglang.py HICACHE_SOURCE)

@@ -610,8 +610,13 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks
                        "{rc:,.3f} s for one at {g}, so preempt the youngest and protect long chains",
                        young=Tokens(young), young_rc=young_row.recompute, rc=this.recompute, g=g)
     swap_cheaper = not this.recompute_cheaper
+    # vLLM from v0.14.0 swaps nothing out: its CPU offloading connector writes every full block through to the tier
+    # and a victim loads what is left of it back (kvplan simulate --kv-offloading-size models it); V0 releases swap
     value = (f"swap (--preemption-mode swap: {s.engine_adapter.display_name}'s swap space)" if mode == "swap" and
-             swap_space else "swap first (to the DRAM tier), recompute last" if mode == "swap" else
+             swap_space else
+             "load the victim's blocks back from the CPU offloading tier (vLLM writes them through), recompute the "
+             "rest" if mode == "swap" and s.engine_adapter.id == "vllm" else
+             "swap first (to the DRAM tier), recompute last" if mode == "swap" else
              f"recompute (the only mode {s.engine_adapter.display_name} has)" if lacks else
              "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
     agrees = mode == "swap"

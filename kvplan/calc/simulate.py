@@ -98,7 +98,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
 # (engine: the variant runs that engine's memory rules and scheduler on the same requests)
 COMPARE_KEYS = ("policy", "victim", "kv-dtype", "engine", "max-batch", "dram", "offload-threshold",  # threshold: F/off
-                "hicache")    # SGLang's HiCache: on, off or a write policy
+                "hicache",    # SGLang's HiCache: on, off or a write policy
+                "kv-offloading-size")    # vLLM's CPU offloading connector: GiB or off
 
 
 def parse_compare(text: str) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -284,6 +285,21 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
     if bind is not None:     # SGLang's HiCache: blocks over the host link, priced by the one cost model
         bind(u.block_bytes, u.total_blocks + u.prefix_blocks, *_link_costs(u.block_bytes, u.link))
         _check_host_pool(getattr(sched, "host_blocks", 0) * u.block_bytes, dram_cap)
+    bind_off = getattr(sched, "bind_offload", None)
+    if bind_off is not None and o.kv_offloading_bytes is not None:   # vLLM's CPU offloading connector
+        if not reuse:
+            raise KvplanError(f"--kv-offloading-size with {s.sized_model.id}: its sliding-window or state layers do "
+                              "not add one block per block of tokens, and kvplan models vLLM's CPU offloading only for "
+                              "full attention and MLA", "drop --kv-offloading-size, or simulate a full-attention or "
+                              "MLA model")
+        world = s.parallelism.tp * s.parallelism.pp
+        if dram_cap is not None and o.kv_offloading_bytes > dram_cap * world:
+            raise KvplanError(f"--kv-offloading-size {o.kv_offloading_bytes / 2**30:g} GiB is more than the "
+                              f"{dram_cap * world / 2**30:,.2f} GiB of host DRAM of the replica's {world} GPUs "
+                              "(--dram, else the node's); vLLM pins that buffer at start-up",
+                              "lower --kv-offloading-size, or "
+                              "give the node's DRAM with --dram")
+        bind_off(u.block_bytes, world, *_link_costs(u.block_bytes, u.link))
     fast = unit_steps and not prices.has_caps and not prices.reference   # the O(1) path: no windows, no caps
     arrivals = None if workload.arrivals is None else np.asarray(workload.arrivals, dtype=float).tolist()
     r = ReplicaState(prompts=P.tolist(), outputs=L.tolist(), block=u.block, blocks_at=bt.tolist(),
@@ -310,7 +326,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                   scheduler_notes=sched.notes, preemption_cause=sched.preemption_cause,
                   recompute_hit_tokens=per["recompute_hits"], mixed_steps=t.mixed_steps,
                   mixed_prefill_tokens=t.mixed_tokens, mixed_prefill=sched.steps_itself,
-                  hicache=stats() if (stats := getattr(sched, "hicache_stats", None)) is not None else None)
+                  hicache=stats() if (stats := getattr(sched, "hicache_stats", None)) is not None else None,
+                  offload=dict(off.stats) if (off := getattr(sched, "off", None)) is not None else None)
 
 
 def _link_costs(block_bytes: int, link: float):
@@ -909,7 +926,10 @@ def merge_runs(s: Scenario, o: SimOptions, workload: Workload, routed: list, run
         prefill_seconds=total("prefill_seconds"), swap_stall_seconds=total("swap_stall_seconds"),
         timeline=_sum_timelines([run.timeline for run in runs]), replicas=len(runs), replica_of=rep[order],
         mixed_steps=total("mixed_steps"), mixed_prefill_tokens=total("mixed_prefill_tokens"),
-        hicache=_merged_hicache([run.hicache for run in runs], order))
+        hicache=_merged_hicache([run.hicache for run in runs], order),
+        offload=None if runs[0].offload is None else {
+            k: (max(run.offload[k] for run in runs) if k.startswith(("peak", "cpu")) else
+                sum(run.offload[k] for run in runs)) for k in runs[0].offload})
 
 
 def _merged_hicache(stats: list, order) -> dict | None:

@@ -77,7 +77,8 @@ def simulate(
     compare: Annotated[str | None, typer.Option("--compare", metavar="VARIANTS", help="The same arrivals under "
                                                 "other settings, side by side: comma-separated key=value "
                                                 "(policy, victim, kv-dtype, engine, max-batch, dram, "
-                                                "offload-threshold, hicache; join keys with +), "
+                                                "offload-threshold, hicache, kv-offloading-size; join keys "
+                                                "with +), "
                                                 "e.g. policy=swap,kv-dtype=bf16.")] = None,
     sweep_rate: Annotated[str | None, typer.Option("--sweep-rate", metavar="FROM:TO:POINTS", help="Poisson "
                                                    "arrivals at each of POINTS rates from FROM to TO requests/s: "
@@ -102,6 +103,9 @@ def simulate(
     async_scheduling: Annotated[bool | None, typer.Option(
         "--async-scheduling/--no-async-scheduling", help="vLLM's async scheduling (each step decided while the one "
         "before it runs), as vLLM's flag: on by default from v0.14.0, off before; from v0.12.0.")] = None,
+    kv_offloading_size: Annotated[str | None, typer.Option(
+        "--kv-offloading-size", metavar="GiB", help="vLLM's native CPU offloading connector, as vLLM's flag: its CPU "
+        "buffer in GiB for the whole instance (all TP x PP ranks); from v0.14.0.")] = None,
     disable_overlap_schedule: Annotated[bool, typer.Option(
         "--disable-overlap-schedule", help="SGLang's flag: turn off its overlap scheduler (each batch decided while "
         "the one before it runs; on by default).")] = False,
@@ -123,6 +127,7 @@ def simulate(
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
         speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
         hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling,
+        kv_offloading_size=kv_offloading_size,
         disable_overlap_schedule=disable_overlap_schedule)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:

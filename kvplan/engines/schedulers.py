@@ -29,6 +29,11 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         flag = "--async-scheduling" if o.async_scheduling else "--no-async-scheduling"
         raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s", f"use --engine vllm, or drop {flag}")
+    if getattr(o, "kv_offloading_bytes", None) is not None and engine.id != "vllm":
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--kv-offloading-size is vLLM's CPU offloading connector, not {engine.display_name}'s",
+                          "use --engine vllm, or drop --kv-offloading-size (SGLang: --enable-hierarchical-cache)")
     if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":
         from kvplan.errors import KvplanError
 
@@ -41,7 +46,8 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
     if engine.id == "vllm":
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks, async_scheduling=getattr(o, "async_scheduling", None),
-                                         pp=s.parallelism.pp, speculative=getattr(o, "speculative", None))
+                                         pp=s.parallelism.pp, speculative=getattr(o, "speculative", None),
+                                         offload_bytes=getattr(o, "kv_offloading_bytes", None))
         if v1 is not None:
             span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"

@@ -956,18 +956,25 @@ class VllmEngine(Engine):
 
     def simulation_scheduler(self, policy: str, victim: str, max_seqs: int, budget: int,
                              offload_threshold: float | None, reuse: bool, prefix_blocks: int, *,
-                             async_scheduling: bool | None = None, pp: int = 1, speculative: tuple | None = None):
+                             async_scheduling: bool | None = None, pp: int = 1, speculative: tuple | None = None,
+                             offload_bytes: int | None = None):
         """``kvplan simulate``'s scheduler for this release: vLLM V1's (``kvplan.engines.vllm_scheduler``) from
         ``V1_SINCE``, else None (the caller runs the rule book: V0's watermark and swap space). Refuses what V1
         cannot do: swap, and the offloading connector (not modelled). ``async_scheduling``: --async-scheduling /
         --no-async-scheduling, None for the release's default (``async_scheduling``). ``speculative``: simulate's
-        --speculative (K, acceptance), whose slots each running request holds (``speculative_slots``)."""
+        --speculative (K, acceptance), whose slots each running request holds (``speculative_slots``).
+        ``offload_bytes``: --kv-offloading-size in bytes (the native CPU offloading connector, from
+        ``OFFLOAD_SINCE``; None: off)."""
         from kvplan.errors import KvplanError
 
         if not self.since(V1_SINCE):
             if async_scheduling:
                 raise KvplanError(f"--async-scheduling with {self.display_name}: it is vLLM V1's, which starts at "
                                   f"{release_text(V1_SINCE)}", f"pin vllm>={release_text(ASYNC_SKIP_SINCE)}")
+            if offload_bytes is not None:
+                raise KvplanError(f"--kv-offloading-size with {self.display_name}: native KV offloading works from "
+                                  f"{release_text(OFFLOAD_SINCE)} ({OFFLOAD_SIZE_SOURCE})",
+                                  f"pin vllm>={release_text(OFFLOAD_SINCE)}, or drop --kv-offloading-size")
             return None
         on, why = self.async_scheduling(async_scheduling, pp)
         if policy != "recompute":
@@ -975,9 +982,18 @@ class VllmEngine(Engine):
                               "space: it preempts by recompute", f"drop --policy, or pin vllm=={release_text(OLDEST)} "
                               "(V0, which swaps), or use --engine neutral for the swap what-if")
         if offload_threshold is not None:
-            raise KvplanError("--offload-threshold with --engine vllm: kvplan does not model vLLM's KV offloading "
-                              "connector yet", "drop --offload-threshold, or use --engine neutral for the offload "
-                              "what-if")
+            raise KvplanError("--offload-threshold with --engine vllm: vLLM has no proactive offload above an "
+                              "occupancy; its native CPU offloading connector writes every full block through",
+                              "use --kv-offloading-size GiB for vLLM's connector, or --engine neutral for the "
+                              "threshold what-if")
+        if offload_bytes is not None:
+            if not self.since(OFFLOAD_SINCE):
+                raise KvplanError(f"--kv-offloading-size with {self.display_name}: native KV offloading works from "
+                                  f"{release_text(OFFLOAD_SINCE)} ({OFFLOAD_SIZE_SOURCE})",
+                                  f"pin vllm>={release_text(OFFLOAD_SINCE)}, or drop --kv-offloading-size")
+            if speculative is not None:
+                raise KvplanError("--kv-offloading-size with --speculative: kvplan does not model vLLM's offloading "
+                                  "with speculative decoding's slots", "drop one of them")
         if max_seqs > budget:
             raise KvplanError(f"max_num_seqs {max_seqs:,} is more than max_num_batched_tokens {budget:,}, which vLLM "
                               "refuses at start-up", "lower --max-batch, or raise --max-num-batched-tokens")
@@ -986,7 +1002,9 @@ class VllmEngine(Engine):
         slots, slots_why, _ = self.speculative_slots(speculative[0]) if speculative is not None else (0, "", "")
         return V1Scheduler(victim, max_seqs, budget, reuse, prefix_blocks, full_isl=self.since(FULL_ISL_SINCE),
                            hashless_front=self.since(HASHLESS_FRONT_SINCE), async_scheduling=on, async_why=why,
-                           spec_slots=slots, spec_why=slots_why)
+                           spec_slots=slots, spec_why=slots_why, offload_bytes=offload_bytes,
+                           offload_why=f"{offload_bytes / 2**30:g} GiB (--kv-offloading-size, "
+                                       f"{release_text(OFFLOAD_SINCE)}+)" if offload_bytes is not None else "")
 
     def speculative_slots(self, k: int) -> tuple[int, str, str]:
         """KV slots a decoding request holds past its context with --speculative K (MTP drafting), why, and the

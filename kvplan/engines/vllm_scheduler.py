@@ -119,10 +119,56 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
   then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
   (scheduler.py ``schedule``). kvplan models the default.
+
+KV offloading (``--kv-offloading-size GiB``, the native CPU offloading connector; working from v0.14.0,
+``OFFLOAD_SINCE`` in ``kvplan.engines.vllm``). Read in the v0.19.0 wheel (2a69949bd):
+``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py`` (``OffloadingConnectorScheduler``),
+``.../offloading/worker.py``, ``vllm/v1/kv_offload/cpu/manager.py``, ``cpu/policies/lru.py``, ``cpu/spec.py`` and the
+waiting loop of ``vllm/v1/core/sched/scheduler.py``; v0.14.0 has the same rules in ``offloading_connector.py`` and
+``kv_offload/lru_manager.py``. ``CpuPool`` holds them; with offloading on every step is decided by ``step`` (the
+stores are per step), so no closed-form decode runs are taken.
+
+* The CPU pool: ``cpu_bytes_to_use // (page bytes x KV tensors x world_size)`` blocks (``CPUOffloadingSpec``):
+  --kv-offloading-size x 2^30 over one block of every layer per GPU x TP x PP (the size is the whole instance's;
+  each DP replica has its own). The shared prefix's blocks are one copy taken off it (every store touches them:
+  they never become the least recently used).
+* Store, write-through: after each step is decided, every scheduled request's full blocks of its computed +
+  scheduled tokens not stored yet (``_get_reqs_to_store``, ``_next_stored_block_idx``), in ``yield_req_data``'s
+  order (the requests first scheduled, then the running ones). ``prepare_store`` skips blocks already on the host
+  and evicts for room the least recently used blocks that are ready and not being read; when too few are, nothing
+  is stored and the request tries again at its next step. Then all its stored blocks are touched
+  (``LRUCachePolicy.touch`` moves them to the end in reverse order: its first block is the most recent, so a group
+  is evicted tail first).
+* Timing: the worker defers each store to the start of the next step (``prepare_store_kv``: "so that offloading
+  starts AFTER transfers related to token sampling") and copies it asynchronously: kvplan queues a step's stored
+  blocks as one copy on the device-to-host direction of the host link at the step's end, priced
+  ``costs.swap_seconds`` per block (``calc.simulate._link_costs``), off the critical path. A preemption flushes the
+  victim's stores (``reqs_to_flush``; ``handle_preemptions`` waits for its store jobs before the step runs): the
+  step waits until they have landed (counted as swap stall).
+* Ready: a stored block reads as not ready (``BlockStatus.ref_cnt = -1``: neither loadable nor evictable) until
+  ``complete_store``, which the scheduler calls for a preempted request at once (``build_connector_meta``) and for a
+  finished one when the worker reports it (``finished_sending``); a running request's stores stay pinned.
+* Load instead of recompute: a waiting request looked at by the waiting loop (``request.num_computed_tokens == 0``)
+  is looked up after its GPU prefix hit (``get_num_new_matched_tokens``: its full blocks touched, then the ready
+  blocks in a row from the hit's end, at least one). With a hit the scheduler allocates the blocks of the hit and the
+  loaded tokens now (under the whole-input check from v0.19.0), takes no token budget and no seat, parks it as
+  ``WAITING_FOR_REMOTE_KVS`` and goes on to the next request. The load starts on the host-to-device direction at
+  once (``start_kv_transfers``), pins the blocks it reads, and is seen by the first decision made after it landed
+  (``finished_recving``); then FCFS serves those requests first (``skipped_waiting``), each as a waiting request
+  whose tokens past the loaded ones are scheduled (a load of every token recomputes the last:
+  ``_update_waiting_for_remote_kv``). A request's stores go on after the loaded blocks.
+
+Differences kvplan keeps (not modelled): a finished request's GPU blocks are freed at its finish (vLLM holds them
+until the worker reports its stores done, at least one step later); each request's store is one job in vLLM, one
+copy per step here; a copy is one per block (``swap_seconds``' copy overhead), not per layer; ``store_threshold``
+(v0.19.0 ``reuse_manager.py``, default off) and the ``arc`` policy; sliding-window and state layers (refused), and
+speculative decoding's slots with offloading (refused). New prompts find nothing on the host: kvplan's requests
+share only the shared prefix, which the GPU's prefix cache always holds.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from typing import TYPE_CHECKING
@@ -173,7 +219,8 @@ class V1Scheduler(Scheduler):
 
     def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
                  full_isl: bool = False, hashless_front: bool = False, async_scheduling: bool = False,
-                 async_why: str = "", spec_slots: int = 0, spec_why: str = "") -> None:
+                 async_why: str = "", spec_slots: int = 0, spec_why: str = "",
+                 offload_bytes: int | None = None, offload_why: str = "") -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
         # async scheduling (module docstring, "Async scheduling"): each step decided when the one before it started
         self.asyn = async_scheduling
@@ -194,14 +241,22 @@ class V1Scheduler(Scheduler):
              + (": each step decided while the one before it runs (an arrival first scheduled a step later, a "
                 "finished request's blocks and seat freed a step later)" if async_scheduling else "")),
             *((f"speculative decoding: each running request holds the blocks of its tokens + {spec_slots} slots: "
-               f"{spec_why}; kvplan reserves them from admission on",) if spec_slots else ()))
+               f"{spec_why}; kvplan reserves them from admission on",) if spec_slots else ()),
+            *((f"native CPU offloading, {offload_why}: full blocks written through to an LRU CPU pool, a waiting "
+               "victim loads what is left of its blocks there instead of recomputing them (offloading_connector "
+               "OffloadingConnectorScheduler, kv_offload/cpu)",) if offload_bytes is not None else ()))
+        # vLLM's CPU offloading connector (module docstring, "KV offloading"): the pool's size in bytes for the whole
+        # instance; ``bind_offload`` turns it into blocks and gives the link's prices
+        self.offload_bytes = offload_bytes
+        self.off: CpuPool | None = None
         self.spec_slots = spec_slots         # (the replica's block table and phases count them: ``r.shift``)
         # the output's one-line name of the rules (``engine_rules``)
         self.short = ("mixed prefill chunks, recompute reusing cached blocks, "
                       + ("whole-input" if full_isl else "first-chunk") + " admission"
                       + (", hashless blocks first" if hashless_front else "")
                       + (", async scheduling" if async_scheduling else "")
-                      + (f", speculative slots: {spec_slots} a request" if spec_slots else ""))
+                      + (f", speculative slots: {spec_slots} a request" if spec_slots else "")
+                      + (", CPU offloading" if offload_bytes is not None else ""))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
                          "cached blocks; by release: " + "; ".join(self.rules) + ")")
@@ -226,6 +281,7 @@ class V1Scheduler(Scheduler):
         self.mixed: Callable[[list[tuple[int, int]]], tuple[float, float]] = lambda chunks: (0.0, 0.0)
         self._no_room: tuple[int, int, int, int, int] | None = None   # where the waiting head last did not fit
         self.r: ReplicaState | None = None   # the replica, once a finish must be heard of (``front``)
+        self.fresh: list[int] = []           # (offloading) the requests first scheduled in this step
 
     # --- the free queue -----------------------------------------------------------------------------------------
     def _advance(self, r: ReplicaState) -> None:
@@ -269,6 +325,11 @@ class V1Scheduler(Scheduler):
         (``late``), and ``_late_out`` takes them back until that decision is made."""
         r = self.r
         assert r is not None
+        off = self.off
+        if off is not None:                  # its stored blocks ready on the host (nothing looks them up again)
+            off.ready(i)
+            off.nxt.pop(i, None)
+            off.done.pop(i, None)
         if self.asyn:
             n = r.held[i]
             self.late.append((i, n, r.Pl[i] + r.g[i] - 1))
@@ -303,6 +364,10 @@ class V1Scheduler(Scheduler):
         """Victim i out of the batch (the caller took it out of ``running``): its blocks to the queue's tail, tail
         block first, its full blocks of ``cached`` tokens still hashed; to the front of the waiting queue."""
         r.tally.preemptions[i] += 1
+        off = self.off
+        if off is not None:                  # its stores flushed: ready on the host once they land
+            off.ready(i)
+            off.flush_at = max(off.flush_at, off.done.get(i, 0.0))
         start, n = self._free(r, i, cached)
         if self.reuse:
             self.seg[i] = (start, n, cached // r.block - self.hb)
@@ -462,11 +527,15 @@ class V1Scheduler(Scheduler):
         if (self.front or self.asyn) and r.on_finish is None:   # hear of each finish before its blocks are freed
             self.r = r
             r.on_finish = self._finished
+        if self.off is not None and r.on_finish is None:     # (offloading: a finish makes its stores ready)
+            self.r = r
+            r.on_finish = self._finished
         # the step carries a prefill chunk: one is part-way, or the waiting queue's head gets in; with async
         # scheduling also a step decided while requests that finished at the end of the step before still hold
         # their blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here
         # too when it fits, which runs without it: it is not seen yet.) Otherwise False: the event loop's run
-        if self.partial < 0 and not self.late:
+        # With offloading every step runs here (its stores are per step).
+        if self.partial < 0 and not self.late and not (self.off is not None and (r.running or self.off.loading)):
             waiting = r.waiting
             if not waiting or r.preempted:
                 return False
@@ -493,6 +562,12 @@ class V1Scheduler(Scheduler):
             first = None
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         late = len(self.late)                  # seats still held by requests finished at the step before
+        if self.off is not None:               # the loads this decision sees landed: unpinned on the host
+            self.fresh.clear()
+            seen = min(self.cut, r.now)
+            for x in self.off.loading:
+                if x[1] <= seen:
+                    self.off.landed(x[0])
         if late:
             self._late_out(r)
         need1 = self.need1() if running else 0
@@ -536,9 +611,20 @@ class V1Scheduler(Scheduler):
         self._late_in(r)                       # the finished requests' blocks, freed after the decision
         b = len(running)
         r.partial = (self.partial, computed[self.partial]) if self.partial >= 0 else ()
+        off = self.off
         if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
             r.preempted = True                 # (async scheduling) an empty decision, made again at once
+            if off is not None and off.loading and not preempted:   # only loads in flight: on to the first to land
+                upcoming = min(x[1] for x in off.loading)
+                if r.arrivals and r.arrivals[0][0] < upcoming:
+                    upcoming = r.arrivals[0][0]
+                r.now = max(r.now, upcoming)
+                self.call_at = math.inf       # (async) the GPU idled: the next decision sees everything
             return True
+        if off is not None and off.flush_at > r.now:   # a victim's stores land before the step runs (the flush)
+            off.stats["flush_stall_seconds"] += off.flush_at - r.now
+            tally.stall_swap += off.flush_at - r.now
+            r.now = off.flush_at
         spans = [(a, e) for _, a, e in chunks]
         t, alone = self.mixed(spans)
         if chunks:
@@ -555,6 +641,8 @@ class V1Scheduler(Scheduler):
         r.steps += 1
         r.preempted = False
         tally.marks.extend((r.now, used, b, 0, 0))
+        if off is not None:
+            self._store(r, off, chunks)
         r.complete()
         for i, _, e in chunks:                 # a token at the end of the step that completes the prompt
             if e < r.Pl[i] + r.g[i]:
@@ -575,6 +663,8 @@ class V1Scheduler(Scheduler):
         """The waiting queue from its front into the step, while the budget (``left`` tokens) and the batch allow
         and the head's blocks are free; ``late`` seats are still held by requests that finished at the step before
         (async scheduling), and a request arrived after ``cut`` is not seen yet."""
+        if self.off is not None:
+            return self._admit_off(r, left, chunks, late)
         running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
         waiting, arrival, cut = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
@@ -600,3 +690,249 @@ class V1Scheduler(Scheduler):
             left -= c
             if hit + c < r.Pl[i] + r.g[i]:
                 self.partial, computed[i] = i, hit + c
+
+    def _admit_off(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int) -> None:
+        """``V1Scheduler._admit`` with the CPU offloading connector (module docstring, "KV offloading"): first the
+        requests whose loads this decision sees landed, in the order their loads started (FCFS serves
+        ``skipped_waiting`` first; those still loading are skipped); then the waiting queue, where a victim whose blocks
+        after its GPU hit are on the host loads them (its blocks taken now, no token budget, no seat) and the next
+        request is looked at."""
+        off = self.off
+        assert off is not None
+        running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        waiting, arrival, cut_at, block = r.waiting, tally.arrival, self.cut, r.block
+        seen = min(cut_at, r.now)
+        seats = self.max_seqs - late         # (late: seats still held by requests finished at the step before)
+        k = 0
+        loading = off.loading
+        while k < len(loading) and left > 0 and len(running) + len(chunks) < seats:
+            i, lands, _n, after = loading[k]
+            if lands > seen:
+                k += 1
+                continue
+            tokens = r.Pl[i] + r.g[i]
+            c = min(tokens - after, left)
+            if (self.full_isl and btl[tokens] - r.held[i] > r.free) or btl[after + c] - r.held[i] > r.free:
+                return                            # the first that does not fit stops admission
+            del loading[k]
+            r.free -= btl[after + c] - r.held[i]
+            r.held[i] = btl[after + c]
+            chunks.append((i, after, after + c))
+            left -= c
+            if after + c < tokens:
+                self.partial, computed[i] = i, after + c
+        while waiting and left > 0 and len(running) + len(chunks) < seats and arrival[waiting[0]] <= cut_at:
+            i = waiting[0]
+            hit = self._hit(r, i)
+            tokens = r.Pl[i] + r.g[i]
+            hits = off.lookup(i, hit // block, tokens, block)
+            if hits:
+                ext = hits * block
+                if (btl[tokens] if self.full_isl else btl[hit + ext]) > r.free:
+                    break
+            else:
+                c = min(tokens - hit, left)
+                if self._need(r, (i, hit, c)) > r.free:
+                    break
+            waiting.popleft()
+            if i in self.seg:
+                self._take_back(r, i, hit)
+                tally.recompute_hits[i] += hit - (self.hb * block if r.prefix_cached else 0)
+            elif r.g[i] == 0 and i not in self.redo:
+                tally.admitted[i] = r.now
+                tally.prefix_hits[i] = hit
+                self.fresh.append(i)
+            if self.hb:
+                r.prefix_cached = True
+            if hits:                              # the load: its blocks now, its tokens once it lands
+                r.held[i] = btl[hit + ext]
+                r.free -= r.held[i]
+                after = hit + ext - (hit + ext == tokens)
+                off.start_load(i, r.now, hit // block, hits, after)
+                off.stats["loaded_tokens"] += ext
+                continue
+            r.held[i] = btl[hit + c]
+            r.free -= r.held[i]
+            chunks.append((i, hit, hit + c))
+            left -= c
+            if hit + c < tokens:
+                self.partial, computed[i] = i, hit + c
+
+
+    def _store(self, r: ReplicaState, off: CpuPool, chunks: list[tuple[int, int, int]]) -> None:
+        """The step's stores (``_get_reqs_to_store``, in ``yield_req_data``'s order: the requests first scheduled in
+        this step, then the running ones: the decoders in batch order, then the other chunks): each request's full
+        blocks of its computed tokens not stored yet; together one copy on the device-to-host direction of the link,
+        queued at the step's end (submitted at the start of the next step, which it does not hold up)."""
+        block, steps, xo_l = r.block, r.steps, r.xo_l
+        fresh = self.fresh
+        done: list[int] = []
+        total = 0
+        for i, _a, e in chunks:
+            if i in fresh:
+                n = off.store(i, e // block)
+                if n:
+                    total += n
+                    done.append(i)
+        nxt, hb, store = off.nxt, off.hb, off.store
+        for i in r.running:                  # (a block boundary once every ``block`` steps: looked at inline)
+            full = (xo_l[i] + steps - 1) // block
+            if full > nxt.get(i, hb):
+                n = store(i, full)
+                if n:
+                    total += n
+                    done.append(i)
+        for i, _a, e in chunks:
+            if i not in fresh:
+                n = off.store(i, e // block)
+                if n:
+                    total += n
+                    done.append(i)
+        if total:
+            t = off.store_s(total)
+            off.out_free = max(r.now, off.out_free) + t
+            off.stats["stored_blocks"] += total
+            off.stats["store_seconds"] += t
+            for i in done:
+                off.done[i] = off.out_free
+
+
+    def bind_offload(self, block_bytes: int, world: int, store_s: Callable[[int], float],
+                      load_s: Callable[[int], float]) -> int:
+        """The CPU pool from ``--kv-offloading-size`` (bytes for the whole instance): ``cpu_bytes_to_use // (one
+        block's bytes per GPU x TP x PP)`` blocks (v0.19.0 ``kv_offload/cpu/spec.py``), the shared prefix's copy taken
+        off; the link's prices of n blocks each way. Returns the CPU pool's blocks (0: none)."""
+        if self.offload_bytes is None:
+            return 0
+        cap = max(0, self.offload_bytes // (block_bytes * world) - self.hb)
+        self.off = CpuPool(cap, self.hb, block_bytes)
+        self.off.store_s, self.off.load_s = store_s, load_s
+        return cap
+
+
+class CpuPool:
+    """vLLM's native CPU offloading connector (``--kv-offloading-size``, v0.14.0+), as the module docstring's
+    "KV offloading" says: ``cap`` CPU blocks, LRU over groups (one per request: its blocks are touched together,
+    its highest block index least recent), each block stored while its request runs not ready (not evictable, not
+    loadable) until the request is preempted or finishes, the blocks being loaded pinned until the load lands.
+    Block indices count every block of the request's tokens; the shared prefix's ``hb`` blocks are one copy held
+    outside ``cap`` (the caller takes them off)."""
+
+    def __init__(self, cap: int, hb: int, block_bytes: int) -> None:
+        from collections import OrderedDict
+
+        self.cap, self.hb, self.block_bytes = cap, hb, block_bytes
+        self.used = 0
+        self.groups: OrderedDict[int, list] = OrderedDict()   # request -> [ready (sorted), busy (sorted), pin]
+        self.nxt: dict[int, int] = {}       # the next block index to store (``_next_stored_block_idx``)
+        self.done: dict[int, float] = {}    # when the request's last store lands on the host
+        self.loading: list[list] = []       # [request, lands at, blocks, tokens after] in the order loads started
+        self.out_free = self.in_free = 0.0  # when each direction of the host link is free
+        self.flush_at = 0.0                 # a victim's stores must land before the next step runs
+        self.store_s: Callable[[int], float] = lambda n: 0.0
+        self.load_s: Callable[[int], float] = lambda n: 0.0
+        self.stats = {"cpu_blocks": cap, "stored_blocks": 0, "store_seconds": 0.0, "loads": 0, "loaded_blocks": 0,
+                      "loaded_tokens": 0, "load_seconds": 0.0, "evicted_blocks": 0, "failed_stores": 0,
+                      "peak_cpu_blocks": 0, "flush_stall_seconds": 0.0}
+
+    def _evict(self, n: int, mine: int, start: int, full: int) -> bool:
+        """``LRUCachePolicy.evict``: n ready, unpinned blocks from the least recent end (a group's highest index
+        first), or none and False when fewer are evictable; request ``mine``'s blocks start .. full - 1 (the ones the
+        store was asked for) are protected."""
+        take: list[tuple[int, int, int, int]] = []     # (request, blocks from its ready list's top, kept range)
+        found = 0
+        for i, (ready, _busy, pin) in self.groups.items():
+            lo, hi = pin if pin else (0, 0)
+            plo, phi = (start, full) if i == mine else (0, 0)
+            k = sum(1 for b in ready if not lo <= b < hi and not plo <= b < phi)
+            if k:
+                k = min(k, n - found)
+                take.append((i, k, plo, phi))
+                found += k
+                if found == n:
+                    break
+        if found < n:
+            return False
+        for i, k, plo, phi in take:
+            ready, busy, pin = self.groups[i]
+            lo, hi = pin if pin else (0, 0)
+            j = len(ready) - 1
+            while k:
+                if not lo <= ready[j] < hi and not plo <= ready[j] < phi:
+                    del ready[j]
+                    k -= 1
+                j -= 1
+            if not ready and not busy:
+                del self.groups[i]
+        self.used -= n
+        self.stats["evicted_blocks"] += n
+        return True
+
+    def store(self, i: int, full: int) -> int:
+        """Request i's blocks up to ``full`` not stored yet (``_get_reqs_to_store``, ``prepare_store``): evicts for
+        room, or stores nothing (retried at its next step) when too few are evictable; the group is touched."""
+        start = self.nxt.get(i, self.hb)
+        if full <= start:
+            return 0
+        g = self.groups.get(i)
+        new = list(range(start, full))
+        if g is not None and ((g[0] and g[0][-1] >= start) or (g[1] and g[1][-1] >= start)):
+            have = set(g[0]) | set(g[1])     # already on the host (past a hole a load stopped at): not again
+            new = [b for b in new if b not in have]
+        n = len(new)
+        if n > self.cap - self.used and not self._evict(n - (self.cap - self.used), i, start, full):
+            self.stats["failed_stores"] += 1
+            return 0
+        self.nxt[i] = full
+        if not n:
+            return 0
+        g = self.groups.get(i)               # (the eviction may have emptied it)
+        if g is None:
+            g = self.groups[i] = [[], [], None]
+        g[1].extend(new)
+        self.groups.move_to_end(i)
+        self.used += n
+        if self.used > self.stats["peak_cpu_blocks"]:
+            self.stats["peak_cpu_blocks"] = self.used
+        return n
+
+    def ready(self, i: int) -> None:
+        """Request i preempted (its stores flushed) or finished: its stored blocks become ready."""
+        g = self.groups.get(i)
+        if g is not None and g[1]:
+            g[0] = sorted(g[0] + g[1])
+            g[1] = []
+
+    def lookup(self, i: int, hit_blocks: int, tokens: int, block: int) -> int:
+        """``get_num_new_matched_tokens``: the group touched; the ready blocks of i in a row from its GPU hit's end,
+        within its full blocks of ``tokens`` (0 when less than a block could load)."""
+        g = self.groups.get(i)
+        if g is None:
+            return 0
+        self.groups.move_to_end(i)
+        full = tokens // block
+        ready = g[0]
+        k = bisect.bisect_left(ready, hit_blocks)
+        n = 0
+        while k + n < len(ready) and ready[k + n] == hit_blocks + n and hit_blocks + n < full:
+            n += 1
+        return n
+
+    def start_load(self, i: int, now: float, first: int, n: int, after: int) -> None:
+        """Request i's n blocks from ``first`` onto the host-to-device direction at ``now``, pinned until they land;
+        its stores resume after them; ``after``: its computed tokens once they land."""
+        self.groups[i][2] = (first, first + n)
+        t = self.load_s(n)
+        self.in_free = max(now, self.in_free) + t
+        self.loading.append([i, self.in_free, n, after])
+        self.nxt[i] = first + n
+        st = self.stats
+        st["loads"] += 1
+        st["loaded_blocks"] += n
+        st["load_seconds"] += t
+
+    def landed(self, i: int) -> None:
+        g = self.groups.get(i)
+        if g is not None:
+            g[2] = None
+

@@ -73,7 +73,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      accept: str | None = None, hicache: Any = False, hicache_ratio: Any = None,
                      hicache_size: Any = None, hicache_write_policy: str | None = None,
                      async_scheduling: bool | None = None,
-                     disable_overlap_schedule: bool | None = None) -> SimulateRequest:
+                     disable_overlap_schedule: bool | None = None,
+                     kv_offloading_size: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -203,7 +204,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          speculative=spec[:2] if spec else None, accept_source=spec[2] if spec else None,
                          hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy),
                          async_scheduling=async_scheduling,
-                         disable_overlap_schedule=disable_overlap_schedule or None)
+                         disable_overlap_schedule=disable_overlap_schedule or None,
+                         kv_offloading_bytes=offloading_bytes(kv_offloading_size))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),
@@ -236,6 +238,17 @@ def _run_notes(tr: Any, rate: float | None, users: int | None, seed: int | None,
                          "drawn (the seed draws --prompt-dist, --output-dist or --workload lengths and --rate's "
                          "Poisson arrivals).",)))
     return tuple(out)
+
+
+def offloading_bytes(size: Any) -> int | None:
+    """vLLM's --kv-offloading-size (GiB for the whole instance, a positive number) in bytes, None when not given."""
+    gib = optional(parse_float, size, "--kv-offloading-size", "64")
+    if gib is None:
+        return None
+    if not gib > 0:
+        raise InputError(f"--kv-offloading-size {gib:g} is not a positive size in GiB",
+                         "give vLLM's CPU buffer for the whole instance, e.g. --kv-offloading-size 64")
+    return int(gib * 2**30)
 
 
 def hicache_option(enable: Any, ratio: Any = None, size: Any = None, policy: str | None = None) -> Any:
@@ -323,6 +336,8 @@ def _variant(base: Scenario, args: dict[str, Any] | None, options: SimOptions,
             changes["dram_bytes_per_node"] = parse_size(value, "--compare dram")
         elif key == "hicache":              # on, off, or a write policy (on: the release's default)
             changes["hicache"] = _hicache_variant(value, options.hicache)
+        elif key == "kv-offloading-size":   # GiB for the instance, or off
+            changes["kv_offloading_bytes"] = None if value.strip().lower() == "off" else offloading_bytes(value)
         elif key == "offload-threshold":
             changes["offload_threshold"] = (None if value.lower() == "off"
                                             else parse_float(value, "--compare offload-threshold", "0.7"))

@@ -49,6 +49,16 @@ HICACHE_METRICS = (
     ("HiCache writes per GPU", "hicache_written_bytes"), ("HiCache host pool per GPU", "hicache_host_pool_bytes"),
     ("HiCache host memory used, peak", "hicache_peak_host_bytes"),
 )
+# vLLM's CPU offloading connector adds these
+OFFLOAD_METRICS = (
+    ("resumes that loaded from the CPU pool", "offload_loads"),
+    ("tokens loaded back instead of recomputed", "offload_loaded_tokens"),
+    ("CPU offloading loads per GPU", "offload_loaded_bytes"), ("CPU offloading load time", "offload_load_seconds"),
+    ("CPU offloading stores per GPU", "offload_stored_bytes"),
+    ("batch stalled for a victim's stores", "offload_flush_stall_seconds"),
+    ("CPU pool per GPU", "offload_cpu_pool_bytes"), ("CPU pool used, peak", "offload_peak_cpu_bytes"),
+    ("CPU pool stores refused", "offload_refused_stores"),
+)
 SERVICE = (
     ("requests finished", "requests_finished"), ("generated tokens", "generated_tokens"),
     ("simulated time", "simulated_seconds"), ("TTFT p50", "ttft_seconds_p50"), ("TTFT p99", "ttft_seconds_p99"),
@@ -122,7 +132,8 @@ def present(plan: SimPlan, inputs: dict, per_request: bool = False) -> Result:
     s, o = r.scenario, r.options
     rules = r.scheduler or f"{o.policy}, victim {o.victim}"     # the engine's own scheduler, or the rule book's
     key = Table(f"The workload document's key metrics: {rules}", ("metric", "value"),
-                tuple((label, m[name]) for label, name in KEY_METRICS + MIXED_METRICS + HICACHE_METRICS if name in m),
+                tuple((label, m[name]) for label, name in KEY_METRICS + MIXED_METRICS + HICACHE_METRICS
+                      + OFFLOAD_METRICS if name in m),
                 primary=not per_request)
     extra = (("DP replicas", "replicas"), ("replicas given requests", "replicas_serving")) if "replicas" in m else ()
     service = Table("Service", ("figure", "value"), tuple(

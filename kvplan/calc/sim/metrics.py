@@ -211,7 +211,52 @@ def run_metrics(r: SimRun, dp: int, o: SimOptions) -> dict:
         out.update(_mixed(f))
     if r.hicache is not None:
         out.update(_hicache(f))
+    if r.offload is not None:
+        out.update(_offload(f))
     return out
+
+
+def _offload(f: _Figures) -> dict:
+    """vLLM's CPU offloading connector (``SimRun.offload``, ``kvplan.engines.vllm_scheduler.CpuPool``): resumes that
+    loaded their blocks back and the tokens loaded, against the tokens still recomputed; the bytes each way per GPU
+    and their time on the host link; the CPU pool, its peak, its evictions and the stores it refused."""
+    from kvplan.specs.values import Bytes, Count, Seconds, Tokens, derived
+
+    h, bb, many = f.r.offload, f.r.setup.block_bytes, f.many
+    rec = int(f.r.recomputed.sum())
+    return {
+        "offload_loads": Count(h["loads"], derived(
+            "resumed victims that loaded their blocks back from the CPU pool instead of recomputing them"
+            + many(", summed over the replicas"), f"{h['loads']:,} loads")),
+        "offload_loaded_tokens": Tokens(h["loaded_tokens"], derived(
+            "tokens loaded back (whole blocks after the GPU prefix-cache hit), not recomputed; recomputed tokens: "
+            f"{rec:,}" + many(", summed over the replicas"), f"{h['loaded_blocks']:,} blocks = "
+            f"{h['loaded_tokens']:,} tokens")),
+        "offload_loaded_bytes": Bytes(h["loaded_blocks"] * bb, derived(
+            "blocks loaded x one block's bytes per GPU", f"{h['loaded_blocks']:,} x {bb:,} B")),
+        "offload_load_seconds": Seconds(h["load_seconds"], derived(
+            "the loads over the host link's host-to-device direction (costs.swap_seconds), each request waiting for "
+            "its own" + many(", summed over the replicas"), f"{h['load_seconds']:.6g} s")),
+        "offload_stored_bytes": Bytes(h["stored_blocks"] * bb, derived(
+            "blocks written through to the CPU pool x one block's bytes per GPU (async, after their step)",
+            f"{h['stored_blocks']:,} x {bb:,} B")),
+        "offload_store_seconds": Seconds(h["store_seconds"], derived(
+            "the stores over the device-to-host direction (costs.swap_seconds), off the critical path but for a "
+            "victim's flush", f"{h['store_seconds']:.6g} s")),
+        "offload_flush_stall_seconds": Seconds(h["flush_stall_seconds"], derived(
+            "steps held until a victim's pending stores landed (handle_preemptions waits for them)",
+            f"{h['flush_stall_seconds']:.6g} s")),
+        "offload_cpu_pool_bytes": Bytes(h["cpu_blocks"] * bb, derived(
+            "the CPU pool per GPU: --kv-offloading-size // (block bytes x TP x PP) blocks, less the shared prefix's, "
+            "x one block's bytes", f"{h['cpu_blocks']:,} x {bb:,} B")),
+        "offload_peak_cpu_bytes": Bytes(h["peak_cpu_blocks"] * bb, derived(
+            "most of the CPU pool held per GPU", f"{h['peak_cpu_blocks']:,} x {bb:,} B")),
+        "offload_evicted_blocks": Count(h["evicted_blocks"], derived(
+            "blocks the LRU evicted from the CPU pool for room", f"{h['evicted_blocks']:,} blocks")),
+        "offload_refused_stores": Count(h["failed_stores"], derived(
+            "store attempts refused (too few evictable blocks: the running requests' stores are not evictable until "
+            "they finish or are preempted); retried at the request's next step", f"{h['failed_stores']:,}")),
+    }
 
 
 def _hicache(f: _Figures) -> dict:

@@ -37,6 +37,9 @@ class SimOptions:
     # SGLang's --disable-overlap-schedule: True off, False on, None kvplan's default
     # (kvplan.engines.sglang_scheduler.overlap_schedule)
     disable_overlap_schedule: bool | None = None
+    # vLLM's --kv-offloading-size in bytes (GiB x 2^30, the whole instance: all its TP x PP ranks): the native CPU
+    # offloading connector (kvplan.engines.vllm_scheduler.CpuPool; None: off)
+    kv_offloading_bytes: int | None = None
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
@@ -128,3 +131,4 @@ class SimRun:
     mixed_prefill_tokens: int = 0      # the prefill tokens those steps ran
     mixed_prefill: bool = False        # the scheduler ran prefills inside steps (vLLM V1), not alone
     hicache: Any = None         # SGLang's HiCache: what its host tier did (SglangScheduler.hicache_stats; None: off)
+    offload: Any = None         # vLLM's CPU offloading connector: what it did (CpuPool.stats; None: off)
