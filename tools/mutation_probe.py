@@ -1702,8 +1702,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed19v-step-head-checked-past-the-batch", V1S,
       "            if b >= self.max_seqs or b >= self.budget:\n                return False\n            # the head",
       "            if b > self.max_seqs or b >= self.budget:\n                return False\n            # the head"),
-    # xnode20: a decode step's TP all-reduce over a TP group that spans nodes runs on NCCL (tests/test_decode_cross_node.py)
-    M("xnode20-decode-cross-node-custom-all-reduce", COSTS, "            if cross is not None:\n                # the decode",
+    # xnode20: a decode step's TP all-reduce over a TP group spanning nodes runs on NCCL (test_decode_cross_node.py)
+    M("xnode20-decode-cross-node-custom-all-reduce", COSTS,
+      "            if cross is not None:\n                # the decode",
       "            if False:\n                # the decode"),
     M("xnode20-decode-cross-node-one-call", COSTS, "comm_layer = (2 * CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,",
       "comm_layer = (CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,"),
