@@ -243,7 +243,8 @@ CROSS_NODE_ALLREDUCE_SOURCE = (
 # setup when not all(in_the_same_node_as(group)) ("Custom allreduce is disabled because this process group spans
 # across nodes", vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's copy of it logs the same
 # line for a multi-node TP group (sgl-project/sglang@004e656 python/sglang/srt/distributed/device_communicators/
-# custom_all_reduce.py; a world of 16 is also outside its _SUPPORTED_WORLD_SIZES), so it falls back to NCCL (pynccl). NCCL's small-message all-reduce over two 8-GPU Hopper nodes with one
+# custom_all_reduce.py; a world of 16 is also outside its _SUPPORTED_WORLD_SIZES), so it falls back to NCCL (pynccl).
+# NCCL's small-message all-reduce over two 8-GPU Hopper nodes with one
 # ConnectX-7 NDR (400 Gb/s) NIC per GPU takes 46.3-47.8 us for 4 B - 512 B (NCCL 2.21.5, nccl-tests outside CUDA
 # graphs; github.com/NVIDIA/nccl/issues/1244, 16 x H20, the first table); kvplan takes 46 us per call, latency-bound
 # at these sizes (the same table is flat to 512 B), plus the message's ring bytes at the cross-node bus bandwidth
