@@ -1748,6 +1748,16 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllmoff19-landed-load-seen-late", "kvplan/engines/vllm_scheduler.py",
       "            if lands > seen:\n                k += 1",
       "            if lands > seen + 0.5:\n                k += 1"),
+    # xnode20: a decode step's TP all-reduce over a TP group spanning nodes runs on NCCL (test_decode_cross_node.py)
+    M("xnode20-decode-cross-node-custom-all-reduce", COSTS,
+      "            if cross is not None:\n                # the decode",
+      "            if False:\n                # the decode"),
+    M("xnode20-decode-cross-node-one-call", COSTS, "comm_layer = (2 * CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,",
+      "comm_layer = (CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,"),
+    M("xnode20-decode-cross-node-latency", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 46.0",
+      "CROSS_NODE_DECODE_ALLREDUCE_US = 26.0"),
+    M("xnode20-decode-cross-node-nvlink-rate", COSTS, "ring_bytes / cross)\n",
+      "ring_bytes / (link * f.value('link')))\n"),
 )
 
 

@@ -238,6 +238,25 @@ CROSS_NODE_ALLREDUCE_SOURCE = (
     "x efficiency.link, NCCL's latency per call (efficiency.link_latency_us)")
 
 
+# A decode step's TP all-reduces (2 per layer, batch x hidden x 2 B: 14 KB at batch 1, 459 KB at 32 for DeepSeek) on a
+# TP group that spans nodes do not run on the engines' custom all-reduce either: vLLM's CustomAllreduce returns before
+# setup when not all(in_the_same_node_as(group)) ("Custom allreduce is disabled because this process group spans
+# across nodes", vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's copy of it logs the same
+# line for a multi-node TP group (sgl-project/sglang@004e656 python/sglang/srt/distributed/device_communicators/
+# custom_all_reduce.py; a world of 16 is also outside its _SUPPORTED_WORLD_SIZES), so it falls back to NCCL (pynccl).
+# NCCL's small-message all-reduce over two 8-GPU Hopper nodes with one
+# ConnectX-7 NDR (400 Gb/s) NIC per GPU takes 46.3-47.8 us for 4 B - 512 B (NCCL 2.21.5, nccl-tests outside CUDA
+# graphs; github.com/NVIDIA/nccl/issues/1244, 16 x H20, the first table); kvplan takes 46 us per call, latency-bound
+# at these sizes (the same table is flat to 512 B), plus the message's ring bytes at the cross-node bus bandwidth
+# (CROSS_NODE_ALLREDUCE_SOURCE). The figure is outside CUDA graphs (the engines capture pynccl in their decode graphs,
+# which saves the launch: an upper bound by a few us) and on two nodes; a wider group is priced at the same latency.
+CROSS_NODE_DECODE_ALLREDUCE_US = 46.0
+CROSS_NODE_DECODE_ALLREDUCE_SOURCE = (
+    "a decode step's TP all-reduce across nodes runs on NCCL, not the custom all-reduce (vLLM's and SGLang's "
+    "custom_all_reduce.py: 'disabled because this process group spans across nodes'): NCCL's small all-reduce over "
+    "2 nodes x 8 Hopper GPUs, one 400 Gb/s NIC each, 46.3-47.8 us at 4-512 B (github.com/NVIDIA/nccl/issues/1244, "
+    "outside CUDA graphs) -> 46 us per call, + ring bytes at the cross-node bus bandwidth")
+
 def scale_up_domain(hw: HardwareSpec) -> int:
     """GPUs on one scale-up (NVLink) domain: the preset's scale_up.domain_gpus where it has one (an NVL72 rack of
     4-GPU trays), else one node."""
@@ -974,6 +993,9 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
             # NCCL's ring over the node's NICs (CROSS_NODE_ALLREDUCE_SOURCE)
             cross = cross_node_allreduce_rate(hw, f, par.tp)
             ring_bytes = 2 * 2 * (par.tp - 1) / par.tp * hidden * act     # 2 all-reduces per layer, per token
+            if cross is not None:
+                # the decode step's too: NCCL, not the in-node custom all-reduce (CROSS_NODE_DECODE_ALLREDUCE_SOURCE)
+                comm_layer = (2 * CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6, ring_bytes / cross)
             prefill_tp = ((2 * allreduce_latency, ring_bytes / (link * f.value("link"))) if cross is None
                           else (2 * latency, ring_bytes / cross))
             if cross is not None:
@@ -990,6 +1012,15 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                                       f"{f.value('link'):g}", CROSS_NODE_ALLREDUCE_SOURCE)),
                                   lat=Seconds(latency, derived("efficiency.link_latency_us",
                                                                f"{f.value('link_latency_us'):g} us"))))
+                notes.append(note("TP={tp} spans more than one scale-up domain: a decode step's TP all-reduces run on "
+                                  "NCCL at {lat:us:g} us per call and {rate:G:.0f} GB/s, not the in-node custom "
+                                  "all-reduce",
+                                  tp=Count(par.tp),
+                                  lat=Seconds(CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,
+                                              default("NCCL's small all-reduce across nodes",
+                                                      CROSS_NODE_DECODE_ALLREDUCE_SOURCE)),
+                                  rate=Rate(cross, derived("the cross-node ring's bus bandwidth (as the prefill's)",
+                                                           f"{cross / 1e9:g} GB/s", CROSS_NODE_ALLREDUCE_SOURCE))))
     ep_layer = (0.0, 0.0)
     if par.ep and 1 < par.ep <= par.tp and is_moe:
         notes.append(f"EP={par.ep} lies inside the TP={par.tp} group: no all-to-all is priced (every rank holds the "
