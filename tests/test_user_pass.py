@@ -606,3 +606,84 @@ def test_pd_layouts_against_a_default_tp_are_the_first_note(run_cli):
     d = r.json()
     assert d["first_screen_notes"] == []
     assert d["reasons"][0].startswith("Layouts searched: ") and "(TP8 by default)" in d["reasons"][0]
+
+
+# --- user29: a reasoning-workload user's pass (DeepSeek-R1 / QwQ / Qwen3 / gpt-oss on H100/H200/B200) -------------
+DATA = Path(__file__).parent / "data"
+TRACE_300 = DATA / "traces" / "kvplan_300.csv"   # 300 requests (one header line + 300 rows)
+
+
+def test_requests_beyond_the_trace_are_refused(run_cli):
+    """Before: ``simulate --trace kvplan_300.csv --requests 5000`` simulated the trace's 300 rows and said nothing of
+    the 5,000 asked (an option given and silently not honoured)."""
+    r = run_cli("simulate", "--trace", str(TRACE_300), "--requests", "5000")
+    one_line_refusal(r, "--requests 5,000", "300")
+
+
+def test_requests_within_the_trace_still_take_its_first_rows(run_cli):
+    r = run_cli("simulate", "--trace", str(TRACE_300), "--requests", "300", "--brief")
+    assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000", "99999999999"])
+def test_a_huge_token_count_in_a_trace_is_named_out_of_range(run_cli, tmp_path, value):
+    """Before: a 20-digit prompt length read "is not a whole number of tokens" (it is one): the refusal names the
+    range, as it does for 0 (the most: 10,000,000 tokens, kvplan.inputs.workload.MAX_TOKENS)."""
+    trace = tmp_path / "huge.csv"
+    trace.write_text(f"prompt_tokens,output_tokens\n{value},10\n")
+    r = run_cli("simulate", "--trace", str(trace))
+    one_line_refusal(r, "line 2", "prompt_tokens", "1 .. 10,000,000")
+    assert "not a whole number" not in r.err
+
+
+def test_a_negative_token_count_in_a_trace_is_named_out_of_range(run_cli, tmp_path):
+    trace = tmp_path / "neg.csv"
+    trace.write_text("prompt_tokens,output_tokens\n-5,10\n")
+    one_line_refusal(run_cli("simulate", "--trace", str(trace)), "line 2", "-5", "1 .. 10,000,000")
+
+
+def test_a_plan_key_of_the_deployment_at_the_top_level_says_where_it_goes(run_cli, tmp_path):
+    """The README says "a plan's ``calibration = "FILE.toml"``"; written at the top of the plan (not in
+    [deployment]) it was refused as an unknown key, with a hint that never named [deployment]."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('calibration = "cal.toml"\n[deployment]\nmodel = "deepseek-r1"\n[[assert]]\n'
+                    'metric = "weights_fit"\n')
+    one_line_refusal(run_cli("check", str(plan)), "calibration", "a key of [deployment]")
+
+
+def test_a_model_that_contradicts_the_log_is_refused(run_cli):
+    """Before: ``explain-log`` of a log that names Qwen3-235B-A22B-FP8 (its launch line's --model) with
+    ``-m qwq-32b`` planned QwQ on the log's pool (K size 11.21 GiB against the log's 8.23 GB), as --tp does not."""
+    log = DATA / "logs" / "sglang-qwen3-235b-a22b-fp8-4xh100.log"
+    one_line_refusal(run_cli("explain-log", str(log), "-m", "qwq-32b"), "-m qwq-32b", "qwen3-235b-a22b")
+    # the preset the log names, given: planned as before
+    assert run_cli("explain-log", str(log), "-m", "qwen3-235b-a22b", "--brief").code == 0
+
+
+def test_a_model_that_contradicts_the_bench_result_is_refused(run_cli):
+    """Before: calibrating qwq-32b to a ``vllm bench serve`` result whose model_id is meta-llama/Llama-3.1-8B-Instruct
+    fitted hbm to its bound (rms error 190.8%) instead of naming the mismatch, as --engine does."""
+    run = DATA / "calibration" / "vllm-bench-serve-c16.json"
+    r = run_cli("calibrate", "-m", "qwq-32b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", str(run))
+    one_line_refusal(r, "qwq-32b", "Llama-3.1-8B-Instruct", "llama-3.1-8b")
+
+
+@pytest.mark.parametrize("weights", ["1B", "300GB"])
+def test_weights_below_four_bits_a_parameter_are_refused(run_cli, weights):
+    """Before: ``--weights 1B`` (one byte; the user meant 1 billion parameters, or a typo) planned DeepSeek-R1 with no
+    weights (KV pool 124.32 GiB per GPU). DeepSeek-R1 has 671B parameters (its preset's params_total,
+    huggingface.co/deepseek-ai/DeepSeek-R1); the narrowest weight kvplan models is 4 bits (int4 / nvfp4 / mxfp4
+    without scales), so 671e9 x 0.5 B = 335.5 GB is the least its weights take: 300 GB and 1 B are refused."""
+    one_line_refusal(run_cli("concurrency", "--weights", weights), "--weights", "deepseek-r1")
+
+
+def test_weights_at_four_bits_a_parameter_are_read(run_cli):
+    assert run_cli("concurrency", "--weights", "340GB", "--brief").code == 0   # 340e9 > 671e9 x 0.5 = 335.5e9
+
+
+@pytest.mark.parametrize("typed, first", [("h200-sxm", "h200"), ("h100", "h100-sxm")])
+def test_a_near_miss_gpu_names_the_preset_it_extends_first(run_cli, typed, first):
+    """Before: ``-g h200-sxm`` suggested "h100-sxm or h200 or h20" (difflib's ratio ranks the shared "-sxm" above the
+    GPU); a preset whose id is a prefix of the name typed (or that the name typed is a prefix of) comes first."""
+    r = run_cli("size", "-g", typed)
+    one_line_refusal(r, f"did you mean {first}")
