@@ -655,7 +655,7 @@ def test_a_model_that_contradicts_the_log_is_refused(run_cli):
     """Before: ``explain-log`` of a log that names Qwen3-235B-A22B-FP8 (its launch line's --model) with
     ``-m qwq-32b`` planned QwQ on the log's pool (K size 11.21 GiB against the log's 8.23 GB), as --tp does not."""
     log = DATA / "logs" / "sglang-qwen3-235b-a22b-fp8-4xh100.log"
-    one_line_refusal(run_cli("explain-log", str(log), "-m", "qwq-32b"), "-m qwq-32b", "qwen3-235b-a22b")
+    one_line_refusal(run_cli("explain-log", str(log), "-m", "qwq-32b"), "--model qwq-32b", "qwen3-235b-a22b")
     # the preset the log names, given: planned as before
     assert run_cli("explain-log", str(log), "-m", "qwen3-235b-a22b", "--brief").code == 0
 
