@@ -110,8 +110,8 @@ def _check_model(scenario: Scenario, measured: str, source: str, presets_dir: An
     """Refuse a deployment whose model is a preset other than the one the runs name (their ``model_id``, mapped as a
     start-up log's model is): its steps fitted to another model's would be neither's. A model given as a file (a
     fine-tune's config.json) is not checked."""
-    from kvplan.inputs.presets import discover
     from kvplan.inputs.options import extra_dirs
+    from kvplan.inputs.presets import discover
     from kvplan.inputs.startup_log import preset_for_model
 
     models = discover(extra_dirs(presets_dir))["model"]
