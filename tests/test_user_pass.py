@@ -687,3 +687,23 @@ def test_a_near_miss_gpu_names_the_preset_it_extends_first(run_cli, typed, first
     GPU); a preset whose id is a prefix of the name typed (or that the name typed is a prefix of) comes first."""
     r = run_cli("size", "-g", typed)
     one_line_refusal(r, f"did you mean {first}")
+
+
+@pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
+def test_dram_that_the_run_never_uses_is_refused(run_cli, engine):
+    """Before: ``simulate --dram 1TB`` under --policy recompute (every engine's default) with no --offload-threshold
+    or HiCache printed "host DRAM per GPU 116.42 GiB" (1e12 / 8 / 2^30) and used none of it: recompute copies
+    nothing out (kvplan.engines.scheduling.RuleBook._swap_out returns None), so the option was given and ignored."""
+    r = run_cli("simulate", "--engine", engine, "--dram", "1TB", "--requests", "10")
+    one_line_refusal(r, "--dram", "recompute")
+
+
+@pytest.mark.parametrize("extra", [("--policy", "swap"), ("--offload-threshold", "0.7"),
+                                   ("--compare", "policy=swap")])
+def test_dram_where_the_run_uses_it_is_read(run_cli, extra):
+    assert run_cli("simulate", "--dram", "1TB", "--requests", "10", *extra, "--brief").code == 0
+
+
+def test_dram_with_hicache_is_read(run_cli):
+    r = run_cli("simulate", "--engine", "sglang", "--enable-hicache", "--dram", "4TB", "--requests", "10", "--brief")
+    assert r.code == 0, r.err

@@ -1613,6 +1613,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "            least_per = 1.0"),
     M("user29-near-miss-stems-off", "kvplan/inputs/presets.py",
       "    close = list(dict.fromkeys(stems + difflib", "    close = list(dict.fromkeys(difflib"),
+    M("user29-dram-unused-off", "kvplan/options/simulate.py",
+      "    if dram is not None and compare is None and offload_threshold is None and not hicache and (",
+      "    if False and ("),
+    M("user29-dram-unused-swap-too", "kvplan/options/simulate.py",
+      "            policy.strip().lower() == \"recompute\"):", "            True):"),
     M("user29-near-miss-stem-order", "kvplan/inputs/presets.py", "key=lambda k: (-ratio[k], k))",
       "key=lambda k: (ratio[k], k))"),
 )

@@ -199,6 +199,12 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         return dataclasses.replace(made, notes=made.notes + said) if said else made
 
     work = make(rate_v)
+    if dram is not None and compare is None and offload_threshold is None and not hicache and (
+            policy.strip().lower() == "recompute"):
+        # recompute copies nothing out, and nothing else fills the host tier: the DRAM given would be printed, unused
+        raise InputError("--dram sizes the host tier, which this run never uses: --policy recompute (the default) "
+                         "copies nothing out", "give --policy swap or swap-then-recompute or --offload-threshold F "
+                         "(--engine neutral), or --enable-hierarchical-cache (--engine sglang); or drop --dram")
     max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
     _check_max_batch(max_batch_v, base, "--max-batch")
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),
