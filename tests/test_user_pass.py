@@ -707,3 +707,15 @@ def test_dram_where_the_run_uses_it_is_read(run_cli, extra):
 def test_dram_with_hicache_is_read(run_cli):
     r = run_cli("simulate", "--engine", "sglang", "--enable-hicache", "--dram", "4TB", "--requests", "10", "--brief")
     assert r.code == 0, r.err
+
+
+def test_pd_colocated_percentiles_name_the_rate_they_were_simulated_at(run_cli):
+    """Before: pd's colocated table printed "batch under the SLO 65", "TPOT with prefills, mean (closed form) 21.01 ms"
+    and "TPOT with prefills, p99 (simulated) 19.53 ms": a p99 below the mean, because the p99 is the Poisson run at
+    the goodput rate (the verdict's "goodput 0.103 requests/s per instance (Poisson): TPOT p99 19.5 ms"), not at batch
+    65; the disaggregated table already said "at the goodput rate". The rows now say it too."""
+    r = run_cli("pd", "-m", "qwq-32b", "-g", "h100-sxm", "--nodes", "2", "-f", "markdown")
+    assert r.code == 0, r.err
+    colocated = r.out.split("### Colocated", 1)[1].split("### Disaggregated", 1)[0]
+    assert "| TPOT at the goodput rate, p99 (simulated) |" in colocated, colocated
+    assert "| TTFT at the goodput rate, p99 (simulated) |" in colocated, colocated

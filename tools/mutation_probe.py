@@ -1618,6 +1618,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "    if False and ("),
     M("user29-dram-unused-swap-too", "kvplan/options/simulate.py",
       "            policy.strip().lower() == \"recompute\"):", "            True):"),
+    M("user29-pd-colocated-rate-label", "kvplan/present/pd.py",
+      '(f"TPOT at the goodput rate, p{tq} (simulated)", plan.tpot_colocated_at)',
+      '(f"TPOT with prefills, p{tq} (simulated)", plan.tpot_colocated_at)'),
     M("user29-near-miss-stem-order", "kvplan/inputs/presets.py", "key=lambda k: (-ratio[k], k))",
       "key=lambda k: (ratio[k], k))"),
 )
