@@ -625,10 +625,11 @@ def test_requests_within_the_trace_still_take_its_first_rows(run_cli):
     assert r.code == 0, r.err
 
 
-@pytest.mark.parametrize("value", ["100000000000000000000", "99999999999"])
+@pytest.mark.parametrize("value", ["100000000000000000000", "99999999999", "9" * 5000])
 def test_a_huge_token_count_in_a_trace_is_named_out_of_range(run_cli, tmp_path, value):
     """Before: a 20-digit prompt length read "is not a whole number of tokens" (it is one): the refusal names the
-    range, as it does for 0 (the most: 10,000,000 tokens, kvplan.inputs.workload.MAX_TOKENS)."""
+    range, as it does for 0 (the most: 10,000,000 tokens, kvplan.inputs.workload.MAX_TOKENS). 5,000 digits are
+    refused unparsed (Python's int() refuses more than 4,300 digits)."""
     trace = tmp_path / "huge.csv"
     trace.write_text(f"prompt_tokens,output_tokens\n{value},10\n")
     r = run_cli("simulate", "--trace", str(trace))
