@@ -667,6 +667,9 @@ def test_a_model_that_contradicts_the_bench_result_is_refused(run_cli):
     run = DATA / "calibration" / "vllm-bench-serve-c16.json"
     r = run_cli("calibrate", "-m", "qwq-32b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", str(run))
     one_line_refusal(r, "qwq-32b", "Llama-3.1-8B-Instruct", "llama-3.1-8b")
+    # the preset the run names, given: fitted as before
+    same = run_cli("calibrate", *LLAMA, "--gpus", "1", "--engine", "vllm", str(run), "--brief")
+    assert same.code == 0, same.err
 
 
 @pytest.mark.parametrize("weights", ["1B", "300GB"])
