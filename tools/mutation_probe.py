@@ -1592,7 +1592,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "if tr is not None and n_given is not None and n_given > len(tr.prompts):",
       "if tr is not None and n_given is not None and n_given >= len(tr.prompts):"),
     M("user29-trace-int-digits", WL, 'if len(text.lstrip("+-").lstrip("0")) > 9:',
-      'if len(text.lstrip("+-").lstrip("0")) > 99:'),
+      'if len(text.lstrip("+-").lstrip("0")) > 9999:'),
     M("user29-trace-int-sign", WL, 'if not re.fullmatch(r"[+-]?[0-9]+", text):',
       'if not re.fullmatch(r"[0-9]+", text):'),
     M("user29-plan-deployment-key-top", PLAN, "        if key in DEPLOYMENT_KEYS:   # e.g. calibration",
