@@ -723,3 +723,15 @@ def test_pd_colocated_percentiles_name_the_rate_they_were_simulated_at(run_cli):
     colocated = r.out.split("### Colocated", 1)[1].split("### Disaggregated", 1)[0]
     assert "| TPOT at the goodput rate, p99 (simulated) |" in colocated, colocated
     assert "| TTFT at the goodput rate, p99 (simulated) |" in colocated, colocated
+
+
+def test_recommend_counts_requests_with_thousands_separators(run_cli):
+    """Before: the KV dtype row read "requests of 31,000 tokens per replica: bf16 1134, fp8 2268, nvfp4 4032 ...;
+    nvfp4 would hold 4032" beside "batch 1,024" in the next row: every count of 1,000 or more has its separator."""
+    import re
+
+    r = run_cli("recommend", "-m", "gpt-oss-120b", "-g", "b200", "-f", "json")
+    assert r.code == 0, r.err
+    reason = next(row["reason"] for row in r.json()["recommendations"] if row["key"] == "kv_dtype")
+    assert re.search(r"(?<![\d,.])\d{4,}(?![\d,])", reason) is None, reason
+    assert re.search(r"fp8 \d{1,3}(,\d{3})+", reason), reason   # 151.5 GiB holds thousands of 31K requests

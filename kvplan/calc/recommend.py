@@ -459,7 +459,7 @@ def _ordinal(n: int) -> str:
 
 def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
     counts = {o.dtype: o.requests_per_replica.value for o in opts}
-    text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
+    text = ", ".join(f"{d.value} {n:,}" if n is not None else f"{d.value} -" for d, n in counts.items())
     base = counts.get(KVDtype.BF16)
     gain = (f" ({counts[dtype] / base:.2f}x bf16's)" if base and counts.get(dtype) and dtype != KVDtype.BF16
             else "")
@@ -468,7 +468,7 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-
     notes = [f"KV dtype accuracy: {FP8_ACCURACY}."]
     refused = {o.dtype: o.requests_per_replica.why.formula for o in opts if o.requests_per_replica.value is None}
     if counts.get(KVDtype.NVFP4) is not None:
-        reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
+        reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]:,}, but no reasoning evaluation of FP4 KV was found"
         notes.append(f"FP4 KV: {FP4_ACCURACY}.")
     notes += [f"{d.value} is not planned: {why}." for d, why in refused.items()]
     if why == "given":
