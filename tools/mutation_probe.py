@@ -1621,8 +1621,6 @@ MUTANTS: tuple[Mutant, ...] = (
     M("user29-pd-colocated-rate-label", "kvplan/present/pd.py",
       '(f"TPOT at the goodput rate, p{tq} (simulated)", plan.tpot_colocated_at)',
       '(f"TPOT with prefills, p{tq} (simulated)", plan.tpot_colocated_at)'),
-    M("user29-recommend-dtype-separators", REC, 'f"{d.value} {n:,}" if n is not None',
-      'f"{d.value} {n}" if n is not None'),
     M("user29-near-miss-stem-order", "kvplan/inputs/presets.py", "key=lambda k: (-ratio[k], k))",
       "key=lambda k: (ratio[k], k))"),
 )
