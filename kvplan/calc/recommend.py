@@ -151,7 +151,6 @@ class RecommendPlan:
     tpot_mean_at_batch: Seconds = Seconds(None)    # closed form: the mean with the prefills in between
     batch_closed_form: Count = Count(None)         # closed form's batch: where the simulated search starts
     pd_verdict: Note | None = None                 # the PD row's verdict, its margin and the SLO that decides it
-    context_limit_launched: bool = False           # the limit is the launch command's (``launched``), not given
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -260,25 +259,15 @@ def slo_batch(s: Scenario, targets: SloTargets, step=None) -> SloBatch:
                     float(run.tokens_per_second.value or 0.0))
 
 
-def launched(s: Scenario) -> Scenario:
-    """The deployment a launch command starts: it prints --max-model-len / --context-length as the request's context
-    when none was given (``Engine.sizing_flags``), so the plan is priced with that limit set, not the model's. The
-    two differ where the limit sizes memory: vLLM before v0.8 (V0) profiles a step of max(max_model_len, 2048)
-    tokens and keeps chunked prefill off up to 32K tokens of context (``VllmEngine.activation_reserve``), so a pool
-    planned at the model's 131,072-token limit held one request more than the launched engine's."""
-    return s if s.max_model_len is not None else s.with_(max_model_len=s.context_tokens)
-
-
 def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) -> RecommendPlan:
     """The configuration table for ``scenario`` (module docstring): KV dtype, batch, offload, preemption, PD and
-    prefix cache, each with kvplan's value, the reason in numbers and the document's advice; priced on the deployment
-    its launch command starts (``launched``)."""
+    prefix cache, each with kvplan's value, the reason in numbers and the document's advice."""
     from kvplan.calc.concurrency import overflow_run
     from kvplan.calc.pd import PdOptions, plan_pd
     from kvplan.calc.preemption import plan_preemption
 
     o = options or RecommendOptions()
-    base = launched(scenario)
+    base = scenario
 
     def pool_of(dtype: KVDtype) -> int:
         return int(capacity.kv_pool(base.with_(kv_dtype_request=dtype)).kv_pool_bytes)
@@ -343,17 +332,12 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if dram_gpu.value is not None:
         tier_gpu = min(tier_gpu, int(dram_gpu.value))
     tp_ranks = par.tp * par.pp
-    lacks = s.engine_adapter.host_tier_problem()   # a release with no DRAM tier: no offload
-    # ... which may still swap to a space of its own (vLLM V0's --swap-space); otherwise it recomputes only
-    swap_space = s.engine_adapter.swap_space() if lacks else None
-    room = swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
-    offload = lacks is None and room
-    swaps = offload or (swap_space is not None and room)
-    tier_v = Bytes(tier_gpu if swaps else 0, derived(
-        "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once"
-        + ("" if offload else " (the engine's swap space: it has no offloading tier)"),
+    lacks = s.engine_adapter.host_tier_problem()   # a release with no DRAM tier and no swap: recompute only
+    offload = lacks is None and swap_wins and dram_gpu.value is not None and tier_gpu >= per_req
+    tier_v = Bytes(tier_gpu if offload else 0, derived(
+        "min(batch x request bytes per GPU, host DRAM per GPU): room to park every running request once",
         f"min({batch} x {per_req:,}, {dram_gpu.value if dram_gpu.value is not None else 'unknown'}) = {tier_gpu:,} B"
-        if swaps else "no tier: " + (lacks[0] if lacks else "recompute is cheaper" if not swap_wins else
+        if offload else "no tier: " + (lacks[0] if lacks else "recompute is cheaper" if not swap_wins else
                                        "the host DRAM is unknown (give --dram)" if dram_gpu.value is None else
                                        "the host DRAM per GPU holds no whole request")))
     tier_replica = Bytes(tier_v.number() * tp_ranks, derived("tier per GPU x TP x PP GPUs of a replica",
@@ -361,10 +345,9 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     threshold = admitted_run.offload_threshold_fraction
     rows.append(_offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitted, admitted_run,
                              threshold, lacks))
-    mode = "swap" if swaps else "recompute"
+    mode = "swap" if swap_wins and offload else "recompute"
     victim = "fewest tokens held (the youngest request)"
-    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload,
-                                lacks if swap_space is None else None, None if offload else swap_space))
+    rows.append(_preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks))
 
     # --- PD and prefix cache ---------------------------------------------------------------------------------
     pd_s, doubled = s, ""
@@ -414,8 +397,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         offload, tier_v, tier_replica, dram_gpu, threshold, mode, this.swap_exposed, this.recompute,
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
-        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd),
-        scenario.max_model_len is None)
+        True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd))
 
 
 def _pd_verdict(pd) -> Note | None:
@@ -596,9 +578,7 @@ def _offload_row(s, offload, swap_wins, tier_v, dram_gpu, batch, per_req, admitt
                agrees, differs)
 
 
-def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks=None, swap_space=None) -> Row:
-    """``lacks``: (what the release does, the fix) when it can neither offload nor swap; ``swap_space``: the source
-    when it swaps to a space of its own instead of a DRAM tier (vLLM V0)."""
+def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks=None) -> Row:
     g = Tokens(s.decode_tokens)
     reason = note("preempted after {g} generated tokens, recomputing costs {rc:,.3f} s against {swap:ms:,.1f} ms to "
                   "swap ({ratio:,.1f}x)", g=g, rc=this.recompute, swap=this.swap_exposed,
@@ -610,13 +590,7 @@ def _preemption_row(s, pre, this, young, young_row, mode, victim, offload, lacks
                        "{rc:,.3f} s for one at {g}, so preempt the youngest and protect long chains",
                        young=Tokens(young), young_rc=young_row.recompute, rc=this.recompute, g=g)
     swap_cheaper = not this.recompute_cheaper
-    # vLLM from v0.14.0 swaps nothing out: its CPU offloading connector writes every full block through to the tier
-    # and a victim loads what is left of it back (kvplan simulate --kv-offloading-size models it); V0 releases swap
-    value = (f"swap (--preemption-mode swap: {s.engine_adapter.display_name}'s swap space)" if mode == "swap" and
-             swap_space else
-             "load the victim's blocks back from the CPU offloading tier (vLLM writes them through), recompute the "
-             "rest" if mode == "swap" and s.engine_adapter.id == "vllm" else
-             "swap first (to the DRAM tier), recompute last" if mode == "swap" else
+    value = ("swap first (to the DRAM tier), recompute last" if mode == "swap" else
              f"recompute (the only mode {s.engine_adapter.display_name} has)" if lacks else
              "recompute (no DRAM tier to swap to)" if swap_cheaper else "recompute") + f"; victim: {victim}"
     agrees = mode == "swap"
