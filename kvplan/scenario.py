@@ -175,6 +175,20 @@ class Scenario:
             raise ScenarioError(f"unknown weight dtype {self.weight_dtype!r}",
                                "choose one of " + ", ".join(WEIGHT_BYTES_PER_PARAM))
 
+        if self.weights_bytes is not None and model.params_total is not None:
+            # the narrowest weight kvplan models is 4 bits (int4): fewer bytes than that for every parameter is a unit
+            # slip (1B is one byte, not a billion parameters), not a checkpoint
+            least_per = min(WEIGHT_BYTES_PER_PARAM.values())
+            least = model.params_total.value * least_per
+            if self.weights_bytes < least:
+                given = (f"{self.weights_bytes / 1e9:,.4g} GB" if self.weights_bytes >= 1e6
+                         else f"{self.weights_bytes:,} B")
+                raise ScenarioError(f"--weights {given} is less than {model.id}'s "
+                                    f"{model.params_total.value / 1e9:,.4g}B parameters take at {least_per * 8:g} bits "
+                                    f"each, the narrowest weight kvplan models ({least / 1e9:,.4g} GB)",
+                                    "give the checkpoint's total bytes over all GPUs, e.g. 642GB (B is bytes), or "
+                                    "--weight-dtype for params x a dtype")
+
         # --- request (each value is in its option's range already: kvplan.inputs.request.resolve) ---------------
         if self.host_link_gbs is not None and not (isinstance(self.host_link_gbs, (int, float))
                                                     and math.isfinite(self.host_link_gbs)

@@ -135,7 +135,8 @@ def test_no_arguments_is_the_command_lines_default_scenario():
     ({"decode": "1.5k"}, "decode_tokens", 1_500),
     ({"decode_tokens": "30000"}, "decode_tokens", 30_000),
     ({"weights": "642GB"}, "weights_bytes", 642 * 10**9),
-    ({"weights_bytes": 1_000}, "weights_bytes", 1_000),               # a whole number of bytes from Python
+    # a whole number of bytes from Python (at least DeepSeek-R1's 671e9 params x 4 bits = 335.5e9 B: user29)
+    ({"weights_bytes": 400 * 10**9}, "weights_bytes", 400 * 10**9),
     ({"activation_reserve": "2GiB"}, "activation_reserve_bytes", 2 * 2**30),
     ({"runtime_reserve_bytes": 0}, "runtime_reserve_bytes", 0),
     ({"host_link_gbs": "50GB/s"}, "host_link_gbs", 50.0),

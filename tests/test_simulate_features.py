@@ -442,7 +442,8 @@ def test_the_headline_says_what_the_workload_is(run_cli, args, lengths):
 def test_the_headline_of_a_trace_and_of_a_sweep(run_cli, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("prompt_tokens,output_tokens\n100,20\n300,40\n")
-    doc = run_cli("simulate", *TINY_OPEN[:-4], "--trace", str(trace), "-f", "json").json()   # a trace: no --prompt
+    # a trace: no --prompt, and no --requests past its 2 rows (refused since user29)
+    doc = run_cli("simulate", *TINY[:12], "--rate", "50", "--trace", str(trace), "-f", "json").json()
     assert doc["headline"].endswith(f"neutral engine; lengths from {trace}; recompute, victim newest")
     doc = run_cli("simulate", *TINY[:12], "--requests", "4", "--output-dist", "fixed:300", "--sweep-rate", "1:2:2",
                   "--tpot-slo", "1s", "-f", "json").json()

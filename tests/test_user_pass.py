@@ -606,3 +606,135 @@ def test_pd_layouts_against_a_default_tp_are_the_first_note(run_cli):
     d = r.json()
     assert d["first_screen_notes"] == []
     assert d["reasons"][0].startswith("Layouts searched: ") and "(TP8 by default)" in d["reasons"][0]
+
+
+# --- user29: a reasoning-workload user's pass (DeepSeek-R1 / QwQ / Qwen3 / gpt-oss on H100/H200/B200) -------------
+DATA = Path(__file__).parent / "data"
+TRACE_300 = DATA / "traces" / "kvplan_300.csv"   # 300 requests (one header line + 300 rows)
+
+
+def test_requests_beyond_the_trace_are_refused(run_cli):
+    """Before: ``simulate --trace kvplan_300.csv --requests 5000`` simulated the trace's 300 rows and said nothing of
+    the 5,000 asked (an option given and silently not honoured)."""
+    r = run_cli("simulate", "--trace", str(TRACE_300), "--requests", "5000")
+    one_line_refusal(r, "--requests 5,000", "300")
+
+
+def test_requests_within_the_trace_still_take_its_first_rows(run_cli):
+    r = run_cli("simulate", "--trace", str(TRACE_300), "--requests", "300", "--brief")
+    assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000", "99999999999", "9" * 5000])
+def test_a_huge_token_count_in_a_trace_is_named_out_of_range(run_cli, tmp_path, value):
+    """Before: a 20-digit prompt length read "is not a whole number of tokens" (it is one): the refusal names the
+    range, as it does for 0 (the most: 10,000,000 tokens, kvplan.inputs.workload.MAX_TOKENS). 5,000 digits are
+    refused unparsed (Python's int() refuses more than 4,300 digits)."""
+    trace = tmp_path / "huge.csv"
+    trace.write_text(f"prompt_tokens,output_tokens\n{value},10\n")
+    r = run_cli("simulate", "--trace", str(trace))
+    one_line_refusal(r, "line 2", "prompt_tokens", "1 .. 10,000,000")
+    assert "not a whole number" not in r.err
+
+
+def test_a_negative_token_count_in_a_trace_is_named_out_of_range(run_cli, tmp_path):
+    trace = tmp_path / "neg.csv"
+    trace.write_text("prompt_tokens,output_tokens\n-5,10\n")
+    one_line_refusal(run_cli("simulate", "--trace", str(trace)), "line 2", "-5", "1 .. 10,000,000")
+
+
+def test_a_plan_key_of_the_deployment_at_the_top_level_says_where_it_goes(run_cli, tmp_path):
+    """The README says "a plan's ``calibration = "FILE.toml"``"; written at the top of the plan (not in
+    [deployment]) it was refused as an unknown key, with a hint that never named [deployment]."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('calibration = "cal.toml"\n[deployment]\nmodel = "deepseek-r1"\n[[assert]]\n'
+                    'metric = "weights_fit"\n')
+    one_line_refusal(run_cli("check", str(plan)), "calibration", "a key of [deployment]")
+
+
+def test_a_model_that_contradicts_the_log_is_refused(run_cli):
+    """Before: ``explain-log`` of a log that names Qwen3-235B-A22B-FP8 (its launch line's --model) with
+    ``-m qwq-32b`` planned QwQ on the log's pool (K size 11.21 GiB against the log's 8.23 GB), as --tp does not."""
+    log = DATA / "logs" / "sglang-qwen3-235b-a22b-fp8-4xh100.log"
+    one_line_refusal(run_cli("explain-log", str(log), "-m", "qwq-32b"), "--model qwq-32b", "qwen3-235b-a22b")
+    # the preset the log names, given: planned as before
+    assert run_cli("explain-log", str(log), "-m", "qwen3-235b-a22b", "--brief").code == 0
+
+
+def test_a_model_that_contradicts_the_bench_result_is_refused(run_cli):
+    """Before: calibrating qwq-32b to a ``vllm bench serve`` result whose model_id is meta-llama/Llama-3.1-8B-Instruct
+    fitted hbm to its bound (rms error 190.8%) instead of naming the mismatch, as --engine does."""
+    run = DATA / "calibration" / "vllm-bench-serve-c16.json"
+    r = run_cli("calibrate", "-m", "qwq-32b", "-g", "h100-sxm", "--gpus", "1", "--engine", "vllm", str(run))
+    one_line_refusal(r, "qwq-32b", "Llama-3.1-8B-Instruct", "llama-3.1-8b")
+    # the preset the run names, given: fitted as before
+    same = run_cli("calibrate", *LLAMA, "--gpus", "1", "--engine", "vllm", str(run), "--brief")
+    assert same.code == 0, same.err
+
+
+@pytest.mark.parametrize("weights", ["1B", "300GB"])
+def test_weights_below_four_bits_a_parameter_are_refused(run_cli, weights):
+    """Before: ``--weights 1B`` (one byte; the user meant 1 billion parameters, or a typo) planned DeepSeek-R1 with no
+    weights (KV pool 124.32 GiB per GPU). DeepSeek-R1 has 671B parameters (its preset's params_total,
+    huggingface.co/deepseek-ai/DeepSeek-R1); the narrowest weight kvplan models is 4 bits (int4 / nvfp4 / mxfp4
+    without scales), so 671e9 x 0.5 B = 335.5 GB is the least its weights take: 300 GB and 1 B are refused."""
+    one_line_refusal(run_cli("concurrency", "--weights", weights), "--weights", "deepseek-r1")
+
+
+def test_weights_at_four_bits_a_parameter_are_read(run_cli):
+    assert run_cli("concurrency", "--weights", "340GB", "--brief").code == 0   # 340e9 > 671e9 x 0.5 = 335.5e9
+
+
+@pytest.mark.parametrize("typed, first", [("h200-sxm", "h200"), ("h100", "h100-sxm")])
+def test_a_near_miss_gpu_names_the_preset_it_extends_first(run_cli, typed, first):
+    """Before: ``-g h200-sxm`` suggested "h100-sxm or h200 or h20" (difflib's ratio ranks the shared "-sxm" above the
+    GPU); a preset whose id is a prefix of the name typed (or that the name typed is a prefix of) comes first."""
+    r = run_cli("size", "-g", typed)
+    one_line_refusal(r, f"did you mean {first}")
+
+
+@pytest.mark.parametrize("engine", ["neutral", "vllm", "sglang"])
+def test_dram_that_the_run_never_uses_is_refused(run_cli, engine):
+    """Before: ``simulate --dram 1TB`` under --policy recompute (every engine's default) with no --offload-threshold
+    or HiCache printed "host DRAM per GPU 116.42 GiB" (1e12 / 8 / 2^30) and used none of it: recompute copies
+    nothing out (kvplan.engines.scheduling.RuleBook._swap_out returns None), so the option was given and ignored."""
+    r = run_cli("simulate", "--engine", engine, "--dram", "1TB", "--requests", "10")
+    one_line_refusal(r, "--dram", "recompute")
+
+
+@pytest.mark.parametrize("extra", [("--policy", "swap"), ("--offload-threshold", "0.7"),
+                                   ("--compare", "policy=swap")])
+def test_dram_where_the_run_uses_it_is_read(run_cli, extra):
+    assert run_cli("simulate", "--dram", "1TB", "--requests", "10", *extra, "--brief").code == 0
+
+
+def test_dram_with_hicache_is_read(run_cli):
+    r = run_cli("simulate", "--engine", "sglang", "--enable-hicache", "--dram", "4TB", "--requests", "10", "--brief")
+    assert r.code == 0, r.err
+
+
+def test_pd_colocated_percentiles_name_the_rate_they_were_simulated_at(run_cli):
+    """Before: pd's colocated table printed "batch under the SLO 65", "TPOT with prefills, mean (closed form) 21.01 ms"
+    and "TPOT with prefills, p99 (simulated) 19.53 ms": a p99 below the mean, because the p99 is the Poisson run at
+    the goodput rate (the verdict's "goodput 0.103 requests/s per instance (Poisson): TPOT p99 19.5 ms"), not at batch
+    65; the disaggregated table already said "at the goodput rate". The rows now say it too."""
+    r = run_cli("pd", "-m", "qwq-32b", "-g", "h100-sxm", "--nodes", "2", "-f", "markdown")
+    assert r.code == 0, r.err
+    colocated = r.out.split("### Colocated", 1)[1].split("### Disaggregated", 1)[0]
+    assert "| TPOT at the goodput rate, p99 (simulated) |" in colocated, colocated
+    assert "| TTFT at the goodput rate, p99 (simulated) |" in colocated, colocated
+
+
+@pytest.mark.xfail(strict=True, reason="calc/recommend.py's _dtype_row formats the counts in f-strings; the fix is "
+                   "a typed note there (tests/test_typed_notes.py holds its f-string formats at their ceiling), "
+                   "left to recommend's owner")
+def test_recommend_counts_requests_with_thousands_separators(run_cli):
+    """Before: the KV dtype row read "requests of 31,000 tokens per replica: bf16 1134, fp8 2268, nvfp4 4032 ...;
+    nvfp4 would hold 4032" beside "batch 1,024" in the next row: every count of 1,000 or more has its separator."""
+    import re
+
+    r = run_cli("recommend", "-m", "gpt-oss-120b", "-g", "b200", "-f", "json")
+    assert r.code == 0, r.err
+    reason = next(row["reason"] for row in r.json()["recommendations"] if row["key"] == "kv_dtype")
+    assert re.search(r"(?<![\d,.])\d{4,}(?![\d,])", reason) is None, reason
+    assert re.search(r"fp8 \d{1,3}(,\d{3})+", reason), reason   # 151.5 GiB holds thousands of 31K requests

@@ -189,6 +189,9 @@ def _read(path: Path, chain: tuple[Path, ...]):
     doc = parse_toml(text, path, "plan", "a plan nests a few levels; fix the file")
     where = _Where(path, text)
     for key in doc:
+        if key in DEPLOYMENT_KEYS:   # e.g. calibration = "FILE.toml" written above [deployment]
+            raise where.error(f"{shorten(key)} is a key of [deployment], not of the plan's top level",
+                              f"move {key} = ... under the [deployment] line", key=key)
         if key not in TOP_KEYS:
             raise where.error(f"unknown top-level key {shorten(key)}", "a plan has [deployment], [[assert]] entries, "
                               "an optional description and an optional extends", key=key)

@@ -373,7 +373,12 @@ def _unknown(kind: str, name: str, known: list[str]) -> KvplanError:
     import difflib
 
     folded = {k.casefold(): k for k in known}
-    close = difflib.get_close_matches(name.casefold(), list(folded), n=3, cutoff=0.4)
+    typed = name.casefold()
+    # an id the name typed extends or abbreviates (h200-sxm: h200; qwen3-235b: qwen3-235b-a22b) first, the closest
+    # first; then difflib's other matches (its ratio alone ranks a shared suffix, "-sxm", as high as the GPU itself)
+    ratio = {k: difflib.SequenceMatcher(None, typed, k).ratio() for k in folded}
+    stems = sorted((k for k in folded if typed.startswith(k) or k.startswith(typed)), key=lambda k: (-ratio[k], k))
+    close = list(dict.fromkeys(stems + difflib.get_close_matches(typed, list(folded), n=3, cutoff=0.4)))[:3]
     hint = ("did you mean " + " or ".join(folded[c] for c in close) + "?") if close else "run `kvplan presets list`"
     return KvplanError(f"unknown {kind} preset {shorten(name)}", hint)
 

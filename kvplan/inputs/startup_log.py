@@ -501,6 +501,14 @@ def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releas
         out["model"] = match
         notes.append(f"Model {match}: the preset the log's {logged_model.value} names (line {logged_model.line}).")
     elif logged_model is not None:
+        match = preset_for_model(str(logged_model.value), presets)
+        named = {pid.casefold() for pid in presets}
+        if match is not None and str(args["model"]).strip().casefold() in named and (
+                match.casefold() != str(args["model"]).strip().casefold()):
+            # another preset than the log's: its bytes per token against the log's pool would explain nothing
+            raise KvplanError(f"--model {args['model']} contradicts the log, which names "
+                              f"{shorten(str(logged_model.value))} (line {logged_model.line}), kvplan's preset {match}",
+                              "drop --model (the log states it), or give the log of that deployment")
         notes.append(f"Model {args['model']} as given with --model; the log names {logged_model.value} "
                      f"(line {logged_model.line}).")
     # parallelism: SGLang's --enable-dp-attention splits the TP group into DP attention ranks

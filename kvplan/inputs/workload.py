@@ -225,8 +225,11 @@ def _trace_int(value, where: str, name: str) -> int:
         raise KvplanError(f"{where}: {name} = {value!r} is not a whole number of tokens", "fix that value")
     if isinstance(value, str):
         text = value.strip()
-        if not re.fullmatch(r"[0-9]{1,9}", text):
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
             raise KvplanError(f"{where}: {name} = {value[:40]!r} is not a whole number of tokens", "fix that value")
+        if len(text.lstrip("+-").lstrip("0")) > 9:   # whole, out of range; not parsed (int() refuses 4,300+ digits)
+            raise KvplanError(f"{where}: {name} = {text[:40]!r} is not a token count in 1 .. {MAX_TOKENS:,}",
+                              "fix that value")
         value = int(text)
     if isinstance(value, float) and value.is_integer():
         value = int(value)

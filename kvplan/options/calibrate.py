@@ -97,10 +97,31 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
         warnings += (f"{other.source} measured backend {other.backend}, not the log's {engine}: kvplan fits "
                      f"{engine}'s step factors to it.",)
     models = sorted({r.model for r in runs if r.model})
+    if len(models) == 1:
+        _check_model(scenario, models[0], next(r.source for r in runs if r.model == models[0]),
+                     scenario_args.get("presets_dir"))
     if len(models) > 1:
         warnings += (f"The runs name {len(models)} models ({', '.join(models[:3])}): kvplan calibrates "
                      f"{scenario.model.id} to all of them.",)
     return CalibrateRequest(scenario, logs[0] if logs else None, tuple(runs), tuple(scrapes), notes, warnings)
+
+
+def _check_model(scenario: Scenario, measured: str, source: str, presets_dir: Any) -> None:
+    """Refuse a deployment whose model is a preset other than the one the runs name (their ``model_id``, mapped as a
+    start-up log's model is): its steps fitted to another model's would be neither's. A model given as a file (a
+    fine-tune's config.json) is not checked."""
+    from kvplan.inputs.options import extra_dirs
+    from kvplan.inputs.presets import discover
+    from kvplan.inputs.startup_log import preset_for_model
+
+    models = discover(extra_dirs(presets_dir))["model"]
+    match = preset_for_model(measured, models)
+    planned = scenario.model.id
+    if match is None or match.casefold() == planned.casefold() or planned.casefold() not in {
+            pid.casefold() for pid in models}:
+        return
+    raise InputError(f"the model {planned} contradicts {source}, which measured {measured} (kvplan's preset {match})",
+                     f"give -m {match}, or the runs of {planned}")
 
 
 def plan(request: CalibrateRequest) -> CalibratePlan:

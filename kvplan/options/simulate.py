@@ -140,6 +140,11 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
     speed_v = optional(parse_float, trace_speed, "--trace-speed", "2")
     trace_rate_v = optional(parse_float, trace_rate, "--trace-rate", "0.5")
     tr = wl.read_trace(Path(trace), check_format(trace_format)) if trace is not None else None
+    if tr is not None and n_given is not None and n_given > len(tr.prompts):
+        # a trace is replayed, never extended: more requests than its rows would be asked and not simulated
+        raise InputError(f"--requests {n_given:,} is more than the {len(tr.prompts):,} requests of the trace "
+                         f"{shorten(tr.path)}", f"give --requests {len(tr.prompts):,} or fewer (its first rows), or "
+                                                "drop --requests to replay every row")
     if tr is not None and base.request_fitted:
         # the trace gives the lengths: the default request fitted into the limit is no part of the run, and the
         # first line does not say it was shortened (a copy: the caller's scenario is left as it is)
@@ -195,6 +200,12 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
         return dataclasses.replace(made, notes=made.notes + said) if said else made
 
     work = make(rate_v)
+    if dram is not None and compare is None and offload_threshold is None and not hicache and (
+            policy.strip().lower() == "recompute"):
+        # recompute copies nothing out, and nothing else fills the host tier: the DRAM given would be printed, unused
+        raise InputError("--dram sizes the host tier, which this run never uses: --policy recompute (the default) "
+                         "copies nothing out", "give --policy swap or swap-then-recompute or --offload-threshold F "
+                         "(--engine neutral), or --enable-hierarchical-cache (--engine sglang); or drop --dram")
     max_batch_v = optional(parse_tokens, max_batch, "--max-batch")
     _check_max_batch(max_batch_v, base, "--max-batch")
     options = SimOptions(policy=policy.strip().lower(), victim=victim.strip().lower(),

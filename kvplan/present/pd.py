@@ -40,8 +40,9 @@ def present(plan: PdPlan) -> Result:
         ("decode / prefill GPU time", plan.decode_over_prefill),
         ("batch under the SLO", plan.colocated_batch), ("TPOT without prefills", plan.tpot_plain),
         ("TPOT with prefills, mean (closed form)", plan.tpot_colocated_mean),
-        (f"TPOT with prefills, p{tq} (simulated)", plan.tpot_colocated_at),
-        (f"TTFT, p{fq} (simulated)", plan.ttft_colocated_at),
+        # the Poisson run at the goodput rate (not at the batch above): said, as the disaggregated table says it
+        (f"TPOT at the goodput rate, p{tq} (simulated)", plan.tpot_colocated_at),
+        (f"TTFT at the goodput rate, p{fq} (simulated)", plan.ttft_colocated_at),
         ("TPOT inflation", plan.tpot_inflation), ("goodput, requests/s", plan.colocated_requests_per_second),
         ("goodput, output tokens/s", plan.colocated_tokens_per_second)))
     disaggregated = Table("Disaggregated", ("figure", "value"), (
