@@ -1589,6 +1589,19 @@ MUTANTS: tuple[Mutant, ...] = (
       '"B15": "vllm v0.15.1"', '"B15": "vllm (version not stated)"'),
     M("tpot20b-ix828-never-seen-release-dropped", "benchmarks/tpot_fidelity.py",
       'engine="vllm v0.15.1 (Marlin MoE)"', 'engine="vllm (Marlin MoE)"'),
+    # prefill20e: the per-GPU prefill_mfu fit of benchmarks/prefill_fidelity.py and compare-preemption's default MFU
+    M("prefill20e-fit-reads-held-out", "benchmarks/prefill_fidelity.py",
+      'if p.split != "fit" or implied_utilisation(p) > 1:', "if implied_utilisation(p) > 1:"),
+    M("prefill20e-fit-keeps-impossible", "benchmarks/prefill_fidelity.py",
+      'if p.split != "fit" or implied_utilisation(p) > 1:', 'if p.split != "fit":'),
+    M("prefill20e-ratio-no-rest", "benchmarks/prefill_fidelity.py",
+      "return (seconds(p, p.measured) - rest) / compute", "return seconds(p, p.measured) / compute"),
+    M("prefill20e-preempt-generic-default", "kvplan/calc/preemption.py",
+      "factors = costs.step_factors(hw, prefill_mfu=st.mfu)",
+      "factors = costs.step_factors(hw, prefill_mfu=st.mfu or costs.DEFAULT_MFU)"),
+    M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
+      'mfu_v = factors.prefill_mfu if st.mfu is None else Number(st.mfu, given("--mfu"))',
+      "mfu_v = factors.prefill_mfu"),
 )
 
 
