@@ -273,7 +273,7 @@ def _mfu_source(step: costs.StepModel) -> str:
     """The prefill MFU's source as the recompute line cites it: --mfu, or the preset's (generic) figure's own."""
     d = step.factors.prefill_mfu.why
     assert d is not None
-    return "--mfu" if d.formula.startswith("given") else "; ".join((d.formula, *d.sources))
+    return "--mfu" if d.formula.startswith("given") else "; ".join(d.sources)
 
 
 def recommendation(plan: PreemptionPlan) -> Note:
