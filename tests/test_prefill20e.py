@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from kvplan.specs.dtypes import KVDtype
 from tests.test_preemption import run
 
 ROOT = Path(__file__).resolve().parent.parent
+tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
 
 def preset_prefill_mfu(gpu: str) -> float | None:
@@ -66,6 +66,7 @@ def test_explain_names_the_presets_figure(tmp_path):
 
 
 # --- the per-GPU prefill_mfu fit (benchmarks/prefill_fidelity.py, procedure in its docstring) -------------------
+
 
 _spec = importlib.util.spec_from_file_location("prefill_fidelity", ROOT / "benchmarks" / "prefill_fidelity.py")
 assert _spec and _spec.loader

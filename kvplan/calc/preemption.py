@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 from kvplan.calc import capacity, costs, flops, kv
 from kvplan.calc.costs import CostSettings
@@ -211,7 +212,7 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
     # the one prefill price (kvplan.calc.costs), at the MFU and compute dtype asked for; no --mfu: the GPU preset's
     # prefill_mfu (compute-only since prefill20c, as the price takes it; kvplan's generic one for a GPU without it)
     factors = costs.step_factors(hw, prefill_mfu=st.mfu)
-    mfu_v = factors.prefill_mfu if st.mfu is None else Number(st.mfu, given("--mfu"))
+    mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))
     st = dataclasses.replace(st, mfu=factors.value("prefill_mfu"))
     assert st.mfu is not None
     step = costs.step_model(s, factors)
@@ -271,7 +272,7 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
 
 def _mfu_source(step: costs.StepModel) -> str:
     """The prefill MFU's source as the recompute line cites it: --mfu, or the preset's (generic) figure's own."""
-    d = step.factors.prefill_mfu.why
+    d = cast(Number, step.factors.prefill_mfu).why
     assert d is not None
     return "--mfu" if d.formula.startswith("given") else "; ".join(d.sources)
 
