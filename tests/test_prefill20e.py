@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_preemption import run
 
 from kvplan.inputs.presets import load_hardware
 from kvplan.specs.dtypes import KVDtype
-from tests.test_preemption import run
 
 ROOT = Path(__file__).resolve().parent.parent
 tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
