@@ -1600,8 +1600,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "factors = costs.step_factors(hw, prefill_mfu=st.mfu)",
       "factors = costs.step_factors(hw, prefill_mfu=st.mfu or costs.DEFAULT_MFU)"),
     M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
-      'mfu_v = factors.prefill_mfu if st.mfu is None else Number(st.mfu, given("--mfu"))',
-      "mfu_v = factors.prefill_mfu"),
+      'mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))',
+      "mfu_v = cast(Number, factors.prefill_mfu)"),
 )
 
 
