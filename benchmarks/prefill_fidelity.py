@@ -12,7 +12,21 @@ Two kinds of point:
 
 The error is (predicted - measured) / measured for TTFT, and for throughput that of the equivalent time per token
 (measured / predicted - 1), so a positive error always means kvplan is SLOWER than measured. The last line is the
-median |error| over the held-out points."""
+median |error| over the held-out points.
+
+prefill20e, a per-GPU fit of prefill_mfu (``fit_prefill_mfu``), its procedure written down before any of the new
+points' predictions was computed:
+1. The points: a GPU's ``fit`` points whose measured / peak is at most 1 (a physically impossible row cannot measure
+   a prefill). Held-out points are never read by the fit.
+2. Each point's priced compute time C at the preset's prefill_mfu m: kvplan's time is R + K / m (the compute part
+   K / m; R the communication, fixed overhead and frontend), so with t(x) kvplan's time at prefill_mfu x,
+   C = (t(m) - t(1)) / (1 - m) and R = t(m) - C. A point with C = 0 (every chunk bound by its weight read) or with
+   measured - R <= 0 cannot inform the fit and is skipped.
+3. The point's ratio of measured to priced compute time: (measured - R) / C (measured: the TTFT, or for a throughput
+   the time of one prompt on its rank, prompt / (tokens/s per GPU x TP)).
+4. The GPU's fitted prefill_mfu = m / median(ratio), rounded to 0.01, capped at 1.
+5. Adoption: only where the GPU has at least one physically possible held-out point, and neither that GPU's held-out
+   median |error| nor the whole held-out median |error| grows; otherwise the fit is reported, not adopted."""
 
 from __future__ import annotations
 
@@ -52,21 +66,31 @@ def load_points(path: Path = DATA) -> list[Point]:
     return [Point(**p) for p in raw["point"]]
 
 
+def model_ref(model: str) -> str:
+    """A preset id, or a model kvplan has no preset for (qwen3-14b) from its config.json as
+    tests/data/serving_runs.toml keeps it: benchmarks/tpot_fidelity.py's ``model_ref``, the one rule for both."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tpot_fidelity import model_ref as ref
+    return ref(model)
+
+
 def scenario(p: Point):
     from kvplan.inputs.presets import load_hardware, load_model
     from kvplan.scenario import Scenario
-    return Scenario(model=load_model(p.model), hardware=load_hardware(p.hardware), prompt_tokens=p.prompt,
+    return Scenario(model=load_model(model_ref(p.model)), hardware=load_hardware(p.hardware), prompt_tokens=p.prompt,
                     decode_tokens=128, weight_dtype=p.weight_dtype, engine=p.engine, **p.parallel)
 
 
-def predict(p: Point) -> float:
-    """kvplan's figure in the point's unit: tokens/s per GPU (throughput) or ms (ttft)."""
+def predict(p: Point, prefill_mfu: float | None = None) -> float:
+    """kvplan's figure in the point's unit: tokens/s per GPU (throughput) or ms (ttft); at the preset's prefill_mfu
+    or at ``prefill_mfu`` when given."""
     from kvplan.calc import costs
     from kvplan.calc.tpot import TpotOptions, plan_tpot
     s = scenario(p)
+    over = {} if prefill_mfu is None else {"prefill_mfu": prefill_mfu}
     if p.kind == "ttft":
-        return plan_tpot(s, TpotOptions(batch=1)).ttft.value * 1e3
-    step = costs.step_model(s, costs.step_factors(s.hardware))
+        return plan_tpot(s, TpotOptions(batch=1, factors=over or None)).ttft.value * 1e3
+    step = costs.step_model(s, costs.step_factors(s.hardware, **over))
     par = s.parallelism
     spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
     seconds = step.prefill_seconds(p.prompt, 0, None, spread)
@@ -113,8 +137,74 @@ def error(p: Point, predicted: float) -> float:
     return p.measured / predicted - 1
 
 
-def rows() -> list[tuple[Point, float, float]]:
-    return [(p, (pr := predict(p)), error(p, pr)) for p in load_points()]
+def rows(mfu: dict[str, float] | None = None) -> list[tuple[Point, float, float]]:
+    """Every point's prediction and error, at the presets' prefill_mfu or, for a GPU in ``mfu``, at that figure."""
+    mfu = mfu or {}
+    return [(p, (pr := predict(p, mfu.get(p.hardware))), error(p, pr)) for p in load_points()]
+
+
+def seconds(p: Point, figure: float) -> float:
+    """A figure in the point's unit as the time of its one prompt (s): a TTFT, or prompt / (tokens/s per GPU x TP)."""
+    return figure / 1e3 if p.kind == "ttft" else p.prompt / (figure * p.parallel["tp"])
+
+
+def compute_ratio(p: Point) -> float | None:
+    """Step 2-3 of the fit (module docstring): measured / priced compute time, None when the point cannot inform."""
+    m = scenario(p).hardware.efficiency.prefill_mfu
+    m_val = m.value if m is not None else _generic_prefill_mfu()
+    t_m, t_1 = seconds(p, predict(p)), seconds(p, predict(p, 1.0))
+    if m_val >= 1:
+        return None
+    compute = (t_m - t_1) / (1 - m_val)
+    rest = t_m - compute
+    if compute <= 0 or seconds(p, p.measured) - rest <= 0:
+        return None
+    return (seconds(p, p.measured) - rest) / compute
+
+
+def _generic_prefill_mfu() -> float:
+    from kvplan.calc import costs
+    return costs.GENERIC_FACTORS["prefill_mfu"][0]
+
+
+def fit_prefill_mfu(points: list[Point] | None = None) -> dict[str, tuple[float, float, list[str]]]:
+    """Step 1-4 of the fit (module docstring): per GPU, (the preset's prefill_mfu, the fitted one, the points used)."""
+    out: dict[str, tuple[float, float, list[str]]] = {}
+    by_gpu: dict[str, list[tuple[str, float]]] = {}
+    for p in points or load_points():
+        if p.split != "fit" or implied_utilisation(p) > 1:
+            continue
+        r = compute_ratio(p)
+        if r is not None:
+            by_gpu.setdefault(p.hardware, []).append((p.id, r))
+    from kvplan.inputs.presets import load_hardware
+    for gpu, used in by_gpu.items():
+        m = load_hardware(gpu).efficiency.prefill_mfu
+        m_val = m.value if m is not None else _generic_prefill_mfu()
+        fitted = min(1.0, round(m_val / statistics.median(r for _, r in used), 2))
+        out[gpu] = (m_val, fitted, [i for i, _ in used])
+    return out
+
+
+def held_out_median(data: list[tuple[Point, float, float]], gpu: str | None = None) -> float | None:
+    errs = [abs(e) for p, _, e in data
+            if p.split == "held_out" and (gpu is None or p.hardware == gpu) and (gpu is None or
+                                                                               implied_utilisation(p) <= 1)]
+    return statistics.median(errs) if errs else None
+
+
+def adopt(fits: dict[str, tuple[float, float, list[str]]]) -> dict[str, bool]:
+    """Step 5 of the fit: a GPU's fitted prefill_mfu is adopted only where its physically possible held-out points
+    exist and neither their median |error| nor the whole held-out median |error| grows."""
+    before = rows()
+    out = {}
+    for gpu, (_, fitted, _) in fits.items():
+        after = rows({gpu: fitted})
+        b_gpu, a_gpu = held_out_median(before, gpu), held_out_median(after, gpu)
+        b_all, a_all = held_out_median(before), held_out_median(after)
+        assert b_all is not None and a_all is not None
+        out[gpu] = b_gpu is not None and a_gpu is not None and a_gpu <= b_gpu and a_all <= b_all
+    return out
 
 
 def main() -> None:
@@ -138,6 +228,16 @@ def main() -> None:
         groups.setdefault(f"{p.model} on {p.hardware} ({p.kind})", []).append(e)
     for g, es in groups.items():
         print(f"  {g}: median error {statistics.median(es):+.1%} ({len(es)} points)")
+    if "--fit" in sys.argv:
+        fits = fit_prefill_mfu()
+        adopted = adopt(fits)
+        for gpu, (m, fitted, used) in fits.items():
+            after = rows({gpu: fitted})
+            b, a = held_out_median(data, gpu), held_out_median(after, gpu)
+            print(f"  fit {gpu}: prefill_mfu {m:g} -> {fitted:g} on {', '.join(used)}; its held-out median |error| "
+                  + (f"{b:.1%} -> {a:.1%}" if b is not None and a is not None else "(no held-out point)")
+                  + f"; all held-out {held_out_median(data):.1%} -> {held_out_median(after):.1%}: "
+                  + ("adopt" if adopted[gpu] else "report only"))
     held = [abs(e) for p, _, e in data if p.split == "held_out"]
     print(f"held_out_median_error: {statistics.median(held) * 100:.1f}%")
 

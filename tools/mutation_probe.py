@@ -1797,6 +1797,19 @@ MUTANTS: tuple[Mutant, ...] = (
       '(f"TPOT with prefills, p{tq} (simulated)", plan.tpot_colocated_at)'),
     M("user29-near-miss-stem-order", "kvplan/inputs/presets.py", "key=lambda k: (-ratio[k], k))",
       "key=lambda k: (ratio[k], k))"),
+    # prefill20e: the per-GPU prefill_mfu fit of benchmarks/prefill_fidelity.py and compare-preemption's default MFU
+    M("prefill20e-fit-reads-held-out", "benchmarks/prefill_fidelity.py",
+      'if p.split != "fit" or implied_utilisation(p) > 1:', "if implied_utilisation(p) > 1:"),
+    M("prefill20e-fit-keeps-impossible", "benchmarks/prefill_fidelity.py",
+      'if p.split != "fit" or implied_utilisation(p) > 1:', 'if p.split != "fit":'),
+    M("prefill20e-ratio-no-rest", "benchmarks/prefill_fidelity.py",
+      "return (seconds(p, p.measured) - rest) / compute", "return seconds(p, p.measured) / compute"),
+    M("prefill20e-preempt-generic-default", "kvplan/calc/preemption.py",
+      "factors = costs.step_factors(hw, prefill_mfu=st.mfu)",
+      "factors = costs.step_factors(hw, prefill_mfu=st.mfu or costs.DEFAULT_MFU)"),
+    M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
+      'mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))',
+      "mfu_v = cast(Number, factors.prefill_mfu)"),
 )
 
 

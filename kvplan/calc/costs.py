@@ -72,9 +72,10 @@ LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block ac
 
 @dataclass(frozen=True)
 class CostSettings:
-    """The cost model's tunable factors, each with a sourced default."""
+    """The cost model's tunable factors, each with a sourced default. ``mfu`` None: the GPU preset's prefill_mfu
+    (compute-only, as the one prefill price takes it), else kvplan's generic one (``step_factors``)."""
 
-    mfu: float = DEFAULT_MFU
+    mfu: float | None = None
     compute_dtype: str = "auto"
     copy_overhead_us: float = DEFAULT_COPY_OVERHEAD_US
     bidir_factor: float = DEFAULT_BIDIR_FACTOR
@@ -87,7 +88,7 @@ class CostSettings:
         def ok(x, lo, hi):
             return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and lo <= x <= hi
 
-        if not ok(self.mfu, 0.01, 1):
+        if self.mfu is not None and not ok(self.mfu, 0.01, 1):
             raise KvplanError(f"MFU {self.mfu!r} is not in [0.01, 1]", "give --mfu like 0.45 (a fraction of the peak)")
         if not ok(self.bidir_factor, 0.01, 1):
             raise KvplanError(f"bidirectional factor {self.bidir_factor!r} is not in [0.01, 1]",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 from kvplan.calc import capacity, costs, flops, kv
 from kvplan.calc.costs import CostSettings
@@ -109,6 +110,7 @@ class PreemptionPlan:
     link_both_ways: Rate            # the effective link with swaps both ways at once (x bidir factor)
     v0_swap_requests: Count         # such requests vLLM V0's default 4 GiB --swap-space holds (None: no bytes)
     copy_overhead_dominates: bool   # the per-copy overhead outweighs the transfer itself
+    mfu: Number                     # the prefill MFU priced: --mfu, else the GPU preset's prefill_mfu (its source)
 
 
 def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block: int, link: float, prefill,
@@ -181,7 +183,7 @@ def evaluate(s: Scenario, st: CostSettings, context: int, prefix_hit: int, block
                                               if mla_bf16 and step.prefill_mla_flops_s else "")
             + f", over TP {tp} / EP {ep}; each chunk at least the weight read {step.weight_read_seconds * 1e3:.3f} ms)"
             f" + communication {comm * 1e3:.3f} ms + {chunks} x {step.overhead_s * 1e3:.3f} ms = {t_rc:.4g} s",
-            costs.MFU_SOURCE if st.mfu == costs.DEFAULT_MFU else "--mfu", costs.PREFILL_ALLREDUCE_SOURCE,
+            _mfu_source(step), costs.PREFILL_ALLREDUCE_SOURCE,
             *((costs.MLA_BF16_SOURCE,) if mla_bf16 else ()))),
         Seconds(t_rc * tp, derived("recompute seconds x TP GPUs (GPU-seconds)", f"{t_rc:.4g} x {tp}", STALL_SOURCE)),
         Ratio(ratio, derived("recompute seconds / exposed swap seconds", f"{t_rc:.4g} / {exposed:.4g} = {ratio:.4g}")),
@@ -207,8 +209,13 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
     peak = costs.compute_peak(hw, dtype)
     peak_v = Number(peak, default(f"dense {dtype} peak of {hw.id}", hw.dense_tflops[dtype].cite())
                     if st.compute_dtype == "auto" else given("--compute-dtype"))
-    # the one prefill price (kvplan.calc.costs), at the MFU and compute dtype asked for
-    step = costs.step_model(s, costs.step_factors(hw, prefill_mfu=st.mfu))
+    # the one prefill price (kvplan.calc.costs), at the MFU and compute dtype asked for; no --mfu: the GPU preset's
+    # prefill_mfu (compute-only since prefill20c, as the price takes it; kvplan's generic one for a GPU without it)
+    factors = costs.step_factors(hw, prefill_mfu=st.mfu)
+    mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))
+    st = dataclasses.replace(st, mfu=factors.value("prefill_mfu"))
+    assert st.mfu is not None
+    step = costs.step_model(s, factors)
     step = dataclasses.replace(step, prefill_flops_s=peak * st.mfu)
     prefill = (step, s.engine_adapter.batch_limits_for(s)[0].number())
     n_mm = flops.matmul_params(model)
@@ -260,7 +267,14 @@ def plan_preemption(s: Scenario, settings: CostSettings | None = None, prefix_hi
         f"{V0_SWAP_SPACE_BYTES:,} // {nbytes:,}"))
     dominates = copies * st.copy_overhead_us * 1e-6 > nbytes / (link * st.bidir_factor)
     return PreemptionPlan(s, st, block_v, link_v, dtype, peak_v, n_mm, tuple(rows), this, crossover_v, breakeven,
-                          host, fits, tuple(layout_cases), cheaper, sweep_range, both, v0, dominates)
+                          host, fits, tuple(layout_cases), cheaper, sweep_range, both, v0, dominates, mfu_v)
+
+
+def _mfu_source(step: costs.StepModel) -> str:
+    """The prefill MFU's source as the recompute line cites it: --mfu, or the preset's (generic) figure's own."""
+    d = cast(Number, step.factors.prefill_mfu).why
+    assert d is not None
+    return "--mfu" if d.formula.startswith("given") else "; ".join(d.sources)
 
 
 def recommendation(plan: PreemptionPlan) -> Note:

@@ -23,7 +23,8 @@ def compare_preemption(
         "--prefix-hit", metavar="TOKENS", help="Tokens recompute recovers from the prefix cache, in "
                                                "[0, prompt + generated).")] = "0",
     mfu: Annotated[str | None, typer.Option("--mfu", metavar="FRACTION",
-                                               help="Prefill MFU in [0.01, 1] (default 0.45).")] = None,
+                                               help="Prefill MFU in [0.01, 1], compute-only (default: the GPU "
+                                                    "preset's prefill_mfu).")] = None,
     compute_dtype: Annotated[str, typer.Option(
         "--compute-dtype", metavar="DTYPE",
         help="Peak used for recompute: auto (fp8 for fp8-weight models on fp8 GPUs, else bf16), bf16, fp8, fp4.")

@@ -24,7 +24,7 @@ def present(plan: PreemptionPlan) -> Result:
     rec = recommendation(plan)
     nbytes = this.swap_bytes_per_gpu
     prompt_v, ctx_v, bidir_v, mfu_v = (Tokens(s.prompt_tokens), Tokens(s.context_tokens), Number(st.bidir_factor),
-                                       Number(st.mfu))
+                                       plan.mfu)
     swap_cols = ("swap each way", "exposed in + out") if st.sync_swap else ("swap-in",)
     rows = []
     for r in plan.rows:
@@ -92,7 +92,7 @@ def present(plan: PreemptionPlan) -> Result:
         "params_active_matmul": Number(plan.n_mm.value, default(plan.n_mm.source)),
         "compute_dtype": plan.compute_dtype,
         "peak_flops_per_second_per_gpu": plan.peak,
-        "mfu": _setting(st.mfu, costs.DEFAULT_MFU, "--mfu", costs.MFU_SOURCE),
+        "mfu": plan.mfu,
         "recompute_flops": this.flops_total,
         "recompute_flops_matmul": this.flops_matmul,
         "recompute_flops_attention": this.flops_attention,
