@@ -101,7 +101,8 @@ def test_every_sample_is_read_as_what_it_is():
 
     assert {f.name: kind_of(f.read_text()) for f in CAL.iterdir() if f.suffix != ".md"} == {
         "vllm-bench-serve-c16.json": "bench", "vllm-bench-serve-rate-detailed.json": "bench",
-        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics"}
+        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics",
+        "sglang-metrics-tp4.txt": "metrics"}
     logs = sorted((DATA / "logs").glob("*.log"))
     assert len(logs) >= 10 and {kind_of(f.read_text()) for f in logs} == {"log"}
     # SGLang's log lines start with a bracketed time stamp: no JSON array
@@ -442,6 +443,29 @@ def test_sglang_scrape_with_its_run(run_cli, tmp_path):
     pool = run_cli("concurrency", *LLAMA, "-f", "json").json()["kv_pool_bytes_per_gpu"]
     assert f["KV cache usage"]["kvplan_before"] == pytest.approx(8 * 1536 * 131072 / pool, rel=1e-12)
     assert f["TTFT mean (/metrics)"]["measured"] == pytest.approx(0.048)
+
+
+def test_sglang_tp_ranks_of_one_scheduler_group_count_their_requests_once():
+    # SGLang v0.5.23 SchedulerMetricsCollector.init_new: with --enable-metrics-for-all-schedulers each of the 4 TP
+    # ranks exports the gauges of its scheduler, which holds the same 12 requests: 12 running, not 4 x 12 = 48
+    from kvplan.inputs import prometheus
+
+    sc = prometheus.read_scrape(CAL / "sglang-metrics-tp4.txt")
+    assert len(sc.samples["sglang:num_running_reqs"]) == 4
+    assert prometheus.figure(sc, *prometheus.RUNNING) == ("sglang:num_running_reqs", 12.0)
+    assert prometheus.figure(sc, *prometheus.KV_USAGE, fraction=True) == ("sglang:token_usage", 0.25)
+    # DP attention: the attn_tp_rank-0 scheduler of each dp_rank exports its own (disjoint) requests: 5 + 7 = 12;
+    # PP stages hold the same requests (pp_rank 1 is a copy), and a vLLM series keeps every label set (3 + 4 = 7)
+    text = "\n".join([
+        'sglang:num_running_reqs{tp_rank="0",pp_rank="0",dp_rank="0"} 5',
+        'sglang:num_running_reqs{tp_rank="0",pp_rank="1",dp_rank="0"} 5',
+        'sglang:num_running_reqs{tp_rank="2",pp_rank="0",dp_rank="1"} 7',
+        'sglang:num_running_reqs{tp_rank="3",pp_rank="0",dp_rank="1"} 7',
+        'vllm:num_requests_running{engine="0",tp_rank="0"} 3',
+        'vllm:num_requests_running{engine="0",tp_rank="1"} 4'])
+    sc = prometheus.parse(text)
+    assert prometheus.figure(sc, "sglang:num_running_reqs") == ("sglang:num_running_reqs", 12.0)
+    assert prometheus.figure(sc, "vllm:num_requests_running") == ("vllm:num_requests_running", 7.0)
 
 
 # --- the engine a calibration was fitted with; plan files naming one (kvplan check) ----------------------------------
