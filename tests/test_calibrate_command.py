@@ -337,8 +337,8 @@ def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
 
 def test_prose_quoting_a_log_line_is_no_log(run_cli, tmp_path):
     # tests/data/calibration/README.md quotes "available_kv_cache_memory 53.29 GiB" in a sentence (its line 15);
-    # its other 24 non-blank lines are Markdown (title, table, list), none log output
-    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "README.md")), "24 of its 25 lines are not log output",
+    # its other 27 non-blank lines are Markdown (title, table, list), none log output
+    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "README.md")), "27 of its 28 lines are not log output",
                    "e.g. line 1")
     # the same fact in a log's own line, with 2 prose lines of 5 (under half), is still read: 53.29 GiB
     fact = "INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB"
@@ -392,13 +392,32 @@ def test_every_number_has_a_derivation(run_cli):
 def test_a_budget_without_a_pool_is_not_a_figure(run_cli, tmp_path):
     # DeepSeek in bf16 (~1.3 TB of weights) on the log's 2 GPUs: kvplan's budget leaves no pool, so the logged pool
     # is shown, not compared, and no reserve is fitted (explain-log's rule: a negative pool is never a figure)
+    # (the log names no GPU: -g h200 given, 2 x 141 GB, still far below the weights)
     log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
-    doc = run_json(run_cli, "-m", "deepseek-r1", str(log))
+    doc = run_json(run_cli, "-m", "deepseek-r1", "-g", "h200", str(log))
     pool = figures(doc)["KV pool per GPU"]
     assert pool["status"] == "not comparable" and "leaves no pool" in pool["why"]
     assert pool["measured"] > 0 and pool["kvplan_before"] is None and doc["memory"] is None
-    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", str(log), "--save", str(tmp_path / "c.toml")),
-                   "nothing was fitted")
+    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", "-g", "h200", str(log), "--save",
+                           str(tmp_path / "c.toml")), "nothing was fitted")
+
+
+def test_a_gpu_neither_given_nor_logged_fits_no_reserve_and_saves_nothing(run_cli, tmp_path):
+    # the log states no GPU (no device name, no total memory): kvplan would plan on its default h200 and fit the
+    # reserve to the gap between an H200's memory and the logged pool -- refused, naming -g
+    log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
+    r = run_cli("calibrate", "-m", "deepseek-r1", str(log))
+    one_line_error(r, "names no GPU", "-g/--hardware")
+    # no log, no -g: the step factors are fitted on the default GPU, shown, but --save is refused
+    bench = tmp_path / "bench.jsonl"
+    synthetic_runs(bench)
+    base = ("-m", "llama-3.1-8b", "--tp", "1", "--gpus", "1", str(bench))
+    assert run_cli("calibrate", *base, "-f", "json").code == 0
+    cal = tmp_path / "c.toml"
+    one_line_error(run_cli("calibrate", *base, "--save", str(cal)), "--save refused", "-g/--hardware is not given")
+    assert not cal.exists()
+    # -g h200 given (the same GPU, now stated): saved
+    assert run_cli("calibrate", *base, "-g", "h200", "--save", str(cal)).code == 0 and cal.exists()
 
 
 def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):

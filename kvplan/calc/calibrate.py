@@ -343,6 +343,7 @@ class CalibratePlan:
     notes: tuple[str, ...]
     rms: Value | None = None                       # the step fit's rms relative error
     fit_points: tuple[dict[str, Value], ...] = ()  # each fitted point: its load, measured and fitted TPOT
+    gpu_defaulted: str = ""   # why the GPU is kvplan's default, not given nor read from a log ("": it is not)
 
 
 def run_load(scenario: Scenario, run: BenchRun) -> Load:
