@@ -101,7 +101,8 @@ def test_every_sample_is_read_as_what_it_is():
 
     assert {f.name: kind_of(f.read_text()) for f in CAL.iterdir() if f.suffix != ".md"} == {
         "vllm-bench-serve-c16.json": "bench", "vllm-bench-serve-rate-detailed.json": "bench",
-        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics"}
+        "sglang-bench-serving.jsonl": "bench", "vllm-metrics.txt": "metrics", "sglang-metrics.txt": "metrics",
+        "sglang-metrics-tp4.txt": "metrics"}
     logs = sorted((DATA / "logs").glob("*.log"))
     assert len(logs) >= 10 and {kind_of(f.read_text()) for f in logs} == {"log"}
     # SGLang's log lines start with a bracketed time stamp: no JSON array
@@ -336,8 +337,8 @@ def test_calibration_for_another_model_or_gpu_is_refused(run_cli, tmp_path):
 
 def test_prose_quoting_a_log_line_is_no_log(run_cli, tmp_path):
     # tests/data/calibration/README.md quotes "available_kv_cache_memory 53.29 GiB" in a sentence (its line 15);
-    # its other 24 non-blank lines are Markdown (title, table, list), none log output
-    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "README.md")), "24 of its 25 lines are not log output",
+    # its other 27 non-blank lines are Markdown (title, table, list), none log output
+    one_line_error(run_cli("calibrate", *LLAMA, str(CAL / "README.md")), "27 of its 28 lines are not log output",
                    "e.g. line 1")
     # the same fact in a log's own line, with 2 prose lines of 5 (under half), is still read: 53.29 GiB
     fact = "INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB"
@@ -391,13 +392,32 @@ def test_every_number_has_a_derivation(run_cli):
 def test_a_budget_without_a_pool_is_not_a_figure(run_cli, tmp_path):
     # DeepSeek in bf16 (~1.3 TB of weights) on the log's 2 GPUs: kvplan's budget leaves no pool, so the logged pool
     # is shown, not compared, and no reserve is fitted (explain-log's rule: a negative pool is never a figure)
+    # (the log names no GPU: -g h200 given, 2 x 141 GB, still far below the weights)
     log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
-    doc = run_json(run_cli, "-m", "deepseek-r1", str(log))
+    doc = run_json(run_cli, "-m", "deepseek-r1", "-g", "h200", str(log))
     pool = figures(doc)["KV pool per GPU"]
     assert pool["status"] == "not comparable" and "leaves no pool" in pool["why"]
     assert pool["measured"] > 0 and pool["kvplan_before"] is None and doc["memory"] is None
-    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", str(log), "--save", str(tmp_path / "c.toml")),
-                   "nothing was fitted")
+    one_line_error(run_cli("calibrate", "-m", "deepseek-r1", "-g", "h200", str(log), "--save",
+                           str(tmp_path / "c.toml")), "nothing was fitted")
+
+
+def test_a_gpu_neither_given_nor_logged_fits_no_reserve_and_saves_nothing(run_cli, tmp_path):
+    # the log states no GPU (no device name, no total memory): kvplan would plan on its default h200 and fit the
+    # reserve to the gap between an H200's memory and the logged pool -- refused, naming -g
+    log = DATA / "logs" / "sglang-kt-deepseek-v3-bf16-tp2.log"
+    r = run_cli("calibrate", "-m", "deepseek-r1", str(log))
+    one_line_error(r, "names no GPU", "-g/--hardware")
+    # no log, no -g: the step factors are fitted on the default GPU, shown, but --save is refused
+    bench = tmp_path / "bench.jsonl"
+    synthetic_runs(bench)
+    base = ("-m", "llama-3.1-8b", "--tp", "1", "--gpus", "1", str(bench))
+    assert run_cli("calibrate", *base, "-f", "json").code == 0
+    cal = tmp_path / "c.toml"
+    one_line_error(run_cli("calibrate", *base, "--save", str(cal)), "--save refused", "-g/--hardware is not given")
+    assert not cal.exists()
+    # -g h200 given (the same GPU, now stated): saved
+    assert run_cli("calibrate", *base, "-g", "h200", "--save", str(cal)).code == 0 and cal.exists()
 
 
 def test_a_fit_at_its_bound_says_so(run_cli, tmp_path):
@@ -442,6 +462,47 @@ def test_sglang_scrape_with_its_run(run_cli, tmp_path):
     pool = run_cli("concurrency", *LLAMA, "-f", "json").json()["kv_pool_bytes_per_gpu"]
     assert f["KV cache usage"]["kvplan_before"] == pytest.approx(8 * 1536 * 131072 / pool, rel=1e-12)
     assert f["TTFT mean (/metrics)"]["measured"] == pytest.approx(0.048)
+
+
+def test_metrics_ttft_is_the_prefill_plus_the_engines_frontend_latency(run_cli, tmp_path):
+    # /metrics' TTFT histogram is observed at the server (the API server's way in and out included), so kvplan's
+    # figure is tpot's TTFT for the run's mean request of 163,840 / 160 = 1,024 prompt tokens: the prefill plus
+    # SGLang's 27 ms frontend latency (kvplan.calc.costs.frontend_seconds), as the run's own TTFT mean is
+    run = tmp_path / "run.jsonl"
+    run.write_text((CAL / "sglang-bench-serving.jsonl").read_text().splitlines()[0] + "\n")
+    args = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--gpus", "1", "--engine", "sglang")
+    doc = run_json(run_cli, *args, str(run), str(CAL / "sglang-metrics.txt"))
+    scraped = figures(doc, "sglang-metrics.txt")["TTFT mean (/metrics)"]["kvplan_before"]
+    tpot = run_cli("tpot", *args, "--prompt", "1024", "--decode", "1024", "--batch", "8", "-f", "json").json()
+    assert scraped == pytest.approx(tpot["ttft_seconds"], rel=1e-12)
+    assert scraped == pytest.approx(figures(doc, "run.jsonl")["TTFT mean"]["kvplan_before"], rel=1e-12)
+    # the neutral engine has no API server: its /metrics TTFT is the prefill alone, 27 ms less
+    neutral = run_json(run_cli, *args[:-2], str(run), str(CAL / "sglang-metrics.txt"))
+    assert scraped - figures(neutral, "sglang-metrics.txt")["TTFT mean (/metrics)"]["kvplan_before"] == \
+        pytest.approx(0.027, abs=1e-12)
+
+
+def test_sglang_tp_ranks_of_one_scheduler_group_count_their_requests_once():
+    # SGLang v0.5.23 SchedulerMetricsCollector.init_new: with --enable-metrics-for-all-schedulers each of the 4 TP
+    # ranks exports the gauges of its scheduler, which holds the same 12 requests: 12 running, not 4 x 12 = 48
+    from kvplan.inputs import prometheus
+
+    sc = prometheus.read_scrape(CAL / "sglang-metrics-tp4.txt")
+    assert len(sc.samples["sglang:num_running_reqs"]) == 4
+    assert prometheus.figure(sc, *prometheus.RUNNING) == ("sglang:num_running_reqs", 12.0)
+    assert prometheus.figure(sc, *prometheus.KV_USAGE, fraction=True) == ("sglang:token_usage", 0.25)
+    # DP attention: the attn_tp_rank-0 scheduler of each dp_rank exports its own (disjoint) requests: 5 + 7 = 12;
+    # PP stages hold the same requests (pp_rank 1 is a copy), and a vLLM series keeps every label set (3 + 4 = 7)
+    text = "\n".join([
+        'sglang:num_running_reqs{tp_rank="0",pp_rank="0",dp_rank="0"} 5',
+        'sglang:num_running_reqs{tp_rank="0",pp_rank="1",dp_rank="0"} 5',
+        'sglang:num_running_reqs{tp_rank="2",pp_rank="0",dp_rank="1"} 7',
+        'sglang:num_running_reqs{tp_rank="3",pp_rank="0",dp_rank="1"} 7',
+        'vllm:num_requests_running{engine="0",tp_rank="0"} 3',
+        'vllm:num_requests_running{engine="0",tp_rank="1"} 4'])
+    sc = prometheus.parse(text)
+    assert prometheus.figure(sc, "sglang:num_running_reqs") == ("sglang:num_running_reqs", 12.0)
+    assert prometheus.figure(sc, "vllm:num_requests_running") == ("vllm:num_requests_running", 7.0)
 
 
 # --- the engine a calibration was fitted with; plan files naming one (kvplan check) ----------------------------------
@@ -584,14 +645,17 @@ SCRAPE = {
 def test_round_trip_metrics_scrape(run_cli, tmp_path, engine):
     # one light run (B = 1) and the scrape of the server after it, both made from known factors: hbm 0.62 and
     # prefill_mfu 0.30, the rest the preset's (one load fits hbm alone; the light run fits prefill_mfu). The
-    # scrape's TPOT histogram mean is the same steady step and its TTFT the server's prefill (no frontend latency):
-    # after the fit both /metrics errors are zero, before it the TPOT is ~29% short (hbm 0.87 against 0.62, the
-    # weights' read 71% of the step) and the TTFT ~57% short (prefill_mfu 0.7 against 0.3)
+    # scrape's TPOT histogram mean is the same steady step and its TTFT the server's (the API server observes it:
+    # the prefill plus the engine's frontend latency, as the run's TTFT): after the fit both /metrics errors are
+    # zero, before it the TPOT is ~29% short (hbm 0.87 against 0.62, the weights' read 71% of the step) and the
+    # TTFT short by up to 57% (prefill_mfu 0.7 against 0.3: 1 - 0.3/0.7 of the prefill, less as the fixed frontend
+    # latency's share grows)
     truth = {"hbm": 0.62, "prefill_mfu": 0.30}
     s, step, chunk = _truth(engine, truth)
     prompt, output = 512, 256
     t = float(step.steady_tpot(prompt, output, 1))
     prefill = step.prefill_seconds(prompt, 0, chunk)
+    server_ttft = prefill + s.engine_adapter.frontend_latency[0]
     bench = tmp_path / "run.json"
     if engine == "sglang":
         sglang_runs(bench, truth, batches=(1,))
@@ -608,15 +672,16 @@ def test_round_trip_metrics_scrape(run_cli, tmp_path, engine):
         f"# TYPE {running} gauge\n{running} 1.0\n# TYPE {usage} gauge\n{usage} 0.01\n"
         f"# TYPE {preempt} counter\n{preempt} 0.0\n"
         f"# TYPE {itl} histogram\n{itl}_bucket{{le=\"+Inf\"}} {n_tok}\n{itl}_sum {t * n_tok!r}\n{itl}_count {n_tok}\n"
-        f"# TYPE {ttft} histogram\n{ttft}_bucket{{le=\"+Inf\"}} 2\n{ttft}_sum {2 * prefill!r}\n{ttft}_count 2\n")
+        f"# TYPE {ttft} histogram\n{ttft}_bucket{{le=\"+Inf\"}} 2\n{ttft}_sum {2 * server_ttft!r}\n{ttft}_count 2\n")
     doc = run_json(run_cli, *LLAMA, "--engine", engine, str(bench), str(scrape))
     assert doc["fitted"] == pytest.approx(truth, rel=1e-9)
     f = figures(doc, "metrics.txt")
     tp, tt = f["TPOT mean (/metrics)"], f["TTFT mean (/metrics)"]
     assert tp["status"] == tt["status"] == "compared"
-    assert tp["measured"] == pytest.approx(t, rel=1e-12) and tt["measured"] == pytest.approx(prefill, rel=1e-12)
+    assert tp["measured"] == pytest.approx(t, rel=1e-12) and tt["measured"] == pytest.approx(server_ttft, rel=1e-12)
     assert -0.35 < tp["error_before"] < -0.2 and abs(tp["error_after"]) < 1e-9
-    assert -0.65 < tt["error_before"] < -0.5 and abs(tt["error_after"]) < 1e-9
+    share = prefill / server_ttft     # the prefill's share of the server's TTFT
+    assert -0.65 * share < tt["error_before"] < -0.5 * share and abs(tt["error_after"]) < 1e-9
     assert f["preemptions"]["status"] == "agrees"
 
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import write_hardware  # the one hand-written GPU preset of the tests
 
 from kvplan import engines
+from kvplan.engines.base import release_text
 from kvplan.errors import KvplanError
 from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.specs.dtypes import KVDtype
@@ -44,10 +45,59 @@ def test_a_pinned_release_is_parsed(text, version):
 
 
 def test_the_release_text_names_the_span_of_read_wheels():
-    # v0.15.0-v0.17.x share every modelled rule (v0.18.0 changes the MLA block); the wheels read there are
-    # v0.15.0, v0.16.0, v0.17.0. v0.19.x alone counts padding without v0.20's 0.92.
-    assert engines.get("vllm==0.16").release == "vLLM 0.15-0.17 rules (read from the v0.15.0..v0.17.0 wheels)"
+    # v0.15.0-v0.16.x share every modelled rule: v0.17.0 changes the sampler bytes of the activation reserve
+    # (SAMPLER_BYTES, 38.4 -> 14.9) and v0.18.0 the MLA block, so v0.16 and v0.17 are two spans; the wheels read
+    # in the first are v0.15.0 and v0.16.0. v0.19.x alone counts padding without v0.20's 0.92.
+    assert engines.get("vllm==0.16").release == "vLLM 0.15-0.16 rules (read from the v0.15.0..v0.16.0 wheels)"
+    assert engines.get("vllm==0.17").release == "vLLM 0.17 rules (read from the v0.17.0 wheel)"
     assert engines.get("vllm==0.19").release == "vLLM 0.19 rules (read from the v0.19.0 wheel)"
+    # V1 (v0.8.0) is its own span, read from the v0.8.5 wheel; v0.7.3 alone is V0
+    assert engines.get("vllm==0.8.5").release == "vLLM 0.8 rules (read from the v0.8.5 wheel)"
+    # SGLang v0.5.22 prints --attn-dp-size (launch_command): v0.5.20-v0.5.21 | v0.5.22 | v0.5.23+
+    assert engines.get("sglang==0.5.21").release == \
+        "SGLang 0.5.20-0.5.21 rules (read from the v0.5.20..v0.5.21 wheels)"
+    assert engines.get("sglang==0.5.22").release == "SGLang 0.5.22 rules (read from the v0.5.22 wheel)"
+
+
+# Release thresholds in an engine's modules that are not span boundaries, each with its reason.
+NOT_BOUNDARIES = {(0, 0, 0): "NON_TORCH_GIB's floor key, below OLDEST",
+                  (0, 8, 3): "--data-parallel-size: a printed flag carrying its own release (Flag.since)"}
+
+
+def _release_literals(path):
+    """Every (0, minor, patch) literal in a module's code, outside the READ_WHEELS list and the OLDEST/NEWEST line:
+    the releases its rules compare against."""
+    import ast
+    tree = ast.parse(open(path).read())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if names & {"READ_WHEELS", "OLDEST", "NEWEST"}:
+                skip |= {id(n) for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Tuple) and id(node) not in skip and len(node.elts) == 3
+                and all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts)
+                and node.elts[0].value == 0):
+            out.add(tuple(e.value for e in node.elts))
+    return out
+
+
+@pytest.mark.parametrize("engine, paths", [("vllm", ["vllm.py", "vllm_scheduler.py"]),
+                                           ("sglang", ["sglang.py", "sglang_scheduler.py"])])
+def test_every_release_a_rule_compares_against_starts_its_own_labelled_span(engine, paths):
+    import importlib
+    import pathlib
+    mod = importlib.import_module(f"kvplan.engines.{engine}")
+    where = pathlib.Path(mod.__file__).parent
+    found = set().union(*(_release_literals(where / p) for p in paths)) - set(NOT_BOUNDARIES)
+    assert found - set(mod.BOUNDARIES) == set()
+    # each boundary is its own label: the release just before it is labelled differently
+    for b in mod.BOUNDARIES[1:]:
+        assert engines.get(f"{engine}=={release_text(b)}").release.split(" rules")[0].split(" ")[1].startswith(
+            release_text(b))
 
 
 @pytest.mark.parametrize("text", ["vllm==0.7.2", "vllm==0.33.1", "vllm==1.0", "sglang==0.4.5", "sglang==0.5.24",

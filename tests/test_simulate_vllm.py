@@ -325,7 +325,8 @@ def test_the_output_names_the_release_rules():
     old = sim.simulate(tiny("vllm==0.11.0"), at_zero([20], [2]), sim.SimOptions(max_batch=8))
     notes = old.scheduler_notes[0]
     assert "admission needs the first chunk's blocks" in notes and "free queue's tail" in notes
-    assert old.scheduler.startswith("vLLM V1 scheduler, 0.11-0.11.2 rules (")
+    # v0.11.0 alone: v0.11.1 brings fp8_ds_mla and fp8 MLA on any GPU (vllm.KV_DTYPE_SINCE, MLA_FP8_ANY_GPU_AFTER)
+    assert old.scheduler.startswith("vLLM V1 scheduler, 0.11 rules (")
     assert "first-chunk admission" in old.scheduler and "hashless" not in old.scheduler
     new = sim.simulate(tiny(), at_zero([20], [2]), sim.SimOptions(max_batch=8))
     notes = new.scheduler_notes[0]

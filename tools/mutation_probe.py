@@ -1810,6 +1810,30 @@ MUTANTS: tuple[Mutant, ...] = (
     M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
       'mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))',
       "mfu_v = cast(Number, factors.prefill_mfu)"),
+    # fix20: release spans (tests/test_engine_releases.py); SGLang /metrics scheduler copies, a defaulted GPU, the
+    # /metrics TTFT's frontend latency (tests/test_calibrate_command.py)
+    M("fix20-vllm-no-v0.17-span", VLLM, "(0, 15, 0), (0, 17, 0), (0, 18, 0)", "(0, 15, 0), (0, 18, 0)"),
+    M("fix20-vllm-no-v0.8-span", VLLM, "(OLDEST, (0, 8, 0), (0, 9, 0)", "(OLDEST, (0, 9, 0)"),
+    M("fix20-sglang-no-v0.5.22-span", SGL, "(0, 5, 20), (0, 5, 22), (0, 5, 23)", "(0, 5, 20), (0, 5, 23)"),
+    M("fix20-scrape-tp-copies-summed", "kvplan/inputs/prometheus.py",
+      '("tp_rank", "pp_rank", "moe_ep_rank")', '("pp_rank", "moe_ep_rank")'),
+    M("fix20-scrape-pp-copies-summed", "kvplan/inputs/prometheus.py",
+      '("tp_rank", "pp_rank", "moe_ep_rank")', '("tp_rank", "moe_ep_rank")'),
+    M("fix20-scrape-dp-groups-collapsed", "kvplan/inputs/prometheus.py", "if k not in SCHEDULER_RANK_LABELS)",
+      'if k not in (*SCHEDULER_RANK_LABELS, "dp_rank"))'),
+    M("fix20-scrape-vllm-deduplicated-too", "kvplan/inputs/prometheus.py", 'if not name.startswith("sglang:"):',
+      "if False:"),
+    M("fix20-scrape-fraction-over-copies", "kvplan/inputs/prometheus.py",
+      "value /= len(scrape.series(name))", "value /= len(scrape.samples[name])"),
+    M("fix20-reserve-fitted-on-defaulted-gpu", "kvplan/options/calibrate.py",
+      'if scenario_args.get("hardware") is None and any(GPU_DEFAULTED in x for x in warnings):', "if False:"),
+    M("fix20-save-on-defaulted-gpu", "kvplan/options/calibrate.py", "    if p.gpu_defaulted:\n        raise",
+      "    if False:\n        raise"),
+    M("fix20-no-log-gpu-default-unmarked", "kvplan/options/calibrate.py",
+      '        if scenario_args.get("hardware") is None:\n            gpu_defaulted',
+      "        if False:\n            gpu_defaulted"),
+    M("fix20-metrics-ttft-prefill-alone", CALIB, "client_ttft(st, one, chunk) if is_ttft",
+      "st.prefill_seconds(p, 0, chunk) if is_ttft"),
 )
 
 

@@ -142,7 +142,9 @@ LIGHT_BATCH = 1.5
 def client_ttft(step, load: Load, chunk: int) -> float:
     """kvplan's TTFT of a light run's mean request: its prefill in chunks (costs.StepModel.prefill_seconds) plus
     the engine's frontend latency (the client's TTFT, as the SLO model prices it)."""
-    return step.prefill_seconds(load.prompt, 0, chunk) + step.scenario.engine_adapter.frontend_latency[0]
+    from kvplan.calc.costs import frontend_seconds
+
+    return step.prefill_seconds(load.prompt, 0, chunk) + frontend_seconds(step.scenario).number()
 
 
 def fit_prefill_mfu(scenario: Scenario, loads: tuple[Load, ...], factors: dict[str, float], chunk: int
@@ -343,6 +345,7 @@ class CalibratePlan:
     notes: tuple[str, ...]
     rms: Value | None = None                       # the step fit's rms relative error
     fit_points: tuple[dict[str, Value], ...] = ()  # each fitted point: its load, measured and fitted TPOT
+    gpu_defaulted: str = ""   # why the GPU is kvplan's default, not given nor read from a log ("": it is not)
 
 
 def run_load(scenario: Scenario, run: BenchRun) -> Load:
@@ -554,8 +557,10 @@ def _scrape_figures(scenario: Scenario, scrape: Scrape, loads: tuple[Load, ...],
             out.append(Compared(label, src, measured_s, None, None, None, None, "not comparable", unknown))
             continue
         load_b, p, d = one.batch, one.prompt, one.decode
-        mine = [st.prefill_seconds(p, 0, chunk) if is_ttft else float(st.steady_tpot(p, d, load_b)) for st in steps]
-        before, after = (_seconds(t, derived("kvplan's prefill" if is_ttft else "kvplan tpot's steady step",
+        # TTFT as tpot prices it: the prefill plus the engine's frontend latency (client_ttft)
+        mine = [client_ttft(st, one, chunk) if is_ttft else float(st.steady_tpot(p, d, load_b)) for st in steps]
+        before, after = (_seconds(t, derived("kvplan's prefill + the engine's frontend latency" if is_ttft
+                                             else "kvplan tpot's steady step",
                                              f"the run {one.run.source}: {load_b:.4g} requests, {p:,} + {d:,} tokens"))
                          for t in mine)
         out.append(Compared(label, src, measured_s, before, after, _rel(mine[0], mean), _rel(mine[1], mean),

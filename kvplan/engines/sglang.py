@@ -116,9 +116,13 @@ RELEASES = (OLDEST, NEWEST)
 # without the indexer; 0.5.4 trtllm_mla pages on Blackwell, the indexer in the cell; 0.5.7 trtllm_mha pages on
 # Blackwell; 0.5.10 prefill CUDA graphs by default and a 4 GiB speculative reserve; 0.5.14 no speculative reserve;
 # 0.5.15 breakable prefill graphs; 0.5.17 the V3.2 cell at the pool's 656 B, prefill graphs under DP attention and
-# DSA; 0.5.18 prefill graphs for MLA; 0.5.23 trtllm_mha also keeps 128-token pages.
-BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 7), (0, 4, 8), (0, 5, 3), (0, 5, 4), (0, 5, 7), (0, 5, 10),
-                                   (0, 5, 14), (0, 5, 15), (0, 5, 17), (0, 5, 18), (0, 5, 23))
+# DSA; 0.5.18 prefill graphs for MLA; 0.5.23 trtllm_mha also keeps 128-token pages. Also: 0.5.0 --moe-a2a-backend
+# (MOE_A2A_SINCE); 0.5.2 HiCache's write_through default (sglang_scheduler.WRITE_THROUGH_SINCE); 0.5.5 fp4_e2m1 KV
+# and the small-GPU buckets; 0.5.6 fp4 KV under MHA and HiCache's padding page; 0.5.16 nvfp4 KV; 0.5.20 the
+# small-GPU buckets again; 0.5.22 --attn-dp-size in place of --enable-dp-attention (launch_command).
+BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 4, 7), (0, 4, 8), (0, 5, 0), (0, 5, 2), (0, 5, 3), (0, 5, 4),
+                                   (0, 5, 5), (0, 5, 6), (0, 5, 7), (0, 5, 10), (0, 5, 14), (0, 5, 15), (0, 5, 16),
+                                   (0, 5, 17), (0, 5, 18), (0, 5, 20), (0, 5, 22), (0, 5, 23))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:

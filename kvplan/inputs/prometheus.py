@@ -17,6 +17,15 @@ at main 0328b592 / a6f0308c): ``vllm:num_preemptions_total`` (counter; ``vllm:nu
 (the fraction of the KV pool's tokens in use), ``sglang:num_retracted_requests_total`` (SGLang retracts where vLLM
 preempts), ``sglang:time_to_first_token_seconds`` and ``sglang:inter_token_latency_seconds``. Series of one name (one
 per label set, e.g. one per ``engine`` of a DP deployment) are summed; a fraction is their mean.
+
+SGLang's scheduler gauges carry ``tp_rank``, ``pp_rank`` and ``moe_ep_rank`` labels (plus ``dp_rank`` under data
+parallelism): at the release kvplan pins, v0.5.23, ``SchedulerMetricsCollector.init_new``
+(python/sglang/srt/observability/metrics_collector.py, where v0.5.x's metrics/collector.py moved) logs on the
+scheduler with attn_tp_rank 0 and attn_cp_rank 0 of each attention group (every rank with
+--enable-metrics-for-all-schedulers), and the TP ranks of one group, like the PP stages (scheduler_pp_mixin.py
+forwards each request to the next stage), hold the same requests. So series that differ only in those three labels
+count the same requests once: kvplan keeps the lowest-ranked one (``SCHEDULER_RANK_LABELS``) and sums over the
+rest (the ``dp_rank`` groups, whose requests are disjoint).
 """
 
 from __future__ import annotations
@@ -42,6 +51,10 @@ TPOT = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"
         "vllm:request_time_per_output_token_seconds", "sglang:inter_token_latency_seconds")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 
+# labels that split one SGLang scheduler group's series into copies (module docstring)
+SCHEDULER_RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"')
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 # one label set: {name="value",...}, values quoted with \\ \" \n escapes (a "}" inside a value is no end)
 _LABELS = r'\{(?:[^"{}]|"(?:[^"\\\n]|\\.)*")*\}'
@@ -66,9 +79,24 @@ class Scrape:
     def has(self, name: str) -> bool:
         return name in self.samples
 
+    def series(self, name: str) -> tuple[Sample, ...]:
+        """The series of ``name``, an SGLang scheduler group's copies (one per TP / PP / EP rank) counted once: the
+        lowest-ranked of them (module docstring)."""
+        found = self.samples.get(name, ())
+        if not name.startswith("sglang:"):
+            return found
+        kept: dict[tuple, tuple[tuple[int, ...], Sample]] = {}
+        for s in found:
+            labels = dict(_LABEL.findall(s.labels))
+            group = tuple(sorted((k, v) for k, v in labels.items() if k not in SCHEDULER_RANK_LABELS))
+            rank = tuple(int(labels[k]) if labels.get(k, "").isdigit() else 0 for k in SCHEDULER_RANK_LABELS)
+            if group not in kept or rank < kept[group][0]:
+                kept[group] = (rank, s)
+        return tuple(s for _, s in kept.values())
+
     def total(self, name: str) -> float | None:
         """The sum over the series of ``name`` (None: not in the scrape)."""
-        found = self.samples.get(name)
+        found = self.series(name)
         return None if not found else math.fsum(s.value for s in found)
 
     def first_name(self, *names: str) -> str | None:
@@ -133,12 +161,12 @@ def figure(scrape: Scrape, *names: str, fraction: bool = False) -> tuple[str, fl
         return None
     value = scrape.total(name)
     assert value is not None
-    limit = len(scrape.samples[name]) if fraction else math.inf   # a fraction per series, summed over the series
+    limit = len(scrape.series(name)) if fraction else math.inf   # a fraction per series, summed over the series
     if not (math.isfinite(value) and 0 <= value <= limit):
         raise KvplanError(f"{WHAT} {scrape.path} line {scrape.line_of(name)}: {name} is {value:g}, not a "
                           + ("fraction in 0..1" if fraction else "finite count >= 0"), FIX)
     if fraction:
-        value /= len(scrape.samples[name])   # the mean over the series (one per engine / DP rank)
+        value /= len(scrape.series(name))   # the mean over the series (one per engine / DP rank)
     return name, value
 
 

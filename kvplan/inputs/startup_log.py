@@ -348,6 +348,9 @@ def preset_for_model(name: str, presets) -> str | None:
 # The scenario options' defaults (kvplan.inputs.request): an option at its default was not given by the user, so a
 # --hardware h200 typed out reads as not given.
 DEFAULT_HARDWARE = SCENARIO_DEFAULTS["hardware"]
+# the words of every warning _hardware gives when neither --hardware nor the log names the GPU (kvplan calibrate
+# refuses to fit a memory reserve on it: kvplan.options.calibrate)
+GPU_DEFAULTED = "kvplan's default"
 _UNSET = {**SCENARIO_DEFAULTS, "gpu_memory_utilization": None, "mem_fraction_static": None}
 
 # A logged device name (torch.cuda.get_device_name, "_" for spaces in the MoE file names) -> kvplan's GPU preset;
@@ -421,7 +424,7 @@ def _hardware(log: StartupLog, args: dict, hbm_of, hardware_given: bool | None =
                 return chosen, [f"GPU {chosen} as given with --hardware; the log's {name.value} (line {name.line}) "
                                 "has no kvplan preset."], []
             return chosen, [], [f"The log's GPU {name.value} (line {name.line}) has no kvplan preset: planned on "
-                                f"{chosen}, kvplan's default; {fix}."]
+                                f"{chosen}, {GPU_DEFAULTED}; {fix}."]
         if given and chosen.lower() != preset and not chosen.lower().endswith(".toml"):
             raise KvplanError(f"--hardware {chosen} contradicts the log, whose GPU is {name.value} (line "
                               f"{name.line}, kvplan's {preset})", f"drop --hardware, or give --hardware {preset}")
@@ -441,8 +444,8 @@ def _hardware(log: StartupLog, args: dict, hbm_of, hardware_given: bool | None =
                               f"nearest the {best} preset" + (f" (also near: {', '.join(others)})" if others else "")
                               + f": planned on {best}; {fix}."]
         return chosen, [], [f"The log's GPU has {total.value:g} GiB (line {total.line}), which no kvplan preset "
-                            f"has: planned on {chosen}, kvplan's default; {fix}."]
-    return chosen, [], [f"The log does not state its GPU: planned on {chosen}, kvplan's default; {fix}."]
+                            f"has: planned on {chosen}, {GPU_DEFAULTED}; {fix}."]
+    return chosen, [], [f"The log does not state its GPU: planned on {chosen}, {GPU_DEFAULTED}; {fix}."]
 
 
 def scenario_args(log: StartupLog, args: dict, per_node, presets, hbm_of, releases, hardware_given: bool | None = None

@@ -30,6 +30,12 @@ class CalibrateRequest:
     scrapes: tuple[Scrape, ...]
     notes: tuple[str, ...]
     warnings: tuple[str, ...]
+    gpu_defaulted: str = ""   # why the GPU is kvplan's default, neither given (-g) nor read from the log; "": it is not
+
+
+# a memory reserve fitted on a GPU the deployment may not have run on is meaningless (a Qwen3-235B 4 x H100 SGLang
+# log planned on the default H200: +342%, a 56 GiB reserve)
+GPU_FIX = "give -g/--hardware with the GPU the deployment ran on (kvplan presets list --type hardware)"
 
 
 def kind_of(text: str) -> str:
@@ -80,11 +86,21 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
                          "give the one start-up log of the deployment the runs measured")
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    gpu_defaulted = ""
     if logs:
+        from kvplan.inputs.startup_log import GPU_DEFAULTED
+
         scenario, n, w = scenario_from_log(logs[0], scenario_args)
         notes, warnings = tuple(str(x) for x in n), tuple(str(x) for x in w)
+        if scenario_args.get("hardware") is None and any(GPU_DEFAULTED in x for x in warnings):
+            # the reserve is fitted to the logged pool, on the GPU's memory: refused on a guessed GPU
+            raise InputError(f"{logs[0].path} names no GPU kvplan has a preset for and -g/--hardware is not given: "
+                             f"a memory reserve fitted on kvplan's default {scenario.hardware.id} would be "
+                             "meaningless", GPU_FIX)
     else:
         scenario = build_scenario(**scenario_args)
+        if scenario_args.get("hardware") is None:
+            gpu_defaulted = f"-g/--hardware is not given: the fit is on kvplan's default {scenario.hardware.id}"
     engine = scenario.engine_adapter.id
     other = next((r for r in runs if r.backend in ("vllm", "sglang") and engine in ("vllm", "sglang")
                   and r.backend != engine), None)
@@ -103,7 +119,8 @@ def calibrate_request(scenario_args: dict[str, Any], files: list[Path] | tuple[P
     if len(models) > 1:
         warnings += (f"The runs name {len(models)} models ({', '.join(models[:3])}): kvplan calibrates "
                      f"{scenario.model.id} to all of them.",)
-    return CalibrateRequest(scenario, logs[0] if logs else None, tuple(runs), tuple(scrapes), notes, warnings)
+    return CalibrateRequest(scenario, logs[0] if logs else None, tuple(runs), tuple(scrapes), notes, warnings,
+                            gpu_defaulted)
 
 
 def _check_model(scenario: Scenario, measured: str, source: str, presets_dir: Any) -> None:
@@ -125,9 +142,12 @@ def _check_model(scenario: Scenario, measured: str, source: str, presets_dir: An
 
 
 def plan(request: CalibrateRequest) -> CalibratePlan:
+    from dataclasses import replace
+
     from kvplan.calc.calibrate import plan_calibrate
 
-    return plan_calibrate(request.scenario, request.log, request.runs, request.scrapes)
+    p = plan_calibrate(request.scenario, request.log, request.runs, request.scrapes)
+    return replace(p, gpu_defaulted=request.gpu_defaulted) if request.gpu_defaulted else p
 
 
 def save(p: CalibratePlan, path: Path) -> None:
@@ -136,6 +156,8 @@ def save(p: CalibratePlan, path: Path) -> None:
     from kvplan.errors import KvplanError
     from kvplan.inputs.calibration_file import to_toml, write
 
+    if p.gpu_defaulted:
+        raise KvplanError(f"--save refused: {p.gpu_defaulted}, which the runs may not have measured", GPU_FIX)
     if not p.free and p.reserve is None:
         raise KvplanError("nothing was fitted, so there is no calibration to --save",
                           "give a benchmark run with a mean TPOT, or the deployment's start-up log")
