@@ -977,7 +977,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # one (pool20) -------------------------------------------------------------------------------------------------
     M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),
     M("calibrate-ttft-without-frontend", CALIB, "return step.prefill_seconds(load.prompt, 0, chunk) + "
-      "step.scenario.engine_adapter.frontend_latency[0]", "return step.prefill_seconds(load.prompt, 0, chunk)"),
+      "frontend_seconds(step.scenario).number()", "return step.prefill_seconds(load.prompt, 0, chunk)"),
     # (dropping the early return at prefill_mfu's upper bound is equivalent: the bisection then converges to 1.0)
     M("calibration-engine-unchecked", "kvplan/inputs/calibration_file.py",
       'if engine_id != cal.engine.split("==")[0].strip().lower():', "if False:"),
