@@ -157,6 +157,12 @@ stores are per step), so no closed-form decode runs are taken.
   (``finished_recving``); then FCFS serves those requests first (``skipped_waiting``), each as a waiting request
   whose tokens past the loaded ones are scheduled (a load of every token recomputes the last:
   ``_update_waiting_for_remote_kv``). A request's stores go on after the loaded blocks.
+* A loading victim holds no place in ``running`` until its load lands, so requests admitted in the meantime
+  (in the same pass of the waiting loop, or while the load is in flight) come before it, and FCFS's victim, the last
+  in ``running`` (``self.running.pop()``), is then often an older request: with offloading on, preemptions fall on
+  fewer, older requests, trading recompute for queue waits and a longer TPOT tail (v0.19.0
+  ``vllm/v1/core/sched/scheduler.py``: the FCFS pop, the ``WAITING_FOR_REMOTE_KVS`` skip and the append of the
+  younger request in the same step).
 
 Differences kvplan keeps (not modelled): a finished request's GPU blocks are freed at its finish (vLLM holds them
 until the worker reports its stores done, at least one step later); each request's store is one job in vLLM, one
