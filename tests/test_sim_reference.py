@@ -423,10 +423,19 @@ def test_vllm_v1_random_small_traces(case, victim, seed, requests, rate, budget,
                              engine)
 
 
+def assert_same_offload(fast, r: ref.RefRun) -> None:
+    """``assert_same_v1`` and the CPU offloading connector's counts (loads, tokens, bytes, pool use)."""
+    assert_same_v1(fast, r)
+    assert fast.offload.keys() == r.offload.keys()
+    for k, v in r.offload.items():
+        assert fast.offload[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
 def check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix, users,
-                             engine, async_scheduling: bool | None = None):
-    """One hypothesis case of a small V1 trace (shared with test_simulate_async): the event engine and the
-    reference's ``run_vllm`` agree. ``async_scheduling`` None is the release's default, as in both."""
+                             engine, async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None):
+    """One hypothesis case of a small V1 trace (shared with test_simulate_async and test_sim_vllm_offload): the event
+    engine and the reference's ``run_vllm`` agree. ``async_scheduling`` None is the release's default, as in both;
+    ``kv_offloading_bytes``: vLLM's CPU offloading connector's pool, its counts compared too."""
     base, _, _ = CASES[case]
     max_len = 600
     longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
@@ -437,8 +446,11 @@ def check_random_small_trace(case, victim, seed, requests, rate, budget, max_bat
                     output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len,
                     **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
                                                                   duration_s=users[2])))
-    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=async_scheduling))
-    assert_same_v1(fast, ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=async_scheduling))
+    fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=async_scheduling,
+                                                kv_offloading_bytes=kv_offloading_bytes))
+    r = ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=async_scheduling,
+                     kv_offloading_bytes=kv_offloading_bytes)
+    (assert_same_v1 if kv_offloading_bytes is None else assert_same_offload)(fast, r)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -12,7 +12,15 @@ import pytest
 import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_reference import CASES, LLAMA, MIB, assert_same_v1, small_work
+from test_sim_reference import (
+    CASES,
+    LLAMA,
+    MIB,
+    assert_same_offload,
+    assert_same_v1,
+    check_random_small_trace,
+    small_work,
+)
 
 from kvplan.calc import capacity, costs
 from kvplan.calc import simulate as sim
@@ -31,13 +39,6 @@ RELEASES = ["vllm==0.15.0", "vllm"]
 SIZES = {"roomy": {"llama-3.1-8b": 8 * GIB, "deepseek-r1": 64 * GIB},
          "tight": {"llama-3.1-8b": 48 * MIB, "deepseek-r1": GIB}}
 MODELS = ["llama-3.1-8b", "deepseek-r1"]
-
-
-def assert_same_offload(fast, r: ref.RefRun) -> None:
-    assert_same_v1(fast, r)
-    assert fast.offload.keys() == r.offload.keys()
-    for k, v in r.offload.items():
-        assert fast.offload[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
 
 
 @pytest.mark.parametrize("engine", RELEASES)
@@ -88,18 +89,8 @@ def test_offloading_off_and_on_differ_only_where_victims_load(case):
        engine=st.sampled_from(RELEASES))
 def test_offloading_random_small_traces(case, seed, requests, rate, budget, max_batch, pool_factor, prefix, cpu_mib,
                                         asyn, victim, engine):
-    base, _, _ = CASES[case]
-    max_len = 600
-    longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
-    s = build_scenario(**dict(base, engine=engine), kv_pool=f"{int(pool_factor * longest)}B",
-                       shared_prefix=str(prefix) if prefix else None,
-                       max_num_batched_tokens=str(budget) if budget else None)
-    work = wl.build(requests=requests, seed=seed, prompt=wl.parse_dist("uniform:33,200", "p"),
-                    output=wl.parse_dist("lognormal:mean=150,p99=500", "o"), max_len=max_len, rate=rate)
-    o = sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=asyn, kv_offloading_bytes=cpu_mib * MIB)
-    fast = sim.simulate(s, work, o)
-    assert_same_offload(fast, ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=asyn,
-                                           kv_offloading_bytes=cpu_mib * MIB))
+    check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, "uniform:33,200",
+                             prefix, None, engine, async_scheduling=asyn, kv_offloading_bytes=cpu_mib * MIB)
 
 
 # (seed, CPU MiB, GPU pool over the longest request, budget, rate, max_batch)
