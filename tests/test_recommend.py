@@ -34,7 +34,7 @@ def test_capacity_batch_and_dtype_by_hand():
     counts = {d.dtype.value: d.requests_per_replica.value for d in plan.dtype_options}
     assert counts == {"bf16": 16, "fp8": 33}
     assert plan.batch.value <= 33
-    assert plan.row("kv_dtype").agrees and "bf16 16, fp8 33" in plan.row("kv_dtype").reason
+    assert plan.row("kv_dtype").agrees and "bf16 16, fp8 33" in note_text(plan.row("kv_dtype").reason)
 
 
 def test_given_dtype_is_kept_and_the_row_says_so():
@@ -133,7 +133,7 @@ def test_an_older_vllm_release_drops_the_flags_it_lacks():
     lc = s.engine_adapter.launch_command(plan)
     assert "--kv-offloading-size" not in _flags(lc)
     # not planned at all (issue 21): the offload row says what v0.13 does instead and names the release that has it
-    assert not plan.offload and "0.14" in plan.row("kv_offload").reason
+    assert not plan.offload and "0.14" in note_text(plan.row("kv_offload").reason)
     assert "--max-num-seqs" in _flags(lc)
 
 
@@ -363,7 +363,8 @@ def test_search_ties_go_to_the_layout_with_more_room():
 
     row = plan_recommend(llama(kv_dtype_request="bf16"), RecommendOptions(dtype_origin="chosen by the --target search")
                          ).row("kv_dtype")
-    assert row.reason.startswith("bf16, chosen by the --target search;") and "--kv-dtype" not in row.why_differs
+    assert note_text(row.reason).startswith("bf16, chosen by the --target search;")
+    assert "--kv-dtype" not in row.why_differs
 
 
 def test_a_gpu_without_a_nic_figure_still_gets_a_table(run_cli):

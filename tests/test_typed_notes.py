@@ -25,7 +25,7 @@ EXEMPT_PRESENTERS: dict[str, str] = {}
 CEILINGS = {
     "calc/calibrate.py": 0, "calc/capacity.py": 5, "calc/check.py": 6,
     "calc/concurrency.py": 0, "calc/costs.py": 0, "calc/explain_log.py": 0, "calc/flops.py": 4, "calc/kv.py": 0,
-    "calc/pd.py": 1, "calc/preemption.py": 2, "calc/recommend.py": 3, "calc/simulate.py": 0, "calc/size.py": 17,
+    "calc/pd.py": 1, "calc/preemption.py": 2, "calc/recommend.py": 1, "calc/simulate.py": 0, "calc/size.py": 17,
     "calc/sizing.py": 2, "calc/tpot.py": 1, "engines/budget.py": 9, "inputs/workload.py": 10,
     "present/__init__.py": 0, "present/check.py": 0, "present/common.py": 2, "present/concurrency.py": 1,
     "present/explain_log.py": 0, "present/pd.py": 1, "present/preemption.py": 0, "present/presets.py": 0,

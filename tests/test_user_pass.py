@@ -725,16 +725,22 @@ def test_pd_colocated_percentiles_name_the_rate_they_were_simulated_at(run_cli):
     assert "| TTFT at the goodput rate, p99 (simulated) |" in colocated, colocated
 
 
-@pytest.mark.xfail(strict=True, reason="calc/recommend.py's _dtype_row formats the counts in f-strings; the fix is "
-                   "a typed note there (tests/test_typed_notes.py holds its f-string formats at their ceiling), "
-                   "left to recommend's owner")
 def test_recommend_counts_requests_with_thousands_separators(run_cli):
     """Before: the KV dtype row read "requests of 31,000 tokens per replica: bf16 1134, fp8 2268, nvfp4 4032 ...;
-    nvfp4 would hold 4032" beside "batch 1,024" in the next row: every count of 1,000 or more has its separator."""
+    nvfp4 would hold 4032" beside "batch 1,024" in the next row: every count of 1,000 or more has its separator.
+    The reason is a Note of typed counts now, formatted by the output layer (the JSON's text as the table prints
+    it, the counts themselves raw in requests_by_kv_dtype)."""
     import re
 
     r = run_cli("recommend", "-m", "gpt-oss-120b", "-g", "b200", "-f", "json")
     assert r.code == 0, r.err
-    reason = next(row["reason"] for row in r.json()["recommendations"] if row["key"] == "kv_dtype")
+    data = r.json()
+    reason = next(row["reason"] for row in data["recommendations"] if row["key"] == "kv_dtype")
     assert re.search(r"(?<![\d,.])\d{4,}(?![\d,])", reason) is None, reason
-    assert re.search(r"fp8 \d{1,3}(,\d{3})+", reason), reason   # 151.5 GiB holds thousands of 31K requests
+    # the count in the text is the JSON's raw count (an int) printed with its separator
+    fp8 = data["requests_by_kv_dtype"]["fp8"]
+    assert isinstance(fp8, int) and fp8 >= 1000 and f"fp8 {fp8:,}" in reason, (fp8, reason)
+    md = run_cli("recommend", "-m", "gpt-oss-120b", "-g", "b200", "-f", "markdown")   # the wide table, one line a row
+    assert md.code == 0, md.err
+    row = next(line for line in md.out.splitlines() if line.startswith("| KV dtype |"))
+    assert f"fp8 {fp8:,}" in row and re.search(r"(?<![\d,.])\d{4,}(?![\d,])", row) is None, row

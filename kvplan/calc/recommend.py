@@ -90,12 +90,17 @@ class Row:
     key: str
     setting: str
     value: str | Note       # the recommendation, in words
-    reason: str | Note      # why, in numbers (a Note carries them typed)
+    reason: str | Note      # why, in numbers: always a Note once made (its figures typed, formatted by the output
+                            # layer: note_text(row.reason) is the text)
     document: str           # the document's advice
     agrees: bool
     why_differs: str | Note  # "" when it agrees
     notes: tuple[str | Note, ...] = ()   # sources and caveats the presenter prints under the table
     first: str | Note = ""                # the reason's first clause, what a launch flag quotes ("" : none)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.reason, str):   # words alone are a Note of one part
+            object.__setattr__(self, "reason", Note((self.reason,)))
 
 
 @dataclass(frozen=True)
@@ -476,22 +481,28 @@ def _ordinal(n: int) -> str:
 
 
 def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-dtype") -> Row:
-    counts = {o.dtype: o.requests_per_replica.value for o in opts}
-    text = ", ".join(f"{d.value} {n}" if n is not None else f"{d.value} -" for d, n in counts.items())
-    base = counts.get(KVDtype.BF16)
-    gain = (f" ({counts[dtype] / base:.2f}x bf16's)" if base and counts.get(dtype) and dtype != KVDtype.BF16
+    counts = {o.dtype: o.requests_per_replica for o in opts}
+    # the counts as typed figures (the output layer prints 4,032 in a table, as every count)
+    text = Note.join(", ", (note(f"{d.value} " + "{n}", n=n) if n.value is not None else f"{d.value} -"
+                            for d, n in counts.items()))
+    base, mine = counts.get(KVDtype.BF16), counts.get(dtype)
+    gain = (note(" ({gain:.2f}x bf16's)", gain=Ratio(mine.value / base.value, derived(
+        f"requests per replica in {dtype.value} / in bf16", f"{mine.value} / {base.value}")))
+            if base is not None and base.value and mine is not None and mine.value and dtype != KVDtype.BF16
             else "")
-    reason = (f"requests of {s.context_tokens:,} tokens per replica: {text}{gain}; FP8 KV cost at most 1-2 points "
-              "on reasoning benchmarks (vLLM's FP8 KV-cache evaluation, see the notes)")
+    first = note("requests of {L} tokens per replica: ", L=Tokens(s.context_tokens)) + text + gain
+    reason = first + ("; FP8 KV cost at most 1-2 points on reasoning benchmarks (vLLM's FP8 KV-cache evaluation, "
+                      "see the notes)")
     notes = [f"KV dtype accuracy: {FP8_ACCURACY}."]
     refused = {o.dtype: o.requests_per_replica.why.formula for o in opts if o.requests_per_replica.value is None}
-    if counts.get(KVDtype.NVFP4) is not None:
-        reason += f"; nvfp4 would hold {counts[KVDtype.NVFP4]}, but no reasoning evaluation of FP4 KV was found"
+    fp4 = counts.get(KVDtype.NVFP4)
+    if fp4 is not None and fp4.value is not None:
+        reason += note("; nvfp4 would hold {n}, but no reasoning evaluation of FP4 KV was found", n=fp4)
         notes.append(f"FP4 KV: {FP4_ACCURACY}.")
     notes += [f"{d.value} is not planned: {why}." for d, why in refused.items()]
     if why == "given":
-        reason = (f"--kv-dtype {dtype.value} as given; " if origin == "--kv-dtype" else
-                  f"{dtype.value}, {origin}; ") + reason
+        given_first = f"--kv-dtype {dtype.value} as given" if origin == "--kv-dtype" else f"{dtype.value}, {origin}"
+        reason, first = given_first + "; " + reason, Note((given_first,))
     agrees = dtype == KVDtype.FP8
     differs = "" if agrees else ((f"--kv-dtype {dtype.value} was given" if origin == "--kv-dtype" else
                                   f"{dtype.value} was {origin}") if why == "given" else
@@ -499,7 +510,7 @@ def _dtype_row(s: Scenario, dtype: KVDtype, opts, why: str, origin: str = "--kv-
                                   if KVDtype.FP8 in refused else
                                   f"this model or GPU cannot store fp8 KV, so {dtype.value} stays"))
     return Row("kv_dtype", SETTING_NAMES["kv_dtype"], dtype.value, reason + ".", DOCUMENT_ROWS["kv_dtype"][0],
-               agrees, differs, tuple(notes))
+               agrees, differs, tuple(notes), first=first)
 
 
 def _origin(o: RecommendOptions) -> str:

@@ -335,7 +335,7 @@ class Engine:
         if kv == "":
             raise KvplanError(f"--emit {self.id}: {label} has no --kv-cache-dtype for {plan.kv_dtype.value}",
                               "plan with --kv-dtype fp8 or bf16, or drop --emit")
-        flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason.split(";")[0])] if kv is not None else []
+        flags = [Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").first)] if kv is not None else []
         flags.append(Flag(batch, str(plan.batch.value), plan.row("batch").first))   # what set the batch
         if s.kv_pool_bytes is None:
             flags.append(Flag(fraction, f"{self.memory_fraction(s, s.parallelism).value:g}",
