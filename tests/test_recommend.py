@@ -35,6 +35,11 @@ def test_capacity_batch_and_dtype_by_hand():
     assert counts == {"bf16": 16, "fp8": 33}
     assert plan.batch.value <= 33
     assert plan.row("kv_dtype").agrees and "bf16 16, fp8 33" in note_text(plan.row("kv_dtype").reason)
+    # every row's reason is a Note (its figures typed, formatted by the output layer), words alone included
+    from kvplan.specs.values import Note
+
+    assert all(isinstance(r.reason, Note) for r in plan.rows), [type(r.reason) for r in plan.rows]
+    assert plan.row("kv_dtype").reason.figures()[0].value == 1000 + 30_000   # the request's tokens, typed
 
 
 def test_given_dtype_is_kept_and_the_row_says_so():

@@ -744,3 +744,11 @@ def test_recommend_counts_requests_with_thousands_separators(run_cli):
     assert md.code == 0, md.err
     row = next(line for line in md.out.splitlines() if line.startswith("| KV dtype |"))
     assert f"fp8 {fp8:,}" in row and re.search(r"(?<![\d,.])\d{4,}(?![\d,])", row) is None, row
+    # the launch flag quotes the row's first clause (its counts typed too), not the whole reason
+    emit = run_cli("recommend", "-m", "gpt-oss-120b", "-g", "b200", "--emit", "vllm", "-f", "json")
+    assert emit.code == 0, emit.err
+    launch = emit.json()
+    flag = next(f for f in launch["launch"]["flags"] if f["flag"] == "--kv-cache-dtype")
+    vllm_fp8 = launch["requests_by_kv_dtype"]["fp8"]
+    assert flag["reason"].startswith("requests of 31,000 tokens per replica: ") and ";" not in flag["reason"], flag
+    assert f"fp8 {vllm_fp8:,}" in flag["reason"], flag

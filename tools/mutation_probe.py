@@ -1013,7 +1013,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("fid19s-engine-factors-override-flags", "kvplan/calc/costs.py",
       'if why is not None and why.formula == f"default: generic {name}":', "if why is not None:"),
     M("fid19s-engine-factors-one-only", "kvplan/calc/costs.py",
-      '(("allreduce_latency_us", latency), ("allreduce_link", share))', '(("allreduce_link", share),)'),
+      '(("allreduce_latency_us", latency, "decode all-reduce latency, us"),\n'
+      '                                   ("allreduce_link", share, "decode all-reduce share of the link"))',
+      '(("allreduce_link", share, "decode all-reduce share of the link"),)'),
     M("fid19s-harness-dp-ignored", "tools/fidelity_report.py", '"gpus": str(run["tp"] * dp)', '"gpus": str(run["tp"])'),
     # --- runs19n: the harness's third never-seen set (closed loops, the client's own TPOT, the KV dtype launched) -----
     M("runs19n-tpot-from-tpot-reads-itl", "tools/fidelity_report.py",
@@ -1647,8 +1649,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "if rule is not None and why is not None"),
     M("relspeed20-rule-replaces-overhead", COSTS, "Number(base_value + per_layer, derived(",
       "Number(per_layer, derived("),
-    M("relspeed20-rule-per-layer-not-mla", COSTS, "per_layer = extra * mla / layers",
-      "per_layer = extra * mla / (2 * layers)"),
+    M("relspeed20-rule-per-layer-not-mla", COSTS, "per_layer = term.number() * mla / layers",
+      "per_layer = term.number() * mla / (2 * layers)"),
     M("relspeed20-sglang-gets-rule", BASE,
       "        rule for this engine, release, GPU and model.\"\"\"\n        return None",
       "        rule for this engine, release, GPU and model.\"\"\"\n"
@@ -1834,6 +1836,27 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if False:\n            gpu_defaulted"),
     M("fix20-metrics-ttft-prefill-alone", CALIB, "client_ttft(st, one, chunk) if is_ttft",
       "st.prefill_seconds(p, 0, chunk) if is_ttft"),
+    # --- polish: the engine's terms shown as priced (costs.EngineTerm; tpot's table, JSON, --explain) ----------------
+    M("polish-engine-terms-unrecorded", COSTS, "return replace(f, **out, engine_terms=f.engine_terms + tuple(terms)) "
+      "if out else f", "return replace(f, **out) if out else f"),
+    M("polish-allreduce-term-a-copy", COSTS, "out[name] = term     # the factor IS the term's value",
+      "out[name] = Number(term.number(), term.why)"),
+    M("polish-fused-term-dropped", COSTS, "        engine_terms += (EngineTerm(",
+      "        engine_terms + (EngineTerm("),
+    M("polish-tpot-shows-base-factors", "kvplan/calc/tpot.py", "tuple(notes), step.factors, terms)",
+      "tuple(notes), factors, terms)"),
+    M("polish-frontend-term-dropped", "kvplan/calc/tpot.py", "frontend),) if fe else ())", "frontend),) if 0 else ())"),
+    M("polish-engine-table-dropped", "kvplan/present/tpot.py", "    if terms:\n        tables.append(",
+      "    if not terms:\n        tables.append("),
+    M("polish-replaced-factor-unnamed", "kvplan/present/tpot.py",
+      'f"{name} ({s.engine_adapter.id})" if name in replaced', 'f"{name}" if name in replaced'),
+    # --- polish: recommend's KV dtype row: typed counts, the launch flag's clause -----------------------------------
+    M("polish-dtype-counts-as-text", "kvplan/calc/recommend.py", 'note(f"{d.value} " + "{n}", n=n)',
+      'f"{d.value} {n.value}"'),
+    M("polish-dtype-flag-whole-reason", BASE, 'Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").first)',
+      'Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason)'),
+    M("polish-row-reason-left-str", "kvplan/calc/recommend.py",
+      '            object.__setattr__(self, "reason", Note((self.reason,)))', "            pass"),
 )
 
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.layers import MLA
 from kvplan.specs.model import ModelSpec
-from kvplan.specs.values import Count, Note, Number, Rate, Seconds, default, derived, given, note
+from kvplan.specs.values import Count, Note, Number, Rate, Seconds, Value, default, derived, given, note
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvplan.scenario import Scenario
@@ -426,8 +426,22 @@ def steady_contexts(prompt: int, decode: int):
 
 
 @dataclass(frozen=True)
+class EngineTerm:
+    """One term the engine adapter puts into the cost model (``engine_factors``, ``step_model``, ``frontend_seconds``):
+    ``value`` is the very typed value the price is computed from (a factor the term replaces IS this value), with
+    its formula, numbers and source; ``key`` names it in JSON, ``label`` in a table; ``factor`` is the StepFactors
+    field it sets or adds to (None: a term of its own)."""
+
+    key: str
+    label: str
+    value: Value
+    factor: str | None = None
+
+
+@dataclass(frozen=True)
 class StepFactors:
-    """The efficiency factors in use, each a typed value saying where it came from."""
+    """The efficiency factors in use, each a typed value saying where it came from; ``engine_terms``: what the
+    engine adapter changed in them (``engine_factors``), in the order applied."""
 
     hbm: object
     mfu: object
@@ -443,6 +457,7 @@ class StepFactors:
     upcast_hbm: object
     gemm_floor_us: object
     upcast_moe_us: object
+    engine_terms: tuple[EngineTerm, ...] = ()
 
     def value(self, name: str) -> float:
         return float(getattr(self, name).value)
@@ -475,25 +490,34 @@ def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
             out[name] = Number(out["hbm"].value, default(f"generic {name}: as hbm", source))
         else:
             out[name] = Number(generic, default(f"generic {name}", source))
-    return StepFactors(**out)
+    return StepFactors(**out)  # type: ignore[arg-type]   # one typed value per factor field, by GENERIC_FACTORS
 
 
 def engine_factors(f: StepFactors, scenario: Scenario) -> StepFactors:
-    """``f`` with the engine's own decode all-reduce (its adapter's ``decode_allreduce``: a published benchmark of
-    its in-graph kernel) in place of kvplan's generic allreduce_latency_us and allreduce_link; a value the GPU
-    preset, a flag or a calibration gave is kept."""
+    """``f`` with the engine's own terms applied, each recorded in ``engine_terms`` as the typed value the factor is
+    made of: its decode all-reduce (its adapter's ``decode_allreduce``: a published benchmark of its in-graph kernel)
+    in place of kvplan's generic allreduce_latency_us and allreduce_link, and its decode-kernel path's extra latency
+    per MLA layer (``decode_layer_latency``) added to overhead_us_per_layer; a value the GPU preset, a flag or a
+    calibration gave is kept. Applying it again changes nothing (the factors are no longer the defaults it
+    replaces)."""
     from dataclasses import replace
 
     adapter = scenario.engine_adapter
     engine = adapter.id
-    out = {}
+    out: dict[str, object] = {}
+    terms: list[EngineTerm] = []
     fact = adapter.decode_allreduce
     if fact is not None:
         latency, share, source = fact
-        for name, value in (("allreduce_latency_us", latency), ("allreduce_link", share)):
-            why = getattr(f, name).why
+        for name, value, label in (("allreduce_latency_us", latency, "decode all-reduce latency, us"),
+                                   ("allreduce_link", share, "decode all-reduce share of the link")):
+            old = getattr(f, name)
+            why = old.why
             if why is not None and why.formula == f"default: generic {name}":
-                out[name] = Number(value, default(f"{engine}'s decode all-reduce: {name}", source))
+                term = Number(value, derived(f"{engine}'s in-graph decode all-reduce, not the generic {name}",
+                                             f"{value:g} (generic {old.value:g})", source))
+                out[name] = term     # the factor IS the term's value
+                terms.append(EngineTerm(f"decode_{name}", label, term, name))
     # the engine's default decode-kernel path on this deployment (Engine.decode_layer_latency): its extra latency per
     # MLA layer on top of the per-layer overhead, unless a flag or a calibration gave that overhead
     rule = adapter.decode_layer_latency(scenario)
@@ -504,11 +528,17 @@ def engine_factors(f: StepFactors, scenario: Scenario) -> StepFactors:
         extra, source = rule
         mla = sum(g.count for g in scenario.sized_model.groups if isinstance(g.kind, MLA))
         layers = scenario.sized_model.num_layers or 1
-        per_layer = extra * mla / layers
+        term = Number(extra, derived(
+            f"{engine}'s default decode-kernel path on {scenario.hardware.id}: its latency per MLA layer "
+            "beyond kvplan's roofline", f"{extra:g} us x {mla} MLA layers of {layers}", source))
+        per_layer = term.number() * mla / layers
         out["overhead_us_per_layer"] = Number(base_value + per_layer, derived(
-            f"overhead_us_per_layer + {engine}'s decode-kernel path: {extra:g} us per MLA layer",
-            f"{base_value:g} + {extra:g} x {mla} / {layers} = {base_value + per_layer:g} us", *why.sources, source))
-    return replace(f, **out) if out else f
+            f"overhead_us_per_layer + {engine}'s decode-kernel path: {term.number():g} us per MLA layer",
+            f"{base_value:g} + {term.number():g} x {mla} / {layers} = {base_value + per_layer:g} us", *why.sources,
+            source))
+        terms.append(EngineTerm("decode_kernel_us_per_mla_layer", "decode kernels, us per MLA layer", term,
+                                "overhead_us_per_layer"))
+    return replace(f, **out, engine_terms=f.engine_terms + tuple(terms)) if out else f
 
 
 @dataclass(frozen=True)
@@ -555,6 +585,8 @@ class StepModel:
                                    # ``with_pass_sharing``, PASS_SHARING_SOURCE)
     pass_credit: float | None = None   # this rank's decode step that another rank's pass runs inside it (s; None: the
                                        # least step, batch 1): ``with_pass_sharing``
+    engine_terms: tuple[EngineTerm, ...] = ()   # the engine adapter's terms in this step (factors.engine_terms and
+                                                # the step's own: EngineTerm), for tables and --explain
 
     def shared_pass_ranks(self, rate_per_rank: float, prompt_tokens: int, chunk_tokens: int | None = None) -> float:
         """N, the prompts one prefill pass of this attention-DP instance holds when each of its R ranks receives
@@ -924,13 +956,12 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     par = s.parallelism
     f = engine_factors(factors or step_factors(hw), scenario)
     notes: list[str | Note] = []
-    rule = s.engine_adapter.decode_layer_latency(s)
-    if rule is not None and f.overhead_us_per_layer is not (factors or step_factors(hw)).overhead_us_per_layer:
-        notes.append(note("{engine}'s default decode-kernel path on {hw}: {extra:g} us more per MLA layer, the "
-                          "per-layer overhead {per_layer:g} us ({source})", engine=s.engine_adapter.id, hw=hw.id,
-                          extra=Number(rule[0]), per_layer=Number(f.value("overhead_us_per_layer"),
-                                                                  getattr(f.overhead_us_per_layer, "why", None)),
-                          source=rule[1]))
+    for term in f.engine_terms:
+        if term.key == "decode_kernel_us_per_mla_layer":
+            notes.append(note("{engine}'s default decode-kernel path on {hw}: {extra:g} us more per MLA layer, the "
+                              "per-layer overhead {per_layer:g} us ({source})", engine=s.engine_adapter.id, hw=hw.id,
+                              extra=term.value, per_layer=cast(Number, f.overhead_us_per_layer),
+                              source=", ".join(term.value.why.sources if term.value.why else ())))
     if hw.hbm_bandwidth_tb_s is None:
         raise KvplanError(f"{hw.id} has no hbm_bandwidth_tb_s in its preset, which the decode step needs",
                           "add hbm_bandwidth_tb_s = { value = ..., source = \"...\" } to the hardware preset")
@@ -973,11 +1004,20 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
     fused_why = s.engine_adapter.fused_shared_experts(s) if is_moe and E else None
     fused = float(model.shared_experts or 0) if fused_why else 0.0
     shared_active = fused * per_expert_params * moe_layers if fused else 0
+    engine_terms = f.engine_terms
     if fused and fused_why:
         dense_bytes -= fused * expert_each
+        unfused, fewer = decode_gemms(model, moe_layers), decode_gemms(model, moe_layers, fused_shared=True)
+        gemms_saved = Count(unfused - fewer, derived(
+            f"{s.engine_adapter.id} runs the shared experts in the fused MoE kernel: their gate_up and down "
+            "GEMMs leave the step",
+            f"{unfused} - {fewer} GEMMs ({moe_layers} MoE layers)", fused_why))
+        engine_terms += (EngineTerm("fused_shared_expert_gemms_saved",
+                                    "shared-expert GEMMs fused away",
+                                    gemms_saved),)
         notes.append(note("{engine} runs the model's shared expert inside the fused MoE kernel: {gemms} fewer dense "
                           "GEMMs, its weights read with the routed experts' ({why})", engine=s.engine_adapter.id,
-                          gemms=Count(2 * moe_layers), why=fused_why))
+                          gemms=gemms_saved, why=fused_why))
     link = hw.scale_up.gb_s_per_direction.value * 1e9 if hw.scale_up and hw.scale_up.gb_s_per_direction else None
     latency = f.value("link_latency_us") * 1e-6
     allreduce_latency = f.value("allreduce_latency_us") * 1e-6
@@ -1091,7 +1131,8 @@ def step_model(scenario: Scenario, factors: StepFactors | None = None, speculati
                      f.value("overhead_us_per_request") * 1e-6, gemms, f.value("gemm_floor_us") * 1e-6,
                      moe_latency, tuple(notes), fused, max(lockstep, 1),
                      compute_peak(hw, "bf16") * f.value("prefill_mfu")
-                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep, prefill_tp)
+                     if any(isinstance(g.kind, MLA) for g in model.groups) else None, prefill_ep, prefill_tp,
+                     engine_terms=engine_terms)
 
 
 def decode_gemms(model: ModelSpec, moe_layers: int, fused_shared: bool = False) -> int:

@@ -286,6 +286,10 @@ class TpotPlan:
     table: tuple[tuple[Seconds, ...], ...]      # [batch][context]
     spec: SpecPlan | None
     notes: tuple[str | Note, ...]
+    # the factors the step was priced with (``factors`` with the engine's terms: ``costs.engine_factors``) and the
+    # engine's terms themselves, the step's and the frontend latency in the TTFT (each the value the price used)
+    factors_used: costs.StepFactors | None = None
+    engine_terms: tuple[costs.EngineTerm, ...] = ()
 
 
 def _mean_over(series, ts, d: int) -> float:
@@ -441,9 +445,11 @@ def plan_tpot(scenario: Scenario, options: TpotOptions | None = None) -> TpotPla
     if o.shape == "steady":
         notes.append("Steady batch: the requests' contexts are spread over the decode, so TPOT at the start, middle "
                      "and end of a request's decode is the same step; --shape cohort starts them together.")
+    terms = step.engine_terms + ((costs.EngineTerm("frontend_latency_seconds", "frontend latency (in the TTFT)",
+                                                   frontend),) if fe else ())
     return TpotPlan(s, o, factors, Count(b, given("--batch") if b != DEFAULT_BATCH else default("8 requests")),
                     max_batch, start, mid, end, tpot_mean, decode, per_user, per_replica, per_gpu, kv_bound, ttft,
-                    batches, contexts, table, spec, tuple(notes))
+                    batches, contexts, table, spec, tuple(notes), step.factors, terms)
 
 
 def _speculative(s: Scenario, o: TpotOptions, step, factors) -> SpecPlan:

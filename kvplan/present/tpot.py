@@ -42,10 +42,18 @@ def present(plan: TpotPlan, calibration=None) -> Result:
     grid = Table(f"TPOT by batch and context (B requests all at context S; up to {plan.max_batch.value} per replica)",
                  ("batch",) + tuple(note("{c}", c=Tokens(c)) for c in plan.table_contexts),
                  tuple((b,) + row for b, row in zip(plan.table_batches, plan.table, strict=True)), primary=True)
+    # the factors the step was priced with (a factor that IS an engine term's value is named with the engine), and
+    # the engine's terms as rows of their own table: the values the cost model used (costs.EngineTerm)
+    used = plan.factors_used or f
+    terms = plan.engine_terms
+    replaced = {t.factor for t in terms if t.factor is not None and getattr(used, t.factor) is t.value}
     factors = Table("Efficiency factors", ("factor", "value", "from"), tuple(
-        (name, getattr(f, name), getattr(f, name).why.formula) for name in
-        FACTORS))
+        (f"{name} ({s.engine_adapter.id})" if name in replaced else name, getattr(used, name),
+         getattr(used, name).why.formula) for name in FACTORS))
     tables = [summary, breakdown, grid, factors]
+    if terms:
+        tables.append(Table(f"The engine's terms ({s.engine_adapter.display_name})", ("term", "value", "how"), tuple(
+            (t.label, t.value, t.value.why.formula if t.value.why else "") for t in terms)))
     data = {
         **scenario_data(s),
         "batch": plan.batch, "shape": o.shape, "max_batch_per_replica": plan.max_batch,
@@ -59,7 +67,8 @@ def present(plan: TpotPlan, calibration=None) -> Result:
                            for name, ph in (("start", plan.start), ("mid", plan.mid), ("end", plan.end))},
         "kv_bound_from_context_tokens": plan.kv_bound_from_context_tokens,
         "ttft_seconds": plan.ttft,
-        "factors": {name: getattr(f, name) for name in FACTORS},
+        "factors": {name: getattr(used, name) for name in FACTORS},
+        "engine_terms": {t.key: t.value for t in terms},
         "table": [{"batch": Count(b, default("a batch of the table")), **{f"tpot_seconds_at_{c}": cell
                                   for c, cell in zip(plan.table_contexts, row, strict=True)}}
                   for b, row in zip(plan.table_batches, plan.table, strict=True)],
