@@ -143,13 +143,13 @@ def test_user_presets_override_and_malformed(run_cli, tmp_path, monkeypatch):
     _assert_one_line_error(run_cli("size", "--presets-dir", str(tmp_path / "nope")), "does not exist")
 
 
-def test_size_imports_no_numpy_or_plotting():
-    # Start-up matters: `kvplan size` must not pull numpy, matplotlib or the simulation/sweep calculators.
+def _modules_loaded(argv: list[str], watched: tuple[str, ...]) -> list[str]:
+    """Which of ``watched`` a run of ``kvplan ARGV`` (JSON out) has imported when it is done."""
     import subprocess
     import sys
 
     code = ("import sys, io, contextlib\n"
-            "sys.argv = ['kvplan', 'size', '-f', 'json']\n"
+            f"sys.argv = ['kvplan', *{argv!r}, '-f', 'json']\n"
             "from kvplan.cli import main\n"
             "buf = io.StringIO()\n"
             "try:\n"
@@ -157,11 +157,23 @@ def test_size_imports_no_numpy_or_plotting():
             "        main()\n"
             "except SystemExit:\n"
             "    pass\n"
-            "heavy = [m for m in ('numpy', 'matplotlib', 'kvplan.calc.concurrency', 'kvplan.calc.preemption')\n"
-            "         if m in sys.modules]\n"
-            "print(','.join(heavy))\n")
+            f"print(','.join(m for m in {watched!r} if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "", out.stdout
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_size_imports_no_numpy_or_plotting():
+    # Start-up matters: `kvplan size` must not pull numpy, matplotlib or the simulation/sweep calculators, nor the
+    # vLLM adapter (the neutral engine reads vLLM's tables only when it needs a block size, batch limit or fraction)
+    # or the memory waterfall (size sizes no pool)
+    assert _modules_loaded(["size"], ("numpy", "matplotlib", "kvplan.calc.concurrency", "kvplan.calc.preemption",
+                                      "kvplan.engines.vllm", "kvplan.engines.budget")) == []
+
+
+def test_concurrency_imports_neither_size_nor_the_calibration_reader():
+    # concurrency needs KV per request (calc.kv), not `size`'s plan module, and pricing a step checks a calibrated
+    # factor's source without loading the calibration file reader (no --calibration given)
+    assert _modules_loaded(["concurrency"], ("kvplan.calc.size", "kvplan.inputs.calibration_file", "matplotlib")) == []
 
 
 @pytest.mark.parametrize("kind, use", [("hardware", ("size", "-g")), ("model", ("size", "-m"))])

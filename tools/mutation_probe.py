@@ -1857,6 +1857,11 @@ MUTANTS: tuple[Mutant, ...] = (
       'Flag("--kv-cache-dtype", kv, plan.row("kv_dtype").reason)'),
     M("polish-row-reason-left-str", "kvplan/calc/recommend.py",
       '            object.__setattr__(self, "reason", Note((self.reason,)))', "            pass"),
+    # --- polish: start-up, the modules `size` and `concurrency` do not need stay unloaded -----------------------------
+    M("polish-neutral-loads-vllm", NEUTRAL, "from kvplan.engines.base import Engine\n",
+      "from kvplan.engines import vllm  # noqa: F401\nfrom kvplan.engines.base import Engine\n"),
+    M("polish-costs-loads-calibration-reader", COSTS, "    from kvplan.specs.hardware import CALIBRATED\n",
+      "    from kvplan.inputs.calibration_file import CALIBRATED\n"),
 )
 
 

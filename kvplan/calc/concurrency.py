@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.calc import capacity, costs, kv
-from kvplan.calc.size import DEFAULT_CONTEXTS
 from kvplan.engines.base import EngineReport
 from kvplan.engines.budget import Budget
 from kvplan.errors import KvplanError
@@ -58,7 +57,7 @@ class ConcurrencyOptions:
     tpot_seconds: float | None = None
     dram_bytes_per_node: int | None = None
     ssd_bytes_per_node: int | None = None
-    contexts: tuple[int, ...] = DEFAULT_CONTEXTS
+    contexts: tuple[int, ...] = kv.DEFAULT_CONTEXTS
     dtypes: tuple[KVDtype, ...] | None = None   # None: default_dtypes(hardware)
     pool_origin: str | None = None   # the scenario's given pool came from here (e.g. "the start-up log X, line N")
 

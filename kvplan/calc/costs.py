@@ -466,7 +466,7 @@ class StepFactors:
 def step_factors(hw: HardwareSpec, **overrides: float | None) -> StepFactors:
     """The factors: a value given (--hbm-efficiency, --mfu, --overhead-us, ... or a calibration), else the hardware
     preset's [efficiency], else kvplan's generic default."""
-    from kvplan.inputs.calibration_file import CALIBRATED
+    from kvplan.specs.hardware import CALIBRATED
     from kvplan.specs.values import default
 
     flags = {"hbm": "--hbm-efficiency", "mfu": "--mfu", "prefill_mfu": "--prefill-mfu",

@@ -14,6 +14,9 @@ from kvplan.specs.dtypes import KVDtype
 from kvplan.specs.model import LayerGroup, ModelSpec
 from kvplan.specs.parallel import Parallelism, pipeline_stages
 
+# The contexts a table of KV per request shows unless --contexts says otherwise (size, concurrency).
+DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
+
 
 def layers_in(group: LayerGroup, stage: range | None) -> int:
     """How many of the group's layers lie in a pipeline stage (all of them for None)."""

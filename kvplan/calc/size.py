@@ -17,7 +17,7 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.parallel import Parallelism
 from kvplan.specs.values import Bytes, Count, Note, Ratio, TokenBytes, Tokens, derived, note
 
-DEFAULT_CONTEXTS = (1024, 8192, 32768, 65536, 131072)
+DEFAULT_CONTEXTS = kv.DEFAULT_CONTEXTS
 
 DTYPE_SOURCE = ("KV dtype rules: vllm-project/vllm vllm/v1/kv_cache_interface.py @001cabc1; SGLang "
                 "get_cell_size_per_token (sgl-project/sglang @001ccef0)")

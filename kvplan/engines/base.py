@@ -14,11 +14,11 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kvplan.engines import budget as budget_mod
 from kvplan.errors import KvplanError
 from kvplan.specs.values import Bytes, Count, Derivation, Note, Number, Tokens, Value, default, given
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kvplan.engines.budget import Budget
     from kvplan.specs.dtypes import KVDtype
     from kvplan.specs.hardware import HardwareSpec
     from kvplan.specs.layers import LayerKind
@@ -384,6 +384,8 @@ class Engine:
     def activation_reserve(self, scenario, model: ModelSpec, par: Parallelism) -> Bytes:
         if scenario.activation_reserve_bytes is not None:
             return Bytes(scenario.activation_reserve_bytes, given("--activation-reserve"))
+        from kvplan.engines import budget as budget_mod  # loaded by the commands that size a pool (not ``size``)
+
         mnbt, mns = self.batch_limits_for(scenario)
         return budget_mod.activation_estimate(model, par, mnbt.number(), mns.number())
 
@@ -400,8 +402,10 @@ class Engine:
             return given_reserve(scenario)
         return Bytes(DEFAULT_RUNTIME_RESERVE_BYTES, default("1 GiB runtime reserve", RUNTIME_RESERVE_SOURCE))
 
-    def budget(self, scenario, model: ModelSpec, par: Parallelism) -> budget_mod.Budget:
+    def budget(self, scenario, model: ModelSpec, par: Parallelism) -> Budget:
         """One GPU's waterfall for this engine at ``par`` (the scenario's, or a trial one for fix hints)."""
+        from kvplan.engines import budget as budget_mod  # loaded by the commands that size a pool (not ``size``)
+
         if scenario.kv_pool_bytes is not None:
             return budget_mod.given_pool(scenario.kv_pool_bytes)
         weights = budget_mod.weights_per_gpu(model, par, scenario.weight_dtype, scenario.weights_bytes)

@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, shorten
+from kvplan.specs.hardware import CALIBRATED  # how a fitted factor's source starts
 
 WHAT = "calibration file"
 FIX = "give a file written by kvplan calibrate --save FILE.toml"
 STEP_FACTORS = {"hbm": (0.0, 1.0, False), "mfu": (0.0, 1.0, False), "overhead_us_per_step": (0.0, 1e6, True),
                 "prefill_mfu": (0.0, 1.0, False)}
 MAX_RESERVE_BYTES = 2**44        # 16 TiB: no GPU holds more
-CALIBRATED = "calibration "      # how a fitted factor's source starts (kvplan.calc.costs.step_factors names it so)
 _TOP = {"type", "version", "model", "hardware", "engine", "tp", "sources", "step", "memory", "residuals"}
 _STEP_INFO = {"points", "rms_relative_error"}
 _MEMORY_INFO = {"residual_bytes", "logged_pool_bytes", "predicted_pool_bytes"}

@@ -15,6 +15,9 @@ COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # Above this an hourly price for one GPU is a typo (a whole node's price, or cents): the dearest public
 # on-demand offers are a few tens of dollars per GPU-hour.
 MAX_USD_PER_GPU_HOUR = 1000.0
+# How the source of an [efficiency] value fitted by `kvplan calibrate` starts (kvplan.inputs.calibration_file writes
+# it, kvplan.calc.costs.step_factors reads it): here, so that pricing a step does not load the calibration reader.
+CALIBRATED = "calibration "
 
 
 @dataclass(frozen=True, kw_only=True)
