@@ -80,6 +80,24 @@ module, take 21.3 ms against 20.1 ms at a564202 (the Result's new fields, the sc
 presets still import tomllib (~1.2 ms) and parse two files (~0.7 ms). Side by side on the loaded machine (11 pairs,
 floor 118-160 ms): a564202 1.13 / 1.07, this tree 1.12 / 1.16 (`size` / `size -f json`); alone, 1.11 / 1.10 and,
 at a 197 ms floor, 1.06 / 1.04: within the run-to-run spread, so nothing was changed.
+
+2026-12-07 (polish; reported on main: --help 0.62, size 1.13, size -f json 1.09, concurrency 1.20). `-X importtime`
+showed modules the commands never use: `size` (neutral engine) loaded kvplan.engines.vllm (neutral.py took vLLM's
+block table and sources at class creation) and kvplan.engines.budget (engines/base.py at module level), neither of
+which `size` calls; `concurrency` loaded kvplan.calc.size (for DEFAULT_CONTEXTS) and kvplan.inputs.calibration_file
+(for one prefix string in costs.step_factors). Each is now loaded where used (a class attribute of the neutral
+adapter reads vLLM's when read; the two budget methods import it; DEFAULT_CONTEXTS lives in calc.kv and CALIBRATED
+in specs.hardware); tests/test_cli.py holds both paths to it. Their own import time, the least of 15 runs each on the
+loaded machine (about 3x the usual times): vllm 2.5 ms + budget 1.8 ms of kvplan's 58 ms on `size`; calc.size 5.6 ms
++ calibration_file 1.6 ms on `concurrency`. What each run costs was not measurable beyond the spread: on the shared
+2-core machine at a load of 8-9 (floor 500-1,000 ms wall), two alternating 11-pair runs of this benchmark gave main
+1.10 / 1.07 (`size`), 1.15 / 1.09 (`size -f json`), 1.19 / 1.19 (`concurrency`) and this tree 1.12 / 1.11, 1.06 /
+0.97, 1.21 / 1.19; the children's CPU time (user + sys, medians of 15-25 alternating runs, floor 189-209 ms) gave
+main 1.12 / 1.06 / 1.09, 1.05 / 1.06 / 1.08, 1.20 / 1.26 / 1.16 and this tree 0.98 / 1.11 / 1.10, 1.02 / 1.02 /
+1.11, 1.09 / 1.19 / 1.13 (`size`, `size -f json`, `concurrency`): a spread of +-0.06, larger than the ~0.02 these
+deferrals can give. What is left on `size`: 36 dataclasses made at import (about 40% of kvplan's own CPU), of which
+five are never used by `size` (render.result's Chart and Verbatim, engines.base's EngineReport, Flag and
+LaunchCommand); moving them behind a module `__getattr__` is the next lever (~1 ms), not done here.
 """
 
 from __future__ import annotations
