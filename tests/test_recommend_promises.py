@@ -15,6 +15,7 @@ from kvplan.calc.sizing import parse_target
 from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.render.output import note_text
 from kvplan.scenario import Scenario
+from kvplan.specs.values import Note
 
 GIB = 2**30
 
@@ -239,6 +240,8 @@ def test_a_vllm_release_without_offloading_gets_neither_offload_nor_swap(engine)
     offload, pre = plan.row("kv_offload"), plan.row("preemption")
     assert str(offload.value).startswith("off")
     assert "pin vllm>=0.14 for native KV offloading" in note_text(offload.reason)
+    # a reason of words alone is a Note too (Row makes it one): the output layer formats every reason
+    assert all(isinstance(r.reason, Note) for r in plan.rows), [type(r.reason) for r in plan.rows]
     assert "swap" not in str(pre.value) and "recompute" in str(pre.value)
     assert "pin vllm>=0.14" in pre.why_differs
     lc = s.engine_adapter.launch_command(plan)
