@@ -1834,6 +1834,16 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if False:\n            gpu_defaulted"),
     M("fix20-metrics-ttft-prefill-alone", CALIB, "client_ttft(st, one, chunk) if is_ttft",
       "st.prefill_seconds(p, 0, chunk) if is_ttft"),
+    # --- adv21g: recommend's --ttft-slo judged on the launched deployment and held by the --target search ---------
+    M("adv21g-ttft-verdict-always-met", REC, "    if unloaded.number() > targets.ttft:\n", "    if False:\n"),
+    M("adv21g-ttft-unloaded-without-prefill", REC, "    v = t_pf + fe.number()\n", "    v = fe.number()\n"),
+    M("adv21g-search-ignores-ttft", "kvplan/calc/sizing.py", "        if alone > slo.ttft:\n", "        if False:\n"),
+    M("adv21g-search-ttft-not-passed", "kvplan/calc/sizing.py", "found.append(_evaluate(s, targets, slo))",
+      "found.append(_evaluate(s, targets))"),
+    M("adv21g-check-pd-ignores-slo-keys", "kvplan/calc/check.py",
+      'lambda: plan_pd(lazy.s, PdOptions(targets=targets)))', 'lambda: plan_pd(lazy.s))'),
+    M("adv21g-pd-differs-infinite-margin", REC, "    if math.isfinite(pd.margin.number()):\n        return note(",
+      "    if True:\n        return note("),
 )
 
 
