@@ -1842,6 +1842,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "found.append(_evaluate(s, targets))"),
     M("adv21g-check-pd-ignores-slo-keys", "kvplan/calc/check.py",
       'lambda: plan_pd(lazy.s, PdOptions(targets=targets)))', 'lambda: plan_pd(lazy.s))'),
+    M("adv21g-sweep-brief-lower-bound-unsaid", "kvplan/present/simulate.py",
+      "if capacity.value is not None and capacity.value == last.value else", "if False else"),
+    M("adv21g-check-goodput-lower-bound-unsaid", "kvplan/calc/check.py",
+      "top = sweep.goodput.requests_per_second.value is not None and (", "top = False and ("),
     M("adv21g-pd-differs-infinite-margin", REC, "    if math.isfinite(pd.margin.number()):\n        return note(",
       "    if True:\n        return note("),
 )

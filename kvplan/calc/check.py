@@ -389,7 +389,11 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         tokens = sweep.goodput.tokens_per_second
         words = Note.join(" and ", sweep.slo.notes() if sweep.slo is not None else [])
         share = note(" with at least {att:.0%} of requests meeting both", att=sweep.targets["slo_attainment_at_least"])
-        detail = (f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share
+        top = sweep.goodput.requests_per_second.value is not None and (
+            sweep.goodput.requests_per_second.value == sweep.rate_values[-1].value)
+        detail = (("every swept rate" + f" ({a.sweep_rate}) meets " + words + share + ": the goodput is at least the "
+                   "highest (sweep higher to find it)" if top else
+                   f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share)
                   + note("; {tok:,.0f} output tokens/s there", tok=tokens) if tokens.value is not None
                   else f"no swept rate ({a.sweep_rate}) meets " + words + share)
         return _compare(a, sweep.goodput.requests_per_second, bound, detail)
