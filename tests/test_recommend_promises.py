@@ -491,3 +491,6 @@ def test_the_search_holds_a_ttft_target_for_a_request_alone(run_cli):
     sim = run_cli(*args[:i], "--rate", "0.01", "--requests", "5", "--max-batch", str(running), "-f", "json")
     assert sim.code == 0, sim.err
     assert sim.json()["ttft_seconds_p99"] <= 0.5
+    # a TTFT no layout gives (1 ms: below the 4-node TP8 x PP4 prefill too) is refused in one line that names it
+    none = run_cli("recommend", *RAG_32K, *target[:-2], "--ttft-slo", "1ms")
+    assert none.code == 2 and "--ttft-slo" in none.err and none.err.count("\n") == 1, none.err

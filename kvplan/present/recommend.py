@@ -83,7 +83,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                                    tuple((c.hardware, c.figures()["gpus"], c.layout,
                                           c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
         b = sizing.best
-        wanted = ", ".join(t.text for t in sizing.targets)
+        wanted = ", ".join(t.text for t in sizing.targets) + (
+            " and --ttft-slo for a request alone" if plan.ttft is not None else "")
         notes.insert(0, f"Sizing: {len(sizing.ranked)} shown of the layouts meeting {wanted}; {sizing.considered} "
                         f"layouts tried, {sizing.skipped} refused by the model or GPU (heads not divisible, weights "
                         f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
