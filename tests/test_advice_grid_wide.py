@@ -133,12 +133,17 @@ def test_pd_simulate_check_and_recommend_agree_on_one_deployment(run_cli, tmp_pa
     body = (f'[[assert]]\nname = "goodput"\nmetric = "goodput_rps"\nsweep_rate = "{points}"\ntpot_slo = "50ms"\n'
             f'requests = {n}\nseed = 0\nat_least = {rate!r}\n\n'
             f'[[assert]]\nname = "tpot"\nmetric = "tpot_seconds"\npercentile = 99\nrate = {rate!r}\nrequests = {n}\n'
-            f'seed = 0\nat_most = "50ms"\n')
+            f'seed = 0\nat_most = "50ms"\n\n'
+            f'[[assert]]\nname = "ttft"\nmetric = "ttft_seconds"\npercentile = 99\nrate = {rate!r}\nrequests = {n}\n'
+            f'seed = 0\nat_most = "1000s"\n')
     c = run_cli("check", str(_plan_file(tmp_path, model, gpu, engine, lay, prompt, decode, body)), "-f", "json")
     assert c.code == 0, (c.out[-2000:], c.err)
     got = {a["name"]: a["measured"] for a in c.json()["plans"][0]["assertions"]}
     assert got["goodput"] == pytest.approx(sw["goodput_requests_per_second"], rel=1e-12)
     assert got["tpot"] == pytest.approx(d["tpot_seconds_colocated_p99"], rel=1e-9)
+    # ... and its TTFT percentile is the sweep point's and pd's (the client's TTFT, the frontend latency in it)
+    assert got["ttft"] == pytest.approx(at["ttft_seconds_p99"], rel=1e-9)
+    assert got["ttft"] == pytest.approx(d["ttft_seconds_colocated_p99"], rel=1e-9)
 
 
 # --- (1') recommend on a given layout (no --target): its launch command keeps the SLO the batch was planned on ----

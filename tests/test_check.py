@@ -465,6 +465,30 @@ def test_pd_assertion_is_kvplan_pds_verdict(run_cli, tmp_path):
     assert one_node.code == 2 and "needs two" in one_node.err and one_node.err.count("\n") == 1, one_node.err
 
 
+def test_pd_assertion_takes_pd_s_slo_keys(run_cli, tmp_path):
+    # pd_disaggregation_pays judged kvplan pd at its defaults only (TPOT 50 ms), so a gate could not hold the verdict
+    # `kvplan pd --ttft-slo 400ms` gave on the same deployment. Llama-3.1-8B on 3 H100s, 16K + 300: a TP1 prefill of
+    # 16,000 tokens alone is 2 x 6.98e9 x 16,000 + 4 x 32 x 4,096 x 16,000^2 / 2 = 2.9e14 FLOPs, 0.29 s at the
+    # H100's full 989 TFLOP/s, so a 400 ms TTFT p99 leaves either side little room and moves pd's verdict; the gate
+    # must give pd's verdict and ratio under the keys it is given, and the default without them.
+    text = ('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ngpus = 3\ntp = 1\nkv_dtype = "fp8"\n'
+            'prompt = "16k"\ndecode = "300"\n\n[[assert]]\nname = "default"\nmetric = "pd_disaggregation_pays"\n'
+            '\n[[assert]]\nname = "ttft"\nmetric = "pd_disaggregation_pays"\nttft_slo = "400ms"\n'
+            'tpot_slo = "50ms"\nslo_percentile = 99\n')
+    got = by_name(json.loads(run_cli("check", write(tmp_path, text), "-f", "json").out))
+    base = ("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "3", "--tp", "1", "--kv-dtype", "fp8",
+            "--prompt", "16k", "--decode", "300", "-f", "json")
+    for name, extra in (("default", ()), ("ttft", ("--ttft-slo", "400ms"))):
+        pd = json.loads(run_cli(*base, *extra).out)
+        assert got[name]["passed"] == pd["recommend_disaggregation"], name
+        colo = pd["colocated_tokens_per_second"]
+        assert got[name]["measured"] == (pytest.approx(pd["disaggregated_tokens_per_second"] / colo, rel=1e-12)
+                                         if colo else None), name
+    # a key pd does not take is refused in one line, as before
+    bad = run_cli("check", write(tmp_path, text.replace('slo_percentile = 99', 'sweep_rate = "1:2:2"'), "bad.toml"))
+    assert bad.code == 2 and "does not apply to pd_disaggregation_pays" in bad.err and bad.err.count("\n") == 1
+
+
 # --- from a CI user's review --------------------------------------------------------------------------------------
 def test_names_with_control_characters_and_repeated_names_are_refused(run_cli, tmp_path):
     esc = run_cli("check", write(tmp_path, DEPLOYMENT + '[[assert]]\nname = "a\\u001bb"\nmetric = "weights_fit"\n'))

@@ -384,12 +384,13 @@ def test_a_gpu_without_a_nic_figure_still_gets_a_table(run_cli):
 
 
 def test_a_ttft_target_the_unpriced_pd_row_cannot_judge_is_said_unjudged(run_cli):
-    # --ttft-slo reaches only the PD row (the batch's closed loop does not judge TTFT); on the mi355x, with no NIC
-    # figure, that row is not priced, so the target was judged nowhere: the row says so, and the JSON's pd_reasons
+    # --ttft-slo under load reaches only the PD row (the batch's closed loop does not judge TTFT; the TTFT target
+    # line judges a request alone); on the mi355x, with no NIC figure, that row is not priced, so the target was
+    # judged under load nowhere: the row says so, and the JSON's pd_reasons
     # is that row's reason (not the prefix-cache row's, which came last)
     d = run_cli("recommend", "-g", "mi355x", "--ttft-slo", "2s", "-f", "json").json()
     pd = next(x for x in d["recommendations"] if x["key"] == "pd")
-    assert pd["value"] == "not priced" and "--ttft-slo target is judged on this row only" in pd["reason"]
+    assert pd["value"] == "not priced" and "--ttft-slo target is judged on this row only under load" in pd["reason"]
     assert d["pd_reasons"] == [pd["reason"]]
     plain = run_cli("recommend", "-g", "mi355x", "-f", "json").json()
     assert "--ttft-slo" not in next(x for x in plain["recommendations"] if x["key"] == "pd")["reason"]

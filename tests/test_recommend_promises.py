@@ -432,3 +432,69 @@ def test_the_search_rejudges_a_layout_at_the_batch_the_concurrency_target_needs(
     mean = float(step.steady_tpot(1000, 30_000, 6)) + t_pf * 5 / 30_000
     assert ok.requests_per_second == pytest.approx(6 / (t_pf + 30_000 * mean))
     assert replace(ok, basis="closed form").figures()["batch"].why.formula.startswith("closed form")
+
+
+# --- a TTFT target: judged on the launched deployment, and held by the --target search ---------------------------
+# Llama-3.1-8B, a 32,000-token prompt on one H200 GPU: the matmuls alone are 2 x 6.98e9 (non-embedding) parameters x
+# 32,000 tokens = 4.47e14 FLOPs, causal attention 4 x 32 layers x 4,096 x 32,000^2 / 2 = 2.68e14, 7.15e14 in all; at
+# the H200's full dense bf16 peak (989 TFLOP/s, NVIDIA's datasheet) that is 0.72 s, so no TP1 instance gives a first
+# token within 500 ms, whatever the batch or the rate. At TP2 the same bound is 0.36 s, at TP4 0.18 s.
+RAG_32K = ("-m", "llama-3.1-8b", "--prompt", "32000", "--decode", "500", "--engine", "vllm", "--emit", "vllm")
+PREFILL_BOUND_TP1 = (2 * 6.98e9 * 32_000 + 4 * 32 * 4096 * 32_000**2 / 2) / 989e12
+
+
+def test_a_ttft_target_no_batch_can_meet_is_said_missed_not_ignored(run_cli):
+    # --ttft-slo used to reach the PD row only: the launch command (TP1, its batch) could never give a first token
+    # within 500 ms and recommend said nothing of it
+    assert PREFILL_BOUND_TP1 > 0.5
+    r = run_cli("recommend", *RAG_32K, "-g", "h200", "--tp", "1", "--ttft-slo", "500ms", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    t = d["ttft_target"]
+    assert not t["met"] and t["target"] == "TTFT p99 <= 500 ms (--ttft-slo)"
+    assert d["ttft_seconds_unloaded"] >= PREFILL_BOUND_TP1
+    # the figure is kvplan tpot's TTFT on the deployment the launch command starts, and kvplan simulate on that
+    # launch, requests far apart (each alone), gives no first token within 500 ms either
+    s, running, dp = deployment_from_launch(d)
+    assert d["ttft_seconds_unloaded"] == pytest.approx(kvplan.plan_tpot(s, kvplan.TpotOptions(batch=1)).ttft.number())
+    args = simulate_launch(d, run_cli, args_only=True)
+    i = args.index("--users")
+    sim = run_cli(*args[:i], "--rate", "0.01", "--requests", "5", "--max-batch", str(running), "-f", "json")
+    assert sim.code == 0, sim.err
+    assert sim.json()["ttft_seconds_p50"] > 0.5
+    # said on the first screen, and the PD row's split against no colocated goodput is no "infx" multiple
+    brief = run_cli("recommend", *RAG_32K, "-g", "h200", "--tp", "1", "--ttft-slo", "500ms", "--brief").out
+    assert "TTFT target: TTFT p99 <= 500 ms (--ttft-slo): NOT met" in brief.replace("\n", " ")
+    full = run_cli("recommend", *RAG_32K, "-g", "h200", "--tp", "1", "--ttft-slo", "500ms").out
+    assert "infx" not in full and "inf x" not in full
+    # a target a request alone meets is met (and said to be a request alone's, under load the PD row's)
+    loose = run_cli("recommend", *RAG_32K, "-g", "h200", "--tp", "1", "--ttft-slo", "5s", "-f", "json").json()
+    assert loose["ttft_target"]["met"] and "under load" in loose["ttft_target"]["figure"]
+    assert "ttft_target" not in run_cli("recommend", *RAG_32K, "-g", "h200", "--tp", "1", "-f", "json").json()
+
+
+def test_the_search_holds_a_ttft_target_for_a_request_alone(run_cli):
+    # without a TTFT target the fewest GPUs meeting tpot<=50ms is one H200 at TP1; with --ttft-slo 500ms TP1 cannot
+    # (its prefill alone is over 0.72 s, above), so the search goes to a wider TP and says why the one-GPU layout
+    # missed; the launch it emits, re-run on kvplan tpot and simulate, gives its first token within 500 ms
+    target = ("--target", "tpot<=50ms", "--candidates", "h200", "-f", "json")
+    plain = run_cli("recommend", *RAG_32K, *target).json()
+    assert (plain["sizing"]["candidates"][0]["tp"], plain["sizing"]["candidates"][0]["gpus"]) == (1, 1)
+    r = run_cli("recommend", *RAG_32K, *target, "--ttft-slo", "500ms")
+    assert r.code == 0, r.err
+    d = r.json()
+    best = d["sizing"]["candidates"][0]
+    assert best["tp"] >= 2 and d["ttft_target"]["met"]
+    assert any(c["tp"] == 1 and any("--ttft-slo: TTFT p99" in f and "for a request alone" in f for f in c["failed"])
+               for c in d["sizing"]["near_misses"])
+    assert check_targets(d, "tpot<=50ms", run_cli) == []
+    s, running, dp = deployment_from_launch(d)
+    assert kvplan.plan_tpot(s, kvplan.TpotOptions(batch=1)).ttft.number() <= 0.5
+    args = simulate_launch(d, run_cli, args_only=True)
+    i = args.index("--users")
+    sim = run_cli(*args[:i], "--rate", "0.01", "--requests", "5", "--max-batch", str(running), "-f", "json")
+    assert sim.code == 0, sim.err
+    assert sim.json()["ttft_seconds_p99"] <= 0.5
+    # a TTFT no layout gives (1 ms: below the 4-node TP8 x PP4 prefill too) is refused in one line that names it
+    none = run_cli("recommend", *RAG_32K, *target[:-2], "--ttft-slo", "1ms")
+    assert none.code == 2 and "--ttft-slo" in none.err and none.err.count("\n") == 1, none.err

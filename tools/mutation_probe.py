@@ -1862,6 +1862,20 @@ MUTANTS: tuple[Mutant, ...] = (
       "from kvplan.engines import vllm  # noqa: F401\nfrom kvplan.engines.base import Engine\n"),
     M("polish-costs-loads-calibration-reader", COSTS, "    from kvplan.specs.hardware import CALIBRATED\n",
       "    from kvplan.inputs.calibration_file import CALIBRATED\n"),
+    # --- adv21g: recommend's --ttft-slo judged on the launched deployment and held by the --target search ---------
+    M("adv21g-ttft-verdict-always-met", REC, "    if unloaded.number() > targets.ttft:\n", "    if False:\n"),
+    M("adv21g-ttft-unloaded-without-prefill", REC, "    v = t_pf + fe.number()\n", "    v = fe.number()\n"),
+    M("adv21g-search-ignores-ttft", "kvplan/calc/sizing.py", "        if alone > slo.ttft:\n", "        if False:\n"),
+    M("adv21g-search-ttft-not-passed", "kvplan/calc/sizing.py", "found.append(_evaluate(s, targets, slo))",
+      "found.append(_evaluate(s, targets))"),
+    M("adv21g-check-pd-ignores-slo-keys", "kvplan/calc/check.py",
+      'lambda: plan_pd(lazy.s, PdOptions(targets=targets)))', 'lambda: plan_pd(lazy.s))'),
+    M("adv21g-sweep-brief-lower-bound-unsaid", "kvplan/present/simulate.py",
+      "if capacity.value is not None and capacity.value == last.value else", "if False else"),
+    M("adv21g-check-goodput-lower-bound-unsaid", "kvplan/calc/check.py",
+      "top = sweep.goodput.requests_per_second.value is not None and (", "top = False and ("),
+    M("adv21g-pd-differs-infinite-margin", REC, "    if math.isfinite(pd.margin.number()):\n        return note(",
+      "    if True:\n        return note("),
 )
 
 

@@ -175,24 +175,30 @@ def _simulate(lazy: _Lazy, sim: tuple) -> SimPlan:
     return lazy.get(("simulate", tuple(sorted(o.items()))), run)
 
 
+def _targets(a: AssertSpec):
+    """The assertion's SLO keys (ttft_slo, tpot_slo, slo_percentile, slo_attainment) read as the flags are, named as
+    the plan's keys in messages and derivations."""
+    from kvplan.calc.slo import parse_targets
+
+    keys = dict(a.slo)
+    where = f"assert[{a.index}]."
+    return parse_targets(ttft=keys.get("ttft_slo"), tpot=keys.get("tpot_slo"), percentile=keys.get("slo_percentile"),
+                         attainment=keys.get("slo_attainment"),
+                         names=tuple(where + k for k in ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment")))
+
+
 def _sweep(lazy: _Lazy, a: AssertSpec) -> SweepPlan:
     """goodput_rps: ``simulate --sweep-rate`` of the plan's workload (its arrivals replaced by each swept rate's
     Poisson arrivals) under the assertion's SLO targets (``kvplan.calc.slo``), in order in this process; at most
     ``SWEEP_MAX_POINTS`` rates of the workload's requests (200 unless it says), so a check stays a few seconds."""
     from kvplan.calc.simulate import SimOptions, parse_sweep, plan_sweep
-    from kvplan.calc.slo import parse_targets
 
     o = {k: v for k, v in sim_options(lazy, a.sim).items() if k not in ("rate", "users")}
     if "trace" in o:
         raise KvplanError(f"assert[{a.index}] ({a.name}): goodput_rps sweeps Poisson arrivals over the workload's "
                           "lengths, and a [workload] trace gives its own", "give the [workload] as prompt_dist / "
                           "output_dist or a preset")
-    keys = dict(a.slo)
-    where = f"assert[{a.index}]."
-    targets = parse_targets(ttft=keys.get("ttft_slo"), tpot=keys.get("tpot_slo"),
-                            percentile=keys.get("slo_percentile"), attainment=keys.get("slo_attainment"),
-                            names=tuple(where + k for k in ("ttft_slo", "tpot_slo", "slo_percentile",
-                                                            "slo_attainment")))
+    targets = _targets(a)
     assert a.sweep_rate is not None          # plan_file requires it for goodput_rps
     rates = parse_sweep(a.sweep_rate)
     s = lazy.s
@@ -316,15 +322,25 @@ def _swap_beats_recompute(lazy: _Lazy, a: AssertSpec) -> AssertionResult:
 
 
 def _pd_pays(lazy: _Lazy, a: AssertSpec) -> AssertionResult:
-    from kvplan.calc.pd import plan_pd
+    """kvplan pd's verdict under the assertion's SLO keys, as ``kvplan pd --ttft-slo ... --tpot-slo ...`` gives it
+    (none: pd's default, TPOT 50 ms at p99), so the gate and the command agree on one deployment."""
+    from dataclasses import replace
 
-    d = lazy.get("pd", lambda: plan_pd(lazy.s))
+    from kvplan.calc.pd import DEFAULT_TPOT_SLO, PdOptions, plan_pd
+
+    targets = _targets(a)
+    if targets.tpot is None:      # pd's own default, named as such
+        targets = replace(targets, tpot=DEFAULT_TPOT_SLO, tpot_origin="kvplan pd's default TPOT SLO")
+    d = lazy.get(("pd", targets), lambda: plan_pd(lazy.s, PdOptions(targets=targets)))
+    t = d.options.targets
+    assert t is not None      # PdOptions fills it in
     colo, disagg = d.colocated_tokens_per_second.number(), d.disaggregated_tokens_per_second.number()
     ratio = Ratio(disagg / colo if colo else None,
-                  derived("disaggregated tokens/s / colocated tokens/s (kvplan pd, at its default TPOT SLO)",
+                  derived("disaggregated tokens/s / colocated tokens/s (kvplan pd's goodput under " + " and ".join(
+                      f"{name} p{q} <= {v * 1e3:g} ms" for name, q, v in t.bounds()) + ")",
                           f"{disagg:,.6g} / {colo:,.6g}"))
-    bound = Ratio(1.0, default("disaggregation pays when kvplan pd recommends it (its tokens/s beat colocated "
-                               "within the TPOT SLO)"))
+    bound = Ratio(1.0, default("disaggregation pays when kvplan pd recommends it (its goodput beats colocated by "
+                               "pd's margin under the assertion's SLO keys, else pd's default TPOT SLO)"))
     r = ratio.value
     margin = Ratio(None if r is None else (r - 1.0 if a.bound else 1.0 - r),
                    derived("disaggregated / colocated - 1" if a.bound else "1 - disaggregated / colocated",
@@ -373,7 +389,11 @@ def _evaluate(lazy: _Lazy, a: AssertSpec, source: str) -> AssertionResult:
         tokens = sweep.goodput.tokens_per_second
         words = Note.join(" and ", sweep.slo.notes() if sweep.slo is not None else [])
         share = note(" with at least {att:.0%} of requests meeting both", att=sweep.targets["slo_attainment_at_least"])
-        detail = (f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share
+        top = sweep.goodput.requests_per_second.value is not None and (
+            sweep.goodput.requests_per_second.value == sweep.rate_values[-1].value)
+        detail = (("every swept rate" + f" ({a.sweep_rate}) meets " + words + share + ": the goodput is at least the "
+                   "highest (sweep higher to find it)" if top else
+                   f"the highest swept rate ({a.sweep_rate}) at which it and every lower rate meet " + words + share)
                   + note("; {tok:,.0f} output tokens/s there", tok=tokens) if tokens.value is not None
                   else f"no swept rate ({a.sweep_rate}) meets " + words + share)
         return _compare(a, sweep.goodput.requests_per_second, bound, detail)

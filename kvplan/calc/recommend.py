@@ -107,7 +107,7 @@ class Row:
 class TargetVerdict:
     """One ``--target`` judged on the recommended deployment at its batch (the numbers the launch command sets)."""
 
-    target: str
+    target: str | Note   # the --target as given, or the --ttft-slo target in words
     met: bool
     figure: Note    # the plan's number for it, and the model it was judged on
 
@@ -157,6 +157,8 @@ class RecommendPlan:
     batch_closed_form: Count = Count(None)         # closed form's batch: where the simulated search starts
     pd_verdict: Note | None = None                 # the PD row's verdict, its margin and the SLO that decides it
     context_limit_launched: bool = False           # the limit is the launch command's (``launched``), not given
+    ttft_unloaded: Seconds = Seconds(None)         # a request alone: its prefill + the engine's frontend latency
+    ttft: TargetVerdict | None = None              # --ttft-slo judged on the deployment (None: no TTFT target)
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -265,6 +267,41 @@ def slo_batch(s: Scenario, targets: SloTargets, step=None) -> SloBatch:
                     float(run.tokens_per_second.value or 0.0))
 
 
+def unloaded_ttft(s: Scenario, step=None) -> Seconds:
+    """A request's TTFT on an idle replica of ``s``: its prompt's chunked prefill + the engine's frontend latency
+    (``kvplan tpot``'s TTFT). Every request of a run waits at least this (a queue or another request's steps only add
+    to it), so it bounds every percentile of the TTFT from below: a TTFT target under it holds at no rate."""
+    step = step or costs.step_model(s)
+    mnbt, _ = s.engine_adapter.batch_limits_for(s)
+    t_pf, fe = step.prefill_seconds(s.prompt_tokens, 0, mnbt.number()), costs.frontend_seconds(s)
+    v = t_pf + fe.number()
+    return Seconds(v, derived("a request alone: its prompt's prefill in max_num_batched_tokens chunks + the engine's "
+                              "frontend latency (kvplan tpot's TTFT); a lower bound of every request's TTFT",
+                              f"{s.prompt_tokens:,} tokens: {t_pf * 1e3:.3f} ms + {fe.number() * 1e3:g} ms = "
+                              f"{v * 1e3:.3f} ms", *(fe.why.sources if fe.number() and fe.why else ())))
+
+
+def ttft_verdict(s: Scenario, targets: SloTargets, unloaded: Seconds) -> TargetVerdict | None:
+    """``--ttft-slo`` judged on the deployment the launch command starts: missed at any rate when a request alone
+    waits longer than the target (``unloaded_ttft``); otherwise met unloaded, and under load the TTFT grows with the
+    arrival rate, which the PD row (pd's goodput) and ``kvplan simulate --sweep-rate`` judge. None without a TTFT
+    target."""
+    if targets.ttft is None:
+        return None
+    slo = Seconds(targets.ttft, given(targets.ttft_origin))
+    text = note(f"TTFT p{targets.ttft_percentile} " + "<= {slo:ms:g} ms (" + targets.ttft_origin + ")", slo=slo)
+    figs = dict(ttft=unloaded, slo=slo, prompt=Tokens(s.prompt_tokens))
+    if unloaded.number() > targets.ttft:
+        return TargetVerdict(text, False, note(
+            "a request alone waits {ttft:ms:,.1f} ms for its first token (its {prompt}-token prefill, the engine's "
+            "frontend), above {slo:ms:g} ms: no batch and no arrival rate meets it on this layout (more TP to "
+            "shorten the prefill, or a prefill pool: the PD row)", **figs))
+    return TargetVerdict(text, True, note(
+        "a request alone waits {ttft:ms:,.1f} ms for its first token (its {prompt}-token prefill, the engine's "
+        "frontend), within {slo:ms:g} ms; under load the TTFT grows with the arrival rate: the PD row judges it at "
+        "pd's goodput, kvplan simulate --sweep-rate finds the rate this launch holds it to", **figs))
+
+
 def launched(s: Scenario) -> Scenario:
     """The deployment a launch command starts: it prints --max-model-len / --context-length as the request's context
     when none was given (``Engine.sizing_flags``), so the plan is priced with that limit set, not the model's. The
@@ -332,6 +369,8 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
                                         "meets the SLO (where the simulated search starts)", f"{sb.closed}"))
     rows.append(_batch_row(s, sb, o, pool, per_req, next_step))
     verdicts = _verdicts(s, o, sb, cap)
+    ttft_unloaded = unloaded_ttft(s, step)
+    ttft = ttft_verdict(s, slo, ttft_unloaded)
 
     # --- preemption and offload ------------------------------------------------------------------------------
     young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
@@ -385,8 +424,10 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         pd = plan_pd(pd_s, PdOptions(tpot_slo=o.tpot_slo, nic_gbps=o.nic_gbps, table=False, targets=o.slo))
     except KvplanError as err:   # e.g. a GPU preset without a NIC figure: the row says what is missing
         pd = None
-        # a TTFT target reaches this row only (the batch's closed loop does not judge TTFT): say it went unjudged
-        unjudged = (" The --ttft-slo target is judged on this row only, so it was not judged."
+        # a TTFT target under load reaches this row only (the batch's closed loop does not judge TTFT; ttft_verdict
+        # judges a request alone): say it went unjudged under load
+        unjudged = (" The --ttft-slo target is judged on this row only under load, so only a request alone was "
+                    "judged against it (the TTFT target line)."
                     if o.slo is not None and o.slo.ttft is not None else "")
         rows.append(Row("pd", SETTING_NAMES["pd"], "not priced", (f"kvplan pd cannot price the split: {err.message}"
                         f" ({err.hint})." if err.hint else f"kvplan pd cannot price the split: {err.message}.")
@@ -394,10 +435,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     if pd is not None:
         rows.append(Row("pd", SETTING_NAMES["pd"], "disaggregate" if pd.recommend else "colocate (do not disaggregate)",
                         doubled + Note.join(" ", pd.reasons[:2]), DOCUMENT_ROWS["pd"][0], not pd.recommend,
-                        "" if not pd.recommend else
-                        note("this workload's prompts are long enough against its outputs that a prefill pool pays "
-                             "(disaggregated / colocated goodput {m:.2f}x under the TPOT SLO; kvplan pd gives the "
-                             "break-even)", m=pd.margin)))
+                        "" if not pd.recommend else _pd_differs(pd)))
     # a request's share of the replica's time: its prefill alone, its decode steps shared with the batch (the plain
     # step: the mean TPOT holds the other requests' prefills, which are theirs, not this request's)
     tpot_b = sb.decode_only
@@ -420,7 +458,18 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
         True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd),
-        scenario.max_model_len is None)
+        scenario.max_model_len is None, ttft_unloaded, ttft)
+
+
+def _pd_differs(pd) -> Note:
+    """Why a split differs from the document's "not recommended": the goodput margin, or, where colocated serving
+    meets the targets at no rate (the margin is no multiple of nothing), the split's own goodput."""
+    if math.isfinite(pd.margin.number()):
+        return note("this workload's prompts are long enough against its outputs that a prefill pool pays "
+                    "(disaggregated / colocated goodput {m:.2f}x under the SLO; kvplan pd gives the break-even)",
+                    m=pd.margin)
+    return note("colocated serving meets the SLO at no rate here, while the split serves {rps:,.3g} requests/s "
+                "(kvplan pd gives each side's figures)", rps=pd.disaggregated_requests_per_second)
 
 
 def _pd_verdict(pd) -> Note | None:

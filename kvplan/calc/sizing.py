@@ -11,6 +11,9 @@ Targets:
   With a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
 - ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
   largest within capacity and max_num_seqs that meets the TPOT target).
+- ``--ttft-slo`` (recommend's, beside the targets): a layout on which a request alone waits longer than the TTFT
+  target for its first token (its prefill + the engine's frontend, ``recommend.unloaded_ttft``) meets it at no rate
+  and fails; under load the TTFT is the PD row's and ``simulate --sweep-rate``'s to judge.
 Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
 array of batches), so a search over hundreds of layouts stays well under a second per hardware preset.
 """
@@ -167,7 +170,9 @@ def _rate_miss(what: str, rate: float) -> str:
     return f"{what}: {rate:.3g} rps"
 
 
-def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
+def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
+    """``s`` against ``targets`` in closed form; with ``slo`` (``kvplan.calc.slo.SloTargets``) its TTFT target too, on
+    a request alone (``recommend.unloaded_ttft``: a layout whose prefill alone exceeds it meets it at no rate)."""
     import numpy as np
 
     par = s.parallelism
@@ -206,6 +211,13 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...]) -> Candidate:
         failed.append(_miss(tpot_t.text, tpot, f" at batch {need}" if conc_t else ""))
     if rate_t and rate < rate_t.bound:
         failed.append(_rate_miss(rate_t.text, rate))
+    if slo is not None and slo.ttft is not None:
+        from kvplan.calc.recommend import unloaded_ttft
+
+        alone = unloaded_ttft(s).number()
+        if alone > slo.ttft:
+            failed.append(_miss(f"{slo.ttft_origin}: TTFT p{slo.ttft_percentile}", alone,
+                                " for a request alone (its prefill)"))
     price = _price(s.hardware)
     return Candidate(s.hardware.id, par.gpus, s.nodes, par.tp, par.pp, par.dp, par.ep, s.kv_dtype.value,
                      concurrency, batch, tpot, rate, None if price is None else price * par.gpus, tuple(failed))
@@ -260,7 +272,7 @@ def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes:
                                    ep=None, kv_dtype_request=dtype)
                     if moe and s.parallelism.tp * s.parallelism.dp > 1:
                         s = s.with_(ep=s.parallelism.tp * s.parallelism.dp)
-                    found.append(_evaluate(s, targets))
+                    found.append(_evaluate(s, targets, slo))
                     scen[id(found[-1])] = s
                 except KvplanError:
                     skipped += 1

@@ -65,8 +65,10 @@ def _search(r):
     if plan.best is None:
         misses = "; ".join(f"{c.hardware} x {c.gpus} {c.layout} {c.kv_dtype}: misses " + ", ".join(c.failed)
                            for c in plan.near_misses[:2])
-        raise KvplanError(f"no layout of {plan.considered} meets {r.target}" + (f" (closest: {misses})" if misses
-                                                                                 else ""),
+        ttft = " and --ttft-slo (a request alone)" if r.options.slo is not None and r.options.slo.ttft is not None \
+            else ""
+        raise KvplanError(f"no layout of {plan.considered} meets {r.target}{ttft}" + (f" (closest: {misses})" if misses
+                                                                                       else ""),
                           "relax a target, or add GPU presets with --candidates / --presets-dir")
     b = plan.best
     hardware = next(h for h in r.candidates if h.id == b.hardware)   # the spec the search ran on, not re-read

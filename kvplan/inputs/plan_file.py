@@ -51,7 +51,8 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     # the SLO model's goodput (kvplan.calc.slo) over a --sweep-rate of the plan's workload: requests/s
     "goodput_rps": ("rps", ("sweep_rate", "ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment", "requests",
                              "seed", "policy")),
-    "pd_disaggregation_pays": ("bool", ()),   # kvplan pd's verdict at its defaults (needs two instances)
+    # kvplan pd's verdict (needs two instances) under the SLO keys given, as pd's flags (default: TPOT 50 ms at p99)
+    "pd_disaggregation_pays": ("bool", ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment")),
     # by simulation (kvplan simulate) of fixed-length requests of the deployment's prompt + decode
     "sim_recompute_rate": ("fraction", ("requests", "rate", "users", "seed", "policy")),
     "sim_tpot_seconds_p99": ("seconds", ("requests", "rate", "users", "seed", "policy")),
@@ -59,7 +60,7 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "swap_beats_recompute": ("bool", ("generated",)),
 }
 SIM_KEYS = ("requests", "rate", "users", "seed", "policy")
-SLO_KEYS = ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment")   # goodput_rps's targets, as the flags
+SLO_KEYS = ("ttft_slo", "tpot_slo", "slo_percentile", "slo_attainment")   # goodput_rps's / pd's targets, as flags
 PERCENTILES = (50, 90, 99)     # the percentiles an assertion may read (kvplan.calc.slo.PERCENTILES, tested equal)
 SWEEP_MAX_POINTS = 16          # a goodput_rps sweep's most rates: a check stays a few seconds
 ASSERT_KEYS = ("metric", "name", "at_least", "at_most", "expect", "within_baseline", "batch", "shape",
@@ -89,7 +90,7 @@ class AssertSpec:
     sim: tuple = ()                        # (key, value) of the simulation options given (requests, rate, ...)
     shape: str | None = None               # tpot_seconds: the batch shape (None: kvplan tpot's default, steady)
     percentile: int | None = None          # tpot/ttft_seconds: that percentile of a simulated run (None: closed form)
-    slo: tuple = ()                        # goodput_rps: (key, text) of the SLO keys given (ttft_slo, ...)
+    slo: tuple = ()                        # goodput_rps, pd_disaggregation_pays: (key, text) of the SLO keys given
     sweep_rate: str | None = None          # goodput_rps: FROM:TO:POINTS, as simulate --sweep-rate
 
 
@@ -434,7 +435,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
                    "batch the arrivals make", f"drop {key}, or percentile", key)
     slo: list = []
     sweep_rate = None
-    if metric == "goodput_rps":
+    if metric in ("goodput_rps", "pd_disaggregation_pays"):
         for key in SLO_KEYS:
             if key in entry:
                 value = entry[key]
@@ -444,6 +445,7 @@ def _assertion(entry: dict, index: int, where: _Where, path: Path | None = None)
                     raise fail(f"{label('assert', key, index)} = {shorten(value)} has the wrong type",
                                f"e.g. {_SLO_EXAMPLES[key]}", key)
                 slo.append((key, str(value)))
+    if metric == "goodput_rps":
         if not {"ttft_slo", "tpot_slo"} & set(entry):
             raise fail(f"{label('assert', None, index)} (goodput_rps) needs a ttft_slo and/or a tpot_slo",
                        'e.g. ttft_slo = "2s" and tpot_slo = "50ms"', None)

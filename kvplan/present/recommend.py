@@ -5,16 +5,18 @@ from __future__ import annotations
 from kvplan.calc.recommend import RecommendPlan
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table, Verbatim
-from kvplan.specs.values import Count, Number, Tokens, default, given, note
+from kvplan.specs.values import Count, Note, Number, Tokens, default, given, note
 
 
-def _sizing_table(sizing, typed: list[dict]) -> Table:
-    """The ranked layouts; ``typed``: their ``Candidate.figures()`` (the same cells the JSON carries)."""
+def _sizing_table(sizing, typed: list[dict], ttft: str | Note = "") -> Table:
+    """The ranked layouts; ``typed``: their ``Candidate.figures()`` (the same cells the JSON carries); ``ttft``: the
+    TTFT target the search also held (a request alone within it), "" for none."""
     rows = []
     for c, d in zip(sizing.ranked, typed, strict=True):
         rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
                      d["requests_per_second"], d["usd_per_hour"]))
-    return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + " (each GPU type's best first, "
+    return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + (
+        " and a request alone within " + ttft if ttft else "") + " (each GPU type's best first, "
                  "fewest GPUs first)",
                  ("GPU", "GPUs", "layout", "KV dtype", "concurrency", "batch meeting TPOT", "TPOT", "requests/s",
                   "USD/hour"),
@@ -73,7 +75,7 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     }
     if sizing is not None:
         ranked = [c.figures() for c in sizing.ranked]
-        tables.insert(0, _sizing_table(sizing, ranked))
+        tables.insert(0, _sizing_table(sizing, ranked, plan.ttft.target if plan.ttft is not None else ""))
         if sizing.near_misses:
             tables.insert(1, Table("Near misses (fewer GPUs than the best, or a GPU type with no layout that meets "
                                    "the targets)", ("GPU", "GPUs", "layout", "KV dtype",
@@ -81,7 +83,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                                    tuple((c.hardware, c.figures()["gpus"], c.layout,
                                           c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
         b = sizing.best
-        wanted = ", ".join(t.text for t in sizing.targets)
+        wanted = ", ".join(t.text for t in sizing.targets) + (
+            " and --ttft-slo for a request alone" if plan.ttft is not None else "")
         notes.insert(0, f"Sizing: {len(sizing.ranked)} shown of the layouts meeting {wanted}; {sizing.considered} "
                         f"layouts tried, {sizing.skipped} refused by the model or GPU (heads not divisible, weights "
                         f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
@@ -89,7 +92,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         if plan.targets:
             tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT simulated at "
                                    f"p{slo.tpot_percentile})", ("target", "this deployment", "met"),
-                                   tuple((v.target, v.figure, "yes" if v.met else "NO") for v in plan.targets)))
+                                   tuple((v.target, v.figure, "yes" if v.met else "NO") for v in
+                                         plan.targets + ((plan.ttft,) if plan.ttft is not None else ()))))
             notes += [f"Target {v.target} is not met at the recommended batch: " + v.figure + "."
                       for v in plan.targets if not v.met]
             data["targets"] = [{"target": v.target, "met": v.met, "figure": v.figure} for v in plan.targets]
@@ -97,6 +101,14 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
             "candidates": ranked,
             "near_misses": [c.figures() for c in sizing.near_misses]}
+    t = plan.ttft
+    if t is not None:     # --ttft-slo, judged on a request alone (the PD row judges it under load)
+        data["ttft_seconds_unloaded"] = plan.ttft_unloaded
+        data["ttft_target"] = {"target": t.target, "met": t.met, "figure": t.figure}
+        if t.met:
+            notes.append("TTFT target " + t.target + ": " + t.figure + ".")
+        else:
+            notes.insert(0, "TTFT target " + t.target + " is NOT met: " + t.figure + ".")
     if launch is not None:
         flag_rows = tuple((f.text(), f.reason) for f in launch.flags)
         tables.append(Table(f"Launch command ({launch.engine})", ("flag", "why"),
@@ -108,8 +120,13 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
         notes += [f"Not printed: {f}: {why}." for f, why in launch.omitted]
         notes += [n[0].upper() + n[1:] + "." for n in launch.notes]
     agree = sum(r.agrees for r in plan.rows)
-    brief = (("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
-             ("preemption", plan.preemption_mode), ("PD", plan.pd_verdict or plan.row("pd").value))
+    brief: tuple[tuple[str, object], ...] = (
+        ("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
+        ("preemption", plan.preemption_mode), ("PD", plan.pd_verdict or plan.row("pd").value))
+    if t is not None:
+        brief += (("TTFT target", t.target + note(": met by a request alone ({ttft:ms:,.1f} ms); under load see PD"
+                                                  if t.met else ": NOT met: a request alone waits {ttft:ms:,.1f} ms",
+                                                  ttft=plan.ttft_unloaded)),)
     verbatim = (Verbatim(f"Launch command ({launch.engine}), to paste", launch.text()),) if launch else ()
     return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief, verbatim=verbatim,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "

@@ -368,7 +368,9 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
     return Result("simulate", s.headline(work.lengths) + dp_head
                   + f"; rate sweep {first.number():g} .. {last.number():g} requests/s",
                   data, (table,), tuple(notes), assumptions, (),
-                  (("goodput requests/s", capacity), ("goodput output tokens/s", tokens)), tuple(warnings))
+                  ((("goodput requests/s, at least (every swept rate meets; sweep higher)", capacity)
+                    if capacity.value is not None and capacity.value == last.value else
+                    ("goodput requests/s", capacity)), ("goodput output tokens/s", tokens)), tuple(warnings))
 
 
 def _workload_notes(work: Workload) -> list[str | Note]:
