@@ -14,19 +14,22 @@ Disaggregated: each role gets its own layout (TP, with EP inside the TP group fo
 ranks of TP GPUs with EP = TP x R over them, each rank its own requests and pool; PP as the scenario's), searched
 separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode instances of G_d, n_p G_p
 + n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never used. A prefill instance (each
-attention-DP rank of one) serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
+attention-DP rank of one) takes the prompts waiting when it starts a pass, up to k = its token budget // P, in one
+pass T(k) (the weights read once; a prompt alone: T_pf); the KV of P tokens moves to the decode side over
 each GPU's NIC (each decode GPU receives its shard and each prefill GPU sends its own; an MLA latent, whole on
 every TP rank, goes to every rank), overlapped layer by layer with the prefill (the last layer's share is always
 exposed), plus a per-request handover. Decode instances run pure decode at the largest B meeting the TPOT target
-(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p R_p / max(T_pf,
-transfer), n_d R_d x B / (D x TPOT)) (R = 1 without attention DP); with a TTFT target, its goodput is the highest
-Poisson rate under that bound whose TTFT (the prefill queue's wait, simulated FCFS over n_p R_p servers of equal
-service: M/D/c, + T_pf + the exposed
-transfer + the handover + the frontend latency) meets the target at its percentile and attainment.
+(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p R_p k / max(T(k),
+k x transfer), n_d R_d x B / (D x TPOT)) (R = 1 without attention DP); with a TTFT target, its goodput is the highest
+Poisson rate under that bound whose TTFT (the prefill queue's wait, simulated FCFS over n_p R_p servers, each taking
+the prompts waiting, up to k, in one pass, + T_pf + the exposed transfer + the handover + the frontend latency)
+meets the target at its percentile and attainment.
 
 The verdict compares goodput (requests/s meeting both targets; x D output tokens/s): the colocated side's is the
-simulated closed loop's rate at its largest batch that meets the targets. The break-even is the first
-prompt:output ratio (at the given output length, prompts growing) where disaggregation wins.
+highest Poisson rate whose simulated run meets the targets, at most the rate the pool-capped batch sustains in
+closed form (``_Model.sustained``: above it the queue grows, which a short run may not show). The break-even is
+the bracket found among the table's ratios and this request's (at the given output length): the lowest ratio of
+the run at the top where disaggregation wins, and the ratio next below it, where colocated serving wins.
 """
 
 from __future__ import annotations
@@ -620,7 +623,7 @@ def _batch_service_waits(arrivals, servers: int, passes: tuple[float, ...]):
 
     k, n = len(passes), len(arrivals)
     arr = arrivals.tolist()
-    ends = [0.0] * n
+    starts, extra = arr[:], [0.0] * n       # each prompt's pass start, and what its pass takes beyond a lone one's
     free = [0.0] * servers
     i = 0
     while i < n:
@@ -628,12 +631,12 @@ def _batch_service_waits(arrivals, servers: int, passes: tuple[float, ...]):
         j = i + 1
         while j < n and j - i < k and arr[j] <= start:
             j += 1
-        end = start + passes[j - i - 1]
+        more = passes[j - i - 1] - passes[0]
         for x in range(i, j):
-            ends[x] = end
-        heapq.heappush(free, end)
+            starts[x], extra[x] = start, more
+        heapq.heappush(free, start + passes[j - i - 1])
         i = j
-    return np.asarray(ends) - arrivals - passes[0]
+    return np.asarray(starts) - arrivals + np.asarray(extra)
 
 
 @dataclass(frozen=True)
