@@ -1038,7 +1038,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                              _split_text(rd, short=True) if rd is not None else "no split holds the model",
                              f"{n} {c_lay.label}", r_tps / c_tps if c_tps else math.inf))
     flips_note = _flips(rows, s.engine_adapter.id == "neutral")
-    breakeven, below, breakeven_how = _breakeven(rows, p, d, recommend)
+    breakeven, below, priced = _breakeven(rows, p, d, recommend)
     pre_m = next(m for lay, m in pre_roles if lay == dis.prefill)     # the prefill role's model: its token budget
 
     t_pf_v = Seconds(t_pf, derived("prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
@@ -1048,19 +1048,20 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     plain_v = Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"))
     col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x (B - 1) / D",
                                            f"{plain:.6g} + {t_pf:.6g} x ({col.batch} - 1) / {d:,}"))
-    per_rate = (f"{instances} x {good_rate:.6g}" + (f" x {col_lay.dp} attention-DP ranks" if col_lay.dp > 1 else ""))
+    ranks_text = f" x {col_lay.dp} attention-DP ranks" if col_lay.dp > 1 else ""
     if pool_capped:
         col_rps_v = Number(col_rps, derived(
             "closed form: instances x the rate the pool-capped batch sustains, B / (D x TPOT(B) + B x T_pf) at B = "
             "the KV pool's batch (T_pf as the engine's steps pay it); no rate above it is sustained, and the "
             "simulated run at it (a --sweep-rate point) meets the targets",
-            per_rate + f"; {sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x {sus_pf:.6g}) = {sus_rate:.6g}"))
+            f"{instances} x {good_rate:.6g}{ranks_text}; {sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x "
+            f"{sus_pf:.6g}) = {sus_rate:.6g}"))
     else:
         col_rps_v = Number(col_rps, derived(
             "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a "
             "--sweep-rate point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%; "
             "under the pool-capped batch's sustained rate in closed form)",
-            per_rate + f"; sustained at most {sus_rate:.6g} (B = {sus_b})"))
+            f"{instances} x {good_rate:.6g}{ranks_text}; sustained at most {sus_rate:.6g} (B = {sus_b})"))
     col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
     nbytes_v = Bytes(dis.transfer_bytes, derived(
         "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
@@ -1150,7 +1151,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     breakeven_v = Number(breakeven, derived(
         "the prompt:output ratios of the table and this request in order: the lowest of the run of ratios at the top "
         "where disaggregation wins by 5% (where it wins at the largest; else the lowest where it wins)",
-        breakeven_how))
+        ", ".join(f"{r:.4g} {'wins' if w else 'loses'}" for r, w in priced)
+        + (f": {breakeven:.4g}" if breakeven is not None else ": none")
+        + (f", above {below:.4g}" if below is not None else "")))
     below_v = Number(below, derived("the ratio next below the break-even, where colocated serving wins (the "
                                     "break-even lies between the two; no ratio between them was priced)",
                                     f"{below:g}" if below is not None else "none: no ratio below it was priced"))
@@ -1224,21 +1227,22 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
             f"{dis.prefill_pass:.6g} / {dis.prefill_batch}")))
 
 
-def _breakeven(rows, p: int, d: int, recommend: bool) -> tuple[float | None, float | None, str]:
-    """(the break-even ratio, the priced ratio next below it, the substitution): over the table's rows that fit and
-    this request (prompt:output ``p`` / ``d``, its verdict ``recommend``) in order of the ratio, the lowest ratio of
-    the run at the top where disaggregation wins when it wins at the largest ratio, else the lowest ratio where it
-    wins; the ratio next below it is where colocated wins, so the break-even lies between the two. None when
-    disaggregation wins nowhere; below None when it wins from the smallest ratio priced (no break-even in the
-    range)."""
+def _breakeven(rows, p: int, d: int, recommend: bool
+               ) -> tuple[float | None, float | None, list[tuple[float, bool]]]:
+    """(the break-even ratio, the priced ratio next below it, the (ratio, disaggregation wins) priced): over the
+    table's rows that fit and this request (prompt:output ``p`` / ``d``, its verdict ``recommend``) in order of the
+    ratio, the lowest ratio of the run at the top where disaggregation wins when it wins at the largest ratio, else
+    the lowest ratio where it wins; the ratio next below it is where colocated wins, so the break-even lies between
+    the two. None when disaggregation wins nowhere; below None when it wins from the smallest ratio priced (no
+    break-even in the range)."""
     points = {r.ratio: r.disaggregation_wins for r in rows if r.fits}
     if not any(math.isclose(r.prompt_tokens, p) for r in rows if r.fits):
         points[p / d] = recommend
     order = sorted(points)
     wins = [points[r] for r in order]
-    text = ", ".join(f"{r:.4g} {'wins' if w else 'loses'}" for r, w in zip(order, wins, strict=True))
+    priced = list(zip(order, wins, strict=True))
     if not any(wins):
-        return None, None, (text or "no ratio priced") + ": none"
+        return None, None, priced
     if wins[-1]:
         i = len(wins) - 1
         while i > 0 and wins[i - 1]:
@@ -1246,7 +1250,7 @@ def _breakeven(rows, p: int, d: int, recommend: bool) -> tuple[float | None, flo
     else:
         i = wins.index(True)
     below = order[i - 1] if i > 0 else None
-    return order[i], below, text + f": {order[i]:.4g}" + (f", above {below:.4g}" if below is not None else "")
+    return order[i], below, priced
 
 
 def _layout_note(s: Scenario, own: RoleLayout, own_instances: int, col_lay: RoleLayout, instances: int,
