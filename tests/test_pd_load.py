@@ -39,6 +39,20 @@ def test_the_colocated_rate_is_capped_where_the_pool_caps_the_batch():
     assert good == pytest.approx(rate, rel=1e-12) and miss is None and point.verdict.meets
 
 
+def test_the_sustained_rate_is_the_pools_batch_not_the_targets():
+    # 4,000 + 300 in a 60 GB pool: ceil(4,300 / 16) x 16 = 4,304 tokens x 131,072 B = 564,133,888 B a request, so
+    # floor(60e9 / 564,133,888) = 106 (106.4) fit; the TPOT target holds the closed form's batch lower (mean TPOT =
+    # TPOT(B) + T_pf x (B - 1) / 300 passes 50 ms below 106), but what the replica sustains, whatever its TPOT, is
+    # the batch the pool holds: 106 / (300 x TPOT(106) + 106 x T_pf).
+    s = Scenario(**{**POOL_CAPPED, "prompt_tokens": 4000, "kv_pool": "60GB"})
+    m = _Model(s, PdOptions())
+    rate, b, t_pf, plain = m.sustained(4000, 300)
+    assert b == 106 > m.colocated(4000, 300)[0].batch
+    assert plain == pytest.approx(float(m.tpot_by_batch(4000, 300)[105]), rel=1e-12)
+    assert t_pf == pytest.approx(m.step.prefill_seconds(4000, 0, 8192), rel=1e-12)
+    assert rate == pytest.approx(106 / (300 * plain + 106 * t_pf), rel=1e-12)
+
+
 def test_the_figure_says_the_closed_form_decided(run_cli):
     r = run_cli("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "2", "--tp", "1", "--prompt", "16k",
                 "--decode", "300", "--kv-pool", "22GB", "-f", "json")
@@ -97,6 +111,12 @@ def test_a_lone_prompts_ttft_is_one_prompts_pass(run_cli):
     assert d["ttft_seconds_disaggregated"] >= d["prefill_seconds_disaggregated"]
     waits = prefill_queue_waits(0.01, 1, tuple([6.44e-3] * 64), requests=200)
     assert float(waits.max()) == 0.0
+    # over a 1 GB/s NIC the 128 tokens' KV (128 x 131,072 B = 16.8 MB) takes longer than a packed prompt's 2.8 ms:
+    # the rank's NIC sends one request's KV at a time, 64 of them a pass, so a prompt costs its transfer
+    slow = run_cli("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--gpus", "2", "--tp", "1", "--prompt", "128",
+                   "--decode", "300", "--nic-gbps", "1", "-f", "json").json()
+    assert slow["kv_transfer_seconds"] > 5e-3
+    assert slow["prefill_seconds_per_prompt_packed"] == pytest.approx(slow["kv_transfer_seconds"], rel=1e-9)
 
 
 def _row(ratio, wins):
@@ -113,7 +133,10 @@ def test_the_break_even_is_the_bracket_found():
     # this request (26.7:1, disaggregate) between 20:1 (colocate) and 50:1 narrows it
     rows = [_row(r, r >= 50) for r in (50, 20, 10)]
     assert _breakeven(rows, 8000, 300, True)[:2] == (pytest.approx(8000 / 300), 20)
-    # wins everywhere: no ratio below; wins nowhere: none
+    # disaggregation wins up to 20:1 and loses at 50:1 (a long prompt's TTFT): between 20:1 and 50:1, colocated above
+    rows = [_row(r, r <= 20) for r in (50, 20, 10, 5)]
+    assert _breakeven(rows, 1500, 300, True)[:2] == (20, 50)
+    # wins everywhere: no ratio on the other side; wins nowhere: none
     assert _breakeven([_row(r, True) for r in (50, 1)], 300, 300, True)[:2] == (1, None)
     assert _breakeven([_row(r, False) for r in (50, 1)], 300, 300, False)[:2] == (None, None)
 
@@ -138,3 +161,13 @@ def test_vllm_pays_a_colocated_prefill_as_chunks_mixed_into_decode_steps():
     long = simulated_rate(s, rate * 1.5, PdOptions().targets, 2000)
     assert long.figures["sustained_requests_per_second"].value == pytest.approx(rate, rel=0.005)
     assert m.colocated_prefill(16000) > 0.445      # the separate price, which the long run does not follow
+    # the chunks are the budget less the decode tokens: 16,380 tokens take 8,183 + 8,183 + 14 (three mixed steps), not
+    # 8,192 + 8,188 (two)
+    s = Scenario(**{**POOL_CAPPED, "prompt_tokens": 16380}, engine="vllm")
+    m = _Model(s, PdOptions())
+    step = m.step
+    mean_b, mean_f = step.steady_cache(16380, 300)
+    alone = step.step(9, 9 * mean_b, 9 * mean_f)["total"]
+    three = sum(step.mixed_parts(9, 9 * mean_b, 9 * mean_f, [r])[0] - alone
+                for r in ((0, 8183), (8183, 16366), (16366, 16380)))
+    assert m.batch_limit(16380, 300) == 10 and m.steps_prefill(16380, 300, 10) == pytest.approx(three, rel=1e-12)

@@ -1859,7 +1859,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "            service = held[0] "),
     M("pd21g-nic-not-per-prompt", PD, "held = tuple(max(t, j * transfer) for", "held = tuple(max(t, transfer) for"),
     M("pd21g-breakeven-lowest-win", PD, "    if wins[-1]:\n        i = len(wins) - 1", "    if False:\n        i = 0"),
-    M("pd21g-breakeven-no-bracket", PD, "    below = order[i - 1] if i > 0 else None", "    below = None"),
+    M("pd21g-breakeven-no-bracket", PD, "        return order[i], order[i - 1] if i > 0 else None, priced",
+      "        return order[i], None, priced"),
+    M("pd21g-breakeven-lowest-win-below-a-loss", PD, "    return order[i], order[i + 1], priced",
+      "    return order[wins.index(True)], None, priced"),
 )
 
 

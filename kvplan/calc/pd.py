@@ -210,7 +210,7 @@ class PdPlan:
     fluid_margin: Ratio               # fluid / colocated goodput
     colocated_tp: Count
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
-    breakeven_below: Number           # the priced ratio next below the break-even (colocated wins there), or None
+    breakeven_below: Number           # the priced ratio on the break-even's other side (colocated wins), or None
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
     colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
     first_screen: tuple[Note, ...] = ()          # said under the verdict: layouts chosen over the given, a long TTFT
@@ -1153,10 +1153,10 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         "where disaggregation wins by 5% (where it wins at the largest; else the lowest where it wins)",
         ", ".join(f"{r:.4g} {'wins' if w else 'loses'}" for r, w in priced)
         + (f": {breakeven:.4g}" if breakeven is not None else ": none")
-        + (f", above {below:.4g}" if below is not None else "")))
-    below_v = Number(below, derived("the ratio next below the break-even, where colocated serving wins (the "
-                                    "break-even lies between the two; no ratio between them was priced)",
-                                    f"{below:g}" if below is not None else "none: no ratio below it was priced"))
+        + (f", next to {below:.4g}" if below is not None else "")))
+    below_v = Number(below, derived("the priced ratio next to the break-even on the side where colocated serving "
+                                    "wins (the break-even lies between the two; no ratio between them was priced)",
+                                    f"{below:g}" if below is not None else "none: disaggregation wins at every ratio"))
     fluid_margin_v = Ratio(dis.fluid / col_rps if col_rps else math.inf, derived(
         "the fractional split's requests/s / colocated goodput: the margin without the integer split's rounding",
         f"{dis.fluid:.6g} / {col_rps:.6g}"))
@@ -1229,12 +1229,13 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
 
 def _breakeven(rows, p: int, d: int, recommend: bool
                ) -> tuple[float | None, float | None, list[tuple[float, bool]]]:
-    """(the break-even ratio, the priced ratio next below it, the (ratio, disaggregation wins) priced): over the
-    table's rows that fit and this request (prompt:output ``p`` / ``d``, its verdict ``recommend``) in order of the
-    ratio, the lowest ratio of the run at the top where disaggregation wins when it wins at the largest ratio, else
-    the lowest ratio where it wins; the ratio next below it is where colocated wins, so the break-even lies between
-    the two. None when disaggregation wins nowhere; below None when it wins from the smallest ratio priced (no
-    break-even in the range)."""
+    """(the break-even ratio, the priced ratio on its other side, the (ratio, disaggregation wins) priced): over
+    the table's rows that fit and this request (prompt:output ``p`` / ``d``, its verdict ``recommend``) in order of
+    the ratio, the last place the verdict changes as the ratio grows. Where disaggregation wins at the largest ratio:
+    the lowest ratio of the run at the top where it wins, and the ratio next below it (colocated wins there); else
+    the highest ratio where it wins, and the ratio next above it (colocated wins from there on). The break-even
+    lies between the two. None when disaggregation wins nowhere; the other None when it wins at every ratio
+    priced."""
     points = {r.ratio: r.disaggregation_wins for r in rows if r.fits}
     if not any(math.isclose(r.prompt_tokens, p) for r in rows if r.fits):
         points[p / d] = recommend
@@ -1247,10 +1248,9 @@ def _breakeven(rows, p: int, d: int, recommend: bool
         i = len(wins) - 1
         while i > 0 and wins[i - 1]:
             i -= 1
-    else:
-        i = wins.index(True)
-    below = order[i - 1] if i > 0 else None
-    return order[i], below, priced
+        return order[i], order[i - 1] if i > 0 else None, priced
+    i = len(wins) - 1 - wins[::-1].index(True)      # the highest ratio where it wins; the next one up loses
+    return order[i], order[i + 1], priced
 
 
 def _layout_note(s: Scenario, own: RoleLayout, own_instances: int, col_lay: RoleLayout, instances: int,

@@ -19,15 +19,24 @@ def present(plan: PdPlan) -> Result:
         under = under + " and " + extra
     be = plan.breakeven_ratio.value
     below = plan.breakeven_below
-    if not be:
-        found = note("disaggregation wins at no prompt:output from 1:100 to 50:1")
-    elif below.value is None:
-        found = note("no break-even: disaggregation wins already at prompt:output ") + ratio_label(
-            plan.breakeven_ratio) + ", the smallest priced"
-    else:
-        found = (note("break-even between prompt:output ") + ratio_label(below) + " (colocate) and "
-                 + ratio_label(plan.breakeven_ratio) + " (disaggregate)")
-    breakeven = found + note(" at {decode} output tokens", decode=decode_v)
+
+    def breakeven_text(first: str, at: bool):
+        """The break-even found, its first word capitalised as ``first`` gives it ("b" or "B"); ``at``: with the
+        output length it holds at (the headline's own says it)."""
+        if not be:
+            found = note(("n" if first == "b" else "N") + "o break-even: disaggregation wins at no prompt:output "
+                         "from 1:100 to 50:1")
+        elif below.value is None:
+            found = note(("n" if first == "b" else "N") + "o break-even: disaggregation wins at every prompt:output "
+                         "priced, from ") + ratio_label(plan.breakeven_ratio)
+        else:
+            sides = [(below, " (colocate)"), (plan.breakeven_ratio, " (disaggregate)")]
+            (lo, lo_says), (hi, hi_says) = sorted(sides, key=lambda side: side[0].number())
+            found = (note(first + "reak-even between prompt:output ") + ratio_label(lo) + lo_says + " and "
+                     + ratio_label(hi) + hi_says)
+        return found + note(" at {decode} output tokens", decode=decode_v) if at else found
+
+    breakeven = breakeven_text("b", False)
     # no colocated goodput leaves the ratio no figure (infinite, or 0 / 0 when neither side meets the targets)
     ratio = ("{margin:.2f}x" if plan.colocated_requests_per_second.number() else
              "neither meets the targets" if not plan.disaggregated_requests_per_second.number() else
@@ -82,7 +91,7 @@ def present(plan: PdPlan) -> Result:
                   "prompt tokens",
                   "colocated tok/s", "disaggregated tok/s", "split prefill : decode", "better"), tuple(rows),
                   primary=True)
-    notes = list(plan.reasons) + [note("Break-even: ") + breakeven + "."]
+    notes = list(plan.reasons) + [breakeven_text("B", True) + "."]
     data = {
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
@@ -103,7 +112,7 @@ def present(plan: PdPlan) -> Result:
         "tpot_seconds_decode": plan.tpot_decode, "idle_share": plan.idle_share,
         "disaggregated_tokens_per_second": plan.disaggregated_tokens_per_second,
         "breakeven_prompt_over_output": plan.breakeven_ratio,
-        "breakeven_below_prompt_over_output": plan.breakeven_below,
+        "breakeven_colocated_side_prompt_over_output": plan.breakeven_below,
         "recommend_disaggregation": plan.recommend, "disaggregated_over_colocated": plan.margin,
         "disaggregated_meets_slo": plan.disaggregated_meets, "decided_by": list(plan.decided),
         "colocated_requests_per_second": plan.colocated_requests_per_second,
