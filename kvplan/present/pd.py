@@ -30,10 +30,10 @@ def present(plan: PdPlan) -> Result:
             found = note(("n" if first == "b" else "N") + "o break-even: disaggregation wins at every prompt:output "
                          "priced, from ") + ratio_label(plan.breakeven_ratio)
         else:
-            sides = [(below, " (colocate)"), (plan.breakeven_ratio, " (disaggregate)")]
+            sides = [(below, "colocate"), (plan.breakeven_ratio, "disaggregate")]
             (lo, lo_says), (hi, hi_says) = sorted(sides, key=lambda side: side[0].number())
-            found = (note(first + "reak-even between prompt:output ") + ratio_label(lo) + lo_says + " and "
-                     + ratio_label(hi) + hi_says)
+            found = (note(first + f"reak-even: {lo_says} at prompt:output ") + ratio_label(lo) + f", {hi_says} at "
+                     + ratio_label(hi))
         return found + note(" at {decode} output tokens", decode=decode_v) if at else found
 
     breakeven = breakeven_text("b", False)
