@@ -184,13 +184,17 @@ def test_the_ratio_table_judges_its_rows_as_the_headline_does(run_cli):
 
 
 def test_disaggregated_goodput_is_the_closed_form_of_the_split(run_cli):
-    # Equal requests, pure decode, no TTFT target: requests/s = min(n_p x R_p / max(T_pf, transfer), n_d x R_d x B /
-    # (D x TPOT)), R an instance's attention-DP ranks (1 without); goodput = that x D. Chat case on DeepSeek-R1 (MLA +
-    # MoE): both roles take attention DP over 8 GPUs (EP8), 1 + 1 instances.
+    # Equal requests, pure decode, no TTFT target: requests/s = min(n_p x R_p x k / max(T(k), k x transfer), n_d x
+    # R_d x B / (D x TPOT)), R an instance's attention-DP ranks (1 without), k the prompts a saturated prefill rank
+    # packs (8,192 // 4,000 = 2); goodput = that x D. Chat case on DeepSeek-R1 (MLA + MoE): both roles take
+    # attention DP over 8 GPUs (EP8), 1 + 1 instances.
     d = pd_json(run_cli, *CHAT)
     n_p, n_d, b, t = d["prefill_instances"], d["decode_instances"], d["decode_batch"], d["tpot_seconds_decode"]
     r_p, r_d = d["prefill_attention_dp"], d["decode_attention_dp"]
-    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
+    assert d["prefill_prompts_per_pass"] == 2
+    service = d["prefill_seconds_per_prompt_packed"]
+    assert max(d["kv_transfer_seconds"], d["prefill_seconds_disaggregated"] / 2) <= service
+    assert service < d["prefill_seconds_disaggregated"]
     rps = min(n_p * r_p / service, n_d * r_d * b / (300 * t))
     assert d["disaggregated_tokens_per_second"] == pytest.approx(rps * 300, rel=1e-12)
     assert t <= 0.05 and (n_p, n_d) == (1, 1) and r_p * d["prefill_tp"] == r_d * d["decode_tp"] == 8

@@ -162,8 +162,9 @@ def test_attention_dp_layouts_hold_the_model_or_are_left_out():
 
 def test_an_attention_dp_instance_serves_every_rank(run_cli):
     # The 4K + 300 chat case on 16 H200 (DeepSeek-R1, fp8 KV, TTFT p99 2 s): an attention-DP instance's ranks each
-    # prefill their own prompt and decode their own batch, so a split's capacity is min(n_p x R_p / max(T_pf,
-    # transfer), n_d x R_d x B / (D x TPOT)), R the ranks; its prefill queue has n_p x R_p servers. Colocated on an
+    # prefill their own prompts (k = 8,192 // 4,000 = 2 a pass when saturated) and decode their own batch, so a
+    # split's capacity is min(n_p x R_p x k / max(T(k), k x transfer), n_d x R_d x B / (D x TPOT)), R the ranks; its
+    # prefill queue has n_p x R_p servers. Colocated on an
     # attention-DP layout serves (16 / 8 instances) x 8 ranks x the rate of one rank.
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300",
                 "--ttft-slo", "2s")
@@ -172,7 +173,8 @@ def test_an_attention_dp_instance_serves_every_rank(run_cli):
     assert d["prefill_ep"] == d["prefill_tp"] * r_p and d["decode_ep"] == d["decode_tp"] * r_d
     used = d["prefill_instances"] * d["prefill_tp"] * r_p + d["decode_instances"] * d["decode_tp"] * r_d
     assert used <= 16
-    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
+    assert d["prefill_prompts_per_pass"] == 2
+    service = d["prefill_seconds_per_prompt_packed"]
     cap = min(d["prefill_instances"] * r_p / service,
               d["decode_instances"] * r_d * d["decode_batch"] / (300 * d["tpot_seconds_decode"]))
     assert d["disaggregated_capacity_requests_per_second"] == pytest.approx(cap)
@@ -185,16 +187,19 @@ def test_an_attention_dp_instance_serves_every_rank(run_cli):
 
 
 def test_an_attention_dp_prefill_role_queues_over_every_rank(run_cli):
-    # The split's TTFT p99 is the simulated M/D/c queue over n_p x R_p servers (each attention-DP rank prefills its
-    # own prompt) at the goodput rate, each serving max(T_pf, transfer), + the unloaded TTFT: recomputed here from
+    # The split's TTFT p99 is the simulated queue over n_p x R_p servers (each attention-DP rank prefills its own
+    # prompts, up to k = 2 waiting ones a pass) at the goodput rate, a pass of one prompt holding its rank for
+    # max(T_pf, transfer) and of two for 2 x the packed time per prompt, + the unloaded TTFT: recomputed here from
     # the output's own figures.
     import numpy as np
 
     d = pd_json(run_cli, "--nodes", "2", "--kv-dtype", "fp8", "--prompt", "4k", "--decode", "300", "--ttft-slo", "2s")
     servers = d["prefill_instances"] * d["prefill_attention_dp"]
     assert servers > d["prefill_instances"]
-    service = max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"])
-    waits = prefill_queue_waits(d["disaggregated_requests_per_second"], servers, service)
+    assert d["prefill_prompts_per_pass"] == 2
+    held = (max(d["prefill_seconds_disaggregated"], d["kv_transfer_seconds"]),
+            2 * d["prefill_seconds_per_prompt_packed"])
+    waits = prefill_queue_waits(d["disaggregated_requests_per_second"], servers, held)
     assert d["prefill_wait_seconds_p99"] == pytest.approx(float(np.percentile(waits, 99)), rel=1e-9)
     assert d["ttft_seconds_disaggregated_p99"] == pytest.approx(d["prefill_wait_seconds_p99"]
                                                                 + d["ttft_seconds_disaggregated"], rel=1e-9)
@@ -225,7 +230,8 @@ def test_a_saturated_attention_dp_prefill_shares_the_experts():
 def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     # colocated_goodput(beat=...) returns None only where its answer could not end above ``beat``, and the same
     # answer as without it otherwise. Llama-3.1-8B TP1, 600 + 300: the rate meets at the closed form's top and the
-    # search gallops up, so the answer lies above top (and at most pure decode's rate).
+    # search gallops up, so the answer lies above top, here at the rate the pool-capped batch sustains (976
+    # requests, the pool at their full 900 tokens); at 4,000 + 300 top misses and the search comes down.
     from kvplan.calc.pd import PdOptions, _Model
     from kvplan.scenario import Scenario
 
@@ -235,12 +241,18 @@ def test_a_layout_that_cannot_beat_the_best_stops_early_with_the_same_answers():
     side, _, _ = m.colocated(600, 300)
     top = side.requests_per_second
     rate, point, miss = m.colocated_goodput(s, top, side.batch)
-    assert rate > top and miss is not None
+    cap = m.sustained(600, 300)[0]
+    assert rate > top and rate == pytest.approx(cap, rel=1e-12) and miss is None
     again = m.colocated_goodput(s, top, side.batch, beat=rate * 0.999)
     assert again is not None and again[0] == rate
-    upper = m.decode_only(600, 300).requests_per_second      # pure decode's rate: no colocated rate above it
-    assert m.colocated_goodput(s, top, side.batch, beat=upper) is None
-    assert m.colocated_goodput(s, top, side.batch, beat=miss.rate) is None
+    assert m.colocated_goodput(s, top, side.batch, beat=cap) is None      # no colocated rate above it
+    s = s.with_(prompt_tokens=4000)
+    side, _, _ = m.colocated(4000, 300)
+    rate, point, miss = m.colocated_goodput(s, side.requests_per_second, side.batch)
+    assert rate < side.requests_per_second and miss is not None
+    again = m.colocated_goodput(s, side.requests_per_second, side.batch, beat=rate * 0.999)
+    assert again is not None and again[0] == rate
+    assert m.colocated_goodput(s, side.requests_per_second, side.batch, beat=miss.rate) is None
 
 
 def test_no_colocated_rate_is_simulated_twice(monkeypatch):
@@ -479,7 +491,9 @@ def test_an_attention_dp_prefill_role_runs_its_ranks_prompts_in_one_pass(run_cli
     one_pass = m.step.prefill_seconds(4000, 0, m.chunk, tp)
     assert d["prefill_seconds_disaggregated"] == pytest.approx(one_pass, rel=1e-9)
     assert d["prefill_seconds_disaggregated"] < m.colocated_prefill(4000) / 2     # not R x the pass
-    service = max(one_pass, d["kv_transfer_seconds"])
+    # saturated, each rank packs 8,192 // 4,000 = 2 prompts into a pass of the same spread
+    service = max(m.step.prefill_seconds(4000, 0, m.chunk, tp, prompts=2), 2 * d["kv_transfer_seconds"]) / 2
+    assert d["prefill_seconds_per_prompt_packed"] == pytest.approx(service, rel=1e-9)
     cap_p = d["prefill_instances"] * r / service
     cap_d = (d["decode_instances"] * d["decode_attention_dp"] * d["decode_batch"]
              / (300 * d["tpot_seconds_decode"]))
@@ -537,8 +551,9 @@ def test_each_role_may_run_on_a_gpu_of_its_own(run_cli):
 def test_no_colocated_rate_is_priced_above_pure_decode():
     # pd21u (1, 3): DeepSeek-R1 1K + 30K on a TP1 DP8 EP8 rank. Pure decode at the one batch limit (31 requests, the
     # pool at their full 31K context) serves 31 / (30,000 x TPOT(31)) requests/s; a colocated rank only adds prefills
-    # to its steps, so its rate is capped there even where the simulated Poisson run, its contexts spread, would still
-    # meet above it: the climb ends at that cap with no rate that misses.
+    # to its steps, so its rate is capped below it even where the simulated Poisson run, its contexts spread, would
+    # still meet above it: at what the batch of 31 sustains with its prefills, 31 / (30,000 x TPOT(31) + 31 x T_pf)
+    # (pd21g; T_pf the lockstep price at that rate), and the climb ends there with no rate that misses.
     from kvplan.calc.pd import _Model
     from kvplan.scenario import Scenario
 
@@ -551,7 +566,10 @@ def test_no_colocated_rate_is_priced_above_pure_decode():
     assert dec.requests_per_second == pytest.approx(upper, rel=1e-12)
     side, _, _ = m.colocated(1000, 30_000)
     rate, _, miss = m.colocated_goodput(s, side.requests_per_second, 31)
-    assert rate == pytest.approx(upper, rel=1e-12) and miss is None
+    sustained, b, t_pf, plain = m.sustained(1000, 30_000)
+    assert b == 31 and plain == pytest.approx(float(m.tpot_by_batch(1000, 30_000)[30]), rel=1e-12)
+    assert sustained == pytest.approx(31 / (30_000 * plain + 31 * t_pf), rel=1e-12) and sustained < upper
+    assert rate == pytest.approx(sustained, rel=1e-12) and miss is None
 
 
 def test_the_attention_dp_closed_form_comes_down_from_pure_decodes_rate():

@@ -772,7 +772,7 @@ class StepModel:
         return comm + lat + per * tokens
 
     def prefill_seconds(self, prompt_tokens: int, prefix_tokens: int = 0, chunk_tokens: int | None = None,
-                        expert_gpus: float | None = None, lockstep: bool = False) -> float:
+                        expert_gpus: float | None = None, lockstep: bool = False, prompts: int = 1) -> float:
         """Time to prefill (or recompute) tokens prefix..prompt in chunks of ``chunk_tokens``
         (max_num_batched_tokens): each chunk is one step, max(weights / (HBM x hbm), FLOPs / (peak x prefill_mfu))
         (MLA's attention FLOPs at the BF16 peak: ``prefill_attention``), plus the chunk's communication
@@ -789,11 +789,15 @@ class StepModel:
         in the other R / N - 1 passes it runs its decode step (its local batch keeps its decode forward mode), which
         the pass lengthens to T: those cost it T - its decode step, at least ``step(1)`` (the least step, weights
         and overhead) credited: T + (R / N - 1) x max(T - step(1), 0) (N = R: one pass, the prefill role's price);
-        1 x without attention DP."""
+        1 x without attention DP.
+        ``prompts``: that many alike prompts packed into each pass (a saturated prefill instance fills its token
+        budget with waiting prompts: SGLang's PrefillAdder, vLLM's max_num_batched_tokens): each chunk's linear FLOPs,
+        attention FLOPs and communication are ``prompts`` times one prompt's, the weights still read once a pass; the
+        time of the whole pass (``pd``'s prefill role divides it by ``prompts``)."""
         if lockstep and self.lockstep_ranks > 1:
             n = self.pass_ranks
             ep = (self.scenario.parallelism.ep or self.scenario.parallelism.tp) / n
-            own = self.prefill_seconds(prompt_tokens, prefix_tokens, chunk_tokens, ep)
+            own = self.prefill_seconds(prompt_tokens, prefix_tokens, chunk_tokens, ep, prompts=prompts)
             return own + (self.lockstep_ranks / n - 1) * max(own - self._least_step, 0.0)
         s = self.scenario
         model, tp = s.sized_model, s.parallelism.tp
@@ -805,9 +809,9 @@ class StepModel:
         params, weights = flops.matmul_params(model).value, self.weight_read_seconds   # the same for every chunk
         while start < prompt_tokens:
             end = min(prompt_tokens, start + chunk)
-            n = end - start
+            n = (end - start) * prompts
             linear = 2 * (params - routed) * n / tp + 2 * routed * n / ep
-            attention = self.prefill_attention(end, start) / tp
+            attention = self.prefill_attention(end, start) * prompts / tp
             compute = (linear + attention) / self.prefill_flops_s
             total += max(weights, compute) + self.prefill_comm(n) + self.overhead_s
             start = end

@@ -14,19 +14,22 @@ Disaggregated: each role gets its own layout (TP, with EP inside the TP group fo
 ranks of TP GPUs with EP = TP x R over them, each rank its own requests and pool; PP as the scenario's), searched
 separately, and the GPUs are split into n_p prefill instances of G_p GPUs and n_d decode instances of G_d, n_p G_p
 + n_d G_d <= N; a layout that cannot hold the weights and one request's KV is never used. A prefill instance (each
-attention-DP rank of one) serves one prompt at a time for T_pf; the KV of P tokens moves to the decode side over
+attention-DP rank of one) takes the prompts waiting when it starts a pass, up to k = its token budget // P, in one
+pass T(k) (the weights read once; a prompt alone: T_pf); the KV of P tokens moves to the decode side over
 each GPU's NIC (each decode GPU receives its shard and each prefill GPU sends its own; an MLA latent, whole on
 every TP rank, goes to every rank), overlapped layer by layer with the prefill (the last layer's share is always
 exposed), plus a per-request handover. Decode instances run pure decode at the largest B meeting the TPOT target
-(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p R_p / max(T_pf,
-transfer), n_d R_d x B / (D x TPOT)) (R = 1 without attention DP); with a TTFT target, its goodput is the highest
-Poisson rate under that bound whose TTFT (the prefill queue's wait, simulated FCFS over n_p R_p servers of equal
-service: M/D/c, + T_pf + the exposed
-transfer + the handover + the frontend latency) meets the target at its percentile and attainment.
+(closed form: equal requests, no prefills). The requests/s a split serves is bounded by min(n_p R_p k / max(T(k),
+k x transfer), n_d R_d x B / (D x TPOT)) (R = 1 without attention DP); with a TTFT target, its goodput is the highest
+Poisson rate under that bound whose TTFT (the prefill queue's wait, simulated FCFS over n_p R_p servers, each taking
+the prompts waiting, up to k, in one pass, + T_pf + the exposed transfer + the handover + the frontend latency)
+meets the target at its percentile and attainment.
 
 The verdict compares goodput (requests/s meeting both targets; x D output tokens/s): the colocated side's is the
-simulated closed loop's rate at its largest batch that meets the targets. The break-even is the first
-prompt:output ratio (at the given output length, prompts growing) where disaggregation wins.
+highest Poisson rate whose simulated run meets the targets, at most the rate the pool-capped batch sustains in
+closed form (``_Model.sustained``: above it the queue grows, which a short run may not show). The break-even is
+the bracket found among the table's ratios and this request's (at the given output length): the lowest ratio of
+the run at the top where disaggregation wins, and the ratio next below it, where colocated serving wins.
 """
 
 from __future__ import annotations
@@ -207,9 +210,12 @@ class PdPlan:
     fluid_margin: Ratio               # fluid / colocated goodput
     colocated_tp: Count
     prefill_disaggregated: Seconds    # T_pf on the prefill role's layout
+    breakeven_below: Number           # the priced ratio on the break-even's other side (colocated wins), or None
     colocated_rate_requests: Count    # the Poisson requests simulated at each colocated rate (seed 0)
     colocated_layout: RoleLayout | None = None   # the colocated instance's layout (searched)
     first_screen: tuple[Note, ...] = ()          # said under the verdict: layouts chosen over the given, a long TTFT
+    prefill_batch: Count | None = None           # k: the prompts a saturated prefill rank packs into one pass
+    prefill_packed: Seconds | None = None        # T(k) / k on the prefill role: a saturated rank's time per prompt
 
     @property
     def colocated_degrees(self) -> dict[str, Count]:
@@ -234,8 +240,8 @@ def ratio_label(ratio: Number) -> Note:
     """A prompt:output ratio as text: ``4:1`` at or above one, ``1:10`` below."""
     r = ratio.number()
     if r >= 1:
-        return note("{r:g}:1", r=ratio)
-    return note("1:{inverse:g}", inverse=Number(1 / r, derived("1 / (prompt / output)", f"1 / {r:g}")))
+        return note("{r:.3g}:1", r=ratio)
+    return note("1:{inverse:.3g}", inverse=Number(1 / r, derived("1 / (prompt / output)", f"1 / {r:g}")))
 
 
 class _Model:
@@ -268,15 +274,32 @@ class _Model:
         return self.step.steady_tpot(p, d, self.batches)
 
     def prefill(self, p: int) -> float:
-        """T_pf of a prompt of ``p`` tokens on the prefill role. Under attention DP (EP over the ranks) a saturated
-        instance has every rank prefilling at once, so each rank's prompt gets EP / DP = TP of the expert GPUs, not
-        the whole EP group (which only a prompt alone on an idle instance gets). The ranks' prefills are aligned,
-        one pass for the R ranks' prompts, not R passes (``PREFILL_ROLE_SOURCE``): a saturated role's ranks all have
-        a prompt waiting at every step, the N = R end of the colocated side's pass sharing (``colocated_prefill``,
-        ``costs.PASS_SHARING_SOURCE``), where at the rates a TPOT target allows few prompts share a pass."""
+        """T_pf of a prompt of ``p`` tokens alone on the prefill role (``prefill_passes``' first)."""
+        return self.prefill_passes(p)[0]
+
+    def prefill_batch(self, p: int) -> int:
+        """k, the prompts of ``p`` tokens a saturated prefill-role rank packs into one pass: as many as its token
+        budget holds, min(max_num_batched_tokens // p, max_num_seqs), at least 1 (a longer prompt runs alone, in
+        chunks). SGLang's prefill role fills a batch from its waiting queue up to its token budget (PrefillAdder,
+        ``PREFILL_ROLE_SOURCE``) and vLLM's scheduler takes waiting prompts while max_num_batched_tokens lasts
+        (``kvplan.engines.vllm_scheduler``'s "Then the waiting queue")."""
+        return max(1, min(self.chunk // max(p, 1), self.max_seqs))
+
+    def prefill_passes(self, p: int) -> tuple[float, ...]:
+        """The pass of j = 1 .. k (``prefill_batch``) prompts of ``p`` tokens packed together on the prefill role
+        (``StepModel.prefill_seconds`` with ``prompts`` = j: one weight read a pass, j prompts' FLOPs and
+        communication): j = 1 is T_pf, a prompt alone (its TTFT at low load); a saturated rank serves k prompts a
+        pass, T(k) / k each. Under attention DP (EP over the ranks) a saturated instance has every rank prefilling
+        at once, so each rank's prompts get EP / DP = TP of the expert GPUs, not the whole EP group (which only a
+        prompt alone on an idle instance gets). The ranks' prefills are aligned, one pass for the R ranks' prompts,
+        not R passes (``PREFILL_ROLE_SOURCE``): a saturated role's ranks all have a prompt waiting at every step,
+        the N = R end of the colocated side's pass sharing (``colocated_prefill``, ``costs.PASS_SHARING_SOURCE``),
+        where at the rates a TPOT target allows few prompts share a pass."""
         par = self.s.parallelism
         spread = par.ep // par.dp if par.dp > 1 and par.ep and par.ep > par.tp else None
-        return self.step.prefill_seconds(p, 0, self.chunk if self.o.chunked else None, spread)
+        chunk = self.chunk if self.o.chunked else None
+        return tuple(self.step.prefill_seconds(p, 0, chunk, spread, prompts=j)
+                     for j in range(1, self.prefill_batch(p) + 1))
 
     def colocated_prefill(self, p: int, rate: float = 0.0, d: int = 0) -> float:
         """What a colocated prefill of ``p`` tokens costs a rank's decode, as the simulator prices it: the prefill's
@@ -322,6 +345,48 @@ class _Model:
         b = int(self.batches[i])
         return Side(b, float(mean[i]), float(rps[j]), float(rps[j] * d)), float(plain[i]), t_pf
 
+    def steps_prefill(self, p: int, d: int, batch: int, rate: float = 0.0) -> float:
+        """What one colocated prefill of ``p`` tokens adds to the replica's steps while ``batch`` - 1 others
+        decode, as the engine schedules it: an engine that mixes prefill chunks into the decode steps (vLLM V1:
+        ``Engine.mixes_prefill_chunks``) pays, per chunk (the token budget less the decode tokens), the mixed step
+        less the decode step alone (``StepModel.mixed_parts``: the weights are read once for both); one that runs
+        prefills as steps of their own pays ``colocated_prefill``. ``rate``: the prompts a second a rank, for the
+        attention-DP pass sharing."""
+        if not (self.o.chunked and self.s.engine_adapter.mixes_prefill_chunks()):
+            return self.colocated_prefill(p, rate, d)
+        step = self.sharing(p, d, rate)
+        b = max(batch - 1, 0)
+        mean_b, mean_f = step.steady_cache(p, d)
+        chunk = max(self.chunk - b, 1)
+        added, start = 0.0, 0
+        while start < p:
+            end = min(p, start + chunk)
+            mixed, alone = step.mixed_parts(b, b * mean_b, b * mean_f, [(start, end)])
+            added += mixed - alone
+            start = end
+        return added
+
+    def sustained(self, p: int, d: int) -> tuple[float, int, float, float]:
+        """The most requests/s one replica sustains, in closed form: its batch can grow no further than
+        ``batch_limit`` (the KV pool at the full context, max_num_seqs), and each request costs the replica its
+        prefill (``steps_prefill``) and its share of D steps of that batch, so B / (D x TPOT(B) + B x T_pf) at
+        B = the limit (the rate rises with the batch). Above it the waiting queue grows without bound however the
+        TPOT looks (a pool-capped batch keeps its TPOT while the queue grows), which a short simulated run may not
+        show (``colocated_goodput`` caps its rates here). Under attention DP the prefill's price depends on the
+        rate (pass sharing), iterated ``COLOCATED_SHARING_ROUNDS`` times from pure decode's rate. Returns (rate,
+        B, T_pf, TPOT(B))."""
+        b = self.batch_limit(p, d)
+        if b < 1:
+            return 0.0, 0, math.inf, math.inf
+        plain = float(self.tpot_by_batch(p, d)[b - 1])
+        lock = self.step.lockstep_ranks > 1
+        rate = float(self.decode_only(p, d).requests_per_second) if lock else 0.0
+        t_pf = math.inf
+        for _ in range(COLOCATED_SHARING_ROUNDS if lock else 1):
+            t_pf = self.steps_prefill(p, d, b, rate)
+            rate = b / (d * plain + b * t_pf)
+        return rate, b, t_pf, plain
+
     def ceiling(self, p: int, d: int) -> int:
         """No colocated closed-loop batch above pure decode's (prefills only add to a step) or the KV pool's at the
         full context (the loop's requests run in lockstep) meets."""
@@ -365,7 +430,13 @@ class _Model:
         assert targets is not None
         n = min(max(COLOCATED_REQUESTS[0], 4 * users), COLOCATED_REQUESTS[1])
         points: dict = {}
-        upper = max(float(self.decode_only(scenario.prompt_tokens, scenario.decode_tokens).requests_per_second), top)
+        p, d = scenario.prompt_tokens, scenario.decode_tokens
+        # no rate above what the pool-capped batch sustains (``sustained``): a run of a few hundred requests lets a
+        # 1.25x overload pass when the pool caps the batch (Qwen3-30B-A3B, H100 TP1, fp8 KV, 16K + 300: 1.80
+        # requests/s accepted, the closed form 1.48, a run of 2,000 requests sustaining 1.49)
+        cap = self.sustained(p, d)[0]
+        top = min(top, cap)
+        upper = min(max(float(self.decode_only(p, d).requests_per_second), top), cap)
 
         def meets(r: float) -> bool:
             if r not in points:
@@ -517,23 +588,55 @@ def role_layouts(s: Scenario, o: PdOptions, colocated: bool = False, gpu: str = 
     return tuple(out)
 
 
-def prefill_queue_waits(rate: float, servers: int, service: float, requests: int = PREFILL_QUEUE_REQUESTS,
+def prefill_queue_waits(rate: float, servers: int, service, requests: int = PREFILL_QUEUE_REQUESTS,
                         seed: int = PREFILL_QUEUE_SEED):
-    """The waits (start - arrival) of ``requests`` Poisson arrivals at ``rate``/s through ``servers`` prefill
-    instances serving first come, first served, each request for ``service`` s (M/D/c). With equal service times the
-    server that frees first is the one that took the request ``servers`` places earlier, so start_i = max(arrival_i,
-    start_(i - servers) + service): the queue in one pass. The same seeded draws at every rate (arrivals = unit
-    exponential gaps / rate), so the waits grow with the rate."""
+    """The waits of ``requests`` Poisson arrivals at ``rate``/s through ``servers`` prefill ranks serving first
+    come, first served. ``service`` a number: each request alone for ``service`` s (M/D/c); the wait is start -
+    arrival. With equal service times the server that frees first is the one that took the request ``servers``
+    places earlier, so start_i = max(arrival_i, start_(i - servers) + service): the queue in one pass.
+    ``service`` a sequence: batch service, ``service[j - 1]`` the pass of j prompts packed together (j = 1 ..
+    k): a rank that frees (or, idle, meets an arrival) takes every prompt waiting then, up to k, in one pass; the
+    wait is the pass's end - arrival - ``service[0]`` (the queue and what packing adds to a prompt alone), so a
+    prompt that finds the ranks idle waits 0 and its TTFT is one prompt's pass. The same seeded draws at every rate
+    (arrivals = unit exponential gaps / rate), so the waits grow with the rate."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0, requests)) / rate
+    if not isinstance(service, (int, float)):
+        return _batch_service_waits(arrivals, servers, tuple(service))
     start = arrivals.tolist()
     for i in range(servers, requests):
         free = start[i - servers] + service
         if free > start[i]:
             start[i] = free
     return np.asarray(start) - arrivals
+
+
+def _batch_service_waits(arrivals, servers: int, passes: tuple[float, ...]):
+    """``prefill_queue_waits``' batch service: the rank that frees first (a heap of free times) takes the waiting
+    prompts from the queue's head, every one arrived by the time it starts (at least the head, up to
+    ``len(passes)``), and ends them together after ``passes[j - 1]``."""
+    import heapq
+
+    import numpy as np
+
+    k, n = len(passes), len(arrivals)
+    arr = arrivals.tolist()
+    starts, extra = arr[:], [0.0] * n       # each prompt's pass start, and what its pass takes beyond a lone one's
+    free = [0.0] * servers
+    i = 0
+    while i < n:
+        start = max(heapq.heappop(free), arr[i])
+        j = i + 1
+        while j < n and j - i < k and arr[j] <= start:
+            j += 1
+        more = passes[j - i - 1] - passes[0]
+        for x in range(i, j):
+            starts[x], extra[x] = start, more
+        heapq.heappush(free, start + passes[j - i - 1])
+        i = j
+    return np.asarray(starts) - arrivals + np.asarray(extra)
 
 
 @dataclass(frozen=True)
@@ -560,12 +663,16 @@ class Disaggregated:
     limited_by: str              # what stops the rate: "TTFT p99", "prefill capacity", "decode capacity"
     layouts: int                 # role layouts that hold the model
     splits: int                  # (prefill layout, decode layout, n_p) splits priced
+    prefill_batch: int = 1       # k: the prompts a saturated prefill rank packs into one pass
+    prefill_pass: float = 0.0    # max(T(k), k x transfer): a packed pass, k prompts
+    prefill_service: float = 0.0  # prefill_pass / k: a saturated prefill rank's time per prompt
 
 
-def _prefill_ttft(rate: float, n_p: int, service: float, fixed: float, targets: SloTargets):
+def _prefill_ttft(rate: float, n_p: int, service, fixed: float, targets: SloTargets):
     """(TTFT at the target's percentile, its queue wait there, whether the targets hold) at ``rate``: the
     simulated prefill queue's waits + ``fixed`` (T_pf + exposed transfer + handover + frontend), judged by the one
-    SLO model (percentile form, then attainment; the decode TPOT meets by construction)."""
+    SLO model (percentile form, then attainment; the decode TPOT meets by construction). ``service``: a prompt's
+    service time, or the passes of 1 .. k prompts packed (``prefill_queue_waits``' batch service)."""
     import numpy as np
 
     from kvplan.calc.slo import attainment
@@ -596,20 +703,23 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
     pre, dec = [], []
     for lay, m in roles:
         if m.fit(p + 1) >= 1:
-            pre.append((lay, m, m.prefill(p), capacity.request_bytes(m.s, p)))
+            passes = m.prefill_passes(p)
+            pre.append((lay, m, passes[0], capacity.request_bytes(m.s, p), passes))
     for lay, m in (roles if decode_roles is None else decode_roles):
         side = m.decode_only(p, d)
         if side.batch:
             dec.append((lay, m, side, capacity.request_bytes(m.s, p)))
     layers = s.sized_model.num_layers
     cands = []
-    for lp, _, t_pf, send in pre:
+    for lp, _, t_pf, send, passes in pre:
         for ld, _, side, recv in dec:
             nbytes = max(send, recv)
             transfer = nbytes / (nic * link_eff)
             exposed = max(transfer / layers, transfer - t_pf)
-            service = max(t_pf, transfer)        # a prefill GPU's NIC sends one request's KV at a time
-            # an instance's capacities: each attention-DP rank prefills one prompt at a time and decodes its own batch
+            # a pass of j prompts holds its rank for T(j) and its NIC for j transfers (one request's KV at a time)
+            held = tuple(max(t, j * transfer) for j, t in enumerate(passes, 1))
+            service = held[-1] / len(held)       # a saturated rank's time per prompt: k prompts a pass
+            # an instance's capacities: each attention-DP rank prefills k prompts a pass and decodes its own batch
             c_p, c_d = lp.dp / service, ld.dp * side.requests_per_second
             fluid = total / (lp.gpus / c_p + ld.gpus / c_d)
             n_p = 0
@@ -622,19 +732,20 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
                     continue
                 bound = min(n_p * c_p, n_d * c_d)
                 used = n_p * lp.gpus + n_d * ld.gpus
-                cands.append((bound, -used, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid))
+                cands.append((bound, -used, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid,
+                              held))
     if not cands:
         return None
     cands.sort(key=lambda c: (-c[0], -c[1]))
     best: Disaggregated | None = None
-    for bound, _, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid in cands:
+    for bound, _, lp, ld, n_p, n_d, t_pf, side, nbytes, transfer, exposed, service, fluid, held in cands:
         if best is not None and bound <= best.requests_per_second:
             break
         fixed = t_pf + exposed + o.handover_seconds + front
         servers = n_p * lp.dp      # prefill servers: every attention-DP rank of every prefill instance
         limited = ("prefill capacity" if servers / service <= n_d * ld.dp * side.requests_per_second
                    else "decode capacity")
-        ttft_top, wait_top, ok_top = _prefill_ttft(bound, servers, service, fixed, targets)
+        ttft_top, wait_top, ok_top = _prefill_ttft(bound, servers, held, fixed, targets)
         if ok_top:
             rate, ttft_at, wait_at = bound, ttft_top, wait_top
         else:
@@ -643,13 +754,13 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
             limited = f"TTFT p{targets.ttft_percentile}" if ttft_top > targets.ttft else "TTFT attainment"
             lo, hi = 0.0, bound
             floor = best.requests_per_second if best is not None else -1.0
-            if not _prefill_ttft(bound * RATE_TOLERANCE, servers, service, fixed, targets)[2]:
+            if not _prefill_ttft(bound * RATE_TOLERANCE, servers, held, fixed, targets)[2]:
                 rate = 0.0
             else:
                 lo = bound * RATE_TOLERANCE
                 while hi - lo > RATE_TOLERANCE * hi:
                     mid = (lo + hi) / 2
-                    if _prefill_ttft(mid, servers, service, fixed, targets)[2]:
+                    if _prefill_ttft(mid, servers, held, fixed, targets)[2]:
                         lo = mid
                     else:
                         hi = mid
@@ -658,12 +769,13 @@ def search_disaggregated(s: Scenario, o: PdOptions, roles, p: int, d: int, total
                 rate = lo
             if hi <= floor:
                 continue
-            ttft_at, wait_at, _ = (_prefill_ttft(rate, servers, service, fixed, targets) if rate
+            ttft_at, wait_at, _ = (_prefill_ttft(rate, servers, held, fixed, targets) if rate
                                    else (fixed, 0.0, False))
         if best is None or rate > best.requests_per_second:
             best = Disaggregated(lp, ld, n_p, n_d, float(t_pf), side.batch, float(side.tpot), nbytes,
                                  float(transfer), float(exposed), float(fixed), float(bound), float(fluid),
-                                 float(rate), float(ttft_at), float(wait_at), limited, len(roles), len(cands))
+                                 float(rate), float(ttft_at), float(wait_at), limited, len(roles), len(cands),
+                                 len(held), float(held[-1]), float(service))
     return best
 
 
@@ -677,7 +789,8 @@ def _figure_key(label: str) -> str:
 
 def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis: Disaggregated,
              dec_tpot: Seconds, ttft: Seconds, wait: Seconds, dis_meets: bool, eff: Fraction,
-             fluid: Number, fluid_margin: Ratio, per: str = "instance") -> tuple[Note, ...]:
+             fluid: Number, fluid_margin: Ratio, per: str = "instance", capped: Number | None = None,
+             capped_batch: int = 0) -> tuple[Note, ...]:
     """The figures that decided each side, with their margins to the targets, as notes: the colocated closed loop's
     batch (TPOT) and its goodput rate (TTFT and TPOT at the percentile under Poisson arrivals), the disaggregated
     split."""
@@ -699,7 +812,10 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
                      t=tpot_q, f=ttft_q)
     if targets.ttft is not None:
         col = col + note(" against {slo:ms:g} ms", slo=Seconds(targets.ttft, given(targets.ttft_origin)))
-    if rate_miss is not None:
+    if capped is not None:
+        col = col + note(f"; decided in closed form: the KV pool's batch of {capped_batch} sustains at most "
+                         "{r:,.3g} requests/s (a longer run's queue grows above it)", r=capped)
+    elif rate_miss is not None:
         label = rate_miss.verdict.decided_by
         key = "" if label == "overload" else _figure_key(label)
         col = col + note("; {r:,.3g} requests/s misses on its " + label + (
@@ -892,6 +1008,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
         raise KvplanError(f"no split of {total} GPUs into prefill and decode instances holds the model and a "
                           f"{p + d:,}-token request" + why, hint)
     col_rps = good_rate * instances * col_lay.dp      # per replica (an attention-DP rank) x replicas
+    # which rule decided the colocated rate: the closed form's sustained rate of the pool-capped batch, or the run
+    sus_rate, sus_b, sus_pf, sus_tpot = cm.sustained(p, d)
+    pool_capped = bool(good_rate > 0 and good_rate >= sus_rate * (1 - 1e-9))
     col_tps = col_rps * d
     dis_rps = float(dis.requests_per_second)
     dis_tps = dis_rps * d
@@ -919,9 +1038,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                              _split_text(rd, short=True) if rd is not None else "no split holds the model",
                              f"{n} {c_lay.label}", r_tps / c_tps if c_tps else math.inf))
     flips_note = _flips(rows, s.engine_adapter.id == "neutral")
-    # the break-even: the smallest prompt:output among the table's rows and this request where disaggregation wins
-    wins = sorted([row.ratio for row in rows if row.fits and row.disaggregation_wins] + ([p / d] if recommend else []))
-    breakeven = wins[0] if wins else None
+    breakeven, below, priced = _breakeven(rows, p, d, recommend)
+    pre_m = next(m for lay, m in pre_roles if lay == dis.prefill)     # the prefill role's model: its token budget
 
     t_pf_v = Seconds(t_pf, derived("prefill of P tokens in chunks of max_num_batched_tokens (the step model's prefill)",
                  f"{p:,} tokens, {chunks} chunk(s): {t_pf * 1e3:.3f} ms"))
@@ -930,10 +1048,20 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     plain_v = Seconds(plain, derived("TPOT of the colocated batch without prefills", f"{plain * 1e3:.3f} ms"))
     col_tpot_v = Seconds(col.tpot, derived("closed form: TPOT(B) + T_pf x (B - 1) / D",
                                            f"{plain:.6g} + {t_pf:.6g} x ({col.batch} - 1) / {d:,}"))
-    col_rps_v = Number(col_rps, derived(
-        "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a --sweep-rate "
-        "point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%)",
-        f"{instances} x {good_rate:.6g}" + (f" x {col_lay.dp} attention-DP ranks" if col_lay.dp > 1 else "")))
+    ranks_text = f" x {col_lay.dp} attention-DP ranks" if col_lay.dp > 1 else ""
+    if pool_capped:
+        col_rps_v = Number(col_rps, derived(
+            "closed form: instances x the rate the pool-capped batch sustains, B / (D x TPOT(B) + B x T_pf) at B = "
+            "the KV pool's batch (T_pf as the engine's steps pay it); no rate above it is sustained, and the "
+            "simulated run at it (a --sweep-rate point) meets the targets",
+            f"{instances} x {good_rate:.6g}{ranks_text}; {sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x "
+            f"{sus_pf:.6g}) = {sus_rate:.6g}"))
+    else:
+        col_rps_v = Number(col_rps, derived(
+            "simulated: instances x the highest Poisson rate per instance whose run meets the targets (a "
+            "--sweep-rate point: not overloaded, TTFT and TPOT at their percentile, attainment; bisection to 2%; "
+            "under the pool-capped batch's sustained rate in closed form)",
+            f"{instances} x {good_rate:.6g}{ranks_text}; sustained at most {sus_rate:.6g} (B = {sus_b})"))
     col_tps_v = Number(col_tps, derived("colocated goodput requests/s x D output tokens", f"{col_rps:.6g} x {d:,}"))
     nbytes_v = Bytes(dis.transfer_bytes, derived(
         "the request's KV at P tokens on the busiest NIC: max(a decode GPU's shard, a prefill GPU's shard)",
@@ -953,25 +1081,26 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                         f"{dis_rps:.6g} x {d:,}"))
     r_p, r_d = dis.prefill.dp, dis.decode.dp       # attention-DP ranks of an instance (1: none)
     if r_p == r_d == 1:
-        cap_v = Number(dis.capacity, derived("closed form: min(n_p / max(T_pf, transfer), n_d x B / (D x TPOT))",
-                                             f"min({n_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x "
+        cap_v = Number(dis.capacity, derived("closed form: min(n_p x k / max(T(k), k x transfer), n_d x B / (D x "
+                                             "TPOT)), k the prompts a prefill pass packs",
+                                             f"min({n_p} x {dis.prefill_batch} / {dis.prefill_pass:.6g}, {n_d} x "
                                              f"{dis.decode_batch} / ({d:,} x {dis.decode_tpot:.6g}))"))
     else:
         cap_v = Number(dis.capacity, derived(
-            "closed form: min(n_p x R_p / max(T_pf, transfer), n_d x R_d x B / (D x TPOT)), R an instance's "
-            "attention-DP ranks (each prefills its own prompt and decodes its own batch of B)",
-            f"min({n_p} x {r_p} / {max(dis.prefill_seconds, dis.transfer):.6g}, {n_d} x {r_d} x {dis.decode_batch} "
+            "closed form: min(n_p x R_p x k / max(T(k), k x transfer), n_d x R_d x B / (D x TPOT)), R an instance's "
+            "attention-DP ranks (each prefills its own k prompts a pass and decodes its own batch of B)",
+            f"min({n_p} x {r_p} x {dis.prefill_batch} / {dis.prefill_pass:.6g}, {n_d} x {r_d} x {dis.decode_batch} "
             f"/ ({d:,} x {dis.decode_tpot:.6g}))"))
     fluid_v = Number(dis.fluid, derived("closed form: the same layouts split in fractions of an instance: N / (G_p x "
-                                        "max(T_pf, transfer) + G_d x D x TPOT / B)" + (
+                                        "max(T(k), k x transfer) / k + G_d x D x TPOT / B)" + (
                                             "" if r_p == r_d == 1 else ", G the GPUs of one attention-DP rank"),
                                         f"{total} / ({dis.prefill.gpus // r_p} x "
-                                        f"{max(dis.prefill_seconds, dis.transfer):.6g} + {dis.decode.gpus // r_d} x "
+                                        f"{dis.prefill_service:.6g} + {dis.decode.gpus // r_d} x "
                                         f"{d:,} x {dis.decode_tpot:.6g} / {dis.decode_batch})"))
     split_eff = dis.capacity / dis.fluid if dis.fluid else 1.0
     split_eff_v = Fraction(split_eff, derived("the integer split's capacity / the fractional split's",
                                               f"{dis.capacity:.6g} / {dis.fluid:.6g}"))
-    cap_p = n_p * r_p / max(dis.prefill_seconds, dis.transfer)
+    cap_p = n_p * r_p / dis.prefill_service
     cap_d = n_d * r_d * dis.decode_batch / (d * dis.decode_tpot)
     idle = 1 - min(cap_p, cap_d) / max(cap_p, cap_d)
     idle_v = Fraction(idle, derived("1 - the smaller pool's capacity / the larger's", f"{idle:.4f}"))
@@ -1019,16 +1148,25 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                                                "goodput", f"{dis.fluid:.6g} / {col_rps:.6g}"))),)
     margin_v = Ratio(margin, derived("disaggregated goodput / colocated goodput (requests/s meeting the targets)",
                                      f"{dis_rps:.6g} / {col_rps:.6g}"))
-    breakeven_v = Number(breakeven, derived("the smallest prompt:output ratio, of the table's and this request's, at "
-                                            "which disaggregation wins by 5%",
-                                            f"{breakeven:g}" if breakeven else "none in 50:1 .. 1:100"))
+    breakeven_v = Number(breakeven, derived(
+        "the prompt:output ratios of the table and this request in order: the lowest of the run of ratios at the top "
+        "where disaggregation wins by 5% (where it wins at the largest; else the lowest where it wins)",
+        ", ".join(f"{r:.4g} {'wins' if w else 'loses'}" for r, w in priced)
+        + (f": {breakeven:.4g}" if breakeven is not None else ": none")
+        + (f", next to {below:.4g}" if below is not None else "")))
+    below_v = Number(below, derived("the priced ratio next to the break-even on the side where colocated serving "
+                                    "wins (the break-even lies between the two; no ratio between them was priced)",
+                                    f"{below:g}" if below is not None else "none: disaggregation wins at every ratio"))
     fluid_margin_v = Ratio(dis.fluid / col_rps if col_rps else math.inf, derived(
         "the fractional split's requests/s / colocated goodput: the margin without the integer split's rounding",
         f"{dis.fluid:.6g} / {col_rps:.6g}"))
     decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
                        split_eff_v, fluid_v, fluid_margin_v,
-                       f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}")
+                       f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}",
+                       Number(sus_rate, derived("closed form: B / (D x TPOT(B) + B x T_pf), B the KV pool's batch",
+                                                f"{sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x {sus_pf:.6g})"))
+                       if pool_capped else None, sus_b)
     # the layouts chosen: under the verdict against a --tp the user gave; first among the notes against a default TP
     layout = _layout_note(s, own[0], own_instances, col_lay, instances, dis)
     given_tp = layout if layout is not None and not s.tp_defaulted else None
@@ -1075,10 +1213,44 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                                           else ")"),
                                              f"{p:,} tokens on {dis.prefill.label}",
                                              *((PREFILL_ROLE_SOURCE,) if dis.prefill.dp > 1 else ()))),
+        below_v,
         Count(good_pt.figures["requests_finished"].value if good_pt is not None else None,
               derived("4 x the batch, within " + " .. ".join(f"{x:,}" for x in COLOCATED_REQUESTS)
                       + "; seed 0", f"{good_pt.figures['requests_finished'].value:,} requests" if good_pt is not None
-                      else "no rate simulated")), col_lay, first)
+                      else "no rate simulated")), col_lay, first,
+        Count(dis.prefill_batch, derived("min(max_num_batched_tokens // P, max_num_seqs), at least 1: the prompts "
+                                         "a saturated prefill rank packs into one pass (its token budget)",
+                                         f"min({pre_m.chunk:,} // {p:,}, {pre_m.max_seqs:,})")),
+        Seconds(dis.prefill_service, derived(
+            "max(T(k), k x transfer) / k: a pass of k prompts on the prefill role's layout (the step model's prefill "
+            "with k prompts: the weights read once, k prompts' FLOPs and communication), per prompt",
+            f"{dis.prefill_pass:.6g} / {dis.prefill_batch}")))
+
+
+def _breakeven(rows, p: int, d: int, recommend: bool
+               ) -> tuple[float | None, float | None, list[tuple[float, bool]]]:
+    """(the break-even ratio, the priced ratio on its other side, the (ratio, disaggregation wins) priced): over
+    the table's rows that fit and this request (prompt:output ``p`` / ``d``, its verdict ``recommend``) in order of
+    the ratio, the last place the verdict changes as the ratio grows. Where disaggregation wins at the largest ratio:
+    the lowest ratio of the run at the top where it wins, and the ratio next below it (colocated wins there); else
+    the highest ratio where it wins, and the ratio next above it (colocated wins from there on). The break-even
+    lies between the two. None when disaggregation wins nowhere; the other None when it wins at every ratio
+    priced."""
+    points = {r.ratio: r.disaggregation_wins for r in rows if r.fits}
+    if not any(math.isclose(r.prompt_tokens, p) for r in rows if r.fits):
+        points[p / d] = recommend
+    order = sorted(points)
+    wins = [points[r] for r in order]
+    priced = list(zip(order, wins, strict=True))
+    if not any(wins):
+        return None, None, priced
+    if wins[-1]:
+        i = len(wins) - 1
+        while i > 0 and wins[i - 1]:
+            i -= 1
+        return order[i], order[i - 1] if i > 0 else None, priced
+    i = len(wins) - 1 - wins[::-1].index(True)      # the highest ratio where it wins; the next one up loses
+    return order[i], order[i + 1], priced
 
 
 def _layout_note(s: Scenario, own: RoleLayout, own_instances: int, col_lay: RoleLayout, instances: int,

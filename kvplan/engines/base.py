@@ -205,6 +205,13 @@ class Engine:
     # and allreduce_link (kvplan.calc.costs.engine_factors) unless a GPU preset, a flag or a calibration sets them.
     decode_allreduce: ClassVar[tuple[float, float, str] | None] = None
 
+    def mixes_prefill_chunks(self) -> bool:
+        """Whether this release's scheduler runs prefill chunks inside the decode steps (one forward pass over the
+        chunk and the decode tokens: ``costs.StepModel.mixed_step``), so a colocated prefill costs the decode batch
+        what its chunks add to those steps, not passes of its own. False: prefills run as steps of their own (the
+        rule book's, SGLang's default scheduler)."""
+        return False
+
     def decode_layer_latency(self, scenario) -> tuple[float, str] | None:
         """(us per MLA layer, source) a decode step of this deployment adds on the engine's default kernel path,
         where that path is slower than kvplan's roofline per a published benchmark of it (kvplan.calc.costs.

@@ -448,6 +448,12 @@ class VllmEngine(Engine):
     def since(self, version: Release) -> bool:
         return self.version >= version
 
+    def mixes_prefill_chunks(self) -> bool:
+        """From ``V1_SINCE`` (V1_SOURCE): V1's scheduler schedules the running requests' decode tokens and a waiting
+        request's prompt chunk in one step under max_num_batched_tokens (``kvplan.engines.vllm_scheduler``, the
+        module docstring's "One step"); V0 ran prefills as steps of their own."""
+        return self.since(V1_SINCE)
+
     def decode_layer_latency(self, scenario) -> tuple[float, str] | None:
         """ROCM_TRITON_MLA_US per MLA layer for an MLA model (DSA's sparse models excepted: another backend) on a
         gfx942 preset (ROCM_TRITON_GPUS), every release (ROCM_TRITON_SOURCE); None elsewhere."""

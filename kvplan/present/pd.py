@@ -18,9 +18,25 @@ def present(plan: PdPlan) -> Result:
     for extra in targets[1:]:
         under = under + " and " + extra
     be = plan.breakeven_ratio.value
-    breakeven = (note("break-even at prompt:output ") + ratio_label(plan.breakeven_ratio)
-                 + note(" ({decode} output tokens)", decode=decode_v)) if be else note(
-        "no break-even from 1:100 to 50:1 at {decode} output tokens", decode=decode_v)
+    below = plan.breakeven_below
+
+    def breakeven_text(first: str, at: bool):
+        """The break-even found, its first word capitalised as ``first`` gives it ("b" or "B"); ``at``: with the
+        output length it holds at (the headline's own says it)."""
+        if not be:
+            found = note(("n" if first == "b" else "N") + "o break-even: disaggregation wins at no prompt:output "
+                         "from 1:100 to 50:1")
+        elif below.value is None:
+            found = note(("n" if first == "b" else "N") + "o break-even: disaggregation wins at every prompt:output "
+                         "priced, from ") + ratio_label(plan.breakeven_ratio)
+        else:
+            sides = [(below, "colocate"), (plan.breakeven_ratio, "disaggregate")]
+            (lo, lo_says), (hi, hi_says) = sorted(sides, key=lambda side: side[0].number())
+            found = (note(first + f"reak-even: {lo_says} at prompt:output ") + ratio_label(lo) + f", {hi_says} at "
+                     + ratio_label(hi))
+        return found + note(" at {decode} output tokens", decode=decode_v) if at else found
+
+    breakeven = breakeven_text("b", False)
     # no colocated goodput leaves the ratio no figure (infinite, or 0 / 0 when neither side meets the targets)
     ratio = ("{margin:.2f}x" if plan.colocated_requests_per_second.number() else
              "neither meets the targets" if not plan.disaggregated_requests_per_second.number() else
@@ -49,6 +65,8 @@ def present(plan: PdPlan) -> Result:
         ("KV transfer per GPU", plan.transfer_bytes_per_gpu), ("NIC per GPU per direction", plan.nic),
         ("KV transfer", plan.transfer), ("exposed after the prefill", plan.transfer_exposed),
         ("prefill (T_pf) on the prefill layout", plan.prefill_disaggregated),
+        ("prompts a prefill pass packs, saturated", plan.prefill_batch),
+        ("prefill per prompt, packed", plan.prefill_packed),
         ("TTFT unloaded (prefill + exposed transfer + handover)", plan.ttft_disaggregated),
         ("role layouts that hold the model", plan.role_layouts),
         ("prefill TP", plan.prefill_tp), ("prefill instances", plan.prefill_instances),
@@ -73,9 +91,7 @@ def present(plan: PdPlan) -> Result:
                   "prompt tokens",
                   "colocated tok/s", "disaggregated tok/s", "split prefill : decode", "better"), tuple(rows),
                   primary=True)
-    notes = list(plan.reasons) + [
-        ("Break-even: disaggregation first wins at prompt:output " + ratio_label(plan.breakeven_ratio) + ".") if be else
-        "Break-even: disaggregation wins at no prompt:output ratio from 1:100 to 50:1."]
+    notes = list(plan.reasons) + [breakeven_text("B", True) + "."]
     data = {
         **scenario_data(s),
         "tpot_slo_seconds": Number(o.tpot_slo, default("50 ms") if o.tpot_slo == 0.05 else given("--tpot-slo")),
@@ -96,6 +112,7 @@ def present(plan: PdPlan) -> Result:
         "tpot_seconds_decode": plan.tpot_decode, "idle_share": plan.idle_share,
         "disaggregated_tokens_per_second": plan.disaggregated_tokens_per_second,
         "breakeven_prompt_over_output": plan.breakeven_ratio,
+        "breakeven_colocated_side_prompt_over_output": plan.breakeven_below,
         "recommend_disaggregation": plan.recommend, "disaggregated_over_colocated": plan.margin,
         "disaggregated_meets_slo": plan.disaggregated_meets, "decided_by": list(plan.decided),
         "colocated_requests_per_second": plan.colocated_requests_per_second,
@@ -107,6 +124,8 @@ def present(plan: PdPlan) -> Result:
         f"prefill_wait_seconds_p{fq}": plan.prefill_wait_at,
         "prefill_tp": plan.prefill_tp, "decode_tp": plan.decode_tp,
         "prefill_seconds_disaggregated": plan.prefill_disaggregated,
+        "prefill_prompts_per_pass": plan.prefill_batch,
+        "prefill_seconds_per_prompt_packed": plan.prefill_packed,
         "colocated_requests_per_rate": plan.colocated_rate_requests,
         **plan.role_degrees,
         "role_layouts": plan.role_layouts, "disaggregated_limited_by": plan.disaggregated.limited_by,
@@ -124,13 +143,14 @@ def present(plan: PdPlan) -> Result:
         "and TPOT at the targets' percentile (in the ratio table too). "
         "Disaggregated: each role's layout (TP, EP inside the TP group, or for a MoE model attention DP with EP over "
         "its ranks) and the split searched over the GPUs (colocated too, among the role layouts); decode in closed "
-        "form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (M/D/c, Poisson arrivals, "
-        "each attention-DP rank a server) plus the exposed KV transfer and the handover. EP never spans instances.",
+        "form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (Poisson arrivals, "
+        "each attention-DP rank a server taking the prompts waiting, up to its token budget, in one pass) "
+        "plus the exposed KV transfer and the handover. EP never spans instances.",
         "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
-        "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill instance "
-        "serves one prompt at a time.",
+        "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill rank "
+        "packs the prompts waiting when it starts a pass, up to its token budget.",
         "The KV transfer runs at the NIC rate times the preset's link efficiency.",
     ) + spec_notes(s)
     brief = (("colocated requests/s", plan.colocated_requests_per_second),
