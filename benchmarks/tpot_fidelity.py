@@ -355,6 +355,32 @@ ENGINE_RUNS = tuple(
                    f"concurrency {c}" + (f" ({max(1, c // 8)} per DP rank)" if engine.startswith("sglang") else ""),
                    engine=engine)
     for j, (engine, rows) in enumerate(_DSTACK_ROWS, start=1) for i, (c, t) in enumerate(rows))
+# Never seen, set 2 (tpot20c): the rest of tenstorrent/tt-inference-server issue 356, written here before any of their
+# predictions was computed, after rule R3 was fitted, and never used to fit. T1-T7: DeepSeek-R1-0528-AWQ on ONE node
+# of 8 x H100 at TP8 under vLLM (the issue's comment of 2025-07-10), the same cluster and harness as B27 without a
+# cross-node all-reduce: 4-bit AWQ weights (kvplan --weight-dtype int4), whose experts vLLM runs on its Marlin W4A16
+# MoE kernel (vllm/model_executor/layers/quantization/awq_marlin.py AWQMoEMethod: use_marlin), so --upcast-moe-us 0
+# as the Marlin runs above (MARLIN); vLLM release not stated. T8-T13: the other concurrency-1 rows of the SGLang
+# table B27c comes from (2025-07-09, 'SGLANG + INFINIBAND'): one run with a fit point, so they check the context slope
+# more than the fit. Every row at concurrency 1 (a plain step: nothing to lock).
+TT356_AWQ = ("github.com/tenstorrent/tt-inference-server/issues/356, comment of 2025-07-10 'Performance Benchmark "
+             "Sweeps for DeepSeek-R1-0528-AWQ on 8xH100s (vLLM)': TPOT as published, concurrency 1; AWQ 4-bit "
+             "weights on vLLM's Marlin MoE (awq_marlin.py AWQMoEMethod); vLLM release not stated")
+TT356_SGL = ("github.com/tenstorrent/tt-inference-server/issues/356, comment of 2025-07-09 'Performance Benchmark "
+             "Sweeps for DeepSeek-R1-0528 on 16 H100 (SGLANG + INFINIBAND)': TPOT as published, concurrency 1 (the "
+             "table of B27c); SGLang release not stated")
+NEVER_SEEN_TT356 = (
+    *(PublishedPoint(f"T{i}", "deepseek-r1", "h100-sxm", (("tp", 8),), "bf16", 1, isl, osl, t, TT356_AWQ,
+                     f"AWQ int4, TP8 on one node, {isl:,}/{osl:,}", weight_dtype="int4",
+                     engine="vllm (version not stated, AWQ Marlin)", factors=MARLIN)
+      for i, (isl, osl, t) in enumerate(((128, 128, 16.1), (128, 1024, 16.1), (1024, 128, 16.1), (2048, 128, 16.3),
+                                         (3072, 128, 16.4), (4096, 128, 16.4), (8192, 128, 16.6)), start=1)),
+    *(PublishedPoint(f"T{i}", "deepseek-r1", "h100-sxm", (("tp", 16), ("nodes", 2)), "bf16", 1, isl, osl, t,
+                     TT356_SGL, f"TP16 over two nodes, {isl:,}/{osl:,} (B27c's run)",
+                     engine="sglang (version not stated)")
+      for i, (isl, osl, t) in enumerate(((128, 1024, 23.2), (1024, 128, 23.2), (2048, 128, 23.3), (3072, 128, 23.6),
+                                         (4096, 128, 23.7), (8192, 128, 24.0)), start=8)),
+)
 # B1-B17's engines, from their sources above
 _ENGINE = {"B1": "vllm v0.19.1", "B2": "vllm v0.19.1", "B3": "vllm v0.19.1 (assumed)", "B4": "vllm v0.19.1",
            "B7": "sglang v0.5.7", "B9": "vllm v0.17.0 (ROCm)", "B10": "vllm v0.17.0 (ROCm)",
