@@ -477,6 +477,11 @@ def never_seen_errors() -> dict[str, float]:
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in NEVER_SEEN}
 
 
+def never_seen_tt356_errors() -> dict[str, float]:
+    """Signed relative error of kvplan's TPOT per point of never-seen set 2 (the rest of issue 356)."""
+    return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in NEVER_SEEN_TT356}
+
+
 def engine_run_errors() -> dict[str, float]:
     """Signed relative error of kvplan's TPOT per point of the one deployment run under three engines."""
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in ENGINE_RUNS}
@@ -510,6 +515,22 @@ def table() -> str:
     lines.append(f"\nengine_runs: {len(by_engine)} points, median |error| "
                  f"{statistics.median(map(abs, by_engine.values())):.1%}, "
                  f"{sum(abs(e) <= 0.30 for e in by_engine.values())} within 30%")
+    lines.append("\nNever seen, set 2 (tt-inference-server#356's other rows, collected after rule R3; never fitted):\n")
+    lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
+    lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")
+    tt = never_seen_tt356_errors()
+    for p in NEVER_SEEN_TT356:
+        tp = dict(p.parallel)["tp"]
+        lines.append(f"| {p.id} | {p.model} | {p.hardware} | {p.engine} | {tp} | {p.batch} | {p.prompt:,}/{p.decode:,} "
+                     f"| {p.tpot_ms:.2f} ms | {p.tpot_ms * (1 + tt[p.id]):.2f} ms | {tt[p.id]:+.0%} |")
+    groups = (("one node, vLLM AWQ TP8", [i for i in tt if int(i[1:]) <= 7]),
+              ("two nodes, SGLang TP16, B27c's run", [i for i in tt if int(i[1:]) > 7]))
+    parts = []
+    for name, ids in groups:
+        w = max(ids, key=lambda i: abs(tt[i]))
+        parts.append(f"{name}: {len(ids)} points, median |error| {statistics.median(abs(tt[i]) for i in ids):.1%}, "
+                     f"worst {w} ({tt[w]:+.1%})")
+    lines.append("\nnever_seen_2: " + "; ".join(parts))
     lines.append("\nNever seen (collected after the model was set, no factor fitted or tuned on them):\n")
     lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
     lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")
