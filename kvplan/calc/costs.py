@@ -257,7 +257,10 @@ CROSS_NODE_ALLREDUCE_SOURCE = (
 # (CROSS_NODE_ALLREDUCE_SOURCE).
 # What makes up the ~93 us above nccl-tests (host proxy progress of NCCL's network sends inside CUDA graphs, the
 # ranks' skew at each of the step's 122 barriers, the engines' per-step CPU broadcast across nodes) is not measured
-# by any source found: a fitted figure from one H100 cluster, used for every GPU and any number of nodes.
+# by any source found: a fitted figure from one H100 cluster, used for every GPU and any number of nodes, and an upper
+# bound: the same cluster's one-node vLLM step (DeepSeek-R1-0528-AWQ at TP8, issue 356's table of 2025-07-10) is 7.2 ms
+# slower than kvplan with no cross-node call in it, so part of the excess may not be cross-node (~86 us a call if all
+# of it carried over; docs/decode-measurements.md, tpot20c).
 CROSS_NODE_DECODE_ALLREDUCE_US = 139.0
 CROSS_NODE_DECODE_ALLREDUCE_SOURCE = (
     "a decode step's TP all-reduce across nodes runs on NCCL, not the custom all-reduce (vLLM's and SGLang's "
