@@ -393,7 +393,9 @@ POINTS = tuple(replace(p, engine=_ENGINE[run_of(p.id)]) for p in POINTS) + NEW_P
 # MI300X's upcast_hbm (B9a-c; 0.37 under the 21 us). The per-GEMM floor (costs.GENERIC_FACTORS gemm_floor_us,
 # 10.3 us) comes from kernel microbenchmarks, not from these points.
 # Fitted on NEW_FIT points: A100's overhead_us_per_layer (B23b, B23d) and H100's upcast_moe_us (71 us; B19b, B22b,
-# the two fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0).
+# the two fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0),
+# and the latency per call of a decode step's TP all-reduce across nodes inside an engine (costs.
+# CROSS_NODE_DECODE_ALLREDUCE_US, 139 us; B27a, B27c; rule R3, tpot20c).
 IN_SAMPLE = {"B1a", "B3a", "B9a", "B9b", "B9c", "B15a", "B15b", "B15c", "B15d", "B15e"}
 
 

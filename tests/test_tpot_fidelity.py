@@ -3,7 +3,8 @@ sources). Factors fitted to points (fidelity.IN_SAMPLE): the H100 and B200 per-l
 B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100; the MoE-layer one re-fitted
 to 13 us with the per-GEMM floor priced, to 21 us with vLLM's in-graph all-reduce priced), MI300X's upcast_hbm
 (B9a-c), A100's per-layer overhead (B23b, B23d; priced per MoE layer)
-and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper). The per-GEMM floor (10.3 us)
+and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper), the cross-node decode all-reduce's
+latency per call in an engine (B27a, B27c: rule R3, 139 us). The per-GEMM floor (10.3 us)
 is sourced from microbenchmarks (sglang PR #5820), not fitted. The never-seen set (fidelity.NEVER_SEEN) is pinned
 apart, as ceilings.
 The pins below are all out of sample; their tolerances are about 1.5 x today's error, so a rule changed by a step
