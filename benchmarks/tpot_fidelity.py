@@ -122,6 +122,7 @@ class PublishedPoint:
     engine: str = ""                    # engine and release as the source states them
     factors: tuple[tuple[str, float], ...] = ()   # step-model factors the run's own launch settings fix
     median_itl: bool = False            # the figure is a median inter-token latency, not a per-request TPOT
+    lockstep: bool = False              # fixed lengths in a closed loop: waves start together (cohort, no prefills)
 
 
 POINTS = (
@@ -247,7 +248,8 @@ NEW_POINTS = (
                    engine="sglang 0.4.3 (ROCm, fused Triton MLA)", factors=ROCM_TRITON, median_itl=True),
     # B27: DeepSeek-R1-0528 on 16 x H100 (TP16), vLLM and SGLang, 128/128 at concurrency 1 and 32
     *(PublishedPoint(f"B27{x}", "deepseek-r1", "h100-sxm", (("tp", 16), ("nodes", 2)), "bf16", c, 128, 128, t, TT356,
-                     f"MLA MoE, TP16 over two nodes, concurrency {c}", engine=f"{e} (version not stated)")
+                     f"MLA MoE, TP16 over two nodes, concurrency {c}", engine=f"{e} (version not stated)",
+                     lockstep=c > 1)
       for x, e, c, t in (("a", "vllm", 1, 25.9), ("b", "vllm", 32, 44.7), ("c", "sglang", 1, 23.1),
                          ("d", "sglang", 32, 32.5))),
 )
@@ -268,6 +270,23 @@ NEW_FIT = {p.id for i, p in enumerate(NEW_POINTS) if i % 2 == 0}
 # error over a 1 us grid (0..2,000 us) on the fit points that run that path (B26a only; B27a/B27c run no ROCm path and
 # fit nothing), B26b held out. Adopted only if the held-out median over every held-out point does not worsen; the
 # never-seen sets, the engine runs E1-E3 and tools/fidelity_report.py's never_seen_3 are measured after, never fitted.
+
+# Pre-registered (tpot20c) before this pass computed any prediction with either change below, the B27 split unchanged.
+# (1) Mechanism, not fitted: the tt-inference-server harness (TT340, TT340B, TT356) sends fixed-length prompts and
+# outputs ('cleaned-random' dataset, --random-input-len / --random-output-len, --ignore-eos) in a closed loop of
+# num_prompts = 8 x concurrency at 128-token outputs (tenstorrent/tt-inference-server@8e4adb3 benchmarking/
+# run_benchmarks.py and benchmark_config.py get_num_prompts): every request of a wave ends at the same step and the
+# next wave of `concurrency` requests arrives together, so a wave's prefills run before its requests' first tokens
+# (TTFT), not inside their decode. Such a point (`lockstep`) is priced as the cohort shape (all requests at one
+# context, kvplan tpot --shape cohort) with no other request's prefill in its TPOT. It touches B27b and B27d only (the
+# harness's other points run at concurrency 1).
+# (2) Rule R3, the one factor this pass may fit: the latency per call of a decode step's TP all-reduce across nodes
+# inside a serving engine, X us (kvplan.calc.costs CROSS_NODE_DECODE_ALLREDUCE_US, today nccl-tests' 46 us outside an
+# engine). X by least squares of the relative error over a 1 us grid (0..1,000 us) on the fit points that run a TP
+# group across nodes (B27a, B27c; no other fit point does), B27b and B27d held out. Adopted as kvplan's default only
+# if the held-out median over every held-out point does not worsen and neither B27b nor B27d gets worse than with 46 us
+# (both with change (1) in place); otherwise reported, not adopted. The never-seen sets and the engine runs E1-E3 have
+# no TP group across nodes: measured after, never fitted.
 
 # Never seen (issue 20: "the same measured on points the project never saw"): collected in one pass after the
 # model change above, written here before any of their predictions was computed, and never used to fit or tune a
@@ -336,6 +355,32 @@ ENGINE_RUNS = tuple(
                    f"concurrency {c}" + (f" ({max(1, c // 8)} per DP rank)" if engine.startswith("sglang") else ""),
                    engine=engine)
     for j, (engine, rows) in enumerate(_DSTACK_ROWS, start=1) for i, (c, t) in enumerate(rows))
+# Never seen, set 2 (tpot20c): the rest of tenstorrent/tt-inference-server issue 356, written here before any of their
+# predictions was computed, after rule R3 was fitted, and never used to fit. T1-T7: DeepSeek-R1-0528-AWQ on ONE node
+# of 8 x H100 at TP8 under vLLM (the issue's comment of 2025-07-10), the same cluster and harness as B27 without a
+# cross-node all-reduce: 4-bit AWQ weights (kvplan --weight-dtype int4), whose experts vLLM runs on its Marlin W4A16
+# MoE kernel (vllm/model_executor/layers/quantization/awq_marlin.py AWQMoEMethod: use_marlin), so --upcast-moe-us 0
+# as the Marlin runs above (MARLIN); vLLM release not stated. T8-T13: the other concurrency-1 rows of the SGLang
+# table B27c comes from (2025-07-09, 'SGLANG + INFINIBAND'): one run with a fit point, so they check the context slope
+# more than the fit. Every row at concurrency 1 (a plain step: nothing to lock).
+TT356_AWQ = ("github.com/tenstorrent/tt-inference-server/issues/356, comment of 2025-07-10 'Performance Benchmark "
+             "Sweeps for DeepSeek-R1-0528-AWQ on 8xH100s (vLLM)': TPOT as published, concurrency 1; AWQ 4-bit "
+             "weights on vLLM's Marlin MoE (awq_marlin.py AWQMoEMethod); vLLM release not stated")
+TT356_SGL = ("github.com/tenstorrent/tt-inference-server/issues/356, comment of 2025-07-09 'Performance Benchmark "
+             "Sweeps for DeepSeek-R1-0528 on 16 H100 (SGLANG + INFINIBAND)': TPOT as published, concurrency 1 (the "
+             "table of B27c); SGLang release not stated")
+NEVER_SEEN_TT356 = (
+    *(PublishedPoint(f"T{i}", "deepseek-r1", "h100-sxm", (("tp", 8),), "bf16", 1, isl, osl, t, TT356_AWQ,
+                     f"AWQ int4, TP8 on one node, {isl:,}/{osl:,}", weight_dtype="int4",
+                     engine="vllm (version not stated, AWQ Marlin)", factors=MARLIN)
+      for i, (isl, osl, t) in enumerate(((128, 128, 16.1), (128, 1024, 16.1), (1024, 128, 16.1), (2048, 128, 16.3),
+                                         (3072, 128, 16.4), (4096, 128, 16.4), (8192, 128, 16.6)), start=1)),
+    *(PublishedPoint(f"T{i}", "deepseek-r1", "h100-sxm", (("tp", 16), ("nodes", 2)), "bf16", 1, isl, osl, t,
+                     TT356_SGL, f"TP16 over two nodes, {isl:,}/{osl:,} (B27c's run)",
+                     engine="sglang (version not stated)")
+      for i, (isl, osl, t) in enumerate(((128, 1024, 23.2), (1024, 128, 23.2), (2048, 128, 23.3), (3072, 128, 23.6),
+                                         (4096, 128, 23.7), (8192, 128, 24.0)), start=8)),
+)
 # B1-B17's engines, from their sources above
 _ENGINE = {"B1": "vllm v0.19.1", "B2": "vllm v0.19.1", "B3": "vllm v0.19.1 (assumed)", "B4": "vllm v0.19.1",
            "B7": "sglang v0.5.7", "B9": "vllm v0.17.0 (ROCm)", "B10": "vllm v0.17.0 (ROCm)",
@@ -348,7 +393,9 @@ POINTS = tuple(replace(p, engine=_ENGINE[run_of(p.id)]) for p in POINTS) + NEW_P
 # MI300X's upcast_hbm (B9a-c; 0.37 under the 21 us). The per-GEMM floor (costs.GENERIC_FACTORS gemm_floor_us,
 # 10.3 us) comes from kernel microbenchmarks, not from these points.
 # Fitted on NEW_FIT points: A100's overhead_us_per_layer (B23b, B23d) and H100's upcast_moe_us (71 us; B19b, B22b,
-# the two fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0).
+# the two fit points on vLLM's default MXFP4 MoE path on Hopper; B15 and N1-N16 run Marlin and carry --upcast-moe-us 0),
+# and the latency per call of a decode step's TP all-reduce across nodes inside an engine (costs.
+# CROSS_NODE_DECODE_ALLREDUCE_US, 139 us; B27a, B27c; rule R3, tpot20c).
 IN_SAMPLE = {"B1a", "B3a", "B9a", "B9b", "B9c", "B15a", "B15b", "B15c", "B15d", "B15e"}
 
 
@@ -363,7 +410,10 @@ def predict(point: PublishedPoint) -> float:
                  kv_dtype_request=point.kv_dtype, prompt_tokens=point.prompt, decode_tokens=point.decode,
                  weight_dtype=point.weight_dtype,
                  engine=engine_of(point), **dict(point.parallel))
-    plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors)))
+    plan = plan_tpot(s, TpotOptions(batch=point.batch, factors=dict(point.factors),
+                                    shape="cohort" if point.lockstep else "steady"))
+    if point.lockstep:     # a wave's prefills run before its requests' first tokens: the cohort's steps alone
+        return plan.tpot_mean.value * 1e3
     if point.median_itl:   # the median gap between two tokens is a plain decode step: a stalled step is a rare one
         return plan.tpot_mean.value * 1e3
     prefill_s = plan.ttft.value - frontend_seconds(s).number()
@@ -429,6 +479,11 @@ def never_seen_errors() -> dict[str, float]:
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in NEVER_SEEN}
 
 
+def never_seen_tt356_errors() -> dict[str, float]:
+    """Signed relative error of kvplan's TPOT per point of never-seen set 2 (the rest of issue 356)."""
+    return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in NEVER_SEEN_TT356}
+
+
 def engine_run_errors() -> dict[str, float]:
     """Signed relative error of kvplan's TPOT per point of the one deployment run under three engines."""
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in ENGINE_RUNS}
@@ -462,6 +517,22 @@ def table() -> str:
     lines.append(f"\nengine_runs: {len(by_engine)} points, median |error| "
                  f"{statistics.median(map(abs, by_engine.values())):.1%}, "
                  f"{sum(abs(e) <= 0.30 for e in by_engine.values())} within 30%")
+    lines.append("\nNever seen, set 2 (tt-inference-server#356's other rows, collected after rule R3; never fitted):\n")
+    lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
+    lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")
+    tt = never_seen_tt356_errors()
+    for p in NEVER_SEEN_TT356:
+        tp = dict(p.parallel)["tp"]
+        lines.append(f"| {p.id} | {p.model} | {p.hardware} | {p.engine} | {tp} | {p.batch} | {p.prompt:,}/{p.decode:,} "
+                     f"| {p.tpot_ms:.2f} ms | {p.tpot_ms * (1 + tt[p.id]):.2f} ms | {tt[p.id]:+.0%} |")
+    groups = (("one node, vLLM AWQ TP8", [i for i in tt if int(i[1:]) <= 7]),
+              ("two nodes, SGLang TP16, B27c's run", [i for i in tt if int(i[1:]) > 7]))
+    parts = []
+    for name, ids in groups:
+        w = max(ids, key=lambda i: abs(tt[i]))
+        parts.append(f"{name}: {len(ids)} points, median |error| {statistics.median(abs(tt[i]) for i in ids):.1%}, "
+                     f"worst {w} ({tt[w]:+.1%})")
+    lines.append("\nnever_seen_2: " + "; ".join(parts))
     lines.append("\nNever seen (collected after the model was set, no factor fitted or tuned on them):\n")
     lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
     lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")

@@ -3,7 +3,8 @@ sources). Factors fitted to points (fidelity.IN_SAMPLE): the H100 and B200 per-l
 B3a), the per-request and per-MoE-layer overheads (B15a-e, gpt-oss-120b on 8 x H100; the MoE-layer one re-fitted
 to 13 us with the per-GEMM floor priced, to 21 us with vLLM's in-graph all-reduce priced), MI300X's upcast_hbm
 (B9a-c), A100's per-layer overhead (B23b, B23d; priced per MoE layer)
-and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper). The per-GEMM floor (10.3 us)
+and H100's upcast_moe_us (B19b, B22b: vLLM's default MXFP4 MoE path on Hopper), the cross-node decode all-reduce's
+latency per call in an engine (B27a, B27c: rule R3, 139 us). The per-GEMM floor (10.3 us)
 is sourced from microbenchmarks (sglang PR #5820), not fitted. The never-seen set (fidelity.NEVER_SEEN) is pinned
 apart, as ceilings.
 The pins below are all out of sample; their tolerances are about 1.5 x today's error, so a rule changed by a step
@@ -37,7 +38,11 @@ BY_ID = {p.id: p for p in fidelity.POINTS}
 # points) -> 8.1% (34; 9.1% on the same 34 without the rule), worst B27b (-47.1%): kvplan's decode step prices a TP
 # group wider than one node at the in-node all-reduce (docs/decode-measurements.md, relspeed20), so issue 20's 8% and
 # 30% targets are missed on the 34 and said so; the 31 earlier points keep 7.0% (HELD_OUT_EARLIER)
-HELD_OUT_MEDIAN, HELD_OUT_WORST, HELD_OUT_EARLIER = 0.082, 0.48, 0.0705
+# tpot20c: the tt harness's fixed-length closed loop runs in lockstep waves (B27b/d priced as the cohort's plain steps:
+# -48% / -32% at 46 us per cross-node call), and rule R3 fits the cross-node decode all-reduce's per-call latency in an
+# engine on B27a/B27c (139 us): held-out median 8.1% -> 7.2%, worst B27b -36.7% -> B24b -31.0% (B27b -23.0%, B27d
+# +2.5%): the 8% target is met on the 34, the 30% one missed on B24b alone
+HELD_OUT_MEDIAN, HELD_OUT_WORST, HELD_OUT_EARLIER = 0.075, 0.32, 0.0705
 
 
 @pytest.mark.parametrize("point_id, tolerance", [
@@ -62,6 +67,9 @@ HELD_OUT_MEDIAN, HELD_OUT_WORST, HELD_OUT_EARLIER = 0.082, 0.48, 0.0705
     # gpt-oss-20b on one H100 on vLLM's default MXFP4 path (matmul_ogs): batch 8 at 20K (+1%) and batch 1 (+7%);
     # -23% and -40% before upcast_moe_us (79 us per MoE layer, fitted on B19b and B22b)
     ("B22a", 0.03), ("B19a", 0.10),
+    # DeepSeek-R1-0528 TP16 over two H100 nodes at concurrency 32, lockstep waves, 139 us per cross-node call (rule R3,
+    # fitted on the concurrency-1 rows): SGLang +2.5%, vLLM -23.0% (-32% and -48% at nccl-tests' 46 us)
+    ("B27d", 0.05), ("B27b", 0.30),
 ])
 def test_out_of_sample_points_within_tolerance(point_id, tolerance):
     p = BY_ID[point_id]
@@ -242,3 +250,67 @@ def test_the_issue_828_sweep_carries_its_launch_and_n9_stands_apart_in_it():
     # prefills spread over 8,192 output tokens rather than 1,024); kept as published, outside 30%
     never = fidelity.never_seen_errors()
     assert never["N9"] == pytest.approx(7.38 / 16.0 - 1, abs=0.01)
+
+
+def test_the_tt_harness_runs_in_lockstep_waves():
+    # tpot20c: tenstorrent/tt-inference-server@8e4adb3 (as fc87cf3, before the issue-356 runs) benchmarking/
+    # run_benchmarks.py sends --dataset-name cleaned-random --random-input-len ISL --random-output-len OSL --ignore-eos
+    # (range ratio 1.0: every request the same length) with num_prompts = 8 x concurrency at 128-token outputs
+    # (benchmark_config.get_num_prompts): the 32 requests of a wave end at one step and the next 32 arrive together, so
+    # their prefills fall before their first tokens. B27b/d are priced as the cohort's plain steps, no prefill in them;
+    # the concurrency-1 rows are one request at a time (nothing to lock)
+    assert {p.id for p in fidelity.POINTS if p.lockstep} == {"B27b", "B27d"}
+    b27d = BY_ID["B27d"]
+    steady = replace(b27d, lockstep=False)
+    # the steady reading adds the 31 other requests' prefills per 128 tokens: 31 / 128 x a 128-token prefill at TP16
+    # over two nodes (about 21 ms) = about 5 ms more per token
+    assert 4.0 < fidelity.predict(steady) - fidelity.predict(b27d) < 6.5
+
+
+def test_r3_fits_the_cross_node_call_on_the_concurrency_1_rows_alone():
+    # Rule R3 (pre-registered in the module): the latency per call of the decode step's cross-node TP all-reduce, by
+    # least squares of the relative error over a 1 us grid on B27a and B27c (the fit points that run TP across nodes);
+    # the step is linear in it (61 layers x 2 calls), so two prices fix the line. It gives the shipped 139 us
+    from kvplan.calc import costs
+
+    fit = [BY_ID["B27a"], BY_ID["B27c"]]
+    assert all(p.id in fidelity.fit_ids() for p in fit)
+    shipped = costs.CROSS_NODE_DECODE_ALLREDUCE_US
+    try:
+        costs.CROSS_NODE_DECODE_ALLREDUCE_US = 0.0
+        at0 = [fidelity.predict(p) for p in fit]
+        costs.CROSS_NODE_DECODE_ALLREDUCE_US = 1000.0
+        at1000 = [fidelity.predict(p) for p in fit]
+    finally:
+        costs.CROSS_NODE_DECODE_ALLREDUCE_US = shipped
+
+    def loss(x):
+        return sum((a + (b - a) * x / 1000 - p.tpot_ms) ** 2 / p.tpot_ms ** 2
+                   for a, b, p in zip(at0, at1000, fit, strict=True))
+
+    # each call costs 61 x 2 = 122 calls a step: 1,000 us a call adds 122 ms to either step
+    assert [b - a for a, b in zip(at0, at1000, strict=True)] == pytest.approx([122.0, 122.0], rel=1e-6)
+    assert min(range(1001), key=loss) == shipped == 139.0
+
+
+def test_never_seen_set_2_stands_apart_and_is_reported():
+    # tpot20c: the rest of tenstorrent/tt-inference-server issue 356, written before any prediction, never fitted.
+    # T1-T7: vLLM, DeepSeek-R1-0528-AWQ at TP8 on one 8 x H100 node (16.1-16.6 ms as published), 4-bit weights on
+    # vLLM's Marlin MoE (no upcast_moe_us); T8-T13: the SGLang two-node table of B27c (23.2-24.0 ms)
+    t = {p.id: p for p in fidelity.NEVER_SEEN_TT356}
+    assert list(t) == [f"T{i}" for i in range(1, 14)]
+    assert not set(t) & ({p.id for p in fidelity.POINTS} | {p.id for p in fidelity.NEVER_SEEN})
+    awq = [t[f"T{i}"] for i in range(1, 8)]
+    assert all(p.weight_dtype == "int4" and dict(p.factors) == {"upcast_moe_us": 0.0} for p in awq)
+    assert all(dict(p.parallel) == {"tp": 8} and p.batch == 1 for p in awq)
+    assert [p.tpot_ms for p in awq] == [16.1, 16.1, 16.1, 16.3, 16.4, 16.4, 16.6]
+    two_nodes = [t[f"T{i}"] for i in range(8, 14)]
+    assert all(dict(p.parallel) == {"tp": 16, "nodes": 2} for p in two_nodes)
+    errors = fidelity.never_seen_tt356_errors()
+    # the two-node rows sit beside the fit point B27c (23.1 ms at 128/128): today +0..+3%
+    assert max(abs(errors[p.id]) for p in two_nodes) <= 0.05
+    # the one-node AWQ rows: kvplan is 45-46% under (8.9 ms), the same cluster's single-node step as slow as its
+    # two-node one is above kvplan's; pinned as today's ceiling, reported (docs/decode-measurements.md, tpot20c)
+    assert all(-0.50 <= errors[p.id] <= -0.40 for p in awq)
+    text = fidelity.table()
+    assert "never_seen_2: one node, vLLM AWQ TP8: 7 points" in text

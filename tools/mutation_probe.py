@@ -1756,7 +1756,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "            if False:\n                # the decode"),
     M("xnode20-decode-cross-node-one-call", COSTS, "comm_layer = (2 * CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,",
       "comm_layer = (CROSS_NODE_DECODE_ALLREDUCE_US * 1e-6,"),
-    M("xnode20-decode-cross-node-latency", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 46.0",
+    M("xnode20-decode-cross-node-latency", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 139.0",
       "CROSS_NODE_DECODE_ALLREDUCE_US = 26.0"),
     M("xnode20-decode-cross-node-nvlink-rate", COSTS, "ring_bytes / cross)\n",
       "ring_bytes / (link * f.value('link')))\n"),
@@ -1905,6 +1905,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "        return order[i], None, priced"),
     M("pd21g-breakeven-lowest-win-below-a-loss", PD, "    return order[i], order[i + 1], priced",
       "    return order[wins.index(True)], None, priced"),
+    # tpot20c: the tt harness's lockstep waves (tests/test_tpot_fidelity.py) and rule R3's 139 us per cross-node call
+    M("tpot20c-lockstep-prefills-back", "benchmarks/tpot_fidelity.py", "    if point.lockstep:     # a wave's",
+      "    if False:     # a wave's"),
+    M("tpot20c-lockstep-b27-off", "benchmarks/tpot_fidelity.py", "lockstep=c > 1)", "lockstep=False)"),
+    M("tpot20c-lockstep-every-b27", "benchmarks/tpot_fidelity.py", "lockstep=c > 1)", "lockstep=True)"),
+    M("tpot20c-r3-nccl-tests-latency", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 139.0",
+      "CROSS_NODE_DECODE_ALLREDUCE_US = 46.0"),
+    M("tpot20c-r3-latency-off-by-ten", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 139.0",
+      "CROSS_NODE_DECODE_ALLREDUCE_US = 129.0"),
 )
 
 

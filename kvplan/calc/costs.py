@@ -245,18 +245,30 @@ CROSS_NODE_ALLREDUCE_SOURCE = (
 # across nodes", vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's copy of it logs the same
 # line for a multi-node TP group (sgl-project/sglang@004e656 python/sglang/srt/distributed/device_communicators/
 # custom_all_reduce.py; a world of 16 is also outside its _SUPPORTED_WORLD_SIZES), so it falls back to NCCL (pynccl).
-# NCCL's small-message all-reduce over two 8-GPU Hopper nodes with one
-# ConnectX-7 NDR (400 Gb/s) NIC per GPU takes 46.3-47.8 us for 4 B - 512 B (NCCL 2.21.5, nccl-tests outside CUDA
-# graphs; github.com/NVIDIA/nccl/issues/1244, 16 x H20, the first table); kvplan takes 46 us per call, latency-bound
-# at these sizes (the same table is flat to 512 B), plus the message's ring bytes at the cross-node bus bandwidth
-# (CROSS_NODE_ALLREDUCE_SOURCE). The figure is outside CUDA graphs (the engines capture pynccl in their decode graphs,
-# which saves the launch: an upper bound by a few us) and on two nodes; a wider group is priced at the same latency.
-CROSS_NODE_DECODE_ALLREDUCE_US = 46.0
+# NCCL's small-message all-reduce over two 8-GPU Hopper nodes with one ConnectX-7 NDR (400 Gb/s) NIC per GPU takes
+# 46.3-47.8 us for 4 B - 512 B in nccl-tests, outside an engine (NCCL 2.21.5; github.com/NVIDIA/nccl/issues/1244, 16 x
+# H20, the first table). Inside a serving engine a decode step pays more per call: on DeepSeek-R1-0528 at TP16 over two
+# 8 x H100 nodes over InfiniBand (github.com/tenstorrent/tt-inference-server/issues/356), 46 us left vLLM's and SGLang's
+# concurrency-1 steps 12.2 and 10.6 ms short (25.9 and 23.1 ms measured), the same ~10.5 ms SGLang misses at
+# concurrency 32 (the harness's lockstep waves: a plain step), i.e. a cost per call, not per token. kvplan takes
+# 139 us per call, the least-squares fit of the relative error (1 us grid) on the two concurrency-1 points alone,
+# pre-registered as rule R3 in benchmarks/tpot_fidelity.py; held out, concurrency 32 is then -23% (vLLM) and +2.5%
+# (SGLang), from -48% and -32% at 46 us. Plus the message's ring bytes at the cross-node bus bandwidth
+# (CROSS_NODE_ALLREDUCE_SOURCE).
+# What makes up the ~93 us above nccl-tests (host proxy progress of NCCL's network sends inside CUDA graphs, the
+# ranks' skew at each of the step's 122 barriers, the engines' per-step CPU broadcast across nodes) is not measured
+# by any source found: a fitted figure from one H100 cluster, used for every GPU and any number of nodes, and an upper
+# bound: the same cluster's one-node vLLM step (DeepSeek-R1-0528-AWQ at TP8, issue 356's table of 2025-07-10) is 7.2 ms
+# slower than kvplan with no cross-node call in it, so part of the excess may not be cross-node (~86 us a call if all
+# of it carried over; docs/decode-measurements.md, tpot20c).
+CROSS_NODE_DECODE_ALLREDUCE_US = 139.0
 CROSS_NODE_DECODE_ALLREDUCE_SOURCE = (
     "a decode step's TP all-reduce across nodes runs on NCCL, not the custom all-reduce (vLLM's and SGLang's "
-    "custom_all_reduce.py: 'disabled because this process group spans across nodes'): NCCL's small all-reduce over "
-    "2 nodes x 8 Hopper GPUs, one 400 Gb/s NIC each, 46.3-47.8 us at 4-512 B (github.com/NVIDIA/nccl/issues/1244, "
-    "outside CUDA graphs) -> 46 us per call, + ring bytes at the cross-node bus bandwidth")
+    "custom_all_reduce.py: 'disabled because this process group spans across nodes'): 139 us per call inside a "
+    "serving engine, fitted (tpot_fidelity rule R3) on vLLM's and SGLang's concurrency-1 decode of DeepSeek-R1-0528 at "
+    "TP16 over two 8 x H100 nodes (github.com/tenstorrent/tt-inference-server/issues/356); nccl-tests outside an "
+    "engine: 46.3-47.8 us at 4-512 B (github.com/NVIDIA/nccl/issues/1244); + ring bytes at the cross-node bus "
+    "bandwidth")
 
 def scale_up_domain(hw: HardwareSpec) -> int:
     """GPUs on one scale-up (NVLink) domain: the preset's scale_up.domain_gpus where it has one (an NVL72 rack of
