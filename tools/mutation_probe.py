@@ -1592,6 +1592,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "driver, init = 0.0, PCIE_HIDDEN_GIB"),
     M("sglpool20c-alone-note-off", SGL, "        alone = ranks == 1 and not self.driver_measured(hw)",
       "        alone = False"),
+    # pool20d: the host a GPU preset names ([node] os) sets SGLang's pre-load memory on an unmeasured GPU alone
+    M("pool20d-host-ignored", SGL, "        host = hw.node.os if alone else None", "        host = None"),
+    M("pool20d-host-any-gpu", SGL, "        host = hw.node.os if alone else None", "        host = hw.node.os"),
+    M("pool20d-host-swapped", SGL, "PCIE_HIDDEN_GIB if host == \"linux\" else WINDOWS_HIDDEN_GIB",
+      "WINDOWS_HIDDEN_GIB if host == \"linux\" else PCIE_HIDDEN_GIB"),
+    M("pool20d-host-keeps-driver", SGL, "            driver, init = 0.0, PCIE_HIDDEN_GIB if host",
+      "            init = PCIE_HIDDEN_GIB if host"),
+    M("pool20d-os-unchecked", "kvplan/specs/hardware.py", "if self.os is not None and self.os not in HOST_OSES:",
+      "if False:"),
     # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)
     M("tpot20b-ix828-release-dropped", "benchmarks/tpot_fidelity.py",
       '"B15": "vllm v0.15.1"', '"B15": "vllm (version not stated)"'),

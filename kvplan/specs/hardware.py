@@ -15,6 +15,7 @@ COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # Above this an hourly price for one GPU is a typo (a whole node's price, or cents): the dearest public
 # on-demand offers are a few tens of dollars per GPU-hour.
 MAX_USD_PER_GPU_HOUR = 1000.0
+HOST_OSES = ("linux", "windows")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,9 +55,16 @@ class NodeSpec:
     host_dram_gb: Sourced | None = None
     nic_gb_s_per_direction_per_gpu: Sourced | None = None
     local_nvme_tb: Sourced | None = None
+    # The host's operating system where the preset states it ("linux" or "windows": Windows itself or WSL2 / Docker
+    # Desktop on it). Windows keeps more of a GPU's memory from CUDA processes than Linux (the display and WDDM);
+    # SGLang's pre-load free memory on a GPU without a measured driver reserve reads it (kvplan.engines.sglang).
+    os: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.os is not None and self.os not in HOST_OSES:
+            raise ValueError(f"node.os = {self.os!r} is not a host kvplan knows; write one of {', '.join(HOST_OSES)} "
+                             "(Windows, WSL2 and Docker Desktop on Windows are all 'windows'), or leave it out")
 
 
 @dataclass(frozen=True, kw_only=True)
