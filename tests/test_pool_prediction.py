@@ -402,8 +402,13 @@ def test_sglang_pre_load_memory_by_host():
     h100 = load_hardware("h100-sxm")
     s = Scenario(model="llama-3.1-8b", hardware=replace(h100, node=replace(h100.node, os="windows")), tp=1,
                  engine="sglang==0.4.6", prompt=1000, decode=1000)
-    assert s.engine_adapter.budget(s, s.sized_model, s.parallelism).visible.number() / GIB == pytest.approx(
-        78.40, abs=0.005)
+    visible = s.engine_adapter.budget(s, s.sized_model, s.parallelism).visible
+    assert visible.number() / GIB == pytest.approx(78.40, abs=0.005)
+    assert "([node] os = windows) is not used" in visible.why.formula   # said, not silently ignored
+    # vLLM sizes its pool from the total memory x gpu_memory_utilization, whatever the host: 79.65 - 0.46 = 79.19
+    v = Scenario(model="llama-3.1-8b", hardware=s.hardware, tp=1, engine="vllm==0.19.0", prompt=1000, decode=1000)
+    vb = v.engine_adapter.budget(v, v.sized_model, v.parallelism).visible
+    assert vb.number() / GIB == pytest.approx(79.19, abs=0.005) and "does not move it" in vb.why.substituted
 
 
 def test_a_host_kvplan_does_not_know_is_refused():

@@ -1599,6 +1599,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "WINDOWS_HIDDEN_GIB if host == \"linux\" else PCIE_HIDDEN_GIB"),
     M("pool20d-host-keeps-driver", SGL, "            driver, init = 0.0, PCIE_HIDDEN_GIB if host",
       "            init = PCIE_HIDDEN_GIB if host"),
+    M("pool20d-host-unused-silent", SGL, "measured driver reserve\" if hw.node.os and not host else \"\")",
+      "measured driver reserve\" if False else \"\")"),
+    M("pool20d-vllm-host-silent", "kvplan/engines/vllm.py", "        if hw.node.os:\n            how +=",
+      "        if False:\n            how +="),
     M("pool20d-os-unchecked", "kvplan/specs/hardware.py", "if self.os is not None and self.os not in HOST_OSES:",
       "if False:"),
     # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)

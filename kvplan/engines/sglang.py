@@ -806,7 +806,9 @@ class SglangEngine(Engine):
                 "and context together" if host else
                 f"; an unmeasured GPU alone: the safe side, {WINDOWS_HIDDEN_GIB:g} GiB hidden under Windows / WSL2 "
                 f"was seen, about {PCIE_HIDDEN_GIB:g} on Linux (up to {driver + init - PCIE_HIDDEN_GIB:.2f} GiB more "
-                "pre-load memory; say the host with [node] os in the GPU preset)" if alone else ""),
+                "pre-load memory; say the host with [node] os in the GPU preset)" if alone else "") + (
+                f"; the preset's host ([node] os = {hw.node.os}) is not used: it sets the hidden memory only for one "
+                "GPU without a measured driver reserve" if hw.node.os and not host else ""),
             f"{hw.hbm_capacity_gib.value:g} - {driver:g} - {init:g} GiB = {(hw.hbm_bytes - hidden) / 2**30:.2f} GiB",
             driver_src, INIT_SOURCE, *((PCIE_INIT_SOURCE,) if pcie else ()),
             *((PCIE_HIDDEN_SOURCE,) if unmeasured else ()), *((HOST_HIDDEN_SOURCE,) if host else ())))

@@ -557,6 +557,9 @@ class VllmEngine(Engine):
         how = ("AMD: ROCm reports the whole HBM" if amd else f"{hw.id}: {gib:g} GiB" if key else
                f"{hw.id}: not measured, the largest reserve seen ({gib:g} GiB, an estimate)")
         visible = hw.hbm_bytes - _gib(gib)
+        if hw.node.os:
+            how += (f"; the preset's host ([node] os = {hw.node.os}) does not move it: vLLM sizes the pool from the "
+                    "total, not from the free memory")
         return Bytes(visible, derived("HBM - what the CUDA driver keeps (vLLM's total_gpu_memory)",
                                       f"{hw.hbm_bytes:,} - {_gib(gib):,} ({how}) = {visible:,} B",
                                       DRIVER_RESERVE_SOURCE))
