@@ -617,3 +617,22 @@ def test_sglang_weight_load_overhead():
     # above one rank: QwQ-32B's 32,763,876,352 x 2 B / 4 + int(0.26 x 2^30)
     four = next(e for e in SG_LOGS if e["id"] == "sglang-qwq-32b-4xl4-tp4")
     assert fidelity.sglang_budget(four).weights.number() == 32_763_876_352 * 2 // 4 + int(0.26 * 2**30)
+
+
+def test_vllm_gdn_hybrid_graph_estimate_is_flagged_from_v0_26():
+    # vllm-project/vllm#50780: from v0.26.0 a Gated DeltaNet hybrid's CUDA-graph estimate also charges a profiling
+    # transient that grows with max_num_batched_tokens (4.2 GiB against 0.56 in v0.23 for the same graphs); kvplan's
+    # 0.30 + 0.02 GiB a layer leaves it out, so the report warns that the pool may be optimistic. Qwen3-Next is a GDN
+    # hybrid, Qwen3-32B is not; v0.25 predates the change; a given pool or runtime reserve needs no warning.
+    def warned(model: str, engine: str, **extra) -> bool:
+        s = Scenario(model=model, hardware="h100-sxm", tp=4, engine=engine, prompt=1000, decode=1000, **extra)
+        b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+        rep = s.engine_adapter.report(s, s.sized_model, s.parallelism, b.kv_pool_bytes, None)
+        return any("vllm-project/vllm/issues/50780" in w for w in rep.warnings)
+
+    assert warned("qwen3-next-80b-a3b", "vllm==0.26.0")
+    assert warned("qwen3-next-80b-a3b", "vllm==0.33.0")
+    assert not warned("qwen3-next-80b-a3b", "vllm==0.25.0")
+    assert not warned("qwen3-32b", "vllm==0.26.0")
+    assert not warned("qwen3-next-80b-a3b", "vllm==0.26.0", kv_pool="40GiB")
+    assert not warned("qwen3-next-80b-a3b", "vllm==0.26.0", runtime_reserve="2GiB")

@@ -1603,6 +1603,17 @@ MUTANTS: tuple[Mutant, ...] = (
       "measured driver reserve\" if False else \"\")"),
     M("pool20d-vllm-host-silent", "kvplan/engines/vllm.py", "        if hw.node.os:\n            how +=",
       "        if False:\n            how +="),
+    M("pool20d-gdn-warning-every-release", "kvplan/engines/vllm.py",
+      "and self.since(GDN_GRAPH_TRANSIENT_SINCE) and GatedDeltaNet", "and GatedDeltaNet"),
+    M("pool20d-gdn-warning-any-model", "kvplan/engines/vllm.py",
+      "and self.since(GDN_GRAPH_TRANSIENT_SINCE) and GatedDeltaNet in self.kinds(model)):",
+      "and self.since(GDN_GRAPH_TRANSIENT_SINCE)):"),
+    M("pool20d-gdn-warning-since-0.25", "kvplan/engines/vllm.py", "GDN_GRAPH_TRANSIENT_SINCE: Release = (0, 26, 0)",
+      "GDN_GRAPH_TRANSIENT_SINCE: Release = (0, 25, 0)"),
+    M("pool20d-gdn-warning-given-pool", "kvplan/engines/vllm.py",
+      "        if (scenario.kv_pool_bytes is None and scenario.runtime_reserve_bytes is None\n"
+      "                and self.since(GDN",
+      "        if (scenario.runtime_reserve_bytes is None\n                and self.since(GDN"),
     M("pool20d-os-unchecked", "kvplan/specs/hardware.py", "if self.os is not None and self.os not in HOST_OSES:",
       "if False:"),
     # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)

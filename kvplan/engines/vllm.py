@@ -331,6 +331,11 @@ NON_TORCH_SOURCES = {
 # an upper envelope of the estimates the v0.19 'fit' logs print ('CUDA graph pool memory: ... (estimated)',
 # 0.54-1.70 GiB for 16-80 layers).
 CUDA_GRAPH_GIB = (0.30, 0.02)
+# From v0.26.0 a Gated DeltaNet hybrid's CUDA-graph estimate also charges the first FULL sample's forward over
+# max_num_batched_tokens of context (about 128 KiB a batched token on Qwen3.5-122B-A10B: 4.2 GiB estimated against
+# 0.56 in v0.23 for the same graphs, the pool 18-24% smaller; open when read): kvplan does not model it and says so.
+GDN_GRAPH_TRANSIENT_SINCE: Release = (0, 26, 0)
+GDN_GRAPH_TRANSIENT_SOURCE = "github.com/vllm-project/vllm/issues/50780 (v0.26.0 against v0.23.1, identical estimator)"
 # MXFP4 MoE weights on the Triton backend (Hopper and others): vLLM's loaded experts exceed the checkpoint by
 # ~0.8 MiB per expert per layer on every rank (gpt-oss-120b at TP1: 64.38 GiB loaded against 60.77 GiB of
 # checkpoint over 36 x 128 experts, LLMD_V011); swizzled layout, estimate.
@@ -929,6 +934,13 @@ class VllmEngine(Engine):
             warnings.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
                          f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the check allows "
                          f"{cfg.fit_available_bytes / 2**30:.2f} GiB; lower --max-model-len.")
+        if (scenario.kv_pool_bytes is None and scenario.runtime_reserve_bytes is None
+                and self.since(GDN_GRAPH_TRANSIENT_SINCE) and GatedDeltaNet in self.kinds(model)):
+            warnings.append("This pool may be optimistic by a few GiB per GPU: from v0.26 vLLM's CUDA-graph estimate "
+                            "for a Gated DeltaNet hybrid also counts a profiling transient that grows with "
+                            "max_num_batched_tokens (about 128 KiB a batched token reported), which kvplan's "
+                            f"0.30 + 0.02 GiB a layer leaves out ({GDN_GRAPH_TRANSIENT_SOURCE}); give --kv-pool from "
+                            "the log's 'Available KV cache memory', or lower --max-num-batched-tokens.")
         if cfg.padding_layers and self.since((0, 19, 0)):
             notes.append(f"From v0.19 vLLM's start-up check counts the {cfg.padding_layers} padding layer(s) of its "
                          "KV cache groups.")
