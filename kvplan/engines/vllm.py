@@ -57,11 +57,12 @@ READ_WHEELS: tuple[Release, ...] = ((0, 7, 3), (0, 8, 5), (0, 9, 0), (0, 9, 2), 
                                     (0, 11, 0), (0, 11, 1), (0, 11, 2)) + tuple((0, m, 0) for m in range(12, 34))
 # Releases where a rule kvplan models changes (each named where it is used below): 0.8 V1 (V1_SINCE, the V1
 # sampler bytes); 0.10.2 fp8 MLA and --kv-cache-memory-bytes; 0.11.1 fp8_ds_mla and fp8 MLA on any GPU; 0.17 the
-# smaller sampler bytes (SAMPLER_BYTES). Not a boundary: v0.8.3's --data-parallel-size, a printed flag that carries
+# smaller sampler bytes (SAMPLER_BYTES); 0.26 the Gated DeltaNet graph-estimate warning (GDN_GRAPH_TRANSIENT_SINCE).
+# Not a boundary: v0.8.3's --data-parallel-size, a printed flag that carries
 # its own release (Flag.since), and no wheel between v0.8.0 and v0.8.3 was read.
 BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 8, 0), (0, 9, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1),
                                    (0, 12, 0), (0, 14, 0), (0, 15, 0), (0, 17, 0), (0, 18, 0), (0, 19, 0), (0, 20, 0),
-                                   (0, 21, 0), (0, 24, 0), (0, 29, 0))
+                                   (0, 21, 0), (0, 24, 0), (0, 26, 0), (0, 29, 0))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:
@@ -331,6 +332,11 @@ NON_TORCH_SOURCES = {
 # an upper envelope of the estimates the v0.19 'fit' logs print ('CUDA graph pool memory: ... (estimated)',
 # 0.54-1.70 GiB for 16-80 layers).
 CUDA_GRAPH_GIB = (0.30, 0.02)
+# From v0.26.0 a Gated DeltaNet hybrid's CUDA-graph estimate also charges the first FULL sample's forward over
+# max_num_batched_tokens of context (about 128 KiB a batched token on Qwen3.5-122B-A10B: 4.2 GiB estimated against
+# 0.56 in v0.23 for the same graphs, the pool 18-24% smaller; open when read): kvplan does not model it and says so.
+GDN_GRAPH_TRANSIENT_SINCE: Release = (0, 26, 0)
+GDN_GRAPH_TRANSIENT_SOURCE = "github.com/vllm-project/vllm/issues/50780 (v0.26.0 against v0.23.1, identical estimator)"
 # MXFP4 MoE weights on the Triton backend (Hopper and others): vLLM's loaded experts exceed the checkpoint by
 # ~0.8 MiB per expert per layer on every rank (gpt-oss-120b at TP1: 64.38 GiB loaded against 60.77 GiB of
 # checkpoint over 36 x 128 experts, LLMD_V011); swizzled layout, estimate.
@@ -563,6 +569,9 @@ class VllmEngine(Engine):
         how = ("AMD: ROCm reports the whole HBM" if amd else f"{hw.id}: {gib:g} GiB" if key else
                f"{hw.id}: not measured, the largest reserve seen ({gib:g} GiB, an estimate)")
         visible = hw.hbm_bytes - _gib(gib)
+        if hw.node.os:
+            how += (f"; the preset's host ([node] os = {hw.node.os}) does not move it: vLLM sizes the pool from the "
+                    "total, not from the free memory")
         return Bytes(visible, derived("HBM - what the CUDA driver keeps (vLLM's total_gpu_memory)",
                                       f"{hw.hbm_bytes:,} - {_gib(gib):,} ({how}) = {visible:,} B",
                                       DRIVER_RESERVE_SOURCE))
@@ -932,6 +941,13 @@ class VllmEngine(Engine):
             warnings.append(f"vLLM would refuse to start: one {mml:,}-token request needs "
                          f"{cfg.needed_for_one_request_bytes / 2**30:.2f} GiB of KV but the check allows "
                          f"{cfg.fit_available_bytes / 2**30:.2f} GiB; lower --max-model-len.")
+        if (scenario.kv_pool_bytes is None and scenario.runtime_reserve_bytes is None
+                and self.since(GDN_GRAPH_TRANSIENT_SINCE) and GatedDeltaNet in self.kinds(model)):
+            warnings.append("This pool may be optimistic by a few GiB per GPU: from v0.26 vLLM's CUDA-graph estimate "
+                            "for a Gated DeltaNet hybrid also counts a profiling transient that grows with "
+                            "max_num_batched_tokens (about 128 KiB a batched token reported), which kvplan's "
+                            f"0.30 + 0.02 GiB a layer leaves out ({GDN_GRAPH_TRANSIENT_SOURCE}); give --kv-pool from "
+                            "the log's 'Available KV cache memory', or lower --max-num-batched-tokens.")
         if cfg.padding_layers and self.since((0, 19, 0)):
             notes.append(f"From v0.19 vLLM's start-up check counts the {cfg.padding_layers} padding layer(s) of its "
                          "KV cache groups.")

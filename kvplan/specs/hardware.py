@@ -18,6 +18,7 @@ MAX_USD_PER_GPU_HOUR = 1000.0
 # How the source of an [efficiency] value fitted by `kvplan calibrate` starts (kvplan.inputs.calibration_file writes
 # it, kvplan.calc.costs.step_factors reads it): here, so that pricing a step does not load the calibration reader.
 CALIBRATED = "calibration "
+HOST_OSES = ("linux", "windows")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,9 +58,16 @@ class NodeSpec:
     host_dram_gb: Sourced | None = None
     nic_gb_s_per_direction_per_gpu: Sourced | None = None
     local_nvme_tb: Sourced | None = None
+    # The host's operating system where the preset states it ("linux" or "windows": Windows itself or WSL2 / Docker
+    # Desktop on it). Windows keeps more of a GPU's memory from CUDA processes than Linux (the display and WDDM);
+    # SGLang's pre-load free memory on a GPU without a measured driver reserve reads it (kvplan.engines.sglang).
+    os: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.os is not None and self.os not in HOST_OSES:
+            raise ValueError(f"node.os = {self.os!r} is not a host kvplan knows; write one of {', '.join(HOST_OSES)} "
+                             "(Windows, WSL2 and Docker Desktop on Windows are all 'windows'), or leave it out")
 
 
 @dataclass(frozen=True, kw_only=True)
