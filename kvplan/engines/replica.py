@@ -182,6 +182,21 @@ class ReplicaState:
         self.joins += 1
         self.running.append(i)
 
+    def join_at(self, i: int) -> None:
+        """``join``, at the place ``seq[i]`` already gives it (vLLM V1 with a prefill cap: a request keeps the place
+        it was admitted at while it prefills over several steps, or sits out a step the token budget did not reach):
+        into ``running`` by bisection, no new place taken."""
+        v = self.Pl[i] + self.g[i] - self.steps
+        self.xo_l[i] = v
+        if self.xo_used:
+            self.xo[i] = v
+        self.sum_xo += v
+        self.phase[(-v - self.shift) % self.block] += 1
+        self.in_run[i] = True
+        self.done_at[i] = d = self.El[i] - v
+        heapq.heappush(self.done_heap, (d, i))
+        bisect.insort(self.running, i, key=self.seq.__getitem__)
+
     def leave(self, i: int) -> None:
         """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""
         v = self.xo_l[i]
