@@ -133,7 +133,8 @@ class ReplicaState:
         self.prefix_cached = False               # the shared prefix is in the cache (after the first prefill)
         self.preempted = False                   # a preemption happened and no step has run since
         self.freed = total_blocks                # blocks ever put on the free queue (the pool's own first)
-        self.partial: tuple[int, int] | tuple[()] = ()   # a request part-way through its prefill, its tokens done
+        # the requests part-way through their prefill, each with its tokens done: (request, tokens, request, ...)
+        self.partial: tuple[int, ...] = ()
         # a scheduler that keeps a finished request's cache (SGLang's radix tree) hears of each finish, before its
         # blocks are freed
         self.on_finish: Callable[[int], None] | None = None
@@ -184,8 +185,8 @@ class ReplicaState:
 
     def join_at(self, i: int) -> None:
         """``join``, at the place ``seq[i]`` already gives it (vLLM V1 with a prefill cap: a request keeps the place
-        it was admitted at while it prefills over several steps, or sits out a step the token budget did not reach):
-        into ``running`` by bisection, no new place taken."""
+        it was admitted at while it prefills over several steps): into ``running`` by bisection, no new place
+        taken."""
         v = self.Pl[i] + self.g[i] - self.steps
         self.xo_l[i] = v
         if self.xo_used:

@@ -41,7 +41,8 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
             if getattr(o, key, None) is not None:
                 from kvplan.errors import KvplanError
 
-                raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s", f"use --engine vllm, or drop {flag}")
+                raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s",
+                                  f"use --engine vllm, or drop {flag}")
     if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":
         from kvplan.errors import KvplanError
 

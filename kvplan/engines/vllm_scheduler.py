@@ -699,9 +699,15 @@ class V1Scheduler(Scheduler):
         part-way through their prefill (``parts``), each at the place it was admitted, so the step walks the
         running requests in that order as scheduler.py does: a decoder one token, a request prefilling its next
         chunk (min(its tokens left, the cap, the budget left)), each taking its blocks or preempting the newest
-        (the last in that order) until they fit or it is itself the victim; once the budget is spent the rest sit
-        the step out (a decoder keeps its tokens: out of the batch for the step, back at its place after). Then
-        the waiting queue as ``_admit``, each chunk capped. False when no chunk would run (the event loop's run)."""
+        (the last in that order) until they fit or it is itself the victim. Then the waiting queue as ``_admit``,
+        each chunk capped. False when no chunk would run (the event loop's run).
+
+        The budget never runs out before the last of the batch (vLLM's ``while ... token_budget > 0`` leaves no one
+        behind): every request ahead of the last admitted one, L, took all it asked for in the step L was admitted
+        in (the budget was left for L), and asks no more since (a chunk min(tokens left, cap) only shrinks, a
+        finished prefill asks one token), so only L can be cut, and nobody is behind it. The reference
+        (tests/sim_reference.py rule 10) walks the batch with the budget check, so a case that broke this would
+        show there."""
         parts, running, btl, computed, tally = self.parts, r.running, r.btl, self.computed, r.tally
         if not parts and not self.late:
             waiting = r.waiting
@@ -722,13 +728,9 @@ class V1Scheduler(Scheduler):
         left = self.budget
         preempted = False
         chunks: list[tuple[int, int, int]] = []   # (request, first token, past the last) computed this step
-        out: list[int] = []                    # the decoders the budget did not reach: they sit the step out
         k = 0
         while k < len(order):
             i = order[k]
-            if left <= 0:
-                out = [j for j in order[k:] if in_run[j]]
-                break
             if in_run[i]:
                 c = 1
                 cache = r.xo_l[i] + r.steps - 1
@@ -766,15 +768,10 @@ class V1Scheduler(Scheduler):
         if used > tally.peak_used:
             tally.peak_used = used
         self._late_in(r)                       # the finished requests' blocks, freed after the decision
-        for i in out:                          # sit the step out: back at their places after it
-            running.remove(i)
-            r.leave(i)
         b = len(running)
         r.partial = tuple(x for i in parts for x in (i, computed[i]))
         if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
             r.preempted = True                 # (async scheduling) an empty decision, made again at once
-            for i in out:
-                r.join_at(i)
             return True
         spans = [(a, e) for _, a, e in chunks]
         t, alone = self.mixed(spans)
@@ -806,8 +803,6 @@ class V1Scheduler(Scheduler):
                 r.finished(i)
             else:
                 r.join_at(i)
-        for i in out:
-            r.join_at(i)
         r.partial = tuple(x for i in parts for x in (i, computed[i]))
         return True
 
