@@ -192,7 +192,7 @@ class ReplicaState:
         if self.xo_used:
             self.xo[i] = v
         self.sum_xo += v
-        self.phase[(-v - self.shift) % self.block] += 1
+        self.phase[(-self.shift - v) % self.block] += 1
         self.in_run[i] = True
         self.done_at[i] = d = self.El[i] - v
         heapq.heappush(self.done_heap, (d, i))

@@ -57,11 +57,14 @@ READ_WHEELS: tuple[Release, ...] = ((0, 7, 3), (0, 8, 5), (0, 9, 0), (0, 9, 2), 
                                     (0, 11, 0), (0, 11, 1), (0, 11, 2)) + tuple((0, m, 0) for m in range(12, 34))
 # Releases where a rule kvplan models changes (each named where it is used below): 0.8 V1 (V1_SINCE, the V1
 # sampler bytes); 0.10.2 fp8 MLA and --kv-cache-memory-bytes; 0.11.1 fp8_ds_mla and fp8 MLA on any GPU; 0.17 the
-# smaller sampler bytes (SAMPLER_BYTES). Not a boundary: v0.8.3's --data-parallel-size, a printed flag that carries
-# its own release (Flag.since), and no wheel between v0.8.0 and v0.8.3 was read.
+# smaller sampler bytes (SAMPLER_BYTES); 0.27 and 0.31 simulate's --long-prefill-token-threshold
+# (LONG_PREFILL_MAX_LEN_SINCE, LONG_PREFILL_ALONE_SINCE). Not a boundary: v0.8.3's --data-parallel-size, a printed
+# flag that carries its own release (Flag.since), and no wheel between v0.8.0 and v0.8.3 was read; nor v0.8.5's
+# --long-prefill-token-threshold (LONG_PREFILL_SINCE), refused below it with its release named, the 0.8 span's
+# rules read in the v0.8.5 wheel.
 BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 8, 0), (0, 9, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1),
                                    (0, 12, 0), (0, 14, 0), (0, 15, 0), (0, 17, 0), (0, 18, 0), (0, 19, 0), (0, 20, 0),
-                                   (0, 21, 0), (0, 24, 0), (0, 29, 0))
+                                   (0, 21, 0), (0, 24, 0), (0, 27, 0), (0, 29, 0), (0, 31, 0))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:

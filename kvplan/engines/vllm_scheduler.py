@@ -16,9 +16,8 @@ rules, each with the code it follows:
 * One step: the running requests first, in the order they were (re)admitted (``self.running``): a decoding
   request schedules one token; a request still in its prefill its next chunk, min(remaining tokens, token budget
   left) (scheduler.py, "First, schedule the RUNNING requests"); the token budget is ``max_num_batched_tokens``
-  (``s.engine_adapter.batch_limits_for``). ``long_prefill_token_threshold`` is 0 (off) by default (it is set only
-  with ``max_num_partial_prefills`` > 1): not modelled, so at most one request is part-way through its prefill,
-  the newest.
+  (``s.engine_adapter.batch_limits_for``). Without a chunk cap (``long_prefill_token_threshold`` 0, vLLM's
+  default) at most one request is part-way through its prefill, the newest; with one, see "Long prefills" below.
 * When a running request cannot get its blocks, the newest running request is preempted
   (``self.running.pop()``, scheduler.py), until it fits or the victim is the request itself; the victim's blocks
   are freed, its computed tokens reset to 0 and it goes to the FRONT of the waiting queue
@@ -115,10 +114,21 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   nor does it cap the slots at ``max_model_len`` (``num_tokens_need_slot = min(..., max_model_len)``). With async
   scheduling ``num_new_tokens`` also counts the step before's ``num_output_placeholders``; how many slots that
   adds past the verified tokens was not worked out: kvplan counts 2K in both modes.
-* ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
-  ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
-  then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
-  (scheduler.py ``schedule``). kvplan models the default.
+* Long prefills (``--long-prefill-token-threshold`` T, vLLM's flag; 0, the default in every release, is off;
+  ``LONG_PREFILL_*`` in ``kvplan.engines.vllm``, read in the v0.8.0, v0.8.5, v0.26.0, v0.27.0 and v0.28.0-v0.33.0
+  wheels). From v0.8.5 ``schedule`` caps a request's chunk at T (``if 0 < threshold < num_new_tokens``) in the
+  running loop and in the waiting loop, before the budget's min: min(its tokens left, T, budget left). So several
+  requests can be part-way through their prefill at once, each at the place in ``self.running`` it was admitted at,
+  and a step walks the running requests in that order (``_step_capped``): a decoder one token, a request part-way
+  its next chunk, each taking its blocks or popping the newest (the last in that order: a decoder or a request
+  part-way) until they fit or it is itself the victim; then the waiting queue, each chunk capped, every request
+  part-way holding a seat. From v0.31.0 the cap holds only when the running and waiting requests number more than
+  one (``num_eligible_reqs > 1``, counted at the start of ``schedule``: the finished requests async scheduling still
+  holds among the running, the waiting requests the decision sees); v0.30.0 caps a request alone too.
+  ``long_prefill_token_threshold_adaptive`` (v0.31.0+, off by default) is not modelled. ``max_num_partial_prefills``
+  / ``max_long_partial_prefills`` are V0's: other than 1 V1 falls back to V0 (through v0.11) or refuses
+  (``_check_feature_supported``), so their 4%-of-``max_model_len`` default threshold never applies in V1; v0.27.0
+  removed them. Refused with the cap: ``--kv-offloading-size`` and a ``--victim`` what-if.
 
 KV offloading (``--kv-offloading-size GiB``, the native CPU offloading connector; working from v0.14.0,
 ``OFFLOAD_SINCE`` in ``kvplan.engines.vllm``). Read in the v0.19.0 wheel (2a69949bd):
@@ -762,7 +772,7 @@ class V1Scheduler(Scheduler):
                 computed[i] = have + c
             left -= c
             k += 1
-        if not preempted:                      # then the waiting queue, while the budget and the batch allow
+        if not preempted:                      # the waiting queue next, each chunk capped
             self._admit_capped(r, left, chunks, late, cap)
         used = r.total_blocks - r.free
         if used > tally.peak_used:
@@ -773,16 +783,16 @@ class V1Scheduler(Scheduler):
         if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
             r.preempted = True                 # (async scheduling) an empty decision, made again at once
             return True
-        spans = [(a, e) for _, a, e in chunks]
-        t, alone = self.mixed(spans)
+        computed_now = [(a, e) for _, a, e in chunks]
+        t, alone = self.mixed(computed_now)
         if chunks:
             tally.stall_prefill += t - alone
             tally.mixed_steps += 1
-            tally.mixed_tokens += sum(e - a for a, e in spans)
+            tally.mixed_tokens += sum(e - a for a, e in computed_now)
         redo = self.redo
         for i, a, e in chunks:                 # tokens a victim computes again
             if i in redo:
-                tally.recomputed[i] += max(0, min(e, redo[i]) - a)
+                tally.recomputed[i] += max(min(e, redo[i]) - a, 0)
         if b + len(chunks) > tally.peak_running:
             tally.peak_running = b + len(chunks)
         r.now += t
@@ -811,9 +821,9 @@ class V1Scheduler(Scheduler):
         """``_admit`` with the chunk cap: each admitted request takes the next place (``r.seq``) and joins ``parts``
         until its prefill completes; every request part-way holds a seat."""
         running, parts, tally, btl, computed = r.running, self.parts, r.tally, r.btl, self.computed
-        waiting, arrival, cut = r.waiting, tally.arrival, self.cut
+        waiting, arrival, seen_to = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(parts) + late < self.max_seqs
-               and arrival[waiting[0]] <= cut):
+               and arrival[waiting[0]] <= seen_to):
             i = waiting[0]
             hit = self._hit(r, i)
             c = r.Pl[i] + r.g[i] - hit
