@@ -154,3 +154,22 @@ def test_the_command_line_refuses_in_one_line(run_cli):
     assert out.code == 2 and "--max-num-partial-prefills" in out.err
     out = run_cli(*base, "--long-prefill-token-threshold", "512", "--format", "json")
     assert out.code == 0 and "prefill chunks capped at 512 tokens" in out.out
+
+
+def test_capped_chunks_with_speculative_slots_equal_the_reference():
+    """The cap with --speculative mtp:3 (each running request's 2K slots, the reference's rule 9): DeepSeek-R1's
+    chunks of at most 40 tokens in a 128-token budget, preempting; the reference's rule 10 walks the batch."""
+    import sim_reference as ref  # tests/ is on sys.path (rootdir-less test modules)
+    from test_sim_reference import assert_same_v1, small_work
+    from test_simulate_speculative import R1, SPECS
+
+    s = build_scenario(**dict(R1, engine="vllm"), kv_pool="400MiB", max_num_batched_tokens="128")
+    work = small_work()
+    fast = sim.simulate(s, work, sim.SimOptions(max_batch=64, speculative=SPECS["flat mtp:3"],
+                                                long_prefill_token_threshold=40))
+    assert_same_v1(fast, ref.run_vllm(s, work, "newest", max_batch=64, speculative=SPECS["flat mtp:3"],
+                                      long_prefill_token_threshold=40))
+    assert fast.preemptions.sum() > 0 and fast.mixed_prefill_tokens >= sum(work.prompts)
+    with pytest.raises(KvplanError, match="caps a decoding request's 1 \\+ 3 tokens too"):
+        sim.simulate(s, work, sim.SimOptions(max_batch=64, speculative=SPECS["flat mtp:3"],
+                                             long_prefill_token_threshold=3))

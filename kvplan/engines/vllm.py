@@ -1036,6 +1036,10 @@ class VllmEngine(Engine):
         if cap and offload_bytes is not None:
             raise KvplanError("--long-prefill-token-threshold with --kv-offloading-size: kvplan does not model the "
                               "capped chunks with vLLM's offloading connector", "drop one of them")
+        if cap and speculative is not None and cap <= speculative[0]:
+            raise KvplanError(f"--long-prefill-token-threshold {cap:,} with --speculative: vLLM caps a decoding "
+                              f"request's 1 + {speculative[0]} tokens too (scheduler.py: num_tokens_with_spec), which "
+                              "kvplan does not model", f"give a threshold above {speculative[0]}, or drop one of them")
         if cap and victim != "newest":
             raise KvplanError(f"--long-prefill-token-threshold with --victim {victim}: kvplan models the capped chunks "
                               "with vLLM's own victim only (the newest)", "drop --victim")

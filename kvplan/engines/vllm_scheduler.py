@@ -128,7 +128,8 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   ``long_prefill_token_threshold_adaptive`` (v0.31.0+, off by default) is not modelled. ``max_num_partial_prefills``
   / ``max_long_partial_prefills`` are V0's: other than 1 V1 falls back to V0 (through v0.11) or refuses
   (``_check_feature_supported``), so their 4%-of-``max_model_len`` default threshold never applies in V1; v0.27.0
-  removed them. Refused with the cap: ``--kv-offloading-size`` and a ``--victim`` what-if.
+  removed them. Refused with the cap: ``--kv-offloading-size``, a ``--victim`` what-if, and a cap of K or less with
+  ``--speculative`` K (vLLM caps a decoder's 1 + K tokens too; kvplan counts a decoder as one token of the budget).
 
 KV offloading (``--kv-offloading-size GiB``, the native CPU offloading connector; working from v0.14.0,
 ``OFFLOAD_SINCE`` in ``kvplan.engines.vllm``). Read in the v0.19.0 wheel (2a69949bd):
