@@ -519,12 +519,22 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
 #       all its tokens) are free, else the waiting is over for this step; loads not seen are passed over.
 #    e. A turn with nothing to run but loads in flight moves the clock to the first of them to land (or an arrival
 #       before it).
+# 10. A chunk cap T (``long_prefill_token_threshold``, vLLM's --long-prefill-token-threshold; from v0.8.5): the turn
+#    takes the batch in its order (the order requests were admitted in; a request keeps its place while it prefills
+#    over several turns), while budget is left: a decoder one token and blocks for its computed tokens + 1; a
+#    request still prefilling min(its tokens left, T, budget left) tokens and their blocks. While its blocks are not
+#    free the last of the batch is preempted (rule 2's victim), until they are or it was itself the victim, which
+#    ends the batch's part of the turn. Once the budget is spent the rest of the batch waits the turn out (a decoder
+#    gains no token). Rule 3's waiting requests each take min(tokens - hit, T, budget left); every request still
+#    prefilling holds a seat. From v0.31.0 T applies only when the batch (with rule 7's finished-but-held requests)
+#    and the waiting requests seen number more than one; before, always.
 DECODE, PREFILL = "decode", "prefill"
 ASYNC_SINCE = (0, 14, 0)
 
 
 def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, speculative=None,
-             async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None) -> RefRun:
+             async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None,
+             long_prefill_token_threshold: int = 0) -> RefRun:
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
     block_bytes = capacity.request_bytes(alone, block) - capacity.request_bytes(alone, 0)
@@ -539,6 +549,8 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
     whole_input = release >= (0, 19, 0)            # rule 5
     hashless_first = release >= (0, 24, 0)         # rule 6
     asyn = release >= ASYNC_SINCE if async_scheduling is None else async_scheduling   # rule 7
+    cap_t = long_prefill_token_threshold       # rule 10
+    cap_only_with_company = release >= (0, 31, 0)
     # rule 9: a request holds the blocks of its tokens and D slots more (vLLM V1's allocate_slots: the K drafts it
     # verifies and, from v0.9.0, where MTP is use_eagle(), the K lookahead slots the drafter writes)
     ahead = 0 if speculative is None else speculative[0] * (2 if release >= (0, 9, 0) else 1)
@@ -717,16 +729,48 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
         budget = budget0
         preempted = False
         chunks: list[tuple[Req, int, int]] = []
-        while sum(slots_for(computed[r.id] + 1) - len(owned[r.id]) for r in running
-                  if status[r.id] == DECODE) > len(queue):
+        seen = started if asyn and started is not None else float("inf")   # rule 7
+        if cap_t:                                # rule 10: the batch in its order
+            company = len(running) + len(late) + sum(1 for q in waiting if q.arrival <= seen)
+            T = cap_t if (company > 1 or not cap_only_with_company) else 0
+            decoders = []
+            k = 0
+            while k < len(running) and budget > 0:
+                r = running[k]
+                if status[r.id] == DECODE:
+                    c = 1
+                else:
+                    c = tokens(r) - computed[r.id]
+                    if 0 < T < c:
+                        c = T
+                    c = min(c, budget)
+                want = slots_for(computed[r.id] + c) - len(owned[r.id])
+                while want > len(queue):
+                    v = running[-1]
+                    preempt(v)
+                    preempted = True
+                    if v is r:
+                        break
+                if r not in running:
+                    break
+                take_front(r, want)
+                if status[r.id] == DECODE:
+                    decoders.append(r)
+                else:
+                    chunks.append((r, computed[r.id], computed[r.id] + c))
+                budget -= c
+                k += 1
+        while not cap_t and sum(slots_for(computed[r.id] + 1) - len(owned[r.id]) for r in running
+                                if status[r.id] == DECODE) > len(queue):
             preempt(choose())
             preempted = True
-        decoders = [r for r in running if status[r.id] == DECODE]
-        for r in decoders:
-            take_front(r, slots_for(computed[r.id] + 1) - len(owned[r.id]))
-        budget -= len(decoders)
+        if not cap_t:
+            decoders = [r for r in running if status[r.id] == DECODE]
+            for r in decoders:
+                take_front(r, slots_for(computed[r.id] + 1) - len(owned[r.id]))
+            budget -= len(decoders)
         part = [r for r in running if status[r.id] == PREFILL]
-        if part and budget > 0:
+        if part and budget > 0 and not cap_t:
             p = part[0]
             c = min(tokens(p) - computed[p.id], budget)
             while slots_for(computed[p.id] + c) - len(owned[p.id]) > len(queue):
@@ -740,7 +784,6 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 take_front(p, slots_for(computed[p.id] + c) - len(owned[p.id]))
                 chunks.append((p, computed[p.id], computed[p.id] + c))
                 budget -= c
-        seen = started if asyn and started is not None else float("inf")   # rule 7
         fresh: list[Req] = []                    # rule 8a: first scheduled in this step
         while not preempted:
             blocked = False
@@ -782,7 +825,10 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 got = min(base + own, cap)
                 own_used = max(0, got - base)
                 hit = got * block
-                c = min(tokens(q) - hit, budget)
+                c = tokens(q) - hit
+                if cap_t and 0 < T < c:             # rule 10
+                    c = T
+                c = min(c, budget)
                 ext = 0
                 if offloading:                   # rule 8c: touched, then its ready places in a row after the hit
                     full = tokens(q) // block
@@ -838,6 +884,9 @@ def run_vllm(s, workload, victim: str = "newest", max_batch: int | None = None, 
                 free_all(r, computed[r.id], False)
             late.clear()
             seen = float("inf")
+            if cap_t:                            # rule 10: the new decision counts again
+                company = len(running) + sum(1 for q in waiting if q.arrival <= seen)
+                T = cap_t if (company > 1 or not cap_only_with_company) else 0
         out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - len(queue))
         for r in late:                           # rule 7: the finished requests' blocks, after the decision
             free_all(r, computed[r.id], False)

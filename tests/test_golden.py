@@ -40,6 +40,10 @@ COMMANDS = {
     # docs/commands/simulate.md: the README's vLLM run with vLLM's async scheduling off (on by default from v0.14)
     "simulate-no-async": ("simulate", "--engine", "vllm", "--kv-dtype", "fp8", "--workload", "r1-production", "--rate",
                           "3", "--requests", "2000", "--seed", "1", "--no-async-scheduling"),
+    # docs/commands/simulate.md: the same vLLM run with each prefill chunk capped at 512 tokens
+    "simulate-long-prefill": ("simulate", "--engine", "vllm", "--kv-dtype", "fp8", "--workload", "r1-production",
+                              "--rate", "3", "--requests", "2000", "--seed", "1", "--long-prefill-token-threshold",
+                              "512"),
     # docs/commands/concurrency.md: SGLang with DeepEP's all-to-all (its reserve below mem_fraction_static)
     "concurrency-deepep": ("concurrency", "--engine", "sglang", "--tp", "8", "--ep", "8", "--kv-dtype", "fp8",
                            "--moe-a2a-backend", "deepep"),
@@ -72,7 +76,8 @@ SKIP = {("presets-list", "brief"), ("presets-gpus", "brief"),
         ("simulate-compare", "csv")}   # csv is one run's per-request table
 # docs/traces.md shows the three sample traces at 80 columns only
 SKIP |= {("simulate-engines", f) for f in FORMATS if f not in ("table-80", "json")}
-SKIP |= {(c, f) for c in ("simulate-no-async", "concurrency-deepep") for f in FORMATS if f != "table-80"}
+SKIP |= {(c, f) for c in ("simulate-no-async", "concurrency-deepep", "simulate-long-prefill") for f in FORMATS
+         if f != "table-80"}
 SKIP |= {("pd-chat", f) for f in FORMATS if f not in ("brief", "json")}
 SKIP |= {(c, f) for c in COMMANDS if c.startswith("simulate-trace-") for f in FORMATS if f != "table-80"}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]

@@ -62,7 +62,10 @@ SG_CASES = [(c, {"disable_overlap_schedule": o}) for c in ("tight", "hicache", "
             for o in (None, True)]
 V1_CASES = [("vllm", {}), ("vllm", {"async_scheduling": False}), ("vllm==0.11.0", {}), ("vllm==0.20.0", {}),
             ("vllm==0.23.0", {"victim": "fewest-tokens"}), ("vllm==0.15.1", {"max_batch": 12}),
-            ("vllm-budget", {"max_batch": 64}), ("vllm-idle", {})]
+            ("vllm-budget", {"max_batch": 64}), ("vllm-idle", {}),
+            # v1chunk19: prefill chunks capped (--long-prefill-token-threshold), several prompts part-way at once
+            ("vllm-budget", {"max_batch": 64, "long_prefill_token_threshold": 100}),
+            ("vllm==0.30.0", {"long_prefill_token_threshold": 300})]
 
 
 @pytest.mark.parametrize("case,opts", SG_CASES + V1_CASES)

@@ -432,10 +432,12 @@ def assert_same_offload(fast, r: ref.RefRun) -> None:
 
 
 def check_random_small_trace(case, victim, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix, users,
-                             engine, async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None):
+                             engine, async_scheduling: bool | None = None, kv_offloading_bytes: int | None = None,
+                             long_prefill_token_threshold: int = 0):
     """One hypothesis case of a small V1 trace (shared with test_simulate_async and test_sim_vllm_offload): the event
     engine and the reference's ``run_vllm`` agree. ``async_scheduling`` None is the release's default, as in both;
-    ``kv_offloading_bytes``: vLLM's CPU offloading connector's pool, its counts compared too."""
+    ``kv_offloading_bytes``: vLLM's CPU offloading connector's pool, its counts compared too;
+    ``long_prefill_token_threshold``: the chunk cap (the reference's rule 10; 0: none)."""
     base, _, _ = CASES[case]
     max_len = 600
     longest = capacity.request_bytes(build_scenario(**base, kv_pool="1GiB"), max_len + 32)
@@ -447,10 +449,48 @@ def check_random_small_trace(case, victim, seed, requests, rate, budget, max_bat
                     **(dict(rate=rate) if users is None else dict(users=users[0], think_s=users[1],
                                                                   duration_s=users[2])))
     fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch, async_scheduling=async_scheduling,
-                                                kv_offloading_bytes=kv_offloading_bytes))
+                                                kv_offloading_bytes=kv_offloading_bytes,
+                                                long_prefill_token_threshold=long_prefill_token_threshold or None))
     r = ref.run_vllm(s, work, victim, max_batch=max_batch, async_scheduling=async_scheduling,
-                     kv_offloading_bytes=kv_offloading_bytes)
+                     kv_offloading_bytes=kv_offloading_bytes, long_prefill_token_threshold=long_prefill_token_threshold)
     (assert_same_v1 if kv_offloading_bytes is None else assert_same_offload)(fast, r)
+
+
+# --long-prefill-token-threshold (the reference's rule 10): v0.20.0 (first-chunk admission) and v0.30.0 cap every
+# chunk; v0.33.0 (the default) not while a request is alone (from v0.31.0); kvplan/engines/vllm.py LONG_PREFILL_*
+CAP_RELEASES = ["vllm==0.20.0", "vllm==0.30.0", "vllm"]
+
+
+@pytest.mark.parametrize("engine", CAP_RELEASES)
+@pytest.mark.parametrize(("budget", "cap"), [("128", 40), (None, 100)])
+@pytest.mark.parametrize("prefix", [None, "40"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_vllm_v1_capped_chunks_equal_the_reference(case, prefix, budget, cap, engine):
+    # prompts of 50 .. 400 tokens in chunks of at most 40 (budget 128) or 100 (the default budget): several prompts
+    # part-way through their prefill at once, with preemptions among them
+    base, pool, _ = CASES[case]
+    s = build_scenario(**dict(base, engine=engine), kv_pool=pool, shared_prefix=prefix, max_num_batched_tokens=budget)
+    work = small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0)
+    max_batch = 64 if budget else None
+    fast = sim.simulate(s, work, sim.SimOptions(max_batch=max_batch, long_prefill_token_threshold=cap))
+    assert_same_v1(fast, ref.run_vllm(s, work, "newest", max_batch=max_batch, long_prefill_token_threshold=cap))
+    plain = sim.simulate(s, work, sim.SimOptions(max_batch=max_batch))
+    assert fast.preemptions.sum() > 0 and fast.mixed_steps != plain.mixed_steps
+    assert fast.mixed_prefill_tokens >= sum(work.prompts)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(sorted(CASES)), seed=st.integers(0, 10_000), requests=st.integers(1, 20),
+       rate=st.sampled_from([2.0, 20.0, 200.0]), budget=st.sampled_from([None, 32, 100]),
+       max_batch=st.sampled_from([2, 5, 16]), pool_factor=st.sampled_from([1.05, 1.5, 3.0]),
+       prompt=st.sampled_from(["uniform:33,200", "fixed:64"]), prefix=st.sampled_from([None, 1, 33]),
+       users=st.sampled_from([None, (3, 0.0, None), (6, 0.05, 0.5)]),
+       engine=st.sampled_from([*CAP_RELEASES, "vllm==0.11.0"]), cap=st.sampled_from([1, 16, 40, 150]),
+       async_scheduling=st.sampled_from([None, False]))
+def test_vllm_v1_capped_random_small_traces(case, seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix,
+                                            users, engine, cap, async_scheduling):
+    check_random_small_trace(case, "newest", seed, requests, rate, budget, max_batch, pool_factor, prompt, prefix,
+                             users, engine, async_scheduling=async_scheduling, long_prefill_token_threshold=cap)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

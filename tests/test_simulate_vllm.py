@@ -331,7 +331,7 @@ def test_the_output_names_the_release_rules():
     new = sim.simulate(tiny(), at_zero([20], [2]), sim.SimOptions(max_batch=8))
     notes = new.scheduler_notes[0]
     assert "scheduler_reserve_full_isl, v0.19+" in notes and "without a hash go to the free queue's front" in notes
-    assert new.scheduler.startswith("vLLM V1 scheduler, 0.29+ rules (")
+    assert new.scheduler.startswith("vLLM V1 scheduler, 0.31+ rules (")
     assert "whole-input admission, hashless blocks first" in new.scheduler
 
 

@@ -353,7 +353,7 @@ def event_state(r: ReplicaState) -> dict:
             "swapped": tuple(r.swapped), "landing": tuple(i for _, i in r.landing),
             "not_arrived": (*(i for _, i in r.arrivals), *range(r.open_next, r.n if r.times else 0)),
             "leaving": tuple(i for _, i in r.leaving),
-            "prefilling": r.partial[:1], "prefilled_tokens": r.partial[1:],
+            "prefilling": r.partial[0::2], "prefilled_tokens": r.partial[1::2],
             "prefix_blocks": r.prefix_blocks, "swapped_out_bytes": r.tally.swapped_out_bytes,
             "swapped_in_bytes": r.tally.swapped_in_bytes}
 

@@ -106,6 +106,15 @@ def simulate(
     kv_offloading_size: Annotated[str | None, typer.Option(
         "--kv-offloading-size", metavar="GiB", help="vLLM's native CPU offloading connector, as vLLM's flag: its CPU "
         "buffer in GiB for the whole instance (all TP x PP ranks); from v0.14.0.")] = None,
+    long_prefill_token_threshold: Annotated[str | None, typer.Option(
+        "--long-prefill-token-threshold", metavar="TOKENS", help="vLLM's flag: cap each request's prefill chunk in a "
+        "step at this many tokens (0: off, the default); from v0.31.0 not while it is the only request.")] = None,
+    max_num_partial_prefills: Annotated[str | None, typer.Option(
+        "--max-num-partial-prefills", metavar="N", help="vLLM's flag (through v0.26): V1 runs only 1, the "
+        "default.")] = None,
+    max_long_partial_prefills: Annotated[str | None, typer.Option(
+        "--max-long-partial-prefills", metavar="N", help="vLLM's flag (through v0.26): V1 runs only 1, the "
+        "default.")] = None,
     disable_overlap_schedule: Annotated[bool, typer.Option(
         "--disable-overlap-schedule", help="SGLang's flag: turn off its overlap scheduler (each batch decided while "
         "the one before it runs; on by default).")] = False,
@@ -127,7 +136,8 @@ def simulate(
         trace_rate=trace_rate, ttft_slo=ttft_slo, slo_percentile=slo_percentile, slo_attainment=slo_attainment,
         speculative=speculative, accept=accept, hicache=hicache, hicache_ratio=hicache_ratio,
         hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling,
-        kv_offloading_size=kv_offloading_size,
+        kv_offloading_size=kv_offloading_size, long_prefill_token_threshold=long_prefill_token_threshold,
+        max_num_partial_prefills=max_num_partial_prefills, max_long_partial_prefills=max_long_partial_prefills,
         disable_overlap_schedule=disable_overlap_schedule)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:

@@ -133,7 +133,8 @@ class ReplicaState:
         self.prefix_cached = False               # the shared prefix is in the cache (after the first prefill)
         self.preempted = False                   # a preemption happened and no step has run since
         self.freed = total_blocks                # blocks ever put on the free queue (the pool's own first)
-        self.partial: tuple[int, int] | tuple[()] = ()   # a request part-way through its prefill, its tokens done
+        # the requests part-way through their prefill, each with its tokens done: (request, tokens, request, ...)
+        self.partial: tuple[int, ...] = ()
         # a scheduler that keeps a finished request's cache (SGLang's radix tree) hears of each finish, before its
         # blocks are freed
         self.on_finish: Callable[[int], None] | None = None
@@ -181,6 +182,21 @@ class ReplicaState:
         self.seq[i] = self.joins
         self.joins += 1
         self.running.append(i)
+
+    def join_at(self, i: int) -> None:
+        """``join``, at the place ``seq[i]`` already gives it (vLLM V1 with a prefill cap: a request keeps the place
+        it was admitted at while it prefills over several steps): into ``running`` by bisection, no new place
+        taken."""
+        v = self.Pl[i] + self.g[i] - self.steps
+        self.xo_l[i] = v
+        if self.xo_used:
+            self.xo[i] = v
+        self.sum_xo += v
+        self.phase[(-self.shift - v) % self.block] += 1
+        self.in_run[i] = True
+        self.done_at[i] = d = self.El[i] - v
+        heapq.heappush(self.done_heap, (d, i))
+        bisect.insort(self.running, i, key=self.seq.__getitem__)
 
     def leave(self, i: int) -> None:
         """Request i leaves the running batch (the caller takes it out of ``running``): its tokens and blocks now."""

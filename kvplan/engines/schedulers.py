@@ -34,6 +34,15 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         raise KvplanError(f"--kv-offloading-size is vLLM's CPU offloading connector, not {engine.display_name}'s",
                           "use --engine vllm, or drop --kv-offloading-size (SGLang: --enable-hierarchical-cache)")
+    if engine.id != "vllm":
+        for flag, key in (("--long-prefill-token-threshold", "long_prefill_token_threshold"),
+                          ("--max-num-partial-prefills", "max_num_partial_prefills"),
+                          ("--max-long-partial-prefills", "max_long_partial_prefills")):
+            if getattr(o, key, None) is not None:
+                from kvplan.errors import KvplanError
+
+                raise KvplanError(f"{flag} is vLLM's, not {engine.display_name}'s",
+                                  f"use --engine vllm, or drop {flag}")
     if getattr(o, "disable_overlap_schedule", False) and engine.id != "sglang":
         from kvplan.errors import KvplanError
 
@@ -47,7 +56,12 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
         v1 = engine.simulation_scheduler(o.policy, o.victim, max_batch, chunk, o.offload_threshold, reuse,
                                          prefix_blocks, async_scheduling=getattr(o, "async_scheduling", None),
                                          pp=s.parallelism.pp, speculative=getattr(o, "speculative", None),
-                                         offload_bytes=getattr(o, "kv_offloading_bytes", None))
+                                         offload_bytes=getattr(o, "kv_offloading_bytes", None),
+                                         long_prefill=engine.prefill_cap(
+                                             getattr(o, "long_prefill_token_threshold", None),
+                                             getattr(o, "max_num_partial_prefills", None),
+                                             getattr(o, "max_long_partial_prefills", None),
+                                             s.context_limit or 0))
         if v1 is not None:
             span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"

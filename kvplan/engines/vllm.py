@@ -57,12 +57,14 @@ READ_WHEELS: tuple[Release, ...] = ((0, 7, 3), (0, 8, 5), (0, 9, 0), (0, 9, 2), 
                                     (0, 11, 0), (0, 11, 1), (0, 11, 2)) + tuple((0, m, 0) for m in range(12, 34))
 # Releases where a rule kvplan models changes (each named where it is used below): 0.8 V1 (V1_SINCE, the V1
 # sampler bytes); 0.10.2 fp8 MLA and --kv-cache-memory-bytes; 0.11.1 fp8_ds_mla and fp8 MLA on any GPU; 0.17 the
-# smaller sampler bytes (SAMPLER_BYTES); 0.26 the Gated DeltaNet graph-estimate warning (GDN_GRAPH_TRANSIENT_SINCE).
-# Not a boundary: v0.8.3's --data-parallel-size, a printed flag that carries
-# its own release (Flag.since), and no wheel between v0.8.0 and v0.8.3 was read.
+# smaller sampler bytes (SAMPLER_BYTES); 0.26 the Gated DeltaNet graph-estimate warning (GDN_GRAPH_TRANSIENT_SINCE);
+# 0.27 and 0.31 simulate's --long-prefill-token-threshold (LONG_PREFILL_MAX_LEN_SINCE, LONG_PREFILL_ALONE_SINCE).
+# Not a boundary: v0.8.3's --data-parallel-size, a printed flag that carries its own release (Flag.since), and no
+# wheel between v0.8.0 and v0.8.3 was read; nor v0.8.5's --long-prefill-token-threshold (LONG_PREFILL_SINCE),
+# refused below it with its release named, the 0.8 span's rules read in the v0.8.5 wheel.
 BOUNDARIES: tuple[Release, ...] = (OLDEST, (0, 8, 0), (0, 9, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1),
                                    (0, 12, 0), (0, 14, 0), (0, 15, 0), (0, 17, 0), (0, 18, 0), (0, 19, 0), (0, 20, 0),
-                                   (0, 21, 0), (0, 24, 0), (0, 26, 0), (0, 29, 0))
+                                   (0, 21, 0), (0, 24, 0), (0, 26, 0), (0, 27, 0), (0, 29, 0), (0, 31, 0))
 
 
 def tag_source(tag: str, path: str, what: str = "") -> str:
@@ -259,6 +261,37 @@ ASYNC_LOOP_SOURCE = blob("v0.15.1", "vllm/v1/engine/core.py", "EngineCore.step_w
                          "execute_model(non_block) the next batch, then block on the oldest and update_from_output "
                          "it; vllm/v1/executor/multiproc_executor.py max_concurrent_batches = 2 with async "
                          "scheduling; vllm/v1/core/sched/async_scheduler.py output placeholders")
+# --long-prefill-token-threshold in V1 (docs/engine-rules-by-release.md section 12; each read in the wheels named).
+# vllm/v1/core/sched/scheduler.py schedule caps num_new_tokens at the threshold when 0 < threshold < num_new_tokens,
+# in the running loop and in the waiting loop alike, before the token budget's min; 0 (the default, every release)
+# is off. v0.8.0's V1 has no such cap: setting it (or max_num_partial_prefills / max_long_partial_prefills) falls back
+# to V0 (vllm/engine/arg_utils.py _is_v1_supported_oracle, "Concurrent Partial Prefill"); v0.8.5 is the first wheel
+# read whose V1 scheduler caps (v0.8.1-v0.8.4 not read: refused). From v0.31.0 the cap holds only while the running
+# and waiting requests number more than one (num_eligible_reqs > 1: a request alone gets the whole budget), and
+# long_prefill_token_threshold_adaptive (default off, not modelled) may raise it; v0.30.0 caps always. A threshold
+# above max_model_len is refused from v0.27.0 (SchedulerConfig.verify_max_model_len); before, that check ran only
+# with max_num_partial_prefills > 1, so it was accepted and caps nothing.
+LONG_PREFILL_SINCE: Release = (0, 8, 5)
+LONG_PREFILL_SOURCE = blob("v0.8.5", "vllm/v1/core/sched/scheduler.py", "schedule: if 0 < scheduler_config."
+                           "long_prefill_token_threshold < num_new_tokens: num_new_tokens = threshold (running and "
+                           "waiting loops; v0.8.0: arg_utils.py falls back to V0 when it is set)")
+LONG_PREFILL_ALONE_SINCE: Release = (0, 31, 0)
+LONG_PREFILL_ALONE_SOURCE = blob("v0.31.0", "vllm/v1/core/sched/scheduler.py", "schedule: num_eligible_reqs = "
+                                 "len(running) + len(waiting) (+ kv_holding_waiting); long_prefill_token_threshold "
+                                 "= threshold if num_eligible_reqs > 1 else 0 (v0.30.0: always the threshold)")
+LONG_PREFILL_MAX_LEN_SINCE: Release = (0, 27, 0)
+LONG_PREFILL_MAX_LEN_SOURCE = blob("v0.27.0", "vllm/config/scheduler.py", "verify_max_model_len: ValueError "
+                                   "'long_prefill_token_threshold (...) cannot be greater than the max_model_len' "
+                                   "(v0.26.0: only under max_num_partial_prefills > 1)")
+# max_num_partial_prefills / max_long_partial_prefills (default 1): V0's concurrent partial prefills, which V1 never
+# ran: through v0.11 a value other than 1 falls back to V0 (arg_utils.py _raise_or_fallback "Concurrent Partial
+# Prefill"), then raises (_check_feature_supported, read in v0.19.0 and v0.26.0); v0.27.0 removed both flags. Their
+# 4%-of-max_model_len default threshold (SchedulerConfig.__post_init__ under max_num_partial_prefills > 1) so never
+# applies in V1.
+PARTIAL_PREFILLS_UNTIL: Release = (0, 27, 0)
+PARTIAL_PREFILLS_SOURCE = blob("v0.26.0", "vllm/engine/arg_utils.py", "_check_feature_supported: max_num_partial_"
+                               "prefills or max_long_partial_prefills != 1 -> _raise_unsupported_error('Concurrent "
+                               "Partial Prefill') (v0.8.5-v0.11.0: _raise_or_fallback to V0; v0.27.0: no such flags)")
 # vLLM checks max_num_batched_tokens >= max_num_seqs at start-up (vllm/config/scheduler.py SchedulerConfig verify)
 SEQS_WITHIN_BUDGET_SOURCE = blob("v0.11.0", "vllm/config/scheduler.py", "max_num_batched_tokens must be >= "
                                  "max_num_seqs")
@@ -983,14 +1016,14 @@ class VllmEngine(Engine):
     def simulation_scheduler(self, policy: str, victim: str, max_seqs: int, budget: int,
                              offload_threshold: float | None, reuse: bool, prefix_blocks: int, *,
                              async_scheduling: bool | None = None, pp: int = 1, speculative: tuple | None = None,
-                             offload_bytes: int | None = None):
+                             offload_bytes: int | None = None, long_prefill: tuple[int, bool, str] = (0, False, "")):
         """``kvplan simulate``'s scheduler for this release: vLLM V1's (``kvplan.engines.vllm_scheduler``) from
         ``V1_SINCE``, else None (the caller runs the rule book: V0's watermark and swap space). Refuses what V1
         cannot do: swap, and the offloading connector (not modelled). ``async_scheduling``: --async-scheduling /
         --no-async-scheduling, None for the release's default (``async_scheduling``). ``speculative``: simulate's
         --speculative (K, acceptance), whose slots each running request holds (``speculative_slots``).
         ``offload_bytes``: --kv-offloading-size in bytes (the native CPU offloading connector, from
-        ``OFFLOAD_SINCE``; None: off)."""
+        ``OFFLOAD_SINCE``; None: off). ``long_prefill``: ``prefill_cap``'s (cap, alone rule, why)."""
         from kvplan.errors import KvplanError
 
         if not self.since(V1_SINCE):
@@ -1020,6 +1053,17 @@ class VllmEngine(Engine):
             if speculative is not None:
                 raise KvplanError("--kv-offloading-size with --speculative: kvplan does not model vLLM's offloading "
                                   "with speculative decoding's slots", "drop one of them")
+        cap, cap_alone, cap_why = long_prefill
+        if cap and offload_bytes is not None:
+            raise KvplanError("--long-prefill-token-threshold with --kv-offloading-size: kvplan does not model the "
+                              "capped chunks with vLLM's offloading connector", "drop one of them")
+        if cap and speculative is not None and cap <= speculative[0]:
+            raise KvplanError(f"--long-prefill-token-threshold {cap:,} with --speculative: vLLM caps a decoding "
+                              f"request's 1 + {speculative[0]} tokens too (scheduler.py: num_tokens_with_spec), which "
+                              "kvplan does not model", f"give a threshold above {speculative[0]}, or drop one of them")
+        if cap and victim != "newest":
+            raise KvplanError(f"--long-prefill-token-threshold with --victim {victim}: kvplan models the capped chunks "
+                              "with vLLM's own victim only (the newest)", "drop --victim")
         if max_seqs > budget:
             raise KvplanError(f"max_num_seqs {max_seqs:,} is more than max_num_batched_tokens {budget:,}, which vLLM "
                               "refuses at start-up", "lower --max-batch, or raise --max-num-batched-tokens")
@@ -1030,7 +1074,45 @@ class VllmEngine(Engine):
                            hashless_front=self.since(HASHLESS_FRONT_SINCE), async_scheduling=on, async_why=why,
                            spec_slots=slots, spec_why=slots_why, offload_bytes=offload_bytes,
                            offload_why=f"{offload_bytes / 2**30:g} GiB (--kv-offloading-size, "
-                                       f"{release_text(OFFLOAD_SINCE)}+)" if offload_bytes is not None else "")
+                                       f"{release_text(OFFLOAD_SINCE)}+)" if offload_bytes is not None else "",
+                           prefill_cap=cap, cap_alone=cap_alone, cap_why=cap_why)
+
+    def prefill_cap(self, threshold: int | None, partial: int | None, long_partial: int | None,
+                    max_model_len: int) -> tuple[int, bool, str]:
+        """simulate's --long-prefill-token-threshold for this release: (the cap in tokens, 0 for none; whether it
+        holds only while more than one request runs or waits; why), or a refusal where the release does not take
+        the value (the constants above, with their sources). --max-num-partial-prefills /
+        --max-long-partial-prefills: only 1 (V1 has no concurrent partial prefills), and only through v0.26."""
+        from kvplan.errors import KvplanError
+
+        for flag, value in (("--max-num-partial-prefills", partial), ("--max-long-partial-prefills", long_partial)):
+            if value is None:
+                continue
+            if self.since(PARTIAL_PREFILLS_UNTIL):
+                raise KvplanError(f"{flag} with {self.display_name}: the flag is gone from "
+                                  f"{release_text(PARTIAL_PREFILLS_UNTIL)} ({PARTIAL_PREFILLS_SOURCE})",
+                                  f"drop {flag}")
+            if value != 1:
+                raise KvplanError(f"{flag} {value} with --engine vllm: vLLM V1 has no concurrent partial prefills "
+                                  f"(1 only; another value falls back to V0 or is refused: {PARTIAL_PREFILLS_SOURCE})",
+                                  f"drop {flag}, or use --long-prefill-token-threshold to cap each chunk")
+        if not threshold:
+            return 0, False, ""
+        if not self.since(LONG_PREFILL_SINCE):
+            raise KvplanError(f"--long-prefill-token-threshold with {self.display_name}: vLLM V1 caps a prefill "
+                              f"chunk from {release_text(LONG_PREFILL_SINCE)}, the first release kvplan read that does "
+                              f"({LONG_PREFILL_SOURCE})", f"pin vllm>={release_text(LONG_PREFILL_SINCE)}, or drop "
+                              "--long-prefill-token-threshold")
+        if threshold > max_model_len and self.since(LONG_PREFILL_MAX_LEN_SINCE):
+            raise KvplanError(f"--long-prefill-token-threshold {threshold:,} is more than max_model_len "
+                              f"{max_model_len:,}, which vLLM refuses at start-up ({LONG_PREFILL_MAX_LEN_SOURCE})",
+                              f"give at most {max_model_len:,}, or 0 for no cap")
+        alone = self.since(LONG_PREFILL_ALONE_SINCE)
+        why = (f"each prefill chunk at most {threshold:,} tokens (long_prefill_token_threshold, "
+               f"{release_text(LONG_PREFILL_SINCE)}+)"
+               + (f", not while one request runs or waits alone ({release_text(LONG_PREFILL_ALONE_SINCE)}+)"
+                  if alone else f", even alone (before {release_text(LONG_PREFILL_ALONE_SINCE)})"))
+        return threshold, alone, why
 
     def speculative_slots(self, k: int) -> tuple[int, str, str]:
         """KV slots a decoding request holds past its context with --speculative K (MTP drafting), why, and the

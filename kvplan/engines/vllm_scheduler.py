@@ -16,9 +16,8 @@ rules, each with the code it follows:
 * One step: the running requests first, in the order they were (re)admitted (``self.running``): a decoding
   request schedules one token; a request still in its prefill its next chunk, min(remaining tokens, token budget
   left) (scheduler.py, "First, schedule the RUNNING requests"); the token budget is ``max_num_batched_tokens``
-  (``s.engine_adapter.batch_limits_for``). ``long_prefill_token_threshold`` is 0 (off) by default (it is set only
-  with ``max_num_partial_prefills`` > 1): not modelled, so at most one request is part-way through its prefill,
-  the newest.
+  (``s.engine_adapter.batch_limits_for``). Without a chunk cap (``long_prefill_token_threshold`` 0, vLLM's
+  default) at most one request is part-way through its prefill, the newest; with one, see "Long prefills" below.
 * When a running request cannot get its blocks, the newest running request is preempted
   (``self.running.pop()``, scheduler.py), until it fits or the victim is the request itself; the victim's blocks
   are freed, its computed tokens reset to 0 and it goes to the FRONT of the waiting queue
@@ -115,10 +114,22 @@ wheel: the newest victim (``self.running.pop()``), the victim to the waiting que
   nor does it cap the slots at ``max_model_len`` (``num_tokens_need_slot = min(..., max_model_len)``). With async
   scheduling ``num_new_tokens`` also counts the step before's ``num_output_placeholders``; how many slots that
   adds past the verified tokens was not worked out: kvplan counts 2K in both modes.
-* ``long_prefill_token_threshold`` is 0 (off) by default in every release read. Through v0.26 it was set to 4% of
-  ``max_model_len`` only with ``max_num_partial_prefills`` > 1 (default 1); v0.27.0 removed that option, and from
-  then a nonzero threshold, set by hand, caps each request's chunk unless it is alone in the batch
-  (scheduler.py ``schedule``). kvplan models the default.
+* Long prefills (``--long-prefill-token-threshold`` T, vLLM's flag; 0, the default in every release, is off;
+  ``LONG_PREFILL_*`` in ``kvplan.engines.vllm``, read in the v0.8.0, v0.8.5, v0.26.0, v0.27.0 and v0.28.0-v0.33.0
+  wheels). From v0.8.5 ``schedule`` caps a request's chunk at T (``if 0 < threshold < num_new_tokens``) in the
+  running loop and in the waiting loop, before the budget's min: min(its tokens left, T, budget left). So several
+  requests can be part-way through their prefill at once, each at the place in ``self.running`` it was admitted at,
+  and a step walks the running requests in that order (``_step_capped``): a decoder one token, a request part-way
+  its next chunk, each taking its blocks or popping the newest (the last in that order: a decoder or a request
+  part-way) until they fit or it is itself the victim; then the waiting queue, each chunk capped, every request
+  part-way holding a seat. From v0.31.0 the cap holds only when the running and waiting requests number more than
+  one (``num_eligible_reqs > 1``, counted at the start of ``schedule``: the finished requests async scheduling still
+  holds among the running, the waiting requests the decision sees); v0.30.0 caps a request alone too.
+  ``long_prefill_token_threshold_adaptive`` (v0.31.0+, off by default) is not modelled. ``max_num_partial_prefills``
+  / ``max_long_partial_prefills`` are V0's: other than 1 V1 falls back to V0 (through v0.11) or refuses
+  (``_check_feature_supported``), so their 4%-of-``max_model_len`` default threshold never applies in V1; v0.27.0
+  removed them. Refused with the cap: ``--kv-offloading-size``, a ``--victim`` what-if, and a cap of K or less with
+  ``--speculative`` K (vLLM caps a decoder's 1 + K tokens too; kvplan counts a decoder as one token of the budget).
 
 KV offloading (``--kv-offloading-size GiB``, the native CPU offloading connector; working from v0.14.0,
 ``OFFLOAD_SINCE`` in ``kvplan.engines.vllm``). Read in the v0.19.0 wheel (2a69949bd):
@@ -226,7 +237,8 @@ class V1Scheduler(Scheduler):
     def __init__(self, victim: str, max_seqs: int, budget: int, reuse: bool, prefix_blocks: int, *,
                  full_isl: bool = False, hashless_front: bool = False, async_scheduling: bool = False,
                  async_why: str = "", spec_slots: int = 0, spec_why: str = "",
-                 offload_bytes: int | None = None, offload_why: str = "") -> None:
+                 offload_bytes: int | None = None, offload_why: str = "", prefill_cap: int = 0,
+                 cap_alone: bool = False, cap_why: str = "") -> None:
         self.victim_rule, self.newest = victim, victim == "newest"
         # async scheduling (module docstring, "Async scheduling"): each step decided when the one before it started
         self.asyn = async_scheduling
@@ -250,7 +262,13 @@ class V1Scheduler(Scheduler):
                f"{spec_why}; kvplan reserves them from admission on",) if spec_slots else ()),
             *((f"native CPU offloading, {offload_why}: full blocks written through to an LRU CPU pool, a waiting "
                "victim loads what is left of its blocks there instead of recomputing them (offloading_connector "
-               "OffloadingConnectorScheduler, kv_offload/cpu)",) if offload_bytes is not None else ()))
+               "OffloadingConnectorScheduler, kv_offload/cpu)",) if offload_bytes is not None else ()),
+            *((f"long prefills: {cap_why}",) if prefill_cap else ()))
+        # --long-prefill-token-threshold (module docstring, "Long prefills"): each chunk at most ``cap`` tokens (0:
+        # off), from v0.31 only while more than one request runs or waits (``cap_alone``); then ``parts`` holds the
+        # requests part-way through their prefill, in the order they were admitted (their places ``r.seq``)
+        self.cap, self.cap_alone = prefill_cap, cap_alone
+        self.parts: list[int] = []
         # vLLM's CPU offloading connector (module docstring, "KV offloading"): the pool's size in bytes for the whole
         # instance; ``bind_offload`` turns it into blocks and gives the link's prices
         self.offload_bytes = offload_bytes
@@ -262,7 +280,8 @@ class V1Scheduler(Scheduler):
                       + (", hashless blocks first" if hashless_front else "")
                       + (", async scheduling" if async_scheduling else "")
                       + (f", speculative slots: {spec_slots} a request" if spec_slots else "")
-                      + (", CPU offloading" if offload_bytes is not None else ""))
+                      + (", CPU offloading" if offload_bytes is not None else "")
+                      + (f", prefill chunks capped at {prefill_cap:,} tokens" if prefill_cap else ""))
         self.describe = (f"vLLM V1 scheduler (vllm-project/vllm @{SOURCE_COMMIT} vllm/v1/core/sched/scheduler.py: "
                          "prefill chunks mixed into decode steps, no watermark, recompute reusing the victim's "
                          "cached blocks; by release: " + "; ".join(self.rules) + ")")
@@ -472,7 +491,27 @@ class V1Scheduler(Scheduler):
         leave the queue's front: (request, hit tokens, tokens scheduled)."""
         i = r.waiting[0]
         hit = self._hit(r, i, pops)
-        return i, hit, min(r.Pl[i] + r.g[i] - hit, left)
+        rest = r.Pl[i] + r.g[i] - hit
+        if self.cap:                          # (--long-prefill-token-threshold: the cap this decision applies)
+            t = self._cap_now(r, len(self.late))
+            if 0 < t < rest:
+                rest = t
+        return i, hit, min(rest, left)
+
+    def _cap_now(self, r: ReplicaState, late: int) -> int:
+        """The chunk cap of the decision being made (0: none): ``cap``, or from v0.31 (``cap_alone``) 0 while at most
+        one request runs or waits (scheduler.py ``num_eligible_reqs``: the running ones, those part-way through
+        their prefill and, with async scheduling, the ``late`` ones that finished at the step before among them,
+        and the waiting ones seen; the waiting queue is in arrival order past its victims, who were all seen)."""
+        if not self.cap_alone:
+            return self.cap
+        n = len(r.running) + len(self.parts) + late
+        if n < 2:
+            w, arrival, cut = r.waiting, r.tally.arrival, self.cut
+            for k in range(min(len(w), 2)):
+                if arrival[w[k]] <= cut:
+                    n += 1
+        return self.cap if n > 1 else 0
 
     def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
         """``_peek``, or None when its blocks are not among the ``room`` free ones."""
@@ -536,6 +575,8 @@ class V1Scheduler(Scheduler):
         if self.off is not None and r.on_finish is None:     # (offloading: a finish makes its stores ready)
             self.r = r
             r.on_finish = self._finished
+        if self.cap:
+            return self._step_capped(r)
         # the step carries a prefill chunk: one is part-way, or the waiting queue's head gets in; with async
         # scheduling also a step decided while requests that finished at the end of the step before still hold
         # their blocks and seats (``late``). (A head that arrived during the step before gets a step of its own here
@@ -663,6 +704,152 @@ class V1Scheduler(Scheduler):
             else:
                 r.join(i)
         return True
+
+    def _step_capped(self, r: ReplicaState) -> bool:
+        """``step`` with --long-prefill-token-threshold (module docstring, "Long prefills"): several requests may be
+        part-way through their prefill (``parts``), each at the place it was admitted, so the step walks the
+        running requests in that order as scheduler.py does: a decoder one token, a request prefilling its next
+        chunk (min(its tokens left, the cap, the budget left)), each taking its blocks or preempting the newest
+        (the last in that order) until they fit or it is itself the victim. Then the waiting queue as ``_admit``,
+        each chunk capped. False when no chunk would run (the event loop's run).
+
+        The budget never runs out before the last of the batch (vLLM's ``while ... token_budget > 0`` leaves no one
+        behind): every request ahead of the last admitted one, L, took all it asked for in the step L was admitted
+        in (the budget was left for L), and asks no more since (a chunk min(tokens left, cap) only shrinks, a
+        finished prefill asks one token), so only L can be cut, and nobody is behind it. The reference
+        (tests/sim_reference.py rule 10) walks the batch with the budget check, so a case that broke this would
+        show there."""
+        parts, running, btl, computed, tally = self.parts, r.running, r.btl, self.computed, r.tally
+        if not parts and not self.late:
+            waiting = r.waiting
+            if not waiting or r.preempted:
+                return False
+            b = len(running)
+            if b >= self.max_seqs or b >= self.budget:
+                return False
+            need1 = self.need1() if b else 0
+            if need1 > r.free or self._head(r, self.budget - b, r.free - need1, need1) is None:
+                return False
+        late = len(self.late)                  # seats still held by requests finished at the step before
+        cap = self._cap_now(r, late)           # (decided before anything of this step is)
+        if late:
+            self._late_out(r)
+        seq, in_run, Pl, g, held = r.seq, r.in_run, r.Pl, r.g, r.held
+        order = list(heapq.merge(running, parts, key=seq.__getitem__))   # vLLM's self.running
+        left = self.budget
+        preempted = False
+        chunks: list[tuple[int, int, int]] = []   # (request, first token, past the last) computed this step
+        k = 0
+        while k < len(order):
+            i = order[k]
+            if in_run[i]:
+                c = 1
+                cache = r.xo_l[i] + r.steps - 1
+                need = btl[cache + 1] - btl[cache]
+            else:
+                have = computed[i]
+                c = Pl[i] + g[i] - have
+                if 0 < cap < c:
+                    c = cap
+                c = min(c, left)
+                need = btl[have + c] - held[i]
+            victim = -1
+            while need > r.free:               # the newest out (``self.running.pop()``) until it fits
+                preempted = True
+                victim = order.pop()
+                if in_run[victim]:
+                    self._pop(r, len(running) - 1)
+                else:
+                    parts.remove(victim)
+                    self._out(r, victim, computed[victim])
+                if victim == i:
+                    break
+            if victim == i:
+                break
+            r.free -= need
+            if not in_run[i]:
+                held[i] += need
+                chunks.append((i, have, have + c))
+                computed[i] = have + c
+            left -= c
+            k += 1
+        if not preempted:                      # the waiting queue next, each chunk capped
+            self._admit_capped(r, left, chunks, late, cap)
+        used = r.total_blocks - r.free
+        if used > tally.peak_used:
+            tally.peak_used = used
+        self._late_in(r)                       # the finished requests' blocks, freed after the decision
+        b = len(running)
+        r.partial = tuple(x for i in parts for x in (i, computed[i]))
+        if not chunks and not b:               # nothing runs this step: the request part-way preempted itself, or
+            r.preempted = True                 # (async scheduling) an empty decision, made again at once
+            return True
+        computed_now = [(a, e) for _, a, e in chunks]
+        t, alone = self.mixed(computed_now)
+        if chunks:
+            tally.stall_prefill += t - alone
+            tally.mixed_steps += 1
+            tally.mixed_tokens += sum(e - a for a, e in computed_now)
+        redo = self.redo
+        for i, a, e in chunks:                 # tokens a victim computes again
+            if i in redo:
+                tally.recomputed[i] += max(min(e, redo[i]) - a, 0)
+        if b + len(chunks) > tally.peak_running:
+            tally.peak_running = b + len(chunks)
+        r.now += t
+        r.steps += 1
+        r.preempted = False
+        tally.marks.extend((r.now, used, b, 0, 0))
+        r.complete()
+        for i, _, e in chunks:                 # a token at the end of the step that completes the prompt
+            if e < Pl[i] + g[i]:
+                continue
+            parts.remove(i)
+            computed.pop(i, None)
+            redo.pop(i, None)
+            if g[i] == 0:
+                tally.first_token[i] = r.now - r.first_token_back(t, alone)
+            g[i] += 1
+            if g[i] >= r.Ll[i]:
+                r.finished(i)
+            else:
+                r.join_at(i)
+        r.partial = tuple(x for i in parts for x in (i, computed[i]))
+        return True
+
+    def _admit_capped(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int,
+                      cap: int) -> None:
+        """``_admit`` with the chunk cap: each admitted request takes the next place (``r.seq``) and joins ``parts``
+        until its prefill completes; every request part-way holds a seat."""
+        running, parts, tally, btl, computed = r.running, self.parts, r.tally, r.btl, self.computed
+        waiting, arrival, seen_to = r.waiting, tally.arrival, self.cut
+        while (waiting and left > 0 and len(running) + len(parts) + late < self.max_seqs
+               and arrival[waiting[0]] <= seen_to):
+            i = waiting[0]
+            hit = self._hit(r, i)
+            c = r.Pl[i] + r.g[i] - hit
+            if 0 < cap < c:
+                c = cap
+            c = min(c, left)
+            if self._need(r, (i, hit, c)) > r.free:
+                break
+            waiting.popleft()
+            if i in self.seg:
+                self._take_back(r, i, hit)
+                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+            elif r.g[i] == 0 and i not in self.redo:
+                tally.admitted[i] = r.now
+                tally.prefix_hits[i] = hit
+            if self.hb:
+                r.prefix_cached = True
+            r.held[i] = btl[hit + c]
+            r.free -= r.held[i]
+            chunks.append((i, hit, hit + c))
+            left -= c
+            computed[i] = hit + c
+            r.seq[i] = r.joins                # its place in the batch, kept while it prefills
+            r.joins += 1
+            parts.append(i)
 
     def _admit(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int,
                first: tuple[int, int, int] | None = None) -> None:

@@ -70,7 +70,8 @@ def _plain_count(raw: str) -> tuple[str, str] | None:
     return (digits, suffix) if digits.isdigit() else None
 
 
-_NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seqs", "--seed", "--spec-tokens")
+_NOT_TOKENS = ("--requests", "--batch", "--users", "--max-batch", "--max-num-seqs", "--seed", "--spec-tokens",
+               "--max-num-partial-prefills", "--max-long-partial-prefills")
 
 
 def parse_tokens(text: str | int | float, what: str = "token count", allow_zero: bool = False) -> int:

@@ -74,7 +74,9 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      hicache_size: Any = None, hicache_write_policy: str | None = None,
                      async_scheduling: bool | None = None,
                      disable_overlap_schedule: bool | None = None,
-                     kv_offloading_size: Any = None) -> SimulateRequest:
+                     kv_offloading_size: Any = None, long_prefill_token_threshold: Any = None,
+                     max_num_partial_prefills: Any = None,
+                     max_long_partial_prefills: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -216,7 +218,13 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy),
                          async_scheduling=async_scheduling,
                          disable_overlap_schedule=disable_overlap_schedule or None,
-                         kv_offloading_bytes=offloading_bytes(kv_offloading_size))
+                         kv_offloading_bytes=offloading_bytes(kv_offloading_size),
+                         long_prefill_token_threshold=optional(parse_tokens, long_prefill_token_threshold,
+                                                               "--long-prefill-token-threshold", allow_zero=True),
+                         max_num_partial_prefills=optional(parse_tokens, max_num_partial_prefills,
+                                                           "--max-num-partial-prefills"),
+                         max_long_partial_prefills=optional(parse_tokens, max_long_partial_prefills,
+                                                            "--max-long-partial-prefills"))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),

@@ -40,6 +40,12 @@ class SimOptions:
     # vLLM's --kv-offloading-size in bytes (GiB x 2^30, the whole instance: all its TP x PP ranks): the native CPU
     # offloading connector (kvplan.engines.vllm_scheduler.CpuPool; None: off)
     kv_offloading_bytes: int | None = None
+    # vLLM's --long-prefill-token-threshold (tokens; 0 or None: off, vLLM's default): each request's prefill chunk
+    # capped at it (kvplan.engines.vllm_scheduler, "Long prefills"); --max-num-partial-prefills /
+    # --max-long-partial-prefills: V0's, which V1 refuses unless 1 (kvplan.engines.vllm.VllmEngine.prefill_cap)
+    long_prefill_token_threshold: int | None = None
+    max_num_partial_prefills: int | None = None
+    max_long_partial_prefills: int | None = None
     # called as on_event(state) at every event once the arrivals and swap-ins due have joined, and once at the end:
     # state is a dict of the live engine state (read-only: numpy arrays and tuples of request indexes), for the
     # tests' conservation checks (simulate.event_state names the keys)
