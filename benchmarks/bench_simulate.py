@@ -284,6 +284,40 @@ second implementation of V1's preemption for the reference tests to pin; (3) a r
 victim) as one event-free run when nothing else can be admitted (the budget taken by its chunk), priced chunk by chunk.
 SGLang: as sglspeed says, its per-admission and per-retraction radix bookkeeping written out, and the re-prefill price
 in closed form per chunk count.
+speed19w, 2026-12-07 (issue 19, vLLM V1 and SGLang 10K; CPU seconds; this 2-CPU machine at load 6 - 10 from other
+sessions, the 10K runs at 2.5 - 3x their quiet figures, so main's tree and this one run in turn and the ratios are what
+counts; every change bit-identical: 53 library runs - the three engines, vLLM v0.11 / v0.15 / v0.20 / v0.23 and the
+default, async scheduling off, the three victims, the policies, --offload-threshold, --max-batch, watermark 0, a shared
+prefix, token budgets of 256 and 2,048, CPU offloading, SGLang's overlap on and off, HiCache, DP attention, chat and
+thrash loads - hashed equal to main's, events and timeline included; the reference equality tests unchanged). Profiled
+(vLLM V1 10K, timers around the scheduler's calls; cProfile's per-call overhead overstates the small ones): the steps
+the scheduler runs itself ~47% (37.9K: 27.7K with prefill chunks, 9.9K async steps while a finished request still holds
+its seat), of which admission ~20% (102.7K head lookups for 74K admissions: ``_head`` ~14%, its ``_hit`` ~8%) and the
+chunk steps' price ~10% (``prefill_attention`` for 32.4K chunk ranges not seen before ~7%); the preemptions ~8%, the
+overflow step ~7%, the calls of ``step`` that run nothing ~4%, completions ~4%, joins ~3%, the loop and its runs the
+rest. Fewer events is not the lever here: the 120,109 are 63.7K preemptions (each the newest out at an overflow plus the
+run to the next one, already one event), 27.7K steps with chunks (2 - 10 chunks each, resumed victims whose blocks are
+mostly still cached: ~1% carry a lone continuing chunk, so a victim's chunk steps run as one event would save nothing),
+9.9K async steps and the runs after them; no run of identical decode steps is left unfolded. Done: (a) ``run_book`` and
+``run_fast`` share one run of decode steps (``_EventLoop.runner``, a closure over the replica's state, ~45 lines that
+were in both); (b) vLLM V1: a whole-input head (v0.19+) that does not fit is turned away before its hit is looked up
+(its need is all its tokens' blocks, whatever the hit): 28.8K of the 102.7K lookups; (c) ``StepModel.prefill_attention``
+reads each layer kind's per-pair and per-token FLOPs and MLA's BF16 scale once (``_attention_terms``) where no layer
+caps its keys: 7.3 -> 2.9 us a new chunk range (SGLang's re-prefill prices use it too). Measured, main then this tree,
+medians of 5 in one process: vLLM V1 10K 2.848 -> 2.767 s and 3.610 -> 3.285 s min (x0.91 - 0.97), SGLang 1.653 -> 1.581
+s (x0.96); in the whole script run twice in turn: vLLM V1 3.375 -> 3.095 s and 3.713 -> 3.803 s min (the second pair
+beside a mutation run), SGLang 1.546 -> 1.577 s and 1.835 -> 1.742 s, neutral 1.202 -> 1.001 s and 1.154 -> 1.221 s (the
+shared run: no cost to the rule book within the noise), V1 chat 0.409 -> 0.326 s and 0.348 -> 0.381 s: at this load a ~5
+- 9% cut for V1 is inside the run-to-run swing of +-15%. The other lines, the same two pairs: 1,000 x 30K swap 1.042 ->
+0.472 and 0.644 -> 0.609 s, recompute 0.660 -> 0.441 and 0.660 -> 0.522 s, swap-then-recompute 0.783 -> 0.551 and 0.739
+-> 0.744 s (wall); the sweep 26.2 -> 31.2 and 38.8 -> 36.3 s in 2 processes, 23.3 -> 28.6 and 26.6 -> 33.5 s in order
+(1.5 s on a quieter machine: this load swamps it); speedup_vs_step_reference 1,105 -> 1,185 and 864 -> 1,460. Both still
+over 0.5 s (main on a quieter machine: V1 1.29 s, SGLang 0.64 s, so about 1.2 s and 0.62 s expected; not measured
+quiet). What it would take: V1's per-event work is spread (no call over ~15% once admission is split), so 0.5 s needs
+~4.2 us an event against ~10 us: the thrash cycle (a completion, its victims back in a step with chunks, the newest out
+again at each overflow until the next completion) priced as one pass per completion with V1's free-queue labels advanced
+in bulk, which is a second implementation of V1's preemption and admission for the reference tests to pin, or a compiled
+inner loop.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

@@ -241,3 +241,29 @@ def test_v1_whole_input_head_never_fits_after_a_preemption(engine, monkeypatch):
     monkeypatch.setattr(vs.V1Scheduler, "may_admit_soon", checked)
     run = sim.simulate(s, _work(40.0), sim.SimOptions())
     assert run.preemptions.sum() > 0 and len(asked) > 20 and not any(asked)
+
+
+# speed19w: costs.StepModel.prefill_attention reads each layer kind's constants once (``_attention_terms``) when no
+# layer caps its keys; a chunk of tokens 1,000..3,000 worked by hand (causal pairs 3000^2/2 - 1000^2/2 = 4,000,000 a
+# layer of full attention, 128 x 2,000 = 256,000 under a 128-key window, per-token state FLOPs x 2,000):
+#   llama-3.1-8b        32 x 16,384 x 4e6                                  = 2.097152e12
+#   gpt-oss-20b         12 x 16,384 x 256,000 + 12 x 16,384 x 4e6          = 8.36763648e11 (windows: the kinds' path)
+#   qwen3-next-80b-a3b  36 x 3,670,016 x 2,000 + 12 x 16,384 x 4e6         = 1.050673152e12 (GatedDeltaNet state)
+#   deepseek-r1         61 x 81,920 x 4e6 x 890.55 / 445.05 (MLA at the BF16 rate: MLA_BF16_SOURCE)
+# and each equal, bit for bit, to the sum of the kinds' own prefill_attention_flops it writes out
+@pytest.mark.parametrize("model,expected,terms", [
+    ("llama-3.1-8b", 2.097152e12, True), ("gpt-oss-20b", 8.36763648e11, False),
+    ("qwen3-next-80b-a3b", 1.050673152e12, True), ("deepseek-r1", 61 * 81920 * 4e6 * 890.55 / 445.05, True)])
+def test_prefill_attention_terms_are_the_kinds_sum(model, expected, terms):
+    from kvplan.specs.layers import MLA
+
+    sm = costs.step_model(build_scenario(**dict(BASE, model=model)))
+    if model == "deepseek-r1":             # H200: FP8 matmuls at 890.55 TFLOP/s, MLA's BF16 core at 445.05
+        assert (sm.prefill_flops_s, sm.prefill_mla_flops_s) == (890.55e12, 445.05e12)
+    assert (sm._attention_terms is not None) is terms
+    assert sm.prefill_attention(3000, 1000) == pytest.approx(expected, rel=1e-12)
+    scale = sm.prefill_flops_s / (sm.prefill_mla_flops_s or sm.prefill_flops_s)
+    for start, end in ((0, 1), (1000, 3000), (4095, 12287), (99_999, 163_840)):
+        kinds = sum(g.count * g.kind.prefill_attention_flops(end, start) * (scale if isinstance(g.kind, MLA) else 1)
+                    for g in sm.scenario.sized_model.groups)
+        assert sm.prefill_attention(end, start) == kinds

@@ -676,14 +676,14 @@ MUTANTS: tuple[Mutant, ...] = (
       "        return k * b0 + b1 * k * (k - 1) / 2\n", "        return k * a0 + a1 * k * (k - 1) / 2\n"),
     # --- speed19s: decode_fast (every scheduler's O(1) run written out), mixed_parts' batch terms, the batch's
     # join order, the per-request rows built when read ---
-    M("speed19s-decode-fast-one-step-price-smaller", "kvplan/calc/simulate.py",
+    M("speed19s-decode-fast-one-step-price-smaller", "kvplan/calc/simulate.py",   # (speed19w: in runner, shared)
       "                    now += step0 + (u0 if u0 >= v0 else v0)\n"
-      "                else:                             # the next event (ReplicaState.next_event_at)",
+      "                else:                             # the next arrival or copy landing",
       "                    now += step0 + (v0 if u0 >= v0 else u0)\n"
-      "                else:                             # the next event (ReplicaState.next_event_at)"),
+      "                else:                             # the next arrival or copy landing"),
     M("speed19s-decode-fast-no-one-step-after-preemption", "kvplan/calc/simulate.py",
-      "may_admit_soon(r, need1 + phase[steps % block])):\n                k = 1",
-      "may_admit_soon(r, need1 + phase[steps % block])):\n                k = k"),
+      "            one = r.preempted and not (steps_itself and not may_admit_soon(",
+      "            one = False and not (steps_itself and not may_admit_soon("),
     M("speed19s-decode-fast-cut-run-keeps-its-blocks", "kvplan/calc/simulate.py",
       "added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run",
       "added = added   # the blocks of the steps run"),
@@ -1552,25 +1552,24 @@ MUTANTS: tuple[Mutant, ...] = (
     M("sglspeed-loop-on-the-vectorized-path", "kvplan/calc/simulate.py",
       "self.engine_fast = type(sched) is not RuleBook and fast and prices.spec is None",
       "self.engine_fast = type(sched) is not RuleBook and prices.spec is None"),
-    M("sglspeed-loop-blind-to-arrivals", "kvplan/calc/simulate.py",
-      "upcoming = arrivals[0][0] if arrivals else inf   # a swap-in", "upcoming = inf   # a swap-in"),
-    M("sglspeed-loop-no-one-step-after-retraction", "kvplan/calc/simulate.py",
-      "            if r.preempted and not (steps_itself and not may_admit_soon(",
-      "            if False and not (steps_itself and not may_admit_soon("),
+    M("sglspeed-loop-blind-to-arrivals", "kvplan/calc/simulate.py",   # (speed19w: runner's, shared with run_book)
+      "if now + run_time > upcoming:     # stop at the step",
+      "if now + run_time > upcoming + 1e12:     # stop at the step"),
+    M("sglspeed-loop-no-one-step-after-retraction", "kvplan/calc/simulate.py",   # (speed19w: in runner, shared)
+      "            if k == 1 or one:                     # one step",
+      "            if k == 1:                     # one step"),
     M("sglspeed-loop-late-kept-through-the-run", "kvplan/calc/simulate.py",
       "limit = room_for_run(r, need1)        # blocks the run may add",
       "limit = r.free                        # blocks the run may add"),
-    M("sglspeed-loop-overflow-ignored", "kvplan/calc/simulate.py",
-      "if over:\n                    k, added = r.last_step_that_fits(limit, s0, b)\n                if k == 1:",
-      "if False:\n                    k, added = r.last_step_that_fits(limit, s0, b)\n                if k == 1:"),
+    M("sglspeed-loop-overflow-ignored", "kvplan/calc/simulate.py",   # (speed19w: in runner, shared)
+      "                if over:                          # ReplicaState.last_step_that_fits written out",
+      "                if False:                          # ReplicaState.last_step_that_fits written out"),
     M("sglspeed-loop-cut-run-keeps-its-blocks", "kvplan/calc/simulate.py",
       "added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run",
       "added = added   # the blocks of the steps run"),
-    M("sglspeed-loop-one-step-price-smaller", "kvplan/calc/simulate.py",
-      "            if k == 1:                            # one step: the larger of the two at its start\n"
-      "                now += step0 + (u0 if u0 >= v0 else v0)",
-      "            if k == 1:                            # one step: the larger of the two at its start\n"
-      "                now += step0 + (v0 if u0 >= v0 else u0)"),
+    M("sglspeed-loop-one-step-price-smaller", "kvplan/calc/simulate.py",   # (speed19w: in runner, shared)
+      "                k = 1\n                now += step0 + (u0 if u0 >= v0 else v0)",
+      "                k = 1\n                now += step0 + (v0 if u0 >= v0 else u0)"),
     M("sglspeed-round-join-phase-not-counted", SGS, "                r.phase[(-v - r.shift) % block] += 1\n",
       "                r.phase[(-v - r.shift) % block] += 0\n"),
     M("sglspeed-round-join-done-at-prompt", SGS, "                r.done_at[i] = d = r.El[i] - v\n",
@@ -1751,6 +1750,22 @@ MUTANTS: tuple[Mutant, ...] = (
     M("speed19v-step-head-checked-past-the-batch", V1S,
       "            if b >= self.max_seqs or b >= self.budget:\n                return False\n            # the head",
       "            if b > self.max_seqs or b >= self.budget:\n                return False\n            # the head"),
+    # --- speed19w: run_book's and run_fast's run in one closure (simulate._EventLoop.runner: the speed19s/sglspeed
+    # mutants above on the run now hit both loops); a whole-input head that does not fit turned away before its hit;
+    # prefill_attention's per-kind terms read once (StepModel._attention_terms) ---
+    M("speed19w-head-full-isl-exact-fit-refused", V1S, "            if r.btl[r.Pl[i] + r.g[i]] > room:\n",
+      "            if r.btl[r.Pl[i] + r.g[i]] >= room:\n"),
+    M("speed19w-head-full-isl-one-token-more", V1S, "            if r.btl[r.Pl[i] + r.g[i]] > room:\n",
+      "            if r.btl[r.Pl[i] + r.g[i] + 1] > room:\n"),
+    M("speed19w-attention-terms-mla-unscaled", COSTS,
+      "                          scale if isinstance(kind, MLA) else 1))", "                          1))"),
+    M("speed19w-attention-terms-state-dropped", COSTS,
+      "total += count * (per_pair * pairs + per_token * (end - start)) * scale",
+      "total += count * (per_pair * pairs) * scale"),
+    M("speed19w-attention-terms-cap-ignored", COSTS,
+      "            if kind.attended_keys_cap() is not None or not (", "            if not ("),
+    M("speed19w-attention-terms-pairs-from-zero", COSTS,
+      "pairs, total = end * end / 2 - start * start / 2, 0.0", "pairs, total = end * end / 2, 0.0"),
     # --- adv21: vLLM V0 swaps to its --swap-space; plans priced as launched; pd's goodput rate judged for overload
     M("adv21-v0-has-no-swap-space", "kvplan/engines/vllm.py",
       "return None if self.since(V1_SINCE) else V0_SWAP_SOURCE", "return None"),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 from kvplan.calc import flops
 from kvplan.errors import KvplanError
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.layers import MLA
+from kvplan.specs.layers import MLA, FullAttention
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.values import Count, Note, Number, Rate, Seconds, Value, default, derived, given, note
 
@@ -755,6 +755,12 @@ class StepModel:
         """A chunk's attention FLOPs (tokens start..end against a cache of ``start``, all layers, before the TP split)
         in FLOPs at the prefill rate: MLA layers' FLOPs count prefill_flops_s / prefill_mla_flops_s times, since
         their core runs in BF16 where the matmuls may run in FP8 (MLA_BF16_SOURCE)."""
+        terms = self._attention_terms
+        if terms is not None:                 # the same sum, term by term, with each layer kind's constants read once
+            pairs, total = end * end / 2 - start * start / 2, 0.0   # causal_pairs(end) - causal_pairs(start)
+            for count, per_pair, per_token, scale in terms:
+                total += count * (per_pair * pairs + per_token * (end - start)) * scale
+            return total
         model = self.scenario.sized_model
         mla = self.prefill_mla_flops_s
         if mla is None or mla == self.prefill_flops_s:
@@ -926,6 +932,27 @@ class StepModel:
     def _chunk_attention(self) -> dict[tuple[int, int], float]:
         """``flops.attention_flops`` of a chunk's token range, memoized (a prompt length repeats)."""
         return {}
+
+    @cached_property
+    def _attention_terms(self) -> tuple[tuple[int, int, int, float | int], ...] | None:
+        """``prefill_attention``'s terms when no layer caps its keys and every kind's prefill FLOPs are the plain
+        per-pair and per-token ones (``layers._Kind.prefill_attention_flops``; MLA without ``index_topk``): (layers,
+        FLOPs per (query, key) pair, state FLOPs per token, MLA's BF16 scale or 1) per group, so a chunk's attention
+        FLOPs are count x (per_pair x (causal_pairs(end) - causal_pairs(start)) + per_token x (end - start)) x scale
+        summed in the groups' order: the same operations as the kinds' own (a chunk range a vLLM V1 step or an
+        SGLang re-prefill has not priced before costs no method calls). None: the kinds' methods."""
+        plain = FullAttention.prefill_attention_flops    # the base rule, inherited by every kind but MLA
+        mla = self.prefill_mla_flops_s
+        scale = 1 if mla is None or mla == self.prefill_flops_s else self.prefill_flops_s / mla
+        terms = []
+        for g in self.scenario.sized_model.groups:
+            kind = g.kind
+            if kind.attended_keys_cap() is not None or not (type(kind).prefill_attention_flops is plain or (
+                    isinstance(kind, MLA) and kind.index_topk is None)):
+                return None
+            terms.append((g.count, kind.attention_flops_per_pair(), kind.state_flops_per_token(),
+                          scale if isinstance(kind, MLA) else 1))
+        return tuple(terms)
 
     @cached_property
     def _mixed_constants(self) -> tuple[float, float]:

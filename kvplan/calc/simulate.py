@@ -439,26 +439,104 @@ class _EventLoop:
         timeline.fromlist(marks)
         marks.clear()
 
+    def runner(self):
+        """The running batch's next run of steps on the O(1) path (``fast``: no caps, no windows, not
+        ``reference``) without speculative decoding, the tail ``run_book`` and ``run_fast`` share: ``decode_run(b,
+        steps, s0, need1, limit, free, out, one)`` runs the b requests of the batch from ``steps`` (phase s0, whose
+        next step adds need1 blocks) to the first completion, the step that passes ``limit`` (the blocks the run may
+        add, of ``free``) or the step an arrival or a copy landing falls in, or one step with ``one`` (after a
+        preemption); ``out`` requests are swapped or leaving. Its price (``Prices.run`` without caps: its terms
+        here, their sum by ``steps._affine_max_sum``), its blocks (``ReplicaState.crossings``), its overflow step
+        (``ReplicaState.last_step_that_fits``) and the next event (``ReplicaState.next_event_at``) written out, the
+        same arithmetic in the same order, so the same runs, times and marks; then the run's end mark and the
+        completions at it. A closure over the replica's state, so a call reads no attribute of the loop."""
+        r, mark, tally = self.r, self.mark, self.r.tally
+        total, block, phase = r.total_blocks, r.block, r.phase
+        arrivals, landing, leaving = r.arrivals, r.landing, r.leaving
+        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
+        prices = self.prices
+        one_b0, one_b1, one_f0, one_f1 = prices.one
+        bw, afs, base = prices.bw, prices.afs, prices.base
+        heappop, inf = heapq.heappop, math.inf
+
+        def decode_run(b: int, steps: int, s0: int, need1: int, limit: int, free: int, out: int, one: bool) -> None:
+            top = heap[0]
+            while not in_run[top[1]] or done_at[top[1]] != top[0]:
+                heappop(heap)                     # a request that left the batch since
+                top = heap[0]
+            k = k_done = top[0] - steps           # steps until the first completion
+            if b > tally.peak_running:            # the batch of a step that runs (not one a preemption trims)
+                tally.peak_running = b
+            now = r.now
+            sx = float(r.sum_xo + b * steps)
+            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
+            step0 = base(b)
+            if k == 1 or one:                     # one step: the larger of the two at its start
+                k = 1
+                now += step0 + (u0 if u0 >= v0 else v0)
+                added = need1
+            else:
+                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
+                if not over:
+                    q, m = divmod(k, block)       # ReplicaState.crossings
+                    end = s0 + m
+                    added = b * q + (sum(phase[s0:end]) if end <= block else
+                                     sum(phase[s0:]) + sum(phase[:end - block]))
+                    over = added > limit          # past the free blocks: the overflow step ends it
+                if over:                          # ReplicaState.last_step_that_fits written out
+                    q, rest = divmod(limit, b)
+                    acc = list(accumulate(phase[s0:]))
+                    if acc[-1] <= rest:           # past the phases from s0 on: those before s0, from where they end
+                        acc = list(accumulate(phase[:s0], initial=acc[-1]))
+                        m = bisect_right(acc, rest, 1)
+                        k, added = q * block + block - s0 + m - 1, q * b + acc[m - 1]
+                    else:
+                        m = bisect_right(acc, rest)
+                        k, added = q * block + m, q * b + (acc[m - 1] if m else 0)
+                if k == 1:
+                    now += step0 + (u0 if u0 >= v0 else v0)
+                else:                             # the next arrival or copy landing (ReplicaState.next_event_at)
+                    upcoming = arrivals[0][0] if arrivals else inf
+                    if landing and landing[0][0] < upcoming:
+                        upcoming = landing[0][0]
+                    if leaving and leaving[0][0] < upcoming:
+                        upcoming = leaving[0][0]
+                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
+                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
+                    if now + run_time > upcoming:     # stop at the step during which the next event falls
+                        k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
+                        added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run
+                    now += run_time
+            r.now = now
+            r.steps = steps + k
+            r.free = free = free - added
+            used = total - free
+            if used > tally.peak_used:
+                tally.peak_used = used
+            # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
+            mark((now, used, b, out, r.dram_used))
+            r.preempted = False
+            if k == k_done:                       # the first completion is at the run's end
+                r.complete()
+
+        return decode_run
+
     def run_book(self, progress) -> None:
         """``run`` and ``decode`` for the rule book on the O(1) path (``fast``: no caps, no windows, not
         ``reference``) with no observer, in one function: the run's price (``Prices.run`` without caps: its terms
         here, their sum by ``steps._affine_max_sum``) and its blocks (``ReplicaState.crossings``) written out, the
         same arithmetic in the same order, so the same events, runs, times and marks (the equality tests against the
-        references run it)."""
+        references run it). The run itself is ``runner``'s, shared with ``run_fast``."""
         r, sched = self.r, self.sched
         assert isinstance(sched, RuleBook)
-        mark = self.mark
+        mark, decode_run = self.mark, self.runner()
         marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
         arrivals, landing, leaving, waiting, swapped = r.arrivals, r.landing, r.leaving, r.waiting, r.swapped
-        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
-        prices, tally = self.prices, r.tally
-        one_b0, one_b1, one_f0, one_f1 = prices.one
-        bw, afs, base = prices.bw, prices.afs, prices.base
+        tally, in_run = r.tally, r.in_run
         room_free, admit, preempt, admit_waiting = self.room_free, sched.admit, sched.preempt, sched._admit_waiting
         g, btl, Pl = r.g, r.btl, r.Pl
         max_batch, thr, wm = sched.max_batch, sched.thr, sched.wm_blocks
-        heappop, inf = heapq.heappop, math.inf
         # preemption written out (below) for the newest victim under recompute: no swap, no offload, no threshold
         fused = sched.newest and sched.policy == "recompute" and thr is None
         xo_l, held, preemptions = r.xo_l, r.held, tally.preemptions
@@ -542,64 +620,8 @@ class _EventLoop:
             limit = free if room_free else sched.room_for_run(r, need1)   # blocks the run may add
             if limit is None:
                 continue
-            top = heap[0]
-            while not in_run[top[1]] or done_at[top[1]] != top[0]:
-                heappop(heap)                     # a request that left the batch since
-                top = heap[0]
-            k = k_done = top[0] - steps           # steps until the first completion
-            sx = float(r.sum_xo + b * steps)
-            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
-            step0 = base(b)
-            if b > tally.peak_running:            # the batch of a step that runs
-                tally.peak_running = b
-            now = r.now
-            if k == 1 or r.preempted:             # after a preemption, admission is looked at again in one step
-                k = 1                             # one step: the larger of the two at its start
-                now += step0 + (u0 if u0 >= v0 else v0)
-                added = need1
-            else:
-                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
-                if not over:
-                    q, m = divmod(k, block)       # ReplicaState.crossings
-                    end = s0 + m
-                    added = b * q + (sum(phase[s0:end]) if end <= block else
-                                     sum(phase[s0:]) + sum(phase[:end - block]))
-                    over = added > limit
-                if over:                          # ReplicaState.last_step_that_fits written out
-                    q, rest = divmod(limit, b)
-                    acc = list(accumulate(phase[s0:]))
-                    if acc[-1] <= rest:           # past the phases from s0 on: those before s0, from where they end
-                        acc = list(accumulate(phase[:s0], initial=acc[-1]))
-                        m = bisect_right(acc, rest, 1)
-                        k, added = q * block + block - s0 + m - 1, q * b + acc[m - 1]
-                    else:
-                        m = bisect_right(acc, rest)
-                        k, added = q * block + m, q * b + (acc[m - 1] if m else 0)
-                if k == 1:
-                    now += step0 + (u0 if u0 >= v0 else v0)
-                else:                             # the next arrival or copy landing (ReplicaState.next_event_at)
-                    upcoming = arrivals[0][0] if arrivals else inf
-                    if landing and landing[0][0] < upcoming:
-                        upcoming = landing[0][0]
-                    if leaving and leaving[0][0] < upcoming:
-                        upcoming = leaving[0][0]
-                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
-                    if now + run_time > upcoming:     # stop at the step during which the next event falls
-                        k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
-                        added = need1 if k == 1 else r.crossings(k, s0, b)
-                    now += run_time
-            r.now = now
-            r.steps = steps + k
-            r.free = free = free - added
-            used = total - free
-            if used > tally.peak_used:
-                tally.peak_used = used
-            # the run's end, before completions free their blocks
-            mark((now, used, b, out, r.dram_used))
-            r.preempted = False
-            if k == k_done:                       # the first completion is at the run's end
-                r.complete()
+            # after a preemption, admission is looked at again in one step
+            decode_run(b, steps, s0, need1, limit, free, out, r.preempted)
         tally.events = events
         timeline.fromlist(marks)
         marks.clear()
@@ -612,22 +634,17 @@ class _EventLoop:
         step (``ReplicaState.last_step_that_fits``) and the next event (``ReplicaState.next_event_at``) written out,
         the same arithmetic in the same order, so the same events, runs, times and marks (the tests hold it to
         ``run`` with ``decode``; the equality tests against the references run it). One loop for every engine's
-        scheduler; the rule book has ``run_book``."""
+        scheduler; the rule book has ``run_book``, and the run itself is ``runner``'s, which both share."""
         r, sched = self.r, self.sched
-        mark = self.mark
+        mark, decode_run = self.mark, self.runner()
         marks, timeline = r.tally.marks, r.tally.timeline
         running, n, total, block, phase = r.running, r.n, r.total_blocks, r.block, r.phase
         arrivals, landing, leaving, waiting, swapped = r.arrivals, r.landing, r.leaving, r.waiting, r.swapped
-        heap, in_run, done_at = r.done_heap, r.in_run, r.done_at
-        prices, tally = self.prices, r.tally
-        one_b0, one_b1, one_f0, one_f1 = prices.one
-        bw, afs, base = prices.bw, prices.afs, prices.base
         admit, preempt, room_for_run = sched.admit, sched.preempt, sched.room_for_run
         # a scheduler that runs its steps itself (vLLM V1) admits in its step, and runs the rest of the batch in the
         # step that preempted, at once; one that admits between runs (SGLang) looks at its queues again first
         step: Any = getattr(sched, "step", None)
         steps_itself, may_admit_soon = sched.steps_itself, sched.may_admit_soon
-        heappop, inf = heapq.heappop, math.inf
         events = 0
         while r.done < n:
             events += 1
@@ -669,59 +686,10 @@ class _EventLoop:
             limit = room_for_run(r, need1)        # blocks the run may add
             if limit is None:
                 continue
-            free = r.free                         # (SGLang's overlap frees the finished requests there)
-            top = heap[0]
-            while not in_run[top[1]] or done_at[top[1]] != top[0]:
-                heappop(heap)                     # a request that left the batch since
-                top = heap[0]
-            k = k_done = top[0] - steps           # steps until the first completion
-            if r.preempted and not (steps_itself and not may_admit_soon(r, need1 + phase[steps % block])):
-                k = 1                             # after a preemption, admission is looked at again in one step
-            if b > tally.peak_running:            # the batch of a step that runs (not one a preemption trims)
-                tally.peak_running = b
-            now = r.now
-            sx = float(r.sum_xo + b * steps)
-            u0, v0 = (b * one_b0 + sx * one_b1) / bw, (b * one_f0 + sx * one_f1) / afs
-            step0 = base(b)
-            if k == 1:                            # one step: the larger of the two at its start
-                now += step0 + (u0 if u0 >= v0 else v0)
-                added = need1
-            else:
-                over = b * (k // block) > limit   # the full rounds of block steps alone pass it: no phase sum
-                if not over:
-                    q, m = divmod(k, block)       # ReplicaState.crossings
-                    end = s0 + m
-                    added = b * q + (sum(phase[s0:end]) if end <= block else
-                                     sum(phase[s0:]) + sum(phase[:end - block]))
-                    over = added > limit          # past the free blocks: the overflow step ends it
-                if over:
-                    k, added = r.last_step_that_fits(limit, s0, b)
-                if k == 1:
-                    now += step0 + (u0 if u0 >= v0 else v0)
-                else:                             # the next event (ReplicaState.next_event_at): an arrival,
-                    upcoming = arrivals[0][0] if arrivals else inf   # a swap-in or an offload landing
-                    if landing and landing[0][0] < upcoming:
-                        upcoming = landing[0][0]
-                    if leaving and leaving[0][0] < upcoming:
-                        upcoming = leaving[0][0]
-                    u1, v1 = b * one_b1 / bw, b * one_f1 / afs
-                    run_time = k * step0 + _affine_max_sum(u0, u1, v0, v1, k)
-                    if now + run_time > upcoming:     # stop at the step during which the next event falls
-                        k, run_time = _first_step_reaching(step0, u0, u1, v0, v1, k, upcoming - now, run_time)
-                        added = need1 if k == 1 else r.crossings(k, s0, b)   # the blocks of the steps run
-                    now += run_time
-            r.now = now
-            r.steps = steps + k
-            r.free = free = free - added
-            used = total - free
-            if used > tally.peak_used:
-                tally.peak_used = used
-            # the run's end, before completions free their blocks (the batch, the requests out and DRAM as it started)
-            mark((now, used, b, out, r.dram_used))
-            r.preempted = False
-            if k == k_done:                       # the first completion is at the run's end
-                r.complete()
-        tally.events = events
+            # after a preemption, admission is looked at again in one step (vLLM V1: unless it cannot admit then)
+            one = r.preempted and not (steps_itself and not may_admit_soon(r, need1 + phase[steps % block]))
+            decode_run(b, steps, s0, need1, limit, r.free, out, one)   # (SGLang's overlap frees its finished there)
+        r.tally.events = events
         timeline.fromlist(marks)
         marks.clear()
 

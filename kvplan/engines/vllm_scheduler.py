@@ -515,6 +515,13 @@ class V1Scheduler(Scheduler):
 
     def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
         """``_peek``, or None when its blocks are not among the ``room`` free ones."""
+        # whole-input admission (``full_isl``): those are the blocks of all its tokens, whatever its hit, so a head
+        # that does not fit is turned away before its hit is looked up (``_hit``'s one change, the free queue's front
+        # brought up to date, is made first by whatever changes the queue next)
+        if self.full_isl:
+            i = r.waiting[0]
+            if r.btl[r.Pl[i] + r.g[i]] > room:
+                return None
         head = self._peek(r, left, pops)
         return head if self._need(r, head) <= room else None
 
