@@ -1834,6 +1834,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if False:\n            gpu_defaulted"),
     M("fix20-metrics-ttft-prefill-alone", CALIB, "client_ttft(st, one, chunk) if is_ttft",
       "st.prefill_seconds(p, 0, chunk) if is_ttft"),
+    # SGLang: a prefill round's new requests have their first tokens together (one batch, one result)
+    M("fid19n-pass-tokens-each-own", SGS, "        for j in together[:-1]:\n            first[j] = last",
+      "        for j in together[:-1]:\n            pass"),
+    M("fid19n-pass-not-split-at-chunk", SGS,
+      "            if ext_p > rem_chunk:                     # chunked: the pass before ends with its first chunk\n"
+      "                _one_pass(r, together)", "            if False:\n                _one_pass(r, together)"),
+    M("fid19n-pass-takes-one-token-requests", SGS, "                if Ll[i] > 1:", "                if Ll[i] > 0:"),
+    M("fid19n-pass-kept-across-rounds", SGS, "        _one_pass(r, together)\n        return admitted",
+      "        return admitted"),
 )
 
 
