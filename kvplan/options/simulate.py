@@ -74,7 +74,7 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      hicache_size: Any = None, hicache_write_policy: str | None = None,
                      async_scheduling: bool | None = None,
                      disable_overlap_schedule: bool | None = None,
-                     kv_offloading_size: Any = None) -> SimulateRequest:
+                     kv_offloading_size: Any = None, scheduler_recv_interval: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -216,6 +216,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          hicache=hicache_option(hicache, hicache_ratio, hicache_size, hicache_write_policy),
                          async_scheduling=async_scheduling,
                          disable_overlap_schedule=disable_overlap_schedule or None,
+                         scheduler_recv_interval=optional(parse_tokens, scheduler_recv_interval,
+                                                          "--scheduler-recv-interval"),
                          kv_offloading_bytes=offloading_bytes(kv_offloading_size))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
