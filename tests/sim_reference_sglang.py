@@ -66,6 +66,10 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    run nothing while they hold theirs (no request taken, and nothing left running or the step short of blocks) is
    an empty batch: they are processed and the decision made again at once, seeing every arrival. After a turn that
    ran no batch (idle), the decision sees everything.
+9. Polling (``recv_interval`` N, SGLang's --scheduler-recv-interval; 1: every turn): a turn first adds the weight of
+   the turn before's batch to a counter (a prefill round 1000, a decode step or none 1) and polls when it reaches N
+   (the counter back to 0), or at once when nothing runs or is held; a poll receives the arrivals the turn's
+   decision sees (rule 8), and a prefill round takes only received requests.
 """
 
 from __future__ import annotations
@@ -139,8 +143,9 @@ def default_chunk(hbm_gib: float) -> int:
 
 
 def run(s, workload, max_batch: int | None = None, victim: str | None = None, speculative=None,
-        hicache: dict | None = None, overlap: bool | None = None) -> RefRun:
-    """``hicache``: SGLang's HiCache (rule 7), {"policy": write_through | write_through_selective, "ratio": R,
+        hicache: dict | None = None, overlap: bool | None = None, recv_interval: int = 1) -> RefRun:
+    """``recv_interval``: SGLang's --scheduler-recv-interval (rule 9). ``hicache``: SGLang's HiCache (rule 7),
+    {"policy": write_through | write_through_selective, "ratio": R,
     "size_gb": G} (None: off)."""
     block = int(capacity.block_tokens(s).value)
     alone = dataclasses.replace(s, shared_prefix_tokens=0)
@@ -453,6 +458,8 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     late: list = []                          # rule 8: (request, finished at its prefill) not yet processed
     cut = float("inf")                       # rule 8: the decision sees the arrivals up to this time
     started = None                           # rule 8: when the batch of the turn before started (None: none ran)
+    received = float("inf") if recv_interval <= 1 else -float("inf")   # rule 9: arrivals by then were received
+    counter, weight = 0, 0                   # rule 9: the poll counter, the weight of the turn before's batch
 
     def finish(r: Req, later: bool = False) -> None:
         nonlocal submitted
@@ -503,7 +510,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         while waiting:
             r = waiting[0]
-            if r.arrival > cut:              # rule 8: not seen yet
+            if r.arrival > min(cut, received):   # rule 8: not seen yet; rule 9: not received yet
                 break
             if len(running) + seats >= max_running:
                 full = True
@@ -651,15 +658,23 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             waiting.append(reqs[i])
         cut = started if overlap and started is not None and (running or late) else float("inf")   # rule 8
         started = now
+        if recv_interval > 1:                # rule 9
+            counter += weight
+            if (not running and not late) or counter >= recv_interval:
+                counter = 0
+                received = cut if cut < float("inf") else now
+            weight = 1
         if not running and not late:
             full = False
         if waiting and not full and not retracted_now and prefill_round():
+            weight = 1000                    # rule 9: a prefill batch
             continue
         if late:                             # rule 8
             if not running or short() > 0:   # an empty batch: decided again at once, seeing everything
                 release_late()
                 cut = float("inf")
                 if waiting and not full and not retracted_now and prefill_round():
+                    weight = 1000            # rule 9
                     continue
             else:
                 release_late()

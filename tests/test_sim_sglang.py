@@ -123,6 +123,53 @@ def test_the_sglang_scheduler_equals_the_token_by_token_reference(case, overlap)
         assert fast.setup.chunk_tokens == 8192 // 8
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("recv", [3, 16])
+@pytest.mark.parametrize("case", ["llama", "closed-loop", "chunked", "running-cap", "deepseek-r1"])
+def test_polling_every_n_iterations_equals_the_reference(case, recv, overlap):
+    # --scheduler-recv-interval (module docstring "Polling", the reference's rule 9): the engine's closed-form runs
+    # (a run of one step while a request waits unreceived) against the reference's counter turn by turn
+    base, pool, prefix, opts, make, _ = CASES[case]
+    s = scenario(base, pool, prefix)
+    w = make()
+    fast = sim.simulate(s, w, sim.SimOptions(**opts, disable_overlap_schedule=None if overlap else True,
+                                             scheduler_recv_interval=recv))
+    assert_same(fast, ref.run(s, w, max_batch=opts.get("max_batch"), overlap=overlap, recv_interval=recv))
+    plain = sim.simulate(s, w, sim.SimOptions(**opts, disable_overlap_schedule=None if overlap else True))
+    # requests wait for polls: admissions move (on a busy replica not always later: rounds then take more at once;
+    # in the chunked case every request waits behind long prompts it was received during)
+    if case != "chunked":
+        assert not np.array_equal(fast.admitted, plain.admitted)
+
+
+def test_polling_a_request_waits_for_the_nth_decode_step():
+    # No overlap, N = 4. A (100 + 50 tokens) arrives at t = 0 at an idle replica, which polls at once; its prefill
+    # ends at p; the iteration after a prefill batch polls again (weight 1,000 >= 4), then every 4 decode steps:
+    # after A's 4th, 8th, ... step. B arrives at p + 1.5 x A's first decode step (during its 2nd step): with N = 1 it
+    # is taken at the end of step 2, with N = 4 at the end of step 4, with N = 3 at the end of step 3 (the polls
+    # after steps 3, 6, ...). A's steps alone until then, each d(k): B's prefill starts at p + d(1) + ... + d(N).
+    s = scenario(LLAMA, "4GiB")
+    sm = costs.step_model(s)
+    p = sm.prefill_seconds(100, 0, 8192)
+    d = [float(sm.step(1, *map(float, sm.request_cache(100.0 + k)))["total"]) for k in range(1, 6)]
+    w = hand_work([100, 100], [50, 50], [0.0, p + d[0] + 0.5 * d[1]])
+    for n, steps in ((1, 2), (3, 3), (4, 4)):
+        r = sim.simulate(s, w, sim.SimOptions(disable_overlap_schedule=True, scheduler_recv_interval=n))
+        assert r.admitted[1] == pytest.approx(p + sum(d[:steps]), rel=1e-9), n
+
+
+def test_polling_is_sglangs_and_bounded(run_cli):
+    r = run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "vllm", "--rate", "1",
+                "--requests", "20", "--scheduler-recv-interval", "10")
+    assert r.code == 2 and "--scheduler-recv-interval is SGLang's" in r.err + r.out
+    r = run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "sglang", "--rate", "1",
+                "--requests", "20", "--scheduler-recv-interval", "1001")
+    assert r.code == 2 and "is not in 1 .. 1,000" in r.err + r.out
+    r = run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "sglang", "--rate", "1",
+                "--requests", "20", "--scheduler-recv-interval", "10")
+    assert r.code == 0 and "polls for new requests every 10" in " ".join(r.out.split())
+
+
 # --- hand-worked cases --------------------------------------------------------------------------------------------
 def test_a_prefill_round_charges_its_requests_whole_outputs():
     # A 1,000-token pool (1,000 x 128 KiB), six requests of 100 + 260 tokens, all at t = 0. Nothing runs, so the

@@ -182,7 +182,8 @@ def build(run: dict, models: dict, tmp: Path):
                            requests=str(run.get("requests", 1)) if closed else "1",
                            shared_prefix=str(prefix) if prefix else None, **dists,
                            async_scheduling=ASYNC_SCHEDULING if run["engine"] == "vllm" else None,
-                           disable_overlap_schedule=DISABLE_OVERLAP if run["engine"] == "sglang" else None)
+                           disable_overlap_schedule=DISABLE_OVERLAP if run["engine"] == "sglang" else None,
+                           scheduler_recv_interval=run.get("scheduler_recv_interval"))
     if closed:
         return req.scenario, req.workload, req.options
     t = arrivals(run)

@@ -1971,6 +1971,24 @@ MUTANTS: tuple[Mutant, ...] = (
       "CROSS_NODE_DECODE_ALLREDUCE_US = 46.0"),
     M("tpot20c-r3-latency-off-by-ten", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 139.0",
       "CROSS_NODE_DECODE_ALLREDUCE_US = 129.0"),
+    # SGLang: --scheduler-recv-interval (polls every N iterations)
+    M("fid19n-poll-no-cut", SGS, "cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival",
+      "cut, arrival, seats = self.cut, r.tally.arrival"),
+    M("fid19n-poll-not-after-prefill", SGS,
+      "            if took and self.recv_interval > 1:      # the iteration after",
+      "            if False:      # the iteration after"),
+    M("fid19n-poll-idle-waits", SGS,
+      "        if not r.running and not self.late:\n            self.recv_step, self.recv_cut",
+      "        if False:\n            self.recv_step, self.recv_cut"),
+    M("fid19n-poll-off-by-one", SGS, "        if k >= self.recv_interval:", "        if k > self.recv_interval:"),
+    M("fid19n-poll-overlap-sees-now", SGS,
+      "self.recv_cut = self.cut if self.overlap and self.cut < math.inf else r.now", "self.recv_cut = r.now"),
+    M("fid19n-poll-no-one-step", SGS, "                r.preempted = True                   # not received yet",
+      "                pass                   # not received yet"),
+    M("fid19n-poll-any-engine", "kvplan/engines/schedulers.py",
+      'if (getattr(o, "scheduler_recv_interval", None) or 1) > 1 and engine.id != "sglang":', "if False:"),
+    M("fid19n-poll-unbounded", "kvplan/calc/sim/records.py",
+      "not 1 <= self.scheduler_recv_interval <= 1000", "not 1 <= self.scheduler_recv_interval"),
 )
 
 

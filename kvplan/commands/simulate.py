@@ -118,6 +118,9 @@ def simulate(
     disable_overlap_schedule: Annotated[bool, typer.Option(
         "--disable-overlap-schedule", help="SGLang's flag: turn off its overlap scheduler (each batch decided while "
         "the one before it runs; on by default).")] = False,
+    scheduler_recv_interval: Annotated[str | None, typer.Option(
+        "--scheduler-recv-interval", metavar="N", help="SGLang's flag: poll for new requests every N scheduler "
+        "iterations (default 1; a prefill batch makes the next iteration poll).")] = None,
 ) -> None:
     """Simulate a request stream through the KV pool: preemption, swap, recompute, TPOT, TTFT."""
     from kvplan.calc.simulate import plan_simulate, plan_sweep
@@ -138,7 +141,7 @@ def simulate(
         hicache_size=hicache_size, hicache_write_policy=hicache_write_policy, async_scheduling=async_scheduling,
         kv_offloading_size=kv_offloading_size, long_prefill_token_threshold=long_prefill_token_threshold,
         max_num_partial_prefills=max_num_partial_prefills, max_long_partial_prefills=max_long_partial_prefills,
-        disable_overlap_schedule=disable_overlap_schedule)
+        disable_overlap_schedule=disable_overlap_schedule, scheduler_recv_interval=scheduler_recv_interval)
     scenario, work, options, given = run.scenario, run.workload, run.options, run.given
     if run.sweep is not None:
         bar = LazyProgress(f"sweep of {len(run.sweep)} rates")

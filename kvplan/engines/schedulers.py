@@ -48,6 +48,11 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
 
         raise KvplanError(f"--disable-overlap-schedule is SGLang's, not {engine.display_name}'s",
                           "use --engine sglang, or drop --disable-overlap-schedule")
+    if (getattr(o, "scheduler_recv_interval", None) or 1) > 1 and engine.id != "sglang":
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--scheduler-recv-interval is SGLang's, not {engine.display_name}'s",
+                          "use --engine sglang, or drop --scheduler-recv-interval")
     if engine.id == "sglang":
         from kvplan.engines.sglang_scheduler import for_scenario
 

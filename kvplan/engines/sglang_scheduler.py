@@ -144,6 +144,15 @@ there without ``ignore_eos``.
   token less, and a request retracted in flight after its prefill has its first token again later); the
   reservation's one in-flight token per running request; hybrid linear-attention models' ``no_buffer`` Mamba
   radix cache, which turns the overlap off (``arg_groups/overrides.py``: kvplan's tree is not modelled for them).
+* **Polling** (``--scheduler-recv-interval N``, 1 by default; ``RECV_SOURCE``, the same in v0.5.9): the scheduler
+  reads new requests from the tokenizer (``recv_requests``) only when ``SchedulerRecvSkipper.handle`` says so: each
+  iteration adds its last batch's weight to a counter (a decode batch 1, no batch 1, any other, a prefill batch
+  among them, 1000) and polls when the counter reaches N, resetting it to 0. So while decoding a new request is
+  received every N decode steps; the iteration after a prefill batch polls; an idle loop spins and polls at once.
+  kvplan: a request is received by the first poll after its arrival (what that decision sees: with the overlap
+  scheduler, the arrivals up to the start of the batch in flight), and a prefill round takes only received ones;
+  while one waits unreceived, each run is one step. N is capped at 1000 (above it a prefill batch would not make
+  the next iteration poll).
 * ``--victim`` other than the default is a what-if: it picks the retracted requests (one at a time, by kvplan's
   rule) in place of SGLang's order, and a note says so. SGLang has no admission watermark.
 """
@@ -181,6 +190,9 @@ CHUNK_SOURCE = WHERE + "arg_groups/memory_hook.py (_handle_gpu_memory_settings)"
 RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_reqs)"
 OVERLAP_SOURCE = WHERE + ("managers/scheduler.py (event_loop_overlap, _reqs_finishing_inflight, "
                           "update_running_batch); arg_groups/fields/schedule.py (disable_overlap_schedule = False)")
+RECV_SOURCE = WHERE + ("managers/scheduler_components/recv_skipper.py (SchedulerRecvSkipper.handle); environ.py "
+                      "(SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE 1, _NONE 1, _DEFAULT 1000); managers/scheduler.py "
+                      "(recv_requests)")
 OVERLAP_PP_SOURCE = WHERE + "arg_groups/overrides.py (_pipeline_parallel_overlap_disable)"
 OVERLAP_DEFAULT = True                # SGLang's default (disable_overlap_schedule = False)
 # --chunked-prefill-size by GPU memory (GiB, exclusive upper bounds); the last applies above them all
@@ -767,8 +779,15 @@ class SglangScheduler(Scheduler):
     def __init__(self, *, max_batch: int, chunk: int, block: int, conservativeness: float = CONSERVATIVENESS,
                  max_prefill: int = MAX_PREFILL_TOKENS, victim: str | None = None, radix: bool = False,
                  hashes: Any = None, notes: tuple[str, ...] = (), hicache: HiCache | None = None,
-                 overlap: bool = False) -> None:
+                 overlap: bool = False, recv_interval: int = 1) -> None:
         self.max_batch, self.chunk, self.block, self.max_prefill = max_batch, chunk, block, max_prefill
+        # --scheduler-recv-interval (module docstring, "Polling"): the requests received are those that arrived by
+        # ``recv_cut``, the time the last poll saw up to; the poll after ``recv_step`` decode steps; a prefill round's
+        # (steps, time seen) for the poll of the iteration after it
+        self.recv_interval = recv_interval
+        self.recv_cut = math.inf if recv_interval <= 1 else -math.inf
+        self.recv_step = 0
+        self.round_poll: tuple[int, float] | None = None
         # the overlap scheduler (module docstring, "Overlap scheduler"): each batch decided while the one before runs
         self.overlap = overlap
         self.cut = math.inf               # the decision being made sees the arrivals up to this time
@@ -964,6 +983,8 @@ class SglangScheduler(Scheduler):
             ran = r.steps != self.steps_at or self.rounds != self.rounds_at
             self.cut = self.call_at if ran and (r.running or self.late) else math.inf
             self.call_at, self.steps_at, self.rounds_at = r.now, r.steps, self.rounds
+        if self.recv_interval > 1:
+            self._poll(r)
         if r.preempted or not waiting:
             return False
         late = len(self.late)                        # (overlap) seats still held by finished requests
@@ -971,6 +992,10 @@ class SglangScheduler(Scheduler):
             took = False                             # batch_is_full: no admission until the batch shrinks
         else:
             took = self._admit(r)
+        if self.recv_interval > 1 and not took and r.running:
+            arrival = r.tally.arrival
+            if max(arrival[waiting[0]], arrival[waiting[-1]]) > self.recv_cut:
+                r.preempted = True                   # not received yet: the next run is one step (a poll to come)
         if not self.overlap or took:
             return took
         if self.late:
@@ -987,9 +1012,28 @@ class SglangScheduler(Scheduler):
             r.preempted = True
         return False
 
+    def _poll(self, r: ReplicaState) -> None:
+        """--scheduler-recv-interval N (module docstring, "Polling"): whether the decision made now polled the
+        tokenizer's socket, and what the last poll saw. The iteration after a prefill batch polls (its weight 1000
+        reaches N); an idle loop polls at once; otherwise every N decode steps after the last poll. A poll that
+        fell inside a run of several steps saw nothing new: a request waiting unreceived makes every run one step
+        (``admit``), so the runs of several steps have none."""
+        if self.round_poll is not None:
+            self.recv_step, self.recv_cut = self.round_poll
+            self.round_poll = None
+        if not r.running and not self.late:
+            self.recv_step, self.recv_cut = r.steps, r.now
+            return
+        k = r.steps - self.recv_step
+        if k >= self.recv_interval:
+            self.recv_step += k // self.recv_interval * self.recv_interval
+            if self.recv_step == r.steps:            # this decision polls: it sees what the decision sees
+                self.recv_cut = self.cut if self.overlap and self.cut < math.inf else r.now
+
     def _admit(self, r: ReplicaState) -> bool:
         """``admit``'s prefill round."""
         running, steps, Pl, Ll = r.running, r.steps, r.Pl, r.Ll
+        start = r.now
         batch = self._batch(r)
         late = self.held_seats = len(self.late)      # (overlap) seats still held by finished requests
         self.full = False                            # (admit looked: the batch shrank, or it was not full)
@@ -1017,6 +1061,8 @@ class SglangScheduler(Scheduler):
                         r.free += tree.retire(i) if tree.lazy else tree.release(i)
                 elif tree.evictable > r.free:
                     tree.settle(r.free)
+            if took and self.recv_interval > 1:      # the iteration after a prefill batch polls (weight 1000)
+                self.round_poll = (r.steps, start if self.overlap else r.now)
             if took and self.overlap:                # (overlap) then the results of the batch before are processed;
                 self.rounds += 1                     # the round's own finished wait for the next decision
                 old, self.late = self.late[:late], self.late[late:]
@@ -1035,7 +1081,7 @@ class SglangScheduler(Scheduler):
         reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
-        cut, arrival, seats = self.cut, r.tally.arrival, self.held_seats
+        cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival, self.held_seats
         while waiting:
             i = waiting[0]
             if arrival[i] > cut:                      # (overlap) not seen yet: it arrived during the batch in flight
@@ -1241,6 +1287,12 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "and a finished request's seat and pages are freed a batch later (its last token and a first token come "
             "out at their batch's end as without it); kvplan prices no CPU time between batches, so the flag "
             "changes when requests are seen and freed, not a step's price." if overlap else "."))
+    recv = getattr(o, "scheduler_recv_interval", None) or 1
+    if recv > 1:
+        notes.append(f"--scheduler-recv-interval {recv}: SGLang's scheduler polls for new requests every {recv} "
+                     "iterations (a decode step counts 1, a prefill batch makes the next iteration poll; "
+                     f"{RECV_SOURCE}), so a request that arrives during decoding waits up to {recv} decode steps "
+                     "before a prefill round can take it.")
     victim = o.victim if o.victim != DEFAULT_VICTIM else None
     if victim:
         notes.append(f"--victim {victim} is a what-if: SGLang retracts the requests with the fewest output tokens "
@@ -1259,7 +1311,7 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
                            victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes),
-                           hicache=hicache, overlap=overlap)
+                           hicache=hicache, overlap=overlap, recv_interval=recv)
 
 
 def overlap_schedule(par: Any, disable: bool | None) -> tuple[bool, str]:

@@ -76,7 +76,8 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                      disable_overlap_schedule: bool | None = None,
                      kv_offloading_size: Any = None, long_prefill_token_threshold: Any = None,
                      max_num_partial_prefills: Any = None,
-                     max_long_partial_prefills: Any = None) -> SimulateRequest:
+                     max_long_partial_prefills: Any = None,
+                     scheduler_recv_interval: Any = None) -> SimulateRequest:
     """The checked run of ``kvplan simulate``'s options (module docstring). ``scenario``: a ``Scenario``, or the
     scenario options as the command line gives them (``kvplan.options.scenarios.build_scenario``'s keywords)."""
     import copy
@@ -224,7 +225,9 @@ def simulate_request(scenario: Scenario | dict[str, Any], *, rate: Any = None, u
                          max_num_partial_prefills=optional(parse_tokens, max_num_partial_prefills,
                                                            "--max-num-partial-prefills"),
                          max_long_partial_prefills=optional(parse_tokens, max_long_partial_prefills,
-                                                            "--max-long-partial-prefills"))
+                                                            "--max-long-partial-prefills"),
+                         scheduler_recv_interval=optional(parse_tokens, scheduler_recv_interval,
+                                                          "--scheduler-recv-interval"))
     given = {"requests": requests is not None, "seed": _text(seed) != "0", "users": users is not None,
              "think": _text(think) != "0"}
     run = SimulateRequest(scenario=base, workload=work, options=options, requests=len(cast(Sized, work.prompts)),

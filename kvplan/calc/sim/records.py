@@ -37,6 +37,9 @@ class SimOptions:
     # SGLang's --disable-overlap-schedule: True off, False on, None kvplan's default
     # (kvplan.engines.sglang_scheduler.overlap_schedule)
     disable_overlap_schedule: bool | None = None
+    # SGLang's --scheduler-recv-interval: the scheduler polls for new requests every N iterations (None: 1, every one;
+    # kvplan.engines.sglang_scheduler, "Polling")
+    scheduler_recv_interval: int | None = None
     # vLLM's --kv-offloading-size in bytes (GiB x 2^30, the whole instance: all its TP x PP ranks): the native CPU
     # offloading connector (kvplan.engines.vllm_scheduler.CpuPool; None: off)
     kv_offloading_bytes: int | None = None
@@ -71,6 +74,10 @@ class SimOptions:
             if top > k + 1:
                 raise KvplanError(f"--accept {top:g} is not in [1, {k + 1}], the tokens a verify step with {k} draft "
                                   "token(s) can accept", f"give --accept {k + 1} or less")
+        if self.scheduler_recv_interval is not None and not 1 <= self.scheduler_recv_interval <= 1000:
+            raise KvplanError(f"--scheduler-recv-interval {self.scheduler_recv_interval!r} is not in 1 .. 1,000 (above "
+                              "1,000 a prefill batch, weight 1,000, no longer makes SGLang poll at once: not modelled)",
+                              "give SGLang's poll interval in scheduler iterations, e.g. --scheduler-recv-interval 10")
         if not 0 <= self.watermark < 0.5:
             raise KvplanError(f"watermark {self.watermark!r} is not in [0, 0.5)", "give e.g. 0.01")
 
