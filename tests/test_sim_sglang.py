@@ -158,6 +158,22 @@ def test_polling_a_request_waits_for_the_nth_decode_step():
         assert r.admitted[1] == pytest.approx(p + sum(d[:steps]), rel=1e-9), n
 
 
+def test_polling_under_the_overlap_scheduler_receives_what_its_decision_sees():
+    # The same replica with the overlap scheduler (on by default). B arrives during A's 4th decode step (t3 .. t4,
+    # t_k = p + d(1) + ... + d(k)). With N = 1 it is first scheduled two batches later (the decision after step 4 was
+    # made while step 4 ran): taken at t5. With N = 4 the polls come at the decisions after steps 4, 8, ...; the one
+    # after step 4 sees the arrivals up to step 4's start (t3), not B: B waits for the poll after step 8 (taken at t8).
+    # With N = 3: polls after steps 3 (B not there yet) and 6 (sees up to t5: B): taken at t6.
+    s = scenario(LLAMA, "4GiB")
+    sm = costs.step_model(s)
+    p = sm.prefill_seconds(100, 0, 8192)
+    d = [float(sm.step(1, *map(float, sm.request_cache(100.0 + k)))["total"]) for k in range(1, 10)]
+    w = hand_work([100, 100], [50, 50], [0.0, p + sum(d[:3]) + 0.5 * d[3]])
+    for n, steps in ((1, 5), (4, 8), (3, 6)):
+        r = sim.simulate(s, w, sim.SimOptions(scheduler_recv_interval=n))
+        assert r.admitted[1] == pytest.approx(p + sum(d[:steps]), rel=1e-9), n
+
+
 def test_polling_is_sglangs_and_bounded(run_cli):
     r = run_cli("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--engine", "vllm", "--rate", "1",
                 "--requests", "20", "--scheduler-recv-interval", "10")
