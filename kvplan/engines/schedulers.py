@@ -66,7 +66,7 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
                                              getattr(o, "long_prefill_token_threshold", None),
                                              getattr(o, "max_num_partial_prefills", None),
                                              getattr(o, "max_long_partial_prefills", None),
-                                             s.context_limit or 0))
+                                             s.context_limit))
         if v1 is not None:
             span = engine.release.split(" (")[0].removeprefix("vLLM ")     # "0.29+ rules"
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"

@@ -1078,7 +1078,7 @@ class VllmEngine(Engine):
                            prefill_cap=cap, cap_alone=cap_alone, cap_why=cap_why)
 
     def prefill_cap(self, threshold: int | None, partial: int | None, long_partial: int | None,
-                    max_model_len: int) -> tuple[int, bool, str]:
+                    max_model_len: int | None) -> tuple[int, bool, str]:
         """simulate's --long-prefill-token-threshold for this release: (the cap in tokens, 0 for none; whether it
         holds only while more than one request runs or waits; why), or a refusal where the release does not take
         the value (the constants above, with their sources). --max-num-partial-prefills /
@@ -1103,7 +1103,7 @@ class VllmEngine(Engine):
                               f"chunk from {release_text(LONG_PREFILL_SINCE)}, the first release kvplan read that does "
                               f"({LONG_PREFILL_SOURCE})", f"pin vllm>={release_text(LONG_PREFILL_SINCE)}, or drop "
                               "--long-prefill-token-threshold")
-        if threshold > max_model_len and self.since(LONG_PREFILL_MAX_LEN_SINCE):
+        if max_model_len is not None and threshold > max_model_len and self.since(LONG_PREFILL_MAX_LEN_SINCE):
             raise KvplanError(f"--long-prefill-token-threshold {threshold:,} is more than max_model_len "
                               f"{max_model_len:,}, which vLLM refuses at start-up ({LONG_PREFILL_MAX_LEN_SOURCE})",
                               f"give at most {max_model_len:,}, or 0 for no cap")
