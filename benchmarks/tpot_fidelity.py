@@ -355,6 +355,15 @@ ENGINE_RUNS = tuple(
                    f"concurrency {c}" + (f" ({max(1, c // 8)} per DP rank)" if engine.startswith("sglang") else ""),
                    engine=engine)
     for j, (engine, rows) in enumerate(_DSTACK_ROWS, start=1) for i, (c, t) in enumerate(rows))
+# (tpot20e) The same rows' median ITL (ms), as the raw data publishes it (column median_itl_ms of the rows above, to 2
+# decimals), in the order of _DSTACK_ROWS. A median gap between two tokens is a plain decode step (a step stalled by a
+# prefill is a rare one), so kvplan's plain step against it says whether a miss is in the step or in what a closed
+# loop adds to it (serving_tpot). Read only by engine_run_step_errors; nothing is fitted to it.
+DSTACK_MEDIAN_ITL = {
+    "E1": (25.69, 31.28, 49.74, 51.96, 63.24, 65.21),
+    "E2": (42.85, 43.43, 50.51, 59.34, 70.33, 85.89),
+    "E3": (54.88, 55.79, 56.06, 60.57, 68.98, 80.10),
+}
 # Never seen, set 2 (tpot20c): the rest of tenstorrent/tt-inference-server issue 356, written here before any of their
 # predictions was computed, after rule R3 was fitted, and never used to fit. T1-T7: DeepSeek-R1-0528-AWQ on ONE node
 # of 8 x H100 at TP8 under vLLM (the issue's comment of 2025-07-10), the same cluster and harness as B27 without a
@@ -489,6 +498,18 @@ def engine_run_errors() -> dict[str, float]:
     return {p.id: (predict(p) - p.tpot_ms) / p.tpot_ms for p in ENGINE_RUNS}
 
 
+def engine_run_itl_ms(point_id: str) -> float:
+    """The published median ITL (ms) of an engine-run point (DSTACK_MEDIAN_ITL)."""
+    return DSTACK_MEDIAN_ITL[run_of(point_id)]["abcdef".index(point_id[-1])]
+
+
+def engine_run_step_errors() -> dict[str, float]:
+    """Signed relative error of kvplan's plain decode step (no other request's prefill in it) against each engine-run
+    point's published median ITL: the part of the engine-run miss that is in the step itself."""
+    return {p.id: (predict(replace(p, median_itl=True)) - engine_run_itl_ms(p.id)) / engine_run_itl_ms(p.id)
+            for p in ENGINE_RUNS}
+
+
 def table() -> str:
     lines = ["| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |",
              "|---|---|---|---|---:|---:|---|---:|---:|---:|"]
@@ -508,15 +529,20 @@ def table() -> str:
                  f"{sum(e <= 0.30 for e in held.values())} within 30%, worst {worst} ({errs[worst]:+.1%}); over the "
                  f"{len(apart)} of them from a run no fit point comes from: median {statistics.median(apart):.1%}.")
     lines.append("\nOne deployment under three engines (DeepSeek-R1, 8 x H200, 3,200/800; never fitted):\n")
-    lines.append("| id | engine | concurrency | published TPOT | kvplan | error |")
-    lines.append("|---|---|---:|---:|---:|---:|")
-    by_engine = engine_run_errors()
+    lines.append("| id | engine | concurrency | published TPOT | kvplan | error | published median ITL | kvplan step "
+                 "| step error |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    by_engine, by_step = engine_run_errors(), engine_run_step_errors()
     for p in ENGINE_RUNS:
+        itl = engine_run_itl_ms(p.id)
         lines.append(f"| {p.id} | {p.engine} | {p.note} | {p.tpot_ms:.2f} ms | "
-                     f"{p.tpot_ms * (1 + by_engine[p.id]):.2f} ms | {by_engine[p.id]:+.0%} |")
+                     f"{p.tpot_ms * (1 + by_engine[p.id]):.2f} ms | {by_engine[p.id]:+.0%} | {itl:.2f} ms | "
+                     f"{itl * (1 + by_step[p.id]):.2f} ms | {by_step[p.id]:+.0%} |")
     lines.append(f"\nengine_runs: {len(by_engine)} points, median |error| "
                  f"{statistics.median(map(abs, by_engine.values())):.1%}, "
-                 f"{sum(abs(e) <= 0.30 for e in by_engine.values())} within 30%")
+                 f"{sum(abs(e) <= 0.30 for e in by_engine.values())} within 30%; kvplan's plain step against the "
+                 f"published median ITL: median |error| {statistics.median(map(abs, by_step.values())):.1%} (the miss "
+                 "is in the decode step)")
     lines.append("\nNever seen, set 2 (tt-inference-server#356's other rows, collected after rule R3; never fitted):\n")
     lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
     lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")

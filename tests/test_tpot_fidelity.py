@@ -314,3 +314,29 @@ def test_never_seen_set_2_stands_apart_and_is_reported():
     assert all(-0.50 <= errors[p.id] <= -0.40 for p in awq)
     text = fidelity.table()
     assert "never_seen_2: one node, vLLM AWQ TP8: 7 points" in text
+
+
+def test_engine_runs_miss_in_the_decode_step_not_the_closed_loop():
+    # tpot20e: dstack's raw data (github.com/dstackai/benchmarks @7f37e66 Deepseek-R1/raw_data/online_results.csv,
+    # h200 rows at 3,200/800) publish each row's median ITL beside its mean TPOT. Copied by hand (ms, 2 decimals):
+    itl = fidelity.DSTACK_MEDIAN_ITL
+    assert itl["E1"] == (25.69, 31.28, 49.74, 51.96, 63.24, 65.21)     # vLLM 0.7.4.dev181, c4..c128
+    assert itl["E2"] == (42.85, 43.43, 50.51, 59.34, 70.33, 85.89)     # SGLang 0.4.3.post2, DP attention
+    assert itl["E3"] == (54.88, 55.79, 56.06, 60.57, 68.98, 80.10)     # TensorRT-LLM 0.17 PyTorch backend
+    assert fidelity.engine_run_itl_ms("E2c") == 50.51 and fidelity.engine_run_itl_ms("E3f") == 80.10
+    # The source's own arithmetic: at concurrency 4 and 8 the mean TPOT is within 0.8 ms of the median ITL on every
+    # engine (25.73 - 25.69, 31.28 - 31.28, 43.58 - 42.85, 43.82 - 43.43, 55.12 - 54.88, 55.92 - 55.79), so the
+    # published TPOT there is the step, and SGLang's (1 request per DP rank at both) and TensorRT-LLM's (54.88 -> 56.06
+    # ms from concurrency 4 to 16) are nearly flat in the batch: a cost per step
+    by_id = {p.id: p for p in fidelity.ENGINE_RUNS}
+    for run in ("E1", "E2", "E3"):
+        for x in "ab":
+            assert 0 <= by_id[run + x].tpot_ms - fidelity.engine_run_itl_ms(run + x) <= 0.8
+    # kvplan's plain step (no prefill of another request in it) against that median ITL: every row 35% or more under;
+    # pinned as today's ceiling (docs/decode-measurements.md, tpot20e), reported apart like the TPOT errors
+    steps = fidelity.engine_run_step_errors()
+    assert set(steps) == set(by_id)
+    assert all(-0.85 <= e <= -0.35 for e in steps.values())
+    # at concurrency 128 the closed loop adds to kvplan's TPOT (11.1 ms on vLLM) what the step comparison leaves out
+    assert steps["E1f"] < fidelity.engine_run_errors()["E1f"] - 0.05
+    assert "kvplan's plain step against the published median ITL" in fidelity.table()

@@ -1971,6 +1971,13 @@ MUTANTS: tuple[Mutant, ...] = (
       "CROSS_NODE_DECODE_ALLREDUCE_US = 46.0"),
     M("tpot20c-r3-latency-off-by-ten", COSTS, "CROSS_NODE_DECODE_ALLREDUCE_US = 139.0",
       "CROSS_NODE_DECODE_ALLREDUCE_US = 129.0"),
+    # tpot20e: the engine runs' step against their published median ITL (tests/test_tpot_fidelity.py)
+    M("tpot20e-step-is-serving", "benchmarks/tpot_fidelity.py",
+      "    return {p.id: (predict(replace(p, median_itl=True)) - engine_run_itl_ms(p.id))",
+      "    return {p.id: (predict(p) - engine_run_itl_ms(p.id))"),
+    M("tpot20e-itl-row-shifted", "benchmarks/tpot_fidelity.py",
+      'DSTACK_MEDIAN_ITL[run_of(point_id)]["abcdef".index(point_id[-1])]',
+      'DSTACK_MEDIAN_ITL[run_of(point_id)]["abcdef".index(point_id[-1]) - 1]'),
     # SGLang: --scheduler-recv-interval (polls every N iterations)
     M("fid19n-poll-no-cut", SGS, "cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival",
       "cut, arrival, seats = self.cut, r.tally.arrival"),
