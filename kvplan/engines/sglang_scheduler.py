@@ -929,15 +929,6 @@ class SglangScheduler(Scheduler):
         tally.first_token[i] = r.now - r.first_token_back(t)
         tally.stall_prefill += t
 
-    def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
-        """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
-        t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits layer by layer for the load
-        self.load_t = 0.0
-        r.now += t
-        r.tally.recomputed[i] += fill - cached
-        r.tally.recompute_hits[i] += cached - r.hit
-        r.tally.stall_prefill += t
-
     # --- the new-token ratio ------------------------------------------------------------------------------------
     def ratio(self, steps: int) -> float:
         """The ratio after ``steps`` decode steps in all: r0 less a decay per step past the lag, at least the
@@ -1075,9 +1066,12 @@ class SglangScheduler(Scheduler):
         waiting, running, steps, block = r.waiting, r.running, r.steps, r.block
         Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
         tree = self.tree
-        hi = isinstance(tree, _HiTree)
-        ratio = self.ratio(steps)
-        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        hi = tree is not None and type(tree) is _HiTree
+        j = steps - self.s0 - self.lag               # self.ratio(steps), written out
+        ratio = self.r0 if j <= 0 else max(self.r0 - j * self.decay, self.floor)
+        far, near = batch.far, batch.near            # batch.catch_up when a member is due to move or leave
+        if (far and far[0][0] - steps < batch.clip) or (near and near[0][0] <= steps):
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
@@ -1124,8 +1118,12 @@ class SglangScheduler(Scheduler):
                 r.held[i] = need
                 r.free = free - need
             else:                                     # its path locked, the rest of its fill allocated
-                tree.take(i, nodes)
-                r.held[i] = max(0, need - tree.in_tree[i])
+                if nodes:
+                    tree.take(i, nodes)
+                    r.held[i] = max(0, need - tree.in_tree[i])
+                else:                                 # (tree.take of no nodes, written out)
+                    tree.path[i], tree.in_tree[i], tree.loaded_now = [], 0, 0
+                    r.held[i] = need
                 r.free = free - locking - r.held[i]
                 if hi and tree.loaded_now:            # host nodes back on the device: loaded, or recomputed
                     r.free -= tree.loaded_now
@@ -1141,8 +1139,14 @@ class SglangScheduler(Scheduler):
                     self._prefill_new(r, i, cached)
                 else:
                     r.prefill_prompt(i)
-            else:
-                self._prefill_again(r, i, fill, cached)
+            else:                                     # retracted: its fill again past the cached tokens
+                t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits for the load
+                self.load_t = 0.0
+                r.now += t
+                tally = r.tally
+                tally.recomputed[i] += fill - cached
+                tally.recompute_hits[i] += cached - r.hit
+                tally.stall_prefill += t
                 g[i] = gi + 1                         # the re-prefill gives the next token
             if tree is not None:
                 tree.checkpoint(i, fill)              # checkpoint_kv_cache after the prefill
@@ -1194,9 +1198,11 @@ class SglangScheduler(Scheduler):
             return
         running, steps, Pl, Ll, xo_l, btl, block = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl, r.block
         batch = self._batch(r)
-        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        far, near = batch.far, batch.near            # batch.catch_up when a member is due to move or leave
+        if (far and far[0][0] - steps < batch.clip) or (near and near[0][0] <= steps):
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
         tree = self.tree
-        if tree is not None:
+        if tree is not None and tree.evictable > r.free - need:
             tree.settle(r.free, need)                # check_decode_mem evicts what the step is short of
         victims: list[int] = []
         while len(running) > 1 and (not victims or need > r.free):
