@@ -44,7 +44,17 @@ there without ``ignore_eos``.
 * **Prefill**: prefill batches run between decode batches, not mixed into them (``--enable-mixed-chunk`` is off
   by default, ``Scheduler._get_new_batch_prefill_raw`` mixes only with it); the decode batch stalls meanwhile.
   Each request's prefill is priced alone in chunks of ``chunked_prefill_size`` (several prompts of one round
-  are one forward pass in SGLang; kvplan prices them one after the other). Defaults by GPU memory
+  are one forward pass in SGLang; kvplan prices them one after the other). Their first tokens come together:
+  SGLang processes a prefill batch's result once, after its forward (``managers/scheduler_components/
+  batch_result_processor.py`` @v0.5.23 ``process_batch_result_prefill``: ``copy_done.synchronize()``, then one
+  ``stream_output(batch.reqs, ...)`` for the batch, a request still being chunked skipped; the same single call
+  in v0.4.0's ``managers/scheduler.py`` and v0.5.9's ``managers/scheduler_output_processor_mixin.py``, the
+  releases of the SGLang runs in ``tests/data/serving_runs.toml``), so the new requests a
+  round prefills up to one it chunks have their first token when the last of them has its own; a chunked request
+  starts the next such group (its last chunk's batch holds the round's later requests). kvplan ends the group
+  before the chunked request's first chunk (SGLang's batch holds that chunk too: those tokens come a chunk early
+  here), and a request whose only token is its first keeps its own end (its finish, and a closed loop's next
+  arrival, are set there). Defaults by GPU memory
   (``arg_groups/memory_hook.py`` @v0.5.23 ``_handle_gpu_memory_settings``): < 20 GiB 2048, < 35 GiB and < 60 GiB
   4096, < 90 GiB and < 160 GiB 8192, else 16384; divided by the attention-DP size under DP attention
   (``arg_groups/parallel_hook.py`` @v0.5.23). The prefill gives a token: a new request's first, a retracted
@@ -252,6 +262,17 @@ def max_running_requests(token_capacity: int, context_len: int | None) -> int:
     """SGLang's default ``--max-running-requests`` per worker for a pool of ``token_capacity`` tokens."""
     estimated = int(token_capacity / context_len * 512) if context_len else 0
     return min(max(min(estimated, 4096), 2048), token_capacity // 2)
+
+
+def _one_pass(r: ReplicaState, together: list[int]) -> None:
+    """The new requests of one prefill pass (module docstring, "Prefill") have their first tokens together, when
+    the last of them (prefilled last, in kvplan's order) has its own; the list is emptied for the next pass."""
+    if len(together) > 1:
+        first = r.tally.first_token
+        last = first[together[-1]]
+        for j in together[:-1]:
+            first[j] = last
+    together.clear()
 
 
 def dp_attention(par: Any) -> bool:
@@ -1076,6 +1097,7 @@ class SglangScheduler(Scheduler):
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
         cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival, self.held_seats
+        together: list[int] = []                  # new requests of the pass in progress (one forward, one result)
         while waiting:
             i = waiting[0]
             if arrival[i] > cut:                      # (overlap) not seen yet: it arrived during the batch in flight
@@ -1134,7 +1156,11 @@ class SglangScheduler(Scheduler):
                         self.host_hits[i] += cached - on_device
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
+            if ext_p > rem_chunk:                     # chunked: the pass before ends with its first chunk
+                _one_pass(r, together)
             if gi == 0:
+                if Ll[i] > 1:                         # (one that finishes at its prefill keeps its own end)
+                    together.append(i)
                 if cached != (r.hit if r.prefix_cached else 0):
                     self._prefill_new(r, i, cached)
                 else:
@@ -1187,6 +1213,7 @@ class SglangScheduler(Scheduler):
                 break
             if rem_chunk <= 0 or rem_input <= 0:      # budget_state: OTHER, the round ends
                 break
+        _one_pass(r, together)
         return admitted
 
     # --- retraction ---------------------------------------------------------------------------------------------
