@@ -318,6 +318,22 @@ quiet). What it would take: V1's per-event work is spread (no call over ~15% onc
 again at each overflow until the next completion) priced as one pass per completion with V1's free-queue labels advanced
 in bulk, which is a second implementation of V1's preemption and admission for the reference tests to pin, or a compiled
 inner loop.
+sgl19, 2026-12-07 (issue 19, SGLang 10K; CPU seconds; this 2-CPU machine at load 7 - 9 from other sessions, a pure
+Python loop 2.7x its quiet time, so main's tree and this one run in turn, 3 runs each, 4 pairs). cProfile of the 10K
+SGLang case (74,637 events, 13,593 retractions, 23,973 prefill rounds, 74,298 admission calls): admit 47% of the time
+with its rounds (``_round`` 0.65 s of its own in 4.4 s profiled: per round ~25 lines of replica bookkeeping for
+~1 admission, the re-prefill's price, ``_Batch.join`` and ``catch_up`` the largest calls), retract_decode 18% (the
+tree's materialize / release / two settles per victim), the shared run of decode steps 23%, the loop 8%. Done, every
+change bit-identical (tests/test_sim_sglang.py, test_sim_sglang_hicache.py, test_simulate_speculative.py, the
+simulate goldens): the ratio written out in ``_round``; ``_Batch.catch_up`` called only when a member is due to move
+or leave; the re-prefill's price and tallies written out; ``_Tree.take`` of no nodes written out; check_decode_mem's
+``settle`` only when the tree holds more than the step leaves. Function calls 2,250,000 -> 2,119,511 (-5.8%).
+Measured CPU medians, main then this tree: 2.173 / 2.215, 2.048 / 2.117, 2.260 / 2.283, 2.247 / 2.342 s: no gain
+shows at this load (the swing between pairs, ~10%, is twice the calls saved), so the SGLang line's ratio to its
+0.5 s target is not shown to move. What it would take: the per-event work is spread over ~20 calls of 2 - 8% each;
+~0.1 s a 10K run (~20%) needs the retraction cycle (a victim out, one step, its round failing the check and the batch
+marked full) priced as one event per victim, which changes the event count the output reports and the reference
+tests pin, so it is a rule change for the reference to follow first.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

@@ -37,7 +37,10 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    and the prompt the workload's means); each pass prices the prompt with its experts over EP / N GPUs (own); the
    rank's clock pays own + (R / N - 1) x max(own - s, 0) (the other passes lengthen one of its decode steps each):
    s its steady step at the batch (a closed loop's users; else Little's law at the rate, B = rate x D x step(B) from
-   1, 8 rounds, at most the running cap); a first token comes at the end of its own pass.
+   1, 8 rounds, at most the running cap); a first token comes at the end of its own pass. The new requests a
+   round takes are one SGLang batch whose result is processed once: their first tokens all come at the latest of
+   theirs, in groups that a request the round chunks ends (before it) and starts; a request with one output
+   token (done at its prefill) keeps its own.
 4. Otherwise a decode step: if the batch's next tokens need more blocks than are free, retract: requests in order
    of fewest generated tokens, then longest prompt (the later in the batch among equals), at least one and until
    it fits, keeping one; each frees its blocks and goes to the back of the waiting queue; the ratio becomes
@@ -508,6 +511,15 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         round_done: list[Req] = []           # rule 8: finished at their prefill in this round
         seats = len(late)                    # rule 8: seats held by the batch before's finished (not this round's)
         ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
+        group: list[Req] = []                # rule 3: new requests of one pass, their first tokens at its end
+
+        def pass_ends() -> None:
+            if group:
+                end = max(q.first_token for q in group)
+                for q in group:
+                    q.first_token = end
+                group.clear()
+
         while waiting:
             r = waiting[0]
             if r.arrival > min(cut, received):   # rule 8: not seen yet; rule 9: not received yet
@@ -557,7 +569,11 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             load = load_seconds(back) if back and cached > on_device else 0.0
             r.host_hit_tokens += cached - on_device
             out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
+            if paged(ext) > budget[0]:       # rule 3: a chunked request starts the next pass
+                pass_ends()
             if r.generated == 0:
+                if r.output > 1:
+                    group.append(r)
                 r.admitted = now
                 r.prefix_hit_tokens = cached
                 t = max(lock_price(r.prompt, r.prefix_hit_tokens), load)
@@ -604,6 +620,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
                 break
             if budget[0] <= 0 or budget[1] <= 0:
                 break
+        pass_ends()
         if tree:                             # the round's allocation (those that ended still held their blocks)
             evict(sum(k for _, k in ended))
             for r, _ in ended:

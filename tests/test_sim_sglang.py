@@ -194,6 +194,8 @@ def test_a_prefill_round_charges_its_requests_whole_outputs():
     # remain. C: 361 < 278 fails: the batch is full. A and B decode together (each holds at most 100 + 259 tokens:
     # 718 <= 1,000, no retraction), finish at the same step, and the batch, empty, admits C and D the same way, then
     # E and F. (With the round charging ratio x outputs, 0.7 x 260 = 182, C would fit: 361 < 800 - 2 x 183 = 434.)
+    # A round is one prefill batch whose result SGLang processes once (process_batch_result_prefill @v0.5.23): B's
+    # prefill starts where A's ends, and A's first token comes with B's, after both, 2 x the prefill from t = 0.
     s = scenario(LLAMA, "128000KiB")
     w = hand_work([100] * 6, [260] * 6, [0.0] * 6)
     r = sim.simulate(s, w)
@@ -201,10 +203,31 @@ def test_a_prefill_round_charges_its_requests_whole_outputs():
     assert r.peak_running == 2 and r.preemptions.sum() == 0
     sm = costs.step_model(s)
     prefill = sm.prefill_seconds(100, 0, 8192)
-    assert r.first_token[0] == pytest.approx(prefill, rel=1e-12) and r.admitted[1] == r.first_token[0]
+    assert r.admitted[1] == pytest.approx(prefill, rel=1e-12)
+    assert r.first_token[0] == r.first_token[1] == pytest.approx(2 * prefill, rel=1e-12)
     assert r.finish[0] == r.finish[1]
-    assert r.admitted[2] == r.finish[1] and r.admitted[3] == r.first_token[2]
-    assert r.finish[2] == r.finish[3] and r.admitted[4] == r.finish[3] and r.admitted[5] == r.first_token[4]
+    assert r.admitted[2] == r.finish[1] and r.admitted[3] == pytest.approx(r.admitted[2] + prefill, rel=1e-12)
+    assert r.first_token[2] == r.first_token[3] == pytest.approx(r.admitted[2] + 2 * prefill, rel=1e-12)
+    assert r.finish[2] == r.finish[3] and r.admitted[4] == r.finish[3] and r.first_token[4] == r.first_token[5]
+
+
+def test_a_rounds_first_tokens_come_at_its_pass_end_split_where_a_prompt_is_chunked():
+    # Llama-3.1-8B on an H100 (80 GB: SGLang's chunk is 8,192 tokens), three requests at t = 0 with prompts of 100,
+    # 9,000 and 100 tokens. One round: A takes 100 of the chunk (8,092 left); B's 9,000 > 8,092, so B is chunked and
+    # its first chunk ends A's batch: A's first token comes after A's own prefill (B's chunks come after it). B's last
+    # chunk, 9,000 - 8,092 = 908 tokens, leaves 8,192 - 908 = 7,284 of its batch's chunk: C is taken into it, and B's
+    # first token comes with C's, at the end of C's prefill: p(100) + p(9,000) + p(100).
+    # A fourth request, D, with one output token, done at its prefill, keeps its own first token (= its finish).
+    s = scenario(LLAMA, "4GiB")      # 32,768 tokens: every check passes
+    w = hand_work([100, 9000, 100, 100], [5, 5, 5, 1], [0.0] * 4)
+    r = sim.simulate(s, w)
+    assert r.setup.chunk_tokens == 8192
+    sm = costs.step_model(s)
+    p100, p9000 = sm.prefill_seconds(100, 0, 8192), sm.prefill_seconds(9000, 0, 8192)
+    assert r.first_token[0] == pytest.approx(p100, rel=1e-12)
+    assert r.first_token[1] == r.first_token[2] == pytest.approx(2 * p100 + p9000, rel=1e-12)
+    assert r.admitted[3] == pytest.approx(2 * p100 + p9000, rel=1e-12)      # D: the same round, after C
+    assert r.first_token[3] == r.finish[3] == pytest.approx(3 * p100 + p9000, rel=1e-12)
 
 
 @pytest.mark.parametrize("steps_before, admitted_on_arrival", [(100, False), (250, True), (400, False)])

@@ -1992,6 +1992,18 @@ MUTANTS: tuple[Mutant, ...] = (
       "self.recv_cut = self.cut if self.overlap and self.cut < math.inf else r.now", "self.recv_cut = r.now"),
     M("fid19n-poll-no-one-step", SGS, "                r.preempted = True                   # not received yet",
       "                pass                   # not received yet"),
+    # SGLang: a prefill round's new requests have their first tokens together (one batch, one result; sgl19, first
+    # tried as 19e39e1's fid19n-pass mutants)
+    M("sgl19-pass-tokens-each-own", SGS, "        for j in together[:-1]:\n            first[j] = last",
+      "        for j in together[:-1]:\n            pass"),
+    M("sgl19-pass-not-split-at-chunk", SGS,
+      "            if ext_p > rem_chunk:                     # chunked: the pass before ends with its first chunk\n"
+      "                _one_pass(r, together)", "            if False:\n                _one_pass(r, together)"),
+    M("sgl19-pass-takes-one-token-requests", SGS, "                if Ll[i] > 1:", "                if Ll[i] > 0:"),
+    M("sgl19-pass-kept-across-rounds", SGS, "        _one_pass(r, together)\n        return admitted",
+      "        return admitted"),
+    M("sgl19-pass-at-the-first-end", SGS, "        last = first[together[-1]]", "        last = first[together[0]]"),
+    M("sgl19-frontend-27ms", "kvplan/engines/sglang.py", "FRONTEND_LATENCY_S = 0.018", "FRONTEND_LATENCY_S = 0.027"),
     M("fid19n-poll-any-engine", "kvplan/engines/schedulers.py",
       'if (getattr(o, "scheduler_recv_interval", None) or 1) > 1 and engine.id != "sglang":', "if False:"),
     M("fid19n-poll-unbounded", "kvplan/calc/sim/records.py",

@@ -513,12 +513,17 @@ def sglang_default_mem_fraction(gpu_mem_gib: float, parallel_size: int) -> float
 # generic prefill_mfu 0.45), on a 1 ms grid. First fitted (42 ms) with every batch decided at its start; refitted
 # (sglov19) once kvplan modelled SGLang's overlap scheduler (kvplan.engines.sglang_scheduler), which puts an arrival a
 # batch later: 27 ms (fit TTFT 6.4%, held-out 15.5%, never-seen 10.5%; 42 ms under it: 23.8%, 20.2%, 12.1%; the
-# same procedure without it still gives 42). Three runs of one deployment: a weak fit.
-FRONTEND_LATENCY_S = 0.027
-FRONTEND_SOURCE = ("kvplan fit: 27 ms per request (TokenizerManager in, Scheduler over ZMQ, DetokenizerManager out; "
+# same procedure without it still gives 42). Refitted again (sgl19) once kvplan gave a prefill round's new requests
+# their first tokens together, at the round's end (SGLang streams a prefill batch's result once, after its forward:
+# process_batch_result_prefill, kvplan.engines.sglang_scheduler "Prefill"), which puts all but the last of a round's
+# first tokens later: 18 ms (median |TTFT error| on the SGLang runs, 27 ms and the tokens staggered -> 18 ms and
+# together: fit 3.7% -> 6.2%, held-out 12.6% -> 7.5%, never-seen 12.6% -> 15.1%, never_seen_3 56.3% -> 61.5%; 27 ms
+# with the rule: 16.7%, 10.3%, 17.9%, 56.2%). Three runs of one deployment: a weak fit.
+FRONTEND_LATENCY_S = 0.018
+FRONTEND_SOURCE = ("kvplan fit: 18 ms per request (TokenizerManager in, Scheduler over ZMQ, DetokenizerManager out; "
                    "python/sglang/srt/managers/), the least median TTFT error on the 3 SGLang H200 'fit' runs of "
-                   "tests/data/serving_runs.toml with SGLang's overlap scheduler modelled (42 ms before it; one "
-                   "deployment: a weak fit)")
+                   "tests/data/serving_runs.toml with SGLang's overlap scheduler and a prefill batch's first tokens "
+                   "together modelled (27 ms before the latter, 42 ms before both; one deployment: a weak fit)")
 
 
 @dataclass(frozen=True)

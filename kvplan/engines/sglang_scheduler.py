@@ -44,7 +44,17 @@ there without ``ignore_eos``.
 * **Prefill**: prefill batches run between decode batches, not mixed into them (``--enable-mixed-chunk`` is off
   by default, ``Scheduler._get_new_batch_prefill_raw`` mixes only with it); the decode batch stalls meanwhile.
   Each request's prefill is priced alone in chunks of ``chunked_prefill_size`` (several prompts of one round
-  are one forward pass in SGLang; kvplan prices them one after the other). Defaults by GPU memory
+  are one forward pass in SGLang; kvplan prices them one after the other). Their first tokens come together:
+  SGLang processes a prefill batch's result once, after its forward (``managers/scheduler_components/
+  batch_result_processor.py`` @v0.5.23 ``process_batch_result_prefill``: ``copy_done.synchronize()``, then one
+  ``stream_output(batch.reqs, ...)`` for the batch, a request still being chunked skipped; the same single call
+  in v0.4.0's ``managers/scheduler.py`` and v0.5.9's ``managers/scheduler_output_processor_mixin.py``, the
+  releases of the SGLang runs in ``tests/data/serving_runs.toml``), so the new requests a
+  round prefills up to one it chunks have their first token when the last of them has its own; a chunked request
+  starts the next such group (its last chunk's batch holds the round's later requests). kvplan ends the group
+  before the chunked request's first chunk (SGLang's batch holds that chunk too: those tokens come a chunk early
+  here), and a request whose only token is its first keeps its own end (its finish, and a closed loop's next
+  arrival, are set there). Defaults by GPU memory
   (``arg_groups/memory_hook.py`` @v0.5.23 ``_handle_gpu_memory_settings``): < 20 GiB 2048, < 35 GiB and < 60 GiB
   4096, < 90 GiB and < 160 GiB 8192, else 16384; divided by the attention-DP size under DP attention
   (``arg_groups/parallel_hook.py`` @v0.5.23). The prefill gives a token: a new request's first, a retracted
@@ -252,6 +262,17 @@ def max_running_requests(token_capacity: int, context_len: int | None) -> int:
     """SGLang's default ``--max-running-requests`` per worker for a pool of ``token_capacity`` tokens."""
     estimated = int(token_capacity / context_len * 512) if context_len else 0
     return min(max(min(estimated, 4096), 2048), token_capacity // 2)
+
+
+def _one_pass(r: ReplicaState, together: list[int]) -> None:
+    """The new requests of one prefill pass (module docstring, "Prefill") have their first tokens together, when
+    the last of them (prefilled last, in kvplan's order) has its own; the list is emptied for the next pass."""
+    if len(together) > 1:
+        first = r.tally.first_token
+        last = first[together[-1]]
+        for j in together[:-1]:
+            first[j] = last
+    together.clear()
 
 
 def dp_attention(par: Any) -> bool:
@@ -929,15 +950,6 @@ class SglangScheduler(Scheduler):
         tally.first_token[i] = r.now - r.first_token_back(t)
         tally.stall_prefill += t
 
-    def _prefill_again(self, r: ReplicaState, i: int, fill: int, cached: int) -> None:
-        """Retracted request i's ``fill`` tokens prefilled again past the ``cached`` ones the tree still held."""
-        t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits layer by layer for the load
-        self.load_t = 0.0
-        r.now += t
-        r.tally.recomputed[i] += fill - cached
-        r.tally.recompute_hits[i] += cached - r.hit
-        r.tally.stall_prefill += t
-
     # --- the new-token ratio ------------------------------------------------------------------------------------
     def ratio(self, steps: int) -> float:
         """The ratio after ``steps`` decode steps in all: r0 less a decay per step past the lag, at least the
@@ -1075,13 +1087,17 @@ class SglangScheduler(Scheduler):
         waiting, running, steps, block = r.waiting, r.running, r.steps, r.block
         Pl, Ll, g, btl = r.Pl, r.Ll, r.g, r.btl
         tree = self.tree
-        hi = isinstance(tree, _HiTree)
-        ratio = self.ratio(steps)
-        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        hi = tree is not None and type(tree) is _HiTree
+        j = steps - self.s0 - self.lag               # self.ratio(steps), written out
+        ratio = self.r0 if j <= 0 else max(self.r0 - j * self.decay, self.floor)
+        far, near = batch.far, batch.near            # batch.catch_up when a member is due to move or leave
+        if (far and far[0][0] - steps < batch.clip) or (near and near[0][0] <= steps):
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
         reserved = ratio * batch.to_go(steps)
         rem_chunk, rem_input, taken = self.chunk, self.max_prefill, 0.0
         admitted = False
         cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival, self.held_seats
+        together: list[int] = []                  # new requests of the pass in progress (one forward, one result)
         while waiting:
             i = waiting[0]
             if arrival[i] > cut:                      # (overlap) not seen yet: it arrived during the batch in flight
@@ -1124,8 +1140,12 @@ class SglangScheduler(Scheduler):
                 r.held[i] = need
                 r.free = free - need
             else:                                     # its path locked, the rest of its fill allocated
-                tree.take(i, nodes)
-                r.held[i] = max(0, need - tree.in_tree[i])
+                if nodes:
+                    tree.take(i, nodes)
+                    r.held[i] = max(0, need - tree.in_tree[i])
+                else:                                 # (tree.take of no nodes, written out)
+                    tree.path[i], tree.in_tree[i], tree.loaded_now = [], 0, 0
+                    r.held[i] = need
                 r.free = free - locking - r.held[i]
                 if hi and tree.loaded_now:            # host nodes back on the device: loaded, or recomputed
                     r.free -= tree.loaded_now
@@ -1136,13 +1156,23 @@ class SglangScheduler(Scheduler):
                         self.host_hits[i] += cached - on_device
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
+            if ext_p > rem_chunk:                     # chunked: the pass before ends with its first chunk
+                _one_pass(r, together)
             if gi == 0:
+                if Ll[i] > 1:                         # (one that finishes at its prefill keeps its own end)
+                    together.append(i)
                 if cached != (r.hit if r.prefix_cached else 0):
                     self._prefill_new(r, i, cached)
                 else:
                     r.prefill_prompt(i)
-            else:
-                self._prefill_again(r, i, fill, cached)
+            else:                                     # retracted: its fill again past the cached tokens
+                t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits for the load
+                self.load_t = 0.0
+                r.now += t
+                tally = r.tally
+                tally.recomputed[i] += fill - cached
+                tally.recompute_hits[i] += cached - r.hit
+                tally.stall_prefill += t
                 g[i] = gi + 1                         # the re-prefill gives the next token
             if tree is not None:
                 tree.checkpoint(i, fill)              # checkpoint_kv_cache after the prefill
@@ -1183,6 +1213,7 @@ class SglangScheduler(Scheduler):
                 break
             if rem_chunk <= 0 or rem_input <= 0:      # budget_state: OTHER, the round ends
                 break
+        _one_pass(r, together)
         return admitted
 
     # --- retraction ---------------------------------------------------------------------------------------------
@@ -1194,9 +1225,11 @@ class SglangScheduler(Scheduler):
             return
         running, steps, Pl, Ll, xo_l, btl, block = r.running, r.steps, r.Pl, r.Ll, r.xo_l, r.btl, r.block
         batch = self._batch(r)
-        batch.catch_up(steps, Pl, Ll, r.tally.finish)
+        far, near = batch.far, batch.near            # batch.catch_up when a member is due to move or leave
+        if (far and far[0][0] - steps < batch.clip) or (near and near[0][0] <= steps):
+            batch.catch_up(steps, Pl, Ll, r.tally.finish)
         tree = self.tree
-        if tree is not None:
+        if tree is not None and tree.evictable > r.free - need:
             tree.settle(r.free, need)                # check_decode_mem evicts what the step is short of
         victims: list[int] = []
         while len(running) > 1 and (not victims or need > r.free):
