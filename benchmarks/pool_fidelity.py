@@ -7,7 +7,8 @@ gpu_memory_utilization, max_model_len and weight dtype; never the logged pool. T
 (predicted - logged) / logged: positive is optimistic (kvplan promises more KV than vLLM found). The index's
 ``split`` (fit / held-out, alternating in the order the logs were found, fixed before any error was looked at)
 says which logs the constants of kvplan.engines.vllm's memory rules were read from; the summary is over the
-held-out half.
+held-out half. The ``[[unseen_log]]`` entries (split ``never-seen``) were found after the rules were set and written
+down before kvplan was run on them; their table and summary line follow the held-out one.
 """
 
 from __future__ import annotations

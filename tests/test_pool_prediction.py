@@ -199,8 +199,12 @@ def test_from_v0_20_the_graphs_are_in_the_budget():
 # --- never-seen logs ([[unseen_log]]): found after the rules were set, written down before kvplan was run on them ----
 UNSEEN = fidelity.load_unseen_index(DATA)
 UNSEEN_PATTERNS = {
-    "total_gib": r"total_gpu_memory=" + _NUM + "GiB",
-    "weights_gib": r"Loading model weights took " + _NUM + " GB",   # V0 prints GiB (bytes / 2^30) labelled "GB"
+    "total_gib": r"(?:total_gpu_memory=|Free memory on device \([\d.]+/)" + _NUM + " ?GiB",
+    # V0 prints GiB (bytes / 2^30) labelled "GB"
+    "weights_gib": r"(?:Loading model weights took " + _NUM + " GB|Model loading took " + _NUM + " GiB)",
+    "consumed_gib": r"Actual usage is " + _NUM + r" GiB for consumed memory \(weights \+ non-torch\)",
+    "activation_gib": _NUM + " GiB for peak activation",
+    "cuda_graph_gib": _NUM + " GiB for CUDAGraph memory",
     "peak_torch_gib": r"peak_torch_memory=" + _NUM + "GiB",
     "non_torch_gib": r"non_torch_memory=" + _NUM + "GiB",
     "cuda_graph_estimate_gib": r"Estimated CUDA graph memory: " + _NUM + " GiB total",
@@ -224,10 +228,14 @@ def test_the_unseen_index_repeats_the_quoted_figures():
         for name, value in entry["logged"].items():
             m = re.search(UNSEEN_PATTERNS[name], body)
             assert m, (entry["id"], name)
-            assert value == pytest.approx(float(m.group(1)), abs=1e-9), (entry["id"], name)
-        m = re.search(r"--gpu-memory-utilization=([\d.]+) is equivalent", body) or re.search(
-            r"gpu_memory_utilization=([\d.]+)", body)
-        assert m and entry["gpu_memory_utilization"] == float(m.group(1)), entry["id"]
+            got = next(g for g in m.groups() if g is not None)
+            assert value == pytest.approx(float(got), abs=1e-9), (entry["id"], name)
+        m = (re.search(r"--gpu-memory-utilization=([\d.]+) is equivalent", body)
+             or re.search(r"gpu_memory_utilization=([\d.]+)", body)
+             or re.search(r"Desired GPU memory utilization is \(([\d.]+)", body))
+        # a log run with vLLM's default utilization is planned without one: kvplan's default must be the logged one
+        planned = entry.get("gpu_memory_utilization") or _budget(entry).fraction.value
+        assert m and planned == float(m.group(1)), entry["id"]
         m = re.search(r"Maximum concurrency for ([\d,]+) tokens", body)
         assert m and entry["max_model_len"] == int(m.group(1).replace(",", "")), entry["id"]
 
@@ -286,6 +294,23 @@ def test_the_unseen_v0_21_log_by_component():
     # 8192 x (3 x 12,288 + 2 x 4,096) x 2 B = 0.6875 GiB, above the sampler's 256 x 151,936 x 14.9 B + 2.5 B x 8192 x
     # 4096 = 0.62 GiB (kvplan's v0.17+ rule); at 2,048 tokens it would be the sampler's 0.56
     assert b.activation.number() / GIB == pytest.approx(8192 * (3 * 12288 + 2 * 4096) * 2 / GIB, abs=0.002)
+
+
+def test_the_unseen_v0_31_log_by_component():
+    # Llama-3.1-8B on an A100 80GB, vLLM v0.31.0 defaults: the log's own sum, 0.92 x 79.25 - 15.26 - 1.44 = 56.21 GiB,
+    # subtracts no CUDA-graph estimate beside the profiled peak; kvplan's v0.20+ budget subtracts its graph row
+    # (0.30 + 0.02 x 32 = 0.94 GiB) and a smaller activation (the sampler's 256 x 128,256 x 14.9 B + 2.5 B x 2,048 x
+    # 4,096 = 0.475 GiB at the API server's A100 limits): the two together, 1.415 GiB, against the logged 1.44.
+    entry = next(e for e in UNSEEN if e["id"] == "v0.31-llama-3.1-8b-a100")
+    lg, b = entry["logged"], _budget(entry)
+    assert round(0.92 * lg["total_gib"] - lg["consumed_gib"] - lg["activation_gib"], 2) == lg["pool_gib"]
+    assert b.fraction.value == 0.92
+    assert b.visible.number() / GIB == pytest.approx(lg["total_gib"], abs=0.06)      # 80.0 - 0.70 against 79.25
+    assert (b.weights.number() + b.non_torch.number()) / GIB == pytest.approx(lg["consumed_gib"], abs=0.05)
+    assert b.cuda_graphs.number() / GIB == pytest.approx(0.30 + 0.02 * 32, abs=0.005)
+    assert b.activation.number() / GIB == pytest.approx((256 * 128256 * 14.9 + 2.5 * 2048 * 4096) / GIB, abs=0.002)
+    together = (b.activation.number() + b.cuda_graphs.number()) / GIB
+    assert together == pytest.approx(lg["activation_gib"], rel=0.03)
 
 
 def test_a_given_runtime_reserve_replaces_both_rows():
