@@ -7,7 +7,8 @@ gpu_memory_utilization, max_model_len and weight dtype; never the logged pool. T
 (predicted - logged) / logged: positive is optimistic (kvplan promises more KV than vLLM found). The index's
 ``split`` (fit / held-out, alternating in the order the logs were found, fixed before any error was looked at)
 says which logs the constants of kvplan.engines.vllm's memory rules were read from; the summary is over the
-held-out half.
+held-out half. The ``[[unseen_log]]`` entries (split ``never-seen``) were found after the rules were set and written
+down before kvplan was run on them; their table and summary line follow the held-out one.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def scenario(entry: dict, data: Path = DATA):
                     engine=f"vllm=={entry['release']}", weight_dtype=entry.get("weight_dtype"),
                     gpu_memory_utilization=entry.get("gpu_memory_utilization"),
                     max_model_len=entry.get("max_model_len"),
-                    prompt=1000, decode=1000)
+                    max_num_batched_tokens=entry.get("max_num_batched_tokens"),
+                    max_num_seqs=entry.get("max_num_seqs"),
+                    prompt=1000, decode=1000, presets_dir=data / "presets")
 
 
 def predict(entry: dict, data: Path = DATA) -> Row:
@@ -91,6 +94,20 @@ def table(rs: list[Row]) -> str:
         lines.append(f"| {r.id} | {r.split} | {r.kind} | {r.tp} x {r.pp} | v{r.release} | {r.logged:.2f} GiB | "
                      f"{r.predicted:.2f} GiB | {r.error:+.1%} |")
     return "\n".join(lines)
+
+
+def load_unseen_index(data: Path = DATA) -> list[dict]:
+    """The [[unseen_log]] entries: vLLM logs found after the memory rules were set, written down before kvplan was
+    run on them (neither 'fit' nor 'held-out'; no rule is read from them)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads((data / "index.toml").read_text()).get("unseen_log", [])
+
+
+def unseen_rows(data: Path = DATA) -> list[Row]:
+    return [predict(e, data) for e in load_unseen_index(data)]
 
 
 def load_sglang_index(data: Path = DATA) -> list[dict]:
@@ -153,6 +170,13 @@ def main() -> None:
     for split in ("fit", "held-out", None):
         med, worst, n = summary(rs, split)
         print(f"{split or 'all'}: {n} logs, median |error| {med:.1%}, worst optimistic {worst:+.1%}")
+    us = unseen_rows()
+    print()
+    print(table(us))
+    print()
+    med, worst, n = summary(us)
+    print(f"never-seen: {n} logs, median |error| {med:.1%}, worst optimistic {worst:+.1%}, worst |error| "
+          f"{max(abs(r.error) for r in us):.1%}")
     sg = load_sglang_index()
     print()
     print(sglang_table(sg))

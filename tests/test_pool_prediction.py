@@ -196,6 +196,124 @@ def test_from_v0_20_the_graphs_are_in_the_budget():
     assert b19.kv_pool_bytes - b20.kv_pool_bytes == b20.cuda_graphs.number()
 
 
+# --- never-seen logs ([[unseen_log]]): found after the rules were set, written down before kvplan was run on them ----
+UNSEEN = fidelity.load_unseen_index(DATA)
+UNSEEN_PATTERNS = {
+    "total_gib": r"(?:total_gpu_memory=|Free memory on device \([\d.]+/)" + _NUM + " ?GiB",
+    # V0 prints GiB (bytes / 2^30) labelled "GB"
+    "weights_gib": r"(?:Loading model weights took " + _NUM + " GB|Model loading took " + _NUM + " GiB)",
+    "consumed_gib": r"Actual usage is " + _NUM + r" GiB for consumed memory \(weights \+ non-torch\)",
+    "activation_gib": _NUM + " GiB for peak activation",
+    "cuda_graph_gib": _NUM + " GiB for CUDAGraph memory",
+    "peak_torch_gib": r"peak_torch_memory=" + _NUM + "GiB",
+    "non_torch_gib": r"non_torch_memory=" + _NUM + "GiB",
+    "cuda_graph_estimate_gib": r"Estimated CUDA graph memory: " + _NUM + " GiB total",
+    "pool_gib": r"(?:kv_cache_size=|Available KV cache memory: )" + _NUM + " ?GiB",
+}
+# kvplan's error on each, measured before any change (benchmarks/pool_fidelity.py prints it): the misses of the
+# issue-20 target (within 5%), each on the safe side, with the term that makes it.
+UNSEEN_MISSES = {
+    "v0.6.4-llama-3.1-8b-rtx3090-20k": "a release kvplan does not model (v0.6.4, before the v0.6.5 profiler): "
+                                       "non-torch 0.35 GiB logged against the v0.6.5 profiler's 1.79",
+    "v0.6.4-llama-3.1-8b-rtx3090-29k": "as the 20k run",
+    "v0.21-qwen3-8b-rtx-a5000": "the CUDA-graph row: 0.30 + 0.02 x 36 = 1.02 GiB against the 0.52 GiB v0.21 "
+                                "estimated with 51 + 35 capture sizes (256 sequences)",
+}
+
+
+def test_the_unseen_index_repeats_the_quoted_figures():
+    assert len(UNSEEN) >= 3 and all(e["split"] == "never-seen" for e in UNSEEN)
+    for entry in UNSEEN:
+        body = (DATA / entry["file"]).read_text()
+        for name, value in entry["logged"].items():
+            m = re.search(UNSEEN_PATTERNS[name], body)
+            assert m, (entry["id"], name)
+            got = next(g for g in m.groups() if g is not None)
+            assert value == pytest.approx(float(got), abs=1e-9), (entry["id"], name)
+        m = (re.search(r"--gpu-memory-utilization=([\d.]+) is equivalent", body)
+             or re.search(r"gpu_memory_utilization=([\d.]+)", body)
+             or re.search(r"Desired GPU memory utilization is \(([\d.]+)", body))
+        # a log run with vLLM's default utilization is planned without one: kvplan's default must be the logged one
+        planned = entry.get("gpu_memory_utilization") or _budget(entry).fraction.value
+        assert m and planned == float(m.group(1)), entry["id"]
+        m = re.search(r"Maximum concurrency for ([\d,]+) tokens", body)
+        assert m and entry["max_model_len"] == int(m.group(1).replace(",", "")), entry["id"]
+
+
+@pytest.mark.parametrize("entry", [
+    pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=UNSEEN_MISSES[e["id"]])) if e["id"] in UNSEEN_MISSES
+    else e for e in UNSEEN], ids=[e["id"] for e in UNSEEN])
+def test_each_unseen_pool_within_the_target(entry):
+    b = _budget(entry)
+    assert abs(b.kv_pool_bytes / GIB - entry["logged"]["pool_gib"]) / entry["logged"]["pool_gib"] <= 0.05
+
+
+@pytest.mark.parametrize("entry", UNSEEN, ids=[e["id"] for e in UNSEEN])
+def test_each_unseen_pool_is_never_optimistic_by_more_than_five_percent(entry):
+    b = _budget(entry)
+    assert (b.kv_pool_bytes / GIB - entry["logged"]["pool_gib"]) / entry["logged"]["pool_gib"] <= 0.05
+
+
+def test_the_unseen_v0_logs_by_component():
+    # vllm-project/vllm#10517, Llama-3.1-8B on an RTX 3090 (V0, late 2024), kv = total x 0.9 - peak torch - non-torch:
+    # 23.58 x 0.9 - 17.06 - 0.35 = 3.81 GiB and 23.58 x 0.9 - 17.98 - 0.35 = 2.89 GiB (the lines' own sums).
+    rows = {e["id"]: (e, _budget(e)) for e in UNSEEN if e["id"].startswith("v0.6.4-")}
+    for entry, b in rows.values():
+        lg = entry["logged"]
+        assert round(lg["total_gib"] * 0.9 - lg["peak_torch_gib"] - lg["non_torch_gib"], 2) == lg["pool_gib"]
+        # the weights: 14.9888 GiB logged (8.03e9 bf16 parameters)
+        assert b.weights.number() / GIB == pytest.approx(lg["weights_gib"], rel=0.01)
+        # the profile run's peak above the weights, which V0 without chunked prefill grows with max_model_len:
+        # 17.06 - 14.99 = 2.07 GiB at 20,000 tokens, 17.98 - 14.99 = 2.99 at 29,000; kvplan within 12%
+        assert b.activation.number() / GIB == pytest.approx(lg["peak_torch_gib"] - lg["weights_gib"], rel=0.12)
+        # the unknown GPU's driver reserve (0.70 GiB) hides more than this card did (24.00 - 23.58 = 0.42): safe side
+        assert lg["total_gib"] - 0.3 < b.visible.number() / GIB < lg["total_gib"]
+        # the v0.6.5 profiler's non-torch (1.79 GiB on H100, vllm#10511) against the older profiler's 0.35
+        assert b.non_torch.number() / GIB > lg["non_torch_gib"] + 1.4
+    (e20, b20), (e29, b29) = rows["v0.6.4-llama-3.1-8b-rtx3090-20k"], rows["v0.6.4-llama-3.1-8b-rtx3090-29k"]
+    # 9,000 more profiled tokens: +0.92 GiB logged (17.98 - 17.06); kvplan's V0 rule within 12% of it
+    growth = (b29.activation.number() - b20.activation.number()) / GIB
+    assert growth == pytest.approx(e29["logged"]["peak_torch_gib"] - e20["logged"]["peak_torch_gib"], rel=0.12)
+
+
+def test_the_unseen_v0_21_log_by_component():
+    # LMCache/LMCache#3430, Qwen3-8B on an RTX A5000, vLLM 0.21.0: the estimate v0.21 subtracts is 0.52 GiB
+    # (51 PIECEWISE + 35 FULL capture sizes at 256 sequences); kvplan's row, 0.30 + 0.02 x 36 layers = 1.02 GiB, is
+    # above it by 0.50 GiB: most of the -13.6% (0.86 GiB) of this pool. The rest is the unknown GPU's driver
+    # reserve: the log's own line, 0.52 GiB = (0.9764 - 0.9543) x total, puts total at 23.5 +- 0.3 GiB, against
+    # kvplan's 23.99 - 0.70 = 23.29.
+    entry = next(e for e in UNSEEN if e["id"] == "v0.21-qwen3-8b-rtx-a5000")
+    b = _budget(entry)
+    assert b.cuda_graphs.number() / GIB == pytest.approx(0.30 + 0.02 * 36, abs=0.005)
+    assert b.cuda_graphs.number() / GIB - entry["logged"]["cuda_graph_estimate_gib"] == pytest.approx(0.50, abs=0.01)
+    assert b.visible.number() / GIB == pytest.approx(23.99 - 0.70, abs=0.005)
+    # the log's rounding: 0.515-0.525 GiB over 0.02205-0.02215 of the total = 23.25-23.81 GiB; kvplan's is inside
+    assert 0.515 / 0.02215 < b.visible.number() / GIB < 0.525 / 0.02205
+    # weights: Qwen3-8B's 8.19e9 bf16 parameters = 15.26 GiB (v0.19 on H100 logged 15.27 for the same checkpoint)
+    assert b.weights.number() / GIB == pytest.approx(15.27, abs=0.02)
+    # the profile run at the LLM class's 8,192 batched tokens (not the API server's 2,048): the dense MLP's forward,
+    # 8192 x (3 x 12,288 + 2 x 4,096) x 2 B = 0.6875 GiB, above the sampler's 256 x 151,936 x 14.9 B + 2.5 B x 8192 x
+    # 4096 = 0.62 GiB (kvplan's v0.17+ rule); at 2,048 tokens it would be the sampler's 0.56
+    assert b.activation.number() / GIB == pytest.approx(8192 * (3 * 12288 + 2 * 4096) * 2 / GIB, abs=0.002)
+
+
+def test_the_unseen_v0_31_log_by_component():
+    # Llama-3.1-8B on an A100 80GB, vLLM v0.31.0 defaults: the log's own sum, 0.92 x 79.25 - 15.26 - 1.44 = 56.21 GiB,
+    # subtracts no CUDA-graph estimate beside the profiled peak; kvplan's v0.20+ budget subtracts its graph row
+    # (0.30 + 0.02 x 32 = 0.94 GiB) and a smaller activation (the sampler's 256 x 128,256 x 14.9 B + 2.5 B x 2,048 x
+    # 4,096 = 0.475 GiB at the API server's A100 limits): the two together, 1.415 GiB, against the logged 1.44.
+    entry = next(e for e in UNSEEN if e["id"] == "v0.31-llama-3.1-8b-a100")
+    lg, b = entry["logged"], _budget(entry)
+    assert round(0.92 * lg["total_gib"] - lg["consumed_gib"] - lg["activation_gib"], 2) == lg["pool_gib"]
+    assert b.fraction.value == 0.92
+    assert b.visible.number() / GIB == pytest.approx(lg["total_gib"], abs=0.06)      # 80.0 - 0.70 against 79.25
+    assert (b.weights.number() + b.non_torch.number()) / GIB == pytest.approx(lg["consumed_gib"], abs=0.05)
+    assert b.cuda_graphs.number() / GIB == pytest.approx(0.30 + 0.02 * 32, abs=0.005)
+    assert b.activation.number() / GIB == pytest.approx((256 * 128256 * 14.9 + 2.5 * 2048 * 4096) / GIB, abs=0.002)
+    together = (b.activation.number() + b.cuda_graphs.number()) / GIB
+    assert together == pytest.approx(lg["activation_gib"], rel=0.03)
+
+
 def test_a_given_runtime_reserve_replaces_both_rows():
     entry = next(e for e in LOGS if e["id"] == "v0.19-llama-3.1-8b-tp1")
     s = _scenario(entry).with_(runtime_reserve_bytes=3 * GIB)

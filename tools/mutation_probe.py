@@ -1635,6 +1635,12 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if (scenario.runtime_reserve_bytes is None\n                and self.since(GDN"),
     M("pool20d-os-unchecked", "kvplan/specs/hardware.py", "if self.os is not None and self.os not in HOST_OSES:",
       "if False:"),
+    # pool20e: the never-seen vLLM logs are planned with every setting their deployment had (batch limits, GPU preset)
+    M("pool20e-unseen-batched-tokens-dropped", "benchmarks/pool_fidelity.py",
+      'max_num_batched_tokens=entry.get("max_num_batched_tokens"),', "max_num_batched_tokens=None,"),
+    M("pool20e-unseen-presets-dir-dropped", "benchmarks/pool_fidelity.py",
+      'prompt=1000, decode=1000, presets_dir=data / "presets")\n\n\ndef predict',
+      'prompt=1000, decode=1000)\n\n\ndef predict'),
     # tpot20b: the issue-828 sweep's release on its points (benchmarks/tpot_fidelity.py metadata, read from the branch)
     M("tpot20b-ix828-release-dropped", "benchmarks/tpot_fidelity.py",
       '"B15": "vllm v0.15.1"', '"B15": "vllm (version not stated)"'),
