@@ -43,6 +43,7 @@ def test_neutral_short_prompts_disaggregate_and_the_first_screen_says_why(run_cl
     packed = float(re.search(r"pass at ([0-9.]+) ms each", text).group(1))
     assert packed == pytest.approx((2 * 7.50e9 * 8100 / (989e12 * 0.70) + 0.93e-3 + 0.46e-3) / 54 * 1e3, rel=0.02)
     assert "--engine vllm mixes prefill chunks" in text
+    assert any("Colocated prefills run as passes of their own between decode steps" in x for x in d["assumptions"])
 
 
 def test_vllm_mixes_its_chunks_and_its_verdict_changes_once(run_cli):
@@ -55,6 +56,8 @@ def test_vllm_mixes_its_chunks_and_its_verdict_changes_once(run_cli):
     # and prefill is ~65% of a colocated replica's time there, far over 4.76%: no decode-dominant note
     assert d["prefill_share"] > 0.5
     assert not any(x.startswith("Decode-dominant") for x in d["first_screen_notes"])
+    assert any("Colocated prefills run in chunks of max_num_batched_tokens inside decode steps" in x
+               for x in d["assumptions"])
 
 
 def test_a_decode_dominant_verdict_gives_the_workload_documents_reasoning_in_numbers(run_cli):
