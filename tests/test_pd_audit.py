@@ -73,7 +73,7 @@ def test_a_decode_dominant_verdict_gives_the_workload_documents_reasoning_in_num
     share = t_pf / (t_pf + 30000 * plain / b)
     assert d["prefill_share"] == pytest.approx(share) and share < 1 - 1 / 1.05
     text = next(x for x in d["first_screen_notes"] if x.startswith("Decode-dominant"))
-    assert f"{30000 * plain / b / t_pf:,.1f}x its prefill's GPU time" in text
-    assert f"prefill {share:.1%} of a colocated replica's" in text
-    assert f"prefill instances idle {d['idle_share']:.1%}" in text
+    assert f"decode {30000 * plain / b / t_pf:,.1f}x a request's prefill GPU time" in text
+    assert f"prefill {share:.1%} of a replica's (a split must free 4.8%)" in text
+    assert f"split prefill idle {d['idle_share']:.1%}" in text
 

@@ -1297,11 +1297,9 @@ def _decode_dominant_note(recommend: bool, share: Fraction, dec_over_pf: float, 
         return None
     ratio = Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request: (D x TPOT(B) / "
                                        "B) / T_pf", f"({d:,} x {plain:.6g} / {batch}) / {t_pf:.6g}"))
-    return note("Decode-dominant: a request's decode takes {r:,.1f}x its prefill's GPU time and prefill {share:.1%} of "
-                "a colocated replica's, under the 4.8% a split must free to gain the 1.05x bar, while the split's "
-                f"{idle_role} instances idle {{idle:.1%}} of their time (the workload document's reasoning case: "
-                "30x more decode than prompt tokens at 1K + 30K, PD disaggregation not recommended).", r=ratio,
-                share=share, idle=idle)
+    return note("Decode-dominant: decode {r:,.1f}x a request's prefill GPU time; prefill {share:.1%} of a replica's "
+                "(a split must free 4.8%); split " + idle_role + " idle {idle:.1%}.",
+                r=ratio, share=share, idle=idle)
 
 
 def _replica_key(lay: RoleLayout) -> tuple:
