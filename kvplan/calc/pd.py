@@ -1431,10 +1431,12 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
         values["packed"] = Seconds(passes[-1] / k, derived(
             "T(k) / k: k prompts in one pass (the weights read once), per prompt",
             f"{passes[-1]:.6g} / {k}"))
-        text += (f"; at {short:,} tokens and under the split wins: on this engine a colocated prompt is a prefill "
+        values["short"] = Tokens(short, derived("the longest prompt of the table's run of shortest prompts where "
+                                                "disaggregation wins", f"{short}"))
+        text += ("; at {short:,} tokens and under the split wins: on this engine a colocated prompt is a prefill "
                  "pass of its own between decode steps (the neutral rule book's and SGLang's default, no mixed chunks; "
                  "kvplan prices an admission round's prompts one after the other), {alone:ms:,.2f} ms for "
-                 f"{short:,} tokens on TP{label} (a whole weight read), where a prefill-role rank packs {k} into one "
+                 f"{{short:,}} tokens on TP{label} (a whole weight read), where a prefill-role rank packs {k} into one "
                  "pass at {packed:ms:,.2f} ms each; --engine vllm mixes prefill chunks into decode steps")
     return note(text + ".", **values)
 
