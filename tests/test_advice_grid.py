@@ -46,7 +46,7 @@ def test_the_advice_commands_answer_and_keep_their_promises(run_cli, workload, m
         d["disaggregated_requests_per_second"] / d["colocated_requests_per_second"])
     rows = [x["disaggregation_wins"] for x in sorted(d["by_ratio"], key=lambda x: x["prompt_tokens"]) if x["fits"]]
     flips = sum(a != b for a, b in zip(rows, rows[1:], strict=False))
-    assert flips <= 1 or any("The verdict changes" in x for x in d["reasons"]), (flips, rows)
+    assert flips <= 1 or any("The verdict changes" in x for x in d["first_screen_notes"]), (flips, rows)
     if workload.startswith("reasoning"):     # the workload document: decode-dominant, do not disaggregate
         # (a 1K prefill against 30K+ decode steps: under 1% of a replica's time, or a few % where attention-DP ranks
         # in lockstep each stall for all R ranks' prefills: R x T_pf per request)

@@ -216,7 +216,7 @@ def test_pd_at_a_table_rows_prompt_gives_that_rows_verdict(run_cli, model, gpu, 
     rows = sorted((x for x in d["by_ratio"] if x["fits"]), key=lambda x: x["prompt_tokens"])
     wins = [x["disaggregation_wins"] for x in rows]
     assert sum(a != b for a, b in zip(wins, wins[1:], strict=False)) <= 1 or any(
-        "The verdict changes" in x for x in d["reasons"]), wins
+        "The verdict changes" in x for x in d["first_screen_notes"]), wins
     for row in (x for x in rows if x["prompt_tokens"] in (1500, 15000)):
         one = run_cli("pd", *base, "--prompt", str(row["prompt_tokens"]), "-f", "json")
         assert one.code == 0, one.err

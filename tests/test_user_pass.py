@@ -604,7 +604,8 @@ def test_pd_layouts_against_a_default_tp_are_the_first_note(run_cli):
     r = run_cli("pd", "--nodes", "2", "--kv-dtype", "fp8", "-f", "json")
     assert r.code == 0, r.err
     d = r.json()
-    assert d["first_screen_notes"] == []
+    # (the first screen carries the decode-dominant line of this reasoning case, not the layouts)
+    assert not any(x.startswith("Layouts searched") for x in d["first_screen_notes"])
     assert d["reasons"][0].startswith("Layouts searched: ") and "(TP8 by default)" in d["reasons"][0]
 
 

@@ -2014,6 +2014,20 @@ MUTANTS: tuple[Mutant, ...] = (
       'if (getattr(o, "scheduler_recv_interval", None) or 1) > 1 and engine.id != "sglang":', "if False:"),
     M("fid19n-poll-unbounded", "kvplan/calc/sim/records.py",
       "not 1 <= self.scheduler_recv_interval <= 1000", "not 1 <= self.scheduler_recv_interval"),
+    # aud21h: pd's first screen says why a verdict changes more than once, and a decode-dominant verdict's reasoning
+    M("aud21h-flips-not-first-screen", PD, "lock_note, flips_note,\n", "lock_note,\n"),
+    M("aud21h-flips-no-engine-cause", PD,
+      "flips_note = _flips(rows, None if o.chunked and s.engine_adapter.mixes_prefill_chunks() else own[1])",
+      "flips_note = _flips(rows, None)"),
+    M("aud21h-flips-short-row", PD, "short = fit[fit.index(at[0]) - 1].prompt_tokens", "short = at[0].prompt_tokens"),
+    M("aud21h-flips-packed-whole-pass", PD, 'values["packed"] = Seconds(passes[-1] / k,',
+      'values["packed"] = Seconds(passes[-1],'),
+    M("aud21h-dominant-any-share", PD, "if recommend or not share.number() < 1 - 1 / WIN_MARGIN:",
+      "if recommend:"),
+    M("aud21h-dominant-idle-role", PD, '"prefill" if cap_p > cap_d else "decode"',
+      '"prefill" if cap_p < cap_d else "decode"'),
+    M("aud21h-assumption-always-mixed", "kvplan/present/pd.py",
+      "if o.chunked and s.engine_adapter.mixes_prefill_chunks() else", "if True else"),
 )
 
 

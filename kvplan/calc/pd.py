@@ -1037,7 +1037,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                              bool(r_tps > c_tps * WIN_MARGIN), True,
                              _split_text(rd, short=True) if rd is not None else "no split holds the model",
                              f"{n} {c_lay.label}", r_tps / c_tps if c_tps else math.inf))
-    flips_note = _flips(rows, s.engine_adapter.id == "neutral")
+    flips_note = _flips(rows, None if o.chunked and s.engine_adapter.mixes_prefill_chunks() else own[1])
     breakeven, below, priced = _breakeven(rows, p, d, recommend)
     pre_m = next(m for lay, m in pre_roles if lay == dis.prefill)     # the prefill role's model: its token budget
 
@@ -1117,7 +1117,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                  + (f" of {r_p} attention-DP ranks" if r_p > 1 else "")))
     dec_tpot_v = Seconds(dis.decode_tpot, derived("closed form: the steady TPOT of the pure decode batch",
                      f"B = {dis.decode_batch}"))
-    reasons = (
+    reasons: tuple[Note, ...] = (
         note("prefill is {share:.1%} of a colocated replica's time ({t_pf:ms:,.1f} ms per request against {d} decode "
              f"steps at {{tpot:ms:,.1f}} ms shared by {col.batch} requests)", share=share_v, t_pf=t_pf_v,
              d=Tokens(d), tpot=plain_v),
@@ -1132,8 +1132,7 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
              "{eff:.0%} of a fractional one's {fluid:,.3g} requests/s", rps=dis_rps_v, tps=dis_tps_v, eff=split_eff_v,
              fluid=fluid_v),
         note("KV transfer {nbytes:MiB:,.1f} per GPU over {nic:G:g} GB/s: {transfer:ms:,.2f} ms, {exposed:ms:,.2f} ms "
-             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v),
-        *((flips_note,) if flips_note is not None else ()))
+             "exposed after the prefill", nbytes=nbytes_v, nic=nic_v, transfer=transfer_v, exposed=exposed_v))
     # what decides a split's win over attention-DP colocated ranks: on the first screen (``first``)
     lock_note = _lockstep_note(dec_roles, dis, p, d, s.engine_adapter.id) if recommend else None
     margin = dis_rps / col_rps if col_rps else math.inf
@@ -1172,7 +1171,11 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     given_tp = layout if layout is not None and not s.tp_defaulted else None
     if layout is not None and given_tp is None:
         reasons = (layout,) + reasons
-    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v), lock_note) if n is not None)
+    # a verdict that changes more than once over the table's prompts says why on the first screen (issue 21)
+    first = tuple(n for n in (given_tp, _long_ttft_note(targets, ttft_q, ttft_at_v), lock_note, flips_note,
+                              _decode_dominant_note(recommend, share_v, dec_over_pf, t_pf, plain, col.batch, d, idle_v,
+                                                    "prefill" if cap_p > cap_d else "decode"))
+                  if n is not None)
     return PdPlan(
         s, o, Count(instances, derived("colocated instances: N // (TP x PP) of the layout with the most closed-form "
                                        "goodput", f"{total} // {g}")),
@@ -1284,6 +1287,21 @@ def _long_ttft_note(targets: SloTargets, colocated: Seconds, disaggregated: Seco
                    "one."))
 
 
+def _decode_dominant_note(recommend: bool, share: Fraction, dec_over_pf: float, t_pf: float, plain: float, batch: int,
+                          d: int, idle: Fraction, idle_role: str) -> Note | None:
+    """The workload document's reasoning, in this request's numbers, on the first screen: when colocated serving wins
+    and prefill is under 1 - 1 / 1.05 (4.8%) of a colocated replica's time, a split frees at most that share of a
+    replica for decode (were its decode steps no faster alone: ``tpot_inflation`` says how much the prefills slow
+    them), short of the 5% a split must gain, while its prefill instances idle. None otherwise."""
+    if recommend or not share.number() < 1 - 1 / WIN_MARGIN:
+        return None
+    ratio = Ratio(dec_over_pf, derived("decode GPU time per request / prefill GPU time per request: (D x TPOT(B) / "
+                                       "B) / T_pf", f"({d:,} x {plain:.6g} / {batch}) / {t_pf:.6g}"))
+    return note("Decode-dominant: decode {r:,.1f}x a request's prefill GPU time; prefill {share:.1%} of a replica's "
+                "(a split must free 4.8%); split " + idle_role + " idle {idle:.1%}.",
+                r=ratio, share=share, idle=idle)
+
+
 def _replica_key(lay: RoleLayout) -> tuple:
     """A layout as the replica the step model prices: EP at or inside TP is no EP (no all-to-all)."""
     return lay.tp, lay.pp, lay.dp, lay.ep if lay.ep and lay.ep > lay.tp else None, lay.gpu
@@ -1383,13 +1401,15 @@ def _lockstep_note(roles, dis: Disaggregated, p: int, d: int, engine: str) -> No
                                            f"{own:.6g} + {dis.decode.dp / n - 1:.6g} x ({own:.6g} - {least:.6g})")))
 
 
-def _flips(rows, neutral: bool) -> Note | None:
+def _flips(rows, own_passes: _Model | None) -> Note | None:
     """When the table's verdict changes more than once as the prompt grows, a note naming where and why: the rows'
     colocated layouts and disaggregated splits (each row is searched on its own, and whole instances round
-    differently at each length), the largest distance of a flipping row's margin from the 1.05x bar, and, on the
-    neutral engine, its prefills that run as steps of their own (a whole weight pass per prompt, which a short prompt
-    pays in full colocated; vLLM's and SGLang's schedulers mix prefill chunks into decode steps). None when the
-    verdict changes at most once."""
+    differently at each length), the largest distance of a flipping row's margin from the 1.05x bar, and, where the
+    shortest prompts disaggregate on an engine whose colocated prefills are passes of their own (``own_passes``: the
+    colocated model of the scenario's layout; None where the engine mixes prefill chunks into its decode steps,
+    vLLM V1), the price of such a pass at the longest of those prompts against the prefill role's packed pass: a
+    whole weight read for a few hundred tokens, which the prefill role shares among k prompts (the simulator prices
+    a colocated admission round's prompts one after the other). None when the verdict changes at most once."""
     fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
     at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
     if len(at) < 2:
@@ -1399,12 +1419,26 @@ def _flips(rows, neutral: bool) -> Note | None:
     text = (f"The verdict changes {len(at)} times as the prompt grows (at {where}); each row's layouts and split are "
             "searched on their own and whole instances round differently at each length; the flipping rows' margins "
             "lie within {near:.0%} of the 1.05x bar")
-    if neutral:
-        text += ("; on the neutral engine each colocated prefill is a step of its own (a whole weight pass per "
-                 "prompt, paid in full at short prompts), where vLLM and SGLang mix prefill chunks into decode steps "
-                 "(--engine vllm)")
-    return note(text + ".", near=Fraction(near, derived("max |margin / 1.05 - 1| over the rows where the verdict "
-                                                         "changes", f"{near:.4f}")))
+    values: dict = {"near": Fraction(near, derived("max |margin / 1.05 - 1| over the rows where the verdict changes",
+                                                   f"{near:.4f}"))}
+    if own_passes is not None and fit[0].disaggregation_wins:
+        short = fit[fit.index(at[0]) - 1].prompt_tokens       # the longest prompt of the run at the bottom
+        passes = own_passes.prefill_passes(short)
+        k = len(passes)
+        label = own_passes.s.parallelism.tp
+        values["alone"] = Seconds(passes[0], derived("the step model's prefill of P tokens alone: max(weight read, "
+                                                     "FLOPs) + overhead", f"{short:,} tokens on TP{label}"))
+        values["packed"] = Seconds(passes[-1] / k, derived(
+            "T(k) / k: k prompts in one pass (the weights read once), per prompt",
+            f"{passes[-1]:.6g} / {k}"))
+        values["short"] = Tokens(short, derived("the longest prompt of the table's run of shortest prompts where "
+                                                "disaggregation wins", f"{short}"))
+        text += ("; at {short:,} tokens and under the split wins: on this engine a colocated prompt is a prefill "
+                 "pass of its own between decode steps (the neutral rule book's and SGLang's default, no mixed chunks; "
+                 "kvplan prices an admission round's prompts one after the other), {alone:ms:,.2f} ms for "
+                 f"{{short:,}} tokens on TP{label} (a whole weight read), where a prefill-role rank packs {k} into one "
+                 "pass at {packed:ms:,.2f} ms each; --engine vllm mixes prefill chunks into decode steps")
+    return note(text + ".", **values)
 
 
 def _split_text(dis: Disaggregated, short: bool = False) -> str:

@@ -146,7 +146,10 @@ def present(plan: PdPlan) -> Result:
         "form (a steady batch of equal requests); TTFT from a simulated FCFS prefill queue (Poisson arrivals, "
         "each attention-DP rank a server taking the prompts waiting, up to its token budget, in one pass) "
         "plus the exposed KV transfer and the handover. EP never spans instances.",
-        "Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole).",
+        ("Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole)."
+         if o.chunked and s.engine_adapter.mixes_prefill_chunks() else
+         "Colocated prefills run as passes of their own between decode steps (no mixed chunks), each prompt of an "
+         "admission round priced alone, in chunks of the token budget (--no-chunked: whole)."),
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
         "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill rank "

@@ -1,0 +1,79 @@
+"""`kvplan pd` as a new user meets it (issue 21's audit): a verdict that changes more than once over the prompt says
+why on the first screen, with the price that decides it worked by hand."""
+
+import re
+
+import pytest
+
+CASE = ("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "4000", "--decode", "300")
+
+
+def _pd(run_cli, *args):
+    r = run_cli("pd", *CASE, *args, "-f", "json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def _flips(d):
+    rows = sorted((x for x in d["by_ratio"] if x["fits"]), key=lambda x: x["prompt_tokens"])
+    wins = [x["disaggregation_wins"] for x in rows]
+    return [rows[i + 1]["prompt_tokens"] for i in range(len(rows) - 1) if wins[i] != wins[i + 1]], rows
+
+
+def test_neutral_short_prompts_disaggregate_and_the_first_screen_says_why(run_cli):
+    # issue 21's case (Llama-3.1-8B / H100 / TP1 / fp8, 300 output tokens) on the neutral engine: the table
+    # disaggregates at the shortest prompts (3 .. 150 tokens), colocates from 300, and disaggregates again at 15,000
+    d = _pd(run_cli)
+    at, rows = _flips(d)
+    assert at[0] == 300 and len(at) == 2
+    assert all(x["disaggregation_wins"] for x in rows if x["prompt_tokens"] <= 150)
+    text = next(x for x in d["first_screen_notes"] if x.startswith("The verdict changes"))
+    assert not any(x.startswith("The verdict changes") for x in d["reasons"])      # said once, under the verdict
+    # the cause in numbers, by hand from the H100 preset: a 150-token prefill alone is memory-bound, the weight read
+    # 16.06 GB / (3.35 TB/s x 0.87) = 5.510 ms against 2 x 7.50e9 matmul params x 150 / (989 TFLOP/s x 0.70) =
+    # 3.25 ms of FLOPs, plus the step overhead 32 layers x 15 us + 450 us = 0.93 ms: 6.44 ms
+    assert "at 150 tokens and under the split wins" in text
+    alone = float(re.search(r"\), ([0-9.]+) ms for 150 tokens on TP1", text).group(1))
+    assert alone == pytest.approx(16.06e9 / (3.35e12 * 0.87) * 1e3 + 0.93, abs=0.01)
+    # the prefill role packs max_num_batched_tokens // P = 8,192 // 150 = 54 prompts into a pass (8,100 tokens):
+    # compute-bound, 2 x 7.50e9 x 8,100 / (989e12 x 0.70) = 175.5 ms + 0.93 ms overhead (attention: 4 x 32 x 4,096
+    # x 150^2 / 2 x 54 = 0.32 TFLOP, 0.46 ms), 176.9 ms / 54 = 3.28 ms a prompt
+    k = int(re.search(r"packs (\d+) into one pass", text).group(1))
+    assert k == 8192 // 150
+    packed = float(re.search(r"pass at ([0-9.]+) ms each", text).group(1))
+    assert packed == pytest.approx((2 * 7.50e9 * 8100 / (989e12 * 0.70) + 0.93e-3 + 0.46e-3) / 54 * 1e3, rel=0.02)
+    assert "--engine vllm mixes prefill chunks" in text
+    assert any("Colocated prefills run as passes of their own between decode steps" in x for x in d["assumptions"])
+
+
+def test_vllm_mixes_its_chunks_and_its_verdict_changes_once(run_cli):
+    # the same case on vLLM (V1: a prompt's chunk rides in a decode step, costing what its tokens add): colocated
+    # from the shortest prompts up to 6,000, disaggregated from 15,000 (one change), so no note, and no engine cause
+    d = _pd(run_cli, "--engine", "vllm")
+    at, rows = _flips(d)
+    assert at == [15000]
+    assert not any("The verdict changes" in x for x in d["first_screen_notes"] + d["reasons"])
+    # and prefill is ~65% of a colocated replica's time there, far over 4.76%: no decode-dominant note
+    assert d["prefill_share"] > 0.5
+    assert not any(x.startswith("Decode-dominant") for x in d["first_screen_notes"])
+    assert any("Colocated prefills run in chunks of max_num_batched_tokens inside decode steps" in x
+               for x in d["assumptions"])
+
+
+def test_a_decode_dominant_verdict_gives_the_workload_documents_reasoning_in_numbers(run_cli):
+    # the workload document's reasoning case (1K prompt, 30K decode) on Llama-3.1-8B / H100: do not disaggregate, and
+    # the first screen says why: prefill is T_pf / (T_pf + D x TPOT(B) / B) of a colocated replica's time (the
+    # plan's own figures put in the documented formula), under 1 - 1 / 1.05 = 4.76%, the most a split could free
+    r = run_cli("pd", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--kv-dtype", "fp8", "--prompt", "1000",
+                "--decode", "30000", "-f", "json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["recommend_disaggregation"] is False
+    t_pf, plain, b = d["prefill_seconds"], d["tpot_seconds_plain"], d["colocated_batch"]
+    share = t_pf / (t_pf + 30000 * plain / b)
+    assert d["prefill_share"] == pytest.approx(share) and share < 1 - 1 / 1.05
+    text = next(x for x in d["first_screen_notes"] if x.startswith("Decode-dominant"))
+    assert f"decode {30000 * plain / b / t_pf:,.1f}x a request's prefill GPU time" in text
+    assert f"prefill {share:.1%} of a replica's (a split must free 4.8%)" in text
+    assert f"split prefill idle {d['idle_share']:.1%}" in text
+
