@@ -824,11 +824,35 @@ class V1Scheduler(Scheduler):
         r.partial = tuple(x for i in parts for x in (i, computed[i]))
         return True
 
+    def _seat(self, r: ReplicaState, i: int, hit: int, c: int, chunks: list[tuple[int, int, int]] | None) -> None:
+        """The waiting head i admitted with ``hit`` tokens found cached and its first ``c`` tokens after them: out of
+        the waiting queue; a victim's hit blocks taken back out of the free queue (``_take_back``) and counted as its
+        recompute hit, a request seen for the first time its admission time and prefix hit (and, offloading, noted as
+        first scheduled in this step); the shared prefix cached from now on; the blocks of hit + c tokens taken from
+        the free ones and its chunk (hit, hit + c) into the step's ``chunks`` (None: a load from the CPU pool, whose
+        tokens are computed once it lands). The caller spends the chunk's tokens of the budget."""
+        r.waiting.popleft()
+        tally = r.tally
+        if i in self.seg:
+            self._take_back(r, i, hit)
+            tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+        elif r.g[i] == 0 and i not in self.redo:
+            tally.admitted[i] = r.now
+            tally.prefix_hits[i] = hit
+            if self.off is not None:
+                self.fresh.append(i)
+        if self.hb:
+            r.prefix_cached = True
+        r.held[i] = n = r.btl[hit + c]
+        r.free -= n
+        if chunks is not None:
+            chunks.append((i, hit, hit + c))
+
     def _admit_capped(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int,
                       cap: int) -> None:
         """``_admit`` with the chunk cap: each admitted request takes the next place (``r.seq``) and joins ``parts``
         until its prefill completes; every request part-way holds a seat."""
-        running, parts, tally, btl, computed = r.running, self.parts, r.tally, r.btl, self.computed
+        running, parts, tally, computed = r.running, self.parts, r.tally, self.computed
         waiting, arrival, seen_to = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(parts) + late < self.max_seqs
                and arrival[waiting[0]] <= seen_to):
@@ -840,18 +864,7 @@ class V1Scheduler(Scheduler):
             c = min(c, left)
             if self._need(r, (i, hit, c)) > r.free:
                 break
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-            if self.hb:
-                r.prefix_cached = True
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             computed[i] = hit + c
             r.seq[i] = r.joins                # its place in the batch, kept while it prefills
@@ -865,7 +878,7 @@ class V1Scheduler(Scheduler):
         (async scheduling), and a request arrived after ``cut`` is not seen yet."""
         if self.off is not None:
             return self._admit_off(r, left, chunks, late)
-        running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        running, tally, computed = r.running, r.tally, self.computed
         waiting, arrival, cut = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
                and arrival[waiting[0]] <= cut):
@@ -875,18 +888,7 @@ class V1Scheduler(Scheduler):
             if head is None:
                 break
             i, hit, c = head
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-            if self.hb:
-                r.prefix_cached = True
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             if hit + c < r.Pl[i] + r.g[i]:
                 self.partial, computed[i] = i, hit + c
@@ -934,26 +936,13 @@ class V1Scheduler(Scheduler):
                 c = min(tokens - hit, left)
                 if self._need(r, (i, hit, c)) > r.free:
                     break
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-                self.fresh.append(i)
-            if self.hb:
-                r.prefix_cached = True
             if hits:                              # the load: its blocks now, its tokens once it lands
-                r.held[i] = btl[hit + ext]
-                r.free -= r.held[i]
+                self._seat(r, i, hit, ext, None)
                 after = hit + ext - (hit + ext == tokens)
                 off.start_load(i, r.now, hit // block, hits, after)
                 off.stats["loaded_tokens"] += ext
                 continue
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             if hit + c < tokens:
                 self.partial, computed[i] = i, hit + c
