@@ -334,6 +334,24 @@ shows at this load (the swing between pairs, ~10%, is twice the calls saved), so
 ~0.1 s a 10K run (~20%) needs the retraction cycle (a victim out, one step, its round failing the check and the batch
 marked full) priced as one event per victim, which changes the event count the output reports and the reference
 tests pin, so it is a rule change for the reference to follow first.
+debt19, 2026-12-07 (issue 19, vLLM V1 10K; CPU seconds; this 2-CPU machine at load 7 - 11 from other sessions, the
+10K run at ~3x its quiet figure, so main's tree and this one run in turn, one run each, five pairs, and the ratios are
+what counts; bit-identical: the run's arrays, timeline and counts hashed equal to main's, the reference equality tests
+and goldens unchanged). First a refactor with no cost: the three admission loops' seating bookkeeping in one
+``V1Scheduler._seat``. Profiled (cProfile, share of the run): ``step`` ~55% with what it calls (its own body ~14%,
+``_admit`` ~18% of which the head lookups ``_head``/``_peek``/``_need``/``_hit`` ~10%, the chunk steps' price ~9%),
+the closed-form runs (``decode_run``) ~23%, the preemptions ~11%, the loop ~7%; ~44 Python calls an event. Done: (a)
+``_head`` does ``_peek``'s work itself (one call a lookup, not three; 102.7K lookups); (b) ``_advance`` returns at once
+when nothing was allocated since (the second of each resumed victim's two calls, 64K); (c) ``_hit`` without a second
+dict lookup or ``min``; (d) the mixed step's price bound by ``functools.partial``, no lambda frame; (e)
+``StepModel.weight_read_seconds`` and ``mixed_ep_per_token`` cached (each recomputed from eight fields at every one
+of the 37.9K chunk steps). Measured, main then this tree: 4.248 -> 3.582, 4.052 -> 4.212, 3.986 -> 3.877, 4.272 ->
+3.952 and 3.859 -> 3.255 s (median 4.05 -> 3.88 s, x0.96; min 3.86 -> 3.26 s, x0.84; 120,109 events both): a few
+percent, inside this load's swing. Still ~10 us an event quiet against ~4.2 us for 0.5 s. What it would take is as
+speed19w says: the per-event work is spread (no call over ~15%), so the thrash cycle (the newest out at each overflow
+until the next completion, ~64K times, and its victims back in chunk steps) priced in one pass per completion with
+the free queue's labels advanced in bulk - a second implementation of V1's preemption and admission for the reference
+tests to pin - or a compiled inner loop.
 Run: `python benchmarks/bench_simulate.py` (``--no-million`` skips the two 1M runs, minutes). Its last lines:
 `speedup_vs_engine_one_step_mode: N` (the engine's own ``reference=True`` mode, which shares its code),
 `speedup_vs_step_reference: N`, against the step-by-step reference simulator the tests keep (tests/sim_reference.py,

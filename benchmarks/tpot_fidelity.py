@@ -510,6 +510,17 @@ def engine_run_step_errors() -> dict[str, float]:
             for p in ENGINE_RUNS}
 
 
+def _never_seen_rows(points, errs: dict[str, float]) -> list[str]:
+    """A never-seen set's table (header and one row a point: its published TPOT, kvplan's and the signed error)."""
+    rows = ["| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |",
+            "|---|---|---|---|---:|---:|---|---:|---:|---:|"]
+    for p in points:
+        tp = dict(p.parallel)["tp"]
+        rows.append(f"| {p.id} | {p.model} | {p.hardware} | {p.engine} | {tp} | {p.batch} | {p.prompt:,}/{p.decode:,} "
+                    f"| {p.tpot_ms:.2f} ms | {p.tpot_ms * (1 + errs[p.id]):.2f} ms | {errs[p.id]:+.0%} |")
+    return rows
+
+
 def table() -> str:
     lines = ["| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |",
              "|---|---|---|---|---:|---:|---|---:|---:|---:|"]
@@ -544,13 +555,8 @@ def table() -> str:
                  f"published median ITL: median |error| {statistics.median(map(abs, by_step.values())):.1%} (the miss "
                  "is in the decode step)")
     lines.append("\nNever seen, set 2 (tt-inference-server#356's other rows, collected after rule R3; never fitted):\n")
-    lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
-    lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")
     tt = never_seen_tt356_errors()
-    for p in NEVER_SEEN_TT356:
-        tp = dict(p.parallel)["tp"]
-        lines.append(f"| {p.id} | {p.model} | {p.hardware} | {p.engine} | {tp} | {p.batch} | {p.prompt:,}/{p.decode:,} "
-                     f"| {p.tpot_ms:.2f} ms | {p.tpot_ms * (1 + tt[p.id]):.2f} ms | {tt[p.id]:+.0%} |")
+    lines.extend(_never_seen_rows(NEVER_SEEN_TT356, tt))
     groups = (("one node, vLLM AWQ TP8", [i for i in tt if int(i[1:]) <= 7]),
               ("two nodes, SGLang TP16, B27c's run", [i for i in tt if int(i[1:]) > 7]))
     parts = []
@@ -560,13 +566,8 @@ def table() -> str:
                      f"worst {w} ({tt[w]:+.1%})")
     lines.append("\nnever_seen_2: " + "; ".join(parts))
     lines.append("\nNever seen (collected after the model was set, no factor fitted or tuned on them):\n")
-    lines.append("| id | model | GPU | engine | TP | batch | in/out | published TPOT | kvplan | error |")
-    lines.append("|---|---|---|---|---:|---:|---|---:|---:|---:|")
     never = never_seen_errors()
-    for p in NEVER_SEEN:
-        tp = dict(p.parallel)["tp"]
-        lines.append(f"| {p.id} | {p.model} | {p.hardware} | {p.engine} | {tp} | {p.batch} | {p.prompt:,}/{p.decode:,} "
-                     f"| {p.tpot_ms:.2f} ms | {p.tpot_ms * (1 + never[p.id]):.2f} ms | {never[p.id]:+.0%} |")
+    lines.extend(_never_seen_rows(NEVER_SEEN, never))
     nworst = max(never, key=lambda i: abs(never[i]))
     median = statistics.median(map(abs, never.values()))
     lines.append(f"\nnever_seen: {len(never)} points, median |error| {median:.1%}, "

@@ -235,7 +235,7 @@ def test_v1_whole_input_head_never_fits_after_a_preemption(engine, monkeypatch):
     def checked(self, r, pops):
         b = len(r.running)
         if self.full_isl and r.waiting and b < self.max_seqs and b < self.budget:
-            asked.append(r.free - pops >= self._need(r, self._peek(r, self.budget - b, pops)))
+            asked.append(self._head(r, self.budget - b, r.free - pops, pops) is not None)
         return answer(self, r, pops)
 
     monkeypatch.setattr(vs.V1Scheduler, "may_admit_soon", checked)

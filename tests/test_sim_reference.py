@@ -384,6 +384,15 @@ def assert_same_v1(fast, r: ref.RefRun) -> None:
 V1_RELEASES = ["vllm==0.11.0", "vllm==0.20.0", "vllm"]
 
 
+def v1_case(case: str, prefix: str | None, budget: str | None, engine: str):
+    """A case's scenario under a V1 release with a shared prefix and a token budget (max_num_batched_tokens), its
+    small trace (rate 40/s for gpt-oss-120b's larger pool, else 20/s) and max_num_seqs: 64 under a budget (vLLM needs
+    it within the budget), else the default. Returns (scenario, work, max_batch)."""
+    base, pool, _ = CASES[case]
+    s = build_scenario(**dict(base, engine=engine), kv_pool=pool, shared_prefix=prefix, max_num_batched_tokens=budget)
+    return s, small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0), 64 if budget else None
+
+
 @pytest.mark.parametrize("engine", V1_RELEASES)
 @pytest.mark.parametrize("budget", [None, "128"])
 @pytest.mark.parametrize("prefix", [None, "40"])
@@ -391,11 +400,8 @@ V1_RELEASES = ["vllm==0.11.0", "vllm==0.20.0", "vllm"]
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_vllm_v1_equals_the_reference(case, victim, prefix, budget, engine):
     # budget 128 (max_num_batched_tokens) with prompts of 50 .. 400 tokens: most prompts and every long recompute
-    # run in several chunks, each mixed into a decode step; max_num_seqs 64 (vLLM needs it within the budget)
-    base, pool, _ = CASES[case]
-    s = build_scenario(**dict(base, engine=engine), kv_pool=pool, shared_prefix=prefix, max_num_batched_tokens=budget)
-    work = small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0)
-    max_batch = 64 if budget else None
+    # run in several chunks, each mixed into a decode step
+    s, work, max_batch = v1_case(case, prefix, budget, engine)
     fast = sim.simulate(s, work, sim.SimOptions(victim=victim, max_batch=max_batch))
     r = ref.run_vllm(s, work, victim, max_batch=max_batch)
     assert_same_v1(fast, r)
@@ -468,10 +474,7 @@ CAP_RELEASES = ["vllm==0.20.0", "vllm==0.30.0", "vllm"]
 def test_vllm_v1_capped_chunks_equal_the_reference(case, prefix, budget, cap, engine):
     # prompts of 50 .. 400 tokens in chunks of at most 40 (budget 128) or 100 (the default budget): several prompts
     # part-way through their prefill at once, with preemptions among them
-    base, pool, _ = CASES[case]
-    s = build_scenario(**dict(base, engine=engine), kv_pool=pool, shared_prefix=prefix, max_num_batched_tokens=budget)
-    work = small_work(rate=40.0 if case == "gpt-oss-120b" else 20.0)
-    max_batch = 64 if budget else None
+    s, work, max_batch = v1_case(case, prefix, budget, engine)
     fast = sim.simulate(s, work, sim.SimOptions(max_batch=max_batch, long_prefill_token_threshold=cap))
     assert_same_v1(fast, ref.run_vllm(s, work, "newest", max_batch=max_batch, long_prefill_token_threshold=cap))
     plain = sim.simulate(s, work, sim.SimOptions(max_batch=max_batch))

@@ -843,7 +843,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("vllm-v1-no-prefix-reuse", V1S, "self.seg[i] = (start, n, cached // r.block - self.hb)",
       "self.seg[i] = (start, n, 0)"),
     M("vllm-v1-budget-ignores-decodes", V1S, "left = self.budget - len(running)", "left = self.budget"),
-    M("vllm-v1-prompt-not-chunked", V1S, "return i, hit, min(rest, left)", "return i, hit, rest"),
+    M("vllm-v1-prompt-not-chunked", V1S, "head = i, hit, min(rest, left)", "head = i, hit, rest"),
     M("vllm-v1-one-seq-too-many", V1S, "len(running) + len(chunks) + late < self.max_seqs",
       "len(running) + len(chunks) + late <= self.max_seqs"),
     M("vllm-v1-step-priced-without-chunks", V1S, "t, alone = self.mixed(spans)", "alone, t = self.mixed(spans)"),
@@ -1772,6 +1772,16 @@ MUTANTS: tuple[Mutant, ...] = (
       "            if kind.attended_keys_cap() is not None or not (", "            if not ("),
     M("speed19w-attention-terms-pairs-from-zero", COSTS,
       "pairs, total = end * end / 2 - start * start / 2, 0.0", "pairs, total = end * end / 2, 0.0"),
+    # --- debt19: V1Scheduler's one _seat for the three admission loops; _head with _peek folded in (may_admit_soon
+    # asks _head); _advance returns at once when nothing was allocated since; _hit's cap without min() ---
+    M("debt19-seat-fresh-not-noted", V1S,
+      "            if self.off is not None:\n                self.fresh.append(i)\n", "            pass\n"),
+    M("debt19-load-blocks-not-taken", V1S, "self._seat(r, i, hit, ext, None)", "self._seat(r, i, hit, 0, None)"),
+    M("debt19-advance-skips-one-block", V1S, "        if not k:                             # nothing allocated",
+      "        if k < 2:                             # nothing allocated"),
+    # (no mutant on may_admit_soon's room free - pops, now asked of _head: dropping the pops survived
+    # test_simulate_vllm and test_sim_vllm_offload, for the reason given at vllm-v1-head-needs-a-spare-block above)
+    M("debt19-hit-not-capped", V1S, "return (hit if hit < cap else cap) * block", "return hit * block"),
     # --- adv21: vLLM V0 swaps to its --swap-space; plans priced as launched; pd's goodput rate judged for overload
     M("adv21-v0-has-no-swap-space", "kvplan/engines/vllm.py",
       "return None if self.since(V1_SINCE) else V0_SWAP_SOURCE", "return None"),

@@ -731,23 +731,25 @@ class StepModel:
             return series[0]
         return sum((series[i] + series[i + 1]) / 2 * (ts[i + 1] - ts[i]) for i in range(n)) / steps
 
-    @property
+    @cached_property
     def mixed_ep_per_token(self) -> float:
         """Seconds per prefill-chunk token of one MoE layer's dispatch + combine inside a mixed vLLM step, on vLLM's
         default all-to-all, allgather_reducescatter (MIXED_STEP_A2A_SOURCE): the chunk's tokens reach every other
         rank once in the all-gather (grouped NCCL broadcasts, each root's rows pipelined once through a link) and
         their partial outputs come back once in the reduce-scatter: 2 x hidden x 2 B at the link the decode step's
         all-to-all runs on. That is the decode price (``ep_per_moe_layer``: 2 x top-k x hidden x 2 B x (EP - 1) / EP
-        at that link) without its top-k x (EP - 1) / EP copies. Every lockstep rank waits for it (``mixed_parts``)."""
+        at that link) without its top-k x (EP - 1) / EP copies. Every lockstep rank waits for it (``mixed_parts``).
+        Cached, as ``weight_read_seconds``."""
         per = self.ep_per_moe_layer[1]
         ep = self.scenario.parallelism.ep or 1
         if not per or not self.top_k or ep < 2:
             return 0.0
         return per / (self.top_k * (ep - 1) / ep)
 
-    @property
+    @cached_property
     def weight_read_seconds(self) -> float:
-        """Reading every weight on this GPU once (a prefill chunk touches every expert)."""
+        """Reading every weight on this GPU once (a prefill chunk touches every expert). Cached: the step model is
+        frozen, and ``mixed_parts`` reads it at every step with prefill chunks."""
         experts = self.experts_on_gpu + self.fused_experts
         return (self.dense_bytes + experts * self.expert_bytes_each / self.expert_bw_scale) / self.bw
 

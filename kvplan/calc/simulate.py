@@ -41,7 +41,7 @@ import heapq
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -395,7 +395,7 @@ class _EventLoop:
         if sched.steps_itself:                  # what a scheduler that runs mixed steps reads of the loop
             s: Any = sched
             s.need1 = self.need1
-            s.mixed = lambda chunks: prices.mixed(r, chunks)
+            s.mixed = partial(prices.mixed, r)   # (a partial: no Python frame of its own per step)
         if getattr(sched, "overlap", False):     # SGLang's overlap scheduler asks if the next decode step fits
             sched_: Any = sched
             sched_.need1 = self.need1

@@ -314,6 +314,8 @@ class V1Scheduler(Scheduler):
         freed and free alike): the blocks at the front without a hash first, then the labels."""
         target = r.freed - self.removed - r.free
         k = target - self.seen
+        if not k:                             # nothing allocated since (most calls): the front is where it was
+            return
         self.seen = target
         if self.lifo:
             t = min(k, self.lifo)
@@ -408,7 +410,8 @@ class V1Scheduler(Scheduler):
         block = r.block
         cap = (r.Pl[i] + r.g[i] - 1) // block
         own = 0
-        if i in self.seg:
+        seg = self.seg.get(i)
+        if seg is not None:
             self._advance(r)
             front = self.head
             pops -= min(pops, self.lifo)      # the blocks without a hash go first
@@ -419,10 +422,10 @@ class V1Scheduler(Scheduler):
                     pops -= gs - front
                     front = ge
                 front += pops
-            start, n, full = self.seg[i]
+            start, n, full = seg
             own = max(0, min(start + n - max(front, start), full))
         hit = (self.hb + own if r.prefix_cached else own) if self.hb else own
-        return min(hit, cap) * block
+        return (hit if hit < cap else cap) * block
 
     def _take_back(self, r: ReplicaState, i: int, hit: int) -> None:
         """A resumed victim's hit blocks leave the middle of the free queue (the labels of its leading blocks)."""
@@ -486,18 +489,6 @@ class V1Scheduler(Scheduler):
             need -= btl[cache + 1] - n
         r.preempted = True
 
-    def _peek(self, r: ReplicaState, left: int, pops: int = 0) -> tuple[int, int, int]:
-        """The waiting queue's head as a step with ``left`` of its budget would take it, after ``pops`` more blocks
-        leave the queue's front: (request, hit tokens, tokens scheduled)."""
-        i = r.waiting[0]
-        hit = self._hit(r, i, pops)
-        rest = r.Pl[i] + r.g[i] - hit
-        if self.cap:                          # (--long-prefill-token-threshold: the cap this decision applies)
-            t = self._cap_now(r, len(self.late))
-            if 0 < t < rest:
-                rest = t
-        return i, hit, min(rest, left)
-
     def _cap_now(self, r: ReplicaState, late: int) -> int:
         """The chunk cap of the decision being made (0: none): ``cap``, or from v0.31 (``cap_alone``) 0 while at most
         one request runs or waits (scheduler.py ``num_eligible_reqs``: the running ones, those part-way through
@@ -514,15 +505,23 @@ class V1Scheduler(Scheduler):
         return self.cap if n > 1 else 0
 
     def _head(self, r: ReplicaState, left: int, room: int, pops: int = 0) -> tuple[int, int, int] | None:
-        """``_peek``, or None when its blocks are not among the ``room`` free ones."""
+        """The waiting queue's head as a step with ``left`` of its budget would take it, after ``pops`` more blocks
+        leave the queue's front: (request, hit tokens, tokens scheduled); None when its blocks (``_need``) are not
+        among the ``room`` free ones."""
+        i = r.waiting[0]
         # whole-input admission (``full_isl``): those are the blocks of all its tokens, whatever its hit, so a head
         # that does not fit is turned away before its hit is looked up (``_hit``'s one change, the free queue's front
         # brought up to date, is made first by whatever changes the queue next)
         if self.full_isl:
-            i = r.waiting[0]
             if r.btl[r.Pl[i] + r.g[i]] > room:
                 return None
-        head = self._peek(r, left, pops)
+        hit = self._hit(r, i, pops)
+        rest = r.Pl[i] + r.g[i] - hit
+        if self.cap:                          # (--long-prefill-token-threshold: the cap this decision applies)
+            t = self._cap_now(r, len(self.late))
+            if 0 < t < rest:
+                rest = t
+        head = i, hit, min(rest, left)
         return head if self._need(r, head) <= room else None
 
     def _need(self, r: ReplicaState, head: tuple[int, int, int]) -> int:
@@ -543,7 +542,7 @@ class V1Scheduler(Scheduler):
         # whole-input admission (``full_isl``): never, with nothing to look up. The head is the last victim v; before
         # it left, the step's blocks N exceeded the free F; it frees its h blocks and takes its d of N off, and needs
         # btl[its tokens] = h + d: F + h - (N - d) - next >= h + d would be F - N - next >= 0, false
-        if self.full_isl or r.free - pops < self._need(r, self._peek(r, self.budget - b, pops)):
+        if self.full_isl or self._head(r, self.budget - b, r.free - pops, pops) is None:
             # as ``step`` records a head that does not fit: the same head, batch, freed and taken-back blocks at
             # no more than the free blocks after the next step (a run of two or more steps) still cannot fit
             self._no_room = (r.waiting[0], b, r.freed, self.removed, r.free - pops)
@@ -824,11 +823,35 @@ class V1Scheduler(Scheduler):
         r.partial = tuple(x for i in parts for x in (i, computed[i]))
         return True
 
+    def _seat(self, r: ReplicaState, i: int, hit: int, c: int, chunks: list[tuple[int, int, int]] | None) -> None:
+        """The waiting head i admitted with ``hit`` tokens found cached and its first ``c`` tokens after them: out of
+        the waiting queue; a victim's hit blocks taken back out of the free queue (``_take_back``) and counted as its
+        recompute hit, a request seen for the first time its admission time and prefix hit (and, offloading, noted as
+        first scheduled in this step); the shared prefix cached from now on; the blocks of hit + c tokens taken from
+        the free ones and its chunk (hit, hit + c) into the step's ``chunks`` (None: a load from the CPU pool, whose
+        tokens are computed once it lands). The caller spends the chunk's tokens of the budget."""
+        r.waiting.popleft()
+        tally = r.tally
+        if i in self.seg:
+            self._take_back(r, i, hit)
+            tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
+        elif r.g[i] == 0 and i not in self.redo:
+            tally.admitted[i] = r.now
+            tally.prefix_hits[i] = hit
+            if self.off is not None:
+                self.fresh.append(i)
+        if self.hb:
+            r.prefix_cached = True
+        r.held[i] = n = r.btl[hit + c]
+        r.free -= n
+        if chunks is not None:
+            chunks.append((i, hit, hit + c))
+
     def _admit_capped(self, r: ReplicaState, left: int, chunks: list[tuple[int, int, int]], late: int,
                       cap: int) -> None:
         """``_admit`` with the chunk cap: each admitted request takes the next place (``r.seq``) and joins ``parts``
         until its prefill completes; every request part-way holds a seat."""
-        running, parts, tally, btl, computed = r.running, self.parts, r.tally, r.btl, self.computed
+        running, parts, tally, computed = r.running, self.parts, r.tally, self.computed
         waiting, arrival, seen_to = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(parts) + late < self.max_seqs
                and arrival[waiting[0]] <= seen_to):
@@ -840,18 +863,7 @@ class V1Scheduler(Scheduler):
             c = min(c, left)
             if self._need(r, (i, hit, c)) > r.free:
                 break
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-            if self.hb:
-                r.prefix_cached = True
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             computed[i] = hit + c
             r.seq[i] = r.joins                # its place in the batch, kept while it prefills
@@ -865,7 +877,7 @@ class V1Scheduler(Scheduler):
         (async scheduling), and a request arrived after ``cut`` is not seen yet."""
         if self.off is not None:
             return self._admit_off(r, left, chunks, late)
-        running, tally, btl, computed = r.running, r.tally, r.btl, self.computed
+        running, tally, computed = r.running, r.tally, self.computed
         waiting, arrival, cut = r.waiting, tally.arrival, self.cut
         while (waiting and left > 0 and len(running) + len(chunks) + late < self.max_seqs
                and arrival[waiting[0]] <= cut):
@@ -875,18 +887,7 @@ class V1Scheduler(Scheduler):
             if head is None:
                 break
             i, hit, c = head
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * r.block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-            if self.hb:
-                r.prefix_cached = True
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             if hit + c < r.Pl[i] + r.g[i]:
                 self.partial, computed[i] = i, hit + c
@@ -934,26 +935,13 @@ class V1Scheduler(Scheduler):
                 c = min(tokens - hit, left)
                 if self._need(r, (i, hit, c)) > r.free:
                     break
-            waiting.popleft()
-            if i in self.seg:
-                self._take_back(r, i, hit)
-                tally.recompute_hits[i] += hit - (self.hb * block if r.prefix_cached else 0)
-            elif r.g[i] == 0 and i not in self.redo:
-                tally.admitted[i] = r.now
-                tally.prefix_hits[i] = hit
-                self.fresh.append(i)
-            if self.hb:
-                r.prefix_cached = True
             if hits:                              # the load: its blocks now, its tokens once it lands
-                r.held[i] = btl[hit + ext]
-                r.free -= r.held[i]
+                self._seat(r, i, hit, ext, None)
                 after = hit + ext - (hit + ext == tokens)
                 off.start_load(i, r.now, hit // block, hits, after)
                 off.stats["loaded_tokens"] += ext
                 continue
-            r.held[i] = btl[hit + c]
-            r.free -= r.held[i]
-            chunks.append((i, hit, hit + c))
+            self._seat(r, i, hit, c, chunks)
             left -= c
             if hit + c < tokens:
                 self.partial, computed[i] = i, hit + c
