@@ -1990,6 +1990,28 @@ MUTANTS: tuple[Mutant, ...] = (
       'if (getattr(o, "scheduler_recv_interval", None) or 1) > 1 and engine.id != "sglang":', "if False:"),
     M("fid19n-poll-unbounded", "kvplan/calc/sim/records.py",
       "not 1 <= self.scheduler_recv_interval <= 1000", "not 1 <= self.scheduler_recv_interval"),
+    # --- rec21h: recommend's launch judged under a rate target (the SLO model's simulation) ----------------------
+    M("rec21h-search-ignores-load", SIZING, "        if not load.verdict.meets:\n", "        if False:\n"),
+    M("rec21h-search-load-at-half-rate", SIZING, "load = simulated_load(s, rate_t.bound, slo, sb.batch,",
+      "load = simulated_load(s, rate_t.bound / 2, slo, sb.batch,"),
+    M("rec21h-load-not-the-launched-batch", REC, "load = simulated_load(s, rate_t.bound, slo, batch,",
+      "load = simulated_load(s, rate_t.bound, slo, cap,"),
+    M("rec21h-ttft-alone-under-load", REC, "    if load is not None:\n        got = load.figures[f\"ttft_seconds_p{q}\"]",
+      "    if False:\n        got = load.figures[f\"ttft_seconds_p{q}\"]"),
+    M("rec21h-rate-verdict-ignores-load", REC, "                met = met and load.verdict.meets\n",
+      "                met = met\n"),
+    M("rec21h-tpot-verdict-ignores-load", REC,
+      "                met = met and got.value is not None and got.value <= t.bound\n", "                met = met\n"),
+    M("rec21h-load-ignores-overload", "kvplan/calc/simulate.py", "point, sweep_verdict(point, targets, None))",
+      'point, sweep_verdict({k: v for k, v in point.items() if k != "waiting_at_last_arrival"}, targets, None))'),
+    M("rec21h-load-requests-no-floor", "kvplan/calc/simulate.py",
+      "return min(max(4 * max_batch * replicas, LOAD_REQUESTS[0]), LOAD_REQUESTS[1])",
+      "return min(4 * max_batch * replicas, LOAD_REQUESTS[1])"),
+    M("rec21h-rate-one-replica", REC, "    v = replicas * one.number()\n", "    v = one.number()\n"),
+    M("rec21h-steady-batch-d-not-d-minus-1", "kvplan/calc/slo.py", "    time = ttft + (output_tokens - 1) * tpot",
+      "    time = ttft + output_tokens * tpot"),
+    M("rec21h-alone-basis-unsaid", "kvplan/present/recommend.py",
+      '"basis": LOAD_BASIS if ld is not None else ALONE_BASIS}', '"basis": LOAD_BASIS}'),
 )
 
 
