@@ -9,11 +9,14 @@ Targets:
   model as ``recommend``'s batch row is (``recommend.slo_batch``: the simulated closed loop's TPOT at the SLO's
   percentile, p99 by default) until one meets: that one is the best, and its batch the one the launch command sets.
   With a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
-- ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
-  largest within capacity and max_num_seqs that meets the TPOT target).
+- ``rate>=R`` (requests/s): in closed form DP x B / (prefill + (decode - 1) x TPOT(B)) (``recommend.closed_form_rate``,
+  the SLO model's steady batch) at the batch B the other targets allow (the largest within capacity and max_num_seqs
+  that meets the TPOT target); then, for the layouts rejudged, the layout launched at that batch and fed R requests/s
+  (``simulate.simulated_load``: Poisson arrivals, a ``--sweep-rate`` point) must keep up and meet the SLO's TTFT and
+  TPOT percentiles and attainment, as ``recommend`` judges the launch it emits.
 - ``--ttft-slo`` (recommend's, beside the targets): a layout on which a request alone waits longer than the TTFT
   target for its first token (its prefill + the engine's frontend, ``recommend.unloaded_ttft``) meets it at no rate
-  and fails; under load the TTFT is the PD row's and ``simulate --sweep-rate``'s to judge.
+  and fails; with a rate target the load run above judges it under that rate.
 Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
 array of batches), so a search over hundreds of layouts stays well under a second per hardware preset.
 """
