@@ -6,7 +6,7 @@ the SLO's percentile and its attainment, by the one SLO model's simulation (a ``
 from __future__ import annotations
 
 import pytest
-from test_recommend_promises import deployment_from_launch, simulate_launch
+from test_recommend_promises import sweep_point_on_launch
 
 import kvplan
 from kvplan.calc.recommend import RecommendOptions, closed_form_rate, plan_recommend
@@ -16,26 +16,6 @@ from kvplan.calc.slo import SloTargets
 from kvplan.inputs.presets import load_hardware, load_model
 from kvplan.render.output import note_text
 from kvplan.scenario import Scenario
-
-
-def sweep_point_on_launch(d: dict, run_cli, rate: float, requests: int, seed: int = 0) -> dict:
-    """``kvplan simulate --sweep-rate R:R:1`` (one point, judged by the SLO model with the plan's TTFT and TPOT
-    targets at their percentile and the attainment) on the deployment the emitted flags launch, at most
-    --max-num-seqs running per replica: the point's JSON."""
-    s, running, _ = deployment_from_launch(d)
-    args = simulate_launch(d, run_cli, args_only=True)
-    args = args[:args.index("--users")]
-    tpot_key = next(k for k in d if k.startswith("tpot_seconds_p") and k.endswith("_at_most"))
-    slo = ["--tpot-slo", f"{d[tpot_key] * 1e3:g}ms", "--slo-percentile", tpot_key.split("_p")[1].split("_")[0]]
-    ttft_key = next((k for k in d if k.startswith("ttft_seconds_p") and k.endswith("_at_most")), None)
-    if ttft_key is not None:
-        slo += ["--ttft-slo", f"{d[ttft_key] * 1e3:g}ms"]
-    r = run_cli(*args, "--sweep-rate", f"{rate:g}:{rate:g}:1", "--requests", str(requests), "--seed", str(seed),
-                "--max-batch", str(running), *slo, "-f", "json")
-    assert r.code == 0, (args, r.err)
-    (point,) = r.json()["sweep"]
-    return point
-
 
 # (arguments, the rate): a chat workload on H100s, a RAG workload whose TTFT under the rate decides the layout, and
 # a reasoning workload of a MoE model on SGLang (DP attention)
