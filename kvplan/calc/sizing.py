@@ -115,8 +115,11 @@ class Candidate:
         from kvplan.specs.values import Count, Number, Seconds, default, derived
 
         sim = self.basis == "simulated"
-        return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")), "nodes": self.nodes,
-                "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep, "kv_dtype": self.kv_dtype,
+        return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")),
+                "nodes": Count(self.nodes, default("the layout's nodes")),
+                "tp": Count(self.tp, default("the layout's TP")), "pp": Count(self.pp, default("the layout's PP")),
+                "dp": Count(self.dp, default("the layout's DP replicas")),
+                "ep": Count(self.ep, default("the layout's EP")) if self.ep else self.ep, "kv_dtype": self.kv_dtype,
                 "concurrency": Count(self.concurrency, derived("requests that fit per replica x DP",
                                                                str(self.concurrency), SEARCH)),
                 "batch": Count(self.batch, derived(
