@@ -93,6 +93,8 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
 # the overload verdict and the TTFT target of --sweep-rate (issue 19)
 __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key",
             "OVERLOAD_RISE", "OVERLOAD_RISE_SHARE", "OVERLOAD_SAMPLES", "steady_rise", "waiting_samples"]
+# a launch fed a rate, judged as a --sweep-rate point (recommend --target rate>=R, issue 21)
+__all__ += ["LOAD_REQUESTS", "SimulatedLoad", "load_requests", "simulated_load"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
