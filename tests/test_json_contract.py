@@ -34,6 +34,8 @@ RUNS = [
     ("recommend", "--emit", "vllm"),
     ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode", "300",
      "--host-link-gbs", "0.5", "--emit", "sglang"),
+    ("recommend", "-m", "llama-3.1-8b", "--prompt", "4k", "--decode", "300", "--target", "rate>=10rps,tpot<=40ms",
+     "--candidates", "h100-sxm", "--ttft-slo", "500ms", "--emit", "vllm"),
     ("explain-log", str(LOGS / "vllm-v0.6.5-llama3-8b-1xh100.log"), "-m", "llama-3.1-8b", "-g", "h100-sxm"),
     ("explain-log", str(LOGS / "sglang-kt-deepseek-v3-bf16-tp2.log"), "-m", "deepseek-r1", "--decode", "5k"),
     ("explain-log", str(LOGS / "vllm-v0.6-llama3.1-8b-rtx3090.log"), "-m", "llama-3.1-8b", "--decode", "20k"),

@@ -246,9 +246,10 @@ def test_search_rate_is_replicas_times_batch_over_request_time():
     t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
     assert c.tpot_seconds <= 0.030 and c.basis == "simulated"     # the best is judged by the SLO model
     # the rate in closed form: the mean TPOT with the other requests' prefills in between, TPOT(B) + T_pf x (B - 1) /
-    # D; a slot's cycle D x TPOT + T_pf then holds all B prefills
+    # D, and Little's law for B requests each in the system its prefill (its first token) + (D - 1) x TPOT (the SLO
+    # model's steady batch: a request's TPOT spans its output's D - 1 later tokens)
     mean = float(step.steady_tpot(1000, 30_000, c.batch)) + t_pf * (c.batch - 1) / 30_000
-    assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * mean))
+    assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 29_999 * mean))
 
 
 def test_recommend_target_cli(run_cli):
@@ -347,7 +348,8 @@ def test_search_rate_counts_every_replica():
     for c in replicated:
         s = base.with_(gpus=c.gpus, tp=c.tp, pp=c.pp, dp=None, kv_dtype_request="fp8")
         t_pf = costs.step_model(s).prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
-        assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 30_000 * c.tpot_seconds))
+        # Little's law over DP replicas: DP x B / (prefill + (D - 1) x TPOT)
+        assert c.requests_per_second == pytest.approx(c.dp * c.batch / (t_pf + 29_999 * c.tpot_seconds))
 
 
 def test_search_ties_go_to_the_layout_with_more_room():

@@ -112,6 +112,25 @@ def replica_percentile(data: dict, run_cli, q: int) -> float:
     return float(np.percentile(tpot, q))
 
 
+def sweep_point_on_launch(d: dict, run_cli, rate: float, requests: int, seed: int = 0) -> dict:
+    """``kvplan simulate --sweep-rate R:R:1`` (one point, judged by the SLO model with the plan's TTFT and TPOT
+    targets at their percentile and the attainment) on the deployment the emitted flags launch, at most
+    --max-num-seqs running per replica: the point's JSON."""
+    s, running, _ = deployment_from_launch(d)
+    args = simulate_launch(d, run_cli, args_only=True)
+    args = args[:args.index("--users")]
+    tpot_key = next(k for k in d if k.startswith("tpot_seconds_p") and k.endswith("_at_most"))
+    slo = ["--tpot-slo", f"{d[tpot_key] * 1e3:g}ms", "--slo-percentile", tpot_key.split("_p")[1].split("_")[0]]
+    ttft_key = next((k for k in d if k.startswith("ttft_seconds_p") and k.endswith("_at_most")), None)
+    if ttft_key is not None:
+        slo += ["--ttft-slo", f"{d[ttft_key] * 1e3:g}ms"]
+    r = run_cli(*args, "--sweep-rate", f"{rate:g}:{rate:g}:1", "--requests", str(requests), "--seed", str(seed),
+                "--max-batch", str(running), *slo, "-f", "json")
+    assert r.code == 0, (args, r.err)
+    (point,) = r.json()["sweep"]
+    return point
+
+
 def check_targets(data: dict, target: str, run_cli=None) -> list[str]:
     """The targets the emitted deployment misses, each re-computed by kvplan tpot / concurrency on it, and (given
     ``run_cli``) the TPOT target by kvplan simulate on it at the SLO's percentile (p99 unless the plan says)."""
@@ -140,6 +159,13 @@ def check_targets(data: dict, target: str, run_cli=None) -> list[str]:
             rate = dp * running / (tp_plan.ttft.number() + s.decode_tokens * tpot)
             if rate < t.bound:
                 missed.append(f"{t.text}: {rate:.3g} rps")
+            if run_cli is not None:
+                # kvplan simulate on the launch fed the rate (as many requests as the plan's load run): the SLO
+                # model's --sweep-rate point meets the TPOT (and TTFT) targets at their percentile, the attainment,
+                # and keeps up
+                point = sweep_point_on_launch(data, run_cli, t.bound, data["load"]["requests"])
+                if not point["meets_targets"]:
+                    missed.append(f"{t.text}: kvplan simulate at {t.bound:g} rps misses ({point['decided_by']})")
     return missed
 
 
@@ -337,14 +363,17 @@ def test_sglang_hicache_is_in_every_modelled_release():
 
 
 def test_rate_target_meets_by_hand():
-    # rate = DP x B / (prefill + decode x TPOT); the verdict's own figure spells the arithmetic out
+    # Little's law: rate = DP x B / (prefill + (decode - 1) x the mean TPOT); the verdict's own figure spells the
+    # arithmetic out (to its 3 significant digits)
     s = _llama("neutral")
     plan = plan_recommend(s, RecommendOptions(tpot_slo=0.05, targets=(parse_target("rate>=0.001rps"),)))
     v = plan.targets[0]
-    b, tpot, pf = plan.batch.value, plan.tpot_at_batch.value, plan.prefill_seconds.value
-    assert v.met == (b / (pf + 30_000 * tpot) >= 0.001)
-    assert math.isclose(float(note_text(v.figure).split("= ")[-1].split()[0]), b / (pf + 30_000 * tpot),
-                        rel_tol=1e-2)
+    b, tpot, pf = plan.batch.value, plan.tpot_mean_at_batch.value, plan.prefill_seconds.value
+    assert v.met == (b / (pf + 29_999 * tpot) >= 0.001)
+    text = note_text(v.figure)
+    assert text.startswith("closed form (Little's law)")
+    assert math.isclose(float(text.split(" requests/s")[0].split("= ")[-1]), b / (pf + 29_999 * tpot), rel_tol=5e-3)
+    assert plan.rate_closed_form.value == pytest.approx(b / (pf + 29_999 * tpot))
 
 
 # --- the batch row is the SLO model's --------------------------------------------------------------------------------
@@ -425,12 +454,12 @@ def test_the_search_rejudges_a_layout_at_the_batch_the_concurrency_target_needs(
     short = _rejudge(c, s, (parse_target("concurrency>=7"), parse_target("tpot<=9ms")), slo)
     assert (ok.batch, ok.meets, ok.basis) == (6, True, "simulated")
     assert short.batch == 0 and not short.meets and "6 < 7 needed" in short.failed[0]
-    # the rate at the simulated batch 6 (not the closed form's 12): 6 / (T_pf + D x (TPOT(6) + T_pf x 5 / D)): the
-    # cycle of a slot, its own prefill and the other five's
+    # the rate at the simulated batch 6 (not the closed form's 12), Little's law: 6 / (T_pf + (D - 1) x TPOT), TPOT
+    # the mean with the other five's prefills in between, TPOT(6) + T_pf x 5 / D
     step = costs.step_model(s)
     t_pf = step.prefill_seconds(1000, 0, int(s.engine_adapter.batch_limits_for(s)[0].value))
     mean = float(step.steady_tpot(1000, 30_000, 6)) + t_pf * 5 / 30_000
-    assert ok.requests_per_second == pytest.approx(6 / (t_pf + 30_000 * mean))
+    assert ok.requests_per_second == pytest.approx(6 / (t_pf + 29_999 * mean))
     assert replace(ok, basis="closed form").figures()["batch"].why.formula.startswith("closed form")
 
 

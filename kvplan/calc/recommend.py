@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.calc import capacity, costs
 from kvplan.calc.slo import SloTargets
@@ -159,6 +160,9 @@ class RecommendPlan:
     context_limit_launched: bool = False           # the limit is the launch command's (``launched``), not given
     ttft_unloaded: Seconds = Seconds(None)         # a request alone: its prefill + the engine's frontend latency
     ttft: TargetVerdict | None = None              # --ttft-slo judged on the deployment (None: no TTFT target)
+    load: Any = None                               # the launch under a rate target (simulate.SimulatedLoad; None:
+                                                   # no rate given, so TTFT is a request alone's)
+    rate_closed_form: Number = Number(None)        # Little's law at the batch (slo.steady_batch) x DP replicas
 
     def row(self, key: str) -> Row:
         return next(r for r in self.rows if r.key == key)
@@ -281,25 +285,56 @@ def unloaded_ttft(s: Scenario, step=None) -> Seconds:
                               f"{v * 1e3:.3f} ms", *(fe.why.sources if fe.number() and fe.why else ())))
 
 
-def ttft_verdict(s: Scenario, targets: SloTargets, unloaded: Seconds) -> TargetVerdict | None:
-    """``--ttft-slo`` judged on the deployment the launch command starts: missed at any rate when a request alone
-    waits longer than the target (``unloaded_ttft``); otherwise met unloaded, and under load the TTFT grows with the
-    arrival rate, which the PD row (pd's goodput) and ``kvplan simulate --sweep-rate`` judge. None without a TTFT
-    target."""
+def ttft_verdict(s: Scenario, targets: SloTargets, unloaded: Seconds, load=None) -> TargetVerdict | None:
+    """``--ttft-slo`` judged on the deployment the launch command starts. Under a rate (``load``: the launch fed
+    that rate, ``kvplan.calc.simulate.simulated_load``) on the TTFT at the target's percentile of that simulated run;
+    without one on a request alone (``unloaded_ttft``, closed form), said to be that: missed at any rate when a
+    request alone waits longer than the target, otherwise met alone, the TTFT under load left unjudged. None without
+    a TTFT target."""
     if targets.ttft is None:
         return None
+    q = targets.ttft_percentile
     slo = Seconds(targets.ttft, given(targets.ttft_origin))
-    text = note(f"TTFT p{targets.ttft_percentile} " + "<= {slo:ms:g} ms (" + targets.ttft_origin + ")", slo=slo)
-    figs = dict(ttft=unloaded, slo=slo, prompt=Tokens(s.prompt_tokens))
+    text = note(f"TTFT p{q} " + "<= {slo:ms:g} ms (" + targets.ttft_origin + ")", slo=slo)
+    figs: dict[str, Value | str | Note] = dict(ttft=unloaded, slo=slo, prompt=Tokens(s.prompt_tokens))
+    alone = ("a request alone waits {ttft:ms:,.1f} ms for its first token (closed form: its {prompt}-token prefill "
+             "and the engine's frontend)")
     if unloaded.number() > targets.ttft:
         return TargetVerdict(text, False, note(
-            "a request alone waits {ttft:ms:,.1f} ms for its first token (its {prompt}-token prefill, the engine's "
-            "frontend), above {slo:ms:g} ms: no batch and no arrival rate meets it on this layout (more TP to "
-            "shorten the prefill, or a prefill pool: the PD row)", **figs))
+            alone + ", above {slo:ms:g} ms: no batch and no arrival rate meets it on this layout (more TP to shorten "
+            "the prefill, or a prefill pool: the PD row)", **figs))
+    if load is not None:
+        got = load.figures[f"ttft_seconds_p{q}"]
+        met = got.value is not None and got.value <= targets.ttft
+        return TargetVerdict(text, met, note(
+            f"TTFT p{q} " + "{got:ms:,.1f} ms under {rate:g} requests/s (simulated: Poisson arrivals of equal "
+            "requests, {n} of them over {dp} replica(s), the queue and the prefills among the decode steps), "
+            + ("within" if met else "above") + " {slo:ms:g} ms; " + alone, got=got, rate=load.rate, n=load.requests,
+            dp=Count(s.parallelism.dp), **figs))
     return TargetVerdict(text, True, note(
-        "a request alone waits {ttft:ms:,.1f} ms for its first token (its {prompt}-token prefill, the engine's "
-        "frontend), within {slo:ms:g} ms; under load the TTFT grows with the arrival rate: the PD row judges it at "
-        "pd's goodput, kvplan simulate --sweep-rate finds the rate this launch holds it to", **figs))
+        alone + ", within {slo:ms:g} ms. This is a request alone's TTFT: no rate was given, so the TTFT under load "
+        "is not judged here (give --target rate>=R to judge the launch at that rate; the PD row judges it at pd's "
+        "goodput)", **figs))
+
+
+def closed_form_rate(replicas: int, batch: int, prefill: float, tpot: float, decode: int) -> Number:
+    """The requests/s ``replicas`` replicas serve with ``batch`` equal requests running on each, in the SLO model's
+    closed form (``slo.steady_batch``: Little's law, batch / (TTFT + (output - 1) x TPOT)) with the request's
+    prefill as its TTFT in the batch and ``tpot`` the batch's mean TPOT with the other requests' prefills in between
+    (``costs.colocated_tpot``), times the replicas. ``recommend``'s rate target and the ``--target`` search's rate
+    both read it."""
+    from kvplan.calc.slo import steady_batch
+
+    one = steady_batch(batch, prefill, tpot, decode, SloTargets()).requests_per_second
+    v = replicas * one.number()
+    return Number(v, derived("closed form (Little's law, the SLO model's steady batch): DP x batch / (TTFT + "
+                             "(output - 1) x TPOT), the prefill as TTFT and the mean TPOT with the prefills in between",
+                             f"{replicas:,} x {batch:,} / ({prefill:.6g} + {decode - 1:,} x {tpot:.6g}) = {v:.6g}"))
+
+
+def rate_target(o: RecommendOptions):
+    """The ``--target rate>=R`` among ``o``'s targets (None: no rate given)."""
+    return next((t for t in o.targets if t.metric == "rate"), None)
 
 
 def launched(s: Scenario) -> Scenario:
@@ -368,9 +403,16 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
     closed_v = Count(sb.closed, derived("closed form: the largest batch whose mean TPOT with the prefills in between "
                                         "meets the SLO (where the simulated search starts)", f"{sb.closed}"))
     rows.append(_batch_row(s, sb, o, pool, per_req, next_step))
-    verdicts = _verdicts(s, o, sb, cap)
+    rate_v = closed_form_rate(par.dp, batch, t_pf, sb.tpot_mean, s.decode_tokens)
+    load = None
+    rate_t = rate_target(o)
+    if rate_t is not None:     # the launch at the rate asked: TTFT and TPOT under load, the SLO model's simulation
+        from kvplan.calc.simulate import simulated_load
+
+        load = simulated_load(s, rate_t.bound, slo, batch, origin="--target " + rate_t.text)
+    verdicts = _verdicts(s, o, sb, cap, rate_v, load)
     ttft_unloaded = unloaded_ttft(s, step)
-    ttft = ttft_verdict(s, slo, ttft_unloaded)
+    ttft = ttft_verdict(s, slo, ttft_unloaded, load)
 
     # --- preemption and offload ------------------------------------------------------------------------------
     young = min(VICTIM_SHORT_TOKENS, s.decode_tokens) if s.decode_tokens else 0
@@ -458,7 +500,7 @@ def plan_recommend(scenario: Scenario, options: RecommendOptions | None = None) 
         this.recompute_over_swap, young_row.recompute, pre.crossover, victim, bool(pd and pd.recommend),
         tuple(pd.reasons) if pd is not None else tuple(r.reason for r in rows if r.key == "pd"),
         True, pf_v, share_v, budget.kv_pool, verdicts, mean_v, closed_v, _pd_verdict(pd),
-        scenario.max_model_len is None, ttft_unloaded, ttft)
+        scenario.max_model_len is None, ttft_unloaded, ttft, load, rate_v)
 
 
 def _pd_differs(pd) -> Note:
@@ -490,10 +532,12 @@ def _pd_verdict(pd) -> Note | None:
     return note(text, **values)
 
 
-def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int):
+def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int, rate_v: Number, load=None):
     """Each --target judged on this plan at its batch per replica (what --max-num-seqs sets) and DP replicas; TPOT
-    as the batch row judges it (the simulated closed loop at the SLO's percentile); the rate in closed form (Little's
-    law at the batch, with the mean TPOT)."""
+    as the batch row judges it (the simulated closed loop at the SLO's percentile); the rate in closed form
+    (``closed_form_rate``: Little's law at the batch, with the mean TPOT). With a rate target, ``load`` (the launch
+    fed that rate, simulated: ``simulate.simulated_load``) judges the rate (the queue keeps up and the SLO holds)
+    and the TPOT again under that load."""
     dp, batch = s.parallelism.dp, sb.batch
     slo = o.slo
     assert slo is not None
@@ -501,12 +545,20 @@ def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int):
     out = []
     figs: dict[str, Value | str | Note] = dict(batch=Count(batch), dp=Count(dp), tpot=sb.figures[f"tpot_seconds_p{q}"],
                                                mean=Seconds(sb.tpot_mean), prefill=Seconds(sb.prefill),
-                                               decode=Tokens(s.decode_tokens))
+                                               decode=Tokens(s.decode_tokens), d1=Tokens(s.decode_tokens - 1))
+    under = "" if load is None else note(
+        "under {load_rate:g} requests/s (simulated: Poisson arrivals of equal requests, {n} of them over {dp} "
+        "replica(s), at most {batch} running each)", load_rate=load.rate, n=load.requests, **figs)
     for t in o.targets:
         if t.metric == "tpot":
-            out.append(TargetVerdict(t.text, sb.tpot <= t.bound and sb.meeting > 0, note(
-                f"TPOT p{q} " + "{tpot:ms:,.2f} ms at batch {batch} (simulated: a closed loop of {batch} users of "
-                "equal requests, the prefills among the decode steps)", **figs)))
+            met = sb.tpot <= t.bound and sb.meeting > 0
+            figure = note(f"TPOT p{q} " + "{tpot:ms:,.2f} ms at batch {batch} (simulated: a closed loop of {batch} "
+                          "users of equal requests, the prefills among the decode steps)", **figs)
+            if load is not None:
+                got = load.figures[f"tpot_seconds_p{q}"]
+                met = met and got.value is not None and got.value <= t.bound
+                figure += note(f"; TPOT p{q} " + "{got:ms:,.2f} ms ", got=got) + under
+            out.append(TargetVerdict(t.text, met, figure))
         elif t.metric == "concurrency":
             ctx = t.context or s.context_tokens
             held = capacity.fit(int(capacity.kv_pool(s).kv_pool_bytes), capacity.request_bytes(s, ctx),
@@ -515,12 +567,33 @@ def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int):
                 "{batch} running per replica x {dp} replica(s) = {running}; the pools hold {held} requests of {ctx} "
                 "tokens", running=Count(batch * dp), held=Count(held * dp), ctx=Tokens(ctx), **figs)))
         else:
-            seconds = sb.prefill + s.decode_tokens * sb.tpot_mean
-            rate = dp * batch / seconds if seconds > 0 else 0.0
-            out.append(TargetVerdict(t.text, rate >= t.bound, note(
-                "closed form: {dp} x {batch} / ({prefill:.4g} + {decode} x {mean:.4g}) s = {rate:.3g} requests/s",
-                rate=Number(rate), **figs)))
+            met = rate_v.number() >= t.bound
+            figure = note("closed form (Little's law): {dp} x {batch} / ({prefill:.4g} + {d1} x {mean:.4g}) s = "
+                          "{rate:.3g} requests/s", rate=rate_v, **figs)
+            if load is not None:
+                met = met and load.verdict.meets
+                figure += "; " + under + ": " + load_outcome(load, slo)
+            out.append(TargetVerdict(t.text, met, figure))
     return tuple(out)
+
+
+def load_outcome(load, targets: SloTargets) -> Note:
+    """The load run's verdict in words: it keeps up and meets the SLO, or the figure that failed (the queue grows,
+    TTFT or TPOT at its percentile, the attainment) with its number."""
+    v = load.verdict
+    if v.meets:
+        return note("the queue keeps up and the SLO holds ({att:.1%} of requests meet it)",
+                    att=load.figures["slo_attainment"])
+    if v.decided_by == "overload":
+        return note("the queue grows without bound (overloaded: {waiting} requests waiting at the last arrival)",
+                    waiting=load.figures["waiting_at_last_arrival"])
+    if v.decided_by == "attainment":
+        return note("{att:.1%} of requests meet the SLO, under the {want:.0%} attainment target",
+                    att=load.figures["slo_attainment"], want=Fraction(targets.attainment))
+    name, q = v.decided_by.split(" p")
+    slo = targets.ttft if name == "TTFT" else targets.tpot
+    return note(v.decided_by + " {got:ms:,.1f} ms, above {slo:ms:g} ms",
+                got=load.figures[f"{name.lower()}_seconds_p{q}"], slo=Seconds(slo))
 
 
 # --- rows ----------------------------------------------------------------------------------------------------

@@ -93,6 +93,8 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
 # the overload verdict and the TTFT target of --sweep-rate (issue 19)
 __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key",
             "OVERLOAD_RISE", "OVERLOAD_RISE_SHARE", "OVERLOAD_SAMPLES", "steady_rise", "waiting_samples"]
+# a launch fed a rate, judged as a --sweep-rate point (recommend --target rate>=R, issue 21)
+__all__ += ["LOAD_REQUESTS", "SimulatedLoad", "load_requests", "simulated_load"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -1567,3 +1569,54 @@ def simulated_rate(s: Scenario, rate: float, targets: SloTargets, requests: int,
          **slo.run_figures(run, targets)}
     # sweep_verdict's order without its recompute cap: overload first, then the SLO model
     return SimulatedRate(rate, m, slo.Verdict(False, "overload") if overloaded(m) else slo.judge(m, targets))
+
+
+LOAD_REQUESTS = (1000, 4000)   # Poisson requests in a launch's load run: 4 x its running requests, within these
+
+
+@dataclass(frozen=True)
+class SimulatedLoad:
+    """A launched deployment (every DP replica, at most ``max_batch`` running each) fed Poisson arrivals of equal
+    requests at ``rate``/s, simulated and judged as a ``--sweep-rate`` point is (``sweep_verdict``: overload, then
+    the SLO model): the run ``kvplan simulate --rate R --requests N --max-batch B`` on that launch prints."""
+
+    rate: Number                  # requests/s of the whole deployment
+    requests: Count
+    max_batch: Count
+    figures: dict                 # the run's metrics and its SLO figures (typed, each "simulated: ...")
+    verdict: Verdict
+
+
+def load_requests(max_batch: int, replicas: int) -> int:
+    """How many requests a load run draws: 4 x the running requests of every replica (the first wave fills the
+    batch, the rest run in steady state), at least 1,000 (a p99 over 1,000 requests rests on its 10 slowest) and at
+    most 4,000."""
+    return min(max(4 * max_batch * replicas, LOAD_REQUESTS[0]), LOAD_REQUESTS[1])
+
+
+def simulated_load(s: Scenario, rate: float, targets: SloTargets, max_batch: int, requests: int | None = None,
+                   seed: int = 0, origin: str = "--rate") -> SimulatedLoad:
+    """``s`` as its launch command starts it (``max_batch`` = its --max-num-seqs per replica) serving ``rate``
+    requests/s of its prompt + decode as a Poisson stream, ``requests`` of them (``load_requests`` unless given),
+    routed over its DP replicas (``plan_simulate``, what ``kvplan simulate --rate`` runs), judged by
+    ``sweep_verdict`` (the queue keeps up, then TTFT and TPOT at the targets' percentiles and the attainment). For
+    ``recommend``'s launch under a ``--target rate>=R`` and the ``--target`` search that emits it; ``origin``: who
+    gave the rate."""
+    from kvplan.inputs import workload as wl
+
+    dp = s.parallelism.dp
+    n = requests if requests is not None else load_requests(max_batch, dp)
+    work = wl.build(requests=n, seed=seed, prompt=wl.parse_dist(f"fixed:{s.prompt_tokens}", "--prompt"),
+                    output=wl.parse_dist(f"fixed:{s.decode_tokens}", "--decode"),
+                    max_len=s.context_limit or wl.MAX_TOKENS, rate=rate)
+    point = _sweep_point((s, work, SimOptions(max_batch=max_batch), targets))
+    if isinstance(point, tuple):        # ("error", message, hint)
+        raise KvplanError(point[1], point[2])
+    return SimulatedLoad(
+        Number(rate, given(origin)),
+        Count(n, derived("Poisson requests simulated: 4 x --max-num-seqs x DP replicas, within 1,000 .. 4,000",
+                         f"min(max(4 x {max_batch:,} x {dp:,}, 1,000), 4,000) = {n:,}"
+                         if requests is None else f"{n:,} (given)")),
+        Count(max_batch, derived("the launch's --max-num-seqs / --max-running-requests per replica",
+                                 f"{max_batch:,}")),
+        point, sweep_verdict(point, targets, None))

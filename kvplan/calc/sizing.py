@@ -9,11 +9,14 @@ Targets:
   model as ``recommend``'s batch row is (``recommend.slo_batch``: the simulated closed loop's TPOT at the SLO's
   percentile, p99 by default) until one meets: that one is the best, and its batch the one the launch command sets.
   With a concurrency target, the batch must also carry ceil(N / DP) requests per replica.
-- ``rate>=R`` (requests/s): DP x B / (prefill + decode x TPOT(B)) at the batch B the other targets allow (the
-  largest within capacity and max_num_seqs that meets the TPOT target).
+- ``rate>=R`` (requests/s): in closed form DP x B / (prefill + (decode - 1) x TPOT(B)) (``recommend.closed_form_rate``,
+  the SLO model's steady batch) at the batch B the other targets allow (the largest within capacity and max_num_seqs
+  that meets the TPOT target); then, for the layouts rejudged, the layout launched at that batch and fed R requests/s
+  (``simulate.simulated_load``: Poisson arrivals, a ``--sweep-rate`` point) must keep up and meet the SLO's TTFT and
+  TPOT percentiles and attainment, as ``recommend`` judges the launch it emits.
 - ``--ttft-slo`` (recommend's, beside the targets): a layout on which a request alone waits longer than the TTFT
   target for its first token (its prefill + the engine's frontend, ``recommend.unloaded_ttft``) meets it at no rate
-  and fails; under load the TTFT is the PD row's and ``simulate --sweep-rate``'s to judge.
+  and fails; with a rate target the load run above judges it under that rate.
 Each layout's TPOT over batches 1..capacity is one numpy evaluation of the step model (``StepModel.step`` over an
 array of batches), so a search over hundreds of layouts stays well under a second per hardware preset.
 """
@@ -112,8 +115,11 @@ class Candidate:
         from kvplan.specs.values import Count, Number, Seconds, default, derived
 
         sim = self.basis == "simulated"
-        return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")), "nodes": self.nodes,
-                "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep, "kv_dtype": self.kv_dtype,
+        return {"hardware": self.hardware, "gpus": Count(self.gpus, default("the layout's GPUs")),
+                "nodes": Count(self.nodes, default("the layout's nodes")),
+                "tp": Count(self.tp, default("the layout's TP")), "pp": Count(self.pp, default("the layout's PP")),
+                "dp": Count(self.dp, default("the layout's DP replicas")),
+                "ep": Count(self.ep, default("the layout's EP")) if self.ep else self.ep, "kv_dtype": self.kv_dtype,
                 "concurrency": Count(self.concurrency, derived("requests that fit per replica x DP",
                                                                str(self.concurrency), SEARCH)),
                 "batch": Count(self.batch, derived(
@@ -170,10 +176,25 @@ def _rate_miss(what: str, rate: float) -> str:
     return f"{what}: {rate:.3g} rps"
 
 
+def _load_miss(what: str, load) -> str:
+    """A layout's miss under the rate, in a line: the figure of the load run that failed (its number when it is a
+    time; the launch's full figures are recommend's to show)."""
+    by = load.verdict.decided_by
+    at = f"{what}: simulated at that rate, "
+    if by == "overload":
+        return at + "the queue grows without bound"
+    if by == "attainment":
+        return at + "fewer requests than the attainment target meet the SLO"
+    name, q = by.split(" p")
+    return _miss(at + by, load.figures[f"{name.lower()}_seconds_p{q}"].number(), ", above its target")
+
+
 def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
     """``s`` against ``targets`` in closed form; with ``slo`` (``kvplan.calc.slo.SloTargets``) its TTFT target too, on
     a request alone (``recommend.unloaded_ttft``: a layout whose prefill alone exceeds it meets it at no rate)."""
     import numpy as np
+
+    from kvplan.calc.recommend import closed_form_rate
 
     par = s.parallelism
     pool = int(capacity.kv_pool(s).kv_pool_bytes)
@@ -205,8 +226,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
         i = int(idx[-1]) if len(idx) else min(need, top) - 1
         batch = int(idx[-1]) + 1 if len(idx) else 0
         tpot = float(series[i])
-        run = batch or (i + 1)
-        rate = par.dp * run / (t_pf + s.decode_tokens * tpot) if (t_pf + s.decode_tokens * tpot) > 0 else 0.0
+        rate = closed_form_rate(par.dp, batch or (i + 1), t_pf, tpot, s.decode_tokens).number()
     if tpot_t and (batch == 0 or tpot > tpot_t.bound):
         failed.append(_miss(tpot_t.text, tpot, f" at batch {need}" if conc_t else ""))
     if rate_t and rate < rate_t.bound:
@@ -225,10 +245,12 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
 
 def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Candidate:
     """``c`` judged again with recommend's batch row (``recommend.slo_batch``: the simulated closed loop at the
-    SLO's percentile), so the best layout's batch is the one recommend plans and the launch command sets."""
+    SLO's percentile), so the best layout's batch is the one recommend plans and the launch command sets; with a
+    rate target, the layout launched at that batch is then fed the rate (``simulate.simulated_load``) and judged
+    under it as recommend judges it: the queue keeps up, TTFT and TPOT at the SLO's percentiles, the attainment."""
     from dataclasses import replace
 
-    from kvplan.calc.recommend import slo_batch
+    from kvplan.calc.recommend import closed_form_rate, slo_batch
 
     sb = slo_batch(s, slo)
     par = s.parallelism
@@ -236,14 +258,19 @@ def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Can
     rate_t = next((t for t in targets if t.metric == "rate"), None)
     need = math.ceil(conc_t.bound / par.dp) if conc_t else 1
     batch = sb.meeting if sb.meeting >= need else 0
-    seconds = sb.prefill + s.decode_tokens * sb.tpot_mean
-    rate = par.dp * sb.batch / seconds if seconds > 0 else 0.0
+    rate = closed_form_rate(par.dp, sb.batch, sb.prefill, sb.tpot_mean, s.decode_tokens).number()
     failed = []      # c met every target in closed form (its concurrency stays: the pool is no simulation's)
     if batch == 0:
         failed.append(_miss(f"{slo.tpot_origin}: TPOT p{slo.tpot_percentile}", sb.tpot, f" simulated at batch "
                             f"{sb.batch}" + (f", {sb.meeting} < {need} needed" if sb.meeting else "")))
     if rate_t and rate < rate_t.bound:
         failed.append(_rate_miss(rate_t.text, rate))
+    if rate_t and not failed:       # the launch at the rate asked, simulated (recommend's load run, the same one)
+        from kvplan.calc.simulate import simulated_load
+
+        load = simulated_load(s, rate_t.bound, slo, sb.batch, origin="--target " + rate_t.text)
+        if not load.verdict.meets:
+            failed.append(_load_miss(rate_t.text, load))
     return replace(c, batch=batch, tpot_seconds=sb.tpot, requests_per_second=rate, failed=tuple(failed),
                    basis="simulated")
 

@@ -22,7 +22,10 @@ Definitions (the same in ``simulate --sweep-rate``, ``check`` and the closed for
 - **Closed form** where it is exact: a steady batch of equal requests (every request the same prompt and output,
   decoding in a batch of constant size) gives every request the same TTFT and TPOT, so the attainment is 0 or 1 and
   the percentile form and the attainment form agree; its rate is Little's law, batch / a request's time in the
-  system (TTFT + (output - 1) x TPOT). Where lengths vary or prefills interfere the figures are the simulator's.
+  system (TTFT + (output - 1) x TPOT); ``recommend`` and its ``--target`` search take their rate from it
+  (``recommend.closed_form_rate``). Where lengths vary, arrivals are random or prefills interfere the figures are the
+  simulator's (``recommend --target rate>=R`` judges its launch at R with ``simulate.simulated_load``, a
+  ``--sweep-rate`` point).
 
 Every figure is a typed value whose derivation begins "closed form" or "simulated".
 

@@ -42,8 +42,9 @@ def recommend_request(scenario: dict[str, Any], *, tpot_slo: Any = None, dram: A
     """``kvplan recommend``'s options. ``emit`` with the neutral engine plans with that engine's own accounting
     (said in a note); with another engine it is refused. The TPOT SLO the batch is planned on: a ``tpot<=T`` target's
     T (the tighter of the two when ``--tpot-slo`` is also given), else ``--tpot-slo``, else 50 ms; it is judged at
-    ``--slo-percentile`` (default p99) with ``--slo-attainment`` (kvplan.calc.slo), and ``--ttft-slo`` reaches the PD
-    row (a closed loop's TTFT is its users' lockstep, so the batch row holds the TPOT target only)."""
+    ``--slo-percentile`` (default p99) with ``--slo-attainment`` (kvplan.calc.slo), and ``--ttft-slo`` is judged on a
+    request alone, under a ``rate>=R`` target's rate when one is given, and by the PD row (a closed loop's TTFT is its
+    users' lockstep, so the batch row holds the TPOT target only)."""
     from kvplan.calc.recommend import RecommendOptions
     from kvplan.options.scenarios import build_scenario
 

@@ -2,25 +2,59 @@
 
 from __future__ import annotations
 
-from kvplan.calc.recommend import RecommendPlan
+from kvplan.calc.recommend import RecommendPlan, load_outcome
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table, Verbatim
-from kvplan.specs.values import Count, Note, Number, Tokens, default, given, note
+from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Tokens, default, given, note
 
 
-def _sizing_table(sizing, typed: list[dict], ttft: str | Note = "") -> Table:
+def _sizing_table(sizing, typed: list[dict], ttft: str | Note = "", loaded: bool = False) -> Table:
     """The ranked layouts; ``typed``: their ``Candidate.figures()`` (the same cells the JSON carries); ``ttft``: the
-    TTFT target the search also held (a request alone within it), "" for none."""
+    TTFT target the search also held (a request alone within it, or with a rate target (``loaded``) the best layout
+    under that rate), "" for none."""
     rows = []
     for c, d in zip(sizing.ranked, typed, strict=True):
         rows.append((c.hardware, d["gpus"], c.layout, c.kv_dtype, d["concurrency"], d["batch"], d["tpot_seconds"],
                      d["requests_per_second"], d["usd_per_hour"]))
     return Table("Layouts meeting " + ", ".join(t.text for t in sizing.targets) + (
-        " and a request alone within " + ttft if ttft else "") + " (each GPU type's best first, "
+        (" and " + ttft + (" (a request alone; the best under the rate)" if loaded else " for a request alone"))
+        if ttft else "") + " (each GPU type's best first, "
                  "fewest GPUs first)",
                  ("GPU", "GPUs", "layout", "KV dtype", "concurrency", "batch meeting TPOT", "TPOT", "requests/s",
                   "USD/hour"),
                  tuple(rows))
+
+
+LOAD_BASIS = ("simulated (the SLO model): the launched deployment, every DP replica at most --max-num-seqs running, "
+              "fed the --target rate as Poisson arrivals of equal requests and judged as a kvplan simulate "
+              "--sweep-rate point: the queue keeps up, TTFT and TPOT at their percentiles, the attainment")
+ALONE_BASIS = ("closed form: a request alone (its prefill + the engine's frontend latency); no rate was given, so the "
+               "TTFT under load is not judged (--target rate>=R judges the launch at that rate)")
+
+
+def _load_table(plan: RecommendPlan) -> Table:
+    """The launch under the rate target: each SLO figure of the simulated run beside its target, how it was obtained,
+    and whether it is met; the closed form's rate beside the simulated queue."""
+    ld, slo = plan.load, plan.options.slo
+    assert ld is not None and slo is not None
+    m = ld.figures
+    sim = note("simulated: {n} Poisson requests over {dp} replica(s), at most {b} running each", n=ld.requests,
+               dp=Count(plan.scenario.parallelism.dp), b=ld.max_batch)
+    rows: list[tuple] = []
+    for name, q, bound in (("TTFT", slo.ttft_percentile, slo.ttft), ("TPOT", slo.tpot_percentile, slo.tpot)):
+        got = m[f"{name.lower()}_seconds_p{q}"]
+        rows.append((f"{name} p{q}", got, note("<= {b:ms:g} ms", b=Seconds(bound)) if bound is not None else "-",
+                     sim, "-" if bound is None else "yes" if got.value is not None and got.value <= bound else "NO"))
+    att = m["slo_attainment"]
+    rows.append(("SLO attainment", att, note(">= {a:.0%}", a=Fraction(slo.attainment)), sim,
+                 "yes" if att.value is not None and att.value >= slo.attainment else "NO"))
+    over = ld.verdict.decided_by == "overload"
+    rows.append(("queue keeps up", "no: it grows" if over else "yes", "no growing queue", sim, "NO" if over else "yes"))
+    rows.append(("requests/s the batch serves", plan.rate_closed_form, note(">= {r:g}", r=ld.rate),
+                 "closed form: Little's law at the batch", "yes" if plan.rate_closed_form.number() >= ld.rate.number()
+                 else "NO"))
+    return Table(note("The launch under its target rate: {rate:g} requests/s", rate=ld.rate),
+                 ("figure", "this launch", "target", "obtained by", "met"), tuple(rows))
 
 
 def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[str, ...] = ()) -> Result:
@@ -75,7 +109,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     }
     if sizing is not None:
         ranked = [c.figures() for c in sizing.ranked]
-        tables.insert(0, _sizing_table(sizing, ranked, plan.ttft.target if plan.ttft is not None else ""))
+        tables.insert(0, _sizing_table(sizing, ranked, plan.ttft.target if plan.ttft is not None else "",
+                                       plan.load is not None))
         if sizing.near_misses:
             tables.insert(1, Table("Near misses (fewer GPUs than the best, or a GPU type with no layout that meets "
                                    "the targets)", ("GPU", "GPUs", "layout", "KV dtype",
@@ -84,14 +119,17 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                                           c.kv_dtype, "; ".join(c.failed)) for c in sizing.near_misses)))
         b = sizing.best
         wanted = ", ".join(t.text for t in sizing.targets) + (
-            " and --ttft-slo for a request alone" if plan.ttft is not None else "")
+            "" if plan.ttft is None else " and --ttft-slo under that rate" if plan.load is not None
+            else " and --ttft-slo for a request alone")
         notes.insert(0, f"Sizing: {len(sizing.ranked)} shown of the layouts meeting {wanted}; {sizing.considered} "
                         f"layouts tried, {sizing.skipped} refused by the model or GPU (heads not divisible, weights "
                         f"do not fit). The table below plans the best: {b.hardware} x {b.gpus}, {b.layout}, "
                         f"{b.kv_dtype} KV.")
         if plan.targets:
             tables.insert(1, Table("Targets, judged on the recommended deployment at its batch (TPOT simulated at "
-                                   f"p{slo.tpot_percentile})", ("target", "this deployment", "met"),
+                                   f"p{slo.tpot_percentile}" + ("; the rate, and TPOT and TTFT again, simulated under "
+                                                                "it" if plan.load is not None else "") + ")",
+                                   ("target", "this deployment", "met"),
                                    tuple((v.target, v.figure, "yes" if v.met else "NO") for v in
                                          plan.targets + ((plan.ttft,) if plan.ttft is not None else ()))))
             notes += [f"Target {v.target} is not met at the recommended batch: " + v.figure + "."
@@ -101,10 +139,24 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
             sizing.considered, default("GPU presets x GPU counts x layouts x KV dtypes")),
             "candidates": ranked,
             "near_misses": [c.figures() for c in sizing.near_misses]}
+    ld = plan.load
+    if ld is not None:    # a rate target: the launch fed that rate, simulated (kvplan.calc.simulate.simulated_load)
+        tables.insert(2 if sizing is not None and plan.targets else 0, _load_table(plan))
+        m = ld.figures
+        kt, kp = f"ttft_seconds_p{slo.ttft_percentile}", f"tpot_seconds_p{slo.tpot_percentile}"
+        data["load"] = {
+            "basis": LOAD_BASIS, "rate_requests_per_second": ld.rate, "requests": ld.requests,
+            "max_num_seqs_per_replica": ld.max_batch, kt: m[kt], kp: m[kp], "slo_attainment": m["slo_attainment"],
+            "overloaded": ld.verdict.decided_by == "overload", "meets": ld.verdict.meets,
+            "decided_by": ld.verdict.decided_by, "requests_per_second_closed_form": plan.rate_closed_form}
+        if not ld.verdict.meets:
+            notes.insert(0, note("Under {rate:g} requests/s the launch misses: ", rate=ld.rate)
+                         + load_outcome(ld, slo) + ".")
     t = plan.ttft
-    if t is not None:     # --ttft-slo, judged on a request alone (the PD row judges it under load)
+    if t is not None:     # --ttft-slo: under the rate target when one is given, else a request alone's (said)
         data["ttft_seconds_unloaded"] = plan.ttft_unloaded
-        data["ttft_target"] = {"target": t.target, "met": t.met, "figure": t.figure}
+        data["ttft_target"] = {"target": t.target, "met": t.met, "figure": t.figure,
+                               "basis": LOAD_BASIS if ld is not None else ALONE_BASIS}
         if t.met:
             notes.append("TTFT target " + t.target + ": " + t.figure + ".")
         else:
@@ -123,10 +175,19 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
     brief: tuple[tuple[str, object], ...] = (
         ("KV dtype", plan.kv_dtype.value), ("batch", plan.batch), ("KV offload", plan.row("kv_offload").value),
         ("preemption", plan.preemption_mode), ("PD", plan.pd_verdict or plan.row("pd").value))
-    if t is not None:
-        brief += (("TTFT target", t.target + note(": met by a request alone ({ttft:ms:,.1f} ms); under load see PD"
-                                                  if t.met else ": NOT met: a request alone waits {ttft:ms:,.1f} ms",
+    if t is not None and ld is not None:
+        kt = f"ttft_seconds_p{slo.ttft_percentile}"
+        brief += (("TTFT target", t.target + note((": met" if t.met else ": NOT met") + f": TTFT p{slo.ttft_percentile}"
+                                                  " {got:ms:,.1f} ms under {rate:g} requests/s (simulated)",
+                                                  got=ld.figures[kt], rate=ld.rate)),)
+    elif t is not None:
+        brief += (("TTFT target", t.target + note(": met by a request alone ({ttft:ms:,.1f} ms; no rate given, so "
+                                                  "not judged under load)" if t.met else
+                                                  ": NOT met: a request alone waits {ttft:ms:,.1f} ms",
                                                   ttft=plan.ttft_unloaded)),)
+    if ld is not None:
+        brief += (("under load", note("{rate:g} requests/s: ", rate=ld.rate) + (
+            "meets the SLO (simulated)" if ld.verdict.meets else "misses: " + load_outcome(ld, slo))),)
     verbatim = (Verbatim(f"Launch command ({launch.engine}), to paste", launch.text()),) if launch else ()
     return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief, verbatim=verbatim,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "
