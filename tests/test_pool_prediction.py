@@ -297,23 +297,6 @@ def test_the_unseen_v0_21_log_by_component():
     assert b.activation.number() / GIB == pytest.approx(8192 * (3 * 12288 + 2 * 4096) * 2 / GIB, abs=0.002)
 
 
-def test_the_unseen_v0_31_log_by_component():
-    # Llama-3.1-8B on an A100 80GB, vLLM v0.31.0 defaults: the log's own sum, 0.92 x 79.25 - 15.26 - 1.44 = 56.21 GiB,
-    # subtracts no CUDA-graph estimate beside the profiled peak; kvplan's v0.20+ budget subtracts its graph row
-    # (0.30 + 0.02 x 32 = 0.94 GiB) and a smaller activation (the sampler's 256 x 128,256 x 14.9 B + 2.5 B x 2,048 x
-    # 4,096 = 0.475 GiB at the API server's A100 limits): the two together, 1.415 GiB, against the logged 1.44.
-    entry = next(e for e in UNSEEN if e["id"] == "v0.31-llama-3.1-8b-a100")
-    lg, b = entry["logged"], _budget(entry)
-    assert round(0.92 * lg["total_gib"] - lg["consumed_gib"] - lg["activation_gib"], 2) == lg["pool_gib"]
-    assert b.fraction.value == 0.92
-    assert b.visible.number() / GIB == pytest.approx(lg["total_gib"], abs=0.06)      # 80.0 - 0.70 against 79.25
-    assert (b.weights.number() + b.non_torch.number()) / GIB == pytest.approx(lg["consumed_gib"], abs=0.05)
-    assert b.cuda_graphs.number() / GIB == pytest.approx(0.30 + 0.02 * 32, abs=0.005)
-    assert b.activation.number() / GIB == pytest.approx((256 * 128256 * 14.9 + 2.5 * 2048 * 4096) / GIB, abs=0.002)
-    together = (b.activation.number() + b.cuda_graphs.number()) / GIB
-    assert together == pytest.approx(lg["activation_gib"], rel=0.03)
-
-
 def test_a_given_runtime_reserve_replaces_both_rows():
     entry = next(e for e in LOGS if e["id"] == "v0.19-llama-3.1-8b-tp1")
     s = _scenario(entry).with_(runtime_reserve_bytes=3 * GIB)
