@@ -84,6 +84,9 @@ class Scenario:
     activation_reserve_bytes: int | None = None
     runtime_reserve_bytes: int | None = None
     moe_a2a_backend: str | None = None   # SGLang's --moe-a2a-backend (None: not given, "none")
+    # SGLang's --chunked-prefill-size and --max-prefill-tokens (None: not given, SGLang's defaults)
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
     # what shares the pool
     mtp_layers: int = 0
     spec_tokens: int = 0

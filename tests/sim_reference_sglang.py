@@ -22,7 +22,8 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    round, ``page + min(output, 4096)`` (its extension is in the blocks it now holds). ``extend`` is the prompt
    (and a retracted request's generated tokens) less the shared prefix once it is cached. After a request is
    taken: free tokens - reserved <= 0 ends admission ("full"); the round's chunk budget (chunked_prefill_size,
-   and 16384 max_prefill_tokens) spent ends the round (the next iteration starts another). A request longer than
+   and max_prefill_tokens: the scenario's --chunked-prefill-size / --max-prefill-tokens, else the GPU's default and
+   16384) spent ends the round (the next iteration starts another). A request longer than
    the chunk left: its first chunk is that budget (whole pages), then whole chunks; the round of its last chunk
    takes it as its only earlier member (the others now running) with the chunk budget less that chunk (paged).
    A request that fails the check stops admission and makes the batch full, unless nothing runs or was taken
@@ -159,7 +160,10 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
     par = s.parallelism
     overlap = (True if overlap is None else overlap) and par.pp == 1   # rule 8
     attn_dp = par.dp if (par.dp > 1 and par.ep and par.ep > par.tp) else 1
-    chunk = default_chunk(s.hardware.hbm_capacity_gib.value) // attn_dp
+    # rule 2's budgets: the scenario's --chunked-prefill-size (divided over the attention-DP ranks like the default)
+    # and --max-prefill-tokens, else SGLang's defaults
+    chunk = (s.chunked_prefill_size or default_chunk(s.hardware.hbm_capacity_gib.value)) // attn_dp
+    max_prefill = s.max_prefill_tokens or 16384
     tokens = total_blocks * block
     if max_batch is None and s.max_num_seqs is None:
         est = int(tokens / s.context_limit * 512) if s.context_limit else 0
@@ -506,7 +510,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         nonlocal now, free, full, warm
         base = list(running)                 # the running batch as the round starts
         members: list[Req] = []              # taken in this round (and still charged in it)
-        budget = [chunk, 16384]
+        budget = [chunk, max_prefill]
         took = shrank = False
         round_done: list[Req] = []           # rule 8: finished at their prefill in this round
         seats = len(late)                    # rule 8: seats held by the batch before's finished (not this round's)
@@ -609,7 +613,7 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
                     rest -= chunk
                 base = [q for q in running if q is not r]
                 members = [r]
-                budget = [chunk - paged(rest), 16384 - paged(rest)]
+                budget = [chunk - paged(rest), max_prefill - paged(rest)]
             else:
                 members.append(r)
                 budget = [budget[0] - paged(ext), budget[1] - paged(ext)]

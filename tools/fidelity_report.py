@@ -169,7 +169,9 @@ def build(run: dict, models: dict, tmp: Path):
                 "tp": str(run["tp"]), "engine": engine_of(run), "prompt": str(round(run["prompt_tokens"])),
                 "decode": str(round(run["output_tokens"])), "max_model_len": str(run["max_model_len"])}
     # a limit given as "engine default" is left to kvplan's engine adapter
-    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static"):
+    # (SGLang's chunked_prefill_size and max_prefill_tokens: the launch's --chunked-prefill-size / --max-prefill-tokens)
+    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "mem_fraction_static",
+                "chunked_prefill_size", "max_prefill_tokens"):
         if isinstance(run.get(key), (int, float)):
             scenario[key] = str(run[key])
     if run.get("kv_dtype"):     # the KV cache dtype launched (--kv-cache-dtype); absent: the engine's default

@@ -118,6 +118,11 @@ RuntimeOpt = Annotated[str | None, typer.Option("--runtime-reserve", metavar="SI
 MoeA2aOpt = Annotated[str | None, typer.Option(
     "--moe-a2a-backend", metavar="BACKEND", help="SGLang's MoE all-to-all backend: none (default), deepep, ... "
                                                  "(an MoE model with --ep; deepep's reserve by release).")]
+ChunkedPrefillOpt = Annotated[str | None, typer.Option(
+    "--chunked-prefill-size", metavar="TOKENS", help="SGLang's prefill chunk and a prefill round's chunk budget "
+                                                     "(default by GPU memory: 2048-16384).")]
+MaxPrefillOpt = Annotated[str | None, typer.Option(
+    "--max-prefill-tokens", metavar="TOKENS", help="SGLang's cap on a prefill round's tokens (default 16384).")]
 DramOpt = Annotated[str | None, typer.Option("--dram", metavar="SIZE",
                                                 help="Host DRAM per node for offloaded KV, e.g. 1TB (default: the "
                                                      "node's DRAM).")]
@@ -166,7 +171,8 @@ _ANNOTATIONS = {
 SCENARIO_OPTIONS = tuple((name, _ANNOTATIONS[name], None if name == "hardware" else default)
                          for name, default in D.items())
 MEMORY_OPTIONS = dict(zip(MEMORY_KEYS, (GpuMemUtilOpt, MemFractionOpt, KvPoolOpt, MaxBatchedOpt, MaxSeqsOpt,
-                                        ActivationOpt, RuntimeOpt, MoeA2aOpt), strict=True))
+                                        ActivationOpt, RuntimeOpt, MoeA2aOpt, ChunkedPrefillOpt, MaxPrefillOpt),
+                          strict=True))
 OUTPUT_OPTIONS = (("units", UnitsOpt, "iec"), ("fmt", FormatOpt, "table"), ("explain", ExplainOpt, False),
                   ("brief", BriefOpt, False), ("presets_dir", PresetsDirOpt, None))
 

@@ -23,7 +23,7 @@ from kvplan.commands.output import check_output_options, emit
 
 
 @scenario_command(memory=("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
-                          "max_num_seqs", "moe_a2a_backend"))
+                          "max_num_seqs", "moe_a2a_backend", "chunked_prefill_size", "max_prefill_tokens"))
 def simulate(
     scenario_args: dict,
     output: dict,

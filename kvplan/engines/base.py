@@ -46,6 +46,8 @@ SETTING_FLAGS = {
     "activation_reserve_bytes": "--activation-reserve",
     "runtime_reserve_bytes": "--runtime-reserve",
     "moe_a2a_backend": "--moe-a2a-backend",
+    "chunked_prefill_size": "--chunked-prefill-size",
+    "max_prefill_tokens": "--max-prefill-tokens",
 }
 
 

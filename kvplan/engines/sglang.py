@@ -191,13 +191,15 @@ def chunked_prefill_mb(gpu_mb: float, version: tuple[int, ...] = (0, 5, 23)) -> 
 
 
 def reserved_mb(gpu_mb: float, tp: int, pp: int, attn_dp: int = 1, prefill_graphs_mb: float = 0.0,
-                after_floor_mb: float = 0.0, version: tuple[int, ...] = (0, 5, 23)) -> float:
+                after_floor_mb: float = 0.0, version: tuple[int, ...] = (0, 5, 23), chunk: int | None = None) -> float:
     """v0.5.3+'s default reserve below mem_fraction_static, in MB (RESERVE_SOURCE). ``tp`` is SGLang's --tp-size
     (every rank under DP attention); ``attn_dp`` > 1 adds DP attention's padding, max_bs x dp x 3 (x 4.5 above a
     max_bs of 300), part of reserve_for_graph_mb, which comes before the 10 GB floor, as the prefill CUDA graphs'
     ``prefill_graphs_mb`` does (prefill_graph_mb); ``after_floor_mb`` (speculative decoding's, by release) is added
-    after the floor."""
-    chunk, bs_small, bs_large = next((c, a, b) for top, c, a, b in capacity_buckets(version) if gpu_mb < top)
+    after the floor; ``chunk``: --chunked-prefill-size as given (None: the bucket's; the reserve takes it before DP
+    attention divides it, as _handle_gpu_memory_settings runs before _handle_data_parallelism)."""
+    default, bs_small, bs_large = next((c, a, b) for top, c, a, b in capacity_buckets(version) if gpu_mb < top)
+    chunk = default if chunk is None else chunk
     max_bs = bs_small if tp < 4 else bs_large
     graphs: float = max_bs * 2
     if attn_dp > 1:
@@ -539,7 +541,7 @@ class SglangEngine(Engine):
     sources = (SOURCE,)
     fraction_name = "mem_fraction_static"
     settings = frozenset({"mem_fraction_static", "kv_pool_bytes", "max_model_len", "max_num_seqs", "block_size",
-                          "runtime_reserve_bytes", "moe_a2a_backend"})
+                          "runtime_reserve_bytes", "moe_a2a_backend", "chunked_prefill_size", "max_prefill_tokens"})
     # What each kind adds to SGLang's per-token cell: attention heads, the MLA latent, the NSA indexer key; a
     # sliding window counts like full attention in the combined cell; linear-attention / SSM state lives in a
     # separate mamba pool and adds nothing to the cell.
@@ -675,12 +677,14 @@ class SglangEngine(Engine):
             mb = gib * 1024
             attn_dp = par.dp if dp_attention(par) else 1
             a2a = scenario.moe_a2a_backend or "none"
-            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb, a2a)
+            chunk = scenario.chunked_prefill_size
+            prefill, prefill_why = self.prefill_graph_mb(scenario.sized_model, hw, par, mb, a2a, chunk)
             spec = next(v for since, v in SPEC_RESERVE_MB if self.since(since)) if speculative else 0.0
             deepep = DEEPEP_RESERVE_MB if a2a == "deepep" and self.since(DEEPEP_RESERVE_SINCE) else 0.0
-            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec + deepep, self.version)
+            res_mb = reserved_mb(mb, par.tp * attn_dp, par.pp, attn_dp, prefill, spec + deepep, self.version, chunk)
             value = round((mb - res_mb) / mb, 3)
-            extra = (f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
+            extra = (f"; chunked prefill {chunk:,} as given (--chunked-prefill-size)" if chunk is not None else "") + (
+                f"; prefill CUDA graphs: {prefill_why}" if prefill_why else "") + (
                 f"; + {spec:,.0f} MB after the floor with speculative decoding" if spec else "") + (
                 f"; + {deepep:,.0f} MB after the floor for DeepEP's buffers" if deepep else "")
             return Number(value, derived(
@@ -704,7 +708,7 @@ class SglangEngine(Engine):
                                      FRACTION_SOURCE, *((RESERVE_EXTRAS_SOURCE,) if extras else ())))
 
     def prefill_graph_mb(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float,
-                         a2a: str = "none") -> tuple[float, str]:
+                         a2a: str = "none", chunk: int | None = None) -> tuple[float, str]:
         """(MB, why) the default reserve holds for prefill CUDA graphs in this release (PREFILL_GRAPH_SOURCE), with
         the MoE all-to-all backend ``a2a`` (A2A_GRAPH_SOURCE); why is empty when the release captures none for this
         deployment by default."""
@@ -712,13 +716,15 @@ class SglangEngine(Engine):
             return 0.0, ""
         if a2a != "none" and (not self.since(BCG_A2A_SINCE) or a2a not in BCG_A2A_BACKENDS):
             return 0.0, ""
-        mb, why = self._prefill_graphs(model, hw, par, gpu_mb)
+        mb, why = self._prefill_graphs(model, hw, par, gpu_mb, chunk)
         if mb and a2a == "deepep":
             return mb + DEEPEP_BCG_RESERVE_MB, why + " + 1 GiB for DeepEP under breakable graphs"
         return mb, why
 
-    def _prefill_graphs(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float) -> tuple[float, str]:
-        """prefill_graph_mb without an all-to-all backend, past its release, PP and GPU checks."""
+    def _prefill_graphs(self, model: ModelSpec, hw, par: Parallelism, gpu_mb: float,
+                        chunk: int | None = None) -> tuple[float, str]:
+        """prefill_graph_mb without an all-to-all backend, past its release, PP and GPU checks; up to ``chunk`` tokens
+        (--chunked-prefill-size as given; None: the GPU's default), the prefill graphs' max_bs (memory_hook.py)."""
         kinds = self.kinds(model)
         mla, dsa, dp = MLA in kinds, sparse_attention(kinds), dp_attention(par)
         if dp and not self.since(BCG_DP_SINCE):
@@ -730,7 +736,8 @@ class SglangEngine(Engine):
                 return 0.0, ""
         if mla:
             return 1536.0, "1.5 GiB with an MLA backend"
-        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))
+        n = prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version)) if chunk is None else \
+            prefill_graph_sizes(chunk)
         return n * 8.0, f"{n} sizes x 8 MB"
 
     def _fixed_fraction(self, hw, par: Parallelism, speculative: bool) -> Number:

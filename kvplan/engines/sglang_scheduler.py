@@ -57,8 +57,12 @@ there without ``ignore_eos``.
   arrival, are set there). Defaults by GPU memory
   (``arg_groups/memory_hook.py`` @v0.5.23 ``_handle_gpu_memory_settings``): < 20 GiB 2048, < 35 GiB and < 60 GiB
   4096, < 90 GiB and < 160 GiB 8192, else 16384; divided by the attention-DP size under DP attention
-  (``arg_groups/parallel_hook.py`` @v0.5.23). The prefill gives a token: a new request's first, a retracted
-  request's next (SGLang re-prefills its input and every output token, ``Req.init_next_round_input``).
+  (``arg_groups/parallel_hook.py`` @v0.5.23). ``--chunked-prefill-size`` and ``--max-prefill-tokens`` as given
+  replace the defaults (``PREFILL_LIMITS_SOURCE``: the scheduler hands both to every ``PrefillAdder``, as its
+  ``rem_chunk_tokens`` and ``rem_input_tokens``); a given chunk is divided by the attention-DP size too and must be
+  whole pages (``CHUNK_PAGE_SOURCE``); SGLang's -1 (no chunking) is refused, not modelled. The prefill gives a
+  token: a new request's first, a retracted request's next (SGLang re-prefills its input and every output token,
+  ``Req.init_next_round_input``).
 * **Running cap**: ``--max-running-requests`` (``--max-num-seqs``) or SGLang's default
   (``mem_cache/kv_cache_configurator.py`` @v0.5.23 ``resolve_max_num_reqs``): min(clamp(int(token capacity /
   context length x 512), 2048, 4096), token capacity // 2).
@@ -197,6 +201,12 @@ RATIO_SOURCE = WHERE + "managers/scheduler_components/new_token_ratio_tracker.py
 RETRACT_SOURCE = WHERE + "managers/schedule_batch.py (retract_decode, _get_decode_retraction_order)"
 ADMISSION_SOURCE = WHERE + "managers/schedule_policy.py (PrefillAdder); mem_cache/prefill_budget.py"
 CHUNK_SOURCE = WHERE + "arg_groups/memory_hook.py (_handle_gpu_memory_settings)"
+CHUNK_DP_SOURCE = WHERE + "arg_groups/parallel_hook.py (_handle_data_parallelism: chunked_prefill_size // attn_dp_size)"
+CHUNK_PAGE_SOURCE = WHERE + "arg_groups/validation_hook.py (chunked_prefill_size % page_size == 0)"
+PREFILL_LIMITS_SOURCE = WHERE + ("managers/scheduler.py (PrefillAdder(..., max_prefill_tokens, chunked_prefill_size)); "
+                                 "managers/schedule_policy.py (PrefillAdder: rem_input_tokens, rem_chunk_tokens, "
+                                 "budget_state, _select_prefill_admission); arg_groups/fields/schedule.py "
+                                 "(max_prefill_tokens 16384, chunked_prefill_size None: by GPU memory)")
 RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_reqs)"
 OVERLAP_SOURCE = WHERE + ("managers/scheduler.py (event_loop_overlap, _reqs_finishing_inflight, "
                           "update_running_batch); arg_groups/fields/schedule.py (disable_overlap_schedule = False)")
@@ -256,6 +266,26 @@ def chunked_prefill_size(hbm_gib: float, attn_dp: int = 1) -> int:
     """SGLang's default ``--chunked-prefill-size`` for a GPU of ``hbm_gib`` (divided by the attention-DP size)."""
     size = next((c for limit, c in CHUNK_BY_GPU_GIB if hbm_gib * 1024 < limit * 1024), CHUNK_LARGEST_GPU)
     return size // attn_dp
+
+
+def prefill_limits(s: Any, attn_dp: int, block: int) -> tuple[int, str]:
+    """The prefill chunk of scenario ``s`` and where it comes from: ``--chunked-prefill-size`` as given, else SGLang's
+    default for the GPU (``chunked_prefill_size``), either divided by the attention-DP size (``CHUNK_DP_SOURCE``: the
+    division applies to a given size too). A chunk that is not whole pages, or below one page per rank, is refused:
+    SGLang asserts chunked_prefill_size % page_size == 0 (``CHUNK_PAGE_SOURCE``)."""
+    given = s.chunked_prefill_size
+    if given is None:
+        return chunked_prefill_size(s.hardware.hbm_capacity_gib.value, attn_dp), \
+            f"SGLang's default for {s.hardware.id}" + (f" / {attn_dp} attention-DP ranks" if attn_dp > 1 else "")
+    if given % block:
+        raise KvplanError(f"--chunked-prefill-size {given:,} is not a whole number of SGLang's {block}-token pages; "
+                          f"SGLang refuses to start ({CHUNK_PAGE_SOURCE})",
+                          f"give a multiple of {block}, e.g. --chunked-prefill-size {max(given // block, 1) * block}")
+    chunk = given // attn_dp
+    if chunk < block:
+        raise KvplanError(f"--chunked-prefill-size {given:,} over {attn_dp} attention-DP ranks leaves less than one "
+                          f"{block}-token page a rank", f"give at least {block * attn_dp:,}")
+    return chunk, "given" + (f" / {attn_dp} attention-DP ranks" if attn_dp > 1 else "")
 
 
 def max_running_requests(token_capacity: int, context_len: int | None) -> int:
@@ -1287,7 +1317,8 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
         hicache = _hicache_for(hicache, version, reuse, adapter)
     par = s.parallelism
     attn_dp = par.dp if dp_attention(par) else 1
-    chunk = chunked_prefill_size(s.hardware.hbm_capacity_gib.value, attn_dp)
+    chunk, chunk_from = prefill_limits(s, attn_dp, block)
+    max_prefill = s.max_prefill_tokens or MAX_PREFILL_TOKENS
     if o.max_batch is not None or s.max_num_seqs is not None:
         max_batch, cap_from = o.max_batch or s.max_num_seqs, "given"
     else:
@@ -1296,9 +1327,11 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
     notes = [f"Scheduler: SGLang {RELEASE}'s rules (kvplan.engines.sglang_scheduler): admission reserves each "
              "running request's remaining max_new_tokens (at most 4096) x a new-token ratio that starts at "
              f"{min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0):g} and decays per decode step to "
-             f"{MIN_NEW_TOKEN_RATIO_FACTOR:g} of it; prefill rounds of {chunk:,} tokens (chunked_prefill_size) run "
-             "between decode steps (no --enable-mixed-chunk, SGLang's default); a step short of pages retracts "
-             "the requests with the fewest output tokens (then the longest input), which re-prefill later; "
+             f"{MIN_NEW_TOKEN_RATIO_FACTOR:g} of it; prefill rounds of {chunk:,} tokens (chunked_prefill_size, "
+             f"{chunk_from}) and at most {max_prefill:,} (max_prefill_tokens, "
+             f"{'given' if s.max_prefill_tokens else 'default'}) run between decode steps (no --enable-mixed-chunk, "
+             "SGLang's default); a step short of pages retracts the requests with the fewest output tokens (then "
+             "the longest input), which re-prefill later; "
              f"at most {max_batch:,} running ({cap_from}).",
              "SGLang's max_new_tokens per request is taken as its output length (a benchmark client's max_tokens), "
              "without ignore_eos; "
@@ -1343,7 +1376,8 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
             "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes),
+                           max_prefill=max_prefill, victim=victim, radix=reuse, hashes=hashes if reuse else None,
+                           notes=tuple(notes),
                            hicache=hicache, overlap=overlap, recv_interval=recv)
 
 

@@ -50,7 +50,8 @@ SCENARIO_DEFAULTS: dict[str, str | None] = {
 }
 # the memory and pool options (each command takes some; None when not given)
 MEMORY_OPTIONS = ("gpu_memory_utilization", "mem_fraction_static", "kv_pool", "max_num_batched_tokens",
-                  "max_num_seqs", "activation_reserve", "runtime_reserve", "moe_a2a_backend")
+                  "max_num_seqs", "activation_reserve", "runtime_reserve", "moe_a2a_backend", "chunked_prefill_size",
+                  "max_prefill_tokens")
 # what a command adds to the pool (concurrency, simulate)
 POOL_OPTIONS = ("shared_prefix", "spec_tokens", "draft_model", "token_budget")
 # option name -> Scenario field, where they differ
@@ -75,6 +76,15 @@ def _tokens(flag: str, allow_zero: bool = False, most: int | None = None, why: s
         return n
 
     return parse
+
+
+def _chunk(value: Any) -> int:
+    """SGLang's --chunked-prefill-size: a positive token count; SGLang's -1 (chunked prefill off) is refused, not
+    modelled (every prefill is priced and scheduled in chunks)."""
+    if isinstance(value, (int, str)) and str(value).strip() in ("-1", "0") or type(value) is int and value < 0:
+        raise InputError(f"--chunked-prefill-size {value}: SGLang's chunked prefill off (-1, or 0) is not modelled by "
+                         "kvplan", "give a chunk size in tokens, e.g. --chunked-prefill-size 8192")
+    return _tokens("--chunked-prefill-size")(value)
 
 
 def _degree(name: str) -> Callable:
@@ -141,6 +151,8 @@ FIELDS: dict[str, Callable] = {
     "activation_reserve_bytes": _size("--activation-reserve", 0),
     "runtime_reserve_bytes": _size("--runtime-reserve", 0),
     "moe_a2a_backend": _text("--moe-a2a-backend", "an all-to-all backend"),   # its choices: the engine's
+    "chunked_prefill_size": _chunk,
+    "max_prefill_tokens": _tokens("--max-prefill-tokens"),
     "shared_prefix_tokens": _tokens("--shared-prefix", allow_zero=True),
     "spec_tokens": _tokens("--spec-tokens", allow_zero=True, most=MAX_SPEC_TOKENS, why="engines use 1-8"),
     "token_budget": _tokens("--token-budget"),
