@@ -6,6 +6,10 @@ follows the same options."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import sim_reference_sglang as ref  # tests/ is on sys.path
@@ -133,3 +137,44 @@ def test_python_refuses_them_on_vllm_alike():
         Scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm", chunked_prefill_size=32768)
     with pytest.raises(KvplanError, match="--max-prefill-tokens"):
         build_scenario(**dict(LLAMA, engine="vllm"), max_prefill_tokens="4096")
+
+
+# --- the serving-run data and the fidelity tool ---------------------------------------------------------------------
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "fidelity_report.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    if not TOOL.exists():   # the installed-wheel run: the tool lives in the source tree only
+        pytest.skip("tools/fidelity_report.py is not beside this test")
+    spec = importlib.util.spec_from_file_location("fidelity_report_sglcp19", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_sglang_run_carries_its_launchs_prefill_limits(tool):
+    # the values against each run's cited launch command (its `release` text): every SGLang run launched with
+    # --chunked-prefill-size / --max-prefill-tokens carries both (26: InferenceX's 32,768 on H200 and B200, 131,072 on
+    # MI300X), and none that was launched without them has them
+    runs = [r for r in tool.load()["runs"] if r["engine"] == "sglang"]
+    launched = 0
+    for run in runs:
+        for flag, key in (("--chunked-prefill-size", "chunked_prefill_size"), ("--max-prefill-tokens",
+                                                                              "max_prefill_tokens")):
+            found = re.search(rf"{flag}[= ](\d+)", run["release"])
+            assert run.get(key) == (int(found.group(1)) if found else None), (run["id"], key)
+        launched += "chunked_prefill_size" in run
+    assert launched == 26
+    assert {r["chunked_prefill_size"] for r in runs if "chunked_prefill_size" in r} == {32768, 131072}
+
+
+def test_the_tool_replays_a_runs_prefill_limits(tool, tmp_path):
+    data = tool.load()
+    run = next(r for r in data["runs"] if r["id"] == "inferencex-mi300x-dsr1-fp8-sglang-8k1k/conc4")
+    s, _, _ = tool.build(run, data.get("models", {}), tmp_path)
+    assert s.chunked_prefill_size == 131072 and s.max_prefill_tokens == 131072
+    plain = next(r for r in data["runs"] if r["id"].startswith("datacrunch-h200-llama-3.3-70b"))
+    s, _, _ = tool.build(plain, data.get("models", {}), tmp_path)
+    assert s.chunked_prefill_size is None and s.max_prefill_tokens is None

@@ -288,8 +288,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "if False:"),
     M("sglang-honours-batched-tokens", SGL, 'settings = frozenset({"mem_fraction_static", "kv_pool_bytes",',
       'settings = frozenset({"mem_fraction_static", "max_num_batched_tokens", "kv_pool_bytes",'),
-    M("sglang-honours-activation-reserve", SGL, '"runtime_reserve_bytes", "moe_a2a_backend"})',
-      '"runtime_reserve_bytes", "moe_a2a_backend", "activation_reserve_bytes"})'),
+    M("sglang-honours-activation-reserve", SGL, '"moe_a2a_backend", "chunked_prefill_size", "max_prefill_tokens"})',
+      '"moe_a2a_backend", "chunked_prefill_size", "max_prefill_tokens", "activation_reserve_bytes"})'),
     M("vllm-honours-mem-fraction", VLLM, 'settings = frozenset({"gpu_memory_utilization", "kv_pool_bytes",',
       'settings = frozenset({"gpu_memory_utilization", "mem_fraction_static", "kv_pool_bytes",'),
     M("kv-dtype-auto-fp8", SCEN, "else KVDtype.BF16) if auto", "else KVDtype.FP8) if auto"),
@@ -971,8 +971,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "    return tuple((top, c, a, b) if top == 35 * 1024 else"),
     M("pool-sglang-small-gpu-chunk-unversioned", SGL, "prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))",
       "prefill_graph_sizes(chunked_prefill_mb(gpu_mb))"),
-    M("pool-sglang-small-gpu-reserve-unversioned", SGL, "attn_dp, prefill, spec + deepep, self.version)",
-      "attn_dp, prefill, spec + deepep)"),
+    M("pool-sglang-small-gpu-reserve-unversioned", SGL, "attn_dp, prefill, spec + deepep, self.version, chunk)",
+      "attn_dp, prefill, spec + deepep, chunk=chunk)"),
     # --- calibrate: prefill_mfu from light runs' TTFT; the engine a calibration was fitted with; plan files naming
     # one (pool20) -------------------------------------------------------------------------------------------------
     M("calibrate-every-run-light", CALIB, "LIGHT_BATCH = 1.5", "LIGHT_BATCH = 1000.0"),
@@ -2062,6 +2062,24 @@ MUTANTS: tuple[Mutant, ...] = (
       "    time = ttft + output_tokens * tpot"),
     M("rec21h-alone-basis-unsaid", "kvplan/present/recommend.py",
       '"basis": LOAD_BASIS if ld is not None else ALONE_BASIS}', '"basis": LOAD_BASIS}'),
+    # sglcp19: SGLang's --chunked-prefill-size / --max-prefill-tokens (sglang_scheduler.prefill_limits, the memory
+    # reserve in sglang.py, the serving-run data through tools/fidelity_report.py)
+    M("sglcp19-chunk-ignored", SGS, "    given = s.chunked_prefill_size\n", "    given = None\n"),
+    M("sglcp19-max-prefill-ignored", SGS, "    max_prefill = s.max_prefill_tokens or MAX_PREFILL_TOKENS",
+      "    max_prefill = MAX_PREFILL_TOKENS"),
+    M("sglcp19-max-prefill-not-passed", SGS, "recv_interval=recv, max_prefill=max_prefill)", "recv_interval=recv)"),
+    M("sglcp19-chunk-not-over-dp-ranks", SGS, "    chunk = given // attn_dp\n", "    chunk = given\n"),
+    M("sglcp19-chunk-pages-unchecked", SGS, "    if given % block:", "    if False:"),
+    M("sglcp19-last-chunk-round-input-cap-full", SGS,
+      "rem_chunk, rem_input = self.chunk - last, self.max_prefill - last",
+      "rem_chunk, rem_input = self.chunk - last, self.max_prefill"),
+    M("sglcp19-reserve-default-chunk", SGL, "    chunk = default if chunk is None else chunk", "    chunk = default"),
+    M("sglcp19-reserve-chunk-not-passed", SGL, "spec + deepep, self.version, chunk)", "spec + deepep, self.version)"),
+    M("sglcp19-graphs-default-chunk", SGL, "            prefill_graph_sizes(chunk)",
+      "            prefill_graph_sizes(chunked_prefill_mb(gpu_mb, self.version))"),
+    M("sglcp19-tool-drops-limits", "tools/fidelity_report.py",
+      '                "chunked_prefill_size", "max_prefill_tokens"):', "                ):"),
+    M("sglcp19-refused-minus-one-read", "kvplan/inputs/request.py", 'in ("-1", "0")', 'in ("0",)'),
 )
 
 

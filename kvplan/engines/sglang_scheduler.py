@@ -1376,9 +1376,8 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
             "one block (no sliding windows or state layers).")
     return SglangScheduler(max_batch=max_batch, chunk=chunk, block=block, conservativeness=conservativeness,
-                           max_prefill=max_prefill, victim=victim, radix=reuse, hashes=hashes if reuse else None,
-                           notes=tuple(notes),
-                           hicache=hicache, overlap=overlap, recv_interval=recv)
+                           victim=victim, radix=reuse, hashes=hashes if reuse else None, notes=tuple(notes),
+                           hicache=hicache, overlap=overlap, recv_interval=recv, max_prefill=max_prefill)
 
 
 def overlap_schedule(par: Any, disable: bool | None) -> tuple[bool, str]:
