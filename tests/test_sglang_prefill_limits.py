@@ -178,3 +178,16 @@ def test_the_tool_replays_a_runs_prefill_limits(tool, tmp_path):
     plain = next(r for r in data["runs"] if r["id"].startswith("datacrunch-h200-llama-3.3-70b"))
     s, _, _ = tool.build(plain, data.get("models", {}), tmp_path)
     assert s.chunked_prefill_size is None and s.max_prefill_tokens is None
+
+
+def test_the_runs_chunk_says_it_was_given(run_cli):
+    # DeepSeek-R1 over 8 attention-DP ranks (EP 8): a given 4,096 is 512 a rank (parallel_hook.py), and --explain's
+    # derivation says so; not given, the engine's default
+    base = ("simulate", "-m", "deepseek-r1", "-g", "h200", "--tp", "1", "--dp", "8", "--ep", "8", "--engine", "sglang",
+            "--rate", "1", "--requests", "8", "--prompt", "200", "--decode", "20", "-f", "json")
+    given = run_cli(*base, "--chunked-prefill-size", "4096")
+    assert given.code == 0, given.err
+    text = given.out
+    assert "SGLang's --chunked-prefill-size as given // attention-DP ranks" in text and "4,096 // 8 = 512" in text
+    plain = run_cli(*base)
+    assert plain.code == 0 and "as given // attention-DP ranks" not in plain.out

@@ -1047,6 +1047,15 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
                    deployment(s, m.get("replicas_serving", Count(1)), m["requests_finished"]), timeline_values(r))
 
 
+def _chunk_why(s: Scenario, chunk: int) -> Any:
+    """Where the prefill chunk comes from: SGLang's --chunked-prefill-size as given (over the attention-DP ranks, as
+    ``kvplan.engines.sglang_scheduler.prefill_limits`` divides it), else the engine's own."""
+    if s.chunked_prefill_size is None:
+        return default("the engine's max_num_batched_tokens (the prefill chunk)")
+    return derived("SGLang's --chunked-prefill-size as given // attention-DP ranks",
+                   f"{s.chunked_prefill_size:,} // {s.chunked_prefill_size // max(chunk, 1)} = {chunk:,}")
+
+
 def _setup_values(s: Scenario, o: SimOptions, r: SimRun) -> dict:
     """The replica's constants as typed values."""
     from kvplan.specs.values import Bytes, Count, Seconds, Tokens, default, derived, given
@@ -1070,8 +1079,7 @@ def _setup_values(s: Scenario, o: SimOptions, r: SimRun) -> dict:
             "ones (vllm/v1/core/kv_cache_manager.py)")),
         "max_batch": Count(u.max_batch, default("the engine's max_num_seqs") if u.max_batch_from_engine
                            else given("--max-batch")),
-        "max_num_batched_tokens": Tokens(u.chunk_tokens, default("the engine's max_num_batched_tokens "
-                                                                 "(the prefill chunk)")),
+        "max_num_batched_tokens": Tokens(u.chunk_tokens, _chunk_why(s, u.chunk_tokens)),
         "host_link_bytes_per_second": costs.host_link_rate(s.hardware, s.host_link_gbs),
         "dram_bytes_per_gpu": Bytes(u.dram_bytes_per_gpu, derived(
             "host DRAM per node / GPUs per node (capacity.host_tier)", f"{u.dram_bytes_per_gpu:,} B"
