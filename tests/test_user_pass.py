@@ -365,7 +365,8 @@ WALK_VALUES = {
     "--prompt": "2k", "--decode": "700", "--generated": "5k", "--mtp-layers": "1", "--max-model-len": "2500",
     "--block-size": "2048", "--host-link-gbs": "3", "--gpu-memory-utilization": "0.5", "--mem-fraction-static": "0.5",
     "--kv-pool": "20GiB", "--max-num-batched-tokens": "512", "--max-num-seqs": "4", "--activation-reserve": "9GiB",
-    "--runtime-reserve": "7GiB", "--moe-a2a-backend": "deepep", "--dram": "1GB",
+    "--runtime-reserve": "7GiB", "--moe-a2a-backend": "deepep", "--dram": "1GB", "--chunked-prefill-size": "4096",
+    "--max-prefill-tokens": "4096",
 }
 # compare-preemption prices one request's swap and recompute: the memory settings only decide whether the deployment
 # holds the weights and that request (kvplan.calc.preemption: capacity.kv_pool), so each is given a value that leaves
