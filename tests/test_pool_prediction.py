@@ -314,9 +314,9 @@ def test_the_unseen_moe_tp4_runs_by_component():
     page = {"v0.19-qwen3-30b-a3b-tp4": 24_576 * 16, "v0.19-mixtral-8x7b-tp4": 32_768 * 16,
             "v0.19-gpt-oss-20b-tp4": 98_304}
     blocks = {"v0.19-qwen3-30b-a3b-tp4": 153_379, "v0.19-mixtral-8x7b-tp4": 103_277, "v0.19-gpt-oss-20b-tp4": 727_132}
-    # kvplan's pool, measured once, before any change: +0.23%, -0.28%, -0.40%. Qwen3-30B-A3B's is the optimistic
-    # one (0.13 GiB, of which 0.05 are weights: 14.20 against 14.25 GiB loaded)
-    errors = {"v0.19-qwen3-30b-a3b-tp4": 0.0023, "v0.19-mixtral-8x7b-tp4": -0.0028, "v0.19-gpt-oss-20b-tp4": -0.0040}
+    # kvplan's pool, measured once, before any change: +0.23%, -0.28%, -0.40% (docs/pool-prediction.md). Qwen3-30B-A3B's
+    # is the optimistic one (0.13 GiB, of which 0.05 are weights: 14.20 against 14.25 GiB loaded). Held here to 0.5%,
+    # the largest of the three rounded up (tighter than the 5%: a drift past it is a change to explain)
     for entry in (e for e in UNSEEN if e["id"] in page):
         lg, s = entry["logged"], _scenario(entry)
         # the pool the log prints is rounded to 0.01 GiB: the logged blocks lie within it, on the page worked out above
@@ -324,7 +324,7 @@ def test_the_unseen_moe_tp4_runs_by_component():
         assert blocks[entry["id"]] <= (lg["pool_gib"] + 0.005) * GIB / page[entry["id"]]
         b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
         error = (b.kv_pool_bytes / GIB - lg["pool_gib"]) / lg["pool_gib"]
-        assert error == pytest.approx(errors[entry["id"]], abs=0.0006), entry["id"]
+        assert abs(error) <= 0.005, entry["id"]
         # kvplan's token line from the pool it predicts: the pool's error again (one page, no rounding beyond a block)
         tokens = s.engine_adapter.report(s, s.sized_model, s.parallelism, b.kv_pool_bytes, None).data
         assert tokens["vllm_kv_cache_tokens"].number() == pytest.approx(lg["pool_tokens"] * (1 + error), rel=1e-4)
