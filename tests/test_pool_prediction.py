@@ -201,14 +201,17 @@ UNSEEN = fidelity.load_unseen_index(DATA)
 UNSEEN_PATTERNS = {
     "total_gib": r"(?:total_gpu_memory=|Free memory on device \([\d.]+/)" + _NUM + " ?GiB",
     # V0 prints GiB (bytes / 2^30) labelled "GB"
-    "weights_gib": r"(?:Loading model weights took " + _NUM + " GB|Model loading took " + _NUM + " GiB)",
+    "weights_gib": r"(?:Loading model weights took " + _NUM + " GB|Model loading took " + _NUM
+                   + ' GiB|"weight_memory_gib": ' + _NUM + ")",
     "consumed_gib": r"Actual usage is " + _NUM + r" GiB for consumed memory \(weights \+ non-torch\)",
     "activation_gib": _NUM + " GiB for peak activation",
     "cuda_graph_gib": _NUM + " GiB for CUDAGraph memory",
     "peak_torch_gib": r"peak_torch_memory=" + _NUM + "GiB",
     "non_torch_gib": r"non_torch_memory=" + _NUM + "GiB",
-    "cuda_graph_estimate_gib": r"Estimated CUDA graph memory: " + _NUM + " GiB total",
-    "pool_gib": r"(?:kv_cache_size=|Available KV cache memory: )" + _NUM + " ?GiB",
+    # llm-d-planner's parser stores v0.19's estimate ("... GiB (estimated)") as cuda_graph_memory_gib
+    "cuda_graph_estimate_gib": r'(?:Estimated CUDA graph memory: |"cuda_graph_memory_gib": )' + _NUM,
+    "pool_gib": r'(?:kv_cache_size=|Available KV cache memory: |"kv_cache_memory_gib": )' + _NUM,
+    "pool_tokens": r'(?:GPU KV cache size: |"kv_cache_tokens": )([\d,]+)',
 }
 # kvplan's error on each, measured before any change (benchmarks/pool_fidelity.py prints it): the misses of the
 # issue-20 target (within 5%), each on the safe side, with the term that makes it.
@@ -229,15 +232,18 @@ def test_the_unseen_index_repeats_the_quoted_figures():
             m = re.search(UNSEEN_PATTERNS[name], body)
             assert m, (entry["id"], name)
             got = next(g for g in m.groups() if g is not None)
-            assert value == pytest.approx(float(got), abs=1e-9), (entry["id"], name)
+            assert value == pytest.approx(float(got.replace(",", "")), abs=1e-9), (entry["id"], name)
         m = (re.search(r"--gpu-memory-utilization=([\d.]+) is equivalent", body)
              or re.search(r"gpu_memory_utilization=([\d.]+)", body)
+             or re.search(r'"gpu_memory_utilization": ([\d.]+)', body)
              or re.search(r"Desired GPU memory utilization is \(([\d.]+)", body))
         # a log run with vLLM's default utilization is planned without one: kvplan's default must be the logged one
         planned = entry.get("gpu_memory_utilization") or _budget(entry).fraction.value
         assert m and planned == float(m.group(1)), entry["id"]
-        m = re.search(r"Maximum concurrency for ([\d,]+) tokens", body)
+        m = re.search(r"Maximum concurrency for ([\d,]+) tokens", body) or re.search(r'"max_model_len": (\d+)', body)
         assert m and entry["max_model_len"] == int(m.group(1).replace(",", "")), entry["id"]
+        m = re.search(r'"tensor_parallel_size": (\d+)', body)
+        assert m is None or entry["tp"] == int(m.group(1)), entry["id"]
 
 
 @pytest.mark.parametrize("entry", [
@@ -295,6 +301,44 @@ def test_the_unseen_v0_21_log_by_component():
     # 8192 x (3 x 12,288 + 2 x 4,096) x 2 B = 0.6875 GiB, above the sampler's 256 x 151,936 x 14.9 B + 2.5 B x 8192 x
     # 4096 = 0.62 GiB (kvplan's v0.17+ rule); at 2,048 tokens it would be the sampler's 0.56
     assert b.activation.number() / GIB == pytest.approx(8192 * (3 * 12288 + 2 * 4096) * 2 / GIB, abs=0.002)
+
+
+def test_the_unseen_moe_tp4_runs_by_component():
+    # llm-d-planner's first sweep (@cb666596), vLLM v0.19.0 on 4 x H100, 0.95, max_model_len 8192: three MoE models
+    # at TP4, a layout none of the fit logs has for them. The logged token counts are 16-token blocks of one page:
+    # Qwen3-30B-A3B (48 layers, 4 KV heads of 128: one a GPU) 2 x 128 x 2 B x 48 = 24,576 B a token, and
+    # 2,454,064 = 153,379 blocks x 16; Mixtral-8x7B (32 layers, 8 KV heads of 128: two a GPU) 2 x 2 x 128 x 2 B x 32
+    # = 32,768 B, 1,652,432 = 103,277 x 16; gpt-oss-20b (24 layers, 8 KV heads of 64: two a GPU; 12 sliding + 12 full
+    # layers, two KV cache groups of 12) num_blocks = pool // (2 x 2 x 64 x 2 B x 16 x 12 = 98,304 B), then
+    # num_blocks // 2 x 16: 5,817,056 = 363,566 x 16.
+    page = {"v0.19-qwen3-30b-a3b-tp4": 24_576 * 16, "v0.19-mixtral-8x7b-tp4": 32_768 * 16,
+            "v0.19-gpt-oss-20b-tp4": 98_304}
+    blocks = {"v0.19-qwen3-30b-a3b-tp4": 153_379, "v0.19-mixtral-8x7b-tp4": 103_277, "v0.19-gpt-oss-20b-tp4": 727_132}
+    # kvplan's pool, measured once, before any change: +0.23%, -0.28%, -0.40% (docs/pool-prediction.md). Qwen3-30B-A3B's
+    # is the optimistic one (0.13 GiB, of which 0.05 are weights: 14.20 against 14.25 GiB loaded). Held here to 0.5%,
+    # the largest of the three rounded up (tighter than the issue's 5%: a drift past it is a change to explain)
+    for entry in (e for e in UNSEEN if e["id"] in page):
+        lg, s = entry["logged"], _scenario(entry)
+        # the pool the log prints is rounded to 0.01 GiB: the logged blocks lie within it, on the page worked out above
+        assert (lg["pool_gib"] - 0.005) * GIB / page[entry["id"]] <= blocks[entry["id"]]
+        assert blocks[entry["id"]] <= (lg["pool_gib"] + 0.005) * GIB / page[entry["id"]]
+        b = s.engine_adapter.budget(s, s.sized_model, s.parallelism)
+        error = (b.kv_pool_bytes / GIB - lg["pool_gib"]) / lg["pool_gib"]
+        assert abs(error) <= 0.005, entry["id"]
+        # kvplan's token line from the pool it predicts: the pool's error again (one page, no rounding beyond a block)
+        tokens = s.engine_adapter.report(s, s.sized_model, s.parallelism, b.kv_pool_bytes, None).data
+        assert tokens["vllm_kv_cache_tokens"].number() == pytest.approx(lg["pool_tokens"] * (1 + error), rel=1e-4)
+        # and from the logged pool: the logged tokens, within the 0.005 GiB the pool is rounded to
+        exact = s.engine_adapter.report(s, s.sized_model, s.parallelism, int(lg["pool_gib"] * GIB), None).data
+        slack = 0.005 / lg["pool_gib"]
+        assert exact["vllm_kv_cache_tokens"].number() == pytest.approx(lg["pool_tokens"], rel=slack), entry["id"]
+        if entry["id"] == "v0.19-gpt-oss-20b-tp4":
+            # the MXFP4 experts' padded layout is priced at 768 x 0.8 MiB = 0.60 GiB a GPU whatever the TP: 3.20 +
+            # 0.60 = 3.80 GiB against 3.63 loaded (the padding is 0.43 GiB at TP4): safe side, 0.17 GiB of the -0.40%
+            assert b.weights.number() / GIB == pytest.approx(3_440_316_192 / GIB + 0.60, abs=0.005)
+            assert b.weights.number() / GIB - lg["weights_gib"] == pytest.approx(0.17, abs=0.01)
+        else:
+            assert b.weights.number() / GIB == pytest.approx(lg["weights_gib"], rel=0.005), entry["id"]
 
 
 def test_a_given_runtime_reserve_replaces_both_rows():
