@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
@@ -101,6 +102,9 @@ class Candidate:
     usd_per_hour: float | None  # GPUs x the preset's price per GPU-hour, when it has one
     failed: tuple[str, ...]     # the targets it misses, each with its number
     basis: str = "closed form"  # how its batch and TPOT were judged: "closed form" or "simulated" (the SLO model)
+    # the launch under the rate target as _rejudge judged it (recommend.load_run; None: not run), carried into
+    # recommend's plan of the best layout (plan_recommend's ``load``) so the same draws are not simulated twice
+    load: Any = field(default=None, compare=False, repr=False)
 
     @property
     def meets(self) -> bool:
@@ -176,17 +180,17 @@ def _rate_miss(what: str, rate: float) -> str:
     return f"{what}: {rate:.3g} rps"
 
 
-def _load_miss(what: str, load) -> str:
-    """A layout's miss under the rate, in a line: the figure of the load run that failed (its number when it is a
-    time; the launch's full figures are recommend's to show)."""
-    by = load.verdict.decided_by
+def _load_miss(what: str, load, slo) -> str:
+    """A layout's miss under the rate, in a line: the figure of the load run that failed (``SimulatedLoad.deciding``;
+    its number when it is a time; the launch's full figures are recommend's to show) and the draw it failed on."""
+    d = load.deciding(slo)
     at = f"{what}: simulated at that rate, "
-    if by == "overload":
-        return at + "the queue grows without bound"
-    if by == "attainment":
-        return at + "fewer requests than the attainment target meet the SLO"
-    name, q = by.split(" p")
-    return _miss(at + by, load.figures[f"{name.lower()}_seconds_p{q}"].number(), ", above its target")
+    seed = f" (seed {load.seed})"
+    if d.label == "overload":
+        return at + "the queue grows without bound" + seed
+    if d.label == "attainment":
+        return at + "fewer requests than the attainment target meet the SLO" + seed
+    return _miss(at + d.label, d.figure.number(), ", above its target" + seed)
 
 
 def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
@@ -265,14 +269,15 @@ def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Can
                             f"{sb.batch}" + (f", {sb.meeting} < {need} needed" if sb.meeting else "")))
     if rate_t and rate < rate_t.bound:
         failed.append(_rate_miss(rate_t.text, rate))
-    if rate_t and not failed:       # the launch at the rate asked, simulated (recommend's load run, the same one)
-        from kvplan.calc.simulate import simulated_load
+    load = None
+    if rate_t and not failed:       # the launch at the rate asked, simulated: recommend's load run, carried to it
+        from kvplan.calc.recommend import load_run
 
-        load = simulated_load(s, rate_t.bound, slo, sb.batch, origin="--target " + rate_t.text)
+        load = load_run(s, rate_t.bound, slo, sb.batch, origin="--target " + rate_t.text)
         if not load.verdict.meets:
-            failed.append(_load_miss(rate_t.text, load))
+            failed.append(_load_miss(rate_t.text, load, slo))
     return replace(c, batch=batch, tpot_seconds=sb.tpot, requests_per_second=rate, failed=tuple(failed),
-                   basis="simulated")
+                   basis="simulated", load=load)
 
 
 def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes: tuple | None = None,
