@@ -287,7 +287,7 @@ def unloaded_ttft(s: Scenario, step=None) -> Seconds:
 
 def ttft_verdict(s: Scenario, targets: SloTargets, unloaded: Seconds, load=None) -> TargetVerdict | None:
     """``--ttft-slo`` judged on the deployment the launch command starts. Under a rate (``load``: the launch fed
-    that rate, ``kvplan.calc.simulate.simulated_load``) on the TTFT at the target's percentile of that simulated run;
+    that rate, ``load_run``: the draw shown of up to three) on the TTFT at the target's percentile of that run;
     without one on a request alone (``unloaded_ttft``, closed form), said to be that: missed at any rate when a
     request alone waits longer than the target, otherwise met alone, the TTFT under load left unjudged. None without
     a TTFT target."""
@@ -539,7 +539,7 @@ def _verdicts(s: Scenario, o: RecommendOptions, sb: SloBatch, cap: int, rate_v: 
     """Each --target judged on this plan at its batch per replica (what --max-num-seqs sets) and DP replicas; TPOT
     as the batch row judges it (the simulated closed loop at the SLO's percentile); the rate in closed form
     (``closed_form_rate``: Little's law at the batch, with the mean TPOT). With a rate target, ``load`` (the launch
-    fed that rate, simulated: ``simulate.simulated_load``) judges the rate (the queue keeps up and the SLO holds)
+    fed that rate, simulated: ``load_run``, every draw meeting) judges the rate (the queue keeps up, the SLO holds)
     and the TPOT again under that load."""
     dp, batch = s.parallelism.dp, sb.batch
     slo = o.slo
@@ -603,6 +603,12 @@ def load_run(s: Scenario, rate: float, targets: SloTargets, max_batch: int, orig
             break
     shown = runs[-1] if not runs[-1].verdict.meets else max(runs, key=lambda r: r.deciding(targets).share)
     return replace(shown, draws=tuple(runs))
+
+
+def load_seed(seed: int) -> Count:
+    """A load draw's seed, typed (the JSON's ``load.seed`` and ``load.draws[].seed``)."""
+    return Count(seed, derived("a Poisson draw of the load run (recommend.LOAD_SEEDS: seeds 0, 1, 2; kvplan simulate "
+                               "--seed)", str(seed)))
 
 
 def load_draws(load, targets: SloTargets) -> Note:

@@ -12,8 +12,10 @@ Targets:
 - ``rate>=R`` (requests/s): in closed form DP x B / (prefill + (decode - 1) x TPOT(B)) (``recommend.closed_form_rate``,
   the SLO model's steady batch) at the batch B the other targets allow (the largest within capacity and max_num_seqs
   that meets the TPOT target); then, for the layouts rejudged, the layout launched at that batch and fed R requests/s
-  (``simulate.simulated_load``: Poisson arrivals, a ``--sweep-rate`` point) must keep up and meet the SLO's TTFT and
-  TPOT percentiles and attainment, as ``recommend`` judges the launch it emits.
+  (``recommend.load_run``: ``simulate.simulated_load``'s Poisson arrivals, a ``--sweep-rate`` point, on up to three
+  draws, each of which must meet; the run of the layout emitted is carried into recommend's plan, not simulated again)
+  must keep up and meet the SLO's TTFT and TPOT percentiles and attainment, as ``recommend`` judges the launch it
+  emits.
 - ``--ttft-slo`` (recommend's, beside the targets): a layout on which a request alone waits longer than the TTFT
   target for its first token (its prefill + the engine's frontend, ``recommend.unloaded_ttft``) meets it at no rate
   and fails; with a rate target the load run above judges it under that rate.
@@ -250,7 +252,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
 def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Candidate:
     """``c`` judged again with recommend's batch row (``recommend.slo_batch``: the simulated closed loop at the
     SLO's percentile), so the best layout's batch is the one recommend plans and the launch command sets; with a
-    rate target, the layout launched at that batch is then fed the rate (``simulate.simulated_load``) and judged
+    rate target, the layout launched at that batch is then fed the rate (``recommend.load_run``) and judged
     under it as recommend judges it: the queue keeps up, TTFT and TPOT at the SLO's percentiles, the attainment."""
     from dataclasses import replace
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvplan.calc.recommend import RecommendPlan, load_draws, load_outcome
+from kvplan.calc.recommend import RecommendPlan, load_draws, load_outcome, load_seed
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table, Verbatim
-from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Tokens, default, derived, given, note
+from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Tokens, default, given, note
 
 
 def _sizing_table(sizing, typed: list[dict], ttft: str | Note = "", loaded: bool = False) -> Table:
@@ -32,11 +32,6 @@ LOAD_BASIS = ("simulated (the SLO model): the launched deployment, every DP repl
               "at the first miss; the figures shown are that miss, or when all meet the draw nearest its target")
 ALONE_BASIS = ("closed form: a request alone (its prefill + the engine's frontend latency); no rate was given, so the "
                "TTFT under load is not judged (--target rate>=R judges the launch at that rate)")
-
-
-def _seed(seed: int) -> Count:
-    return Count(seed, derived("a Poisson draw of the load run (recommend.LOAD_SEEDS: seeds 0, 1, 2; kvplan simulate "
-                               "--seed)", str(seed)))
 
 
 def _load_table(plan: RecommendPlan) -> Table:
@@ -157,8 +152,8 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
             "max_num_seqs_per_replica": ld.max_batch, kt: m[kt], kp: m[kp], "slo_attainment": m["slo_attainment"],
             "overloaded": ld.verdict.decided_by == "overload", "meets": ld.verdict.meets,
             "decided_by": ld.verdict.decided_by, "requests_per_second_closed_form": plan.rate_closed_form,
-            "seed": _seed(ld.seed),
-            "draws": [{"seed": _seed(r.seed), "meets": r.verdict.meets, "decided_by": r.verdict.decided_by,
+            "seed": load_seed(ld.seed),
+            "draws": [{"seed": load_seed(r.seed), "meets": r.verdict.meets, "decided_by": r.verdict.decided_by,
                        kt: r.figures[kt], kp: r.figures[kp], "slo_attainment": r.figures["slo_attainment"]}
                       for r in (ld.draws or (ld,))]}
         notes.append(note("Under {rate:g} requests/s the launch was ", rate=ld.rate) + load_draws(ld, slo) + ".")
