@@ -56,6 +56,10 @@ COMMANDS = {
     "recommend": ("recommend", "--emit", "vllm"),
     "recommend-chat": ("recommend", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--prompt", "4k", "--decode",
                        "300"),
+    # docs/commands/recommend.md: RAG (32,000 + 500) searched under a rate target and a TTFT target, the launch judged
+    # at that rate (the table "The launch under its target rate"; tests/test_recommend_load.py's "rag" case)
+    "recommend-load": ("recommend", "-m", "llama-3.1-8b", "--prompt", "32000", "--decode", "500", "--target",
+                       "rate>=1rps,tpot<=50ms", "--candidates", "h200", "--ttft-slo", "2s", "--emit", "vllm"),
     # a Hugging Face id read from the hub cache in tests/data/hf-cache (offline)
     "concurrency-hub": ("concurrency", "-m", "Qwen/QwQ-32B", "-g", "h100-sxm", "--tp", "2"),
     # docs/traces.md: the sample traces in tests/data/traces/ (run from the project's root)
@@ -79,6 +83,7 @@ SKIP |= {("simulate-engines", f) for f in FORMATS if f not in ("table-80", "json
 SKIP |= {(c, f) for c in ("simulate-no-async", "concurrency-deepep", "simulate-long-prefill") for f in FORMATS
          if f != "table-80"}
 SKIP |= {("pd-chat", f) for f in FORMATS if f not in ("brief", "json")}
+SKIP |= {("recommend-load", f) for f in ("csv", "table-160")}
 SKIP |= {(c, f) for c in COMMANDS if c.startswith("simulate-trace-") for f in FORMATS if f != "table-80"}
 CASES = [(c, f) for c in COMMANDS for f in FORMATS if (c, f) not in SKIP]
 # Bad input: the README's error examples, each pinned as what it prints to stderr (tests/golden/error.<name>.txt)

@@ -1593,6 +1593,15 @@ class SimulatedLoad:
     max_batch: Count
     figures: dict                 # the run's metrics and its SLO figures (typed, each "simulated: ...")
     verdict: Verdict
+    seed: int = 0                 # the Poisson draw's seed (kvplan simulate --seed)
+    draws: tuple = ()             # every draw judged with it, in seed order, itself among them ((): one run)
+
+    def deciding(self, targets: SloTargets):
+        """The figure that decides the verdict, typed (``slo.deciding``: the failed one with its number, or the one
+        nearest its target when the run meets)."""
+        from kvplan.calc.slo import deciding
+
+        return deciding(self.figures, targets, self.verdict)
 
 
 def load_requests(max_batch: int, replicas: int) -> int:
@@ -1627,4 +1636,4 @@ def simulated_load(s: Scenario, rate: float, targets: SloTargets, max_batch: int
                          if requests is None else f"{n:,} (given)")),
         Count(max_batch, derived("the launch's --max-num-seqs / --max-running-requests per replica",
                                  f"{max_batch:,}")),
-        point, sweep_verdict(point, targets, None))
+        point, sweep_verdict(point, targets, None), seed)

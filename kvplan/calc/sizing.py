@@ -12,8 +12,10 @@ Targets:
 - ``rate>=R`` (requests/s): in closed form DP x B / (prefill + (decode - 1) x TPOT(B)) (``recommend.closed_form_rate``,
   the SLO model's steady batch) at the batch B the other targets allow (the largest within capacity and max_num_seqs
   that meets the TPOT target); then, for the layouts rejudged, the layout launched at that batch and fed R requests/s
-  (``simulate.simulated_load``: Poisson arrivals, a ``--sweep-rate`` point) must keep up and meet the SLO's TTFT and
-  TPOT percentiles and attainment, as ``recommend`` judges the launch it emits.
+  (``recommend.load_run``: ``simulate.simulated_load``'s Poisson arrivals, a ``--sweep-rate`` point, on up to three
+  draws, each of which must meet; the run of the layout emitted is carried into recommend's plan, not simulated again)
+  must keep up and meet the SLO's TTFT and TPOT percentiles and attainment, as ``recommend`` judges the launch it
+  emits.
 - ``--ttft-slo`` (recommend's, beside the targets): a layout on which a request alone waits longer than the TTFT
   target for its first token (its prefill + the engine's frontend, ``recommend.unloaded_ttft``) meets it at no rate
   and fails; with a rate target the load run above judges it under that rate.
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from kvplan.calc import capacity, costs
 from kvplan.errors import KvplanError
@@ -101,6 +104,9 @@ class Candidate:
     usd_per_hour: float | None  # GPUs x the preset's price per GPU-hour, when it has one
     failed: tuple[str, ...]     # the targets it misses, each with its number
     basis: str = "closed form"  # how its batch and TPOT were judged: "closed form" or "simulated" (the SLO model)
+    # the launch under the rate target as _rejudge judged it (recommend.load_run; None: not run), carried into
+    # recommend's plan of the best layout (plan_recommend's ``load``) so the same draws are not simulated twice
+    load: Any = field(default=None, compare=False, repr=False)
 
     @property
     def meets(self) -> bool:
@@ -176,17 +182,17 @@ def _rate_miss(what: str, rate: float) -> str:
     return f"{what}: {rate:.3g} rps"
 
 
-def _load_miss(what: str, load) -> str:
-    """A layout's miss under the rate, in a line: the figure of the load run that failed (its number when it is a
-    time; the launch's full figures are recommend's to show)."""
-    by = load.verdict.decided_by
+def _load_miss(what: str, load, slo) -> str:
+    """A layout's miss under the rate, in a line: the figure of the load run that failed (``SimulatedLoad.deciding``;
+    its number when it is a time; the launch's full figures are recommend's to show) and the draw it failed on."""
+    d = load.deciding(slo)
     at = f"{what}: simulated at that rate, "
-    if by == "overload":
-        return at + "the queue grows without bound"
-    if by == "attainment":
-        return at + "fewer requests than the attainment target meet the SLO"
-    name, q = by.split(" p")
-    return _miss(at + by, load.figures[f"{name.lower()}_seconds_p{q}"].number(), ", above its target")
+    seed = f" (seed {load.seed})"
+    if d.label == "overload":
+        return at + "the queue grows without bound" + seed
+    if d.label == "attainment":
+        return at + "fewer requests than the attainment target meet the SLO" + seed
+    return _miss(at + d.label, d.figure.number(), ", above its target" + seed)
 
 
 def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
@@ -246,7 +252,7 @@ def _evaluate(s: Scenario, targets: tuple[Target, ...], slo=None) -> Candidate:
 def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Candidate:
     """``c`` judged again with recommend's batch row (``recommend.slo_batch``: the simulated closed loop at the
     SLO's percentile), so the best layout's batch is the one recommend plans and the launch command sets; with a
-    rate target, the layout launched at that batch is then fed the rate (``simulate.simulated_load``) and judged
+    rate target, the layout launched at that batch is then fed the rate (``recommend.load_run``) and judged
     under it as recommend judges it: the queue keeps up, TTFT and TPOT at the SLO's percentiles, the attainment."""
     from dataclasses import replace
 
@@ -265,14 +271,15 @@ def _rejudge(c: Candidate, s: Scenario, targets: tuple[Target, ...], slo) -> Can
                             f"{sb.batch}" + (f", {sb.meeting} < {need} needed" if sb.meeting else "")))
     if rate_t and rate < rate_t.bound:
         failed.append(_rate_miss(rate_t.text, rate))
-    if rate_t and not failed:       # the launch at the rate asked, simulated (recommend's load run, the same one)
-        from kvplan.calc.simulate import simulated_load
+    load = None
+    if rate_t and not failed:       # the launch at the rate asked, simulated: recommend's load run, carried to it
+        from kvplan.calc.recommend import load_run
 
-        load = simulated_load(s, rate_t.bound, slo, sb.batch, origin="--target " + rate_t.text)
+        load = load_run(s, rate_t.bound, slo, sb.batch, origin="--target " + rate_t.text)
         if not load.verdict.meets:
-            failed.append(_load_miss(rate_t.text, load))
+            failed.append(_load_miss(rate_t.text, load, slo))
     return replace(c, batch=batch, tpot_seconds=sb.tpot, requests_per_second=rate, failed=tuple(failed),
-                   basis="simulated")
+                   basis="simulated", load=load)
 
 
 def search(base: Scenario, targets: tuple[Target, ...], hardware: tuple, dtypes: tuple | None = None,

@@ -34,6 +34,7 @@ Layer: calc (numpy imported inside the functions that need it).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
@@ -233,6 +234,59 @@ class Verdict:
 
     meets: bool
     decided_by: str
+
+
+@dataclass(frozen=True)
+class Deciding:
+    """The figure that decides a judged run (``deciding``): ``label`` (the verdict's ``decided_by`` when it misses;
+    for a run that meets, the figure nearest its target), ``key`` among the run's figures, the typed ``figure`` and
+    its ``target`` (None for overload: a growing queue has no bound, it misses whatever its size)."""
+
+    label: str
+    key: str
+    figure: Value
+    target: Value | None
+
+    @property
+    def share(self) -> float:
+        """How much of its target the figure uses (above 1 misses): figure / target for a time; for the attainment
+        (a floor) the share of requests missing the SLO over the share the target allows, (1 - attainment) /
+        (1 - target); infinite for overload or a figure with no value."""
+        v, t = self.figure.value, None if self.target is None else self.target.value
+        if v is None or t is None:
+            return math.inf
+        if self.key == "slo_attainment":
+            return (1 - v) / (1 - t) if t < 1 else 0.0 if v >= 1 else math.inf
+        return v / t if t else math.inf
+
+
+def deciding(figures: dict, targets: SloTargets, verdict: Verdict) -> Deciding:
+    """The figure of ``figures`` (a run judged by ``judge`` or ``simulate.sweep_verdict``) that decides ``verdict``:
+    the one that failed, with its number (the queue's waiting requests at the last arrival for overload); for a run
+    that meets, the judged figure with the highest share of its target (the least headroom). One reading for every
+    place that puts a load verdict into words (``recommend.load_outcome``, the ``--target`` search's misses)."""
+    checks = []
+    if targets.tpot is not None:
+        q = targets.tpot_percentile
+        checks.append(Deciding(f"TPOT p{q}", f"tpot_seconds_p{q}", figures[f"tpot_seconds_p{q}"],
+                               Seconds(targets.tpot, given(targets.tpot_origin))))
+    if targets.ttft is not None:
+        q = targets.ttft_percentile
+        checks.append(Deciding(f"TTFT p{q}", f"ttft_seconds_p{q}", figures[f"ttft_seconds_p{q}"],
+                               Seconds(targets.ttft, given(targets.ttft_origin))))
+    if targets.any and "slo_attainment" in figures:
+        checks.append(Deciding("attainment", "slo_attainment", figures["slo_attainment"],
+                               Fraction(targets.attainment, given(targets.attainment_origin or "the default"))))
+    if not verdict.meets:
+        if verdict.decided_by == "overload":
+            return Deciding("overload", "waiting_at_last_arrival", figures["waiting_at_last_arrival"], None)
+        hit = next((c for c in checks if c.label == verdict.decided_by), None)
+        if hit is None:          # a verdict judged on a figure no target here names (the recompute cap)
+            raise KvplanError(f"no figure decides a run judged {verdict.decided_by!r}", "report this as a bug")
+        return hit
+    if not checks:
+        raise KvplanError("a run judged with no SLO target has no deciding figure", "give --tpot-slo or --ttft-slo")
+    return max(checks, key=lambda c: c.share)
 
 
 def judge(figures: dict, targets: SloTargets) -> Verdict:

@@ -50,7 +50,7 @@ def recommend(
         sizing, scenario = _search(r)
         if r.dtypes is None:     # a --kv-dtype given stays the user's (the search tried only it)
             options = dataclasses.replace(options, dtype_origin="chosen by the --target search")
-    plan = plan_recommend(scenario, options)
+    plan = plan_recommend(scenario, options, load=sizing.best.load if sizing is not None and sizing.best else None)
     launch = scenario.engine_adapter.launch_command(plan) if r.emit is not None else None
     emit(present(plan, launch, sizing, r.notes), fmt, output["explain"], output["units"], output["brief"])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.calc.recommend import RecommendPlan, load_outcome
+from kvplan.calc.recommend import RecommendPlan, load_draws, load_outcome, load_seed
 from kvplan.present.common import scenario_data
 from kvplan.render.result import Result, Table, Verbatim
 from kvplan.specs.values import Count, Fraction, Note, Number, Seconds, Tokens, default, given, note
@@ -27,7 +27,9 @@ def _sizing_table(sizing, typed: list[dict], ttft: str | Note = "", loaded: bool
 
 LOAD_BASIS = ("simulated (the SLO model): the launched deployment, every DP replica at most --max-num-seqs running, "
               "fed the --target rate as Poisson arrivals of equal requests and judged as a kvplan simulate "
-              "--sweep-rate point: the queue keeps up, TTFT and TPOT at their percentiles, the attainment")
+              "--sweep-rate point: the queue keeps up, TTFT and TPOT at their percentiles, the attainment; on up "
+              "to 3 Poisson draws (seeds 0, 1, 2; up to 3 runs): it meets only if every draw meets, the draws stop "
+              "at the first miss; the figures shown are that miss, or when all meet the draw nearest its target")
 ALONE_BASIS = ("closed form: a request alone (its prefill + the engine's frontend latency); no rate was given, so the "
                "TTFT under load is not judged (--target rate>=R judges the launch at that rate)")
 
@@ -38,8 +40,9 @@ def _load_table(plan: RecommendPlan) -> Table:
     ld, slo = plan.load, plan.options.slo
     assert ld is not None and slo is not None
     m = ld.figures
-    sim = note("simulated: {n} Poisson requests over {dp} replica(s), at most {b} running each", n=ld.requests,
-               dp=Count(plan.scenario.parallelism.dp), b=ld.max_batch)
+    sim = note("simulated: {n} Poisson requests over {dp} replica(s), at most {b} running each; seed {seed} of "
+               "{k} draw(s)", n=ld.requests, dp=Count(plan.scenario.parallelism.dp), b=ld.max_batch,
+               seed=Count(ld.seed), k=Count(len(ld.draws) or 1))
     rows: list[tuple] = []
     for name, q, bound in (("TTFT", slo.ttft_percentile, slo.ttft), ("TPOT", slo.tpot_percentile, slo.tpot)):
         got = m[f"{name.lower()}_seconds_p{q}"]
@@ -148,7 +151,12 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
             "basis": LOAD_BASIS, "rate_requests_per_second": ld.rate, "requests": ld.requests,
             "max_num_seqs_per_replica": ld.max_batch, kt: m[kt], kp: m[kp], "slo_attainment": m["slo_attainment"],
             "overloaded": ld.verdict.decided_by == "overload", "meets": ld.verdict.meets,
-            "decided_by": ld.verdict.decided_by, "requests_per_second_closed_form": plan.rate_closed_form}
+            "decided_by": ld.verdict.decided_by, "requests_per_second_closed_form": plan.rate_closed_form,
+            "seed": load_seed(ld.seed),
+            "draws": [{"seed": load_seed(r.seed), "meets": r.verdict.meets, "decided_by": r.verdict.decided_by,
+                       kt: r.figures[kt], kp: r.figures[kp], "slo_attainment": r.figures["slo_attainment"]}
+                      for r in (ld.draws or (ld,))]}
+        notes.append(note("Under {rate:g} requests/s the launch was ", rate=ld.rate) + load_draws(ld, slo) + ".")
         if not ld.verdict.meets:
             notes.insert(0, note("Under {rate:g} requests/s the launch misses: ", rate=ld.rate)
                          + load_outcome(ld, slo) + ".")
@@ -187,7 +195,9 @@ def present(plan: RecommendPlan, launch=None, sizing=None, extra_notes: tuple[st
                                                   ttft=plan.ttft_unloaded)),)
     if ld is not None:
         brief += (("under load", note("{rate:g} requests/s: ", rate=ld.rate) + (
-            "meets the SLO (simulated)" if ld.verdict.meets else "misses: " + load_outcome(ld, slo))),)
+            note("meets the SLO on each of {k} Poisson draws (simulated)", k=Count(len(ld.draws) or 1))
+            if ld.verdict.meets else "misses: " + load_outcome(ld, slo) + note(" (simulated, seed {seed})",
+                                                                               seed=Count(ld.seed)))),)
     verbatim = (Verbatim(f"Launch command ({launch.engine}), to paste", launch.text()),) if launch else ()
     return Result("recommend", s.headline(), data, tuple(tables), tuple(notes), brief=brief, verbatim=verbatim,
                   assumptions=(f"{agree} of {len(plan.rows)} rows agree with the workload document's general advice; "
