@@ -2062,6 +2062,25 @@ MUTANTS: tuple[Mutant, ...] = (
       "    time = ttft + output_tokens * tpot"),
     M("rec21h-alone-basis-unsaid", "kvplan/present/recommend.py",
       '"basis": LOAD_BASIS if ld is not None else ALONE_BASIS}', '"basis": LOAD_BASIS}'),
+    # --- ovl21: overload's service witness (kvplan/calc/simulate.py _falls_behind, steady_window); killed by
+    # tests/test_simulate_overload.py
+    M("ovl21-behind-two-sigmas", "kvplan/calc/simulate.py", "OVERLOAD_SIGMAS = 3", "OVERLOAD_SIGMAS = 2"),
+    M("ovl21-behind-sqrt-arrivals", "kvplan/calc/simulate.py",
+      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)",
+      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(arrivals)"),
+    M("ovl21-behind-not-in-verdict", "kvplan/calc/simulate.py", "or _rises(rise, n) or behind)", "or _rises(rise, n))"),
+    M("ovl21-behind-not-in-metrics", "kvplan/calc/simulate.py",
+      "rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics)",
+      "rise is not None and _rises(rise.value or 0, n))"),
+    M("ovl21-no-ramp", "kvplan/calc/simulate.py", "return max(middle, first + ramp), ramp", "return middle, ramp"),
+    M("ovl21-ramp-p50", "kvplan/calc/simulate.py", "OVERLOAD_RAMP_PERCENTILE = 90", "OVERLOAD_RAMP_PERCENTILE = 50"),
+    M("ovl21-no-abstain", "kvplan/calc/simulate.py", "        if start >= last:\n            start = None",
+      "        if False:\n            start = None"),
+    M("ovl21-completions-past-last", "kvplan/calc/simulate.py", "np.count_nonzero((finish > start) & (finish <= last))",
+      "np.count_nonzero(finish > start)"),
+    M("ovl21-closed-loop-witness", "kvplan/calc/simulate.py",
+      "    if open_arrivals:\n        start, ramp = steady_window(",
+      "    if True:\n        start, ramp = steady_window("),
 )
 
 
