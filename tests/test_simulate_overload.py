@@ -417,3 +417,16 @@ def test_the_sweep_calls_12_a_second_overload(run_cli):
     text = " ".join(run_cli(*args).out.split())
     assert "fewer requests finish than arrive, by more than 3 x sqrt(2 x those arrivals)" in text
     assert "Overloaded from 12 requests/s: the arrivals outpace the service there" in text
+
+
+def test_check_goodput_calls_12_a_second_overload_the_same_way(run_cli, tmp_path):
+    # kvplan check's goodput_rps sweeps through the same rule: at 4 and 12 requests/s of SGLang's 1K + 1K (1,000
+    # requests) the goodput is 4 (12/s overloads, as above), so a bound of at least 12 fails (exit 1)
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ndp = 1\nengine = "sglang"\n'
+                    'prompt = "1k"\ndecode = "1k"\n\n[workload]\nrequests = 1000\nrate = 4\n\n'
+                    '[[assert]]\nname = "goodput"\nmetric = "goodput_rps"\nsweep_rate = "4:12:2"\ntpot_slo = "100ms"\n'
+                    'at_least = 12\n', encoding="utf-8")
+    r = run_cli("check", str(plan), "-f", "json")
+    assert r.code == 1, r.err
+    assert r.json()["plans"][0]["assertions"][0]["measured"] == 4
