@@ -1200,8 +1200,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "return steady_rise > max(OVERLOAD_RISE_SHARE * requests, OVERLOAD_MIN)",
       "return steady_rise > OVERLOAD_RISE_SHARE * requests"),
     M("async19-overload-verdict-no-rise", "kvplan/calc/simulate.py",
-      "over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n))",
-      "over = open_arrivals and _grows(w_end, w_mid, n)"),
+      "over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n) or behind)",
+      "over = open_arrivals and (_grows(w_end, w_mid, n) or behind)"),
     M("async19-overload-last-look-not-last-arrival", "kvplan/calc/simulate.py",
       "for k in range(1, OVERLOAD_SAMPLES)] + [last]", "for k in range(0, OVERLOAD_SAMPLES)]"),
     # --- pd21s: attention-DP ranks in lockstep price every rank's prefill; one attention-DP instance split ---------
