@@ -274,3 +274,159 @@ def test_the_sweep_reports_ttft_target_and_overload(run_cli):
 def test_bad_ttft_slo_is_one_line_exit_2(run_cli, args, needle):
     r = run_cli("simulate", *TINY, "--requests", "3", *args)
     assert r.code == 2 and needle in r.err and r.err.count("\n") == 1, r.err
+
+
+# --- the service witness (issue 21): completions against arrivals over the run's steady part -------------------------
+
+def _greedy(rate: float, n: int = 1000):
+    """n requests arriving every 1 / rate s, each admitted on arrival (the waiting queue stays empty, as when an
+    engine admits greedily and preempts later), finishing in order at a server that completes one a second: request
+    i finishes at max(its arrival + 1, the one before's finish + 1). Above 1/s that is i + 1 (the arrival i / rate + 1
+    is earlier); below, its arrival + 1 (the server idles between requests)."""
+    i = np.arange(n)
+    arrival = i / rate
+    finish = i + 1.0 if rate > 1 else arrival + 1.0
+    return _run(arrival, arrival, finish)
+
+
+def test_requests_admitted_at_once_but_finished_at_one_a_second_overload_at_1_25_a_second():
+    # 1,000 arrivals at 1.25/s (0.8 s apart): the last at 999 x 0.8 = 799.2 s, the middle 399.6 s. The waiting queue
+    # is empty throughout, so the queue rules see nothing. Time in system of request i: (i + 1) - 0.8 i = 1 + 0.2 i;
+    # of those that arrived by the middle (i = 0..499) the p90 (numpy's linear: index 0.9 x 499 = 449.1) is
+    # 1 + 0.2 x 449.1 = 90.82 s, so the steady part starts at max(399.6, 0 + 90.82) = 399.6 s. Arrivals in
+    # (399.6, 799.2]: i = 500..999, 500; completions (at i + 1) in it: 400..799, 400. Shortfall 100 >
+    # 3 x sqrt(2 x 500) = 94.87: overloaded. Capacity: finished in [399.6, 799.2] / 399.6 s = 400 / 399.6.
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_greedy(1.25))
+    assert v.samples == (0,) * 8 and v.rise == 0 and (v.waiting_mid, v.waiting_end) == (0, 0)
+    assert v.ramp == pytest.approx(90.82, rel=1e-9) and v.steady_start == pytest.approx(399.6, rel=1e-12)
+    assert (v.steady_arrivals, v.steady_completions) == (500, 400) and v.overloaded
+    assert v.capacity == pytest.approx(400 / 399.6, rel=1e-12)
+    m = sim.overload_values(v)
+    assert (m["arrivals_steady_part"].value, m["completions_steady_part"].value) == (500, 400)
+    assert "500 - 400 = 100 > 3 x sqrt(2 x 500) = 94.9" in m["completions_steady_part"].why.substituted
+    assert sim.falls_behind(m) and m["sustained_requests_per_second"].value == pytest.approx(1.001, rel=1e-3)
+
+
+def test_the_same_server_fed_0_9_a_second_keeps_up():
+    # 1.111 s apart, 1 s each: every request finishes 1 s after it arrives, so the completions over any window are
+    # its arrivals shifted by 1 s: 500 arrived in (555, 1110] s (i = 500..999) and 500 finished (i = 499..998)
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_greedy(0.9))
+    assert (v.steady_arrivals, v.steady_completions) == (500, 500) and not v.overloaded
+
+
+def test_the_service_shortfall_exactly_at_the_limit_is_not_overload_one_more_is():
+    # 500 arrivals: 3 x sqrt(1,000) = 94.87, so 94 short is within the noise and 95 is not; 20 arrivals:
+    # 3 x sqrt(40) = 18.97: 18 short is not, 19 is; 17 arrivals: 3 x sqrt(34) = 17.49, more than all of them
+    from kvplan.calc import simulate as sim
+    from kvplan.specs.values import Count, given
+
+    assert not sim._falls_behind(500, 406) and sim._falls_behind(500, 405)
+    assert not sim._falls_behind(20, 2) and sim._falls_behind(20, 1)
+    assert not sim._falls_behind(17, 0)
+
+    def m(came, went):
+        return {"waiting_at_mid_arrival": Count(0, given("m")), "waiting_at_last_arrival": Count(0, given("e")),
+                "requests_finished": Count(1000, given("n")), "waiting_steady_rise": Count(0, given("r")),
+                "arrivals_steady_part": Count(came, given("a")), "completions_steady_part": Count(went, given("c"))}
+
+    assert not sim.overloaded(m(500, 406)) and sim.overloaded(m(500, 405))
+    assert not sim.overloaded(m(None, None))   # no steady part: the witness abstains
+
+
+def test_the_ramp_while_the_batch_fills_is_no_shortfall():
+    # 200 arrivals at 1/s, each 150 s in the system and admitted at once (a deployment that keeps up, requests that
+    # run long): nothing finishes before 150 s. From the middle (99.5 s) 100 arrive to 199 s and only 50 finish
+    # (i + 150 <= 199: i = 0..49), short by 50 > 3 x sqrt(200) = 42.4: the fill, not overload. The steady part starts
+    # at max(99.5, 0 + 150) = 150 s: 49 arrive in (150, 199] (i = 151..199) and 49 finish (i = 1..49).
+    from kvplan.calc import simulate as sim
+
+    i = np.arange(200.0)
+    v = sim.overload_verdict(_run(i, i, i + 150))
+    assert v.steady_start == 150.0 and (v.steady_arrivals, v.steady_completions) == (49, 49) and not v.overloaded
+
+
+def test_requests_that_outlast_the_arrivals_leave_no_steady_part():
+    # 100 arrivals at 1/s, 200 s each: the steady part would start at 200 s, past the last arrival (99 s): the
+    # witness abstains (no figure), and the queue rules see an empty queue
+    from kvplan.calc import simulate as sim
+
+    i = np.arange(100.0)
+    v = sim.overload_verdict(_run(i, i, i + 200))
+    assert v.steady_start is None and v.steady_arrivals is None and not v.overloaded
+    m = sim.overload_values(v)
+    assert m["arrivals_steady_part"].value is None and "no steady part" in m["arrivals_steady_part"].why.substituted
+
+
+def test_a_closed_loop_that_falls_behind_is_still_never_overloaded():
+    from kvplan.calc import simulate as sim
+
+    r = _greedy(1.25)
+    r.workload = SimpleNamespace(arrivals=None)
+    v = sim.overload_verdict(r)
+    assert not v.overloaded and v.steady_arrivals is None
+    assert not sim.overloaded({**sim.overload_values(v), "waiting_at_last_arrival": sim.Count(0),
+                               "requests_finished": sim.Count(1000)})
+
+
+def _sglang_1k_1k(rate: float):
+    from kvplan.calc import simulate as sim
+    from kvplan.inputs import workload as wl
+    from kvplan.options.scenarios import build_scenario
+
+    s = build_scenario(model="llama-3.1-8b", hardware="h100-sxm", tp="1", dp="1", engine="sglang", prompt="1k",
+                       decode="1k")
+    work = wl.build(requests=1000, seed=0, prompt=wl.parse_dist("fixed:1000", "--prompt"),
+                    output=wl.parse_dist("fixed:1000", "--decode"), max_len=wl.MAX_TOKENS, rate=rate)
+    return sim.simulate(s, work, sim.SimOptions())
+
+
+def test_llama_8b_1k_1k_on_one_h100_at_12_a_second_is_overloaded_at_4_it_keeps_up():
+    # The capacity, independently (kvplan concurrency / kvplan tpot, SGLang, llama-3.1-8b, 1 x H100 SXM, TP=1): the
+    # pool holds 409,640 tokens; running requests of a 1,000 + 1,000 stream sit at contexts 1,000..2,000, 1,500 on
+    # average, so the pool holds at most 272 of them (`tpot --prompt 1499 --decode 2 --batch 272`: 273 does not fit)
+    # and one decode step of that batch takes 29.26 ms: 272 requests x 1,000 tokens each take 29.26 s to decode,
+    # 9.30 requests/s with no prefill at all. Each 1,000-token prompt costs about its 41 ms TTFT alone on top
+    # (`tpot --batch 204`: TTFT 40.99 ms), so the deployment sustains about 1 / (29.26 / 272 + 0.041) = 6.7/s.
+    # 12/s is 1.29 x the no-prefill ceiling: overloaded. 4/s is 0.6 x the estimate: it keeps up. With 1,000 requests
+    # the waiting queue alone missed 12/s (SGLang admits, then retracts: the backlog runs and is retracted, not
+    # waiting), so the service witness decides it.
+    from kvplan.calc import simulate as sim
+
+    over = sim.overload_verdict(_sglang_1k_1k(12.0))
+    assert over.overloaded and over.steady_arrivals - over.steady_completions > 3 * (2 * over.steady_arrivals) ** 0.5
+    assert not sim._grows(over.waiting_end, over.waiting_mid, 1000) and not sim._rises(over.rise, 1000)
+    assert 6.45 < over.capacity < 9.3   # between the estimates above (6.7 with one prompt's TTFT, 9.30 without)
+    ok = sim.overload_verdict(_sglang_1k_1k(4.0))
+    assert not ok.overloaded and ok.steady_arrivals is not None
+    assert abs(ok.steady_arrivals - ok.steady_completions) <= 3 * (2 * ok.steady_arrivals) ** 0.5
+
+
+def test_the_sweep_calls_12_a_second_overload(run_cli):
+    # the command the issue showed: --sweep-rate on SGLang's 1K + 1K, 1,000 requests a rate; 12/s "met" before
+    args = ("simulate", "-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "1", "--dp", "1", "--engine", "sglang",
+            "--prompt", "1k", "--decode", "1k", "--sweep-rate", "4:12:2", "--tpot-slo", "100ms")
+    doc = run_cli(*args, "-f", "json").json()
+    low, high = doc["sweep"]
+    assert (low["rate_requests_per_second"], low["meets_targets"]) == (4.0, True)
+    assert (high["rate_requests_per_second"], high["meets_targets"], high["decided_by"]) == (12.0, False, "overload")
+    assert high["arrivals_steady_part"] - high["completions_steady_part"] > 3 * (2 * high["arrivals_steady_part"]) ** .5
+    text = " ".join(run_cli(*args).out.split())
+    assert "fewer requests finish than arrive, by more than 3 x sqrt(2 x those arrivals)" in text
+    assert "Overloaded from 12 requests/s: the arrivals outpace the service there" in text
+
+
+def test_check_goodput_calls_12_a_second_overload_the_same_way(run_cli, tmp_path):
+    # kvplan check's goodput_rps sweeps through the same rule: at 4 and 12 requests/s of SGLang's 1K + 1K (1,000
+    # requests) the goodput is 4 (12/s overloads, as above), so a bound of at least 12 fails (exit 1)
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[deployment]\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\ntp = 1\ndp = 1\nengine = "sglang"\n'
+                    'prompt = "1k"\ndecode = "1k"\n\n[workload]\nrequests = 1000\nrate = 4\n\n'
+                    '[[assert]]\nname = "goodput"\nmetric = "goodput_rps"\nsweep_rate = "4:12:2"\ntpot_slo = "100ms"\n'
+                    'at_least = 12\n', encoding="utf-8")
+    r = run_cli("check", str(plan), "-f", "json")
+    assert r.code == 1, r.err
+    assert r.json()["plans"][0]["assertions"][0]["measured"] == 4

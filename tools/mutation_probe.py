@@ -1200,8 +1200,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "return steady_rise > max(OVERLOAD_RISE_SHARE * requests, OVERLOAD_MIN)",
       "return steady_rise > OVERLOAD_RISE_SHARE * requests"),
     M("async19-overload-verdict-no-rise", "kvplan/calc/simulate.py",
-      "over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n))",
-      "over = open_arrivals and _grows(w_end, w_mid, n)"),
+      "over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n) or behind)",
+      "over = open_arrivals and (_grows(w_end, w_mid, n) or behind)"),
     M("async19-overload-last-look-not-last-arrival", "kvplan/calc/simulate.py",
       "for k in range(1, OVERLOAD_SAMPLES)] + [last]", "for k in range(0, OVERLOAD_SAMPLES)]"),
     # --- pd21s: attention-DP ranks in lockstep price every rank's prefill; one attention-DP instance split ---------
@@ -2096,6 +2096,25 @@ MUTANTS: tuple[Mutant, ...] = (
     M("debt21-carry-never", REC, "elif not (load is not None and", "elif not (False and"),
     M("debt21-search-keeps-no-load", SIZING, 'basis="simulated", load=load)', 'basis="simulated")'),
     M("debt21-command-not-carried", "kvplan/commands/recommend.py", "load=sizing.best.load if", "load=None if"),
+    # --- ovl21: overload's service witness (kvplan/calc/simulate.py _falls_behind, steady_window); killed by
+    # tests/test_simulate_overload.py
+    M("ovl21-behind-two-sigmas", "kvplan/calc/simulate.py", "OVERLOAD_SIGMAS = 3", "OVERLOAD_SIGMAS = 2"),
+    M("ovl21-behind-sqrt-arrivals", "kvplan/calc/simulate.py",
+      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)",
+      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(arrivals)"),
+    M("ovl21-behind-not-in-verdict", "kvplan/calc/simulate.py", "or _rises(rise, n) or behind)", "or _rises(rise, n))"),
+    M("ovl21-behind-not-in-metrics", "kvplan/calc/simulate.py",
+      "rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics)",
+      "rise is not None and _rises(rise.value or 0, n))"),
+    M("ovl21-no-ramp", "kvplan/calc/simulate.py", "return max(middle, first + ramp), ramp", "return middle, ramp"),
+    M("ovl21-ramp-p50", "kvplan/calc/simulate.py", "OVERLOAD_RAMP_PERCENTILE = 90", "OVERLOAD_RAMP_PERCENTILE = 50"),
+    M("ovl21-no-abstain", "kvplan/calc/simulate.py", "        if start >= last:\n            start = None",
+      "        if False:\n            start = None"),
+    M("ovl21-completions-past-last", "kvplan/calc/simulate.py", "np.count_nonzero((finish > start) & (finish <= last))",
+      "np.count_nonzero(finish > start)"),
+    M("ovl21-closed-loop-witness", "kvplan/calc/simulate.py",
+      "    if open_arrivals:\n        start, ramp = steady_window(",
+      "    if True:\n        start, ramp = steady_window("),
 )
 
 

@@ -93,6 +93,8 @@ __all__ = ["COMPARE_KEYS", "DEFAULT_POLICY", "DEFAULT_VICTIM", "DEFAULT_WATERMAR
 # the overload verdict and the TTFT target of --sweep-rate (issue 19)
 __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict", "parse_ttft_slo", "ttft_key",
             "OVERLOAD_RISE", "OVERLOAD_RISE_SHARE", "OVERLOAD_SAMPLES", "steady_rise", "waiting_samples"]
+# the service witness of the overload verdict (issue 21): completions against arrivals over the run's steady part
+__all__ += ["OVERLOAD_BEHIND", "OVERLOAD_RAMP_PERCENTILE", "OVERLOAD_SIGMAS", "falls_behind", "steady_window"]
 # a launch fed a rate, judged as a --sweep-rate point (recommend --target rate>=R, issue 21)
 __all__ += ["LOAD_REQUESTS", "SimulatedLoad", "load_requests", "simulated_load"]
 
@@ -1277,6 +1279,22 @@ OVERLOAD_RISE = (Count(OVERLOAD_SAMPLES, default("kvplan's overload rule: the wa
                                                  "each of this many equal parts of the arrival span")),
                  Fraction(OVERLOAD_RISE_SHARE, default("kvplan's overload rule: a queue longer at every look than "
                                                        "at the one before grows by this share of the requests")))
+# the service witness (_falls_behind): over the run's steady part (``steady_window``: from the middle of the arrivals,
+# or later, once the requests that arrived first have had their time in system, to the last arrival), the
+# deployment finished fewer requests than arrived, by more than OVERLOAD_SIGMAS standard deviations of that
+# difference for a deployment that keeps up
+OVERLOAD_SIGMAS = 3
+OVERLOAD_RAMP_PERCENTILE = 90
+OVERLOAD_BEHIND = (Count(OVERLOAD_SIGMAS, default(
+    "kvplan's overload rule: completions fall short of the arrivals over the steady part of the run by more than "
+    "this many standard deviations of a deployment that keeps up, sqrt(2 x the arrivals) (Poisson counts: variance "
+    "= mean; one-sided normal tail at 3 sigma: 0.13%)")),
+                   Count(OVERLOAD_RAMP_PERCENTILE, default(
+    "kvplan's overload rule: the steady part starts once the requests that arrived by the middle of the arrivals "
+    "have had this percentile of their time in system (the ramp, while the batch fills, is no steady state)")))
+SERVICE_SOURCE = ("kvplan's overload rule, service witness (issue 21): arrivals - completions over a window is the "
+                  "growth of the requests in the system; for a deployment that keeps up it differs from 0 by two "
+                  "Poisson counts of at most the window's arrivals each, variance <= 2 x arrivals; 3 sigma")
 TTFT_PERCENTILES = (50, 90, 99)   # the --ttft-slo percentiles (p99 unless the target names another)
 
 
@@ -1297,6 +1315,36 @@ def _rises(steady_rise: int, requests: int) -> bool:
     of the arrivals at every look: at 1.06 x, by 5% of the requests over the seven eighths of the span after the
     first look (the first part needs 1.25 x)."""
     return steady_rise > max(OVERLOAD_RISE_SHARE * requests, OVERLOAD_MIN)
+
+
+def _falls_behind(arrivals: int, completions: int) -> bool:
+    """The third part, the service witness (issue 21): over the run's steady part (``steady_window``) the deployment
+    finished fewer requests than arrived, by more than OVERLOAD_SIGMAS x sqrt(2 x arrivals) (no floor is needed: the
+    shortfall is at most the arrivals, and 3 x sqrt(2 x A) exceeds A below 18 arrivals). The shortfall is the growth
+    of the requests in the system (arrived and not finished: waiting, running, or preempted), which the waiting-queue
+    parts miss when the engine admits what the pool takes and the backlog piles up as running requests that slow
+    every step, or as preempted ones (admitted once, so not counted as waiting).
+    The tolerance: a deployment that keeps up finishes, over a window of length T, the requests that arrived over
+    the same window shifted by their time in system W; the two counts share the arrivals of the overlap and differ
+    by those of two stretches of length min(W, T), independent Poisson counts of mean rate x min(W, T) each, so the
+    shortfall has variance 2 x rate x min(W, T) <= 2 x the window's arrivals. Three standard deviations of that
+    bound: a run that keeps up is called overloaded with probability below 0.13% (one-sided normal tail). Arrivals
+    1.25 x what the deployment sustains over a window of 475 arrivals fall short by 95 > 3 x sqrt(950) = 92.5."""
+    return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)
+
+
+def steady_window(arrival, finish, first: float, middle: float) -> tuple[float, float]:
+    """The start of the run's steady part, which ends at the last arrival: the middle of the arrivals, or later,
+    ``first`` + the OVERLOAD_RAMP_PERCENTILE-th percentile of the time in system (finish - arrival) of the requests
+    that arrived by the middle, when they take longer (the batch fills over about one time in system; before that
+    fewer finish than arrive in a deployment that keeps up). A start at or past ``last`` leaves no steady part: the
+    service witness abstains (a burst, or requests that outlast the arrival span). Returns (start, that percentile of
+    the time in system)."""
+    import numpy as np
+
+    early = arrival <= middle
+    ramp = float(np.percentile(finish[early] - arrival[early], OVERLOAD_RAMP_PERCENTILE)) if np.any(early) else 0.0
+    return max(middle, first + ramp), ramp
 
 
 def waiting_samples(arrival, admitted, first: float, last: float) -> tuple[int, ...]:
@@ -1332,11 +1380,17 @@ class Overload:
     capacity: float | None              # completions / (window_end - middle): the rate the deployment sustains
     samples: tuple[int, ...] = ()       # the queue at the end of each eighth of the arrival span (waiting_samples)
     rise: int = 0                       # its steady rise (steady_rise): last - first when it rose at every look
+    steady_start: float | None = None   # the start of the steady part (steady_window), None: no steady part
+    steady_arrivals: int | None = None  # requests that arrived in (steady_start, last]
+    steady_completions: int | None = None   # requests that finished in (steady_start, last]
+    first: float = 0.0                  # the first arrival, s
+    ramp: float = 0.0                   # the p90 time in system of the requests that arrived by ``middle``, s
 
 
 def overload_verdict(r: SimRun) -> Overload:
     """The run's overload verdict (``_grows`` on the queue at the middle of the arrivals and at the last one, or
-    ``_rises`` on its steady rise through the arrival span) and its capacity estimate: the requests that finished per
+    ``_rises`` on its steady rise through the arrival span, or ``_falls_behind``: fewer requests finished than arrived
+    over the steady part, ``steady_window``) and its capacity estimate: the requests that finished per
     second from the middle of the arrivals to the last admission (while the queue was never empty, the deployment
     ran as fast as it can; a run that keeps up is read to the last arrival). A closed loop is never overloaded (each
     user waits for its answer)."""
@@ -1357,11 +1411,21 @@ def overload_verdict(r: SimRun) -> Overload:
     samples = waiting_samples(arrival, admitted, first, last)
     rise = steady_rise(samples)
     rate = float(np.count_nonzero(arrival > middle)) / (last - middle) if last > middle else None
-    over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n))
+    start: float | None = None
+    ramp = 0.0
+    if open_arrivals:
+        start, ramp = steady_window(arrival, finish, first, middle)
+        if start >= last:
+            start = None
+    came = int(np.count_nonzero((arrival > start) & (arrival <= last))) if start is not None else None
+    went = int(np.count_nonzero((finish > start) & (finish <= last))) if start is not None else None
+    behind = came is not None and went is not None and _falls_behind(came, went)
+    over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n) or behind)
     end = max(float(admitted.max()), last) if over else last
     done = int(np.count_nonzero((finish >= middle) & (finish <= end)))
     capacity = done / (end - middle) if end > middle else None
-    return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity, samples, rise)
+    return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity, samples, rise,
+                    start, came, went, first, ramp)
 
 
 def overload_values(v: Overload) -> dict:
@@ -1387,15 +1451,38 @@ def overload_values(v: Overload) -> dict:
         ("looks " + ", ".join(f"{q:,}" for q in v.samples) + ": "
          + (f"{v.samples[-1]:,} - {v.samples[0]:,} = {v.rise:,}" if v.rise else "not longer at every look: 0"))
         if v.open_arrivals else "a closed loop"))
+    if v.steady_start is None:
+        why = "a closed loop" if not v.open_arrivals else (
+            "no steady part: the requests that arrived by the middle of the arrivals were still in the system at the "
+            "last arrival (their p90 time in system outlasts the arrival span)")
+        came = Count(None, derived("requests that arrived over the run's steady part", why))
+        went = Count(None, derived("requests that finished over the run's steady part", why))
+    else:
+        span = f"({v.steady_start:.6g}, {v.last:.6g}] s"
+        came = Count(v.steady_arrivals, derived(
+            "requests that arrived over the run's steady part: after max(the middle of the arrivals, the first + the "
+            "p90 time in system of the requests that arrived by the middle), to the last arrival",
+            f"start max({v.middle:.6g}, {v.first:.6g} + {v.ramp:.6g}) = {v.steady_start:.6g} s; "
+            f"{v.steady_arrivals:,} in {span}", SERVICE_SOURCE))
+        short = (v.steady_arrivals or 0) - (v.steady_completions or 0)
+        bound = OVERLOAD_SIGMAS * math.sqrt(2 * (v.steady_arrivals or 0))
+        went = Count(v.steady_completions, derived(
+            "requests that finished over the run's steady part; overloaded when arrivals - completions > "
+            "3 x sqrt(2 x arrivals): the requests in the system grew past the Poisson noise of a deployment "
+            "that keeps up",
+            f"{v.steady_completions:,} in {span}; {v.steady_arrivals:,} - {v.steady_completions:,} = {short:,} "
+            + (">" if short > bound else "<=")
+            + f" 3 x sqrt(2 x {v.steady_arrivals:,}) = {bound:.1f}", SERVICE_SOURCE))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
-            "waiting_steady_rise": rise,
+            "waiting_steady_rise": rise, "arrivals_steady_part": came, "completions_steady_part": went,
             "arrival_rate_second_half_requests_per_second": rate, "sustained_requests_per_second": cap}
 
 
 def overloaded(metrics: dict) -> bool:
     """The deployment does not keep up with the rate: ``_grows`` on the run's queue at the last arrival and at the
-    middle of the arrivals, or ``_rises`` on its steady rise (``overload_values``; a middle not given counts as an
-    empty queue, one given as None is a closed loop: never overloaded). The same verdict as ``overload_verdict`` on
+    middle of the arrivals, or ``_rises`` on its steady rise, or ``_falls_behind`` on its arrivals and completions
+    over the steady part (``overload_values``; a middle not given counts as an empty queue, one given as None is a
+    closed loop: never overloaded; no steady part: that witness abstains). The same verdict as ``overload_verdict`` on
     the run."""
     if "waiting_at_last_arrival" not in metrics or "requests_finished" not in metrics:
         return False
@@ -1405,7 +1492,15 @@ def overloaded(metrics: dict) -> bool:
     n = metrics["requests_finished"].value or 0
     rise = metrics.get("waiting_steady_rise")
     return _grows(metrics["waiting_at_last_arrival"].value or 0, mid.value if mid is not None else 0, n) or (
-        rise is not None and _rises(rise.value or 0, n))
+        rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics)
+
+
+def falls_behind(metrics: dict) -> bool:
+    """The service witness on the run's metrics (``_falls_behind`` on ``arrivals_steady_part`` and
+    ``completions_steady_part``; False when the run has no steady part or is a closed loop)."""
+    came, went = metrics.get("arrivals_steady_part"), metrics.get("completions_steady_part")
+    return (came is not None and went is not None and came.value is not None and went.value is not None
+            and _falls_behind(came.value, went.value))
 
 
 def parse_ttft_slo(text: str) -> tuple[float, int]:

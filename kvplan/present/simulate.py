@@ -6,12 +6,14 @@ from typing import TYPE_CHECKING
 
 from kvplan.calc.simulate import (
     OVERLOAD,
+    OVERLOAD_BEHIND,
     OVERLOAD_RISE,
     POLICY_SOURCE,
     VICTIM_SOURCE,
     Deployment,
     SimPlan,
     SweepPlan,
+    falls_behind,
     overloaded,
     ttft_key,
 )
@@ -193,13 +195,23 @@ def overload_words(m: dict) -> tuple[str, tuple[Note, ...]]:
     which carries no figure); ("", ()) for a run that keeps up."""
     if not overloaded(m):
         return "", ()
-    warning = note("Overloaded: requests arrive at {rate:.3g}/s over the second half of the arrivals, and the "
-                   "deployment sustains {cap:.3g} requests/s (its completions while requests waited): the waiting "
-                   "queue grew from {mid:,d} requests at the middle of the arrivals to {end:,d} at the last one, so "
-                   "TTFT and queueing grow with the run's length and are no steady state. Lower the rate below "
-                   "{cap:.3g}/s, or add replicas.", rate=m["arrival_rate_second_half_requests_per_second"],
-                   cap=m["sustained_requests_per_second"], mid=m["waiting_at_mid_arrival"],
-                   end=m["waiting_at_last_arrival"])
+    mid, end = m["waiting_at_mid_arrival"], m["waiting_at_last_arrival"]
+    said: list[Note] = []
+    if (end.value or 0) > (mid.value or 0):
+        said.append(note("the waiting queue grew from {mid:,d} requests at the middle of the arrivals to {end:,d} at "
+                         "the last one", mid=mid, end=end))
+    if falls_behind(m):
+        said.append(note("over the run's steady part {went:,d} requests finished while {came:,d} arrived (the "
+                         "requests in the system, running and preempted too, grew)",
+                         went=m["completions_steady_part"], came=m["arrivals_steady_part"]))
+    if not said:
+        said.append(note("the waiting queue was longer at every look through the arrivals than at the one before"))
+    warning = (note("Overloaded: requests arrive at {rate:.3g}/s over the second half of the arrivals, and the "
+                    "deployment sustains {cap:.3g} requests/s (its completions while requests waited): ",
+                    rate=m["arrival_rate_second_half_requests_per_second"], cap=m["sustained_requests_per_second"])
+               + Note.join("; ", said)
+               + note(", so TTFT and queueing grow with the run's length and are no steady state. Lower the rate "
+                      "below {cap:.3g}/s, or add replicas.", cap=m["sustained_requests_per_second"]))
     return "OVERLOADED: arrivals outpace the service, capacity below; ", (warning,)
 
 
@@ -345,16 +357,22 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
                        targets=targets)
     share, least = OVERLOAD
     looks, rise = OVERLOAD_RISE
+    sigmas, ramp = OVERLOAD_BEHIND
     notes: list[str | Note] = [verdict, note(
         "Workload at each rate: the same {n} requests (seed {seed:d}); Poisson gaps scale as 1 / rate. A rate also "
         "fails when it overloads the deployment: the waiting queue grows, between the middle of the arrivals and "
         "the last one, by more than {share:.0%} of the requests (and more than {least:d}), or it is longer at each of "
-        "{looks:d} looks through the arrivals than at the one before and grows by more than {rise:.0%} of them.",
-        n=sweep.requests, seed=inputs["seed"], share=share, least=least, looks=looks, rise=rise)]
+        "{looks:d} looks through the arrivals than at the one before and grows by more than {rise:.0%} of them, or "
+        "over the run's steady part (from the middle of the arrivals, or once the first half's requests had their "
+        "p{ramp:d} time in system, to the last arrival) fewer requests finish than arrive, by more than {sigmas:d} x "
+        "sqrt(2 x those arrivals), the Poisson noise of a deployment that keeps up (more requests resolve a rate "
+        "nearer the capacity).",
+        n=sweep.requests, seed=inputs["seed"], share=share, least=least, looks=looks, rise=rise, sigmas=sigmas,
+        ramp=ramp)]
     over = next(((rate, m) for rate, m, o in zip(rates, sweep.points, sweep.overloaded, strict=True) if o), None)
     if over is not None and "sustained_requests_per_second" in over[1]:
-        notes.insert(2, note("Overloaded from {rate:g} requests/s: the waiting queue grows there; the deployment "
-                             "sustains {cap:.3g} requests/s at that rate.", rate=over[0],
+        notes.insert(2, note("Overloaded from {rate:g} requests/s: the arrivals outpace the service there; the "
+                             "deployment sustains {cap:.3g} requests/s at that rate.", rate=over[0],
                              cap=over[1]["sustained_requests_per_second"]))
     b = sweep.burst   # a passing burst: say so
     warnings = [] if b is None else [note(
