@@ -859,11 +859,10 @@ class StepModel:
         if len(ranges) == 1:
             start, end = ranges[0]
             return self.prefill_seconds(end, start, chunk_tokens, expert_gpus, lockstep)
-        if lockstep and self.lockstep_ranks > 1:
-            n = self.pass_ranks
-            ep = (self.scenario.parallelism.ep or self.scenario.parallelism.tp) / n
-            own = self.prefill_pass_seconds(ranges, chunk_tokens, expert_gpus=ep)
-            return own + (self.lockstep_ranks / n - 1) * max(own - self._least_step, 0.0)
+        if self.lockstep_ranks > 1 and lockstep:     # as prefill_seconds: R / N passes on this rank's clock
+            par, n = self.scenario.parallelism, self.pass_ranks
+            own = self.prefill_pass_seconds(ranges, chunk_tokens, expert_gpus=(par.ep or par.tp) / n)
+            return own + max(own - self._least_step, 0.0) * (self.lockstep_ranks / n - 1)
         tokens = sum(end - start for start, end in ranges)
         if chunk_tokens and tokens > chunk_tokens:
             raise ValueError(f"a pass of {len(ranges)} prompts holds {tokens} tokens, over the budget {chunk_tokens}")
