@@ -94,7 +94,7 @@ def test_pd_short_prompts_colocate_when_the_waiting_prompts_share_a_pass(run_cli
         assert not any(x.startswith("The verdict changes") for x in d["first_screen_notes"])
         # at 150 tokens the colocated replica is held by its pool-capped batch's sustained rate: B = 1,024
         # (max_num_seqs), D = 300, so B / D = 3.41 prompts share a pass: passes of 3 (450 tokens: 2 x 7.50e9 x 450 /
-        # 692.3 TFLOP/s = 9.75 ms + attention 0.03 ms + 0.93 ms = 10.71 ms) and 4 (13.94 ms) in shares 0.59 : 0.41,
+        # 692.3 TFLOP/s = 9.75 ms + attention 0.03 ms + 0.93 ms = 10.71 ms) and 4 (13.97 ms) in shares 0.59 : 0.41,
         # 12.03 ms a pass on average, 3.53 ms a prompt; TPOT(1,024) without prefills from the step model (45.40 ms
         # at contexts 150 .. 450): 1,024 / (300 x 45.40 ms + 1,024 x 3.53 ms) = 59.4 requests/s an H100, against the
         # split's 135,335 tokens/s / 300 / 8 = 56.4: 0.95x, colocate (alone each prompt cost 6.44 ms: 50.7 / s)
