@@ -111,3 +111,21 @@ def test_pd_short_prompts_colocate_when_the_waiting_prompts_share_a_pass(run_cli
         assert row["colocated_tokens_per_second"] / 300 / 8 == pytest.approx(rate, rel=5e-3)
         assert row["disaggregated_tokens_per_second"] / row["colocated_tokens_per_second"] == pytest.approx(
             0.95, abs=0.01)
+
+
+def test_a_pass_takes_prompts_while_their_tokens_are_at_most_the_budget():
+    # 128-token prompts: 64 x 128 = 8,192 tokens, exactly the budget, so 64 share the first pass (vLLM V0's
+    # budget.can_schedule: num_batched_tokens + new <= token_budget) and the 65th and 66th the next, before any
+    # decode step: two distinct first-token times, 64 then 2
+    s = build_scenario(**dict(LLAMA, prompt="128"))
+    work = wl.build(requests=66, seed=0, prompt=wl.parse_dist("fixed:128", "p"), output=wl.parse_dist("fixed:2", "o"),
+                    max_len=1000, users=66, think_s=0.0)
+    r = sim.simulate(s, work, sim.SimOptions())
+    firsts = r.first_token.tolist()
+    assert len(set(firsts[:64])) == 1 and len(set(firsts[64:])) == 1 and firsts[64] > firsts[0]
+    # 2 x 7.50e9 x 8,192 / 692.3 TFLOP/s = 177.5 ms + attention 64 x 4 x 32 x 4,096 x 128^2 / 2 (0.40 ms) + 0.93 ms
+    assert firsts[0] == pytest.approx(pass_by_hand([128] * 64), rel=5e-3)
+    # the two left: 256 tokens, 2 x 7.50e9 x 256 / 692.3 TFLOP/s = 5.55 ms, just over the 5.51 ms weight read,
+    # + attention 2 x 4 x 32 x 4,096 x 128^2 / 2 (0.01 ms) + 0.93 ms = 6.49 ms
+    assert firsts[64] - firsts[0] == pytest.approx(pass_by_hand([128] * 2), rel=2e-3)
+    assert firsts[64] - firsts[0] == pytest.approx(6.49e-3, abs=0.01e-3)
