@@ -5,8 +5,8 @@ functions: no block table, no closed-form sums, no bisection, no numpy state arr
 one decode step per loop turn, each step priced by ``StepModel.step`` for the batch it actually holds. It uses only
 kvplan's public inputs: the pool and block size (``kvplan.calc.capacity``), the request's bytes at a context
 (``capacity.request_bytes``), the host tier (``capacity.host_tier``), the one cost model (``kvplan.calc.costs``:
-``step_model``, ``StepModel.prefill_seconds``, ``swap_copies``, ``swap_seconds``, ``host_link_rate``) and the
-engine's batch limits. Slow on purpose: clarity over speed.
+``step_model``, ``StepModel.prefill_seconds``, ``prefill_pass_seconds``, ``swap_copies``, ``swap_seconds``,
+``host_link_rate``) and the engine's batch limits. Slow on purpose: clarity over speed.
 
 The rules, as documented by the engine (one replica):
 
@@ -25,9 +25,14 @@ The rules, as documented by the engine (one replica):
    does not fit stops admission.
    * A swapped request: its blocks are reserved now, its copy back starts when the host-to-device direction of the
      link is free and its copy out has landed; it holds blocks while it lands.
-   * A new request: blocks for its prompt, a prefill of the prompt (chunked by max_num_batched_tokens) while the
-     batch stands still; the prefill gives the first token. A recomputed request: blocks for its whole cache
-     (prompt + generated - 1), a prefill of all of it; those tokens count as recomputed.
+   * A new request: blocks for its prompt, a prefill of the prompt while the batch stands still; the prefill gives
+     the first token. A recomputed request: blocks for its whole cache (prompt + generated - 1), a prefill of all of
+     it; those tokens count as recomputed. The requests admitted in a row share one prefill pass while the tokens
+     they compute sum to at most max_num_batched_tokens (vLLM V0's ``_schedule_prefills`` budget loop; SGLang's
+     PrefillAdder): the next that would pass it starts the next pass. A pass of several is priced
+     ``StepModel.prefill_pass_seconds`` of their token ranges, one alone ``StepModel.prefill_seconds`` (chunked by
+     max_num_batched_tokens when longer); the pass's requests hold their blocks (and count as holding them for
+     the next admission) from their admission, and their first tokens come at its end.
    * A request whose output is one token is done at its prefill.
    After prefills took time, what arrived meanwhile is queued before admission looks again.
 4. A decode step: each running request with g tokens generated reads and writes its cache of prompt + g tokens and
@@ -262,11 +267,14 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
                 heapq.heappush(pending, (t, submitted))
                 submitted += 1
 
+    in_pass: list = []               # the prefill pass being formed: (request, first token computed, end)
+
     def holding() -> int:
-        return len(running) + len(landing) + len(leaving)
+        return len(running) + len(landing) + len(leaving) + len(in_pass)
 
     def occupancy() -> int:
-        return sum(r.blocks for r in running) + sum(r.blocks for r in landing)
+        return (sum(r.blocks for r in running) + sum(r.blocks for r in landing)
+                + sum(r.blocks for r, _, _ in in_pass))
 
     def room_for(k: int) -> bool:
         if holding() == 0:
@@ -300,26 +308,45 @@ def run(s, workload, policy: str = "recompute", victim: str = "newest", max_batc
             out.swapped_in_bytes += nbytes(r.cache)
         if swapped:
             return
-        while (r := head_if_it_fits(waiting)) is not None:
-            if r.generated == 0:
-                r.admitted = now
-                r.prefix_hit_tokens = hit if prefix_warm else 0
-                prefix_warm = True
-                t = sm.prefill_seconds(r.prompt, r.prefix_hit_tokens, chunk)
-                now += t
-                r.generated = 1
-                r.first_token = now
+        while True:       # one prefill pass a turn: the prompts admitted in a row while their tokens fit the budget
+            tokens = 0
+            while waiting:
+                head = waiting[0]
+                start = hit if (head.generated or prefix_warm) else 0
+                if in_pass and tokens + head.cache - start > chunk:
+                    break
+                r = head_if_it_fits(waiting)
+                if r is None:
+                    break
+                if r.generated == 0:
+                    r.admitted = now
+                    r.prefix_hit_tokens = start
+                    prefix_warm = True
+                in_pass.append((r, start, r.cache))
+                tokens += r.cache - start
+            if not in_pass:
+                return
+            if len(in_pass) == 1:
+                _, start, end = in_pass[0]
+                t = sm.prefill_seconds(end, start, chunk)
             else:
-                t = sm.prefill_seconds(r.cache, hit, chunk)
-                now += t
-                r.recomputed += r.cache - hit
+                t = sm.prefill_pass_seconds([(a, e) for _, a, e in in_pass], chunk)
+            now += t
             out.prefill_seconds += t
-            note_peak(r)
-            if r.generated >= r.output:
-                done(r)
-            else:
-                r.state = RUNNING
-                running.append(r)
+            members = in_pass[:]
+            in_pass.clear()
+            for r, start, end in members:
+                if r.generated == 0:
+                    r.generated = 1
+                    r.first_token = now
+                else:
+                    r.recomputed += end - start
+                note_peak(r)
+                if r.generated >= r.output:
+                    done(r)
+                else:
+                    r.state = RUNNING
+                    running.append(r)
 
     def pick_victim() -> int:
         if victim == "newest":

@@ -65,6 +65,14 @@ PASS_SHARING_SOURCE = (
     "1 - e^(-Lambda T)) and 1 + Lambda T e^(Lambda T) prompts (Wald), N = Lambda T + e^(-Lambda T) prompts a pass, "
     "at most R (one prompt a rank); each rank's timeline then pays R / N passes per prompt of its own, each with the "
     "experts' FLOPs of N prompts (1 pass of R prompts saturated, as pd's prefill role; R passes of 1 prompt alone)")
+PREFILL_PACKING_SOURCE = (
+    "an engine that runs prefills as passes of their own packs the waiting prompts into one forward up to its token "
+    "budget: vLLM V0 Scheduler._schedule_prefills takes the waiting queue in order while budget.can_schedule("
+    "num_new_tokens=uncached tokens, num_new_seqs) holds (max_num_batched_tokens, max_num_seqs), else stops, and "
+    "_schedule_default schedules no decode in a step that has prefills (github.com/vllm-project/vllm/blob/v0.7.3/"
+    "vllm/core/scheduler.py); SGLang's PrefillAdder adds waiting requests to one prefill batch until its chunk "
+    "budget (--chunked-prefill-size) or --max-prefill-tokens is spent (sgl-project/sglang v0.5.23 python/sglang/srt/"
+    "managers/schedule_policy.py PrefillAdder.add_one_req, mem_cache/prefill_budget.py PrefillBudget)")
 PASS_CREDIT_ROUNDS = 8   # Little's law rounds of a rank's decode batch at its rate (``with_pass_sharing``)
 LAYOUT_SOURCE = ("vllm-project/vllm PR #27743 (>= 0.12): one contiguous block across all layers (Llama-3.1-8B 32 KB "
                  "-> 2 MB); the V0 layout copies each layer's K and V blocks separately")
@@ -836,6 +844,43 @@ class StepModel:
             total += max(weights, compute) + self.prefill_comm(n) + self.overhead_s
             start = end
         return total
+
+    def prefill_pass_seconds(self, ranges, chunk_tokens: int | None = None, lockstep: bool = False,
+                             expert_gpus: float | None = None) -> float:
+        """One prefill pass of several prompts: ``ranges`` holds each prompt's token range (start, end), tokens
+        start..end computed against its cache of ``start`` (a prefix hit), the waiting prompts an engine packs into
+        one forward up to its token budget (PREFILL_PACKING_SOURCE). The pass is one step over their summed tokens:
+        every weight read once, max(weights / (HBM x hbm), (linear FLOPs of the summed tokens + each prompt's own
+        attention FLOPs) / (peak x prefill_mfu)), plus the summed tokens' communication (``prefill_comm``) and the
+        step's fixed overhead, as ``prefill_seconds`` prices one chunk; N alike prompts are ``prefill_seconds(...,
+        prompts=N)``. One range is ``prefill_seconds`` of it (chunked by ``chunk_tokens`` when longer: a prompt
+        over the budget runs alone); several must sum to at most ``chunk_tokens``. ``lockstep`` and
+        ``expert_gpus`` as in ``prefill_seconds``."""
+        if len(ranges) == 1:
+            start, end = ranges[0]
+            return self.prefill_seconds(end, start, chunk_tokens, expert_gpus, lockstep)
+        if self.lockstep_ranks > 1 and lockstep:     # as prefill_seconds: R / N passes on this rank's clock
+            par, n = self.scenario.parallelism, self.pass_ranks
+            own = self.prefill_pass_seconds(ranges, chunk_tokens, expert_gpus=(par.ep or par.tp) / n)
+            return own + max(own - self._least_step, 0.0) * (self.lockstep_ranks / n - 1)
+        tokens = sum(end - start for start, end in ranges)
+        if chunk_tokens and tokens > chunk_tokens:
+            raise ValueError(f"a pass of {len(ranges)} prompts holds {tokens} tokens, over the budget {chunk_tokens}")
+        s = self.scenario
+        tp = s.parallelism.tp
+        routed = self.moe_flops_per_token * tp / 2
+        ep = expert_gpus or s.parallelism.ep or tp
+        params = flops.matmul_params(s.sized_model).value
+        memo = self._chunk_attention
+        attention = 0.0
+        for start, end in ranges:         # attention per prompt: each attends to its own cache only
+            a = memo.get((start, end))
+            if a is None:
+                a = memo[start, end] = self.prefill_attention(end, start)
+            attention += a
+        linear = 2 * (params - routed) * tokens / tp + 2 * routed * tokens / ep
+        compute = (linear + attention / tp) / self.prefill_flops_s
+        return max(self.weight_read_seconds, compute) + self.prefill_comm(tokens) + self.overhead_s
 
 
     def mixed_step(self, batch, cache_bytes: float, attention_flops: float, chunks=()) -> float:

@@ -366,15 +366,39 @@ class _Model:
             start = end
         return added
 
+    def packed_prefill(self, p: int, d: int, batch: int, rate: float = 0.0) -> tuple[float, float]:
+        """(T_pf, k): what one colocated prompt of ``p`` tokens costs a saturated replica whose batch is held at
+        ``batch`` = B, and the prompts a prefill pass holds on average. On an engine that runs prefills as passes of
+        their own (no mixed chunks) the prompts waiting at a step share one pass up to the token budget (vLLM V0's
+        ``_schedule_prefills``, SGLang's PrefillAdder: ``costs.PREFILL_PACKING_SOURCE``; the simulator's rule book
+        alike). Saturated, each step frees the slots of the requests that finish in it, B / D on average (a request
+        holds its slot D steps), and the queue fills them in that step's pass: k = B / D prompts a pass, at least 1,
+        at most ``prefill_batch`` (the token budget // p, max_num_seqs). Passes then hold floor(k) or floor(k) + 1
+        prompts, in the shares that average k: T_pf = ((1 - f) x T(floor k) + f x T(floor k + 1)) / k, f = k -
+        floor k, T(j) the pass of j prompts (``StepModel.prefill_pass_seconds``; lockstep under attention DP as
+        ``colocated_prefill``; T(1) is ``colocated_prefill``). An engine that mixes chunks into decode steps (vLLM
+        V1): ``steps_prefill``, k = 1."""
+        if self.o.chunked and self.s.engine_adapter.mixes_prefill_chunks():
+            return self.steps_prefill(p, d, batch, rate), 1.0
+        k = min(max(batch / max(d, 1), 1.0), float(self.prefill_batch(p)), float(max(batch, 1)))
+        step, chunk = self.sharing(p, d, rate), (self.chunk if self.o.chunked else None)
+        lo = int(k)
+        f = k - lo
+        mean = step.prefill_pass_seconds([(0, p)] * lo, chunk, lockstep=True)
+        if f > 0:
+            mean += f * (step.prefill_pass_seconds([(0, p)] * (lo + 1), chunk, lockstep=True) - mean)
+        return mean / k, k
+
     def sustained(self, p: int, d: int) -> tuple[float, int, float, float]:
         """The most requests/s one replica sustains, in closed form: its batch can grow no further than
         ``batch_limit`` (the KV pool at the full context, max_num_seqs), and each request costs the replica its
-        prefill (``steps_prefill``) and its share of D steps of that batch, so B / (D x TPOT(B) + B x T_pf) at
-        B = the limit (the rate rises with the batch). Above it the waiting queue grows without bound however the
-        TPOT looks (a pool-capped batch keeps its TPOT while the queue grows), which a short simulated run may not
-        show (``colocated_goodput`` caps its rates here). Under attention DP the prefill's price depends on the
-        rate (pass sharing), iterated ``COLOCATED_SHARING_ROUNDS`` times from pure decode's rate. Returns (rate,
-        B, T_pf, TPOT(B))."""
+        prefill (``packed_prefill``: where prefills are passes of their own, the B / D prompts waiting at a step share
+        one; ``steps_prefill`` where chunks ride in decode steps) and its share of D steps of that batch, so
+        B / (D x TPOT(B) + B x T_pf) at B = the limit (the rate rises with the batch). Above it the waiting queue
+        grows without bound however the TPOT looks (a pool-capped batch keeps its TPOT while the queue grows),
+        which a short simulated run may not show (``colocated_goodput`` caps its rates here). Under attention DP the
+        prefill's price depends on the rate (pass sharing), iterated ``COLOCATED_SHARING_ROUNDS`` times from pure
+        decode's rate. Returns (rate, B, T_pf, TPOT(B))."""
         b = self.batch_limit(p, d)
         if b < 1:
             return 0.0, 0, math.inf, math.inf
@@ -383,7 +407,7 @@ class _Model:
         rate = float(self.decode_only(p, d).requests_per_second) if lock else 0.0
         t_pf = math.inf
         for _ in range(COLOCATED_SHARING_ROUNDS if lock else 1):
-            t_pf = self.steps_prefill(p, d, b, rate)
+            t_pf = self.packed_prefill(p, d, b, rate)[0]
             rate = b / (d * plain + b * t_pf)
         return rate, b, t_pf, plain
 
@@ -1052,7 +1076,8 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     if pool_capped:
         col_rps_v = Number(col_rps, derived(
             "closed form: instances x the rate the pool-capped batch sustains, B / (D x TPOT(B) + B x T_pf) at B = "
-            "the KV pool's batch (T_pf as the engine's steps pay it); no rate above it is sustained, and the "
+            "the KV pool's batch (T_pf as the engine's steps pay it: a pass of the B / D prompts waiting at a step, "
+            "per prompt, where prefills are passes of their own); no rate above it is sustained, and the "
             "simulated run at it (a --sweep-rate point) meets the targets",
             f"{instances} x {good_rate:.6g}{ranks_text}; {sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x "
             f"{sus_pf:.6g}) = {sus_rate:.6g}"))
@@ -1408,8 +1433,9 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
     shortest prompts disaggregate on an engine whose colocated prefills are passes of their own (``own_passes``: the
     colocated model of the scenario's layout; None where the engine mixes prefill chunks into its decode steps,
     vLLM V1), the price of such a pass at the longest of those prompts against the prefill role's packed pass: a
-    whole weight read for a few hundred tokens, which the prefill role shares among k prompts (the simulator prices
-    a colocated admission round's prompts one after the other). None when the verdict changes at most once."""
+    whole weight read for a few hundred tokens, which the prefill role shares among k prompts (the rule book packs
+    the prompts waiting at a step, about B / D; kvplan's SGLang scheduler prices a round's prompts one after the
+    other). None when the verdict changes at most once."""
     fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
     at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
     if len(at) < 2:
@@ -1435,7 +1461,8 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
                                                 "disaggregation wins", f"{short}"))
         text += ("; at {short:,} tokens and under the split wins: on this engine a colocated prompt is a prefill "
                  "pass of its own between decode steps (the neutral rule book's and SGLang's default, no mixed chunks; "
-                 "kvplan prices an admission round's prompts one after the other), {alone:ms:,.2f} ms for "
+                 "the neutral rule book packs the prompts waiting at a step into one pass, kvplan's SGLang scheduler "
+                 "prices them one after the other), {alone:ms:,.2f} ms for "
                  f"{{short:,}} tokens on TP{label} (a whole weight read), where a prefill-role rank packs {k} into one "
                  "pass at {packed:ms:,.2f} ms each; --engine vllm mixes prefill chunks into decode steps")
     return note(text + ".", **values)

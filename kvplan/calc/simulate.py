@@ -310,7 +310,8 @@ def simulate(s: Scenario, workload: Workload, options: SimOptions | None = None,
                      total_blocks=u.total_blocks, prefix_blocks=u.prefix_blocks, prefix_hit=u.hit, dram_cap=dram_cap,
                      contexts=np.zeros(len(P), dtype=np.int64), contexts_used=not fast or sched.reads_contexts,
                      prefill=prices.prefill, swap_cost=prices.swap_cost, arrivals=arrivals,
-                     users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s)
+                     users=int(workload.users or 0), think_s=workload.think_s, duration_s=workload.duration_s,
+                     prefill_pass=prices.prefill_pass)
     r.lockstep = sm.lockstep_ranks / sm.pass_ranks      # passes on this rank's clock per prompt of its own
     r.lockstep_least = sm._least_step if sm.lockstep_ranks > 1 else 0.0
     r.shift = slots

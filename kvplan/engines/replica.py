@@ -61,7 +61,8 @@ class ReplicaState:
     """One replica: its pool, queues, running batch, host tier and clock (module docstring)."""
 
     __slots__ = ("lockstep", "lockstep_least", "n", "block", "total_blocks", "prefix_blocks", "hit", "dram_cap", "Pl",
-                 "Ll", "El", "btl", "xo", "xo_used", "prefill", "swap_cost", "closed", "think_s", "duration_s", "tally",
+                 "Ll", "El", "btl", "xo", "xo_used", "prefill", "prefill_pass", "swap_cost", "closed", "think_s",
+                 "duration_s", "tally",
                  "now", "steps", "free", "landing_blocks", "leaving_blocks", "g", "held", "in_dram", "swap_ready",
                  "xo_l", "in_run", "done_at", "phase", "sum_xo", "done_heap", "running", "waiting", "swapped",
                  "landing", "leaving", "arrivals", "times", "open_next", "next_id", "done", "out_free", "in_free",
@@ -70,11 +71,14 @@ class ReplicaState:
     def __init__(self, *, prompts: list[int], outputs: list[int], block: int, blocks_at: list[int], total_blocks: int,
                  prefix_blocks: int, prefix_hit: int, dram_cap: int | None, contexts: Any, contexts_used: bool,
                  prefill: Callable[[int, int], float], swap_cost: Callable[[int], tuple[int, float]],
-                 arrivals: list[float] | None, users: int, think_s: float, duration_s: float | None) -> None:
+                 arrivals: list[float] | None, users: int, think_s: float, duration_s: float | None,
+                 prefill_pass: Callable[[list[tuple[int, int]]], float] | None = None) -> None:
         """``blocks_at[c]``: the blocks a cache of c tokens fills; ``contexts``: a numpy int64 array of one entry per
         request, written only when ``contexts_used``; ``prefill(tokens, cached)`` and ``swap_cost(cache)`` (bytes,
-        seconds of one direction) are the prices; ``arrivals``: each request's time (sorted), or None for a closed
-        loop of ``users`` users who think ``think_s`` after a completion, submitting until ``duration_s``."""
+        seconds of one direction) are the prices, ``prefill_pass(ranges)`` the price of one pass of several prompts'
+        (start, end) token ranges (``costs.StepModel.prefill_pass_seconds``); ``arrivals``: each request's time
+        (sorted), or None for a closed loop of ``users`` users who think ``think_s`` after a completion, submitting
+        until ``duration_s``."""
         n = len(prompts)
         self.n, self.block, self.total_blocks, self.hit, self.dram_cap = n, block, total_blocks, prefix_hit, dram_cap
         self.prefix_blocks = prefix_blocks       # the shared prefix's one copy, outside total_blocks
@@ -82,6 +86,7 @@ class ReplicaState:
         self.El = [p + q for p, q in zip(prompts, outputs, strict=True)]   # the context at which a request is done
         self.btl, self.xo, self.xo_used = blocks_at, contexts, contexts_used
         self.prefill, self.swap_cost = prefill, swap_cost
+        self.prefill_pass = prefill_pass
         # attention-DP ranks in lockstep: R / N passes a prompt (costs.StepModel.lockstep_ranks / pass_ranks); a
         # prefill's price holds the other passes after its own, which is where its first token comes
         # (first_token_back), each less the decode step it runs inside (lockstep_least: StepModel.pass_credit)

@@ -72,8 +72,8 @@ def scheduler_for(s: Any, o: Any, *, max_batch: int, watermark_blocks: int, thre
             v1.engine_rules = f"vLLM V1 scheduler, {span} ({v1.short})"
             v1.notes = (f"Scheduler: {v1.describe}; {engine.release}.",)
             return v1
-    book = RuleBook(o.policy, o.victim, max_batch, watermark_blocks, threshold_blocks)
+    book = RuleBook(o.policy, o.victim, max_batch, watermark_blocks, threshold_blocks, budget=chunk)
     if engine.id == "vllm":     # a release before V1: V0's watermark and swap space, which the rule book follows
         book.notes = (f"Scheduler: {engine.release} predate vLLM V1, so kvplan's rule book runs, which follows "
-                      "V0's (watermark admission, swap space, prefills alone).",)
+                      "V0's (watermark admission, swap space, prefills packed in passes of their own).",)
     return book

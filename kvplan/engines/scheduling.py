@@ -14,8 +14,12 @@ The rule book (``RuleBook``), one replica:
   and the blocks its cache needs leave the watermark free (vLLM V0's BlockSpaceManager: watermark 0.01 of the
   blocks); with nothing else holding blocks, the watermark is waived. No admission in the instant of a
   preemption (vLLM V1 schedules no waiting request in a step that preempted).
-* A prefill (new prompt, or the re-prefill of a recomputed request's whole cache) runs alone: the batch's decode
-  stalls for it. The prefill produces the first output token.
+* Prefills (new prompts, and re-prefills of recomputed requests' caches) run as passes of their own: the batch's
+  decode stalls for them. The requests admitted in a row share one pass while their tokens sum to at most the token
+  budget (max_num_batched_tokens; a prompt over it runs alone, in chunks), priced once by the cost model
+  (``StepModel.prefill_pass_seconds``: one weight read, each prompt's own attention), as vLLM V0's
+  ``_schedule_prefills`` and SGLang's PrefillAdder pack them (``costs.PREFILL_PACKING_SOURCE``). The pass produces
+  its new requests' first output tokens, at its end.
 * A decode step: every running request reads its P + g cached tokens (g generated so far) and writes one, so its
   cache grows by one token; a block is allocated when the cache crosses a block boundary. A request is done when
   it has generated its output; its blocks are freed at once.
@@ -90,8 +94,8 @@ class Scheduler(ABC):
     # a scheduler that runs some steps itself (vLLM V1's mixed prefill + decode steps): the loop calls ``step``
     # after ``admit`` at every event, and runs its closed-form decode steps only when ``step`` returns False
     steps_itself: bool = False
-    describe: str = ("kvplan's rule book (kvplan.engines.scheduling: V0-style watermark admission, prefills alone, "
-                     "swap or recompute)")
+    describe: str = ("kvplan's rule book (kvplan.engines.scheduling: V0-style watermark admission, prefills packed "
+                     "in passes of their own, swap or recompute)")
 
     def step(self, r: ReplicaState) -> bool:
         """Run the next step here when it is not a plain decode step of the running batch; True when it ran one."""
@@ -120,11 +124,13 @@ class Scheduler(ABC):
 class RuleBook(Scheduler):
     """The rules of the module docstring: ``policy`` and ``victim`` from ``POLICIES`` and ``VICTIMS``; at most
     ``max_batch`` requests hold blocks; admission keeps ``watermark_blocks`` free and, with a threshold of
-    ``threshold_blocks`` (None: off), the occupancy at most it, which proactive offload also keeps."""
+    ``threshold_blocks`` (None: off), the occupancy at most it, which proactive offload also keeps; the prompts it
+    admits in a row share a prefill pass of at most ``budget`` tokens (None: each prompt a pass of its own)."""
 
     def __init__(self, policy: str, victim: str, max_batch: int, watermark_blocks: int,
-                 threshold_blocks: int | None) -> None:
+                 threshold_blocks: int | None, budget: int | None = None) -> None:
         self.policy, self.victim_rule, self.newest = policy, victim, victim == "newest"
+        self.budget = budget      # the tokens one prefill pass packs (max_num_batched_tokens); None: a pass a prompt
         self.max_batch, self.wm_blocks, self.thr = max_batch, watermark_blocks, threshold_blocks
         self.reads_contexts = not self.newest
         self._np: Any = None
@@ -197,45 +203,82 @@ class RuleBook(Scheduler):
         return True
 
     def _admit_waiting(self, r: ReplicaState) -> None:
-        """The waiting queue in order while it fits: a new request's prompt, a recomputed one's cache, each
-        prefilled alone; a request whose tokens are all there at its prefill is done."""
+        """The waiting queue in order while it fits: a new request's prompt, a recomputed one's cache (past the
+        shared prefix); the prompts admitted in a row are packed into one prefill pass while their tokens sum to at
+        most ``budget`` (vLLM V0's _schedule_prefills budget loop, SGLang's PrefillAdder:
+        ``costs.PREFILL_PACKING_SOURCE``; one over the budget runs alone, in chunks), priced once
+        (``StepModel.prefill_pass_seconds``), their first tokens at its end; then the queue again. A request whose
+        tokens are all there at its prefill is done."""
         waiting, Pl, g, btl, wm, thr = r.waiting, r.Pl, r.g, r.btl, self.wm_blocks, self.thr
-        holders = r.holders()     # only a join below adds one
-        tally, prefill, block, phase, Ll = r.tally, r.prefill, r.block, r.phase, r.Ll
-        while waiting and holders < self.max_batch:
-            i = waiting[0]
-            gi = g[i]
-            cache = Pl[i] + (gi - 1 if gi else 0)
-            need = btl[cache]
-            free = r.free
-            if not (free - need >= wm and (thr is None or r.total_blocks - free - r.leaving_blocks + need <= thr)
-                    if holders else need <= free):     # _fits, inline: the waiting queue is the hot path
-                self._stopped(r)
+        holders = r.holders()     # admission adds one (its blocks are reserved), a finish at its prefill takes it off
+        tally, budget = r.tally, self.budget
+        members: list[tuple[int, int, int, int]] = []      # the pass: (request, generated, start, end)
+        tokens = 0
+        while True:
+            while waiting and holders < self.max_batch:
+                i = waiting[0]
+                gi = g[i]
+                cache = Pl[i] + (gi - 1 if gi else 0)
+                need = btl[cache]
+                free = r.free
+                if not (free - need >= wm and (thr is None or r.total_blocks - free - r.leaving_blocks + need <= thr)
+                        if holders else need <= free):     # _fits, inline: the waiting queue is the hot path
+                    break
+                # the first prompt ever computes the shared prefix, every later one (and every recompute) hits it
+                start = r.hit if (gi or r.prefix_cached) else 0
+                if members and budget is not None and tokens + cache - start > budget:
+                    break             # over the pass's token budget: this pass runs, the next one starts here
+                waiting.popleft()
+                r.held[i] = need      # reserved
+                r.free = free = free - need
+                if r.total_blocks - free > tally.peak_used:
+                    tally.peak_used = r.total_blocks - free
+                if gi == 0:
+                    tally.admitted[i] = r.now
+                    tally.prefix_hits[i] = start
+                    r.prefix_cached = True
+                members.append((i, gi, start, cache))
+                tokens += cache - start
+                holders += 1
+                if budget is None:
+                    break             # no packing: each prompt a pass of its own
+            if not members:
+                if waiting:
+                    self._stopped(r)  # the head does not fit, or the batch is full
                 return
-            waiting.popleft()
-            r.held[i] = need      # reserved
-            r.free = free = free - need
-            if r.total_blocks - free > r.tally.peak_used:
-                r.tally.peak_used = r.total_blocks - free
-            if gi == 0:               # ReplicaState.prefill_prompt written out: the first prompt computes the
-                tally.admitted[i] = now = r.now   # shared prefix, every later one hits it; the first token
-                hit = r.hit if r.prefix_cached else 0
-                t = prefill(Pl[i], hit)
-                tally.prefix_hits[i] = hit
-                r.prefix_cached = True
-                r.now = now = now + t
+            holders -= self._run_pass(r, members)
+            members = []
+            tokens = 0
+
+    def _run_pass(self, r: ReplicaState, members: list[tuple[int, int, int, int]]) -> int:
+        """One prefill pass of ``members`` (request, generated, start, end), the batch standing still: its price,
+        each new request's first token at its end, each recomputed one's tokens counted; then each joins the batch,
+        or is done when its tokens are all there. Returns how many were done (they hold no blocks now)."""
+        tally, g, Ll = r.tally, r.g, r.Ll
+        if len(members) == 1:
+            _, _, start, end = members[0]
+            t = r.prefill(end, start)
+        else:
+            assert r.prefill_pass is not None, "a replica whose rule book packs prefills has a pass price"
+            t = r.prefill_pass([(start, end) for _, _, start, end in members])
+        r.now = now = r.now + t
+        tally.stall_prefill += t
+        first = now - r.first_token_back(t) if r.lockstep > 1 else now
+        done = 0
+        block, phase = r.block, r.phase
+        for i, gi, start, end in members:
+            if gi == 0:
                 g[i] = 1
-                tally.first_token[i] = now - r.first_token_back(t) if r.lockstep > 1 else now
-                tally.stall_prefill += t
+                tally.first_token[i] = first
             else:
-                r.prefill_again(i, cache)
+                tally.recomputed[i] += end - start
             if (gi or 1) >= Ll[i]:        # its tokens now: the first from the prefill, or as before
                 r.finished(i)
+                done += 1
             elif r.xo_used:
                 r.join(i)
-                holders += 1
             else:     # ReplicaState.join written out (no numpy copy); no V1 release runs here, so r.shift == 0
-                v = Pl[i] + g[i] - r.steps
+                v = r.Pl[i] + g[i] - r.steps
                 r.xo_l[i] = v
                 r.sum_xo += v
                 phase[-v % block] += 1
@@ -245,9 +288,7 @@ class RuleBook(Scheduler):
                 r.seq[i] = r.joins
                 r.joins += 1
                 r.running.append(i)
-                holders += 1
-        if waiting:
-            self._stopped(r)      # the batch is full
+        return done
 
     # --- victims, preemption, offload -------------------------------------------------------------------------
     def victim(self, r: ReplicaState) -> int:

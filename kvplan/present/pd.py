@@ -148,8 +148,9 @@ def present(plan: PdPlan) -> Result:
         "plus the exposed KV transfer and the handover. EP never spans instances.",
         ("Colocated prefills run in chunks of max_num_batched_tokens inside decode steps (--no-chunked: whole)."
          if o.chunked and s.engine_adapter.mixes_prefill_chunks() else
-         "Colocated prefills run as passes of their own between decode steps (no mixed chunks), each prompt of an "
-         "admission round priced alone, in chunks of the token budget (--no-chunked: whole)."),
+         "Colocated prefills run as passes of their own between decode steps (no mixed chunks): the prompts waiting "
+         "at a step share one pass up to the token budget (B / D of them a pass when saturated; kvplan's SGLang "
+         "simulator prices them one after the other), a longer prompt alone in chunks of it (--no-chunked: whole)."),
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
         "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill rank "

@@ -305,6 +305,11 @@ class Prices:
     def _prefill(self, tokens: int, cached: int = 0) -> float:
         return self.sm.prefill_seconds(tokens, cached, self.chunk, lockstep=True)
 
+    def prefill_pass(self, ranges) -> float:
+        """One prefill pass of several prompts' (start, end) token ranges, their tokens summing to at most the chunk
+        (``StepModel.prefill_pass_seconds``, lockstep as ``prefill``)."""
+        return self.sm.prefill_pass_seconds(ranges, self.chunk, lockstep=True)
+
     def mixed(self, r, chunks) -> tuple[float, float]:
         """One step of replica state ``r``'s running batch (its next step's contexts) with prefill ``chunks``
         ((first token, past the last) each) in the same pass, and the same step without them:
