@@ -1886,6 +1886,15 @@ MUTANTS: tuple[Mutant, ...] = (
     M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
       'mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))',
       "mfu_v = cast(Number, factors.prefill_mfu)"),
+    # h200pf20: benchmarks/prefill_fidelity.py's pass of several prompts (P16) and its inexpressible points (P18, P21)
+    M("h200pf20-pass-one-prompt", "benchmarks/prefill_fidelity.py",
+      "seconds = step.prefill_seconds(p.prompt, 0, None, spread, prompts=p.prompts)",
+      "seconds = step.prefill_seconds(p.prompt * p.prompts, 0, None, spread)"),
+    M("h200pf20-pass-seconds-one-prompt", "benchmarks/prefill_fidelity.py",
+      'return figure / 1e3 if p.kind == "ttft" else p.prompt * p.prompts / (figure * p.parallel["tp"])',
+      'return figure / 1e3 if p.kind == "ttft" else p.prompt / (figure * p.parallel["tp"])'),
+    M("h200pf20-inexpressible-kept", "benchmarks/prefill_fidelity.py",
+      "return [p for p in (points or load_points()) if expressible(p)]", "return list(points or load_points())"),
     # fix20: release spans (tests/test_engine_releases.py); SGLang /metrics scheduler copies, a defaulted GPU, the
     # /metrics TTFT's frontend latency (tests/test_calibrate_command.py)
     M("fix20-vllm-no-v0.17-span", VLLM, "(0, 15, 0), (0, 17, 0), (0, 18, 0)", "(0, 15, 0), (0, 18, 0)"),
