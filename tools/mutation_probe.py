@@ -1282,9 +1282,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
     # prefill20: benchmarks/prefill_fidelity.py's harness rules (pd's saturated-role spread, per GPU, error sign)
     M("prefill20-harness-no-spread", "benchmarks/prefill_fidelity.py",
-      "seconds = step.prefill_seconds(p.prompt, 0, None, spread)", "seconds = step.prefill_seconds(p.prompt, 0, None)"),
+      "seconds = step.prefill_seconds(p.prompt, 0, None, spread, prompts=p.prompts)",
+      "seconds = step.prefill_seconds(p.prompt, 0, None, prompts=p.prompts)"),
     M("prefill20-harness-per-replica", "benchmarks/prefill_fidelity.py",
-      "return p.prompt / seconds / par.tp", "return p.prompt / seconds"),
+      "return p.prompt * p.prompts / seconds / par.tp", "return p.prompt * p.prompts / seconds"),
     M("prefill20-harness-throughput-error-sign", "benchmarks/prefill_fidelity.py",
       "return p.measured / predicted - 1", "return predicted / p.measured - 1"),
     M("prefill20-harness-utilisation-per-gpu", "benchmarks/prefill_fidelity.py",
