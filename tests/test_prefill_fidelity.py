@@ -27,7 +27,7 @@ def test_every_point_is_cited_with_its_settings():
         assert p.kind in ("ttft", "throughput"), p.id
         assert re.search(r"(github\.com/|https://)", p.source), p.id          # a URL or repo reference
         assert p.prompt > 0 and p.measured > 0, p.id
-        assert p.engine in ("vllm", "sglang"), p.id
+        assert p.engine in ("vllm", "sglang", "neutral"), p.id
         assert "tp" in p.parallel, p.id
         assert p.assumed, f"{p.id}: say what the source does not state"
         pf.scenario(p)                                                          # the settings make a scenario

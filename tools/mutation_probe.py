@@ -1282,9 +1282,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # checks that free - need, never growing over decode steps, makes fail anyway, whatever free it records)
     # prefill20: benchmarks/prefill_fidelity.py's harness rules (pd's saturated-role spread, per GPU, error sign)
     M("prefill20-harness-no-spread", "benchmarks/prefill_fidelity.py",
-      "seconds = step.prefill_seconds(p.prompt, 0, None, spread)", "seconds = step.prefill_seconds(p.prompt, 0, None)"),
+      "seconds = step.prefill_seconds(p.prompt, 0, None, spread, prompts=p.prompts)",
+      "seconds = step.prefill_seconds(p.prompt, 0, None, prompts=p.prompts)"),
     M("prefill20-harness-per-replica", "benchmarks/prefill_fidelity.py",
-      "return p.prompt / seconds / par.tp", "return p.prompt / seconds"),
+      "return p.prompt * p.prompts / seconds / par.tp", "return p.prompt * p.prompts / seconds"),
     M("prefill20-harness-throughput-error-sign", "benchmarks/prefill_fidelity.py",
       "return p.measured / predicted - 1", "return predicted / p.measured - 1"),
     M("prefill20-harness-utilisation-per-gpu", "benchmarks/prefill_fidelity.py",
@@ -1886,6 +1887,15 @@ MUTANTS: tuple[Mutant, ...] = (
     M("prefill20e-preempt-given-as-default", "kvplan/calc/preemption.py",
       'mfu_v = cast(Number, factors.prefill_mfu) if st.mfu is None else Number(st.mfu, given("--mfu"))',
       "mfu_v = cast(Number, factors.prefill_mfu)"),
+    # h200pf20: benchmarks/prefill_fidelity.py's pass of several prompts (P16) and its inexpressible points (P18, P21)
+    M("h200pf20-pass-one-prompt", "benchmarks/prefill_fidelity.py",
+      "seconds = step.prefill_seconds(p.prompt, 0, None, spread, prompts=p.prompts)",
+      "seconds = step.prefill_seconds(p.prompt * p.prompts, 0, None, spread)"),
+    M("h200pf20-pass-seconds-one-prompt", "benchmarks/prefill_fidelity.py",
+      'return figure / 1e3 if p.kind == "ttft" else p.prompt * p.prompts / (figure * p.parallel["tp"])',
+      'return figure / 1e3 if p.kind == "ttft" else p.prompt / (figure * p.parallel["tp"])'),
+    M("h200pf20-inexpressible-kept", "benchmarks/prefill_fidelity.py",
+      "return [p for p in (points or load_points()) if expressible(p)]", "return list(points or load_points())"),
     # fix20: release spans (tests/test_engine_releases.py); SGLang /metrics scheduler copies, a defaulted GPU, the
     # /metrics TTFT's frontend latency (tests/test_calibrate_command.py)
     M("fix20-vllm-no-v0.17-span", VLLM, "(0, 15, 0), (0, 17, 0), (0, 18, 0)", "(0, 15, 0), (0, 18, 0)"),
