@@ -1459,19 +1459,19 @@ def overload_values(v: Overload) -> dict:
         came = Count(None, derived("requests that arrived over the run's steady part", why))
         went = Count(None, derived("requests that finished over the run's steady part", why))
     else:
-        span = f"({v.steady_start:.6g}, {v.last:.6g}] s"
         came = Count(v.steady_arrivals, derived(
             "requests that arrived over the run's steady part: after max(the middle of the arrivals, the first + the "
             "p90 time in system of the requests that arrived by the middle), to the last arrival",
             f"start max({v.middle:.6g}, {v.first:.6g} + {v.ramp:.6g}) = {v.steady_start:.6g} s; "
-            f"{v.steady_arrivals:,} in {span}", SERVICE_SOURCE))
+            f"{v.steady_arrivals:,} in ({v.steady_start:.6g}, {v.last:.6g}] s", SERVICE_SOURCE))
         short = (v.steady_arrivals or 0) - (v.steady_completions or 0)
         bound = OVERLOAD_SIGMAS * math.sqrt(2 * (v.steady_arrivals or 0))
         went = Count(v.steady_completions, derived(
             "requests that finished over the run's steady part; overloaded when arrivals - completions > "
             "3 x sqrt(2 x arrivals): the requests in the system grew past the Poisson noise of a deployment "
             "that keeps up",
-            f"{v.steady_completions:,} in {span}; {v.steady_arrivals:,} - {v.steady_completions:,} = {short:,} "
+            f"{v.steady_completions:,} in ({v.steady_start:.6g}, {v.last:.6g}] s; "
+            f"{v.steady_arrivals:,} - {v.steady_completions:,} = {short:,} "
             + (">" if short > bound else "<=")
             + f" 3 x sqrt(2 x {v.steady_arrivals:,}) = {bound:.1f}", SERVICE_SOURCE))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
