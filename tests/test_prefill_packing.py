@@ -155,3 +155,18 @@ def test_the_shortest_prompts_colocate_too(run_cli):
                     "4000", "--decode", "300", "--engine", engine, "-f", "json")
         rows = [x for x in r.json()["by_ratio"] if x["fits"]]
         assert [x["prompt_tokens"] for x in rows if x["disaggregation_wins"]] == [15000], engine
+
+
+def test_prompts_done_at_their_pass_free_the_batch_for_the_next_pass():
+    # 8 users of 100-token prompts with one output token each (done at their prefill) and a batch of 4: the first
+    # pass takes 4 (the batch limit), all 4 are done at its end and hold nothing, so the next 4 form the second pass
+    # at once: first tokens at one pass and two passes, where a pass of 4 x 100 = 400 tokens is compute-bound by hand
+    # (2 x 7.50e9 x 400 / 692.3 TFLOP/s = 8.67 ms + attention 4 x 4 x 32 x 4,096 x 100^2 / 2 = 0.01 TFLOP, 0.015 ms;
+    # over the 5.51 ms weight read; + 0.93 ms = 9.61 ms)
+    s = build_scenario(**dict(LLAMA, prompt="100"))
+    work = wl.build(requests=8, seed=0, prompt=wl.parse_dist("fixed:100", "p"), output=wl.parse_dist("fixed:1", "o"),
+                    max_len=1000, users=8, think_s=0.0)
+    r = sim.simulate(s, work, sim.SimOptions(max_batch=4))
+    one = pass_by_hand([100] * 4)
+    assert one == pytest.approx(9.61e-3, abs=0.01e-3)
+    assert r.first_token.tolist() == pytest.approx([one] * 4 + [2 * one] * 4, rel=5e-3)
