@@ -170,3 +170,16 @@ def test_prompts_done_at_their_pass_free_the_batch_for_the_next_pass():
     one = pass_by_hand([100] * 4)
     assert one == pytest.approx(9.61e-3, abs=0.01e-3)
     assert r.first_token.tolist() == pytest.approx([one] * 4 + [2 * one] * 4, rel=5e-3)
+
+
+def test_a_pass_under_attention_dp_holds_every_rank_as_a_prompt_alone_does():
+    # DeepSeek-R1 TP1 x DP8 x EP8 (attention DP: R = 8 ranks step together, tests/test_pd_goodput.py): a pass of two
+    # alike prompts on one rank holds the other 7 ranks' MoE layers as N alike prompts priced by prefill_seconds
+    # (prompts=2) do, T + 7 x (T - s1), so it costs more than the same pass on a rank's own clock
+    from kvplan.scenario import Scenario
+
+    rank = costs.step_model(Scenario(model="deepseek-r1", nodes=2, kv_dtype_request="fp8", prompt=4000, decode=300)
+                            .with_(tp=1, dp=8, ep=8))
+    held = rank.prefill_pass_seconds([(0, 150), (0, 150)], 8192, lockstep=True)
+    assert held == pytest.approx(rank.prefill_seconds(150, 0, 8192, lockstep=True, prompts=2), rel=1e-9)
+    assert held > rank.prefill_pass_seconds([(0, 150), (0, 150)], 8192)
