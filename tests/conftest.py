@@ -170,3 +170,18 @@ def _no_hugging_face_network(tmp_path_factory, monkeypatch):
 
 # The TOML parser kvplan uses: the standard library's from Python 3.11, tomli before (pyproject.toml's dependency).
 TOML_MODULE = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+
+
+def load_source(name: str, path: Path):
+    """A module of the source tree that is not a package (a benchmark or a tool), loaded once by its path and kept
+    in sys.modules under ``name`` (its dataclasses look their module up there)."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

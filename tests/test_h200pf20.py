@@ -5,19 +5,14 @@ points worse."""
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_source
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("prefill_fidelity", ROOT / "benchmarks" / "prefill_fidelity.py")
-assert _spec and _spec.loader
-pf = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("prefill_fidelity", pf)
-_spec.loader.exec_module(pf)
+pf = load_source("prefill_fidelity", ROOT / "benchmarks" / "prefill_fidelity.py")
 BY_ID = {p.id: p for p in pf.load_points()}
 H200 = [p for p in pf.load_points() if p.hardware == "h200"]
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_source
 from test_preemption import run
 
 from kvplan.inputs.presets import load_hardware
@@ -68,11 +69,7 @@ def test_explain_names_the_presets_figure(tmp_path):
 # --- the per-GPU prefill_mfu fit (benchmarks/prefill_fidelity.py, procedure in its docstring) -------------------
 
 
-_spec = importlib.util.spec_from_file_location("prefill_fidelity", ROOT / "benchmarks" / "prefill_fidelity.py")
-assert _spec and _spec.loader
-pf = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("prefill_fidelity", pf)
-_spec.loader.exec_module(pf)
+pf = load_source("prefill_fidelity", ROOT / "benchmarks" / "prefill_fidelity.py")
 BY_ID = {p.id: p for p in pf.load_points()}
 
 
