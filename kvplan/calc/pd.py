@@ -389,7 +389,7 @@ class _Model:
             mean += f * (step.prefill_pass_seconds([(0, p)] * (lo + 1), chunk, lockstep=True) - mean)
         return mean / k, k
 
-    def sustained(self, p: int, d: int) -> tuple[float, int, float, float]:
+    def sustained(self, p: int, d: int, batch: int | None = None) -> tuple[float, int, float, float]:
         """The most requests/s one replica sustains, in closed form: its batch can grow no further than
         ``batch_limit`` (the KV pool at the full context, max_num_seqs), and each request costs the replica its
         prefill (``packed_prefill``: where prefills are passes of their own, the B / D prompts waiting at a step share
@@ -398,8 +398,9 @@ class _Model:
         grows without bound however the TPOT looks (a pool-capped batch keeps its TPOT while the queue grows),
         which a short simulated run may not show (``colocated_goodput`` caps its rates here). Under attention DP the
         prefill's price depends on the rate (pass sharing), iterated ``COLOCATED_SHARING_ROUNDS`` times from pure
-        decode's rate. Returns (rate, B, T_pf, TPOT(B))."""
-        b = self.batch_limit(p, d)
+        decode's rate. ``batch``: B given (simulate's capacity witness, ``simulate.closed_form_capacity``, prices the
+        pool at the batch's mean context, the fluid bound); None: ``batch_limit``. Returns (rate, B, T_pf, TPOT(B))."""
+        b = self.batch_limit(p, d) if batch is None else batch
         if b < 1:
             return 0.0, 0, math.inf, math.inf
         plain = float(self.tpot_by_batch(p, d)[b - 1])

@@ -97,6 +97,8 @@ __all__ += ["Overload", "TTFT_PERCENTILES", "overload_values", "overload_verdict
 __all__ += ["OVERLOAD_BEHIND", "OVERLOAD_RAMP_PERCENTILE", "OVERLOAD_SIGMAS", "falls_behind", "steady_window"]
 # a launch fed a rate, judged as a --sweep-rate point (recommend --target rate>=R, issue 21)
 __all__ += ["LOAD_REQUESTS", "SimulatedLoad", "load_requests", "simulated_load"]
+# the capacity witness of the overload verdict (issue 21/19): the offered rate against the closed-form sustained rate
+__all__ += ["CAPACITY_MARGIN", "above_bound", "above_capacity", "closed_form_capacity"]
 
 
 # --compare: settings a variant may change; everything else (the arrivals, lengths, seed, deployment) is the base's
@@ -1015,6 +1017,7 @@ def plan_simulate(s: Scenario, workload: Workload, options: SimOptions | None = 
         m["replicas_serving"] = Count(r.replicas, derived(
             "replicas the routing gave requests (" + ROUTING + ")", f"{r.replicas:,} of {dp:,}"))
     m.update(overload_values(overload_verdict(r)))
+    m.update(closed_form_capacity(s, r, o))
     setup = _setup_values(s, o, r)
     notes = []
     u = r.setup
@@ -1493,7 +1496,7 @@ def overloaded(metrics: dict) -> bool:
     n = metrics["requests_finished"].value or 0
     rise = metrics.get("waiting_steady_rise")
     return _grows(metrics["waiting_at_last_arrival"].value or 0, mid.value if mid is not None else 0, n) or (
-        rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics)
+        rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics) or above_capacity(metrics)
 
 
 def falls_behind(metrics: dict) -> bool:
@@ -1733,3 +1736,93 @@ def simulated_load(s: Scenario, rate: float, targets: SloTargets, max_batch: int
         Count(max_batch, derived("the launch's --max-num-seqs / --max-running-requests per replica",
                                  f"{max_batch:,}")),
         point, sweep_verdict(point, targets, None), seed)
+
+
+# === the capacity witness (issue 21/19): the offered rate against the closed-form sustained rate ===================
+# The closed form (pd's ``_Model.sustained``: B / (D x TPOT(B) + B x T_pf), one cost model, kvplan.calc.costs) is a
+# fluid bound: a saturated replica whose pool holds B requests at their mean context finishes at most that many
+# requests a second; a run fed faster piles requests up however short it is. It rounds: D decode steps where the
+# engine runs D - 1 after the prefill's token (1/D), an integer batch (1/B), the step priced at the batch's mean
+# context and T_pf at the saturated packing B / D (``packed_prefill``). CAPACITY_MARGIN covers them: with D and B at
+# least CAPACITY_MIN_TOKENS and CAPACITY_MIN_BATCH (1/64 + 1/64 = 3.1%) the rest, 1.9%, is for the mean-context and
+# packing terms; the one point measured against it, SGLang Llama-3.1-8B H100 1K + 1K, sustained 7.8/s over 4,000
+# requests at 8/s against the bound's 7.66/s (1.8% over).
+CAPACITY_MARGIN = 0.05
+CAPACITY_MIN_TOKENS = 64
+CAPACITY_MIN_BATCH = 64
+CAPACITY_SPREAD = 0.1      # equal-ish lengths: every prompt and every output within 10% of its mean
+CAPACITY_SOURCE = ("kvplan's overload rule, capacity witness (issue 21): the pool-bound batch B = the KV pool at the "
+                   "mean context p + d/2 (every request holds its KV, the contexts spread over p .. p + d), its step "
+                   "and prefill from the one cost model (kvplan.calc.costs; pd's sustained rate, "
+                   "kvplan.calc.pd._Model.sustained); a fluid bound, overloaded above it by more than 5%")
+
+
+def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) -> dict:
+    """The capacity witness's figures for the run: the offered rate (requests - 1 over the arrival span) and the
+    closed-form sustained rate of the scenario's replica at the workload's lengths (pd's ``sustained`` at B = the
+    pool at the mean context p + d/2, the engine's max_num_seqs and ``max_batch``: the fluid bound; CAPACITY_SOURCE).
+    It abstains (both None, with why) where the closed form does not price the run: a closed loop; lengths not
+    equal-ish (a prompt or output more than CAPACITY_SPREAD from its mean: with varying lengths the batch's mean
+    context and the prefill's cost are not those of the mean request, and no bound at the mean is proved); DP > 1
+    (routing); speculative decoding, host offload, HiCache or a shared prefix (service the closed form does not
+    price); D < CAPACITY_MIN_TOKENS or B < CAPACITY_MIN_BATCH (its rounding above the margin)."""
+    import numpy as np
+
+    o = o or SimOptions()
+    w = r.workload
+    prompts, outputs = np.asarray(w.prompts), np.asarray(w.outputs)
+    n = len(prompts)
+    times = np.asarray(w.arrivals if w.arrivals is not None else [], dtype=float)
+    first, last = (float(times.min()), float(times.max())) if len(times) else (0.0, 0.0)
+    why = ""
+    if w.arrivals is None:
+        why = "a closed loop: each user waits for its answer"
+    elif n < 2 or last <= first:
+        why = "no arrival span"
+    elif any(len(x) == 0 or float(x.max()) > (1 + CAPACITY_SPREAD) * float(x.mean())
+             or float(x.min()) < (1 - CAPACITY_SPREAD) * float(x.mean()) for x in (prompts, outputs)):
+        why = "lengths vary by more than 10% of their mean: the closed form prices equal requests"
+    elif s.parallelism.dp > 1:
+        why = "DP > 1: the closed form prices one replica, the routing is the run's"
+    elif o.speculative or o.dram_bytes_per_node or o.offload_threshold is not None or o.hicache is not None \
+            or o.kv_offloading_bytes or s.shared_prefix_tokens:
+        why = "speculative decoding, host offload, HiCache or a shared prefix: service the closed form does not price"
+    p, d = (int(round(float(prompts.mean()))), int(round(float(outputs.mean())))) if n else (0, 0)
+    if not why and d < CAPACITY_MIN_TOKENS:
+        why = f"outputs of {d:,} tokens: the rounding (1/D) exceeds the margin below {CAPACITY_MIN_TOKENS}"
+    rate = cap = None
+    said = ""
+    if not why:
+        from kvplan.calc.pd import PdOptions, _Model
+
+        m = _Model(s, PdOptions())
+        b = min(m.fit(p + d // 2), m.max_seqs, o.max_batch or m.max_seqs, len(m.batches))
+        if b < CAPACITY_MIN_BATCH:
+            why = f"a pool-bound batch of {b:,}: the rounding (1/B) exceeds the margin below {CAPACITY_MIN_BATCH}"
+        else:
+            cap, b, t_pf, tpot = m.sustained(p, d, b)
+            rate = (n - 1) / (last - first)
+            said = (f"B = min(pool at {p:,} + {d // 2:,} tokens, max_num_seqs) = {b:,}; {b:,} / ({d:,} x "
+                    f"{tpot * 1e3:.4g} ms + {b:,} x {t_pf * 1e3:.4g} ms) = {cap:.6g}/s")
+    offered = Number(rate, derived("the offered rate: (requests - 1) / (last arrival - first arrival)",
+                                   f"({n:,} - 1) / ({last:.6g} - {first:.6g}) s = "
+                                   f"{rate:.6g}/s" if rate is not None else f"abstains: {why}", CAPACITY_SOURCE))
+    bound = Number(cap, derived(
+        "the closed-form sustained rate B / (D x TPOT(B) + B x T_pf), B the pool-bound batch at the mean context; "
+        "overloaded when the offered rate > it x (1 + 5%)",
+        said + (f"; {rate:.6g} {'>' if above_bound(rate, cap) else '<='} {cap:.6g} x 1.05 = "
+                f"{cap * (1 + CAPACITY_MARGIN):.6g}" if cap is not None and rate is not None else f"abstains: {why}"),
+        CAPACITY_SOURCE))
+    return {"offered_rate_requests_per_second": offered, "closed_form_capacity_requests_per_second": bound}
+
+
+def above_bound(rate: float | None, capacity: float | None) -> bool:
+    """The capacity witness's rule: the offered rate exceeds the closed-form sustained rate by more than
+    CAPACITY_MARGIN (False when either is missing: the witness abstains)."""
+    return rate is not None and capacity is not None and rate > capacity * (1 + CAPACITY_MARGIN)
+
+
+def above_capacity(metrics: dict) -> bool:
+    """The capacity witness on the run's metrics (``closed_form_capacity``'s figures)."""
+    rate, cap = metrics.get("offered_rate_requests_per_second"), metrics.get("closed_form_capacity_requests_per_second")
+    return rate is not None and cap is not None and above_bound(rate.value, cap.value)

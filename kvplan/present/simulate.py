@@ -13,6 +13,7 @@ from kvplan.calc.simulate import (
     Deployment,
     SimPlan,
     SweepPlan,
+    above_capacity,
     falls_behind,
     overloaded,
     ttft_key,
@@ -204,14 +205,21 @@ def overload_words(m: dict) -> tuple[str, tuple[Note, ...]]:
         said.append(note("over the run's steady part {went:,d} requests finished while {came:,d} arrived (the "
                          "requests in the system, running and preempted too, grew)",
                          went=m["completions_steady_part"], came=m["arrivals_steady_part"]))
+    bound = m.get("closed_form_capacity_requests_per_second") or m["sustained_requests_per_second"]
+    if above_capacity(m):
+        said.append(note("requests were offered at {rate:.3g}/s, more than 5% above the {cap:.3g}/s the pool-bound "
+                         "batch sustains in closed form", rate=m["offered_rate_requests_per_second"], cap=bound))
     if not said:
         said.append(note("the waiting queue was longer at every look through the arrivals than at the one before"))
+    # the capacity witness alone: the run's own sustained rate is not read (no queue grew), the closed form's stands
+    cap = m["sustained_requests_per_second"] if m["sustained_requests_per_second"].value is not None else bound
+    how = "its completions while requests waited" if cap is m["sustained_requests_per_second"] else "in closed form"
     warning = (note("Overloaded: requests arrive at {rate:.3g}/s over the second half of the arrivals, and the "
-                    "deployment sustains {cap:.3g} requests/s (its completions while requests waited): ",
-                    rate=m["arrival_rate_second_half_requests_per_second"], cap=m["sustained_requests_per_second"])
+                    "deployment sustains {cap:.3g} requests/s (" + how + "): ",
+                    rate=m["arrival_rate_second_half_requests_per_second"], cap=cap)
                + Note.join("; ", said)
                + note(", so TTFT and queueing grow with the run's length and are no steady state. Lower the rate "
-                      "below {cap:.3g}/s, or add replicas.", cap=m["sustained_requests_per_second"]))
+                      "below {cap:.3g}/s, or add replicas.", cap=cap))
     return "OVERLOADED: arrivals outpace the service, capacity below; ", (warning,)
 
 
