@@ -249,7 +249,8 @@ def simulate_run(run: dict, models: dict, tmp: Path) -> dict:
     verdict = getattr(sim, "overload_verdict", None)
     if verdict is not None:
         v = verdict(r)
-        out["overloaded"] = bool(v.overloaded)
+        # the run's verdict and the metrics' (which add the capacity witness, ``closed_form_capacity``)
+        out["overloaded"] = bool(v.overloaded) or bool(sim.overloaded(plan.metrics))
         out["capacity_rps"] = v.capacity
     else:
         out["overloaded"] = bool(sim.overloaded(plan.metrics))

@@ -2125,6 +2125,21 @@ MUTANTS: tuple[Mutant, ...] = (
     M("ovl21-closed-loop-witness", "kvplan/calc/simulate.py",
       "    if open_arrivals:\n        start, ramp = steady_window(",
       "    if True:\n        start, ramp = steady_window("),
+    # --- cfw22: overload's capacity witness (kvplan/calc/simulate.py closed_form_capacity, above_bound; pd's sustained
+    # at a given batch); killed by tests/test_overload_capacity.py
+    M("cfw22-no-margin", "kvplan/calc/simulate.py", "CAPACITY_MARGIN = 0.05", "CAPACITY_MARGIN = 0.0"),
+    M("cfw22-margin-30pct", "kvplan/calc/simulate.py", "CAPACITY_MARGIN = 0.05", "CAPACITY_MARGIN = 0.3"),
+    M("cfw22-batch-at-full-context", "kvplan/calc/simulate.py", "b = min(m.fit(p + d // 2), m.max_seqs,",
+      "b = min(m.fit(p + d), m.max_seqs,"),
+    M("cfw22-sustained-batch-ignored", "kvplan/calc/simulate.py", "cap, b, t_pf, tpot = m.sustained(p, d, b)",
+      "cap, b, t_pf, tpot = m.sustained(p, d)"),
+    M("cfw22-pd-batch-ignored", PD, "b = self.batch_limit(p, d) if batch is None else batch",
+      "b = self.batch_limit(p, d)"),
+    M("cfw22-not-in-verdict", "kvplan/calc/simulate.py", "or falls_behind(metrics) or above_capacity(metrics)",
+      "or falls_behind(metrics)"),
+    M("cfw22-any-lengths", "kvplan/calc/simulate.py", "CAPACITY_SPREAD = 0.1 ", "CAPACITY_SPREAD = 10.0 "),
+    M("cfw22-bound-at-or-above", "kvplan/calc/simulate.py", "rate > capacity * (1 + CAPACITY_MARGIN)",
+      "rate >= capacity * (1 + CAPACITY_MARGIN)"),
     # pack21: a round's waiting prompts packed into one prefill pass up to the token budget (rule book, cost model, pd)
     M("pack21-budget-ignored", "kvplan/engines/scheduling.py",
       "if members and budget is not None and tokens + cache - start > budget:", "if False:"),

@@ -1487,7 +1487,8 @@ def overloaded(metrics: dict) -> bool:
     middle of the arrivals, or ``_rises`` on its steady rise, or ``_falls_behind`` on its arrivals and completions
     over the steady part (``overload_values``; a middle not given counts as an empty queue, one given as None is a
     closed loop: never overloaded; no steady part: that witness abstains). The same verdict as ``overload_verdict`` on
-    the run."""
+    the run, or ``above_capacity``: the capacity witness, whose figures (``closed_form_capacity``) only the metrics
+    carry."""
     if "waiting_at_last_arrival" not in metrics or "requests_finished" not in metrics:
         return False
     mid = metrics.get("waiting_at_mid_arrival")
