@@ -1790,29 +1790,29 @@ def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) ->
         why = "speculative decoding, host offload, HiCache or a shared prefix: service the closed form does not price"
     p, d = (int(round(float(prompts.mean()))), int(round(float(outputs.mean())))) if n else (0, 0)
     if not why and d < CAPACITY_MIN_TOKENS:
-        why = f"outputs of {d:,} tokens: the rounding (1/D) exceeds the margin below {CAPACITY_MIN_TOKENS}"
+        why = f"outputs of {d} tokens: the rounding (1/D) exceeds the margin below {CAPACITY_MIN_TOKENS}"
     rate = cap = None
-    said = ""
+    b, t_pf, tpot = 0, 0.0, 0.0
     if not why:
         from kvplan.calc.pd import PdOptions, _Model
 
         m = _Model(s, PdOptions())
         b = min(m.fit(p + d // 2), m.max_seqs, o.max_batch or m.max_seqs, len(m.batches))
         if b < CAPACITY_MIN_BATCH:
-            why = f"a pool-bound batch of {b:,}: the rounding (1/B) exceeds the margin below {CAPACITY_MIN_BATCH}"
+            why = f"a pool-bound batch of {b}: the rounding (1/B) exceeds the margin below {CAPACITY_MIN_BATCH}"
         else:
             cap, b, t_pf, tpot = m.sustained(p, d, b)
             rate = (n - 1) / (last - first)
-            said = (f"B = min(pool at {p:,} + {d // 2:,} tokens, max_num_seqs) = {b:,}; {b:,} / ({d:,} x "
-                    f"{tpot * 1e3:.4g} ms + {b:,} x {t_pf * 1e3:.4g} ms) = {cap:.6g}/s")
     offered = Number(rate, derived("the offered rate: (requests - 1) / (last arrival - first arrival)",
                                    f"({n:,} - 1) / ({last:.6g} - {first:.6g}) s = "
                                    f"{rate:.6g}/s" if rate is not None else f"abstains: {why}", CAPACITY_SOURCE))
     bound = Number(cap, derived(
         "the closed-form sustained rate B / (D x TPOT(B) + B x T_pf), B the pool-bound batch at the mean context; "
         "overloaded when the offered rate > it x (1 + 5%)",
-        said + (f"; {rate:.6g} {'>' if above_bound(rate, cap) else '<='} {cap:.6g} x 1.05 = "
-                f"{cap * (1 + CAPACITY_MARGIN):.6g}" if cap is not None and rate is not None else f"abstains: {why}"),
+        f"B = min(pool at {p:,} + {d // 2:,} tokens, max_num_seqs) = {b:,}; {b:,} / ({d:,} x {tpot * 1e3:.4g} ms + "
+        f"{b:,} x {t_pf * 1e3:.4g} ms) = {cap:.6g}/s; {rate:.6g} {'>' if above_bound(rate, cap) else '<='} "
+        f"{cap:.6g} x 1.05 = {cap * (1 + CAPACITY_MARGIN):.6g}" if cap is not None and rate is not None
+        else f"abstains: {why}",
         CAPACITY_SOURCE))
     return {"offered_rate_requests_per_second": offered, "closed_form_capacity_requests_per_second": bound}
 
