@@ -2161,6 +2161,12 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if False:\n            mean += f"),
     M("pack21-pd-sustained-alone", PD, "            t_pf = self.packed_prefill(p, d, b, rate)[0]",
       "            t_pf = self.steps_prefill(p, d, b, rate)"),
+    # --- l40s22: the L40S preset's measured GEMM share and the prefill MFU derived from it (tests/test_l40s22.py) --
+    M("l40s22-prefill-mfu-generic", "presets/hardware/l40s.toml", "prefill_mfu = { value = 0.67",
+      "prefill_mfu = { value = 0.45"),
+    M("l40s22-prefill-mfu-is-gemm-share", "presets/hardware/l40s.toml", "prefill_mfu = { value = 0.67",
+      "prefill_mfu = { value = 0.74"),
+    M("l40s22-mfu-dropped", "presets/hardware/l40s.toml", "mfu = { value = 0.74", "hbm = { value = 0.80"),
 )
 
 
