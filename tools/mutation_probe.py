@@ -2165,8 +2165,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "            t_pf = self.steps_prefill(p, d, b, rate)"),
     # debt22: the fractional split's ratio held by a TTFT target is named a capacity's, and whole instances are said
     # to decide a verdict only when the integer split's capacity is itself under the bar
-    M("debt22-fluid-ttft-held-bare-ratio", PD, '    elif dis.limited_by.startswith("TTFT"):\n        against = (',
-      '    elif False:\n        against = ('),
+    M("debt22-fluid-ttft-held-bare-ratio", PD,
+      '    elif dis.limited_by.startswith("TTFT"):\n        against = "(a capacity',
+      '    elif False:\n        against = "(a capacity'),
     M("debt22-whole-instances-despite-ttft", PD,
       "WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:", "WIN_MARGIN >= margin:"),
     # debt22: the -f json writer (json.dumps's text without the json package)

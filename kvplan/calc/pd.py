@@ -861,8 +861,7 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     if not math.isfinite(fluid_margin.number()):
         against = "(colocated: no goodput)"
     elif dis.limited_by.startswith("TTFT"):
-        against = ("(a capacity, no TTFT queue: {fm:.2f}x colocated goodput; the " + dis.limited_by
-                   + " target holds the split to {m:.2f}x)")
+        against = "(a capacity, no TTFT queue: {fm:.2f}x colocated goodput; {m:.2f}x under " + dis.limited_by + ")"
     else:
         against = "({fm:.2f}x colocated)"
     out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
