@@ -1223,9 +1223,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "        t_pf = self.prefill(p)\n"),
     M("pd21s-one-adp-instance-refused", PD, "    if instances < 2 and ranks == 1:", "    if instances < 2:"),
     M("pd21s-colocated-no-whole-layouts", PD, "    spare = 0 if colocated else par.pp", "    spare = par.pp"),
-    M("pd21s-rounding-note-never", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+    M("pd21s-rounding-note-never", PD,
+      "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:",
       "    if False:"),
-    M("pd21s-rounding-note-always", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+    M("pd21s-rounding-note-always", PD,
+      "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:",
       "    if col_rps:"),
     M("pd21s-first-token-after-stall", "kvplan/engines/replica.py",
       "        return max((r - 1) * (t - alone) / r, 0.0) if r > 1 else 0.0", "        return 0.0"),
@@ -2167,6 +2169,21 @@ MUTANTS: tuple[Mutant, ...] = (
     M("l40s22-prefill-mfu-is-gemm-share", "presets/hardware/l40s.toml", "prefill_mfu = { value = 0.67",
       "prefill_mfu = { value = 0.74"),
     M("l40s22-mfu-dropped", "presets/hardware/l40s.toml", "mfu = { value = 0.74", "hbm = { value = 0.80"),
+    # debt22: the fractional split's ratio held by a TTFT target is named a capacity's, and whole instances are said
+    # to decide a verdict only when the integer split's capacity is itself under the bar
+    M("debt22-fluid-ttft-held-bare-ratio", PD,
+      '    elif dis.limited_by.startswith("TTFT"):\n        against = "(a capacity',
+      '    elif False:\n        against = "(a capacity'),
+    M("debt22-whole-instances-despite-ttft", PD,
+      "WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:", "WIN_MARGIN >= margin:"),
+    # debt22: the -f json writer (json.dumps's text without the json package)
+    M("debt22-json-del-unescaped", "kvplan/render/jsontext.py", "(*range(0x20), 0x7F)", "(*range(0x20),)"),
+    M("debt22-json-no-surrogate-pair", "kvplan/render/jsontext.py", "elif o < 0x10000:", "elif True:"),
+    M("debt22-json-bool-key-as-int", "kvplan/render/jsontext.py", "    if k is True or k is False or k is None:",
+      "    if k is None:"),
+    M("debt22-json-package-on-the-json-path", "kvplan/render/output.py",
+      "    from kvplan.render.jsontext import dumps  # here: the table path needs no JSON writer (nor the json package)"
+      "\n\n    return dumps(doc)", "    import json\n\n    return json.dumps(doc, indent=2, allow_nan=False)"),
 )
 
 
