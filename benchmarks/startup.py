@@ -174,17 +174,6 @@ tpot/compare-preemption/recommend read their options in modules of their own and
 of `inputs/presets.py` (five classes fewer per planning run); plan files are read only by `kvplan check`. Not done:
 making spec or plan classes without `dataclass` (would lose `fields()`, `replace()`, equality and the pydantic
 boundary) or dropping their `repr`/`eq` (a behaviour change of the public plan types).
-
-2026-12-07 (debt22, a reported 1.09x on `size -f json`): `-X importtime` of `size` and `size -f json` differ in one
-package: the JSON path imported `json`, whose `__init__` loads its decoder and scanner (they compile regular
-expressions at import) to write a document it never parses. `kvplan/render/jsontext.py` writes the same text as
-`json.dumps(doc, indent=2, allow_nan=False)` (tests/test_jsontext.py: every golden JSON document, hand cases and
-generated documents against the standard library), and no `-f json` run imports `json` now. The import and the write
-of `size -f json`'s document, in fresh processes alternating (15 each, CPU): json 5.5 ms median (2.8 least), jsontext
-2.4 ms (1.7) on the machine at a load of 11, about 3-4x the usual times. Three side-by-side runs of 15 pairs
-(floor 1.7-2.7 s wall, the other helpers' jobs running), `size -f json` wall / CPU ratio to the floor: main 0.99 /
-1.01, 1.02 / 1.02, 1.06 / 1.06; this tree 1.03 / 1.01, 1.00 / 1.00, 0.98 / 1.03: the ~0.01-0.02x this gives is
-inside that spread, so the 1.09x report is not shown to be closed by it.
 """
     ratios, cmd_times, floor_times = [], [], []
     for _ in range(runs):

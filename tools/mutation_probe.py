@@ -2176,14 +2176,6 @@ MUTANTS: tuple[Mutant, ...] = (
       '    elif False:\n        against = "(a capacity'),
     M("debt22-whole-instances-despite-ttft", PD,
       "WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:", "WIN_MARGIN >= margin:"),
-    # debt22: the -f json writer (json.dumps's text without the json package)
-    M("debt22-json-del-unescaped", "kvplan/render/jsontext.py", "(*range(0x20), 0x7F)", "(*range(0x20),)"),
-    M("debt22-json-no-surrogate-pair", "kvplan/render/jsontext.py", "elif o < 0x10000:", "elif True:"),
-    M("debt22-json-bool-key-as-int", "kvplan/render/jsontext.py", "    if k is True or k is False or k is None:",
-      "    if k is None:"),
-    M("debt22-json-package-on-the-json-path", "kvplan/render/output.py",
-      "    from kvplan.render.jsontext import dumps  # here: the table path needs no JSON writer (nor the json package)"
-      "\n\n    return dumps(doc)", "    import json\n\n    return json.dumps(doc, indent=2, allow_nan=False)"),
 )
 
 

@@ -222,9 +222,9 @@ def to_json(result: Result, units: str = "iec") -> str:
            "warnings": [note_text(n, units) for n in result.warnings],
            "notes": [note_text(n, units) for n in result.all_notes()],
            "assumptions": [note_text(n, units) for n in result.assumptions], "derivations": derivations}
-    from kvplan.render.jsontext import dumps  # here: the table path needs no JSON writer (nor the json package)
+    import json  # here: the table path needs neither json nor csv
 
-    return dumps(doc)
+    return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def csv_header(col: str | Note) -> str:
@@ -245,9 +245,9 @@ def brief_json(result: Result, units: str = "iec") -> str:
         figures.append({"figure": note_text(label, units).strip(), "value": raw(value, units), "unit": unit or None})
     doc = {"command": result.command, "headline": result.headline, "brief": figures,
            "warnings": [note_text(n, units) for n in result.warnings]}
-    from kvplan.render.jsontext import dumps
+    import json
 
-    return dumps(doc)
+    return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def to_csv(result: Result) -> str:
