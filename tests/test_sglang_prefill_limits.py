@@ -6,13 +6,13 @@ follows the same options."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import sim_reference_sglang as ref  # tests/ is on sys.path
+from conftest import load_source
 from test_sim_sglang import LLAMA, R1_DP, assert_same, hand_work, work
 
 from kvplan.calc import costs
@@ -147,11 +147,7 @@ TOOL = Path(__file__).resolve().parent.parent / "tools" / "fidelity_report.py"
 def tool():
     if not TOOL.exists():   # the installed-wheel run: the tool lives in the source tree only
         pytest.skip("tools/fidelity_report.py is not beside this test")
-    spec = importlib.util.spec_from_file_location("fidelity_report_sglcp19", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_source("fidelity_report", TOOL)
 
 
 def test_each_sglang_run_carries_its_launchs_prefill_limits(tool):

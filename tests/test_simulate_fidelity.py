@@ -20,12 +20,12 @@ The whole set runs in the tool (``python tools/fidelity_report.py``, under a min
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import statistics
 from pathlib import Path
 
 import pytest
+from conftest import load_source
 
 DATA = Path(__file__).parent / "data" / "serving_runs.toml"
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "fidelity_report.py"
@@ -121,11 +121,7 @@ NEVER_SEEN_3_CEILING = {"inferencex-": {"tpot": 0.225, "ttft": 0.62, "e2e": 0.24
 def tool():
     if not TOOL.exists():   # the installed-wheel run: the tool lives in the source tree only
         pytest.skip("tools/fidelity_report.py is not beside this test")
-    spec = importlib.util.spec_from_file_location("fidelity_report", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_source("fidelity_report", TOOL)
 
 
 @pytest.fixture(scope="module")

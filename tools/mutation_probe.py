@@ -1223,9 +1223,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "        t_pf = self.prefill(p)\n"),
     M("pd21s-one-adp-instance-refused", PD, "    if instances < 2 and ranks == 1:", "    if instances < 2:"),
     M("pd21s-colocated-no-whole-layouts", PD, "    spare = 0 if colocated else par.pp", "    spare = par.pp"),
-    M("pd21s-rounding-note-never", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+    M("pd21s-rounding-note-never", PD,
+      "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:",
       "    if False:"),
-    M("pd21s-rounding-note-always", PD, "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:",
+    M("pd21s-rounding-note-always", PD,
+      "    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:",
       "    if col_rps:"),
     M("pd21s-first-token-after-stall", "kvplan/engines/replica.py",
       "        return max((r - 1) * (t - alone) / r, 0.0) if r > 1 else 0.0", "        return 0.0"),
@@ -2177,6 +2179,19 @@ MUTANTS: tuple[Mutant, ...] = (
       "        if False:\n            mean += f"),
     M("pack21-pd-sustained-alone", PD, "            t_pf = self.packed_prefill(p, d, b, rate)[0]",
       "            t_pf = self.steps_prefill(p, d, b, rate)"),
+    # --- l40s22: the L40S preset's measured GEMM share and the prefill MFU derived from it (tests/test_l40s22.py) --
+    M("l40s22-prefill-mfu-generic", "presets/hardware/l40s.toml", "prefill_mfu = { value = 0.67",
+      "prefill_mfu = { value = 0.45"),
+    M("l40s22-prefill-mfu-is-gemm-share", "presets/hardware/l40s.toml", "prefill_mfu = { value = 0.67",
+      "prefill_mfu = { value = 0.74"),
+    M("l40s22-mfu-dropped", "presets/hardware/l40s.toml", "mfu = { value = 0.74", "hbm = { value = 0.80"),
+    # debt22: the fractional split's ratio held by a TTFT target is named a capacity's, and whole instances are said
+    # to decide a verdict only when the integer split's capacity is itself under the bar
+    M("debt22-fluid-ttft-held-bare-ratio", PD,
+      '    elif dis.limited_by.startswith("TTFT"):\n        against = "(a capacity',
+      '    elif False:\n        against = "(a capacity'),
+    M("debt22-whole-instances-despite-ttft", PD,
+      "WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:", "WIN_MARGIN >= margin:"),
 )
 
 

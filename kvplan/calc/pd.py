@@ -814,7 +814,7 @@ def _figure_key(label: str) -> str:
 
 def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis: Disaggregated,
              dec_tpot: Seconds, ttft: Seconds, wait: Seconds, dis_meets: bool, eff: Fraction,
-             fluid: Number, fluid_margin: Ratio, per: str = "instance", capped: Number | None = None,
+             fluid: Number, fluid_margin: Ratio, margin: Ratio, per: str = "instance", capped: Number | None = None,
              capped_batch: int = 0) -> tuple[Note, ...]:
     """The figures that decided each side, with their margins to the targets, as notes: the colocated closed loop's
     batch (TPOT) and its goodput rate (TTFT and TPOT at the percentile under Poisson arrivals), the disaggregated
@@ -856,10 +856,17 @@ def _decided(targets: SloTargets, b: int, miss, closed_tpot: Seconds, good, dis:
     if targets.ttft is not None:
         out = out + note(" against {slo:ms:g} ms" + ("" if dis_meets else ": missed even unloaded, so no goodput"),
                          slo=Seconds(targets.ttft, given(targets.ttft_origin)))
-    # against no colocated goodput the ratio is no figure (infinite, or 0 / 0): say so instead of "infx"
-    against = "({fm:.2f}x colocated)" if math.isfinite(fluid_margin.number()) else "(colocated: no goodput)"
+    # against no colocated goodput the ratio is no figure (infinite, or 0 / 0): say so instead of "infx". The
+    # fractional split's rate is a capacity (no prefill queue): held by a TTFT target, the split serves far less than
+    # it, so the ratio to colocated goodput is named as a capacity's and the goodput ratio is said beside it
+    if not math.isfinite(fluid_margin.number()):
+        against = "(colocated: no goodput)"
+    elif dis.limited_by.startswith("TTFT"):
+        against = "(a capacity, no TTFT queue: {fm:.2f}x colocated goodput; {m:.2f}x under " + dis.limited_by + ")"
+    else:
+        against = "({fm:.2f}x colocated)"
     out = out + note(f"; held by {dis.limited_by}; whole instances reach " + "{eff:.0%} of a fractional split's "
-                     "{fluid:,.3g} requests/s " + against, eff=eff, fluid=fluid, fm=fluid_margin)
+                     "{fluid:,.3g} requests/s " + against, eff=eff, fluid=fluid, fm=fluid_margin, m=margin)
     return col, out
 
 
@@ -1162,8 +1169,9 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
     # what decides a split's win over attention-DP colocated ranks: on the first screen (``first``)
     lock_note = _lockstep_note(dec_roles, dis, p, d, s.engine_adapter.id) if recommend else None
     margin = dis_rps / col_rps if col_rps else math.inf
-    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin:
+    if col_rps and dis.fluid / col_rps > WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:
         # the verdict rests on whole instances: name it, so a verdict that moves with the prompt is read as rounding
+        # (only when the integer split's capacity is itself under the bar: above it, a TTFT target holds the rate)
         reasons += (note(f"Whole instances decide this verdict: on {total} GPUs the split's instances round its "
                          "rate to {m:.2f}x colocated, under the 1.05x bar, where a fractional split would reach "
                          "{fm:.2f}x; with more GPUs (or a layout that divides them better) disaggregation can win "
@@ -1183,11 +1191,12 @@ def plan_pd(scenario: Scenario, options: PdOptions | None = None) -> PdPlan:
                                     "wins (the break-even lies between the two; no ratio between them was priced)",
                                     f"{below:g}" if below is not None else "none: disaggregation wins at every ratio"))
     fluid_margin_v = Ratio(dis.fluid / col_rps if col_rps else math.inf, derived(
-        "the fractional split's requests/s / colocated goodput: the margin without the integer split's rounding",
+        "the fractional split's requests/s (a capacity: no prefill queue) / colocated goodput: the margin without "
+        "the integer split's rounding nor a TTFT target",
         f"{dis.fluid:.6g} / {col_rps:.6g}"))
     decided = _decided(targets, col.batch, miss, closed_tpot_q, (good_rate, tpot_q, ttft_q, good_miss), dis,
                        dec_tpot_v, ttft_at_v, wait_v, dis_meets,
-                       split_eff_v, fluid_v, fluid_margin_v,
+                       split_eff_v, fluid_v, fluid_margin_v, margin_v,
                        f"instance of {col_lay.label}" if col_lay.dp == 1 else f"rank of {col_lay.label}",
                        Number(sus_rate, derived("closed form: B / (D x TPOT(B) + B x T_pf), B the KV pool's batch",
                                                 f"{sus_b} / ({d:,} x {sus_tpot:.6g} + {sus_b} x {sus_pf:.6g})"))
