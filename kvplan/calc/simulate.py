@@ -1740,7 +1740,8 @@ def simulated_load(s: Scenario, rate: float, targets: SloTargets, max_batch: int
 
 
 # === the capacity witness (issue 21/19): the offered rate against the closed-form sustained rate ===================
-# The closed form (pd's ``_Model.sustained``: B / (D x TPOT(B) + B x T_pf), one cost model, kvplan.calc.costs) is a
+# The closed form (``closed_form.ClosedFormReplica.sustained``, which pd's ``_Model`` inherits: B / (D x TPOT(B) +
+# B x T_pf), one cost model, kvplan.calc.costs) is a
 # fluid bound: a saturated replica whose pool holds B requests at their mean context finishes at most that many
 # requests a second; a run fed faster piles requests up however short it is. It rounds: D decode steps where the
 # engine runs D - 1 after the prefill's token (1/D), an integer batch (1/B), the step priced at the batch's mean
@@ -1794,9 +1795,9 @@ def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) ->
     rate = cap = None
     b, t_pf, tpot = 0, 0.0, 0.0
     if not why:
-        from kvplan.calc.pd import PdOptions, _Model
+        from kvplan.calc.closed_form import ClosedFormReplica, PdOptions
 
-        m = _Model(s, PdOptions())
+        m = ClosedFormReplica(s, PdOptions())
         b = min(m.fit(p + d // 2), m.max_seqs, o.max_batch or m.max_seqs, len(m.batches))
         if b < CAPACITY_MIN_BATCH:
             why = f"a pool-bound batch of {b}: the rounding (1/B) exceeds the margin below {CAPACITY_MIN_BATCH}"
