@@ -2176,6 +2176,23 @@ MUTANTS: tuple[Mutant, ...] = (
       '    elif False:\n        against = "(a capacity'),
     M("debt22-whole-instances-despite-ttft", PD,
       "WIN_MARGIN >= margin and dis.capacity <= WIN_MARGIN * col_rps:", "WIN_MARGIN >= margin:"),
+    # v0q22: vLLM V0's batch limits (no chunked prefill for MLA, max(max_model_len, 2048) a pass, 256 sequences)
+    M("v0q22-mla-chunks", VLLM, "        mla = MLA in self.kinds(model)\n        if mla or mml",
+      "        mla = False\n        if mla or mml"),
+    M("v0q22-v0-seqs", VLLM, "V0_MAX_NUM_SEQS = 256", "V0_MAX_NUM_SEQS = 1024"),
+    M("v0q22-min-batched", VLLM, "            return max(mml, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS, why",
+      "            return mml, V0_MAX_NUM_SEQS, why"),
+    M("v0q22-long-context-edge", VLLM, "        if mla or mml <= V0_LONG_CONTEXT:",
+      "        if mla or mml < V0_LONG_CONTEXT:"),
+    M("v0q22-v1-gate", VLLM, "        if self.since(V1_SINCE) or not isinstance(model, ModelSpec):",
+      "        if not isinstance(model, ModelSpec):"),
+    M("v0q22-v0-not-used", VLLM, "        if self.since(V1_SINCE) or not isinstance(model, ModelSpec):",
+      "        if True:"),
+    M("v0q22-profile-pass", VLLM, "            mnbt = scenario.max_num_batched_tokens or v0_mnbt",
+      "            mnbt = scenario.max_num_batched_tokens or 8192"),
+    M("v0q22-flags-ignored", VLLM,
+      "        if scenario.max_num_seqs is not None:\n            mns = Count(scenario.max_num_seqs, "
+      "given(\"--max-num-seqs\"))\n        return mnbt, mns", "        return mnbt, mns"),
 )
 
 
