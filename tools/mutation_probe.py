@@ -2112,8 +2112,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # tests/test_simulate_overload.py
     M("ovl21-behind-two-sigmas", "kvplan/calc/simulate.py", "OVERLOAD_SIGMAS = 3", "OVERLOAD_SIGMAS = 2"),
     M("ovl21-behind-sqrt-arrivals", "kvplan/calc/simulate.py",
-      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)",
-      "return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(arrivals)"),
+      "return arrivals - completions - filled > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)",
+      "return arrivals - completions - filled > OVERLOAD_SIGMAS * math.sqrt(arrivals)"),
     M("ovl21-behind-not-in-verdict", "kvplan/calc/simulate.py", "or _rises(rise, n) or behind)", "or _rises(rise, n))"),
     M("ovl21-behind-not-in-metrics", "kvplan/calc/simulate.py",
       "rise is not None and _rises(rise.value or 0, n)) or falls_behind(metrics)",
@@ -2193,6 +2193,21 @@ MUTANTS: tuple[Mutant, ...] = (
     M("v0q22-flags-ignored", VLLM,
       "        if scenario.max_num_seqs is not None:\n            mns = Count(scenario.max_num_seqs, "
       "given(\"--max-num-seqs\"))\n        return mnbt, mns", "        return mnbt, mns"),
+    # --- wit22: the service witness reads the backlog, the shortfall beyond the running batch's growth ---------------
+    M("wit22-filled-ignored", "kvplan/calc/simulate.py",
+      "    return arrivals - completions - filled > OVERLOAD_SIGMAS",
+      "    return arrivals - completions > OVERLOAD_SIGMAS"),
+    M("wit22-filled-added", "kvplan/calc/simulate.py",
+      "    return arrivals - completions - filled > OVERLOAD_SIGMAS",
+      "    return arrivals - completions + filled > OVERLOAD_SIGMAS"),
+    M("wit22-metrics-filled-ignored", "kvplan/calc/simulate.py",
+      "            and _falls_behind(came.value, went.value, filled))",
+      "            and _falls_behind(came.value, went.value))"),
+    M("wit22-batch-at-last-only", "kvplan/calc/simulate.py",
+      "    filled = batch[1] - batch[0] if batch is not None else 0",
+      "    filled = batch[1] if batch is not None else 0"),
+    M("wit22-flip-note-alone-pass", PD, '        values["colocated"] = Seconds(t_pf, derived(',
+      '        values["colocated"] = Seconds(passes[0], derived('),
 )
 
 
