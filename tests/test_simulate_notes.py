@@ -156,7 +156,8 @@ def test_sweep_verdicts_and_warning_as_text(run_cli):
                                       "looks through the arrivals than at the one before and grows by more than 5% "
                                       "of them, or over the run's steady part (from the middle of the arrivals, or "
                                       "once the first half's requests had their p90 time in system, to the last "
-                                      "arrival) fewer requests finish than arrive, by more than 3 x sqrt(2 x those "
-                                      "arrivals), the Poisson noise of a deployment that keeps up (more requests "
-                                      "resolve a rate nearer the capacity).")
+                                      "arrival) fewer requests finish than arrive, beyond the running batch's "
+                                      "growth (a batch still filling is no backlog), by more than 3 x sqrt(2 x "
+                                      "those arrivals), the Poisson noise of a deployment that keeps up (more "
+                                      "requests resolve a rate nearer the capacity).")
     assert doc["headline"].endswith("; rate sweep 2 .. 6 requests/s")

@@ -398,6 +398,11 @@ def test_llama_8b_1k_1k_on_one_h100_at_12_a_second_is_overloaded_at_4_it_keeps_u
 
     over = sim.overload_verdict(_sglang_1k_1k(12.0))
     assert over.overloaded and over.steady_arrivals - over.steady_completions > 3 * (2 * over.steady_arrivals) ** 0.5
+    # and the backlog, the shortfall beyond the running batch's growth, too: the batch is held near the 272 the pool
+    # takes (it grows by a few requests) while the requests that are not running, waiting or retracted, pile up
+    filled = over.steady_running[1] - over.steady_running[0]
+    assert over.steady_running[1] <= 320 and filled < 30
+    assert sim._falls_behind(over.steady_arrivals, over.steady_completions, filled)
     assert not sim._grows(over.waiting_end, over.waiting_mid, 1000) and not sim._rises(over.rise, 1000)
     assert 6.45 < over.capacity < 9.3   # between the estimates above (6.7 with one prompt's TTFT, 9.30 without)
     ok = sim.overload_verdict(_sglang_1k_1k(4.0))
@@ -415,7 +420,8 @@ def test_the_sweep_calls_12_a_second_overload(run_cli):
     assert (high["rate_requests_per_second"], high["meets_targets"], high["decided_by"]) == (12.0, False, "overload")
     assert high["arrivals_steady_part"] - high["completions_steady_part"] > 3 * (2 * high["arrivals_steady_part"]) ** .5
     text = " ".join(run_cli(*args).out.split())
-    assert "fewer requests finish than arrive, by more than 3 x sqrt(2 x those arrivals)" in text
+    assert ("fewer requests finish than arrive, beyond the running batch's growth (a batch still filling is no "
+            "backlog), by more than 3 x sqrt(2 x those arrivals)") in text
     assert "Overloaded from 12 requests/s: the arrivals outpace the service there" in text
 
 
@@ -430,3 +436,52 @@ def test_check_goodput_calls_12_a_second_overload_the_same_way(run_cli, tmp_path
     r = run_cli("check", str(plan), "-f", "json")
     assert r.code == 1, r.err
     assert r.json()["plans"][0]["assertions"][0]["measured"] == 4
+
+
+def _with_batch(r, running_at):
+    """``r`` with a timeline whose running batch is ``running_at(t)`` at each arrival, admission and finish (the
+    simulator's marks: times, blocks held, running, swapped, DRAM bytes)."""
+    t = np.unique(np.concatenate([r.arrival, r.admitted, r.finish]))
+    run = np.array([running_at(x) for x in t], dtype=np.int64)
+    zero = np.zeros(len(t), dtype=np.int64)
+    r.timeline = (t, zero, run, zero, zero)
+    return r
+
+
+def test_a_ramp_whose_batch_fills_is_not_overload():
+    # 1,000 arrivals at 1/s (i = 0..999), each admitted at once (the batch under its limit). Request i's time in system
+    # W_i: 40 s for i < 500, then rising as the batch fills and every step slows, 40 + (i - 500) / 2 for i = 500..799,
+    # then held at 190 s (Little's law: a steady population of 1/s x 190 s = 190). Middle 499.5 s; the early p90 W is
+    # 40 s, so the steady part is (499.5, 999]: 500 arrive (i = 500..999); finishing in it: i + 40 > 499.5 for
+    # i = 460..499 (40), 1.5 i - 210 <= 999 for i = 500..799 (all 300), i + 190 <= 999 for i = 800..809 (10): 350.
+    # Short by 150 > 3 x sqrt(1,000) = 94.9, which the count alone called overload; but the running batch grew from
+    # 40 (i = 460..499 at 499.5 s) to 1,000 - 500 - 310 = 190 at 999 s, by 150: the batch filling, no backlog
+    from kvplan.calc import simulate as sim
+
+    i = np.arange(1000.0)
+    w = np.where(i < 500, 40.0, np.where(i < 800, 40 + (i - 500) / 2, 190.0))
+    r = _run(i, i, i + w)
+    bare = sim.overload_verdict(r)
+    assert (bare.steady_arrivals, bare.steady_completions) == (500, 350) and bare.overloaded   # no timeline: 0 taken
+    v = sim.overload_verdict(_with_batch(r, lambda t: int(np.count_nonzero(i <= t) - np.count_nonzero(i + w <= t))))
+    assert v.steady_running == (40, 190) and not v.overloaded
+    m = sim.overload_values(v)
+    assert m["running_growth_steady_part"].value == 150 and not sim.falls_behind(m)
+    assert "500 - 350 = 150 - 150 (the running batch's growth) = 0 <= 3 x sqrt(2 x 500) = 94.9" in \
+        m["completions_steady_part"].why.substituted
+    assert not sim.overloaded({**m, "waiting_at_last_arrival": sim.Count(0), "requests_finished": sim.Count(1000)})
+
+
+def test_a_backlog_that_is_not_running_is_still_overload():
+    # the 1.25/s server above (_greedy: admitted at once, one finished a second), its batch held at 100 by the pool:
+    # the requests past it are retracted, admitted once, so never waiting. Over (399.6, 799.2]: 500 arrived, 400
+    # finished, the running batch 100 -> 100: the backlog grew by 100 > 94.9, overloaded. With the batch growing
+    # by 6 as well the backlog is 94, within the noise
+    from kvplan.calc import simulate as sim
+
+    v = sim.overload_verdict(_with_batch(_greedy(1.25), lambda t: 100))
+    assert v.steady_running == (100, 100) and (v.steady_arrivals, v.steady_completions) == (500, 400)
+    assert v.overloaded and sim.falls_behind(sim.overload_values(v))
+    w = sim.overload_verdict(_with_batch(_greedy(1.25), lambda t: 100 if t <= 399.6 else 106))
+    assert w.steady_running == (100, 106) and not w.overloaded
+    assert not sim._falls_behind(500, 400, 6) and sim._falls_behind(500, 400, 5)

@@ -1211,10 +1211,10 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
     differently at each length), the largest distance of a flipping row's margin from the 1.05x bar, and, where the
     shortest prompts disaggregate on an engine whose colocated prefills are passes of their own (``own_passes``: the
     colocated model of the scenario's layout; None where the engine mixes prefill chunks into its decode steps,
-    vLLM V1), the price of such a pass at the longest of those prompts against the prefill role's packed pass: a
-    whole weight read for a few hundred tokens, which the prefill role shares among k prompts (the rule book packs
-    the prompts waiting at a step, about B / D; kvplan's SGLang scheduler prices a round's prompts one after the
-    other). None when the verdict changes at most once."""
+    vLLM V1), the colocated prefill's price per prompt at the longest of those prompts as pd prices it
+    (``_Model.sustained``: the B / D prompts waiting at a step of the pool-capped batch share a pass) against the
+    prefill role's packed pass of k prompts (kvplan's SGLang scheduler, which the simulated colocated runs use,
+    prices a round's prompts one after the other). None when the verdict changes at most once."""
     fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
     at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
     if len(at) < 2:
@@ -1231,19 +1231,27 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
         passes = own_passes.prefill_passes(short)
         k = len(passes)
         label = own_passes.s.parallelism.tp
-        values["alone"] = Seconds(passes[0], derived("the step model's prefill of P tokens alone: max(weight read, "
-                                                     "FLOPs) + overhead", f"{short:,} tokens on TP{label}"))
+        d = own_passes.s.decode_tokens
+        rate, batch, t_pf, _ = own_passes.sustained(short, d)
+        shared = own_passes.packed_prefill(short, d, batch, rate)[1] if batch >= 1 else 1.0
+        values["colocated"] = Seconds(t_pf, derived(
+            "the colocated replica's prefill per prompt as pd prices it (_Model.sustained / packed_prefill): the "
+            "B / D prompts waiting at a step of its pool-capped batch B share one pass, T(k) / k",
+            f"{short:,} tokens on TP{label}, B = {batch:,}, D = {d:,}: k = {shared:.4g}"))
+        values["shared"] = Number(shared, derived("B / D, within 1 .. the prompts the token budget takes",
+                                                  f"{batch:,} / {d:,} -> {shared:.4g}"))
         values["packed"] = Seconds(passes[-1] / k, derived(
             "T(k) / k: k prompts in one pass (the weights read once), per prompt",
             f"{passes[-1]:.6g} / {k}"))
         values["short"] = Tokens(short, derived("the longest prompt of the table's run of shortest prompts where "
                                                 "disaggregation wins", f"{short}"))
-        text += ("; at {short:,} tokens and under the split wins: on this engine a colocated prompt is a prefill "
-                 "pass of its own between decode steps (the neutral rule book's and SGLang's default, no mixed chunks; "
-                 "the neutral rule book packs the prompts waiting at a step into one pass, kvplan's SGLang scheduler "
-                 "prices them one after the other), {alone:ms:,.2f} ms for "
-                 f"{{short:,}} tokens on TP{label} (a whole weight read), where a prefill-role rank packs {k} into one "
-                 "pass at {packed:ms:,.2f} ms each; --engine vllm mixes prefill chunks into decode steps")
+        text += ("; at {short:,} tokens and under the split wins: on this engine colocated prompts are prefill passes "
+                 "between decode steps (the neutral rule book's and SGLang's default, no mixed chunks), the "
+                 "{shared:.3g} prompts waiting at a step of the pool-capped batch sharing one, {colocated:ms:,.2f} ms "
+                 f"a prompt on TP{label} (kvplan's SGLang scheduler, which the simulated colocated runs use, prices a "
+                 "round's prompts one after the other), where a prefill-role rank packs "
+                 f"{k} into one pass at {{packed:ms:,.2f}} ms each; --engine vllm mixes prefill chunks into decode "
+                 "steps")
     return note(text + ".", **values)
 
 

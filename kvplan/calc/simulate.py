@@ -1298,7 +1298,10 @@ OVERLOAD_BEHIND = (Count(OVERLOAD_SIGMAS, default(
     "have had this percentile of their time in system (the ramp, while the batch fills, is no steady state)")))
 SERVICE_SOURCE = ("kvplan's overload rule, service witness (issue 21): arrivals - completions over a window is the "
                   "growth of the requests in the system; for a deployment that keeps up it differs from 0 by two "
-                  "Poisson counts of at most the window's arrivals each, variance <= 2 x arrivals; 3 sigma")
+                  "Poisson counts of at most the window's arrivals each, variance <= 2 x arrivals; 3 sigma. Less "
+                  "the growth of the running batch: the batch filling (Little's law: a steady population L = rate x "
+                  "W, W = prefill + D x TPOT(L), each request admitted slowing every step, so near the capacity "
+                  "the fill lasts several times in system); a backlog is requests in the system not running")
 TTFT_PERCENTILES = (50, 90, 99)   # the --ttft-slo percentiles (p99 unless the target names another)
 
 
@@ -1321,7 +1324,7 @@ def _rises(steady_rise: int, requests: int) -> bool:
     return steady_rise > max(OVERLOAD_RISE_SHARE * requests, OVERLOAD_MIN)
 
 
-def _falls_behind(arrivals: int, completions: int) -> bool:
+def _falls_behind(arrivals: int, completions: int, filled: int = 0) -> bool:
     """The third part, the service witness (issue 21): over the run's steady part (``steady_window``) the deployment
     finished fewer requests than arrived, by more than OVERLOAD_SIGMAS x sqrt(2 x arrivals) (no floor is needed: the
     shortfall is at most the arrivals, and 3 x sqrt(2 x A) exceeds A below 18 arrivals). The shortfall is the growth
@@ -1333,8 +1336,17 @@ def _falls_behind(arrivals: int, completions: int) -> bool:
     by those of two stretches of length min(W, T), independent Poisson counts of mean rate x min(W, T) each, so the
     shortfall has variance 2 x rate x min(W, T) <= 2 x the window's arrivals. Three standard deviations of that
     bound: a run that keeps up is called overloaded with probability below 0.13% (one-sided normal tail). Arrivals
-    1.25 x what the deployment sustains over a window of 475 arrivals fall short by 95 > 3 x sqrt(950) = 92.5."""
-    return arrivals - completions > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)
+    1.25 x what the deployment sustains over a window of 475 arrivals fall short by 95 > 3 x sqrt(950) = 92.5.
+    ``filled``: the growth of the running batch over the window (``running_at``), taken off the shortfall: a
+    deployment that keeps up admits each arrival while its batch is under its limit, and the requests in the system
+    rise as the batch fills towards Little's steady population L = rate x W, W = prefill + D x TPOT(L); each request
+    admitted slows every step, so W rises with L and near the deployment's capacity the fill takes several times in
+    system, longer than a run of a thousand requests lasts (pd's 1,500-request colocated runs: 30 + 300 tokens at
+    67.65/s, the running batch 441 -> 562 over the steady part, 738 arrived, 611 finished). What is left is the
+    backlog: requests in the system not running (waiting, retracted, preempted), which grows once the batch is at
+    its limit and the arrivals outpace it. A batch still filling at the last arrival is no evidence either way:
+    the witness reads only the backlog."""
+    return arrivals - completions - filled > OVERLOAD_SIGMAS * math.sqrt(2 * arrivals)
 
 
 def steady_window(arrival, finish, first: float, middle: float) -> tuple[float, float]:
@@ -1349,6 +1361,19 @@ def steady_window(arrival, finish, first: float, middle: float) -> tuple[float, 
     early = arrival <= middle
     ramp = float(np.percentile(finish[early] - arrival[early], OVERLOAD_RAMP_PERCENTILE)) if np.any(early) else 0.0
     return max(middle, first + ramp), ramp
+
+
+def running_at(r, t: float) -> int | None:
+    """The running batch at ``t`` (requests admitted and not finished, preempted or swapped out: the timeline's
+    ``running`` series in force at ``t``, summed over DP replicas); None when the run kept no timeline."""
+    import numpy as np
+
+    timeline: Any = getattr(r, "timeline", ())
+    if len(timeline) < 3 or not len(timeline[0]):
+        return None
+    times, running = np.asarray(timeline[0], dtype=float), np.asarray(timeline[2])
+    i = int(np.searchsorted(times, t, side="right")) - 1
+    return int(running[i]) if i >= 0 else 0
 
 
 def waiting_samples(arrival, admitted, first: float, last: float) -> tuple[int, ...]:
@@ -1389,6 +1414,7 @@ class Overload:
     steady_completions: int | None = None   # requests that finished in (steady_start, last]
     first: float = 0.0                  # the first arrival, s
     ramp: float = 0.0                   # the p90 time in system of the requests that arrived by ``middle``, s
+    steady_running: tuple[int, int] | None = None   # the running batch at steady_start and at last (running_at)
 
 
 def overload_verdict(r: SimRun) -> Overload:
@@ -1423,13 +1449,18 @@ def overload_verdict(r: SimRun) -> Overload:
             start = None
     came = int(np.count_nonzero((arrival > start) & (arrival <= last))) if start is not None else None
     went = int(np.count_nonzero((finish > start) & (finish <= last))) if start is not None else None
-    behind = came is not None and went is not None and _falls_behind(came, went)
+    batch: tuple[int, int] | None = None
+    if start is not None:
+        at_start, at_last = running_at(r, start), running_at(r, last)
+        batch = (at_start, at_last) if at_start is not None and at_last is not None else None
+    filled = batch[1] - batch[0] if batch is not None else 0
+    behind = came is not None and went is not None and _falls_behind(came, went, filled)
     over = open_arrivals and (_grows(w_end, w_mid, n) or _rises(rise, n) or behind)
     end = max(float(admitted.max()), last) if over else last
     done = int(np.count_nonzero((finish >= middle) & (finish <= end)))
     capacity = done / (end - middle) if end > middle else None
     return Overload(over, open_arrivals, middle, last, w_mid, w_end, rate, end, done, capacity, samples, rise,
-                    start, came, went, first, ramp)
+                    start, came, went, first, ramp, batch)
 
 
 def overload_values(v: Overload) -> dict:
@@ -1461,7 +1492,15 @@ def overload_values(v: Overload) -> dict:
             "last arrival (their p90 time in system outlasts the arrival span)")
         came = Count(None, derived("requests that arrived over the run's steady part", why))
         went = Count(None, derived("requests that finished over the run's steady part", why))
+        grew = Count(None, derived("the running batch's growth over the run's steady part", why))
     else:
+        filled = v.steady_running[1] - v.steady_running[0] if v.steady_running is not None else 0
+        grew = Count(filled if v.steady_running is not None else None, derived(
+            "the running batch's growth over the run's steady part (the timeline's running requests at the last "
+            "arrival - at the start): the batch filling towards Little's steady population, not a backlog",
+            (f"{v.steady_running[1]:,} - {v.steady_running[0]:,} = {filled:,} at {v.last:.6g} and "
+             f"{v.steady_start:.6g} s" if v.steady_running is not None else "the run kept no timeline: 0 taken"),
+            SERVICE_SOURCE))
         came = Count(v.steady_arrivals, derived(
             "requests that arrived over the run's steady part: after max(the middle of the arrivals, the first + the "
             "p90 time in system of the requests that arrived by the middle), to the last arrival",
@@ -1469,16 +1508,19 @@ def overload_values(v: Overload) -> dict:
             f"{v.steady_arrivals:,} in ({v.steady_start:.6g}, {v.last:.6g}] s", SERVICE_SOURCE))
         short = (v.steady_arrivals or 0) - (v.steady_completions or 0)
         bound = OVERLOAD_SIGMAS * math.sqrt(2 * (v.steady_arrivals or 0))
+        backlog = short - filled
         went = Count(v.steady_completions, derived(
-            "requests that finished over the run's steady part; overloaded when arrivals - completions > "
-            "3 x sqrt(2 x arrivals): the requests in the system grew past the Poisson noise of a deployment "
-            "that keeps up",
+            "requests that finished over the run's steady part; overloaded when arrivals - completions - the "
+            "running batch's growth > 3 x sqrt(2 x arrivals): the requests in the system not running (waiting, "
+            "retracted, preempted) grew past the Poisson noise of a deployment that keeps up",
             f"{v.steady_completions:,} in ({v.steady_start:.6g}, {v.last:.6g}] s; "
-            f"{v.steady_arrivals:,} - {v.steady_completions:,} = {short:,} "
-            + (">" if short > bound else "<=")
+            f"{v.steady_arrivals:,} - {v.steady_completions:,} = {short:,}"
+            + (f" - {filled:,} (the running batch's growth) = {backlog:,}" if filled else "")
+            + (" >" if backlog > bound else " <=")
             + f" 3 x sqrt(2 x {v.steady_arrivals:,}) = {bound:.1f}", SERVICE_SOURCE))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
             "waiting_steady_rise": rise, "arrivals_steady_part": came, "completions_steady_part": went,
+            "running_growth_steady_part": grew,
             "arrival_rate_second_half_requests_per_second": rate, "sustained_requests_per_second": cap}
 
 
@@ -1501,11 +1543,14 @@ def overloaded(metrics: dict) -> bool:
 
 
 def falls_behind(metrics: dict) -> bool:
-    """The service witness on the run's metrics (``_falls_behind`` on ``arrivals_steady_part`` and
-    ``completions_steady_part``; False when the run has no steady part or is a closed loop)."""
+    """The service witness on the run's metrics (``_falls_behind`` on ``arrivals_steady_part``,
+    ``completions_steady_part`` and ``running_growth_steady_part``, 0 when not given; False when the run has no
+    steady part or is a closed loop)."""
     came, went = metrics.get("arrivals_steady_part"), metrics.get("completions_steady_part")
+    grew = metrics.get("running_growth_steady_part")
+    filled = grew.value if grew is not None and grew.value is not None else 0
     return (came is not None and went is not None and came.value is not None and went.value is not None
-            and _falls_behind(came.value, went.value))
+            and _falls_behind(came.value, went.value, filled))
 
 
 def parse_ttft_slo(text: str) -> tuple[float, int]:

@@ -185,6 +185,22 @@ V0_SWAP_SOURCE = blob("v0.7.3", "vllm/core/scheduler.py", "_preempt: a single-se
                       "GPU', default 4")
 V0_PREFIX_SOURCE = blob("v0.7.3", "vllm/engine/arg_utils.py", "EngineArgs.__post_init__: enable_prefix_caching None "
                         "-> bool(envs.VLLM_USE_V1), off under V0; --enable-prefix-caching turns it on")
+# V0's batch limits (before V1_SINCE), which the rule book runs with: max_num_seqs 256 and, with chunked prefill off,
+# max_num_batched_tokens max(max_model_len, 2048) (vllm/config.py SchedulerConfig.__post_init__, _DEFAULT_MAX_NUM_
+# BATCHED_TOKENS 2048), so that one prefill pass takes every waiting prompt that fits. Chunked prefill is off for an MLA
+# model whatever the context (v0.7.3 vllm/config.py VllmConfig.__post_init__: "MLA is enabled; forcing chunked prefill
+# and prefix caching to be disabled", vllm-project/vllm PR #12642; from PR #12639 MLA may chunk in V0 but only when
+# asked: v0.8.x arg_utils.py _set_default_args_v0 "Chunked prefill not supported for Multimodal or MLA in V0" leaves it
+# off) and for any model whose context is at most 32K; past 32K V0 turns it on for other models (then kvplan keeps
+# its 8192-token estimate of a pass, as activation_reserve does).
+V0_MAX_NUM_SEQS = 256
+V0_MIN_BATCHED_TOKENS = 2048
+V0_LONG_CONTEXT = 32768
+V0_LONG_BATCHED_ESTIMATE = 8192
+V0_BATCH_SOURCE = blob("v0.7.3", "vllm/config.py, vllm/engine/arg_utils.py", "SchedulerConfig: max_num_seqs 256; "
+                       "max_num_batched_tokens max(max_model_len, 2048) without chunked prefill; VllmConfig."
+                       "__post_init__ forces chunked prefill off for MLA (PR #12642; v0.8.x _set_default_args_v0 "
+                       "keeps it off by default for MLA in V0); chunked prefill by default only past 32K of context")
 NO_SWAP_SOURCE = ("vLLM V1 preempts by recompute only: no swap space (vllm/v1/core/sched/scheduler.py "
                   "_preempt_request frees the blocks; docs.vllm.ai configuration/optimization 'Preemption')")
 # V1's admission and free-queue rules that changed after the commit kvplan.engines.vllm_scheduler was read at
@@ -553,6 +569,34 @@ class VllmEngine(Engine):
         why = default(f"{hw.id}: {hw.hbm_capacity_gib.value:g} GiB", BATCH_DEFAULTS_SOURCE)
         return Tokens(mnbt, why), Count(mns, why)
 
+    def v0_batch_limits(self, scenario, model) -> tuple[int, int, str]:
+        """V0's default (max_num_batched_tokens, max_num_seqs) for ``model`` under ``scenario`` and why
+        (V0_BATCH_SOURCE): 256 sequences; without chunked prefill (an MLA model, or a context of at most 32K) a
+        pass of max(max_model_len, 2048) tokens, else kvplan's 8192-token estimate."""
+        mml = scenario.max_model_len or model.max_position_embeddings or V0_MIN_BATCHED_TOKENS
+        mla = MLA in self.kinds(model)
+        if mla or mml <= V0_LONG_CONTEXT:
+            why = ("chunked prefill off: " + ("MLA in V0" if mla else f"context {mml:,} <= 32K")
+                   + f"; max(max_model_len {mml:,}, 2048)")
+            return max(mml, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS, why
+        return V0_LONG_BATCHED_ESTIMATE, V0_MAX_NUM_SEQS, (f"chunked prefill on past 32K (context {mml:,}): "
+                                                           "kvplan's 8192-token estimate")
+
+    def batch_limits_for(self, scenario):
+        """The release's defaults under the scenario's flags: V0 (before ``V1_SINCE``) its own
+        (``v0_batch_limits``), V1 the API server's by GPU memory (``batch_limits``)."""
+        model = getattr(scenario, "sized_model", None) or getattr(scenario, "model", None)
+        if self.since(V1_SINCE) or not isinstance(model, ModelSpec):
+            return super().batch_limits_for(scenario)
+        mnbt_n, mns_n, how = self.v0_batch_limits(scenario, model)
+        mnbt = Tokens(mnbt_n, default(f"{self.release}: {how}", V0_BATCH_SOURCE))
+        mns = Count(mns_n, default(f"{self.release}: V0's max_num_seqs 256", V0_BATCH_SOURCE))
+        if scenario.max_num_batched_tokens is not None:
+            mnbt = Tokens(scenario.max_num_batched_tokens, given("--max-num-batched-tokens"))
+        if scenario.max_num_seqs is not None:
+            mns = Count(scenario.max_num_seqs, given("--max-num-seqs"))
+        return mnbt, mns
+
     def memory_fraction(self, scenario, par):
         if scenario.gpu_memory_utilization is not None:
             return Number(scenario.gpu_memory_utilization, given("--gpu-memory-utilization"))
@@ -650,11 +694,11 @@ class VllmEngine(Engine):
         mnbt_v, mns_v = self.batch_limits_for(scenario)
         mnbt, mns = mnbt_v.number(), mns_v.number()
         if not self.since((0, 8, 0)):
-            mml = scenario.max_model_len or model.max_position_embeddings or 2048
-            # V0 turns chunked prefill on by itself only past 32K tokens of context (then 8192 tokens a step is
-            # kvplan's estimate); below, one step prefills a whole max_model_len prompt
-            mnbt = scenario.max_num_batched_tokens or (max(mml, 2048) if mml <= 32768 else 8192)
-            mns = scenario.max_num_seqs or 256
+            # V0's own limits (v0_batch_limits): chunked prefill off for MLA and for contexts up to 32K, where one
+            # step prefills a whole max_model_len prompt; past 32K (other models) 8192 tokens is kvplan's estimate
+            v0_mnbt, v0_mns, _ = self.v0_batch_limits(scenario, model)
+            mnbt = scenario.max_num_batched_tokens or v0_mnbt
+            mns = scenario.max_num_seqs or v0_mns
             per_entry = V0_SAMPLER_BYTES
             src = V0_PROFILE
         else:

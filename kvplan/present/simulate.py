@@ -203,7 +203,8 @@ def overload_words(m: dict) -> tuple[str, tuple[Note, ...]]:
                          "the last one", mid=mid, end=end))
     if falls_behind(m):
         said.append(note("over the run's steady part {went:,d} requests finished while {came:,d} arrived (the "
-                         "requests in the system, running and preempted too, grew)",
+                         "requests in the system grew, beyond the running batch's growth: a backlog waiting, "
+                         "retracted or preempted)",
                          went=m["completions_steady_part"], came=m["arrivals_steady_part"]))
     bound = m.get("closed_form_capacity_requests_per_second") or m["sustained_requests_per_second"]
     if above_capacity(m):
@@ -372,9 +373,9 @@ def present_sweep(sweep: SweepPlan, s, work, options, inputs: dict) -> Result:
         "the last one, by more than {share:.0%} of the requests (and more than {least:d}), or it is longer at each of "
         "{looks:d} looks through the arrivals than at the one before and grows by more than {rise:.0%} of them, or "
         "over the run's steady part (from the middle of the arrivals, or once the first half's requests had their "
-        "p{ramp:d} time in system, to the last arrival) fewer requests finish than arrive, by more than {sigmas:d} x "
-        "sqrt(2 x those arrivals), the Poisson noise of a deployment that keeps up (more requests resolve a rate "
-        "nearer the capacity).",
+        "p{ramp:d} time in system, to the last arrival) fewer requests finish than arrive, beyond the running batch's "
+        "growth (a batch still filling is no backlog), by more than {sigmas:d} x sqrt(2 x those arrivals), the "
+        "Poisson noise of a deployment that keeps up (more requests resolve a rate nearer the capacity).",
         n=sweep.requests, seed=inputs["seed"], share=share, least=least, looks=looks, rise=rise, sigmas=sigmas,
         ramp=ramp)]
     over = next(((rate, m) for rate, m, o in zip(rates, sweep.points, sweep.overloaded, strict=True) if o), None)
