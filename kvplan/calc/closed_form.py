@@ -2,8 +2,9 @@
 and what they give without simulating, under the SLO's TPOT target: the batch limit, TPOT by batch, the prefill's
 price (alone, packed, shared across attention-DP ranks, mixed into decode steps), the colocated and pure-decode sides
 and the rate a replica sustains. ``kvplan pd`` builds on it (``pd._Model``: the simulated colocated goodput) and
-``kvplan simulate``'s capacity witness reads ``sustained``; it imports neither, so neither imports the other through
-it. ``pd`` re-exports every public name here (``from kvplan.calc.pd import PdOptions, Side`` keeps working).
+``kvplan simulate``'s capacity witness reads ``sustained``; it imports neither, so simulate reads it without
+importing pd (which imports simulate). ``pd`` re-exports every public name here (``from kvplan.calc.pd import
+PdOptions, Side`` keeps working).
 """
 
 from __future__ import annotations
