@@ -26,7 +26,16 @@ points' predictions was computed:
    the time of one prompt on its rank, prompt / (tokens/s per GPU x TP)).
 4. The GPU's fitted prefill_mfu = m / median(ratio), rounded to 0.01, capped at 1.
 5. Adoption: only where the GPU has at least one physically possible held-out point, and neither that GPU's held-out
-   median |error| nor the whole held-out median |error| grows; otherwise the fit is reported, not adopted."""
+   median |error| nor the whole held-out median |error| grows; otherwise the fit is reported, not adopted.
+
+pf22, the ``line`` rows: each deployment's concurrency-1 TTFT rows at several prompt lengths (``deployment_lines``)
+as intercept + slope x prompt, measured and kvplan's. The slope is the prefill's price per token, the intercept what
+a request costs whatever its length. On the two DeepSeek-R1-on-H100 deployments kvplan's slope is not faster than the
+measured one (SGLang TP16 over two nodes, P3/P4/P23: 13.5 vs 10.5 us/token; vLLM AWQ TP8, P8/P9/P24: 23.7 vs 24.2)
+while the measured intercept is 171 vs kvplan's 34 ms and 36 vs 12 ms: the miss there is a per-request floor, which
+no per-token mechanism (fewer tokens per expert, MLA's K/V up-projection) can carry. The only H200 pairs are
+TensorRT-LLM's (P17/P20, P19/P22), where both the slope (53.3 and 34.7 vs 25.1 us/token) and the floor (79 and 69
+vs -2 ms) miss."""
 
 from __future__ import annotations
 
