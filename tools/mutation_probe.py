@@ -1898,6 +1898,18 @@ MUTANTS: tuple[Mutant, ...] = (
       'return figure / 1e3 if p.kind == "ttft" else p.prompt / (figure * p.parallel["tp"])'),
     M("h200pf20-inexpressible-kept", "benchmarks/prefill_fidelity.py",
       "return [p for p in (points or load_points()) if expressible(p)]", "return list(points or load_points())"),
+    # pf22: benchmarks/prefill_fidelity.py's per-deployment lines (a TTFT miss as per-token price vs per-request floor)
+    M("pf22-line-no-intercept-shift", "benchmarks/prefill_fidelity.py",
+      "return my - slope * mx, slope", "return my, slope"),
+    M("pf22-line-slope-over-n", "benchmarks/prefill_fidelity.py",
+      "for x, y in zip(xs, ys, strict=True)) / sxx", "for x, y in zip(xs, ys, strict=True)) / sxx * n / 2"),
+    M("pf22-lines-ep-merged", "benchmarks/prefill_fidelity.py",
+      "key = (p.model, p.hardware, p.engine, tuple(sorted(p.parallel.items())), p.weight_dtype)",
+      "key = (p.model, p.hardware, p.engine, p.parallel.get(\"tp\"), p.weight_dtype)"),
+    M("pf22-lines-throughput-kept", "benchmarks/prefill_fidelity.py",
+      "        if p.kind != \"ttft\":\n            continue\n        key", "        key"),
+    M("pf22-lines-kvplan-is-measured", "benchmarks/prefill_fidelity.py",
+      "line(xs, [pr for _, pr in members])", "line(xs, [p.measured for p, _ in members])"),
     # fix20: release spans (tests/test_engine_releases.py); SGLang /metrics scheduler copies, a defaulted GPU, the
     # /metrics TTFT's frontend latency (tests/test_calibrate_command.py)
     M("fix20-vllm-no-v0.17-span", VLLM, "(0, 15, 0), (0, 17, 0), (0, 18, 0)", "(0, 15, 0), (0, 18, 0)"),
