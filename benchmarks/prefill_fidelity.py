@@ -26,7 +26,16 @@ points' predictions was computed:
    the time of one prompt on its rank, prompt / (tokens/s per GPU x TP)).
 4. The GPU's fitted prefill_mfu = m / median(ratio), rounded to 0.01, capped at 1.
 5. Adoption: only where the GPU has at least one physically possible held-out point, and neither that GPU's held-out
-   median |error| nor the whole held-out median |error| grows; otherwise the fit is reported, not adopted."""
+   median |error| nor the whole held-out median |error| grows; otherwise the fit is reported, not adopted.
+
+pf22, the ``line`` rows: each deployment's concurrency-1 TTFT rows at several prompt lengths (``deployment_lines``)
+as intercept + slope x prompt, measured and kvplan's. The slope is the prefill's price per token, the intercept what
+a request costs whatever its length. On the two DeepSeek-R1-on-H100 deployments kvplan's slope is not faster than the
+measured one (SGLang TP16 over two nodes, P3/P4/P23: 13.5 vs 10.5 us/token; vLLM AWQ TP8, P8/P9/P24: 23.7 vs 24.2)
+while the measured intercept is 171 vs kvplan's 34 ms and 36 vs 12 ms: the miss there is a per-request floor, which
+no per-token mechanism (fewer tokens per expert, MLA's K/V up-projection) can carry. The only H200 pairs are
+TensorRT-LLM's (P17/P20, P19/P22), where both the slope (53.3 and 34.7 vs 25.1 us/token) and the floor (79 and 69
+vs -2 ms) miss."""
 
 from __future__ import annotations
 
@@ -225,6 +234,41 @@ def adopt(fits: dict[str, tuple[float, float, list[str]]]) -> dict[str, bool]:
     return out
 
 
+def line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """The least-squares line y = intercept + slope x through the points (at least two distinct x): (intercept,
+    slope)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - slope * mx, slope
+
+
+def deployment_lines(data: list[tuple[Point, float, float]] | None = None
+                     ) -> list[tuple[list[str], tuple[float, float], tuple[float, float]]]:
+    """pf22: each deployment's concurrency-1 TTFT rows at two or more prompt lengths (the same model, GPU, engine,
+    parallelism and weights) as a line over the prompt length, measured and kvplan's: (the point ids, (measured
+    intercept ms, measured slope ms per token), (kvplan's intercept, kvplan's slope)). The intercept is what a request
+    costs whatever its length (the frontend, a pass's fixed costs), the slope the prefill's price per token, so the
+    two say which part of a TTFT miss is the per-token prefill price (prefill_mfu, the FLOP count, communication) and
+    which is a per-request floor the prefill price cannot carry. Uses every split: it fits nothing."""
+    data = data if data is not None else rows()
+    groups: dict[tuple, list[tuple[Point, float]]] = {}
+    for p, pr, _ in data:
+        if p.kind != "ttft":
+            continue
+        key = (p.model, p.hardware, p.engine, tuple(sorted(p.parallel.items())), p.weight_dtype)
+        groups.setdefault(key, []).append((p, pr))
+    out = []
+    for members in groups.values():
+        if len({p.prompt for p, _ in members}) < 2:
+            continue
+        xs = [float(p.prompt) for p, _ in members]
+        out.append(([p.id for p, _ in members], line(xs, [p.measured for p, _ in members]),
+                    line(xs, [pr for _, pr in members])))
+    return out
+
+
 def main() -> None:
     data = rows()
     print("| id | split | kind | model | GPU | parallel | prompt | measured | kvplan | error | measured / peak "
@@ -246,6 +290,9 @@ def main() -> None:
         groups.setdefault(f"{p.model} on {p.hardware} ({p.kind})", []).append(e)
     for g, es in groups.items():
         print(f"  {g}: median error {statistics.median(es):+.1%} ({len(es)} points)")
+    for ids, (m0, m1), (k0, k1) in deployment_lines(data):
+        print(f"  line {'/'.join(ids)}: measured {m0:.1f} ms + {m1 * 1e3:.1f} us/token; kvplan {k0:.1f} ms + "
+              f"{k1 * 1e3:.1f} us/token")
     if "--fit" in sys.argv:
         fits = fit_prefill_mfu()
         adopted = adopt(fits)

@@ -29,13 +29,19 @@ The rules (one replica; tokens = blocks x block, a page = one block):
    A request that fails the check stops admission and makes the batch full, unless nothing runs or was taken
    (then it is taken anyway); so does the running cap. "Full" clears when the running batch shrinks (a request
    finishes, also at its prefill, or is retracted) or is empty.
-3. A taken request gets blocks for its prompt (a retracted one: prompt + generated), and its prefill is priced
-   alone in chunks of chunked_prefill_size (``StepModel.prefill_seconds``), one after the other; the prefill
-   gives a token (the first, or a retracted request's next). Its recomputed tokens: prompt + generated - prefix.
+3. A taken request gets blocks for its prompt (a retracted one: prompt + generated). The requests a round takes
+   are one extend batch, one forward (SGLang v0.5.23 ``Scheduler._get_new_batch_prefill_raw``: one
+   ``ScheduleBatch.init_new`` of the adder's ``can_run_list``): one pass priced once at its end by
+   ``StepModel.prefill_pass_seconds`` of their (cached, fill) token ranges (one alone: ``prefill_seconds``; with
+   HiCache the longer of it and the pass's load-backs, summed), until a request the round chunks: that one ends the
+   pass before it and is priced alone in chunks of chunked_prefill_size (``StepModel.prefill_seconds``), and the
+   requests after it are the next pass. The prefill gives a token (the first, or a retracted request's next); a
+   request it gives its last token finishes at the end of the pass so far (its own and the earlier members').
+   Its recomputed tokens: prompt + generated - prefix.
    Under attention DP (R = ``StepModel.lockstep_ranks`` > 1: the ranks step together in one forward) N ranks'
    prompts share a pass, N = min(R, max(1, x + e^-x)), x = R x the rank's arrival rate x one prompt's pass alone
    (the rate: (n - 1) / the arrivals' span; a closed loop's U / (think + D x the steady step of U + that pass), D
-   and the prompt the workload's means); each pass prices the prompt with its experts over EP / N GPUs (own); the
+   and the prompt the workload's means); each pass prices its prompts with their experts over EP / N GPUs (own); the
    rank's clock pays own + (R / N - 1) x max(own - s, 0) (the other passes lengthen one of its decode steps each):
    s its steady step at the batch (a closed loop's users; else Little's law at the rate, B = rate x D x step(B) from
    1, 8 rounds, at most the running cap); a first token comes at the end of its own pass. The new requests a
@@ -209,6 +215,19 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
 
     def own_pass(tokens: int, cached: int) -> float:
         return sm.prefill_seconds(tokens, cached, chunk, share_ep if ranks > 1 else None)
+
+    def pass_price(ranges: list) -> float:
+        """Rule 3's price of one pass of several prompts' (cached, fill) ranges on this rank's clock: the cost model's
+        pass (one weight read, the summed tokens, each prompt's attention), its experts as ``own_pass``'s."""
+        if len(ranges) == 1:
+            return lock_price(ranges[0][1], ranges[0][0])
+        own = sm.prefill_pass_seconds(list(ranges), chunk, expert_gpus=share_ep if ranks > 1 else None)
+        return own + (ranks / n_share - 1) * max(own - least, 0.0) if ranks > 1 else own
+
+    def ahead(t: float) -> float:
+        """Rule 3: how long before a pass of ``t`` s ends its prompts have their first tokens (their own pass's end)."""
+        q = ranks / n_share
+        return max((q - 1) * (t - least) / q, 0.0) if q > 1 else 0.0
 
     reqs = [Req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(workload.prompts, workload.outputs, strict=True))]
     out = RefRun(reqs, block, total_blocks, chunk, max_running)
@@ -516,13 +535,24 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
         seats = len(late)                    # rule 8: seats held by the batch before's finished (not this round's)
         ended: list[Req] = []                # finished at their prefill: into the tree after the allocation
         group: list[Req] = []                # rule 3: new requests of one pass, their first tokens at its end
+        ranges: list[tuple[int, int]] = []   # rule 3: the pass's (cached, fill) token ranges, priced at its end
+        pass_load = [0.0]                    # rule 7: the pass's load-backs, one after the other on the link
 
         def pass_ends() -> None:
-            if group:
+            nonlocal now
+            if ranges:
+                t = max(pass_price(ranges), pass_load[0])
+                now += t
+                out.prefill_seconds += t
+                for q in group:
+                    q.first_token = now - ahead(t)
+                ranges.clear()
+                pass_load[0] = 0.0
+            elif group:
                 end = max(q.first_token for q in group)
                 for q in group:
                     q.first_token = end
-                group.clear()
+            group.clear()
 
         while waiting:
             r = waiting[0]
@@ -573,32 +603,43 @@ def run(s, workload, max_batch: int | None = None, victim: str | None = None, sp
             load = load_seconds(back) if back and cached > on_device else 0.0
             r.host_hit_tokens += cached - on_device
             out.peak_blocks_used = max(out.peak_blocks_used, total_blocks - real_free())
-            if paged(ext) > budget[0]:       # rule 3: a chunked request starts the next pass
-                pass_ends()
+            chunked = paged(ext) > budget[0]
+            if chunked:                      # rule 3: a chunked request ends the pass before, runs alone and
+                pass_ends()                  # starts the next group
             if r.generated == 0:
                 if r.output > 1:
                     group.append(r)
                 r.admitted = now
                 r.prefix_hit_tokens = cached
-                t = max(lock_price(r.prompt, r.prefix_hit_tokens), load)
                 warm = True
-                q = ranks / n_share
-                r.first_token = now + (t - max((q - 1) * (t - least) / q, 0.0) if q > 1 else t)
-                now += t
             else:
-                t = max(lock_price(fill, cached), load)
-                now += t
                 r.recomputed += fill - cached
                 r.recompute_hit_tokens += cached - hit
+            if chunked:
+                t = max(lock_price(fill, cached), load)
+                out.prefill_seconds += t
+                if r.generated == 0:
+                    r.first_token = now + t - ahead(t)
+                now += t
+            else:                            # rule 3: one of the pass, priced when it ends
+                ranges.append((cached, fill))
+                pass_load[0] += load
             if tree:
                 insert(r, fill)
-            out.prefill_seconds += t
             r.generated += 1
             r.peak_bytes = max(r.peak_bytes, nbytes(fill))
             r.blocks_charged = k * block
             if r.generated >= r.output:
                 k = r.blocks
-                finish(r, later=True)
+                if not chunked:              # rule 3: done at its prefill, at the end of the pass so far
+                    t = max(pass_price(ranges), pass_load[0])
+                    if r.generated == 1:
+                        r.first_token = now + t - ahead(t)
+                    at, now = now, now + t
+                    finish(r, later=True)
+                    now = at
+                else:
+                    finish(r, later=True)
                 if overlap:
                     round_done.append(r)
                 else:

@@ -194,8 +194,11 @@ def test_a_prefill_round_charges_its_requests_whole_outputs():
     # remain. C: 361 < 278 fails: the batch is full. A and B decode together (each holds at most 100 + 259 tokens:
     # 718 <= 1,000, no retraction), finish at the same step, and the batch, empty, admits C and D the same way, then
     # E and F. (With the round charging ratio x outputs, 0.7 x 260 = 182, C would fit: 361 < 800 - 2 x 183 = 434.)
-    # A round is one prefill batch whose result SGLang processes once (process_batch_result_prefill @v0.5.23): B's
-    # prefill starts where A's ends, and A's first token comes with B's, after both, 2 x the prefill from t = 0.
+    # A round is one prefill batch, one forward (PrefillAdder's extend batch), whose result SGLang processes once
+    # (process_batch_result_prefill @v0.5.23): A and B are one pass of 200 tokens, both admitted at t = 0, and their
+    # first tokens come at its end. By hand (tests/test_prefill_packing.py's figures): 2 x 7.50e9 x 200 FLOPs at
+    # 692.3 TFLOP/s = 4.33 ms, under the 5.51 ms weight read, so the pass costs 5.51 + 0.93 = 6.44 ms, what A's
+    # 100-token prefill alone costs (two passes, 12.9 ms, before packing).
     s = scenario(LLAMA, "128000KiB")
     w = hand_work([100] * 6, [260] * 6, [0.0] * 6)
     r = sim.simulate(s, w)
@@ -203,11 +206,13 @@ def test_a_prefill_round_charges_its_requests_whole_outputs():
     assert r.peak_running == 2 and r.preemptions.sum() == 0
     sm = costs.step_model(s)
     prefill = sm.prefill_seconds(100, 0, 8192)
-    assert r.admitted[1] == pytest.approx(prefill, rel=1e-12)
-    assert r.first_token[0] == r.first_token[1] == pytest.approx(2 * prefill, rel=1e-12)
+    assert prefill == pytest.approx(6.44e-3, abs=0.01e-3)
+    assert r.admitted[1] == r.admitted[0] == 0.0
+    assert r.first_token[0] == r.first_token[1] == pytest.approx(prefill, rel=1e-12)
+    assert r.first_token[0] == pytest.approx(6.44e-3, abs=0.01e-3)
     assert r.finish[0] == r.finish[1]
-    assert r.admitted[2] == r.finish[1] and r.admitted[3] == pytest.approx(r.admitted[2] + prefill, rel=1e-12)
-    assert r.first_token[2] == r.first_token[3] == pytest.approx(r.admitted[2] + 2 * prefill, rel=1e-12)
+    assert r.admitted[2] == r.finish[1] and r.admitted[3] == r.admitted[2]
+    assert r.first_token[2] == r.first_token[3] == pytest.approx(r.admitted[2] + prefill, rel=1e-12)
     assert r.finish[2] == r.finish[3] and r.admitted[4] == r.finish[3] and r.first_token[4] == r.first_token[5]
 
 
@@ -216,8 +221,10 @@ def test_a_rounds_first_tokens_come_at_its_pass_end_split_where_a_prompt_is_chun
     # 9,000 and 100 tokens. One round: A takes 100 of the chunk (8,092 left); B's 9,000 > 8,092, so B is chunked and
     # its first chunk ends A's batch: A's first token comes after A's own prefill (B's chunks come after it). B's last
     # chunk, 9,000 - 8,092 = 908 tokens, leaves 8,192 - 908 = 7,284 of its batch's chunk: C is taken into it, and B's
-    # first token comes with C's, at the end of C's prefill: p(100) + p(9,000) + p(100).
-    # A fourth request, D, with one output token, done at its prefill, keeps its own first token (= its finish).
+    # first token comes with C's, at the end of C's pass: kvplan prices B's chunks alone, then C's pass.
+    # A fourth request, D, with one output token, is taken into C's pass (C and D: one pass of 200 tokens, weight-bound
+    # as p(100), tests/test_prefill_packing.py: 6.44 ms); done at its prefill, its first token is its finish, at the
+    # end of the pass so far (C's and its own): p(100) + p(9,000) + p(100) for B, C and D alike.
     s = scenario(LLAMA, "4GiB")      # 32,768 tokens: every check passes
     w = hand_work([100, 9000, 100, 100], [5, 5, 5, 1], [0.0] * 4)
     r = sim.simulate(s, w)
@@ -226,8 +233,9 @@ def test_a_rounds_first_tokens_come_at_its_pass_end_split_where_a_prompt_is_chun
     p100, p9000 = sm.prefill_seconds(100, 0, 8192), sm.prefill_seconds(9000, 0, 8192)
     assert r.first_token[0] == pytest.approx(p100, rel=1e-12)
     assert r.first_token[1] == r.first_token[2] == pytest.approx(2 * p100 + p9000, rel=1e-12)
-    assert r.admitted[3] == pytest.approx(2 * p100 + p9000, rel=1e-12)      # D: the same round, after C
-    assert r.first_token[3] == r.finish[3] == pytest.approx(3 * p100 + p9000, rel=1e-12)
+    assert r.admitted[3] == r.admitted[2] == pytest.approx(p100 + p9000, rel=1e-12)   # D: C's pass
+    assert r.first_token[3] == r.finish[3] == pytest.approx(2 * p100 + p9000, rel=1e-12)
+    assert sm.prefill_pass_seconds([(0, 100), (0, 100)], 8192) == pytest.approx(p100, rel=1e-12)
 
 
 @pytest.mark.parametrize("steps_before, admitted_on_arrival", [(100, False), (250, True), (400, False)])

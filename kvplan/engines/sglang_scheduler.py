@@ -43,8 +43,13 @@ there without ``ignore_eos``.
   ``Scheduler.handle_generate_request``; kvplan keeps its length).
 * **Prefill**: prefill batches run between decode batches, not mixed into them (``--enable-mixed-chunk`` is off
   by default, ``Scheduler._get_new_batch_prefill_raw`` mixes only with it); the decode batch stalls meanwhile.
-  Each request's prefill is priced alone in chunks of ``chunked_prefill_size`` (several prompts of one round
-  are one forward pass in SGLang; kvplan prices them one after the other). Their first tokens come together:
+  A round's requests are one extend batch, one forward (``PACK_SOURCE``: ``_get_new_batch_prefill_raw`` makes one
+  ``ScheduleBatch.init_new`` of the adder's ``can_run_list`` and one ``prepare_for_extend``), so kvplan prices them
+  as one pass (``StepModel.prefill_pass_seconds`` of their (cached, fill) token ranges: one weight read, their
+  summed tokens, each one's attention on its own cache; with HiCache the longer of it and the pass's load-backs,
+  summed), their first tokens at its end. A request the round chunks runs alone, in chunks of
+  ``chunked_prefill_size`` (``prefill_seconds``), between the pass before it and the pass after it (SGLang's first
+  chunk shares the batch before, its last chunk the batch after: not modelled). Their first tokens come together:
   SGLang processes a prefill batch's result once, after its forward (``managers/scheduler_components/
   batch_result_processor.py`` @v0.5.23 ``process_batch_result_prefill``: ``copy_done.synchronize()``, then one
   ``stream_output(batch.reqs, ...)`` for the batch, a request still being chunked skipped; the same single call
@@ -53,8 +58,9 @@ there without ``ignore_eos``.
   round prefills up to one it chunks have their first token when the last of them has its own; a chunked request
   starts the next such group (its last chunk's batch holds the round's later requests). kvplan ends the group
   before the chunked request's first chunk (SGLang's batch holds that chunk too: those tokens come a chunk early
-  here), and a request whose only token is its first keeps its own end (its finish, and a closed loop's next
-  arrival, are set there). Defaults by GPU memory
+  here), and a request whose prefill gives its last token (one output token, or a re-prefill's last) finishes at
+  the end of the pass so far, its own and the earlier members' (SGLang streams it at the whole pass's end; its
+  finish, and a closed loop's next arrival, are set when it is taken). Defaults by GPU memory
   (``arg_groups/memory_hook.py`` @v0.5.23 ``_handle_gpu_memory_settings``): < 20 GiB 2048, < 35 GiB and < 60 GiB
   4096, < 90 GiB and < 160 GiB 8192, else 16384; divided by the attention-DP size under DP attention
   (``arg_groups/parallel_hook.py`` @v0.5.23). ``--chunked-prefill-size`` and ``--max-prefill-tokens`` as given
@@ -103,9 +109,9 @@ there without ``ignore_eos``.
   the leading ids present; a node longer than the request's own block is not a match), which requests share:
   a node is locked while any request holding it runs, and a request's own segments hang below its whole chain.
   The match of a prompt is capped at its length less one token (SGLang computes the last token; the node stays
-  whole). kvplan prefills a round's requests one after another, so a later one in a round hits the blocks an
-  earlier one inserted (SGLang's batch computes both). Modelled where every page above the shared prefix is one
-  block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
+  whole). kvplan inserts a round's requests into the tree one after another, so a later one in a round hits the
+  blocks an earlier one inserted (SGLang's batch computes both). Modelled where every page above the shared prefix
+  is one block (no sliding windows or state layers; otherwise a victim re-prefills all past the shared prefix, an upper
   bound, and hash_ids are not used). Not modelled: ``calc_priority``'s match of every waiting request each
   round (the Rust tree core's fast match, whose effect on access times the wheel's Python does not show: kvplan
   refreshes only the requests a round looks at), the partial-node split of a match that ends inside a node.
@@ -207,6 +213,8 @@ PREFILL_LIMITS_SOURCE = WHERE + ("managers/scheduler.py (PrefillAdder(..., max_p
                                  "managers/schedule_policy.py (PrefillAdder: rem_input_tokens, rem_chunk_tokens, "
                                  "budget_state, _select_prefill_admission); arg_groups/fields/schedule.py "
                                  "(max_prefill_tokens 16384, chunked_prefill_size None: by GPU memory)")
+PACK_SOURCE = WHERE + ("managers/scheduler.py (_get_new_batch_prefill_raw: ScheduleBatch.init_new(can_run_list, "
+                      "...), new_batch.prepare_for_extend(): a round's requests are one extend batch, one forward)")
 RUNNING_SOURCE = WHERE + "mem_cache/kv_cache_configurator.py (resolve_max_num_reqs)"
 OVERLAP_SOURCE = WHERE + ("managers/scheduler.py (event_loop_overlap, _reqs_finishing_inflight, "
                           "update_running_batch); arg_groups/fields/schedule.py (disable_overlap_schedule = False)")
@@ -292,17 +300,6 @@ def max_running_requests(token_capacity: int, context_len: int | None) -> int:
     """SGLang's default ``--max-running-requests`` per worker for a pool of ``token_capacity`` tokens."""
     estimated = int(token_capacity / context_len * 512) if context_len else 0
     return min(max(min(estimated, 4096), 2048), token_capacity // 2)
-
-
-def _one_pass(r: ReplicaState, together: list[int]) -> None:
-    """The new requests of one prefill pass (module docstring, "Prefill") have their first tokens together, when
-    the last of them (prefilled last, in kvplan's order) has its own; the list is emptied for the next pass."""
-    if len(together) > 1:
-        first = r.tally.first_token
-        last = first[together[-1]]
-        for j in together[:-1]:
-            first[j] = last
-    together.clear()
 
 
 def dp_attention(par: Any) -> bool:
@@ -1128,6 +1125,8 @@ class SglangScheduler(Scheduler):
         admitted = False
         cut, arrival, seats = min(self.cut, self.recv_cut), r.tally.arrival, self.held_seats
         together: list[int] = []                  # new requests of the pass in progress (one forward, one result)
+        ranges: list[tuple[int, int]] = []        # the pass's prompts' token ranges (start, end), priced at its end
+        load = [0.0]                              # HiCache: the pass's load-backs over the host link, summed
         while waiting:
             i = waiting[0]
             if arrival[i] > cut:                      # (overlap) not seen yet: it arrived during the batch in flight
@@ -1186,23 +1185,38 @@ class SglangScheduler(Scheduler):
                         self.host_hits[i] += cached - on_device
             if r.total_blocks - r.free > r.tally.peak_used:
                 r.tally.peak_used = r.total_blocks - r.free
-            if ext_p > rem_chunk:                     # chunked: the pass before ends with its first chunk
-                _one_pass(r, together)
+            chunked = ext_p > rem_chunk
+            if chunked:                               # the pass before ends with its first chunk; it runs alone
+                self._pass(r, ranges, load, together)
             if gi == 0:
                 if Ll[i] > 1:                         # (one that finishes at its prefill keeps its own end)
                     together.append(i)
-                if cached != (r.hit if r.prefix_cached else 0):
-                    self._prefill_new(r, i, cached)
-                else:
-                    r.prefill_prompt(i)
+                if chunked:
+                    if cached != (r.hit if r.prefix_cached else 0):
+                        self._prefill_new(r, i, cached)
+                    else:
+                        r.prefill_prompt(i)
+                else:                                 # one of the pass: priced with it, its first token at its end
+                    tally = r.tally
+                    tally.admitted[i] = r.now
+                    tally.prefix_hits[i] = cached
+                    r.prefix_cached = True
+                    g[i] = 1
+                    ranges.append((cached, fill))
+                    load[0] += self.load_t
+                    self.load_t = 0.0
             else:                                     # retracted: its fill again past the cached tokens
-                t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits for the load
-                self.load_t = 0.0
-                r.now += t
                 tally = r.tally
+                if chunked:
+                    t = max(r.prefill(fill, cached), self.load_t)     # HiCache: its forward waits for the load
+                    r.now += t
+                    tally.stall_prefill += t
+                else:
+                    ranges.append((cached, fill))
+                    load[0] += self.load_t
+                self.load_t = 0.0
                 tally.recomputed[i] += fill - cached
                 tally.recompute_hits[i] += cached - r.hit
-                tally.stall_prefill += t
                 g[i] = gi + 1                         # the re-prefill gives the next token
             if tree is not None:
                 tree.checkpoint(i, fill)              # checkpoint_kv_cache after the prefill
@@ -1210,8 +1224,18 @@ class SglangScheduler(Scheduler):
             admitted = True
             charge = block + min(Ll[i], CLIP_MAX_NEW_TOKENS) + (need * block if finished else 0)
             if finished:
-                r.finished(i)                         # its blocks stay charged until the round ends
-                batch.last_done = r.now
+                if ranges and not chunked:            # done at its prefill: at the end of the pass so far
+                    start = r.now
+                    t = self._price(r, ranges, load[0])
+                    r.now = start + t
+                    if gi == 0:
+                        r.tally.first_token[i] = r.now - r.first_token_back(t)
+                    r.finished(i)                     # its blocks stay charged until the round ends
+                    batch.last_done = r.now
+                    r.now = start
+                else:
+                    r.finished(i)                     # its blocks stay charged until the round ends
+                    batch.last_done = r.now
             elif r.xo_used:
                 r.join(i)
                 batch.join(i, r.done_at[i], steps, Pl[i], Ll[i], r.xo_l[i])
@@ -1227,7 +1251,7 @@ class SglangScheduler(Scheduler):
                 r.joins += 1
                 running.append(i)
                 batch.join(i, d, steps, Pl[i], Ll[i], v)
-            if ext_p > rem_chunk:                     # chunked: its last chunk's round goes on
+            if chunked:                               # chunked: its last chunk's round goes on
                 rest = run - first                    # then chunks of chunked_prefill_size; the last:
                 last = -(-(rest - self.chunk * ((rest - 1) // self.chunk)) // block) * block
                 rem_chunk, rem_input = self.chunk - last, self.max_prefill - last
@@ -1243,8 +1267,35 @@ class SglangScheduler(Scheduler):
                 break
             if rem_chunk <= 0 or rem_input <= 0:      # budget_state: OTHER, the round ends
                 break
-        _one_pass(r, together)
+        self._pass(r, ranges, load, together)
         return admitted
+
+    @staticmethod
+    def _price(r: ReplicaState, ranges: list[tuple[int, int]], load: float) -> float:
+        """One prefill pass of ``ranges`` (module docstring, "Prefill"): ``StepModel.prefill_pass_seconds``, one
+        prompt ``prefill_seconds``; with HiCache the longer of it and the pass's load-backs."""
+        if len(ranges) == 1:
+            start, end = ranges[0]
+            t = r.prefill(end, start)
+        else:
+            assert r.prefill_pass is not None, "SGLang's scheduler packs a round's prompts: the replica prices a pass"
+            t = r.prefill_pass(ranges)
+        return max(t, load)
+
+    def _pass(self, r: ReplicaState, ranges: list[tuple[int, int]], load: list[float], together: list[int]) -> None:
+        """The pass in progress runs: priced once (``_price``), the clock past it, and the first tokens of its new
+        requests (and of a chunked request before them) at its end; emptied for the next pass."""
+        if ranges:
+            t = self._price(r, ranges, load[0])
+            r.now += t
+            r.tally.stall_prefill += t
+            first = r.now - r.first_token_back(t)
+            ft = r.tally.first_token
+            for j in together:
+                ft[j] = first
+            ranges.clear()
+            load[0] = 0.0
+        together.clear()                          # (a chunked request with no pass after it keeps its own)
 
     # --- retraction ---------------------------------------------------------------------------------------------
     def preempt(self, r: ReplicaState, need: int) -> None:
@@ -1371,7 +1422,7 @@ def for_scenario(s: Any, o: Any, total_blocks: int, block: int, reuse: bool = Fa
             f"{hashes.block_tokens}-token blocks (an id is its block with everything before it), shared by the "
             "requests whose ids match, locked while they run and evicted least recently used first with the rest "
             "of the tree; a prompt's hit is its leading blocks in the tree (at most its length less one token), "
-            "and a round's later request hits what an earlier one inserted (kvplan prefills them one by one)."
+            "and a round's later request hits what an earlier one inserted (kvplan inserts them one by one)."
             if reuse else
             "The trace's hash_ids are not simulated here: the radix tree is modelled only where every page is "
             "one block (no sliding windows or state layers).")
