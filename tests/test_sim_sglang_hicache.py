@@ -262,3 +262,26 @@ def test_hicache_is_sglangs_and_needs_the_radix_tree(run_cli):
     with pytest.raises(KvplanError, match="sliding windows or state layers"):
         sim.simulate(scenario(CASES["gpt-oss-120b"][0], "60MiB"), CASES["gpt-oss-120b"][4](),
                      sim.SimOptions(hicache=HiCache()))
+
+
+def test_a_load_back_longer_than_its_pass_prices_the_pass_and_ends_with_it():
+    # The demotion case above with 4,000-token prompts A and C (blocks 1..8, 512 tokens each; B, 9,500 tokens on
+    # blocks 100..118, evicts A's whole chain to host memory), and D, a 100-token prompt of its own, at 10.2 s.
+    # C's host hit is 3,999 tokens (the last is computed): 4,000 blocks loaded back over the host link,
+    # 4,000 x copy overhead + 4,000 x 128 KiB / (link x its two-direction factor) = 20.5 ms on the H100 preset,
+    # longer than the pass it overlaps (one token over 3,999 cached, 6.44 ms): C's pass costs the load, 20.5 ms.
+    # D's round comes after C's, with nothing to load: its pass is its own prefill alone, the load gone with C's pass.
+    ids = list(range(1, 9)) + list(range(100, 119)) + list(range(1, 9)) + [200]
+    blocks = PrefixBlocks(np.array(ids), np.array([0, 8, 27, 35, 36]))
+    w = hand_work([4000, 9500, 4000, 100], [50, 10, 50, 5], [0.0, 5.0, 10.0, 10.2], blocks)
+    s = scenario(LLAMA, "1250MiB")
+    on = sim.simulate(s, w, sim.SimOptions(hicache=HiCache()))
+    settings = costs.CostSettings()
+    link = float(costs.host_link_rate(s.hardware).value)
+    load = 4000 * settings.copy_overhead_us * 1e-6 + 4000 * 131072 / (link * settings.bidir_factor)
+    sm = costs.step_model(s)
+    assert list(on.prefix_hit_tokens) == [0, 0, 3999, 0] and on.hicache["loaded_blocks"] == 4000
+    assert load == pytest.approx(0.0205, abs=5e-4) and sm.prefill_seconds(4000, 3999, 8192) < load / 3
+    assert on.first_token[2] - on.admitted[2] == pytest.approx(load, rel=1e-12)
+    assert on.first_token[3] - on.admitted[3] == pytest.approx(sm.prefill_seconds(100, 0, 8192), rel=1e-12)
+    both(s, w, HiCache(), {})
