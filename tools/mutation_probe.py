@@ -2171,8 +2171,16 @@ MUTANTS: tuple[Mutant, ...] = (
     M("cfw22-not-in-verdict", "kvplan/calc/simulate.py", "or falls_behind(metrics) or above_capacity(metrics)",
       "or falls_behind(metrics)"),
     M("cfw22-any-lengths", "kvplan/calc/simulate.py", "CAPACITY_SPREAD = 0.1 ", "CAPACITY_SPREAD = 10.0 "),
-    M("cfw22-bound-at-or-above", "kvplan/calc/simulate.py", "rate > capacity * (1 + CAPACITY_MARGIN)",
-      "rate >= capacity * (1 + CAPACITY_MARGIN)"),
+    M("cfw22-bound-at-or-above", "kvplan/calc/simulate.py", "rate - allowance > capacity * (1 + CAPACITY_MARGIN)",
+      "rate - allowance >= capacity * (1 + CAPACITY_MARGIN)"),
+    M("cfw22-prefill-at-saturated-packing", "kvplan/calc/simulate.py",
+      "                t_pf = min(t / j for j, t in enumerate(passes, start=1))\n"
+      "                cap = b / (d * tpot + b * t_pf)\n", ""),
+    M("cfw22-no-poisson-allowance", "kvplan/calc/simulate.py",
+      "spread = rate * CAPACITY_SIGMAS / math.sqrt(n - 1)", "spread = 0.0 * rate"),
+    M("cfw22-allowance-added", "kvplan/calc/simulate.py", "and rate - allowance > capacity",
+      "and rate + allowance > capacity"),
+    M("cfw22-trace-blocks-priced", "kvplan/calc/simulate.py", ' or getattr(w, "blocks", None) is not None:', ":"),
     # pack21: a round's waiting prompts packed into one prefill pass up to the token budget (rule book, cost model, pd)
     M("pack21-budget-ignored", "kvplan/engines/scheduling.py",
       "if members and budget is not None and tokens + cache - start > budget:", "if False:"),

@@ -1214,7 +1214,7 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
     vLLM V1), the colocated prefill's price per prompt at the longest of those prompts as pd prices it
     (``_Model.sustained``: the B / D prompts waiting at a step of the pool-capped batch share a pass) against the
     prefill role's packed pass of k prompts (kvplan's SGLang scheduler, which the simulated colocated runs use,
-    prices a round's prompts one after the other). None when the verdict changes at most once."""
+    prices a round's prompts as one pass too). None when the verdict changes at most once."""
     fit = sorted((r for r in rows if r.fits), key=lambda r: r.prompt_tokens)
     at = [b for a, b in zip(fit, fit[1:], strict=False) if a.disaggregation_wins != b.disaggregation_wins]
     if len(at) < 2:
@@ -1249,7 +1249,7 @@ def _flips(rows, own_passes: _Model | None) -> Note | None:
                  "between decode steps (the neutral rule book's and SGLang's default, no mixed chunks), the "
                  "{shared:.3g} prompts waiting at a step of the pool-capped batch sharing one, {colocated:ms:,.2f} ms "
                  f"a prompt on TP{label} (kvplan's SGLang scheduler, which the simulated colocated runs use, prices a "
-                 "round's prompts one after the other), where a prefill-role rank packs "
+                 "round's prompts as one pass too), where a prefill-role rank packs "
                  f"{k} into one pass at {{packed:ms:,.2f}} ms each; --engine vllm mixes prefill chunks into decode "
                  "steps")
     return note(text + ".", **values)

@@ -1515,7 +1515,8 @@ def overload_values(v: Overload) -> dict:
             "retracted, preempted) grew past the Poisson noise of a deployment that keeps up",
             f"{v.steady_completions:,} in ({v.steady_start:.6g}, {v.last:.6g}] s; "
             f"{v.steady_arrivals:,} - {v.steady_completions:,} = {short:,}"
-            + (f" - {filled:,} (the running batch's growth) = {backlog:,}" if filled else "")
+            + (f" - {filled:,} (the running batch's growth) = {backlog:,}" if filled > 0
+               else f" + {-filled:,} (the running batch's shrinking) = {backlog:,}" if filled else "")
             + (" >" if backlog > bound else " <=")
             + f" 3 x sqrt(2 x {v.steady_arrivals:,}) = {bound:.1f}", SERVICE_SOURCE))
     return {"waiting_at_mid_arrival": Count(v.waiting_mid if v.open_arrivals else None, why_mid),
@@ -1790,18 +1791,26 @@ def simulated_load(s: Scenario, rate: float, targets: SloTargets, max_batch: int
 # fluid bound: a saturated replica whose pool holds B requests at their mean context finishes at most that many
 # requests a second; a run fed faster piles requests up however short it is. It rounds: D decode steps where the
 # engine runs D - 1 after the prefill's token (1/D), an integer batch (1/B), the step priced at the batch's mean
-# context and T_pf at the saturated packing B / D (``packed_prefill``). CAPACITY_MARGIN covers them: with D and B at
-# least CAPACITY_MIN_TOKENS and CAPACITY_MIN_BATCH (1/64 + 1/64 = 3.1%) the rest, 1.9%, is for the mean-context and
-# packing terms; the one point measured against it, SGLang Llama-3.1-8B H100 1K + 1K, sustained 7.8/s over 4,000
-# requests at 8/s against the bound's 7.66/s (1.8% over).
+# context. T_pf is the cheapest a prompt can cost where prefills are passes of their own: the pass of as many prompts
+# as the token budget holds (``prefill_passes``' least T(j) / j), since a replica that falls behind has a queue to
+# fill its passes; a bound priced at the saturated packing B / D was beaten by the simulator itself (Qwen3-30B-A3B
+# SGLang H100 500 + 100 at 38/s: bound 30.9/s at 1.61 prompts a pass, the run kept up at 37.8/s; at 16 a pass the
+# bound is 44.1/s). Where chunks ride in decode steps (vLLM V1) T_pf is ``steps_prefill``'s. CAPACITY_MARGIN covers
+# the rounding: with D and B at least CAPACITY_MIN_TOKENS and CAPACITY_MIN_BATCH (1/64 + 1/64 = 3.1%) the rest, 1.9%,
+# for the mean-context term. The offered rate of n Poisson arrivals is itself a draw: its standard deviation is
+# rate / sqrt(n - 1), so the witness takes 3 of them off it (``CAPACITY_SIGMAS``; a false call < 0.13%) before it
+# compares: 100 arrivals at 7/s may come at 8.1/s by chance, which is no overload.
 CAPACITY_MARGIN = 0.05
+CAPACITY_SIGMAS = 3
 CAPACITY_MIN_TOKENS = 64
 CAPACITY_MIN_BATCH = 64
 CAPACITY_SPREAD = 0.1      # equal-ish lengths: every prompt and every output within 10% of its mean
 CAPACITY_SOURCE = ("kvplan's overload rule, capacity witness (issue 21): the pool-bound batch B = the KV pool at the "
                    "mean context p + d/2 (every request holds its KV, the contexts spread over p .. p + d), its step "
                    "and prefill from the one cost model (kvplan.calc.costs; pd's sustained rate, "
-                   "kvplan.calc.pd._Model.sustained); a fluid bound, overloaded above it by more than 5%")
+                   "kvplan.calc.closed_form.ClosedFormReplica.sustained, with the prefill at its cheapest packing); a "
+                   "fluid bound, overloaded when the offered rate less 3 Poisson standard deviations (rate / "
+                   "sqrt(n - 1)) is above it by more than 5%")
 
 
 def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) -> dict:
@@ -1832,8 +1841,9 @@ def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) ->
     elif s.parallelism.dp > 1:
         why = "DP > 1: the closed form prices one replica, the routing is the run's"
     elif o.speculative or o.dram_bytes_per_node or o.offload_threshold is not None or o.hicache is not None \
-            or o.kv_offloading_bytes or s.shared_prefix_tokens:
-        why = "speculative decoding, host offload, HiCache or a shared prefix: service the closed form does not price"
+            or o.kv_offloading_bytes or s.shared_prefix_tokens or getattr(w, "blocks", None) is not None:
+        why = ("speculative decoding, host offload, HiCache, a shared prefix or a trace's reused blocks: service the "
+               "closed form does not price")
     p, d = (int(round(float(prompts.mean()))), int(round(float(outputs.mean())))) if n else (0, 0)
     if not why and d < CAPACITY_MIN_TOKENS:
         why = f"outputs of {d} tokens: the rounding (1/D) exceeds the margin below {CAPACITY_MIN_TOKENS}"
@@ -1848,28 +1858,44 @@ def closed_form_capacity(s: Scenario, r: SimRun, o: SimOptions | None = None) ->
             why = f"a pool-bound batch of {b}: the rounding (1/B) exceeds the margin below {CAPACITY_MIN_BATCH}"
         else:
             cap, b, t_pf, tpot = m.sustained(p, d, b)
+            if not (m.o.chunked and s.engine_adapter.mixes_prefill_chunks()):
+                passes = m.prefill_passes(p)
+                t_pf = min(t / j for j, t in enumerate(passes, start=1))
+                cap = b / (d * tpot + b * t_pf)
             rate = (n - 1) / (last - first)
     offered = Number(rate, derived("the offered rate: (requests - 1) / (last arrival - first arrival)",
                                    f"({n:,} - 1) / ({last:.6g} - {first:.6g}) s = "
                                    f"{rate:.6g}/s" if rate is not None else f"abstains: {why}", CAPACITY_SOURCE))
+    spread = rate * CAPACITY_SIGMAS / math.sqrt(n - 1) if rate is not None else None
+    noise = Number(spread, derived("the offered rate's Poisson allowance: 3 x rate / sqrt(requests - 1)",
+                                   f"3 x {rate:.6g} / sqrt({n:,} - 1) = {spread:.6g}/s"
+                                   if rate is not None and spread is not None else f"abstains: {why}",
+                                   CAPACITY_SOURCE))
     bound = Number(cap, derived(
-        "the closed-form sustained rate B / (D x TPOT(B) + B x T_pf), B the pool-bound batch at the mean context; "
-        "overloaded when the offered rate > it x (1 + 5%)",
+        "the closed-form sustained rate B / (D x TPOT(B) + B x T_pf), B the pool-bound batch at the mean context, "
+        "T_pf a prompt's prefill at its cheapest packing; overloaded when the offered rate less its Poisson allowance "
+        "> it x (1 + 5%)",
         f"B = min(pool at {p:,} + {d // 2:,} tokens, max_num_seqs) = {b:,}; {b:,} / ({d:,} x {tpot * 1e3:.4g} ms + "
-        f"{b:,} x {t_pf * 1e3:.4g} ms) = {cap:.6g}/s; {rate:.6g} {'>' if above_bound(rate, cap) else '<='} "
-        f"{cap:.6g} x 1.05 = {cap * (1 + CAPACITY_MARGIN):.6g}" if cap is not None and rate is not None
+        f"{b:,} x {t_pf * 1e3:.4g} ms) = {cap:.6g}/s; {rate:.6g} - {spread:.6g} "
+        f"{'>' if above_bound(rate, cap, spread) else '<='} {cap:.6g} x 1.05 = {cap * (1 + CAPACITY_MARGIN):.6g}"
+        if cap is not None and rate is not None and spread is not None
         else f"abstains: {why}",
         CAPACITY_SOURCE))
-    return {"offered_rate_requests_per_second": offered, "closed_form_capacity_requests_per_second": bound}
+    return {"offered_rate_requests_per_second": offered, "offered_rate_allowance_requests_per_second": noise,
+            "closed_form_capacity_requests_per_second": bound}
 
 
-def above_bound(rate: float | None, capacity: float | None) -> bool:
-    """The capacity witness's rule: the offered rate exceeds the closed-form sustained rate by more than
-    CAPACITY_MARGIN (False when either is missing: the witness abstains)."""
-    return rate is not None and capacity is not None and rate > capacity * (1 + CAPACITY_MARGIN)
+def above_bound(rate: float | None, capacity: float | None, allowance: float | None = 0.0) -> bool:
+    """The capacity witness's rule: the offered rate, less its Poisson ``allowance`` (CAPACITY_SIGMAS standard
+    deviations), exceeds the closed-form sustained rate by more than CAPACITY_MARGIN (False when a figure is missing:
+    the witness abstains)."""
+    return (rate is not None and capacity is not None and allowance is not None
+            and rate - allowance > capacity * (1 + CAPACITY_MARGIN))
 
 
 def above_capacity(metrics: dict) -> bool:
     """The capacity witness on the run's metrics (``closed_form_capacity``'s figures)."""
     rate, cap = metrics.get("offered_rate_requests_per_second"), metrics.get("closed_form_capacity_requests_per_second")
-    return rate is not None and cap is not None and above_bound(rate.value, cap.value)
+    noise = metrics.get("offered_rate_allowance_requests_per_second")
+    return (rate is not None and cap is not None and noise is not None
+            and above_bound(rate.value, cap.value, noise.value))

@@ -150,7 +150,8 @@ def present(plan: PdPlan) -> Result:
          if o.chunked and s.engine_adapter.mixes_prefill_chunks() else
          "Colocated prefills run as passes of their own between decode steps (no mixed chunks): the prompts waiting "
          "at a step share one pass up to the token budget (B / D of them a pass when saturated; kvplan's SGLang "
-         "simulator prices them one after the other), a longer prompt alone in chunks of it (--no-chunked: whole)."),
+         "simulator prices a round's prompts as one pass too), a longer prompt alone in chunks of it (--no-chunked: "
+         "whole)."),
         "The KV moves over each GPU's NIC in parallel, overlapped with the prefill layer by layer; every receiving "
         "TP rank gets its own shard (an MLA latent goes to every rank).",
         "Prefill and decode instances run on the same GPU type, each role at the scenario's PP; a prefill rank "
