@@ -119,9 +119,13 @@ NEVER_SEEN_2_MISSED_OVERLOADS = 0
 # a pass, the profile run of a whole 163,840-token context on H200: KV pool 41.1 -> 20.1 GiB): dstack's 27 from
 # 51.0%, 84.3%, 61.1% to 53.3%, 82.7%, 57.2% (its H200 vLLM nine: TTFT 85.8% -> 72.2%), all 53 from 32.4%, 78.7%,
 # 39.8% to 33.5%, 69.7%, 39.8%; the TTFT ceilings and dstack's E2E lowered to them
+# Then (lead, review of v0q22) the profile run's fused-MoE workspace sized for vLLM's 32,768-token MoE chunk, not the
+# whole 163,840-token pass (VLLM_FUSED_MOE_CHUNK_SIZE, PR #7995): the H200 pool 20.1 -> 35.6 GiB, so most of v0q22's
+# queueing goes: dstack's 27 at 53.3%, 83.5%, 61.2%, all 53 at 33.3%, 72.2%, 39.8% (sglpk22 merged); dstack's E2E
+# ceiling back up to 0.615 and the whole set's TTFT to 0.725: the correction of an overstated term, said so
 NEVER_SEEN_3_CEILING = {"inferencex-": {"tpot": 0.225, "ttft": 0.62, "e2e": 0.245},
-                        "dstack-": {"tpot": 0.61, "ttft": 0.835, "e2e": 0.58},
-                        "": {"tpot": 0.49, "ttft": 0.705, "e2e": 0.58}}
+                        "dstack-": {"tpot": 0.61, "ttft": 0.835, "e2e": 0.615},
+                        "": {"tpot": 0.49, "ttft": 0.725, "e2e": 0.58}}
 
 
 @pytest.fixture(scope="module")

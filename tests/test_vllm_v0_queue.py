@@ -56,9 +56,11 @@ def test_v0_profile_run_of_a_whole_context_shrinks_the_pool():
     s = build_scenario(**R1)
     act = s.engine_adapter.activation_reserve(s, s.sized_model, s.parallelism).number()
     # sampler: 256 x 129,280 x 41.2 = 1,363,542,016 B + 2.5 x 163,840 x 7,168 = 2,936,012,800 B -> 4,299,554,816 B;
-    # fused-MoE workspace: 163,840 x 8 x (3 x 2,048 / 8 + 7,168) x 2 = 163,840 x 8 x 7,936 x 2 = 20,803,747,840 B;
-    # total 25,103,302,656 B (23.38 GiB). With the 8,192-token pass kvplan assumed before: 2,550,530,048 B.
-    assert act == pytest.approx(25_103_302_656, rel=1e-6)
+    # fused-MoE workspace: the kernel runs the pass in chunks of VLLM_FUSED_MOE_CHUNK_SIZE = 32,768 tokens, so
+    # 32,768 x 8 x (3 x 2,048 / 8 + 7,168) x 2 = 32,768 x 8 x 7,936 x 2 = 4,160,749,568 B (the whole 163,840-token
+    # pass would be 20,803,747,840 B); total 8,460,304,384 B (7.88 GiB). With the 8,192-token pass kvplan assumed
+    # before: 2,550,530,048 B.
+    assert act == pytest.approx(8_460_304_384, rel=1e-6)
 
 
 def test_one_v0_pass_takes_the_whole_wave_of_mla_prompts():

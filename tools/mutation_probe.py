@@ -2180,6 +2180,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "spread = rate * CAPACITY_SIGMAS / math.sqrt(n - 1)", "spread = 0.0 * rate"),
     M("cfw22-allowance-added", "kvplan/calc/simulate.py", "and rate - allowance > capacity",
       "and rate + allowance > capacity"),
+    M("lead33-moe-workspace-unchunked", "kvplan/engines/vllm.py", "chunk = min(mnbt, FUSED_MOE_CHUNK_TOKENS)",
+      "chunk = mnbt"),
     M("cfw22-trace-blocks-priced", "kvplan/calc/simulate.py", ' or getattr(w, "blocks", None) is not None:', ":"),
     # pack21: a round's waiting prompts packed into one prefill pass up to the token budget (rule book, cost model, pd)
     M("pack21-budget-ignored", "kvplan/engines/scheduling.py",

@@ -194,6 +194,15 @@ V0_PREFIX_SOURCE = blob("v0.7.3", "vllm/engine/arg_utils.py", "EngineArgs.__post
 # off) and for any model whose context is at most 32K; past 32K V0 turns it on for other models (then kvplan keeps
 # its 8192-token estimate of a pass, as activation_reserve does).
 V0_MAX_NUM_SEQS = 256
+# The fused-MoE kernel runs a forward of many tokens in chunks: fused_experts_impl takes M = min(tokens, CHUNK_SIZE)
+# with CHUNK_SIZE = envs.VLLM_FUSED_MOE_CHUNK_SIZE, whose default is "32768" (vllm/envs.py, PR #7995), and sizes its
+# intermediate caches for M tokens; so the profile run's MoE workspace stops growing at 32,768 tokens (it matters
+# where a pass is longer: V0 without chunked prefill at a long max_model_len, or a given max_num_batched_tokens)
+FUSED_MOE_CHUNK_TOKENS = 32768
+FUSED_MOE_CHUNK_SOURCE = ("github.com/vllm-project/vllm vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE (default 32768 since "
+                          "vllm-project/vllm PR #7995, Aug 2024, from 64K; ROCm's fork ROCm/vllm PR #207 went back to "
+                          "64K), vllm/model_executor/layers/fused_moe/fused_moe.py fused_experts_impl: M = "
+                          "min(num_tokens, CHUNK_SIZE), the intermediate caches sized for M tokens")
 V0_MIN_BATCHED_TOKENS = 2048
 V0_LONG_CONTEXT = 32768
 V0_LONG_BATCHED_ESTIMATE = 8192
@@ -714,17 +723,18 @@ class VllmEngine(Engine):
         moe = 0
         expert_inter = model.moe_intermediate_size or (inter if model.num_experts else 0)
         if expert_inter and model.experts_per_token and (scenario.weight_dtype or model.weight_dtype) != "mxfp4":
-            moe = mnbt * model.experts_per_token * (3 * expert_inter // par.tp + hidden) * 2
+            chunk = min(mnbt, FUSED_MOE_CHUNK_TOKENS)
+            moe = chunk * model.experts_per_token * (3 * expert_inter // par.tp + hidden) * 2
             forward = 0   # the experts' transients are the workspace
         stage_in = 4 * mnbt * hidden if par.pp > 1 else 0
         total = int(max(sampler, forward) + moe + stage_in)
         return Bytes(total, derived(
             "max(requests x vocab x B/entry + 2.5 B x tokens x hidden, tokens x (3 x intermediate / TP + 2 x hidden) "
-            "x 2 B) + tokens x experts/token x (3 x moe_intermediate / TP + hidden) x 2 B (+ 4 B x tokens x hidden "
-            "on the last pipeline stage)",
+            "x 2 B) + min(tokens, 32,768: the fused-MoE chunk) x experts/token x (3 x moe_intermediate / TP + "
+            "hidden) x 2 B (+ 4 B x tokens x hidden on the last pipeline stage)",
             f"max({reqs:,} x {vocab:,} x {per_entry:g} + {HIDDEN_BYTES:g} x {mnbt:,} x {hidden:,}, {forward:,}) + "
             f"{moe:,} + {stage_in:,} = {total:,} B ({self.release}; requests = min(max_num_seqs {mns:,}, "
-            f"max_num_batched_tokens {mnbt:,}))", src, PROFILE_LOGS))
+            f"max_num_batched_tokens {mnbt:,}))", src, PROFILE_LOGS, FUSED_MOE_CHUNK_SOURCE))
 
     def non_torch_memory(self, par: Parallelism) -> Bytes:
         """The profile run's non-torch increase for this release and TP degree (NON_TORCH_GIB)."""
